@@ -1,0 +1,49 @@
+"""`python -m harness <command>`: one module per subcommand under harness/commands/.
+
+Each command module exposes ``add_parser(subparsers)`` which registers its parser and
+sets ``func``. Heavy libraries (torch, pyserini, mlflow) are imported inside the
+commands, so ``--help`` and ``ls`` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from harness.errors import HarnessError
+
+# Order is the order shown in --help.
+COMMANDS = ["run", "eval", "ls", "reported", "validate"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness",
+        description=(
+            "Reproducibility harness for retrieval pre-training: runs a method's "
+            "pretrain -> finetune -> eval spec, evaluates with the papers' conventions "
+            "and checks the numbers against the papers' tables."
+        ),
+        epilog="Run 'python -m harness <command> --help' for a command's options.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"harness.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished stages are cached; re-run the same command to resume.", file=sys.stderr)
+        return 130

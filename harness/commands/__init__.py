@@ -1,0 +1,1 @@
+"""One module per CLI subcommand (see harness/cli.py)."""

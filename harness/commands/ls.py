@@ -1,0 +1,48 @@
+"""`python -m harness ls`: list methods and benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands._output import format_table
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ls", help="list methods and benchmarks",
+                       description="List the method specs in baselines/ and the benchmarks the harness evaluates.")
+    p.add_argument("what", nargs="?", choices=["methods", "benchmarks", "all"], default="all")
+    p.set_defaults(func=_ls)
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from harness.spec import list_methods, load_method
+
+    if args.what in ("methods", "all"):
+        rows = []
+        for name in list_methods():
+            raw = load_method(name, "paper") if _has_profile(name, "paper") else load_method(name, "tiny")
+            rows.append([name, raw.get("family"), ",".join(_profiles(name)), raw.get("description")])
+        print(format_table(["method", "family", "profiles", "description"], rows))
+    if args.what == "all":
+        print()
+    if args.what in ("benchmarks", "all"):
+        from harness.data.catalog import get_benchmark, list_benchmarks
+
+        rows = []
+        for name in list_benchmarks():
+            b = get_benchmark(name)
+            rows.append([name, b.kind, "embedded" if b.has_corpus() else "download", ",".join(b.splits())])
+        print(format_table(["benchmark", "kind", "corpus", "splits"], rows))
+    return 0
+
+
+def _profiles(name: str) -> list[str]:
+    import yaml
+
+    from harness.spec import spec_path
+
+    return list((yaml.safe_load(spec_path(name).read_text()) or {}).get("profiles", {}) or {})
+
+
+def _has_profile(name: str, profile: str) -> bool:
+    return profile in _profiles(name)

@@ -1,0 +1,44 @@
+"""`python -m harness run`: run a method's spec end to end and compare with the papers."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands._output import write_json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a method end to end (stages are cached; re-running resumes)",
+        description=(
+            "Run a method spec (baselines/<method>.yaml): its stages, evaluation with the "
+            "papers' conventions, comparison with the papers' reported cells, MLflow logging "
+            "and a run record under runs/records/. Finished stages are cached under cache/, so "
+            "an interrupted run resumes where it stopped."
+        ),
+    )
+    p.add_argument("--method", default="bm25", help="method name (see `python -m harness ls`; default: bm25)")
+    p.add_argument("--profile", choices=["paper", "tiny"], default=None,
+                   help="settings profile; default: paper if the declared hardware is present, else tiny")
+    p.add_argument("--dataset", action="append", default=None, metavar="NAME",
+                   help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets")
+    p.add_argument("--force", action="store_true", help="ignore cached stage outputs and recompute them")
+    p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness.runner import run_method
+
+    datasets = None
+    if args.dataset:
+        datasets = [d.strip() for item in args.dataset for d in item.split(",") if d.strip()]
+    result = run_method(args.method, args.profile, datasets, force=args.force)
+    if args.json:
+        write_json(args.json, {
+            "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],
+            "spec_hash": result["spec_hash"], "metrics": result["metrics"], "comparison": result["comparison"],
+            "run_record": result["run_record"], "mlflow": result["mlflow"],
+        })
+    return 0

@@ -1,0 +1,1 @@
+"""Per-family pipelines: a resolved spec + a dataset -> a TREC run file, through cached stages."""

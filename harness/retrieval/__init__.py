@@ -1,0 +1,1 @@
+"""Indexing and retrieval back-ends (Lucene through pyserini; faiss for dense)."""

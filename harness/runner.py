@@ -1,0 +1,169 @@
+"""Run a method spec end to end: stages -> evaluation -> comparison -> tracking + run record.
+
+Each family of methods has a pipeline function that turns a resolved spec and a dataset
+into a TREC run (through cached stages). Everything after the run file (evaluation with
+the benchmark's conventions, comparison with the papers, MLflow, the run record) is shared.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import SEED
+from harness.cache import StageCache
+from harness.errors import HarnessError
+from harness.hardware import declared_present, detect
+from harness.spec import MethodSpec, config_hash, load_method
+from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
+
+
+@dataclass
+class StageLog:
+    """What happened in each stage, for the run record and the final summary."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, name: str, dataset: str | None, cached: bool, seconds: float, **extra: Any) -> None:
+        self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(seconds, 2), **extra})
+
+
+@dataclass
+class RunContext:
+    spec: MethodSpec
+    tracker: Tracker
+    stages: StageLog
+    force: bool = False
+
+    def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
+                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1") -> StageCache:
+        """Run `build(workdir)` unless a finished output with the same hash exists."""
+        cache = StageCache(name, config, inputs, code_version)
+        label = f"{name}/{dataset}" if dataset else name
+        if self.force and cache.is_done():
+            cache.clear()
+        if cache.is_done():
+            print(f"[{label}] cached ({cache.dir})")
+            self.stages.add(name, dataset, True, 0.0, key=cache.key)
+            return cache
+        started = time.time()
+        with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
+            meta = build(cache.begin()) or {}
+            cache.finish(meta)
+            self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
+        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, **meta)
+        return cache
+
+
+def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
+    """`paper` where the declared hardware is present, otherwise `tiny`; returns (profile, why)."""
+    if requested:
+        return requested, "requested with --profile"
+    paper = load_method(spec_name, "paper")
+    hw = detect()
+    if declared_present(paper.get("hardware"), hw):
+        return "paper", f"declared hardware is present ({hw.describe()})"
+    return "tiny", (f"declared hardware {paper.get('hardware.devices')} x {paper.get('hardware.device_type')} "
+                    f"is not present ({hw.describe()})")
+
+
+def pipeline_for(spec: MethodSpec) -> Callable[[RunContext, str], Path]:
+    family = spec.get("family")
+    if family == "lexical":
+        from harness.pipelines.bm25 import run_bm25
+
+        return run_bm25
+    raise HarnessError(
+        f"method '{spec.name}' ({family}) needs the pre-training and fine-tuning stages, which are not built yet; "
+        "only bm25 runs end to end in this version (see the README's status section)"
+    )
+
+
+def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
+               force: bool = False) -> dict[str, Any]:
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import read_trec_run
+    from harness.evaluation.compare import compare, format_comparison_table
+    from harness.evaluation.measures import evaluate
+    from harness.reported import cells_for
+
+    profile, why = choose_profile(method, profile)
+    spec = load_method(method, profile)
+    datasets = datasets or list(spec.get("datasets", []))
+    benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
+    print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
+
+    run_id = new_run_id(method, profile)
+    tags = {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
+    tracker = Tracker(experiment=method, run_name=run_id, tags=tags)
+    ctx = RunContext(spec, tracker, StageLog(), force)
+    pipeline = pipeline_for(spec)
+    metrics: dict[str, dict[str, float]] = {}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    checksums: dict[str, dict[str, str]] = {}
+    run_files: dict[str, str] = {}
+    started = time.time()
+    with tracker.run():
+        tracker.log_params({"method": method, "profile": profile, "spec_hash": spec.spec_hash, "seed": SEED,
+                            "spec": spec.config})
+        for name, bench in benchmarks.items():
+            run_path = pipeline(ctx, name)
+            run_files[name] = str(run_path)
+            checksums[name] = bench.files()
+            t0 = time.time()
+            with tracker.stage(f"evaluate/{name}", {"benchmark": name}):
+                result = evaluate(read_trec_run(run_path), bench.qrels("test"), name)
+                tracker.log_metrics(result.aggregate)
+                tracker.log_artifact(run_path, subdir=f"runs/{name}")
+            ctx.stages.add("evaluate", name, False, time.time() - t0)
+            metrics[name] = dict(result.aggregate)
+            per_query[name] = {m: dict(v) for m, v in result.per_query.items()}
+            tracker.log_metrics({f"{name}/{m}": v for m, v in result.aggregate.items()})
+
+        conditions = {"profile": profile, **(spec.get("conditions") or {})}
+        cells = [c for c in cells_for(method=method) if c.benchmark in metrics]
+        comparisons = compare(metrics, per_query, cells, conditions)
+        record = {
+            "run_id": run_id,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "method": method,
+            "profile": profile,
+            "spec_hash": spec.spec_hash,
+            "spec": spec.config,
+            "command": " ".join(sys.argv),
+            "seed": SEED,
+            "git": git_commit(),
+            "packages": package_versions(),
+            "hardware": {"declared": spec.get("hardware"), "detected": hardware()},
+            "datasets": checksums,
+            "metrics": metrics,
+            "per_query": per_query,
+            "comparison": [c.to_dict() for c in comparisons],
+            "stages": ctx.stages.entries,
+            "run_files": run_files,
+            "seconds": round(time.time() - started, 1),
+            "mlflow": tracker.info(),
+        }
+        path = write_run_record(record)
+        tracker.log_artifact(path, subdir="record")
+    record["mlflow"] = tracker.info()
+    print()
+    print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
+    print()
+    print(summary_line(record, path))
+    return {**record, "run_record": str(path), "config_hash": config_hash(spec.config)}
+
+
+def summary_line(record: dict[str, Any], path: Path) -> str:
+    parts = []
+    statuses = {(c["benchmark"], c["measure"]): c["status"] for c in record["comparison"]}
+    for ds, values in record["metrics"].items():
+        primary = next(iter(values))
+        status = statuses.get((ds, primary), "no reported cell")
+        parts.append(f"{ds} {primary} {100 * values[primary]:.1f} ({status})")
+    mlflow = record["mlflow"]
+    where = f"MLflow run {mlflow['run_id']} at {mlflow['tracking_uri']}" if mlflow.get("run_id") else "MLflow off"
+    return f"{record['method']} [{record['profile']}] " + "; ".join(parts) + f" in {record['seconds']}s -- record {path}; {where}"

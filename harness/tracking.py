@@ -1,0 +1,202 @@
+"""Tracking: MLflow (one parent run per invocation, a nested run per stage) and run records.
+
+MLflow is best-effort: if the tracking server is unreachable or errors, the harness warns
+once and carries on, because the run record JSON under runs/ is the source of truth and
+must never be lost to a tracking outage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import importlib.metadata as md
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import urllib.parse
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness import __version__
+from harness.paths import PROJECT_ROOT, runs_dir
+
+RECORD_SCHEMA_VERSION = 1
+KEY_PACKAGES = (
+    "torch", "transformers", "sentence-transformers", "faiss-cpu", "pyserini", "ir-measures",
+    "pytrec-eval-terrier", "mlflow", "nltk", "tokenizers", "numpy",
+)
+
+
+def default_tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{runs_dir() / 'mlflow.db'}"
+
+
+def _reachable(uri: str, timeout: float = 2.0) -> bool:
+    """Fast check for http(s) stores: MLflow's own client retries for minutes."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme not in ("http", "https"):
+        return True
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname or "localhost", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class Tracker:
+    """Thin MLflow wrapper that degrades to a no-op with a warning on any tracking failure."""
+
+    def __init__(self, experiment: str, run_name: str, tags: dict[str, str], uri: str | None = None):
+        self.uri = uri or default_tracking_uri()
+        self.experiment, self.run_name, self.tags = experiment, run_name, tags
+        self.enabled = True
+        self.warning: str | None = None
+        self.parent_run_id: str | None = None
+        self._mlflow: Any = None
+
+    def _disable(self, why: str) -> None:
+        if self.enabled:
+            self.warning = f"MLflow tracking disabled ({why}); the run record is still written."
+            print(f"warning: {self.warning}", file=sys.stderr)
+        self.enabled = False
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator["Tracker"]:
+        """The parent run for one invocation."""
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        if not _reachable(self.uri):
+            self._disable(f"tracking server {self.uri} is unreachable")
+            yield self
+            return
+        try:
+            import mlflow
+
+            self._mlflow = mlflow
+            if self.uri.startswith("sqlite:///"):
+                Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            mlflow.set_tracking_uri(self.uri)
+            if mlflow.get_experiment_by_name(self.experiment) is None:
+                artifacts = None
+                if self.uri.startswith("sqlite:///"):
+                    artifacts = (runs_dir() / "mlartifacts" / self.experiment).resolve().as_uri()
+                mlflow.create_experiment(self.experiment, artifact_location=artifacts)
+            mlflow.set_experiment(self.experiment)
+            active = mlflow.start_run(run_name=self.run_name, tags=self.tags)
+            self.parent_run_id = active.info.run_id
+        except Exception as exc:  # noqa: BLE001 - any tracking failure must not stop the run
+            self._disable(f"{type(exc).__name__}: {exc}")
+            yield self
+            return
+        status = "FINISHED"
+        try:
+            yield self
+        except BaseException:
+            status = "KILLED"
+            raise
+        finally:
+            self._safe(lambda: self._mlflow.end_run(status=status))
+
+    @contextlib.contextmanager
+    def stage(self, name: str, params: dict[str, Any] | None = None) -> Iterator[None]:
+        """A nested run for one stage (no-op when tracking is off)."""
+        started = self.enabled and self._safe(
+            lambda: self._mlflow.start_run(run_name=name, nested=True, tags={**self.tags, "stage": name})
+        )
+        if started and params:
+            self.log_params(params)
+        status = "FINISHED"
+        try:
+            yield
+        except BaseException:
+            status = "KILLED"
+            raise
+        finally:
+            if started:
+                self._safe(lambda: self._mlflow.end_run(status=status))
+
+    def _safe(self, fn: Any) -> Any:
+        if not self.enabled or self._mlflow is None:
+            return None
+        try:
+            return fn() or True
+        except Exception as exc:  # noqa: BLE001
+            self._disable(f"{type(exc).__name__}: {exc}")
+            return None
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        flat = {k: str(v)[:500] for k, v in flatten(params).items()}
+        self._safe(lambda: self._mlflow.log_params(flat))
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        clean = {k.replace("@", "_at_").replace("(", "_").replace(")", "_").replace("=", "_"): float(v)
+                 for k, v in metrics.items()}
+        self._safe(lambda: self._mlflow.log_metrics(clean, step=step))
+
+    def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
+        self._safe(lambda: self._mlflow.log_artifact(str(path), artifact_path=subdir))
+
+    def info(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "tracking_uri": self.uri, "experiment": self.experiment,
+                "run_id": self.parent_run_id, "warning": self.warning}
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def git_commit() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+
+    try:
+        return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"harness": __version__, "python": platform.python_version()}
+    for name in KEY_PACKAGES:
+        with contextlib.suppress(md.PackageNotFoundError):
+            versions[name] = md.version(name)
+    return versions
+
+
+def hardware() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    with contextlib.suppress(OSError, ValueError):
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        info["memory_gib"] = round(pages * size / 2**30, 1)
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def new_run_id(method: str, profile: str) -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{method}__{profile}__{stamp}"
+
+
+def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
+    """Atomically write a run record; returns its path (runs/records/<run_id>.json)."""
+    directory = directory or runs_dir() / "records"
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {"schema_version": RECORD_SCHEMA_VERSION, **record}
+    path = directory / f"{record['run_id']}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)
+    return path

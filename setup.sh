@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One idempotent set-up for a fresh Debian machine with Python 3.11 (run as root, or with
+# the system packages already present), then an optional command:
+#   bash setup.sh              set up only
+#   bash setup.sh run [ARGS]   set up, then `python -m harness run ARGS` (the main job)
+#   bash setup.sh test [ARGS]  set up, then the test suite (what .ci/run calls)
+#   bash setup.sh harness ARGS set up, then any `python -m harness` command
+set -euo pipefail
+cd "$(dirname "$0")"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 MLFLOW_DISABLE_TELEMETRY=true HF_HUB_OFFLINE=1
+
+# --- system packages: Java 17 for pyserini (Lucene), Chromium for the leaderboard's browser test
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing system packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: please install with apt (needs root): ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+# --- Python environment: pinned packages in .venv, re-installed only when requirements change
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+want=$(sha256sum requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+if [ "$(cat .venv/.installed 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing pinned Python packages into .venv (first time: a few minutes)"
+  .venv/bin/python -m pip install -q -r requirements.txt
+  .venv/bin/python -m pip install -q --no-deps -e .
+  echo "$want" > .venv/.installed
+fi
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  "") echo "setup: done. Try: .venv/bin/python -m harness --help" ;;
+  run) exec .venv/bin/python -m harness run "$@" ;;
+  test) exec .venv/bin/python -m pytest "$@" ;;
+  harness) exec .venv/bin/python -m harness "$@" ;;
+  *) echo "setup: unknown command '$cmd' (use run, test or harness)" >&2; exit 2 ;;
+esac

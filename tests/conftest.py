@@ -1,0 +1,20 @@
+"""Test isolation: every test writes runs, caches and MLflow data into its own tmp folders."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    """Never touch the repository's runs/ or cache/ from a test."""
+    monkeypatch.setenv("HARNESS_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path

@@ -1,0 +1,78 @@
+"""Spec loading: extends inheritance, profiles, and errors that name file, line and fix."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from harness.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.spec import config_hash, load_method, validate_specs
+
+BASE = """\
+name: base
+description: a base method
+family: dense
+papers: [qc-v2]
+stages: [pretrain, finetune]
+datasets: [scifact]
+pretrain: {objective: cotmae, lr: 1.0e-4, steps: 10}
+profiles:
+  paper: {pretrain: {steps: 50000}}
+  tiny: {pretrain: {steps: 20}}
+"""
+
+
+def write(tmp_path, name, text):
+    (tmp_path / f"{name}.yaml").write_text(textwrap.dedent(text))
+
+
+def test_extends_and_profile_merge(tmp_path):
+    write(tmp_path, "base", BASE)
+    write(tmp_path, "child", "name: child\nextends: base\ndescription: child\npretrain: {context: qc}\n")
+    paper = load_method("child", "paper", tmp_path)
+    tiny = load_method("child", "tiny", tmp_path)
+    assert paper.get("pretrain") == {"objective": "cotmae", "lr": 1.0e-4, "steps": 50000, "context": "qc"}
+    assert tiny.get("pretrain.steps") == 20
+    assert paper.spec_hash != tiny.spec_hash
+    assert paper.spec_hash == load_method("child", "paper", tmp_path).spec_hash
+
+
+def test_unknown_method_did_you_mean(tmp_path):
+    write(tmp_path, "base", BASE)
+    with pytest.raises(UnknownNameError, match="Did you mean: base"):
+        load_method("bsae", "paper", tmp_path)
+
+
+def test_malformed_yaml_names_line(tmp_path):
+    write(tmp_path, "base", BASE + "oops: [unclosed\n")
+    with pytest.raises(DataFormatError) as err:
+        load_method("base", "paper", tmp_path)
+    assert "base.yaml:" in str(err.value) and "invalid YAML" in str(err.value)
+
+
+def test_unknown_key_and_wrong_type_are_reported(tmp_path):
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune]", "stages: pretrain\nstagse: []"))
+    problems = validate_specs(tmp_path)
+    text = "\n".join(problems)
+    assert "base.yaml:6: unknown key 'stagse' (did you mean stages?)" in text
+    assert "'stages' must be list" in text
+    with pytest.raises(HarnessError, match="invalid spec"):
+        load_method("base", "paper", tmp_path)
+
+
+def test_missing_profile_and_circular_extends(tmp_path):
+    write(tmp_path, "base", BASE.replace("  tiny: {pretrain: {steps: 20}}\n", ""))
+    with pytest.raises(HarnessError, match="has no 'tiny' profile"):
+        load_method("base", "tiny", tmp_path)
+    write(tmp_path, "a", "name: a\nextends: b\n")
+    write(tmp_path, "b", "name: b\nextends: a\n")
+    assert any("circular extends" in p for p in validate_specs(tmp_path))
+
+
+def test_config_hash_is_order_independent():
+    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
+
+
+def test_project_specs_are_valid():
+    assert validate_specs() == []
