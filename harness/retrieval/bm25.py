@@ -13,8 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterable
-
 from tqdm.auto import tqdm
 
 from harness.errors import HarnessError
@@ -83,10 +81,3 @@ def search(index_dir: Path, queries: dict[str, str], k: int, k1: float, b: float
         for qid in chunk:
             run[qid] = {h.docid: float(h.score) for h in hits.get(qid, [])}
     return run
-
-
-def iter_trec_lines(run: Run, tag: str) -> Iterable[str]:
-    for qid, docs in run.items():
-        ranked = sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))
-        for rank, (doc_id, score) in enumerate(ranked, start=1):
-            yield f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n"

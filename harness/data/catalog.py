@@ -1,0 +1,402 @@
+"""Named benchmarks: queries, qrels and corpus for each evaluation set the papers report.
+
+    >>> b = get_benchmark("dl19")
+    >>> len(b.queries()), b.kind
+    (43, 'trec-dl')
+
+Conventions (they match the papers' evaluation):
+
+* ``queries(split)`` returns only the *judged* queries of that split (those with qrels).
+  DL20's topics file has 200 topics, but only the 54 judged ones are evaluated; DL19 has
+  43; MS MARCO dev (small) has 6,980. BEIR train/dev splits are, as in BEIR's own loader,
+  the queries named in ``qrels/<split>.tsv``.
+* ``split=None`` means the benchmark's evaluation split (``eval_split``): "dev" for
+  ``msmarco-dev`` (which also accepts "test" as an alias for it), "test" for all others.
+* BEIR test topics and qrels come from the Anserini copies (``topics-and-qrels/``) for all
+  datasets. Where BEIR's own files are embedded too (scifact, nfcorpus, scidocs, fiqa), the
+  two are checked to agree (same query ids and texts, same judgements) on first use.
+* ``cqadupstack`` is reported as the mean over its 12 sub-forums: evaluate each of
+  ``sub_benchmarks()`` (``cqadupstack-<forum>``) and average; it has no qrels of its own.
+* ``msmarco-dl19-subset`` is a SMOKE-TEST set (5,000 real passages holding every DL19-relevant
+  one): its scores are not comparable to DL19.
+* Corpora: scifact, nfcorpus and the smoke subset are embedded; the others are downloaded
+  (checksummed, cached) by :mod:`harness.data.download` when ``corpus()`` is first called.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from harness.data import download, embedded
+from harness.data import formats as F
+from harness.errors import HarnessError, UnknownNameError
+
+BEIR_NAMES = ["trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020",
+              "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact"]
+CQADUPSTACK_FORUMS = ["android", "english", "gaming", "gis", "mathematica", "physics", "programmers",
+                      "stats", "tex", "unix", "webmasters", "wordpress"]
+SMOKE_NAME = "msmarco-dl19-subset"
+
+# Splits of each BEIR zip (BEIR README dataset table). nq's training set is a separate
+# BEIR download (nq-train.zip), so only its test split is listed.
+_BEIR_SPLITS = {
+    "trec-covid": ["test"], "nfcorpus": ["train", "dev", "test"], "nq": ["test"],
+    "hotpotqa": ["train", "dev", "test"], "fiqa": ["train", "dev", "test"], "arguana": ["test"],
+    "webis-touche2020": ["test"], "cqadupstack": ["test"], "quora": ["dev", "test"],
+    "dbpedia-entity": ["dev", "test"], "scidocs": ["test"], "fever": ["train", "dev", "test"],
+    "climate-fever": ["test"], "scifact": ["train", "test"],
+}
+
+_TOPICS = "topics-and-qrels/"
+
+
+class Benchmark:
+    """A named evaluation set. Subclasses say where its files come from."""
+
+    kind: str = ""
+    eval_split: str = "test"
+    smoke: bool = False
+    _split_aliases: dict[str, str] = {}
+
+    def __init__(self, name: str, description: str):
+        self.name, self.description = name, description
+        # Parsed (judged queries, qrels) per split: files are read once per process.
+        self._memo: dict[str, tuple[dict[str, str], dict[str, dict[str, int]]]] = {}
+
+    def __repr__(self) -> str:
+        return f"Benchmark({self.name!r}, kind={self.kind!r})"
+
+    # -- interface -------------------------------------------------------------------
+    def splits(self) -> list[str]:
+        return [self.eval_split]
+
+    def queries(self, split: str | None = None) -> dict[str, str]:
+        """Judged queries of ``split`` (``{qid: text}``); a fresh dict the caller may change."""
+        return dict(self._loaded(split)[0])
+
+    def qrels(self, split: str | None = None) -> dict[str, dict[str, int]]:
+        """Relevance judgements of ``split`` (``{qid: {doc_id: grade}}``); a fresh copy."""
+        return {qid: dict(docs) for qid, docs in self._loaded(split)[1].items()}
+
+    def has_corpus(self) -> bool:
+        """Whether the corpus is embedded (available offline)."""
+        return False
+
+    def corpus(self) -> dict[str, dict[str, str]]:
+        """``{doc_id: {"title", "text"}}``: embedded, or downloaded on first use."""
+        return dict(self.iter_corpus())
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        """Stream ``(doc_id, {"title", "text"})`` without holding the corpus in memory (MS MARCO: 8.8M)."""
+        raise NotImplementedError
+
+    def files(self) -> dict[str, str]:
+        """Checksums of every data file this benchmark uses, for run records and cache keys.
+
+        Keys are ``embedded/<path>`` (value: sha256 of the stored file) and ``downloads/<file>``
+        (value: the checksum the download is verified against: sha256 where published,
+        otherwise ``md5:<hex>``; so the value is the same before and after the download).
+        """
+        raise NotImplementedError
+
+    def corpus_files(self) -> dict[str, str]:
+        """The subset of :meth:`files` that identifies the corpus (e.g. for an index cache key)."""
+        raise NotImplementedError
+
+    def sub_benchmarks(self) -> list[Benchmark]:
+        """Parts whose scores are averaged to give this benchmark's score (cqadupstack only)."""
+        return []
+
+    # -- helpers ---------------------------------------------------------------------
+    def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        """Parse (judged queries, qrels) of a resolved split."""
+        raise NotImplementedError
+
+    def _loaded(self, split: str | None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        split = self._split(split)
+        if split not in self._memo:
+            self._memo[split] = self._read(split)
+        return self._memo[split]
+
+    def _split(self, split: str | None) -> str:
+        if split is None:
+            return self.eval_split
+        split = self._split_aliases.get(split, split)
+        if split not in self.splits():
+            raise UnknownNameError(f"split of benchmark '{self.name}'", split, self.splits())
+        return split
+
+    @staticmethod
+    def _embedded_files(rels: list[str]) -> dict[str, str]:
+        out = {}
+        for rel in rels:
+            embedded.path(rel)  # verified: a record never names bytes that failed their check
+            out[f"embedded/{embedded.stored_name(rel)}"] = embedded.sha256(rel)
+        return out
+
+    @staticmethod
+    def _download_files(key: str) -> dict[str, str]:
+        src = download.SOURCES[key]
+        if src.sha256:
+            return {f"downloads/{src.filename}": src.sha256}
+        if src.md5:
+            return {f"downloads/{src.filename}": f"md5:{src.md5}"}
+        sha = download.recorded_sha256(download.downloads_dir() / src.filename)  # unpinned: what was fetched
+        return {f"downloads/{src.filename}": sha} if sha else {}
+
+
+def _judged(topics: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict[str, str]:
+    return {qid: text for qid, text in topics.items() if qid in qrels}
+
+
+def _download_error(bench: str, what: str, exc: HarnessError) -> HarnessError:
+    return HarnessError(f"{what} of '{bench}' is not embedded and must be downloaded, which failed: {exc}")
+
+
+# ------------------------------------------------------------------------------ MS MARCO / TREC DL
+
+class TrecBenchmark(Benchmark):
+    """MS MARCO dev (small) and TREC DL19/DL20: Anserini topics + TREC qrels, MS MARCO passage corpus."""
+
+    def __init__(self, name: str, kind: str, topics: str, qrels: str, eval_split: str, description: str,
+                 split_aliases: dict[str, str] | None = None):
+        super().__init__(name, description)
+        self.kind, self.eval_split = kind, eval_split
+        self._topics_rel, self._qrels_rel = _TOPICS + topics, _TOPICS + qrels
+        self._split_aliases = split_aliases or {}
+
+    def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        topics_path = embedded.path(self._topics_rel)
+        topics = F.read_topics_tsv(topics_path)
+        qrels = F.read_trec_qrels(embedded.path(self._qrels_rel), topics, topics_path.name)
+        return _judged(topics, qrels), qrels
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        try:
+            path = download.msmarco_collection_path()
+        except HarnessError as exc:
+            raise _download_error(self.name, "the MS MARCO passage corpus (8.8M passages)", exc) from None
+        return F.iter_msmarco_collection(path)
+
+    def files(self) -> dict[str, str]:
+        return {**self._embedded_files([self._topics_rel, self._qrels_rel]), **self.corpus_files()}
+
+    def corpus_files(self) -> dict[str, str]:
+        return self._download_files("msmarco-passage/collection")
+
+
+# ------------------------------------------------------------------------------ BEIR
+
+# BEIR files embedded per dataset (relative to embedded/; ".gz" added by the manifest lookup).
+_BEIR_EMBEDDED: dict[str, dict[str, str]] = {
+    "scifact": {"corpus": "beir/scifact/corpus.jsonl", "queries": "beir/scifact/queries.jsonl",
+                "qrels/train": "beir/scifact/qrels/train.tsv", "qrels/test": "beir/scifact/qrels/test.tsv"},
+    "nfcorpus": {"corpus": "beir/nfcorpus/corpus.jsonl", "queries": "beir/nfcorpus/queries.jsonl",
+                 "qrels/train": "beir/nfcorpus/qrels/train.tsv", "qrels/dev": "beir/nfcorpus/qrels/dev.tsv",
+                 "qrels/test": "beir/nfcorpus/qrels/test.tsv"},
+    "fiqa": {"qrels/train": "beir/fiqa/qrels/train.tsv", "qrels/dev": "beir/fiqa/qrels/dev.tsv",
+             "qrels/test": "beir/fiqa/qrels/test.tsv"},
+    "scidocs": {"queries": "beir/scidocs/queries.jsonl", "qrels/test": "beir/scidocs/qrels/test.tsv"},
+}
+
+
+class BeirBenchmark(Benchmark):
+    """One BEIR dataset (or one cqadupstack forum)."""
+
+    kind = "beir"
+
+    def __init__(self, name: str, dataset: str, forum: str | None = None):
+        label = f"BEIR {dataset}" + (f" / {forum}" if forum else "")
+        super().__init__(name, f"{label}: zero-shot test set (nDCG@10)")
+        self.dataset, self.forum = dataset, forum
+        self._tag = f"{dataset}-{forum}" if forum else dataset
+        self._topics_rel = f"{_TOPICS}topics.beir-v1.0.0-{self._tag}.test.tsv.gz"
+        self._qrels_rel = f"{_TOPICS}qrels.beir-v1.0.0-{self._tag}.test.txt"
+        self._beir = {} if forum else _BEIR_EMBEDDED.get(dataset, {})
+        self._checked = False
+
+    def splits(self) -> list[str]:
+        return ["test"] if self.forum else list(_BEIR_SPLITS[self.dataset])
+
+    # -- test split: Anserini files ------------------------------------------------------
+    def _test(self) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        topics_path = embedded.path(self._topics_rel)
+        topics = F.read_topics_tsv(topics_path)
+        qrels = F.read_trec_qrels(embedded.path(self._qrels_rel), topics, topics_path.name)
+        if not self._checked:
+            self._check_against_beir(topics, qrels)
+            self._checked = True
+        return topics, qrels
+
+    def _check_against_beir(self, topics: dict[str, str], qrels: dict[str, dict[str, int]]) -> None:
+        """Anserini and BEIR copies of the same test set must agree exactly."""
+        problems = []
+        if "qrels/test" in self._beir:
+            beir_qrels = F.read_beir_qrels(embedded.path(self._beir["qrels/test"]))
+            if beir_qrels != qrels:
+                problems.append("test qrels differ")
+        if "queries" in self._beir:
+            beir_q = F.read_beir_queries(embedded.path(self._beir["queries"]))
+            judged = _judged(topics, qrels)
+            if any(beir_q.get(qid) != text for qid, text in judged.items()):
+                problems.append("test query texts differ")
+        if problems:
+            raise HarnessError(
+                f"embedded data for '{self.name}' is inconsistent: Anserini and BEIR copies disagree "
+                f"({'; '.join(problems)}); restore harness/data/embedded from the repository")
+
+    # -- other splits: BEIR files, embedded or downloaded ---------------------------------
+    def _beir_dir(self) -> Path:
+        try:
+            root = download.beir_dataset_dir(self.dataset)
+        except HarnessError as exc:
+            raise _download_error(self.name, f"BEIR {self.dataset} data", exc) from None
+        return root / self.forum if self.forum else root
+
+    def _beir_file(self, key: str) -> Path:
+        if key in self._beir:
+            return embedded.path(self._beir[key])
+        path = self._beir_dir() / (key + ".tsv" if key.startswith("qrels/") else key + ".jsonl")
+        if not path.is_file():
+            raise HarnessError(f"BEIR {self.dataset} download has no {path.name} at {path}; delete "
+                               f"{download.downloads_dir() / 'beir' / self.dataset} and retry")
+        return path
+
+    def _other(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        qpath = self._beir_file("queries")
+        all_queries = F.read_beir_queries(qpath)
+        qrels = F.read_beir_qrels(self._beir_file(f"qrels/{split}"), all_queries, qpath.name)
+        return _judged(all_queries, qrels), qrels
+
+    def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        if split == "test":
+            topics, qrels = self._test()
+            return _judged(topics, qrels), qrels
+        return self._other(split)
+
+    def has_corpus(self) -> bool:
+        return "corpus" in self._beir
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        return F.iter_beir_corpus(self._beir_file("corpus"))
+
+    def files(self) -> dict[str, str]:
+        rels = [self._topics_rel, self._qrels_rel, *self._beir.values()]
+        return {**self._embedded_files(rels), **self.corpus_files()}
+
+    def corpus_files(self) -> dict[str, str]:
+        if "corpus" in self._beir:
+            return self._embedded_files([self._beir["corpus"]])
+        return self._download_files(f"beir/{self.dataset}")
+
+
+class CqaDupstack(Benchmark):
+    """BEIR cqadupstack: the mean of its 12 sub-forum scores (no qrels of its own)."""
+
+    kind = "beir"
+
+    def __init__(self) -> None:
+        super().__init__("cqadupstack", "BEIR cqadupstack: mean nDCG@10 over 12 StackExchange sub-forums")
+        self._subs = [BeirBenchmark(f"cqadupstack-{f}", "cqadupstack", f) for f in CQADUPSTACK_FORUMS]
+
+    def sub_benchmarks(self) -> list[Benchmark]:
+        return list(self._subs)
+
+    def _refuse(self, what: str) -> HarnessError:
+        return HarnessError(f"'cqadupstack' has no {what} of its own: it is scored as the mean over its 12 "
+                            "sub-forums; evaluate each of get_benchmark('cqadupstack').sub_benchmarks() "
+                            "(cqadupstack-android, ...) and average")
+
+    def queries(self, split: str | None = None) -> dict[str, str]:
+        self._split(split)
+        raise self._refuse("queries")
+
+    def qrels(self, split: str | None = None) -> dict[str, dict[str, int]]:
+        self._split(split)
+        raise self._refuse("qrels")
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        raise self._refuse("corpus")
+
+    def files(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for sub in self._subs:
+            out.update(sub.files())
+        return out
+
+    def corpus_files(self) -> dict[str, str]:
+        return self._subs[0].corpus_files()  # one archive holds every forum
+
+
+# ------------------------------------------------------------------------------ smoke subset
+
+class SmokeSubset(Benchmark):
+    """MS MARCO dl19-relevant subset: SMOKE TEST ONLY (not comparable to DL19)."""
+
+    kind = "trec-dl"
+    smoke = True
+    _DIR = "msmarco-passage/dl19-relevant-subset/"
+
+    def __init__(self) -> None:
+        super().__init__(SMOKE_NAME, "SMOKE TEST ONLY: 43 judged DL19 queries over 5,000 real MS MARCO passages "
+                                     "(all DL19-relevant ones + 898 distractors); not comparable to DL19")
+
+    def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        qpath = embedded.path(self._DIR + "queries.jsonl")
+        all_queries = F.read_beir_queries(qpath)
+        qrels = F.read_beir_qrels(embedded.path(self._DIR + "qrels/test.tsv"), all_queries, qpath.name)
+        return _judged(all_queries, qrels), qrels
+
+    def has_corpus(self) -> bool:
+        return True
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        return F.iter_beir_corpus(embedded.path(self._DIR + "corpus.jsonl"))
+
+    def files(self) -> dict[str, str]:
+        return {**self._embedded_files([self._DIR + f for f in ("queries.jsonl", "qrels/test.tsv")]),
+                **self.corpus_files()}
+
+    def corpus_files(self) -> dict[str, str]:
+        return self._embedded_files([self._DIR + "corpus.jsonl"])
+
+
+# ------------------------------------------------------------------------------ registry
+
+def _registry() -> dict[str, Callable[[], Benchmark]]:
+    reg: dict[str, Callable[[], Benchmark]] = {
+        "msmarco-dev": lambda: TrecBenchmark(
+            "msmarco-dev", "msmarco", "topics.msmarco-passage.dev-subset.txt", "qrels.msmarco-passage.dev-subset.txt",
+            "dev", "MS MARCO passage dev (small): 6,980 queries (MRR@10, R@50, R@1000)", {"test": "dev"}),
+        "dl19": lambda: TrecBenchmark(
+            "dl19", "trec-dl", "topics.dl19-passage.txt", "qrels.dl19-passage.txt", "test",
+            "TREC DL 2019 passage: 43 judged queries (nDCG@10)"),
+        "dl20": lambda: TrecBenchmark(
+            "dl20", "trec-dl", "topics.dl20.txt", "qrels.dl20-passage.txt", "test",
+            "TREC DL 2020 passage: 54 judged of 200 topics (nDCG@10)"),
+    }
+    for name in BEIR_NAMES:
+        reg[name] = CqaDupstack if name == "cqadupstack" else functools.partial(BeirBenchmark, name, name)
+    for forum in CQADUPSTACK_FORUMS:
+        reg[f"cqadupstack-{forum}"] = functools.partial(BeirBenchmark, f"cqadupstack-{forum}", "cqadupstack", forum)
+    reg[SMOKE_NAME] = SmokeSubset
+    return reg
+
+
+_REGISTRY = _registry()
+
+
+def list_benchmarks() -> list[str]:
+    """All benchmark names: msmarco-dev, dl19, dl20, the 14 BEIR sets, the 12 cqadupstack
+    forums and the smoke subset."""
+    return list(_REGISTRY)
+
+
+@functools.lru_cache(maxsize=None)
+def get_benchmark(name: str) -> Benchmark:
+    """The benchmark called ``name`` (UnknownNameError with suggestions otherwise)."""
+    if name not in _REGISTRY:
+        raise UnknownNameError("benchmark", name, list(_REGISTRY))
+    return _REGISTRY[name]()

@@ -1,0 +1,315 @@
+"""Checksummed, cached downloads of the corpora that are too large to embed.
+
+:func:`fetch` downloads one URL (``http(s)://`` or ``file://``) into a folder: it streams
+into ``<name>.<pid>.part`` with a tqdm progress bar, verifies the md5/sha256 it was given,
+removes a file that does not match, and renames the good file into place atomically.
+A file already present and verified is not downloaded again (its verified size/mtime and
+hashes are kept in ``<name>.verified.json``). Nothing here runs at import time.
+
+:data:`SOURCES` registers the real upstream files. The base URL of every source can be
+replaced by ``HARNESS_DATA_MIRROR`` (a URL or a local folder holding the same file
+names flat: ``scifact.zip``, ``collection.tar.gz``, ...); checksums still apply.
+Downloads go to ``harness.paths.cache_dir()/downloads``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import tarfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.paths import cache_dir
+
+MIRROR_ENV = "HARNESS_DATA_MIRROR"
+BEIR_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+MSMARCO_BASE_URL = "https://msmarco.z22.web.core.windows.net/msmarcoranking"
+_CHUNK = 1 << 20
+_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Source:
+    """One upstream file: where it lives and the checksum its publisher gives."""
+
+    name: str
+    base_url: str
+    filename: str
+    md5: str | None = None
+    sha256: str | None = None
+    note: str = ""
+
+    def url(self) -> str:
+        """Upstream URL, or the same file name under ``HARNESS_DATA_MIRROR`` when set."""
+        mirror = os.environ.get(MIRROR_ENV, "").strip()
+        return f"{_mirror_base(mirror)}/{self.filename}" if mirror else f"{self.base_url}/{self.filename}"
+
+
+# md5s as published in the BEIR README dataset table (beir-cellar/beir; the same values appear
+# in the BEIR wiki and in many downstream copies). Only nfcorpus was checked against real bytes
+# here (see embedded/SOURCES.md); the others are as published, unverified locally.
+_BEIR_MD5 = {
+    "msmarco": "444067daf65d982533ea17ebd59501e4",
+    "trec-covid": "ce62140cb23feb9becf6270d0d1fe6d1",
+    "nfcorpus": "a89dba18a62ef92f7d323ec890a0d38d",
+    "nq": "d4d3d2e48787a744b6f6e691ff534307",
+    "hotpotqa": "f412724f78b0d91183a0e86805e16114",
+    "fiqa": "17918ed23cd04fb15047f73e6c3bd9d9",
+    "arguana": "8ad3e3c2a5867cdced806d6503f29b99",
+    "webis-touche2020": "46f650ba5a527fc69e0a6521c5a23563",
+    "cqadupstack": "4e41456d7df8ee7760a7f866133bda78",
+    "quora": "18fb154900ba42a600f84b839c173167",
+    "dbpedia-entity": "c2a39eb420a3164af735795df012ac2c",
+    "scidocs": "38121350fc3a4d2f48850f6aff52e4a9",
+    "fever": "5a818580227bfb4b35bb6fa46d9b6c03",
+    "climate-fever": "8b66f0a9126c521bae2bde127b4dc99d",
+    "scifact": "5f7d1de60b170fc8027bb7898e2efca1",
+}
+_NFCORPUS_SHA256 = "efe5be03f8c5b86a5870102d0599d227c8c6e2484328e68c6522560385671b0b"
+
+SOURCES: dict[str, Source] = {
+    f"beir/{name}": Source(f"beir/{name}", BEIR_BASE_URL, f"{name}.zip", md5=md5,
+                           sha256=_NFCORPUS_SHA256 if name == "nfcorpus" else None)
+    for name, md5 in _BEIR_MD5.items()
+}
+# md5 from the MS MARCO passage-ranking download table (also pinned by ir_datasets and by the
+# docTTTTTquery / duoBERT data tables); 1,035,010,048 bytes, holds collection.tsv (8,841,823 lines).
+SOURCES["msmarco-passage/collection"] = Source(
+    "msmarco-passage/collection", MSMARCO_BASE_URL, "collection.tar.gz",
+    md5="87dd01826da3e2ad45447ba5af577628")
+
+
+def downloads_dir() -> Path:
+    """Where downloads and their extracted folders live."""
+    return cache_dir() / "downloads"
+
+
+def _mirror_base(mirror: str) -> str:
+    if "://" not in mirror:  # a local folder
+        return Path(mirror).expanduser().resolve().as_uri()
+    return mirror.rstrip("/")
+
+
+# ---------------------------------------------------------------------------- fetch
+
+def _hashes(path: Path) -> tuple[str, str]:
+    md5, sha = hashlib.md5(usedforsecurity=False), hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            md5.update(block)
+            sha.update(block)
+    return md5.hexdigest(), sha.hexdigest()
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".verified.json")
+
+
+def _check(path: Path, url: str, md5: str | None, sha256: str | None, got_md5: str, got_sha: str,
+           label: str | None = None) -> None:
+    """Raise (after removing the file) if a given checksum does not match."""
+    for kind, want, got in (("md5", md5, got_md5), ("sha256", sha256, got_sha)):
+        if want and want.lower() != got:
+            path.unlink(missing_ok=True)
+            _sidecar(path).unlink(missing_ok=True)
+            raise HarnessError(
+                f"checksum mismatch for {label or path.name} from {url}: {kind} {got}, expected {want}; the bad file "
+                f"was removed. Fix: retry (the transfer may have been cut), or check that {MIRROR_ENV} "
+                "points at an unmodified copy of the upstream file")
+
+
+def _cached(dest: Path, url: str, md5: str | None, sha256: str | None) -> bool:
+    """True if ``dest`` exists and matches the checksums (re-hashing only when it changed)."""
+    if not dest.is_file():
+        return False
+    st = dest.stat()
+    try:
+        rec = json.loads(_sidecar(dest).read_text())
+        fresh = rec["size"] == st.st_size and rec["mtime_ns"] == st.st_mtime_ns
+    except (OSError, ValueError, KeyError):
+        rec, fresh = {}, False
+    if not fresh:
+        got_md5, got_sha = _hashes(dest)
+        rec = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "md5": got_md5, "sha256": got_sha}
+        _sidecar(dest).write_text(json.dumps(rec))
+    _check(dest, url, md5, sha256, rec["md5"], rec["sha256"])
+    return True
+
+
+def recorded_sha256(path: Path) -> str | None:
+    """sha256 of a downloaded file as recorded when it was verified (None if never fetched)."""
+    try:
+        rec = json.loads(_sidecar(Path(path)).read_text())
+        st = Path(path).stat()
+        if rec["size"] == st.st_size and rec["mtime_ns"] == st.st_mtime_ns:
+            return rec["sha256"]
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
+def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | None = None,
+          filename: str | None = None) -> Path:
+    """Download ``url`` into ``dest_dir`` (cached) and return the local path.
+
+    Supports ``http://``, ``https://`` and ``file://``. The file is verified against
+    ``sha256``/``md5`` when given; a mismatch removes the file and raises HarnessError.
+    """
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in ("http", "https", "file"):
+        raise HarnessError(f"cannot download '{url}': only http://, https:// and file:// URLs are supported")
+    name = filename or Path(urllib.parse.unquote(parsed.path)).name
+    if not name:
+        raise HarnessError(f"cannot tell a file name from the URL '{url}'; pass filename=")
+    dest_dir = Path(dest_dir)
+    dest = dest_dir / name
+    if _cached(dest, url, md5, sha256):
+        return dest
+
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    # One partial file per process: ranks of a distributed job may fetch the same file at once.
+    part = dest.with_name(f"{dest.name}.{os.getpid()}.part")
+    md5_h, sha_h = hashlib.md5(usedforsecurity=False), hashlib.sha256()
+    try:
+        from tqdm import tqdm  # imported here: only needed when something is downloaded
+
+        request = urllib.request.Request(url, headers={"User-Agent": "harness-data/1 (python urllib)"})
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as resp, open(part, "wb") as out:
+            total = resp.headers.get("Content-Length")
+            with tqdm(total=int(total) if total else None, unit="B", unit_scale=True, unit_divisor=1024,
+                      desc=name, disable=None, leave=False) as bar:
+                for block in iter(lambda: resp.read(_CHUNK), b""):
+                    out.write(block)
+                    md5_h.update(block)
+                    sha_h.update(block)
+                    bar.update(len(block))
+        if total and part.stat().st_size != int(total):
+            raise HarnessError(f"download of {url} was cut short ({part.stat().st_size} of {total} bytes); retry")
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        part.unlink(missing_ok=True)
+        reason = getattr(exc, "reason", None) or exc
+        raise HarnessError(
+            f"could not download {url}: {reason}. Fix: check the network connection, or put {name} "
+            f"into {dest_dir} yourself, or set {MIRROR_ENV} to a folder or URL that holds {name}") from None
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    _check(part, url, md5, sha256, md5_h.hexdigest(), sha_h.hexdigest(), label=name)
+    os.replace(part, dest)
+    st = dest.stat()
+    _sidecar(dest).write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                          "md5": md5_h.hexdigest(), "sha256": sha_h.hexdigest()}))
+    return dest
+
+
+def fetch_source(key: str, dest_dir: str | Path | None = None) -> Path:
+    """Fetch a registered :data:`SOURCES` entry into ``downloads_dir()`` (or ``dest_dir``)."""
+    src = SOURCES[key]
+    return fetch(src.url(), dest_dir or downloads_dir(), sha256=src.sha256, md5=src.md5, filename=src.filename)
+
+
+# ---------------------------------------------------------------------------- extraction
+
+def _inside(root: Path, member: str) -> bool:
+    target = (root / member).resolve()
+    return target == root or root in target.parents
+
+
+def _finish_extract(tmp: Path, dest_dir: Path) -> Path:
+    if dest_dir.exists():  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, dest_dir)
+    return dest_dir
+
+
+def extract_zip(archive: str | Path, dest_dir: str | Path) -> Path:
+    """Extract a zip into ``dest_dir`` (atomic: a temporary folder renamed when complete).
+
+    An existing ``dest_dir`` is taken as already extracted. Members that would land
+    outside ``dest_dir`` are refused.
+    """
+    archive, dest_dir = Path(archive), Path(dest_dir)
+    if dest_dir.is_dir():
+        return dest_dir
+    tmp = dest_dir.with_name(f"{dest_dir.name}.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            root = tmp.resolve()
+            bad = [m for m in zf.namelist() if not _inside(root, m)]
+            if bad:
+                raise HarnessError(f"{archive} has members outside the extraction folder ({bad[0]}); refusing it")
+            zf.extractall(tmp)
+    except zipfile.BadZipFile as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise HarnessError(f"{archive} is not a valid zip file ({exc}); delete it and download again") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _finish_extract(tmp, dest_dir)
+
+
+def extract_tar(archive: str | Path, dest_dir: str | Path, members: list[str] | None = None) -> Path:
+    """Extract a (compressed) tar into ``dest_dir``, atomically; ``members`` limits what is extracted."""
+    archive, dest_dir = Path(archive), Path(dest_dir)
+    if dest_dir.is_dir():
+        return dest_dir
+    tmp = dest_dir.with_name(f"{dest_dir.name}.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        with tarfile.open(archive) as tf:
+            chosen = [tf.getmember(m) for m in members] if members else tf.getmembers()
+            root = tmp.resolve()
+            for m in chosen:
+                if not (m.isfile() or m.isdir()) or not _inside(root, m.name):
+                    raise HarnessError(f"{archive} member '{m.name}' is a link or lies outside the folder; refusing it")
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse odd members natively too
+                tf.extractall(tmp, members=chosen, filter="data")
+            else:
+                tf.extractall(tmp, members=chosen)
+    except (tarfile.TarError, KeyError, EOFError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise HarnessError(f"{archive} is not a readable tar archive ({exc}); delete it and download again") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _finish_extract(tmp, dest_dir)
+
+
+# ---------------------------------------------------------------------------- dataset helpers
+
+def beir_dataset_dir(name: str) -> Path:
+    """Folder holding BEIR ``<name>``'s ``corpus.jsonl`` (downloaded and extracted on first use).
+
+    For cqadupstack the folder holds one sub-folder per forum.
+    """
+    key = f"beir/{name}"
+    if key not in SOURCES:
+        raise HarnessError(f"no download registered for BEIR dataset '{name}'")
+    archive = fetch_source(key)
+    out = extract_zip(archive, downloads_dir() / "beir" / name)
+    # BEIR zips hold one top folder named after the dataset.
+    nested = out / name
+    return nested if nested.is_dir() else out
+
+
+def msmarco_collection_path() -> Path:
+    """Path of MS MARCO passage ``collection.tsv`` (8.8M passages; downloaded on first use)."""
+    archive = fetch_source("msmarco-passage/collection")
+    out = extract_tar(archive, downloads_dir() / "msmarco-passage")
+    path = out / "collection.tsv"
+    if not path.is_file():
+        raise HarnessError(f"{archive} did not contain collection.tsv; delete {out} and {archive} and retry")
+    return path

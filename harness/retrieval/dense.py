@@ -1,0 +1,175 @@
+"""Exact inner-product search with faiss (``IndexFlatIP``), as Tevatron's retriever does by default.
+
+- :func:`build_index` adds float32 vectors to a flat inner-product index (no training, no
+  approximation: the ranking equals brute-force ``q @ D.T``).
+- :func:`search` runs queries in batches and returns (scores, row ids), best first.
+- :func:`retrieve` is the whole step: index(es) + query vectors -> a run
+  ``{qid: {docid: score}}`` plus efficiency numbers (index bytes, queries per second), which
+  the run record keeps. Indexes built per rank (sharded encoding) are searched one by one and
+  merged: the union of per-shard top-k holds the global top-k, so merging is exact.
+- :func:`save_index` / :func:`load_index`: faiss file + doc-id list, for the stage cache.
+
+Self-hits (doc id == query id) are *not* dropped here: that is an evaluation convention
+(BEIR) applied by ``harness.evaluation``; callers wanting BEIR's depth after the drop ask for
+``k + 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.errors import HarnessError
+
+Run = dict[str, dict[str, float]]
+
+
+@dataclass
+class Shard:
+    """One flat index and the doc ids of its rows (row i of the index is ``doc_ids[i]``)."""
+
+    index: Any  # faiss.IndexFlatIP
+    doc_ids: list[str]
+
+
+def _as_matrix(x: np.ndarray, what: str) -> np.ndarray:
+    arr = np.ascontiguousarray(x, dtype=np.float32)
+    if arr.ndim != 2:
+        raise HarnessError(f"{what} must be a 2-D array (n, dim), got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise HarnessError(f"{what} contain NaN or infinite values (a diverged model or fp16 overflow)")
+    return arr
+
+
+def build_index(embeddings: np.ndarray) -> Any:
+    """A ``faiss.IndexFlatIP`` holding ``embeddings`` (rows in the given order)."""
+    import faiss
+
+    emb = _as_matrix(embeddings, "passage embeddings")
+    index = faiss.IndexFlatIP(emb.shape[1])
+    if len(emb):
+        index.add(emb)
+    return index
+
+
+def index_bytes(index: Any) -> int:
+    """Memory held by the vectors of a flat index (what ``write_index`` stores, less a small header)."""
+    return int(index.ntotal) * int(index.code_size)
+
+
+def search(index: Any, query_emb: np.ndarray, k: int, batch: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (scores, row ids) per query, best first; rows past ``ntotal`` have id -1."""
+    q = _as_matrix(query_emb, "query embeddings")
+    if k < 1:
+        raise HarnessError(f"k must be positive, got {k}")
+    if q.shape[1] != index.d:
+        raise HarnessError(f"query dimension {q.shape[1]} does not match the index dimension {index.d}")
+    if batch < 1:
+        raise HarnessError(f"batch must be positive, got {batch}")
+    scores = np.empty((len(q), k), dtype=np.float32)
+    ids = np.empty((len(q), k), dtype=np.int64)
+    for start in range(0, len(q), batch):
+        s, i = index.search(q[start : start + batch], k)
+        scores[start : start + batch], ids[start : start + batch] = s, i
+    return scores, ids
+
+
+def search_shards(shards: Sequence[Shard], query_emb: np.ndarray, k: int, batch: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k over several indexes: (scores, *global* row ids into the concatenated doc ids)."""
+    if not shards:
+        raise HarnessError("no index to search")
+    all_scores, all_ids, offset = [], [], 0
+    for shard in shards:
+        s, i = search(shard.index, query_emb, k, batch)
+        all_scores.append(s)
+        all_ids.append(np.where(i >= 0, i + offset, -1))
+        offset += shard.index.ntotal
+    if len(shards) == 1:
+        return all_scores[0], all_ids[0]
+    scores, ids = np.concatenate(all_scores, axis=1), np.concatenate(all_ids, axis=1)
+    scores = np.where(ids >= 0, scores, -np.inf)
+    # Stable sort on descending score: ties keep shard order, i.e. the order of one big index.
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, top, axis=1), np.take_along_axis(ids, top, axis=1)
+
+
+def to_run(query_ids: Sequence[str], doc_ids: Sequence[str], scores: np.ndarray, ids: np.ndarray) -> Run:
+    """Rows of (scores, ids) -> ``{qid: {docid: score}}`` (missing rows, id -1, are skipped)."""
+    if len(query_ids) != len(scores):
+        raise HarnessError(f"{len(query_ids)} query ids for {len(scores)} result rows")
+    run: Run = {}
+    for qid, row_s, row_i in zip(query_ids, scores.tolist(), ids.tolist()):
+        run[qid] = {doc_ids[i]: float(s) for s, i in zip(row_s, row_i) if i >= 0}
+    return run
+
+
+def retrieve(
+    query_ids: Sequence[str],
+    query_emb: np.ndarray,
+    shards: Shard | Sequence[Shard],
+    k: int = 1000,
+    batch: int = 1024,
+) -> tuple[Run, dict[str, Any]]:
+    """Search every query; returns the run and ``{"qps", "search_seconds", "index_bytes", ...}``."""
+    shard_list = [shards] if isinstance(shards, Shard) else list(shards)
+    for shard in shard_list:
+        if shard.index.ntotal != len(shard.doc_ids):
+            raise HarnessError(f"an index holds {shard.index.ntotal} vectors but {len(shard.doc_ids)} doc ids")
+    doc_ids = [d for shard in shard_list for d in shard.doc_ids]
+    started = time.perf_counter()
+    scores, ids = search_shards(shard_list, query_emb, k, batch)
+    seconds = time.perf_counter() - started
+    run = to_run(query_ids, doc_ids, scores, ids)
+    stats = {
+        "index": "faiss.IndexFlatIP (exact inner product)",
+        "shards": len(shard_list),
+        "docs": len(doc_ids),
+        "dim": int(shard_list[0].index.d),
+        "index_bytes": sum(index_bytes(s.index) for s in shard_list),
+        "queries": len(query_ids),
+        "k": k,
+        "search_seconds": seconds,
+        "qps": len(query_ids) / seconds if seconds > 0 else float("inf"),
+    }
+    return run, stats
+
+
+def dense_retrieve(
+    query_ids: Sequence[str], query_emb: np.ndarray, doc_ids: Sequence[str], doc_emb: np.ndarray, k: int = 1000,
+    batch: int = 1024,
+) -> tuple[Run, dict[str, Any]]:
+    """Convenience: build one flat index over ``doc_emb`` and :func:`retrieve`."""
+    if len(doc_ids) != len(doc_emb):
+        raise HarnessError(f"{len(doc_ids)} doc ids for {len(doc_emb)} passage embeddings")
+    return retrieve(query_ids, query_emb, Shard(build_index(doc_emb), list(doc_ids)), k, batch)
+
+
+def save_index(shard: Shard, folder: str | Path) -> Path:
+    """Write ``index.faiss`` and ``doc_ids.json`` into ``folder`` (ids written last: a complete pair)."""
+    import faiss
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    faiss.write_index(shard.index, str(folder / "index.faiss"))
+    tmp = folder / "doc_ids.json.tmp"
+    tmp.write_text(json.dumps(shard.doc_ids), encoding="utf-8")
+    tmp.replace(folder / "doc_ids.json")
+    return folder
+
+
+def load_index(folder: str | Path) -> Shard:
+    import faiss
+
+    folder = Path(folder)
+    ids_file, index_file = folder / "doc_ids.json", folder / "index.faiss"
+    if not ids_file.is_file() or not index_file.is_file():
+        raise HarnessError(f"{folder} holds no complete dense index (index.faiss + doc_ids.json); rebuild it")
+    shard = Shard(faiss.read_index(str(index_file)), json.loads(ids_file.read_text(encoding="utf-8")))
+    if shard.index.ntotal != len(shard.doc_ids):
+        raise HarnessError(f"{folder}: index holds {shard.index.ntotal} vectors but {len(shard.doc_ids)} ids; rebuild it")
+    return shard
