@@ -27,8 +27,8 @@ class StageLog:
 
     entries: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, name: str, dataset: str | None, cached: bool, seconds: float, **extra: Any) -> None:
-        self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(seconds, 2), **extra})
+    def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
+        self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra})
 
 
 @dataclass
@@ -54,7 +54,7 @@ class RunContext:
             meta = build(cache.begin()) or {}
             cache.finish(meta)
             self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
-        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, **meta)
+        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta)
         return cache
 
 

@@ -1,0 +1,83 @@
+"""`python -m harness validate`: check the reported-scores registry, the method specs and the papers.
+
+Exit status 0 when the registry and the specs are valid, even if the papers contradict
+themselves (those are findings about the papers, printed for the reader); 1 on any schema or
+spec problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter, defaultdict
+
+from harness.commands._output import write_json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "validate", help="validate the reported-scores registry and method specs; list the papers' inconsistencies",
+        description="Schema-check baselines/reported/*.yaml and the method specs, then list every internal "
+                    "inconsistency found in the papers (averages, bold marks, claims in the text, versions).",
+    )
+    p.add_argument("--json", metavar="PATH", help="also write the findings as JSON")
+    p.add_argument("--registry", metavar="DIR", default=None,
+                   help="registry folder (default: baselines/reported)")
+    p.set_defaults(func=_validate)
+
+
+def _spec_problems() -> list[str]:
+    try:
+        from harness.spec import validate_specs
+    except ImportError:  # the spec module is not there yet: no specs to check
+        return []
+    return list(validate_specs())
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from harness.consistency import check_papers, check_schema, evaluate_claims
+    from harness.paths import REPORTED_DIR
+    from harness.reported import load_registry
+
+    registry = args.registry or REPORTED_DIR
+    schema = check_schema(registry)
+    specs = _spec_problems()
+    findings, claims, cells = [], [], []
+    if not schema:
+        cells = load_registry(registry)
+        findings = check_papers(cells)
+        claims = evaluate_claims(cells)
+
+    for title, problems in (("registry schema", schema), ("method specs", specs)):
+        if problems:
+            print(f"== {title}: {len(problems)} problem(s)")
+            for msg in problems:
+                print(f"  {msg}")
+    by_paper: dict[str, list] = defaultdict(list)
+    for f in findings:
+        by_paper[f.paper].append(f)
+    for paper, items in by_paper.items():
+        print(f"== {paper}: {len(items)} finding(s)")
+        for f in items:  # messages name their table themselves
+            print(f"  [{f.kind}] {f.message}")
+
+    kinds = Counter(f.kind for f in findings)
+    claim_status = Counter(r.status for r in claims)
+    papers = len({c.paper for c in cells})
+    summary = (
+        f"registry: {'OK' if not schema else f'{len(schema)} schema problem(s)'} "
+        f"({papers} papers, {len(cells)} cells); specs: {'OK' if not specs else f'{len(specs)} problem(s)'}; "
+        f"papers: {len(findings)} finding(s)"
+        + (f" ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})" if kinds else "")
+        + (f"; claims: {claim_status.get('ok', 0)} of {len(claims)} agree with the tables" if claims else "")
+    )
+    print(summary)
+    if args.json:
+        write_json(args.json, {
+            "ok": not schema and not specs,
+            "schema_problems": schema,
+            "spec_problems": specs,
+            "inconsistencies": [f.to_dict() for f in findings],
+            "claims": [r.__dict__ | {"cells": list(r.cells)} for r in claims],
+            "summary": summary,
+        })
+    return 1 if schema or specs else 0

@@ -1,0 +1,119 @@
+"""Per-benchmark evaluation conventions: exactly the measures and rules the papers used.
+
+Measures are ir-measures strings; values are fractions in [0, 1].
+
+MS MARCO dev (``msmarco-dev``, 6,980 queries, all grade 1)
+    RR@10 (primary; the official MRR@10), R@50, R@100 and R@1000. Recall is trec_eval's
+    ``recall_k`` ("all-positive macro" recall, LexMAE eq. 14), not DPR's one-positive-enough
+    recall (that one is ``Success@k``; LexMAE Table 2 prints it as "R@50"/"R@1K").
+    R@100 is in LexMAE Table 1 only.
+
+TREC DL 2019 / 2020 (``dl19`` 43 queries, ``dl20`` 54 queries, grades 0-3)
+    nDCG@10 (primary) with graded gains 0..3, as ``trec_eval -m ndcg_cut.10``; passing
+    ``-l 2`` (as the CoT-MAE QC scripts do) does not change nDCG: trec_eval's ndcg uses the
+    raw grades as gains whatever the relevance level. Binary measures count grade >= 2 as
+    relevant (TREC DL guidelines, Anserini's ``-l 2``): R(rel=2)@1000 and RR(rel=2)@10.
+    Only judged queries are evaluated: the qrels hold exactly the 43 / 54 judged ones, so
+    the 200 DL20 topics in a run do not dilute the mean.
+
+BEIR (14 datasets)
+    nDCG@10 (primary) and R@100, trec_eval semantics (through pytrec_eval, as BEIR's own
+    ``EvaluateRetrieval`` does). Before evaluation, a retrieved document whose id equals
+    its query id is removed from that query's ranking (BEIR's ``ignore_identical_ids=True``
+    default; it matters for ArguAna and Quora, where a query is itself a corpus document).
+    The mean is over the queries that have qrels. ``cqadupstack`` is the unweighted mean of
+    its 12 sub-forums' means (BEIR's reported number), not a mean over all its queries.
+
+Missing queries (all benchmarks)
+    A query that has qrels but no (or an empty) ranking in the run scores 0 and stays in
+    the mean. The papers ran tools that never face this case (every query gets a
+    ranking), so the choice only matters for incomplete runs, where it must not make a
+    run look better than it is. It equals ``trec_eval -c`` aggregation (pinned against
+    trec_eval's own ``-c`` expected output in tests); whenever the run covers every judged
+    query it equals plain ir-measures / trec_eval aggregation exactly. Queries in the run
+    that have no qrels are ignored (as trec_eval and ir-measures do).
+
+Ties
+    Documents with equal scores are ordered as trec_eval orders them (score descending,
+    then doc id descending), for every measure, so the msmarco provider (used for RR@k)
+    and pytrec_eval agree on one ranking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.errors import UnknownNameError
+
+# Kept here (not imported from harness.data) so conventions stay importable on their own;
+# tests check they equal the catalog's lists.
+BEIR_NAMES = ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020",
+              "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact")
+CQADUPSTACK_FORUMS = ("android", "english", "gaming", "gis", "mathematica", "physics", "programmers",
+                      "stats", "tex", "unix", "webmasters", "wordpress")
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How one benchmark is scored."""
+
+    benchmark: str
+    kind: str                       # "msmarco" | "trec-dl" | "beir"
+    measures: tuple[str, ...]       # ir-measures strings, primary first
+    primary: str
+    drop_self_hits: bool = False    # BEIR: drop doc id == query id before evaluation
+    subsets: tuple[str, ...] = ()   # cqadupstack: mean of these sub-benchmarks' means
+    note: str = ""
+    extra: dict[str, str] = field(default_factory=dict)  # measure -> where the papers use it
+
+    def subset_benchmark(self, subset: str) -> str:
+        """Full benchmark name of one subset (``android`` -> ``cqadupstack-android``)."""
+        return f"{self.benchmark}-{subset}"
+
+
+_MSMARCO = ("RR@10", "R@50", "R@100", "R@1000")
+_DL = ("nDCG@10", "R(rel=2)@1000", "RR(rel=2)@10")
+_BEIR = ("nDCG@10", "R@100")
+
+_KIND_DEFAULTS = {
+    "msmarco": dict(measures=_MSMARCO, primary="RR@10"),
+    "trec-dl": dict(measures=_DL, primary="nDCG@10"),
+    "beir": dict(measures=_BEIR, primary="nDCG@10", drop_self_hits=True),
+}
+
+
+def _build() -> dict[str, Convention]:
+    conv = {
+        "msmarco-dev": Convention(
+            "msmarco-dev", "msmarco", note="official dev (small), 6,980 queries",
+            extra={"R@100": "LexMAE Table 1"}, **_KIND_DEFAULTS["msmarco"]),
+        "dl19": Convention("dl19", "trec-dl", note="43 judged queries; binary measures at grade >= 2",
+                           **_KIND_DEFAULTS["trec-dl"]),
+        "dl20": Convention("dl20", "trec-dl", note="54 judged queries; binary measures at grade >= 2",
+                           **_KIND_DEFAULTS["trec-dl"]),
+    }
+    for name in BEIR_NAMES:
+        subsets = CQADUPSTACK_FORUMS if name == "cqadupstack" else ()
+        note = "mean of the 12 sub-forums' means" if subsets else "doc id == query id hits dropped"
+        conv[name] = Convention(name, "beir", subsets=subsets, note=note, **_KIND_DEFAULTS["beir"])
+    for forum in CQADUPSTACK_FORUMS:
+        name = f"cqadupstack-{forum}"
+        conv[name] = Convention(name, "beir", note="one cqadupstack sub-forum", **_KIND_DEFAULTS["beir"])
+    return conv
+
+
+CONVENTIONS: dict[str, Convention] = _build()
+
+
+def get_convention(benchmark: str, kind: str | None = None) -> Convention:
+    """The convention of ``benchmark``; an unnamed benchmark of a known ``kind`` (e.g. the
+    DL19 smoke subset, kind "trec-dl") gets that kind's convention."""
+    if benchmark in CONVENTIONS:
+        return CONVENTIONS[benchmark]
+    if kind in _KIND_DEFAULTS:
+        return Convention(benchmark, kind, note=f"default conventions of kind '{kind}'", **_KIND_DEFAULTS[kind])
+    raise UnknownNameError("benchmark (evaluation conventions)", benchmark, list(CONVENTIONS))
+
+
+def list_conventions() -> list[str]:
+    return list(CONVENTIONS)

@@ -1,0 +1,235 @@
+"""Comparison with reported cells: status boundaries, NOT-COMPARABLE reasons, tolerances, bootstrap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from harness.errors import DataFormatError, HarnessError
+from harness.evaluation.bootstrap import bootstrap_ci, paired_bootstrap
+from harness.evaluation.compare import (ABOVE, FAIL, NEAR, NOT_COMPARABLE, PASS, Comparison, compare,
+                                        format_comparison_table, normalise_condition, status_for)
+from harness.evaluation.tolerances import TOLERANCES_FILE, ToleranceTable, load_tolerances
+
+
+@dataclass
+class Cell:
+    benchmark: str = "msmarco-dev"
+    measure: str = "RR@10"
+    score: float | None = 0.382
+    value: str = "38.2"
+    method: str = "cocondenser"
+    conditions: dict[str, Any] = field(default_factory=lambda: {"finetune_stage": 2})
+    cell_id: str = "qc-v2/t1/cocondenser-r2/mrr10"
+    paper_file: str = "qc-pretraining-v2.txt"
+    version: str = "v2"
+    table: str = "Table 1"
+    row: str = "coCondenser - retriever 2"
+    column: str = "MRR@10"
+
+
+PAPER_RUN = {"profile": "paper", "method": "cocondenser", "finetune_stage": 2}
+
+
+def _one(reproduced: float, cell: Cell | None = None, run: dict | None = None, per_query=None) -> Comparison:
+    cell = cell or Cell()
+    metrics = {cell.benchmark: {cell.measure: reproduced}}
+    return compare(metrics, per_query or {}, [cell], run or PAPER_RUN)[0]
+
+
+# ---------------------------------------------------------------------------- status rules
+
+@pytest.mark.parametrize("delta,status", [
+    (0.0, PASS), (0.5, PASS), (-0.5, PASS), (0.500001, ABOVE), (3.0, ABOVE),
+    (-0.500001, NEAR), (-0.75, NEAR), (-0.750001, FAIL), (-5.0, FAIL),
+])
+def test_status_boundaries(delta, status):
+    assert status_for(delta, 0.5) == status
+
+
+def test_status_with_zero_tolerance():
+    assert status_for(0.0, 0.0) == PASS
+    assert status_for(0.01, 0.0) == ABOVE
+    assert status_for(-0.01, 0.0) == FAIL
+
+
+def test_boundaries_survive_float_noise_end_to_end():
+    """msmarco-dev RR@10 tolerance is 0.5: 38.7 vs 38.2 is exactly at the edge -> PASS."""
+    assert _one(0.387).status == PASS
+    assert _one(0.377).status == PASS
+    assert _one(0.376).status == NEAR        # -0.6: beyond the tolerance, within 1.5 x 0.5
+    assert _one(0.3745).status == NEAR       # -0.75: NEAR boundary inclusive
+    assert _one(0.3744).status == FAIL
+    assert _one(0.3871).status == ABOVE
+    c = _one(0.387)
+    assert c.reported == 38.2 and c.reproduced == pytest.approx(38.7) and c.delta == pytest.approx(0.5)
+    assert c.tolerance == 0.5 and "6,980" in c.tolerance_why
+
+
+# ---------------------------------------------------------------------------- NOT-COMPARABLE
+
+@pytest.mark.parametrize("run,cell,reason", [
+    ({"profile": "tiny", "method": "cocondenser", "finetune_stage": 2}, Cell(), "run profile is 'tiny'"),
+    ({"method": "cocondenser", "finetune_stage": 2}, Cell(), "run profile not stated"),
+    ({"profile": "paper", "method": "cotmae", "finetune_stage": 2}, Cell(), "cell is for method 'cocondenser'"),
+    ({"profile": "paper", "method": "cocondenser", "finetune_stage": 1}, Cell(),
+     "cell reports finetune_stage=2, run has finetune_stage=1"),
+    ({**PAPER_RUN, "pretrain_steps": 120000}, Cell(conditions={"pretrain_steps": "1200k"}),
+     "cell reports pretrain_steps=1200k"),
+    (PAPER_RUN, Cell(conditions={"profile": "tiny"}), "cell is for profile 'tiny'"),
+    (PAPER_RUN, Cell(score=None, value="-"), "reported value '-' is not a number"),
+    (PAPER_RUN, Cell(measure="R@50"), "run did not evaluate R@50 on msmarco-dev"),
+])
+def test_not_comparable_reasons(run, cell, reason):
+    metrics = {"msmarco-dev": {"RR@10": 0.382}}
+    c = compare(metrics, {}, [cell], run)[0]
+    assert c.status == NOT_COMPARABLE
+    assert reason in c.reason
+    assert c.tolerance is None and c.ci_low is None
+
+
+def test_equivalent_condition_spellings_are_comparable():
+    assert normalise_condition("120k") == normalise_condition(120000) == 120000.0
+    assert normalise_condition("retriever 2") == normalise_condition(2)
+    assert normalise_condition("yes") is True and normalise_condition("w/o") is False
+    cell = Cell(conditions={"finetune_stage": "retriever 2", "pretrain_steps": "120k", "query_number": 5})
+    c = _one(0.382, cell, {**PAPER_RUN, "pretrain_steps": 120_000})
+    assert c.status == PASS
+    assert "run does not state query_number" in c.notes and c.reason == ""
+
+
+def test_measure_aliases_and_cell_mappings():
+    cell = {"cell_id": "x", "benchmark": "msmarco-dev", "measure": "MRR@10", "score": 0.382, "value": "38.2",
+            "method": "cocondenser", "conditions": {}}
+    c = compare({"msmarco-dev": {"RR@10": 0.383}}, None, [cell], PAPER_RUN)[0]
+    assert c.status == PASS and c.paper_file == "" and c.measure == "MRR@10"
+
+
+# ---------------------------------------------------------------------------- tolerances
+
+def test_tolerance_lookup_order():
+    t = load_tolerances()
+    assert t.get("dl19", "nDCG@10").points == 2.0
+    assert "43" in t.get("dl19", "nDCG@10").why
+    assert t.get("msmarco-dev", "MRR@10").source == "benchmarks.msmarco-dev.RR@10"
+    assert t.get("scifact", "nDCG@10", "bm25").source == "methods.bm25.scifact.default"
+    assert t.get("scifact", "nDCG@10", "cotmae").source == "benchmarks.scifact.default"
+    assert t.get("cqadupstack-android", "nDCG@10").source == "benchmarks.cqadupstack.default"
+    assert t.get("msmarco-dl19-subset", "nDCG@10").source == "global_default"
+
+
+def test_every_tolerance_is_justified():
+    import yaml
+
+    raw = yaml.safe_load(TOLERANCES_FILE.read_text())
+    table = ToleranceTable(raw, TOLERANCES_FILE)
+    entries = [table.global_default]
+    entries += [e for b in table.benchmarks.values() for e in b.values()]
+    entries += [e for m in table.methods.values() for b in m.values() for e in b.values()]
+    assert len(entries) > 20
+    assert all(e.why and e.points >= 0 for e in entries)
+    from harness.evaluation.conventions import CONVENTIONS
+    assert set(table.benchmarks) <= set(CONVENTIONS)
+
+
+@pytest.mark.parametrize("raw,problem", [
+    ({"benchmarks": {}}, "missing 'global_default'"),
+    ({"global_default": {"tolerance": 1.0}}, "exactly 'tolerance' and 'why'"),
+    ({"global_default": {"tolerance": -1, "why": "x"}}, "number >= 0"),
+    ({"global_default": {"tolerance": 1, "why": " "}}, "non-empty"),
+    ({"global_default": {"tolerance": 1, "why": "x"}, "benchmarks": {"dl19": {"Foo@3": {"tolerance": 1, "why": "x"}}}},
+     "not an ir-measures measure"),
+    ({"global_default": {"tolerance": 1, "why": "x"}, "extra": 1}, "unknown top-level keys"),
+])
+def test_bad_tolerance_tables_are_rejected(raw, problem):
+    with pytest.raises(DataFormatError, match=problem):
+        ToleranceTable(raw, "t.yaml")
+
+
+def test_bad_tolerance_yaml_names_the_line(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("global_default:\n  tolerance: 1\n  why: [unclosed\n")
+    with pytest.raises(DataFormatError, match=r"t\.yaml:\d+: bad YAML"):
+        load_tolerances(path)
+
+
+def test_custom_tolerance_table_is_used():
+    table = ToleranceTable({"global_default": {"tolerance": 5.0, "why": "loose"}})
+    metrics = {"msmarco-dev": {"RR@10": 0.35}}
+    assert compare(metrics, {}, [Cell()], PAPER_RUN, tolerances=table)[0].status == PASS
+
+
+# ---------------------------------------------------------------------------- bootstrap
+
+def _scores(n: int, offset: float = 0.0) -> dict[str, float]:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    return {f"q{i}": float(min(1.0, max(0.0, v + offset))) for i, v in enumerate(rng.random(n))}
+
+
+def test_bootstrap_is_deterministic_and_sensible():
+    s = _scores(200)
+    a, b = bootstrap_ci(s), bootstrap_ci(dict(reversed(list(s.items()))))
+    assert a == b  # same seed, same data (whatever the dict order) -> same CI
+    assert a.seed == 42 and a.n_resamples == 1000
+    assert a.low < a.mean < a.high
+    assert bootstrap_ci(s, seed=43) != a
+    assert bootstrap_ci(s, n_resamples=200).n_resamples == 200
+    wide = bootstrap_ci(s, confidence=0.99)
+    assert wide.low < a.low and wide.high > a.high
+    with pytest.raises(HarnessError):
+        bootstrap_ci({})
+    with pytest.raises(HarnessError):
+        bootstrap_ci(s, n_resamples=0)
+
+
+def test_stratified_bootstrap_is_mean_of_stratum_means():
+    s = {"a/1": 1.0, "b/1": 0.0, "b/2": 0.0, "b/3": 0.0}
+    ci = bootstrap_ci(s, strata=lambda q: q.split("/")[0])
+    assert ci.mean == 0.5 and ci.low == ci.high == 0.5  # no variance inside strata
+
+
+def test_compare_ci_for_delta():
+    per_query = {"msmarco-dev": {"RR@10": _scores(300)}}
+    mean = sum(per_query["msmarco-dev"]["RR@10"].values()) / 300
+    cell = Cell(score=round(mean, 3), value=f"{100 * mean:.1f}")
+    c = compare({"msmarco-dev": {"RR@10": mean}}, per_query, [cell], PAPER_RUN)[0]
+    ci = bootstrap_ci(per_query["msmarco-dev"]["RR@10"])
+    assert c.ci_low == pytest.approx(100 * ci.low - c.reported)
+    assert c.ci_high == pytest.approx(100 * ci.high - c.reported)
+    assert c.ci_low < 0 < c.ci_high and c.significant is False
+    far = compare({"msmarco-dev": {"RR@10": mean}}, per_query, [Cell(score=0.9)], PAPER_RUN)[0]
+    assert far.status == FAIL and far.significant is True and far.ci_high < 0
+
+
+def test_paired_bootstrap():
+    a = _scores(300)
+    same = paired_bootstrap(a, dict(a))
+    assert same.mean_diff == 0.0 and same.p_value == 1.0
+    better = {q: min(1.0, v + 0.1) for q, v in a.items()}
+    res = paired_bootstrap(better, a)
+    assert res.mean_diff > 0 and res.low > 0 and res.p_value < 0.01
+    assert res == paired_bootstrap(better, a)  # deterministic
+    assert res.to_dict()["n_queries"] == 300
+    partial = paired_bootstrap({"q0": 1.0, "q1": 0.0, "zz": 1.0}, {"q0": 0.0, "q1": 0.0})
+    assert partial.n_queries == 2 and partial.mean_diff == 0.5
+    with pytest.raises(HarnessError, match="share no query"):
+        paired_bootstrap({"x": 1.0}, {"y": 1.0})
+
+
+# ---------------------------------------------------------------------------- output
+
+def test_comparison_to_dict_and_table():
+    comps = [_one(0.387), _one(0.30), _one(0.382, run={"profile": "tiny"})]
+    d = comps[0].to_dict()
+    for key in ("cell_id", "paper_file", "version", "table", "row", "column", "method", "benchmark", "measure",
+                "value", "conditions", "reproduced", "reported", "delta", "tolerance", "status", "ci_low",
+                "ci_high", "reason"):
+        assert key in d
+    text = format_comparison_table(comps)
+    assert "PASS" in text and "FAIL" in text and "NOT-COMPARABLE" in text
+    assert "run profile is 'tiny'" in text
+    assert text.splitlines()[-1] == "3 cells: PASS 1, FAIL 1, NOT-COMPARABLE 1"
