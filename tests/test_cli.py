@@ -1,0 +1,33 @@
+"""CLI surface: help, listing, did-you-mean, clear errors instead of tracebacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import build_parser, main
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    out = capsys.readouterr().out
+    for cmd in ("run", "eval", "ls", "reported", "validate"):
+        assert cmd in out
+
+
+def test_ls_lists_methods_and_benchmarks(capsys):
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out
+    for name in ("bm25", "cotmae_qc", "cocondenser", "lexmae", "cpdae", "msmarco-dev", "dl19", "scifact"):
+        assert name in out
+
+
+def test_unknown_method_gets_did_you_mean(capsys):
+    assert main(["run", "--method", "cotmea_qc"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown method 'cotmea_qc'") and "Did you mean: cotmae_qc" in err
+
+
+def test_unknown_dataset_gets_did_you_mean(capsys):
+    assert main(["run", "--method", "bm25", "--dataset", "scifcat"]) == 2
+    assert "Did you mean: scifact" in capsys.readouterr().err

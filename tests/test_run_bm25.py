@@ -1,0 +1,69 @@
+"""End to end: `python -m harness run --method bm25` reproduces the papers' BM25 rows.
+
+LexMAE Table 3 prints BM25 nDCG@10 66.5 (SciFact) and 32.5 (NFCorpus); both must PASS.
+One shared cache folder keeps the Lucene indexes between the tests of this module.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("bm25-cache")
+
+
+@pytest.fixture
+def use_shared_cache(shared_cache, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(shared_cache))
+    return shared_cache
+
+
+def test_bm25_reproduces_papers(use_shared_cache, tmp_path, capsys):
+    out = tmp_path / "out.json"
+    assert main(["run", "--method", "bm25", "--dataset", "scifact,nfcorpus", "--json", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert set(summary["metrics"]) == {"scifact", "nfcorpus"}
+    cells = {(c["benchmark"], c["measure"]): c for c in summary["comparison"]}
+    for dataset, reported in (("scifact", 66.5), ("nfcorpus", 32.5)):
+        cell = cells[(dataset, "nDCG@10")]
+        assert cell["reported"] == reported
+        assert cell["status"] == "PASS", cell
+        assert abs(cell["delta"]) <= cell["tolerance"] <= 1.0
+        assert cell["ci_low"] < cell["delta"] < cell["ci_high"]
+    record = json.loads((tmp_path / "runs" / "records" / f"{summary['run_id']}.json").read_text())
+    assert record["metrics"] == summary["metrics"]
+    assert len(record["per_query"]["scifact"]["nDCG@10"]) == 300
+    assert record["datasets"]["scifact"] and record["git"] and record["packages"]["pyserini"] == "0.22.1"
+    assert record["mlflow"]["run_id"], "the local MLflow store must have recorded the run"
+    assert "PASS" in capsys.readouterr().out
+
+    import mlflow
+
+    mlflow.set_tracking_uri(record["mlflow"]["tracking_uri"])
+    runs = mlflow.search_runs(experiment_names=["bm25"], output_format="list")
+    parent = next(r for r in runs if r.info.run_id == record["mlflow"]["run_id"])
+    assert parent.data.tags["profile"] == "paper"
+    assert abs(parent.data.metrics["scifact/nDCG_at_10"] - summary["metrics"]["scifact"]["nDCG@10"]) < 1e-9
+    nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert {r.data.tags["stage"] for r in nested} >= {"index/scifact", "retrieve/scifact", "evaluate/nfcorpus"}
+
+
+def test_rerun_uses_cache_and_survives_unreachable_mlflow(use_shared_cache, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens on port 9
+    out = tmp_path / "out.json"
+    assert main(["run", "--method", "bm25", "--dataset", "scifact", "--json", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "MLflow tracking disabled" in captured.err and "unreachable" in captured.err
+    assert "[index/scifact] cached" in captured.out and "[retrieve/scifact] cached" in captured.out
+    summary = json.loads(out.read_text())
+    assert summary["mlflow"]["enabled"] is False
+    assert (tmp_path / "runs" / "records" / f"{summary['run_id']}.json").exists()
+    assert summary["comparison"][0]["status"] == "PASS"
