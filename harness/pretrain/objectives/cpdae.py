@@ -1,0 +1,254 @@
+"""CPDAE: contrastive pre-training of a discriminative autoencoder (Ma et al., CIKM 2022, §3).
+
+No public code exists (REFERENCES.md §1); this follows the paper's equations.
+
+Each passage d_i = ([CLS], w_1 .. w_n) is masked twice (BERT strategy) into d'_i and d''_i.
+
+    h_[CLS] = Encoder(d_i)                                                               (1)
+    z       = Decoder(h_[CLS]),  z in R^|V|                                              (2)
+    z^_j    = Sigmoid(z_j)                                                               (3)
+    L_REC   = - sum_j ( y_j log z^_j + (1 - y_j) log(1 - z^_j) )                         (4)
+    L_CL    = - sum_{i=1}^{m} log  exp(-JS(z~'_i, z~''_i))
+                               / sum_{k=1}^{2m} 1[k != i] exp(-JS(z~_i, z~_k))           (5)
+    L_total = L_REC + L_MLM + lambda L_CL,   lambda = 0.1                                (6)
+
+- Decoder (§3.1.2): two FFN layers with GELU and LayerNorm: Linear(H, H) -> GELU -> LayerNorm
+  -> Linear(H, |V|), own weights (not tied; the paper does not tie it).
+- y (Eq. (4)): multi-hot set of the passage's tokens ([CLS]/[SEP]/padding excluded), the same
+  target for both views; L_REC is computed for all 2m views.
+- z~ = z^ / sum(z^): "normalized from z^". Computed in log space (log-sigmoid minus its
+  log-sum-exp) so that no probability underflows to 0 inside the logs.
+- JS is the standard Jensen-Shannon divergence (Lin 1991, the paper's ref. [12]):
+  JS(P, Q) = 1/2 KL(P || M) + 1/2 KL(Q || M), M = (P + Q)/2, natural log. Eq. (7) of the
+  paper writes -JS without the 1/2 and the log 2 ("we ignore log 2"), i.e. Eq. (7) = 2(-JS) +
+  2 log 2; the tests check this identity. The constant cancels in Eq. (5), the factor 2 would
+  act as a temperature of 1/2: the standard definition is used.
+- Eq. (5) indexing: the 2m views are laid out [d'_1 .. d'_m, d''_1 .. d''_m]; anchor i is
+  d'_i, its positive d''_i = view i + m, and the denominator runs over all other 2m - 1 views
+  (positive included, anchor excluded). ``symmetric=True`` also uses every d''_i as an anchor
+  (SimCLR style), which the printed sum over i = 1..m does not.
+- CPDAE_R (``contrast_on="cls"``): Eq. (5) with -JS(z~_a, z~_b) replaced by the dot product
+  h_a . h_b of the [CLS] vectors. The paper gives no similarity for this variant; dot product
+  (as the fine-tuned retriever scores) is the choice here.
+- MLM (§3.2.3): BERT MLM on both masked views, 15 % masking by default.
+
+Reductions (the paper writes sums; this is a choice that changes the losses' balance):
+- L_MLM: mean over masked tokens; L_CL: mean over anchors (Eq. (5)'s sum / m).
+- L_REC: ``rec_reduction="sum"`` (default) sums over the vocabulary as printed and averages over
+  the 2m views; ``"mean"`` also averages over the vocabulary (torch's BCE default), which
+  makes L_REC |V| times smaller.
+
+Doubt, recorded: Eq. (4) as printed reads ``(1 - y^j) log z^j``; with that term the loss
+would push every z^j to 1 whatever y says. It is read as the standard binary cross entropy
+``(1 - y^j) log(1 - z^j)`` ("computed with the cross-entropy function", multi-label).
+
+Batching: L_CL needs the whole batch, so there is no gradient accumulation
+(``supports_accumulation = False``); ``grad_cache_step`` runs the encoder in chunks and the
+decoder + L_REC + L_CL once over all cached [CLS] vectors (exactly the full-batch gradient).
+Under DDP the negatives are the rank's own views.
+
+Cost: the pairwise JS needs an [anchors, 2m, |V|] tensor; it is computed in row blocks under
+activation checkpointing so memory stays ~ block x 2m x |V|.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+from transformers import BertConfig
+
+from harness.errors import HarnessError
+from harness.pretrain import masking
+from harness.pretrain.models import count_masked, init_like, masked_lm_loss
+from harness.pretrain.objectives.base import Batch, Losses, Objective, check_ratio
+from harness.pretrain.objectives.gradcache import grad_cache_backward
+
+IGNORE_INDEX = -100
+
+
+class MLPDecoder(nn.Module):
+    """§3.1.2: Linear(H, H) -> GELU -> LayerNorm -> Linear(H, |V|)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.out = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.out(self.norm(F.gelu(self.dense(h))))
+
+
+def bag_of_words(bow_ids: Tensor, vocab_size: int) -> Tensor:
+    """Multi-hot y [m, |V|] from token ids [m, L] (-100 = not a text token)."""
+    y = torch.zeros(bow_ids.shape[0], vocab_size, device=bow_ids.device)
+    valid = bow_ids != IGNORE_INDEX
+    rows = torch.arange(bow_ids.shape[0], device=bow_ids.device).unsqueeze(1).expand_as(bow_ids)
+    y[rows[valid], bow_ids[valid]] = 1.0
+    return y
+
+
+def reconstruction_loss(z: Tensor, y: Tensor, reduction: str = "sum") -> Tensor:
+    """Eq. (3)-(4): binary cross entropy of Sigmoid(z) against y, per view summed over |V|
+    (``"sum"``) or averaged (``"mean"``), then averaged over views."""
+    bce = F.binary_cross_entropy_with_logits(z.float(), y.float(), reduction="none")
+    per_view = bce.sum(dim=1) if reduction == "sum" else bce.mean(dim=1)
+    return per_view.mean()
+
+
+def log_word_distribution(z: Tensor) -> Tensor:
+    """log z~: the sigmoid outputs of Eq. (3) normalised to sum to 1, in log space."""
+    log_sig = F.logsigmoid(z.float())
+    return log_sig - torch.logsumexp(log_sig, dim=-1, keepdim=True)
+
+
+def js_divergence(log_p: Tensor, log_q: Tensor) -> Tensor:
+    """JS(P, Q) over the last axis (broadcasting), from log-probabilities."""
+    log_m = torch.logaddexp(log_p, log_q) - math.log(2.0)
+    kl_pm = (log_p.exp() * (log_p - log_m)).sum(-1)
+    kl_qm = (log_q.exp() * (log_q - log_m)).sum(-1)
+    return 0.5 * (kl_pm + kl_qm)
+
+
+def _js_block(rows: Tensor, cols: Tensor) -> Tensor:
+    return js_divergence(rows.unsqueeze(1), cols.unsqueeze(0))
+
+
+def pairwise_js(log_rows: Tensor, log_cols: Tensor, block: int = 8) -> Tensor:
+    """[R, N] matrix of JS(row_r, col_n), in row blocks (checkpointed when training)."""
+    out = []
+    for start in range(0, log_rows.shape[0], block):
+        rows = log_rows[start : start + block]
+        if torch.is_grad_enabled() and (rows.requires_grad or log_cols.requires_grad):
+            out.append(checkpoint(_js_block, rows, log_cols, use_reentrant=False))
+        else:
+            out.append(_js_block(rows, log_cols))
+    return torch.cat(out)
+
+
+def view_contrastive_loss(sim: Tensor, anchors: Tensor) -> Tensor:
+    """Eq. (5) with a generic similarity: ``sim`` [R, 2m] holds rows for the views ``anchors``
+    [R] (indices into 2m); positive of view a is a + m (mod 2m); the anchor itself is left out.
+    Mean over anchors."""
+    n = sim.shape[1]
+    half = n // 2
+    self_mask = torch.zeros_like(sim, dtype=torch.bool)
+    self_mask[torch.arange(len(anchors), device=sim.device), anchors] = True
+    logits = sim.float().masked_fill(self_mask, float("-inf"))
+    return F.cross_entropy(logits, (anchors + half) % n)
+
+
+class CPDAE(Objective):
+    name = "cpdae"
+    supports_accumulation = False  # L_CL contrasts the views of the whole batch: grad cache
+    gathers_across_ranks = False
+
+    def __init__(
+        self,
+        bert_config: BertConfig,
+        mask_ratio: float = 0.15,
+        cl_lambda: float = 0.1,
+        contrast_on: str = "words",
+        rec_reduction: str = "sum",
+        symmetric: bool = False,
+        js_block: int = 8,
+    ):
+        super().__init__(
+            bert_config,
+            mask_ratio=mask_ratio,
+            cl_lambda=cl_lambda,
+            contrast_on=contrast_on,
+            rec_reduction=rec_reduction,
+            symmetric=symmetric,
+            js_block=js_block,
+        )
+        if contrast_on not in ("words", "cls"):
+            raise HarnessError(f"contrast_on must be 'words' (CPDAE) or 'cls' (CPDAE_R), got {contrast_on!r}")
+        if rec_reduction not in ("sum", "mean"):
+            raise HarnessError(f"rec_reduction must be 'sum' or 'mean', got {rec_reduction!r}")
+        self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
+        self.cl_lambda = float(cl_lambda)
+        self.contrast_on = contrast_on
+        self.rec_reduction = rec_reduction
+        self.symmetric = bool(symmetric)
+        self.js_block = max(1, int(js_block))
+        self.decoder = init_like(self.lm, MLPDecoder(bert_config))
+
+    def collate(self, examples, tokenizer, max_length: int, generator: torch.Generator) -> Batch:
+        texts = [anchor for anchor, _ in examples]
+        enc = self._tokenize(tokenizer, texts, max_length)
+        random_ids = masking.random_token_ids(tokenizer)
+        views = [
+            masking.mask_tokens(
+                enc["input_ids"], enc["special_mask"], self.mask_ratio, generator,
+                tokenizer.mask_token_id, random_ids,
+            )
+            for _ in range(2)
+        ]
+        return {
+            "input_ids": torch.cat([ids for ids, _ in views]),
+            "attention_mask": enc["attention_mask"].repeat(2, 1),
+            "labels": torch.cat([labels for _, labels in views]),
+            "bow_ids": enc["input_ids"].masked_fill(enc["special_mask"], IGNORE_INDEX),
+        }
+
+    def _views_part(self, h: Tensor, bow_ids: Tensor) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """L_REC and L_CL from the 2m [CLS] vectors (everything that needs the whole batch)."""
+        n = h.shape[0]
+        if n < 4 or n % 2:
+            raise HarnessError(f"CPDAE needs >= 2 passages (2 views each), got {n} sequences")
+        z = self.decoder(h)  # Eq. (2)
+        y = bag_of_words(bow_ids, self.config.vocab_size).repeat(2, 1)
+        rec = reconstruction_loss(z, y, self.rec_reduction)
+        anchors = torch.arange(n if self.symmetric else n // 2, device=h.device)
+        if self.contrast_on == "words":
+            log_dist = log_word_distribution(z)
+            sim = -pairwise_js(log_dist[anchors], log_dist, self.js_block)
+        else:
+            with torch.autocast(h.device.type, enabled=False):
+                sim = h[anchors].float() @ h.float().T
+        cl = view_contrastive_loss(sim, anchors)
+        return rec, cl, {"z": z, "y": y, "sim": sim}
+
+    def compute(self, batch: Batch) -> tuple[Losses, dict[str, Tensor]]:
+        hidden = self._encode(batch).last_hidden_state
+        mlm, mlm_logits, targets = masked_lm_loss(self.lm.cls, hidden, batch["labels"])
+        h = hidden[:, 0]
+        rec, cl, extras = self._views_part(h, batch["bow_ids"])
+        losses = {"loss": rec + mlm + self.cl_lambda * cl, "mlm": mlm, "rec": rec, "contrastive": cl}
+        return losses, {**extras, "h": h, "mlm_logits": mlm_logits, "targets": targets}
+
+    def grad_cache_step(self, batch: Batch, chunk_size: int, scaler=None) -> dict[str, Tensor]:
+        """Eq. (6) over the whole batch with the encoder run ``chunk_size`` views at a time (see
+        ``gradcache``): the decoder, L_REC and L_CL run once on all 2m cached [CLS] vectors.
+        Calls ``.backward`` itself; returns detached values. Negatives are the rank's own
+        views (no all-gather: ``gathers_across_ranks = False``)."""
+        rows_keys = ("input_ids", "attention_mask", "labels")
+        n = batch["input_ids"].shape[0]
+        total_masked = max(count_masked(batch["labels"]), 1)
+
+        def rows_of(rows: slice) -> Batch:
+            return {key: batch[key][rows] for key in rows_keys}
+
+        def represent(rows: slice) -> Tensor:
+            return self._encode(rows_of(rows)).last_hidden_state[:, 0]
+
+        def global_part(h: Tensor):
+            rec, cl, _ = self._views_part(h, batch["bow_ids"])
+            return rec + self.cl_lambda * cl, {"rec": rec, "contrastive": cl}
+
+        def local_part(rows: slice):
+            part = rows_of(rows)
+            hidden = self._encode(part).last_hidden_state
+            mlm, _, _ = masked_lm_loss(self.lm.cls, hidden, part["labels"], "sum")
+            mlm = mlm / total_masked
+            return mlm, {"mlm": mlm}, hidden[:, 0]
+
+        out = grad_cache_backward(
+            n, chunk_size, batch["input_ids"].device, represent, global_part, local_part, scaler=scaler
+        )
+        return {"loss": out["rec"] + out["mlm"] + self.cl_lambda * out["contrastive"], **out}
