@@ -1,0 +1,27 @@
+"""Pre-training: objectives (``objectives/``), the shared training loop, checkpoints, DDP, export.
+
+Public entry points (imported lazily so ``import harness.pretrain`` stays cheap):
+``train``, ``TrainConfig``, ``TrainResult``, ``plan_batches`` (trainer.py) and
+``export_encoder`` (export.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "train": "harness.pretrain.trainer",
+    "TrainConfig": "harness.pretrain.trainer",
+    "TrainResult": "harness.pretrain.trainer",
+    "plan_batches": "harness.pretrain.trainer",
+    "export_encoder": "harness.pretrain.export",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'harness.pretrain' has no attribute {name!r}")

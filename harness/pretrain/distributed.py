@@ -1,0 +1,209 @@
+"""Multi-process training through PyTorch's own stack: torchrun environment + DDP.
+
+A run is distributed when torchrun (``python -m torch.distributed.run``) set ``WORLD_SIZE``
+> 1 in the environment (with ``RANK`` and ``LOCAL_RANK``). The backend is nccl on CUDA and
+gloo on CPU, so the same code path is tested here on CPU. Without torchrun every helper
+degrades to the single-process answer (rank 0 of 1), so callers never branch on it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from harness.errors import HarnessError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits: its rank, the world size and its compute device."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str | None  # None when single-process
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise HarnessError(f"environment variable {name}={raw!r} is not an integer (set by torchrun)") from exc
+
+
+def init_distributed(device: str | None = None) -> DistInfo:
+    """Join the torchrun process group if there is one (idempotent) and pick the device.
+
+    ``device`` overrides the automatic choice (``cuda:LOCAL_RANK`` when CUDA is present,
+    else ``cpu``); the backend follows the device type.
+    """
+    world_size = _env_int("WORLD_SIZE", 1)
+    rank = _env_int("RANK", 0)
+    local_rank = _env_int("LOCAL_RANK", 0)
+    if device is None:
+        dev = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    else:
+        dev = torch.device(device)
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device(f"cuda:{local_rank}")
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if world_size <= 1:
+        return DistInfo(0, 1, 0, dev, None)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    if not dist.is_initialized():
+        if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+            raise HarnessError(
+                "WORLD_SIZE > 1 but MASTER_ADDR/MASTER_PORT are not set: launch multi-process "
+                "training with torchrun (python -m torch.distributed.run --nproc_per_node N ...)"
+            )
+        dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+    else:
+        backend = dist.get_backend()
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev, backend)
+
+
+def cleanup() -> None:
+    """Leave the process group (call once at the end of a torchrun script)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _active() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def get_rank() -> int:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return _env_int("RANK", 0)
+
+
+def get_world_size() -> int:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return _env_int("WORLD_SIZE", 1)
+
+
+def is_main() -> bool:
+    """True on rank 0 (and in single-process runs): the one that logs, saves and exports."""
+    return get_rank() == 0
+
+
+def barrier() -> None:
+    if _active():
+        dist.barrier()
+
+
+def all_reduce_mean(value: torch.Tensor | float) -> torch.Tensor | float:
+    """Mean over ranks; returns the same kind it was given (floats stay floats)."""
+    if not _active():
+        return value
+    as_float = not isinstance(value, torch.Tensor)
+    tensor = torch.tensor(float(value), dtype=torch.float64) if as_float else value.detach().clone()
+    if dist.get_backend() == "nccl" and tensor.device.type != "cuda":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    tensor = tensor / dist.get_world_size()
+    return float(tensor.item()) if as_float else tensor.to(value.device)
+
+
+def all_reduce_max(value: int) -> int:
+    """Largest integer over ranks (used to check that every rank sees the same data)."""
+    if not _active():
+        return value
+    device = torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
+    tensor = torch.tensor([value, -value], dtype=torch.int64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor[0].item())
+
+
+def all_reduce_min(value: int) -> int:
+    return -all_reduce_max(-value) if _active() else value
+
+
+def broadcast_object(obj: Any, src: int = 0) -> Any:
+    """Rank ``src``'s (picklable) object on every rank."""
+    if not _active():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def broadcast_module(module: nn.Module, src: int = 0) -> None:
+    """Copy rank ``src``'s parameters and buffers to every rank (what DDP does at wrap time)."""
+    if not _active():
+        return
+    with torch.no_grad():
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            dist.broadcast(tensor.data, src=src)
+
+
+def all_reduce_gradients(params: Iterable[nn.Parameter]) -> None:
+    """Average ``.grad`` over ranks in one flat buffer (for paths that bypass DDP's hooks).
+
+    A parameter that has a gradient on some rank but not on another counts as zeros there;
+    one that has no gradient on any rank (e.g. an unused pooler) keeps ``grad=None`` so the
+    optimizer skips it exactly as in a single-process run.
+    """
+    if not _active():
+        return
+    params = [p for p in params if p.requires_grad]
+    if not params:
+        return
+    device = params[0].device
+    has_grad = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
+    dist.all_reduce(has_grad, op=dist.ReduceOp.MAX)
+    params = [p for p, used in zip(params, has_grad.tolist()) if used]
+    if not params:
+        return
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat /= dist.get_world_size()
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+        offset += n
+
+
+def wrap_ddp(module: nn.Module, info: DistInfo, find_unused_parameters: bool = True) -> nn.Module:
+    """DistributedDataParallel around ``module`` when distributed, else ``module`` itself.
+
+    ``find_unused_parameters`` defaults to True because objectives compute losses from
+    parts of BertModel only (e.g. the pooler is never used), which DDP otherwise rejects.
+    """
+    if not info.distributed:
+        return module
+    from torch.nn.parallel import DistributedDataParallel
+
+    device_ids = [info.device.index] if info.device.type == "cuda" else None
+    return DistributedDataParallel(module, device_ids=device_ids, find_unused_parameters=find_unused_parameters)
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """The plain module inside a DDP wrapper (or the module itself)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return module.module if isinstance(module, DistributedDataParallel) else module

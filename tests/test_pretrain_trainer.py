@@ -1,0 +1,219 @@
+"""The shared pre-training loop: batch plans, schedule, determinism, grad-cache path, errors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_pretrain_toy import ToyContrastive, build, examples_fn_for, make_tokenizer, one_thread, params_of  # noqa: E402,F401
+
+from harness.errors import HarnessError  # noqa: E402
+from harness.pretrain.trainer import (  # noqa: E402
+    TrainConfig,
+    build_optimizer,
+    build_scheduler,
+    plan_batches,
+    train,
+    warmup_steps,
+)
+
+
+@pytest.fixture
+def tok(tmp_path):
+    return make_tokenizer(tmp_path / "tok")
+
+
+def cfg(out: Path, **overrides) -> TrainConfig:
+    base = dict(
+        steps=6,
+        global_batch=8,
+        per_device_batch=4,
+        lr=5e-3,
+        warmup_ratio=0.25,
+        max_length=32,
+        log_every=2,
+        progress=False,
+        output_dir=out,
+    )
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+# --- plan_batches ----------------------------------------------------------------------
+
+
+def test_plan_accumulation_keeps_global_batch():
+    plan = plan_batches(2048, 64, 8, True)
+    assert plan["mode"] == "accumulation"
+    assert plan["accumulation_steps"] == 4 and plan["per_rank_batch"] == 256
+    assert plan["per_device_batch"] * plan["world_size"] * plan["accumulation_steps"] == 2048
+    assert "64 per device x 8 device(s) x 4 accumulation" in plan["note"]
+
+
+def test_plan_grad_cache_uses_whole_rank_batch_in_chunks():
+    plan = plan_batches(2048, 64, 1, False)
+    assert plan["mode"] == "grad_cache" and plan["accumulation_steps"] == 1
+    assert plan["per_rank_batch"] == 2048 and plan["grad_cache_chunk"] == 64 and plan["grad_cache_chunks"] == 32
+    assert plan["contrastive_batch"] == 2048 and "negatives" not in plan["note"]
+    multi = plan_batches(2048, 64, 8, False)
+    assert multi["contrastive_batch"] == 256 and "does not gather representations" in multi["note"]
+    gathered = plan_batches(2048, 64, 8, False, gathers_across_ranks=True)
+    assert gathered["contrastive_batch"] == 2048 and "span all 2048" in gathered["note"]
+    assert gathered["per_rank_batch"] == 256 and gathered["grad_cache_chunks"] == 4
+    assert plan_batches(8, 64, 1, False, grad_cache_chunk=3)["grad_cache_chunk"] == 3
+    assert plan_batches(8, 64, 1, False)["grad_cache_chunk"] == 8  # chunk never exceeds the batch
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ((100, 64, 1, True), "use per_device_batch 50"),
+        ((10, 4, 3, True), "cannot be split evenly over 3"),
+        ((10, 4, 3, False), "cannot be split evenly over 3"),
+        ((0, 4, 1, True), "global_batch must be a positive integer"),
+    ],
+)
+def test_plan_rejects_impossible_layouts(args, fragment):
+    with pytest.raises(HarnessError, match=fragment):
+        plan_batches(*args)
+
+
+# --- optimiser and schedule ------------------------------------------------------------
+
+
+def test_no_weight_decay_on_bias_and_layernorm(tok, tmp_path):
+    obj = build("toy", tok.vocab_size)
+    opt = build_optimizer(obj, cfg(tmp_path, weight_decay=0.01))
+    names = {id(p): n for n, p in obj.named_parameters()}
+    decayed = [names[id(p)] for p in opt.param_groups[0]["params"]]
+    plain = [names[id(p)] for p in opt.param_groups[1]["params"]]
+    assert opt.param_groups[0]["weight_decay"] == 0.01 and opt.param_groups[1]["weight_decay"] == 0.0
+    assert any("LayerNorm.weight" in n for n in plain) and all("bias" not in n for n in decayed)
+    assert all("LayerNorm" not in n for n in decayed) and "head.weight" in decayed
+    assert len(decayed) + len(plain) == len(list(obj.parameters()))
+
+
+def test_linear_warmup_then_decay(tmp_path):
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.AdamW([p], lr=1.0)
+    sched = build_scheduler(opt, cfg(tmp_path, steps=10, warmup_ratio=0.2))
+    lrs = []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[:3] == [0.0, 0.5, 1.0]
+    assert lrs[2:] == sorted(lrs[2:], reverse=True) and lrs[-1] == pytest.approx(1 / 8)
+    assert warmup_steps(cfg(tmp_path, steps=120000, warmup_ratio=0.1)) == 12000  # no float-noise extra step
+    assert warmup_steps(cfg(tmp_path, steps=7, warmup_ratio=0.1)) == 1
+
+
+# --- the loop ----------------------------------------------------------------------------
+
+
+def test_train_logs_and_is_deterministic(tok, tmp_path):
+    logged = []
+    obj = build("toy", tok.vocab_size)
+    res = train(obj, examples_fn_for(20), tok, cfg(tmp_path / "a"), logger=lambda s, m: logged.append((s, m)))
+    assert res.step == 6 and len(res.loss_history) == 6 and not res.stopped_early
+    assert [s for s, _ in logged] == [2, 4, 6]
+    assert {"loss", "mlm", "align", "lr", "epoch"} <= set(logged[0][1])
+    # the logged loss is the mean over the window of steps since the previous log
+    assert logged[1][1]["loss"] == pytest.approx(sum(res.loss_history[2:4]) / 2)
+    assert res.metrics_history[0]["lr"] == 0.0 and res.metrics_history[1]["lr"] == pytest.approx(5e-3 / 2)
+    assert logged[-1][1]["epoch"] == 2.0  # 20 examples, batch 8: 2 steps per epoch
+    assert res.checkpoint is not None and res.checkpoint.name == "step-000000006"
+
+    again = build("toy", tok.vocab_size)
+    res2 = train(again, examples_fn_for(20), tok, cfg(tmp_path / "b"))
+    assert res2.loss_history == res.loss_history
+    for k, v in params_of(obj).items():
+        assert torch.equal(v, params_of(again)[k]), k
+
+
+def test_different_seed_changes_the_run(tok, tmp_path):
+    a = train(build("toy", tok.vocab_size), examples_fn_for(20), tok, cfg(tmp_path / "a", steps=3))
+    b = train(build("toy", tok.vocab_size), examples_fn_for(20), tok, cfg(tmp_path / "b", steps=3, seed=7))
+    assert a.loss_history != b.loss_history
+
+
+def test_loss_goes_down_on_repeated_data(tok, tmp_path):
+    res = train(
+        build("toy", tok.vocab_size, dropout=0.0),
+        examples_fn_for(8),
+        tok,
+        cfg(tmp_path, steps=25, lr=1e-2, warmup_ratio=0.1, per_device_batch=8, grad_clip=1.0),
+    )
+    assert sum(res.loss_history[-5:]) < 0.7 * sum(res.loss_history[:5])
+    assert "grad_norm" in res.metrics_history[-1]
+
+
+class _AccumulatingContrastive(ToyContrastive):
+    supports_accumulation = True
+
+
+def test_grad_cache_path_sees_global_batch_and_matches_full_batch(tok, tmp_path):
+    gc = build("contrastive", tok.vocab_size, dropout=0.0)
+    res = train(gc, examples_fn_for(16), tok, cfg(tmp_path / "gc", steps=4, global_batch=8, per_device_batch=2))
+    assert gc.calls == [(8, 2)] * 4
+    assert res.plan["mode"] == "grad_cache" and res.plan["grad_cache_chunks"] == 4
+
+    torch.manual_seed(0)
+    full = _AccumulatingContrastive(gc.bert.config)
+    ref = train(full, examples_fn_for(16), tok, cfg(tmp_path / "full", steps=4, global_batch=8, per_device_batch=8))
+    assert res.loss_history == pytest.approx(ref.loss_history, rel=1e-5)
+    # Adam normalises each coordinate, so float noise in near-zero gradients can move a few
+    # weights by up to ~lr; everything else agrees far more tightly.
+    a, b = params_of(gc), params_of(full)
+    diffs = torch.cat([(a[k] - b[k]).abs().flatten() for k in a])
+    assert diffs.max() < 5e-3 and diffs.gt(1e-5).float().mean() < 0.01
+
+
+def test_mixed_precision_falls_back_to_fp32_on_cpu(tok, tmp_path, capsys):
+    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path, steps=1, precision="bf16"))
+    assert res.precision == "fp32"
+    assert any("bf16 needs CUDA" in n for n in res.notes)
+    assert "bf16 needs CUDA" in capsys.readouterr().err
+
+
+def test_too_few_examples_is_a_clear_error(tok, tmp_path):
+    with pytest.raises(HarnessError, match="fewer than one global batch"):
+        train(build("toy", tok.vocab_size), examples_fn_for(5), tok, cfg(tmp_path))
+
+
+def test_non_finite_loss_stops_with_a_clear_error(tok, tmp_path):
+    class Exploding(type(build("toy", tok.vocab_size))):
+        def forward(self, batch):
+            out = super().forward(batch)
+            out["loss"] = out["loss"] * float("nan")
+            return out
+
+    torch.manual_seed(0)
+    obj = Exploding(build("toy", tok.vocab_size).bert.config)
+    with pytest.raises(HarnessError, match="loss became nan at step 1"):
+        train(obj, examples_fn_for(8), tok, cfg(tmp_path, steps=2))
+
+
+def test_objective_without_accumulation_needs_grad_cache(tok, tmp_path):
+    obj = build("toy", tok.vocab_size)
+    obj.supports_accumulation = False
+    with pytest.raises(HarnessError, match="no grad_cache_step"):
+        train(obj, examples_fn_for(8), tok, cfg(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        ({"precision": "fp8"}, "precision must be one of"),
+        ({"steps": 0}, "steps must be a positive integer"),
+        ({"stop_after": 9}, "stop_after must be between"),
+        ({"grad_clip": 0.0}, "grad_clip must be positive"),
+    ],
+)
+def test_invalid_config(tmp_path, overrides, fragment):
+    with pytest.raises(HarnessError, match=fragment):
+        cfg(tmp_path, **overrides)
