@@ -39,8 +39,13 @@ class RunContext:
     force: bool = False
 
     def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
-                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1") -> StageCache:
-        """Run `build(workdir)` unless a finished output with the same hash exists."""
+                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
+                     resumable: bool = False) -> StageCache:
+        """Run `build(workdir)` unless a finished output with the same hash exists.
+
+        `resumable` stages keep their unfinished work folder (checkpoints, partial files) so a
+        killed run continues where it stopped instead of starting the stage again.
+        """
         cache = StageCache(name, config, inputs, code_version)
         label = f"{name}/{dataset}" if dataset else name
         if self.force and cache.is_done():
@@ -51,7 +56,9 @@ class RunContext:
             return cache
         started = time.time()
         with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
-            meta = build(cache.begin()) or {}
+            if resumable and cache.partial.exists():
+                print(f"[{label}] resuming from {cache.partial}")
+            meta = build(cache.begin(keep_partial=resumable)) or {}
             cache.finish(meta)
             self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta)
@@ -77,13 +84,36 @@ def pipeline_for(spec: MethodSpec) -> Callable[[RunContext, str], Path]:
 
         return run_bm25
     raise HarnessError(
-        f"method '{spec.name}' ({family}) needs the pre-training and fine-tuning stages, which are not built yet; "
-        "only bm25 runs end to end in this version (see the README's status section)"
+        f"method '{spec.name}' ({family}): fine-tuning and evaluation of pre-trained encoders are not built yet; "
+        f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "
+        "(see the README's status section)"
     )
 
 
+def run_pretrain_only(spec: MethodSpec, force: bool) -> dict[str, Any]:
+    """`run --stage pretrain`: the pre-training stages only, logged to MLflow (no run record:
+    there are no metrics to compare yet)."""
+    from harness.pipelines.pretrain import run_pretrain
+
+    run_id = new_run_id(spec.name, spec.profile)
+    tags = {"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "stage": "pretrain"}
+    tracker = Tracker(experiment=spec.name, run_name=run_id, tags=tags)
+    ctx = RunContext(spec, tracker, StageLog(), force)
+    started = time.time()
+    with tracker.run():
+        tracker.log_params({"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "seed": SEED,
+                            "spec": spec.config})
+        encoder = run_pretrain(ctx)
+    seconds = round(time.time() - started, 1)
+    where = f"MLflow run {tracker.parent_run_id}" if tracker.parent_run_id else "MLflow off"
+    print(f"{spec.name} [{spec.profile}] pre-training done in {seconds}s -- encoder {encoder}; {where}")
+    return {"method": spec.name, "profile": spec.profile, "run_id": run_id, "spec_hash": spec.spec_hash,
+            "encoder": str(encoder), "stages": ctx.stages.entries, "mlflow": tracker.info(), "seconds": seconds,
+            "metrics": {}, "comparison": [], "run_record": None}
+
+
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
-               force: bool = False) -> dict[str, Any]:
+               force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
     from harness.data.catalog import get_benchmark
     from harness.data.formats import read_trec_run
     from harness.evaluation.compare import compare, format_comparison_table
@@ -95,6 +125,18 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     datasets = datasets or list(spec.get("datasets", []))
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
     print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
+    if dry_run:
+        from harness.plan import describe
+
+        print(describe(spec, datasets))
+        return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
+                "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
+    if stage == "pretrain":
+        if "pretrain" not in spec.get("stages", []):
+            raise HarnessError(f"method '{method}' has no pretrain stage (its stages: {', '.join(spec.get('stages'))})")
+        return run_pretrain_only(spec, force)
+    if stage is not None:
+        raise HarnessError(f"--stage {stage}: only 'pretrain' can be run on its own in this version")
 
     run_id = new_run_id(method, profile)
     tags = {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}

@@ -140,6 +140,9 @@ class Tracker:
     def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
         self._safe(lambda: self._mlflow.log_artifact(str(path), artifact_path=subdir))
 
+    def log_text(self, text: str, name: str) -> None:
+        self._safe(lambda: self._mlflow.log_text(text, name))
+
     def info(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "tracking_uri": self.uri, "experiment": self.experiment,
                 "run_id": self.parent_run_id, "warning": self.warning}

@@ -23,6 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="settings profile; default: paper if the declared hardware is present, else tiny")
     p.add_argument("--dataset", action="append", default=None, metavar="NAME",
                    help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets")
+    p.add_argument("--stage", choices=["pretrain"], default=None,
+                   help="run the stages up to and including this one only (e.g. pretrain: export the encoder)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the stage plan and the hardware mapping (declared vs detected) without running")
     p.add_argument("--force", action="store_true", help="ignore cached stage outputs and recompute them")
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
     p.set_defaults(func=_run)
@@ -34,11 +38,13 @@ def _run(args: argparse.Namespace) -> int:
     datasets = None
     if args.dataset:
         datasets = [d.strip() for item in args.dataset for d in item.split(",") if d.strip()]
-    result = run_method(args.method, args.profile, datasets, force=args.force)
+    result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
+                        dry_run=args.dry_run)
     if args.json:
         write_json(args.json, {
             "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],
             "spec_hash": result["spec_hash"], "metrics": result["metrics"], "comparison": result["comparison"],
             "run_record": result["run_record"], "mlflow": result["mlflow"],
+            **({"encoder": result["encoder"]} if "encoder" in result else {}),
         })
     return 0

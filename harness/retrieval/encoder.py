@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.errors import DataFormatError, HarnessError
 
 POOLINGS = ("cls", "mean")
 KINDS = ("query", "passage")
@@ -76,7 +76,7 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise HarnessError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise DataFormatError(path, exc.lineno, f"not valid JSON ({exc.msg})", "repair or re-download the model folder") from exc
     except OSError as exc:
         raise HarnessError(f"cannot read {path}: {exc}") from exc
 
@@ -105,8 +105,12 @@ def _st_pooling_mode(config: Mapping[str, Any], path: Path) -> str:
     return on[0]
 
 
-def describe_checkpoint(path: str | Path) -> EncoderSpec:
-    """Read ``path``'s own description (see the module docstring); raises HarnessError if unusable."""
+def describe_checkpoint(path: str | Path, pooling: str | None = None) -> EncoderSpec:
+    """Read ``path``'s own description (see the module docstring); raises HarnessError if unusable.
+
+    ``pooling`` (an explicit choice) replaces the folder's, so an unsupported pooling mode in a
+    sentence-transformers config is no error when the caller overrides it.
+    """
     root = Path(path).expanduser()
     if not root.is_dir():
         raise HarnessError(
@@ -134,7 +138,7 @@ def describe_checkpoint(path: str | Path) -> EncoderSpec:
                 spec.model_dir = root / sub if sub else root
             elif mtype == _ST_POOLING:
                 cfg_path = root / sub / "config.json"
-                if cfg_path.is_file():
+                if cfg_path.is_file() and pooling is None:
                     spec.pooling = _st_pooling_mode(_read_json(cfg_path), cfg_path)
                     spec.sources["pooling"] = str(Path(sub) / "config.json")
             elif mtype == _ST_NORMALIZE:
@@ -150,7 +154,8 @@ def describe_checkpoint(path: str | Path) -> EncoderSpec:
                 spec.model_max_length = cfg["max_seq_length"]
         prompts_file = root / "config_sentence_transformers.json"
         if prompts_file.is_file():
-            prompts = _read_json(prompts_file).get("prompts") or {}
+            st_meta = _read_json(prompts_file)
+            prompts = st_meta.get("prompts") if isinstance(st_meta, dict) else None
             if isinstance(prompts, dict):
                 spec.query_prefix = str(prompts.get("query", "") or "")
                 spec.passage_prefix = str(prompts.get("passage", prompts.get("document", "")) or "")
@@ -168,6 +173,8 @@ def describe_checkpoint(path: str | Path) -> EncoderSpec:
             f"{spec.model_dir} has no config.json: not a Hugging Face model folder "
             "(expected config.json, weights and tokenizer files)"
         )
+    if pooling is not None:
+        spec.pooling, spec.sources["pooling"] = pooling, "argument"
     if spec.pooling not in POOLINGS:
         raise HarnessError(f"{root}: pooling {spec.pooling!r} is not one of {', '.join(POOLINGS)}")
     return spec
@@ -417,8 +424,8 @@ def load_encoder(
         raise HarnessError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
     if precision not in PRECISIONS:
         raise HarnessError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    spec = describe_checkpoint(path)
-    for name, value in (("pooling", pooling), ("normalize", normalize), ("query_max_length", query_max_length),
+    spec = describe_checkpoint(path, pooling)
+    for name, value in (("normalize", normalize), ("query_max_length", query_max_length),
                         ("passage_max_length", passage_max_length), ("title_separator", title_separator)):
         if value is not None:
             setattr(spec, name, value)

@@ -1,0 +1,90 @@
+"""`python -m harness leaderboard`: serve the Streamlit leaderboard on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.paths import PROJECT_ROOT
+
+APP = PROJECT_ROOT / "leaderboard_app" / "app.py"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "leaderboard",
+        help="serve the leaderboard (Streamlit) on http://127.0.0.1:8501",
+        description=(
+            "Serve the leaderboard: the papers' Table 1 and BEIR tables with reproduced runs side by side "
+            "(delta and status per cell), a page per method, plots, the CI gate, the registry's consistency "
+            "report and skipped records. Ctrl-C stops it."
+        ),
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    p.add_argument("--records", metavar="DIR", default=None, help="run records folder (default: runs/records)")
+    p.add_argument("--reported", metavar="JSON", default=None,
+                   help="show a JSON snapshot of reported cells instead of baselines/reported/")
+    p.add_argument("--open-browser", action="store_true", help="open a browser tab (default: headless)")
+    p.set_defaults(func=_leaderboard)
+
+
+def streamlit_command(host: str, port: int, headless: bool = True) -> list[str]:
+    return [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.address", host, "--server.port", str(port),
+        "--server.headless", "true" if headless else "false",
+        "--server.fileWatcherType", "none",
+        "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",
+    ]
+
+
+def serve(command: list[str], env: dict[str, str], url: str) -> int:
+    """Run a server in the foreground until Ctrl-C or SIGTERM, then stop it (and only it)."""
+    print(f"serving {url}  (Ctrl-C stops)", flush=True)
+    proc = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT)
+
+    def _stop(signum: int, _frame: object) -> None:
+        proc.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+
+    old = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _leaderboard(args: argparse.Namespace) -> int:
+    from harness.errors import HarnessError
+
+    if not APP.is_file():
+        raise HarnessError(f"leaderboard app not found at {APP}: run from a source checkout of the project")
+    env = dict(os.environ)
+    env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] = "false"
+    # The app reads its inputs from the environment (leaderboard_app/data.py).
+    if args.records:
+        records = Path(args.records).resolve()
+        if not records.is_dir():
+            raise HarnessError(f"--records {args.records}: no such folder")
+        env["HARNESS_LEADERBOARD_RECORDS"] = str(records)
+    if args.reported:
+        reported = Path(args.reported).resolve()
+        if not reported.is_file():
+            raise HarnessError(f"--reported {args.reported}: no such file")
+        env["HARNESS_LEADERBOARD_REPORTED"] = str(reported)
+    command = streamlit_command(args.host, args.port, headless=not args.open_browser)
+    return serve(command, env, f"http://{args.host}:{args.port}/")

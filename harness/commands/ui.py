@@ -1,0 +1,74 @@
+"""`python -m harness ui`: the MLflow UI and REST API over the project's own tracking store.
+
+Runs ``mlflow server`` on 127.0.0.1 against the store the run pipeline logs to
+(``sqlite:///<runs_dir>/mlflow.db``; MLFLOW_TRACKING_URI when it names a database) and serves
+artifacts from ``<runs_dir>/mlartifacts``. There, each method is one experiment, each
+invocation a parent run named by its run_id and tagged method / profile / spec_hash /
+papers, with a nested run per stage tagged ``stage``: select runs of one experiment and
+press Compare to see their parameters and metrics side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ui",
+        help="MLflow UI over the project's tracking store (http://127.0.0.1:5000)",
+        description=(
+            "Start `mlflow server` on 127.0.0.1 against the project's tracking store (runs/mlflow.db) with "
+            "artifacts served from runs/mlartifacts. One experiment per method; runs are named by run_id and "
+            "tagged with profile, spec hash, papers and (nested runs) stage. Ctrl-C stops it."
+        ),
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="server worker processes (default 1, right for a laptop or a 2-core machine)")
+    p.add_argument("--store", metavar="URI", default=None,
+                   help="backend store URI (default: the harness's store, sqlite:///<runs>/mlflow.db)")
+    p.set_defaults(func=_ui)
+
+
+def store_uri() -> str:
+    """The tracking store the run pipeline writes to, when it is a database or folder."""
+    from harness.tracking import default_tracking_uri
+
+    uri = default_tracking_uri()
+    if uri.startswith(("http://", "https://")):  # a remote server already serves its own UI
+        from harness.paths import runs_dir
+
+        return f"sqlite:///{runs_dir() / 'mlflow.db'}"
+    return uri
+
+
+def server_command(store: str, artifacts: Path, host: str, port: int, workers: int) -> list[str]:
+    mlflow_bin = Path(sys.executable).with_name("mlflow")
+    launcher = [str(mlflow_bin)] if mlflow_bin.exists() else [sys.executable, "-m", "mlflow"]
+    return [*launcher, "server", "--backend-store-uri", store, "--serve-artifacts",
+            "--artifacts-destination", artifacts.resolve().as_uri(), "--host", host, "--port", str(port),
+            "--workers", str(workers)]
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from harness.commands.leaderboard import serve
+    from harness.errors import HarnessError
+    from harness.paths import runs_dir
+
+    if args.workers < 1:
+        raise HarnessError(f"--workers must be at least 1, got {args.workers}")
+    store = args.store or store_uri()
+    if store.startswith("sqlite:///"):
+        Path(store[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    artifacts = runs_dir() / "mlartifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    print(f"MLflow store {store}; artifacts {artifacts}")
+    return serve(server_command(store, artifacts, args.host, args.port, args.workers), env,
+                 f"http://{args.host}:{args.port}/")

@@ -1,0 +1,220 @@
+"""Query generation for query-as-context (QC paper §3.1, §4.1).
+
+Each passage goes through a local seq2seq checkpoint (doc2query/all-with-prefix-t5-base-v1
+in the paper, input prefix "text2query: "; the tiny profile's in-harness T5 otherwise) and
+C = ``num_queries`` candidate queries are drawn by nucleus sampling (top_k 25, top_p 0.95,
+``num_return_sequences`` = C). The official script caps output at 64 tokens.
+
+Output: a JSONL file of ``{"pid": ..., "queries": [...]}``, appended and flushed per batch.
+Restart-safe: on restart the pids already in the file are skipped, a torn last line is
+cut off, and because every batch's sampler is seeded with ``seed + index of its first
+passage`` (global index in ``passages``), a resumed run writes the identical file.
+Sharding: rank r takes passages ``r::world_size`` and writes its own file (``out_path``
+gets a ``.rank{r}-of-{w}`` suffix when world_size > 1); ``load_queries`` merges them.
+A ``<file>.done.json`` marker keyed by model, passages and config says it is complete;
+a partial file written under a different key is discarded rather than mixed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from harness.corpus import stage_cache
+from harness.corpus.passages import Passage
+from harness.errors import DataFormatError, HarnessError
+
+log = logging.getLogger(__name__)
+
+DOC2QUERY_PREFIX = "text2query: "
+SUPPORTED_NUM_QUERIES = (1, 5, 10, 20)  # the paper's ablation; any C >= 1 works
+
+
+@dataclass
+class QGenResult:
+    path: Path
+    num_passages: int  # in this rank's shard
+    num_generated: int  # in this call (0 when everything was cached)
+    num_resumed: int  # already in the file at start
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+def shard_path(out_path: str | Path, rank: int, world_size: int) -> Path:
+    out_path = Path(out_path)
+    if world_size == 1:
+        return out_path
+    return out_path.with_name(f"{out_path.stem}.rank{rank}-of-{world_size}{out_path.suffix}")
+
+
+def _marker_names(path: Path) -> tuple[str, str]:
+    return f"{path.name}.done.json", f"{path.name}.key"
+
+
+def _read_existing(path: Path) -> dict[str, list[str]]:
+    """Records already written; a torn final line (killed mid-write) is truncated away."""
+    done: dict[str, list[str]] = {}
+    if not path.exists():
+        return done
+    data = path.read_bytes()
+    good = data.rfind(b"\n") + 1
+    if good < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good)
+        data = data[:good]
+    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            done[str(rec["pid"])] = [str(q) for q in rec["queries"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataFormatError(path, n, f"not a query record ({exc})", "delete the file to regenerate")
+    return done
+
+
+def load_queries(path: str | Path) -> dict[str, list[str]]:
+    """{pid: queries} from one JSONL file, or from all ``*.jsonl`` shards in a folder."""
+    path = Path(path)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files or not all(f.exists() for f in files):
+        raise HarnessError(f"no generated queries at {path}; run query generation first")
+    out: dict[str, list[str]] = {}
+    for f in files:
+        out.update(_read_existing(f))
+    return out
+
+
+def _model_fingerprint(model_dir: Path) -> str:
+    return stage_cache.hash_dir(model_dir, exclude=())
+
+
+def _passages_fingerprint(passages: Sequence[Passage]) -> str:
+    return stage_cache.hash_texts(t for p in passages for t in (p.pid, p.text))
+
+
+def generate_queries(
+    model_dir: str | Path,
+    passages: Sequence[Passage],
+    num_queries: int = 5,
+    top_k: int = 25,
+    top_p: float = 0.95,
+    batch_size: int = 32,
+    input_prefix: str = DOC2QUERY_PREFIX,
+    max_new_tokens: int = 64,
+    seed: int = 42,
+    rank: int = 0,
+    world_size: int = 1,
+    out_path: str | Path = "queries.jsonl",
+    *,
+    max_input_tokens: int = 512,
+    device: str | None = None,
+    num_samples: int = 3,
+    show_progress: bool = True,
+    stop_after_batches: int | None = None,
+) -> QGenResult:
+    """Generate ``num_queries`` queries per passage of this rank's shard into ``out_path``.
+
+    ``stop_after_batches`` ends the call early after that many new batches (tests use it
+    to simulate an interruption; re-calling resumes).
+    """
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise HarnessError(
+            f"query generator not found: {model_dir} has no config.json "
+            "(give a local seq2seq checkpoint folder, e.g. doc2query/all-with-prefix-t5-base-v1 "
+            "downloaded beforehand, or train the tiny T5 with harness.corpus.tiny_t5)"
+        )
+    if num_queries < 1:
+        raise HarnessError(f"num_queries must be >= 1, got {num_queries}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise HarnessError(f"invalid shard: rank {rank} of world size {world_size}")
+    if batch_size < 1:
+        raise HarnessError(f"batch_size must be >= 1, got {batch_size}")
+
+    path = shard_path(out_path, rank, world_size)
+    done_name, key_name = _marker_names(path)
+    indices = list(range(rank, len(passages), world_size))  # global indices of this shard
+    shard = [passages[i] for i in indices]
+    config = {
+        "stage": "qgen", "num_queries": num_queries, "top_k": top_k, "top_p": top_p,
+        "batch_size": batch_size, "input_prefix": input_prefix, "max_new_tokens": max_new_tokens,
+        "max_input_tokens": max_input_tokens, "seed": seed, "rank": rank, "world_size": world_size,
+    }
+    inputs = {"model": _model_fingerprint(model_dir), "passages": _passages_fingerprint(passages)}
+    key = stage_cache.stage_key(config, inputs)
+
+    if stage_cache.is_done(path.parent, key, done_name) and path.exists():
+        existing = _read_existing(path)
+        samples = [{"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])} for p in shard[:num_samples]]
+        return QGenResult(path, len(shard), 0, len(existing), samples)
+
+    # A partial file is only resumable under the same key; otherwise start afresh.
+    stage_cache.clear_done(path.parent, done_name)
+    key_file = path.parent / key_name
+    if path.exists() and (not key_file.exists() or key_file.read_text().strip() != key):
+        log.warning("discarding %s: written with a different model/passages/config", path)
+        path.unlink()
+    stage_cache.atomic_write_text(key_file, key + "\n")
+    existing = _read_existing(path)
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(model_dir), local_files_only=True)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device).eval()
+
+    batches = [list(range(s, min(s + batch_size, len(shard)))) for s in range(0, len(shard), batch_size)]
+    todo = [b for b in batches if any(shard[j].pid not in existing for j in b)]
+    samples: list[dict[str, Any]] = []
+    generated = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(total=len(batches), initial=len(batches) - len(todo), desc=f"qgen rank {rank}",
+               unit="batch", disable=not show_progress)
+    with open(path, "a", encoding="utf-8") as out:
+        for b_no, batch in enumerate(todo):
+            if stop_after_batches is not None and b_no >= stop_after_batches:
+                break
+            texts = [input_prefix + shard[j].text for j in batch]
+            enc = tokenizer(texts, padding=True, truncation=True, max_length=max_input_tokens, return_tensors="pt")
+            enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+            # Seed from the batch's first global passage index: resume == uninterrupted run.
+            torch.manual_seed(seed + indices[batch[0]])
+            with torch.no_grad():
+                outs = model.generate(
+                    **enc, do_sample=True, top_k=top_k, top_p=top_p,
+                    num_return_sequences=num_queries, max_new_tokens=max_new_tokens, min_new_tokens=1,
+                )
+            decoded = [" ".join(q.split()) for q in tokenizer.batch_decode(outs, skip_special_tokens=True)]
+            for n, j in enumerate(batch):
+                p = shard[j]
+                qs = decoded[n * num_queries : (n + 1) * num_queries]
+                if p.pid in existing:
+                    continue
+                out.write(json.dumps({"pid": p.pid, "queries": qs}, ensure_ascii=False) + "\n")
+                generated += 1
+                if len(samples) < num_samples:
+                    samples.append({"pid": p.pid, "passage": p.text, "queries": qs})
+            out.flush()
+            os.fsync(out.fileno())
+            bar.update(1)
+        else:
+            bar.close()
+            stage_cache.mark_done(path.parent, key, config, inputs, name=done_name,
+                                  num_passages=len(shard), file=path.name)
+            key_file.unlink(missing_ok=True)
+            if not samples:  # everything came from the file: show what is there
+                samples = [{"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])}
+                           for p in shard[:num_samples]]
+            for s in samples:
+                log.info("qgen sample %s: %s -> %s", s["pid"], s["passage"][:80], s["queries"])
+            return QGenResult(path, len(shard), generated, len(existing), samples)
+    bar.close()
+    log.info("qgen stopped early after %d batches; re-run to resume", stop_after_batches)
+    return QGenResult(path, len(shard), generated, len(existing), samples)

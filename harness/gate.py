@@ -1,0 +1,358 @@
+"""CI regression gate: every run record against what it must reproduce (`python -m harness check`).
+
+* ``paper``-profile records are compared with the papers' reported cells for their method,
+  re-computed with the current registry and ``tolerances.yaml`` (so neither an edited
+  ``comparison`` block in a record nor a stale registry can hide a gap). When the registry
+  cannot be loaded the record's stored comparison is used, with a warning.
+* Every other profile (``tiny``) is compared with its **reference**: the record of the same
+  method and profile marked ``"reference": true`` (the newest if several), or else the newest
+  record that git tracks in the records folder (i.e. the committed one). Tiny runs use a fixed
+  seed and the same code path, so they must reproduce their reference: each metric of the
+  reference must be matched within ``TINY_TOLERANCE`` points (statuses as for the papers:
+  PASS |delta| <= tol, ABOVE, NEAR down to 1.5 x tol, FAIL below). A record older than its
+  reference is SUPERSEDED (history, not gated); a changed spec hash makes the pair
+  NOT-COMPARABLE (re-run and commit a new reference).
+
+Exit code: 1 when any row FAILs; with ``strict`` also on NEAR and on skipped (corrupt,
+partial, future-version) records. Informational statuses never fail: REFERENCE,
+NO-REFERENCE, SUPERSEDED, NO-CELLS, NOT-COMPARABLE.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.commands._output import format_table
+from harness.errors import HarnessError
+from harness.records import RunRecord, Skipped, load_records, records_dir
+
+TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
+NEAR_FACTOR = 1.5
+FAILING = ("FAIL",)
+STRICT_FAILING = ("FAIL", "NEAR")
+STATUS_ORDER = ("FAIL", "NEAR", "PASS", "ABOVE", "NOT-COMPARABLE", "REFERENCE", "NO-REFERENCE", "SUPERSEDED",
+                "NO-CELLS")
+
+
+@dataclass
+class GateRow:
+    """One gated number (or one record-level line). Numbers in points."""
+
+    status: str
+    run_id: str
+    method: str
+    profile: str
+    benchmark: str = ""
+    measure: str = ""
+    against: str = ""
+    expected: float | None = None
+    reproduced: float | None = None
+    delta: float | None = None
+    tolerance: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GateResult:
+    records_dir: Path
+    rows: list[GateRow]
+    skipped: list[Skipped]
+    strict: bool = False
+    n_records: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row.status] = counts.get(row.status, 0) + 1
+        return {s: counts[s] for s in sorted(counts, key=lambda s: (STATUS_ORDER + (s,)).index(s))}
+
+    def failures(self) -> list[GateRow]:
+        bad = STRICT_FAILING if self.strict else FAILING
+        return [r for r in self.rows if r.status in bad]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures() and not (self.strict and self.skipped)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records_dir": str(self.records_dir), "strict": self.strict, "passed": self.passed,
+            "exit_code": self.exit_code, "records": self.n_records, "counts": self.counts(),
+            "rows": [r.to_dict() for r in self.rows],
+            "skipped": [{"path": str(s.path), "reason": s.reason} for s in self.skipped],
+            "warnings": self.warnings, "tiny_tolerance": TINY_TOLERANCE,
+        }
+
+
+# ----------------------------------------------------------------------------- reported cells
+
+def load_reported_cells(snapshot: str | Path | None = None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Reported cells as dicts, and an error message instead when they cannot be loaded.
+
+    ``snapshot`` is a JSON file of cells (a list, or ``{"cells": [...]}``, as
+    ``ReportedCell.to_dict()`` writes them); by default the registry in baselines/reported/.
+    """
+    if snapshot is not None:
+        path = Path(snapshot)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return None, f"reported cells snapshot {path}: {exc}"
+        cells = data.get("cells") if isinstance(data, dict) else data
+        if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+            return None, f"reported cells snapshot {path}: expected a list of cell objects"
+        return cells, None
+    try:
+        from harness.reported import load_registry
+
+        return [c.to_dict() for c in load_registry()], None
+    except (HarnessError, ImportError, OSError) as exc:
+        return None, f"reported-scores registry not loadable ({exc}); run 'python -m harness validate'"
+
+
+def paper_key(comp: Mapping[str, Any]) -> str:
+    """Short paper key of a comparison or cell ('qc-v1'): the cell id's first part."""
+    if comp.get("paper"):
+        return str(comp["paper"])
+    cell_id = str(comp.get("cell_id") or "")
+    return cell_id.split("/", 1)[0] if "/" in cell_id else str(comp.get("paper_file") or "")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def system_axes(cells: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(paper, table) -> "rows" or "columns": the axis that names the systems.
+
+    Systems run across ("columns") when every row holds one benchmark and the rows hold
+    different ones (a BEIR table lists datasets down); otherwise rows name the systems.
+    """
+    rows_of: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for c in cells:
+        if c.get("benchmark"):
+            table = rows_of.setdefault((paper_key(c), str(c.get("table"))), {})
+            table.setdefault(str(c.get("row")), set()).add(str(c["benchmark"]))
+    out = {}
+    for key, rows in rows_of.items():
+        one_each = all(len(b) == 1 for b in rows.values())
+        out[key] = "columns" if one_each and len(set().union(*rows.values())) > 1 else "rows"
+    return out
+
+
+def system_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The printed name of the system a cell belongs to: its row, or its column when the
+    table lists datasets down (``axes`` from ``system_axes``; else guessed from the cell)."""
+    row, col, bench = str(comp.get("row") or ""), str(comp.get("column") or ""), str(comp.get("benchmark") or "")
+    axis = (axes or {}).get((paper_key(comp), str(comp.get("table"))))
+    if axis:
+        return col if axis == "columns" else row
+    r, b = _norm(row), _norm(bench)
+    if col and r and b and (r == b or r in b or b in r or r.startswith("average")
+                            or difflib.SequenceMatcher(None, r, b).ratio() >= 0.8):
+        return col
+    return row
+
+
+def source_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | None = None) -> str:
+    return f"{paper_key(comp)} {comp.get('table', '')} · {system_label(comp, axes)}".strip()
+
+
+def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The record against the reported cells of its method (the stored comparison if cells is None)."""
+    if cells is None:
+        return record.comparison
+    from harness.evaluation.compare import compare
+
+    mine = [c for c in cells if c.get("method") == record.method and c.get("benchmark") in record.metrics]
+    return [c.to_dict() for c in compare(record.metrics, record.per_query, mine, record.conditions())]
+
+
+# ----------------------------------------------------------------------------- references
+
+def git_tracked(directory: Path) -> set[Path]:
+    """Files git tracks under ``directory`` (empty when git or a repository is absent)."""
+    try:
+        out = subprocess.run(["git", "-C", str(directory), "ls-files", "-z", "--", "."],
+                             capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if out.returncode != 0:
+        return set()
+    return {(directory / p).resolve() for p in out.stdout.split("\0") if p}
+
+
+def choose_reference(group: Sequence[RunRecord], tracked: set[Path]) -> RunRecord | None:
+    """The reference of one (method, profile) group: marked, else newest committed, else none."""
+    marked = [r for r in group if r.is_reference]
+    committed = [r for r in group if r.path.resolve() in tracked]
+    pool = marked or committed
+    return max(pool, key=lambda r: (r.created, r.run_id)) if pool else None
+
+
+def _status(delta: float, tolerance: float) -> str:
+    from harness.evaluation.compare import status_for
+
+    return status_for(delta, tolerance)
+
+
+def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE) -> list[GateRow]:
+    """Each metric of ``ref`` reproduced by ``record`` within ``tolerance`` points."""
+    base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
+    if record.spec_hash and ref.spec_hash and record.spec_hash != ref.spec_hash:
+        return [GateRow("NOT-COMPARABLE", **base, note=(
+            f"spec changed (hash {record.spec_hash} vs reference {ref.spec_hash}): "
+            "re-run and commit a new reference"))]
+    rows = []
+    for dataset, values in ref.metrics.items():
+        for measure, expected in values.items():
+            got = record.metrics.get(dataset, {}).get(measure)
+            row = GateRow("NOT-COMPARABLE", **base, benchmark=dataset, measure=measure, expected=100.0 * expected,
+                          tolerance=tolerance)
+            if got is None:
+                row.note = f"run did not evaluate {measure} on {dataset}"
+            else:
+                row.reproduced = 100.0 * got
+                row.delta = row.reproduced - row.expected
+                row.status = _status(row.delta, tolerance)
+                row.ci_low, row.ci_high = _paired_ci(record, ref, dataset, measure)
+            rows.append(row)
+    return rows
+
+
+def _paired_ci(record: RunRecord, ref: RunRecord, dataset: str, measure: str) -> tuple[float | None, float | None]:
+    """Bootstrap CI (points) of the per-query difference, when both records kept per-query scores."""
+    a = record.per_query.get(dataset, {}).get(measure)
+    b = ref.per_query.get(dataset, {}).get(measure)
+    if not a or not b or not set(a) & set(b):
+        return None, None
+    from harness.evaluation.bootstrap import paired_bootstrap
+
+    res = paired_bootstrap(a, b)
+    return 100.0 * res.low, 100.0 * res.high
+
+
+# ----------------------------------------------------------------------------- the gate
+
+def _paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> list[GateRow]:
+    base = dict(run_id=record.run_id, method=record.method, profile=record.profile)
+    comps = paper_comparisons(record, cells)
+    axes = system_axes(cells) if cells else None
+    if not comps:
+        return [GateRow("NO-CELLS", **base, note=(
+            f"no reported cell for {record.method} on {', '.join(record.metrics) or 'any benchmark'}"))]
+    rows = []
+    for c in comps:
+        rows.append(GateRow(
+            str(c.get("status") or "NOT-COMPARABLE"), **base, benchmark=str(c.get("benchmark") or ""),
+            measure=str(c.get("measure") or ""), against=source_label(c, axes), expected=c.get("reported"),
+            reproduced=c.get("reproduced"), delta=c.get("delta"), tolerance=c.get("tolerance"),
+            ci_low=c.get("ci_low"), ci_high=c.get("ci_high"), note=str(c.get("reason") or c.get("notes") or ""),
+        ))
+    return rows
+
+
+def run_gate(directory: str | Path | None = None, *, strict: bool = False,
+             cells: Sequence[Mapping[str, Any]] | None = None, reported: str | Path | None = None,
+             tiny_tolerance: float = TINY_TOLERANCE, tracked: set[Path] | None = None) -> GateResult:
+    """Gate every record in ``directory`` (default runs/records).
+
+    ``cells`` (dicts) overrides the registry; ``reported`` names a JSON snapshot of cells;
+    ``tracked`` overrides the set of committed files (default: asked from git).
+    """
+    directory = Path(directory) if directory is not None else records_dir()
+    records, skipped = load_records(directory)
+    result = GateResult(directory, [], skipped, strict, len(records))
+    if cells is None and any(r.profile == "paper" for r in records):
+        cells, error = load_reported_cells(reported)
+        if error:
+            result.warnings.append(f"{error}; paper records are checked with their stored comparison")
+    tracked = git_tracked(directory) if tracked is None else tracked
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for rec in records:
+        if rec.profile != "paper":
+            groups.setdefault((rec.method, rec.profile), []).append(rec)
+            continue
+        try:
+            result.rows.extend(_paper_rows(rec, cells))
+        except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
+            _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
+    for (method, profile), group in groups.items():
+        ref = choose_reference(group, tracked)
+        for rec in group:
+            base = dict(run_id=rec.run_id, method=method, profile=profile)
+            if ref is None:
+                result.rows.append(GateRow("NO-REFERENCE", **base, note=(
+                    f"no reference for {method} [{profile}]: commit a record (or mark one \"reference\": true)")))
+            elif rec is ref:
+                result.rows.append(GateRow("REFERENCE", **base, against="(is the reference)",
+                                           note="marked reference" if rec.is_reference else "newest committed record"))
+            elif (rec.created, rec.run_id) < (ref.created, ref.run_id):
+                result.rows.append(GateRow("SUPERSEDED", **base, against=f"reference {ref.run_id}",
+                                           note="older than the reference; not gated"))
+            else:
+                try:
+                    result.rows.extend(reference_rows(rec, ref, tiny_tolerance))
+                except Exception as exc:  # noqa: BLE001
+                    _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
+    return result
+
+
+def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
+    """A record that validated but cannot be compared is listed as skipped, like a corrupt one."""
+    result.skipped.append(Skipped(rec.path, reason))
+    result.n_records -= 1
+
+
+# ----------------------------------------------------------------------------- display
+
+def _pts(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def format_gate(result: GateResult) -> str:
+    """One plain-text table of every gated number, then skipped records and the verdict."""
+    headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
+               "CI(delta)", "note"]
+    rows = []
+    for r in result.rows:
+        ci = "-" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+        rows.append([r.status, r.run_id, r.benchmark, r.measure, r.against, _pts(r.expected), _pts(r.reproduced),
+                     _pts(r.delta, True), _pts(r.tolerance), ci, r.note])
+    lines = []
+    if rows:
+        lines.append(format_table(headers, rows))
+    else:
+        lines.append(f"no run records in {result.records_dir}")
+    for s in result.skipped:
+        lines.append(f"SKIPPED {s.path.name}: {s.reason}")
+    for w in result.warnings:
+        lines.append(f"warning: {w}")
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
+    verdict = "PASSED" if result.passed else "FAILED"
+    why = ""
+    if not result.passed:
+        n_bad = len(result.failures())
+        why = f" ({n_bad} failing row(s)" + (f", {len(result.skipped)} skipped record(s)" if result.strict and result.skipped else "") + ")"
+    mode = " [strict: NEAR and skipped records fail]" if result.strict else ""
+    lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> gate {verdict}{why}{mode}")
+    return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""Pre-training pipeline: tokenizer -> passages -> (query generation) -> pre-train -> exported encoder.
+
+Every step is a cached stage (see harness/cache.py): its output folder is named by the hash
+of its config and inputs, so a changed hyper-parameter re-runs only what depends on it, and
+the pre-training stage resumes from its own checkpoints after a kill.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import SEED
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.runner import RunContext
+
+# Tiny-profile architecture keys in the spec -> BertConfig keys.
+ARCH_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+             "intermediate": "intermediate_size"}
+
+
+def corpus_names(spec_value: Any) -> list[str]:
+    names = spec_value if isinstance(spec_value, list) else [spec_value]
+    return [str(n) for n in names]
+
+
+def load_corpora(names: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Union of the named corpora (doc ids prefixed by dataset) and their checksums."""
+    from harness.data.catalog import get_benchmark
+
+    corpus: dict[str, dict[str, str]] = {}
+    files: dict[str, str] = {}
+    for name in names:
+        bench = get_benchmark(name)
+        if not bench.has_corpus():
+            raise HarnessError(
+                f"pre-training corpus '{name}' is not embedded; the paper profile needs the full corpus "
+                "(see README: Data). Use --profile tiny on this machine."
+            )
+        for doc_id, doc in bench.corpus().items():
+            corpus[f"{name}:{doc_id}"] = doc
+        files.update(bench.corpus_files())
+    return corpus, files
+
+
+def tokenizer_stage(ctx: "RunContext") -> Path:
+    tok = ctx.spec.get("tokenizer") or {}
+    if tok.get("from") != "wordpiece":
+        from harness.checkpoints import resolve_checkpoint
+
+        return Path(resolve_checkpoint(tok.get("from", "bert-base-uncased"), "tokenizer"))
+    from harness.corpus.tokenizer import train_wordpiece
+
+    names = corpus_names(tok.get("corpora"))
+    corpus, files = load_corpora(names)
+    config = {"vocab_size": tok.get("vocab_size", 8000), "lowercase": True, "corpora": names}
+
+    def build(work: Path) -> dict[str, Any]:
+        texts = [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in corpus.values()]
+        train_wordpiece(texts, work / "tokenizer", vocab_size=config["vocab_size"])
+        return {"documents": len(texts)}
+
+    return ctx.cached_stage("tokenizer", None, config, files, build).dir / "tokenizer"
+
+
+def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
+    from harness.corpus.passages import build_passages, load_tokenizer, save_passages
+    from harness.spec import config_hash
+
+    corpus_cfg = ctx.spec.get("corpus") or {}
+    names = corpus_names(corpus_cfg.get("source"))
+    corpus, files = load_corpora(names)
+    config = {"sources": names, "max_tokens": corpus_cfg.get("max_tokens", 144), "seed": corpus_cfg.get("seed", SEED),
+              "max_passages": corpus_cfg.get("max_passages"), "splitter": "punkt-trained-on-corpus"}
+
+    def build(work: Path) -> dict[str, Any]:
+        import random
+
+        passages = build_passages(corpus, load_tokenizer(tokenizer_dir), config["max_tokens"], seed=config["seed"],
+                                  punkt_cache_dir=work)
+        if config["max_passages"] and len(passages) > config["max_passages"]:
+            # A fixed, seeded subset keeps tiny runs short while every method sees the same passages.
+            keep = sorted(random.Random(config["seed"]).sample(range(len(passages)), config["max_passages"]))
+            passages = [passages[i] for i in keep]
+        save_passages(passages, work / "passages.jsonl")
+        return {"passages": len(passages), "documents": len(corpus)}
+
+    inputs = {**files, "tokenizer": config_hash(str(tokenizer_dir))}
+    return ctx.cached_stage("passages", None, config, inputs, build).dir / "passages.jsonl"
+
+
+def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> Path:
+    """Generated queries per passage: a local doc2query checkpoint, or a tiny T5 trained here."""
+    from harness.corpus.passages import load_passages
+    from harness.corpus.qgen import generate_queries
+
+    q = dict(ctx.spec.get("qgen") or {})
+    passages_key = passages_file.parent.name
+    gen_cfg = {k: q.get(k) for k in ("num_queries", "top_k", "top_p", "input_prefix", "max_new_tokens")}
+    if q.get("model") == "tiny-t5":
+        model_dir = tiny_t5_stage(ctx, q, tokenizer_dir)
+        model_key = model_dir.parent.name
+    else:
+        from harness.checkpoints import resolve_checkpoint
+
+        model_dir = Path(resolve_checkpoint(q["model"], "query generator"))
+        model_key = q["model"]
+
+    def build(work: Path) -> dict[str, Any]:
+        passages = load_passages(passages_file)
+        result = generate_queries(model_dir, passages, num_queries=gen_cfg["num_queries"], top_k=gen_cfg["top_k"],
+                                  top_p=gen_cfg["top_p"], input_prefix=gen_cfg["input_prefix"],
+                                  max_new_tokens=gen_cfg["max_new_tokens"], seed=SEED,
+                                  out_path=work / "queries.jsonl", batch_size=q.get("batch_size", 64))
+        for sample in result.samples[:3]:
+            print(f"  sample query: {sample}")
+        ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
+        return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]]}
+
+    cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": passages_key}, build,
+                             resumable=True)
+    return cache.dir / "queries.jsonl"
+
+
+def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> Path:
+    from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
+    from harness.data.catalog import get_benchmark
+
+    source = q.get("train_pairs", "nfcorpus-train")
+    name, _, split = source.partition("-")
+    bench = get_benchmark(name)
+    config = {"train_pairs": source, "steps": q.get("steps", 400), "input_prefix": q.get("input_prefix")}
+
+    def build(work: Path) -> dict[str, Any]:
+        pairs = pairs_from_qrels(bench.corpus(), bench.queries(split or "train"), bench.qrels(split or "train"))
+        result = train_tiny_t5(pairs, tokenizer_dir, work / "model", steps=config["steps"],
+                               input_prefix=config["input_prefix"] or "")
+        return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None}
+
+    inputs = {**bench.files(), "tokenizer": tokenizer_dir.parent.name}
+    return ctx.cached_stage("qgen_model", None, config, inputs, build).dir / "model"
+
+
+def build_objective_for(spec: Any, tokenizer_dir: Path):
+    from transformers import AutoTokenizer
+
+    from harness.pretrain.models import bert_config_from_dict
+    from harness.pretrain.objectives import build_objective
+
+    pre = spec.get("pretrain")
+    model = spec.get("model") or {}
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+    if model.get("init") == "scratch":
+        arch = {ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS}
+        config = bert_config_from_dict(arch, vocab_size=len(tokenizer))
+        objective = build_objective(pre["objective"], config, **(pre.get("objective_params") or {}))
+        return objective, tokenizer
+    from transformers import BertConfig, BertForMaskedLM
+
+    from harness.checkpoints import resolve_checkpoint
+
+    path = resolve_checkpoint(model["init"], "initial encoder")
+    config = BertConfig.from_pretrained(path)
+    objective = build_objective(pre["objective"], config, **(pre.get("objective_params") or {}))
+    loaded = BertForMaskedLM.from_pretrained(path)
+    missing, _ = objective.masked_lm().load_state_dict(loaded.state_dict(), strict=False)
+    if any(not k.endswith("position_ids") for k in missing):
+        raise HarnessError(f"checkpoint {path} lacks weights the encoder needs: {', '.join(missing[:5])} ...")
+    return objective, tokenizer
+
+
+def steps_for(pre: dict[str, Any], n_examples: int) -> int:
+    if pre.get("steps"):
+        return int(pre["steps"])
+    if pre.get("epochs"):
+        return max(1, math.ceil(pre["epochs"] * n_examples / pre["global_batch"]))
+    raise HarnessError("pretrain needs `steps` or `epochs` in the spec")
+
+
+def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, queries_file: Path | None) -> Path:
+    from harness.corpus.pairs import make_examples
+    from harness.corpus.passages import load_passages
+    from harness.corpus.qgen import load_queries
+    from harness.pretrain.export import export_encoder
+    from harness.pretrain.trainer import TrainConfig, train
+
+    pre = dict(ctx.spec.get("pretrain"))
+    model = ctx.spec.get("model")
+    context = pre.get("context", "span")
+    config = {"pretrain": pre, "model": model, "context": context}
+    inputs = {"passages": passages_file.parent.name, "tokenizer": str(tokenizer_dir.parent.name),
+              "queries": queries_file.parent.name if queries_file else ""}
+
+    def build(work: Path) -> dict[str, Any]:
+        passages = load_passages(passages_file)
+        queries = load_queries(queries_file) if queries_file else None
+        objective, tokenizer = build_objective_for(ctx.spec, tokenizer_dir)
+
+        def examples_fn(epoch: int, rank: int = 0, world_size: int = 1) -> list[tuple[str, str]]:
+            return make_examples(context, passages, queries, epoch=epoch, seed=SEED)
+
+        train_cfg = TrainConfig(
+            steps=steps_for(pre, len(passages)), global_batch=pre["global_batch"],
+            per_device_batch=pre["per_device_batch"], lr=pre["lr"], warmup_ratio=pre.get("warmup_ratio", 0.1),
+            weight_decay=pre.get("weight_decay", 0.01), max_length=pre.get("max_length", 144),
+            grad_clip=pre.get("grad_clip"), precision=pre.get("precision", "fp32"),
+            grad_cache_chunk=pre.get("grad_cache_chunk"), seed=SEED, log_every=pre.get("log_every", 10),
+            checkpoint_every=pre.get("checkpoint_every", 50), output_dir=work / "checkpoints",
+        )
+        result = train(objective, examples_fn, tokenizer, train_cfg,
+                       logger=lambda step, metrics: ctx.tracker.log_metrics(
+                           {f"pretrain/{k}": v for k, v in metrics.items()}, step=step))
+        export_encoder(objective, tokenizer, work / "encoder",
+                       metadata={"method": ctx.spec.name, "profile": ctx.spec.profile, "spec_hash": ctx.spec.spec_hash})
+        losses = result.loss_history
+        head = sum(losses[:10]) / max(1, len(losses[:10]))
+        tail = sum(losses[-10:]) / max(1, len(losses[-10:]))
+        print(f"  pre-training loss: first 10 steps {head:.3f} -> last 10 steps {tail:.3f} ({result.step} steps)")
+        return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
+                "resumed_from": result.resumed_from, "notes": result.notes}
+
+    return ctx.cached_stage("pretrain", None, config, inputs, build, resumable=True).dir / "encoder"
+
+
+def run_pretrain(ctx: "RunContext") -> Path:
+    """All pre-training stages for the spec; returns the exported encoder folder."""
+    tokenizer_dir = tokenizer_stage(ctx)
+    passages_file = passages_stage(ctx, tokenizer_dir)
+    queries_file = None
+    if ctx.spec.get("pretrain.context") in ("qc", "mixed"):
+        queries_file = qgen_stage(ctx, passages_file, tokenizer_dir)
+    return pretrain_stage(ctx, tokenizer_dir, passages_file, queries_file)

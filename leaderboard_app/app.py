@@ -1,0 +1,199 @@
+"""The leaderboard page: layout only (loading in data.py, shaping in tables.py and plots.py).
+
+Start it with ``python -m harness leaderboard`` (binds 127.0.0.1); ``--records DIR`` and
+``--reported JSON`` reach this script through the environment (see data.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run` puts this folder, not the project root, on sys.path.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+from leaderboard_app import data as lb_data  # noqa: E402
+from leaderboard_app import plots, tables  # noqa: E402
+
+st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
+
+
+@st.cache_data(show_spinner="Loading run records and reported cells ...", max_entries=8)
+def _load(records: str, reported: str | None, signature: tuple) -> lb_data.LeaderboardData:
+    del signature  # only part of the cache key: a new or changed record reloads
+    return lb_data.load(records, reported)
+
+
+@st.cache_data(show_spinner="Checking the papers' consistency ...", max_entries=4)
+def _inconsistencies(signature: tuple) -> tuple[list[dict], str | None]:
+    del signature
+    return lb_data.inconsistency_report()
+
+
+def _table(frame, name: str, key: str, caption: str | None = None) -> None:
+    """A table with its CSV download (every table on the page can be downloaded)."""
+    st.dataframe(frame, hide_index=True, width="stretch")
+    if caption:
+        st.caption(caption)
+    st.download_button(f"Download {name} (CSV)", tables.to_csv(frame), file_name=f"{key}.csv", mime="text/csv",
+                       key=f"csv_{key}", on_click="ignore")
+
+
+records_dir = lb_data.default_records_dir()
+reported = lb_data.default_reported()
+data = _load(str(records_dir), reported, lb_data.signature(records_dir, reported))
+
+# ----------------------------------------------------------------------------- filters
+st.sidebar.header("Filters")
+profiles = st.sidebar.multiselect("Profile", data.profiles, default=data.profiles, key="f_profiles",
+                                  help="Run records of these profiles (empty: all).")
+benchmarks = st.sidebar.multiselect("Benchmark", [*tables.MAIN_BENCHMARKS, *tables.BEIR_DATASETS], default=[],
+                                    key="f_benchmarks", help="Columns / datasets shown (empty: all).")
+papers = st.sidebar.multiselect("Paper version", data.papers, default=data.papers, key="f_papers",
+                                format_func=data.paper_label,
+                                help="Reported cells of these registry files, e.g. qc-v1 vs qc-v2 (empty: all).")
+main_only = st.sidebar.checkbox("Only each paper's Table 1", value=True, key="f_main_only",
+                                help="Untick to add every other table with MS MARCO / TREC DL columns (ablations).")
+st.sidebar.caption(f"Records: `{data.records_dir}`")
+
+# ----------------------------------------------------------------------------- header
+st.title("Retrieval pre-training leaderboard")
+st.caption(f"{len(data.records)} run record(s) · {len(data.cells)} reported cells from {len(data.papers)} paper "
+           f"file(s) · {len(data.skipped)} record(s) skipped. Numbers in points (100 × fraction); delta = "
+           "reproduced − reported. ✅ PASS within tolerance · ⬆️ ABOVE · 🟡 NEAR (within 1.5 × tolerance) · "
+           "❌ FAIL · ⚪ NOT-COMPARABLE.")
+if data.cells_error:
+    st.warning(f"Reported cells unavailable: {data.cells_error}")
+if data.skipped:
+    st.warning(f"{len(data.skipped)} run record(s) skipped (corrupt, partial or from a newer harness): "
+               "see the 'Skipped records' tab.")
+if not data.records:
+    st.info(f"No run records in {data.records_dir} yet: run `python -m harness run --method bm25`.")
+
+comparisons = tables.comparison_frame(data.records, data.comparisons, papers=papers, profiles=profiles,
+                                      benchmarks=benchmarks)
+tab_main, tab_beir, tab_method, tab_plots, tab_gate, tab_checks, tab_skipped = st.tabs(
+    ["MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate", "Registry checks", "Skipped records"])
+
+with tab_main:
+    st.subheader("Table 1: MS MARCO dev and TREC DL")
+    main = tables.main_table(data.cells, data.records, data.comparisons, papers=papers, profiles=profiles,
+                             benchmarks=benchmarks, main_only=main_only)
+    _table(main, "Table 1", "table1", "Reported rows as printed (papers that print fractions shown × 100); each '↳ reproduced' row compares a run with the "
+           "row above it: value (delta status). Runs on their own are listed at the bottom.")
+    st.subheader("Every comparison with a reported cell")
+    _table(comparisons, "comparisons", "comparisons",
+           "ci_low / ci_high: 95% bootstrap interval of the delta over the run's per-query scores.")
+
+with tab_beir:
+    st.subheader("BEIR zero-shot: nDCG@10 (points)")
+    _table(tables.beir_table(data.cells, data.records, papers=papers, profiles=profiles, benchmarks=benchmarks),
+           "BEIR table", "beir",
+           "Computed averages appear only for columns with every dataset they average: all 14, or LexMAE's 12 "
+           "(without cqadupstack and quora). Printed averages are the papers' own.")
+    st.subheader("Reproduced vs reported on BEIR")
+    beir_cmp = comparisons[comparisons["benchmark"].isin(tables.BEIR_DATASETS)]
+    _table(beir_cmp, "BEIR comparisons", "beir_comparisons")
+
+with tab_method:
+    if not data.records:
+        st.info("No run records to show.")
+    else:
+        method = st.selectbox("Method", data.methods, key="m_method")
+        runs = [r for r in reversed(data.records) if r.method == method]
+        run_id = st.selectbox("Run", [r.run_id for r in runs], key="m_run")
+        rec = next(r for r in runs if r.run_id == run_id)
+        st.subheader(f"{rec.method} · {rec.profile} · {rec.run_id}")
+        st.caption(f"spec hash `{rec.spec_hash}` · created {rec.created} · command `{rec.get('command', '')}`"
+                   + (" · reference record" if rec.is_reference else ""))
+        left, right = st.columns(2)
+        with left:
+            st.markdown("**Stages**")
+            _table(tables.stages_frame(rec), "stages", f"stages_{rec.run_id}")
+            st.markdown("**Hardware: declared vs actual**")
+            _table(tables.hardware_frame(rec), "hardware", f"hardware_{rec.run_id}")
+        with right:
+            st.markdown("**Hyper-parameters (resolved spec)**")
+            _table(tables.hyperparameters_frame(rec), "hyper-parameters", f"spec_{rec.run_id}")
+        st.markdown("**Metrics with bootstrap 95% confidence intervals**")
+        _table(tables.metric_ci_frame(rec), "metrics", f"metrics_{rec.run_id}")
+        st.markdown("**Reported cells: delta and its bootstrap confidence interval**")
+        _table(tables.cell_ci_frame(data.comparisons.get(rec.run_id, []), data.cells), "cells", f"cells_{rec.run_id}")
+        with_pq = [d for d in rec.per_query if rec.per_query[d]]
+        if with_pq:
+            st.markdown("**Per-query score distribution**")
+            c1, c2 = st.columns(2)
+            dataset = c1.selectbox("Dataset", with_pq, key="m_dataset")
+            measure = c2.selectbox("Measure", list(rec.per_query[dataset]), key="m_measure")
+            pq = tables.per_query_frame(rec, dataset, measure)
+            st.altair_chart(plots.per_query_chart(pq, measure), width="stretch")
+            st.caption(f"{len(pq)} queries; mean {100 * pq['score'].mean():.2f} points; "
+                       f"{(pq['score'] == 0).sum()} queries score 0.")
+
+with tab_plots:
+    st.subheader("Effectiveness vs efficiency (LexMAE Figure 3 / Table 4)")
+    eff = plots.efficiency_frame(tables.filter_cells(data.cells, papers),
+                                 tables.filter_records(data.records, profiles))
+    c1, c2 = st.columns(2)
+    axis = c1.radio("x axis", ["qps", "index_gb"], horizontal=True, key="p_x",
+                    format_func={"qps": "queries per second", "index_gb": "index size (GB)"}.get)
+    benches = sorted(eff["benchmark"].dropna().unique())
+    bench = c2.selectbox("Benchmark", benches, key="p_bench",
+                         index=benches.index("msmarco-dev") if "msmarco-dev" in benches else 0) if benches else None
+    shown = eff[eff["benchmark"] == bench]
+    if shown[axis].notna().any():
+        st.altair_chart(plots.efficiency_chart(shown, axis), width="stretch")
+    else:
+        st.info("No efficiency numbers for this axis yet (run records gain an 'efficiency' block when measured).")
+    _table(eff, "efficiency points", "efficiency")
+
+    st.subheader("Retriever 1 vs retriever 2")
+    r12 = plots.retriever_frame(tables.filter_cells(data.cells, papers),
+                                tables.filter_records(data.records, profiles))
+    if len(r12):
+        st.altair_chart(plots.retriever_chart(r12), width="stretch")
+    else:
+        st.info("No retriever 1 / retriever 2 pairs in the selection.")
+    _table(r12, "retriever pairs", "retrievers")
+
+    st.subheader("Per-dataset deltas (reproduced − reported)")
+    deltas = plots.delta_frame(comparisons)
+    if len(deltas):
+        st.altair_chart(plots.delta_chart(deltas), width="stretch")
+    else:
+        st.info("No comparable reported cells for the selected runs.")
+    _table(deltas, "deltas", "deltas")
+
+with tab_gate:
+    st.subheader("CI regression gate (`python -m harness check`)")
+    gate = data.gate
+    if gate is not None:
+        verdict = "PASSED" if gate.passed else "FAILED"
+        (st.success if gate.passed else st.error)(
+            f"gate {verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"))
+        for w in gate.warnings:
+            st.warning(w)
+    _table(tables.gate_frame(gate), "gate", "gate",
+           "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.")
+
+with tab_checks:
+    st.subheader("Reported-scores registry: consistency report (`python -m harness validate`)")
+    found, error = _inconsistencies(lb_data.signature(records_dir, reported))
+    if error:
+        st.info(error)
+    incons = tables.inconsistency_frame(found, papers)
+    if len(incons):
+        st.caption(f"{len(incons)} inconsistencies found in the papers (recorded, never fixed).")
+    _table(incons, "inconsistencies", "inconsistencies")
+
+with tab_skipped:
+    st.subheader("Skipped run records")
+    if data.skipped:
+        st.caption("These files were not read; each line says why. Fix or delete them.")
+        _table(tables.skipped_frame(data.skipped), "skipped records", "skipped")
+    else:
+        st.success("Every run record was read.")

@@ -1,0 +1,125 @@
+"""Everything the leaderboard shows, loaded once: run records, reported cells, comparisons,
+the registry's consistency report and the regression gate.
+
+Nothing here raises for bad inputs: a broken registry or an unreadable record becomes an
+error message or a skipped entry that the page displays.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.gate import GateResult, load_reported_cells, paper_comparisons, run_gate
+from harness.records import RunRecord, Skipped, load_records, records_dir
+
+# `python -m harness leaderboard --records/--reported` hands its options to the app this way.
+RECORDS_ENV = "HARNESS_LEADERBOARD_RECORDS"
+REPORTED_ENV = "HARNESS_LEADERBOARD_REPORTED"
+
+
+@dataclass
+class LeaderboardData:
+    records_dir: Path
+    records: list[RunRecord]
+    skipped: list[Skipped]
+    cells: list[dict[str, Any]]
+    cells_error: str | None
+    comparisons: dict[str, list[dict[str, Any]]]  # run_id -> comparison dicts
+    gate: GateResult | None = None
+
+    @property
+    def profiles(self) -> list[str]:
+        return sorted({r.profile for r in self.records})
+
+    @property
+    def methods(self) -> list[str]:
+        return sorted({r.method for r in self.records})
+
+    def paper_label(self, paper: str) -> str:
+        """'qc-v2 (v2)': a registry file and the paper version it transcribes."""
+        version = next((str(c.get("version")) for c in self.cells if c.get("paper") == paper and c.get("version")), "")
+        return f"{paper} ({version})" if version and version != paper else paper
+
+    @property
+    def papers(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for c in self.cells:
+            seen.setdefault(str(c.get("paper") or ""), None)
+        return [p for p in seen if p]
+
+
+def default_records_dir() -> Path:
+    return Path(os.environ[RECORDS_ENV]) if os.environ.get(RECORDS_ENV) else records_dir()
+
+
+def default_reported() -> str | None:
+    return os.environ.get(REPORTED_ENV) or None
+
+
+def inconsistency_report() -> tuple[list[dict[str, Any]], str | None]:
+    """The papers' consistency checks (``validate``'s report) as rows, or an error message."""
+    try:
+        from harness.consistency import check_papers
+    except ImportError as exc:
+        return [], f"consistency checks are not available in this version ({exc})"
+    try:
+        found = check_papers()
+    except Exception as exc:  # noqa: BLE001 - a display-only report must not take the page down
+        return [], f"consistency checks could not run: {type(exc).__name__}: {exc}"
+    rows = []
+    for item in found:
+        get = item.get if isinstance(item, dict) else lambda k, o=item: getattr(o, k, None)
+        rows.append({k: get(k) for k in ("paper", "table", "kind", "message")})
+    return rows, None
+
+
+def load(records: str | Path | None = None, reported: str | Path | None = None, *,
+         with_gate: bool = True) -> LeaderboardData:
+    """Load records and cells; paper-profile records are compared with the current cells.
+
+    The registry's consistency report is separate (``inconsistency_report``): it parses every
+    registry file and the page shows it last, so the tables do not wait for it.
+    """
+    directory = Path(records) if records is not None else default_records_dir()
+    recs, skipped = load_records(directory)
+    snapshot = reported if reported is not None else default_reported()
+    cells, error = load_reported_cells(snapshot)
+    comparisons = {}
+    for rec in list(recs):
+        if rec.profile == "paper" and cells is not None:
+            try:
+                comparisons[rec.run_id] = paper_comparisons(rec, cells)
+            except Exception as exc:  # noqa: BLE001 - one odd record must not take the page down
+                recs.remove(rec)
+                skipped.append(Skipped(rec.path, f"could not be compared with the papers: {type(exc).__name__}: {exc}"))
+        else:  # tiny runs are NOT-COMPARABLE with the papers; keep what the run stored
+            comparisons[rec.run_id] = rec.comparison
+    data = LeaderboardData(directory, recs, skipped, cells or [], error, comparisons)
+    if with_gate:
+        data.gate = run_gate(directory, cells=cells, reported=snapshot)  # None: the gate falls back to stored comparisons
+    return data
+
+
+def signature(records: str | Path | None = None, reported: str | Path | None = None) -> tuple:
+    """Changes whenever a record, the registry or the snapshot changes (a cache key)."""
+    from harness.paths import REPORTED_DIR
+
+    directory = Path(records) if records is not None else default_records_dir()
+    paths: list[Path] = []
+    for folder, pattern in ((directory, "*.json*"), (REPORTED_DIR, "*.yaml")):
+        if folder.is_dir():
+            paths.extend(sorted(folder.glob(pattern)))
+    snap = reported if reported is not None else default_reported()
+    if snap and Path(snap).is_file():
+        paths.append(Path(snap))
+    out = []
+    for p in paths:
+        try:
+            st = p.stat()
+            out.append((str(p), st.st_mtime_ns, st.st_size))
+        except OSError:
+            continue
+    return tuple(out)

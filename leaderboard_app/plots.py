@@ -1,0 +1,199 @@
+"""Plot data (plain DataFrames) and Altair charts for the leaderboard.
+
+* effectiveness vs efficiency (LexMAE Figure 3 / Table 4): MRR@10 against queries per second
+  or index size, reported systems and reproduced runs (``efficiency`` in run records);
+* retriever 1 vs retriever 2: the same model after the first and the second fine-tuning stage;
+* per-dataset deltas: reproduced minus reported, coloured by status;
+* per-query score distribution of one run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from harness.gate import paper_key, system_axes, system_label
+from harness.records import RunRecord
+
+PRIMARY = {"msmarco-dev": "RR@10"}  # every other benchmark: nDCG@10
+STATUS_COLOURS = {"PASS": "#2e7d32", "ABOVE": "#1565c0", "NEAR": "#f9a825", "FAIL": "#c62828",
+                  "NOT-COMPARABLE": "#9e9e9e"}
+_SIZE_UNITS = {"tb": 1e3, "t": 1e3, "gb": 1.0, "g": 1.0, "mb": 1e-3, "m": 1e-3, "kb": 1e-6, "k": 1e-6,
+               "bytes": 1e-9, "b": 1e-9}
+_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)")
+
+
+def primary_measure(benchmark: str) -> str:
+    return PRIMARY.get(benchmark, "nDCG@10")
+
+
+def _size_gb(value: str, unit: str) -> float | None:
+    """'4.3G' or ('4.3', 'GB') -> 4.3 GB."""
+    m = _NUMBER.match(value or "")
+    if not m:
+        return None
+    suffix = (m.group(2) or unit or "").lower()
+    factor = _SIZE_UNITS.get(suffix) or _SIZE_UNITS.get((unit or "").lower())
+    return float(m.group(1)) * factor if factor else None
+
+
+def _number(value: str) -> float | None:
+    m = _NUMBER.match(value or "")
+    return float(m.group(1)) if m else None
+
+
+def _kind(cell: Mapping[str, Any]) -> str | None:
+    """'qps' or 'index_gb' for an efficiency cell (by unit or column name), else None."""
+    unit = str(cell.get("unit") or "").lower()
+    column = str(cell.get("column") or "").lower()
+    if cell.get("measure"):
+        return None
+    if unit == "qps" or "qps" in column:
+        return "qps"
+    if unit in _SIZE_UNITS or "index size" in column:
+        return "index_gb"
+    return None
+
+
+def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord]) -> pd.DataFrame:
+    """Points (effectiveness in points, qps, index size in GB), reported and reproduced.
+
+    A reported efficiency cell pairs with the MS MARCO MRR@10 of the same printed row; a
+    number given only in the text pairs with the method's MRR@10 in the same paper.
+    """
+    rows: list[dict[str, Any]] = []
+    rr10 = [c for c in cells if c.get("benchmark") == "msmarco-dev" and c.get("measure") == "RR@10"
+            and c.get("score") is not None]
+    by_row = {(paper_key(c), c.get("table"), c.get("row")): c for c in rr10}
+    axes = system_axes(cells)
+    points: dict[tuple, dict[str, Any]] = {}
+    for c in cells:
+        kind = _kind(c)
+        if kind is None or c.get("value") in (None, "", "-"):
+            continue
+        key = (paper_key(c), c.get("table"), c.get("row"))
+        partner = by_row.get(key)
+        if partner is None and c.get("method"):
+            partner = next((x for x in rr10 if paper_key(x) == key[0] and x.get("method") == c.get("method")), None)
+        if partner is None:
+            continue
+        value = _size_gb(str(c["value"]), str(c.get("unit") or "")) if kind == "index_gb" else _number(str(c["value"]))
+        if value is None:
+            continue
+        pkey = (key[0], partner.get("table"), partner.get("row"))
+        point = points.setdefault(pkey, {
+            "label": f"{key[0]} · {system_label(partner, axes)}", "source": "reported", "benchmark": "msmarco-dev",
+            "measure": "RR@10", "effectiveness": round(100.0 * float(partner["score"]), 2), "qps": None,
+            "index_gb": None})
+        point[kind] = value
+    rows.extend(points.values())
+    for rec in records:
+        for bench, eff in rec.efficiency.items():
+            measure = primary_measure(bench)
+            value = rec.metrics.get(bench, {}).get(measure)
+            if value is None:
+                continue
+            size = eff.get("index_bytes")
+            rows.append({"label": rec.run_id, "source": f"reproduced [{rec.profile}]", "benchmark": bench,
+                         "measure": measure, "effectiveness": round(100.0 * value, 2),
+                         "qps": eff.get("qps"), "index_gb": size / 1e9 if isinstance(size, (int, float)) else None})
+    return pd.DataFrame(rows, columns=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"])
+
+
+def efficiency_chart(frame: pd.DataFrame, x: str = "qps") -> alt.Chart:
+    title = {"qps": "queries per second (log)", "index_gb": "index size, GB (log)"}[x]
+    data = frame.dropna(subset=[x])
+    pairs = sorted({(b, m) for b, m in zip(data["benchmark"], data["measure"])})
+    what = f"{pairs[0][1]} on {pairs[0][0]}" if len(pairs) == 1 else "primary measure"
+    return alt.Chart(data).mark_point(filled=True, size=90).encode(
+        x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=title),
+        y=alt.Y("effectiveness:Q", title=f"effectiveness ({what}, points)", scale=alt.Scale(zero=False)),
+        color=alt.Color("source:N"), shape=alt.Shape("benchmark:N"),
+        tooltip=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"],
+    ).properties(height=380)
+
+
+def retriever_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord]) -> pd.DataFrame:
+    """Pairs (retriever 1, retriever 2) of one model: same paper, table, method, column and
+    conditions apart from ``finetune_stage``; reproduced pairs from records that state it."""
+    stages = {"retriever1": "retriever1", "retriever2": "retriever2"}
+    pairs: dict[tuple, dict[str, Any]] = {}
+    for c in cells:
+        cond = dict(c.get("conditions") or {})
+        stage = stages.get(str(cond.pop("finetune_stage", "")))
+        if stage is None or c.get("score") is None:
+            continue
+        key = (paper_key(c), c.get("table"), c.get("method") or c.get("row"), c.get("benchmark"), c.get("measure"),
+               tuple(sorted((k, str(v)) for k, v in cond.items())))
+        steps = cond.get("pretrain_steps")
+        label = f"{key[0]} · {c.get('method') or c.get('row')}" + (f" ({steps})" if steps else "")
+        pair = pairs.setdefault(key, {"label": label, "source": "reported", "method": c.get("method") or "",
+                                      "benchmark": c.get("benchmark"), "measure": c.get("measure"),
+                                      "retriever1": None, "retriever2": None})
+        pair[stage] = round(100.0 * float(c["score"]), 2)
+    newest: dict[tuple[str, str, str], RunRecord] = {}
+    for rec in records:  # oldest first, so the newest per stage wins
+        if rec.finetune_stage in stages:
+            newest[(rec.method, rec.profile, rec.finetune_stage)] = rec
+    for (method, profile, stage), rec in newest.items():
+        if stage != "retriever1" or (method, profile, "retriever2") not in newest:
+            continue
+        other = newest[(method, profile, "retriever2")]
+        for bench, values in rec.metrics.items():
+            for measure, v1 in values.items():
+                v2 = other.metrics.get(bench, {}).get(measure)
+                if v2 is not None:
+                    pairs[("run", method, profile, bench, measure)] = {
+                        "label": f"{method} [{profile}]", "source": f"reproduced [{profile}]", "method": method,
+                        "benchmark": bench, "measure": measure, "retriever1": round(100 * v1, 2),
+                        "retriever2": round(100 * v2, 2)}
+    rows = [p for p in pairs.values() if p["retriever1"] is not None and p["retriever2"] is not None]
+    frame = pd.DataFrame(rows, columns=["label", "source", "method", "benchmark", "measure", "retriever1",
+                                        "retriever2"])
+    frame["gain"] = frame["retriever2"] - frame["retriever1"]
+    return frame
+
+
+def retriever_chart(frame: pd.DataFrame) -> alt.LayerChart:
+    lo = float(min(frame["retriever1"].min(), frame["retriever2"].min())) if len(frame) else 0.0
+    hi = float(max(frame["retriever1"].max(), frame["retriever2"].max())) if len(frame) else 100.0
+    diagonal = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(strokeDash=[4, 4],
+                                                                                 color="#9e9e9e").encode(x="x:Q", y="y:Q")
+    points = alt.Chart(frame).mark_point(filled=True, size=80).encode(
+        x=alt.X("retriever1:Q", title="retriever 1 (BM25 negatives), points", scale=alt.Scale(zero=False)),
+        y=alt.Y("retriever2:Q", title="retriever 2 (mined negatives), points", scale=alt.Scale(zero=False)),
+        color="method:N", shape="measure:N",
+        tooltip=["label", "source", "benchmark", "measure", "retriever1", "retriever2", "gain"],
+    )
+    return (diagonal + points).properties(height=380)
+
+
+def delta_frame(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Comparable rows of a comparison_frame, labelled for a per-dataset bar chart."""
+    frame = comparisons[comparisons["status"].isin(["PASS", "ABOVE", "NEAR", "FAIL"])].copy()
+    frame["against"] = frame["paper"].astype(str) + " " + frame["table"].astype(str) + " · " + frame["row"].astype(str)
+    return frame[["run_id", "benchmark", "measure", "against", "reported", "reproduced", "delta", "tolerance",
+                  "status"]].reset_index(drop=True)
+
+
+def delta_chart(frame: pd.DataFrame) -> alt.Chart:
+    statuses = list(STATUS_COLOURS)
+    return alt.Chart(frame).mark_bar().encode(
+        x=alt.X("delta:Q", title="reproduced - reported (points)"),
+        y=alt.Y("benchmark:N", title=None),
+        yOffset="against:N",
+        color=alt.Color("status:N", scale=alt.Scale(domain=statuses, range=[STATUS_COLOURS[s] for s in statuses])),
+        tooltip=["run_id", "benchmark", "measure", "against", "reported", "reproduced", "delta", "tolerance",
+                 "status"],
+    ).properties(height=max(160, 28 * len(frame)))
+
+
+def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:
+    return alt.Chart(frame).mark_bar().encode(
+        x=alt.X("score:Q", bin=alt.Bin(maxbins=20), title=f"per-query {measure}"),
+        y=alt.Y("count():Q", title="queries"),
+    ).properties(height=260)

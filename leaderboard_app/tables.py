@@ -1,0 +1,311 @@
+"""Tables of the leaderboard as pandas DataFrames (plain functions; app.py only displays them).
+
+Conventions: reproduced numbers, deltas and tolerances are in points (100 x fraction);
+reported cells keep the string the paper printed in the Table 1 view, and are converted to
+points in the BEIR view (the papers print BEIR as 0.441 or as 44.1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from harness.gate import paper_key, system_axes, system_label
+from harness.records import RunRecord
+from harness.tracking import flatten
+
+# The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).
+MAIN_COLUMNS: list[tuple[str, str, str]] = [
+    ("msmarco-dev", "RR@10", "MS MARCO dev MRR@10"),
+    ("msmarco-dev", "R@50", "MS MARCO dev R@50"),
+    ("msmarco-dev", "R@100", "MS MARCO dev R@100"),
+    ("msmarco-dev", "R@1000", "MS MARCO dev R@1k"),
+    ("dl19", "nDCG@10", "DL19 nDCG@10"),
+    ("dl20", "nDCG@10", "DL20 nDCG@10"),
+]
+MAIN_BENCHMARKS = ("msmarco-dev", "dl19", "dl20")
+BEIR_DATASETS = ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020", "cqadupstack",
+                 "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact")
+LEXMAE_12 = tuple(d for d in BEIR_DATASETS if d not in ("cqadupstack", "quora"))
+AVG14, AVG12 = "average (14, computed)", "average (12 of LexMAE, computed)"
+PRINTED = {"beir-avg14": "average (14, printed)", "beir-avg12": "average (12, printed)"}
+BADGES = {"PASS": "✅", "ABOVE": "⬆️", "NEAR": "🟡", "FAIL": "❌", "NOT-COMPARABLE": "⚪"}
+SEVERITY = {"FAIL": 4, "NEAR": 3, "PASS": 2, "ABOVE": 1, "NOT-COMPARABLE": 0}
+
+
+def badge(status: str | None) -> str:
+    status = status or "NOT-COMPARABLE"
+    return f"{BADGES.get(status, '')} {status}".strip()
+
+
+def pts(value: float | None, signed: bool = False, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _keep(values: Sequence[str] | None, value: str) -> bool:
+    """A filter: None or empty keeps everything."""
+    return not values or value in values
+
+
+def filter_cells(cells: Iterable[Mapping[str, Any]], papers: Sequence[str] | None = None) -> list[Mapping[str, Any]]:
+    return [c for c in cells if _keep(papers, paper_key(c))]
+
+
+def filter_records(records: Iterable[RunRecord], profiles: Sequence[str] | None = None,
+                   methods: Sequence[str] | None = None) -> list[RunRecord]:
+    return [r for r in records if _keep(profiles, r.profile) and _keep(methods, r.method)]
+
+
+def _row_groups(cells: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], list[Mapping[str, Any]]]:
+    """Cells grouped by printed row (paper, version, table, row), in registry order."""
+    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
+    for c in cells:
+        key = (paper_key(c), str(c.get("version") or ""), str(c.get("table") or ""), str(c.get("row") or ""))
+        groups.setdefault(key, []).append(c)
+    return groups
+
+
+def reported_points(cell: Mapping[str, Any]) -> str:
+    """A reported cell in points with the printed precision (0.187 -> "18.7"); '-' and text as printed."""
+    value, score = cell.get("value"), cell.get("score")
+    if value is None:
+        return ""
+    if score is None or str(cell.get("unit")) != "fraction":
+        return str(value)
+    decimals = len(str(value).split(".")[1]) if "." in str(value) else 0
+    return f"{100.0 * float(score):.{max(decimals - 2, 0)}f}"
+
+
+def _column_for(benchmark: Any, measure: Any) -> str | None:
+    for bench, meas, label in MAIN_COLUMNS:
+        if bench == benchmark and meas == measure:
+            return label
+    return None
+
+
+# ----------------------------------------------------------------------------- Table 1 view
+
+def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
+               comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *, papers: Sequence[str] | None = None,
+               profiles: Sequence[str] | None = None, benchmarks: Sequence[str] | None = None,
+               main_only: bool = True) -> pd.DataFrame:
+    """The papers' Table 1 shape: every reported row (in points, as printed or x100 for papers
+    that print fractions), then under it each reproduced run compared with it
+    ("value (delta badge)"), then every reproduced run on its own.
+
+    ``main_only`` keeps each paper's Table 1; otherwise every table with these columns.
+    """
+    columns = [label for bench, _, label in MAIN_COLUMNS if _keep(benchmarks, bench)]
+    recs = filter_records(records, profiles)
+    rows: list[dict[str, Any]] = []
+    mine = [c for c in cells if _column_for(c.get("benchmark"), c.get("measure")) in columns
+            and _keep(papers, paper_key(c)) and (not main_only or str(c.get("table")) == "Table 1")]
+    for (paper, version, table, row), group in _row_groups(mine).items():
+        line: dict[str, Any] = {"source": "reported", "paper": paper, "version": version, "table": table,
+                                "row": row, "method": group[0].get("method") or ""}
+        for c in group:
+            line[_column_for(c["benchmark"], c["measure"])] = reported_points(c)
+        line["status"] = ""
+        rows.append(line)
+        for rec in recs:
+            comps = [x for x in comparisons.get(rec.run_id, []) if paper_key(x) == paper
+                     and str(x.get("table")) == table and str(x.get("row")) == row
+                     and x.get("status") not in (None, "NOT-COMPARABLE")]
+            if not comps:
+                continue
+            vs: dict[str, Any] = {"source": "reproduced", "paper": paper, "version": version, "table": table,
+                                  "row": f"↳ reproduced {rec.run_id}", "method": rec.method}
+            for x in comps:
+                col = _column_for(x.get("benchmark"), x.get("measure"))
+                if col in columns:
+                    vs[col] = f"{pts(x.get('reproduced'))} ({pts(x.get('delta'), True)} {badge(x.get('status'))})"
+            worst = max((x["status"] for x in comps), key=lambda s: SEVERITY.get(s, 0))
+            vs["status"] = badge(worst)
+            rows.append(vs)
+    for rec in recs:
+        line = {"source": "reproduced", "paper": "", "version": "", "table": "", "row": rec.run_id,
+                "method": rec.method, "status": f"profile {rec.profile}"}
+        has_any = False
+        for bench, measure, label in MAIN_COLUMNS:
+            value = rec.metrics.get(bench, {}).get(measure)
+            if label in columns and value is not None:
+                line[label] = pts(100.0 * value)
+                has_any = True
+        if has_any:
+            rows.append(line)
+    frame = pd.DataFrame(rows, columns=["source", "paper", "version", "table", "row", "method", *columns, "status"])
+    empty = [c for c in columns if frame[c].isna().all()]
+    return frame.drop(columns=empty).fillna("")
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+COMPARISON_COLUMNS = ["run_id", "method", "profile", "paper", "version", "table", "row", "column", "benchmark",
+                      "measure", "printed", "reported", "reproduced", "delta", "tolerance", "status", "ci_low",
+                      "ci_high", "significant", "reason"]
+
+
+def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *,
+                     papers: Sequence[str] | None = None, profiles: Sequence[str] | None = None,
+                     benchmarks: Sequence[str] | None = None, comparable_only: bool = False) -> pd.DataFrame:
+    """One row per (run, reported cell): numbers in points, the status and the CI of the delta."""
+    rows = []
+    for rec in filter_records(records, profiles):
+        for x in comparisons.get(rec.run_id, []):
+            if not _keep(papers, paper_key(x)) or not _keep(benchmarks, str(x.get("benchmark"))):
+                continue
+            if comparable_only and x.get("status") in (None, "NOT-COMPARABLE"):
+                continue
+            rows.append({
+                "run_id": rec.run_id, "method": rec.method, "profile": rec.profile, "paper": paper_key(x),
+                "version": x.get("version"), "table": x.get("table"), "row": x.get("row"), "column": x.get("column"),
+                "benchmark": x.get("benchmark"), "measure": x.get("measure"), "printed": x.get("value"),
+                "reported": x.get("reported"), "reproduced": x.get("reproduced"), "delta": x.get("delta"),
+                "tolerance": x.get("tolerance"), "status": x.get("status"), "ci_low": x.get("ci_low"),
+                "ci_high": x.get("ci_high"), "significant": x.get("significant"),
+                "reason": x.get("reason") or x.get("notes") or "",
+            })
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+# ----------------------------------------------------------------------------- BEIR view
+
+def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord], *,
+               papers: Sequence[str] | None = None, profiles: Sequence[str] | None = None,
+               benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
+    """nDCG@10 (points) per BEIR dataset: one column per reported system and per reproduced run,
+    plus the computed 14-dataset and LexMAE 12-dataset averages and the printed averages.
+
+    A computed average is shown only when the column has every dataset it averages.
+    """
+    datasets = [d for d in BEIR_DATASETS if _keep(benchmarks, d)]
+    axes = system_axes(cells)
+    columns: dict[str, dict[str, float]] = {}
+    for c in cells:
+        bench, score = c.get("benchmark"), c.get("score")
+        if c.get("measure") != "nDCG@10" or score is None or not _keep(papers, paper_key(c)):
+            continue
+        if bench not in BEIR_DATASETS and bench not in PRINTED:
+            continue
+        name = f"{paper_key(c)} {c.get('table')} · {system_label(c, axes)}"
+        columns.setdefault(name, {})[PRINTED.get(bench, bench)] = round(100.0 * float(score), 2)
+    for rec in filter_records(records, profiles):
+        values = {d: round(100.0 * v["nDCG@10"], 2) for d, v in rec.metrics.items()
+                  if d in BEIR_DATASETS and "nDCG@10" in v}
+        if values:
+            columns[f"reproduced {rec.run_id}"] = values
+    for values in columns.values():
+        for label, subset in ((AVG14, BEIR_DATASETS), (AVG12, LEXMAE_12)):
+            if all(d in values for d in subset):
+                values[label] = round(sum(values[d] for d in subset) / len(subset), 2)
+    index = [*datasets, AVG14, PRINTED["beir-avg14"], AVG12, PRINTED["beir-avg12"]]
+    frame = pd.DataFrame({name: [vals.get(i) for i in index] for name, vals in columns.items()}, index=index,
+                         dtype=float)
+    frame.index.name = "dataset"
+    return frame.reset_index()
+
+
+# ----------------------------------------------------------------------------- method page
+
+def stages_frame(record: RunRecord) -> pd.DataFrame:
+    rows = []
+    for s in record.stages:
+        extra = {k: v for k, v in s.items() if k not in ("stage", "dataset", "cached", "seconds")}
+        rows.append({"stage": s.get("stage"), "dataset": s.get("dataset") or "", "cached": bool(s.get("cached")),
+                     "seconds": s.get("seconds"), "details": ", ".join(f"{k}={v}" for k, v in extra.items())})
+    return pd.DataFrame(rows, columns=["stage", "dataset", "cached", "seconds", "details"])
+
+
+def hyperparameters_frame(record: RunRecord) -> pd.DataFrame:
+    flat = flatten(record.spec) if record.spec else {}
+    rows = [{"parameter": k, "value": ", ".join(map(str, v)) if isinstance(v, list) else str(v)}
+            for k, v in flat.items()]
+    return pd.DataFrame(rows, columns=["parameter", "value"])
+
+
+def hardware_frame(record: RunRecord) -> pd.DataFrame:
+    """Declared (the spec's hardware block) next to what the run actually had."""
+    hw = record.get("hardware") or {}
+    declared = hw.get("declared") or {}
+    detected = hw.get("detected") or {}
+    cuda = detected.get("cuda_devices") or []
+    hours = declared.get("hours")
+    seconds = record.get("seconds")
+    rows = [
+        ("device type", declared.get("device_type"), "gpu" if cuda else "cpu"),
+        ("devices", declared.get("devices"), len(cuda) if cuda else detected.get("cpus")),
+        ("accelerator", declared.get("gpu"), ", ".join(cuda) if cuda else "none"),
+        ("wall time (hours)", hours, round(seconds / 3600, 3) if isinstance(seconds, (int, float)) else None),
+        ("cpus", declared.get("cpus"), detected.get("cpus")),
+        ("memory (GiB)", declared.get("memory_gib"), detected.get("memory_gib")),
+        ("platform", None, detected.get("platform")),
+    ]
+    frame = pd.DataFrame([{"": k, "declared": "" if d is None else str(d), "actual": "" if a is None else str(a)}
+                          for k, d, a in rows])
+    return frame
+
+
+def per_query_frame(record: RunRecord, dataset: str, measure: str) -> pd.DataFrame:
+    scores = record.per_query.get(dataset, {}).get(measure) or {}
+    return pd.DataFrame({"qid": list(scores), "score": [float(v) for v in scores.values()]},
+                        columns=["qid", "score"])
+
+
+def metric_ci_frame(record: RunRecord) -> pd.DataFrame:
+    """Each metric of the run (points) with a bootstrap 95% CI over its per-query scores."""
+    from harness.evaluation.bootstrap import bootstrap_ci
+
+    rows = []
+    for dataset, values in record.metrics.items():
+        for measure, value in values.items():
+            scores = record.per_query.get(dataset, {}).get(measure)
+            low = high = None
+            n = len(scores) if scores else None
+            if scores:
+                ci = bootstrap_ci(scores)
+                low, high = 100.0 * ci.low, 100.0 * ci.high
+            rows.append({"benchmark": dataset, "measure": measure, "value": 100.0 * value, "ci_low": low,
+                         "ci_high": high, "queries": n})
+    return pd.DataFrame(rows, columns=["benchmark", "measure", "value", "ci_low", "ci_high", "queries"])
+
+
+def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]],
+                  cells: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
+    """Per reported cell: the delta and its bootstrap CI (points); comparable cells only."""
+    axes = system_axes(cells)
+    rows = [{"cell": f"{paper_key(x)} {x.get('table')} · {system_label(x, axes)}", "benchmark": x.get("benchmark"),
+             "measure": x.get("measure"), "reported": x.get("reported"), "reproduced": x.get("reproduced"),
+             "delta": x.get("delta"), "ci_low": x.get("ci_low"), "ci_high": x.get("ci_high"),
+             "status": badge(x.get("status"))}
+            for x in comparisons if x.get("status") not in (None, "NOT-COMPARABLE")]
+    return pd.DataFrame(rows, columns=["cell", "benchmark", "measure", "reported", "reproduced", "delta", "ci_low",
+                                       "ci_high", "status"])
+
+
+# ----------------------------------------------------------------------------- gate, skipped, registry
+
+def gate_frame(gate: Any) -> pd.DataFrame:
+    cols = ["status", "run_id", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tolerance",
+            "ci_low", "ci_high", "note"]
+    if gate is None:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame([{k: getattr(r, k) for k in cols} for r in gate.rows], columns=cols)
+
+
+def skipped_frame(skipped: Sequence[Any]) -> pd.DataFrame:
+    return pd.DataFrame([{"file": s.path.name, "reason": s.reason, "path": str(s.path)} for s in skipped],
+                        columns=["file", "reason", "path"])
+
+
+def inconsistency_frame(rows: Sequence[Mapping[str, Any]], papers: Sequence[str] | None = None) -> pd.DataFrame:
+    return pd.DataFrame([dict(r) for r in rows if _keep(papers, str(r.get("paper")))],
+                        columns=["paper", "table", "kind", "message"])
+
+
+def to_csv(frame: pd.DataFrame) -> bytes:
+    return frame.to_csv(index=False).encode("utf-8")

@@ -1,0 +1,52 @@
+"""stage_cache: stable keys, atomic writes, done markers."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.corpus import stage_cache as sc
+
+
+def test_keys_are_stable_and_sensitive():
+    k = sc.stage_key({"a": 1, "b": [1, 2]}, {"x": "h1"})
+    assert k == sc.stage_key({"b": [1, 2], "a": 1}, {"x": "h1"})
+    assert k != sc.stage_key({"a": 2, "b": [1, 2]}, {"x": "h1"})
+    assert k != sc.stage_key({"a": 1, "b": [1, 2]}, {"x": "h2"})
+    assert sc.hash_texts(["ab", "c"]) != sc.hash_texts(["a", "bc"])
+
+
+def test_hash_dir_and_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f.txt").write_text("x")
+    (tmp_path / "g.txt").write_text("y")
+    h = sc.hash_dir(tmp_path)
+    (tmp_path / "done.json").write_text("{}")  # markers do not change the content hash
+    assert sc.hash_dir(tmp_path) == h
+    (tmp_path / "g.txt").write_text("z")
+    assert sc.hash_dir(tmp_path) != h
+
+
+def test_done_marker_roundtrip(tmp_path):
+    key = sc.stage_key({"stage": "t"})
+    assert not sc.is_done(tmp_path, key)
+    sc.mark_done(tmp_path, key, {"stage": "t"}, {"in": "h"}, n=3)
+    assert sc.is_done(tmp_path, key) and not sc.is_done(tmp_path, key + "x")
+    assert sc.read_done(tmp_path)["n"] == 3
+    sc.clear_done(tmp_path)
+    assert not sc.is_done(tmp_path, key)
+    (tmp_path / "done.json").write_text("{torn")
+    assert sc.read_done(tmp_path) is None
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
+    p = tmp_path / "a.json"
+    sc.atomic_write_json(p, {"v": 1})
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(sc.os, "replace", boom)
+    with pytest.raises(OSError):
+        sc.atomic_write_json(p, {"v": 2})
+    assert '"v": 1' in p.read_text()
+    assert [f.name for f in tmp_path.iterdir()] == ["a.json"]

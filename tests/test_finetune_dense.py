@@ -1,0 +1,216 @@
+"""Dense fine-tuning: the InfoNCE loss by hand, training a tiny BERT, resume, DDP equivalence."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.errors import HarnessError
+from harness.finetune.dense import DenseTrainConfig, info_nce_loss, train_dense
+
+WORDS = ("apple banana cherry grape lemon mango melon peach pear plum "
+         "red yellow green sweet sour fruit tree juice pie seed").split()
+
+
+def make_tiny_bert(folder: Path, dropout: float = 0.1, seed: int = 0, init_range: float = 0.02) -> Path:
+    """A random 2-layer BERT (hidden 32) with a 25-word vocabulary, saved as a plain HF folder."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, initializer_range=init_range,
+                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    BertModel(config).save_pretrained(folder)
+    BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
+    return folder
+
+
+def fruit_data(per_fruit: int = 3, negatives: int = 10) -> tuple[list, dict]:
+    """(examples with doc ids, passages): a query names a fruit; its positive is that fruit's passage."""
+    rng = random.Random(0)
+    fruits, attrs = WORDS[:10], WORDS[10:]
+    passages = {f"{f}{j}": {"title": f, "text": " ".join(rng.sample(attrs, 4))} for f in fruits for j in range(4)}
+    examples = []
+    for f in fruits:
+        others = sorted(d for d in passages if not d.startswith(f))
+        for j in range(per_fruit):
+            examples.append((f"{f} {rng.choice(attrs)}", [f"{f}{j}"], rng.sample(others, negatives)))
+    return examples, passages
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+@pytest.fixture
+def one_thread():
+    """Two CPU cores shared with other jobs: one intra-op thread is faster and steadier."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# --- the loss ------------------------------------------------------------------------------------
+
+
+def test_info_nce_matches_hand_computation():
+    q = torch.tensor([[1.0, 0.0, 2.0], [0.5, -1.0, 0.0]])
+    p = torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [2.0, 0.0, 0.0], [-1.0, 0.5, 1.0]])
+    for temperature in (1.0, 0.5):
+        expected = 0.0
+        for i in range(2):
+            scores = [sum(a * b for a, b in zip(q[i].tolist(), p[j].tolist())) / temperature for j in range(4)]
+            # Positive at index 0 of each group (P = 2): column 2*i; all 4 passages are candidates.
+            expected += -(scores[2 * i] - math.log(sum(math.exp(s) for s in scores)))
+        got = info_nce_loss(q, p, passages_per_query=2, temperature=temperature)
+        assert got.item() == pytest.approx(expected / 2, rel=1e-6)
+
+
+def test_info_nce_uses_in_batch_negatives():
+    q = torch.randn(2, 4, generator=torch.Generator().manual_seed(1))
+    p = torch.randn(4, 4, generator=torch.Generator().manual_seed(2))
+    base = info_nce_loss(q, p, 2)
+    p2 = p.clone()
+    p2[3] += 5 * q[0]  # query 1's hard negative becomes a strong in-batch negative for query 0
+    assert info_nce_loss(q, p2, 2).item() > base.item()
+    with pytest.raises(HarnessError):
+        info_nce_loss(q, p[:3], 2)
+
+
+# --- training ------------------------------------------------------------------------------------
+
+
+def test_training_lowers_loss_and_saves_a_loadable_model(tmp_path, one_thread):
+    from harness.retrieval.dense import dense_retrieve
+    from harness.retrieval.encoder import load_encoder
+
+    init = make_tiny_bert(tmp_path / "init", dropout=0.0)
+    examples, passages = fruit_data()
+    config = DenseTrainConfig(queries_per_device=4, passages_per_query=4, lr=2e-3, epochs=8, progress=False)
+    logged = []
+    stats = train_dense(init, examples, config, tmp_path / "out", passages=passages,
+                        logger=lambda step, m: logged.append((step, m)))
+    assert stats["effective_batch"] == 1 * 4 * 4
+    assert stats["steps"] == stats["total_steps"] == 8 * (30 // 4)
+    # A random encoder scores all 16 candidates alike (loss ln 16); a trained one finds the positive.
+    assert stats["epoch_losses"][0] > math.log(16) - 0.1
+    assert stats["epoch_losses"][-1] < math.log(16) - 1.0
+    assert logged and logged[-1][0] == stats["steps"]
+    assert not (tmp_path / "out" / "checkpoints").exists()
+
+    enc = load_encoder(tmp_path / "out")
+    assert (enc.pooling, enc.normalize, enc.spec.sources["pooling"]) == ("cls", False, "harness_encoder.json")
+    doc_ids = list(passages)
+    docs = enc.encode(enc.passage_texts([passages[d] for d in doc_ids]), kind="passage", show_progress=False)
+    queries = enc.encode([q for q, _, _ in examples], show_progress=False)
+    run, _ = dense_retrieve([str(i) for i in range(len(examples))], queries, doc_ids, docs, k=1)
+    hits = sum(next(iter(run[str(i)])).startswith(q.split()[0]) for i, (q, _, _) in enumerate(examples))
+    assert hits >= 0.8 * len(examples)  # the top passage is about the query's fruit
+
+    saved = json.loads((tmp_path / "out" / "train_stats.json").read_text())
+    assert saved["effective_batch"] == 16
+    # The finished folder is reused; other data in the same folder is refused.
+    again = train_dense(init, examples, config, tmp_path / "out", passages=passages)
+    assert again["cached"] and again["final_loss"] == stats["final_loss"]
+    with pytest.raises(HarnessError, match="already holds"):
+        train_dense(init, examples[:-4], config, tmp_path / "out", passages=passages)
+
+
+def test_resume_after_interrupted_epoch_gives_the_same_weights(tmp_path, one_thread):
+    init = make_tiny_bert(tmp_path / "init")
+    examples, passages = fruit_data(per_fruit=2)  # 20 examples -> 5 steps/epoch with 4 queries
+    config = DenseTrainConfig(queries_per_device=4, passages_per_query=3, lr=1e-3, epochs=2, progress=False)
+    full = train_dense(init, examples, config, tmp_path / "full", passages=passages)
+
+    part_cfg = DenseTrainConfig(**{**config.to_dict(), "stop_after": 7})  # in the middle of epoch 2
+    part = train_dense(init, examples, part_cfg, tmp_path / "resumed", passages=passages)
+    assert part["stopped_early"] and part["steps"] == 7
+    assert not (tmp_path / "resumed" / "model.safetensors").exists()
+    with pytest.raises(HarnessError, match="cannot resume"):
+        train_dense(init, examples, DenseTrainConfig(**{**config.to_dict(), "lr": 5e-4}), tmp_path / "resumed",
+                    passages=passages)
+    done = train_dense(init, examples, config, tmp_path / "resumed", passages=passages)
+    assert done["resumed_from"] == 7 and not done["stopped_early"]
+    assert done["loss_history"] == full["loss_history"]
+    a, b = weights(tmp_path / "full"), weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_examples_are_checked(tmp_path):
+    init = make_tiny_bert(tmp_path / "init")
+    examples, passages = fruit_data(per_fruit=1)
+    config = DenseTrainConfig(queries_per_device=16, passages_per_query=2, epochs=1, progress=False)
+    with pytest.raises(HarnessError, match="fewer than one global batch"):
+        train_dense(init, examples, config, tmp_path / "a", passages=passages)
+    with pytest.raises(HarnessError, match="not in the passages"):
+        train_dense(init, [("q", ["nope"], ["apple0"])] * 16, config, tmp_path / "b", passages=passages)
+    with pytest.raises(HarnessError, match="must be lists"):
+        train_dense(init, [("q", "apple0", ["pear0"])], config, tmp_path / "c", passages=passages)
+    with pytest.raises(HarnessError, match="invalid fine-tuning config"):
+        DenseTrainConfig(passages_per_query=0)
+    with pytest.raises(HarnessError, match="no model folder"):
+        train_dense(tmp_path / "missing", examples, DenseTrainConfig(queries_per_device=2, progress=False),
+                    tmp_path / "d", passages=passages)
+
+
+_DDP_SCRIPT = """
+import json, sys
+import torch
+sys.path.insert(0, {tests!r})
+from test_finetune_dense import fruit_data
+from harness.finetune.dense import DenseTrainConfig, train_dense
+from harness.pretrain import distributed as D
+torch.set_num_threads(1)
+examples, passages = fruit_data(per_fruit=2)
+config = DenseTrainConfig(queries_per_device=2, passages_per_query=3, lr=1e-3, epochs=1, progress=False,
+                          negatives_across_devices=True)
+stats = train_dense({init!r}, examples, config, {out!r}, passages=passages)
+if D.is_main():
+    json.dump(stats, open({out!r} + ".json", "w"))
+D.cleanup()
+"""
+
+
+@pytest.mark.slow
+def test_ddp_with_negatives_across_devices_equals_one_big_batch(tmp_path, one_thread):
+    """2 gloo ranks x 2 queries with gathered negatives == 1 process x 4 queries (dropout off)."""
+    # init_range 0.2: distinct vectors from the start, so gradients are far above float noise.
+    init = make_tiny_bert(tmp_path / "init", dropout=0.0, init_range=0.2)
+    examples, passages = fruit_data(per_fruit=2)
+    single = train_dense(init, examples, DenseTrainConfig(queries_per_device=4, passages_per_query=3, lr=1e-3,
+                                                          epochs=1, progress=False),
+                         tmp_path / "single", passages=passages)
+    script = tmp_path / "ddp_train.py"
+    out = str(tmp_path / "ddp")
+    script.write_text(_DDP_SCRIPT.format(tests=str(Path(__file__).parent), init=str(init), out=out))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
+         str(script)],
+        capture_output=True, text=True, env=env, timeout=300, cwd=str(Path(__file__).parents[1]),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ddp = json.loads(Path(out + ".json").read_text())
+    assert ddp["world_size"] == 2 and ddp["effective_batch"] == 2 * 2 * 3 and ddp["in_batch_candidates"] == 12
+    assert ddp["steps"] == single["steps"] == 5
+    assert ddp["loss_history"] == pytest.approx(single["loss_history"], abs=1e-5)
+    a, b = weights(tmp_path / "single"), weights(Path(out))
+    # The attention key bias has a zero true gradient (softmax ignores a shift shared by all keys):
+    # Adam normalises its rounding noise into full-size steps, so it is the one weight left out.
+    compared = [k for k in a if not k.endswith("attention.self.key.bias")]
+    assert len(compared) > 30
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in compared)

@@ -1,0 +1,212 @@
+"""Data shaping of the leaderboard (tables.py, plots.py, data.py) on the fixture records and cells."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+# leaderboard_app sits at the project root, outside the installed `harness` package.
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from leaderboard_app import data as lb_data  # noqa: E402
+from leaderboard_app import plots, tables  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures" / "records"
+RUNS = FIXTURES / "runs"
+CELLS_JSON = FIXTURES / "reported_cells.json"
+BM25 = "bm25__paper__20261121T203000"
+MRR, R50, R1K, DL19 = "MS MARCO dev MRR@10", "MS MARCO dev R@50", "MS MARCO dev R@1k", "DL19 nDCG@10"
+
+
+@pytest.fixture(scope="module")
+def lb():
+    return lb_data.load(RUNS, CELLS_JSON, with_gate=False)
+
+
+def _row(frame: pd.DataFrame, **match) -> pd.Series:
+    hits = frame
+    for k, v in match.items():
+        hits = hits[hits[k] == v]
+    assert len(hits) == 1, f"{match}: {len(hits)} rows"
+    return hits.iloc[0]
+
+
+def test_load_compares_paper_records_with_the_cells(lb):
+    assert len(lb.records) == 3 and len(lb.skipped) == 3 and lb.cells_error is None
+    assert lb.profiles == ["paper", "tiny"] and lb.methods == ["bm25", "cotmae"]
+    assert lb.papers == ["qc-v1", "qc-v2", "lexmae"]
+    assert lb.paper_label("qc-v1") == "qc-v1 (v1)" and lb.paper_label("lexmae") == "lexmae (iclr2023)"
+    statuses = {c["status"] for c in lb.comparisons[BM25]}
+    assert statuses == {"PASS", "NEAR", "ABOVE"}
+
+
+def test_main_table_has_table1_shape_with_reproduced_rows_under_reported_ones(lb):
+    t = tables.main_table(lb.cells, lb.records, lb.comparisons)
+    assert list(t.columns) == ["source", "paper", "version", "table", "row", "method", MRR, R50,
+                               "MS MARCO dev R@100", R1K, DL19, "DL20 nDCG@10", "status"]
+    bm25 = _row(t, paper="qc-v1", row="BM25")
+    assert (bm25[MRR], bm25[R50], bm25[R1K], bm25[DL19]) == ("18.7", "59.2", "85.7", "51.2")
+    below = t.iloc[t.index.get_loc(bm25.name) + 1]
+    assert below["row"] == f"↳ reproduced {BM25}" and below["source"] == "reproduced"
+    assert below[MRR] == "18.40 (-0.30 ✅ PASS)" and below[R50] == "58.50 (-0.70 🟡 NEAR)"
+    assert below["status"] == "🟡 NEAR"
+    ance = _row(t, paper="qc-v1", row="ANCE (Xiong et al., 2020)")
+    assert ance[R50] == "-" and ance["method"] == ""
+    # every run also appears on its own, with its own numbers only
+    alone = _row(t, source="reproduced", row=BM25)
+    assert alone[MRR] == "18.40" and alone["status"] == "profile paper"
+    assert not (t["row"] == "cotmae__tiny__20261120T100000").any()  # no MS MARCO / DL numbers: no row
+
+
+def test_main_table_filters(lb):
+    qc1 = tables.main_table(lb.cells, lb.records, lb.comparisons, papers=["qc-v1"])
+    assert set(qc1.loc[qc1["paper"] != "", "paper"]) == {"qc-v1"}
+    assert (qc1.loc[qc1["source"] == "reported", "MS MARCO dev R@100"] == "").all()
+    qc1_tiny = tables.main_table(lb.cells, lb.records, lb.comparisons, papers=["qc-v1"], profiles=["tiny"])
+    assert "MS MARCO dev R@100" not in qc1_tiny.columns  # only LexMAE and the BM25 run have R@100
+    tiny = tables.main_table(lb.cells, lb.records, lb.comparisons, profiles=["tiny"])
+    assert not tiny["row"].str.startswith("↳").any() and not (tiny["source"] == "reproduced").any()
+    dl19 = tables.main_table(lb.cells, lb.records, lb.comparisons, benchmarks=["dl19"])
+    assert [c for c in dl19.columns if "nDCG" in c or "MARCO" in c] == [DL19]
+    all_tables = tables.main_table(lb.cells, lb.records, lb.comparisons, main_only=False)
+    assert ((all_tables["table"] == "Table 4") & (all_tables["row"] == "BM25")).any()
+    assert not ((tables.main_table(lb.cells, lb.records, lb.comparisons)["table"] == "Table 4")).any()
+
+
+def test_comparison_frame_is_numeric_in_points(lb):
+    f = tables.comparison_frame(lb.records, lb.comparisons)
+    row = _row(f, paper="qc-v2", benchmark="msmarco-dev", measure="RR@10")
+    assert row["reported"] == pytest.approx(18.7) and row["reproduced"] == pytest.approx(18.4)
+    assert row["delta"] == pytest.approx(-0.3) and row["status"] == "PASS" and row["tolerance"] == 0.5
+    dl = _row(f, paper="qc-v1", benchmark="dl19")
+    assert dl["ci_low"] < dl["delta"] < dl["ci_high"]
+    assert set(tables.comparison_frame(lb.records, lb.comparisons, benchmarks=["scifact"])["benchmark"]) == {"scifact"}
+    assert tables.comparison_frame(lb.records, lb.comparisons, profiles=["tiny"]).empty
+
+
+def test_beir_table_has_14_datasets_and_both_averages(lb):
+    b = tables.beir_table(lb.cells, lb.records).set_index("dataset")
+    assert list(b.index[:14]) == list(tables.BEIR_DATASETS)
+    qc = b["qc-v2 Table 2 · coCondenser w/o"]
+    assert qc["trec-covid"] == pytest.approx(63.2) and qc["cqadupstack"] == pytest.approx(31.0)
+    assert qc[tables.AVG14] == pytest.approx(44.1, abs=0.05) and qc["average (14, printed)"] == pytest.approx(44.1)
+    lex = b["lexmae Table 3 · BM25"]
+    assert pd.isna(lex["quora"]) and pd.isna(lex[tables.AVG14])  # LexMAE has 12 datasets only
+    assert lex[tables.AVG12] == pytest.approx(41.1, abs=0.05) and lex["average (12, printed)"] == pytest.approx(41.1)
+    run = b[f"reproduced {BM25}"]
+    assert run["scifact"] == pytest.approx(66.47) and pd.isna(run[tables.AVG14]) and pd.isna(run[tables.AVG12])
+    only = tables.beir_table(lb.cells, lb.records, papers=["lexmae"], profiles=["tiny"], benchmarks=["scifact"])
+    assert list(only.columns) == ["dataset", "lexmae Table 3 · BM25", "lexmae Table 3 · LexMAE",
+                                  "reproduced cotmae__tiny__20261120T100000", "reproduced cotmae__tiny__20261121T110000"]
+    assert only["dataset"].iloc[0] == "scifact"
+
+
+def test_method_page_frames(lb):
+    rec = next(r for r in lb.records if r.run_id == BM25)
+    st = tables.stages_frame(rec)
+    assert list(st["stage"]) == ["index", "retrieve", "evaluate"] * 2 and st["cached"].sum() == 1
+    hp = tables.hyperparameters_frame(rec).set_index("parameter")["value"]
+    assert hp["retrieval.k1"] == "0.9" and hp["datasets"] == "scifact, nfcorpus"
+    hw = tables.hardware_frame(rec).set_index("")
+    assert hw.loc["device type", "declared"] == "cpu" and hw.loc["cpus", "actual"] == "2"
+    ci = tables.metric_ci_frame(rec)
+    sci = _row(ci, benchmark="scifact", measure="nDCG@10")
+    assert sci["queries"] == 300 and sci["ci_low"] < sci["value"] < sci["ci_high"]
+    assert pd.isna(_row(ci, benchmark="msmarco-dev", measure="RR@10")["ci_low"])  # no per-query scores kept
+    pq = tables.per_query_frame(rec, "dl19", "nDCG@10")
+    assert len(pq) == 43 and pq["score"].mean() == pytest.approx(0.5058, abs=1e-3)
+    cells = tables.cell_ci_frame(lb.comparisons[BM25])
+    assert len(cells) == 18 and cells["status"].str.contains("PASS").any()
+
+
+def test_efficiency_points_pair_size_and_speed_with_mrr(lb):
+    eff = plots.efficiency_frame(lb.cells, lb.records)
+    lex_bm25 = _row(eff, label="lexmae · BM25")
+    assert lex_bm25["index_gb"] == pytest.approx(4.3) and lex_bm25["effectiveness"] == pytest.approx(18.5)
+    run = _row(eff, label=BM25, benchmark="msmarco-dev")
+    assert run["qps"] == 142.0 and run["index_gb"] == pytest.approx(2.3) and run["effectiveness"] == pytest.approx(18.4)
+    assert _row(eff, label="cotmae__tiny__20261120T100000")["measure"] == "nDCG@10"
+    spec = plots.efficiency_chart(eff, "index_gb").to_dict()
+    assert spec["encoding"]["x"]["scale"]["type"] == "log"
+
+
+def test_text_only_qps_pairs_with_the_methods_mrr():
+    cells = [
+        {"paper": "lexmae", "table": "Table 1", "row": "LexMAE", "column": "M@10", "method": "lexmae",
+         "benchmark": "msmarco-dev", "measure": "RR@10", "score": 0.426, "value": "42.6", "unit": "points"},
+        {"paper": "lexmae", "table": "text: abstract", "row": "qps", "column": "45.83 QPS", "method": "lexmae",
+         "benchmark": "msmarco-dev", "measure": None, "score": None, "value": "45.83", "unit": "QPS"},
+    ]
+    eff = plots.efficiency_frame(cells, [])
+    assert len(eff) == 1 and eff.iloc[0]["qps"] == pytest.approx(45.83) and eff.iloc[0]["effectiveness"] == 42.6
+
+
+def test_retriever_pairs(lb):
+    r = plots.retriever_frame(lb.cells, lb.records)
+    co = _row(r, label="qc-v2 · cocondenser (120K)", benchmark="msmarco-dev", measure="RR@10")
+    assert (co["retriever1"], co["retriever2"]) == (37.0, 38.8) and co["gain"] == pytest.approx(1.8)
+    assert not (r["source"] != "reported").any()  # fixtures hold only retriever-2 runs
+    assert "layer" in plots.retriever_chart(r).to_dict()
+
+
+def test_delta_frame_keeps_comparable_rows(lb):
+    d = plots.delta_frame(tables.comparison_frame(lb.records, lb.comparisons))
+    assert set(d["status"]) == {"PASS", "NEAR", "ABOVE"} and len(d) == 18
+    assert plots.delta_chart(d).to_dict()["mark"]["type"] == "bar"
+
+
+def test_csv_download_round_trips(lb):
+    t = tables.main_table(lb.cells, lb.records, lb.comparisons)
+    back = pd.read_csv(pd.io.common.BytesIO(tables.to_csv(t)), dtype=str, keep_default_na=False)
+    assert list(back.columns) == list(t.columns) and back.iloc[1][MRR] == "18.40 (-0.30 ✅ PASS)"
+
+
+def test_broken_inputs_never_raise(tmp_path, monkeypatch):
+    bad = tmp_path / "cells.json"
+    bad.write_text(json.dumps({"cells": "nope"}))
+    lb = lb_data.load(tmp_path / "no-records", bad)
+    assert lb.records == [] and lb.cells == [] and "expected a list" in lb.cells_error
+    assert tables.main_table(lb.cells, lb.records, lb.comparisons).empty
+    assert tables.beir_table(lb.cells, lb.records).shape[1] == 1
+    assert plots.efficiency_frame([], []).empty and plots.retriever_frame([], []).empty
+
+    import harness.consistency
+
+    def boom(*_a, **_k):
+        raise ValueError("registry exploded")
+
+    monkeypatch.setattr(harness.consistency, "check_papers", boom)
+    rows, error = lb_data.inconsistency_report()
+    assert rows == [] and "registry exploded" in error
+
+
+def test_signature_changes_when_a_record_changes(tmp_path):
+    (tmp_path / "a.json").write_text("{}")
+    before = lb_data.signature(tmp_path, None)
+    (tmp_path / "b.json").write_text("{}")
+    assert lb_data.signature(tmp_path, None) != before
+
+
+def test_a_record_that_cannot_be_compared_is_listed_as_skipped(monkeypatch):
+    compare_mod = importlib.import_module("harness.evaluation.compare")
+
+    monkeypatch.setattr(compare_mod, "compare", lambda *a, **k: 1 / 0)
+    lb = lb_data.load(RUNS, CELLS_JSON)
+    assert BM25 not in {r.run_id for r in lb.records} and BM25 not in lb.comparisons
+    assert any("could not be compared" in s.reason for s in lb.skipped) and len(lb.skipped) == 4
+    assert not tables.main_table(lb.cells, lb.records, lb.comparisons)["row"].str.startswith("↳").any()
+
+
+def test_reported_fractions_are_shown_in_points_with_printed_precision():
+    frac = {"value": "0.187", "score": 0.187, "unit": "fraction"}
+    assert tables.reported_points(frac) == "18.7"
+    assert tables.reported_points({"value": "0.3355", "score": 0.3355, "unit": "fraction"}) == "33.55"
+    assert tables.reported_points({"value": "38.0", "score": 0.38, "unit": "points"}) == "38.0"
+    assert tables.reported_points({"value": "-", "score": None, "unit": "fraction"}) == "-"
+    assert tables.reported_points({"value": None, "score": None, "unit": "points"}) == ""
