@@ -37,6 +37,7 @@ class RunContext:
     tracker: Tracker
     stages: StageLog
     force: bool = False
+    efficiency: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
                      build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
@@ -77,14 +78,26 @@ def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
                     f"is not present ({hw.describe()})")
 
 
-def pipeline_for(spec: MethodSpec) -> Callable[[RunContext, str], Path]:
+Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
+
+
+def pipeline_for(spec: MethodSpec) -> Pipeline:
+    """family -> function returning run files per fine-tuning stage and dataset."""
     family = spec.get("family")
     if family == "lexical":
         from harness.pipelines.bm25 import run_bm25
 
         return run_bm25
+    if family == "dense":
+        from harness.pipelines.dense import run_dense
+
+        return run_dense
+    if family == "learned-sparse":
+        from harness.pipelines.lexical import run_lexical
+
+        return run_lexical
     raise HarnessError(
-        f"method '{spec.name}' ({family}): fine-tuning and evaluation of pre-trained encoders are not built yet; "
+        f"method '{spec.name}' ({family}): its fine-tuning pipeline is not built yet; "
         f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "
         "(see the README's status section)"
     )
@@ -143,31 +156,41 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     tracker = Tracker(experiment=method, run_name=run_id, tags=tags)
     ctx = RunContext(spec, tracker, StageLog(), force)
     pipeline = pipeline_for(spec)
-    metrics: dict[str, dict[str, float]] = {}
-    per_query: dict[str, dict[str, dict[str, float]]] = {}
-    checksums: dict[str, dict[str, str]] = {}
-    run_files: dict[str, str] = {}
     started = time.time()
+    by_stage: dict[str, dict[str, dict[str, float]]] = {}
+    per_query_by_stage: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    checksums: dict[str, dict[str, str]] = {}
+    run_files: dict[str, dict[str, str]] = {}
     with tracker.run():
         tracker.log_params({"method": method, "profile": profile, "spec_hash": spec.spec_hash, "seed": SEED,
                             "spec": spec.config})
-        for name, bench in benchmarks.items():
-            run_path = pipeline(ctx, name)
-            run_files[name] = str(run_path)
-            checksums[name] = bench.files()
-            t0 = time.time()
-            with tracker.stage(f"evaluate/{name}", {"benchmark": name}):
-                result = evaluate(read_trec_run(run_path), bench.qrels("test"), name)
-                tracker.log_metrics(result.aggregate)
-                tracker.log_artifact(run_path, subdir=f"runs/{name}")
-            ctx.stages.add("evaluate", name, False, time.time() - t0)
-            metrics[name] = dict(result.aggregate)
-            per_query[name] = {m: dict(v) for m, v in result.per_query.items()}
-            tracker.log_metrics({f"{name}/{m}": v for m, v in result.aggregate.items()})
+        variants = pipeline(ctx, datasets)
+        for variant, runs in variants.items():
+            for name, run_path in runs.items():
+                bench = benchmarks[name]
+                checksums[name] = bench.files()
+                run_files.setdefault(variant, {})[name] = str(run_path)
+                t0 = time.time()
+                with tracker.stage(f"evaluate/{variant}/{name}", {"benchmark": name, "finetune_stage": variant}):
+                    result = evaluate(read_trec_run(run_path), bench.qrels(bench.eval_split), name)
+                    tracker.log_metrics(result.aggregate)
+                    tracker.log_artifact(run_path, subdir=f"runs/{variant}/{name}")
+                ctx.stages.add("evaluate", f"{variant}/{name}", False, time.time() - t0)
+                by_stage.setdefault(variant, {})[name] = dict(result.aggregate)
+                per_query_by_stage.setdefault(variant, {})[name] = {m: dict(v) for m, v in result.per_query.items()}
+                tracker.log_metrics({f"{variant}/{name}/{m}": v for m, v in result.aggregate.items()})
+        final = list(variants)[-1]
+        metrics, per_query = by_stage.get(final, {}), per_query_by_stage.get(final, {})
 
-        conditions = {"profile": profile, **(spec.get("conditions") or {})}
         cells = [c for c in cells_for(method=method) if c.benchmark in metrics]
-        comparisons = compare(metrics, per_query, cells, conditions)
+        comparisons = []
+        for variant in variants:
+            conditions = {"profile": profile, **(spec.get("conditions") or {})}
+            if variant.startswith("retriever"):
+                conditions["finetune_stage"] = variant
+            for comp in compare(by_stage[variant], per_query_by_stage[variant], cells, conditions):
+                comp.finetune_stage = variant
+                comparisons.append(comp)
         record = {
             "run_id": run_id,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -181,8 +204,13 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
             "packages": package_versions(),
             "hardware": {"declared": spec.get("hardware"), "detected": hardware()},
             "datasets": checksums,
+            **({"finetune_stage": final} if final.startswith("retriever") else {}),
             "metrics": metrics,
             "per_query": per_query,
+            "metrics_by_stage": by_stage,
+            "per_query_by_stage": per_query_by_stage if len(by_stage) > 1 else {},
+            "efficiency": ctx.efficiency.get(final, {}),
+            "efficiency_by_stage": ctx.efficiency,
             "comparison": [c.to_dict() for c in comparisons],
             "stages": ctx.stages.entries,
             "run_files": run_files,

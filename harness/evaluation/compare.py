@@ -71,6 +71,7 @@ class Comparison:
     significant: bool | None = None  # CI for delta excludes 0
     reason: str = ""                 # why NOT-COMPARABLE
     notes: str = ""                  # conditions the run did not state, etc.
+    finetune_stage: str | None = None  # which of the run's retrievers was compared (retriever1/2/3)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,37 +1,55 @@
-"""BM25 pipeline: Lucene index (cached per corpus) -> top-k search (cached per queries+params)."""
+"""BM25 pipeline: Lucene index (cached per corpus) -> top-k search (cached per queries+params).
+
+Also used by the dense and lexical pipelines for BM25 negatives of the training queries.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.retrieval import bm25
 
 if TYPE_CHECKING:
     from harness.runner import RunContext
 
+# The papers' BM25 setting (see baselines/bm25.yaml); methods without a retrieval block use it.
+DEFAULT_BM25 = {"k1": 0.9, "b": 0.4, "fields": {"contents": 1.0, "title": 1.0}, "threads": 2}
 
-def run_bm25(ctx: "RunContext", dataset: str) -> Path:
+
+def _settings(ctx: "RunContext") -> dict[str, Any]:
+    cfg = ctx.spec.get("retrieval") or {}
+    return {**DEFAULT_BM25, **{k: v for k, v in cfg.items() if k in DEFAULT_BM25}}
+
+
+def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
+    """TREC run of BM25 top-`depth` for the split's queries (cached)."""
     from harness.data.catalog import get_benchmark
     from harness.data.formats import write_trec_run
 
     bench = get_benchmark(dataset)
-    cfg = ctx.spec.get("retrieval")
+    cfg = _settings(ctx)
     fields = dict(cfg["fields"])
-    files = bench.files()
     corpus_inputs = bench.corpus_files()
     index = ctx.cached_stage(
         "index", dataset, {"engine": "lucene", "fields": sorted(fields)}, corpus_inputs,
-        lambda work: bm25.build_index(bench.corpus(), work / "index", fields, cfg.get("threads", 2)),
+        lambda work: bm25.build_index(bench.corpus(), work / "index", fields, cfg["threads"]),
     )
-    queries = bench.queries("test")
-    search_cfg = {"k1": cfg["k1"], "b": cfg["b"], "fields": fields, "depth": cfg["depth"]}
-    query_inputs = {"index": index.key, **{k: v for k, v in files.items() if k not in corpus_inputs}}
+    search_cfg = {"k1": cfg["k1"], "b": cfg["b"], "fields": fields, "depth": depth, "split": split}
+    query_inputs = {"index": index.key, **{k: v for k, v in bench.files().items() if k not in corpus_inputs}}
 
     def retrieve(work: Path) -> dict[str, float]:
-        run = bm25.search(index.dir / "index", queries, cfg["depth"], cfg["k1"], cfg["b"], fields, cfg.get("threads", 2))
+        queries = bench.queries(split)
+        run = bm25.search(index.dir / "index", queries, depth, cfg["k1"], cfg["b"], fields, cfg["threads"])
         write_trec_run(run, work / "run.trec", tag=f"bm25-{dataset}")
         return {"queries": len(run)}
 
-    retrieved = ctx.cached_stage("retrieve", dataset, search_cfg, query_inputs, retrieve)
-    return retrieved.dir / "run.trec"
+    label = dataset if split == bench.eval_split else f"{dataset}/{split}"
+    return ctx.cached_stage("retrieve", label, search_cfg, query_inputs, retrieve).dir / "run.trec"
+
+
+def run_bm25(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
+    from harness.data.catalog import get_benchmark
+
+    depth = int(ctx.spec.get("retrieval.depth", 1000))
+    return {"bm25": {d: bm25_run(ctx, d, get_benchmark(d).eval_split, depth) for d in datasets}}

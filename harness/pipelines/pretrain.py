@@ -99,7 +99,9 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
 
     q = dict(ctx.spec.get("qgen") or {})
     passages_key = passages_file.parent.name
+    # batch_size is hashed too: generation is seeded per batch, so it changes the queries.
     gen_cfg = {k: q.get(k) for k in ("num_queries", "top_k", "top_p", "input_prefix", "max_new_tokens")}
+    gen_cfg["batch_size"] = q.get("batch_size", 64)
     if q.get("model") == "tiny-t5":
         model_dir = tiny_t5_stage(ctx, q, tokenizer_dir)
         model_key = model_dir.parent.name
@@ -114,7 +116,7 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
         result = generate_queries(model_dir, passages, num_queries=gen_cfg["num_queries"], top_k=gen_cfg["top_k"],
                                   top_p=gen_cfg["top_p"], input_prefix=gen_cfg["input_prefix"],
                                   max_new_tokens=gen_cfg["max_new_tokens"], seed=SEED,
-                                  out_path=work / "queries.jsonl", batch_size=q.get("batch_size", 64))
+                                  out_path=work / "queries.jsonl", batch_size=gen_cfg["batch_size"])
         for sample in result.samples[:3]:
             print(f"  sample query: {sample}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
@@ -215,6 +217,9 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
                            {f"pretrain/{k}": v for k, v in metrics.items()}, step=step))
         export_encoder(objective, tokenizer, work / "encoder",
                        metadata={"method": ctx.spec.name, "profile": ctx.spec.profile, "spec_hash": ctx.spec.spec_hash})
+        # The encoder with its MLM head: learned-sparse fine-tuning (LexMAE) starts from the LM logits.
+        objective.masked_lm().save_pretrained(work / "mlm")
+        tokenizer.save_pretrained(work / "mlm")
         losses = result.loss_history
         head = sum(losses[:10]) / max(1, len(losses[:10]))
         tail = sum(losses[-10:]) / max(1, len(losses[-10:]))
@@ -222,7 +227,7 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
                 "resumed_from": result.resumed_from, "notes": result.notes}
 
-    return ctx.cached_stage("pretrain", None, config, inputs, build, resumable=True).dir / "encoder"
+    return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2", resumable=True).dir / "encoder"
 
 
 def run_pretrain(ctx: "RunContext") -> Path:

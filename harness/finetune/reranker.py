@@ -1,0 +1,344 @@
+"""A BERT cross-encoder reranker: the teacher that LexMAE's stage 3 distils (Eq. 13).
+
+Paper profile
+    LexMAE adopts an off-the-shelf reranker (§4.2): a configured local checkpoint loaded with
+    ``AutoModelForSequenceClassification``. One output logit is the score; a two-logit
+    (monoBERT-style relevant / not relevant) head gives ``log softmax(logits)[1]``, the
+    relevance log-probability pygaggle ranks by. Anything else is refused.
+Tiny profile
+    :func:`train_cross_encoder` trains a small ``BertForSequenceClassification`` (one logit) from
+    random initialisation (a ``BertConfig``) with the harness tokenizer, or from a local
+    checkpoint, on ``(query, positives, negatives)`` groups: the input is
+    ``[CLS] query [SEP] passage [SEP]`` (passage truncated first) and the loss is the softmax
+    cross entropy of each group's positive against its negatives (the listwise loss of SimLM's and
+    Tevatron's rerankers). Positives and negatives are sampled per epoch with Tevatron's rule
+    (:func:`harness.finetune.negatives.sample_group`); it runs in one process (no DDP, no resume:
+    it is the small in-harness teacher). The folder gets ``harness_reranker.json`` (max length,
+    title separator) and ``train_stats.json`` (written last; a finished folder with the same
+    data and settings is returned as is).
+Scoring
+    :func:`score_pairs` scores (query, passage) pairs in length-sorted batches under
+    ``torch.inference_mode``; :func:`score_candidates` builds the ``teacher_scores[qid][docid]``
+    that :func:`harness.finetune.lexical.train_lexical` distils.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from harness import SEED
+from harness.errors import HarnessError
+from harness.finetune.negatives import sample_group
+from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+
+Logger = Callable[[int, dict[str, float]], None]
+SETTINGS_FILE = "harness_reranker.json"
+STATS_FILE = "train_stats.json"
+
+
+@dataclass(kw_only=True)
+class RerankerTrainConfig:
+    """Cross-encoder training settings (tiny-profile defaults)."""
+
+    queries_per_device: int = 8
+    passages_per_query: int = 8  # 1 positive + 7 negatives
+    lr: float = 1e-4
+    epochs: int = 2
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float | None = 1.0
+    max_length: int = 192
+    seed: int = SEED
+    title_separator: str = DEFAULT_TITLE_SEPARATOR
+    log_every: int = 10
+    progress: bool = True
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("queries_per_device", "passages_per_query", "epochs", "max_length", "log_every"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value > 0):
+                raise HarnessError(f"invalid reranker config: {name} must be a positive integer, got {value!r}")
+        if self.lr <= 0 or not 0 <= self.warmup_ratio <= 1 or self.weight_decay < 0:
+            raise HarnessError("invalid reranker config: lr > 0, warmup_ratio in [0, 1], weight_decay >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _load_tokenizer(source: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    if not isinstance(source, (str, Path)):
+        return source  # an already loaded tokenizer
+    try:
+        return AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"cannot load a tokenizer from {source}: {exc}") from exc
+
+
+def _new_model(init_or_config: Any, tokenizer: Any | None) -> tuple[Any, Any, str]:
+    """(model with one output logit, tokenizer, description of the initialisation)."""
+    from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
+
+    if isinstance(init_or_config, (dict, BertConfig)):
+        config = BertConfig(**init_or_config) if isinstance(init_or_config, dict) else copy.deepcopy(init_or_config)
+        config.num_labels = 1  # the setter also resets id2label
+        if tokenizer is None:
+            raise HarnessError("a reranker initialised from a config needs tokenizer= (the harness tokenizer)")
+        tok = _load_tokenizer(tokenizer)
+        if len(tok) > config.vocab_size:
+            raise HarnessError(f"the tokenizer has {len(tok)} tokens, the config's vocab_size is {config.vocab_size}")
+        return BertForSequenceClassification(config), tok, "random"
+    path = Path(init_or_config)
+    if not (path / "config.json").is_file():
+        raise HarnessError(f"{path} holds no Hugging Face model (config.json missing)")
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=1, local_files_only=True,
+                                                                   ignore_mismatched_sizes=True)
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"cannot load a cross-encoder from {path}: {exc}") from exc
+    return model, _load_tokenizer(tokenizer or path), str(path)
+
+
+def _encode_pairs(tokenizer: Any, queries: Sequence[str], passages: Sequence[str], max_length: int,
+                  device: torch.device) -> dict[str, torch.Tensor]:
+    enc = tokenizer(list(queries), list(passages), padding=True, truncation="only_second", max_length=max_length,
+                    return_tensors="pt")
+    return {k: v.to(device) for k, v in enc.items()}
+
+
+def _fingerprint(examples: Sequence[Any], init: str, config: RerankerTrainConfig) -> str:
+    h = hashlib.sha256()
+    settings = {k: v for k, v in config.to_dict().items() if k not in ("log_every", "progress", "device")}
+    h.update(json.dumps({"init": init, "settings": settings}, sort_keys=True, default=str).encode())
+    for ex in examples:
+        h.update(json.dumps(ex, ensure_ascii=False, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def train_cross_encoder(
+    init_or_config: str | Path | Mapping[str, Any] | Any,
+    examples: Sequence[tuple[str, Sequence[Any], Sequence[Any]]],
+    config: RerankerTrainConfig,
+    output_dir: str | Path,
+    logger: Logger | None = None,
+    *,
+    passages: Mapping[str, Any] | None = None,
+    tokenizer: Any | None = None,
+) -> dict[str, Any]:
+    """Train a cross-encoder on (query, positives, negatives) groups; returns stats (see module docstring).
+
+    ``init_or_config``: a local checkpoint folder, or a ``BertConfig`` / dict for random
+    initialisation (then ``tokenizer``, a folder or a tokenizer, is required). Items are texts, or
+    doc ids looked up in ``passages`` (id -> text or {"title", "text"}).
+    """
+    from tqdm.auto import tqdm
+
+    from harness.finetune.dense import _optimizer, _scheduler, _seed_all
+
+    started = time.time()
+    out_dir = Path(output_dir)
+    groups = [(q, list(p), list(n)) for q, p, n in examples if p and n]
+    skipped = len(examples) - len(groups)
+    init_name = str(init_or_config) if isinstance(init_or_config, (str, Path)) else json.dumps(
+        init_or_config if isinstance(init_or_config, dict) else init_or_config.to_dict(), sort_keys=True, default=str)
+    fingerprint = _fingerprint(groups, init_name, config)
+    stats_file = out_dir / STATS_FILE
+    if stats_file.is_file():
+        done = json.loads(stats_file.read_text(encoding="utf-8"))
+        if done.get("fingerprint") == fingerprint:
+            return {**done, "cached": True}
+        raise HarnessError(f"{out_dir} already holds a reranker trained with other data or settings; "
+                           "use a new output directory (or delete that one)")
+    q_per, p_per = config.queries_per_device, config.passages_per_query
+    steps_per_epoch = len(groups) // q_per
+    if steps_per_epoch == 0:
+        raise HarnessError(f"{len(groups)} usable reranker example(s), fewer than one batch of {q_per} queries")
+    total = steps_per_epoch * config.epochs
+
+    _seed_all(config.seed)
+    model, tok, init_desc = _new_model(init_or_config, tokenizer)
+    device = torch.device(config.device) if config.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device).train()
+    optimizer = _optimizer(model, config)  # type: ignore[arg-type]  # reads only config.weight_decay
+    scheduler = _scheduler(optimizer, total, math.ceil(total * config.warmup_ratio))
+
+    def text(item: Any) -> str:
+        if passages is None:
+            return passage_text(item, config.title_separator)
+        try:
+            return passage_text(passages[item], config.title_separator)
+        except KeyError:
+            raise HarnessError(f"reranker training passage id {item!r} is not in passages") from None
+
+    loss_history: list[float] = []
+    step, last_logged = 0, 0
+    target = torch.zeros(q_per, dtype=torch.long, device=device)
+    with tqdm(total=total, desc="train reranker", unit="step", disable=not config.progress) as bar:
+        for epoch in range(config.epochs):
+            order = torch.randperm(len(groups), generator=torch.Generator().manual_seed(config.seed + epoch)).tolist()
+            for s in range(steps_per_epoch):
+                qs, ps = [], []
+                for i in order[s * q_per : (s + 1) * q_per]:
+                    query, pos, negs = groups[i]
+                    chosen = [sample_group(pos, 1, config.seed, f"pos/{i}", epoch)[0] if len(pos) > 1 else pos[0],
+                              *sample_group(negs, p_per - 1, config.seed, str(i), epoch)]
+                    qs += [query] * p_per
+                    ps += [text(d) for d in chosen]
+                logits = model(**_encode_pairs(tok, qs, ps, config.max_length, device)).logits.float()
+                loss = F.cross_entropy(logits.view(q_per, p_per), target)  # positive first in every group
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.grad_clip is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                optimizer.step()
+                lr = float(optimizer.param_groups[0]["lr"])
+                scheduler.step()
+                step += 1
+                value = float(loss.item())
+                if not math.isfinite(value):
+                    raise HarnessError(f"the reranker loss became {value} at step {step}; lower lr")
+                loss_history.append(value)
+                bar.set_postfix(loss=f"{value:.4f}", refresh=False)
+                bar.update(1)
+                if logger is not None and (step % config.log_every == 0 or step == total):
+                    window = loss_history[last_logged:step]
+                    logger(step, {"loss": sum(window) / len(window), "lr": lr, "epoch": step / steps_per_epoch})
+                    last_logged = step
+
+    stats = {
+        "model_dir": str(out_dir), "init": init_desc, "fingerprint": fingerprint, "examples": len(groups),
+        "skipped_examples": skipped, "steps": step, "steps_per_epoch": steps_per_epoch, "epochs": config.epochs,
+        "passages_per_query": p_per, "first_loss": loss_history[0], "final_loss": loss_history[-1],
+        "epoch_losses": [sum(loss_history[e * steps_per_epoch:(e + 1) * steps_per_epoch]) / steps_per_epoch
+                         for e in range(config.epochs)],
+        "loss_history": loss_history, "device": str(device), "seconds": time.time() - started,
+        "config": config.to_dict(), "cached": False,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir))
+    tok.save_pretrained(str(out_dir))
+    (out_dir / SETTINGS_FILE).write_text(json.dumps({"max_length": config.max_length,
+                                                     "title_separator": config.title_separator,
+                                                     "trained_by": "harness.finetune.reranker"}, indent=1) + "\n",
+                                         encoding="utf-8")
+    tmp = out_dir / (STATS_FILE + ".tmp")
+    tmp.write_text(json.dumps(stats, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(stats_file)
+    return stats
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+@dataclass
+class CrossEncoder:
+    """A loaded reranker; :meth:`score` gives one float per (query, passage) pair."""
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    max_length: int
+    title_separator: str = DEFAULT_TITLE_SEPARATOR
+
+    def score(self, pairs: Sequence[tuple[str, str]], batch_size: int = 64, show_progress: bool = False) -> list[float]:
+        import numpy as np
+        from tqdm.auto import tqdm
+
+        if batch_size < 1:
+            raise HarnessError(f"batch_size must be positive, got {batch_size}")
+        scores = [0.0] * len(pairs)
+        lengths = np.fromiter((len(q or "") + len(p or "") for q, p in pairs), dtype=np.int64, count=len(pairs))
+        order = np.argsort(-lengths, kind="stable").tolist()  # longest first: little padding
+        labels = int(self.model.config.num_labels)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for start in tqdm(range(0, len(order), batch_size), desc="rerank", unit="batch",
+                                  disable=not show_progress):
+                    idx = order[start : start + batch_size]
+                    enc = _encode_pairs(self.tokenizer, [pairs[i][0] or "" for i in idx],
+                                        [pairs[i][1] or "" for i in idx], self.max_length, self.device)
+                    logits = self.model(**enc).logits.float()
+                    values = logits[:, 0] if labels == 1 else F.log_softmax(logits, dim=-1)[:, 1]
+                    for i, v in zip(idx, values.cpu().tolist()):
+                        scores[i] = float(v)
+        finally:
+            self.model.train(was_training)
+        return scores
+
+
+def load_cross_encoder(model_dir: str | Path, max_length: int | None = None, device: str | None = None) -> CrossEncoder:
+    """Load a reranker folder (one logit, or two: relevance log-probability); the Hub is never contacted."""
+    from transformers import AutoModelForSequenceClassification
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise HarnessError(f"no reranker at {model_dir}: give a local cross-encoder folder (config.json, weights, "
+                           "tokenizer), e.g. the paper profile's configured checkpoint")
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"cannot load a cross-encoder from {model_dir}: {exc}") from exc
+    if model.config.num_labels not in (1, 2):
+        raise HarnessError(f"{model_dir}: a reranker has 1 (score) or 2 (not relevant / relevant) outputs, "
+                           f"this one has {model.config.num_labels}")
+    settings_file = model_dir / SETTINGS_FILE
+    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+    limit = int(getattr(model.config, "max_position_embeddings", 512) or 512)
+    length = min(int(max_length or settings.get("max_length", 512)), limit)
+    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(dev).eval()
+    return CrossEncoder(model, _load_tokenizer(model_dir), dev, length,
+                        settings.get("title_separator", DEFAULT_TITLE_SEPARATOR))
+
+
+def score_pairs(model_dir: str | Path | CrossEncoder, pairs: Sequence[tuple[str, str]], batch_size: int = 64,
+                *, max_length: int | None = None, device: str | None = None, show_progress: bool = False) -> list[float]:
+    """One score per (query, passage text) pair, in order (higher = more relevant)."""
+    encoder = model_dir if isinstance(model_dir, CrossEncoder) else load_cross_encoder(model_dir, max_length, device)
+    return encoder.score(pairs, batch_size, show_progress)
+
+
+def score_candidates(
+    model_dir: str | Path | CrossEncoder,
+    queries: Mapping[str, str],
+    candidates: Mapping[str, Sequence[str]],
+    passages: Mapping[str, Any],
+    batch_size: int = 64,
+    *,
+    max_length: int | None = None,
+    device: str | None = None,
+    show_progress: bool = True,
+) -> dict[str, dict[str, float]]:
+    """``teacher_scores[qid][docid]`` for every candidate doc id of every query (stage 3's teacher)."""
+    encoder = model_dir if isinstance(model_dir, CrossEncoder) else load_cross_encoder(model_dir, max_length, device)
+    keys: list[tuple[str, str]] = []
+    pairs: list[tuple[str, str]] = []
+    for qid, docs in candidates.items():
+        if qid not in queries:
+            raise HarnessError(f"query {qid!r} has candidates but no text")
+        for d in dict.fromkeys(docs):
+            if d not in passages:
+                raise HarnessError(f"candidate {d!r} of query {qid!r} is not in passages")
+            keys.append((qid, d))
+            pairs.append((queries[qid], passage_text(passages[d], encoder.title_separator)))
+    scores = encoder.score(pairs, batch_size, show_progress)
+    out: dict[str, dict[str, float]] = {}
+    for (qid, d), s in zip(keys, scores):
+        out.setdefault(qid, {})[d] = s
+    return out
+

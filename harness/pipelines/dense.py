@@ -1,0 +1,170 @@
+"""Dense pipeline (Tevatron-style): pre-trained encoder -> retriever 1 (BM25 negatives) ->
+mine hard negatives with retriever 1 -> retriever 2 -> evaluation of both retrievers.
+
+Stage 2 is under-specified in the papers' code (texttron/tevatron#43, #81, #107), so the
+spec states both choices explicitly: `retriever2.init` (pretrained | retriever1) and
+`retriever2.negatives` (mined, optionally plus bm25).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import SEED
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.runner import RunContext
+
+
+def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
+    """Shared fine-tuning keys overridden by the stage's own block (retriever1/2/3)."""
+    ft = dict(spec.get("finetune") or {})
+    shared = {k: v for k, v in ft.items() if not isinstance(v, dict)}
+    return {**shared, **(ft.get(stage) or {})}
+
+
+def train_split(spec: Any) -> tuple[str, str]:
+    name, _, split = str(spec.get("finetune.train_queries")).partition("-")
+    return name, split or "train"
+
+
+def encoder_stage(ctx: "RunContext") -> Path:
+    """The starting encoder: pre-trained by the spec's objective, or the untouched init (control)."""
+    if ctx.spec.get("pretrain.objective") not in (None, "none"):
+        from harness.pipelines.pretrain import run_pretrain
+
+        return run_pretrain(ctx)
+    return random_init_stage(ctx)
+
+
+def random_init_stage(ctx: "RunContext") -> Path:
+    """No pre-training: the same seeded random init the objectives start from, exported as is."""
+    from harness.pipelines.pretrain import ARCH_KEYS, tokenizer_stage
+
+    model = ctx.spec.get("model") or {}
+    tokenizer_dir = tokenizer_stage(ctx)
+    if model.get("init") != "scratch":
+        from harness.checkpoints import resolve_checkpoint
+
+        return Path(resolve_checkpoint(model["init"], "initial encoder"))
+
+    def build(work: Path) -> dict[str, Any]:
+        import torch
+        from transformers import AutoTokenizer, BertModel
+
+        from harness.pretrain.models import bert_config_from_dict
+
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+        config = bert_config_from_dict({ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS},
+                                       vocab_size=len(tokenizer))
+        torch.manual_seed(SEED)
+        BertModel(config, add_pooling_layer=False).save_pretrained(work / "encoder")
+        tokenizer.save_pretrained(work / "encoder")
+        return {}
+
+    return ctx.cached_stage("random_init", None, {"model": model}, {"tokenizer": tokenizer_dir.parent.name},
+                            build).dir / "encoder"
+
+
+def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path], extra_key: dict[str, str]) -> Path:
+    """Fine-tune a bi-encoder from `init_dir` on the train queries with negatives from `pools`."""
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import read_trec_run
+    from harness.finetune.dense import DenseTrainConfig, train_dense
+    from harness.finetune.negatives import make_examples, negative_pool
+
+    cfg = finetune_settings(ctx.spec, stage)
+    name, split = train_split(ctx.spec)
+    bench = get_benchmark(name)
+    config = {k: cfg.get(k) for k in ("lr", "global_queries", "passages_per_query", "epochs", "max_q_len", "max_p_len",
+                                      "warmup_ratio", "weight_decay", "negative_depth", "max_train_queries")}
+    config["train_queries"] = f"{name}-{split}"
+
+    def build(work: Path) -> dict[str, Any]:
+        queries, qrels = bench.queries(split), bench.qrels(split)
+        if config["max_train_queries"] and len(qrels) > config["max_train_queries"]:
+            import random
+
+            keep = set(random.Random(SEED).sample(sorted(qrels), config["max_train_queries"]))
+            qrels = {q: r for q, r in qrels.items() if q in keep}
+        depth = config["negative_depth"] or 200
+        examples = make_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
+        if not examples:
+            raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
+        from harness.hardware import detect
+        from harness.plan import world_size
+
+        n = world_size(detect())
+        train_cfg = DenseTrainConfig(
+            queries_per_device=max(1, config["global_queries"] // n), passages_per_query=config["passages_per_query"],
+            lr=config["lr"], epochs=config["epochs"], warmup_ratio=config["warmup_ratio"] or 0.1,
+            weight_decay=config["weight_decay"] or 0.0, max_q_len=config["max_q_len"] or 32,
+            max_p_len=config["max_p_len"] or 144, seed=SEED,
+        )
+        stats = train_dense(init_dir, examples, train_cfg, work / "model", passages=bench.corpus(),
+                            logger=lambda step, m: ctx.tracker.log_metrics({f"{stage}/{k}": v for k, v in m.items()},
+                                                                         step=step))
+        losses = stats.get("loss_history") or []
+        print(f"  {stage}: {len(examples)} groups, effective batch {stats.get('effective_batch')}, "
+              f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else f"  {stage}: {len(examples)} groups")
+        return {"groups": len(examples), "effective_batch": stats.get("effective_batch"),
+                "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
+
+    inputs = {"init": str(init_dir.parent.name), **extra_key, **bench.files()}
+    return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"
+
+
+def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int) -> Path:
+    """Encode the corpus and the split's queries with `model_dir`; exact inner-product top-k."""
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import write_trec_run
+    from harness.retrieval.dense import dense_retrieve
+    from harness.retrieval.encoder import load_encoder
+
+    bench = get_benchmark(dataset)
+
+    def build(work: Path) -> dict[str, Any]:
+        encoder = load_encoder(model_dir)
+        doc_ids, doc_emb = encoder.encode_corpus(bench.corpus())
+        qids, q_emb = encoder.encode_queries(bench.queries(split))
+        run, stats = dense_retrieve(qids, q_emb, doc_ids, doc_emb, k=depth)
+        write_trec_run(run, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
+        return {k: v for k, v in stats.items() if isinstance(v, (int, float))}
+
+    inputs = {"model": model_dir.parent.name, **bench.files()}
+    cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", {"depth": depth, "split": split}, inputs,
+                             build)
+    ctx.efficiency.setdefault(label, {})[dataset] = {k: v for k, v in cache.meta().items()
+                                                     if k in ("qps", "index_bytes", "search_seconds")}
+    return cache.dir / "run.trec"
+
+
+def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
+    """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": {...}}."""
+    from harness.pipelines.bm25 import bm25_run
+
+    stages = ctx.spec.get("stages", [])
+    encoder0 = encoder_stage(ctx)
+    name, split = train_split(ctx.spec)
+    r1_cfg = finetune_settings(ctx.spec, "retriever1")
+    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or 200))
+    r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": bm25_train.parent.name})
+    out: dict[str, dict[str, Path]] = {"retriever1": {}}
+    if "finetune_r2" in stages:
+        mine_cfg = ctx.spec.get("finetune.mine") or {}
+        mined = retrieve_stage(ctx, "mine", r1, name, split, int(mine_cfg.get("depth", 200)))
+        r2_cfg = finetune_settings(ctx.spec, "retriever2")
+        init = r1 if r2_cfg.get("init") == "retriever1" else encoder0
+        pools = [mined] + ([bm25_train] if "bm25" in (r2_cfg.get("negatives") or []) else [])
+        r2 = train_stage(ctx, "retriever2", init, pools, {"pools": ",".join(p.parent.name for p in pools)})
+        out["retriever2"] = {}
+    for dataset in datasets:
+        from harness.data.catalog import get_benchmark
+
+        test_split = get_benchmark(dataset).eval_split
+        out["retriever1"][dataset] = retrieve_stage(ctx, "retriever1", r1, dataset, test_split, 1000)
+        if "retriever2" in out:
+            out["retriever2"][dataset] = retrieve_stage(ctx, "retriever2", r2, dataset, test_split, 1000)
+    return out
