@@ -138,7 +138,8 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
             tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
             wanted = ["Retrieval pre-training leaderboard", "Table 1: MS MARCO dev and TREC DL",
                       "3 run record(s) skipped", "Skipped records", "BEIR zero-shot: nDCG@10 (points)",
-                      "18.40 (-0.30 ✅ PASS)", "coCondenser (120K) - retriever 2 †"]
+                      "18.40 (-0.30 ✅ PASS)", "coCondenser (120K) - retriever 2 †",
+                      "Effectiveness vs efficiency", "Retriever 1 vs retriever 2"]
             text = ""
             while time.monotonic() < deadline:
                 text = tools.text()

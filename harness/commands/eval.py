@@ -1,10 +1,14 @@
-"""`python -m harness eval`: score a TREC run file with a benchmark's official conventions.
+"""`python -m harness eval`: score a TREC run file, or a model zero-shot, with a benchmark's official conventions.
 
     python -m harness eval --run run.dl19.trec --benchmark dl19 --json out/dl19.json --per-query
+    python -m harness eval --model models/Luyu/co-condenser-marco-retriever --dataset scifact --json out.json
 
-The run source is a mutually exclusive group so that other sources (a fine-tuned model
-to encode and search with, ``--model PATH --dataset D``) can join it later: add the
-option to ``_source_group`` and a branch to ``_load_run``.
+The ranking comes from one source (a mutually exclusive group): ``--run FILE``, or
+``--model PATH``, a local Hugging Face or sentence-transformers folder that is encoded,
+searched exactly with faiss and scored (:mod:`harness.evaluation.zero_shot`; pooling,
+normalisation and lengths come from the folder unless given). ``--dataset`` is another
+spelling of ``--benchmark``. Options that only make sense for a model are refused with
+``--run``.
 
 cqadupstack (mean of 12 forums): ``--run`` is either a folder holding one run file per
 forum (file name starting with ``cqadupstack-<forum>`` or ``<forum>``), or one file whose
@@ -22,17 +26,32 @@ from harness.commands._output import format_table, write_json
 from harness.errors import HarnessError
 
 
+_EPILOG = """examples:
+  python -m harness eval --run runs/dl19.trec --benchmark dl19 --json out/dl19.json --per-query
+  python -m harness eval --model models/Luyu/co-condenser-marco-retriever --dataset scifact --json out/cc.json
+  python -m harness eval --model path/to/all-MiniLM-L6-v2 --dataset nfcorpus --pooling mean --normalize"""
+
+# --model options: (dest, flag) pairs refused with --run, and their defaults.
+_MODEL_OPTIONS = {"pooling": "--pooling", "normalize": "--normalize/--no-normalize",
+                  "query_max_length": "--query-max-length", "passage_max_length": "--passage-max-length",
+                  "batch_size": "--batch-size", "depth": "--depth", "save_run": "--save-run", "device": "--device",
+                  "precision": "--precision", "no_cache": "--no-cache", "no_track": "--no-track"}
+_MODEL_DEFAULTS = {"batch_size": 32, "depth": 1000, "precision": "fp32", "no_cache": False, "no_track": False}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "eval", help="evaluate a TREC run file with a benchmark's official measures",
-        epilog="example: python -m harness eval --run runs/dl19.trec --benchmark dl19 --json out/dl19.json --per-query",
+        "eval", help="evaluate a TREC run file, or a model zero-shot, with a benchmark's official measures",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description=("Evaluate a run with the papers' conventions for the benchmark: MS MARCO dev RR@10/R@50/"
                      "R@100/R@1000; TREC DL nDCG@10 (+ R and RR at grade >= 2) over judged queries; BEIR "
                      "nDCG@10/R@100 with doc id == query id hits dropped; cqadupstack as the mean of 12 forums. "
-                     "Judged queries missing from the run score 0."))
+                     "Judged queries missing from the run score 0. With --model, the benchmark's corpus and "
+                     "judged queries are encoded and searched first (zero-shot)."))
     _source_group(p)
-    p.add_argument("--benchmark", required=True, metavar="NAME",
-                   help="benchmark whose qrels and conventions to use (see `python -m harness ls benchmarks`)")
+    p.add_argument("--benchmark", "--dataset", dest="benchmark", required=True, metavar="NAME",
+                   help="benchmark whose qrels and conventions to use (see `python -m harness ls benchmarks`); "
+                        "--dataset is the same option")
     p.add_argument("--split", default=None,
                    help="qrels split (default: the benchmark's evaluation split, e.g. 'dev' for msmarco-dev)")
     p.add_argument("--qrels", metavar="FILE", default=None,
@@ -43,16 +62,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary")
     p.add_argument("--per-query", nargs="?", const="auto", default=None, metavar="PATH",
                    help="write per-query scores (TSV: measure, query_id, value) to PATH, or next to --json "
-                        "(<json>.per_query.tsv) / the run file when no PATH is given")
+                        "(<json>.per_query.tsv) / the run file when no PATH is given (with --model: next to --save-run, "
+                        "else <model folder name>.<benchmark>.per_query.tsv)")
+    _model_options(p)
     p.set_defaults(func=_eval)
 
 
+def _model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("with --model (zero-shot evaluation of a checkpoint)")
+    g.add_argument("--pooling", choices=["cls", "mean"], default=None,
+                   help="override the folder's pooling (default: sentence-transformers Pooling config, "
+                        "harness_encoder.json, else CLS as Tevatron)")
+    g.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                   help="L2-normalise vectors (cosine) or not (dot product); default: the folder's own "
+                        "(a Normalize module), else not")
+    g.add_argument("--query-max-length", type=int, default=None, metavar="N",
+                   help="query tokens kept (default: the folder's own, e.g. sentence-transformers max_seq_length, "
+                        "else 32)")
+    g.add_argument("--passage-max-length", type=int, default=None, metavar="N",
+                   help="passage tokens kept (default: the folder's own, else 144)")
+    g.add_argument("--batch-size", type=int, default=_MODEL_DEFAULTS["batch_size"], metavar="N",
+                   help="encoding batch size (default: %(default)s)")
+    g.add_argument("--depth", type=int, default=_MODEL_DEFAULTS["depth"], metavar="K",
+                   help="documents retrieved per query (default: %(default)s; BEIR: after dropping self-hits)")
+    g.add_argument("--save-run", metavar="PATH", default=None, help="write the TREC run that was scored")
+    g.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    g.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default=_MODEL_DEFAULTS["precision"],
+                   help="encoding precision; fp16/bf16 on CUDA only (default: %(default)s)")
+    g.add_argument("--no-cache", action="store_true",
+                   help="encode the corpus even if its embeddings are cached (and do not cache them)")
+    g.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+
+
 def _source_group(p: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
-    """Where the ranking comes from (exactly one). Future: --model PATH (with --dataset D)."""
+    """Where the ranking comes from (exactly one)."""
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--run", metavar="FILE",
                        help="TREC run file (qid Q0 docid rank score tag); for cqadupstack also a folder holding "
                             "one run file per forum (cqadupstack-android.trec or android.trec, ...)")
+    group.add_argument("--model", metavar="PATH",
+                       help="local Hugging Face or sentence-transformers folder to evaluate zero-shot, or a "
+                            "published name (e.g. Luyu/co-condenser-marco-retriever) kept under models/<name> "
+                            "or $HARNESS_MODELS_DIR/<name>")
     return group
 
 
@@ -62,7 +113,7 @@ def _load_run(args: argparse.Namespace, benchmark: Any) -> dict[str, dict[str, f
     """The run to evaluate, from whichever source option was given."""
     if args.run is not None:
         return _read_run_source(Path(args.run), benchmark)
-    raise HarnessError("no run source given (use --run FILE)")  # unreachable: the group is required
+    raise HarnessError("no run source given (use --run FILE or --model PATH)")  # --model goes to _eval_model
 
 
 def _read_run_source(path: Path, benchmark: Any) -> dict[str, dict[str, float]]:
@@ -117,6 +168,9 @@ def _eval(args: argparse.Namespace) -> int:
     from harness.data.catalog import get_benchmark
     from harness.evaluation.measures import evaluate
 
+    if getattr(args, "model", None) is not None:
+        return _eval_model(args)
+    _refuse_model_options(args)
     benchmark = get_benchmark(args.benchmark)
     if args.qrels and args.split:
         raise HarnessError("--split selects the benchmark's own qrels; it cannot be combined with --qrels")
@@ -136,6 +190,52 @@ def _eval(args: argparse.Namespace) -> int:
         split = None if args.qrels else (args.split or benchmark.eval_split)
         write_json(args.json, _summary(args, result, split, qrels_source, per_query_file))
     return 0
+
+
+def _refuse_model_options(args: argparse.Namespace) -> None:
+    given = [flag for dest, flag in _MODEL_OPTIONS.items()
+             if hasattr(args, dest) and getattr(args, dest) != _MODEL_DEFAULTS.get(dest)]
+    if given:
+        raise HarnessError(f"{', '.join(given)} only apply with --model PATH (a run file is already ranked)")
+
+
+def _eval_model(args: argparse.Namespace) -> int:
+    """--model PATH: encode, search and score zero-shot (harness.evaluation.zero_shot)."""
+    from harness.evaluation.zero_shot import run_zero_shot, summary_line
+
+    if args.qrels:
+        raise HarnessError("--qrels cannot be combined with --model: the queries to encode come from the "
+                           "benchmark; use --split to pick its qrels, or --save-run and then --run with --qrels")
+    outcome = run_zero_shot(
+        args.model, args.benchmark, pooling=args.pooling, normalize=args.normalize,
+        query_max_length=args.query_max_length, passage_max_length=args.passage_max_length,
+        batch_size=args.batch_size, depth=args.depth, split=args.split, measures=args.measure,
+        save_run=args.save_run, device=args.device, precision=args.precision,
+        use_cache=not args.no_cache, track=not args.no_track)
+    summary, result = outcome.summary, outcome.result
+    _print_result(result, summary["qrels"], unjudged=0)
+    _print_encoder(summary)
+    if args.save_run:
+        print(f"wrote {args.save_run}")
+    per_query_file = _write_per_query(args, result) if args.per_query else None
+    print(summary_line(summary))
+    if args.json:
+        write_json(args.json, {**summary, "per_query_file": per_query_file})
+    return 0
+
+
+def _print_encoder(summary: dict[str, Any]) -> None:
+    enc, eff = summary["encoder"], summary["efficiency"]
+    src = enc["sources"]
+    print(f"encoder: {summary['model']} ({enc['format']}); pooling {enc['pooling']} [{src.get('pooling')}]; "
+          f"normalise {enc['normalize']} [{src.get('normalize')}]; query max length {enc['query_max_length']} "
+          f"[{src.get('query_max_length')}]; passage max length {enc['passage_max_length']} "
+          f"[{src.get('passage_max_length')}]")
+    encode = ("cached" if eff["corpus_embeddings_cached"] is True else
+              f"{eff['corpus_encode_seconds']:.1f}s ({eff['passages_per_second']} passages/s)")
+    print(f"efficiency: {eff['docs']:,} docs x {eff['dim']} dims, index {eff['index_bytes']:,} bytes; corpus "
+          f"encoding {encode}; {eff['queries']:,} queries encoded in {eff['query_encode_seconds']:.2f}s, searched "
+          f"at {eff['qps']} q/s (top {summary['depth']}) on {eff['device']}")
 
 
 def _print_result(result: Any, qrels_source: str, unjudged: int) -> None:
@@ -169,6 +269,10 @@ def _per_query_path(args: argparse.Namespace) -> Path:
     if args.json:
         json_path = Path(args.json)
         return json_path.with_name(json_path.stem + ".per_query.tsv")
+    if getattr(args, "model", None) is not None:
+        if args.save_run:
+            return Path(args.save_run).with_name(f"{Path(args.save_run).name}.{args.benchmark}.per_query.tsv")
+        return Path(f"{Path(args.model).name or 'model'}.{args.benchmark}.per_query.tsv")
     run = Path(args.run)
     return (run / f"{args.benchmark}.per_query.tsv") if run.is_dir() else run.with_name(
         f"{run.name}.{args.benchmark}.per_query.tsv")
