@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from tqdm.auto import tqdm
+
 from harness.corpus import stage_cache
 from harness.corpus.qgen import DOC2QUERY_PREFIX
 from harness.errors import HarnessError
@@ -159,7 +161,8 @@ def train_tiny_t5(
         order_rng = random.Random(seed)
         order: list[int] = []
         losses: list[float] = []
-        for step in range(steps):
+        bar = tqdm(range(steps), desc="tiny T5 (query generator)", unit="step")
+        for step in bar:
             if len(order) < batch_size:  # refill with a fresh permutation (epoch boundary)
                 perm = list(range(len(pairs)))
                 order_rng.shuffle(perm)
@@ -173,6 +176,7 @@ def train_tiny_t5(
             opt.step()
             sched.step()
             losses.append(float(loss.detach()))
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
             if log_every and (step + 1) % log_every == 0:
                 window = losses[-log_every:]
                 log.info("tiny T5 step %d/%d loss %.3f", step + 1, steps, sum(window) / len(window))
