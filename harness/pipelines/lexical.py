@@ -1,0 +1,435 @@
+"""Learned-sparse pipeline (LexMAE, Shen et al. ICLR 2023, §4.2 and Fig. 2; SimLM's recipe).
+
+pre-trained masked LM -> retriever 1 (SPLADE-max on BM25 negatives, FLOPS 0.002) -> mine with
+retriever 1 -> retriever 2 (mined negatives, FLOPS 0.008) -> mine with retriever 2 -> reranker
+scores of the mined candidates -> retriever 3 (KL to the reranker + 0.2 x InfoNCE + FLOPS) ->
+Lucene impact index + search for each retriever and dataset.
+
+Choices the paper leaves open, stated here and in the spec:
+- Initialisation: every retriever starts from the LexMAE pre-trained *masked LM* (encoder + MLM
+  head, the pre-training stage's ``mlm/`` folder), as SPLADE needs the LM logits. Retriever 2 and
+  3 follow ``finetune.retriever2.init`` / ``finetune.retriever3.init`` (default: pretrained).
+- Teacher (stage 3): ``reranker: tiny-cross-encoder`` trains a small cross-encoder here (from the
+  pre-trained encoder: from random init it stays at chance) on the train queries' BM25 groups;
+  ``configured-checkpoint`` loads the off-the-shelf reranker the paper used (Zhou et al. 2022b)
+  from ``models/<finetune.retriever3.reranker_checkpoint>`` (default name ``lexmae-reranker``);
+  any other value is itself a checkpoint name or path.
+- Scored candidates (stage 3): training draws one positive and ``passages_per_query - 1``
+  negatives per query and epoch, so the reranker scores ``epochs`` positives and
+  ``epochs x (passages_per_query - 1)`` negatives per query (seeded samples of the query's
+  positives and of its retriever-2 pool at ``negative_depth``); ``teacher_positives`` /
+  ``teacher_negatives`` in ``finetune.retriever3`` override the counts.
+- Retrieval: documents are quantised to ``floor(quantization x w)`` after the optional top-k
+  sparsification (``retrieval.topk_sparsify``), queries quantised the same way, never sparsified.
+
+One impact index per (retriever, corpus) serves both mining (train queries) and evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from harness import SEED
+from harness.errors import HarnessError
+from harness.pipelines.dense import encoder_stage, finetune_settings, train_split
+
+if TYPE_CHECKING:
+    from harness.data.catalog import Benchmark
+    from harness.runner import RunContext
+
+TINY_RERANKER = "tiny-cross-encoder"
+CONFIGURED_RERANKER = "configured-checkpoint"
+DEFAULT_RERANKER_NAME = "lexmae-reranker"
+ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
+# Lucene's default BooleanQuery clause limit (IndexSearcher.maxClauseCount): a query with more terms fails
+# inside Anserini's search threads and silently returns nothing, so longer queries keep their largest impacts.
+LUCENE_MAX_CLAUSES = 1024
+EFFICIENCY_KEYS = ("qps", "index_bytes", "avg_doc_nonzeros", "avg_query_nonzeros", "search_seconds", "docs",
+                   "capped_queries")
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def retrieval_settings(spec: Any) -> dict[str, Any]:
+    """Impact-index settings (quantisation scale, document top-k, Lucene threads)."""
+    cfg = spec.get("retrieval") or {}
+    scale = cfg.get("quantization", 100)
+    topk = cfg.get("topk_sparsify")
+    if not (isinstance(scale, (int, float)) and scale > 0):
+        raise HarnessError(f"retrieval.quantization must be a positive number, got {scale!r}")
+    if topk is not None and not (isinstance(topk, int) and topk > 0):
+        raise HarnessError(f"retrieval.topk_sparsify must be a positive integer or null, got {topk!r}")
+    return {"index": cfg.get("index", "lucene-impact"), "quantization": scale, "topk_sparsify": topk,
+            "threads": int(cfg.get("threads", 2))}
+
+
+def train_queries(spec: Any, bench: "Benchmark", split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """The training queries and qrels, subsampled to ``finetune.max_train_queries`` as dense.py does."""
+    queries, qrels = bench.queries(split), bench.qrels(split)
+    limit = spec.get("finetune.max_train_queries")
+    if limit and len(qrels) > limit:
+        keep = set(random.Random(SEED).sample(sorted(qrels), limit))
+        qrels = {q: r for q, r in qrels.items() if q in keep}
+    return queries, qrels
+
+
+def grouped_examples(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
+                     pools: list[dict[str, list[str]]]) -> list[tuple[str, str, list[str], list[str]]]:
+    """(qid, query, positive ids, negative ids): one group per (pool, query), as negatives.make_examples."""
+    from harness.finetune.negatives import positives
+
+    out = []
+    for pool in pools:
+        for qid in sorted(pool):
+            pos = positives(qrels, qid)
+            if qid in queries and pos and pool[qid]:
+                out.append((qid, queries[qid], pos, list(pool[qid])))
+    return out
+
+
+def masked_lm_init(encoder_dir: Path) -> Path:
+    """The pre-trained masked LM next to the exported encoder, or the encoder itself (fresh MLM head)."""
+    mlm = encoder_dir.parent / "mlm"
+    if (mlm / "config.json").is_file():
+        return mlm
+    print(f"  note: no pre-trained masked LM at {mlm}; SPLADE fine-tuning starts from the encoder {encoder_dir} "
+          "with an MLM head tied to its word embeddings (transform and bias initialised, not pre-trained)")
+    return encoder_dir
+
+
+def _world_size() -> int:
+    from harness.hardware import detect
+    from harness.plan import world_size
+
+    return world_size(detect())
+
+
+# --- training -----------------------------------------------------------------------------------
+
+
+def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path],
+                        extra_key: dict[str, str], teacher_dir: Path | None = None) -> Path:
+    """Fine-tune a SPLADE-max retriever from `init_dir` on negatives from `pools` (TREC runs).
+
+    With `teacher_dir` (stage 3) the groups and the reranker's scores come from that folder
+    (``groups.json``, ``scores.json``) and the loss is the distillation one.
+    """
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import read_trec_run
+    from harness.finetune.lexical import LexicalTrainConfig, train_lexical
+    from harness.finetune.negatives import negative_pool
+
+    cfg = finetune_settings(ctx.spec, stage)
+    name, split = train_split(ctx.spec)
+    bench = get_benchmark(name)
+    keys = ("lr", "global_queries", "passages_per_query", "epochs", "max_q_len", "max_p_len", "warmup_ratio",
+            "weight_decay", "grad_clip", "negative_depth", "max_train_queries", "flops_lambda", "query_flops_ratio",
+            "flops_warmup_steps", "contrastive_weight", "precision", "representation")
+    config = {k: cfg.get(k) for k in keys}
+    config["train_queries"] = f"{name}-{split}"
+    config["distill"] = teacher_dir is not None
+    if config["representation"] not in (None, "splade-max"):
+        raise HarnessError(f"finetune.representation {config['representation']!r}: only splade-max is implemented")
+
+    def build(work: Path) -> dict[str, Any]:
+        passages = bench.corpus()
+        teacher = None
+        if teacher_dir is not None:
+            groups = json.loads((teacher_dir / "groups.json").read_text(encoding="utf-8"))
+            teacher = json.loads((teacher_dir / "scores.json").read_text(encoding="utf-8"))
+            examples = [tuple(g) for g in groups]
+        else:
+            queries, qrels = train_queries(ctx.spec, bench, split)
+            depth = config["negative_depth"] or 200
+            examples = grouped_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
+        if not examples:
+            raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
+        train_cfg = LexicalTrainConfig(
+            queries_per_device=max(1, config["global_queries"] // _world_size()),
+            passages_per_query=config["passages_per_query"], lr=config["lr"], epochs=config["epochs"],
+            warmup_ratio=config["warmup_ratio"] if config["warmup_ratio"] is not None else 0.1,
+            weight_decay=config["weight_decay"] or 0.0,
+            grad_clip=config["grad_clip"] if "grad_clip" in cfg else 1.0,
+            max_q_len=config["max_q_len"] or 32, max_p_len=config["max_p_len"] or 144,
+            flops_lambda=config["flops_lambda"] if config["flops_lambda"] is not None else 0.002,
+            query_flops_ratio=config["query_flops_ratio"] if config["query_flops_ratio"] is not None else 0.75,
+            flops_warmup_steps=config["flops_warmup_steps"] or 0, distill=config["distill"],
+            contrastive_weight=config["contrastive_weight"] if config["contrastive_weight"] is not None else 0.2,
+            precision=config["precision"] or "fp32", seed=SEED,
+        )
+        stats = train_lexical(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
+                              logger=lambda step, m: ctx.tracker.log_metrics(
+                                  {f"{stage}/{k}": v for k, v in m.items()}, step=step))
+        losses = stats.get("loss_history") or []
+        nnz = f", nnz q {stats['avg_query_nonzeros']:.0f} / d {stats['avg_doc_nonzeros']:.0f}" \
+            if stats.get("avg_query_nonzeros") is not None else ""
+        print(f"  {stage}: {stats['examples']} groups, effective batch {stats['effective_batch']}, "
+              + (f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "no steps") + nnz)
+        return {"groups": stats["examples"], "effective_batch": stats["effective_batch"], "steps": stats["steps"],
+                "mlm_head": stats["mlm_head"], "loss_first": losses[0] if losses else None,
+                "loss_last": losses[-1] if losses else None, "avg_query_nonzeros": stats.get("avg_query_nonzeros"),
+                "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"), "notes": stats.get("notes")}
+
+    inputs = {"init": f"{init_dir.parent.name}/{init_dir.name}", **extra_key, **bench.files()}
+    return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"
+
+
+# --- stage 3 teacher ----------------------------------------------------------------------------
+
+
+def configured_reranker(ctx: "RunContext") -> tuple[Path, str] | None:
+    """(folder, cache key part) of a configured reranker checkpoint; None when the spec trains the tiny one.
+
+    Called before any training, so a missing checkpoint fails the run at once.
+    """
+    r3 = finetune_settings(ctx.spec, "retriever3")
+    choice = r3.get("reranker") or CONFIGURED_RERANKER
+    if choice == TINY_RERANKER:
+        return None
+    from harness.checkpoints import resolve_checkpoint
+
+    ckpt_name = (r3.get("reranker_checkpoint") or DEFAULT_RERANKER_NAME) if choice == CONFIGURED_RERANKER else choice
+    try:
+        path = Path(resolve_checkpoint(ckpt_name, "stage-3 reranker (cross-encoder)"))
+    except HarnessError as exc:
+        raise HarnessError(
+            f"{exc}\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
+            "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
+            "with finetune.retriever3.reranker_checkpoint in the spec"
+        ) from None
+    return path, f"checkpoint:{ckpt_name}"
+
+
+def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> tuple[Path, str]:
+    """(reranker folder, cache key part) of the tiny cross-encoder trained here on the BM25 groups.
+
+    It starts from the pre-trained encoder (`encoder_dir`); the classification head is new.
+    """
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import read_trec_run
+    from harness.finetune.negatives import make_examples, negative_pool
+    from harness.finetune.reranker import RerankerTrainConfig, train_cross_encoder
+
+    r3 = finetune_settings(ctx.spec, "retriever3")
+    name, split = train_split(ctx.spec)
+    bench = get_benchmark(name)
+    init_cfg = json.loads((encoder_dir / "config.json").read_text(encoding="utf-8"))
+    max_pos = int(init_cfg.get("max_position_embeddings", 512))
+    train = {"queries_per_device": 8, "passages_per_query": 8, "lr": 1e-4, "epochs": 2,
+             "max_length": min(192, max_pos), **(r3.get("reranker_train") or {})}
+    train["max_length"] = min(int(train["max_length"]), max_pos)  # a longer input has no position embedding
+    depth = int(finetune_settings(ctx.spec, "retriever1").get("negative_depth") or 200)
+    config = {"reranker": TINY_RERANKER, "train": train, "negative_depth": depth,
+              "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
+
+    def build(work: Path) -> dict[str, Any]:
+        queries, qrels = train_queries(ctx.spec, bench, split)
+        examples = make_examples(queries, qrels, [negative_pool(read_trec_run(bm25_train), qrels, depth)])
+        stats = train_cross_encoder(encoder_dir, examples, RerankerTrainConfig(**train, seed=SEED), work / "model",
+                                    passages=bench.corpus(),
+                                    logger=lambda step, m: ctx.tracker.log_metrics(
+                                        {f"reranker/{k}": v for k, v in m.items()}, step=step))
+        print(f"  reranker: {stats['examples']} groups, loss {stats['first_loss']:.3f} -> {stats['final_loss']:.3f}")
+        return {"groups": stats["examples"], "steps": stats["steps"], "loss_first": stats["first_loss"],
+                "loss_last": stats["final_loss"], "init": stats["init"]}
+
+    inputs = {"init": f"{encoder_dir.parent.name}/{encoder_dir.name}", "bm25": bm25_train.parent.name, **bench.files()}
+    cache = ctx.cached_stage("reranker", None, config, inputs, build, resumable=True)
+    return cache.dir / "model", cache.key
+
+
+def teacher_stage(ctx: "RunContext", reranker_dir: Path, reranker_key: str, mined: Path) -> Path:
+    """Stage-3 groups (positives + retriever-2 negatives) and the reranker's score for each of their items."""
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import read_trec_run
+    from harness.finetune.negatives import negative_pool, sample_group
+    from harness.finetune.reranker import score_candidates
+
+    r3 = finetune_settings(ctx.spec, "retriever3")
+    name, split = train_split(ctx.spec)
+    bench = get_benchmark(name)
+    epochs, per_query = int(r3.get("epochs") or 1), int(r3.get("passages_per_query") or 16)
+    config = {"negative_depth": int(r3.get("negative_depth") or 200),
+              "positives": int(r3.get("teacher_positives") or epochs),
+              "negatives": int(r3.get("teacher_negatives") or epochs * (per_query - 1)),
+              "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
+
+    def build(work: Path) -> dict[str, Any]:
+        queries, qrels = train_queries(ctx.spec, bench, split)
+        pool = negative_pool(read_trec_run(mined), qrels, config["negative_depth"])
+        groups = []
+        for qid, query, pos, negs in grouped_examples(queries, qrels, [pool]):
+            # Seeded samples: what training would draw over its epochs, so the teacher scores no unused pair.
+            pos = sorted(pos) if len(pos) <= config["positives"] else \
+                sample_group(pos, config["positives"], SEED, f"teacher-pos/{qid}")
+            negs = negs if len(negs) <= config["negatives"] else \
+                sample_group(negs, config["negatives"], SEED, f"teacher-neg/{qid}")
+            groups.append((qid, query, pos, negs))
+        if not groups:
+            raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
+        scores = score_candidates(reranker_dir, queries, {qid: [*pos, *negs] for qid, _, pos, negs in groups},
+                                  bench.corpus())
+        (work / "groups.json").write_text(json.dumps(groups, ensure_ascii=False), encoding="utf-8")
+        (work / "scores.json").write_text(json.dumps(scores), encoding="utf-8")
+        # How often the teacher puts a positive above a negative: near 0.5 means it is at chance.
+        wins = total = 0
+        for qid, _, pos, negs in groups:
+            s = scores[qid]
+            wins += sum((s[p] > s[n]) + 0.5 * (s[p] == s[n]) for p in pos for n in negs)
+            total += len(pos) * len(negs)
+        accuracy = wins / total if total else math.nan
+        pairs = sum(len(v) for v in scores.values())
+        print(f"  teacher: {pairs} pairs scored for {len(groups)} queries; positive above negative {accuracy:.3f}")
+        return {"groups": len(groups), "pairs": pairs, "teacher_pairwise_accuracy": accuracy}
+
+    inputs = {"reranker": reranker_key, "mined": mined.parent.name, **bench.files()}
+    return ctx.cached_stage("teacher_scores", None, config, inputs, build).dir
+
+
+# --- impact index and search --------------------------------------------------------------------
+
+
+def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) -> Any:
+    """Encode the corpus with `model_dir`, quantise (+ top-k), Lucene impact index; one per (model, corpus)."""
+    from harness.data.catalog import get_benchmark
+    from harness.retrieval.impact import build_impact_index, load_sparse_encoder, quantise
+    from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+
+    bench = get_benchmark(dataset)
+    rcfg = retrieval_settings(ctx.spec)
+    config = {k: rcfg[k] for k in ("index", "quantization", "topk_sparsify")}
+
+    def build(work: Path) -> dict[str, Any]:
+        from tqdm.auto import tqdm
+
+        encoder = load_sparse_encoder(model_dir)
+        sep = encoder.settings.get("title_separator", DEFAULT_TITLE_SEPARATOR)
+
+        def vectors():
+            chunk: list[tuple[str, Any]] = []
+            with tqdm(desc=f"encode {dataset} corpus ({label})", unit="doc", dynamic_ncols=True) as bar:
+                for item in bench.iter_corpus():
+                    chunk.append(item)
+                    if len(chunk) == ENCODE_CHUNK:
+                        yield from encode(chunk)
+                        bar.update(len(chunk))
+                        chunk = []
+                if chunk:
+                    yield from encode(chunk)
+                    bar.update(len(chunk))
+
+        def encode(chunk: list[tuple[str, Any]]):
+            weights = encoder.encode([passage_text(doc, sep) for _, doc in chunk], "passage",
+                                     topk=config["topk_sparsify"], show_progress=False)
+            for (doc_id, _), w in zip(chunk, weights):
+                yield doc_id, quantise(w, config["quantization"])
+
+        stats = build_impact_index(vectors(), work / "index", threads=rcfg["threads"])
+        return {k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    inputs = {"model": f"{model_dir.parent.name}/{model_dir.name}", **bench.corpus_files()}
+    return ctx.cached_stage("impact_index", f"{dataset}/{label}", config, inputs, build)
+
+
+def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
+                 record: bool = True, train_only: bool = False) -> Path:
+    """Top-`depth` impact search of the split's queries; the TREC run (efficiency recorded under `label`).
+
+    `train_only` (mining) searches only the training queries (`finetune.max_train_queries` of them).
+    """
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import write_trec_run
+    from harness.retrieval.impact import encode_sparse, quantise, search_impact, sparsify_topk
+
+    bench = get_benchmark(dataset)
+    index = index_stage(ctx, label, model_dir, dataset)
+    rcfg = retrieval_settings(ctx.spec)
+    config = {"depth": depth, "split": split, "quantization": rcfg["quantization"], "threads": rcfg["threads"],
+              "max_query_terms": LUCENE_MAX_CLAUSES}
+    if train_only:
+        config["max_train_queries"] = ctx.spec.get("finetune.max_train_queries")
+
+    def build(work: Path) -> dict[str, Any]:
+        if train_only:
+            queries, qrels = train_queries(ctx.spec, bench, split)
+            queries = {q: queries[q] for q in sorted(qrels) if q in queries}
+        else:
+            queries = bench.queries(split)
+        qids = list(queries)
+        weights = encode_sparse(model_dir, [queries[q] for q in qids], "query")
+        vectors = {q: quantise(w, rcfg["quantization"]) for q, w in zip(qids, weights)}
+        capped = [q for q, v in vectors.items() if len(v) > LUCENE_MAX_CLAUSES]
+        for q in capped:
+            vectors[q] = sparsify_topk(vectors[q], LUCENE_MAX_CLAUSES)
+        if capped:
+            print(f"  note: {len(capped)} of {len(vectors)} {dataset} queries have more than {LUCENE_MAX_CLAUSES} "
+                  f"non-zero terms (Lucene's clause limit); their {LUCENE_MAX_CLAUSES} largest impacts are searched")
+        run, stats = search_impact(index.dir / "index", vectors, k=depth, threads=rcfg["threads"])
+        write_trec_run(run, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
+        empty = sum(1 for v in vectors.values() if not v)
+        if empty:
+            print(f"  {label}: {empty} of {len(vectors)} {dataset} queries have no non-zero impact (no results)")
+        return {**{k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+                "empty_queries": empty, "capped_queries": len(capped)}
+
+    inputs = {"index": index.key, **{k: v for k, v in bench.files().items() if k not in bench.corpus_files()}}
+    where = f"{dataset}/{split}/{label}" if record else f"{dataset}/{split}/mine-{label}"
+    cache = ctx.cached_stage("impact_search", where, config, inputs, build)
+    if record:
+        meta = cache.meta()
+        ctx.efficiency.setdefault(label, {})[dataset] = {k: meta[k] for k in EFFICIENCY_KEYS if k in meta}
+    return cache.dir / "run.trec"
+
+
+# --- the pipeline -------------------------------------------------------------------------------
+
+
+def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
+    """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": ..., "retriever3": ...}."""
+    from harness.data.catalog import get_benchmark
+    from harness.pipelines.bm25 import bm25_run
+
+    stages = ctx.spec.get("stages", [])
+    retrieval_settings(ctx.spec)  # fail fast on a malformed retrieval block
+    configured = configured_reranker(ctx) if "finetune_r3" in stages else None  # fail fast on a missing teacher
+    encoder0 = encoder_stage(ctx)
+    init0 = masked_lm_init(encoder0)
+    name, split = train_split(ctx.spec)
+    r1_cfg = finetune_settings(ctx.spec, "retriever1")
+    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or 1000))
+    models = {"retriever1": lexical_train_stage(ctx, "retriever1", init0, [bm25_train],
+                                                {"bm25": bm25_train.parent.name})}
+    mine_depth = int((ctx.spec.get("finetune.mine") or {}).get("depth", 200))
+
+    def init_for(stage: str) -> Path:
+        choice = finetune_settings(ctx.spec, stage).get("init") or "pretrained"
+        if choice == "pretrained":
+            return init0
+        if choice not in models:
+            raise HarnessError(f"finetune.{stage}.init: {choice!r} is not pretrained or an earlier retriever "
+                               f"({', '.join(models)})")
+        return models[choice]
+
+    if "finetune_r2" in stages:
+        mined1 = search_stage(ctx, "retriever1", models["retriever1"], name, split, mine_depth, record=False,
+                              train_only=True)
+        models["retriever2"] = lexical_train_stage(ctx, "retriever2", init_for("retriever2"), [mined1],
+                                                   {"pools": mined1.parent.name})
+        if "finetune_r3" in stages:
+            reranker_dir, reranker_key = configured or reranker_stage(ctx, encoder0, bm25_train)
+            mined2 = search_stage(ctx, "retriever2", models["retriever2"], name, split, mine_depth, record=False,
+                                  train_only=True)
+            teacher = teacher_stage(ctx, reranker_dir, reranker_key, mined2)
+            models["retriever3"] = lexical_train_stage(ctx, "retriever3", init_for("retriever3"), [],
+                                                       {"teacher": teacher.name}, teacher_dir=teacher)
+    out: dict[str, dict[str, Path]] = {label: {} for label in models}
+    for dataset in datasets:
+        test_split = get_benchmark(dataset).eval_split
+        for label, model_dir in models.items():
+            out[label][dataset] = search_stage(ctx, label, model_dir, dataset, test_split, 1000)
+    return out
