@@ -51,9 +51,9 @@ def test_bm25_reproduces_papers(use_shared_cache, tmp_path, capsys):
     runs = mlflow.search_runs(experiment_names=["bm25"], output_format="list")
     parent = next(r for r in runs if r.info.run_id == record["mlflow"]["run_id"])
     assert parent.data.tags["profile"] == "paper"
-    assert abs(parent.data.metrics["scifact/nDCG_at_10"] - summary["metrics"]["scifact"]["nDCG@10"]) < 1e-9
+    assert abs(parent.data.metrics["bm25/scifact/nDCG_at_10"] - summary["metrics"]["scifact"]["nDCG@10"]) < 1e-9
     nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert {r.data.tags["stage"] for r in nested} >= {"index/scifact", "retrieve/scifact", "evaluate/nfcorpus"}
+    assert {r.data.tags["stage"] for r in nested} >= {"index/scifact", "retrieve/scifact", "evaluate/bm25/nfcorpus"}
 
 
 def test_rerun_uses_cache_and_survives_unreachable_mlflow(use_shared_cache, tmp_path, monkeypatch, capsys):
