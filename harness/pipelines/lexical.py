@@ -20,7 +20,11 @@ Choices the paper leaves open, stated here and in the spec:
   positives and of its retriever-2 pool at ``negative_depth``); ``teacher_positives`` /
   ``teacher_negatives`` in ``finetune.retriever3`` override the counts.
 - Retrieval: documents are quantised to ``floor(quantization x w)`` after the optional top-k
-  sparsification (``retrieval.topk_sparsify``), queries quantised the same way, never sparsified.
+  sparsification (``retrieval.topk_sparsify``), queries quantised the same way. A query keeps at
+  most ``retrieval.max_query_terms`` (default and maximum 1024, Lucene's clause limit: beyond it
+  Anserini's search fails and the query silently gets no results) of its largest impacts; trained
+  SPLADE queries have tens of terms, so this bites only barely trained (tiny) models, and the
+  search stage says how many queries it capped.
 
 One impact index per (retriever, corpus) serves both mining (train queries) and evaluation.
 """
@@ -64,8 +68,12 @@ def retrieval_settings(spec: Any) -> dict[str, Any]:
         raise HarnessError(f"retrieval.quantization must be a positive number, got {scale!r}")
     if topk is not None and not (isinstance(topk, int) and topk > 0):
         raise HarnessError(f"retrieval.topk_sparsify must be a positive integer or null, got {topk!r}")
+    max_terms = cfg.get("max_query_terms", LUCENE_MAX_CLAUSES)
+    if not (isinstance(max_terms, int) and 0 < max_terms <= LUCENE_MAX_CLAUSES):
+        raise HarnessError(f"retrieval.max_query_terms must be an integer in 1..{LUCENE_MAX_CLAUSES} (Lucene's "
+                           f"clause limit), got {max_terms!r}")
     return {"index": cfg.get("index", "lucene-impact"), "quantization": scale, "topk_sparsify": topk,
-            "threads": int(cfg.get("threads", 2))}
+            "max_query_terms": max_terms, "threads": int(cfg.get("threads", 2))}
 
 
 def train_queries(spec: Any, bench: "Benchmark", split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -349,8 +357,9 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
     bench = get_benchmark(dataset)
     index = index_stage(ctx, label, model_dir, dataset)
     rcfg = retrieval_settings(ctx.spec)
+    max_terms = rcfg["max_query_terms"]
     config = {"depth": depth, "split": split, "quantization": rcfg["quantization"], "threads": rcfg["threads"],
-              "max_query_terms": LUCENE_MAX_CLAUSES}
+              "max_query_terms": max_terms}
     if train_only:
         config["max_train_queries"] = ctx.spec.get("finetune.max_train_queries")
 
@@ -363,12 +372,13 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
         qids = list(queries)
         weights = encode_sparse(model_dir, [queries[q] for q in qids], "query")
         vectors = {q: quantise(w, rcfg["quantization"]) for q, w in zip(qids, weights)}
-        capped = [q for q, v in vectors.items() if len(v) > LUCENE_MAX_CLAUSES]
+        capped = [q for q, v in vectors.items() if len(v) > max_terms]
         for q in capped:
-            vectors[q] = sparsify_topk(vectors[q], LUCENE_MAX_CLAUSES)
+            vectors[q] = sparsify_topk(vectors[q], max_terms)
         if capped:
-            print(f"  note: {len(capped)} of {len(vectors)} {dataset} queries have more than {LUCENE_MAX_CLAUSES} "
-                  f"non-zero terms (Lucene's clause limit); their {LUCENE_MAX_CLAUSES} largest impacts are searched")
+            why = "Lucene's clause limit" if max_terms == LUCENE_MAX_CLAUSES else "retrieval.max_query_terms"
+            print(f"  note: {len(capped)} of {len(vectors)} {dataset} queries have more than {max_terms} non-zero "
+                  f"terms ({why}); their {max_terms} largest impacts are searched")
         run, stats = search_impact(index.dir / "index", vectors, k=depth, threads=rcfg["threads"])
         write_trec_run(run, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
         empty = sum(1 for v in vectors.values() if not v)
