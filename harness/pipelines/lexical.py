@@ -42,6 +42,7 @@ from harness.errors import HarnessError
 from harness.pipelines.dense import encoder_stage, finetune_settings, train_split
 
 if TYPE_CHECKING:
+    from harness.cache import StageCache
     from harness.data.catalog import Benchmark
     from harness.runner import RunContext
 
@@ -302,7 +303,7 @@ def teacher_stage(ctx: "RunContext", reranker_dir: Path, reranker_key: str, mine
 # --- impact index and search --------------------------------------------------------------------
 
 
-def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) -> Any:
+def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) -> "StageCache":
     """Encode the corpus with `model_dir`, quantise (+ top-k), Lucene impact index; one per (model, corpus)."""
     from harness.data.catalog import get_benchmark
     from harness.retrieval.impact import build_impact_index, load_sparse_encoder, quantise
