@@ -137,6 +137,11 @@ def _resolve_raw(name: str, root: Path, seen: tuple[str, ...] = ()) -> dict[str,
     return merged
 
 
+def profiles_of(name: str, root: Path = BASELINES_DIR) -> list[str]:
+    """The profiles `name` defines, its `extends` chain included."""
+    return list(_resolve_raw(name, root).get("profiles") or {})
+
+
 def load_method(name: str, profile: str = "paper", root: Path = BASELINES_DIR) -> MethodSpec:
     """Resolve `name` for `profile`; raises a clear error on anything malformed."""
     raw = _resolve_raw(name, root)

@@ -20,6 +20,9 @@ def test_ls_lists_methods_and_benchmarks(capsys):
     out = capsys.readouterr().out
     for name in ("bm25", "cotmae_qc", "cocondenser", "lexmae", "cpdae", "msmarco-dev", "dl19", "scifact"):
         assert name in out
+    # A spec that `extends` another inherits its profiles.
+    row = next(line for line in out.splitlines() if line.startswith("cotmae_qc "))
+    assert "paper,tiny" in row
 
 
 def test_unknown_method_gets_did_you_mean(capsys):

@@ -90,5 +90,7 @@ def test_configured_checkpoint_with_two_labels_scores_relevance_log_probability(
     enc = load_cross_encoder(tmp_path / "mono", max_length=16)
     score = enc.score([("apple", "apple pie")])[0]
     assert score < 0  # a log-probability
+    # A query longer than max_length is truncated, not an error.
+    assert len(enc.score([(" ".join(["apple"] * 40), "apple pie")])) == 1
     with pytest.raises(HarnessError, match="no reranker"):
         load_cross_encoder(tmp_path / "missing")

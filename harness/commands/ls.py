@@ -15,13 +15,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from harness.spec import list_methods, load_method
+    from harness.spec import list_methods, load_method, profiles_of
 
     if args.what in ("methods", "all"):
         rows = []
         for name in list_methods():
-            raw = load_method(name, "paper") if _has_profile(name, "paper") else load_method(name, "tiny")
-            rows.append([name, raw.get("family"), ",".join(_profiles(name)), raw.get("description")])
+            profiles = profiles_of(name)
+            spec = load_method(name, "paper" if "paper" in profiles else profiles[0])
+            rows.append([name, spec.get("family"), ",".join(profiles), spec.get("description")])
         print(format_table(["method", "family", "profiles", "description"], rows))
     if args.what == "all":
         print()
@@ -35,14 +36,3 @@ def _ls(args: argparse.Namespace) -> int:
         print(format_table(["benchmark", "kind", "corpus", "splits"], rows))
     return 0
 
-
-def _profiles(name: str) -> list[str]:
-    import yaml
-
-    from harness.spec import spec_path
-
-    return list((yaml.safe_load(spec_path(name).read_text()) or {}).get("profiles", {}) or {})
-
-
-def _has_profile(name: str, profile: str) -> bool:
-    return profile in _profiles(name)

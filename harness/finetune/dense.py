@@ -42,7 +42,6 @@ Distributed
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -64,6 +63,7 @@ from harness.errors import HarnessError
 from harness.finetune.negatives import sample_group
 from harness.pretrain import checkpoint as ckpt
 from harness.pretrain import distributed as D
+from harness.pretrain.trainer import autocast, seed_everything
 from harness.retrieval.encoder import (
     DEFAULT_TITLE_SEPARATOR,
     POOLINGS,
@@ -257,26 +257,10 @@ def _optimizer(model: nn.Module, config: DenseTrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=config.lr, eps=1e-8)
 
 
-def _seed_all(seed: int) -> None:
-    import random
-
-    import numpy as np
-
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
 def _say(message: str, notes: list[str]) -> None:
     notes.append(message)
     if D.is_main():
         print(f"finetune: {message}", file=sys.stderr, flush=True)
-
-
-def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    if precision == "fp32" or device.type != "cuda":
-        return contextlib.nullcontext()
-    return torch.autocast("cuda", dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
 def _resolve_precision(requested: str, device: torch.device, notes: list[str]) -> str:
@@ -355,7 +339,7 @@ def _train(
         )
 
     spec = describe_checkpoint(init)
-    _seed_all(config.seed)  # a pooler missing from a masked-LM checkpoint is initialised reproducibly
+    seed_everything(config.seed)  # a pooler missing from a masked-LM checkpoint is initialised reproducibly
     backbone, tokenizer = load_backbone(spec.model_dir, tokenizer_path)
     for name, param in backbone.named_parameters():
         if name.startswith("pooler."):
@@ -389,9 +373,9 @@ def _train(
             _say(f"the checkpoint was made with {state.get('world_size')} device(s), this run has {world}: "
                  "the effective batch and data shares differ from the interrupted run", notes)
         if not rng_ok:
-            _seed_all(config.seed + info.rank + 7919 * step)
+            seed_everything(config.seed + info.rank + 7919 * step)
     else:
-        _seed_all(config.seed + info.rank)
+        seed_everything(config.seed + info.rank)
 
     engine = D.wrap_ddp(model, info, find_unused_parameters=False)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -425,7 +409,7 @@ def _train(
             p_enc = {k: v.to(info.device) for k, v in p_enc.items()}
 
             optimizer.zero_grad(set_to_none=True)
-            with _autocast(precision, info.device):
+            with autocast(precision, info.device):
                 q_reps, p_reps = engine(q_enc, p_enc)
             if across:
                 q_reps, p_reps = gather_with_grad(q_reps), gather_with_grad(p_reps)

@@ -67,18 +67,17 @@ from harness import SEED
 from harness.errors import HarnessError
 from harness.finetune.dense import (
     PRECISIONS,
-    _autocast,
     _optimizer,
     _resolve_precision,
     _say,
     _scheduler,
-    _seed_all,
     gather_with_grad,
     info_nce_loss,
 )
 from harness.finetune.negatives import sample_group
 from harness.pretrain import checkpoint as ckpt
 from harness.pretrain import distributed as D
+from harness.pretrain.trainer import autocast, seed_everything
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 
 Logger = Callable[[int, dict[str, float]], None]
@@ -429,7 +428,7 @@ def _train(init: Path, raw_examples: Sequence[Any], config: LexicalTrainConfig, 
         raise HarnessError(f"{out_dir} already holds a finished model trained with other data or settings; "
                            "use a new output directory (or delete that one)")
 
-    _seed_all(config.seed)  # a fresh MLM head (encoder-only init) is initialised reproducibly
+    seed_everything(config.seed)  # a fresh MLM head (encoder-only init) is initialised reproducibly
     mlm, head = load_masked_lm(init)
     if head == "initialised":
         _say(f"{init} has no MLM head: its projection is the tied word embeddings, transform and bias start "
@@ -466,9 +465,9 @@ def _train(init: Path, raw_examples: Sequence[Any], config: LexicalTrainConfig, 
         if state.get("world_size") != world:
             _say(f"the checkpoint was made with {state.get('world_size')} device(s), this run has {world}", notes)
         if not rng_ok:
-            _seed_all(config.seed + info.rank + 7919 * step)
+            seed_everything(config.seed + info.rank + 7919 * step)
     else:
-        _seed_all(config.seed + info.rank)
+        seed_everything(config.seed + info.rank)
 
     engine = D.wrap_ddp(model, info, find_unused_parameters=False)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -510,7 +509,7 @@ def _train(init: Path, raw_examples: Sequence[Any], config: LexicalTrainConfig, 
             lam_q = lam_d * config.query_flops_ratio
 
             optimizer.zero_grad(set_to_none=True)
-            with _autocast(precision, info.device):
+            with autocast(precision, info.device):
                 q_reps, p_reps = engine(q_enc, p_enc)
             q_all = gather_with_grad(q_reps) if across else None
             p_all = gather_with_grad(p_reps) if across else None

@@ -114,7 +114,8 @@ def _new_model(init_or_config: Any, tokenizer: Any | None) -> tuple[Any, Any, st
 
 def _encode_pairs(tokenizer: Any, queries: Sequence[str], passages: Sequence[str], max_length: int,
                   device: torch.device) -> dict[str, torch.Tensor]:
-    enc = tokenizer(list(queries), list(passages), padding=True, truncation="only_second", max_length=max_length,
+    # longest_first: a query longer than max_length is cut too ("only_second" raises on it).
+    enc = tokenizer(list(queries), list(passages), padding=True, truncation="longest_first", max_length=max_length,
                     return_tensors="pt")
     return {k: v.to(device) for k, v in enc.items()}
 
@@ -146,7 +147,8 @@ def train_cross_encoder(
     """
     from tqdm.auto import tqdm
 
-    from harness.finetune.dense import _optimizer, _scheduler, _seed_all
+    from harness.finetune.dense import _optimizer, _scheduler
+    from harness.pretrain.trainer import seed_everything
 
     started = time.time()
     out_dir = Path(output_dir)
@@ -168,7 +170,7 @@ def train_cross_encoder(
         raise HarnessError(f"{len(groups)} usable reranker example(s), fewer than one batch of {q_per} queries")
     total = steps_per_epoch * config.epochs
 
-    _seed_all(config.seed)
+    seed_everything(config.seed)
     model, tok, init_desc = _new_model(init_or_config, tokenizer)
     device = torch.device(config.device) if config.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device).train()

@@ -27,11 +27,10 @@ def corpus_names(spec_value: Any) -> list[str]:
     return [str(n) for n in names]
 
 
-def load_corpora(names: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """Union of the named corpora (doc ids prefixed by dataset) and their checksums."""
+def corpus_checksums(names: list[str]) -> dict[str, str]:
+    """Checksums of the named corpora: enough for a stage's cache key, without reading them."""
     from harness.data.catalog import get_benchmark
 
-    corpus: dict[str, dict[str, str]] = {}
     files: dict[str, str] = {}
     for name in names:
         bench = get_benchmark(name)
@@ -40,10 +39,15 @@ def load_corpora(names: list[str]) -> tuple[dict[str, dict[str, str]], dict[str,
                 f"pre-training corpus '{name}' is not embedded; the paper profile needs the full corpus "
                 "(see README: Data). Use --profile tiny on this machine."
             )
-        for doc_id, doc in bench.corpus().items():
-            corpus[f"{name}:{doc_id}"] = doc
         files.update(bench.corpus_files())
-    return corpus, files
+    return files
+
+
+def load_corpora(names: list[str]) -> dict[str, dict[str, str]]:
+    """Union of the named corpora, doc ids prefixed by dataset; read only when a stage is built."""
+    from harness.data.catalog import get_benchmark
+
+    return {f"{name}:{doc_id}": doc for name in names for doc_id, doc in get_benchmark(name).iter_corpus()}
 
 
 def tokenizer_stage(ctx: "RunContext") -> Path:
@@ -55,11 +59,11 @@ def tokenizer_stage(ctx: "RunContext") -> Path:
     from harness.corpus.tokenizer import train_wordpiece
 
     names = corpus_names(tok.get("corpora"))
-    corpus, files = load_corpora(names)
+    files = corpus_checksums(names)
     config = {"vocab_size": tok.get("vocab_size", 8000), "lowercase": True, "corpora": names}
 
     def build(work: Path) -> dict[str, Any]:
-        texts = [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in corpus.values()]
+        texts = [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in load_corpora(names).values()]
         train_wordpiece(texts, work / "tokenizer", vocab_size=config["vocab_size"])
         return {"documents": len(texts)}
 
@@ -72,13 +76,14 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
 
     corpus_cfg = ctx.spec.get("corpus") or {}
     names = corpus_names(corpus_cfg.get("source"))
-    corpus, files = load_corpora(names)
+    files = corpus_checksums(names)
     config = {"sources": names, "max_tokens": corpus_cfg.get("max_tokens", 144), "seed": corpus_cfg.get("seed", SEED),
               "max_passages": corpus_cfg.get("max_passages"), "splitter": "punkt-trained-on-corpus"}
 
     def build(work: Path) -> dict[str, Any]:
         import random
 
+        corpus = load_corpora(names)
         passages = build_passages(corpus, load_tokenizer(tokenizer_dir), config["max_tokens"], seed=config["seed"],
                                   punkt_cache_dir=work)
         if config["max_passages"] and len(passages) > config["max_passages"]:

@@ -313,7 +313,8 @@ def _resolve_precision(requested: str, device: torch.device, grad_cache: Callabl
     return requested
 
 
-def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Mixed precision on CUDA only; a no-op for fp32 or on CPU (shared with fine-tuning)."""
     if precision == "fp32" or device.type != "cuda":
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
@@ -611,7 +612,7 @@ def _accumulate(
         last = m == accum - 1
         sync = contextlib.nullcontext() if last or engine is model else engine.no_sync()
         with sync:
-            with _autocast(precision, info.device):
+            with autocast(precision, info.device):
                 out = engine(batch)
             loss = out["loss"].float() / accum
             (scaler.scale(loss) if scaler is not None else loss).backward()
@@ -635,7 +636,7 @@ def _grad_cache(
     generator = micro_generator(config.seed, step_index, info.rank)
     batch = _to_device(model.collate(share, tokenizer, config.max_length, generator), info.device)
     kwargs = {"scaler": scaler} if scaler is not None else {}
-    with _autocast(precision, info.device):
+    with autocast(precision, info.device):
         out = model.grad_cache_step(batch, plan["grad_cache_chunk"], **kwargs)
     return {key: [value] for key, value in _scalars(out).items()}
 

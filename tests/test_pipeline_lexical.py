@@ -1,0 +1,145 @@
+"""The learned-sparse (LexMAE) pipeline end to end on a shrunk tiny spec: three retrievers, impact
+indexes, TREC runs that evaluate, every stage cached on a second call, efficiency recorded."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from harness.data.catalog import get_benchmark
+from harness.data.formats import read_trec_run
+from harness.errors import HarnessError
+from harness.evaluation.measures import evaluate
+from harness.paths import cache_dir
+from harness.pipelines.lexical import configured_reranker, grouped_examples, masked_lm_init, retrieval_settings, run_lexical
+from harness.runner import RunContext, StageLog, pipeline_for
+from harness.spec import MethodSpec, deep_merge, load_method
+from harness.tracking import Tracker
+
+# Everything small. The pre-training stages are left out (the control's seeded random init, whose
+# encoder-only folder also exercises the fresh-MLM-head fallback): building the pre-training passages
+# alone takes minutes. SciFact is both the training and the evaluation corpus, so the retrievers'
+# impact indexes serve mining and evaluation alike.
+SHRINK = {
+    "datasets": ["scifact"],
+    # Barely trained SPLADE vectors are dense (hundreds of terms): cap them so search is quick.
+    "retrieval": {"topk_sparsify": 32, "max_query_terms": 64},
+    "tokenizer": {"vocab_size": 2000},
+    "model": {"layers": 1, "hidden": 32, "heads": 2, "intermediate": 64},
+    "pretrain": {"objective": "none"},
+    "finetune": {
+        "train_queries": "scifact-train", "max_train_queries": 40, "max_p_len": 32, "max_q_len": 16, "lr": 5e-4,
+        "retriever1": {"negative_depth": 50, "global_queries": 8, "passages_per_query": 3, "epochs": 1},
+        "mine": {"depth": 30},
+        "retriever2": {"negative_depth": 30, "global_queries": 8, "passages_per_query": 3, "epochs": 1},
+        "retriever3": {"negative_depth": 30, "global_queries": 8, "passages_per_query": 3, "epochs": 1,
+                       "reranker_train": {"queries_per_device": 8, "passages_per_query": 3, "epochs": 1,
+                                          "max_length": 96}},
+    },
+}
+
+
+def shrunk_spec(over: dict | None = None) -> MethodSpec:
+    base = load_method("lexmae", "tiny")
+    return MethodSpec(base.name, base.profile, base.path, deep_merge(deep_merge(base.config, SHRINK), over or {}))
+
+
+def context(spec: MethodSpec) -> RunContext:
+    return RunContext(spec, Tracker(experiment="lexmae-test", run_name="test", tags={}), StageLog())
+
+
+def test_pipeline_is_registered_for_learned_sparse():
+    assert pipeline_for(load_method("lexmae", "tiny")) is run_lexical
+
+
+def test_retrieval_settings_are_checked():
+    assert retrieval_settings(load_method("lexmae", "paper")) == {
+        "index": "lucene-impact", "quantization": 100, "topk_sparsify": None, "max_query_terms": 1024, "threads": 2}
+    with pytest.raises(HarnessError, match="topk_sparsify"):
+        retrieval_settings(shrunk_spec({"retrieval": {"topk_sparsify": 0}}))
+    with pytest.raises(HarnessError, match="max_query_terms"):
+        retrieval_settings(shrunk_spec({"retrieval": {"max_query_terms": 2048}}))
+
+
+def test_paper_reranker_missing_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "models"))
+    spec = load_method("lexmae", "paper")
+    with pytest.raises(HarnessError, match="lexmae-reranker.*not available locally") as err:
+        configured_reranker(context(spec))
+    assert "reranker_checkpoint" in str(err.value)
+    assert configured_reranker(context(load_method("lexmae", "tiny"))) is None
+    (tmp_path / "models" / "lexmae-reranker").mkdir(parents=True)
+    (tmp_path / "models" / "lexmae-reranker" / "config.json").write_text("{}")
+    path, key = configured_reranker(context(spec))
+    assert path == tmp_path / "models" / "lexmae-reranker" and key == "checkpoint:lexmae-reranker"
+
+
+def test_grouped_examples_keep_query_ids_and_skip_unusable_queries():
+    queries = {"q1": "one", "q2": "two", "q3": "three"}
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 0}, "q3": {"d3": 2}}
+    pools = [{"q1": ["d4", "d5"], "q2": ["d1"], "q3": []}]
+    assert grouped_examples(queries, qrels, pools) == [("q1", "one", ["d1"], ["d4", "d5"])]
+
+
+def test_masked_lm_init_prefers_the_mlm_folder(tmp_path, capsys):
+    (tmp_path / "encoder").mkdir()
+    assert masked_lm_init(tmp_path / "encoder") == tmp_path / "encoder"
+    assert "no pre-trained masked LM" in capsys.readouterr().out
+    (tmp_path / "mlm").mkdir()
+    (tmp_path / "mlm" / "config.json").write_text("{}")
+    assert masked_lm_init(tmp_path / "encoder") == tmp_path / "mlm"
+
+
+@pytest.mark.slow
+def test_lexmae_pipeline_end_to_end_and_cached():
+    spec = shrunk_spec()
+    ctx = context(spec)
+    started = time.time()
+    runs = run_lexical(ctx, ["scifact"])
+    first_seconds = time.time() - started
+    assert list(runs) == ["retriever1", "retriever2", "retriever3"]
+
+    bench = get_benchmark("scifact")
+    qrels = bench.qrels(bench.eval_split)
+    for label, by_dataset in runs.items():
+        run = read_trec_run(by_dataset["scifact"])
+        assert len(run) == 300, label
+        assert max(len(docs) for docs in run.values()) <= 1000
+        assert all(float(s).is_integer() for docs in run.values() for s in docs.values())  # integer impacts
+        result = evaluate(run, qrels, "scifact")
+        assert 0.0 <= result.aggregate["nDCG@10"] <= 1.0
+        eff = ctx.efficiency[label]["scifact"]
+        assert eff["qps"] > 0 and eff["index_bytes"] > 0 and 0 < eff["avg_doc_nonzeros"] <= 32
+        assert "avg_query_nonzeros" in eff
+
+    names = [e["stage"] for e in ctx.stages.entries]
+    for stage in ("random_init", "retriever1", "retriever2", "reranker", "teacher_scores", "retriever3",
+                  "impact_index", "impact_search"):
+        assert stage in names, stage
+    # One impact index per (retriever, corpus), built once: mining reuses it for evaluation.
+    built = sorted(e["dataset"] for e in ctx.stages.entries if e["stage"] == "impact_index" and not e["cached"])
+    assert built == ["scifact/retriever1", "scifact/retriever2", "scifact/retriever3"]
+    searches = [e["dataset"] for e in ctx.stages.entries if e["stage"] == "impact_search"]
+    assert searches == ["scifact/train/mine-retriever1", "scifact/train/mine-retriever2", "scifact/test/retriever1",
+                        "scifact/test/retriever2", "scifact/test/retriever3"]
+
+    by_stage = {e["stage"]: e for e in ctx.stages.entries if not e["cached"]}
+    teacher = by_stage["teacher_scores"]["output"]
+    # Scored: what one epoch samples, 1 positive + (passages_per_query - 1) negatives per query.
+    assert teacher["groups"] > 0 and 2 * teacher["groups"] <= teacher["pairs"] <= 3 * teacher["groups"]
+    assert 0.0 <= teacher["teacher_pairwise_accuracy"] <= 1.0
+    assert by_stage["retriever1"]["output"]["mlm_head"] == "initialised"  # encoder-only init: fresh head
+    assert by_stage["retriever3"]["output"]["groups"] == teacher["groups"]
+    mine_key = next(e["key"] for e in ctx.stages.entries if e["dataset"] == "scifact/train/mine-retriever1")
+    mined = read_trec_run(cache_dir() / "impact_search" / mine_key / "run.trec")
+    assert 0 < len(mined) <= 40 and max(len(d) for d in mined.values()) <= 30  # the training queries, depth 30
+    print(f"first run {first_seconds:.1f}s; stages:",
+          json.dumps({e["stage"] + "/" + str(e["dataset"]): e["seconds"] for e in ctx.stages.entries}))
+
+    again = context(spec)
+    runs2 = run_lexical(again, ["scifact"])
+    assert runs2 == runs
+    assert again.stages.entries and all(e["cached"] for e in again.stages.entries)
+    assert again.efficiency == ctx.efficiency
