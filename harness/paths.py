@@ -12,6 +12,11 @@ REPORTED_DIR = BASELINES_DIR / "reported"
 EMBEDDED_DATA_DIR = PACKAGE_DIR / "data" / "embedded"
 
 
+def specs_dir() -> Path:
+    """Method specs: baselines/ (HARNESS_SPECS_DIR points at a folder of your own specs instead)."""
+    return Path(os.environ.get("HARNESS_SPECS_DIR", BASELINES_DIR))
+
+
 def runs_dir() -> Path:
     """Run records and the local MLflow store (HARNESS_RUNS_DIR overrides, e.g. in tests)."""
     return Path(os.environ.get("HARNESS_RUNS_DIR", PROJECT_ROOT / "runs"))

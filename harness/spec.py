@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
-from harness.paths import BASELINES_DIR
+from harness.paths import specs_dir
 
 PROFILES = ("paper", "tiny")
 FAMILIES = ("lexical", "dense", "learned-sparse")
@@ -81,12 +81,12 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def spec_path(name: str, root: Path = BASELINES_DIR) -> Path:
-    return root / f"{name}.yaml"
+def spec_path(name: str, root: Path | None = None) -> Path:
+    return (root or specs_dir()) / f"{name}.yaml"
 
 
-def list_methods(root: Path = BASELINES_DIR) -> list[str]:
-    return sorted(p.stem for p in root.glob("*.yaml"))
+def list_methods(root: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in (root or specs_dir()).glob("*.yaml"))
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -119,7 +119,7 @@ def key_line(path: Path, key: str) -> int | None:
     return None
 
 
-def _resolve_raw(name: str, root: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     path = spec_path(name, root)
     if not path.exists():
         raise UnknownNameError("method", name, list_methods(root))
@@ -137,12 +137,12 @@ def _resolve_raw(name: str, root: Path, seen: tuple[str, ...] = ()) -> dict[str,
     return merged
 
 
-def profiles_of(name: str, root: Path = BASELINES_DIR) -> list[str]:
+def profiles_of(name: str, root: Path | None = None) -> list[str]:
     """The profiles `name` defines, its `extends` chain included."""
     return list(_resolve_raw(name, root).get("profiles") or {})
 
 
-def load_method(name: str, profile: str = "paper", root: Path = BASELINES_DIR) -> MethodSpec:
+def load_method(name: str, profile: str = "paper", root: Path | None = None) -> MethodSpec:
     """Resolve `name` for `profile`; raises a clear error on anything malformed."""
     raw = _resolve_raw(name, root)
     path = spec_path(name, root)
@@ -190,7 +190,7 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
     return problems
 
 
-def validate_specs(root: Path = BASELINES_DIR) -> list[str]:
+def validate_specs(root: Path | None = None) -> list[str]:
     """Every problem in every spec (schema, extends, profiles), as printable strings."""
     problems: list[str] = []
     for name in list_methods(root):

@@ -89,6 +89,23 @@ def test_limit_and_coverage_in_order(tok, splitter, max_tokens):
             assert _ntok(tok, a.text + " " + first_b) > max_tokens
 
 
+def test_max_passages_takes_whole_documents_in_a_seeded_order(tok, splitter):
+    corpus = _corpus()
+    full = build_passages(corpus, tok, 16, splitter=splitter)
+    some = build_passages(corpus, tok, 16, splitter=splitter, max_passages=10, seed=3)
+    assert len(some) == 10
+    assert some == build_passages(corpus, tok, 16, splitter=splitter, max_passages=10, seed=3)
+    assert some != build_passages(corpus, tok, 16, splitter=splitter, max_passages=10, seed=4)
+    # Same passages as the full build, in corpus order; every document but the last taken is whole.
+    assert [p for p in full if p in some] == some
+    docs = list(dict.fromkeys(p.doc_id for p in some))
+    for doc_id in docs[:-1]:
+        assert [p for p in some if p.doc_id == doc_id] == [p for p in full if p.doc_id == doc_id]
+    assert build_passages(corpus, tok, 16, splitter=splitter, max_passages=10 ** 6) == full
+    with pytest.raises(HarnessError, match="max_passages"):
+        build_passages(corpus, tok, 16, splitter=splitter, max_passages=0)
+
+
 def test_empty_document_gives_no_passage(tok, splitter):
     assert build_passages({"e": {"title": "", "text": "  "}}, tok, 144, splitter=splitter) == []
 

@@ -43,7 +43,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, {
             "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],
-            "spec_hash": result["spec_hash"], "metrics": result["metrics"], "comparison": result["comparison"],
+            "spec_hash": result["spec_hash"], "metrics": result["metrics"],
+            **({"metrics_by_stage": result["metrics_by_stage"]} if result.get("metrics_by_stage") else {}),
+            "comparison": result["comparison"],
             "run_record": result["run_record"], "mlflow": result["mlflow"],
             **({"encoder": result["encoder"]} if "encoder" in result else {}),
         })

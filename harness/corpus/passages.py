@@ -199,27 +199,47 @@ def build_passages(
     short_span_prob: float = 0.0,
     seed: int = 42,
     punkt_cache_dir: str | Path | None = None,
+    max_passages: int | None = None,
+    punkt_train_chars: int | None = None,
 ) -> list[Passage]:
-    """Split every document of ``corpus`` ({doc_id: {"title", "text"}}) into passages.
+    """Split the documents of ``corpus`` ({doc_id: {"title", "text"}}) into passages.
 
-    Without ``splitter``, Punkt is trained on the corpus' texts (cached under
-    ``punkt_cache_dir`` when given). Passages come in corpus order, then document order.
+    Without ``splitter``, Punkt is trained on the corpus' texts (the first ``punkt_train_chars``
+    characters when given; cached under ``punkt_cache_dir``). With ``max_passages``, whole
+    documents are taken in a seeded random order until that many passages exist, so a small
+    corpus keeps every passage of the documents it holds (span pairs need two passages of one
+    document) and only those documents are split. Passages come in corpus order, then
+    document order.
     """
     if max_tokens < 2:
         raise HarnessError(f"max_tokens must be >= 2, got {max_tokens}")
     if title_mode not in TITLE_MODES:
         raise UnknownNameError("title mode", title_mode, list(TITLE_MODES))
     tokenizer = load_tokenizer(tokenizer)
+    doc_ids = [str(d) for d in corpus]
+    order = list(range(len(doc_ids)))
+    if max_passages is not None:
+        if max_passages < 1:
+            raise HarnessError(f"max_passages must be positive, got {max_passages}")
+        random.Random(seed).shuffle(order)
+    docs = list(corpus.values())
     if splitter is None:
-        splitter = load_or_train_punkt([d.get("text") or "" for d in corpus.values()], punkt_cache_dir)
-    out: list[Passage] = []
-    for doc_id, doc in corpus.items():
-        doc_id = str(doc_id)
-        sents = document_sentences(doc, splitter, title_mode)
+        texts = [docs[i].get("text") or "" for i in order]
+        kwargs = {} if punkt_train_chars is None else {"max_train_chars": punkt_train_chars}
+        splitter = load_or_train_punkt(texts, punkt_cache_dir, **kwargs)
+    by_doc: dict[int, list[Passage]] = {}
+    total = 0
+    for i in order:
+        if max_passages is not None and total >= max_passages:
+            break
+        doc_id, doc = doc_ids[i], docs[i]
         rng = _doc_rng(seed, doc_id) if short_span_prob > 0 else None
-        for i, group in enumerate(group_sentences(sents, tokenizer, max_tokens, short_span_prob, rng)):
-            out.append(Passage(pid=f"{doc_id}#{i}", doc_id=doc_id, text=" ".join(group)))
-    return out
+        groups = group_sentences(document_sentences(doc, splitter, title_mode), tokenizer, max_tokens,
+                                 short_span_prob, rng)
+        by_doc[i] = [Passage(pid=f"{doc_id}#{k}", doc_id=doc_id, text=" ".join(g)) for k, g in enumerate(groups)]
+        total += len(by_doc[i])
+    out = [p for i in sorted(by_doc) for p in by_doc[i]]
+    return out[:max_passages] if max_passages is not None else out
 
 
 def save_passages(passages: Iterable[Passage], path: str | Path) -> None:

@@ -78,20 +78,19 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
     names = corpus_names(corpus_cfg.get("source"))
     files = corpus_checksums(names)
     config = {"sources": names, "max_tokens": corpus_cfg.get("max_tokens", 144), "seed": corpus_cfg.get("seed", SEED),
-              "max_passages": corpus_cfg.get("max_passages"), "splitter": "punkt-trained-on-corpus"}
+              "max_passages": corpus_cfg.get("max_passages"), "punkt_train_chars": corpus_cfg.get("punkt_train_chars"),
+              "splitter": "punkt-trained-on-corpus"}
 
     def build(work: Path) -> dict[str, Any]:
-        import random
-
         corpus = load_corpora(names)
+        # max_passages: a fixed, seeded set of whole documents keeps tiny runs short while every
+        # method sees the same passages.
         passages = build_passages(corpus, load_tokenizer(tokenizer_dir), config["max_tokens"], seed=config["seed"],
-                                  punkt_cache_dir=work)
-        if config["max_passages"] and len(passages) > config["max_passages"]:
-            # A fixed, seeded subset keeps tiny runs short while every method sees the same passages.
-            keep = sorted(random.Random(config["seed"]).sample(range(len(passages)), config["max_passages"]))
-            passages = [passages[i] for i in keep]
+                                  punkt_cache_dir=work, max_passages=config["max_passages"],
+                                  punkt_train_chars=config["punkt_train_chars"])
         save_passages(passages, work / "passages.jsonl")
-        return {"passages": len(passages), "documents": len(corpus)}
+        return {"passages": len(passages), "documents": len({p.doc_id for p in passages}),
+                "corpus_documents": len(corpus)}
 
     inputs = {**files, "tokenizer": config_hash(str(tokenizer_dir))}
     return ctx.cached_stage("passages", None, config, inputs, build).dir / "passages.jsonl"
@@ -139,12 +138,13 @@ def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> 
     source = q.get("train_pairs", "nfcorpus-train")
     name, _, split = source.partition("-")
     bench = get_benchmark(name)
-    config = {"train_pairs": source, "steps": q.get("steps", 400), "input_prefix": q.get("input_prefix")}
+    config = {"train_pairs": source, "steps": q.get("steps", 400), "input_prefix": q.get("input_prefix"),
+              "max_input_tokens": q.get("max_input_tokens", 144)}
 
     def build(work: Path) -> dict[str, Any]:
         pairs = pairs_from_qrels(bench.corpus(), bench.queries(split or "train"), bench.qrels(split or "train"))
         result = train_tiny_t5(pairs, tokenizer_dir, work / "model", steps=config["steps"],
-                               input_prefix=config["input_prefix"] or "")
+                               input_prefix=config["input_prefix"] or "", max_input_tokens=config["max_input_tokens"])
         return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None}
 
     inputs = {**bench.files(), "tokenizer": tokenizer_dir.parent.name}
