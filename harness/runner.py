@@ -130,6 +130,8 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     from harness.data.catalog import get_benchmark
     from harness.data.formats import read_trec_run
     from harness.evaluation.compare import compare, format_comparison_table
+    from harness.evaluation.chance import chance_check
+    from harness.evaluation.chance import describe as describe_chance
     from harness.evaluation.measures import evaluate
     from harness.reported import KNOWN_METHODS, cells_for
 
@@ -161,6 +163,7 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     per_query_by_stage: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     checksums: dict[str, dict[str, str]] = {}
     run_files: dict[str, dict[str, str]] = {}
+    primaries: dict[str, str] = {}
     with tracker.run():
         tracker.log_params({"method": method, "profile": profile, "spec_hash": spec.spec_hash, "seed": SEED,
                             "spec": spec.config})
@@ -177,10 +180,16 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
                     tracker.log_artifact(run_path, subdir=f"runs/{variant}/{name}")
                 ctx.stages.add("evaluate", f"{variant}/{name}", False, time.time() - t0)
                 by_stage.setdefault(variant, {})[name] = dict(result.aggregate)
+                primaries[name] = result.primary or result.measures[0]
                 per_query_by_stage.setdefault(variant, {})[name] = {m: dict(v) for m, v in result.per_query.items()}
                 tracker.log_metrics({f"{variant}/{name}/{m}": v for m, v in result.aggregate.items()})
         final = list(variants)[-1]
         metrics, per_query = by_stage.get(final, {}), per_query_by_stage.get(final, {})
+        chance = {}
+        for name in metrics:  # a trained model that ranks no better than a random ranking is flagged
+            check = chance_check(benchmarks[name], per_query[name][primaries[name]], primaries[name])
+            if check:
+                chance[name] = check
 
         # A control or a user's own spec (HARNESS_SPECS_DIR) has no printed numbers to compare with.
         reported = cells_for(method=method) if method in KNOWN_METHODS else []
@@ -214,6 +223,7 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
             "efficiency": ctx.efficiency.get(final, {}),
             "efficiency_by_stage": ctx.efficiency,
             "comparison": [c.to_dict() for c in comparisons],
+            "chance": chance,
             "stages": ctx.stages.entries,
             "run_files": run_files,
             "seconds": round(time.time() - started, 1),
@@ -225,6 +235,8 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     print()
     print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
     print()
+    for name, check in chance.items():
+        print(f"{final}: " + describe_chance(name, check, metrics[name][check["measure"]]))
     print(summary_line(record, path))
     return {**record, "run_record": str(path), "config_hash": config_hash(spec.config)}
 

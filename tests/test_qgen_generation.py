@@ -8,7 +8,7 @@ import pytest
 
 from harness.corpus import stage_cache
 from harness.corpus.passages import Passage
-from harness.corpus.qgen import generate_queries, load_queries, shard_path
+from harness.corpus.qgen import generate_queries, load_queries, query_grounding, shard_path
 from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
 from harness.corpus.tokenizer import train_wordpiece
 from harness.errors import HarnessError
@@ -185,3 +185,15 @@ def test_tiny_t5_training_is_deterministic(t5_dir, tmp_path):
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     c = train_tiny_t5(pairs, root / "wp", tmp_path / "c", **dict(cfg, seed=7))
     assert c.losses != a.losses
+
+
+def test_query_grounding_tells_copied_words_from_generic_ones():
+    ps = [Passage(f"d{i}#0", f"d{i}", text) for i, text in enumerate(
+        ["vitamin intake and bone density", "statin therapy muscle pain", "soya protein breast cancer",
+         "coffee drinking liver enzymes"])]
+    grounded = {p.pid: [p.text.split()[0] + " effects"] for p in ps}
+    generic = {p.pid: ["health effects"] for p in ps}
+    g = query_grounding(ps, grounded)
+    assert g["query_word_overlap_own"] == pytest.approx(0.5) and g["query_word_overlap_other"] == 0.0
+    g = query_grounding(ps, generic)
+    assert g["query_word_overlap_own"] == g["query_word_overlap_other"] == 0.0

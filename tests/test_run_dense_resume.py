@@ -99,7 +99,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result_and_reruns_from_cache(sp
 
     # 2. The same command resumes the stage from its checkpoint and finishes.
     out, _ = _run(tmp, "cache_a", tmp / "resumed.json")
-    assert "[pretrain] resuming from" in out
+    assert "[pretrain] resuming from" in out and "vs random ranking" in out
     resumed = _metrics(tmp / "resumed.json")
     assert set(resumed) == {"retriever1", "retriever2"} and "nDCG@10" in resumed["retriever2"]["scifact"]
 

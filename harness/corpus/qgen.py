@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from harness.corpus import stage_cache
 from harness.corpus.passages import Passage
@@ -218,3 +219,25 @@ def generate_queries(
     bar.close()
     log.info("qgen stopped early after %d batches; re-run to resume", stop_after_batches)
     return QGenResult(path, len(shard), generated, len(existing), samples)
+
+
+def query_grounding(passages: Sequence[Passage], queries: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """How much generated queries depend on their passage: the share of a query's words
+    (4+ letters) found in its own passage, against the share found in a passage half the
+    corpus away (another document). Close values mean the generator ignores its input."""
+
+    def words(text: str) -> set[str]:
+        return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4}
+
+    own, other = [], []
+    n = len(passages)
+    for i, p in enumerate(passages):
+        mine, far = words(p.text), words(passages[(i + n // 2) % n].text)
+        for q in queries.get(p.pid, []):
+            qw = words(q)
+            if qw:
+                own.append(len(qw & mine) / len(qw))
+                other.append(len(qw & far) / len(qw))
+    if not own:
+        return {"query_word_overlap_own": 0.0, "query_word_overlap_other": 0.0}
+    return {"query_word_overlap_own": sum(own) / len(own), "query_word_overlap_other": sum(other) / len(other)}

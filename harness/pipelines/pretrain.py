@@ -99,7 +99,7 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
 def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> Path:
     """Generated queries per passage: a local doc2query checkpoint, or a tiny T5 trained here."""
     from harness.corpus.passages import load_passages
-    from harness.corpus.qgen import generate_queries
+    from harness.corpus.qgen import generate_queries, load_queries, query_grounding
 
     q = dict(ctx.spec.get("qgen") or {})
     passages_key = passages_file.parent.name
@@ -124,7 +124,11 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
         for sample in result.samples[:3]:
             print(f"  sample query: {sample}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
-        return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]]}
+        grounding = query_grounding(passages, load_queries(work / "queries.jsonl"))
+        own, other = grounding["query_word_overlap_own"], grounding["query_word_overlap_other"]
+        verdict = "" if own - other >= 0.05 else " -- the generated queries barely depend on their passage"
+        print(f"  query words found in their own passage {own:.1%}, in another document's passage {other:.1%}{verdict}")
+        return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
 
     cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": passages_key}, build,
                              resumable=True)
