@@ -65,7 +65,11 @@ def test_plan_grad_cache_uses_whole_rank_batch_in_chunks():
     assert gathered["contrastive_batch"] == 2048 and "span all 2048" in gathered["note"]
     assert gathered["per_rank_batch"] == 256 and gathered["grad_cache_chunks"] == 4
     assert plan_batches(8, 64, 1, False, grad_cache_chunk=3)["grad_cache_chunk"] == 3
-    assert plan_batches(8, 64, 1, False)["grad_cache_chunk"] == 8  # chunk never exceeds the batch
+    # One chunk on one device: the plain full-batch step, which gives the same gradient.
+    single = plan_batches(8, 64, 1, False)
+    assert single["mode"] == "accumulation" and single["accumulation_steps"] == 1
+    assert single["per_rank_batch"] == single["contrastive_batch"] == 8 and "full-batch" in single["note"]
+    assert plan_batches(8, 64, 2, False, grad_cache_chunk=4)["mode"] == "grad_cache"  # DDP keeps the gather path
 
 
 @pytest.mark.parametrize(

@@ -204,6 +204,15 @@ def plan_batches(
         }
     chunk = min(grad_cache_chunk or p, per_rank)
     n_chunks = math.ceil(per_rank / chunk)
+    if n_chunks == 1 and w == 1:
+        # The whole contrastive batch fits in one pass: gradient caching would only repeat the
+        # forward pass, so take the plain full-batch step (the same gradient).
+        return {
+            "mode": "accumulation", "global_batch": g, "world_size": 1, "per_device_batch": g, "per_rank_batch": g,
+            "accumulation_steps": 1, "grad_cache_chunk": None, "grad_cache_chunks": None, "contrastive_batch": g,
+            "note": f"global batch {g} in one full-batch step on 1 device (the contrastive loss sees all {g}; "
+                    "no gradient caching needed)",
+        }
     note = (
         f"global batch {g} = {per_rank} per rank x {w} rank(s), no accumulation (the contrastive loss needs the "
         f"whole batch): gradient caching runs each rank's {per_rank} examples in {n_chunks} chunk(s) of {chunk}"
@@ -491,7 +500,7 @@ def _train(
                 data.load(epoch)
             share = data.rank_share(step - epoch_start, plan["per_rank_batch"])
             optimizer.zero_grad(set_to_none=True)
-            if supports_acc:
+            if plan["mode"] == "accumulation":  # also a contrastive batch that fits in one pass
                 sums = _accumulate(engine, model, share, step, tokenizer, config, plan, info, precision, scaler)
             else:
                 sums = _grad_cache(model, share, step, tokenizer, config, plan, info, precision, scaler)
