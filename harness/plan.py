@@ -34,8 +34,9 @@ def describe(spec: MethodSpec, datasets: list[str], hw: Hardware | None = None) 
     hw = hw or detect()
     lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed 42)"]
     declared = spec.get("hardware") or {}
-    decl = (f"{declared.get('devices', 1)} x {declared.get('gpu') or declared.get('device_type', 'cpu')}"
-            + (f", {declared['hours']} h" if declared.get("hours") else ""))
+    on_cpu = declared.get("device_type", "cpu") == "cpu"  # a tiny profile inherits the paper's gpu/hours keys
+    decl = (f"{declared.get('devices', 1)} x {'cpu' if on_cpu else declared.get('gpu') or declared.get('device_type')}"
+            + (f", {declared['hours']} h" if declared.get("hours") and not on_cpu else ""))
     lines.append(f"  hardware: declared {decl}; detected {hw.describe()}")
     stages = list(spec.get("stages", []))
     if "qgen" not in stages and spec.get("pretrain.context") in ("qc", "mixed"):

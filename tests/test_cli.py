@@ -34,3 +34,10 @@ def test_unknown_method_gets_did_you_mean(capsys):
 def test_unknown_dataset_gets_did_you_mean(capsys):
     assert main(["run", "--method", "bm25", "--dataset", "scifcat"]) == 2
     assert "Did you mean: scifact" in capsys.readouterr().err
+
+
+def test_dry_run_shows_each_profiles_declared_hardware(capsys):
+    assert main(["run", "--method", "cotmae_qc", "--profile", "tiny", "--dry-run"]) == 0
+    assert "hardware: declared 1 x cpu;" in capsys.readouterr().out
+    assert main(["run", "--method", "cotmae_qc", "--profile", "paper", "--dry-run"]) == 0
+    assert "hardware: declared 16 x V100-32GB, 60 h;" in capsys.readouterr().out
