@@ -30,6 +30,25 @@ def train_split(spec: Any) -> tuple[str, str]:
     return name, split or "train"
 
 
+def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """The training queries and qrels, subsampled (seeded) to ``limit`` judged queries."""
+    queries, qrels = bench.queries(split), bench.qrels(split)
+    if limit and len(qrels) > limit:
+        import random
+
+        keep = set(random.Random(SEED).sample(sorted(qrels), limit))
+        qrels = {q: r for q, r in qrels.items() if q in keep}
+    return queries, qrels
+
+
+def detected_world_size() -> int:
+    """Devices this machine trains on (1 on CPU); the per-device share of a global batch divides by it."""
+    from harness.hardware import detect
+    from harness.plan import world_size
+
+    return world_size(detect())
+
+
 def encoder_stage(ctx: "RunContext") -> Path:
     """The starting encoder: pre-trained by the spec's objective, or the untouched init (control)."""
     if ctx.spec.get("pretrain.objective") not in (None, "none"):
@@ -83,20 +102,12 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
     config["train_queries"] = f"{name}-{split}"
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = bench.queries(split), bench.qrels(split)
-        if config["max_train_queries"] and len(qrels) > config["max_train_queries"]:
-            import random
-
-            keep = set(random.Random(SEED).sample(sorted(qrels), config["max_train_queries"]))
-            qrels = {q: r for q, r in qrels.items() if q in keep}
+        queries, qrels = train_queries(bench, split, config["max_train_queries"])
         depth = config["negative_depth"] or 200
         examples = make_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        from harness.hardware import detect
-        from harness.plan import world_size
-
-        n = world_size(detect())
+        n = detected_world_size()
         train_cfg = DenseTrainConfig(
             queries_per_device=max(1, config["global_queries"] // n), passages_per_query=config["passages_per_query"],
             lr=config["lr"], epochs=config["epochs"], warmup_ratio=config["warmup_ratio"] or 0.1,

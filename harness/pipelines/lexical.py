@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
 from harness.errors import HarnessError
-from harness.pipelines.dense import encoder_stage, finetune_settings, train_split
+from harness.pipelines.dense import detected_world_size, encoder_stage, finetune_settings, train_queries, train_split
 
 if TYPE_CHECKING:
     from harness.cache import StageCache
@@ -77,16 +76,6 @@ def retrieval_settings(spec: Any) -> dict[str, Any]:
             "max_query_terms": max_terms, "threads": int(cfg.get("threads", 2))}
 
 
-def train_queries(spec: Any, bench: "Benchmark", split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    """The training queries and qrels, subsampled to ``finetune.max_train_queries`` as dense.py does."""
-    queries, qrels = bench.queries(split), bench.qrels(split)
-    limit = spec.get("finetune.max_train_queries")
-    if limit and len(qrels) > limit:
-        keep = set(random.Random(SEED).sample(sorted(qrels), limit))
-        qrels = {q: r for q, r in qrels.items() if q in keep}
-    return queries, qrels
-
-
 def grouped_examples(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
                      pools: list[dict[str, list[str]]]) -> list[tuple[str, str, list[str], list[str]]]:
     """(qid, query, positive ids, negative ids): one group per (pool, query), as negatives.make_examples."""
@@ -109,13 +98,6 @@ def masked_lm_init(encoder_dir: Path) -> Path:
     print(f"  note: no pre-trained masked LM at {mlm}; SPLADE fine-tuning starts from the encoder {encoder_dir} "
           "with an MLM head tied to its word embeddings (transform and bias initialised, not pre-trained)")
     return encoder_dir
-
-
-def _world_size() -> int:
-    from harness.hardware import detect
-    from harness.plan import world_size
-
-    return world_size(detect())
 
 
 # --- training -----------------------------------------------------------------------------------
@@ -153,13 +135,13 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
             teacher = json.loads((teacher_dir / "scores.json").read_text(encoding="utf-8"))
             examples = [tuple(g) for g in groups]
         else:
-            queries, qrels = train_queries(ctx.spec, bench, split)
+            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
             depth = config["negative_depth"] or 200
             examples = grouped_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
         train_cfg = LexicalTrainConfig(
-            queries_per_device=max(1, config["global_queries"] // _world_size()),
+            queries_per_device=max(1, config["global_queries"] // detected_world_size()),
             passages_per_query=config["passages_per_query"], lr=config["lr"], epochs=config["epochs"],
             warmup_ratio=config["warmup_ratio"] if config["warmup_ratio"] is not None else 0.1,
             weight_decay=config["weight_decay"] or 0.0,
@@ -237,7 +219,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> tu
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(ctx.spec, bench, split)
+        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
         examples = make_examples(queries, qrels, [negative_pool(read_trec_run(bm25_train), qrels, depth)])
         stats = train_cross_encoder(encoder_dir, examples, RerankerTrainConfig(**train, seed=SEED), work / "model",
                                     passages=bench.corpus(),
@@ -269,7 +251,7 @@ def teacher_stage(ctx: "RunContext", reranker_dir: Path, reranker_key: str, mine
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(ctx.spec, bench, split)
+        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
         pool = negative_pool(read_trec_run(mined), qrels, config["negative_depth"])
         groups = []
         for qid, query, pos, negs in grouped_examples(queries, qrels, [pool]):
@@ -366,7 +348,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 
     def build(work: Path) -> dict[str, Any]:
         if train_only:
-            queries, qrels = train_queries(ctx.spec, bench, split)
+            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
             queries = {q: queries[q] for q in sorted(qrels) if q in queries}
         else:
             queries = bench.queries(split)
