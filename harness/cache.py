@@ -9,12 +9,14 @@ leaves a half-written output that looks finished.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.fsutil import atomic_write_text
 from harness.paths import cache_dir
 from harness.spec import config_hash
 
@@ -38,6 +40,10 @@ class StageCache:
     def partial(self) -> Path:
         return self.dir.with_name(self.dir.name + ".partial")
 
+    @property
+    def lock_path(self) -> Path:
+        return self.dir.with_name(self.dir.name + ".lock")
+
     def is_done(self) -> bool:
         return (self.dir / "done.json").exists()
 
@@ -54,10 +60,16 @@ class StageCache:
     def finish(self, meta: dict[str, Any] | None = None) -> Path:
         payload = {"stage": self.stage, "key": self.key, "config": self.config, "inputs": self.inputs,
                    "finished": time.time(), **(meta or {})}
-        (self.partial / "done.json").write_text(json.dumps(payload, indent=1, default=str))
+        atomic_write_text(self.partial / "done.json", json.dumps(payload, indent=1, default=str))
+        # Swap in two renames so a reader of the old output never finds the folder missing
+        # for longer than a rename; the old one is deleted after.
+        old = None
         if self.dir.exists():
-            shutil.rmtree(self.dir)
+            old = self.dir.with_name(f"{self.dir.name}.old-{os.getpid()}")
+            self.dir.rename(old)
         self.partial.rename(self.dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         return self.dir
 
     def clear(self) -> None:

@@ -206,7 +206,7 @@ def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], 
     records: list[RunRecord] = []
     skipped: list[Skipped] = []
     seen: dict[str, Path] = {}
-    files = sorted(p for p in directory.iterdir() if p.is_file() and (p.suffix == ".json" or p.name.endswith(".json.tmp")))
+    files = sorted(p for p in directory.iterdir() if p.is_file() and (p.suffix == ".json" or (p.name.endswith(".tmp") and ".json" in p.name)))
     for path in files:
         loaded = load_record(path)
         if isinstance(loaded, Skipped):

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from harness import SEED
 from harness.cache import StageCache
 from harness.errors import HarnessError
+from harness.fsutil import exclusive_lock
 from harness.hardware import declared_present, detect
 from harness.spec import MethodSpec, config_hash, load_method
 from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
@@ -38,6 +39,8 @@ class RunContext:
     stages: StageLog
     force: bool = False
     efficiency: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    forced: set[str] = field(default_factory=set)  # stage keys this run already rebuilt under --force
+    started: float = field(default_factory=time.time)
 
     def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
                      build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
@@ -49,19 +52,27 @@ class RunContext:
         """
         cache = StageCache(name, config, inputs, code_version)
         label = f"{name}/{dataset}" if dataset else name
-        if self.force and cache.is_done():
-            cache.clear()
-        if cache.is_done():
-            print(f"[{label}] cached ({cache.dir})")
-            self.stages.add(name, dataset, True, 0.0, key=cache.key)
-            return cache
-        started = time.time()
-        with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
-            if resumable and cache.partial.exists():
-                print(f"[{label}] resuming from {cache.partial}")
-            meta = build(cache.begin(keep_partial=resumable)) or {}
-            cache.finish(meta)
-            self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
+        # One builder per stage output: a second process (another terminal, a second --force)
+        # waits here for the first instead of writing into the same .partial folder.
+        with exclusive_lock(cache.lock_path, label) as waited:
+            done = cache.is_done()
+            # --force rebuilds a stage once per run, unless a concurrent run finished it while
+            # we waited (then it is as fresh as ours would be). The old output stays readable
+            # until the new one replaces it (StageCache.finish).
+            rebuild = (self.force and done and cache.key not in self.forced
+                       and not (waited and cache.meta().get("finished", 0) >= self.started))
+            self.forced.add(cache.key)
+            if done and not rebuild:
+                print(f"[{label}] cached ({cache.dir})")
+                self.stages.add(name, dataset, True, 0.0, key=cache.key)
+                return cache
+            started = time.time()
+            with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
+                if resumable and cache.partial.exists():
+                    print(f"[{label}] resuming from {cache.partial}")
+                meta = build(cache.begin(keep_partial=resumable)) or {}
+                cache.finish(meta)
+                self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta)
         return cache
 

@@ -13,6 +13,7 @@ import importlib.metadata as md
 import json
 import os
 import platform
+import secrets
 import socket
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness import __version__
+from harness.errors import HarnessError
+from harness.fsutil import atomic_write_text, exclusive_lock
 from harness.paths import PROJECT_ROOT, runs_dir
 
 RECORD_SCHEMA_VERSION = 1
@@ -77,16 +80,21 @@ class Tracker:
             import mlflow
 
             self._mlflow = mlflow
+            setup_lock: contextlib.AbstractContextManager = contextlib.nullcontext()
             if self.uri.startswith("sqlite:///"):
-                Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+                db = Path(self.uri[len("sqlite:///"):])
+                db.parent.mkdir(parents=True, exist_ok=True)
+                # Two runs starting together would both create the schema and the experiment.
+                setup_lock = exclusive_lock(db.with_name(db.name + ".lock"), "mlflow store set-up")
             mlflow.set_tracking_uri(self.uri)
-            if mlflow.get_experiment_by_name(self.experiment) is None:
-                artifacts = None
-                if self.uri.startswith("sqlite:///"):
-                    artifacts = (runs_dir() / "mlartifacts" / self.experiment).resolve().as_uri()
-                mlflow.create_experiment(self.experiment, artifact_location=artifacts)
-            mlflow.set_experiment(self.experiment)
-            active = mlflow.start_run(run_name=self.run_name, tags=self.tags)
+            with setup_lock:
+                if mlflow.get_experiment_by_name(self.experiment) is None:
+                    artifacts = None
+                    if self.uri.startswith("sqlite:///"):
+                        artifacts = (runs_dir() / "mlartifacts" / self.experiment).resolve().as_uri()
+                    mlflow.create_experiment(self.experiment, artifact_location=artifacts)
+                mlflow.set_experiment(self.experiment)
+                active = mlflow.start_run(run_name=self.run_name, tags=self.tags)
             self.parent_run_id = active.info.run_id
         except Exception as exc:  # noqa: BLE001 - any tracking failure must not stop the run
             self._disable(f"{type(exc).__name__}: {exc}")
@@ -189,8 +197,10 @@ def hardware() -> dict[str, Any]:
 
 
 def new_run_id(method: str, profile: str) -> str:
+    """``<method>__<profile>__<UTC second>-<6 hex>``: sorts by time, and two runs started in the
+    same second (two terminals, a CI matrix) still get different ids and records."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{method}__{profile}__{stamp}"
+    return f"{method}__{profile}__{stamp}-{secrets.token_hex(3)}"
 
 
 def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
@@ -199,7 +209,7 @@ def write_run_record(record: dict[str, Any], directory: Path | None = None) -> P
     directory.mkdir(parents=True, exist_ok=True)
     record = {"schema_version": RECORD_SCHEMA_VERSION, **record}
     path = directory / f"{record['run_id']}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
-    tmp.replace(path)
+    if path.exists():  # never overwrite another run's record
+        raise HarnessError(f"{path}: a run record with this run_id already exists; refusing to overwrite it")
+    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
     return path

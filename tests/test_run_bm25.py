@@ -67,3 +67,49 @@ def test_rerun_uses_cache_and_survives_unreachable_mlflow(use_shared_cache, tmp_
     assert summary["mlflow"]["enabled"] is False
     assert (tmp_path / "runs" / "records" / f"{summary['run_id']}.json").exists()
     assert summary["comparison"][0]["status"] == "PASS"
+
+
+def _cli(*args: str, env: dict[str, str]):
+    import subprocess
+    import sys
+
+    from harness.paths import PROJECT_ROOT
+
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=PROJECT_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _runs_env(cache, runs) -> dict[str, str]:
+    import os
+
+    return dict(os.environ, HARNESS_CACHE_DIR=str(cache), HARNESS_RUNS_DIR=str(runs))
+
+
+def test_two_concurrent_runs_leave_two_records_and_two_mlflow_runs(shared_cache, tmp_path):
+    env = _runs_env(shared_cache, tmp_path / "runs")
+    procs = [_cli("run", "--method", "bm25", "--dataset", "scifact", env=env) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, out + err
+        assert "MLflow tracking disabled" not in err, err
+    records = sorted((tmp_path / "runs" / "records").glob("bm25__paper__*.json"))
+    assert len(records) == 2, [r.name for r in records]
+    ids = {json.loads(r.read_text())["mlflow"]["run_id"] for r in records}
+    assert len(ids) == 2 and None not in ids
+
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["bm25"], output_format="list")
+    assert {r.info.run_id for r in runs if "mlflow.parentRunId" not in r.data.tags} == ids
+
+
+def test_two_concurrent_force_runs_both_finish(shared_cache, tmp_path):
+    env = _runs_env(shared_cache, tmp_path / "runs")
+    procs = [_cli("run", "--method", "bm25", "--dataset", "scifact", "--force", env=env) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, out + err
+        assert "Traceback" not in err and "LockObtainFailedException" not in err
+    assert any("is building this; waiting for it to finish" in err for _, err in outputs)
+    assert len(list((tmp_path / "runs" / "records").glob("bm25__paper__*.json"))) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -44,27 +45,52 @@ def streamlit_command(host: str, port: int, headless: bool = True) -> list[str]:
     ]
 
 
-def serve(command: list[str], env: dict[str, str], url: str) -> int:
-    """Run a server in the foreground until Ctrl-C or SIGTERM, then stop it (and only it)."""
+def ensure_port_free(host: str, port: int) -> None:
+    """Refuse a taken port up front: a server that fails to bind after we said "serving" misleads,
+    and a half-started one (mlflow's huey workers) leaves orphans behind."""
+    from harness.errors import HarnessError
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise HarnessError(
+                f"port {port} on {host} is already in use ({exc.strerror}): stop what is serving there "
+                f"or pick another with --port"
+            ) from None
+
+
+def serve(command: list[str], env: dict[str, str], url: str, host: str, port: int) -> int:
+    """Run a server in the foreground until Ctrl-C or SIGTERM, then stop it and every process it
+    started (it runs in its own process group); returns the server's exit status."""
+    ensure_port_free(host, port)
     print(f"serving {url}  (Ctrl-C stops)", flush=True)
-    proc = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT)
+    proc = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, start_new_session=True)
+
+    def _signal_group(sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
 
     def _stop(signum: int, _frame: object) -> None:
-        proc.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+        _signal_group(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
 
     old = signal.signal(signal.SIGTERM, _stop)
     try:
-        return proc.wait()
+        code = proc.wait()
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+        _signal_group(signal.SIGINT)
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(signal.SIGKILL)
             proc.wait()
-        return 0
+        code = 0
     finally:
         signal.signal(signal.SIGTERM, old)
+        _signal_group(signal.SIGKILL)  # children the server left behind (e.g. mlflow's huey workers)
+    return code
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
@@ -87,4 +113,4 @@ def _leaderboard(args: argparse.Namespace) -> int:
             raise HarnessError(f"--reported {args.reported}: no such file")
         env["HARNESS_LEADERBOARD_REPORTED"] = str(reported)
     command = streamlit_command(args.host, args.port, headless=not args.open_browser)
-    return serve(command, env, f"http://{args.host}:{args.port}/")
+    return serve(command, env, f"http://{args.host}:{args.port}/", args.host, args.port)

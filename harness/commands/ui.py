@@ -71,4 +71,4 @@ def _ui(args: argparse.Namespace) -> int:
     env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     print(f"MLflow store {store}; artifacts {artifacts}")
     return serve(server_command(store, artifacts, args.host, args.port, args.workers), env,
-                 f"http://{args.host}:{args.port}/")
+                 f"http://{args.host}:{args.port}/", args.host, args.port)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from harness.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: F401 (re-exported)
 
 # Bump when the on-disk layout of any corpus builder changes: old caches then rebuild.
 CACHE_FORMAT = 1
@@ -62,30 +62,6 @@ def hash_dir(path: str | Path, exclude: Iterable[str] = (DONE_NAME,)) -> str:
 def stage_key(config: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> str:
     """Key of one build: its config and the hashes of what it read."""
     return hash_json({"format": CACHE_FORMAT, "config": dict(config), "inputs": dict(inputs or {})})
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, fsync, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_json(path: str | Path, payload: Any) -> None:
-    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
 
 
 def read_done(folder: str | Path, name: str = DONE_NAME) -> dict[str, Any] | None:
