@@ -192,18 +192,26 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
 
 def validate_specs(root: Path | None = None) -> list[str]:
     """Every problem in every spec (schema, extends, profiles), as printable strings."""
-    problems: list[str] = []
+    problems: dict[str, None] = {}  # ordered set: a spec's problem is listed once, not once per profile
+
+    def add(message: str) -> None:
+        for line in message.splitlines():
+            line = line.strip()
+            if line and line != "invalid spec:":
+                problems.setdefault(line)
+
     for name in list_methods(root):
         try:
             raw = _resolve_raw(name, root)
         except HarnessError as exc:
-            problems.append(str(exc))
+            add(str(exc))
             continue
-        problems.extend(_check(raw, spec_path(name, root)))
+        for problem in _check(raw, spec_path(name, root)):
+            add(problem)
         for prof in raw.get("profiles") or {}:
             if prof in PROFILES:
                 try:
                     load_method(name, prof, root)
                 except HarnessError as exc:
-                    problems.append(str(exc))
-    return problems
+                    add(str(exc))
+    return list(problems)

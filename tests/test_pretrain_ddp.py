@@ -20,11 +20,12 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401
+from test_pretrain_toy import TIGHT, build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401
 
 from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
 
 N_EXAMPLES = 24  # 3 steps per epoch: the run crosses an epoch boundary
+F64 = torch.float64
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:
@@ -67,11 +68,13 @@ def _worker(out_dir: str, tok_dir: str) -> None:
             json.dumps({"loss": result.loss_history, "plan": result.plan, "resumed_from": result.resumed_from})
         )
 
-    obj = build("toy", tok.vocab_size, dropout=0.0, seed=info.rank)  # DDP broadcasts rank 0's init
+    # float64: 2 ranks x 2 micro-batches and 1 process x 4 sum the same terms in another order
+    obj = build("toy", tok.vocab_size, dropout=0.0, seed=info.rank, dtype=F64)  # DDP broadcasts rank 0's init
     dump("acc", obj, train(obj, examples_fn_for(N_EXAMPLES), tok, cfg(out / "acc")))
 
-    train(build("toy", tok.vocab_size, dropout=0.0), examples_fn_for(N_EXAMPLES), tok, cfg(out / "res", stop_after=3))
-    obj = build("toy", tok.vocab_size, dropout=0.0, seed=11)
+    train(build("toy", tok.vocab_size, dropout=0.0, dtype=F64), examples_fn_for(N_EXAMPLES), tok,
+          cfg(out / "res", stop_after=3))
+    obj = build("toy", tok.vocab_size, dropout=0.0, seed=11, dtype=F64)
     dump("res", obj, train(obj, examples_fn_for(N_EXAMPLES), tok, cfg(out / "res")))
 
     obj = build("contrastive", tok.vocab_size, dropout=0.0, seed=info.rank)
@@ -112,7 +115,7 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(ddp_run, tmp_pat
     assert ddp_meta["loss"] == rank1_meta["loss"]  # the logged loss is the all-reduced one
 
     tok = make_tokenizer(root / "tok")
-    single = build("toy", tok.vocab_size, dropout=0.0, seed=0)
+    single = build("toy", tok.vocab_size, dropout=0.0, seed=0, dtype=F64)
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -120,9 +123,9 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(ddp_run, tmp_pat
     finally:
         torch.set_num_threads(before)
     assert res.plan["accumulation_steps"] == 4
-    assert res.loss_history == pytest.approx(ddp_meta["loss"], rel=1e-5)
+    assert res.loss_history == pytest.approx(ddp_meta["loss"], rel=1e-12)
     for key, value in params_of(single).items():
-        torch.testing.assert_close(ddp_params[key], value, rtol=1e-4, atol=1e-5, msg=key)
+        torch.testing.assert_close(ddp_params[key], value, **TIGHT, msg=key)
     moved = max((params_of(single)[k] - v).abs().max() for k, v in params_of(build("toy", tok.vocab_size, 0.0)).items())
     assert moved > 1e-3  # training really changed the weights
 

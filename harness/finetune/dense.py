@@ -64,6 +64,7 @@ from harness.finetune.negatives import sample_group
 from harness.pretrain import checkpoint as ckpt
 from harness.pretrain import distributed as D
 from harness.pretrain.trainer import autocast, seed_everything
+from harness.numerics import upcast
 from harness.retrieval.encoder import (
     DEFAULT_TITLE_SEPARATOR,
     POOLINGS,
@@ -152,7 +153,7 @@ def info_nce_loss(q_reps: Tensor, p_reps: Tensor, passages_per_query: int, tempe
         raise HarnessError(
             f"{p_reps.shape[0]} passage vectors for {q_reps.shape[0]} queries x {passages_per_query} passages"
         )
-    scores = (q_reps.float() @ p_reps.float().T) / temperature
+    scores = (upcast(q_reps) @ upcast(p_reps).T) / temperature
     target = torch.arange(q_reps.shape[0], device=scores.device) * passages_per_query
     return F.cross_entropy(scores, target)
 

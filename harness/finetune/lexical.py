@@ -79,6 +79,7 @@ from harness.pretrain import checkpoint as ckpt
 from harness.pretrain import distributed as D
 from harness.pretrain.trainer import autocast, seed_everything
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.numerics import upcast
 
 Logger = Callable[[int, dict[str, float]], None]
 TeacherScores = Mapping[str, Mapping[str, float]]
@@ -167,12 +168,12 @@ def splade_max(logits: Tensor, attention_mask: Tensor) -> Tensor:
     # Padding gets -inf, so it never wins the max; ReLU then maps a row with no positive logit to 0.
     # max(dim) keeps only the argmax indices for backward (amax would keep the [B, L, V] input).
     pooled = logits.masked_fill(~keep, float("-inf")).max(dim=1).values
-    return torch.log1p(torch.relu(pooled.float()))
+    return torch.log1p(torch.relu(upcast(pooled)))
 
 
 def flops(reps: Tensor) -> Tensor:
     """FLOPS regulariser: ``sum_j (mean_i |reps_ij|)^2`` (a smooth proxy of the expected posting-list cost)."""
-    return reps.float().abs().mean(dim=0).pow(2).sum()
+    return upcast(reps).abs().mean(dim=0).pow(2).sum()
 
 
 def flops_weight(flops_lambda: float, step: int, warmup_steps: int = 0) -> float:
@@ -184,13 +185,13 @@ def flops_weight(flops_lambda: float, step: int, warmup_steps: int = 0) -> float
 
 def group_scores(q_reps: Tensor, p_reps: Tensor, passages_per_query: int) -> Tensor:
     """[Q, P]: query i against its own group ``p_reps[i*P : (i+1)*P]`` (positive first)."""
-    groups = p_reps.float().view(q_reps.shape[0], passages_per_query, -1)
-    return torch.einsum("qv,qpv->qp", q_reps.float(), groups)
+    groups = upcast(p_reps).view(q_reps.shape[0], passages_per_query, -1)
+    return torch.einsum("qv,qpv->qp", upcast(q_reps), groups)
 
 
 def distill_loss(student: Tensor, teacher: Tensor) -> Tensor:
     """KL(softmax(teacher) || softmax(student)) per query row, averaged over rows (SimLM's KLDivLoss call)."""
-    return F.kl_div(F.log_softmax(student.float(), dim=-1), F.log_softmax(teacher.float(), dim=-1),
+    return F.kl_div(F.log_softmax(upcast(student), dim=-1), F.log_softmax(upcast(teacher), dim=-1),
                     reduction="batchmean", log_target=True)
 
 

@@ -41,6 +41,7 @@ from harness import SEED
 from harness.errors import HarnessError
 from harness.finetune.negatives import sample_group
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.numerics import upcast
 
 Logger = Callable[[int, dict[str, float]], None]
 SETTINGS_FILE = "harness_reranker.json"
@@ -199,7 +200,7 @@ def train_cross_encoder(
                               *sample_group(negs, p_per - 1, config.seed, str(i), epoch)]
                     qs += [query] * p_per
                     ps += [text(d) for d in chosen]
-                logits = model(**_encode_pairs(tok, qs, ps, config.max_length, device)).logits.float()
+                logits = upcast(model(**_encode_pairs(tok, qs, ps, config.max_length, device)).logits)
                 loss = F.cross_entropy(logits.view(q_per, p_per), target)  # positive first in every group
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -274,7 +275,7 @@ class CrossEncoder:
                     idx = order[start : start + batch_size]
                     enc = _encode_pairs(self.tokenizer, [pairs[i][0] or "" for i in idx],
                                         [pairs[i][1] or "" for i in idx], self.max_length, self.device)
-                    logits = self.model(**enc).logits.float()
+                    logits = upcast(self.model(**enc).logits)
                     values = logits[:, 0] if labels == 1 else F.log_softmax(logits, dim=-1)[:, 1]
                     for i, v in zip(idx, values.cpu().tolist()):
                         scores[i] = float(v)

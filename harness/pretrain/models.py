@@ -26,6 +26,7 @@ from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer, BertOnlyMLMHead
 
 from harness.errors import HarnessError
+from harness.numerics import upcast
 
 IGNORE_INDEX = -100
 
@@ -136,7 +137,7 @@ def masked_lm_loss(
     logits, targets = masked_lm_logits(head, hidden, labels)
     if targets.numel() == 0:
         return logits.sum() * 0.0, logits, targets
-    return F.cross_entropy(logits.float(), targets, reduction=reduction), logits, targets
+    return F.cross_entropy(upcast(logits), targets, reduction=reduction), logits, targets
 
 
 def count_masked(labels: Tensor) -> int:

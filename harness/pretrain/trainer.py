@@ -60,6 +60,7 @@ from harness import SEED
 from harness.errors import HarnessError
 from harness.pretrain import checkpoint as ckpt
 from harness.pretrain import distributed as D
+from harness.numerics import upcast
 
 Example = tuple[str, str]
 ExamplesFn = Callable[[int, int, int], Iterable[Example]]
@@ -623,7 +624,7 @@ def _accumulate(
         with sync:
             with autocast(precision, info.device):
                 out = engine(batch)
-            loss = out["loss"].float() / accum
+            loss = upcast(out["loss"]) / accum
             (scaler.scale(loss) if scaler is not None else loss).backward()
         for key, value in _scalars(out).items():
             sums.setdefault(key, []).append(value)

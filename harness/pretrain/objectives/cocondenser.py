@@ -56,6 +56,7 @@ from harness.pretrain.objectives.base import (
     check_ratio,
 )
 from harness.pretrain.objectives.gradcache import grad_cache_backward
+from harness.numerics import upcast
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def span_contrastive_loss(reps: Tensor, temperature: float = 1.0) -> Tensor:
     if n < 2 or n % 2:
         raise HarnessError(f"coCondenser needs an even number (>= 2) of spans, got {n}")
     with torch.autocast(reps.device.type, enabled=False):
-        sim = reps.float() @ reps.float().T / temperature
+        sim = upcast(reps) @ upcast(reps).T / temperature
     sim = sim.masked_fill(torch.eye(n, dtype=torch.bool, device=reps.device), float("-inf"))
     target = torch.arange(n, device=reps.device) ^ 1  # 2i <-> 2i+1
     return F.cross_entropy(sim, target)

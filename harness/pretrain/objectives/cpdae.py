@@ -66,6 +66,7 @@ from harness.pretrain import masking
 from harness.pretrain.models import count_masked, init_like, masked_lm_loss
 from harness.pretrain.objectives.base import Batch, Losses, Objective, check_ratio
 from harness.pretrain.objectives.gradcache import grad_cache_backward
+from harness.numerics import upcast
 
 IGNORE_INDEX = -100
 
@@ -95,14 +96,14 @@ def bag_of_words(bow_ids: Tensor, vocab_size: int) -> Tensor:
 def reconstruction_loss(z: Tensor, y: Tensor, reduction: str = "sum") -> Tensor:
     """Eq. (3)-(4): binary cross entropy of Sigmoid(z) against y, per view summed over |V|
     (``"sum"``) or averaged (``"mean"``), then averaged over views."""
-    bce = F.binary_cross_entropy_with_logits(z.float(), y.float(), reduction="none")
+    bce = F.binary_cross_entropy_with_logits(upcast(z), upcast(y), reduction="none")
     per_view = bce.sum(dim=1) if reduction == "sum" else bce.mean(dim=1)
     return per_view.mean()
 
 
 def log_word_distribution(z: Tensor) -> Tensor:
     """log z~: the sigmoid outputs of Eq. (3) normalised to sum to 1, in log space."""
-    log_sig = F.logsigmoid(z.float())
+    log_sig = F.logsigmoid(upcast(z))
     return log_sig - torch.logsumexp(log_sig, dim=-1, keepdim=True)
 
 
@@ -138,7 +139,7 @@ def view_contrastive_loss(sim: Tensor, anchors: Tensor) -> Tensor:
     half = n // 2
     self_mask = torch.zeros_like(sim, dtype=torch.bool)
     self_mask[torch.arange(len(anchors), device=sim.device), anchors] = True
-    logits = sim.float().masked_fill(self_mask, float("-inf"))
+    logits = upcast(sim).masked_fill(self_mask, float("-inf"))
     return F.cross_entropy(logits, (anchors + half) % n)
 
 
@@ -210,7 +211,7 @@ class CPDAE(Objective):
             sim = -pairwise_js(log_dist[anchors], log_dist, self.js_block)
         else:
             with torch.autocast(h.device.type, enabled=False):
-                sim = h[anchors].float() @ h.float().T
+                sim = upcast(h[anchors]) @ upcast(h).T
         cl = view_contrastive_loss(sim, anchors)
         return rec, cl, {"z": z, "y": y, "sim": sim}
 

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from harness.errors import HarnessError
+from harness.numerics import upcast
 
 # global_part(reps_leaf) -> (total to backpropagate, {component: value})
 GlobalPart = Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]]
@@ -83,7 +84,7 @@ def grad_cache_backward(
     for rows, state in zip(chunks, states):
         state.restore()
         total, values, chunk_reps = local_part(rows)
-        surrogate = (chunk_reps.float() * rep_grad[rows].float()).sum() + _scaled(total, scaler)
+        surrogate = (upcast(chunk_reps) * upcast(rep_grad[rows])).sum() + _scaled(total, scaler)
         surrogate.backward()
         for key, value in values.items():
             out[key] = out[key] + value.detach() if key in out else value.detach()

@@ -49,6 +49,7 @@ from harness.pretrain.models import (
     tied_mlm_head,
 )
 from harness.pretrain.objectives.base import Batch, Losses, Objective, check_ratio
+from harness.numerics import upcast
 
 
 def lexicon_importance(logits: Tensor, pool_mask: Tensor) -> Tensor:
@@ -59,7 +60,7 @@ def lexicon_importance(logits: Tensor, pool_mask: Tensor) -> Tensor:
     """
     pool = pool_mask.bool()
     pool = pool | ~pool.any(dim=1, keepdim=True)
-    masked = logits.float().masked_fill(~pool.unsqueeze(-1), float("-inf"))
+    masked = upcast(logits).masked_fill(~pool.unsqueeze(-1), float("-inf"))
     return torch.softmax(masked.max(dim=1).values, dim=-1)
 
 
@@ -119,7 +120,7 @@ class LexMAE(Objective):
         logits = self.lm.cls(hidden)  # Eq. (1): every position (needed by the max-pool)
         flat_logits, targets = gather_masked(logits, batch["labels"])
         if targets.numel():
-            elm = F.cross_entropy(flat_logits.float(), targets)  # Eq. (2)
+            elm = F.cross_entropy(upcast(flat_logits), targets)  # Eq. (2)
         else:
             elm = logits.sum() * 0.0
         a = lexicon_importance(logits, batch["pool_mask"])  # Eq. (3)
