@@ -1,21 +1,22 @@
 """CI regression gate: every run record against what it must reproduce (`python -m harness check`).
 
+* **Integrity first.** Every record is re-hashed against the seal written with it and its
+  aggregates are recomputed from its own per-query scores (``harness/integrity.py``); an edited,
+  unsealed or inconsistent record is CORRUPT (always failing), naming the part that changed.
 * ``paper``-profile records are compared with the papers' reported cells for their method,
   re-computed with the current registry and ``tolerances.yaml`` (so neither an edited
-  ``comparison`` block in a record nor a stale registry can hide a gap). When the registry
-  cannot be loaded the record's stored comparison is used, with a warning.
-* Every other profile (``tiny``) is compared with its **reference**: the record of the same
-  method and profile marked ``"reference": true`` (the newest if several), or else the newest
-  record that git tracks in the records folder (i.e. the committed one). Tiny runs use a fixed
-  seed and the same code path, so they must reproduce their reference: each metric of the
-  reference must be matched within ``TINY_TOLERANCE`` points (statuses as for the papers:
-  PASS |delta| <= tol, ABOVE, NEAR down to 1.5 x tol, FAIL below). A record older than its
-  reference is SUPERSEDED (history, not gated); a changed spec hash makes the pair
-  NOT-COMPARABLE (re-run and commit a new reference).
+  ``comparison`` block nor a stale registry can hide a gap).
+* Every other profile (``tiny``) is compared with its **reference**: the run named for its
+  (method, profile) in ``references.json`` in the records folder. A reference is made only
+  explicitly (``check --accept RUN_ID``), never because a record is the newest. Each metric of
+  the reference must be matched within ``TINY_TOLERANCE`` points; a record older than its
+  reference is SUPERSEDED; a changed spec hash is NOT-COMPARABLE (re-run and accept).
+* A reference named in ``references.json`` whose record is absent is MISSING (failing): the
+  manifest is also the list of records the gate expects. A record whose method has no spec is
+  UNKNOWN-METHOD, one with no reference NO-REFERENCE (both fail under ``--strict``).
 
-Exit code: 1 when any row FAILs; with ``strict`` also on NEAR and on skipped (corrupt,
-partial, future-version) records. Informational statuses never fail: REFERENCE,
-NO-REFERENCE, SUPERSEDED, NO-CELLS, NOT-COMPARABLE.
+Exit code: 1 when any row is FAIL, CORRUPT or MISSING; with ``strict`` also on NEAR,
+UNKNOWN-METHOD, NO-REFERENCE and skipped (unreadable, partial, future-version) records.
 """
 
 from __future__ import annotations
@@ -23,22 +24,22 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.commands._output import format_table
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UnknownNameError
 from harness.records import RunRecord, Skipped, load_records, records_dir
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
 NEAR_FACTOR = 1.5
-FAILING = ("FAIL",)
-STRICT_FAILING = ("FAIL", "NEAR")
-STATUS_ORDER = ("FAIL", "NEAR", "PASS", "ABOVE", "NOT-COMPARABLE", "REFERENCE", "NO-REFERENCE", "SUPERSEDED",
-                "NO-CELLS")
+REFERENCES_FILE = "references.json"
+FAILING = ("FAIL", "CORRUPT", "MISSING")
+STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE")
+STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "PASS", "ABOVE",
+                "NOT-COMPARABLE", "REFERENCE", "SUPERSEDED", "NO-CELLS")
 
 
 @dataclass
@@ -187,24 +188,62 @@ def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | No
 
 # ----------------------------------------------------------------------------- references
 
-def git_tracked(directory: Path) -> set[Path]:
-    """Files git tracks under ``directory`` (empty when git or a repository is absent)."""
+def load_references(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(method, profile) -> {"run_id", "sha256", "accepted"} from ``<records>/references.json``."""
+    path = Path(directory) / REFERENCES_FILE
+    if not path.exists():
+        return {}
     try:
-        out = subprocess.run(["git", "-C", str(directory), "ls-files", "-z", "--", "."],
-                             capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.SubprocessError):
-        return set()
-    if out.returncode != 0:
-        return set()
-    return {(directory / p).resolve() for p in out.stdout.split("\0") if p}
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HarnessError(f"{path}: not readable JSON ({exc}); restore it from git or re-accept the references "
+                           "with `python -m harness check --accept RUN_ID`") from exc
+    refs = {}
+    for key, entry in (data.get("references") or {}).items() if isinstance(data, dict) else ():
+        method, _, profile = key.partition("/")
+        if not profile or not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str):
+            raise HarnessError(f"{path}: entry '{key}' must be \"<method>/<profile>\": {{\"run_id\": ...}}")
+        refs[(method, profile)] = entry
+    return refs
 
 
-def choose_reference(group: Sequence[RunRecord], tracked: set[Path]) -> RunRecord | None:
-    """The reference of one (method, profile) group: marked, else newest committed, else none."""
-    marked = [r for r in group if r.is_reference]
-    committed = [r for r in group if r.path.resolve() in tracked]
-    pool = marked or committed
-    return max(pool, key=lambda r: (r.created, r.run_id)) if pool else None
+def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """Make ``run_id`` the reference of its (method, profile): it must load and pass integrity.
+    Returns the manifest path and the new entry (commit both the record and the manifest)."""
+    import datetime as _dt
+
+    from harness.fsutil import atomic_write_text
+
+    directory = Path(directory) if directory is not None else records_dir()
+    records, skipped = load_records(directory)
+    rec = next((r for r in records if r.run_id == run_id), None)
+    if rec is None:
+        why = next((s.reason for s in skipped if s.path.stem == run_id), None)
+        known = [r.run_id for r in records]
+        if why:
+            raise HarnessError(f"{directory / (run_id + '.json')}: cannot be accepted: {why}")
+        raise UnknownNameError("run record", run_id, known)
+    problems = rec.integrity_problems
+    if problems and problems[0].startswith("unsealed") and len(problems) == 1:
+        # An unsealed record whose aggregates agree with its per-query scores: accepting it is
+        # the explicit act that vouches for it, so it is sealed now.
+        from harness.integrity import seal
+
+        atomic_write_text(rec.path, json.dumps(seal(rec.data), indent=1) + "\n")
+        rec = RunRecord(rec.path, json.loads(rec.path.read_text(encoding="utf-8")))
+    elif problems:
+        raise HarnessError(f"{rec.path}: cannot be accepted as a reference: {problems[0]}")
+    path = directory / REFERENCES_FILE
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    refs = data.setdefault("references", {})
+    entry = {"run_id": rec.run_id, "sha256": rec.get("integrity", {}).get("sha256"),
+             "accepted": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    refs[f"{rec.method}/{rec.profile}"] = entry
+    data["about"] = ("The reference run of each (method, profile): `python -m harness check` gates other runs "
+                     "against it and fails when its record is missing. Changed only by `check --accept RUN_ID`.")
+    data["references"] = dict(sorted(refs.items()))
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+    return path, entry
 
 
 def _status(delta: float, tolerance: float) -> str:
@@ -271,39 +310,79 @@ def _paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) ->
 
 def run_gate(directory: str | Path | None = None, *, strict: bool = False,
              cells: Sequence[Mapping[str, Any]] | None = None, reported: str | Path | None = None,
-             tiny_tolerance: float = TINY_TOLERANCE, tracked: set[Path] | None = None) -> GateResult:
+             tiny_tolerance: float = TINY_TOLERANCE, references_from: str | Path | None = None,
+             known_methods: Sequence[str] | None = None) -> GateResult:
     """Gate every record in ``directory`` (default runs/records).
 
     ``cells`` (dicts) overrides the registry; ``reported`` names a JSON snapshot of cells;
-    ``tracked`` overrides the set of committed files (default: asked from git).
+    ``references_from`` is the folder whose ``references.json`` and reference records to use
+    (default ``directory``: a fresh re-run in a scratch folder is gated against the committed
+    references this way; then missing references are not expected in the scratch folder).
     """
     directory = Path(directory) if directory is not None else records_dir()
+    ref_dir = Path(references_from) if references_from is not None else directory
     records, skipped = load_records(directory)
     result = GateResult(directory, [], skipped, strict, len(records))
-    if cells is None and any(r.profile == "paper" for r in records):
+    if known_methods is None:
+        from harness.spec import list_methods
+
+        known_methods = list_methods()
+    usable = []
+    for rec in records:
+        base = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
+        if rec.integrity_problems:
+            result.rows.extend(GateRow("CORRUPT", **base, note=f"{rec.path.name}: {problem}")
+                               for problem in rec.integrity_problems)
+            continue
+        if rec.method not in known_methods:
+            result.rows.append(GateRow("UNKNOWN-METHOD", **base, note=(
+                f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
+                "not gated")))
+            continue
+        usable.append(rec)
+    if cells is None and any(r.profile == "paper" for r in usable):
         cells, error = load_reported_cells(reported)
         if error:
             result.warnings.append(f"{error}; paper records are checked with their stored comparison")
-    tracked = git_tracked(directory) if tracked is None else tracked
+    references = load_references(ref_dir)
+    ref_records = {r.run_id: r for r in (usable if ref_dir == directory else load_records(ref_dir)[0])}
+    if ref_dir == directory:
+        for (method, profile), entry in sorted(references.items()):
+            if entry["run_id"] not in ref_records:
+                result.rows.append(GateRow("MISSING", entry["run_id"], method, profile, note=(
+                    f"{REFERENCES_FILE} names {entry['run_id']} as the {method} [{profile}] reference, but its "
+                    "record is not here (restore it from git, or accept another run)")))
+    for (method, profile), entry in references.items():
+        ref = ref_records.get(entry["run_id"])
+        sealed = (ref.get("integrity") or {}).get("sha256") if ref else None
+        if ref is not None and entry.get("sha256") and sealed != entry["sha256"]:
+            result.rows.append(GateRow("CORRUPT", ref.run_id, method, profile, note=(
+                f"{ref.path.name}: differs from the record accepted as the reference (sha256 "
+                f"{str(sealed)[:12]}... vs accepted {entry['sha256'][:12]}...): re-sealed after an edit?")))
+            ref_records.pop(entry["run_id"])
     groups: dict[tuple[str, str], list[RunRecord]] = {}
-    for rec in records:
-        if rec.profile != "paper":
-            groups.setdefault((rec.method, rec.profile), []).append(rec)
-            continue
-        try:
-            result.rows.extend(_paper_rows(rec, cells))
-        except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
-            _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
+    for rec in usable:
+        if rec.profile == "paper":
+            try:
+                result.rows.extend(_paper_rows(rec, cells))
+            except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
+                _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
+            if references.get((rec.method, rec.profile), {}).get("run_id") != rec.run_id:
+                continue
+        groups.setdefault((rec.method, rec.profile), []).append(rec)
     for (method, profile), group in groups.items():
-        ref = choose_reference(group, tracked)
+        entry = references.get((method, profile))
+        ref = ref_records.get(entry["run_id"]) if entry else None
         for rec in group:
             base = dict(run_id=rec.run_id, method=method, profile=profile)
             if ref is None:
                 result.rows.append(GateRow("NO-REFERENCE", **base, note=(
-                    f"no reference for {method} [{profile}]: commit a record (or mark one \"reference\": true)")))
-            elif rec is ref:
-                result.rows.append(GateRow("REFERENCE", **base, against="(is the reference)",
-                                           note="marked reference" if rec.is_reference else "newest committed record"))
+                    f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
+                    f"`python -m harness check --accept {rec.run_id}` makes this run the reference")))
+            elif rec.run_id == ref.run_id:
+                if rec.profile != "paper":  # a paper reference is gated against the papers above
+                    result.rows.append(GateRow("REFERENCE", **base, against="(is the reference)",
+                                               note=f"accepted {entry.get('accepted', '')}".strip()))
             elif (rec.created, rec.run_id) < (ref.created, ref.run_id):
                 result.rows.append(GateRow("SUPERSEDED", **base, against=f"reference {ref.run_id}",
                                            note="older than the reference; not gated"))

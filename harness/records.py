@@ -12,6 +12,7 @@ readers use the accessors below and tolerate what they do not know.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -102,9 +103,12 @@ class RunRecord:
     def finetune_stage(self) -> str | None:
         return self.data.get("finetune_stage")
 
-    @property
-    def is_reference(self) -> bool:
-        return self.data.get("reference") is True
+    @functools.cached_property
+    def integrity_problems(self) -> list[str]:
+        """Seal and aggregate problems (``harness.integrity``); empty for an untouched record."""
+        from harness.integrity import problems
+
+        return problems(self.data)
 
     def conditions(self) -> dict[str, Any]:
         """Run conditions for comparisons with the papers (profile, method, spec conditions, stage)."""
@@ -206,7 +210,8 @@ def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], 
     records: list[RunRecord] = []
     skipped: list[Skipped] = []
     seen: dict[str, Path] = {}
-    files = sorted(p for p in directory.iterdir() if p.is_file() and (p.suffix == ".json" or (p.name.endswith(".tmp") and ".json" in p.name)))
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name != "references.json"
+                   and (p.suffix == ".json" or (p.name.endswith(".tmp") and ".json" in p.name)))
     for path in files:
         loaded = load_record(path)
         if isinstance(loaded, Skipped):

@@ -25,6 +25,7 @@ from typing import Any, Iterator
 from harness import __version__
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_text, exclusive_lock
+from harness.integrity import seal
 from harness.paths import PROJECT_ROOT, runs_dir
 
 RECORD_SCHEMA_VERSION = 1
@@ -207,9 +208,10 @@ def write_run_record(record: dict[str, Any], directory: Path | None = None) -> P
     """Atomically write a run record; returns its path (runs/records/<run_id>.json)."""
     directory = directory or runs_dir() / "records"
     directory.mkdir(parents=True, exist_ok=True)
-    record = {"schema_version": RECORD_SCHEMA_VERSION, **record}
+    # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
+    record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))
     path = directory / f"{record['run_id']}.json"
     if path.exists():  # never overwrite another run's record
         raise HarnessError(f"{path}: a run record with this run_id already exists; refusing to overwrite it")
-    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
+    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False) + "\n")
     return path

@@ -109,7 +109,7 @@ with tab_method:
         rec = next(r for r in runs if r.run_id == run_id)
         st.subheader(f"{rec.method} · {rec.profile} · {rec.run_id}")
         st.caption(f"spec hash `{rec.spec_hash}` · created {rec.created} · command `{rec.get('command', '')}`"
-                   + (" · reference record" if rec.is_reference else ""))
+                   + (" · reference record" if rec.run_id in data.references else ""))
         left, right = st.columns(2)
         with left:
             st.markdown("**Stages**")

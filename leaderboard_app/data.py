@@ -8,11 +8,12 @@ error message or a skipped entry that the page displays.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.gate import GateResult, load_reported_cells, paper_comparisons, run_gate
+from harness.errors import HarnessError
+from harness.gate import GateResult, load_references, load_reported_cells, paper_comparisons, run_gate
 from harness.records import RunRecord, Skipped, load_records, records_dir
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.
@@ -29,6 +30,7 @@ class LeaderboardData:
     cells_error: str | None
     comparisons: dict[str, list[dict[str, Any]]]  # run_id -> comparison dicts
     gate: GateResult | None = None
+    references: set[str] = field(default_factory=set)  # run ids named in references.json
 
     @property
     def profiles(self) -> list[str]:
@@ -89,6 +91,10 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
     cells, error = load_reported_cells(snapshot)
     comparisons = {}
     for rec in list(recs):
+        if rec.integrity_problems:  # an edited record is listed with why, never shown as a result
+            recs.remove(rec)
+            skipped.append(Skipped(rec.path, "integrity: " + "; ".join(rec.integrity_problems[:3])))
+            continue
         if rec.profile == "paper" and cells is not None:
             try:
                 comparisons[rec.run_id] = paper_comparisons(rec, cells)
@@ -98,6 +104,10 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
         else:  # tiny runs are NOT-COMPARABLE with the papers; keep what the run stored
             comparisons[rec.run_id] = rec.comparison
     data = LeaderboardData(directory, recs, skipped, cells or [], error, comparisons)
+    try:
+        data.references = {entry["run_id"] for entry in load_references(directory).values()}
+    except HarnessError as exc:
+        data.cells_error = f"{data.cells_error}; {exc}" if data.cells_error else str(exc)
     if with_gate:
         data.gate = run_gate(directory, cells=cells, reported=snapshot)  # None: the gate falls back to stored comparisons
     return data

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import HarnessError
+
 from harness.commands import check
-from harness.gate import (TINY_TOLERANCE, choose_reference, format_gate, git_tracked, load_reported_cells,
+from harness.gate import (TINY_TOLERANCE, accept_reference, format_gate, load_references, load_reported_cells,
                           reference_rows, run_gate, system_label)
+from harness.integrity import seal
 from harness.paths import PROJECT_ROOT
 from harness.records import load_records
 
@@ -31,18 +34,30 @@ def cells():
     return loaded
 
 
-def _copy(tmp_path: Path, *names: str) -> Path:
+def _copy(tmp_path: Path, *names: str, references: bool | None = None) -> Path:
+    """A records folder with ``names``; references.json comes along when asked (default: with REF)."""
     out = tmp_path / "records"
     out.mkdir()
     for name in names:
         shutil.copy(RUNS / name, out / name)
+    if references or (references is None and REF in names):
+        shutil.copy(RUNS / "references.json", out / "references.json")
     return out
 
 
-def _edit(path: Path, change) -> None:
+def _edit(path: Path, change, reseal: bool = False) -> None:
+    """Change a record; ``reseal`` makes it look as written by a run (else it is a doctored file)."""
     data = json.loads(path.read_text())
     change(data)
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(seal(data) if reseal else data))
+
+
+def _shift(data: dict, dataset: str, measure: str, delta: float) -> None:
+    """What a run with other numbers writes: every per-query score and the aggregate move together."""
+    scores = data["per_query"][dataset][measure]
+    for qid in scores:
+        scores[qid] += delta
+    data["metrics"][dataset][measure] = sum(scores.values()) / len(scores)
 
 
 def _cli(*argv: str) -> int:
@@ -53,7 +68,7 @@ def _cli(*argv: str) -> int:
 
 
 def test_committed_style_fixtures_pass(cells):
-    result = run_gate(RUNS, cells=cells, tracked=set())
+    result = run_gate(RUNS, cells=cells)
     counts = result.counts()
     assert result.exit_code == 0 and result.passed
     assert "FAIL" not in counts and counts["NEAR"] == 2 and counts["REFERENCE"] == 1
@@ -61,18 +76,19 @@ def test_committed_style_fixtures_pass(cells):
     tiny = [r for r in result.rows if r.run_id == TINY[:-5]]
     assert {r.status for r in tiny} == {"PASS"} and len(tiny) == 4
     assert all(abs(r.delta - 0.2) < 1e-6 and r.tolerance == TINY_TOLERANCE for r in tiny)
+    assert not [r for r in result.rows if r.status == "CORRUPT"]
     text = format_gate(result)
     assert "gate PASSED" in text and "SKIPPED corrupt__tiny__20261121T120000.json" in text
 
 
 def test_strict_fails_on_near_and_on_skipped_records(cells, tmp_path):
-    assert run_gate(RUNS, cells=cells, strict=True, tracked=set()).exit_code == 1
-    only_bm25 = _copy(tmp_path, BM25)
+    assert run_gate(RUNS, cells=cells, strict=True).exit_code == 1
+    only_bm25 = _copy(tmp_path, BM25, references=False)
     result = run_gate(only_bm25, cells=cells, strict=True)
     assert result.exit_code == 1 and {r.status for r in result.failures()} == {"NEAR"}
     clean = tmp_path / "clean"
     clean.mkdir()
-    for name in (REF, TINY):
+    for name in (REF, TINY, "references.json"):
         shutil.copy(RUNS / name, clean / name)
     assert run_gate(clean, strict=True).exit_code == 0
     (clean / "broken.json").write_text("{")
@@ -84,11 +100,11 @@ def test_doctored_paper_record_fails_even_with_an_edited_comparison(cells, tmp_p
     folder = _copy(tmp_path, BM25)
 
     def doctor(d):
-        d["metrics"]["msmarco-dev"]["RR@10"] = 0.150  # 15.0 vs the papers' 18.7 / 18.5
+        _shift(d, "msmarco-dev", "RR@10", 0.150 - d["metrics"]["msmarco-dev"]["RR@10"])  # 15.0 vs 18.7 / 18.5
         for c in d["comparison"]:
             c["status"] = "PASS"  # a stored verdict must not hide the gap
 
-    _edit(folder / BM25, doctor)
+    _edit(folder / BM25, doctor, reseal=True)
     result = run_gate(folder, cells=cells)
     failed = [r for r in result.rows if r.status == "FAIL"]
     assert result.exit_code == 1
@@ -97,9 +113,9 @@ def test_doctored_paper_record_fails_even_with_an_edited_comparison(cells, tmp_p
     assert all(r.delta < -3 for r in failed)
 
 
-def test_doctored_tiny_record_fails_against_its_reference(tmp_path):
+def test_changed_tiny_number_fails_against_its_reference(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
-    _edit(folder / TINY, lambda d: d["metrics"]["scifact"].update({"nDCG@10": d["metrics"]["scifact"]["nDCG@10"] - 0.02}))
+    _edit(folder / TINY, lambda d: _shift(d, "scifact", "nDCG@10", -0.02), reseal=True)
     result = run_gate(folder)
     bad = [r for r in result.rows if r.status == "FAIL"]
     assert result.exit_code == 1 and len(bad) == 1
@@ -109,27 +125,106 @@ def test_doctored_tiny_record_fails_against_its_reference(tmp_path):
 
 def test_tiny_near_passes_unless_strict(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
-    _edit(folder / TINY, lambda d: d["metrics"]["nfcorpus"].update({"R@100": d["metrics"]["nfcorpus"]["R@100"] - 0.0085}))
+    _edit(folder / TINY, lambda d: _shift(d, "nfcorpus", "R@100", -0.0085), reseal=True)
     assert {r.status for r in run_gate(folder).rows} >= {"NEAR", "PASS", "REFERENCE"}
     assert run_gate(folder).exit_code == 0 and run_gate(folder, strict=True).exit_code == 1
 
 
-def test_reference_is_marked_else_newest_committed(tmp_path):
-    folder = _copy(tmp_path, REF, TINY)
-    _edit(folder / REF, lambda d: d.pop("reference"))
-    records, _ = load_records(folder)
-    assert choose_reference(records, set()) is None
-    result = run_gate(folder, tracked=set())
+def test_reference_comes_from_the_manifest_only(tmp_path):
+    folder = _copy(tmp_path, REF, TINY, references=False)
+    result = run_gate(folder)
     assert {r.status for r in result.rows} == {"NO-REFERENCE"} and result.exit_code == 0
-    # Both committed: the newest committed is the reference and the older one is history.
-    both = {p.resolve() for p in folder.iterdir()}
-    assert choose_reference(records, both).run_id == TINY[:-5]
-    statuses = {r.run_id: r.status for r in run_gate(folder, tracked=both).rows}
+    assert run_gate(folder, strict=True).exit_code == 1  # strict: an ungated record fails
+    assert "--accept" in result.rows[0].note
+    # Accepting the newer run makes it the reference; the older one is history.
+    path, entry = accept_reference(TINY[:-5], folder)
+    assert load_references(folder)[("cotmae", "tiny")]["run_id"] == TINY[:-5] == entry["run_id"]
+    statuses = {r.run_id: r.status for r in run_gate(folder).rows}
     assert statuses == {TINY[:-5]: "REFERENCE", REF[:-5]: "SUPERSEDED"}
-    # Only the older one committed: the newer local run is gated against it.
-    old = {(folder / REF).resolve()}
-    rows = run_gate(folder, tracked=old).rows
-    assert {r.status for r in rows if r.run_id == TINY[:-5]} == {"PASS"}
+    # Accepting the older one gates the newer run against it.
+    accept_reference(REF[:-5], folder)
+    assert {r.status for r in run_gate(folder).rows if r.run_id == TINY[:-5]} == {"PASS"}
+
+
+def test_missing_reference_record_fails(tmp_path):
+    folder = _copy(tmp_path, TINY, references=True)  # references.json names REF, which is not here
+    result = run_gate(folder)
+    missing = [r for r in result.rows if r.status == "MISSING"]
+    assert result.exit_code == 1 and len(missing) == 1 and missing[0].run_id == REF[:-5]
+    assert "cotmae [tiny] reference" in missing[0].note
+
+
+def test_record_of_an_unknown_method_is_reported_and_fails_strict(tmp_path):
+    folder = _copy(tmp_path, REF, TINY)
+    shutil.copy(folder / TINY, folder / "foo__tiny__20261121T110000.json")
+    _edit(folder / "foo__tiny__20261121T110000.json",
+          lambda d: d.update(method="foo", run_id="foo__tiny__20261121T110000"), reseal=True)
+    result = run_gate(folder)
+    unknown = [r for r in result.rows if r.status == "UNKNOWN-METHOD"]
+    assert len(unknown) == 1 and "no method spec named 'foo'" in unknown[0].note
+    assert result.exit_code == 0 and run_gate(folder, strict=True).exit_code == 1
+
+
+@pytest.mark.parametrize("doctor, part", [
+    (lambda d: d["metrics"]["scifact"].update({"nDCG@10": d["metrics"]["scifact"]["nDCG@10"] + 1e-6}),
+     "metrics/scifact/nDCG@10 was edited"),
+    (lambda d: d["per_query"]["nfcorpus"]["R@100"].update(
+        {next(iter(d["per_query"]["nfcorpus"]["R@100"])): 0.5}), "per_query/nfcorpus/R@100 was edited"),
+    (lambda d: d.update(seconds=1.0), "seconds was edited"),
+    (lambda d: d.pop("integrity"), "unsealed"),
+    (lambda d: d.update(integrity={**d["integrity"], "sha256": "0" * 64}), "content hash mismatch"),
+])
+def test_doctored_record_is_corrupt_naming_what_changed(tmp_path, doctor, part):
+    folder = _copy(tmp_path, REF, TINY)
+    _edit(folder / TINY, doctor)
+    result = run_gate(folder)
+    corrupt = [r for r in result.rows if r.status == "CORRUPT"]
+    assert result.exit_code == 1 and corrupt and corrupt[0].run_id == TINY[:-5]
+    assert any(part in r.note and TINY in r.note for r in corrupt), [r.note for r in corrupt]
+    assert not [r for r in result.rows if r.run_id == TINY[:-5] and r.status == "PASS"]  # never used
+
+
+def test_resealed_aggregate_that_disagrees_with_its_per_query_scores_is_corrupt(tmp_path):
+    folder = _copy(tmp_path, REF, TINY)
+    _edit(folder / TINY, lambda d: d["metrics"]["scifact"].update({"R@100": 0.9}), reseal=True)
+    notes = [r.note for r in run_gate(folder).rows if r.status == "CORRUPT"]
+    assert len(notes) == 1 and "metrics/scifact/R@100 = 0.900000 but the mean of its 300 per-query scores" in notes[0]
+
+
+def test_reference_resealed_after_an_edit_is_corrupt(tmp_path):
+    folder = _copy(tmp_path, REF, TINY)
+    _edit(folder / REF, lambda d: _shift(d, "scifact", "nDCG@10", 0.01), reseal=True)
+    result = run_gate(folder)
+    assert result.exit_code == 1
+    assert any(r.status == "CORRUPT" and "differs from the record accepted" in r.note for r in result.rows)
+
+
+def test_fresh_rerun_is_gated_against_the_committed_reference(tmp_path):
+    committed = _copy(tmp_path, REF)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(RUNS / TINY, fresh / TINY)  # a re-run 0.2 points above the reference
+    passing = run_gate(fresh, strict=True, references_from=committed, tiny_tolerance=3.0)
+    assert passing.exit_code == 0 and {r.status for r in passing.rows} == {"PASS"}
+    assert {r.against for r in passing.rows} == {"reference " + REF[:-5]}
+    _edit(fresh / TINY, lambda d: _shift(d, "nfcorpus", "nDCG@10", -0.05), reseal=True)
+    failing = run_gate(fresh, strict=True, references_from=committed, tiny_tolerance=3.0)
+    bad = [r for r in failing.rows if r.status == "FAIL"]
+    assert failing.exit_code == 1 and [(r.method, r.benchmark, r.measure) for r in bad] == [
+        ("cotmae", "nfcorpus", "nDCG@10")]
+    assert not [r for r in failing.rows if r.status == "MISSING"]  # the scratch folder expects no references
+
+
+def test_accept_refuses_a_doctored_record_and_seals_a_consistent_unsealed_one(tmp_path):
+    folder = _copy(tmp_path, REF, TINY, references=False)
+    _edit(folder / TINY, lambda d: d["metrics"]["scifact"].update({"R@100": 0.9}))
+    with pytest.raises(HarnessError, match="cannot be accepted"):
+        accept_reference(TINY[:-5], folder)
+    _edit(folder / REF, lambda d: d.pop("integrity"))
+    accept_reference(REF[:-5], folder)
+    assert "integrity" in json.loads((folder / REF).read_text())
+    with pytest.raises(HarnessError, match="Did you mean"):
+        accept_reference(REF[:-6], folder)
 
 
 def test_changed_spec_is_not_comparable(tmp_path):
@@ -142,7 +237,7 @@ def test_changed_spec_is_not_comparable(tmp_path):
 
 def test_missing_dataset_is_not_comparable(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
-    _edit(folder / TINY, lambda d: d["metrics"].pop("nfcorpus"))
+    _edit(folder / TINY, lambda d: (d["metrics"].pop("nfcorpus"), d["per_query"].pop("nfcorpus")), reseal=True)
     rows = [r for r in run_gate(folder).rows if r.benchmark == "nfcorpus"]
     assert {r.status for r in rows} == {"NOT-COMPARABLE"} and "did not evaluate" in rows[0].note
 
@@ -160,10 +255,6 @@ def test_paper_record_without_cells_is_reported_not_failed(tmp_path):
     folder = _copy(tmp_path, BM25)
     result = run_gate(folder, cells=[])
     assert [r.status for r in result.rows] == ["NO-CELLS"] and result.exit_code == 0
-
-
-def test_git_tracked_is_empty_outside_a_repository(tmp_path):
-    assert git_tracked(tmp_path) == set()
 
 
 def test_system_label_names_the_system_not_the_dataset(cells):

@@ -40,7 +40,7 @@ def test_records_come_oldest_first_with_accessors():
     assert bm25.per_query["scifact"]["nDCG@10"] and bm25.stages[0]["stage"] == "index"
     assert bm25.conditions() == {"profile": "paper", "method": "bm25"}
     ref = next(r for r in records if r.run_id == "cotmae__tiny__20261120T100000")
-    assert ref.is_reference and ref.finetune_stage == "retriever2"
+    assert not ref.integrity_problems and ref.finetune_stage == "retriever2"
     assert ref.conditions()["finetune_stage"] == "retriever2" and ref.conditions()["pretrain_steps"] == "200"
 
 

@@ -3,43 +3,96 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from harness.commands._output import write_json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from harness.gate import TINY_TOLERANCE
+    from harness.rerun import RERUN_TOLERANCE, RERUNS
 
     p = sub.add_parser(
         "check",
-        help="regression gate: run records vs the papers (paper) and vs committed references (tiny)",
+        help="regression gate: record integrity, records vs the papers (paper) and vs accepted references (tiny)",
         description=(
-            "Compare every run record in runs/records/ with what it must reproduce: paper-profile "
-            "records with the papers' reported cells (tolerances.yaml), tiny records with the committed "
-            "reference record of the same method and profile (the one marked \"reference\": true, else "
-            f"the newest committed one) within {TINY_TOLERANCE} points per metric. Prints one table. "
-            "Exit status 1 on FAIL (with --strict also on NEAR and on skipped records); corrupt, partial "
-            "or future-version records are listed as skipped, never a crash."
+            "Check every run record in runs/records/: its content seal and its aggregates recomputed from its "
+            "per-query scores (an edited record is CORRUPT), then paper-profile records against the papers' "
+            "reported cells (tolerances.yaml) and other profiles against the reference run named in "
+            f"runs/records/references.json, within {TINY_TOLERANCE} points per metric. A reference named there "
+            "but absent is MISSING. Exit status 1 on FAIL, CORRUPT or MISSING (with --strict also on NEAR, "
+            "UNKNOWN-METHOD, NO-REFERENCE and unreadable records). --rerun runs methods again from an empty "
+            f"cache ({', '.join(r.label for r in RERUNS)}) and gates the fresh numbers ({RERUN_TOLERANCE} "
+            "points for tiny: the measured spread between machines)."
         ),
     )
-    p.add_argument("--strict", action="store_true", help="also fail on NEAR and on skipped (unreadable) records")
+    p.add_argument("--strict", action="store_true",
+                   help="also fail on NEAR, unknown methods, records without a reference and unreadable records")
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
     p.add_argument("--reported", metavar="JSON", default=None,
                    help="compare with a JSON snapshot of reported cells instead of baselines/reported/")
-    p.add_argument("--tiny-tolerance", metavar="POINTS", type=float, default=TINY_TOLERANCE,
-                   help=f"tolerance of a tiny record against its reference, in points (default {TINY_TOLERANCE})")
+    p.add_argument("--tiny-tolerance", metavar="POINTS", type=float, default=None,
+                   help=f"tolerance against a reference, in points (default {TINY_TOLERANCE}; "
+                        f"with --rerun {RERUN_TOLERANCE})")
+    p.add_argument("--accept", metavar="RUN_ID",
+                   help="make this run the reference of its method and profile (writes references.json; "
+                        "seals the record if it predates sealing and its aggregates check out); commit both")
+    p.add_argument("--rerun", nargs="?", const="", default=None, metavar="M[:P],...",
+                   help="re-run methods from an empty cache into a scratch folder and gate the fresh records "
+                        "(default: " + ", ".join(f"{r.method}:{r.profile}" for r in RERUNS) + ")")
+    p.add_argument("--scratch", metavar="DIR", default=None,
+                   help="scratch folder for --rerun (default: a new folder under the cache dir)")
     p.add_argument("--json", metavar="PATH", help="write every row, the skipped records and the verdict as JSON")
     p.set_defaults(func=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
     from harness.errors import HarnessError
-    from harness.gate import format_gate, run_gate
+    from harness.gate import TINY_TOLERANCE, accept_reference, format_gate, run_gate
+    from harness.records import records_dir
 
-    if args.tiny_tolerance < 0:
+    if args.tiny_tolerance is not None and args.tiny_tolerance < 0:
         raise HarnessError(f"--tiny-tolerance must be >= 0, got {args.tiny_tolerance}")
-    result = run_gate(args.records, strict=args.strict, reported=args.reported, tiny_tolerance=args.tiny_tolerance)
+    if args.accept:
+        path, entry = accept_reference(args.accept, args.records)
+        print(f"accepted {entry['run_id']} as the reference (sha256 {entry['sha256'][:12]}...) in {path}; "
+              f"commit it with the record")
+        return 0
+    if args.rerun is not None:
+        return _rerun(args)
+    tolerance = TINY_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
+    result = run_gate(args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance)
     print(format_gate(result))
     if args.json:
         write_json(args.json, result.to_dict())
+    return result.exit_code
+
+
+def _rerun(args: argparse.Namespace) -> int:
+    import tempfile
+    import time
+
+    from harness.gate import format_gate, run_gate
+    from harness.paths import cache_dir
+    from harness.records import records_dir
+    from harness.rerun import RERUN_TOLERANCE, parse_reruns, run_fresh
+
+    reruns = parse_reruns(args.rerun)
+    committed = Path(args.records) if args.records else records_dir()
+    if args.scratch:
+        scratch = Path(args.scratch)
+    else:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="rerun-", dir=cache_dir()))
+    started = time.monotonic()
+    fresh, timings = run_fresh(reruns, scratch)
+    tolerance = RERUN_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
+    # strict: a fresh record with no reference, or a NEAR, is a failure of the re-run gate
+    result = run_gate(fresh, strict=True, reported=args.reported, tiny_tolerance=tolerance,
+                      references_from=committed)
+    print(format_gate(result))
+    print("re-run times: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
+          + f"; total {time.monotonic() - started:.0f}s (fresh records in {fresh})")
+    if args.json:
+        write_json(args.json, {**result.to_dict(), "rerun_seconds": timings, "scratch": str(scratch)})
     return result.exit_code
