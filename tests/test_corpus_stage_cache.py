@@ -45,7 +45,9 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(sc.os, "replace", boom)
+    from harness import fsutil
+
+    monkeypatch.setattr(fsutil.os, "replace", boom)
     with pytest.raises(OSError):
         sc.atomic_write_json(p, {"v": 2})
     assert '"v": 1' in p.read_text()
