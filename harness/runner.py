@@ -78,15 +78,19 @@ class RunContext:
 
 
 def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
-    """`paper` where the declared hardware is present, otherwise `tiny`; returns (profile, why)."""
+    """`paper` where the declared hardware is present; otherwise the CPU profile that learns
+    (`mini`) where the method has one, else `tiny`. Returns (profile, why)."""
+    from harness.spec import profiles_of
+
     if requested:
         return requested, "requested with --profile"
     paper = load_method(spec_name, "paper")
     hw = detect()
     if declared_present(paper.get("hardware"), hw):
         return "paper", f"declared hardware is present ({hw.describe()})"
-    return "tiny", (f"declared hardware {paper.get('hardware.devices')} x {paper.get('hardware.device_type')} "
-                    f"is not present ({hw.describe()})")
+    fallback = "mini" if "mini" in profiles_of(spec_name) else "tiny"
+    return fallback, (f"declared hardware {paper.get('hardware.devices')} x {paper.get('hardware.device_type')} "
+                      f"is not present ({hw.describe()})")
 
 
 Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
@@ -151,6 +155,8 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     datasets = datasets or list(spec.get("datasets", []))
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
     print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
+    for note in spec.get("substitutions") or []:
+        print(f"  substitution: {note}")
     if dry_run:
         from harness.plan import describe
 
@@ -225,6 +231,7 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
             "git": git_commit(),
             "packages": package_versions(),
             "hardware": {"declared": spec.get("hardware"), "detected": hardware()},
+            **({"substitutions": list(spec.get("substitutions"))} if spec.get("substitutions") else {}),
             "datasets": checksums,
             **({"finetune_stage": final} if final.startswith("retriever") else {}),
             "metrics": metrics,

@@ -20,7 +20,7 @@ import yaml
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.paths import specs_dir
 
-PROFILES = ("paper", "tiny")
+PROFILES = ("paper", "mini", "tiny")
 FAMILIES = ("lexical", "dense", "learned-sparse")
 
 # key -> (required, allowed python types, one-line meaning). Checked after resolution.
@@ -43,6 +43,7 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "extends": (False, (str,), "parent spec name"),
     "profiles": (False, (dict,), "per-profile overrides"),
     "notes": (False, (str, list), "free text"),
+    "substitutions": (False, (list,), "where this setting departs from the paper's (printed with every run and recorded)"),
 }
 
 

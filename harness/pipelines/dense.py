@@ -162,7 +162,13 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
     r1_cfg = finetune_settings(ctx.spec, "retriever1")
     bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or 200))
     r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": bm25_train.parent.name})
-    out: dict[str, dict[str, Path]] = {"retriever1": {}}
+    out: dict[str, dict[str, Path]] = {}
+    # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, CLS
+    # pooling), so a run shows what fine-tuning added (the control's check that fine-tuning works).
+    start = encoder0 if ctx.spec.get("finetune.evaluate_start") else None
+    if start is not None:
+        out["start"] = {}
+    out["retriever1"] = {}
     if "finetune_r2" in stages:
         mine_cfg = ctx.spec.get("finetune.mine") or {}
         mined = retrieve_stage(ctx, "mine", r1, name, split, int(mine_cfg.get("depth", 200)))
@@ -175,6 +181,8 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
         from harness.data.catalog import get_benchmark
 
         test_split = get_benchmark(dataset).eval_split
+        if start is not None:
+            out["start"][dataset] = retrieve_stage(ctx, "start", start, dataset, test_split, 1000)
         out["retriever1"][dataset] = retrieve_stage(ctx, "retriever1", r1, dataset, test_split, 1000)
         if "retriever2" in out:
             out["retriever2"][dataset] = retrieve_stage(ctx, "retriever2", r2, dataset, test_split, 1000)

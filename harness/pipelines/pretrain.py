@@ -99,9 +99,11 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
 def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> Path:
     """Generated queries per passage: a local doc2query checkpoint, or a tiny T5 trained here."""
     from harness.corpus.passages import load_passages
-    from harness.corpus.qgen import generate_queries, load_queries, query_grounding
+    from harness.corpus.qgen import generate_queries
 
     q = dict(ctx.spec.get("qgen") or {})
+    if q.get("model") == "term-sampler":
+        return term_qgen_stage(ctx, q, passages_file)
     passages_key = passages_file.parent.name
     # batch_size is hashed too: generation is seeded per batch, so it changes the queries.
     gen_cfg = {k: q.get(k) for k in ("num_queries", "top_k", "top_p", "input_prefix", "max_new_tokens")}
@@ -124,15 +126,66 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
         for sample in result.samples[:3]:
             print(f"  sample query: {sample}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
-        grounding = query_grounding(passages, load_queries(work / "queries.jsonl"))
-        own, other = grounding["query_word_overlap_own"], grounding["query_word_overlap_other"]
-        verdict = "" if own - other >= 0.05 else " -- the generated queries barely depend on their passage"
-        print(f"  query words found in their own passage {own:.1%}, in another document's passage {other:.1%}{verdict}")
+        grounding = report_grounding(passages, work / "queries.jsonl")
         return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
 
     cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": passages_key}, build,
                              resumable=True)
     return cache.dir / "queries.jsonl"
+
+
+def report_grounding(passages: list[Any], queries_file: Path) -> dict[str, float]:
+    """Print and return how much the queries depend on their passage (own vs another document's)."""
+    from harness.corpus.qgen import load_queries, query_grounding
+
+    grounding = query_grounding(passages, load_queries(queries_file))
+    own, other = grounding["query_word_overlap_own"], grounding["query_word_overlap_other"]
+    ratio = own / other if other else float("inf")
+    grounding["query_word_overlap_ratio"] = round(ratio, 2) if other else None
+    verdict = "" if own - other >= 0.05 else " -- the generated queries barely depend on their passage"
+    print(f"  query words found in their own passage {own:.1%}, in another document's passage {other:.1%} "
+          f"({ratio:.1f}x){verdict}")
+    return grounding
+
+
+def train_pairs(source: str) -> list[tuple[str, str]]:
+    """(query, relevant document text) pairs of a training split, e.g. 'nfcorpus-train'."""
+    from harness.corpus.tiny_t5 import pairs_from_qrels
+    from harness.data.catalog import get_benchmark
+
+    name, _, split = source.partition("-")
+    if split in ("test", ""):
+        raise HarnessError(f"query generator training pairs '{source}': name a training split (e.g. nfcorpus-train); "
+                           "test queries are never training text")
+    bench = get_benchmark(name)
+    return pairs_from_qrels(bench.corpus(), bench.queries(split), bench.qrels(split))
+
+
+def term_qgen_stage(ctx: "RunContext", q: dict[str, Any], passages_file: Path) -> Path:
+    """Queries from the learned term sampler (harness/corpus/term_qgen.py), which stands in
+    for doc2query-T5 where none is available; fitted on training pairs only."""
+    from harness.corpus.passages import load_passages
+    from harness.corpus.term_qgen import fit_term_model, sample_queries, write_term_queries
+    from harness.data.catalog import get_benchmark
+
+    source = q.get("train_pairs", "nfcorpus-train")
+    config = {"model": "term-sampler", "train_pairs": source, "num_queries": q.get("num_queries", 5),
+              "smoothing": q.get("smoothing", 2.0)}
+
+    def build(work: Path) -> dict[str, Any]:
+        model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
+        passages = load_passages(passages_file)
+        write_term_queries(model, passages, config["num_queries"], SEED, work / "queries.jsonl")
+        samples = [{"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], SEED)}
+                   for p in passages[:3]]
+        for sample in samples:
+            print(f"  sample query: {sample}")
+        ctx.tracker.log_text("\n".join(map(str, samples)), "qgen_samples.txt")
+        return {"passages": len(passages), "training_pairs": model.pairs, "samples": [str(s) for s in samples],
+                **report_grounding(passages, work / "queries.jsonl")}
+
+    inputs = {"passages": passages_file.parent.name, **get_benchmark(source.partition("-")[0]).files()}
+    return ctx.cached_stage("qgen", None, config, inputs, build).dir / "queries.jsonl"
 
 
 def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> Path:
