@@ -316,3 +316,24 @@ def test_system_axes_from_whole_tables(cells):
     assert axes[("qc-v1", "Table 1")] == "rows" and axes[("lexmae", "Table 4")] == "rows"
     odd = {"paper": "lexmae", "table": "Table 3", "row": "In-Domain", "column": "BM25", "benchmark": "msmarco-dev"}
     assert system_label(odd, axes) == "BM25" and system_label(odd) == "In-Domain"  # the guess alone is fooled
+
+
+def test_pretraining_loss_of_a_run_is_gated_against_the_reference(tmp_path):
+    """Tiny metrics swing with float rounding; the pre-training loss is the stable regression signal."""
+    folder = _copy(tmp_path, REF, TINY)
+
+    def with_loss(last):
+        return lambda d: d["stages"].append({"stage": "pretrain", "dataset": None, "cached": False, "seconds": 1.0,
+                                             "output": {"loss_first10": 17.6, "loss_last10": last}})
+
+    _edit(folder / REF, with_loss(8.70), reseal=True)
+    accept_reference(REF[:-5], folder)  # the reference changed on purpose: accepted again
+    _edit(folder / TINY, with_loss(8.73), reseal=True)  # +0.34%: float noise between machines
+    rows = [r for r in run_gate(folder).rows if r.benchmark == "pretrain (loss)"]
+    assert {(r.measure, r.status) for r in rows} == {("loss_first10", "PASS"), ("loss_last10", "PASS")}
+    _edit(folder / TINY, lambda d: d["stages"][-1]["output"].update(loss_last10=9.2), reseal=True)  # +5.7%
+    result = run_gate(folder)
+    bad = [r for r in result.rows if r.status == "FAIL"]
+    assert result.exit_code == 1 and [(r.method, r.benchmark, r.measure) for r in bad] == [
+        ("cotmae", "pretrain (loss)", "loss_last10")]
+    assert bad[0].delta == pytest.approx(100 * (9.2 - 8.7) / 8.7)

@@ -222,17 +222,23 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
         config = bert_config_from_dict(arch, vocab_size=len(tokenizer))
         objective = build_objective(pre["objective"], config, **(pre.get("objective_params") or {}))
         return objective, tokenizer
-    from transformers import BertConfig, BertForMaskedLM
+    import torch
 
     from harness.checkpoints import resolve_checkpoint
+    from harness.pretrain.models import load_masked_lm
 
     path = resolve_checkpoint(model["init"], "initial encoder")
-    config = BertConfig.from_pretrained(path)
-    objective = build_objective(pre["objective"], config, **(pre.get("objective_params") or {}))
-    loaded = BertForMaskedLM.from_pretrained(path)
+    # Seeded here: the new parts (decoders, heads, an MLM head missing from the checkpoint) must not
+    # depend on which earlier stages happened to run in this process rather than come from the cache.
+    torch.manual_seed(SEED)
+    loaded, new_head = load_masked_lm(path)
+    objective = build_objective(pre["objective"], loaded.config, **(pre.get("objective_params") or {}))
     missing, _ = objective.masked_lm().load_state_dict(loaded.state_dict(), strict=False)
     if any(not k.endswith("position_ids") for k in missing):
         raise HarnessError(f"checkpoint {path} lacks weights the encoder needs: {', '.join(missing[:5])} ...")
+    if new_head:
+        print(f"  {model['init']} has no MLM head: a BERT head was added (transform and bias new, decoder tied "
+              "to the word embeddings)")
     return objective, tokenizer
 
 

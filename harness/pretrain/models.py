@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Any
 
 import torch
@@ -60,6 +62,25 @@ def bert_config_from_dict(values: dict[str, Any] | None = None, **overrides: Any
             f"num_attention_heads {merged['num_attention_heads']}"
         )
     return BertConfig(**merged)
+
+
+def load_masked_lm(path: str | Path) -> tuple[BertForMaskedLM, bool]:
+    """A BERT masked LM from a local checkpoint, and whether its MLM head is new.
+
+    An encoder-only checkpoint (all-MiniLM-L6-v2, a sentence-transformers body) gets BERT's head:
+    the transform (dense + GELU + LayerNorm) and the output bias initialised as BERT initialises
+    them, the decoder tied to the word embeddings as in BERT. Anything missing from the encoder
+    itself is refused by the caller.
+    """
+    model, info = BertForMaskedLM.from_pretrained(str(path), local_files_only=True, output_loading_info=True)
+    missing = set(info.get("missing_keys", ()))
+    new_head = any(k.startswith("cls.") for k in missing)
+    model.tie_weights()
+    out, emb = model.get_output_embeddings(), model.get_input_embeddings()
+    if out.weight.data_ptr() != emb.weight.data_ptr():
+        raise HarnessError(f"{path}: the MLM decoder is not tied to the word embeddings (tie_word_embeddings is off "
+                           "in its config); the objectives' heads assume BERT's tying")
+    return model, new_head
 
 
 def new_masked_lm(config: BertConfig) -> BertForMaskedLM:
