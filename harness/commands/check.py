@@ -49,7 +49,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> int:
     from harness.errors import HarnessError
     from harness.gate import TINY_TOLERANCE, accept_reference, format_gate, run_gate
-    from harness.records import records_dir
 
     if args.tiny_tolerance is not None and args.tiny_tolerance < 0:
         raise HarnessError(f"--tiny-tolerance must be >= 0, got {args.tiny_tolerance}")

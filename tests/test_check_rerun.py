@@ -1,0 +1,36 @@
+"""`check --rerun` on a small scope: the real CLI re-runs BM25 on SciFact from an empty cache
+into a scratch folder and gates it against the papers' cells."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main
+from harness.rerun import RERUNS, Rerun, parse_reruns
+
+
+def test_parse_reruns():
+    assert parse_reruns(None) == RERUNS and parse_reruns("") == RERUNS
+    assert parse_reruns("bm25:paper") == (RERUNS[0],)
+    assert parse_reruns("cotmae, foo:mini") == (Rerun("cotmae", "tiny"), Rerun("foo", "mini"))
+
+
+def test_failed_rerun_is_one_error_naming_the_method_and_log(tmp_path, capsys):
+    assert main(["check", "--rerun", "nosuchmethod", "--scratch", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "re-run of nosuchmethod [tiny] failed" in err and "nosuchmethod__tiny.log" in err
+
+
+@pytest.mark.slow
+def test_rerun_of_bm25_is_gated_against_the_papers(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("harness.rerun.RERUNS", (Rerun("bm25", "paper", ("scifact",)),))
+    out = tmp_path / "gate.json"
+    code = main(["check", "--rerun", "bm25:paper", "--scratch", str(tmp_path / "s"), "--json", str(out)])
+    printed = capsys.readouterr().out
+    gate = json.loads(out.read_text())
+    assert code == 0, printed
+    rows = [r for r in gate["rows"] if r["benchmark"] == "scifact" and r["measure"] == "nDCG@10"]
+    assert rows and {r["status"] for r in rows} == {"PASS"}
+    assert "re-run times: bm25 [paper]" in printed and (tmp_path / "s" / "cache").is_dir()
