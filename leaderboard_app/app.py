@@ -168,6 +168,15 @@ with tab_plots:
         st.info("No comparable reported cells for the selected runs.")
     _table(deltas, "deltas", "deltas")
 
+    st.subheader("Effects: each method vs the control, QC vs non-QC, fine-tuning vs its start")
+    effects = plots.effects_frame(data.records, profiles)
+    if len(effects):
+        st.altair_chart(plots.effects_chart(effects), width="stretch")
+    else:
+        st.info("No two records of one profile to compare (e.g. a method and nopretrain).")
+    _table(effects, "effects", "effects", "Paired bootstrap over the shared queries (seed 42), points; runs of one "
+           "profile only, so like is compared with like. `python -m harness effects` prints the same table.")
+
 with tab_gate:
     st.subheader("CI regression gate (`python -m harness check`)")
     gate = data.gate

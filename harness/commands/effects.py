@@ -1,0 +1,44 @@
+"""`python -m harness effects`: paired differences between runs of one profile (see evaluation/effects.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands._output import write_json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "effects",
+        help="what pre-training, QC and fine-tuning change: paired deltas with 95%% CIs and p-values",
+        description=(
+            "For the newest record of each method in a profile: every method minus the no-pre-training "
+            "control, and QC minus non-QC in each family, on each dataset's primary measure (paired "
+            "bootstrap over the shared queries, seed 42), plus each fine-tuning stage minus the zero-shot "
+            "start where a run scored it (the control in the mini profile). Numbers in points."
+        ),
+    )
+    p.add_argument("--profile", default="mini", help="profile whose records to compare (default: mini)")
+    p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
+    p.add_argument("--json", metavar="PATH", help="write the effects as JSON")
+    p.set_defaults(func=_effects)
+
+
+def _effects(args: argparse.Namespace) -> int:
+    from harness.evaluation.effects import format_effects, latest_by_method, method_effects, stage_effects
+    from harness.records import load_records
+
+    records, _ = load_records(args.records)
+    effects = method_effects(records, args.profile)
+    for rec in latest_by_method(records, args.profile).values():
+        effects.extend(stage_effects(rec))
+    if not effects:
+        print(f"no two comparable {args.profile} records (need e.g. a method and nopretrain, or a run that "
+              "scored its start)")
+        return 0
+    print(format_effects(effects))
+    significant = sum(e.significant for e in effects)
+    print(f"{len(effects)} effect(s) in profile '{args.profile}'; {significant} with a 95% CI that excludes 0")
+    if args.json:
+        write_json(args.json, {"profile": args.profile, "effects": [e.to_dict() for e in effects]})
+    return 0
