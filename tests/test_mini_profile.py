@@ -142,3 +142,29 @@ def test_mini_profile_and_default_choice(monkeypatch):
     assert runner.choose_profile("bm25", None)[0] == "paper"  # BM25 declares a CPU
     assert runner.choose_profile("cotmae_qc", "tiny") == ("tiny", "requested with --profile")
     assert not math.isnan(load_method("cotmae", "mini").get("pretrain.lr"))
+
+
+@pytest.mark.parametrize("method", ["cotmae", "cocondenser", "cpdae", "lexmae"])
+def test_every_objective_takes_a_step_from_the_minilm_init(method, minilm):
+    """The mini profile's objectives on the real 6-layer, 384-wide encoder: one finite step."""
+    from transformers import AutoTokenizer
+
+    from harness.pretrain.objectives import build_objective
+
+    model, _ = minilm
+    spec = load_method(method, "paper" if method == "lexmae" else "mini")  # LexMAE has no mini profile yet
+    torch.manual_seed(0)
+    objective = build_objective(spec.get("pretrain.objective"), model.config,
+                                **(spec.get("pretrain.objective_params") or {}))
+    objective.masked_lm().load_state_dict(model.state_dict(), strict=False)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_checkpoint("all-minilm-l6-v2"))
+    pairs = [("statin use and breast cancer survival in finland", "statins breast cancer"),
+             ("dietary fibre and colon cancer risk in adults", "fibre colon cancer"),
+             ("alkylphenols in human milk and dietary habits", "milk alkylphenols"),
+             ("vitamin d and bone density in older women", "vitamin d bones")]
+    batch = objective.collate(pairs, tokenizer, 32, torch.Generator().manual_seed(1))
+    losses = objective(batch)
+    losses["loss"].backward()
+    assert torch.isfinite(losses["loss"]) and losses["loss"].item() > 0
+    grad = objective.encoder().embeddings.word_embeddings.weight.grad
+    assert grad is not None and torch.count_nonzero(grad) > 0
