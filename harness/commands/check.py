@@ -94,4 +94,8 @@ def _rerun(args: argparse.Namespace) -> int:
           + f"; total {time.monotonic() - started:.0f}s (fresh records in {fresh})")
     if args.json:
         write_json(args.json, {**result.to_dict(), "rerun_seconds": timings, "scratch": str(scratch)})
+    if result.passed and not args.scratch:  # a failed re-run keeps its logs, caches and records to look at
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
     return result.exit_code
