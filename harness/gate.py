@@ -10,13 +10,14 @@
   (method, profile) in ``references.json`` in the records folder. A reference is made only
   explicitly (``check --accept RUN_ID``), never because a record is the newest. Each metric of
   the reference must be matched within ``TINY_TOLERANCE`` points; a record older than its
-  reference is SUPERSEDED; a changed spec hash is NOT-COMPARABLE (re-run and accept).
+  reference is SUPERSEDED; a changed spec hash is STALE-REFERENCE (re-run and accept).
 * A reference named in ``references.json`` whose record is absent is MISSING (failing): the
   manifest is also the list of records the gate expects. A record whose method has no spec is
   UNKNOWN-METHOD, one with no reference NO-REFERENCE (both fail under ``--strict``).
 
-Exit code: 1 when any row is FAIL, CORRUPT or MISSING; with ``strict`` also on NEAR,
-UNKNOWN-METHOD, NO-REFERENCE and skipped (unreadable, partial, future-version) records.
+Exit code: 1 when any row is FAIL, CORRUPT or MISSING; with ``strict`` (and always for
+``check --rerun``) also on NEAR, UNKNOWN-METHOD, NO-REFERENCE, STALE-REFERENCE and skipped
+(unreadable, partial, future-version) records.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ LOSS_TOLERANCE = 2.0  # percent of the reference's loss
 NEAR_FACTOR = 1.5
 REFERENCES_FILE = "references.json"
 FAILING = ("FAIL", "CORRUPT", "MISSING")
-STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE")
-STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "PASS", "ABOVE",
+STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE")
+STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "PASS", "ABOVE",
                 "NOT-COMPARABLE", "REFERENCE", "SUPERSEDED", "NO-CELLS")
 
 
@@ -262,9 +263,9 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
     """Each metric of ``ref`` reproduced by ``record`` within ``tolerance`` points."""
     base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
     if record.spec_hash and ref.spec_hash and record.spec_hash != ref.spec_hash:
-        return [GateRow("NOT-COMPARABLE", **base, note=(
-            f"spec changed (hash {record.spec_hash} vs reference {ref.spec_hash}): "
-            "re-run and commit a new reference"))]
+        return [GateRow("STALE-REFERENCE", **base, note=(
+            f"spec changed (hash {record.spec_hash} vs reference {ref.spec_hash}): re-run, then "
+            f"`python -m harness check --accept RUN_ID` and commit the new reference"))]
     rows = []
     for dataset, values in ref.metrics.items():
         for measure, expected in values.items():

@@ -227,12 +227,13 @@ def test_accept_refuses_a_doctored_record_and_seals_a_consistent_unsealed_one(tm
         accept_reference(REF[:-6], folder)
 
 
-def test_changed_spec_is_not_comparable(tmp_path):
+def test_changed_spec_makes_the_reference_stale(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
     _edit(folder / TINY, lambda d: d.update(spec_hash="0123456789abcdef"))
     records, _ = load_records(folder)
     rows = reference_rows(records[1], records[0])
-    assert len(rows) == 1 and rows[0].status == "NOT-COMPARABLE" and "spec changed" in rows[0].note
+    assert len(rows) == 1 and rows[0].status == "STALE-REFERENCE" and "spec changed" in rows[0].note
+    assert "--accept" in rows[0].note
 
 
 def test_missing_dataset_is_not_comparable(tmp_path):
