@@ -84,11 +84,13 @@ def aggregate_problems(record: dict[str, Any]) -> list[str]:
     problems = []
     for agg_key, pq_key, stage_levels in AGGREGATE_PAIRS:
         aggregates, per_query = record.get(agg_key) or {}, record.get(pq_key) or {}
-        # A one-stage run stores its per-query scores once, under per_query (the final stage).
+        # A one-stage run stores its per-query scores once, under per_query; they belong to the
+        # final stage, which is the last one the run wrote (the runner's own rule).
         final_pq = record.get("per_query") if stage_levels else None
+        final_stage = record.get("finetune_stage") or (list(aggregates)[-1] if aggregates else None)
         blocks = [("", aggregates, per_query)] if stage_levels == 0 else [
             (f"{stage}/", aggregates[stage],
-             per_query.get(stage) or (final_pq if stage == record.get("finetune_stage") else None) or {})
+             per_query.get(stage) or (final_pq if stage == final_stage else None) or {})
             for stage in aggregates if isinstance(aggregates[stage], dict)]
         for prefix, agg, pq in blocks:
             for dataset, values in agg.items():

@@ -338,3 +338,18 @@ def test_pretraining_loss_of_a_run_is_gated_against_the_reference(tmp_path):
     assert result.exit_code == 1 and [(r.method, r.benchmark, r.measure) for r in bad] == [
         ("cotmae", "pretrain (loss)", "loss_last10")]
     assert bad[0].delta == pytest.approx(100 * (9.2 - 8.7) / 8.7)
+
+
+def test_one_stage_record_is_verified_against_its_single_per_query_block():
+    """The runner's one-stage layout (BM25): metrics_by_stage has one stage and its per-query scores
+    live under per_query only; an aggregate that disagrees with them is still caught."""
+    from harness.integrity import aggregate_problems
+    record = json.loads((RUNS / BM25).read_text())
+    record["metrics_by_stage"] = {"bm25": json.loads(json.dumps(record["metrics"]))}
+    record["per_query_by_stage"] = {}
+    record.pop("finetune_stage", None)
+    assert aggregate_problems(record) == []
+    dataset = next(iter(record["metrics"]))
+    measure = next(iter(record["metrics"][dataset]))
+    record["metrics_by_stage"]["bm25"][dataset][measure] += 0.01
+    assert [p.split(" =")[0] for p in aggregate_problems(record)] == [f"metrics_by_stage/bm25/{dataset}/{measure}"]
