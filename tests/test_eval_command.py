@@ -153,3 +153,23 @@ def test_cqadupstack_single_file_needs_namespaced_ids(tmp_path, run_cli):
     metrics = json.loads((tmp_path / "s.json").read_text())["metrics"]
     assert metrics["cqadupstack-android"]["nDCG@10"] == pytest.approx(1.0)
     assert metrics["cqadupstack"]["nDCG@10"] == pytest.approx(1 / 12)
+
+
+@pytest.mark.parametrize("content,line,message", [
+    ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 2.0\n", 2, "wrong column count"),  # 5 columns
+    ("156493 Q0 d1 1 3.0 t\n156493 d2 2 2.0\n", 2, "wrong column count"),  # 4 columns
+    ("156493 Q0 d1 1 high t\n", 1, "non-numeric score 'high'"),
+    ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 nan t\n", 2, "non-numeric score 'nan'"),
+])
+def test_malformed_run_files_end_in_one_line_naming_file_and_line(tmp_path, run_cli, content, line, message):
+    bad = tmp_path / "bad.trec"
+    bad.write_text(content)
+    rc, out, err = run_cli("--run", bad, "--benchmark", "dl19")
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: {bad}:{line}: ") and message in err, err
+
+
+def test_unknown_benchmark_suggests_the_nearest_name(tmp_path, run_cli):
+    run = write_trec_run({"156493": {"x": 1.0}}, tmp_path / "r.trec")
+    rc, _, err = run_cli("--run", run, "--benchmark", "scifcat")
+    assert rc == 2 and "did you mean: scifact" in err.lower() and len(err.strip().splitlines()) == 1, err
