@@ -168,3 +168,19 @@ def test_every_objective_takes_a_step_from_the_minilm_init(method, minilm):
     assert torch.isfinite(losses["loss"]) and losses["loss"].item() > 0
     grad = objective.encoder().embeddings.word_embeddings.weight.grad
     assert grad is not None and torch.count_nonzero(grad) > 0
+
+
+def test_zero_shot_start_is_encoded_like_the_fine_tuned_retrievers():
+    """The control's start is scored with the retrievers' CLS pooling and lengths, not the
+    sentence-transformers folder's own normalised mean pooling (which would confound the
+    fine-tuning-minus-start delta with a change of pooling)."""
+    from harness.pipelines.dense import start_encoding
+    from harness.retrieval.encoder import load_encoder
+
+    minilm = resolve_checkpoint("all-minilm-l6-v2")
+    own = load_encoder(minilm).spec
+    assert (own.pooling, own.normalize) == ("mean", True)
+    spec = load_method("nopretrain", "mini")
+    start = load_encoder(minilm, **start_encoding(spec)).spec
+    assert (start.pooling, start.normalize) == ("cls", False)
+    assert (start.query_max_length, start.passage_max_length) == (32, spec.get("finetune.max_p_len")) == (32, 128)

@@ -127,8 +127,20 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
     return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"
 
 
-def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int) -> Path:
-    """Encode the corpus and the split's queries with `model_dir`; exact inner-product top-k."""
+def start_encoding(spec: Any) -> dict[str, Any]:
+    """How the fine-tuned retrievers encode (pooling, no normalisation, their query and passage
+    lengths), so the zero-shot start is scored like for like. A sentence-transformers init such
+    as all-MiniLM-L6-v2 would otherwise be read with its own normalised mean pooling, and
+    "fine-tuning minus start" would mix in a change of pooling."""
+    cfg = finetune_settings(spec, "retriever1")
+    return {"pooling": "cls", "normalize": False,  # DenseTrainConfig trains with CLS pooling
+            "query_max_length": cfg.get("max_q_len") or 32, "passage_max_length": cfg.get("max_p_len") or 144}
+
+
+def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
+                   encoding: dict[str, Any] | None = None) -> Path:
+    """Encode the corpus and the split's queries with `model_dir` (``encoding`` overrides what the
+    folder says: pooling, normalize, query/passage max length); exact inner-product top-k."""
     from harness.data.catalog import get_benchmark
     from harness.data.formats import write_trec_run
     from harness.retrieval.dense import dense_retrieve
@@ -137,7 +149,7 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
     bench = get_benchmark(dataset)
 
     def build(work: Path) -> dict[str, Any]:
-        encoder = load_encoder(model_dir)
+        encoder = load_encoder(model_dir, **(encoding or {}))
         doc_ids, doc_emb = encoder.encode_corpus(bench.corpus())
         qids, q_emb = encoder.encode_queries(bench.queries(split))
         run, stats = dense_retrieve(qids, q_emb, doc_ids, doc_emb, k=depth)
@@ -145,8 +157,8 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
         return {k: v for k, v in stats.items() if isinstance(v, (int, float))}
 
     inputs = {"model": model_dir.parent.name, **bench.files()}
-    cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", {"depth": depth, "split": split}, inputs,
-                             build)
+    config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}
+    cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", config, inputs, build)
     ctx.efficiency.setdefault(label, {})[dataset] = {k: v for k, v in cache.meta().items()
                                                      if k in ("qps", "index_bytes", "search_seconds")}
     return cache.dir / "run.trec"
@@ -163,8 +175,9 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
     bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or 200))
     r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": bm25_train.parent.name})
     out: dict[str, dict[str, Path]] = {}
-    # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, CLS
-    # pooling), so a run shows what fine-tuning added (the control's check that fine-tuning works).
+    # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, encoded
+    # exactly as the retrievers are), so a run shows what fine-tuning added (the control's check
+    # that fine-tuning works).
     start = encoder0 if ctx.spec.get("finetune.evaluate_start") else None
     if start is not None:
         out["start"] = {}
@@ -182,7 +195,8 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
 
         test_split = get_benchmark(dataset).eval_split
         if start is not None:
-            out["start"][dataset] = retrieve_stage(ctx, "start", start, dataset, test_split, 1000)
+            out["start"][dataset] = retrieve_stage(ctx, "start", start, dataset, test_split, 1000,
+                                                   start_encoding(ctx.spec))
         out["retriever1"][dataset] = retrieve_stage(ctx, "retriever1", r1, dataset, test_split, 1000)
         if "retriever2" in out:
             out["retriever2"][dataset] = retrieve_stage(ctx, "retriever2", r2, dataset, test_split, 1000)
