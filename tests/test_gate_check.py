@@ -353,3 +353,35 @@ def test_one_stage_record_is_verified_against_its_single_per_query_block():
     measure = next(iter(record["metrics"][dataset]))
     record["metrics_by_stage"]["bm25"][dataset][measure] += 0.01
     assert [p.split(" =")[0] for p in aggregate_problems(record)] == [f"metrics_by_stage/bm25/{dataset}/{measure}"]
+
+
+def test_bm25_rerun_is_gated_against_the_papers_and_exactly_against_its_reference(cells, tmp_path):
+    """A BM25 change the papers' 1-point tolerance would pass (e.g. b 0.4 -> 0.75 moves SciFact
+    by +0.81) fails against the accepted BM25 reference, which a training-free method must match
+    to float printing (TRAINING_FREE_TOLERANCE)."""
+    from harness.gate import TRAINING_FREE_TOLERANCE
+
+    committed = _copy(tmp_path, BM25, references=False)
+    accept_reference(BM25[:-5], committed)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    rerun = "bm25__paper__20261123T080000-abcdef"
+
+    def as_rerun(d: dict) -> None:
+        d.update(run_id=rerun, created="2026-11-23T08:00:00Z")
+
+    shutil.copy(RUNS / BM25, fresh / f"{rerun}.json")
+    _edit(fresh / f"{rerun}.json", as_rerun, reseal=True)
+    same = run_gate(fresh, references_from=committed, cells=cells, tiny_tolerance=3.0)  # fixture has NEAR cells
+    against_ref = [r for r in same.rows if r.against.startswith("reference")]
+    assert same.exit_code == 0 and against_ref and {r.status for r in against_ref} == {"PASS"}
+    assert {r.tolerance for r in against_ref} == {TRAINING_FREE_TOLERANCE}
+
+    _edit(fresh / f"{rerun}.json", lambda d: _shift(d, "scifact", "nDCG@10", 0.008), reseal=True)
+    moved = run_gate(fresh, references_from=committed, cells=cells, tiny_tolerance=3.0)
+    paper = [r for r in moved.rows if r.benchmark == "scifact" and r.measure == "nDCG@10" and
+             not r.against.startswith("reference")]
+    bad = [r for r in moved.rows if r.status == "FAIL"]
+    assert paper and paper[0].status == "PASS"  # within the papers' tolerance ...
+    assert moved.exit_code == 1 and [(r.method, r.benchmark, r.measure) for r in bad] == [
+        ("bm25", "scifact", "nDCG@10")]  # ... but not the reference's
