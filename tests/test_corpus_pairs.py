@@ -75,7 +75,7 @@ def test_qc_ignores_empty_candidates_and_requires_queries():
     assert all(c == "only one" for _, c in make_examples("qc", PASSAGES, qs))
     missing = dict(QUERIES)
     missing.pop(PASSAGES[3].pid)
-    with pytest.raises(HarnessError, match="no generated query"):
+    with pytest.raises(HarnessError, match="no non-empty generated query"):
         make_examples("qc", PASSAGES, missing)
     with pytest.raises(HarnessError):
         make_examples("mixed", PASSAGES, None)

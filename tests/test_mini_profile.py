@@ -110,6 +110,14 @@ def test_sampled_queries_are_seeded_passage_words_in_passage_order(tmp_path):
     assert load_queries(tmp_path / "q.jsonl") == {"d1#0": first}
 
 
+@pytest.mark.parametrize("text,allowed", [("OR 1.18).", {"or", "1", "18"}), (".", {"."})])
+def test_a_passage_without_content_words_still_gets_queries_from_its_own_text(text, allowed):
+    """The real passage splitter leaves fragments such as "OR 1.18)." (NFCorpus MED-1215) or "."
+    (SciFact 24928817); pre-training needs a query for every passage."""
+    queries = sample_queries(fit_term_model(PAIRS), Passage("x#7", "x", text), 5, seed=42)
+    assert len(queries) == 5 and all(q and set(q.split()) <= allowed for q in queries), queries
+
+
 def test_dependency_figure_is_own_versus_another_documents_passage():
     passages = [Passage("a#0", "a", "alpha bravo charlie delta"), Passage("b#0", "b", "echo foxtrot golf hotel"),
                 Passage("c#0", "c", "alpha india juliet kilo"), Passage("d#0", "d", "lima mike november oscar")]

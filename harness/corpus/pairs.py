@@ -82,8 +82,8 @@ def _candidates(queries_by_pid: Mapping[str, Sequence[str]], passages: Sequence[
         cands.append(qs)
     if missing:
         raise HarnessError(
-            f"{len(missing)} of {len(passages)} passages have no generated query (e.g. {missing[:3]}); "
-            "run query generation for this passage set first"
+            f"{len(missing)} of {len(passages)} passages have no non-empty generated query (e.g. {missing[:3]}); "
+            "run query generation for this passage set first, or fix the query source that left them empty"
         )
     return cands
 

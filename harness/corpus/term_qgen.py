@@ -82,11 +82,12 @@ def sample_queries(model: TermModel, passage: Passage, num_queries: int, seed: i
     """``num_queries`` queries for one passage (deterministic for a given seed and pid)."""
     rng = random.Random(f"{seed}/{passage.pid}")
     words = list(dict.fromkeys(content_words(passage.text)))  # distinct, in passage order
+    if not words:
+        # A fragment with no content word ("OR 1.18).") still gets a query from its own text,
+        # so every passage has its query-as-context pair: its plain words, else the text itself.
+        words = list(dict.fromkeys(WORD.findall(passage.text.lower()))) or [passage.text.strip() or passage.pid]
     queries = []
     for _ in range(num_queries):
-        if not words:
-            queries.append("")
-            continue
         length = min(len(words), max(1, rng.choice(model.lengths)))
         # Efraimidis-Spirakis: keys u^(1/w) give a weighted sample without replacement.
         keyed = sorted(range(len(words)), key=lambda i: rng.random() ** (1.0 / model.weight(words[i])), reverse=True)

@@ -170,7 +170,7 @@ def term_qgen_stage(ctx: "RunContext", q: dict[str, Any], passages_file: Path) -
 
     source = q.get("train_pairs", "nfcorpus-train")
     config = {"model": "term-sampler", "train_pairs": source, "num_queries": q.get("num_queries", 5),
-              "smoothing": q.get("smoothing", 2.0)}
+              "smoothing": q.get("smoothing", 2.0), "version": 2}  # 2: no empty query for word-less passages
 
     def build(work: Path) -> dict[str, Any]:
         model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
