@@ -116,6 +116,8 @@ class RunRecord:
         cond.update(self.data.get("conditions") or {})
         if self.finetune_stage and "finetune_stage" not in cond:
             cond["finetune_stage"] = self.finetune_stage
+        if self.finetune_stage:
+            cond.setdefault("final_stage", self.finetune_stage)  # a record's metrics are its final stage's
         cond.update({"profile": self.profile, "method": self.method})
         return cond
 

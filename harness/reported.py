@@ -56,6 +56,7 @@ FINETUNE_STAGES = ("retriever1", "retriever2", "stage3")
 CONDITION_KEYS: dict[str, tuple[type, str]] = {
     "pretrain_steps": (str, "pre-training steps as printed, e.g. '120K'"),
     "pretrain_corpus": (str, "pre-training corpus when not the method's default"),
+    "checkpoint": (str, "pre-trained weights released by the named authors, not pre-trained in the table's own setting"),
     "finetune_stage": (str, "retriever1 (BM25 negatives) | retriever2 (mined hard negatives) | stage3 (reranker-distilled)"),
     "finetune_data": (str, "fine-tuning data when not the benchmark's own, e.g. BEIR protocol"),
     "finetune_queries": (str, "number of training queries in a low-resource setting, as printed"),

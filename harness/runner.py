@@ -22,6 +22,15 @@ from harness.spec import MethodSpec, config_hash, load_method
 from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
 
 
+def stage_conditions(spec: MethodSpec, variant: str, final: str) -> dict[str, Any]:
+    """What a run's stage states about its setting, for comparison with the papers' cells: the
+    profile, the spec's declared conditions, and which fine-tuning stage (of how many) it is."""
+    conditions: dict[str, Any] = {"profile": spec.profile, "method": spec.name, **(spec.get("conditions") or {})}
+    if variant.startswith("retriever"):
+        conditions.update(finetune_stage=variant, final_stage=final)
+    return conditions
+
+
 @dataclass
 class StageLog:
     """What happened in each stage, for the run record and the final summary."""
@@ -213,9 +222,7 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
         cells = [c for c in reported if c.benchmark in metrics]
         comparisons = []
         for variant in variants:
-            conditions = {"profile": profile, **(spec.get("conditions") or {})}
-            if variant.startswith("retriever"):
-                conditions["finetune_stage"] = variant
+            conditions = stage_conditions(spec, variant, final)
             for comp in compare(by_stage[variant], per_query_by_stage[variant], cells, conditions):
                 comp.finetune_stage = variant
                 comparisons.append(comp)

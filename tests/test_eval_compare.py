@@ -95,9 +95,24 @@ def test_equivalent_condition_spellings_are_comparable():
     assert normalise_condition("retriever 2") == normalise_condition(2)
     assert normalise_condition("yes") is True and normalise_condition("w/o") is False
     cell = Cell(conditions={"finetune_stage": "retriever 2", "pretrain_steps": "120k", "query_number": 5})
-    c = _one(0.382, cell, {**PAPER_RUN, "pretrain_steps": 120_000})
-    assert c.status == PASS
-    assert "run does not state query_number" in c.notes and c.reason == ""
+    c = _one(0.382, cell, {**PAPER_RUN, "pretrain_steps": 120_000, "query_number": "5"})
+    assert c.status == PASS and c.reason == ""
+
+
+def test_a_condition_the_run_does_not_state_blocks_unless_it_is_provenance_only():
+    cell = Cell(conditions={"finetune_stage": 2, "finetune_queries": "1k"})
+    c = _one(0.382, cell, PAPER_RUN)
+    assert c.status == NOT_COMPARABLE and c.reason == "cell reports finetune_queries=1k, run does not state finetune_queries"
+    cell = Cell(conditions={"finetune_stage": 2, "reproduction_by_authors": True, "runs_averaged": 3})
+    c = _one(0.382, cell, PAPER_RUN)
+    assert c.status == PASS and "reproduction_by_authors: True" in c.notes and "runs_averaged: 3" in c.notes
+
+
+def test_a_cell_without_a_stage_is_compared_with_the_final_stage_only():
+    cell = Cell(conditions={})
+    assert _one(0.382, cell, {**PAPER_RUN, "finetune_stage": "retriever2", "final_stage": "retriever2"}).status == PASS
+    c = _one(0.382, cell, {**PAPER_RUN, "finetune_stage": "retriever1", "final_stage": "retriever2"})
+    assert c.status == NOT_COMPARABLE and "final retriever, retriever2" in c.reason
 
 
 def test_measure_aliases_and_cell_mappings():

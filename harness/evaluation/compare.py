@@ -14,8 +14,9 @@
 Status, with delta = reproduced - reported in points and tol from ``tolerances.yaml``:
 PASS |delta| <= tol; ABOVE delta > tol; NEAR -1.5 tol <= delta < -tol; FAIL below;
 NOT-COMPARABLE when the run's profile is not "paper", the method differs, a condition the
-cell states differs from the run's, the reported value is not a number, or the run did
-not evaluate that benchmark/measure (``reason`` says which).
+cell states is not stated by the run or differs from the run's (see ``comparability``), the
+reported value is not a number, or the run did not evaluate that benchmark/measure
+(``reason`` says which).
 
 The CI is a percentile bootstrap over the run's per-query scores (seed 42, 1,000
 resamples by default), shifted by the reported number: a CI for delta that excludes 0
@@ -123,9 +124,21 @@ def _field(cell: Any, name: str, default: Any = None) -> Any:
     return getattr(cell, name, default)
 
 
+# Conditions that say where a number comes from, not what produced it: a single run is still
+# compared with a mean over three runs, and with the authors' own reproduction of a baseline.
+PROVENANCE_ONLY = frozenset({"reproduction_by_authors", "runs_averaged"})
+
+
 def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
                   run_conditions: Mapping[str, Any]) -> tuple[str, str]:
-    """``(reason, notes)``: a non-empty reason makes the cell NOT-COMPARABLE."""
+    """``(reason, notes)``: a non-empty reason makes the cell NOT-COMPARABLE.
+
+    Like with like only: every condition a cell states must be stated by the run with an equal
+    value (a cell of a low-resource, sparsified, cited or differently pre-trained setting is never
+    graded against a run that does not declare that setting), except the provenance-only ones,
+    which become notes. A cell that names no fine-tuning stage is the method's headline number
+    and is compared with the run's final stage (``final_stage``) only.
+    """
     profile = run_conditions.get("profile")
     if profile is None:
         return "run profile not stated (only 'paper' runs are compared with the papers)", ""
@@ -134,16 +147,22 @@ def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
     run_method = run_conditions.get("method")
     if cell_method and run_method and cell_method != run_method:
         return f"cell is for method '{cell_method}', run is '{run_method}'", ""
+    stage, final = run_conditions.get("finetune_stage"), run_conditions.get("final_stage")
+    if "finetune_stage" not in cell_conditions and stage and final and \
+            normalise_condition(stage) != normalise_condition(final):
+        return f"cell states no fine-tuning stage (the method's final retriever, {final}), run stage is {stage}", ""
     notes = []
     for key, want in sorted(cell_conditions.items()):
         if key == "profile":
             if str(want) != str(profile):
                 return f"cell is for profile '{want}', run is '{profile}'", ""
             continue
-        if key not in run_conditions or run_conditions[key] is None:
-            notes.append(f"run does not state {key} (cell: {want})")
-            continue
-        got = run_conditions[key]
+        got = run_conditions.get(key)
+        if got is None:
+            if key in PROVENANCE_ONLY:
+                notes.append(f"{key}: {want}")
+                continue
+            return f"cell reports {key}={want}, run does not state {key}", ""
         if normalise_condition(want) != normalise_condition(got):
             return f"cell reports {key}={want}, run has {key}={got}", ""
     return "", "; ".join(notes)
