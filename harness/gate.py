@@ -16,6 +16,10 @@
 * A reference named in ``references.json`` whose record is absent is MISSING (failing): the
   manifest is also the list of records the gate expects. A record whose method has no spec is
   UNKNOWN-METHOD, one with no reference NO-REFERENCE (both fail under ``--strict``).
+* **Effects.** For every profile, each method minus the control and QC minus non-QC
+  (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
+  printed difference where the runs share its setting (``harness.evaluation.claims``: FAIL when
+  the CI excludes the claim, failing the gate); otherwise EFFECT (no claim) or NOT-COMPARABLE.
 
 Exit code: 1 when any row is FAIL, CORRUPT or MISSING; with ``strict`` (and always for
 ``check --rerun``) also on NEAR, UNKNOWN-METHOD, NO-REFERENCE, STALE-REFERENCE and skipped
@@ -54,7 +58,7 @@ REFERENCES_FILE = "references.json"
 FAILING = ("FAIL", "CORRUPT", "MISSING")
 STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE")
 STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "PASS", "ABOVE",
-                "NOT-COMPARABLE", "REFERENCE", "SUPERSEDED", "NO-CELLS")
+                "INCONCLUSIVE", "NOT-COMPARABLE", "EFFECT", "REFERENCE", "SUPERSEDED", "NO-CELLS")
 
 
 @dataclass
@@ -445,7 +449,33 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                     result.rows.extend(loss_rows(rec, ref))
                 except Exception as exc:  # noqa: BLE001
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
+    result.rows.extend(effect_rows(usable))
     return result
+
+
+def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
+    """One row per paired effect in each profile, graded against the papers' claim where comparable."""
+    from harness.evaluation.effects import method_effects
+
+    rows = []
+    for profile in sorted({r.profile for r in records}):
+        for e in method_effects(records, profile):
+            shown = next((c for c in e.claims if c["status"] == e.claim_status), None)
+            if shown is None:
+                rows.append(GateRow("EFFECT", f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
+                                    reproduced=e.delta, ci_low=e.ci_low, ci_high=e.ci_high,
+                                    note=f"no printed difference; p={e.p_value:.3f}, {e.queries} queries"))
+                continue
+            comparable = shown["status"] != "NOT-COMPARABLE"
+            note = shown["reason"] or f"{shown['a_row']} - {shown['b_row']}"
+            others = len(e.claims) - 1
+            if others:
+                note += f" (+{others} more claim(s))"
+            rows.append(GateRow(e.claim_status, f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
+                                against=shown["source"], expected=shown["claimed"], reproduced=e.delta,
+                                delta=e.delta - shown["claimed"] if comparable else None,
+                                ci_low=e.ci_low, ci_high=e.ci_high, note=note))
+    return rows
 
 
 def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:

@@ -175,7 +175,9 @@ with tab_plots:
     else:
         st.info("No two records of one profile to compare (e.g. a method and nopretrain).")
     _table(effects, "effects", "effects", "Paired bootstrap over the shared queries (seed 42), points; runs of one "
-           "profile only, so like is compared with like. `python -m harness effects` prints the same table.")
+           "profile only, so like is compared with like. Where a paper printed the same difference it is "
+           "shown with its source and graded (PASS: same sign, CI covers it; FAIL: CI excludes it; "
+           "NOT-COMPARABLE outside the paper setting). `python -m harness effects` prints the same table.")
 
 with tab_gate:
     st.subheader("CI regression gate (`python -m harness check`)")

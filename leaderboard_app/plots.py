@@ -202,16 +202,17 @@ def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:
 def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.DataFrame:
     """Paired effects (harness/evaluation/effects.py) of every profile shown: each method minus the
     control, QC minus non-QC, and the control's fine-tuning stages minus its zero-shot start."""
-    from harness.evaluation.effects import latest_by_method, method_effects, stage_effects
+    from harness.evaluation.effects import claimed_text, latest_by_method, method_effects, stage_effects
 
     rows = []
     for profile in profiles:
         effects = method_effects(records, profile)
         for rec in latest_by_method(records, profile).values():
             effects.extend(stage_effects(rec))
-        rows += [{**e.to_dict(), "effect": f"{e.a} - {e.b}"} for e in effects]
+        rows += [{**e.to_dict(), "effect": f"{e.a} - {e.b}", "paper_claims": claimed_text(e),
+                  "vs_claim": e.claim_status or "-"} for e in effects]
     columns = ["profile", "effect", "dataset", "measure", "a_value", "b_value", "delta", "ci_low", "ci_high",
-               "p_value", "queries"]
+               "p_value", "queries", "paper_claims", "vs_claim"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -221,7 +222,7 @@ def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", title="A - B (points), 95% CI"), x2="ci_high:Q")
     points = base.mark_point(filled=True, size=60).encode(
         x="delta:Q", tooltip=["profile", "effect", "dataset", "measure", "a_value", "b_value", "delta", "ci_low",
-                              "ci_high", "p_value", "queries"])
+                              "ci_high", "p_value", "queries", "paper_claims", "vs_claim"])
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(x=alt.datum(0))
     height = max(120, 24 * frame["effect"].nunique())
     return alt.layer(bars, points, zero, data=frame).properties(height=height).facet(

@@ -5,13 +5,15 @@ harness reports them as such: for two runs of the same profile, the paired boots
 per-query difference of the dataset's primary measure (``harness.evaluation.bootstrap``):
 mean difference, 95% CI and two-sided p-value, in points. ``stage_effects`` does the same
 inside one run, between its fine-tuning stages and the zero-shot start (``start``), which is
-the check that fine-tuning itself works.
+the check that fine-tuning itself works. Where a paper printed the same difference, the effect
+is graded against that claim (``harness.evaluation.claims``): PASS, FAIL, INCONCLUSIVE, or
+NOT-COMPARABLE when the runs do not share the claim's setting (every profile but ``paper``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from harness.records import RunRecord
 
@@ -40,6 +42,8 @@ class Effect:
     ci_high: float
     p_value: float
     queries: int
+    claims: list[dict] = field(default_factory=list)  # ClaimCheck dicts: the papers' printed differences
+    claim_status: str = ""                            # worst over the comparable claims; "" without one
 
     @property
     def significant(self) -> bool:
@@ -75,7 +79,10 @@ def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, Ru
 def method_effects(records: Sequence[RunRecord], profile: str,
                    pairs: Sequence[tuple[str, str]] = EFFECT_PAIRS) -> list[Effect]:
     """A minus B on each dataset both final retrievers were evaluated on, for every pair present."""
+    from harness.evaluation.claims import check_claims, claims_for, overall
+
     latest = latest_by_method(records, profile)
+    claims = claims_for(pairs)
     out = []
     for a, b in pairs:
         if a not in latest or b not in latest:
@@ -86,7 +93,11 @@ def method_effects(records: Sequence[RunRecord], profile: str,
             pq_a = ra.per_query.get(dataset, {}).get(measure)
             pq_b = rb.per_query.get(dataset, {}).get(measure)
             if pq_a and pq_b:
-                out.append(_effect(profile, a, b, ra.run_id, rb.run_id, dataset, measure, pq_a, pq_b))
+                e = _effect(profile, a, b, ra.run_id, rb.run_id, dataset, measure, pq_a, pq_b)
+                mine = [c for c in claims if (c.a, c.b, c.benchmark, c.measure) == (a, b, dataset, measure)]
+                checks = check_claims(mine, ra.conditions(), rb.conditions(), e.delta, e.ci_low, e.ci_high)
+                e.claims, e.claim_status = [c.to_dict() for c in checks], overall(checks)
+                out.append(e)
     return out
 
 
@@ -113,6 +124,21 @@ def format_effects(effects: Sequence[Effect]) -> str:
 
     rows = [[e.profile, f"{e.a} - {e.b}", e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
              f"{e.delta:+.2f}", f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]", f"{e.p_value:.3f}", e.queries,
-             "yes" if e.significant else "no"] for e in effects]
+             "yes" if e.significant else "no", claimed_text(e), e.claim_status or "-"] for e in effects]
     return format_table(["profile", "effect", "dataset", "measure", "A", "B", "A-B", "95% CI", "p", "queries",
-                         "CI excludes 0"], rows)
+                         "CI excludes 0", "paper claims", "vs claim"], rows)
+
+
+def claimed_text(effect: Effect) -> str:
+    """The distinct printed differences, each with its first source, e.g. '+0.60 (qc-v2 Table 1)'."""
+    seen: dict[float, str] = {}
+    for c in effect.claims:
+        seen.setdefault(c["claimed"], c["source"].split(" ", 1)[-1])
+    return "; ".join(f"{v:+.2f} ({src})" for v, src in seen.items()) or "-"
+
+
+def failed_claims(effects: Sequence[Effect]) -> list[Effect]:
+    """Effects whose reproduced difference contradicts a comparable claim (CI excludes it)."""
+    from harness.evaluation.claims import FAIL
+
+    return [e for e in effects if e.claim_status == FAIL]
