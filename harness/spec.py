@@ -44,6 +44,8 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "profiles": (False, (dict,), "per-profile overrides"),
     "notes": (False, (str, list), "free text"),
     "substitutions": (False, (list,), "where this setting departs from the paper's (printed with every run and recorded)"),
+    "deviations": (False, (list,), "where the paper profile still departs from a setting the paper states "
+                                   "(listed by `validate`, shown on the leaderboard's method page)"),
 }
 
 

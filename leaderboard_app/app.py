@@ -110,6 +110,11 @@ with tab_method:
         st.subheader(f"{rec.method} · {rec.profile} · {rec.run_id}")
         st.caption(f"spec hash `{rec.spec_hash}` · created {rec.created} · command `{rec.get('command', '')}`"
                    + (" · reference record" if rec.run_id in data.references else ""))
+        for title, items in (("Substituted in this profile (recorded with the run)", rec.get("substitutions") or []),
+                             ("Where the paper profile still departs from the paper (spec `deviations`)",
+                              tables.paper_deviations(rec.method))):
+            if items:
+                st.markdown(f"**{title}**\n" + "\n".join(f"- {item}" for item in items))
         left, right = st.columns(2)
         with left:
             st.markdown("**Stages**")

@@ -309,3 +309,13 @@ def inconsistency_frame(rows: Sequence[Mapping[str, Any]], papers: Sequence[str]
 
 def to_csv(frame: pd.DataFrame) -> bytes:
     return frame.to_csv(index=False).encode("utf-8")
+
+
+def paper_deviations(method: str) -> list[str]:
+    """The method's declared deviations of its paper profile from its paper (none for unknown specs)."""
+    from harness.commands.validate import paper_deviations as all_deviations
+
+    try:
+        return all_deviations().get(method, [])
+    except Exception:  # noqa: BLE001 - a broken spec folder must not take the leaderboard down
+        return []

@@ -138,6 +138,7 @@ def test_method_page_shows_stages_hardware_and_per_query_scores(app):
     assert set(ci["benchmark"]) == {"nfcorpus", "scifact"} and (ci["ci_low"] < ci["ci_high"]).all()
     at.selectbox(key="m_dataset").set_value("scifact").run()
     assert "300 queries" in _text(at)
+    assert any("departs from the paper" in m.value and "1 layer" in m.value for m in at.markdown)
 
 
 def test_gate_checks_and_skipped_tabs(page):

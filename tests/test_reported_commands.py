@@ -74,3 +74,14 @@ def test_validate_without_spec_module(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     assert main(["validate"]) == 0
     assert "specs: OK" in capsys.readouterr().out
+
+
+def test_validate_lists_each_paper_profiles_declared_deviations(capsys, tmp_path):
+    assert main(["validate", "--json", str(tmp_path / "v.json")]) == 0
+    out = capsys.readouterr().out
+    assert "== lexmae [paper]: 3 deviation(s) from the paper" in out and "0.75 x the document weight" in out
+    assert "== cpdae [paper]" in out and "pairwise loss with 7 static hard negatives" in out
+    assert "nopretrain [paper]" not in out  # the control has no paper to depart from
+    import json
+
+    assert json.loads((tmp_path / "v.json").read_text())["deviations"]["cotmae_qc"]

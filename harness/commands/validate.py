@@ -33,6 +33,20 @@ def _spec_problems() -> list[str]:
     return list(validate_specs())
 
 
+def paper_deviations() -> dict[str, list[str]]:
+    """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``)."""
+    try:
+        from harness.spec import list_methods, load_method
+    except ImportError:  # as in _spec_problems: no spec module, no specs
+        return {}
+    out = {}
+    for name in list_methods():
+        deviations = load_method(name, "paper").get("deviations") or []
+        if deviations:
+            out[name] = [str(d) for d in deviations]
+    return out
+
+
 def _validate(args: argparse.Namespace) -> int:
     from harness.consistency import check_papers, check_schema, evaluate_claims
     from harness.paths import REPORTED_DIR
@@ -60,6 +74,12 @@ def _validate(args: argparse.Namespace) -> int:
         for f in items:  # messages name their table themselves
             print(f"  [{f.kind}] {f.message}")
 
+    deviations = paper_deviations() if not specs else {}
+    for method, items in deviations.items():
+        print(f"== {method} [paper]: {len(items)} deviation(s) from the paper")
+        for d in items:
+            print(f"  {d}")
+
     kinds = Counter(f.kind for f in findings)
     claim_status = Counter(r.status for r in claims)
     papers = len({c.paper for c in cells})
@@ -69,6 +89,7 @@ def _validate(args: argparse.Namespace) -> int:
         f"papers: {len(findings)} finding(s)"
         + (f" ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})" if kinds else "")
         + (f"; claims: {claim_status.get('ok', 0)} of {len(claims)} agree with the tables" if claims else "")
+        + f"; paper profiles: {sum(map(len, deviations.values()))} declared deviation(s)"
     )
     print(summary)
     if args.json:
@@ -76,6 +97,7 @@ def _validate(args: argparse.Namespace) -> int:
             "ok": not schema and not specs,
             "schema_problems": schema,
             "spec_problems": specs,
+            "deviations": deviations,
             "inconsistencies": [f.to_dict() for f in findings],
             "claims": [r.__dict__ | {"cells": list(r.cells)} for r in claims],
             "summary": summary,
