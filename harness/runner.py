@@ -22,6 +22,19 @@ from harness.spec import MethodSpec, config_hash, load_method
 from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
 
 
+def score_run_file(run_path: Path, bench: Any) -> Any:
+    """A pipeline's run file scored on its benchmark through the one evaluation path that `eval`
+    uses too: a benchmark made of sub-forums (cqadupstack) takes ``<forum>/<qid>`` query ids and
+    scores the mean of its forums."""
+    from harness.data.formats import read_trec_run
+    from harness.evaluation.measures import evaluate_benchmark, normalise_subset_ids
+
+    run = read_trec_run(run_path)
+    if bench.sub_benchmarks():
+        run = normalise_subset_ids(run, bench.name)
+    return evaluate_benchmark(run, bench, bench.eval_split)
+
+
 def stage_conditions(spec: MethodSpec, variant: str, final: str) -> dict[str, Any]:
     """What a run's stage states about its setting, for comparison with the papers' cells: the
     profile, the spec's declared conditions, and which fine-tuning stage (of how many) it is."""
@@ -152,11 +165,9 @@ def run_pretrain_only(spec: MethodSpec, force: bool) -> dict[str, Any]:
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
                force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
     from harness.data.catalog import get_benchmark
-    from harness.data.formats import read_trec_run
     from harness.evaluation.compare import compare, format_comparison_table
     from harness.evaluation.chance import chance_check
     from harness.evaluation.chance import describe as describe_chance
-    from harness.evaluation.measures import evaluate
     from harness.reported import KNOWN_METHODS, cells_for
 
     profile, why = choose_profile(method, profile)
@@ -201,7 +212,7 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
                 run_files.setdefault(variant, {})[name] = str(run_path)
                 t0 = time.time()
                 with tracker.stage(f"evaluate/{variant}/{name}", {"benchmark": name, "finetune_stage": variant}):
-                    result = evaluate(read_trec_run(run_path), bench.qrels(bench.eval_split), name)
+                    result = score_run_file(run_path, bench)
                     tracker.log_metrics(result.aggregate)
                     tracker.log_artifact(run_path, subdir=f"runs/{variant}/{name}")
                 ctx.stages.add("evaluate", f"{variant}/{name}", False, time.time() - t0)
