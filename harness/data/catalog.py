@@ -363,6 +363,85 @@ class SmokeSubset(Benchmark):
         return self._embedded_files([self._DIR + "corpus.jsonl"])
 
 
+# ------------------------------------------------------------------------------ pre-training corpora
+
+class PretrainCorpus(Benchmark):
+    """A corpus a paper profile pre-trains on: documents only (no queries, no qrels), downloaded
+    on first use (``HARNESS_DATA_MIRROR`` points at a local copy)."""
+
+    kind = "corpus"
+
+    def __init__(self, name: str, source: str, reader: Callable[[Path], Iterator[tuple[str, dict[str, str]]]],
+                 description: str, fetch: Callable[[], Path] | None = None):
+        super().__init__(name, description)
+        self._source, self._reader = source, reader
+        self._fetch = fetch or (lambda: download.fetch_source(source))
+
+    def splits(self) -> list[str]:
+        return []
+
+    def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        raise HarnessError(f"'{self.name}' is a pre-training corpus: it has no queries or qrels to evaluate on")
+
+    def _loaded(self, split: str | None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        return self._read(split or "")
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        try:
+            path = self._fetch()
+        except HarnessError as exc:
+            raise _download_error(self.name, self.description, exc) from None
+        return self._reader(path)
+
+    def files(self) -> dict[str, str]:
+        return self.corpus_files()
+
+    def corpus_files(self) -> dict[str, str]:
+        files = self._download_files(self._source)
+        # Unpinned before its first download: name the file, so the cache key still says what it is.
+        return files or {f"downloads/{download.SOURCES[self._source].filename}": "unpinned"}
+
+
+def _iter_msmarco_docs(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """msmarco-docs.tsv(.gz): ``docid <TAB> url <TAB> title <TAB> body`` per line."""
+    import gzip
+
+    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+        for n, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 4:
+                raise HarnessError(f"{path}:{n}: expected 4 tab-separated fields (docid, url, title, body), "
+                                   f"got {len(parts)}")
+            yield parts[0], {"title": parts[2], "text": parts[3]}
+
+
+def _iter_dpr_wikipedia(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """psgs_w100.tsv(.gz): a header ``id text title``, then one 100-word passage per line."""
+    import gzip
+
+    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+        for n, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split("\t")
+            if n == 1 and parts[:1] == ["id"]:
+                continue
+            if len(parts) != 3:
+                raise HarnessError(f"{path}:{n}: expected 3 tab-separated fields (id, text, title), got {len(parts)}")
+            yield parts[0], {"title": parts[2], "text": parts[1]}
+
+
+PRETRAIN_CORPORA: dict[str, Callable[[], Benchmark]] = {
+    "msmarco-passage": lambda: PretrainCorpus(
+        "msmarco-passage", "msmarco-passage/collection", F.iter_msmarco_collection,
+        "MS MARCO passage collection (8.8M passages; LexMAE pre-training)", fetch=download.msmarco_collection_path),
+    "msmarco-passage-docs": lambda: PretrainCorpus(
+        "msmarco-passage-docs", "msmarco-docs", _iter_msmarco_docs,
+        "MS MARCO documents (3.2M), split into passages for span pairs (coCondenser, CoT-MAE)"),
+    "wikipedia": lambda: PretrainCorpus(
+        "wikipedia", "wikipedia-dpr", _iter_dpr_wikipedia,
+        "English Wikipedia, DPR's 21M 100-word passages (CPDAE pre-training)"),
+}
+
+
 # ------------------------------------------------------------------------------ registry
 
 def _registry() -> dict[str, Callable[[], Benchmark]]:
@@ -382,6 +461,7 @@ def _registry() -> dict[str, Callable[[], Benchmark]]:
     for forum in CQADUPSTACK_FORUMS:
         reg[f"cqadupstack-{forum}"] = functools.partial(BeirBenchmark, f"cqadupstack-{forum}", "cqadupstack", forum)
     reg[SMOKE_NAME] = SmokeSubset
+    reg.update(PRETRAIN_CORPORA)
     return reg
 
 
@@ -389,8 +469,8 @@ _REGISTRY = _registry()
 
 
 def list_benchmarks() -> list[str]:
-    """All benchmark names: msmarco-dev, dl19, dl20, the 14 BEIR sets, the 12 cqadupstack
-    forums and the smoke subset."""
+    """All catalog names: msmarco-dev, dl19, dl20, the 14 BEIR sets, the 12 cqadupstack forums,
+    the smoke subset and the paper profiles' pre-training corpora (kind ``corpus``)."""
     return list(_REGISTRY)
 
 

@@ -86,6 +86,15 @@ SOURCES: dict[str, Source] = {
 SOURCES["msmarco-passage/collection"] = Source(
     "msmarco-passage/collection", MSMARCO_BASE_URL, "collection.tar.gz",
     md5="87dd01826da3e2ad45447ba5af577628")
+# Pre-training corpora of the paper profiles. Their publishers give no checksum that could be
+# checked here, so they are unpinned: the first download's sha256 is recorded beside the file and
+# every later use is checked against it (and named in run records).
+SOURCES["msmarco-docs"] = Source(
+    "msmarco-docs", MSMARCO_BASE_URL, "msmarco-docs.tsv.gz",
+    note="MS MARCO document collection (3.2M documents: docid, url, title, body); coCondenser / CoT-MAE span pairs")
+SOURCES["wikipedia-dpr"] = Source(
+    "wikipedia-dpr", "https://dl.fbaipublicfiles.com/dpr/wikipedia_split", "psgs_w100.tsv.gz",
+    note="DPR's English Wikipedia (Dec. 2018) in 21M passages of 100 words (id, text, title); CPDAE pre-training")
 
 
 def downloads_dir() -> Path:

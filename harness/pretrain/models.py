@@ -72,7 +72,11 @@ def load_masked_lm(path: str | Path) -> tuple[BertForMaskedLM, bool]:
     them, the decoder tied to the word embeddings as in BERT. Anything missing from the encoder
     itself is refused by the caller.
     """
-    model, info = BertForMaskedLM.from_pretrained(str(path), local_files_only=True, output_loading_info=True)
+    try:
+        model, info = BertForMaskedLM.from_pretrained(str(path), local_files_only=True, output_loading_info=True)
+    except OSError as exc:  # e.g. a folder with a config and a vocabulary but no weights
+        raise HarnessError(f"checkpoint {path} could not be loaded ({str(exc).splitlines()[0]}); put the model's "
+                           "weights (model.safetensors or pytorch_model.bin) beside its config.json") from None
     missing = set(info.get("missing_keys", ()))
     new_head = any(k.startswith("cls.") for k in missing)
     model.tie_weights()
