@@ -126,7 +126,7 @@ def test_measure_aliases_and_cell_mappings():
 
 def test_tolerance_lookup_order():
     t = load_tolerances()
-    assert t.get("dl19", "nDCG@10").points == 2.0
+    assert t.get("dl19", "nDCG@10").points == 3.0  # one standard error of 43 queries
     assert "43" in t.get("dl19", "nDCG@10").why
     assert t.get("msmarco-dev", "MRR@10").source == "benchmarks.msmarco-dev.RR@10"
     assert t.get("scifact", "nDCG@10", "bm25").source == "methods.bm25.scifact.default"
@@ -149,9 +149,26 @@ def test_every_tolerance_is_justified():
     assert set(table.benchmarks) <= set(CONVENTIONS)
 
 
+def test_no_tolerance_is_below_its_own_standard_error_without_a_reason():
+    import yaml
+
+    raw = yaml.safe_load(TOLERANCES_FILE.read_text())
+    entries = [raw["global_default"]] + [e for b in raw["benchmarks"].values() for e in b.values()]
+    entries += [e for m in raw["methods"].values() for b in m.values() for e in b.values()]
+    with_se = [e for e in entries if "se" in e]
+    assert len(with_se) >= 25
+    assert all(e["tolerance"] >= e["se"] or e.get("below_se_because") for e in with_se)
+    bad = {"global_default": {"tolerance": 1.0, "why": "x"},
+           "benchmarks": {"dl19": {"nDCG@10": {"tolerance": 2.0, "why": "x", "se": 3.0}}}}
+    with pytest.raises(DataFormatError, match="benchmarks.dl19.nDCG@10: tolerance 2.0 is below its own standard error"):
+        ToleranceTable(bad)
+    bad["benchmarks"]["dl19"]["nDCG@10"]["below_se_because"] = "a stated reason"
+    assert ToleranceTable(bad).get("dl19", "nDCG@10").points == 2.0
+
+
 @pytest.mark.parametrize("raw,problem", [
     ({"benchmarks": {}}, "missing 'global_default'"),
-    ({"global_default": {"tolerance": 1.0}}, "exactly 'tolerance' and 'why'"),
+    ({"global_default": {"tolerance": 1.0}}, "needs 'tolerance' and 'why'"),
     ({"global_default": {"tolerance": -1, "why": "x"}}, "number >= 0"),
     ({"global_default": {"tolerance": 1, "why": " "}}, "non-empty"),
     ({"global_default": {"tolerance": 1, "why": "x"}, "benchmarks": {"dl19": {"Foo@3": {"tolerance": 1, "why": "x"}}}},

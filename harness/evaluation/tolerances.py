@@ -1,8 +1,10 @@
 """Tolerances (in points) per (method, benchmark, measure), each with its justification.
 
 The table lives in ``tolerances.yaml`` next to this module; see its header for the
-lookup order. Loading validates it: every entry needs a non-negative ``tolerance`` and a
-non-empty ``why``, and measure keys must be ir-measures strings.
+lookup order and the one rule every tolerance follows. Loading validates it: every entry needs a
+non-negative ``tolerance`` and a non-empty ``why`` (and may state ``se``, the query-sampling
+standard error in points); a tolerance below its own ``se`` needs a ``below_se_because``; measure
+keys must be ir-measures strings.
 """
 
 from __future__ import annotations
@@ -54,10 +56,19 @@ class ToleranceTable:
         self.methods = {m: self._table(t or {}, f"methods.{m}") for m, t in methods.items()}
 
     def _entry(self, raw: Any, where: str) -> Tolerance:
-        if not isinstance(raw, dict) or set(raw) != {"tolerance", "why"}:
-            raise DataFormatError(self.path, None, f"{where}: an entry needs exactly 'tolerance' and 'why'",
-                                  "write {tolerance: <points>, why: <one-line reason>}")
+        if not isinstance(raw, dict) or not {"tolerance", "why"} <= set(raw) or \
+                set(raw) - {"tolerance", "why", "se", "below_se_because"}:
+            raise DataFormatError(self.path, None, f"{where}: an entry needs 'tolerance' and 'why' (optionally "
+                                  "'se' and 'below_se_because')",
+                                  "write {tolerance: <points>, why: <one-line reason>, se: <points>}")
         tol, why = raw["tolerance"], raw["why"]
+        se = raw.get("se")
+        if se is not None and (isinstance(se, bool) or not isinstance(se, (int, float)) or se < 0):
+            raise DataFormatError(self.path, None, f"{where}: se must be a number >= 0, got {se!r}",
+                                  "the query-sampling standard error, in points")
+        if se is not None and isinstance(tol, (int, float)) and tol < se and not raw.get("below_se_because"):
+            raise DataFormatError(self.path, None, f"{where}: tolerance {tol} is below its own standard error {se}",
+                                  "raise it to the SE, or say why in below_se_because")
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0:
             raise DataFormatError(self.path, None, f"{where}: tolerance must be a number >= 0, got {tol!r}",
                                   "tolerances are in points, e.g. 0.5")
