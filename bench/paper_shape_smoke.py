@@ -1,0 +1,186 @@
+"""Paper-shape smoke: every paper-profile pre-training objective at bert-base shape, a few steps.
+
+Random init (no checkpoint needed), the objective parameters of each spec's paper profile, full
+144-token inputs, AdamW. On CUDA each objective runs in bf16 and fp16 (autocast; fp16 with a
+GradScaler, as the trainer does) and one DDP step (NCCL, one rank); on CPU in fp32 (and a gloo DDP
+step). Prints one row per (objective, precision): median step time and achieved TFLOP/s, where the
+FLOPs of one step (forward + backward) are counted by ``torch.utils.flop_counter`` on the step
+itself, not estimated.
+
+The test suite runs the same function on CPU for 2 steps at batch 2
+(``tests/test_paper_shape_smoke.py``), so the paper-shape path cannot rot on machines without a GPU.
+
+    python bench/paper_shape_smoke.py [--batch 32] [--steps 5] [--objectives cotmae lexmae ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.pretrain.models import bert_config_from_dict  # noqa: E402
+from harness.pretrain.objectives import build_objective  # noqa: E402
+from harness.pretrain.objectives.testing import WORDS, toy_tokenizer  # noqa: E402
+from harness.pretrain.trainer import autocast  # noqa: E402
+from harness.spec import load_method  # noqa: E402
+
+BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "intermediate_size": 3072, "max_position_embeddings": 512}
+# The objective of each paper profile (cotmae_qc and cocondenser_qc share their family's objective).
+SPECS = ("cocondenser", "cotmae", "cpdae", "lexmae")
+
+
+@dataclass
+class Row:
+    objective: str
+    precision: str
+    device: str
+    batch: int
+    max_length: int
+    step_seconds: float
+    tflop_per_step: float
+    loss: float
+
+    @property
+    def tflops(self) -> float:
+        return self.tflop_per_step / self.step_seconds
+
+
+def _examples(n: int, words: int, seed: int) -> list[tuple[str, str]]:
+    """(anchor, context) pairs of ``words`` vocabulary words each: every text fills max_length."""
+    g = torch.Generator().manual_seed(seed)
+    pick = lambda: " ".join(WORDS[int(i)] for i in torch.randint(len(WORDS), (words,), generator=g))  # noqa: E731
+    return [(pick(), pick()) for _ in range(n)]
+
+
+def _objective(spec_name: str, device: torch.device) -> tuple[str, torch.nn.Module]:
+    spec = load_method(spec_name, "paper")
+    name = spec.get("pretrain.objective")
+    params = dict(spec.get("pretrain.objective_params") or {})
+    torch.manual_seed(42)
+    return name, build_objective(name, bert_config_from_dict(BERT_BASE), **params).to(device)
+
+
+def _step(model, engine, optimizer, scaler, batch, precision, device) -> float:
+    optimizer.zero_grad(set_to_none=True)
+    with autocast(precision, device):
+        out = engine(batch)
+    loss = out["loss"].float()
+    (scaler.scale(loss) if scaler is not None else loss).backward()
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    return float(loss.detach())
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_smoke(device: str = "cuda", batch: int = 32, steps: int = 5, max_length: int = 144,
+              objectives: tuple[str, ...] = SPECS, precisions: tuple[str, ...] | None = None) -> list[Row]:
+    """Time ``steps`` optimiser steps (after one warm-up step) of each objective in each precision."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    dev = torch.device(device)
+    precisions = precisions or (("bf16", "fp16") if dev.type == "cuda" else ("fp32",))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer = toy_tokenizer(tmp)
+        for spec_name in objectives:
+            for precision in precisions:
+                name, model = _objective(spec_name, dev)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+                g = torch.Generator().manual_seed(0)
+                batch_cpu = model.collate(_examples(batch, max_length, 0), tokenizer, max_length, g)
+                data = {k: v.to(dev) for k, v in batch_cpu.items()}
+                with FlopCounterMode(display=False) as counter:  # the warm-up step, counted
+                    _step(model, model, optimizer, scaler, data, precision, dev)
+                times, loss = [], 0.0
+                for _ in range(steps):
+                    _sync(dev)
+                    t0 = time.perf_counter()
+                    loss = _step(model, model, optimizer, scaler, data, precision, dev)
+                    _sync(dev)
+                    times.append(time.perf_counter() - t0)
+                if not torch.isfinite(torch.tensor(loss)):
+                    raise RuntimeError(f"{name} {precision}: non-finite loss {loss}")
+                rows.append(Row(name, precision, str(dev), batch, max_length, statistics.median(times),
+                                counter.get_total_flops() / 1e12, loss))
+                del model, optimizer
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+    return rows
+
+
+def ddp_step(device: str = "cuda", batch: int = 8, max_length: int = 144, spec_name: str = "cotmae") -> float:
+    """One DDP step (one rank: NCCL on CUDA, gloo on CPU) through the harness's wrapper; the loss."""
+    import torch.distributed as dist
+
+    from harness.pretrain.distributed import DistInfo, wrap_ddp
+
+    dev = torch.device(device)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", rank=0, world_size=1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            tokenizer = toy_tokenizer(tmp)
+            _, model = _objective(spec_name, dev)
+            info = DistInfo(rank=0, world_size=1, local_rank=0, device=dev, backend=dist.get_backend())
+            engine = wrap_ddp(model, info)
+            if engine is model:
+                from torch.nn.parallel import DistributedDataParallel
+
+                engine = DistributedDataParallel(model, device_ids=[0] if dev.type == "cuda" else None,
+                                                 find_unused_parameters=True)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            g = torch.Generator().manual_seed(0)
+            data = {k: v.to(dev) for k, v in model.collate(_examples(batch, max_length, 1), tokenizer, max_length,
+                                                            g).items()}
+            precision = "bf16" if dev.type == "cuda" else "fp32"
+            return _step(model, engine, optimizer, None, data, precision, dev)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--batch", type=int, default=32, help="examples per step (pairs: 2 texts each where the "
+                   "objective reads two)")
+    p.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up step")
+    p.add_argument("--max-length", type=int, default=144)
+    p.add_argument("--objectives", nargs="+", default=list(SPECS), help="specs whose paper objective to run")
+    args = p.parse_args(argv)
+    dev = torch.device(args.device)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU ({os.cpu_count()} cores)"
+    print(f"device: {name}; torch {torch.__version__}; bert-base shape (12 x 768), random init; batch "
+          f"{args.batch} x {args.max_length} tokens; median of {args.steps} steps after a warm-up")
+    rows = run_smoke(args.device, args.batch, args.steps, args.max_length, tuple(args.objectives))
+    print(f"{'objective':<12} {'precision':<9} {'step s':>8} {'TFLOP/step':>10} {'TFLOP/s':>8} {'loss':>9}")
+    for r in rows:
+        print(f"{r.objective:<12} {r.precision:<9} {r.step_seconds:>8.3f} {r.tflop_per_step:>10.2f} "
+              f"{r.tflops:>8.1f} {r.loss:>9.3f}")
+    loss = ddp_step(args.device)
+    print(f"DDP step ({'NCCL' if dev.type == 'cuda' else 'gloo'}, 1 rank, cotmae): loss {loss:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
