@@ -75,3 +75,14 @@ def test_cocondenser_is_graded_against_one_origin_only(stage, target):
     assert cited and all(c.status == NOT_COMPARABLE and "run does not state cited" in c.reason for c in cited)
     released = _where(comparisons, paper_file="lexmae-iclr2023.txt", table="Table 7")
     assert all(c.status == NOT_COMPARABLE and "checkpoint" in c.reason for c in released)
+
+
+def test_lexmae_r_at_1_is_success_at_1_as_its_eq_14_defines():
+    """Marco-Recall@N divides by min(N, |D+|): at N = 1 a query with two relevant passages and
+    one of them first scores 1 (Success@1), where trec_eval's recall_1 gives 0.5."""
+    from harness.evaluation.measures import evaluate
+
+    cells = [c for c in cells_for(paper="lexmae") if c.table == "Table 5" and c.column == "R@1" and c.score]
+    assert cells and {c.measure for c in cells} == {"Success@1"}
+    result = evaluate({"q1": {"a": 2.0, "b": 1.0}}, {"q1": {"a": 1, "b": 1}}, "msmarco-dev", ["Success@1", "R@1"])
+    assert result.aggregate == {"Success@1": 1.0, "R@1": 0.5}
