@@ -57,6 +57,8 @@ NEAR_FACTOR = 1.5
 REFERENCES_FILE = "references.json"
 FAILING = ("FAIL", "CORRUPT", "MISSING")
 STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE")
+CHECKPOINT_PROFILE = "checkpoint"  # records of released checkpoints (harness/reproduce.py)
+PAPER_GRADED = ("paper", CHECKPOINT_PROFILE)  # profiles compared with the papers' cells
 STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "PASS", "ABOVE",
                 "INCONCLUSIVE", "NOT-COMPARABLE", "EFFECT", "REFERENCE", "SUPERSEDED", "NO-CELLS")
 
@@ -196,10 +198,20 @@ def source_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | 
 
 
 def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
-    """The record against the reported cells of its method (the stored comparison if cells is None)."""
+    """The record against the reported cells of its method (the stored comparison if cells is None).
+
+    A released checkpoint's record (profile ``checkpoint``) is graded only against the rows the
+    checkpoint registry says are that checkpoint (``harness.reproduce.checkpoint_comparisons``)."""
     if cells is None:
         return record.comparison
     from harness.evaluation.compare import compare
+
+    if record.profile == CHECKPOINT_PROFILE:
+        from harness.released import get_checkpoint
+        from harness.reproduce import checkpoint_comparisons
+
+        ckpt = get_checkpoint(str((record.get("checkpoint") or {}).get("name")))
+        return checkpoint_comparisons(ckpt, record.metrics, record.per_query, cells)
 
     mine = [c for c in cells if c.get("method") == record.method and c.get("benchmark") in record.metrics]
     return [c.to_dict() for c in compare(record.metrics, record.per_query, mine, record.conditions())]
@@ -389,13 +401,18 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
             result.rows.extend(GateRow("CORRUPT", **base, note=f"{rec.path.name}: {problem}")
                                for problem in rec.integrity_problems)
             continue
-        if rec.method not in known_methods:
+        if rec.profile == CHECKPOINT_PROFILE:
+            unknown = _unknown_checkpoint(rec)
+            if unknown:
+                result.rows.append(GateRow("UNKNOWN-METHOD", **base, note=f"{rec.path.name}: {unknown}; not gated"))
+                continue
+        elif rec.method not in known_methods:
             result.rows.append(GateRow("UNKNOWN-METHOD", **base, note=(
                 f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
                 "not gated")))
             continue
         usable.append(rec)
-    if cells is None and any(r.profile == "paper" for r in usable):
+    if cells is None and any(r.profile in PAPER_GRADED for r in usable):
         cells, error = load_reported_cells(reported)
         if error:
             result.warnings.append(f"{error}; paper records are checked with their stored comparison")
@@ -417,12 +434,12 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
             ref_records.pop(entry["run_id"])
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for rec in usable:
-        if rec.profile == "paper":
+        if rec.profile in PAPER_GRADED:
             try:
                 result.rows.extend(_paper_rows(rec, cells))
             except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
                 _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
-            if (rec.method, rec.profile) not in references:
+            if rec.profile == CHECKPOINT_PROFILE or (rec.method, rec.profile) not in references:
                 continue  # gated against the papers only; with a reference, also against it below
         groups.setdefault((rec.method, rec.profile), []).append(rec)
     for (method, profile), group in groups.items():
@@ -451,6 +468,20 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
     return result
+
+
+def _unknown_checkpoint(rec: RunRecord) -> str:
+    """Why a checkpoint record cannot be graded ("" when its checkpoint is in the registry)."""
+    from harness.released import load_checkpoints
+
+    name = (rec.get("checkpoint") or {}).get("name")
+    try:
+        registry = load_checkpoints()
+    except HarnessError as exc:
+        return f"checkpoint registry not loadable ({exc})"
+    if name not in registry.checkpoints:
+        return f"no checkpoint named '{name}' in {registry.path}"
+    return ""
 
 
 def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:

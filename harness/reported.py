@@ -209,7 +209,7 @@ class PaperInfo:
 # ---------------------------------------------------------------- YAML with line numbers
 
 
-def _key_lines(node: yaml.Node, path: tuple = (), out: dict[tuple, int] | None = None) -> dict[tuple, int]:
+def yaml_key_lines(node: yaml.Node, path: tuple = (), out: dict[tuple, int] | None = None) -> dict[tuple, int]:
     """Map each key path (('tables', 0, 'rows', 3)) to its 1-based line in the file."""
     out = {} if out is None else out
     out.setdefault(path, node.start_mark.line + 1)
@@ -217,12 +217,12 @@ def _key_lines(node: yaml.Node, path: tuple = (), out: dict[tuple, int] | None =
         for k, v in node.value:
             sub = path + (k.value,)
             out[sub] = k.start_mark.line + 1
-            _key_lines(v, sub, out)
+            yaml_key_lines(v, sub, out)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             sub = path + (i,)
             out[sub] = item.start_mark.line + 1
-            _key_lines(item, sub, out)
+            yaml_key_lines(item, sub, out)
     return out
 
 
@@ -687,7 +687,7 @@ def _parse_file(path: Path) -> tuple[PaperInfo | None, _Problems]:
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
-        pr.lines = _key_lines(node) if node is not None else {}
+        pr.lines = yaml_key_lines(node) if node is not None else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         pr.items.append((mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}", "fix the quoting/indentation there"))

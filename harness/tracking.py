@@ -55,10 +55,11 @@ def _reachable(uri: str, timeout: float = 2.0) -> bool:
 class Tracker:
     """Thin MLflow wrapper that degrades to a no-op with a warning on any tracking failure."""
 
-    def __init__(self, experiment: str, run_name: str, tags: dict[str, str], uri: str | None = None):
+    def __init__(self, experiment: str, run_name: str, tags: dict[str, str], uri: str | None = None,
+                 enabled: bool = True):
         self.uri = uri or default_tracking_uri()
         self.experiment, self.run_name, self.tags = experiment, run_name, tags
-        self.enabled = True
+        self.enabled = enabled
         self.warning: str | None = None
         self.parent_run_id: str | None = None
         self._mlflow: Any = None
@@ -73,6 +74,9 @@ class Tracker:
     def run(self) -> Iterator["Tracker"]:
         """The parent run for one invocation."""
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        if not self.enabled:  # --no-track
+            yield self
+            return
         if not _reachable(self.uri):
             self._disable(f"tracking server {self.uri} is unreachable")
             yield self

@@ -85,6 +85,14 @@ with tab_main:
                              benchmarks=benchmarks, main_only=main_only)
     _table(main, "Table 1", "table1", "Reported rows as printed (papers that print fractions shown × 100); each '↳ reproduced' row compares a run with the "
            "row above it: value (delta status). Runs on their own are listed at the bottom.")
+    released = [r for r in tables.filter_records(data.records, profiles) if r.profile == "checkpoint"]
+    if released:
+        st.subheader("Released checkpoints (scored as published, `python -m harness reproduce`)")
+        for line in tables.checkpoint_summaries(released, data.comparisons):
+            st.markdown(f"- {line}")
+        _table(tables.checkpoint_frame(released, data.comparisons), "released checkpoints", "checkpoints",
+               "A checkpoint is graded only against the rows that are that checkpoint (baselines/released/"
+               "checkpoints.yaml); every other cell of its method is listed with the reason it is not graded.")
     st.subheader("Every comparison with a reported cell")
     _table(comparisons, "comparisons", "comparisons",
            "ci_low / ci_high: 95% bootstrap interval of the delta over the run's per-query scores.")

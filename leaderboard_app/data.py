@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.gate import GateResult, load_references, load_reported_cells, paper_comparisons, run_gate
+from harness.gate import PAPER_GRADED, GateResult, load_references, load_reported_cells, paper_comparisons, run_gate
 from harness.records import RunRecord, Skipped, load_records, records_dir
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.
@@ -95,7 +95,7 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
             recs.remove(rec)
             skipped.append(Skipped(rec.path, "integrity: " + "; ".join(rec.integrity_problems[:3])))
             continue
-        if rec.profile == "paper" and cells is not None:
+        if rec.profile in PAPER_GRADED and cells is not None:
             try:
                 comparisons[rec.run_id] = paper_comparisons(rec, cells)
             except Exception as exc:  # noqa: BLE001 - one odd record must not take the page down

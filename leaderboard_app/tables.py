@@ -47,6 +47,17 @@ def pts(value: float | None, signed: bool = False, digits: int = 2) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def source_of(rec: RunRecord) -> str:
+    """Where a record's numbers come from: a run of a spec, or a released checkpoint scored as is."""
+    return "released checkpoint" if rec.profile == "checkpoint" else "reproduced"
+
+
+def run_label(rec: RunRecord) -> str:
+    if rec.profile == "checkpoint":
+        return f"released checkpoint {(rec.get('checkpoint') or {}).get('name', '?')} ({rec.run_id})"
+    return f"reproduced {rec.run_id}"
+
+
 def _keep(values: Sequence[str] | None, value: str) -> bool:
     """A filter: None or empty keeps everything."""
     return not values or value in values
@@ -88,6 +99,47 @@ def _column_for(benchmark: Any, measure: Any) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- released checkpoints
+
+def checkpoint_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]
+                     ) -> pd.DataFrame:
+    """One row per (released-checkpoint record, cell): graded cells first, then the NOT-COMPARABLE ones."""
+    rows = []
+    for rec in records:
+        if rec.profile != "checkpoint":
+            continue
+        name = (rec.get("checkpoint") or {}).get("name", "?")
+        for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == "NOT-COMPARABLE"):
+            rows.append({"checkpoint": name, "benchmark": x.get("benchmark"), "measure": x.get("measure"),
+                         "reproduced": x.get("reproduced"), "reported": x.get("reported"), "delta": x.get("delta"),
+                         "status": badge(x.get("status")), "against": f"{paper_key(x)} {x.get('table')} · {x.get('row')}",
+                         "why not graded": x.get("reason") if x.get("status") == "NOT-COMPARABLE" else "",
+                         "run_id": rec.run_id})
+    return pd.DataFrame(rows, columns=["checkpoint", "benchmark", "measure", "reproduced", "reported", "delta",
+                                       "status", "against", "why not graded", "run_id"])
+
+
+def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]
+                         ) -> list[str]:
+    """One line per released-checkpoint record: what it scored, its grades, why other cells are not graded."""
+    lines = []
+    for rec in records:
+        if rec.profile != "checkpoint":
+            continue
+        comps = comparisons.get(rec.run_id, [])
+        counts: dict[str, int] = {}
+        for x in comps:
+            if x.get("status") != "NOT-COMPARABLE":
+                counts[str(x.get("status"))] = counts.get(str(x.get("status")), 0) + 1
+        reasons = sorted({str(x.get("reason")).split(": ", 1)[-1] for x in comps
+                          if x.get("status") == "NOT-COMPARABLE" and x.get("reason")})
+        graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
+        scored = "; ".join(f"{b} {pts(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
+        lines.append(f"{run_label(rec)}: {scored} · graded {graded}"
+                     + (f" · not graded: {'; '.join(reasons)}" if reasons else ""))
+    return lines
+
+
 # ----------------------------------------------------------------------------- Table 1 view
 
 def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
@@ -118,8 +170,8 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
                      and x.get("status") not in (None, "NOT-COMPARABLE")]
             if not comps:
                 continue
-            vs: dict[str, Any] = {"source": "reproduced", "paper": paper, "version": version, "table": table,
-                                  "row": f"↳ reproduced {rec.run_id}", "method": rec.method}
+            vs: dict[str, Any] = {"source": source_of(rec), "paper": paper, "version": version, "table": table,
+                                  "row": f"↳ {run_label(rec)}", "method": rec.method}
             for x in comps:
                 col = _column_for(x.get("benchmark"), x.get("measure"))
                 if col in columns:
@@ -128,7 +180,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
             vs["status"] = badge(worst)
             rows.append(vs)
     for rec in recs:
-        line = {"source": "reproduced", "paper": "", "version": "", "table": "", "row": rec.run_id,
+        line = {"source": source_of(rec), "paper": "", "version": "", "table": "", "row": rec.run_id,
                 "method": rec.method, "status": f"profile {rec.profile}"}
         has_any = False
         for bench, measure, label in MAIN_COLUMNS:
@@ -198,7 +250,7 @@ def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
         values = {d: round(100.0 * v["nDCG@10"], 2) for d, v in rec.metrics.items()
                   if d in BEIR_DATASETS and "nDCG@10" in v}
         if values:
-            columns[f"reproduced {rec.run_id}"] = values
+            columns[run_label(rec)] = values
     for values in columns.values():
         for label, subset in ((AVG14, BEIR_DATASETS), (AVG12, LEXMAE_12)):
             if all(d in values for d in subset):

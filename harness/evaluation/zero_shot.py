@@ -168,7 +168,7 @@ def load_zero_shot_encoder(
     return encoder
 
 
-def _vector_settings(encoder: Any) -> dict[str, Any]:
+def vector_settings(encoder: Any) -> dict[str, Any]:
     """Settings that decide the passage vectors (the embedding cache key)."""
     s = encoder.settings()
     return {k: s[k] for k in ("pooling", "normalize", "lowercase", "passage_max_length", "title_separator",
@@ -180,7 +180,7 @@ def _vector_settings(encoder: Any) -> dict[str, Any]:
 def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
     from harness.corpus.stage_cache import hash_json
 
-    return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": _vector_settings(encoder),
+    return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": vector_settings(encoder),
                       "benchmark": benchmark.name, "corpus": benchmark.corpus_files()})
 
 
@@ -231,7 +231,7 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
     info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds}
     if use_cache:
         _write_cache(npy, meta, ids, emb, {"encode_seconds": seconds, "benchmark": benchmark.name,
-                                           "settings": _vector_settings(encoder), "model": fingerprint})
+                                           "settings": vector_settings(encoder), "model": fingerprint})
     return ids, emb, info
 
 

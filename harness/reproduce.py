@@ -1,0 +1,133 @@
+"""Score a released checkpoint on the benchmarks its reported cells cover and grade it (`harness reproduce`).
+
+    record = reproduce_checkpoint("co-condenser-marco-retriever")          # msmarco-dev, dl19, dl20
+    record = reproduce_checkpoint("co-condenser-marco-retriever", ["scifact"])
+
+Each benchmark is encoded, searched exactly and scored by the zero-shot path
+(:mod:`harness.evaluation.zero_shot`) with the encoder settings the registry gives (the authors'
+pooling, similarity and lengths, never the folder's guesses). The scores are compared with the
+cells the checkpoint reproduces (tolerance and bootstrap CI), every other cell of its method
+is listed as NOT-COMPARABLE with the registry's reason, and a run record with profile
+``checkpoint`` is written for ``check`` and the leaderboard ("released checkpoint").
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness import SEED
+from harness.errors import HarnessError
+from harness.released import Checkpoint, get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
+
+PROFILE = "checkpoint"
+
+
+def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, float]],
+                           per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
+                           cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every cell of the checkpoint's rows and method on the scored benchmarks, compared or NOT-COMPARABLE."""
+    from harness.evaluation.compare import NOT_COMPARABLE, compare
+
+    out = []
+    for cell, reason in map_cells(ckpt, [c for c in cells if c.get("benchmark") in metrics]):
+        # A row that *is* this checkpoint is graded under its own conditions; the rest are not graded.
+        conditions = {**(cell.get("conditions") or {}), "profile": "paper", "method": cell.get("method")}
+        comp = compare(metrics, per_query, [cell], conditions)[0]
+        if reason:
+            comp.status, comp.reason = NOT_COMPARABLE, f"checkpoint {ckpt.name}: {reason}"
+            comp.delta = comp.ci_low = comp.ci_high = comp.significant = None
+        else:
+            comp.notes = "; ".join(filter(None, [f"released checkpoint {ckpt.name}", comp.notes]))
+        out.append(comp.to_dict())
+    return out
+
+
+def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, batch_size: int = 32,
+                         depth: int = 1000, device: str | None = None, precision: str = "fp32",
+                         use_cache: bool = True, track: bool = True, reported: str | None = None) -> dict[str, Any]:
+    """Score, compare, record (see the module docstring); returns the record plus ``run_record`` (its path)."""
+    from harness.checkpoints import resolve_checkpoint
+    from harness.data.catalog import get_benchmark
+    from harness.evaluation.chance import chance_check
+    from harness.evaluation.zero_shot import model_fingerprint, run_zero_shot
+    from harness.gate import load_reported_cells
+    from harness.paths import cache_dir
+    from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
+
+    registry = load_checkpoints()
+    ckpt = get_checkpoint(name, registry)
+    if ckpt.kind != "retriever":
+        method = f" --method {ckpt.method}" if ckpt.method else ""
+        raise HarnessError(f"{name} is a pre-trained encoder, not a retriever: no reported cell scores it as is. "
+                           f"Fine-tune it (python -m harness run{method} --profile paper, with the weights under "
+                           f"models/{ckpt.source})")
+    benchmarks = list(benchmarks or ckpt.benchmarks)
+    if not benchmarks:
+        raise HarnessError(f"{name}: no benchmarks given and none declared in {registry.path}")
+    benches = {b: get_benchmark(b) for b in benchmarks}  # unknown names fail before any model is loaded
+    cells, error = load_reported_cells(reported)
+    if error:
+        raise HarnessError(error)
+    missing = unmatched_selectors(ckpt, cells)
+    if missing:
+        raise HarnessError(f"{registry.path}: checkpoint '{name}' names rows no reported cell has: "
+                           + "; ".join(" / ".join(s) for s in missing) + " (check paper, table and row spelling)")
+    folder = resolve_checkpoint(ckpt.source, what=f"checkpoint '{name}'")
+    enc = ckpt.encoder
+    run_id = new_run_id(name, PROFILE)
+    print(f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
+          f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "
+          f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}")
+    tags = {"method": ckpt.record_method, "profile": PROFILE, "checkpoint": name, "source": ckpt.source}
+    tracker = Tracker(experiment=ckpt.record_method, run_name=run_id, tags=tags, enabled=track)
+    metrics: dict[str, dict[str, float]] = {}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    efficiency: dict[str, dict[str, Any]] = {}
+    run_files: dict[str, str] = {}
+    stages = []
+    started = time.time()
+    with tracker.run():
+        tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": SEED, "precision": precision})
+        for bench_name, bench in benches.items():
+            t0 = time.time()
+            run_path = cache_dir() / "reproduce" / run_id / f"{bench_name}.trec"
+            run_path.parent.mkdir(parents=True, exist_ok=True)
+            with tracker.stage(f"evaluate/{bench_name}", {"benchmark": bench_name}):
+                outcome = run_zero_shot(
+                    folder, bench, pooling=enc.get("pooling"), normalize=enc.get("normalize"),
+                    query_max_length=enc.get("query_max_length"), passage_max_length=enc.get("passage_max_length"),
+                    batch_size=batch_size, depth=depth, save_run=run_path, device=device, precision=precision,
+                    use_cache=use_cache, track=False)
+                tracker.log_metrics(dict(outcome.result.aggregate))
+                tracker.log_artifact(run_path, subdir=f"runs/{bench_name}")
+            metrics[bench_name] = dict(outcome.result.aggregate)
+            per_query[bench_name] = {m: dict(v) for m, v in outcome.result.per_query.items()}
+            efficiency[bench_name] = outcome.summary["efficiency"]
+            run_files[bench_name] = str(run_path)
+            stages.append({"stage": "evaluate", "name": bench_name, "cached": False,
+                           "seconds": round(time.time() - t0, 1)})
+            tracker.log_metrics({f"{bench_name}/{m}": v for m, v in outcome.result.aggregate.items()})
+        comparisons = checkpoint_comparisons(ckpt, metrics, per_query, cells)
+        chance = {}
+        for bench_name, bench in benches.items():
+            primary = next(iter(metrics[bench_name]))
+            check = chance_check(bench, per_query[bench_name][primary], primary)
+            if check:
+                chance[bench_name] = check
+        record = {
+            "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "method": ckpt.record_method, "profile": PROFILE,
+            "checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
+            "conditions": {"checkpoint": name}, "command": " ".join(sys.argv), "seed": SEED, "git": git_commit(),
+            "packages": package_versions(), "hardware": {"declared": None, "detected": hardware()},
+            "datasets": {b: bench.files() for b, bench in benches.items()}, "depth": depth,
+            "metrics": metrics, "per_query": per_query, "efficiency": efficiency, "comparison": comparisons,
+            "chance": chance, "stages": stages, "run_files": {PROFILE: run_files},
+            "seconds": round(time.time() - started, 1), "mlflow": tracker.info(),
+        }
+        path = write_run_record(record)
+        tracker.log_artifact(path, subdir="record")
+    return {**record, "run_record": str(path)}
