@@ -1,0 +1,506 @@
+"""Sharded, resumable corpus encoding: each rank writes its slice of the corpus in chunk files.
+
+    # 2 CPU processes (gloo); on N GPUs the same line with --nproc_per_node N (nccl)
+    torchrun --nproc_per_node 2 -m harness.retrieval.sharded --model models/all-MiniLM-L6-v2 \\
+        --dataset msmarco-dl19-subset --out cache/shards/minilm-dl19 --shard-size 10000 --json summary.json
+
+    # the same command again after a crash or a kill resumes: complete chunks are skipped
+
+    from harness.retrieval.sharded import encode_corpus_sharded, merge_shards
+    encode_corpus_sharded(encoder, corpus, "shards/", rank=r, world_size=w, shard_size=10_000)
+    ids, emb = merge_shards("shards/")  # corpus order, float32 (n, dim)
+
+``out_dir`` holds:
+
+- ``manifest.json``: corpus fingerprint (ids, titles, texts in order), encoder fingerprint
+  (model folder files + the settings that decide passage vectors, as the embedding cache of
+  :mod:`harness.evaluation.zero_shot` keys them), shard_size, world_size, batch_size and the
+  bounds and doc-id hash of every chunk. A run with other settings is refused in one line
+  instead of mixing embeddings.
+- ``rank{r}-chunk{k:05d}.npy`` + ``.json``: rank r's contiguous slice
+  (:func:`harness.retrieval.encoder.shard_bounds`) cut into chunks of ``shard_size`` passages.
+  Both are written atomically (:mod:`harness.fsutil`), the ``.json`` (doc ids, bounds, sha256
+  of the ``.npy``) last, so a ``.json`` marks a complete chunk.
+
+A resumed run encodes the missing chunks with the same inputs and batches as an uninterrupted
+run, so the result is byte-identical (same device, precision and thread count; batch size is
+part of the manifest). A per-rank ``flock`` keeps two processes of one rank from writing at once.
+
+:func:`encode_distributed` is the torchrun / ``torch.multiprocessing`` driver: RANK/WORLD_SIZE
+come from the environment (:func:`harness.pretrain.distributed.init_distributed`: gloo on CPU,
+nccl on CUDA), a barrier on a gloo group with a long timeout waits for every rank (a resumed
+rank may wait hours for one that has more left), then rank 0 merges. Under
+``torch.multiprocessing.spawn`` set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in each child
+before calling it (as torchrun does). Every rank reads the whole corpus (the manifest
+fingerprints all of it) but encodes only its slice. Search is exact flat inner
+product (:mod:`harness.retrieval.dense`); ``fp16`` stores the vectors in half precision (half the
+memory, scores rounded), and the output says which was used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.fsutil import atomic_write_bytes, atomic_write_json, exclusive_lock
+from harness.retrieval.encoder import shard_bounds
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+Passages = Mapping[str, Mapping[str, str] | str]
+
+
+@dataclass
+class ShardReport:
+    """What one rank did: its slice, how many chunks were already complete, how fast it encoded."""
+
+    rank: int
+    world_size: int
+    start: int
+    end: int
+    chunks: int
+    chunks_skipped: int
+    passages_encoded: int
+    seconds: float
+
+    @property
+    def passages_per_second(self) -> float | None:
+        return self.passages_encoded / self.seconds if self.seconds > 0 else None
+
+
+# ---------------------------------------------------------------------------- fingerprints
+
+def corpus_fingerprint(passages: Passages) -> str:
+    """sha256 over every (id, title, text) in order: a changed, added or reordered passage changes it."""
+    from harness.corpus.stage_cache import hash_texts
+
+    def fields(doc_id: str) -> tuple[str, str, str]:
+        doc = passages[doc_id]
+        return (doc_id, "", doc) if isinstance(doc, str) else (doc_id, doc.get("title") or "", doc.get("text") or "")
+
+    return hash_texts(itertools.chain.from_iterable(fields(d) for d in passages))
+
+
+def encoder_fingerprint(encoder: Any) -> str:
+    """sha256 of the model folder's files and the settings that decide passage vectors."""
+    from harness.corpus.stage_cache import hash_json
+    from harness.evaluation.zero_shot import vector_settings, model_fingerprint
+
+    return hash_json({"model": model_fingerprint(Path(encoder.spec.model_dir)), "settings": vector_settings(encoder)})
+
+
+def _chunk_name(rank: int, k: int) -> str:
+    return f"rank{rank}-chunk{k:05d}"
+
+
+def _layout(n: int, world_size: int, shard_size: int) -> dict[str, tuple[int, int, int]]:
+    """Every chunk: name -> (rank, start, end), in corpus order."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for r in range(world_size):
+        start, end = shard_bounds(n, r, world_size)
+        for k, a in enumerate(range(start, end, shard_size)):
+            out[_chunk_name(r, k)] = (r, a, min(a + shard_size, end))
+    return out
+
+
+def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    if rank is None or world_size is None:
+        from harness.pretrain.distributed import get_rank, get_world_size  # RANK/WORLD_SIZE when set
+
+        rank = get_rank() if rank is None else rank
+        world_size = get_world_size() if world_size is None else world_size
+    shard_bounds(1, rank, world_size)  # validates
+    return rank, world_size
+
+
+# ---------------------------------------------------------------------------- manifest
+
+def _manifest(passages: Passages, ids: list[str], enc_fp: str, encoder: Any, world_size: int,
+              shard_size: int, batch_size: int) -> dict[str, Any]:
+    from harness.corpus.stage_cache import hash_texts
+    from harness.evaluation.zero_shot import vector_settings
+
+    chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": hash_texts(ids[a:b])}
+              for name, (r, a, b) in _layout(len(ids), world_size, shard_size).items()}
+    return {"format": FORMAT, "passages": len(ids), "corpus": corpus_fingerprint(passages),
+            "ids_sha256": hash_texts(ids), "encoder": enc_fp, "encoder_settings": vector_settings(encoder),
+            "world_size": world_size, "shard_size": shard_size, "batch_size": batch_size, "chunks": chunks}
+
+
+def _read_manifest(out: Path) -> dict[str, Any]:
+    path = out / MANIFEST
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HarnessError(f"{out} holds no {MANIFEST}: not a sharded encoding folder (encode into it first)") from None
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path} is unreadable ({exc}); delete {out} and encode again") from None
+
+
+def _check_or_write_manifest(out: Path, want: dict[str, Any]) -> None:
+    """Write the manifest, or refuse if the folder was started with other settings (never mix)."""
+    if not (out / MANIFEST).is_file():
+        atomic_write_json(out / MANIFEST, want)  # ranks write identical content; the rename is atomic
+        return
+    have = _read_manifest(out)
+    if have == json.loads(json.dumps(want)):
+        return
+    labels = {"corpus": "corpus", "passages": "passages", "encoder": "encoder", "world_size": "world size",
+              "shard_size": "shard_size", "batch_size": "batch_size", "format": "format"}
+    diffs = [f"{label} {_short(have.get(key))} -> {_short(want[key])}" for key, label in labels.items()
+             if have.get(key) != want[key]] or ["chunk layout"]
+    raise HarnessError(f"{out} was encoded with other settings ({'; '.join(diffs)}); resume with the same "
+                       "model, corpus, world size, shard size and batch size, or use a new folder")
+
+
+def _in_order(manifest: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Chunks in corpus order (the JSON file sorts names: rank10 would come before rank2)."""
+    return sorted(manifest["chunks"].items(), key=lambda item: item[1]["start"])
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 else text  # sha256s: a prefix is enough to tell them apart
+
+
+# ---------------------------------------------------------------------------- encoding
+
+def _chunk_complete(out: Path, name: str, entry: Mapping[str, Any], dim: int) -> bool:
+    """True when both files exist and agree with the manifest (a damaged chunk is encoded again)."""
+    from harness.corpus.stage_cache import hash_texts
+
+    meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
+    if not meta_path.is_file():
+        return False
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        rows = np.load(npy_path, mmap_mode="r")  # reads the header only
+        ok = (meta["start"], meta["end"]) == (entry["start"], entry["end"]) \
+            and hash_texts(meta["ids"]) == entry["ids_sha256"] \
+            and rows.dtype == np.float32 and rows.shape == (entry["end"] - entry["start"], dim)
+    except (OSError, ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        print(f"[sharded] {name} is damaged or from another run; encoding it again", file=sys.stderr)
+    return ok
+
+
+def _write_chunk(out: Path, name: str, ids: list[str], start: int, end: int, emb: np.ndarray) -> None:
+    import hashlib
+
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(emb, dtype=np.float32))
+    data = buf.getvalue()
+    atomic_write_bytes(out / f"{name}.npy", data)
+    # Written last: its presence means the .npy beside it is complete.
+    atomic_write_json(out / f"{name}.json", {"start": start, "end": end, "ids": ids,
+                                             "npy_sha256": hashlib.sha256(data).hexdigest()})
+
+
+def encode_corpus_sharded(
+    encoder: Any,
+    passages: Passages,
+    out_dir: str | Path,
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
+    shard_size: int = 10_000,
+    batch_size: int = 64,
+    show_progress: bool = True,
+    fingerprint: str | None = None,
+) -> ShardReport:
+    """Encode rank ``rank``'s slice of ``passages`` (``{doc_id: {"title", "text"}}``, corpus order)
+    into chunk files under ``out_dir``, skipping chunks already complete.
+
+    ``rank``/``world_size`` default to RANK/WORLD_SIZE (torchrun), else 0 of 1. ``fingerprint``
+    (of the encoder) may be given to skip hashing the model folder on every rank.
+    """
+    from tqdm.auto import tqdm
+
+    rank, world_size = _rank_world(rank, world_size)
+    if shard_size < 1 or batch_size < 1:
+        raise HarnessError(f"shard_size and batch_size must be positive, got {shard_size} and {batch_size}")
+    ids = list(passages)
+    if not ids:
+        raise HarnessError("the corpus to encode is empty")
+    out = Path(out_dir)
+    manifest = _manifest(passages, ids, fingerprint or encoder_fingerprint(encoder), encoder, world_size,
+                         shard_size, batch_size)
+    _check_or_write_manifest(out, manifest)
+    mine = {n: c for n, c in _in_order(manifest) if c["rank"] == rank}
+    start, end = shard_bounds(len(ids), rank, world_size)
+    with exclusive_lock(out / f".rank{rank}.lock", f"sharded encoding rank {rank}"):
+        for stale in out.glob(f".rank{rank}-chunk*.tmp"):  # temp files of a killed writer of this rank
+            stale.unlink(missing_ok=True)
+        todo = [(n, c) for n, c in mine.items() if not _chunk_complete(out, n, c, encoder.dim)]
+        left = sum(c["end"] - c["start"] for _, c in todo)
+        print(f"[sharded] rank {rank}/{world_size}: passages [{start:,}, {end:,}) in {len(mine)} chunk(s) of "
+              f"{shard_size:,}; {len(mine) - len(todo)} already complete, {left:,} passages to encode",
+              file=sys.stderr, flush=True)
+        bar = tqdm(total=end - start, initial=end - start - left, desc=f"encode rank {rank}/{world_size}",
+                   unit="passage", disable=not show_progress, dynamic_ncols=True)  # rate + ETA
+        started = time.perf_counter()
+        try:
+            for name, c in todo:
+                chunk_ids = ids[c["start"]:c["end"]]
+                texts = encoder.passage_texts([passages[d] for d in chunk_ids])
+                emb = encoder.encode(texts, batch_size=batch_size, kind="passage", show_progress=False)
+                _write_chunk(out, name, chunk_ids, c["start"], c["end"], emb)
+                bar.update(len(chunk_ids))
+        finally:
+            bar.close()
+        seconds = time.perf_counter() - started
+    report = ShardReport(rank, world_size, start, end, len(mine), len(mine) - len(todo), left, seconds)
+    rate = f"{report.passages_per_second:,.1f} passages/s" if report.passages_per_second else "nothing to encode"
+    print(f"[sharded] rank {rank}/{world_size}: encoded {left:,} passages in {seconds:.1f} s ({rate})",
+          file=sys.stderr, flush=True)
+    return report
+
+
+def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str], np.ndarray]:
+    """(doc ids, float32 matrix) in corpus order; refuses a missing or inconsistent chunk in one line.
+
+    ``verify`` checks each ``.npy`` against the sha256 its ``.json`` recorded (one extra hash pass).
+    """
+    import hashlib
+
+    from harness.corpus.stage_cache import hash_texts
+
+    out = Path(out_dir)
+    manifest = _read_manifest(out)
+    ids: list[str] = []
+    emb: np.ndarray | None = None
+    for name, c in _in_order(manifest):
+        meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
+        if not (meta_path.is_file() and npy_path.is_file()):
+            raise HarnessError(f"{out}: chunk {name} (passages {c['start']:,}-{c['end']:,}, rank {c['rank']}) is "
+                               "missing; run the same encoding command again to resume")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            data = npy_path.read_bytes()
+            rows = np.load(io.BytesIO(data))
+            chunk_ids = list(meta["ids"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise HarnessError(f"{out}: chunk {name} is unreadable ({exc}); delete its two files and resume") from None
+        if hash_texts(chunk_ids) != c["ids_sha256"] or (meta.get("start"), meta.get("end")) != (c["start"], c["end"]):
+            raise HarnessError(f"{out}: the doc ids of chunk {name} disagree with {MANIFEST}; delete its two files "
+                               "and resume")
+        if rows.ndim != 2 or rows.shape[0] != len(chunk_ids) or rows.dtype != np.float32:
+            raise HarnessError(f"{out}: chunk {name} holds {rows.shape} {rows.dtype} vectors for {len(chunk_ids)} "
+                               "ids; delete its two files and resume")
+        if verify and hashlib.sha256(data).hexdigest() != meta.get("npy_sha256"):
+            raise HarnessError(f"{out}: {name}.npy does not match the sha256 its .json recorded; delete its two "
+                               "files and resume")
+        if emb is None:  # one preallocated matrix: no second copy of the corpus at merge time
+            emb = np.empty((manifest["passages"], rows.shape[1]), dtype=np.float32)
+        if rows.shape[1] != emb.shape[1]:
+            raise HarnessError(f"{out}: chunk {name} has dimension {rows.shape[1]}, others {emb.shape[1]}")
+        emb[c["start"]:c["end"]] = rows
+        ids.extend(chunk_ids)
+    if emb is None or len(ids) != manifest["passages"] or hash_texts(ids) != manifest["ids_sha256"]:
+        raise HarnessError(f"{out}: the chunks hold {len(ids):,} doc ids, not the {manifest['passages']:,} of "
+                           f"{MANIFEST} in order; delete the folder and encode again")
+    return ids, emb
+
+
+# ---------------------------------------------------------------------------- index
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} TiB"
+
+
+def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[Any, str]:
+    """(faiss index, label): exact ``IndexFlatIP`` by default, fp16 storage on request.
+
+    Prints the memory figure (n x dim x bytes) before building, and a hint when fp32 would not
+    fit in this machine's RAM.
+    """
+    from harness.retrieval.dense import build_index
+
+    n, dim = embeddings.shape
+    width = 2 if fp16 else 4
+    label = ("faiss.IndexScalarQuantizer fp16 (exhaustive inner product over fp16-stored vectors; scores rounded)"
+             if fp16 else "faiss.IndexFlatIP (exact inner product, fp32)")
+    print(f"index: {label}: {n:,} x {dim} x {width} B = {_human(n * dim * width)}", flush=True)
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+    if not fp16 and ram and n * dim * 4 > 0.8 * ram:
+        print(f"index: {_human(n * dim * 4)} is more than 80% of this machine's {_human(ram)} RAM; "
+              "fp16 storage halves it", file=sys.stderr)
+    if not fp16:
+        return build_index(embeddings), label
+    import faiss
+
+    if not np.isfinite(embeddings).all():
+        raise HarnessError("passage embeddings contain NaN or infinite values")
+    index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    index.add(np.ascontiguousarray(embeddings, dtype=np.float32))
+    return index, label
+
+
+def search_merged(doc_ids: Sequence[str], doc_emb: np.ndarray, query_ids: Sequence[str], query_emb: np.ndarray,
+                  k: int = 1000, *, fp16: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """:func:`harness.retrieval.dense.retrieve` over one index of the merged matrix; stats say which index."""
+    from harness.retrieval.dense import Shard, retrieve
+
+    index, label = build_search_index(doc_emb, fp16=fp16)
+    run, stats = retrieve(query_ids, query_emb, Shard(index, list(doc_ids)), k=k)
+    stats["index"] = label
+    return run, stats
+
+
+# ---------------------------------------------------------------------------- distributed driver
+
+@dataclass
+class DistributedEncoding:
+    """One process's view: every rank's report; the merged ids/matrix on rank 0 only."""
+
+    rank: int
+    world_size: int
+    encoder: Any
+    reports: list[ShardReport]
+    doc_ids: list[str] | None = None
+    embeddings: np.ndarray | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def encode_distributed(
+    model: str | Path,
+    passages: Passages,
+    out_dir: str | Path,
+    *,
+    shard_size: int = 10_000,
+    batch_size: int = 64,
+    device: str | None = None,
+    show_progress: bool = True,
+    barrier_timeout_s: float = 48 * 3600,
+) -> DistributedEncoding:
+    """Every rank encodes its slice (resuming), waits for the others, then rank 0 merges.
+
+    Under torchrun RANK/WORLD_SIZE/MASTER_* come from the environment; without them this is one
+    process doing all the work. The process group is left (destroyed) if this call created it.
+    """
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from harness.evaluation.zero_shot import load_zero_shot_encoder, resolve_model_path
+    from harness.pretrain import distributed as D
+
+    created = not (dist.is_available() and dist.is_initialized())
+    info = D.init_distributed(device)
+    try:
+        encoder = load_zero_shot_encoder(resolve_model_path(model), device=str(info.device))
+        report = encode_corpus_sharded(encoder, passages, out_dir, rank=info.rank, world_size=info.world_size,
+                                       shard_size=shard_size, batch_size=batch_size, show_progress=show_progress)
+        reports = [report]
+        if info.distributed:
+            # A separate gloo group: CPU objects on any backend, and a timeout long enough for a
+            # resumed rank that has nothing left to wait for one that has hours left.
+            group = dist.new_group(backend="gloo", timeout=timedelta(seconds=barrier_timeout_s))
+            gathered: list[Any] = [None] * info.world_size
+            dist.all_gather_object(gathered, asdict(report), group=group)
+            dist.barrier(group=group)
+            reports = [ShardReport(**r) for r in gathered]
+        result = DistributedEncoding(info.rank, info.world_size, encoder, reports)
+        if info.is_main:
+            result.doc_ids, result.embeddings = merge_shards(out_dir)
+            seconds = max(r.seconds for r in reports)
+            encoded = sum(r.passages_encoded for r in reports)
+            result.summary = {
+                "out_dir": str(out_dir), "docs": len(result.doc_ids), "dim": int(result.embeddings.shape[1]),
+                "world_size": info.world_size, "shard_size": shard_size, "batch_size": batch_size,
+                "device": str(info.device), "passages_encoded": encoded,
+                "chunks_skipped": sum(r.chunks_skipped for r in reports), "encode_seconds": round(seconds, 3),
+                "passages_per_second": round(encoded / seconds, 1) if seconds > 0 else None,
+                "ranks": [asdict(r) for r in reports],
+            }
+        return result
+    finally:
+        if created:
+            D.cleanup()
+
+
+# ---------------------------------------------------------------------------- command line
+
+def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size: int, fp16: bool) -> dict[str, Any]:
+    """Rank 0: encode the benchmark's judged queries, search the merged matrix, score the run."""
+    from harness.data.catalog import get_benchmark
+    from harness.evaluation.conventions import get_convention
+    from harness.evaluation.measures import evaluate
+    from harness.evaluation.zero_shot import trim_to_depth
+
+    bench = get_benchmark(dataset)
+    qids, q_emb = result.encoder.encode_queries(bench.queries(), batch_size=batch_size, show_progress=False)
+    self_hits = get_convention(bench.name, bench.kind).drop_self_hits
+    assert result.doc_ids is not None and result.embeddings is not None
+    run, stats = search_merged(result.doc_ids, result.embeddings, qids, q_emb,
+                               k=depth + 1 if self_hits else depth, fp16=fp16)
+    scored = evaluate(trim_to_depth(run, depth, self_hits), bench.qrels(), bench)
+    return {"benchmark": bench.name, "primary": scored.primary, "metrics": dict(scored.aggregate),
+            "index": stats["index"], "index_bytes": stats["index_bytes"], "qps": round(stats["qps"], 1)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.retrieval.sharded",
+                                     description="Sharded, resumable corpus encoding (see the module docstring).")
+    parser.add_argument("--model", required=True, help="local model folder (or a name under models/)")
+    parser.add_argument("--out", required=True, help="folder of the chunk files (resumed if it exists)")
+    parser.add_argument("--corpus", help="BEIR corpus.jsonl(.gz) to encode (default: the --dataset corpus)")
+    parser.add_argument("--dataset", help="benchmark whose queries are searched and scored after merging")
+    parser.add_argument("--shard-size", type=int, default=10_000, help="passages per chunk file")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda:LOCAL_RANK when present)")
+    parser.add_argument("--depth", type=int, default=1000)
+    parser.add_argument("--index-fp16", action="store_true", help="store the index vectors in fp16 (half memory)")
+    parser.add_argument("--json", help="write rank 0's summary here")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.corpus:
+            from harness.data.formats import iter_beir_corpus
+
+            passages: dict[str, Any] = dict(iter_beir_corpus(args.corpus))
+        elif args.dataset:
+            from harness.data.catalog import get_benchmark
+
+            passages = get_benchmark(args.dataset).corpus()
+        else:
+            raise HarnessError("give --corpus PATH or --dataset NAME")
+        result = encode_distributed(args.model, passages, args.out, shard_size=args.shard_size,
+                                    batch_size=args.batch_size, device=args.device,
+                                    show_progress=not args.no_progress)
+        if result.rank != 0:
+            return 0
+        summary = result.summary
+        if args.dataset:
+            summary["evaluation"] = _evaluate(result, args.dataset, args.depth, args.batch_size, args.index_fp16)
+            ev = summary["evaluation"]
+            print(f"{ev['benchmark']}: {ev['primary']} {ev['metrics'][ev['primary']]:.4f} ({ev['index']})")
+        print(f"sharded encoding: {summary['docs']:,} passages x {summary['dim']} in {args.out}; "
+              f"{summary['passages_encoded']:,} encoded by {summary['world_size']} rank(s) at "
+              f"{summary['passages_per_second'] or 0:,.1f} passages/s; {summary['chunks_skipped']} chunk(s) resumed")
+        if args.json:
+            atomic_write_json(args.json, summary)
+        return 0
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
