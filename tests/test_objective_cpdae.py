@@ -205,3 +205,23 @@ def test_grad_cache_equals_full_batch_backward(tokenizer, contrast_on):
         assert torch.allclose(got[name], grad, rtol=1e-9, atol=1e-11), name
     for key in ("loss", "mlm", "rec", "contrastive"):
         assert cached[key].item() == pytest.approx(full[key].item(), rel=1e-12)
+
+
+def test_prior_bias_init_starts_the_decoder_at_the_word_prior(tokenizer):
+    """rec_bias_init (mini profile): the decoder's output bias starts at the prior log-odds, so the
+    first L_REC is about the passage's own words, not |V| x log 2 of 'every word is absent'."""
+    plain, batch = make(tokenizer)
+    prior, _ = make(tokenizer, rec_bias_init=-6.0)
+    assert torch.all(prior.decoder.out.bias == -6.0) and not torch.all(plain.decoder.out.bias == -6.0)
+    vocab = plain.config.vocab_size
+    rec_plain, rec_prior = plain.compute(batch)[0]["rec"].item(), prior.compute(batch)[0]["rec"].item()
+    assert rec_plain == pytest.approx(vocab * math.log(2), rel=0.05)  # sigmoid(~0) = 1/2 for every word
+    # with z ~ -6 for every word: n_i present words cost softplus(6) each, the other |V| - n_i softplus(-6)
+    words = [(ids[ids != -100]).unique().numel() for ids in batch["bow_ids"]]
+    expected = sum(n * F.softplus(torch.tensor(6.0)).item() + (vocab - n) * F.softplus(torch.tensor(-6.0)).item()
+                   for n in words) / len(words)
+    assert rec_prior == pytest.approx(expected, rel=0.1)
+    # everything but the output bias is initialised identically (same seed)
+    same = [n for n, p in prior.named_parameters() if n != "decoder.out.bias"
+            and torch.equal(p, dict(plain.named_parameters())[n])]
+    assert len(same) == len(list(prior.parameters())) - 1

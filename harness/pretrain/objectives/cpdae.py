@@ -37,6 +37,10 @@ Reductions (the paper writes sums; this is a choice that changes the losses' bal
 - L_REC: ``rec_reduction="sum"`` (default) sums over the vocabulary as printed and averages over
   the 2m views; ``"mean"`` also averages over the vocabulary (torch's BCE default), which
   makes L_REC |V| times smaller.
+- ``rec_bias_init`` (default None: the init's zero bias) starts the decoder's output bias at a
+  prior log-odds, e.g. log(64 / 30522) ~ -6 for 64-token passages. The paper does not say how
+  the decoder is initialised; the mini profile (a pre-trained encoder, 150 steps) needs it, see
+  the comment in ``__init__``.
 
 Doubt, recorded: Eq. (4) as printed reads ``(1 - y^j) log z^j``; with that term the loss
 would push every z^j to 1 whatever y says. It is read as the standard binary cross entropy
@@ -157,6 +161,7 @@ class CPDAE(Objective):
         rec_reduction: str = "sum",
         symmetric: bool = False,
         js_block: int = 8,
+        rec_bias_init: float | None = None,
     ):
         super().__init__(
             bert_config,
@@ -166,6 +171,7 @@ class CPDAE(Objective):
             rec_reduction=rec_reduction,
             symmetric=symmetric,
             js_block=js_block,
+            rec_bias_init=rec_bias_init,
         )
         if contrast_on not in ("words", "cls"):
             raise HarnessError(f"contrast_on must be 'words' (CPDAE) or 'cls' (CPDAE_R), got {contrast_on!r}")
@@ -178,6 +184,13 @@ class CPDAE(Objective):
         self.symmetric = bool(symmetric)
         self.js_block = max(1, int(js_block))
         self.decoder = init_like(self.lm, MLPDecoder(bert_config))
+        if rec_bias_init is not None:
+            # A fresh decoder starts at sigmoid(0) = 0.5 for all |V| words, so the summed L_REC's first
+            # gradient is "every word is absent" for every passage alike; from a pre-trained encoder at
+            # a small lr that shared direction collapses [CLS] before the head learns the prior.
+            # Starting the bias at the prior log-odds (a passage holds ~k of |V| words) removes it.
+            with torch.no_grad():
+                self.decoder.out.bias.fill_(float(rec_bias_init))
 
     def collate(self, examples, tokenizer, max_length: int, generator: torch.Generator) -> Batch:
         texts = [anchor for anchor, _ in examples]
