@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error; keep Python from reporting it at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted: finished stages are cached; re-run the same command to resume.", file=sys.stderr)
         return 130

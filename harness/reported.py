@@ -38,14 +38,11 @@ from typing import Any, Iterable
 import yaml
 
 from harness.errors import DataFormatError, UnknownNameError
+from harness.names import BEIR_DATASETS
 from harness.paths import REPORTED_DIR
 
 SCHEMA_VERSION = 1
 KNOWN_METHODS = ("bm25", "cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc", "cpdae", "lexmae")
-BEIR_DATASETS = (
-    "trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020",
-    "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact",
-)
 # beir-avg14: mean over the 14 public BEIR sets; beir-avg12: LexMAE's 12-set mean.
 BENCHMARKS = ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
 METRIC_UNITS = {"points": 100.0, "fraction": 1.0}

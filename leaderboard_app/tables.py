@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from harness.gate import paper_key, system_axes, system_label
+from harness.names import BEIR_DATASETS
 from harness.records import RunRecord
 from harness.tracking import flatten
 
@@ -27,8 +28,6 @@ MAIN_COLUMNS: list[tuple[str, str, str]] = [
     ("dl20", "nDCG@10", "DL20 nDCG@10"),
 ]
 MAIN_BENCHMARKS = ("msmarco-dev", "dl19", "dl20")
-BEIR_DATASETS = ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020", "cqadupstack",
-                 "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact")
 LEXMAE_12 = tuple(d for d in BEIR_DATASETS if d not in ("cqadupstack", "quora"))
 AVG14, AVG12 = "average (14, computed)", "average (12 of LexMAE, computed)"
 PRINTED = {"beir-avg14": "average (14, printed)", "beir-avg12": "average (12, printed)"}

@@ -32,11 +32,11 @@ from pathlib import Path
 from harness.data import download, embedded
 from harness.data import formats as F
 from harness.errors import HarnessError, UnknownNameError
+from harness.names import BEIR_DATASETS
+from harness.names import CQADUPSTACK_FORUMS as _FORUMS
 
-BEIR_NAMES = ["trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020",
-              "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact"]
-CQADUPSTACK_FORUMS = ["android", "english", "gaming", "gis", "mathematica", "physics", "programmers",
-                      "stats", "tex", "unix", "webmasters", "wordpress"]
+BEIR_NAMES = list(BEIR_DATASETS)
+CQADUPSTACK_FORUMS = list(_FORUMS)
 SMOKE_NAME = "msmarco-dl19-subset"
 
 # Splits of each BEIR zip (BEIR README dataset table). nq's training set is a separate

@@ -45,12 +45,8 @@ from dataclasses import dataclass, field
 
 from harness.errors import UnknownNameError
 
-# Kept here (not imported from harness.data) so conventions stay importable on their own;
-# tests check they equal the catalog's lists.
-BEIR_NAMES = ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020",
-              "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact")
-CQADUPSTACK_FORUMS = ("android", "english", "gaming", "gis", "mathematica", "physics", "programmers",
-                      "stats", "tex", "unix", "webmasters", "wordpress")
+from harness.names import BEIR_DATASETS as BEIR_NAMES
+from harness.names import CQADUPSTACK_FORUMS
 
 
 @dataclass(frozen=True)
