@@ -134,7 +134,9 @@ def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str,
                           if x.get("status") == "NOT-COMPARABLE" and x.get("reason")})
         graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
         scored = "; ".join(f"{b} {pts(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
-        lines.append(f"{run_label(rec)}: {scored} · graded {graded}"
+        name = (rec.get("checkpoint") or {}).get("name", "?")
+        # the run id in a code span: its double underscores would otherwise render as bold
+        lines.append(f"released checkpoint {name} (`{rec.run_id}`): {scored} · graded {graded}"
                      + (f" · not graded: {'; '.join(reasons)}" if reasons else ""))
     return lines
 

@@ -240,7 +240,7 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     st.cache_data.clear()
     assert not at.exception
     text = "\n".join(m.value for m in at.markdown)
-    assert f"released checkpoint all-minilm-l6-v2 ({run_id}): nfcorpus 31.20; scifact 62.00" in text
+    assert f"released checkpoint all-minilm-l6-v2 (`{run_id}`): nfcorpus 31.20; scifact 62.00" in text
     assert "graded 1 NEAR, 1 PASS" in text and "not graded: fine-tuned again on MS MARCO" in text
     frames = [d.value for d in at.dataframe]
     released = next(f for f in frames if "why not graded" in f.columns)
