@@ -198,6 +198,34 @@ def test_second_evaluation_reads_cached_embeddings(tiny_dir, toy, tmp_path, run_
     assert len(list((isolated_dirs / "cache" / "embeddings").glob("*.npy"))) == 2
 
 
+def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, monkeypatch, isolated_dirs):
+    """A big corpus is encoded in chunk files: a run killed mid-encoding resumes after its last
+    complete chunk, and the result equals one uninterrupted encoding."""
+    from harness.evaluation import zero_shot as zs
+
+    monkeypatch.setattr(zs, "CHUNK_PASSAGES", 2)  # 7 documents -> 4 chunks
+    encoder = zs.load_zero_shot_encoder(tiny_dir, "cls", False, 16, 16, "cpu", "fp32")
+    fingerprint = zs.model_fingerprint(tiny_dir)
+    ids_ref, emb_ref = encoder.encode_corpus(toy.corpus(), batch_size=4, show_progress=False)
+    real, calls, state = encoder.encode, [], {"kill": True}
+
+    def killed_at_the_second_chunk(texts, **kwargs):
+        calls.append(len(texts))
+        if state["kill"] and len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(encoder, "encode", killed_at_the_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        zs.corpus_embeddings(encoder, toy, fingerprint, 4, show_progress=False)
+    state["kill"], calls[:] = False, []
+    ids, emb, info = zs.corpus_embeddings(encoder, toy, fingerprint, 4, show_progress=False)
+    assert calls == [2, 2, 1]  # chunks 2-4 only: the first was complete
+    assert ids == ids_ref and np.allclose(emb, emb_ref, atol=1e-5) and not info["cached"]
+    assert not list((isolated_dirs / "cache" / "embeddings").glob("*.chunks"))  # merged, then removed
+    assert zs.corpus_embeddings(encoder, toy, fingerprint, 4, show_progress=False)[2]["cached"]
+
+
 def test_pooling_override_on_a_plain_folder(tiny_dir, toy, tmp_path, run_cli):
     rc, _, err = run_cli("--model", tiny_dir, "--dataset", "toy-beir", "--pooling", "mean", "--normalize",
                          "--query-max-length", "8", "--json", tmp_path / "m.json", "--no-track")

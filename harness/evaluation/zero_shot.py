@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -177,6 +178,9 @@ def vector_settings(encoder: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- corpus embeddings
 
+CHUNK_PASSAGES = 10_000  # passages per resumable chunk; corpora up to this size are encoded in one piece
+
+
 def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
     from harness.corpus.stage_cache import hash_json
 
@@ -226,12 +230,23 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
     print(f"{benchmark.name}: encoding {len(corpus):,} passages (batch {batch_size}, max length "
           f"{encoder.spec.passage_max_length}, {encoder.device})")
     started = time.perf_counter()
-    ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
+    if use_cache:
+        # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
+        # last complete chunk (harness.retrieval.sharded); merged into the cache file, then removed.
+        from harness.retrieval.sharded import encode_corpus_sharded, merge_shards
+
+        chunks = npy.with_suffix(".chunks")
+        encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
+                              batch_size=batch_size, show_progress=show_progress)
+        ids, emb = merge_shards(chunks)
+    else:
+        ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
     seconds = time.perf_counter() - started
     info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds}
     if use_cache:
         _write_cache(npy, meta, ids, emb, {"encode_seconds": seconds, "benchmark": benchmark.name,
                                            "settings": vector_settings(encoder), "model": fingerprint})
+        shutil.rmtree(chunks, ignore_errors=True)
     return ids, emb, info
 
 
