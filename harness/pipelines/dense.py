@@ -110,7 +110,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
         n = detected_world_size()
         train_cfg = DenseTrainConfig(
             queries_per_device=max(1, config["global_queries"] // n), passages_per_query=config["passages_per_query"],
-            lr=config["lr"], epochs=config["epochs"], warmup_ratio=config["warmup_ratio"] or 0.1,
+            lr=config["lr"], epochs=config["epochs"], warmup_ratio=0.1 if config["warmup_ratio"] is None else config["warmup_ratio"],
             weight_decay=config["weight_decay"] or 0.0, max_q_len=config["max_q_len"] or 32,
             max_p_len=config["max_p_len"] or 144, seed=SEED,
         )
