@@ -6,6 +6,9 @@
 * ``paper``-profile records are compared with the papers' reported cells for their method,
   re-computed with the current registry and ``tolerances.yaml`` (so neither an edited
   ``comparison`` block nor a stale registry can hide a gap).
+* ``checkpoint`` records (released weights scored by ``reproduce``) are re-graded against the rows
+  the checkpoint registry says are that checkpoint (``harness.released``), never a reference; a
+  record of a checkpoint no longer registered is UNKNOWN-METHOD.
 * Every other profile (``tiny``, ``mini``) is compared with its **reference**: the run named for its
   (method, profile) in ``references.json`` in the records folder. A reference is made only
   explicitly (``check --accept RUN_ID``), never because a record is the newest. Each metric of
