@@ -107,8 +107,8 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
             per_query[bench_name] = {m: dict(v) for m, v in outcome.result.per_query.items()}
             efficiency[bench_name] = outcome.summary["efficiency"]
             run_files[bench_name] = str(run_path)
-            stages.append({"stage": "evaluate", "name": bench_name, "cached": False,
-                           "seconds": round(time.time() - t0, 1)})
+            stages.append({"stage": "evaluate", "dataset": bench_name, "seconds": round(time.time() - t0, 2),
+                           "cached": outcome.summary["efficiency"].get("corpus_embeddings_cached") is True})
             tracker.log_metrics({f"{bench_name}/{m}": v for m, v in outcome.result.aggregate.items()})
         comparisons = checkpoint_comparisons(ckpt, metrics, per_query, cells)
         chance = {}
