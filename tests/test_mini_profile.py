@@ -160,7 +160,7 @@ def test_every_objective_takes_a_step_from_the_minilm_init(method, minilm):
     from harness.pretrain.objectives import build_objective
 
     model, _ = minilm
-    spec = load_method(method, "paper" if method == "lexmae" else "mini")  # LexMAE has no mini profile yet
+    spec = load_method(method, "mini")
     torch.manual_seed(0)
     objective = build_objective(spec.get("pretrain.objective"), model.config,
                                 **(spec.get("pretrain.objective_params") or {}))
