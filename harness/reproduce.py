@@ -86,6 +86,7 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     metrics: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     efficiency: dict[str, dict[str, Any]] = {}
+    primaries: dict[str, str] = {}
     run_files: dict[str, str] = {}
     stages = []
     started = time.time()
@@ -104,6 +105,7 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
                 tracker.log_metrics(dict(outcome.result.aggregate))
                 tracker.log_artifact(run_path, subdir=f"runs/{bench_name}")
             metrics[bench_name] = dict(outcome.result.aggregate)
+            primaries[bench_name] = outcome.result.primary or outcome.result.measures[0]
             per_query[bench_name] = {m: dict(v) for m, v in outcome.result.per_query.items()}
             efficiency[bench_name] = outcome.summary["efficiency"]
             run_files[bench_name] = str(run_path)
@@ -113,8 +115,7 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
         comparisons = checkpoint_comparisons(ckpt, metrics, per_query, cells)
         chance = {}
         for bench_name, bench in benches.items():
-            primary = next(iter(metrics[bench_name]))
-            check = chance_check(bench, per_query[bench_name][primary], primary)
+            check = chance_check(bench, per_query[bench_name][primaries[bench_name]], primaries[bench_name])
             if check:
                 chance[bench_name] = check
         record = {

@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.gate import paper_key, system_axes, system_label
 from harness.records import RunRecord
+from leaderboard_app.tables import source_of
 
 PRIMARY = {"msmarco-dev": "RR@10"}  # every other benchmark: nDCG@10
 STATUS_COLOURS = {"PASS": "#2e7d32", "ABOVE": "#1565c0", "NEAR": "#f9a825", "FAIL": "#c62828",
@@ -98,7 +99,7 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
             if value is None:
                 continue
             size = eff.get("index_bytes")
-            rows.append({"label": rec.run_id, "source": f"reproduced [{rec.profile}]", "benchmark": bench,
+            rows.append({"label": rec.run_id, "source": f"{source_of(rec)} [{rec.profile}]", "benchmark": bench,
                          "measure": measure, "effectiveness": round(100.0 * value, 2),
                          "qps": eff.get("qps"), "index_gb": size / 1e9 if isinstance(size, (int, float)) else None})
     return pd.DataFrame(rows, columns=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"])
