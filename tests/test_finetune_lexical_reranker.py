@@ -94,3 +94,30 @@ def test_configured_checkpoint_with_two_labels_scores_relevance_log_probability(
     assert len(enc.score([(" ".join(["apple"] * 40), "apple pie")])) == 1
     with pytest.raises(HarnessError, match="no reranker"):
         load_cross_encoder(tmp_path / "missing")
+
+
+def test_bi_encoder_teacher_scores_are_scaled_similarities_and_rank_the_relevant_passage():
+    """The mini profile's teacher: MiniLM's scale x cosine, recomputed here, and a real teacher
+    (it puts the passage that answers the query above unrelated ones)."""
+    import numpy as np
+
+    from harness.checkpoints import resolve_checkpoint
+    from harness.evaluation.zero_shot import load_zero_shot_encoder
+    from harness.finetune.reranker import score_candidates_bi_encoder
+
+    path = resolve_checkpoint("all-minilm-l6-v2")
+    queries = {"q1": "does vitamin d reduce the risk of bone fractures", "q2": "what do honey bees eat"}
+    passages = {"p1": {"title": "Vitamin D", "text": "Vitamin D supplements lower hip fracture risk in the elderly."},
+                "p2": {"title": "", "text": "Bees feed on nectar and pollen collected from flowers."},
+                "p3": {"title": "Trains", "text": "The railway timetable changes every December."}}
+    cands = {"q1": ["p1", "p2", "p3"], "q2": ["p3", "p2", "p1", "p2"]}
+    scores = score_candidates_bi_encoder(path, queries, cands, passages, scale=20.0, passage_max_length=64)
+    assert set(scores["q1"]) == {"p1", "p2", "p3"} and set(scores["q2"]) == {"p1", "p2", "p3"}
+    assert max(scores["q1"], key=scores["q1"].get) == "p1" and max(scores["q2"], key=scores["q2"].get) == "p2"
+    enc = load_zero_shot_encoder(Path(path), passage_max_length=64)
+    assert enc.similarity == "cosine"
+    q = enc.encode([queries["q1"]], kind="query", show_progress=False)[0]
+    d = enc.encode(enc.passage_texts([passages["p3"]]), kind="passage", show_progress=False)[0]
+    assert scores["q1"]["p3"] == pytest.approx(20.0 * float(np.dot(q, d)), rel=1e-5)
+    with pytest.raises(HarnessError, match="'p9' of query 'q1' is not in passages"):
+        score_candidates_bi_encoder(path, queries, {"q1": ["p9"]}, passages, scale=20.0, passage_max_length=64)

@@ -72,8 +72,17 @@ def test_paper_reranker_missing_is_a_clear_error(tmp_path, monkeypatch):
     assert configured_reranker(context(load_method("lexmae", "tiny"))) is None
     (tmp_path / "models" / "lexmae-reranker").mkdir(parents=True)
     (tmp_path / "models" / "lexmae-reranker" / "config.json").write_text("{}")
-    path, key = configured_reranker(context(spec))
-    assert path == tmp_path / "models" / "lexmae-reranker" and key == "checkpoint:lexmae-reranker"
+    teacher = configured_reranker(context(spec))
+    assert teacher.path == tmp_path / "models" / "lexmae-reranker" and teacher.key == "checkpoint:lexmae-reranker"
+    assert teacher.kind == "cross-encoder"
+
+
+def test_mini_teacher_is_the_packaged_bi_encoder():
+    teacher = configured_reranker(context(load_method("lexmae", "mini")))
+    assert teacher.kind == "bi-encoder" and teacher.scale == 20.0 and (teacher.path / "config.json").exists()
+    assert teacher.key == "bi-encoder:all-minilm-l6-v2:scale=20:len=128"
+    with pytest.raises(HarnessError, match="needs reranker_checkpoint"):
+        configured_reranker(context(shrunk_spec({"finetune": {"retriever3": {"reranker": "bi-encoder"}}})))
 
 
 def test_grouped_examples_keep_query_ids_and_skip_unusable_queries():

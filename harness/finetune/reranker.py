@@ -16,6 +16,14 @@ Tiny profile
     it is the small in-harness teacher). The folder gets ``harness_reranker.json`` (max length,
     title separator) and ``train_stats.json`` (written last; a finished folder with the same
     data and settings is returned as is).
+Mini profile
+    :func:`score_candidates_bi_encoder` scores with an off-the-shelf *bi-encoder* instead
+    (all-MiniLM-L6-v2, the one trained retriever reachable here): ``scale x sim(q, p)`` with the
+    checkpoint's own pooling and similarity. A cross-encoder trained here for the minute a CPU
+    profile can give it stays at chance (pairwise accuracy 0.48 measured), and distilling a
+    teacher at chance destroys the student's ranking; the bi-encoder is a weaker teacher than the
+    paper's reranker but a real one. ``scale`` is the inverse temperature of the softmax the KL
+    takes over the scores (sentence-transformers trains MiniLM's cosine at scale 20).
 Scoring
     :func:`score_pairs` scores (query, passage) pairs in length-sorted batches under
     ``torch.inference_mode``; :func:`score_candidates` builds the ``teacher_scores[qid][docid]``
@@ -345,3 +353,37 @@ def score_candidates(
         out.setdefault(qid, {})[d] = s
     return out
 
+
+def score_candidates_bi_encoder(
+    model_dir: str | Path,
+    queries: Mapping[str, str],
+    candidates: Mapping[str, Sequence[str]],
+    passages: Mapping[str, Any],
+    *,
+    scale: float,
+    passage_max_length: int,
+    batch_size: int = 64,
+) -> dict[str, dict[str, float]]:
+    """``teacher_scores[qid][docid] = scale x sim(q, d)`` from a bi-encoder (the mini profile's teacher)."""
+    import numpy as np
+
+    from harness.evaluation.zero_shot import load_zero_shot_encoder
+
+    for qid, docs in candidates.items():
+        if qid not in queries:
+            raise HarnessError(f"query {qid!r} has candidates but no text")
+        missing = [d for d in docs if d not in passages]
+        if missing:
+            raise HarnessError(f"candidate {missing[0]!r} of query {qid!r} is not in passages")
+    encoder = load_zero_shot_encoder(Path(model_dir), passage_max_length=passage_max_length)
+    qids = list(candidates)
+    doc_ids = list(dict.fromkeys(d for qid in qids for d in candidates[qid]))
+    q_vecs = encoder.encode([queries[q] for q in qids], batch_size, kind="query", show_progress=False)
+    d_vecs = encoder.encode(encoder.passage_texts([passages[d] for d in doc_ids]), batch_size, kind="passage")
+    row = {d: i for i, d in enumerate(doc_ids)}
+    out: dict[str, dict[str, float]] = {}
+    for qi, qid in enumerate(qids):
+        docs = list(dict.fromkeys(candidates[qid]))
+        sims = d_vecs[[row[d] for d in docs]] @ q_vecs[qi]
+        out[qid] = {d: float(scale * s) for d, s in zip(docs, np.asarray(sims, dtype=np.float64))}
+    return out

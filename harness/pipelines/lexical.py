@@ -13,6 +13,8 @@ Choices the paper leaves open, stated here and in the spec:
   pre-trained encoder: from random init it stays at chance) on the train queries' BM25 groups;
   ``configured-checkpoint`` loads the off-the-shelf reranker the paper used (Zhou et al. 2022b)
   from ``models/<finetune.retriever3.reranker_checkpoint>`` (default name ``lexmae-reranker``);
+  ``bi-encoder`` scores with the off-the-shelf bi-encoder ``reranker_checkpoint`` as
+  ``teacher_scale x sim(q, p)`` (the mini profile's teacher, see harness/finetune/reranker.py);
   any other value is itself a checkpoint name or path.
 - Scored candidates (stage 3): training draws one positive and ``passages_per_query - 1``
   negatives per query and epoch, so the reranker scores ``epochs`` positives and
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 
 TINY_RERANKER = "tiny-cross-encoder"
 CONFIGURED_RERANKER = "configured-checkpoint"
+BI_ENCODER_TEACHER = "bi-encoder"
 DEFAULT_RERANKER_NAME = "lexmae-reranker"
 ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
 # Lucene's default BooleanQuery clause limit (IndexSearcher.maxClauseCount): a query with more terms fails
@@ -173,8 +177,19 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
 # --- stage 3 teacher ----------------------------------------------------------------------------
 
 
-def configured_reranker(ctx: "RunContext") -> tuple[Path, str] | None:
-    """(folder, cache key part) of a configured reranker checkpoint; None when the spec trains the tiny one.
+@dataclass(frozen=True)
+class Teacher:
+    """Stage 3's scorer: a cross-encoder folder, or a bi-encoder scaled to logits (mini profile)."""
+
+    path: Path
+    key: str  # cache-key part: what decides the scores
+    kind: str = "cross-encoder"
+    scale: float = 1.0
+    max_length: int = 128
+
+
+def configured_reranker(ctx: "RunContext") -> Teacher | None:
+    """The configured stage-3 teacher; None when the spec trains the tiny cross-encoder here.
 
     Called before any training, so a missing checkpoint fails the run at once.
     """
@@ -184,6 +199,14 @@ def configured_reranker(ctx: "RunContext") -> tuple[Path, str] | None:
         return None
     from harness.checkpoints import resolve_checkpoint
 
+    if choice == BI_ENCODER_TEACHER:
+        name = r3.get("reranker_checkpoint")
+        if not name:
+            raise HarnessError(f"finetune.retriever3: reranker {BI_ENCODER_TEACHER} needs reranker_checkpoint "
+                               "(a local bi-encoder, e.g. all-minilm-l6-v2)")
+        scale, length = float(r3.get("teacher_scale") or 20.0), int(r3.get("teacher_max_length") or 128)
+        path = Path(resolve_checkpoint(str(name), "stage-3 teacher (bi-encoder)"))
+        return Teacher(path, f"bi-encoder:{name}:scale={scale:g}:len={length}", "bi-encoder", scale, length)
     ckpt_name = (r3.get("reranker_checkpoint") or DEFAULT_RERANKER_NAME) if choice == CONFIGURED_RERANKER else choice
     try:
         path = Path(resolve_checkpoint(ckpt_name, "stage-3 reranker (cross-encoder)"))
@@ -193,11 +216,11 @@ def configured_reranker(ctx: "RunContext") -> tuple[Path, str] | None:
             "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
             "with finetune.retriever3.reranker_checkpoint in the spec"
         ) from None
-    return path, f"checkpoint:{ckpt_name}"
+    return Teacher(path, f"checkpoint:{ckpt_name}")
 
 
-def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> tuple[Path, str]:
-    """(reranker folder, cache key part) of the tiny cross-encoder trained here on the BM25 groups.
+def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Teacher:
+    """The tiny cross-encoder trained here on the BM25 groups.
 
     It starts from the pre-trained encoder (`encoder_dir`); the classification head is new.
     """
@@ -231,15 +254,15 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> tu
 
     inputs = {"init": f"{encoder_dir.parent.name}/{encoder_dir.name}", "bm25": bm25_train.parent.name, **bench.files()}
     cache = ctx.cached_stage("reranker", None, config, inputs, build, resumable=True)
-    return cache.dir / "model", cache.key
+    return Teacher(cache.dir / "model", cache.key)
 
 
-def teacher_stage(ctx: "RunContext", reranker_dir: Path, reranker_key: str, mined: Path) -> Path:
-    """Stage-3 groups (positives + retriever-2 negatives) and the reranker's score for each of their items."""
+def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
+    """Stage-3 groups (positives + retriever-2 negatives) and the teacher's score for each of their items."""
     from harness.data.catalog import get_benchmark
     from harness.data.formats import read_trec_run
     from harness.finetune.negatives import negative_pool, sample_group
-    from harness.finetune.reranker import score_candidates
+    from harness.finetune.reranker import score_candidates, score_candidates_bi_encoder
 
     r3 = finetune_settings(ctx.spec, "retriever3")
     name, split = train_split(ctx.spec)
@@ -263,8 +286,12 @@ def teacher_stage(ctx: "RunContext", reranker_dir: Path, reranker_key: str, mine
             groups.append((qid, query, pos, negs))
         if not groups:
             raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
-        scores = score_candidates(reranker_dir, queries, {qid: [*pos, *negs] for qid, _, pos, negs in groups},
-                                  bench.corpus())
+        candidates = {qid: [*pos, *negs] for qid, _, pos, negs in groups}
+        if teacher.kind == "bi-encoder":
+            scores = score_candidates_bi_encoder(teacher.path, queries, candidates, bench.corpus(),
+                                                 scale=teacher.scale, passage_max_length=teacher.max_length)
+        else:
+            scores = score_candidates(teacher.path, queries, candidates, bench.corpus())
         (work / "groups.json").write_text(json.dumps(groups, ensure_ascii=False), encoding="utf-8")
         (work / "scores.json").write_text(json.dumps(scores), encoding="utf-8")
         # How often the teacher puts a positive above a negative: near 0.5 means it is at chance.
@@ -278,7 +305,7 @@ def teacher_stage(ctx: "RunContext", reranker_dir: Path, reranker_key: str, mine
         print(f"  teacher: {pairs} pairs scored for {len(groups)} queries; positive above negative {accuracy:.3f}")
         return {"groups": len(groups), "pairs": pairs, "teacher_pairwise_accuracy": accuracy}
 
-    inputs = {"reranker": reranker_key, "mined": mined.parent.name, **bench.files()}
+    inputs = {"reranker": teacher.key, "mined": mined.parent.name, **bench.files()}
     return ctx.cached_stage("teacher_scores", None, config, inputs, build).dir
 
 
@@ -414,12 +441,12 @@ def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, P
         models["retriever2"] = lexical_train_stage(ctx, "retriever2", init_for("retriever2"), [mined1],
                                                    {"pools": mined1.parent.name})
         if "finetune_r3" in stages:
-            reranker_dir, reranker_key = configured or reranker_stage(ctx, encoder0, bm25_train)
+            teacher = configured or reranker_stage(ctx, encoder0, bm25_train)
             mined2 = search_stage(ctx, "retriever2", models["retriever2"], name, split, mine_depth, record=False,
                                   train_only=True)
-            teacher = teacher_stage(ctx, reranker_dir, reranker_key, mined2)
+            scored = teacher_stage(ctx, teacher, mined2)
             models["retriever3"] = lexical_train_stage(ctx, "retriever3", init_for("retriever3"), [],
-                                                       {"teacher": teacher.name}, teacher_dir=teacher)
+                                                       {"teacher": scored.name}, teacher_dir=scored)
     out: dict[str, dict[str, Path]] = {label: {} for label in models}
     for dataset in datasets:
         test_split = get_benchmark(dataset).eval_split
