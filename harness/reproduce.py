@@ -3,6 +3,8 @@
     record = reproduce_checkpoint("co-condenser-marco-retriever")          # msmarco-dev, dl19, dl20
     record = reproduce_checkpoint("co-condenser-marco-retriever", ["scifact"])
 
+    torchrun --nproc_per_node 8 -m harness reproduce --checkpoint co-condenser-marco-retriever
+
 Each benchmark is encoded, searched exactly and scored by the zero-shot path
 (:mod:`harness.evaluation.zero_shot`) with the encoder settings the registry gives (the authors'
 pooling, similarity and lengths, never the folder's guesses). The scores are compared with the
@@ -45,10 +47,58 @@ def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, 
     return out
 
 
+def _world_size() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise HarnessError(f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is not a number") from None
+
+
+def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int,
+                              device: str | None, precision: str) -> str | None:
+    """Each torchrun rank encodes its slice of every benchmark corpus into the embedding cache's
+    chunk folders (:mod:`harness.retrieval.sharded`: atomic, resumed after a kill), then all wait.
+
+    Returns rank 0's device (it goes on to merge, search, score and record); None on other ranks.
+    """
+    from datetime import timedelta
+    from pathlib import Path
+
+    import torch.distributed as dist
+
+    from harness.evaluation.zero_shot import encode_corpus_shards, load_zero_shot_encoder, model_fingerprint
+    from harness.pretrain import distributed as D
+
+    info = D.init_distributed(device)
+    try:
+        encoder = load_zero_shot_encoder(Path(folder), enc.get("pooling"), enc.get("normalize"),
+                                         enc.get("query_max_length"), enc.get("passage_max_length"),
+                                         str(info.device), precision)
+        fingerprint = model_fingerprint(Path(folder))
+        for bench in benches:
+            encode_corpus_shards(encoder, bench, fingerprint, batch_size, info.rank, info.world_size,
+                                 show_progress=info.is_main)
+        # gloo with a long timeout: a rank with little left waits for one with hours left.
+        dist.barrier(group=dist.new_group(backend="gloo", timeout=timedelta(hours=48)))
+        if not info.is_main:
+            print(f"rank {info.rank}/{info.world_size}: shards encoded; rank 0 merges, searches and records")
+            return None
+        return str(info.device)
+    finally:
+        D.cleanup()
+
+
 def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, batch_size: int = 32,
                          depth: int = 1000, device: str | None = None, precision: str = "fp32",
-                         use_cache: bool = True, track: bool = True, reported: str | None = None) -> dict[str, Any]:
-    """Score, compare, record (see the module docstring); returns the record plus ``run_record`` (its path)."""
+                         use_cache: bool = True, track: bool = True,
+                         reported: str | None = None) -> dict[str, Any] | None:
+    """Score, compare, record (see the module docstring); returns the record plus ``run_record`` (its path).
+
+    Under torchrun (WORLD_SIZE > 1) the corpora are encoded by all ranks in shards first; only
+    rank 0 searches, scores and records (the other ranks return None).
+    """
     from harness.checkpoints import resolve_checkpoint
     from harness.data.catalog import get_benchmark
     from harness.evaluation.chance import chance_check
@@ -77,6 +127,13 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
                            + "; ".join(" / ".join(s) for s in missing) + " (check paper, table and row spelling)")
     folder = resolve_checkpoint(ckpt.source, what=f"checkpoint '{name}'")
     enc = ckpt.encoder
+    if _world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
+        if not use_cache:
+            raise HarnessError("--no-cache cannot run under torchrun: the ranks hand their shards over "
+                               "through the embedding cache")
+        device = encode_shards_distributed(folder, enc, benches.values(), batch_size, device, precision)
+        if device is None:
+            return None
     run_id = new_run_id(name, PROFILE)
     print(f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
           f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "

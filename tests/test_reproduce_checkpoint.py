@@ -248,3 +248,52 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     assert released["status"].str.contains("NOT-COMPARABLE").tolist() == [False, False, True]
     beir = next(f for f in frames if "dataset" in f.columns)
     assert f"released checkpoint all-minilm-l6-v2 ({run_id})" in beir.columns
+
+
+@pytest.mark.slow
+def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(tmp_path):
+    """`torchrun --nproc_per_node 2 -m harness reproduce`: both ranks encode their slice of the 5,000
+    MS MARCO passages into the embedding cache's chunk folder, rank 0 merges, searches, scores and
+    writes the one record; the metrics equal a single-process reproduce of the same checkpoint."""
+    import os
+    import subprocess
+    import sys
+
+    from harness.checkpoints import packaged_checkpoint
+    from harness.records import load_records
+    from test_sharded_encoding import _env, _torchrun, make_tiny_bert
+
+    make_tiny_bert(tmp_path / "models" / "tiny-retriever", tokenizer_from=Path(packaged_checkpoint("all-minilm-l6-v2")))
+    registry = _write_registry(tmp_path, """  tiny-retriever:
+    source: tiny-retriever
+    method: null
+    kind: retriever
+    encoder: {pooling: cls, normalize: false, query_max_length: 32, passage_max_length: 64}
+    benchmarks: [msmarco-dl19-subset]
+    reproduces:
+      - {paper: test, table: Table 1, row: tiny}
+""")
+    cell = {"cell_id": "test/Table 1/tiny/dl19", "paper": "test", "paper_file": "test.txt", "version": "test",
+            "table": "Table 1", "row": "tiny", "column": "dl19", "value": "1.0", "score": 0.01, "unit": "points",
+            "method": None, "benchmark": "msmarco-dl19-subset", "measure": "nDCG@10", "conditions": {}}
+    cells = tmp_path / "cells.json"
+    cells.write_text(json.dumps({"cells": [cell]}))
+    args = ["reproduce", "--checkpoint", "tiny-retriever", "--reported", str(cells), "--no-track"]
+    outputs, records = {}, {}
+    for label, launcher in (("one", [sys.executable, "-m", "harness"]), ("two", _torchrun(["-m", "harness"], []))):
+        env = _env(HARNESS_CHECKPOINTS=str(registry), HARNESS_MODELS_DIR=str(tmp_path / "models"),
+                   HARNESS_CACHE_DIR=str(tmp_path / label / "cache"), HARNESS_RUNS_DIR=str(tmp_path / label / "runs"))
+        proc = subprocess.run([*launcher, *args], env=env, capture_output=True, text=True, timeout=400,
+                              cwd=Path(__file__).resolve().parent.parent)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        outputs[label] = proc.stdout + proc.stderr
+        (records[label],), skipped = load_records(tmp_path / label / "runs" / "records")
+        assert not skipped and not records[label].integrity_problems
+    assert "rank 1/2: shards encoded" in outputs["two"] and "[sharded] rank 1/2" in outputs["two"]
+    assert "[sharded] rank 0/1" in outputs["one"]
+    one, two = records["one"], records["two"]
+    assert set(two.metrics) == {"msmarco-dl19-subset"}
+    for measure, value in one.metrics["msmarco-dl19-subset"].items():
+        assert two.metrics["msmarco-dl19-subset"][measure] == pytest.approx(value, abs=1e-9), measure
+    assert not list((tmp_path / "two" / "cache" / "embeddings").glob("*.chunks"))  # merged into the cache, removed
+    assert os.listdir(tmp_path / "two" / "runs" / "records") == [f"{two.run_id}.json"]  # rank 0 alone records

@@ -100,6 +100,44 @@ def test_sharded_equals_single_process_path(encoder, tmp_path):
     assert manifest["encoder"] == sharded.encoder_fingerprint(encoder)
 
 
+class _ToyBenchmark:
+    name = "toy"
+
+    def __init__(self, corpus):
+        self._corpus = corpus
+
+    def corpus(self):
+        return self._corpus
+
+    def corpus_files(self):
+        return {"corpus": "toy"}
+
+    def sub_benchmarks(self):
+        return []
+
+
+def test_chunks_of_torchrun_ranks_are_merged_by_the_zero_shot_cache(encoder, tmp_path, monkeypatch, capsys):
+    """What `reproduce` under torchrun does: ranks 0 and 1 encode their slices into the cache's
+    chunk folder, then the single-process path merges them instead of encoding again."""
+    from harness.evaluation import zero_shot
+
+    monkeypatch.setattr(zero_shot, "CHUNK_PASSAGES", 5)
+    bench = _ToyBenchmark(toy_corpus())
+    zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=1, world_size=2, show_progress=False)
+    chunks = next((tmp_path / "cache" / "embeddings").glob("*.chunks"))
+    assert not sharded.shards_complete(chunks)  # rank 0 has not run
+    zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=0, world_size=2, show_progress=False)
+    assert sharded.shards_complete(chunks)
+    capsys.readouterr()
+    ids, emb, info = zero_shot.corpus_embeddings(encoder, bench, "fp", 3, show_progress=False)
+    assert "[sharded]" not in capsys.readouterr().err  # merged, nothing encoded again
+    ref_ids, ref = encoder.encode_corpus(bench.corpus(), batch_size=3, show_progress=False)
+    assert ids == ref_ids and not info["cached"] and not chunks.exists()
+    np.testing.assert_allclose(emb, ref, atol=1e-5, rtol=0)
+    zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=0, world_size=2, show_progress=False)
+    assert not chunks.exists()  # cached embeddings: nothing to encode
+
+
 def test_rank_and_world_size_come_from_the_environment(encoder, tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -188,6 +226,23 @@ def test_index_memory_figure_and_fp16_label(encoder, tmp_path, capsys):
         for doc, score in half[qid].items():
             if doc in exact[qid]:
                 assert score == pytest.approx(exact[qid][doc], abs=5e-3 * max(1.0, abs(score)))
+
+
+def test_index_built_chunk_by_chunk_equals_the_merged_index(encoder, tmp_path, capsys):
+    from harness.retrieval.dense import Shard, build_index, retrieve
+
+    corpus = toy_corpus(50)
+    encode_all(encoder, corpus, tmp_path / "s", world_size=3)
+    qids, q = encoder.encode_queries({"q1": "red apple", "q2": "sour lemon tree"}, show_progress=False)
+    ids, emb = sharded.merge_shards(tmp_path / "s")
+    merged, _ = retrieve(qids, q, Shard(build_index(emb), ids), k=20)
+    for fp16 in (False, True):
+        s_ids, index, label = sharded.index_shards(tmp_path / "s", fp16=fp16)
+        assert s_ids == ids and index.ntotal == 50 and ("fp16" in label) == fp16
+        streamed, _ = retrieve(qids, q, Shard(index, s_ids), k=20)
+        if not fp16:
+            assert streamed == merged  # same vectors, same order: the same run
+    assert "50 x 32 x 2 B = 3.1 KiB (built chunk by chunk)" in capsys.readouterr().out
 
 
 def test_driver_without_torchrun_is_one_process_that_merges(model_dir, tmp_path):

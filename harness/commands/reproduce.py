@@ -70,6 +70,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     record = reproduce_checkpoint(args.checkpoint, benchmarks, batch_size=args.batch_size, depth=args.depth,
                                   device=args.device, precision=args.precision, use_cache=not args.no_cache,
                                   track=not args.no_track, reported=args.reported)
+    if record is None:  # a torchrun rank other than 0: it encoded its shards
+        return 0
     comps = [Comparison(**c) for c in record["comparison"]]
     print()
     print(format_comparison_table(comps) if comps else "(no reported cell for this checkpoint's method on these benchmarks)")

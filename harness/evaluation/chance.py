@@ -30,7 +30,7 @@ def chance_check(bench: Any, per_query: Mapping[str, float], measure: str, seed:
     if not bench.has_corpus():
         return None
     qrels = bench.qrels(bench.eval_split)
-    chance = evaluate(random_run(sorted(bench.corpus()), sorted(qrels), seed=seed), qrels, bench.name)
+    chance = evaluate(random_run(sorted(bench.corpus()), sorted(qrels), seed=seed), qrels, bench)
     diff = paired_bootstrap(per_query, chance.per_query[measure])
     return {"measure": measure, "chance": chance.aggregate[measure], "delta": diff.mean_diff, "low": diff.low,
             "high": diff.high, "above_chance": diff.low > 0}

@@ -233,11 +233,13 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
     if use_cache:
         # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
         # last complete chunk (harness.retrieval.sharded); merged into the cache file, then removed.
-        from harness.retrieval.sharded import encode_corpus_sharded, merge_shards
+        # Chunks that torchrun ranks finished (encode_corpus_shards) are merged as they are.
+        from harness.retrieval.sharded import encode_corpus_sharded, merge_shards, shards_complete
 
         chunks = npy.with_suffix(".chunks")
-        encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
-                              batch_size=batch_size, show_progress=show_progress)
+        if not shards_complete(chunks):
+            encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
+                                  batch_size=batch_size, show_progress=show_progress)
         ids, emb = merge_shards(chunks)
     else:
         ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
@@ -248,6 +250,20 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
                                            "settings": vector_settings(encoder), "model": fingerprint})
         shutil.rmtree(chunks, ignore_errors=True)
     return ids, emb, info
+
+
+def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, rank: int,
+                         world_size: int, show_progress: bool = True) -> None:
+    """This torchrun rank's slice of ``benchmark``'s corpus into the chunk folder that
+    :func:`corpus_embeddings` merges (nothing to do when the embeddings are cached already)."""
+    from harness.retrieval.sharded import encode_corpus_sharded
+
+    for part in benchmark.sub_benchmarks() or [benchmark]:
+        npy = _embeddings_dir() / f"{embeddings_key(fingerprint, encoder, part)}.npy"
+        if _read_cached(npy, npy.with_suffix(".json")) is not None:
+            continue
+        encode_corpus_sharded(encoder, part.corpus(), npy.with_suffix(".chunks"), rank=rank, world_size=world_size,
+                              shard_size=CHUNK_PASSAGES, batch_size=batch_size, show_progress=show_progress)
 
 
 def _embeddings_dir() -> Path:

@@ -34,7 +34,8 @@ rank may wait hours for one that has more left), then rank 0 merges. Under
 before calling it (as torchrun does). Every rank reads the whole corpus (the manifest
 fingerprints all of it) but encodes only its slice. Search is exact flat inner
 product (:mod:`harness.retrieval.dense`); ``fp16`` stores the vectors in half precision (half the
-memory, scores rounded), and the output says which was used.
+memory, scores rounded), and the output says which was used. The command line builds the index
+chunk by chunk (:func:`index_shards`), so the fp32 matrix is never held whole.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -268,8 +269,25 @@ def encode_corpus_sharded(
     return report
 
 
-def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str], np.ndarray]:
-    """(doc ids, float32 matrix) in corpus order; refuses a missing or inconsistent chunk in one line.
+def shards_complete(out_dir: str | Path) -> bool:
+    """True when ``out_dir`` has a manifest and every chunk it lists has its ``.json`` (written last).
+
+    Cheap (no hashing): :func:`merge_shards` verifies what it reads. Any world size counts, so an
+    encoding finished by N torchrun ranks is merged by one process.
+    """
+    out = Path(out_dir)
+    if not (out / MANIFEST).is_file():
+        return False
+    try:
+        chunks = _read_manifest(out)["chunks"]
+    except (HarnessError, KeyError, TypeError):
+        return False
+    return all((out / f"{name}.json").is_file() for name in chunks)
+
+
+def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[int, list[str], np.ndarray]]:
+    """(start, doc ids, float32 rows) of every chunk in corpus order, each checked against the
+    manifest; a missing or inconsistent chunk is refused in one line. Holds one chunk at a time.
 
     ``verify`` checks each ``.npy`` against the sha256 its ``.json`` recorded (one extra hash pass).
     """
@@ -279,8 +297,8 @@ def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str]
 
     out = Path(out_dir)
     manifest = _read_manifest(out)
-    ids: list[str] = []
-    emb: np.ndarray | None = None
+    all_ids: list[str] = []
+    dim: int | None = None
     for name, c in _in_order(manifest):
         meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
         if not (meta_path.is_file() and npy_path.is_file()):
@@ -302,15 +320,27 @@ def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str]
         if verify and hashlib.sha256(data).hexdigest() != meta.get("npy_sha256"):
             raise HarnessError(f"{out}: {name}.npy does not match the sha256 its .json recorded; delete its two "
                                "files and resume")
-        if emb is None:  # one preallocated matrix: no second copy of the corpus at merge time
-            emb = np.empty((manifest["passages"], rows.shape[1]), dtype=np.float32)
-        if rows.shape[1] != emb.shape[1]:
-            raise HarnessError(f"{out}: chunk {name} has dimension {rows.shape[1]}, others {emb.shape[1]}")
-        emb[c["start"]:c["end"]] = rows
-        ids.extend(chunk_ids)
-    if emb is None or len(ids) != manifest["passages"] or hash_texts(ids) != manifest["ids_sha256"]:
-        raise HarnessError(f"{out}: the chunks hold {len(ids):,} doc ids, not the {manifest['passages']:,} of "
+        if dim is not None and rows.shape[1] != dim:
+            raise HarnessError(f"{out}: chunk {name} has dimension {rows.shape[1]}, others {dim}")
+        dim = rows.shape[1]
+        all_ids.extend(chunk_ids)
+        yield c["start"], chunk_ids, rows
+    if dim is None or len(all_ids) != manifest["passages"] or hash_texts(all_ids) != manifest["ids_sha256"]:
+        raise HarnessError(f"{out}: the chunks hold {len(all_ids):,} doc ids, not the {manifest['passages']:,} of "
                            f"{MANIFEST} in order; delete the folder and encode again")
+
+
+def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str], np.ndarray]:
+    """(doc ids, float32 matrix) in corpus order (see :func:`iter_shards`)."""
+    passages = int(_read_manifest(Path(out_dir))["passages"])
+    ids: list[str] = []
+    emb: np.ndarray | None = None
+    for start, chunk_ids, rows in iter_shards(out_dir, verify=verify):
+        if emb is None:  # one preallocated matrix: no second copy of the corpus at merge time
+            emb = np.empty((passages, rows.shape[1]), dtype=np.float32)
+        emb[start:start + len(chunk_ids)] = rows
+        ids.extend(chunk_ids)
+    assert emb is not None  # iter_shards refuses an empty folder
     return ids, emb
 
 
@@ -334,8 +364,7 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
 
     n, dim = embeddings.shape
     width = 2 if fp16 else 4
-    label = ("faiss.IndexScalarQuantizer fp16 (exhaustive inner product over fp16-stored vectors; scores rounded)"
-             if fp16 else "faiss.IndexFlatIP (exact inner product, fp32)")
+    label = _index_label(fp16)
     print(f"index: {label}: {n:,} x {dim} x {width} B = {_human(n * dim * width)}", flush=True)
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
     if not fp16 and ram and n * dim * 4 > 0.8 * ram:
@@ -350,6 +379,35 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
     index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
     index.add(np.ascontiguousarray(embeddings, dtype=np.float32))
     return index, label
+
+
+def index_shards(out_dir: str | Path, *, fp16: bool = False, verify: bool = True) -> tuple[list[str], Any, str]:
+    """(doc ids, faiss index, label) built chunk by chunk from the shards, never holding the fp32
+    matrix: the peak is the index (n x dim x 4, or x 2 with ``fp16``) plus one chunk."""
+    import faiss
+
+    manifest = _read_manifest(Path(out_dir))
+    ids: list[str] = []
+    index: Any = None
+    label = ""
+    for _, chunk_ids, rows in iter_shards(out_dir, verify=verify):
+        if index is None:
+            n, dim = int(manifest["passages"]), rows.shape[1]
+            label = _index_label(fp16)
+            print(f"index: {label}: {n:,} x {dim} x {2 if fp16 else 4} B = {_human(n * dim * (2 if fp16 else 4))} "
+                  "(built chunk by chunk)", flush=True)
+            index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT) \
+                if fp16 else faiss.IndexFlatIP(dim)
+        if not np.isfinite(rows).all():
+            raise HarnessError(f"{out_dir}: passage embeddings contain NaN or infinite values")
+        index.add(np.ascontiguousarray(rows, dtype=np.float32))
+        ids.extend(chunk_ids)
+    return ids, index, label
+
+
+def _index_label(fp16: bool) -> str:
+    return ("faiss.IndexScalarQuantizer fp16 (exhaustive inner product over fp16-stored vectors; scores rounded)"
+            if fp16 else "faiss.IndexFlatIP (exact inner product, fp32)")
 
 
 def search_merged(doc_ids: Sequence[str], doc_emb: np.ndarray, query_ids: Sequence[str], query_emb: np.ndarray,
@@ -388,8 +446,10 @@ def encode_distributed(
     device: str | None = None,
     show_progress: bool = True,
     barrier_timeout_s: float = 48 * 3600,
+    merge: bool = True,
 ) -> DistributedEncoding:
-    """Every rank encodes its slice (resuming), waits for the others, then rank 0 merges.
+    """Every rank encodes its slice (resuming), waits for the others, then rank 0 merges
+    (``merge=False``: leaves the chunks for :func:`index_shards`, without the fp32 matrix in RAM).
 
     Under torchrun RANK/WORLD_SIZE/MASTER_* come from the environment; without them this is one
     process doing all the work. The process group is left (destroyed) if this call created it.
@@ -418,11 +478,13 @@ def encode_distributed(
             reports = [ShardReport(**r) for r in gathered]
         result = DistributedEncoding(info.rank, info.world_size, encoder, reports)
         if info.is_main:
-            result.doc_ids, result.embeddings = merge_shards(out_dir)
+            if merge:
+                result.doc_ids, result.embeddings = merge_shards(out_dir)
+            manifest = _read_manifest(Path(out_dir))
             seconds = max(r.seconds for r in reports)
             encoded = sum(r.passages_encoded for r in reports)
             result.summary = {
-                "out_dir": str(out_dir), "docs": len(result.doc_ids), "dim": int(result.embeddings.shape[1]),
+                "out_dir": str(out_dir), "docs": int(manifest["passages"]), "dim": int(encoder.dim),
                 "world_size": info.world_size, "shard_size": shard_size, "batch_size": batch_size,
                 "device": str(info.device), "passages_encoded": encoded,
                 "chunks_skipped": sum(r.chunks_skipped for r in reports), "encode_seconds": round(seconds, 3),
@@ -444,12 +506,14 @@ def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size:
     from harness.evaluation.measures import evaluate
     from harness.evaluation.zero_shot import trim_to_depth
 
+    from harness.retrieval.dense import Shard, retrieve
+
     bench = get_benchmark(dataset)
     qids, q_emb = result.encoder.encode_queries(bench.queries(), batch_size=batch_size, show_progress=False)
     self_hits = get_convention(bench.name, bench.kind).drop_self_hits
-    assert result.doc_ids is not None and result.embeddings is not None
-    run, stats = search_merged(result.doc_ids, result.embeddings, qids, q_emb,
-                               k=depth + 1 if self_hits else depth, fp16=fp16)
+    doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16)
+    run, stats = retrieve(qids, q_emb, Shard(index, doc_ids), k=depth + 1 if self_hits else depth)
+    stats["index"] = label
     scored = evaluate(trim_to_depth(run, depth, self_hits), bench.qrels(), bench)
     return {"benchmark": bench.name, "primary": scored.primary, "metrics": dict(scored.aggregate),
             "index": stats["index"], "index_bytes": stats["index_bytes"], "qps": round(stats["qps"], 1)}
@@ -483,7 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise HarnessError("give --corpus PATH or --dataset NAME")
         result = encode_distributed(args.model, passages, args.out, shard_size=args.shard_size,
                                     batch_size=args.batch_size, device=args.device,
-                                    show_progress=not args.no_progress)
+                                    show_progress=not args.no_progress, merge=False)
         if result.rank != 0:
             return 0
         summary = result.summary
