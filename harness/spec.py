@@ -13,12 +13,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.paths import specs_dir
+from harness.spec_keys import BLOCKS, Block, Keys
 
 PROFILES = ("paper", "mini", "tiny")
 FAMILIES = ("lexical", "dense", "learned-sparse")
@@ -47,6 +48,8 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "deviations": (False, (list,), "where the paper profile still departs from a setting the paper states "
                                    "(listed by `validate`, shown on the leaderboard's method page)"),
 }
+# What a `profiles.<name>` block may override (it is deep-merged over the top level); nested keys: spec_keys.
+PROFILE_KEYS = tuple(k for k in SCHEMA if k not in ("name", "extends", "profiles"))
 
 
 @dataclass(frozen=True)
@@ -109,17 +112,24 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def key_line(path: Path, key: str) -> int | None:
-    """1-based line of a top-level key, so errors can point at it."""
+def key_line(path: Path, key: str | tuple[str, ...]) -> int | None:
+    """1-based line of a key, so errors can point at it: a top-level key ("extends") or a nested
+    path ("finetune.retriever2.epochs", or a tuple of keys such as ("profiles", "mini", "model"))."""
     try:
         node = yaml.compose(path.read_text())
-    except yaml.YAMLError:
+    except (yaml.YAMLError, OSError):
         return None
-    if isinstance(node, yaml.MappingNode):
-        for k, _ in node.value:
-            if k.value == key:
-                return k.start_mark.line + 1
-    return None
+    line = None
+    for part in key.split(".") if isinstance(key, str) else key:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        # The last match wins, as it does for yaml.safe_load.
+        found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)]
+        if not found:
+            return None
+        k, node = found[-1]
+        line = k.start_mark.line + 1
+    return line
 
 
 def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -190,6 +200,97 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
     for prof in (raw.get("profiles") or {}):
         if prof not in PROFILES:
             problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
+    return problems + _nested_problems(raw, path)
+
+
+# --- nested keys (harness/spec_keys.py) -----------------------------------------------------------
+
+
+class Finding(NamedTuple):
+    """A nested-key problem: the key path in the resolved spec (no `profiles.<name>` prefix)."""
+
+    path: tuple[str, ...]
+    unknown: bool  # an unknown key, else a value of the wrong type
+    detail: str  # " (did you mean a.b?)" or " must be a mapping (...)"
+
+
+def _walk(block: dict[Any, Any], keys: Keys, prefix: tuple[str, ...]) -> list[Finding]:
+    """Unknown keys and non-mapping sub-blocks in `block`, whose allowed keys are `keys`."""
+    found: list[Finding] = []
+    for key, value in block.items():
+        path = prefix + (str(key),)
+        rule = keys.get(key) if isinstance(key, str) else None
+        if rule is None:
+            close = UnknownNameError("key", str(key), list(keys)).suggestions
+            found.append(Finding(path, True, f" (did you mean {'.'.join(prefix + (close[0],))}?)" if close else ""))
+        elif isinstance(rule, Block) and value is not None:  # null: the code reads an absent block
+            if isinstance(value, dict):
+                found.extend(_walk(value, rule.keys, path))
+            else:
+                found.append(Finding(path, False, f" must be a mapping ({rule.meaning}), not {type(value).__name__}"))
+    return found
+
+
+def _blocks(top: dict[str, Any]) -> list[Finding]:
+    """Findings in the nested blocks of the top level or of one profile block."""
+    return [f for key, keys in BLOCKS.items() if isinstance(top.get(key), dict) for f in _walk(top[key], keys, (key,))]
+
+
+def _profile_findings(block: dict[str, Any]) -> list[Finding]:
+    """A profile block holds top-level keys (PROFILE_KEYS, with SCHEMA's types) and their nested blocks."""
+    found: list[Finding] = []
+    for key, value in block.items():
+        if key not in PROFILE_KEYS:
+            close = UnknownNameError("key", str(key), list(PROFILE_KEYS)).suggestions
+            found.append(Finding((str(key),), True, f" (did you mean {close[0]}?)" if close else ""))
+        elif not isinstance(value, SCHEMA[key][1]):
+            kinds = "/".join(t.__name__ for t in SCHEMA[key][1])
+            found.append(Finding((key,), False, f" must be {kinds} ({SCHEMA[key][2]}), not {type(value).__name__}"))
+    return found + _blocks(block)
+
+
+def _lineage(spec_file: Path) -> list[Path]:
+    """The spec file, then the files it extends: where an inherited key is written."""
+    files = [spec_file]
+    while True:
+        try:
+            parent = _load_yaml(files[-1]).get("extends")
+        except HarnessError:
+            return files
+        nxt = spec_path(str(parent), spec_file.parent) if parent else None
+        if nxt is None or nxt in files or not nxt.exists():
+            return files
+        files.append(nxt)
+
+
+def _located(spec_file: Path, yaml_keys: tuple[str, ...]) -> str:
+    """`file:line` of a key path, in the spec or in the spec it extends; the spec file when not found."""
+    for file in _lineage(spec_file):
+        line = key_line(file, yaml_keys)
+        if line:
+            return f"{file}:{line}"
+    return str(spec_file)
+
+
+def _message(spec_file: Path, finding: Finding, profile: str | None) -> str:
+    yaml_keys = ("profiles", profile, *finding.path) if profile else finding.path
+    key = f"'{'.'.join(finding.path)}'" + (f" in profile '{profile}'" if profile else "")
+    what = f"unknown key {key}" if finding.unknown else key
+    return f"{_located(spec_file, yaml_keys)}: {what}{finding.detail}"
+
+
+def _nested_problems(raw: dict[str, Any], spec_file: Path) -> list[str]:
+    """Unknown or mistyped nested keys, at the top level and in each known profile block."""
+    problems = [_message(spec_file, f, None) for f in _blocks(raw)]
+    profiles = raw.get("profiles")
+    for name, block in (profiles.items() if isinstance(profiles, dict) else ()):
+        if name not in PROFILES or block is None:  # unknown profiles are reported above; null is empty
+            continue
+        if not isinstance(block, dict):
+            problems.append(f"{_located(spec_file, ('profiles', name))}: profile '{name}' must be a mapping, "
+                            f"not {type(block).__name__}")
+            continue
+        problems.extend(_message(spec_file, f, name) for f in _profile_findings(block))
     return problems
 
 

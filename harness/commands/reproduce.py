@@ -10,6 +10,8 @@ _EPILOG = """examples:
   python -m harness reproduce --list
   python -m harness reproduce --checkpoint co-condenser-marco-retriever
   python -m harness reproduce --checkpoint cotmae-msmarco-retriever --benchmark dl19,dl20
+  torchrun --nproc_per_node 8 -m harness reproduce --checkpoint co-condenser-marco-retriever
+      (every rank encodes its shards of each corpus, resumably; rank 0 searches, scores, records)
 
 weights: models/<source> or $HARNESS_MODELS_DIR/<source> (a Hugging Face folder), or the Hub
 with HF_HUB_OFFLINE=0; corpora: the download path, or HARNESS_DATA_MIRROR."""

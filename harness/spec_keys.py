@@ -1,0 +1,198 @@
+"""The nested keys a method spec may hold: declared once, per block, each with a one-line meaning.
+
+harness/spec.py checks every mapping block of a spec, and of each `profiles.<name>` block (which
+is deep-merged over the top level), against these, so a misspelt nested key such as
+`finetune.retriever2.epoch` is an error with a did-you-mean instead of a setting silently ignored.
+A key is listed only when the code reads it or a spec in baselines/ states it
+(tests/test_spec_nested_keys.py keeps the list from rotting). Validation only: nothing here is a
+default, and the resolved config (and its hash) is what the YAML says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.reported import CONDITION_KEYS
+
+
+@dataclass(frozen=True)
+class Block:
+    """A nested mapping: its meaning and its allowed keys (key -> meaning, or key -> sub-Block)."""
+
+    meaning: str
+    keys: "Keys"
+
+
+Keys = dict[str, "str | Block"]
+
+# What every fine-tuning stage reads: pipelines.dense.finetune_settings merges the finetune
+# block's scalar keys with the stage's own block (dense.train_stage, lexical.lexical_train_stage).
+_STAGE: Keys = {
+    "lr": "peak learning rate",
+    "global_queries": "training queries per optimiser step, over all devices",
+    "passages_per_query": "passages per query group: 1 positive + hard negatives",
+    "epochs": "passes over the training queries",
+    "max_q_len": "query length in tokens",
+    "max_p_len": "passage length in tokens",
+    "warmup_ratio": "share of the steps with linear learning-rate warm-up",
+    "weight_decay": "AdamW weight decay",
+    "negative_depth": "hard negatives are drawn from this many top-ranked passages",
+    "grad_clip": "gradient-norm clip, null for none (learned-sparse)",
+    "flops_lambda": "FLOPS regulariser weight on documents (learned-sparse)",
+    "query_flops_ratio": "query FLOPS weight as a multiple of flops_lambda (learned-sparse)",
+    "flops_warmup_steps": "steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none (learned-sparse)",
+    "contrastive_weight": "InfoNCE weight next to the distillation loss (learned-sparse stage 3)",
+    "precision": "training precision, e.g. fp32 or fp16 (learned-sparse)",
+    "representation": "sparse representation; only splade-max is implemented",
+}
+_NEGATIVES = {"negatives": "hard-negative pools: mined and/or bm25 (the dense retriever 2 reads it; "
+                           "retriever 1 always trains on BM25 negatives)"}
+_INIT = {"init": "pretrained (default) or an earlier retriever, e.g. retriever1"}
+
+# RerankerTrainConfig's fields but `seed` (the pipeline passes the harness seed itself).
+_RERANKER_TRAIN: Keys = {
+    "queries_per_device": "queries per device and step",
+    "passages_per_query": "passages per query group: 1 positive + BM25 negatives",
+    "lr": "peak learning rate",
+    "epochs": "passes over the training queries",
+    "warmup_ratio": "share of the steps with linear learning-rate warm-up",
+    "weight_decay": "AdamW weight decay",
+    "grad_clip": "gradient-norm clip, null for none",
+    "max_length": "query + passage length in tokens (capped at the encoder's positions)",
+    "title_separator": "text between a passage's title and body",
+    "log_every": "steps between logged losses",
+    "progress": "show a progress bar",
+    "device": "torch device, null for the default",
+}
+
+_RETRIEVER3: Keys = {
+    **_STAGE,
+    **_INIT,
+    "reranker": "stage-3 teacher: configured-checkpoint | tiny-cross-encoder | bi-encoder | a checkpoint",
+    "reranker_checkpoint": "checkpoint of a configured-checkpoint or bi-encoder teacher",
+    "teacher_scale": "bi-encoder teacher logits = teacher_scale x cosine",
+    "teacher_max_length": "bi-encoder teacher passage length in tokens",
+    "teacher_positives": "positives per query the teacher scores (default: epochs)",
+    "teacher_negatives": "negatives per query the teacher scores (default: epochs x (passages_per_query - 1))",
+    "reranker_train": Block("training of the tiny cross-encoder teacher", _RERANKER_TRAIN),
+    "distill": "the teacher's kind, e.g. cross-encoder (printed by the plan; stage 3 always distils)",
+    "kl": "KL divergence to the teacher's scores (not read: stage 3 always uses it)",
+}
+
+# A scalar stage key set on the finetune block is the default for every stage (finetune_settings).
+_SHARED: Keys = {k: v for stage in (_STAGE, _NEGATIVES, _INIT, _RETRIEVER3) for k, v in stage.items()
+                 if not isinstance(v, Block)}
+
+_FINETUNE: Keys = {
+    "train_queries": "<benchmark>-<split> whose queries and qrels train every stage",
+    "max_train_queries": "a seeded subsample of that many judged training queries (null: all)",
+    "evaluate_start": "also score the encoder fine-tuning starts from (zero-shot)",
+    **_SHARED,
+    "mine": Block("hard-negative mining", {
+        "depth": "mined negatives come from this many top results",
+        "with": "the retriever that mines (printed by the plan; the previous retriever always mines)",
+    }),
+    "retriever1": Block("stage 1: BM25 negatives", {**_STAGE, **_NEGATIVES}),
+    "retriever2": Block("stage 2: mined negatives", {**_STAGE, **_NEGATIVES, **_INIT}),
+    "retriever3": Block("stage 3: distils a reranker (learned-sparse)", _RETRIEVER3),
+}
+
+# The union of the objectives' constructor parameters (harness/pretrain/objectives): build_objective
+# rejects a parameter its objective lacks, but only when pre-training starts; here a typo fails at
+# load time. Closed, not free: the objectives take only these keyword arguments.
+_OBJECTIVE_PARAMS: Keys = {
+    "mask_ratio": "MLM masking ratio (mlm, cocondenser, cpdae)",
+    "enc_mask_ratio": "encoder masking ratio (cotmae, lexmae)",
+    "dec_mask_ratio": "decoder masking ratio (cotmae, lexmae)",
+    "n_head_layers": "layers of the decoder / Condenser head (cotmae, lexmae, cocondenser)",
+    "dec_loss_coef": "decoder loss weight (cotmae)",
+    "skip_from": "encoder layer the Condenser head reads (cocondenser)",
+    "temperature": "contrastive softmax temperature (cocondenser)",
+    "cl_lambda": "contrastive loss weight (cpdae)",
+    "contrast_on": "words (CPDAE) | cls (CPDAE_R) (cpdae)",
+    "rec_reduction": "sum | mean over the vocabulary of the reconstruction loss (cpdae)",
+    "symmetric": "contrast both views against each other (cpdae)",
+    "js_block": "rows per block of the Jensen-Shannon contrast (cpdae)",
+    "rec_bias_init": "initial bias of the bag-of-words decoder, null for 0 (cpdae)",
+}
+
+# Top-level block -> its keys. The meaning of each top-level block is in spec.SCHEMA.
+BLOCKS: dict[str, Keys] = {
+    "hardware": {
+        "device_type": "cuda | cpu",
+        "devices": "number of devices",
+        "gpu": "GPU model as the paper states it",
+        "hours": "training hours as the paper states them",
+    },
+    "model": {
+        "init": "checkpoint name or path, or scratch",
+        "layers": "encoder layers (scratch)",
+        "hidden": "hidden size (scratch)",
+        "heads": "attention heads (scratch)",
+        "intermediate": "feed-forward size (scratch)",
+    },
+    "tokenizer": {
+        "from": "a checkpoint's tokenizer, or wordpiece (trained on the corpora)",
+        "vocab_size": "WordPiece vocabulary size",
+        "corpora": "benchmarks whose corpora train the WordPiece vocabulary",
+    },
+    "corpus": {
+        "source": "corpus name, or a list of benchmarks whose corpora are united",
+        "splitter": "how documents are split into sentences (not read: always Punkt trained on the corpus)",
+        "max_tokens": "passage length in tokens",
+        "seed": "seed of the passage grouping and sampling",
+        "max_passages": "keep a seeded set of whole documents up to this many passages",
+        "punkt_train_chars": "characters of corpus text that train Punkt",
+    },
+    "qgen": {
+        "model": "query generator: a checkpoint, tiny-t5 (trained here) or term-sampler",
+        "input_prefix": "text put before each passage",
+        "num_queries": "queries generated per passage",
+        "top_k": "top-k sampling",
+        "top_p": "nucleus sampling",
+        "max_new_tokens": "query length in tokens",
+        "batch_size": "passages per generation batch (seeded per batch, so it changes the queries)",
+        "train_pairs": "<benchmark>-<split> whose (query, passage) pairs train tiny-t5 / term-sampler",
+        "steps": "tiny-t5 training steps",
+        "max_input_tokens": "tiny-t5 passage length in tokens",
+        "smoothing": "term-sampler smoothing",
+    },
+    "retrieval": {
+        "engine": "the BM25 engine (not read: Lucene through pyserini)",
+        "k1": "BM25 k1",
+        "b": "BM25 b",
+        # Closed: the indexed collection holds only these two fields (retrieval.bm25.write_json_collection).
+        "fields": Block("Lucene fields searched, with their weights", {
+            "contents": "passage body (with the title prepended when title is not a field)",
+            "title": "passage title as its own field",
+        }),
+        "depth": "BM25 results per query",
+        "threads": "Lucene threads",
+        "index": "impact index kind (lucene-impact)",
+        "quantization": "impact = floor(quantization x weight)",
+        "topk_sparsify": "documents keep their top-k terms, null for all",
+        "max_query_terms": "a query keeps its largest impacts, at most Lucene's 1024 clauses",
+    },
+    "pretrain": {
+        "objective": "pre-training objective (harness/pretrain/objectives), or none",
+        "context": "span | qc | mixed | single: what is paired with a passage",
+        "objective_params": Block("the objective's hyper-parameters", _OBJECTIVE_PARAMS),
+        "steps": "optimiser steps",
+        "epochs": "passes over the passages when steps is not set",
+        "global_batch": "examples per optimiser step, over all devices",
+        "per_device_batch": "examples per device and forward pass",
+        "grad_cache_chunk": "gradient-caching chunk for losses over the whole batch",
+        "lr": "peak learning rate",
+        "warmup_ratio": "share of the steps with linear learning-rate warm-up",
+        "weight_decay": "AdamW weight decay",
+        "grad_clip": "gradient-norm clip, null for none",
+        "max_length": "input length in tokens",
+        "precision": "fp32 | fp16 | bf16",
+        "log_every": "steps between logged losses",
+        "checkpoint_every": "steps between resumable checkpoints",
+    },
+    "finetune": _FINETUNE,
+    # Closed: run conditions are compared key by key with the reported cells' conditions, which
+    # may only use reported.CONDITION_KEYS; any other key could never match a cell.
+    "conditions": {key: meaning for key, (_, meaning) in CONDITION_KEYS.items()},
+}
