@@ -47,15 +47,6 @@ def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, 
     return out
 
 
-def _world_size() -> int:
-    import os
-
-    try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise HarnessError(f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is not a number") from None
-
-
 def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int,
                               device: str | None, precision: str) -> str | None:
     """Each torchrun rank encodes its slice of every benchmark corpus into the embedding cache's
@@ -63,13 +54,13 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
 
     Returns rank 0's device (it goes on to merge, search, score and record); None on other ranks.
     """
-    from datetime import timedelta
     from pathlib import Path
 
     import torch.distributed as dist
 
     from harness.evaluation.zero_shot import encode_corpus_shards, load_zero_shot_encoder, model_fingerprint
     from harness.pretrain import distributed as D
+    from harness.retrieval.sharded import waiting_group
 
     info = D.init_distributed(device)
     try:
@@ -80,8 +71,7 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
         for bench in benches:
             encode_corpus_shards(encoder, bench, fingerprint, batch_size, info.rank, info.world_size,
                                  show_progress=info.is_main)
-        # gloo with a long timeout: a rank with little left waits for one with hours left.
-        dist.barrier(group=dist.new_group(backend="gloo", timeout=timedelta(hours=48)))
+        dist.barrier(group=waiting_group())
         if not info.is_main:
             print(f"rank {info.rank}/{info.world_size}: shards encoded; rank 0 merges, searches and records")
             return None
@@ -127,7 +117,9 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
                            + "; ".join(" / ".join(s) for s in missing) + " (check paper, table and row spelling)")
     folder = resolve_checkpoint(ckpt.source, what=f"checkpoint '{name}'")
     enc = ckpt.encoder
-    if _world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
+    from harness.pretrain.distributed import get_world_size
+
+    if get_world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
         if not use_cache:
             raise HarnessError("--no-cache cannot run under torchrun: the ranks hand their shards over "
                                "through the embedding cache")

@@ -19,6 +19,7 @@ import yaml
 
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.paths import specs_dir
+from harness.reported import yaml_key_lines
 from harness.spec_keys import BLOCKS, Block, Keys
 
 PROFILES = ("paper", "mini", "tiny")
@@ -119,17 +120,10 @@ def key_line(path: Path, key: str | tuple[str, ...]) -> int | None:
         node = yaml.compose(path.read_text())
     except (yaml.YAMLError, OSError):
         return None
-    line = None
-    for part in key.split(".") if isinstance(key, str) else key:
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        # The last match wins, as it does for yaml.safe_load.
-        found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)]
-        if not found:
-            return None
-        k, node = found[-1]
-        line = k.start_mark.line + 1
-    return line
+    if node is None:
+        return None
+    parts = tuple(key.split(".")) if isinstance(key, str) else tuple(str(k) for k in key)
+    return yaml_key_lines(node).get(parts)  # a repeated key: the last one, as yaml.safe_load keeps
 
 
 def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -291,6 +291,7 @@ def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(
         assert not skipped and not records[label].integrity_problems
     assert "rank 1/2: shards encoded" in outputs["two"] and "[sharded] rank 1/2" in outputs["two"]
     assert "[sharded] rank 0/1" in outputs["one"]
+    assert "[sharded] rank 0/1" not in outputs["two"]  # rank 0 merged the ranks' chunks, encoded nothing again
     one, two = records["one"], records["two"]
     assert set(two.metrics) == {"msmarco-dl19-subset"}
     for measure, value in one.metrics["msmarco-dl19-subset"].items():

@@ -216,8 +216,7 @@ def _write_cache(npy: Path, meta: Path, ids: list[str], emb: np.ndarray, info: d
 def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True,
                       show_progress: bool = True) -> tuple[list[str], np.ndarray, dict[str, Any]]:
     """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds and the cache path."""
-    key = embeddings_key(fingerprint, encoder, benchmark)
-    npy = _embeddings_dir() / f"{key}.npy"
+    npy = _embeddings_file(fingerprint, encoder, benchmark)
     meta = npy.with_suffix(".json")
     if use_cache and (hit := _read_cached(npy, meta)) is not None:
         ids, emb, info = hit
@@ -259,7 +258,7 @@ def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_s
     from harness.retrieval.sharded import encode_corpus_sharded
 
     for part in benchmark.sub_benchmarks() or [benchmark]:
-        npy = _embeddings_dir() / f"{embeddings_key(fingerprint, encoder, part)}.npy"
+        npy = _embeddings_file(fingerprint, encoder, part)
         if _read_cached(npy, npy.with_suffix(".json")) is not None:
             continue
         encode_corpus_sharded(encoder, part.corpus(), npy.with_suffix(".chunks"), rank=rank, world_size=world_size,
@@ -270,6 +269,11 @@ def _embeddings_dir() -> Path:
     from harness.paths import cache_dir
 
     return cache_dir() / "embeddings"
+
+
+def _embeddings_file(fingerprint: str, encoder: Any, benchmark: Any) -> Path:
+    """The cache file of these vectors (``.json`` beside it; ``.chunks/`` while being encoded)."""
+    return _embeddings_dir() / f"{embeddings_key(fingerprint, encoder, benchmark)}.npy"
 
 
 # ---------------------------------------------------------------------------- search

@@ -324,6 +324,17 @@ def score_pairs(model_dir: str | Path | CrossEncoder, pairs: Sequence[tuple[str,
     return encoder.score(pairs, batch_size, show_progress)
 
 
+def _check_candidates(queries: Mapping[str, str], candidates: Mapping[str, Sequence[str]],
+                      passages: Mapping[str, Any]) -> None:
+    """Every query with candidates has a text and every candidate a passage (one clear error otherwise)."""
+    for qid, docs in candidates.items():
+        if qid not in queries:
+            raise HarnessError(f"query {qid!r} has candidates but no text")
+        for d in docs:
+            if d not in passages:
+                raise HarnessError(f"candidate {d!r} of query {qid!r} is not in passages")
+
+
 def score_candidates(
     model_dir: str | Path | CrossEncoder,
     queries: Mapping[str, str],
@@ -336,15 +347,12 @@ def score_candidates(
     show_progress: bool = True,
 ) -> dict[str, dict[str, float]]:
     """``teacher_scores[qid][docid]`` for every candidate doc id of every query (stage 3's teacher)."""
+    _check_candidates(queries, candidates, passages)
     encoder = model_dir if isinstance(model_dir, CrossEncoder) else load_cross_encoder(model_dir, max_length, device)
     keys: list[tuple[str, str]] = []
     pairs: list[tuple[str, str]] = []
     for qid, docs in candidates.items():
-        if qid not in queries:
-            raise HarnessError(f"query {qid!r} has candidates but no text")
         for d in dict.fromkeys(docs):
-            if d not in passages:
-                raise HarnessError(f"candidate {d!r} of query {qid!r} is not in passages")
             keys.append((qid, d))
             pairs.append((queries[qid], passage_text(passages[d], encoder.title_separator)))
     scores = encoder.score(pairs, batch_size, show_progress)
@@ -369,12 +377,7 @@ def score_candidates_bi_encoder(
 
     from harness.evaluation.zero_shot import load_zero_shot_encoder
 
-    for qid, docs in candidates.items():
-        if qid not in queries:
-            raise HarnessError(f"query {qid!r} has candidates but no text")
-        missing = [d for d in docs if d not in passages]
-        if missing:
-            raise HarnessError(f"candidate {missing[0]!r} of query {qid!r} is not in passages")
+    _check_candidates(queries, candidates, passages)
     encoder = load_zero_shot_encoder(Path(model_dir), passage_max_length=passage_max_length)
     qids = list(candidates)
     doc_ids = list(dict.fromkeys(d for qid in qids for d in candidates[qid]))

@@ -59,6 +59,7 @@ from harness.retrieval.encoder import shard_bounds
 
 MANIFEST = "manifest.json"
 FORMAT = 1
+BARRIER_TIMEOUT_S = 48 * 3600
 Passages = Mapping[str, Mapping[str, str] | str]
 
 
@@ -423,6 +424,16 @@ def search_merged(doc_ids: Sequence[str], doc_emb: np.ndarray, query_ids: Sequen
 
 # ---------------------------------------------------------------------------- distributed driver
 
+def waiting_group(timeout_s: float = BARRIER_TIMEOUT_S) -> Any:
+    """A gloo process group for waiting on every rank after encoding: CPU objects on any backend,
+    and a timeout long enough for a resumed rank with nothing left to wait for one with hours left."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    return dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+
+
 @dataclass
 class DistributedEncoding:
     """One process's view: every rank's report; the merged ids/matrix on rank 0 only."""
@@ -445,7 +456,7 @@ def encode_distributed(
     batch_size: int = 64,
     device: str | None = None,
     show_progress: bool = True,
-    barrier_timeout_s: float = 48 * 3600,
+    barrier_timeout_s: float = BARRIER_TIMEOUT_S,
     merge: bool = True,
 ) -> DistributedEncoding:
     """Every rank encodes its slice (resuming), waits for the others, then rank 0 merges
@@ -454,8 +465,6 @@ def encode_distributed(
     Under torchrun RANK/WORLD_SIZE/MASTER_* come from the environment; without them this is one
     process doing all the work. The process group is left (destroyed) if this call created it.
     """
-    from datetime import timedelta
-
     import torch.distributed as dist
 
     from harness.evaluation.zero_shot import load_zero_shot_encoder, resolve_model_path
@@ -469,9 +478,7 @@ def encode_distributed(
                                        shard_size=shard_size, batch_size=batch_size, show_progress=show_progress)
         reports = [report]
         if info.distributed:
-            # A separate gloo group: CPU objects on any backend, and a timeout long enough for a
-            # resumed rank that has nothing left to wait for one that has hours left.
-            group = dist.new_group(backend="gloo", timeout=timedelta(seconds=barrier_timeout_s))
+            group = waiting_group(barrier_timeout_s)
             gathered: list[Any] = [None] * info.world_size
             dist.all_gather_object(gathered, asdict(report), group=group)
             dist.barrier(group=group)
