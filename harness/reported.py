@@ -24,20 +24,26 @@ measure gets ``score`` = its number normalised once to a fraction in [0, 1]. Any
 Besides tables a paper file may record ``claims`` (numbers stated in the text, re-checked by
 harness.consistency), ``text_values`` (numbers only given in the text), ``known_issues``,
 ``text_differences`` against another version, and ``notes``.
+
+For grading, :func:`load_reported_cells` gives the cells as dicts (from the registry, or from a
+JSON snapshot of it) with an error message instead of an exception, and :func:`paper_key` names
+the paper of such a cell or of a comparison made against one.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
-from harness.errors import DataFormatError, UnknownNameError
+from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.names import BEIR_DATASETS
 from harness.paths import REPORTED_DIR
 
@@ -824,6 +830,28 @@ def load_registry(dir: str | Path = REPORTED_DIR) -> list[ReportedCell]:
     return [c for p in load_papers(dir) for c in list(p.cells) + list(p.text_values)]
 
 
+def load_reported_cells(snapshot: str | Path | None = None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Reported cells as dicts, and an error message instead when they cannot be loaded.
+
+    ``snapshot`` is a JSON file of cells (a list, or ``{"cells": [...]}``, as
+    ``ReportedCell.to_dict()`` writes them); by default the registry in baselines/reported/.
+    """
+    if snapshot is not None:
+        path = Path(snapshot)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return None, f"reported cells snapshot {path}: {exc}"
+        cells = data.get("cells") if isinstance(data, dict) else data
+        if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+            return None, f"reported cells snapshot {path}: expected a list of cell objects"
+        return cells, None
+    try:
+        return [c.to_dict() for c in load_registry()], None
+    except (HarnessError, OSError) as exc:
+        return None, f"reported-scores registry not loadable ({exc}); run 'python -m harness validate'"
+
+
 def schema_problems(dir: str | Path = REPORTED_DIR) -> list[str]:
     """Every schema problem of every file (not just the first), as printable strings."""
     root = Path(dir)
@@ -854,6 +882,14 @@ def schema_problems(dir: str | Path = REPORTED_DIR) -> list[str]:
 
 def paper_keys(dir: str | Path = REPORTED_DIR) -> list[str]:
     return [p.paper for p in load_papers(dir)]
+
+
+def paper_key(comp: Mapping[str, Any]) -> str:
+    """Short paper key of a comparison or cell ('qc-v1'): the cell id's first part."""
+    if comp.get("paper"):
+        return str(comp["paper"])
+    cell_id = str(comp.get("cell_id") or "")
+    return cell_id.split("/", 1)[0] if "/" in cell_id else str(comp.get("paper_file") or "")
 
 
 def cells_for(

@@ -58,8 +58,10 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
 
     import torch.distributed as dist
 
-    from harness.evaluation.zero_shot import encode_corpus_shards, load_zero_shot_encoder, model_fingerprint
+    from harness.checkpoints import model_fingerprint
+    from harness.evaluation.zero_shot import encode_corpus_shards
     from harness.pretrain import distributed as D
+    from harness.retrieval.encoder import load_zero_shot_encoder
     from harness.retrieval.sharded import waiting_group
 
     info = D.init_distributed(device)
@@ -89,12 +91,12 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     Under torchrun (WORLD_SIZE > 1) the corpora are encoded by all ranks in shards first; only
     rank 0 searches, scores and records (the other ranks return None).
     """
-    from harness.checkpoints import resolve_checkpoint
+    from harness.checkpoints import model_fingerprint, resolve_checkpoint
     from harness.data.catalog import get_benchmark
     from harness.evaluation.chance import chance_check
-    from harness.evaluation.zero_shot import model_fingerprint, run_zero_shot
-    from harness.gate import load_reported_cells
+    from harness.evaluation.zero_shot import run_zero_shot
     from harness.paths import cache_dir
+    from harness.reported import load_reported_cells
     from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
 
     registry = load_checkpoints()

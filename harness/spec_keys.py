@@ -41,6 +41,10 @@ _STAGE: Keys = {
     "flops_lambda": "FLOPS regulariser weight on documents (learned-sparse)",
     "query_flops_ratio": "query FLOPS weight as a multiple of flops_lambda (learned-sparse)",
     "flops_warmup_steps": "steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none (learned-sparse)",
+    "fit_head": "refit the MLM head's transform in closed form to predict each token from its own hidden "
+                "state before the first step (learned-sparse)",
+    "start_terms": "shift the MLM output bias so a training passage starts with this many non-zero terms "
+                   "(learned-sparse; null = the head as loaded)",
     "contrastive_weight": "InfoNCE weight next to the distillation loss (learned-sparse stage 3)",
     "precision": "training precision, e.g. fp32 or fp16 (learned-sparse)",
     "representation": "sparse representation; only splade-max is implemented",

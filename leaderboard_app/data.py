@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.gate import PAPER_GRADED, GateResult, load_references, load_reported_cells, paper_comparisons, run_gate
+from harness.gate import PAPER_GRADED, GateResult, load_references, paper_comparisons, run_gate
 from harness.records import RunRecord, Skipped, load_records, records_dir
+from harness.reported import load_reported_cells
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.
 RECORDS_ENV = "HARNESS_LEADERBOARD_RECORDS"

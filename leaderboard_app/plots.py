@@ -16,8 +16,9 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from harness.gate import paper_key, system_axes, system_label
+from harness.gate import system_axes, system_label
 from harness.records import RunRecord
+from harness.reported import paper_key
 from leaderboard_app.tables import source_of
 
 PRIMARY = {"msmarco-dev": "RR@10"}  # every other benchmark: nDCG@10

@@ -13,9 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness.gate import paper_key, system_axes, system_label
+from harness.gate import system_axes, system_label
 from harness.names import BEIR_DATASETS
 from harness.records import RunRecord
+from harness.reported import paper_key
 from harness.tracking import flatten
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).

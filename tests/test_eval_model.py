@@ -201,11 +201,13 @@ def test_second_evaluation_reads_cached_embeddings(tiny_dir, toy, tmp_path, run_
 def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, monkeypatch, isolated_dirs):
     """A big corpus is encoded in chunk files: a run killed mid-encoding resumes after its last
     complete chunk, and the result equals one uninterrupted encoding."""
+    from harness.checkpoints import model_fingerprint
     from harness.evaluation import zero_shot as zs
+    from harness.retrieval.encoder import load_zero_shot_encoder
 
     monkeypatch.setattr(zs, "CHUNK_PASSAGES", 2)  # 7 documents -> 4 chunks
-    encoder = zs.load_zero_shot_encoder(tiny_dir, "cls", False, 16, 16, "cpu", "fp32")
-    fingerprint = zs.model_fingerprint(tiny_dir)
+    encoder = load_zero_shot_encoder(tiny_dir, "cls", False, 16, 16, "cpu", "fp32")
+    fingerprint = model_fingerprint(tiny_dir)
     ids_ref, emb_ref = encoder.encode_corpus(toy.corpus(), batch_size=4, show_progress=False)
     real, calls, state = encoder.encode, [], {"kill": True}
 

@@ -18,6 +18,7 @@ from harness.finetune.lexical import (
     flops_weight,
     lexical_loss,
     load_masked_lm,
+    sparse_start_shift,
     splade_max,
     train_lexical,
 )
@@ -181,6 +182,35 @@ def test_resume_after_interruption_gives_the_same_weights(tmp_path, one_thread):
     a, b = load_file(str(tmp_path / "full" / "model.safetensors")), load_file(str(tmp_path / "part" / "model.safetensors"))
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-9, atol=1e-11, msg=k)
+
+
+def test_sparse_start_shift_leaves_the_asked_number_of_terms_and_the_mlm_unchanged(tmp_path):
+    model, _ = load_masked_lm(make_tiny_mlm(tmp_path / "init"))
+    torch.manual_seed(1)
+    batch = {"input_ids": torch.randint(5, len(VOCAB), (6, 10)), "attention_mask": torch.ones(6, 10, dtype=torch.long)}
+    batch["attention_mask"][0, 7:] = 0  # padding never counts
+    before = model(**batch).logits
+    assert (splade_max(before, batch["attention_mask"]) > 0).sum() > 6 * 5
+    shift = sparse_start_shift(model, batch, terms=5)
+    with torch.no_grad():
+        model.cls.predictions.bias.sub_(shift)
+    after = model(**batch).logits
+    assert (splade_max(after, batch["attention_mask"]) > 0).sum().item() == 6 * 5
+    torch.testing.assert_close(after.log_softmax(-1), before.log_softmax(-1))  # MLM predictions unchanged
+    with pytest.raises(HarnessError, match="start_terms"):
+        sparse_start_shift(model, batch, terms=len(VOCAB))
+
+
+def test_start_terms_starts_training_sparse(tmp_path, one_thread):
+    init = make_tiny_mlm(tmp_path / "init")
+    examples, passages = fruit_data()
+    plain = train_lexical(init, examples, _config(epochs=1), tmp_path / "plain", passages=passages)
+    sparse = train_lexical(init, examples, _config(epochs=1, start_terms=3), tmp_path / "sparse", passages=passages)
+    assert plain["start_bias_shift"] is None and isinstance(sparse["start_bias_shift"], float)
+    assert sparse["history"]["doc_nonzeros"][0] <= 6 < plain["history"]["doc_nonzeros"][0]
+    assert any("so a training passage starts with ~3 terms" in n for n in sparse["notes"])
+    with pytest.raises(HarnessError, match="start_terms"):
+        LexicalTrainConfig(start_terms=0)
 
 
 def test_encoder_only_init_gets_a_head_tied_to_the_word_embeddings(tmp_path, one_thread):

@@ -102,8 +102,8 @@ def test_bi_encoder_teacher_scores_are_scaled_similarities_and_rank_the_relevant
     import numpy as np
 
     from harness.checkpoints import resolve_checkpoint
-    from harness.evaluation.zero_shot import load_zero_shot_encoder
     from harness.finetune.reranker import score_candidates_bi_encoder
+    from harness.retrieval.encoder import load_zero_shot_encoder
 
     path = resolve_checkpoint("all-minilm-l6-v2")
     queries = {"q1": "does vitamin d reduce the risk of bone fractures", "q2": "what do honey bees eat"}

@@ -13,11 +13,12 @@ import pytest
 from harness.errors import HarnessError
 
 from harness.commands import check
-from harness.gate import (TINY_TOLERANCE, accept_reference, format_gate, load_references, load_reported_cells,
-                          reference_rows, run_gate, system_label)
+from harness.gate import (TINY_TOLERANCE, accept_reference, format_gate, load_references, reference_rows, run_gate,
+                          system_label)
 from harness.integrity import seal
 from harness.paths import PROJECT_ROOT
 from harness.records import load_records
+from harness.reported import load_reported_cells
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 RUNS = FIXTURES / "runs"

@@ -192,3 +192,32 @@ def test_zero_shot_start_is_encoded_like_the_fine_tuned_retrievers():
     start = load_encoder(minilm, **start_encoding(spec)).spec
     assert (start.pooling, start.normalize) == ("cls", False)
     assert (start.query_max_length, start.passage_max_length) == (32, spec.get("finetune.max_p_len")) == (32, 128)
+
+
+def test_fitted_head_predicts_the_input_token_and_solves_the_least_squares(tmp_path):
+    from transformers import AutoTokenizer
+
+    from harness.finetune.head_fit import RIDGE, fit_head_to_identity
+
+    torch.manual_seed(0)
+    model, new_head = load_masked_lm(resolve_checkpoint("all-minilm-l6-v2"))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_checkpoint("all-minilm-l6-v2"))
+    texts = [f"statins lower cholesterol in patient group {i} and reduce the risk of heart disease" for i in range(12)]
+    texts += ["vitamin d deficiency is common among older adults in northern countries"] * 4
+    fit = fit_head_to_identity(model, tokenizer, texts, max_length=32)
+    assert new_head and fit["identity_accuracy_before"] < 0.05 < 0.5 < fit["identity_accuracy_after"]
+    # The dense layer solves the ridge problem: X^T residual + lambda [W; 0] = 0, so the bias column is exact.
+    batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt"))
+    keep = batch["attention_mask"].bool()
+    with torch.no_grad():
+        hidden = model.bert(**batch).last_hidden_state[keep].double()
+        target = model.get_input_embeddings().weight[batch["input_ids"][keep]].double()
+        dense = model.cls.predictions.transform.dense
+        residual = hidden @ dense.weight.double().T + dense.bias.double() - target
+    assert fit["tokens"] == int(keep.sum())
+    lam = RIDGE * torch.trace(hidden.T @ hidden) / hidden.shape[1]
+    gradient = hidden.T @ residual + lam * dense.weight.double().T
+    assert gradient.abs().max() < 1e-2 * (hidden.T @ residual).abs().max()  # weights are stored in fp32
+    assert residual.sum(0).abs().max() < 1e-3 * len(hidden)
+    assert torch.count_nonzero(model.cls.predictions.bias) == 0  # the bias (a free gauge) is left alone
+

@@ -8,13 +8,14 @@ import time
 
 import pytest
 
+from harness.context import RunContext, StageLog
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.errors import HarnessError
 from harness.evaluation.measures import evaluate
 from harness.paths import cache_dir
 from harness.pipelines.lexical import configured_reranker, grouped_examples, masked_lm_init, retrieval_settings, run_lexical
-from harness.runner import RunContext, StageLog, pipeline_for
+from harness.runner import pipeline_for
 from harness.spec import MethodSpec, deep_merge, load_method
 from harness.tracking import Tracker
 

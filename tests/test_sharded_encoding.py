@@ -308,7 +308,7 @@ def mirrored_corpus(tmp_path, monkeypatch) -> Path:
 def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path, mirrored_corpus):
     from harness.checkpoints import packaged_checkpoint
     from harness.data.formats import iter_beir_corpus
-    from harness.evaluation.zero_shot import load_zero_shot_encoder
+    from harness.retrieval.encoder import load_zero_shot_encoder
 
     # Random-init tiny BERT with MiniLM's real WordPiece vocabulary: real passages give distinct vectors.
     model = make_tiny_bert(tmp_path / "tiny-real", tokenizer_from=Path(packaged_checkpoint("all-minilm-l6-v2")))

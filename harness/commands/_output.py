@@ -1,10 +1,10 @@
-"""Shared output helpers for commands: --json summaries and plain tables."""
+"""Shared output helper for commands: --json summaries (plain tables: ``harness.text_table``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
@@ -15,12 +15,3 @@ def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
     tmp.replace(path)
     print(f"wrote {path}")
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned plain-text table; floats rendered as given by the caller."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)

@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.commands._output import format_table, write_json
+from harness.commands._output import write_json
 from harness.errors import HarnessError
+from harness.text_table import format_table
 
 
 _EPILOG = """examples:

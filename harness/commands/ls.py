@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands._output import format_table
+from harness.text_table import format_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.commands._output import format_table
+from harness.text_table import format_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands._output import format_table, write_json
+from harness.commands._output import write_json
+from harness.text_table import format_table
 
 _EPILOG = """examples:
   python -m harness reproduce --list

@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness import SEED
-from harness.commands._output import format_table
 from harness.evaluation.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci
 from harness.evaluation.conventions import CONVENTIONS
 from harness.evaluation.measures import SUBSET_SEP
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
+from harness.text_table import format_table
 
 PASS, ABOVE, NEAR, FAIL, NOT_COMPARABLE = "PASS", "ABOVE", "NEAR", "FAIL", "NOT-COMPARABLE"
 STATUSES = (PASS, ABOVE, NEAR, FAIL, NOT_COMPARABLE)

@@ -21,6 +21,8 @@ BEIR (14 datasets)
     ``EvaluateRetrieval`` does). Before evaluation, a retrieved document whose id equals
     its query id is removed from that query's ranking (BEIR's ``ignore_identical_ids=True``
     default; it matters for ArguAna and Quora, where a query is itself a corpus document).
+    A search for such a benchmark asks for ``depth + 1`` hits and a ranking keeps them only
+    when it holds its self-hit (:func:`trim_to_depth`), as BEIR's own ``top_k + 1`` search does.
     The mean is over the queries that have qrels. ``cqadupstack`` is the unweighted mean of
     its 12 sub-forums' means (BEIR's reported number), not a mean over all its queries.
 
@@ -41,12 +43,15 @@ Ties
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from harness.errors import UnknownNameError
 
 from harness.names import BEIR_DATASETS as BEIR_NAMES
 from harness.names import CQADUPSTACK_FORUMS
+
+Run = dict[str, dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -113,3 +118,15 @@ def get_convention(benchmark: str, kind: str | None = None) -> Convention:
 
 def list_conventions() -> list[str]:
     return list(CONVENTIONS)
+
+
+def trim_to_depth(run: Run, depth: int, keep_self_hit: bool) -> Run:
+    """Each ranking cut to ``depth`` (``depth + 1`` when it holds its self-hit and BEIR will drop it).
+
+    Rankings arrive best first (faiss order), so the cut keeps a prefix.
+    """
+    out: Run = {}
+    for qid, docs in run.items():
+        keep = depth + 1 if keep_self_hit and qid in docs else depth
+        out[qid] = docs if len(docs) <= keep else dict(itertools.islice(docs.items(), keep))
+    return out

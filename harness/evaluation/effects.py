@@ -120,7 +120,7 @@ def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
 
 
 def format_effects(effects: Sequence[Effect]) -> str:
-    from harness.commands._output import format_table
+    from harness.text_table import format_table
 
     rows = [[e.profile, f"{e.a} - {e.b}", e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
              f"{e.delta:+.2f}", f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]", f"{e.p_value:.3f}", e.queries,

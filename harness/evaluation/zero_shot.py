@@ -6,7 +6,8 @@
     summary = evaluate_model("path/to/all-MiniLM-L6-v2", "scifact")
     summary["metrics"]["scifact"]["nDCG@10"]
 
-Steps: the checkpoint is loaded with :func:`harness.retrieval.encoder.load_encoder`, which reads
+Steps: the model folder is found with :func:`harness.checkpoints.resolve_model_path` and loaded
+with :func:`harness.retrieval.encoder.load_zero_shot_encoder`: ``load_encoder`` reads
 pooling and normalisation from the folder itself (sentence-transformers ``modules.json`` and
 Pooling config, the harness's ``harness_encoder.json``, else the Tevatron convention: CLS, no
 normalisation); explicit arguments win. Maximum lengths: an explicit value, else the folder's
@@ -34,7 +35,6 @@ the mean of the 12 forum means.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -46,7 +46,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from harness.checkpoints import model_fingerprint, resolve_model_path
 from harness.errors import HarnessError
+from harness.evaluation.conventions import get_convention, trim_to_depth
+from harness.retrieval.encoder import load_zero_shot_encoder, vector_settings
 
 Run = dict[str, dict[str, float]]
 
@@ -68,112 +71,11 @@ class ZeroShotOutcome:
 
 # ---------------------------------------------------------------------------- model folder
 
-def resolve_model_path(model: str | Path) -> Path:
-    """A local model folder for ``model``: a path, or a published name under models/ or $HARNESS_MODELS_DIR.
-
-    A name that is nowhere local gets :func:`harness.checkpoints.resolve_checkpoint`'s error, which
-    says where to put the folder; with ``HF_HUB_OFFLINE=0`` it is downloaded from the Hub instead.
-    """
-    from harness.checkpoints import candidates, resolve_checkpoint
-    from harness.paths import PROJECT_ROOT
-
-    text = str(model)
-    path = Path(text).expanduser()
-    if path.is_dir():
-        return path
-    # An explicit path (absolute, ./, ~/) cannot be a Hub name: say plainly that it is missing.
-    if path.is_absolute() or text.startswith((".", "~")) or path.exists():
-        what = "is not a folder" if path.exists() else "does not exist"
-        raise HarnessError(f"no model folder at {path} ({what}): give a local Hugging Face or sentence-transformers "
-                           "folder (config.json + weights + tokenizer, or modules.json)")
-    for cand in candidates(text):
-        # A sentence-transformers folder may keep config.json in a sub-folder: modules.json marks it too.
-        if cand.is_dir() and ((cand / "config.json").is_file() or (cand / "modules.json").is_file()):
-            return cand
-    try:
-        resolved = resolve_checkpoint(text, what="model")  # the Hub name itself when HF_HUB_OFFLINE=0
-    except HarnessError:
-        tried = ", ".join(str(c) for c in candidates(text))
-        raise HarnessError(
-            f"model '{text}' is not available locally (looked in: {tried}). Put its Hugging Face folder at "
-            f"{PROJECT_ROOT / 'models' / text} (or $HARNESS_MODELS_DIR/{text}), e.g. on a machine with internet "
-            f"`huggingface-cli download {text} --local-dir models/{text}`, or allow Hub downloads with "
-            "HF_HUB_OFFLINE=0") from None
-    return _download_from_hub(resolved)
-
-
-def _download_from_hub(name: str) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(name))
-    except Exception as exc:  # noqa: BLE001 - network, auth or unknown repo: one clear message
-        raise HarnessError(f"model '{name}' is not local and could not be downloaded from the Hugging Face Hub "
-                           f"({type(exc).__name__}: {exc}); put the folder under models/{name}") from None
-
-
-def model_fingerprint(path: Path) -> str:
-    """sha256 over every file's relative path and contents (a re-exported checkpoint gets a new key)."""
-    from harness.corpus.stage_cache import hash_dir
-
-    return hash_dir(path, exclude=())
-
-
 def run_name_for(path: Path) -> str:
     path = path.resolve()
     if path.name.lower() in _GENERIC_NAMES and path.parent.name:
         return f"{path.parent.name}/{path.name}"
     return path.name
-
-
-# ---------------------------------------------------------------------------- encoder
-
-def load_zero_shot_encoder(
-    path: Path,
-    pooling: str | None = None,
-    normalize: bool | None = None,
-    query_max_length: int | None = None,
-    passage_max_length: int | None = None,
-    device: str | None = None,
-    precision: str = "fp32",
-) -> Any:
-    """``load_encoder`` plus the zero-shot length rules (module docstring); ``sources`` says who chose what."""
-    from harness.retrieval.encoder import describe_checkpoint, load_encoder
-
-    if pooling is not None and pooling not in ("cls", "mean"):
-        raise HarnessError(f"pooling must be cls or mean, got {pooling!r}")
-    for name, value in (("query_max_length", query_max_length), ("passage_max_length", passage_max_length)):
-        if value is not None and value < 2:
-            raise HarnessError(f"{name} must be at least 2 ([CLS] and [SEP]), got {value}")
-    spec = describe_checkpoint(path, pooling)
-    lengths: dict[str, tuple[int, str]] = {}
-    for name, value in (("query_max_length", query_max_length), ("passage_max_length", passage_max_length)):
-        if value is not None:
-            lengths[name] = (value, "argument")
-        elif name in spec.sources:  # harness_encoder.json
-            lengths[name] = (getattr(spec, name), spec.sources[name])
-        elif spec.kind == "sentence-transformers" and spec.model_max_length:
-            lengths[name] = (spec.model_max_length, "sentence_bert_config.json (max_seq_length)")
-        else:
-            lengths[name] = (getattr(spec, name), "default (papers: query 32, passage 144)")
-    encoder = load_encoder(path, pooling, normalize, query_max_length=lengths["query_max_length"][0],
-                           passage_max_length=lengths["passage_max_length"][0], device=device, precision=precision)
-    limit = encoder.spec.model_max_length or getattr(encoder.model.config, "max_position_embeddings", None)
-    for name, (value, source) in lengths.items():
-        if limit and value > int(limit):
-            value, source = int(limit), f"{source}, capped at the model's limit {int(limit)}"
-        setattr(encoder.spec, name, value)
-        encoder.spec.sources[name] = source
-    for name in ("pooling", "normalize"):
-        encoder.spec.sources.setdefault(name, "default")
-    return encoder
-
-
-def vector_settings(encoder: Any) -> dict[str, Any]:
-    """Settings that decide the passage vectors (the embedding cache key)."""
-    s = encoder.settings()
-    return {k: s[k] for k in ("pooling", "normalize", "lowercase", "passage_max_length", "title_separator",
-                              "passage_prefix", "precision", "dim")}
 
 
 # ---------------------------------------------------------------------------- corpus embeddings
@@ -278,21 +180,8 @@ def _embeddings_file(fingerprint: str, encoder: Any, benchmark: Any) -> Path:
 
 # ---------------------------------------------------------------------------- search
 
-def trim_to_depth(run: Run, depth: int, keep_self_hit: bool) -> Run:
-    """Each ranking cut to ``depth`` (``depth + 1`` when it holds its self-hit and BEIR will drop it).
-
-    Rankings arrive best first (faiss order), so the cut keeps a prefix.
-    """
-    out: Run = {}
-    for qid, docs in run.items():
-        keep = depth + 1 if keep_self_hit and qid in docs else depth
-        out[qid] = docs if len(docs) <= keep else dict(itertools.islice(docs.items(), keep))
-    return out
-
-
 def _search_part(encoder: Any, part: Any, fingerprint: str, split: str | None, depth: int, batch_size: int,
                  use_cache: bool, show_progress: bool) -> tuple[Run, dict[str, Any]]:
-    from harness.evaluation.conventions import get_convention
     from harness.retrieval.dense import Shard, build_index, retrieve
 
     queries = part.queries(split)

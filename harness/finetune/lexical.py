@@ -33,6 +33,18 @@ Model and initialisation
     projection is then the tied word embeddings, and its transform and output bias start fresh
     (seeded). That is NOT the pre-trained LexMAE head, and the stats say so
     (``mlm_head: "initialised"``); see :func:`load_masked_lm`.
+Head refit (``fit_head``, off by default)
+    Before the first step the MLM head's transform is refitted in closed form so that each token
+    predicts itself (:mod:`harness.finetune.head_fit`, on the first 256 positives): for a head
+    that pre-training could not train, as in the CPU mini profile. Recorded in the stats.
+Sparse start (``start_terms``, off by default)
+    The MLM objectives (softmax cross-entropy) are unchanged by adding one constant to every
+    output bias, so a head trained briefly, or not at all, can sit anywhere on that free axis: a
+    fresh head on MiniLM gives ~23,000 positive max-pooled logits of 30,522 per passage, where a
+    long-trained BERT head gives few. With ``start_terms = K`` the bias is shifted once, before the
+    first step, by the value that leaves the average training passage (the first 64 in example
+    order, at ``max_p_len``) with K non-zero terms (:func:`sparse_start_shift`); the shift is in
+    the stats. The MLM predictions are unchanged; only where SPLADE's ReLU cuts moves.
 Everything else
     Batches, sampling of positives and negatives (Tevatron's per-epoch rotation), the effective
     batch, negatives across devices, checkpoints every epoch with exact resume, mixed precision and
@@ -88,8 +100,8 @@ SETTINGS_FILE = "harness_lexical.json"
 REPRESENTATION = "splade_max"
 _IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", "warmup_ratio", "weight_decay",
                     "grad_clip", "max_q_len", "max_p_len", "seed", "flops_lambda", "query_flops_ratio",
-                    "flops_warmup_steps", "distill", "contrastive_weight", "negatives_across_devices",
-                    "title_separator")
+                    "flops_warmup_steps", "fit_head", "start_terms", "distill", "contrastive_weight",
+                    "negatives_across_devices", "title_separator")
 
 
 @dataclass(kw_only=True)
@@ -113,6 +125,8 @@ class LexicalTrainConfig:
     flops_lambda: float = 0.002  # lambda_1; 0.008 for stages 2 and 3
     query_flops_ratio: float = 0.75  # lambda_q = flops_lambda x this
     flops_warmup_steps: int = 0  # 0 = constant lambda; T of SPLADE's quadratic warm-up otherwise
+    fit_head: bool = False  # refit the MLM head's transform before step 1 (docstring)
+    start_terms: int | None = None  # shift the MLM bias so a passage starts with this many terms (docstring)
     distill: bool = False  # stage 3: KL to the reranker + contrastive_weight x InfoNCE
     contrastive_weight: float = 0.2  # gamma in Eq. (13)
     negatives_across_devices: bool = True
@@ -143,6 +157,8 @@ class LexicalTrainConfig:
         need(self.flops_lambda >= 0 and self.query_flops_ratio >= 0, "flops_lambda and query_flops_ratio must be >= 0")
         need(isinstance(self.flops_warmup_steps, int) and self.flops_warmup_steps >= 0,
              "flops_warmup_steps must be an integer >= 0")
+        need(self.start_terms is None or (isinstance(self.start_terms, int) and self.start_terms > 0),
+             "start_terms must be a positive integer or None")
         need(self.contrastive_weight >= 0, "contrastive_weight must be >= 0")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
         need(self.checkpoint_every >= 0, "checkpoint_every must be >= 0")
@@ -225,6 +241,29 @@ def lexical_loss(
         parts["kl"] = kl
         parts["loss"] = kl + contrastive_weight * contrastive + regulariser
     return parts
+
+
+CALIBRATION_PASSAGES = 64
+
+
+@torch.no_grad()
+def sparse_start_shift(mlm: nn.Module, batch: Mapping[str, Tensor], terms: int) -> float:
+    """The constant c such that ``bias - c`` leaves ``batch``'s passages with ``terms`` non-zeros on average.
+
+    SPLADE's weight of term v is non-zero iff its max-pooled logit is > 0, so c is the
+    (1 - terms / |V|) quantile of the batch's max-pooled logits (ties aside).
+    """
+    was_training = mlm.training
+    mlm.eval()
+    logits = mlm(**batch).logits
+    mlm.train(was_training)
+    keep = batch["attention_mask"].bool().unsqueeze(-1)
+    pooled = upcast(logits.masked_fill(~keep, float("-inf")).max(dim=1).values).flatten()
+    vocab = logits.shape[-1]
+    if not 0 < terms < vocab:
+        raise HarnessError(f"start_terms must be between 1 and the vocabulary size {vocab - 1}, got {terms}")
+    top = pooled.topk(terms * logits.shape[0] + 1).values  # k = terms x passages values lie above the cut
+    return float((top[-2] + top[-1]) / 2)
 
 
 class SpladeEncoder(nn.Module):
@@ -393,6 +432,34 @@ def train_lexical(
         torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
 
 
+def _positives(examples: Sequence[Group], passages: Mapping[str, Any] | None, config: LexicalTrainConfig,
+               n: int) -> list[str]:
+    """The first positive of the first ``n`` examples, as text: the sample both start adjustments use."""
+    texts = _Groups(examples, passages, config)
+    return [texts.text(pos[0]) for _, _, pos, _ in examples[:n]]
+
+
+def _fit_head(mlm: nn.Module, tokenizer: Any, examples: Sequence[Group], passages: Mapping[str, Any] | None,
+              config: LexicalTrainConfig) -> dict[str, float]:
+    from harness.finetune.head_fit import FIT_PASSAGES, fit_head_to_identity
+
+    return fit_head_to_identity(mlm, tokenizer, _positives(examples, passages, config, FIT_PASSAGES),
+                                config.max_p_len)
+
+
+def _shift_to_sparse_start(mlm: nn.Module, tokenizer: Any, examples: Sequence[Group],
+                           passages: Mapping[str, Any] | None, config: LexicalTrainConfig,
+                           device: torch.device) -> float:
+    """Shift the MLM output bias by :func:`sparse_start_shift` of the first positives (same on every rank)."""
+    sample = _positives(examples, passages, config, CALIBRATION_PASSAGES)
+    enc = tokenizer(sample, padding=True, truncation=True, max_length=config.max_p_len, return_tensors="pt")
+    shift = sparse_start_shift(mlm, {k: v.to(device) for k, v in enc.items()}, config.start_terms)
+    bias = mlm.get_output_embeddings().bias  # BERT ties cls.predictions.bias to the decoder's bias
+    with torch.no_grad():
+        bias.sub_(shift)
+    return shift
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -450,7 +517,7 @@ def _train(init: Path, raw_examples: Sequence[Any], config: LexicalTrainConfig, 
         ckpt.remove_partial(out_dir)
     D.barrier()
     latest = D.broadcast_object(str(ckpt.latest_checkpoint(out_dir) or "") if info.is_main else None)
-    step, resumed_from = 0, None
+    step, resumed_from, start_shift, head_fit = 0, None, None, None
     history: dict[str, list[float]] = {k: [] for k in ("loss", "contrastive", "kl", "flops_q", "flops_d",
                                                        "query_nonzeros", "doc_nonzeros")}
     if latest:
@@ -469,6 +536,15 @@ def _train(init: Path, raw_examples: Sequence[Any], config: LexicalTrainConfig, 
             seed_everything(config.seed + info.rank + 7919 * step)
     else:
         seed_everything(config.seed + info.rank)
+        if config.fit_head:
+            head_fit = _fit_head(mlm, tokenizer, examples, passages, config)
+            _say(f"MLM head refitted to predict each token from its own hidden state ({head_fit['tokens']} tokens; "
+                 f"identity accuracy {head_fit['identity_accuracy_before']:.2f} -> "
+                 f"{head_fit['identity_accuracy_after']:.2f})", notes)
+        if config.start_terms:
+            start_shift = _shift_to_sparse_start(mlm, tokenizer, examples, passages, config, info.device)
+            _say(f"MLM bias shifted by {-start_shift:+.3f} so a training passage starts with ~{config.start_terms} "
+                 "terms (the softmax objectives do not see the shift)", notes)
 
     engine = D.wrap_ddp(model, info, find_unused_parameters=False)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -589,6 +665,8 @@ def _train(init: Path, raw_examples: Sequence[Any], config: LexicalTrainConfig, 
         "in_batch_candidates": (world if across else 1) * q_per * p_per,
         "distill": teacher is not None,
         "flops_lambda_doc": config.flops_lambda,
+        "start_bias_shift": start_shift,
+        "head_fit": head_fit,
         "flops_lambda_query": lambda_q_full,
         "examples": len(examples),
         "skipped_examples": skipped,

@@ -375,7 +375,7 @@ def score_candidates_bi_encoder(
     """``teacher_scores[qid][docid] = scale x sim(q, d)`` from a bi-encoder (the mini profile's teacher)."""
     import numpy as np
 
-    from harness.evaluation.zero_shot import load_zero_shot_encoder
+    from harness.retrieval.encoder import load_zero_shot_encoder
 
     _check_candidates(queries, candidates, passages)
     encoder = load_zero_shot_encoder(Path(model_dir), passage_max_length=passage_max_length)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from harness.retrieval import bm25
 
 if TYPE_CHECKING:
-    from harness.runner import RunContext
+    from harness.context import RunContext
 
 # The papers' BM25 setting (see baselines/bm25.yaml); methods without a retrieval block use it.
 DEFAULT_BM25 = {"k1": 0.9, "b": 0.4, "fields": {"contents": 1.0, "title": 1.0}, "threads": 2}

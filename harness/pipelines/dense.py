@@ -15,7 +15,7 @@ from harness import SEED
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.runner import RunContext
+    from harness.context import RunContext
 
 
 def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:

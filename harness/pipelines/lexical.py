@@ -46,7 +46,7 @@ from harness.pipelines.dense import detected_world_size, encoder_stage, finetune
 if TYPE_CHECKING:
     from harness.cache import StageCache
     from harness.data.catalog import Benchmark
-    from harness.runner import RunContext
+    from harness.context import RunContext
 
 TINY_RERANKER = "tiny-cross-encoder"
 CONFIGURED_RERANKER = "configured-checkpoint"
@@ -124,7 +124,7 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
     bench = get_benchmark(name)
     keys = ("lr", "global_queries", "passages_per_query", "epochs", "max_q_len", "max_p_len", "warmup_ratio",
             "weight_decay", "grad_clip", "negative_depth", "max_train_queries", "flops_lambda", "query_flops_ratio",
-            "flops_warmup_steps", "contrastive_weight", "precision", "representation")
+            "flops_warmup_steps", "fit_head", "start_terms", "contrastive_weight", "precision", "representation")
     config = {k: cfg.get(k) for k in keys}
     config["train_queries"] = f"{name}-{split}"
     config["distill"] = teacher_dir is not None
@@ -153,7 +153,9 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
             max_q_len=config["max_q_len"] or 32, max_p_len=config["max_p_len"] or 144,
             flops_lambda=config["flops_lambda"] if config["flops_lambda"] is not None else 0.002,
             query_flops_ratio=config["query_flops_ratio"] if config["query_flops_ratio"] is not None else 0.75,
-            flops_warmup_steps=config["flops_warmup_steps"] or 0, distill=config["distill"],
+            flops_warmup_steps=config["flops_warmup_steps"] or 0, fit_head=bool(config["fit_head"]),
+            start_terms=config["start_terms"],
+            distill=config["distill"],
             contrastive_weight=config["contrastive_weight"] if config["contrastive_weight"] is not None else 0.2,
             precision=config["precision"] or "fp32", seed=SEED,
         )
@@ -168,7 +170,9 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
         return {"groups": stats["examples"], "effective_batch": stats["effective_batch"], "steps": stats["steps"],
                 "mlm_head": stats["mlm_head"], "loss_first": losses[0] if losses else None,
                 "loss_last": losses[-1] if losses else None, "avg_query_nonzeros": stats.get("avg_query_nonzeros"),
-                "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"), "notes": stats.get("notes")}
+                "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"), "start_bias_shift": stats.get("start_bias_shift"),
+                "head_fit": stats.get("head_fit"),
+                "notes": stats.get("notes")}
 
     inputs = {"init": f"{init_dir.parent.name}/{init_dir.name}", **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"

@@ -15,7 +15,7 @@ from harness import SEED
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.runner import RunContext
+    from harness.context import RunContext
 
 # Tiny-profile architecture keys in the spec -> BertConfig keys.
 ARCH_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",

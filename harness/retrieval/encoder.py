@@ -24,6 +24,10 @@ batch shows up at once), and returns float32 rows in the caller's order. Queries
 tokens and passages at 144 by default (the papers' lengths; [CLS]/[SEP] included). With
 ``world_size > 1`` a rank encodes only its contiguous slice (:func:`shard_bounds`) and
 :func:`gather_embeddings` concatenates the slices in rank order.
+
+:func:`load_zero_shot_encoder` is ``load_encoder`` with the length rules of zero-shot evaluation
+(a sentence-transformers folder's own maximum length, capped at the model's position limit), and
+:func:`vector_settings` the settings that decide passage vectors (what embedding caches key on).
 """
 
 from __future__ import annotations
@@ -439,3 +443,55 @@ def load_encoder(
         model = model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
     model.to(dev).eval()
     return Encoder(spec, model, tokenizer, dev, precision)
+
+
+def load_zero_shot_encoder(
+    path: Path,
+    pooling: str | None = None,
+    normalize: bool | None = None,
+    query_max_length: int | None = None,
+    passage_max_length: int | None = None,
+    device: str | None = None,
+    precision: str = "fp32",
+) -> Any:
+    """``load_encoder`` plus the zero-shot length rules; ``encoder.spec.sources`` says who chose what.
+
+    Maximum lengths: an explicit value, else the folder's own (``harness_encoder.json``; a
+    sentence-transformers folder's ``max_seq_length`` for queries and passages alike, as
+    sentence-transformers and BEIR encode), else the papers' 32 / 144; never more than the
+    model's position limit.
+    """
+    if pooling is not None and pooling not in ("cls", "mean"):
+        raise HarnessError(f"pooling must be cls or mean, got {pooling!r}")
+    for name, value in (("query_max_length", query_max_length), ("passage_max_length", passage_max_length)):
+        if value is not None and value < 2:
+            raise HarnessError(f"{name} must be at least 2 ([CLS] and [SEP]), got {value}")
+    spec = describe_checkpoint(path, pooling)
+    lengths: dict[str, tuple[int, str]] = {}
+    for name, value in (("query_max_length", query_max_length), ("passage_max_length", passage_max_length)):
+        if value is not None:
+            lengths[name] = (value, "argument")
+        elif name in spec.sources:  # harness_encoder.json
+            lengths[name] = (getattr(spec, name), spec.sources[name])
+        elif spec.kind == "sentence-transformers" and spec.model_max_length:
+            lengths[name] = (spec.model_max_length, "sentence_bert_config.json (max_seq_length)")
+        else:
+            lengths[name] = (getattr(spec, name), "default (papers: query 32, passage 144)")
+    encoder = load_encoder(path, pooling, normalize, query_max_length=lengths["query_max_length"][0],
+                           passage_max_length=lengths["passage_max_length"][0], device=device, precision=precision)
+    limit = encoder.spec.model_max_length or getattr(encoder.model.config, "max_position_embeddings", None)
+    for name, (value, source) in lengths.items():
+        if limit and value > int(limit):
+            value, source = int(limit), f"{source}, capped at the model's limit {int(limit)}"
+        setattr(encoder.spec, name, value)
+        encoder.spec.sources[name] = source
+    for name in ("pooling", "normalize"):
+        encoder.spec.sources.setdefault(name, "default")
+    return encoder
+
+
+def vector_settings(encoder: Any) -> dict[str, Any]:
+    """Settings that decide the passage vectors (the embedding cache key)."""
+    s = encoder.settings()
+    return {k: s[k] for k in ("pooling", "normalize", "lowercase", "passage_max_length", "title_separator",
+                              "passage_prefix", "precision", "dim")}

@@ -55,7 +55,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_bytes, atomic_write_json, exclusive_lock
-from harness.retrieval.encoder import shard_bounds
+from harness.retrieval.encoder import shard_bounds, vector_settings
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -96,8 +96,8 @@ def corpus_fingerprint(passages: Passages) -> str:
 
 def encoder_fingerprint(encoder: Any) -> str:
     """sha256 of the model folder's files and the settings that decide passage vectors."""
+    from harness.checkpoints import model_fingerprint
     from harness.corpus.stage_cache import hash_json
-    from harness.evaluation.zero_shot import vector_settings, model_fingerprint
 
     return hash_json({"model": model_fingerprint(Path(encoder.spec.model_dir)), "settings": vector_settings(encoder)})
 
@@ -131,7 +131,6 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
 def _manifest(passages: Passages, ids: list[str], enc_fp: str, encoder: Any, world_size: int,
               shard_size: int, batch_size: int) -> dict[str, Any]:
     from harness.corpus.stage_cache import hash_texts
-    from harness.evaluation.zero_shot import vector_settings
 
     chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": hash_texts(ids[a:b])}
               for name, (r, a, b) in _layout(len(ids), world_size, shard_size).items()}
@@ -467,8 +466,9 @@ def encode_distributed(
     """
     import torch.distributed as dist
 
-    from harness.evaluation.zero_shot import load_zero_shot_encoder, resolve_model_path
+    from harness.checkpoints import resolve_model_path
     from harness.pretrain import distributed as D
+    from harness.retrieval.encoder import load_zero_shot_encoder
 
     created = not (dist.is_available() and dist.is_initialized())
     info = D.init_distributed(device)
@@ -509,9 +509,8 @@ def encode_distributed(
 def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size: int, fp16: bool) -> dict[str, Any]:
     """Rank 0: encode the benchmark's judged queries, search the merged matrix, score the run."""
     from harness.data.catalog import get_benchmark
-    from harness.evaluation.conventions import get_convention
+    from harness.evaluation.conventions import get_convention, trim_to_depth
     from harness.evaluation.measures import evaluate
-    from harness.evaluation.zero_shot import trim_to_depth
 
     from harness.retrieval.dense import Shard, retrieve
 
