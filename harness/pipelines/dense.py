@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from harness.context import RunContext
 
 
+NEGATIVE_DEPTH = 200  # hard negatives come from this many top-ranked passages unless a stage says otherwise
+
+
 def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
     """Shared fine-tuning keys overridden by the stage's own block (retriever1/2/3)."""
     ft = dict(spec.get("finetune") or {})
@@ -103,7 +106,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, config["max_train_queries"])
-        depth = config["negative_depth"] or 200
+        depth = config["negative_depth"] or NEGATIVE_DEPTH
         examples = make_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
@@ -172,7 +175,7 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
     encoder0 = encoder_stage(ctx)
     name, split = train_split(ctx.spec)
     r1_cfg = finetune_settings(ctx.spec, "retriever1")
-    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or 200))
+    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or NEGATIVE_DEPTH))
     r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": bm25_train.parent.name})
     out: dict[str, dict[str, Path]] = {}
     # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, encoded

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
 from harness.errors import HarnessError
-from harness.pipelines.dense import detected_world_size, encoder_stage, finetune_settings, train_queries, train_split
+from harness.pipelines.dense import (NEGATIVE_DEPTH, detected_world_size, encoder_stage, finetune_settings, train_queries,
+                                     train_split)
 
 if TYPE_CHECKING:
     from harness.cache import StageCache
@@ -140,7 +141,7 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
             examples = [tuple(g) for g in groups]
         else:
             queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
-            depth = config["negative_depth"] or 200
+            depth = config["negative_depth"] or NEGATIVE_DEPTH
             examples = grouped_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
@@ -241,7 +242,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     train = {"queries_per_device": 8, "passages_per_query": 8, "lr": 1e-4, "epochs": 2,
              "max_length": min(192, max_pos), **(r3.get("reranker_train") or {})}
     train["max_length"] = min(int(train["max_length"]), max_pos)  # a longer input has no position embedding
-    depth = int(finetune_settings(ctx.spec, "retriever1").get("negative_depth") or 200)
+    depth = int(finetune_settings(ctx.spec, "retriever1").get("negative_depth") or NEGATIVE_DEPTH)
     config = {"reranker": TINY_RERANKER, "train": train, "negative_depth": depth,
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
 
@@ -272,7 +273,7 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
     epochs, per_query = int(r3.get("epochs") or 1), int(r3.get("passages_per_query") or 16)
-    config = {"negative_depth": int(r3.get("negative_depth") or 200),
+    config = {"negative_depth": int(r3.get("negative_depth") or NEGATIVE_DEPTH),
               "positives": int(r3.get("teacher_positives") or epochs),
               "negatives": int(r3.get("teacher_negatives") or epochs * (per_query - 1)),
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
@@ -425,7 +426,7 @@ def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, P
     init0 = masked_lm_init(encoder0)
     name, split = train_split(ctx.spec)
     r1_cfg = finetune_settings(ctx.spec, "retriever1")
-    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or 1000))
+    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or NEGATIVE_DEPTH))
     models = {"retriever1": lexical_train_stage(ctx, "retriever1", init0, [bm25_train],
                                                 {"bm25": bm25_train.parent.name})}
     mine_depth = int((ctx.spec.get("finetune.mine") or {}).get("depth", 200))
