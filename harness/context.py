@@ -1,5 +1,10 @@
 """What a pipeline gets from the runner: the resolved spec, the tracker, the stage log and the
-stage cache (:meth:`RunContext.cached_stage`), so the pipelines never import the runner."""
+stage cache (:meth:`RunContext.cached_stage`), so the pipelines never import the runner.
+
+Plan mode (``plan_only``, what ``run --dry-run`` uses) runs the same pipeline code without building
+anything: :meth:`RunContext.cached_stage` computes each stage's cache key exactly as a run does,
+logs the stage (finished in the cache or still to run) and returns its :class:`StageCache`, so the
+stages a dry-run lists are the stages a run executes, with the same keys."""
 
 from __future__ import annotations
 
@@ -9,9 +14,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.cache import StageCache
+from harness.errors import HarnessError
 from harness.fsutil import exclusive_lock
 from harness.spec import MethodSpec
 from harness.tracking import Tracker
+
+STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
 
 
 @dataclass
@@ -35,6 +43,12 @@ class RunContext:
     efficiency: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     forced: set[str] = field(default_factory=set)  # stage keys this run already rebuilt under --force
     started: float = field(default_factory=time.time)
+    plan_only: bool = False  # --dry-run: plan the stages, build none (see the module docstring)
+    # Plan mode: lines shown in the plan before stage entry <index>: "a run stops here: ..." (a
+    # missing checkpoint or input, see plan_stop) or "note: ...".
+    plan_notes: list[tuple[int, str]] = field(default_factory=list)
+    # Plan mode: the output folder of each stage the run would build (not finished yet) -> stage name.
+    planned: dict[Path, str] = field(default_factory=dict)
 
     def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
                      build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
@@ -45,6 +59,8 @@ class RunContext:
         killed run continues where it stopped instead of starting the stage again.
         """
         cache = StageCache(name, config, inputs, code_version)
+        if self.plan_only:
+            return self._plan_stage(cache, name, dataset, resumable)
         label = f"{name}/{dataset}" if dataset else name
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.
@@ -69,3 +85,67 @@ class RunContext:
                 self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta)
         return cache
+
+    def _plan_stage(self, cache: StageCache, name: str, dataset: str | None, resumable: bool) -> StageCache:
+        """Plan mode: log what a run would do with this stage; build, lock and create nothing.
+
+        ``plan`` is ``cached`` (finished in the cache), ``to run``, or ``reused`` (a stage this run
+        builds or takes from the cache earlier, e.g. one impact index for mining and evaluation);
+        ``cached`` is whether the run would not build it here, as in a run's own entries.
+        """
+        if cache.key in self.forced:  # `forced` holds every key this run has met, as in a run
+            status = "reused"
+        elif cache.is_done() and not self.force:
+            status = "cached"
+        else:
+            status = "to run"
+            if not cache.is_done():
+                self.planned[cache.dir] = name
+        self.forced.add(cache.key)
+        extra = {"resumes": True} if status == "to run" and resumable and cache.partial.exists() else {}
+        self.stages.add(name, dataset, status != "to run", 0.0, key=cache.key, plan=status, **extra)
+        return cache
+
+    def planned_builder(self, path: Path) -> str | None:
+        """Plan mode: the stage this run would build `path` in (its output does not exist yet); else None.
+
+        A pipeline that looks into a stage's output outside the stage's `build` asks this first: in plan
+        mode the output is not there, and it goes by what the stage will write instead."""
+        for parent in (path, *path.parents):
+            if parent in self.planned:
+                return self.planned[parent]
+        return None
+
+    def plan_note(self, text: str) -> None:
+        """Plan mode: a line shown in the plan at this point (between the stages planned so far and the next)."""
+        self.plan_notes.append((len(self.stages.entries), text))
+
+    def plan_stop(self, problem: str) -> None:
+        """Plan mode: a run would stop here (`problem`: what is missing); the plan goes on past it."""
+        self.plan_note(f"{STOP}{problem}")
+
+    def stage_meta(self, cache: StageCache) -> dict[str, Any]:
+        """A finished stage's ``done.json``; in plan mode, where it may not be built, ``{}`` unless it is."""
+        if self.plan_only and not cache.is_done():
+            return {}
+        return cache.meta()
+
+    def checkpoint(self, name: str, what: str, hint: str = "") -> Path:
+        """:func:`harness.checkpoints.resolve_checkpoint` as a path; `hint` is added to its error.
+
+        A run fails here when the checkpoint is missing (before it builds anything that needs it). In plan
+        mode the missing checkpoint becomes a line of the plan instead ("a run stops here: ...") and the
+        plan goes on as if the checkpoint were at models/<name>, so that a dry-run of a paper profile
+        lists all its stages on a machine without the paper's off-line checkpoints.
+        """
+        from harness.checkpoints import candidates, resolve_checkpoint
+
+        try:
+            return Path(resolve_checkpoint(name, what))
+        except HarnessError as exc:
+            if not self.plan_only:
+                if hint:
+                    raise HarnessError(f"{exc}{hint}") from None
+                raise
+            self.plan_stop(f"{exc}{hint}")
+            return candidates(name)[-1]

@@ -33,6 +33,11 @@ def detect() -> Hardware:
     return Hardware("cpu", 1, (), cpus)
 
 
+def world_size(hw: Hardware) -> int:
+    """Devices a run trains on here (1 on CPU): the per-device share of a global batch divides by it."""
+    return hw.devices if hw.device_type == "cuda" else 1
+
+
 def declared_present(declared: dict[str, Any] | None, hw: Hardware) -> bool:
     """True when the machine has at least the declared accelerators (or none are declared)."""
     if not declared or declared.get("device_type", "cpu") == "cpu":

@@ -1,4 +1,8 @@
-"""The stage plan and hardware mapping of a resolved spec (what `run --dry-run` prints).
+"""What `run --dry-run` prints: the stages a run executes and the hardware mapping of a resolved spec.
+
+The stage list comes from the run's own pipeline in plan mode (``harness.runner.plan_method``,
+``RunContext.plan_only``): every stage a run would execute, in order, with its cache key and
+whether a finished output is already in the cache; then the evaluation entries the runner adds.
 
 The paper profiles declare their hardware (e.g. 16 x V100 for CoT-MAE + QC). On other
 hardware the harness keeps the global batch: per-device batch x devices x accumulation, or
@@ -9,28 +13,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.hardware import Hardware, detect
+from harness.context import STOP
+from harness.hardware import Hardware, detect, world_size
 from harness.spec import MethodSpec
 
+# Every stage a pipeline executes (the names in a run record's `stages`), with what it does.
 STAGE_HELP = {
-    "index": "build the Lucene index of each corpus",
-    "retrieve": "top-k search for every test query",
-    "corpus": "train Punkt on the corpus, group sentences into passages, build pairs",
-    "qgen": "generate candidate queries per passage (query-as-context)",
+    "tokenizer": "train a WordPiece tokenizer on the corpora",
+    "passages": "train Punkt on the corpus, split the documents into passages",
+    "qgen_model": "train the small query generator (T5) on training pairs",
+    "qgen": "generate queries per passage (query-as-context)",
     "pretrain": "pre-train the encoder with the objective, export it as a plain BERT",
-    "finetune_r1": "retriever 1: fine-tune on BM25 negatives",
-    "mine": "mine hard negatives with retriever 1",
-    "finetune_r2": "retriever 2: fine-tune on mined negatives",
-    "finetune_r3": "stage 3: distil a cross-encoder reranker",
-    "evaluate": "encode, index, retrieve and evaluate every benchmark; compare with the papers",
+    "random_init": "the seeded random encoder (no pre-training)",
+    "index": "Lucene BM25 index of the corpus",
+    "retrieve": "BM25 top-k search of the queries",
+    "retriever1": "retriever 1: fine-tune on BM25 negatives",
+    "retriever2": "retriever 2: fine-tune on mined negatives",
+    "retriever3": "retriever 3: distil the reranker's scores",
+    "dense_retrieve": "encode corpus and queries, exact inner-product top-k",
+    "reranker": "train the tiny cross-encoder teacher",
+    "teacher_scores": "score the mined candidates with the teacher",
+    "impact_index": "encode the corpus, quantise, Lucene impact index",
+    "impact_search": "encode and quantise the queries, impact search",
+    "evaluate": "score the run with the benchmark's measures; compare with the papers",
 }
 
 
-def world_size(hw: Hardware) -> int:
-    return hw.devices if hw.device_type == "cuda" else 1
+def entry_label(entry: dict[str, Any]) -> str:
+    """`stage[/dataset]`, as the stage's own progress lines name it."""
+    return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else entry["stage"]
 
 
-def describe(spec: MethodSpec, datasets: list[str], hw: Hardware | None = None) -> str:
+def is_mining(entry: dict[str, Any]) -> bool:
+    """A search of the training queries with a retriever, for the next retriever's hard negatives."""
+    dataset = str(entry.get("dataset") or "")
+    return dataset.endswith("/mine") or "/mine-" in dataset
+
+
+def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]],
+             notes: list[tuple[int, str]] | None = None, hw: Hardware | None = None) -> str:
+    """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place."""
     hw = hw or detect()
     lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed 42)"]
     declared = spec.get("hardware") or {}
@@ -38,32 +60,94 @@ def describe(spec: MethodSpec, datasets: list[str], hw: Hardware | None = None) 
     decl = (f"{declared.get('devices', 1)} x {'cpu' if on_cpu else declared.get('gpu') or declared.get('device_type')}"
             + (f", {declared['hours']} h" if declared.get("hours") and not on_cpu else ""))
     lines.append(f"  hardware: declared {decl}; detected {hw.describe()}")
-    stages = list(spec.get("stages", []))
-    if "qgen" not in stages and spec.get("pretrain.context") in ("qc", "mixed"):
-        stages.insert(stages.index("pretrain") if "pretrain" in stages else 0, "qgen")
-    lines.append("  stages:")
-    for i, stage in enumerate(stages, 1):
-        lines.append(f"    {i}. {stage:<12} {STAGE_HELP.get(stage, '')}")
-        lines.extend(f"         {detail}" for detail in stage_details(spec, stage, hw))
+    built = [e for e in stages if e["stage"] != "evaluate"]
+    counts = {s: sum(e.get("plan") == s for e in built) for s in ("to run", "cached", "reused")}
+    lines.append(f"  stages, in the order a run executes them ({counts['to run']} to run, {counts['cached']} cached"
+                 + (f", {counts['reused']} reused" if counts["reused"] else "") + "):")
+    by_index: dict[int, list[str]] = {}
+    stops = 0
+    for index, text in notes or []:
+        if text.startswith(STOP):  # the first one is where a run stops; the others stop it once that is fixed
+            stops += 1
+            text = text if stops == 1 else "a run would stop here too: " + text[len(STOP):]
+        by_index.setdefault(index, []).append("\n         ".join(text.splitlines()))
+    helped: set[str] = set()
+    described: set[str] = set()
+    width = max([len(entry_label(e)) for e in stages] + [12])
+    digits = len(str(len(stages)))
+    first_step: dict[Any, int] = {}  # key -> the step that builds it or takes it from the cache
+    for i, entry in enumerate(stages, 1):
+        lines.extend(f"       ! {text}" for text in by_index.get(i - 1, []))
+        if entry["stage"] == "evaluate" and (i == 1 or stages[i - 2]["stage"] != "evaluate"):
+            lines.append("  evaluation, after the stages:")
+        status = entry.get("plan", "to run")
+        if status == "reused":
+            remark = f"the output of step {first_step.get(entry.get('key'), '?')}"
+        else:
+            remark = STAGE_HELP.get(entry["stage"], "") if entry["stage"] not in helped else ""
+            helped.add(entry["stage"])
+        first_step.setdefault(entry.get("key"), i)
+        lines.append(f"    {i:>{digits}}. {entry_label(entry):<{width}}  {status:<6}  {remark}".rstrip())
+        if entry.get("resumes"):
+            lines.append("          resumes from its unfinished work folder (.partial)")
+        if status != "reused" and detail_kind(entry) not in described:  # a kind of stage's settings, once
+            described.add(detail_kind(entry))
+            lines.extend(f"          {detail}" for detail in stage_details(spec, entry, hw))
+    lines.extend(f"       ! {text}" for text in by_index.get(len(stages), []))
     lines.append(f"  benchmarks: {', '.join(datasets)}")
     return "\n".join(lines)
 
 
-def stage_details(spec: MethodSpec, stage: str, hw: Hardware) -> list[str]:
+def detail_kind(entry: dict[str, Any]) -> str:
+    """Stages that share their settings line (BM25 index and search, impact index and search, mining)."""
+    if is_mining(entry):
+        return "mine"
+    return {"index": "bm25", "retrieve": "bm25", "impact_index": "impact", "impact_search": "impact",
+            "reranker": "teacher", "teacher_scores": "teacher"}.get(entry["stage"], entry["stage"])
+
+
+def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    stage = entry["stage"]
+    if is_mining(entry):
+        mine = spec.get("finetune.mine") or {}
+        return [f"mining: top {mine.get('depth', 200)} of the training queries with "
+                f"{mine.get('with', 'the retriever')} (hard negatives for the next retriever)"]
+    if stage == "tokenizer":
+        tok = spec.get("tokenizer") or {}
+        return [f"vocabulary {tok.get('vocab_size', 8000)}, corpora {tok.get('corpora')}"]
+    if stage == "passages":
+        corpus = spec.get("corpus") or {}
+        return [f"sources {corpus.get('source')}, max {corpus.get('max_tokens', 144)} tokens, "
+                f"max passages {corpus.get('max_passages') or 'all'}"]
     if stage == "pretrain":
         return pretrain_details(spec, hw)
     if stage == "qgen":
         q = spec.get("qgen") or {}
+        if q.get("model") == "term-sampler":
+            return [f"term sampler fitted on {q.get('train_pairs', 'nfcorpus-train')}, "
+                    f"{q.get('num_queries', 5)} queries/passage"]
         return [f"model {q.get('model')}, {q.get('num_queries')} queries/passage, top_k {q.get('top_k')}, "
-                f"top_p {q.get('top_p')}, prefix {q.get('input_prefix')!r}; sharded over {world_size(hw)} rank(s)"]
-    if stage.startswith("finetune_r"):
+                f"top_p {q.get('top_p')}, prefix {q.get('input_prefix')!r}"]
+    if stage.startswith("retriever"):
         return finetune_details(spec, stage, hw)
-    if stage == "mine":
-        mine = spec.get("finetune.mine") or {}
-        return [f"depth {mine.get('depth')} with {mine.get('with')} through a faiss index"]
     if stage in ("index", "retrieve"):
-        r = spec.get("retrieval") or {}
-        return [", ".join(f"{k} {v}" for k, v in r.items())] if r else []
+        from harness.pipelines.bm25 import bm25_settings
+
+        cfg = bm25_settings(spec)
+        return [f"BM25 k1 {cfg['k1']}, b {cfg['b']}, fields {', '.join(cfg['fields'])}, {cfg['threads']} thread(s)"]
+    if stage in ("impact_index", "impact_search"):
+        from harness.pipelines.lexical import retrieval_settings
+
+        return [", ".join(f"{k} {v}" for k, v in retrieval_settings(spec).items())]
+    if stage in ("reranker", "teacher_scores"):
+        from harness.pipelines.dense import finetune_settings
+
+        r3 = finetune_settings(spec, "retriever3")
+        from harness.pipelines.lexical import CONFIGURED_RERANKER, DEFAULT_RERANKER_NAME
+
+        teacher = r3.get("reranker") or CONFIGURED_RERANKER
+        ckpt = r3.get("reranker_checkpoint") or (DEFAULT_RERANKER_NAME if teacher == CONFIGURED_RERANKER else None)
+        return [f"teacher {teacher}" + (f" ({ckpt})" if ckpt else "")]
     return []
 
 
@@ -95,19 +179,19 @@ def pretrain_details(spec: MethodSpec, hw: Hardware) -> list[str]:
     return lines
 
 
-def finetune_details(spec: MethodSpec, stage: str, hw: Hardware) -> list[str]:
-    ft = dict(spec.get("finetune") or {})
-    sub = ft.get(stage.replace("finetune_r", "retriever"), {}) or {}
-    merged: dict[str, Any] = {**{k: v for k, v in ft.items() if not isinstance(v, dict)}, **sub}
+def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str]:
+    from harness.pipelines.dense import finetune_settings
+
+    merged = finetune_settings(spec, retriever)
     n = world_size(hw)
     q = merged.get("global_queries")
     p = merged.get("passages_per_query")
-    lines = [f"init {sub.get('init', 'pretrained')}, negatives {sub.get('negatives')}, depth {sub.get('negative_depth', 200)}, "
-             f"epochs {sub.get('epochs')}, lr {merged.get('lr')}"]
+    lines = [f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
+             f"depth {merged.get('negative_depth', 200)}, epochs {merged.get('epochs')}, lr {merged.get('lr')}"]
     if q and p:
         per = q // n if q % n == 0 else q / n
         lines.append(f"effective batch {q} queries x {p} passages = {q * p} ({n} device(s) x {per} queries each)")
     for key in ("flops_lambda", "distill", "contrastive_weight"):
-        if key in sub:
-            lines.append(f"{key} {sub[key]}")
+        if key in merged:
+            lines.append(f"{key} {merged[key]}")
     return lines

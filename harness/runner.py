@@ -105,6 +105,26 @@ def run_pretrain_only(spec: MethodSpec, force: bool) -> dict[str, Any]:
             "metrics": {}, "comparison": [], "run_record": None}
 
 
+def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
+                stage: str | None = None) -> RunContext:
+    """What a run of `spec` on `datasets` would execute, built by nothing: the run's own pipeline in
+    plan mode (``RunContext.plan_only``), then the evaluation entries :func:`run_method` adds. The
+    context's ``stages.entries`` are in a run record's ``stages`` shape (plus ``plan``: cached, to
+    run or reused); ``plan_notes`` hold what the plan reports besides (e.g. a missing checkpoint)."""
+    tracker = Tracker(experiment=spec.name, run_name="dry-run", tags={}, enabled=False)
+    ctx = RunContext(spec, tracker, StageLog(), force, plan_only=True)
+    if stage == "pretrain":
+        from harness.pipelines.pretrain import run_pretrain
+
+        run_pretrain(ctx)
+        return ctx
+    variants = pipeline_for(spec)(ctx, datasets)
+    for variant, runs in variants.items():  # the order run_method evaluates in
+        for name in runs:
+            ctx.stages.add("evaluate", f"{variant}/{name}", False, 0.0, plan="to run")
+    return ctx
+
+
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
                force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
     from harness.data.catalog import get_benchmark
@@ -120,18 +140,20 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
     for note in spec.get("substitutions") or []:
         print(f"  substitution: {note}")
+    if stage == "pretrain" and "pretrain" not in spec.get("stages", []):
+        raise HarnessError(f"method '{method}' has no pretrain stage (its stages: {', '.join(spec.get('stages'))})")
+    if stage not in (None, "pretrain"):
+        raise HarnessError(f"--stage {stage}: only 'pretrain' can be run on its own in this version")
     if dry_run:
         from harness.plan import describe
 
-        print(describe(spec, datasets))
+        ctx = plan_method(spec, datasets, force, stage)
+        print(describe(spec, datasets, ctx.stages.entries, ctx.plan_notes))
         return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
+                "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
     if stage == "pretrain":
-        if "pretrain" not in spec.get("stages", []):
-            raise HarnessError(f"method '{method}' has no pretrain stage (its stages: {', '.join(spec.get('stages'))})")
         return run_pretrain_only(spec, force)
-    if stage is not None:
-        raise HarnessError(f"--stage {stage}: only 'pretrain' can be run on its own in this version")
 
     run_id = new_run_id(method, profile)
     tags = {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}

@@ -120,6 +120,10 @@ class Benchmark:
             self._memo[split] = self._read(split)
         return self._memo[split]
 
+    def has_split(self, split: str) -> bool:
+        """Whether ``split`` (or one of its aliases) names queries of this benchmark."""
+        return self._split_aliases.get(split, split) in self.splits()
+
     def _split(self, split: str | None) -> str:
         if split is None:
             return self.eval_split

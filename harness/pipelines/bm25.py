@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 DEFAULT_BM25 = {"k1": 0.9, "b": 0.4, "fields": {"contents": 1.0, "title": 1.0}, "threads": 2}
 
 
-def _settings(ctx: "RunContext") -> dict[str, Any]:
-    cfg = ctx.spec.get("retrieval") or {}
+def bm25_settings(spec: Any) -> dict[str, Any]:
+    """The spec's BM25 setting: its retrieval block over the papers' defaults (the dry-run prints it)."""
+    cfg = spec.get("retrieval") or {}
     return {**DEFAULT_BM25, **{k: v for k, v in cfg.items() if k in DEFAULT_BM25}}
 
 
@@ -28,7 +29,7 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     from harness.data.formats import write_trec_run
 
     bench = get_benchmark(dataset)
-    cfg = _settings(ctx)
+    cfg = bm25_settings(ctx.spec)
     fields = dict(cfg["fields"])
     corpus_inputs = bench.corpus_files()
     index = ctx.cached_stage(

@@ -29,8 +29,36 @@ def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
 
 
 def train_split(spec: Any) -> tuple[str, str]:
-    name, _, split = str(spec.get("finetune.train_queries")).partition("-")
+    """(benchmark, split) of ``finetune.train_queries``: ``<benchmark>-<split>`` (nfcorpus-train; the
+    benchmark's name may have dashes itself: msmarco-passage-train), or a benchmark (its train split)."""
+    from harness.data.catalog import list_benchmarks
+
+    value = str(spec.get("finetune.train_queries"))
+    known = set(list_benchmarks())
+    if value in known:
+        return value, "train"
+    name, _, split = value.rpartition("-")
+    if name in known:
+        return name, split
+    name, _, split = value.partition("-")
     return name, split or "train"
+
+
+def check_train_queries(ctx: "RunContext") -> None:
+    """Fail fast, before pre-training, when the catalog has no such training queries (the run would
+    otherwise stop at the first stage that reads them). A dry-run shows it as a line of its plan
+    instead and goes on, so that it lists every stage on any machine."""
+    from harness.data.catalog import get_benchmark
+
+    name, split = train_split(ctx.spec)
+    bench = get_benchmark(name)  # an unknown name is an error, in a dry-run too
+    if not bench.has_split(split):
+        message = (f"finetune.train_queries {ctx.spec.get('finetune.train_queries')}: the catalog has no '{split}' "
+                   f"queries of '{name}' (its splits: {', '.join(bench.splits()) or 'none'}); fine-tuning reads "
+                   "its training queries and qrels from them")
+        if not ctx.plan_only:
+            raise HarnessError(message)
+        ctx.plan_stop(message)
 
 
 def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -46,8 +74,7 @@ def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, 
 
 def detected_world_size() -> int:
     """Devices this machine trains on (1 on CPU); the per-device share of a global batch divides by it."""
-    from harness.hardware import detect
-    from harness.plan import world_size
+    from harness.hardware import detect, world_size
 
     return world_size(detect())
 
@@ -68,9 +95,7 @@ def random_init_stage(ctx: "RunContext") -> Path:
     model = ctx.spec.get("model") or {}
     tokenizer_dir = tokenizer_stage(ctx)
     if model.get("init") != "scratch":
-        from harness.checkpoints import resolve_checkpoint
-
-        return Path(resolve_checkpoint(model["init"], "initial encoder"))
+        return ctx.checkpoint(model["init"], "initial encoder")
 
     def build(work: Path) -> dict[str, Any]:
         import torch
@@ -162,7 +187,7 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
     inputs = {"model": model_dir.parent.name, **bench.files()}
     config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}
     cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", config, inputs, build)
-    ctx.efficiency.setdefault(label, {})[dataset] = {k: v for k, v in cache.meta().items()
+    ctx.efficiency.setdefault(label, {})[dataset] = {k: v for k, v in ctx.stage_meta(cache).items()
                                                      if k in ("qps", "index_bytes", "search_seconds")}
     return cache.dir / "run.trec"
 
@@ -172,6 +197,7 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
     from harness.pipelines.bm25 import bm25_run
 
     stages = ctx.spec.get("stages", [])
+    check_train_queries(ctx)
     encoder0 = encoder_stage(ctx)
     name, split = train_split(ctx.spec)
     r1_cfg = finetune_settings(ctx.spec, "retriever1")

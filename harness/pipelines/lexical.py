@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
 from harness.errors import HarnessError
-from harness.pipelines.dense import (NEGATIVE_DEPTH, detected_world_size, encoder_stage, finetune_settings, train_queries,
-                                     train_split)
+from harness.pipelines.dense import (NEGATIVE_DEPTH, check_train_queries, detected_world_size, encoder_stage,
+                                     finetune_settings, train_queries, train_split)
 
 if TYPE_CHECKING:
     from harness.cache import StageCache
@@ -95,14 +95,48 @@ def grouped_examples(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
     return out
 
 
-def masked_lm_init(encoder_dir: Path) -> Path:
+def masked_lm_init(encoder_dir: Path, ctx: "RunContext | None" = None) -> Path:
     """The pre-trained masked LM next to the exported encoder, or the encoder itself (fresh MLM head)."""
     mlm = encoder_dir.parent / "mlm"
-    if (mlm / "config.json").is_file():
+    builder = ctx.planned_builder(encoder_dir) if ctx is not None else None
+    # A dry-run plans before the encoder's stage is built: the pretrain stage writes mlm/ next to
+    # encoder/ (pipelines.pretrain.pretrain_stage), random_init only the encoder.
+    if (mlm / "config.json").is_file() if builder is None else builder == "pretrain":
         return mlm
-    print(f"  note: no pre-trained masked LM at {mlm}; SPLADE fine-tuning starts from the encoder {encoder_dir} "
-          "with an MLM head tied to its word embeddings (transform and bias initialised, not pre-trained)")
+    note = (f"no pre-trained masked LM at {mlm}; SPLADE fine-tuning starts from the encoder {encoder_dir} "
+            "with an MLM head tied to its word embeddings (transform and bias initialised, not pre-trained)")
+    if ctx is not None and ctx.plan_only:
+        ctx.plan_note(f"note: {note}")
+    else:
+        print(f"  note: {note}")
     return encoder_dir
+
+
+def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
+    """``max_position_embeddings`` of the encoder in `encoder_dir` (part of the reranker stage's key).
+
+    In a dry-run the encoder may not be built yet; its config is then the one its stage will export:
+    the spec's scratch architecture (pretrain and random_init build it from the same config), else
+    the init checkpoint's (512, BERT's, where that checkpoint is missing here too).
+    """
+    if ctx.planned_builder(encoder_dir) is None:
+        init_cfg = json.loads((encoder_dir / "config.json").read_text(encoding="utf-8"))
+        return int(init_cfg.get("max_position_embeddings", 512))
+    from harness.pipelines.pretrain import ARCH_KEYS
+
+    model = ctx.spec.get("model") or {}
+    if model.get("init") == "scratch":
+        from harness.pretrain.models import bert_config_from_dict
+
+        return int(bert_config_from_dict({ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS})
+                   .max_position_embeddings)
+    from harness.checkpoints import resolve_checkpoint
+
+    try:
+        config_file = Path(resolve_checkpoint(model["init"], "initial encoder")) / "config.json"
+        return int(json.loads(config_file.read_text(encoding="utf-8")).get("max_position_embeddings", 512))
+    except (HarnessError, OSError):
+        return 512
 
 
 # --- training -----------------------------------------------------------------------------------
@@ -196,31 +230,26 @@ class Teacher:
 def configured_reranker(ctx: "RunContext") -> Teacher | None:
     """The configured stage-3 teacher; None when the spec trains the tiny cross-encoder here.
 
-    Called before any training, so a missing checkpoint fails the run at once.
+    Called before any training, so a missing checkpoint fails the run at once (a dry-run shows it as
+    a line of its plan).
     """
     r3 = finetune_settings(ctx.spec, "retriever3")
     choice = r3.get("reranker") or CONFIGURED_RERANKER
     if choice == TINY_RERANKER:
         return None
-    from harness.checkpoints import resolve_checkpoint
-
     if choice == BI_ENCODER_TEACHER:
         name = r3.get("reranker_checkpoint")
         if not name:
             raise HarnessError(f"finetune.retriever3: reranker {BI_ENCODER_TEACHER} needs reranker_checkpoint "
                                "(a local bi-encoder, e.g. all-minilm-l6-v2)")
         scale, length = float(r3.get("teacher_scale") or 20.0), int(r3.get("teacher_max_length") or 128)
-        path = Path(resolve_checkpoint(str(name), "stage-3 teacher (bi-encoder)"))
+        path = ctx.checkpoint(str(name), "stage-3 teacher (bi-encoder)")
         return Teacher(path, f"bi-encoder:{name}:scale={scale:g}:len={length}", "bi-encoder", scale, length)
     ckpt_name = (r3.get("reranker_checkpoint") or DEFAULT_RERANKER_NAME) if choice == CONFIGURED_RERANKER else choice
-    try:
-        path = Path(resolve_checkpoint(ckpt_name, "stage-3 reranker (cross-encoder)"))
-    except HarnessError as exc:
-        raise HarnessError(
-            f"{exc}\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
-            "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
-            "with finetune.retriever3.reranker_checkpoint in the spec"
-        ) from None
+    path = ctx.checkpoint(ckpt_name, "stage-3 reranker (cross-encoder)", hint=(
+        "\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
+        "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
+        "with finetune.retriever3.reranker_checkpoint in the spec"))
     return Teacher(path, f"checkpoint:{ckpt_name}")
 
 
@@ -237,8 +266,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     r3 = finetune_settings(ctx.spec, "retriever3")
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    init_cfg = json.loads((encoder_dir / "config.json").read_text(encoding="utf-8"))
-    max_pos = int(init_cfg.get("max_position_embeddings", 512))
+    max_pos = encoder_max_positions(ctx, encoder_dir)
     train = {"queries_per_device": 8, "passages_per_query": 8, "lr": 1e-4, "epochs": 2,
              "max_length": min(192, max_pos), **(r3.get("reranker_train") or {})}
     train["max_length"] = min(int(train["max_length"]), max_pos)  # a longer input has no position embedding
@@ -406,7 +434,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
     where = f"{dataset}/{split}/{label}" if record else f"{dataset}/{split}/mine-{label}"
     cache = ctx.cached_stage("impact_search", where, config, inputs, build)
     if record:
-        meta = cache.meta()
+        meta = ctx.stage_meta(cache)
         ctx.efficiency.setdefault(label, {})[dataset] = {k: meta[k] for k in EFFICIENCY_KEYS if k in meta}
     return cache.dir / "run.trec"
 
@@ -422,8 +450,9 @@ def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, P
     stages = ctx.spec.get("stages", [])
     retrieval_settings(ctx.spec)  # fail fast on a malformed retrieval block
     configured = configured_reranker(ctx) if "finetune_r3" in stages else None  # fail fast on a missing teacher
+    check_train_queries(ctx)
     encoder0 = encoder_stage(ctx)
-    init0 = masked_lm_init(encoder0)
+    init0 = masked_lm_init(encoder0, ctx)
     name, split = train_split(ctx.spec)
     r1_cfg = finetune_settings(ctx.spec, "retriever1")
     bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or NEGATIVE_DEPTH))

@@ -47,9 +47,7 @@ def load_corpora(names: list[str]) -> dict[str, dict[str, str]]:
 def tokenizer_stage(ctx: "RunContext") -> Path:
     tok = ctx.spec.get("tokenizer") or {}
     if tok.get("from") != "wordpiece":
-        from harness.checkpoints import resolve_checkpoint
-
-        return Path(resolve_checkpoint(tok.get("from", "bert-base-uncased"), "tokenizer"))
+        return ctx.checkpoint(tok.get("from", "bert-base-uncased"), "tokenizer")
     from harness.corpus.tokenizer import train_wordpiece
 
     names = corpus_names(tok.get("corpora"))
@@ -106,9 +104,7 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
         model_dir = tiny_t5_stage(ctx, q, tokenizer_dir)
         model_key = model_dir.parent.name
     else:
-        from harness.checkpoints import resolve_checkpoint
-
-        model_dir = Path(resolve_checkpoint(q["model"], "query generator"))
+        model_dir = ctx.checkpoint(q["model"], "query generator")
         model_key = q["model"]
 
     def build(work: Path) -> dict[str, Any]:

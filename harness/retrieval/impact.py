@@ -131,7 +131,7 @@ class SparseEncoder:
         order = np.argsort(-np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")
         was_training = self.model.training
         self.model.eval()
-        bar = tqdm(total=len(texts), desc=f"encode sparse {kind}s", unit=kind[0], disable=not show_progress,
+        bar = tqdm(total=len(texts), desc=f"encode sparse {'queries' if kind == 'query' else kind + 's'}", unit=kind[0], disable=not show_progress,
                    dynamic_ncols=True)
         try:
             with torch.inference_mode():
