@@ -25,14 +25,6 @@ RECORDS = PROJECT_ROOT / "runs" / "records"
 # Names of the spec's `stages:` list: they say which fine-tuning stages a pipeline runs, but no
 # pipeline executes a stage by these names.
 SPEC_STAGE_NAMES = {"corpus", "finetune_r1", "mine", "finetune_r2", "finetune_r3"}
-# A reference recorded by older code whose spec hash is unchanged, and why its stage list differs
-# from what the current code executes. Strict: once the reference is re-recorded the test passes and
-# this entry must go.
-RECORDED_BY_OLDER_CODE = {
-    "bm25/paper": "recorded at commit 36d0e84 (before the dense pipeline): the runner then evaluated each dataset "
-                  "right after its search and logged evaluate/<dataset>; it now evaluates after the pipeline, "
-                  "per fine-tuning stage, as evaluate/<variant>/<dataset>. Re-run bm25 and accept it to compare",
-}
 
 
 def pairs(entries: list[dict]) -> list[tuple[str, str | None]]:
@@ -72,10 +64,7 @@ def test_the_comparable_references_cover_bm25_and_several_methods_tiny_and_mini(
         assert len(methods) >= 4, (profile, methods)
 
 
-@pytest.mark.parametrize("key", [
-    pytest.param(key, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=RECORDED_BY_OLDER_CODE[key]))
-    if key in RECORDED_BY_OLDER_CODE else key
-    for key in sorted(COMPARABLE)])
+@pytest.mark.parametrize("key", sorted(COMPARABLE))
 def test_dry_run_lists_the_stages_the_reference_run_executed(key, capsys):
     rec = COMPARABLE[key]
     result = dry_run(rec.method, rec.profile, datasets=list(rec.get("datasets") or {}) or None)
@@ -83,12 +72,6 @@ def test_dry_run_lists_the_stages_the_reference_run_executed(key, capsys):
     assert pairs(result["stages"]) == pairs(rec.stages)
 
 
-# A tiny reference whose stage keys come from older code (same spec hash, same stage list).
-KEYS_FROM_OLDER_CODE = {
-    "lexmae/tiny": "recorded at commit 53b8f09: the lexical retrievers' stage config gained fit_head and start_terms "
-                   "(5e2a331), which changes retriever1's key and everything downstream; with the old config the "
-                   "plan's 26 keys all equal the record's",
-}
 
 
 def record_cache_dir(rec: RunRecord) -> str | None:
@@ -101,10 +84,8 @@ def record_cache_dir(rec: RunRecord) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("key", [
-    pytest.param(key, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=KEYS_FROM_OLDER_CODE[key]))
-    if key in KEYS_FROM_OLDER_CODE else key
-    for key in sorted(k for k, rec in COMPARABLE.items() if rec.profile == "tiny" and record_cache_dir(rec))])
+@pytest.mark.parametrize("key", sorted(k for k, rec in COMPARABLE.items()
+                                        if rec.profile == "tiny" and record_cache_dir(rec)))
 def test_planned_keys_equal_the_tiny_reference_runs_keys(key, monkeypatch, capsys):
     """A tiny run trains its tokenizer into the cache, and the passages stage keys the tokenizer by its path:
     pointed at the reference's (absent) cache folder, the plan computes every key that run computed."""
