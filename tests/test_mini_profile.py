@@ -221,3 +221,22 @@ def test_fitted_head_predicts_the_input_token_and_solves_the_least_squares(tmp_p
     assert residual.sum(0).abs().max() < 1e-3 * len(hidden)
     assert torch.count_nonzero(model.cls.predictions.bias) == 0  # the bias (a free gauge) is left alone
 
+
+
+def test_the_initial_model_does_not_depend_on_the_process_random_state(tmp_path):
+    """A from-scratch encoder is seeded where it is built: torch's default seed differs in every
+    process, so a tiny run's init would otherwise depend on which stages ran before it in the process."""
+    from transformers import BertTokenizerFast
+
+    from harness.pipelines.pretrain import build_objective_for
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghij"]
+    BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(tmp_path / "tok")
+    spec = load_method("lexmae", profile="tiny")
+    weights = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)  # whatever an earlier stage left behind
+        objective, _ = build_objective_for(spec, tmp_path / "tok")
+        weights.append(objective.state_dict())
+    for key, value in weights[0].items():
+        torch.testing.assert_close(weights[1][key], value, rtol=0, atol=0, msg=key)

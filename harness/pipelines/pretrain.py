@@ -199,6 +199,7 @@ def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> 
 
 
 def build_objective_for(spec: Any, tokenizer_dir: Path):
+    import torch
     from transformers import AutoTokenizer
 
     from harness.pretrain.models import bert_config_from_dict
@@ -207,20 +208,19 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
     pre = spec.get("pretrain")
     model = spec.get("model") or {}
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+    # Seeded here: the new weights (the whole model from scratch, or decoders, heads and an MLM head
+    # missing from a checkpoint) must not depend on which earlier stages happened to run in this
+    # process rather than come from the cache; torch's default seed differs in every process.
+    torch.manual_seed(SEED)
     if model.get("init") == "scratch":
         arch = {ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS}
         config = bert_config_from_dict(arch, vocab_size=len(tokenizer))
         objective = build_objective(pre["objective"], config, **(pre.get("objective_params") or {}))
         return objective, tokenizer
-    import torch
-
     from harness.checkpoints import resolve_checkpoint
     from harness.pretrain.models import load_masked_lm
 
     path = resolve_checkpoint(model["init"], "initial encoder")
-    # Seeded here: the new parts (decoders, heads, an MLM head missing from the checkpoint) must not
-    # depend on which earlier stages happened to run in this process rather than come from the cache.
-    torch.manual_seed(SEED)
     loaded, new_head = load_masked_lm(path)
     objective = build_objective(pre["objective"], loaded.config, **(pre.get("objective_params") or {}))
     missing, _ = objective.masked_lm().load_state_dict(loaded.state_dict(), strict=False)
