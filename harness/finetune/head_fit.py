@@ -44,15 +44,17 @@ def fit_head_to_identity(model: BertForMaskedLM, tokenizer: Any, texts: Sequence
     """Set the MLM head's dense layer by ridge regression (module docstring); returns identity accuracy."""
     was_training = model.training
     model.eval()
-    batch = dict(tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
+    device = model.get_input_embeddings().weight.device
+    encoded = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    batch = {k: v.to(device) for k, v in encoded.items()}
     before = identity_accuracy(model, batch)
     keep = batch["attention_mask"].bool()
     hidden = model.bert(**batch).last_hidden_state[keep].double()
     targets = model.get_input_embeddings().weight[batch["input_ids"][keep]].double()
-    design = torch.cat([hidden, torch.ones(len(hidden), 1, dtype=hidden.dtype)], dim=1)
+    design = torch.cat([hidden, torch.ones(len(hidden), 1, dtype=hidden.dtype, device=device)], dim=1)
     gram = design.T @ design
     dim = hidden.shape[1]
-    penalty = torch.eye(dim + 1, dtype=gram.dtype) * (RIDGE * torch.trace(gram[:dim, :dim]) / dim)
+    penalty = torch.eye(dim + 1, dtype=gram.dtype, device=device) * (RIDGE * torch.trace(gram[:dim, :dim]) / dim)
     penalty[dim, dim] = 0  # the bias column is not penalised
     solution = torch.linalg.solve(gram + penalty, design.T @ targets)  # [hidden + 1, embedding]
     dense = model.cls.predictions.transform.dense
