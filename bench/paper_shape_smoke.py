@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.pretrain.models import bert_config_from_dict  # noqa: E402
 from harness.pretrain.objectives import build_objective  # noqa: E402
 from harness.pretrain.objectives.testing import WORDS, toy_tokenizer  # noqa: E402
-from harness.pretrain.trainer import autocast  # noqa: E402
+from harness.training.precision import autocast  # noqa: E402
 from harness.spec import load_method  # noqa: E402
 
 BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -132,7 +132,7 @@ def ddp_step(device: str = "cuda", batch: int = 8, max_length: int = 144, spec_n
     """One DDP step (one rank: NCCL on CUDA, gloo on CPU) through the harness's wrapper; the loss."""
     import torch.distributed as dist
 
-    from harness.pretrain.distributed import DistInfo, wrap_ddp
+    from harness.training.distributed import DistInfo, wrap_ddp
 
     dev = torch.device(device)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

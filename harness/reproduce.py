@@ -60,7 +60,7 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
 
     from harness.checkpoints import model_fingerprint
     from harness.evaluation.zero_shot import encode_corpus_shards
-    from harness.pretrain import distributed as D
+    from harness.training import distributed as D
     from harness.retrieval.encoder import load_zero_shot_encoder
     from harness.retrieval.sharded import waiting_group
 
@@ -119,7 +119,7 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
                            + "; ".join(" / ".join(s) for s in missing) + " (check paper, table and row spelling)")
     folder = resolve_checkpoint(ckpt.source, what=f"checkpoint '{name}'")
     enc = ckpt.encoder
-    from harness.pretrain.distributed import get_world_size
+    from harness.training.distributed import get_world_size
 
     if get_world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
         if not use_cache:

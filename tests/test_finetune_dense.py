@@ -175,7 +175,7 @@ import torch
 sys.path.insert(0, {tests!r})
 from test_finetune_dense import fruit_data
 from harness.finetune.dense import DenseTrainConfig, train_dense
-from harness.pretrain import distributed as D
+from harness.training import distributed as D
 torch.set_num_threads(1)
 examples, passages = fruit_data(per_fruit=2)
 config = DenseTrainConfig(queries_per_device=2, passages_per_query=3, lr=1e-3, epochs=1, progress=False,

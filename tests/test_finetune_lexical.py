@@ -265,7 +265,7 @@ import torch
 sys.path.insert(0, {tests!r})
 from test_finetune_lexical import ddp_case
 from harness.finetune.lexical import train_lexical
-from harness.pretrain import distributed as D
+from harness.training import distributed as D
 torch.set_num_threads(1)
 examples, passages, teacher, config = ddp_case(queries_per_device=2)
 stats = train_lexical({init!r}, examples, config, {out!r}, passages=passages, teacher_scores=teacher)

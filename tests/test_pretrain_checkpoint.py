@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401
 
 from harness.errors import HarnessError  # noqa: E402
-from harness.pretrain import checkpoint as ckpt  # noqa: E402
+from harness.training import checkpoint as ckpt  # noqa: E402
 from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
 
 N_EXAMPLES = 20
@@ -146,7 +146,7 @@ def test_keeps_last_two_and_ignores_partial_saves(reference, tmp_path):
     saved = sorted(p.name for p in (root / "step-000000006").iterdir())
     assert saved == ["model.pt", "optimizer.pt", "rng-rank0.pt", "scheduler.pt", "trainer_state.json"]
     state = json.loads((root / "step-000000006" / "trainer_state.json").read_text())
-    assert state["step"] == 6 and len(state["loss_history"]) == 6 and state["config"]["global_batch"] == 8
+    assert state["step"] == 6 and len(state["metrics"]) == 6 and state["config"]["global_batch"] == 8
 
 
 def test_resume_with_changed_settings_is_refused(reference, tmp_path):

@@ -55,7 +55,7 @@ def _worker(out_dir: str, tok_dir: str) -> None:
     torch.set_num_threads(1)
     from transformers import BertTokenizer
 
-    from harness.pretrain import distributed as D
+    from harness.training import distributed as D
 
     out = Path(out_dir)
     tok = BertTokenizer.from_pretrained(tok_dir)

@@ -12,14 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import TIGHT, ToyContrastive, build, examples_fn_for, make_tokenizer, one_thread, params_of  # noqa: E402,F401
 
 from harness.errors import HarnessError  # noqa: E402
-from harness.pretrain.trainer import (  # noqa: E402
-    TrainConfig,
-    build_optimizer,
-    build_scheduler,
-    plan_batches,
-    train,
-    warmup_steps,
-)
+from harness.pretrain.trainer import TrainConfig, plan_batches, train  # noqa: E402
 
 
 @pytest.fixture
@@ -84,36 +77,6 @@ def test_plan_grad_cache_uses_whole_rank_batch_in_chunks():
 def test_plan_rejects_impossible_layouts(args, fragment):
     with pytest.raises(HarnessError, match=fragment):
         plan_batches(*args)
-
-
-# --- optimiser and schedule ------------------------------------------------------------
-
-
-def test_no_weight_decay_on_bias_and_layernorm(tok, tmp_path):
-    obj = build("toy", tok.vocab_size)
-    opt = build_optimizer(obj, cfg(tmp_path, weight_decay=0.01))
-    names = {id(p): n for n, p in obj.named_parameters()}
-    decayed = [names[id(p)] for p in opt.param_groups[0]["params"]]
-    plain = [names[id(p)] for p in opt.param_groups[1]["params"]]
-    assert opt.param_groups[0]["weight_decay"] == 0.01 and opt.param_groups[1]["weight_decay"] == 0.0
-    assert any("LayerNorm.weight" in n for n in plain) and all("bias" not in n for n in decayed)
-    assert all("LayerNorm" not in n for n in decayed) and "head.weight" in decayed
-    assert len(decayed) + len(plain) == len(list(obj.parameters()))
-
-
-def test_linear_warmup_then_decay(tmp_path):
-    p = torch.nn.Parameter(torch.zeros(1))
-    opt = torch.optim.AdamW([p], lr=1.0)
-    sched = build_scheduler(opt, cfg(tmp_path, steps=10, warmup_ratio=0.2))
-    lrs = []
-    for _ in range(10):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    assert lrs[:3] == [0.0, 0.5, 1.0]
-    assert lrs[2:] == sorted(lrs[2:], reverse=True) and lrs[-1] == pytest.approx(1 / 8)
-    assert warmup_steps(cfg(tmp_path, steps=120000, warmup_ratio=0.1)) == 12000  # no float-noise extra step
-    assert warmup_steps(cfg(tmp_path, steps=7, warmup_ratio=0.1)) == 1
 
 
 # --- the loop ----------------------------------------------------------------------------

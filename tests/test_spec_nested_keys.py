@@ -189,7 +189,13 @@ def test_objective_params_are_the_objectives_constructor_parameters():
     assert params == set(BLOCKS["pretrain"]["objective_params"].keys)
 
 
-def test_reranker_train_keys_are_the_trainer_config_fields():
-    fields = init_params(HARNESS / "finetune" / "reranker.py", "RerankerTrainConfig")["RerankerTrainConfig"]
-    declared = BLOCKS["finetune"]["retriever3"].keys["reranker_train"]
-    assert fields - {"seed"} == set(declared.keys)
+def test_reranker_train_keys_are_trainer_config_fields():
+    import dataclasses
+
+    from harness.finetune.reranker import RerankerTrainConfig
+
+    fields = {f.name for f in dataclasses.fields(RerankerTrainConfig)}
+    declared = set(BLOCKS["finetune"]["retriever3"].keys["reranker_train"].keys)
+    # Every key a spec may set reaches the trainer; the seed is the harness's, never the spec's.
+    assert declared <= fields - {"seed"}
+    assert {"lr", "epochs", "queries_per_device", "passages_per_query", "max_length"} <= declared

@@ -12,25 +12,27 @@ from the tokenizer: pad (padding and ignored labels), eos (end of a target; BERT
 inputs get the tokenizer's own template ([CLS] x [SEP]) exactly as at generation time;
 targets are the query's tokens + eos.
 
-Deterministic for a seed: parameter init, batch order (``random.Random(seed)``) and
-dropout all derive from it; CPU kernels are deterministic for a fixed thread count.
+Training runs on the one engine (:mod:`harness.training.engine`): AdamW with the shared linear
+warm-up/decay, gradient clipping at 1.0, epochs over the pairs in ``randperm(seed + epoch)``
+order, checkpoints that a killed run resumes from. Deterministic for a seed: parameter init,
+batch order and dropout all derive from it; CPU kernels are deterministic for a fixed thread count.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-from tqdm.auto import tqdm
+from typing import Any, Callable, Mapping, Sequence
 
 from harness.corpus import stage_cache
 from harness.corpus.qgen import DOC2QUERY_PREFIX
 from harness.errors import HarnessError
+from harness.training.checkpoint import checkpoint_root
+from harness.training.config import LoopConfig
+from harness.training.engine import Notes, StepContext, Task, run, session
 
 log = logging.getLogger(__name__)
 
@@ -139,52 +141,28 @@ def train_tiny_t5(
     old_threads = torch.get_num_threads()
     if num_threads:
         torch.set_num_threads(num_threads)
+    loop = LoopConfig(lr=lr, warmup_ratio=warmup_ratio, weight_decay=weight_decay, grad_clip=1.0, seed=seed,
+                      log_every=log_every or 100)
+    notes = Notes("tiny T5")
     try:
-        torch.manual_seed(seed)
-        cfg = T5Config(
-            vocab_size=len(tokenizer), d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff,
-            num_layers=num_layers, num_decoder_layers=num_decoder_layers, num_heads=num_heads,
-            dropout_rate=dropout, feed_forward_proj="relu", tie_word_embeddings=True,
-            pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=start,
-        )
-        model = T5ForConditionalGeneration(cfg)
-        model.train()
-        no_decay = [p for n, p in model.named_parameters() if "layer_norm" in n]
-        decay = [p for n, p in model.named_parameters() if "layer_norm" not in n]
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
-        )
-        warmup = max(1, int(steps * warmup_ratio))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup)))
-        )
-        order_rng = random.Random(seed)
-        order: list[int] = []
-        losses: list[float] = []
-        bar = tqdm(range(steps), desc="tiny T5 (query generator)", unit="step")
-        for step in bar:
-            if len(order) < batch_size:  # refill with a fresh permutation (epoch boundary)
-                perm = list(range(len(pairs)))
-                order_rng.shuffle(perm)
-                order.extend(perm)
-            idx, order = order[:batch_size], order[batch_size:]
-            batch = _collate(*encode(idx), pad, torch)
-            loss = model(**batch).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()))
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-            if log_every and (step + 1) % log_every == 0:
-                window = losses[-log_every:]
-                log.info("tiny T5 step %d/%d loss %.3f", step + 1, steps, sum(window) / len(window))
-        if not all(math.isfinite(x) for x in losses):
-            raise HarnessError("tiny T5 training diverged (non-finite loss); lower the learning rate")
+        with session(loop) as info:
+            torch.manual_seed(seed)
+            cfg = T5Config(
+                vocab_size=len(tokenizer), d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff,
+                num_layers=num_layers, num_decoder_layers=num_decoder_layers, num_heads=num_heads,
+                dropout_rate=dropout, feed_forward_proj="relu", tie_word_embeddings=True,
+                pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=start,
+            )
+            task = _T5Task(T5ForConditionalGeneration(cfg), len(pairs), steps, batch_size, seed, encode, pad)
+
+            def logger(step: int, metrics: dict[str, float]) -> None:
+                log.info("tiny T5 step %d/%d loss %.3f", step, steps, metrics["loss"])
+
+            out = run(task, loop, info, out_dir, notes, identity={"key": key}, logger=logger if log_every else None)
     finally:
         torch.set_num_threads(old_threads)
-
+    losses = out.loss_history
+    model = task.model
     model.eval()
     model.generation_config.decoder_start_token_id = start
     model.generation_config.eos_token_id = eos
@@ -192,9 +170,40 @@ def train_tiny_t5(
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
+    shutil.rmtree(checkpoint_root(out_dir), ignore_errors=True)
     stage_cache.atomic_write_json(out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs)})
     stage_cache.mark_done(out_dir, key, config, inputs, num_pairs=len(pairs), final_loss=losses[-1])
     return TinyT5Result(out_dir, losses, cached=False)
+
+
+class _T5Task(Task):
+    """Teacher-forced cross entropy of the query given "text2query: " + its passage."""
+
+    name = "tiny T5 (query generator)"
+
+    def __init__(self, model: Any, n_pairs: int, steps: int, batch_size: int, seed: int,
+                 encode: Callable[[list[int]], tuple[list[list[int]], list[list[int]]]], pad: int):
+        self.model, self.total_steps, self.batch_size, self.seed = model, steps, batch_size, seed
+        self.n_pairs, self.encode, self.pad = n_pairs, encode, pad
+        self.steps_per_epoch = max(1, n_pairs // batch_size)  # the incomplete last batch is dropped
+        self._order_epoch, self._order = -1, []
+
+    def step(self, step: int, ctx: StepContext) -> dict[str, Any]:
+        import torch
+
+        epoch, in_epoch = divmod(step, self.steps_per_epoch)
+        if epoch != self._order_epoch:
+            gen = torch.Generator().manual_seed(self.seed + epoch)
+            self._order, self._order_epoch = torch.randperm(self.n_pairs, generator=gen).tolist(), epoch
+        idx = self._order[in_epoch * self.batch_size : (in_epoch + 1) * self.batch_size]
+        batch = ctx.to_device(_collate(*self.encode(idx), self.pad, torch))
+        with ctx.autocast():
+            loss = ctx.engine(**batch).loss
+        ctx.backward(loss)
+        return {"loss": loss}
+
+    def epoch(self, step: int) -> float:
+        return step / self.steps_per_epoch
 
 
 def _collate(src: list[list[int]], tgt: list[list[int]], pad: int, torch: Any) -> dict[str, Any]:

@@ -46,9 +46,10 @@ Sparse start (``start_terms``, off by default)
     order, at ``max_p_len``) with K non-zero terms (:func:`sparse_start_shift`); the shift is in
     the stats. The MLM predictions are unchanged; only where SPLADE's ReLU cuts moves.
 Everything else
-    Batches, sampling of positives and negatives (Tevatron's per-epoch rotation), the effective
-    batch, negatives across devices, checkpoints every epoch with exact resume, mixed precision and
-    DDP work as in :mod:`harness.finetune.dense`, whose helpers are reused. Examples are
+    Batches, sampling of positives and negatives (Tevatron's per-epoch rotation) and the effective
+    batch are :mod:`harness.finetune.groups`'s; negatives across devices work as in
+    :mod:`harness.finetune.dense`; checkpoints every epoch with exact resume, mixed precision and
+    DDP are the engine's (:mod:`harness.training.engine`). Examples are
     ``(query, positives, negatives)`` or ``(qid, query, positives, negatives)``; stage 3 needs the
     second form and doc ids (``passages``), because the teacher's scores are keyed by ids. Items of
     a group without a teacher score are left out of the pools (counted in the stats).
@@ -60,42 +61,23 @@ Output
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
-import math
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness import SEED
 from harness.errors import HarnessError
-from harness.finetune.dense import (
-    PRECISIONS,
-    _optimizer,
-    _resolve_precision,
-    _say,
-    _scheduler,
-    gather_with_grad,
-    info_nce_loss,
-)
-from harness.finetune.negatives import sample_group
-from harness.pretrain import checkpoint as ckpt
-from harness.pretrain import distributed as D
-from harness.pretrain.trainer import autocast, seed_everything
-from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.finetune.dense import gather_with_grad, info_nce_loss
+from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, TeacherScores, normalise_examples
 from harness.numerics import upcast
+from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
+from harness.training.finished import finish, finished_stats, fingerprint
 
-Logger = Callable[[int, dict[str, float]], None]
-TeacherScores = Mapping[str, Mapping[str, float]]
-STATS_FILE = "train_stats.json"
 SETTINGS_FILE = "harness_lexical.json"
 REPRESENTATION = "splade_max"
 _IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", "warmup_ratio", "weight_decay",
@@ -105,23 +87,17 @@ _IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", 
 
 
 @dataclass(kw_only=True)
-class LexicalTrainConfig:
+class LexicalTrainConfig(BiEncoderTrainConfig):
     """Hyper-parameters; defaults are the paper's stage 1 (batch 24 queries x (1 + 15), lr 2e-5, 3 epochs).
 
     Stage 2: ``flops_lambda=0.008`` on the stage-1 retriever's negatives. Stage 3:
     ``flops_lambda=0.008, distill=True, queries_per_device=16, passages_per_query=24``.
+    The warm-up ratio (0.1) is not given by the paper; it is HF/Tevatron practice.
     """
 
+    what = "lexical fine-tuning"
     queries_per_device: int = 24
-    passages_per_query: int = 16  # 1 positive + 15 negatives
     lr: float = 2e-5
-    epochs: int = 3
-    warmup_ratio: float = 0.1  # not given by the paper; HF/Tevatron practice
-    weight_decay: float = 0.0
-    grad_clip: float | None = 1.0
-    max_q_len: int = 32
-    max_p_len: int = 144
-    seed: int = SEED
     flops_lambda: float = 0.002  # lambda_1; 0.008 for stages 2 and 3
     query_flops_ratio: float = 0.75  # lambda_q = flops_lambda x this
     flops_warmup_steps: int = 0  # 0 = constant lambda; T of SPLADE's quadratic warm-up otherwise
@@ -129,47 +105,16 @@ class LexicalTrainConfig:
     start_terms: int | None = None  # shift the MLM bias so a passage starts with this many terms (docstring)
     distill: bool = False  # stage 3: KL to the reranker + contrastive_weight x InfoNCE
     contrastive_weight: float = 0.2  # gamma in Eq. (13)
-    negatives_across_devices: bool = True
-    title_separator: str = DEFAULT_TITLE_SEPARATOR
-    precision: str = "fp32"
-    checkpoint_every: int = 0
-    keep_checkpoints: int = 1
-    keep_checkpoints_at_end: bool = False
-    stop_after: int | None = None
-    log_every: int = 10
-    progress: bool = True
-    device: str | None = None
-    deterministic: bool = True
 
     def __post_init__(self) -> None:
-        def need(ok: bool, problem: str) -> None:
-            if not ok:
-                raise HarnessError(f"invalid lexical fine-tuning config: {problem}")
-
-        for name in ("queries_per_device", "passages_per_query", "epochs", "max_q_len", "max_p_len", "log_every",
-                     "keep_checkpoints"):
-            value = getattr(self, name)
-            need(isinstance(value, int) and value > 0, f"{name} must be a positive integer, got {value!r}")
-        need(self.lr > 0, "lr must be positive")
-        need(0.0 <= self.warmup_ratio <= 1.0, "warmup_ratio must be in [0, 1]")
-        need(self.weight_decay >= 0, "weight_decay must be >= 0")
-        need(self.grad_clip is None or self.grad_clip > 0, "grad_clip must be positive or None")
-        need(self.flops_lambda >= 0 and self.query_flops_ratio >= 0, "flops_lambda and query_flops_ratio must be >= 0")
-        need(isinstance(self.flops_warmup_steps, int) and self.flops_warmup_steps >= 0,
-             "flops_warmup_steps must be an integer >= 0")
-        need(self.start_terms is None or (isinstance(self.start_terms, int) and self.start_terms > 0),
-             "start_terms must be a positive integer or None")
-        need(self.contrastive_weight >= 0, "contrastive_weight must be >= 0")
-        need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
-        need(self.checkpoint_every >= 0, "checkpoint_every must be >= 0")
-        need(self.stop_after is None or self.stop_after > 0, "stop_after must be positive")
-
-    @property
-    def negatives_per_query(self) -> int:
-        return self.passages_per_query - 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        super().__post_init__()
+        self.need(self.flops_lambda >= 0 and self.query_flops_ratio >= 0,
+                  "flops_lambda and query_flops_ratio must be >= 0")
+        self.need(isinstance(self.flops_warmup_steps, int) and self.flops_warmup_steps >= 0,
+                  "flops_warmup_steps must be an integer >= 0")
+        self.need(self.start_terms is None or (isinstance(self.start_terms, int) and self.start_terms > 0),
+                  "start_terms must be a positive integer or None")
+        self.need(self.contrastive_weight >= 0, "contrastive_weight must be >= 0")
 
 
 # --- representation and losses ------------------------------------------------------------------
@@ -326,76 +271,68 @@ def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, 
     return model, "initialised"
 
 
-# --- data ---------------------------------------------------------------------------------------
-
-Group = tuple[str | None, str, list[Any], list[Any]]
-
-
-def _check_examples(examples: Sequence[Any], config: LexicalTrainConfig,
-                    teacher: TeacherScores | None) -> tuple[list[Group], int, int]:
-    """Normalised (qid, query, positives, negatives); skipped groups; items dropped for lack of a teacher score."""
-    kept: list[Group] = []
-    skipped = dropped = 0
-    for n, ex in enumerate(examples):
-        if not (isinstance(ex, (tuple, list)) and len(ex) in (3, 4)):
-            raise HarnessError(f"training example {n} is not (query, positives, negatives) or "
-                               f"(qid, query, positives, negatives): {str(ex)[:80]}")
-        qid, query, pos, negs = ex if len(ex) == 4 else (None, *ex)
-        if isinstance(pos, str) or isinstance(negs, str):
-            raise HarnessError(f"training example {n}: positives and negatives must be lists, not strings")
-        pos, negs = list(pos), list(negs)
-        if teacher is not None:
-            if qid is None:
-                raise HarnessError("distillation needs examples as (qid, query, positives, negatives): the "
-                                   "teacher's scores are keyed by query id")
-            scored = teacher.get(str(qid), {})
-            n_before = len(pos) + len(negs)
-            pos = [d for d in pos if d in scored]
-            negs = [d for d in negs if d in scored]
-            dropped += n_before - len(pos) - len(negs)
-        if not pos or (config.negatives_per_query > 0 and not negs):
-            skipped += 1
-            continue
-        kept.append((None if qid is None else str(qid), query, pos, negs))
-    return kept, skipped, dropped
-
-
-class _Groups:
-    """Per-epoch sampling of each example's positive and negatives (dense.py's rule), as ids and texts."""
-
-    def __init__(self, examples: Sequence[Group], passages: Mapping[str, Any] | None, config: LexicalTrainConfig):
-        self.examples, self.passages, self.config = examples, passages, config
-
-    def text(self, item: Any) -> str:
-        if self.passages is None:
-            return passage_text(item, self.config.title_separator)
-        try:
-            return passage_text(self.passages[item], self.config.title_separator)
-        except KeyError:
-            raise HarnessError(f"training passage id {item!r} is not in the passages given to train_lexical") from None
-
-    def group(self, index: int, epoch: int) -> tuple[str | None, str, list[Any]]:
-        qid, query, pos, negs = self.examples[index]
-        key = str(index)
-        positive = sample_group(pos, 1, self.config.seed, f"pos/{key}", epoch)[0] if len(pos) > 1 else pos[0]
-        chosen = sample_group(negs, self.config.negatives_per_query, self.config.seed, key, epoch)
-        return qid, query, [positive, *chosen]
-
-
-def _fingerprint(examples: Sequence[Group], init: str, config: LexicalTrainConfig,
-                 teacher: TeacherScores | None) -> str:
-    h = hashlib.sha256()
-    settings = {k: getattr(config, k) for k in _IDENTITY_FIELDS}
-    h.update(json.dumps({"init": init, "settings": settings}, sort_keys=True).encode())
-    for ex in examples:
-        h.update(json.dumps(ex, ensure_ascii=False, default=str).encode())
-    if teacher is not None:
-        for qid in sorted({ex[0] for ex in examples if ex[0] is not None}):
-            h.update(json.dumps([qid, sorted((str(d), float(s)) for d, s in teacher.get(qid, {}).items())]).encode())
-    return h.hexdigest()[:16]
-
-
 # --- training -----------------------------------------------------------------------------------
+
+
+class LexicalTask(GroupTask):
+    """One SPLADE step: InfoNCE (+ KL to the teacher) + FLOPS over this rank's groups."""
+
+    name = "finetune lexical"
+    progress_keys = {"q_nnz": "query_nonzeros", "d_nnz": "doc_nonzeros"}
+
+    def __init__(self, mlm: nn.Module, tokenizer: Any, groups: Sequence, passages: Mapping[str, Any] | None,
+                 teacher: TeacherScores | None, config: LexicalTrainConfig, info: Any, notes: Notes):
+        super().__init__(SpladeEncoder(mlm), tokenizer, groups, passages, config, info, "train_lexical")
+        self.mlm, self.teacher, self.notes = mlm, teacher, notes
+        self.across = config.negatives_across_devices and self.world > 1
+        self.start_shift: float | None = None
+        self.head_fit: dict[str, float] | None = None
+
+    def first_positives(self, n: int) -> list[str]:
+        """The first positive of the first ``n`` groups, as text: the sample both start adjustments use."""
+        return [self.text(pos[0]) for _, _, pos, _ in self.groups[:n]]
+
+    def on_fresh_start(self, ctx: StepContext) -> None:
+        config = self.config
+        if config.fit_head:
+            self.head_fit = _fit_head(self.mlm, self.tokenizer, self)
+            self.notes.say(f"MLM head refitted to predict each token from its own hidden state "
+                           f"({self.head_fit['tokens']} tokens; identity accuracy "
+                           f"{self.head_fit['identity_accuracy_before']:.2f} -> "
+                           f"{self.head_fit['identity_accuracy_after']:.2f})")
+        if config.start_terms:
+            self.start_shift = _shift_to_sparse_start(self.mlm, self.tokenizer, self, ctx.info.device)
+            self.notes.say(f"MLM bias shifted by {-self.start_shift:+.3f} so a training passage starts with "
+                           f"~{config.start_terms} terms (the softmax objectives do not see the shift)")
+
+    def step(self, step: int, ctx: StepContext) -> dict[str, Tensor]:
+        config = self.config
+        batch = self.batch(step)
+        q_enc, p_enc = self.encode(batch, ctx)
+        teacher_t = None
+        if self.teacher is not None:
+            teacher_t = torch.tensor([[float(self.teacher[qid][d]) for d in ids] for qid, _, ids in batch],
+                                     dtype=torch.float32, device=ctx.info.device)
+        lam_d = flops_weight(config.flops_lambda, step, config.flops_warmup_steps)
+        with ctx.autocast():
+            q_reps, p_reps = ctx.engine(q_enc, p_enc)
+        q_all = gather_with_grad(q_reps) if self.across else None
+        p_all = gather_with_grad(p_reps) if self.across else None
+        parts = lexical_loss(q_reps, p_reps, config.passages_per_query, lambda_q=lam_d * config.query_flops_ratio,
+                             lambda_d=lam_d, teacher=teacher_t, contrastive_weight=config.contrastive_weight,
+                             q_all=q_all, p_all=p_all)
+        loss = parts["loss"]
+        if self.across:
+            # Each rank holds the whole InfoNCE over the gathered batch but only its slice's gradient;
+            # DDP averages over ranks, so that term is scaled back up (KL and FLOPS are per rank).
+            w = config.contrastive_weight if self.teacher is not None else 1.0
+            loss = loss + (self.world - 1) * w * parts["contrastive"]
+        ctx.backward(loss)
+        with torch.no_grad():
+            parts["query_nonzeros"] = (q_reps.detach() > 0).sum(dim=1).double().mean()
+            parts["doc_nonzeros"] = (p_reps.detach() > 0).sum(dim=1).double().mean()
+        parts["flops_lambda"] = torch.tensor(lam_d, dtype=torch.float64)
+        return parts
 
 
 def train_lexical(
@@ -415,297 +352,92 @@ def train_lexical(
     loss and its parts, the average non-zeros of query and passage vectors, lr and epoch.
     Returns the stats (also in ``train_stats.json``); see the module docstring.
     """
+    from transformers import AutoTokenizer
+
     if config.distill and teacher_scores is None:
         raise HarnessError("distill=True (stage 3) needs teacher_scores: the reranker's score per (qid, docid)")
     if config.distill and passages is None:
         raise HarnessError("distill=True needs doc ids in the examples and passages= (id -> text) to look them up")
-    info = D.init_distributed(config.device)
-    prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
-    if config.deterministic:
-        if info.device.type == "cuda":
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        return _train(Path(init_model_path), examples, config, Path(output_dir), logger, passages,
-                      teacher_scores if config.distill else None, tokenizer_path, info)
-    finally:
-        torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
+    teacher = teacher_scores if config.distill else None
+    started, init, out_dir = time.time(), Path(init_model_path), Path(output_dir)
+    notes = Notes("finetune")
+    with session(config) as info:
+        groups, skipped, dropped = normalise_examples(examples, config.negatives_per_query, teacher)
+        if dropped:
+            notes.say(f"left out {dropped} positive/negative id(s) that have no teacher score")
+        if skipped:
+            notes.say(f"skipped {skipped} training example(s) without positives or negatives")
+        settings = {k: getattr(config, k) for k in _IDENTITY_FIELDS}
+        teacher_items = [] if teacher is None else [
+            [qid, sorted((str(d), float(s)) for d, s in teacher.get(qid, {}).items())]
+            for qid in sorted({g[0] for g in groups if g[0] is not None})]
+        digest = fingerprint(str(init.resolve()), settings, groups, teacher_items)
+        done = finished_stats(out_dir, digest, "finished model")
+        if done is not None:
+            return done
 
+        seed_everything(config.seed)  # a fresh MLM head (encoder-only init) is initialised reproducibly
+        mlm, head = load_masked_lm(init)
+        if head == "initialised":
+            notes.say(f"{init} has no MLM head: its projection is the tied word embeddings, transform and bias start "
+                      "fresh (not LexMAE's pre-trained head; export the BertForMaskedLM to use it)")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path or init), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise HarnessError(f"cannot load a tokenizer from {tokenizer_path or init}: {exc}") from exc
+        task = LexicalTask(mlm, tokenizer, groups, passages, teacher, config, info, notes)
+        figures = task.figures()
+        lambda_q = config.flops_lambda * config.query_flops_ratio
+        notes.say(f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
+                  f"{config.queries_per_device} queries x {config.passages_per_query} passages; "
+                  f"FLOPS lambda_d {config.flops_lambda:g}, lambda_q {lambda_q:g}"
+                  + (f", quadratic warm-up over {config.flops_warmup_steps} steps" if config.flops_warmup_steps else "")
+                  + (f"; distillation KL + {config.contrastive_weight:g} x InfoNCE" if teacher is not None else "")
+                  + f"; {task.steps_per_epoch} steps/epoch x {config.epochs} epochs")
+        out = run(task, config, info, out_dir, notes, identity={"fingerprint": digest}, logger=logger)
 
-def _positives(examples: Sequence[Group], passages: Mapping[str, Any] | None, config: LexicalTrainConfig,
-               n: int) -> list[str]:
-    """The first positive of the first ``n`` examples, as text: the sample both start adjustments use."""
-    texts = _Groups(examples, passages, config)
-    return [texts.text(pos[0]) for _, _, pos, _ in examples[:n]]
+        history = out.history()
+        last_epoch = slice(max(0, out.step - task.steps_per_epoch), out.step)
+        stats = task.stats(
+            out, started, model_dir=str(out_dir), init_model=str(init), mlm_head=head, fingerprint=digest,
+            representation=REPRESENTATION, negatives_across_devices=task.across,
+            in_batch_candidates=(task.world if task.across else 1) * config.queries_per_device
+            * config.passages_per_query,
+            distill=teacher is not None, flops_lambda_doc=config.flops_lambda, flops_lambda_query=lambda_q,
+            start_bias_shift=task.start_shift, head_fit=task.head_fit, skipped_examples=skipped,
+            unscored_items_dropped=dropped,
+            avg_query_nonzeros=_mean(history.get("query_nonzeros", [])[last_epoch]),
+            avg_doc_nonzeros=_mean(history.get("doc_nonzeros", [])[last_epoch]), history=history)
 
+        def save() -> None:
+            mlm.save_pretrained(str(out_dir))
+            tokenizer.save_pretrained(str(out_dir))
+            write_lexical_settings(out_dir, query_max_length=config.max_q_len, passage_max_length=config.max_p_len,
+                                   title_separator=config.title_separator, trained_by="harness.finetune.lexical")
 
-def _fit_head(mlm: nn.Module, tokenizer: Any, examples: Sequence[Group], passages: Mapping[str, Any] | None,
-              config: LexicalTrainConfig) -> dict[str, float]:
-    from harness.finetune.head_fit import FIT_PASSAGES, fit_head_to_identity
-
-    return fit_head_to_identity(mlm, tokenizer, _positives(examples, passages, config, FIT_PASSAGES),
-                                config.max_p_len)
-
-
-def _shift_to_sparse_start(mlm: nn.Module, tokenizer: Any, examples: Sequence[Group],
-                           passages: Mapping[str, Any] | None, config: LexicalTrainConfig,
-                           device: torch.device) -> float:
-    """Shift the MLM output bias by :func:`sparse_start_shift` of the first positives (same on every rank)."""
-    sample = _positives(examples, passages, config, CALIBRATION_PASSAGES)
-    enc = tokenizer(sample, padding=True, truncation=True, max_length=config.max_p_len, return_tensors="pt")
-    shift = sparse_start_shift(mlm, {k: v.to(device) for k, v in enc.items()}, config.start_terms)
-    bias = mlm.get_output_embeddings().bias  # BERT ties cls.predictions.bias to the decoder's bias
-    with torch.no_grad():
-        bias.sub_(shift)
-    return shift
+        return finish(out_dir, stats, save, config.keep_checkpoints_at_end)
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _train(init: Path, raw_examples: Sequence[Any], config: LexicalTrainConfig, out_dir: Path,
-           logger: Logger | None, passages: Mapping[str, Any] | None, teacher: TeacherScores | None,
-           tokenizer_path: str | Path | None, info: D.DistInfo) -> dict[str, Any]:
-    from transformers import AutoTokenizer
+def _fit_head(mlm: nn.Module, tokenizer: Any, task: LexicalTask) -> dict[str, float]:
+    from harness.finetune.head_fit import FIT_PASSAGES, fit_head_to_identity
 
-    started = time.time()
-    notes: list[str] = []
-    examples, skipped, dropped = _check_examples(raw_examples, config, teacher)
-    if dropped:
-        _say(f"left out {dropped} positive/negative id(s) that have no teacher score", notes)
-    if skipped:
-        _say(f"skipped {skipped} training example(s) without positives or negatives", notes)
-    world, q_per, p_per = info.world_size, config.queries_per_device, config.passages_per_query
-    global_queries = world * q_per
-    steps_per_epoch = len(examples) // global_queries
-    if steps_per_epoch == 0:
-        raise HarnessError(
-            f"{len(examples)} usable training example(s), fewer than one global batch of {global_queries} queries "
-            f"({world} device(s) x {q_per}); lower queries_per_device or add training data"
-        )
-    total_steps = steps_per_epoch * config.epochs
-    fingerprint = _fingerprint(examples, str(init.resolve()), config, teacher)
+    return fit_head_to_identity(mlm, tokenizer, task.first_positives(FIT_PASSAGES), task.config.max_p_len)
 
-    stats_file = out_dir / STATS_FILE
-    if stats_file.is_file():
-        done = json.loads(stats_file.read_text(encoding="utf-8"))
-        if done.get("fingerprint") == fingerprint:
-            done["cached"] = True
-            return done
-        raise HarnessError(f"{out_dir} already holds a finished model trained with other data or settings; "
-                           "use a new output directory (or delete that one)")
 
-    seed_everything(config.seed)  # a fresh MLM head (encoder-only init) is initialised reproducibly
-    mlm, head = load_masked_lm(init)
-    if head == "initialised":
-        _say(f"{init} has no MLM head: its projection is the tied word embeddings, transform and bias start "
-             "fresh (not LexMAE's pre-trained head; export the BertForMaskedLM to use it)", notes)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path or init), local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot load a tokenizer from {tokenizer_path or init}: {exc}") from exc
-    model = SpladeEncoder(mlm).to(info.device)
-    model.train()
-    precision = _resolve_precision(config.precision, info.device, notes)
-    optimizer = _optimizer(model, config)  # type: ignore[arg-type]  # reads only config.weight_decay
-    scheduler = _scheduler(optimizer, total_steps, math.ceil(total_steps * config.warmup_ratio))
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-
-    if info.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        ckpt.remove_partial(out_dir)
-    D.barrier()
-    latest = D.broadcast_object(str(ckpt.latest_checkpoint(out_dir) or "") if info.is_main else None)
-    step, resumed_from, start_shift, head_fit = 0, None, None, None
-    history: dict[str, list[float]] = {k: [] for k in ("loss", "contrastive", "kl", "flops_q", "flops_d",
-                                                       "query_nonzeros", "doc_nonzeros")}
-    if latest:
-        saved = ckpt.read_state(latest)
-        if saved.get("fingerprint") != fingerprint:
-            raise HarnessError(f"cannot resume from {latest}: it was made with other data, initial model or "
-                               "settings; restore them or use a new output directory")
-        state, rng_ok = ckpt.load_checkpoint(latest, model=model, optimizer=optimizer, scheduler=scheduler,
-                                             scaler=scaler, device=info.device)
-        step, resumed_from = state["step"], state["step"]
-        history = {k: list(v) for k, v in state["history"].items()}
-        _say(f"resuming from {latest} (step {step} of {total_steps})", notes)
-        if state.get("world_size") != world:
-            _say(f"the checkpoint was made with {state.get('world_size')} device(s), this run has {world}", notes)
-        if not rng_ok:
-            seed_everything(config.seed + info.rank + 7919 * step)
-    else:
-        seed_everything(config.seed + info.rank)
-        if config.fit_head:
-            head_fit = _fit_head(mlm, tokenizer, examples, passages, config)
-            _say(f"MLM head refitted to predict each token from its own hidden state ({head_fit['tokens']} tokens; "
-                 f"identity accuracy {head_fit['identity_accuracy_before']:.2f} -> "
-                 f"{head_fit['identity_accuracy_after']:.2f})", notes)
-        if config.start_terms:
-            start_shift = _shift_to_sparse_start(mlm, tokenizer, examples, passages, config, info.device)
-            _say(f"MLM bias shifted by {-start_shift:+.3f} so a training passage starts with ~{config.start_terms} "
-                 "terms (the softmax objectives do not see the shift)", notes)
-
-    engine = D.wrap_ddp(model, info, find_unused_parameters=False)
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = _Groups(examples, passages, config)
-    across = config.negatives_across_devices and world > 1
-    effective_batch = world * q_per * p_per
-    lambda_q_full = config.flops_lambda * config.query_flops_ratio
-    _say(f"effective batch {effective_batch} passages = {world} device(s) x {q_per} queries x {p_per} passages; "
-         f"FLOPS lambda_d {config.flops_lambda:g}, lambda_q {lambda_q_full:g}"
-         + (f", quadratic warm-up over {config.flops_warmup_steps} steps" if config.flops_warmup_steps else "")
-         + (f"; distillation KL + {config.contrastive_weight:g} x InfoNCE" if teacher is not None else "")
-         + f"; {steps_per_epoch} steps/epoch x {config.epochs} epochs", notes)
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total_steps, initial=step, desc="finetune lexical", unit="step", dynamic_ncols=True,
-               disable=not (config.progress and info.is_main))
-    order_epoch, order = -1, []
-    stopped_early, last_logged = False, step
-    try:
-        while step < total_steps:
-            epoch, in_epoch = divmod(step, steps_per_epoch)
-            if epoch != order_epoch:
-                gen = torch.Generator().manual_seed(config.seed + epoch)
-                order, order_epoch = torch.randperm(len(examples), generator=gen).tolist(), epoch
-            first = in_epoch * global_queries + info.rank * q_per
-            batch = [groups.group(i, epoch) for i in order[first : first + q_per]]
-            q_enc = tokenizer([q for _, q, _ in batch], padding=True, truncation=True, max_length=config.max_q_len,
-                              return_tensors="pt")
-            p_enc = tokenizer([groups.text(d) for _, _, ids in batch for d in ids], padding=True, truncation=True,
-                              max_length=config.max_p_len, return_tensors="pt")
-            q_enc = {k: v.to(info.device) for k, v in q_enc.items()}
-            p_enc = {k: v.to(info.device) for k, v in p_enc.items()}
-            teacher_t = None
-            if teacher is not None:
-                teacher_t = torch.tensor([[float(teacher[qid][d]) for d in ids] for qid, _, ids in batch],
-                                         dtype=torch.float32, device=info.device)
-            lam_d = flops_weight(config.flops_lambda, step, config.flops_warmup_steps)
-            lam_q = lam_d * config.query_flops_ratio
-
-            optimizer.zero_grad(set_to_none=True)
-            with autocast(precision, info.device):
-                q_reps, p_reps = engine(q_enc, p_enc)
-            q_all = gather_with_grad(q_reps) if across else None
-            p_all = gather_with_grad(p_reps) if across else None
-            parts = lexical_loss(q_reps, p_reps, p_per, lambda_q=lam_q, lambda_d=lam_d, teacher=teacher_t,
-                                 contrastive_weight=config.contrastive_weight, q_all=q_all, p_all=p_all)
-            loss = parts["loss"]
-            if across:
-                # Each rank holds the whole InfoNCE over the gathered batch but only its slice's gradient;
-                # DDP averages over ranks, so that term is scaled back up (KL and FLOPS are per rank).
-                w = config.contrastive_weight if teacher is not None else 1.0
-                loss = loss + (world - 1) * w * parts["contrastive"]
-            (scaler.scale(loss) if scaler is not None else loss).backward()
-            if scaler is not None:
-                scaler.unscale_(optimizer)
-            if config.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            lr = float(optimizer.param_groups[0]["lr"])
-            scheduler.step()
-            step += 1
-
-            with torch.no_grad():
-                measured = {k: v.detach().double() for k, v in parts.items()}
-                measured["query_nonzeros"] = (q_reps.detach() > 0).sum(dim=1).double().mean()
-                measured["doc_nonzeros"] = (p_reps.detach() > 0).sum(dim=1).double().mean()
-                means = D.all_reduce_mean(torch.stack(list(measured.values())).cpu())  # one collective per step
-            for key, value in zip(measured, means.tolist()):
-                history[key].append(float(value))
-            if not math.isfinite(history["loss"][-1]):
-                raise HarnessError(f"the lexical fine-tuning loss became {history['loss'][-1]} at step {step}; "
-                                   "lower lr or flops_lambda, or use fp32/bf16")
-            bar.set_postfix(loss=f"{history['loss'][-1]:.4f}", q_nnz=f"{history['query_nonzeros'][-1]:.0f}",
-                            d_nnz=f"{history['doc_nonzeros'][-1]:.0f}", refresh=False)
-            bar.update(1)
-
-            stop_here = config.stop_after is not None and step >= config.stop_after and step < total_steps
-            epoch_end = step % steps_per_epoch == 0
-            periodic = config.checkpoint_every and step % config.checkpoint_every == 0
-            if (epoch_end or periodic or stop_here) and step < total_steps:
-                ckpt.save_checkpoint(
-                    out_dir, step, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                    keep=config.keep_checkpoints,
-                    trainer_state={"step": step, "epoch": epoch, "world_size": world, "fingerprint": fingerprint,
-                                   "config": config.to_dict(), "precision": precision, "history": history},
-                )
-            if logger is not None and info.is_main and (step % config.log_every == 0 or step == total_steps or stop_here):
-                metrics = {k: _mean(v[last_logged:step]) for k, v in history.items() if v}
-                logger(step, {**{k: v for k, v in metrics.items() if v is not None}, "lr": lr,
-                              "flops_lambda": lam_d, "epoch": step / steps_per_epoch})
-                last_logged = step
-            if stop_here:
-                stopped_early = True
-                _say(f"stopped after step {step} as asked (stop_after); call again to resume", notes)
-                break
-    finally:
-        bar.close()
-
-    loss_history = history["loss"]
-    last_epoch = slice(max(0, len(loss_history) - steps_per_epoch), len(loss_history))
-    stats: dict[str, Any] = {
-        "model_dir": str(out_dir),
-        "init_model": str(init),
-        "mlm_head": head,
-        "fingerprint": fingerprint,
-        "representation": REPRESENTATION,
-        "world_size": world,
-        "queries_per_device": q_per,
-        "passages_per_query": p_per,
-        "negatives_per_query": config.negatives_per_query,
-        "effective_batch": effective_batch,
-        "negatives_across_devices": across,
-        "in_batch_candidates": (world if across else 1) * q_per * p_per,
-        "distill": teacher is not None,
-        "flops_lambda_doc": config.flops_lambda,
-        "start_bias_shift": start_shift,
-        "head_fit": head_fit,
-        "flops_lambda_query": lambda_q_full,
-        "examples": len(examples),
-        "skipped_examples": skipped,
-        "unscored_items_dropped": dropped,
-        "steps": step,
-        "total_steps": total_steps,
-        "steps_per_epoch": steps_per_epoch,
-        "epochs": config.epochs,
-        "first_loss": loss_history[0] if loss_history else None,
-        "final_loss": loss_history[-1] if loss_history else None,
-        "epoch_losses": [_mean(loss_history[e * steps_per_epoch : (e + 1) * steps_per_epoch])
-                         for e in range(len(loss_history) // steps_per_epoch)],
-        "avg_query_nonzeros": _mean(history["query_nonzeros"][last_epoch]),
-        "avg_doc_nonzeros": _mean(history["doc_nonzeros"][last_epoch]),
-        "loss_history": loss_history,
-        "history": history,
-        "precision": precision,
-        "device": str(info.device),
-        "resumed_from": resumed_from,
-        "stopped_early": stopped_early,
-        "seconds": time.time() - started,
-        "config": config.to_dict(),
-        "notes": notes,
-        "cached": False,
-    }
-    if stopped_early:
-        return stats
-    if info.is_main:
-        mlm.save_pretrained(str(out_dir))
-        tokenizer.save_pretrained(str(out_dir))
-        write_lexical_settings(out_dir, query_max_length=config.max_q_len, passage_max_length=config.max_p_len,
-                               title_separator=config.title_separator, trained_by="harness.finetune.lexical")
-        if not config.keep_checkpoints_at_end:
-            shutil.rmtree(ckpt.checkpoint_root(out_dir), ignore_errors=True)
-        tmp = out_dir / (STATS_FILE + ".tmp")
-        tmp.write_text(json.dumps(stats, indent=1, default=str) + "\n", encoding="utf-8")
-        tmp.replace(stats_file)
-    D.barrier()
-    return stats
+def _shift_to_sparse_start(mlm: nn.Module, tokenizer: Any, task: LexicalTask, device: torch.device) -> float:
+    """Shift the MLM output bias by :func:`sparse_start_shift` of the first positives (same on every rank)."""
+    config = task.config
+    sample = task.first_positives(CALIBRATION_PASSAGES)
+    enc = tokenizer(sample, padding=True, truncation=True, max_length=config.max_p_len, return_tensors="pt")
+    shift = sparse_start_shift(mlm, {k: v.to(device) for k, v in enc.items()}, config.start_terms)
+    bias = mlm.get_output_embeddings().bias  # BERT ties cls.predictions.bias to the decoder's bias
+    with torch.no_grad():
+        bias.sub_(shift)
+    return shift
 
 
 def write_lexical_settings(folder: str | Path, **settings: Any) -> Path:

@@ -11,9 +11,9 @@ Tiny profile
     checkpoint, on ``(query, positives, negatives)`` groups: the input is
     ``[CLS] query [SEP] passage [SEP]`` (passage truncated first) and the loss is the softmax
     cross entropy of each group's positive against its negatives (the listwise loss of SimLM's and
-    Tevatron's rerankers). Positives and negatives are sampled per epoch with Tevatron's rule
-    (:func:`harness.finetune.negatives.sample_group`); it runs in one process (no DDP, no resume:
-    it is the small in-harness teacher). The folder gets ``harness_reranker.json`` (max length,
+    Tevatron's rerankers). Groups, their per-epoch sampling and the data order are
+    :mod:`harness.finetune.groups`'s and the loop is the engine's (:mod:`harness.training.engine`,
+    checkpoints at epoch ends with exact resume). The folder gets ``harness_reranker.json`` (max length,
     title separator) and ``train_stats.json`` (written last; a finished folder with the same
     data and settings is returned as is).
 Mini profile
@@ -33,57 +33,41 @@ Scoring
 from __future__ import annotations
 
 import copy
-import dataclasses
-import hashlib
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from harness import SEED
 from harness.errors import HarnessError
-from harness.finetune.negatives import sample_group
-from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
+from harness.fsutil import atomic_write_text
 from harness.numerics import upcast
+from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
+from harness.training.finished import finish, finished_stats, fingerprint
 
-Logger = Callable[[int, dict[str, float]], None]
 SETTINGS_FILE = "harness_reranker.json"
-STATS_FILE = "train_stats.json"
 
 
 @dataclass(kw_only=True)
-class RerankerTrainConfig:
+class RerankerTrainConfig(GroupTrainConfig):
     """Cross-encoder training settings (tiny-profile defaults)."""
 
+    what = "reranker"
     queries_per_device: int = 8
     passages_per_query: int = 8  # 1 positive + 7 negatives
     lr: float = 1e-4
     epochs: int = 2
-    warmup_ratio: float = 0.1
     weight_decay: float = 0.01
-    grad_clip: float | None = 1.0
     max_length: int = 192
-    seed: int = SEED
-    title_separator: str = DEFAULT_TITLE_SEPARATOR
-    log_every: int = 10
-    progress: bool = True
-    device: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("queries_per_device", "passages_per_query", "epochs", "max_length", "log_every"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value > 0):
-                raise HarnessError(f"invalid reranker config: {name} must be a positive integer, got {value!r}")
-        if self.lr <= 0 or not 0 <= self.warmup_ratio <= 1 or self.weight_decay < 0:
-            raise HarnessError("invalid reranker config: lr > 0, warmup_ratio in [0, 1], weight_decay >= 0")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        super().__post_init__()
+        self.need_positive_int("max_length")
 
 
 def _load_tokenizer(source: Any) -> Any:
@@ -129,13 +113,28 @@ def _encode_pairs(tokenizer: Any, queries: Sequence[str], passages: Sequence[str
     return {k: v.to(device) for k, v in enc.items()}
 
 
-def _fingerprint(examples: Sequence[Any], init: str, config: RerankerTrainConfig) -> str:
-    h = hashlib.sha256()
-    settings = {k: v for k, v in config.to_dict().items() if k not in ("log_every", "progress", "device")}
-    h.update(json.dumps({"init": init, "settings": settings}, sort_keys=True, default=str).encode())
-    for ex in examples:
-        h.update(json.dumps(ex, ensure_ascii=False, default=str).encode())
-    return h.hexdigest()[:16]
+class RerankerTask(GroupTask):
+    """One listwise step: each group's positive against its negatives, scored as (query, passage) pairs."""
+
+    name = "train reranker"
+
+    def __init__(self, model: Any, tokenizer: Any, groups: Sequence, passages: Mapping[str, Any] | None,
+                 config: RerankerTrainConfig, info: Any):
+        super().__init__(model, tokenizer, groups, passages, config, info, "train_cross_encoder")
+
+    def step(self, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
+        q_per, p_per = self.config.queries_per_device, self.config.passages_per_query
+        qs, ps = [], []
+        for _, query, items in self.batch(step):
+            qs += [query] * p_per
+            ps += [self.text(d) for d in items]
+        enc = _encode_pairs(self.tokenizer, qs, ps, self.config.max_length, ctx.info.device)
+        with ctx.autocast():
+            logits = upcast(ctx.engine(**enc).logits)
+        target = torch.zeros(q_per, dtype=torch.long, device=ctx.info.device)  # positive first in every group
+        loss = F.cross_entropy(logits.view(q_per, p_per), target)
+        ctx.backward(loss)
+        return {"loss": loss}
 
 
 def train_cross_encoder(
@@ -154,101 +153,33 @@ def train_cross_encoder(
     initialisation (then ``tokenizer``, a folder or a tokenizer, is required). Items are texts, or
     doc ids looked up in ``passages`` (id -> text or {"title", "text"}).
     """
-    from tqdm.auto import tqdm
+    started, out_dir = time.time(), Path(output_dir)
+    notes = Notes("reranker")
+    with session(config) as info:
+        groups, skipped, _ = normalise_examples(examples, config.negatives_per_query)
+        init_name = str(init_or_config) if isinstance(init_or_config, (str, Path)) else json.dumps(
+            init_or_config if isinstance(init_or_config, dict) else init_or_config.to_dict(), sort_keys=True,
+            default=str)
+        settings = {k: v for k, v in config.to_dict().items() if k not in ("log_every", "progress", "device")}
+        digest = fingerprint(init_name, settings, groups)
+        done = finished_stats(out_dir, digest, "reranker")
+        if done is not None:
+            return done
+        seed_everything(config.seed)
+        model, tok, init_desc = _new_model(init_or_config, tokenizer)
+        task = RerankerTask(model, tok, groups, passages, config, info)
+        out = run(task, config, info, out_dir, notes, identity={"fingerprint": digest}, logger=logger)
+        stats = task.stats(out, started, model_dir=str(out_dir), init=init_desc, fingerprint=digest,
+                           skipped_examples=skipped)
 
-    from harness.finetune.dense import _optimizer, _scheduler
-    from harness.pretrain.trainer import seed_everything
+        def save() -> None:
+            model.save_pretrained(str(out_dir))
+            tok.save_pretrained(str(out_dir))
+            atomic_write_text(out_dir / SETTINGS_FILE, json.dumps(
+                {"max_length": config.max_length, "title_separator": config.title_separator,
+                 "trained_by": "harness.finetune.reranker"}, indent=1) + "\n")
 
-    started = time.time()
-    out_dir = Path(output_dir)
-    groups = [(q, list(p), list(n)) for q, p, n in examples if p and n]
-    skipped = len(examples) - len(groups)
-    init_name = str(init_or_config) if isinstance(init_or_config, (str, Path)) else json.dumps(
-        init_or_config if isinstance(init_or_config, dict) else init_or_config.to_dict(), sort_keys=True, default=str)
-    fingerprint = _fingerprint(groups, init_name, config)
-    stats_file = out_dir / STATS_FILE
-    if stats_file.is_file():
-        done = json.loads(stats_file.read_text(encoding="utf-8"))
-        if done.get("fingerprint") == fingerprint:
-            return {**done, "cached": True}
-        raise HarnessError(f"{out_dir} already holds a reranker trained with other data or settings; "
-                           "use a new output directory (or delete that one)")
-    q_per, p_per = config.queries_per_device, config.passages_per_query
-    steps_per_epoch = len(groups) // q_per
-    if steps_per_epoch == 0:
-        raise HarnessError(f"{len(groups)} usable reranker example(s), fewer than one batch of {q_per} queries")
-    total = steps_per_epoch * config.epochs
-
-    seed_everything(config.seed)
-    model, tok, init_desc = _new_model(init_or_config, tokenizer)
-    device = torch.device(config.device) if config.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model.to(device).train()
-    optimizer = _optimizer(model, config)  # type: ignore[arg-type]  # reads only config.weight_decay
-    scheduler = _scheduler(optimizer, total, math.ceil(total * config.warmup_ratio))
-
-    def text(item: Any) -> str:
-        if passages is None:
-            return passage_text(item, config.title_separator)
-        try:
-            return passage_text(passages[item], config.title_separator)
-        except KeyError:
-            raise HarnessError(f"reranker training passage id {item!r} is not in passages") from None
-
-    loss_history: list[float] = []
-    step, last_logged = 0, 0
-    target = torch.zeros(q_per, dtype=torch.long, device=device)
-    with tqdm(total=total, desc="train reranker", unit="step", disable=not config.progress) as bar:
-        for epoch in range(config.epochs):
-            order = torch.randperm(len(groups), generator=torch.Generator().manual_seed(config.seed + epoch)).tolist()
-            for s in range(steps_per_epoch):
-                qs, ps = [], []
-                for i in order[s * q_per : (s + 1) * q_per]:
-                    query, pos, negs = groups[i]
-                    chosen = [sample_group(pos, 1, config.seed, f"pos/{i}", epoch)[0] if len(pos) > 1 else pos[0],
-                              *sample_group(negs, p_per - 1, config.seed, str(i), epoch)]
-                    qs += [query] * p_per
-                    ps += [text(d) for d in chosen]
-                logits = upcast(model(**_encode_pairs(tok, qs, ps, config.max_length, device)).logits)
-                loss = F.cross_entropy(logits.view(q_per, p_per), target)  # positive first in every group
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.grad_clip is not None:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                optimizer.step()
-                lr = float(optimizer.param_groups[0]["lr"])
-                scheduler.step()
-                step += 1
-                value = float(loss.item())
-                if not math.isfinite(value):
-                    raise HarnessError(f"the reranker loss became {value} at step {step}; lower lr")
-                loss_history.append(value)
-                bar.set_postfix(loss=f"{value:.4f}", refresh=False)
-                bar.update(1)
-                if logger is not None and (step % config.log_every == 0 or step == total):
-                    window = loss_history[last_logged:step]
-                    logger(step, {"loss": sum(window) / len(window), "lr": lr, "epoch": step / steps_per_epoch})
-                    last_logged = step
-
-    stats = {
-        "model_dir": str(out_dir), "init": init_desc, "fingerprint": fingerprint, "examples": len(groups),
-        "skipped_examples": skipped, "steps": step, "steps_per_epoch": steps_per_epoch, "epochs": config.epochs,
-        "passages_per_query": p_per, "first_loss": loss_history[0], "final_loss": loss_history[-1],
-        "epoch_losses": [sum(loss_history[e * steps_per_epoch:(e + 1) * steps_per_epoch]) / steps_per_epoch
-                         for e in range(config.epochs)],
-        "loss_history": loss_history, "device": str(device), "seconds": time.time() - started,
-        "config": config.to_dict(), "cached": False,
-    }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
-    tok.save_pretrained(str(out_dir))
-    (out_dir / SETTINGS_FILE).write_text(json.dumps({"max_length": config.max_length,
-                                                     "title_separator": config.title_separator,
-                                                     "trained_by": "harness.finetune.reranker"}, indent=1) + "\n",
-                                         encoding="utf-8")
-    tmp = out_dir / (STATS_FILE + ".tmp")
-    tmp.write_text(json.dumps(stats, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(stats_file)
-    return stats
+        return finish(out_dir, stats, save)
 
 
 # --- scoring ------------------------------------------------------------------------------------

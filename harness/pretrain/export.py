@@ -18,7 +18,7 @@ from typing import Any
 from torch import nn
 
 from harness.errors import HarnessError
-from harness.pretrain import distributed as D
+from harness.training import distributed as D
 
 MODEL_FILE = "model.safetensors"
 METADATA_FILE = "harness_export.json"

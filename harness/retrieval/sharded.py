@@ -27,7 +27,7 @@ run, so the result is byte-identical (same device, precision and thread count; b
 part of the manifest). A per-rank ``flock`` keeps two processes of one rank from writing at once.
 
 :func:`encode_distributed` is the torchrun / ``torch.multiprocessing`` driver: RANK/WORLD_SIZE
-come from the environment (:func:`harness.pretrain.distributed.init_distributed`: gloo on CPU,
+come from the environment (:func:`harness.training.distributed.init_distributed`: gloo on CPU,
 nccl on CUDA), a barrier on a gloo group with a long timeout waits for every rank (a resumed
 rank may wait hours for one that has more left), then rank 0 merges. Under
 ``torch.multiprocessing.spawn`` set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in each child
@@ -118,7 +118,7 @@ def _layout(n: int, world_size: int, shard_size: int) -> dict[str, tuple[int, in
 
 def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if rank is None or world_size is None:
-        from harness.pretrain.distributed import get_rank, get_world_size  # RANK/WORLD_SIZE when set
+        from harness.training.distributed import get_rank, get_world_size  # RANK/WORLD_SIZE when set
 
         rank = get_rank() if rank is None else rank
         world_size = get_world_size() if world_size is None else world_size
@@ -467,7 +467,7 @@ def encode_distributed(
     import torch.distributed as dist
 
     from harness.checkpoints import resolve_model_path
-    from harness.pretrain import distributed as D
+    from harness.training import distributed as D
     from harness.retrieval.encoder import load_zero_shot_encoder
 
     created = not (dist.is_available() and dist.is_initialized())

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from harness.errors import HarnessError
-from harness.pretrain import distributed as D
+from harness.training import distributed as D
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.json"

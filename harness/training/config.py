@@ -1,0 +1,71 @@
+"""The hyper-parameters every training loop shares, declared once with their defaults and checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness import SEED
+from harness.errors import HarnessError
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass(kw_only=True)
+class LoopConfig:
+    """Optimiser, schedule, precision, checkpoints and logging of one training run.
+
+    A trainer's config subclasses this, adds its own fields and may re-declare a default (the
+    pre-training loop clips nothing, fine-tuning clips at 1.0, HF's ``max_grad_norm``).
+    """
+
+    what: ClassVar[str] = "training"  # names the config in error messages
+
+    lr: float
+    warmup_ratio: float = 0.1  # linear warm-up over ceil(ratio x total steps), then linear decay to 0
+    weight_decay: float = 0.0  # never on biases and norms
+    grad_clip: float | None = 1.0  # max grad norm; None = no clipping
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    seed: int = SEED
+    precision: str = "fp32"  # fp16 | bf16 need CUDA; CPU runs train in fp32 and say so
+    checkpoint_every: int = 0  # steps; 0 = only at the loop's own points (epoch ends, stop_after)
+    keep_checkpoints: int = 1
+    stop_after: int | None = None  # stop with a checkpoint after this absolute step (time-boxed jobs, tests)
+    log_every: int = 10
+    progress: bool = True
+    device: str | None = None  # None = cuda:LOCAL_RANK if available, else cpu
+    deterministic: bool = True  # torch.use_deterministic_algorithms(warn_only=True) while training
+
+    def __post_init__(self) -> None:
+        for name in ("log_every", "keep_checkpoints"):
+            self.need_positive_int(name)
+        self.need(self.lr > 0, "lr must be positive")
+        self.need(0.0 <= self.warmup_ratio <= 1.0, "warmup_ratio must be in [0, 1]")
+        self.need(self.weight_decay >= 0, "weight_decay must be >= 0")
+        self.need(self.grad_clip is None or self.grad_clip > 0, "grad_clip must be positive or None (off)")
+        self.need(self.precision in PRECISIONS,
+                  f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        self.need(self.checkpoint_every >= 0, "checkpoint_every must be >= 0")
+        self.need(self.stop_after is None or self.stop_after > 0, "stop_after must be positive")
+
+    def need(self, ok: bool, problem: str) -> None:
+        if not ok:
+            raise HarnessError(f"invalid {self.what} config: {problem}")
+
+    def need_positive_int(self, *names: str) -> None:
+        for name in names:
+            value = getattr(self, name)
+            self.need(isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                      f"{name} must be a positive integer, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for key, value in out.items():
+            if isinstance(value, Path):
+                out[key] = str(value)
+            elif isinstance(value, tuple):
+                out[key] = list(value)
+        return out

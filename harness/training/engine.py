@@ -1,0 +1,297 @@
+"""The training loop, once: every trainer of the harness supplies a :class:`Task` and calls :func:`run`.
+
+A task owns its model, its data order and the forward/backward of one optimizer step
+(:meth:`Task.step`); the engine owns everything around it, in this order each step::
+
+    zero_grad -> task.step (forward + backward, gradients accumulated or cached as it needs)
+    -> unscale (fp16) -> clip -> optimizer step -> schedule step -> metrics averaged over ranks
+    -> finite check -> checkpoint -> log -> stop_after
+
+Seeding and resume
+    Global RNGs (python, numpy, torch: dropout) are seeded with ``seed + rank`` when a run starts
+    from step 0, after the task built its model, and saved/restored per rank in checkpoints, so a
+    resumed run finishes with bit-identical weights and metrics. A checkpoint is resumed only
+    when the run's ``identity`` (a dict of what makes it the same experiment: data fingerprint,
+    settings) equals the one it was saved with; the error names what changed.
+Checkpoints
+    Atomic (:mod:`harness.training.checkpoint`), at ``checkpoint_every`` steps, at the task's
+    epoch ends, at ``stop_after`` and, when the task asks for it (``checkpoint_at_end``), after
+    the last step. ``stop_after`` is an absolute step: a run resumed at or past it stops at once.
+Metrics
+    ``task.step`` returns scalar tensors (this rank's means); the engine averages them over ranks
+    in one collective and adds ``lr`` (of the step just taken) and ``grad_norm`` (when clipping).
+    ``logger(step, metrics)`` gets on rank 0, every ``log_every`` steps and at the last one, the
+    means over the steps since the previous multiple of ``log_every`` (the same after a resume).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from harness.errors import HarnessError
+from harness.training import checkpoint as ckpt
+from harness.training import distributed as D
+from harness.training.config import LoopConfig
+from harness.training.optim import build_optimizer, linear_schedule, warmup_steps
+from harness.training.precision import autocast, grad_scaler, resolve_precision
+
+Logger = Callable[[int, dict[str, float]], None]
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class Notes:
+    """What a run changed or noticed: kept for its stats and said on rank 0 as ``<name>: message``."""
+
+    def __init__(self, name: str):
+        self.name, self.lines = name, []
+
+    def say(self, message: str) -> None:
+        self.lines.append(message)
+        if D.is_main():
+            print(f"{self.name}: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def session(config: LoopConfig) -> Iterator[D.DistInfo]:
+    """This process's place in a (possibly distributed) run, with deterministic kernels while inside."""
+    info = D.init_distributed(config.device)
+    prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    if config.deterministic:
+        if info.device.type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield info
+    finally:
+        torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
+
+
+@dataclass
+class StepContext:
+    """What a task's step works with: the (DDP-wrapped) model, the device and the precision."""
+
+    model: nn.Module  # the task's model, unwrapped
+    engine: nn.Module  # what to call for forward: DDP-wrapped when the task uses DDP
+    info: D.DistInfo
+    precision: str
+    scaler: torch.amp.GradScaler | None
+    params: list[nn.Parameter]
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return autocast(self.precision, self.info.device)
+
+    def backward(self, loss: Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {k: v.to(self.info.device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
+
+
+class Task:
+    """One trainer's part: subclass, set ``model`` and ``total_steps``, implement :meth:`step`."""
+
+    name = "train"  # progress bar and message prefix
+    model: nn.Module
+    total_steps: int
+    uses_ddp = True  # False: the step syncs gradients itself (gradient caching); the engine syncs the start
+    find_unused_parameters = False
+    can_scale_loss = True  # False: the step runs backward passes the engine's fp16 scaler cannot reach
+    checkpoint_at_end = False  # True when nothing else marks the finished run (pre-training)
+    progress_keys: dict[str, str] = {}  # extra progress-bar fields: label -> metric
+
+    def step(self, step: int, ctx: StepContext) -> dict[str, Tensor]:
+        """Forward and backward of optimizer step ``step`` (0-based); this rank's scalar metrics, "loss" first."""
+        raise NotImplementedError
+
+    def on_fresh_start(self, ctx: StepContext) -> None:
+        """Called once, after seeding, when the run starts from step 0 (not on resume)."""
+
+    def epoch_end(self, step: int) -> bool:
+        """Whether ``step`` steps complete an epoch (a checkpoint is written there)."""
+        return False
+
+    def epoch(self, step: int) -> float:
+        """The epoch reported with the logs after ``step`` steps."""
+        return 0.0
+
+    def state(self) -> dict[str, Any]:
+        """Extra state a resumed run needs (beyond the step), saved in every checkpoint."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
+@dataclass
+class LoopResult:
+    """What a (possibly resumed) run produced; ``metrics`` covers every step since step 1."""
+
+    step: int
+    metrics: list[dict[str, float]]
+    precision: str
+    notes: Notes
+    checkpoint: Path | None = None  # newest checkpoint folder
+    resumed_from: int | None = None
+    stopped_early: bool = False
+    layout_changed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def loss_history(self) -> list[float]:
+        return [m["loss"] for m in self.metrics]
+
+    def history(self) -> dict[str, list[float]]:
+        """Per metric, its value at every step (the keys of the first step, in its order)."""
+        keys = list(self.metrics[0]) if self.metrics else []
+        return {k: [m[k] for m in self.metrics if k in m] for k in keys}
+
+
+def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: Notes, *,
+        identity: dict[str, Any], layout: dict[str, Any] | None = None,
+        logger: Logger | None = None) -> LoopResult:
+    """Train ``task.model`` for ``task.total_steps`` optimizer steps; resume from ``out_dir``'s checkpoints.
+
+    ``identity``: what must equal the checkpoint's for a resume (else an error naming what changed).
+    ``layout``: how the run is laid out on devices; a resume with another layout is allowed and noted.
+    """
+    total = task.total_steps
+    precision = resolve_precision(config.precision, info.device, notes.say, task.can_scale_loss)
+    model = task.model.to(info.device)
+    model.train()
+    optimizer = build_optimizer(model, config)
+    scheduler = linear_schedule(optimizer, total, warmup_steps(total, config.warmup_ratio))
+    scaler = grad_scaler(precision)
+    layout = {"world_size": info.world_size, **(layout or {})}
+
+    if info.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.remove_partial(out_dir)
+    D.barrier()
+    latest = D.broadcast_object(str(ckpt.latest_checkpoint(out_dir) or "") if info.is_main else None)
+    params = [p for p in model.parameters() if p.requires_grad]
+    ctx = StepContext(model, model, info, precision, scaler, params)
+    result = LoopResult(step=0, metrics=[], precision=precision, notes=notes)
+    if latest:
+        saved = ckpt.read_state(latest)
+        _check_identity(saved.get("identity"), identity, latest)
+        state, rng_ok = ckpt.load_checkpoint(latest, model=model, optimizer=optimizer, scheduler=scheduler,
+                                             scaler=scaler, device=info.device)
+        result.step = result.resumed_from = state["step"]
+        result.metrics = list(state["metrics"])
+        result.checkpoint = Path(latest)
+        task.load_state(state.get("task") or {})
+        notes.say(f"resuming from {latest} (step {result.step} of {total})")
+        if state.get("layout") != layout:
+            result.layout_changed = True
+            notes.say(f"the checkpoint was made with layout {state.get('layout')}, this run has {layout}: "
+                      "the resumed run is not bit-identical to an uninterrupted one")
+        if not rng_ok:
+            seed_everything(config.seed + info.rank + 7919 * result.step)
+            notes.say(f"rank {info.rank} has no saved RNG state; re-seeded")
+    else:
+        seed_everything(config.seed + info.rank)
+        task.on_fresh_start(ctx)
+
+    if task.uses_ddp:
+        ctx.engine = D.wrap_ddp(model, info, task.find_unused_parameters)
+    else:
+        D.broadcast_module(model)  # the step syncs gradients itself: sync the start by hand
+    _loop(task, config, ctx, optimizer, scheduler, out_dir, notes, identity, layout, logger, result)
+    return result
+
+
+def _check_identity(saved: dict[str, Any] | None, identity: dict[str, Any], path: str) -> None:
+    saved = saved or {}
+    changed = [f"{k}: {saved.get(k)!r} -> {identity.get(k)!r}" for k in sorted(set(saved) | set(identity))
+               if saved.get(k) != identity.get(k)]
+    if changed:
+        raise HarnessError(f"cannot resume from {path}: the run's data or settings changed ({'; '.join(changed)}); "
+                           "restore them or use a new output directory")
+
+
+def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.optim.Optimizer,
+          scheduler: torch.optim.lr_scheduler.LRScheduler, out_dir: Path, notes: Notes, identity: dict[str, Any],
+          layout: dict[str, Any], logger: Logger | None, result: LoopResult) -> None:
+    from tqdm.auto import tqdm
+
+    total, info, scaler = task.total_steps, ctx.info, ctx.scaler
+    step = result.step
+    result.stopped_early = config.stop_after is not None and config.stop_after <= step < total
+    bar = tqdm(total=total, initial=step, desc=task.name, unit="step", dynamic_ncols=True,
+               disable=not (config.progress and info.is_main))
+    try:
+        while step < total and not result.stopped_early:
+            optimizer.zero_grad(set_to_none=True)
+            local = task.step(step, ctx)
+            if scaler is not None:
+                scaler.unscale_(optimizer)
+            grad_norm = None
+            if config.grad_clip is not None:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(ctx.params, config.grad_clip))
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            lr = float(optimizer.param_groups[0]["lr"])
+            scheduler.step()
+            step += 1
+
+            metrics = _reduce(local)
+            if not math.isfinite(metrics["loss"]):
+                raise HarnessError(f"the {task.name} loss became {metrics['loss']} at step {step}; lower lr, "
+                                   f"enable grad_clip or use fp32/bf16 (the last good checkpoint is {result.checkpoint})")
+            metrics["lr"] = lr
+            if grad_norm is not None:
+                metrics["grad_norm"] = grad_norm
+            result.metrics.append(metrics)
+            result.step = step
+            shown = {"loss": f"{metrics['loss']:.4f}", "lr": f"{lr:.2e}"}
+            shown.update({label: f"{metrics[key]:.0f}" for label, key in task.progress_keys.items() if key in metrics})
+            bar.set_postfix(shown, refresh=False)
+            bar.update(1)
+
+            stop_here = config.stop_after is not None and step >= config.stop_after and step < total
+            periodic = bool(config.checkpoint_every) and step % config.checkpoint_every == 0
+            if stop_here or (step < total and (periodic or task.epoch_end(step))) or (
+                    step == total and task.checkpoint_at_end):
+                trainer_state = {"step": step, "identity": identity, "layout": layout, "config": config.to_dict(),
+                                 "precision": ctx.precision, "metrics": result.metrics, "task": task.state()}
+                result.checkpoint = ckpt.save_checkpoint(
+                    out_dir, step, model=ctx.model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+                    trainer_state=trainer_state, keep=config.keep_checkpoints)
+            if logger is not None and info.is_main and (step % config.log_every == 0 or step == total or stop_here):
+                window = result.metrics[((step - 1) // config.log_every) * config.log_every : step]
+                logged = {k: float(np.mean([m[k] for m in window if k in m])) for k in metrics if k != "lr"}
+                logged.update(lr=lr, epoch=task.epoch(step))
+                logger(step, logged)
+            if stop_here:
+                result.stopped_early = True
+                notes.say(f"stopped after step {step} as asked (stop_after); run again to resume")
+    finally:
+        bar.close()
+
+
+def _reduce(local: dict[str, Tensor]) -> dict[str, float]:
+    """This rank's scalar metrics averaged over ranks, in one collective for all keys ("loss" first)."""
+    if "loss" not in local:
+        raise HarnessError("a training step returned no 'loss'")
+    keys = ["loss", *sorted(k for k in local if k != "loss")]
+    stacked = torch.stack([local[k].detach().reshape(()).double().cpu() for k in keys])
+    return dict(zip(keys, (float(v) for v in D.all_reduce_mean(stacked).tolist())))

@@ -1,0 +1,159 @@
+"""The one training engine: optimiser groups, the schedule, and the loop's contract with a task
+(seeding, exact resume, identity check, stop_after, checkpoints, metrics, logging)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_pretrain_toy import build, make_tokenizer  # noqa: E402
+
+from harness.errors import HarnessError  # noqa: E402
+from harness.training import checkpoint as ckpt  # noqa: E402
+from harness.training.config import LoopConfig  # noqa: E402
+from harness.training.engine import Notes, StepContext, Task, run, session  # noqa: E402
+from harness.training.optim import build_optimizer, linear_schedule, warmup_steps  # noqa: E402
+
+
+# --- optimiser and schedule ------------------------------------------------------------
+
+
+def test_no_weight_decay_on_bias_and_layernorm(tmp_path):
+    obj = build("toy", make_tokenizer(tmp_path / "tok").vocab_size)
+    opt = build_optimizer(obj, LoopConfig(lr=1e-3, weight_decay=0.01))
+    names = {id(p): n for n, p in obj.named_parameters()}
+    decayed = [names[id(p)] for p in opt.param_groups[0]["params"]]
+    plain = [names[id(p)] for p in opt.param_groups[1]["params"]]
+    assert opt.param_groups[0]["weight_decay"] == 0.01 and opt.param_groups[1]["weight_decay"] == 0.0
+    assert any("LayerNorm.weight" in n for n in plain) and all("bias" not in n for n in decayed)
+    assert all("LayerNorm" not in n for n in decayed) and "head.weight" in decayed
+    assert len(decayed) + len(plain) == len(list(obj.parameters()))
+
+
+def test_t5_layer_norms_and_relative_attention_bias_get_the_right_groups():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    model = T5ForConditionalGeneration(T5Config(vocab_size=20, d_model=8, d_kv=4, d_ff=16, num_layers=1,
+                                                num_decoder_layers=1, num_heads=2))
+    opt = build_optimizer(model, LoopConfig(lr=1e-3, weight_decay=0.01))
+    names = {id(p): n for n, p in model.named_parameters()}
+    plain = {names[id(p)] for p in opt.param_groups[1]["params"]}
+    assert plain == {n for n, _ in model.named_parameters() if "layer_norm" in n}  # T5 has no biases
+
+
+def test_linear_warmup_then_decay():
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.AdamW([p], lr=1.0)
+    sched = linear_schedule(opt, 10, warmup_steps(10, 0.2))
+    lrs = []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[:3] == [0.0, 0.5, 1.0]
+    assert lrs[2:] == sorted(lrs[2:], reverse=True) and lrs[-1] == pytest.approx(1 / 8)
+    assert warmup_steps(120000, 0.1) == 12000  # no float-noise extra step
+    assert warmup_steps(30, 0.1) == 3 and warmup_steps(70, 0.1) == 7  # 30 x 0.1 = 3.0000000000000004
+    assert warmup_steps(7, 0.1) == 1 and warmup_steps(40, 0.0) == 0
+
+
+# --- the loop, with a minimal task --------------------------------------------------------
+
+
+class Regression(Task):
+    """Least squares on a fixed random problem, with dropout so the RNG stream matters."""
+
+    name = "toy regression"
+
+    def __init__(self, steps: int = 6, epoch_steps: int = 2):
+        torch.manual_seed(0)
+        self.model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+        self.total_steps, self.epoch_steps = steps, epoch_steps
+        self.x = torch.randn(32, 4, generator=torch.Generator().manual_seed(1))
+        self.y = self.x.sum(dim=1, keepdim=True)
+        self.fresh_starts = 0
+
+    def on_fresh_start(self, ctx: StepContext) -> None:
+        self.fresh_starts += 1
+
+    def step(self, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
+        rows = slice(8 * (step % 4), 8 * (step % 4) + 8)
+        loss = ((ctx.engine(self.x[rows]) - self.y[rows]) ** 2).mean()
+        ctx.backward(loss)
+        return {"loss": loss, "abs_error": (ctx.engine(self.x[rows]) - self.y[rows]).abs().mean()}
+
+    def epoch_end(self, step: int) -> bool:
+        return step % self.epoch_steps == 0
+
+
+def _run(task: Task, out: Path, **overrides):
+    config = LoopConfig(**{"lr": 1e-2, "progress": False, "log_every": 2, **overrides})
+    logged: list[tuple[int, dict[str, float]]] = []
+    with session(config) as info:
+        result = run(task, config, info, out, Notes("test"), identity={"data": "toy"},
+                     logger=lambda step, metrics: logged.append((step, metrics)))
+    return result, logged
+
+
+def test_metrics_lr_grad_norm_and_log_windows(tmp_path):
+    result, logged = _run(Regression(steps=5), tmp_path / "run")
+    assert result.step == 5 and len(result.metrics) == 5 and not result.stopped_early
+    assert list(result.metrics[0])[:2] == ["loss", "abs_error"]
+    assert {"lr", "grad_norm"} <= set(result.metrics[0]) and result.metrics[0]["lr"] == 0.0  # warm-up starts at 0
+    assert [s for s, _ in logged] == [2, 4, 5]
+    assert logged[1][1]["loss"] == pytest.approx((result.loss_history[2] + result.loss_history[3]) / 2)
+    assert result.history()["loss"] == result.loss_history
+
+
+def test_resume_is_bit_identical_and_fresh_start_hook_runs_once(tmp_path):
+    whole_task = Regression()
+    whole, _ = _run(whole_task, tmp_path / "whole")
+    first_task = Regression()
+    first, _ = _run(first_task, tmp_path / "split", stop_after=3)
+    assert first.stopped_early and first.step == 3 and first.checkpoint.name == ckpt.step_dirname(3)
+    again, _ = _run(Regression(), tmp_path / "split", stop_after=3)  # stop_after is an absolute step
+    assert again.stopped_early and again.step == 3 and again.resumed_from == 3
+    resumed_task = Regression()
+    resumed, _ = _run(resumed_task, tmp_path / "split")
+    assert resumed.resumed_from == 3 and resumed.metrics == whole.metrics
+    assert first_task.fresh_starts == 1 and resumed_task.fresh_starts == 0
+    for a, b in zip(whole_task.model.parameters(), resumed_task.model.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_checkpoints_at_epoch_ends_not_after_the_last_step_unless_asked(tmp_path):
+    _run(Regression(steps=6, epoch_steps=2), tmp_path / "a", keep_checkpoints=5)
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "a")] == [2, 4]
+    task = Regression(steps=6, epoch_steps=100)
+    task.checkpoint_at_end = True
+    _run(task, tmp_path / "b", keep_checkpoints=5)
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "b")] == [6]
+
+
+def test_resume_with_another_identity_names_what_changed(tmp_path):
+    _run(Regression(), tmp_path / "run", stop_after=2)
+    config = LoopConfig(lr=1e-2, progress=False)
+    with session(config) as info, pytest.raises(HarnessError, match=r"data or settings changed \(data: 'toy' -> 'other'\)"):
+        run(Regression(), config, info, tmp_path / "run", Notes("test"), identity={"data": "other"})
+
+
+def test_a_non_finite_loss_stops_with_the_last_good_checkpoint(tmp_path):
+    class Exploding(Regression):
+        def step(self, step, ctx):
+            out = super().step(step, ctx)
+            return {**out, "loss": out["loss"] * (float("nan") if step == 3 else 1.0)}
+
+    with pytest.raises(HarnessError, match=r"loss became nan at step 4.*last good checkpoint is .*step-0+2"):
+        _run(Exploding(), tmp_path / "run")
+
+
+def test_invalid_shared_settings_are_one_clear_error():
+    with pytest.raises(HarnessError, match="invalid training config: warmup_ratio must be in"):
+        LoopConfig(lr=1e-3, warmup_ratio=2.0)
+    with pytest.raises(HarnessError, match="precision must be one of"):
+        LoopConfig(lr=1e-3, precision="int8")
