@@ -110,6 +110,6 @@ def _download_from_hub(name: str) -> Path:
 
 def model_fingerprint(path: Path) -> str:
     """sha256 over every file's relative path and contents (a re-exported checkpoint gets a new key)."""
-    from harness.corpus.stage_cache import hash_dir
+    from harness.artifacts import hash_dir
 
     return hash_dir(path, exclude=())

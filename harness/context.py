@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.cache import StageCache
+from harness.artifacts import StageCache
 from harness.errors import HarnessError
 from harness.fsutil import exclusive_lock
 from harness.spec import MethodSpec

@@ -16,7 +16,8 @@ from harness import SEED
 from harness.context import RunContext, StageLog
 from harness.errors import HarnessError
 from harness.hardware import declared_present, detect
-from harness.spec import MethodSpec, config_hash, load_method
+from harness.artifacts import config_hash
+from harness.spec import MethodSpec, load_method
 from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
 
 

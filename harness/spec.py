@@ -9,14 +9,13 @@ hashed (canonical JSON) so every run record names exactly what ran.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
 
+from harness.artifacts import config_hash
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.paths import specs_dir
 from harness.reported import yaml_key_lines
@@ -71,11 +70,6 @@ class MethodSpec:
                 return default
             node = node[part]
         return node
-
-
-def config_hash(config: Any) -> str:
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.corpus import stage_cache
+from harness import artifacts
 from harness.corpus.tokenizer import SPECIAL_TOKENS, train_wordpiece
 from harness.errors import HarnessError
 
@@ -49,7 +49,7 @@ def test_cached_and_rebuilt_on_change(tmp_path):
     train_wordpiece(TEXTS, out, vocab_size=120, min_frequency=1)
     assert (out / "tokenizer.json").stat().st_mtime_ns == mtime
     train_wordpiece(TEXTS, out, vocab_size=100, min_frequency=1)
-    assert stage_cache.read_done(out)["config"]["vocab_size"] == 100
+    assert artifacts.read_done(out)["config"]["vocab_size"] == 100
     assert len(json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]) <= 100
 
 

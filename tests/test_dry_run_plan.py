@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cache import StageCache
+from harness.artifacts import StageCache
 from harness.context import RunContext
 from harness.gate import load_references
 from harness.paths import PROJECT_ROOT, cache_dir

@@ -7,7 +7,8 @@ import textwrap
 import pytest
 
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
-from harness.spec import config_hash, load_method, validate_specs
+from harness.artifacts import config_hash
+from harness.spec import load_method, validate_specs
 
 BASE = """\
 name: base

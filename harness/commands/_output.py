@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.fsutil import atomic_write_text
+
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     """Write a machine-readable summary (metrics keyed {dataset: {measure: value}})."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
     print(f"wrote {path}")

@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.commands._output import write_json
 from harness.errors import HarnessError
+from harness.fsutil import atomic_path
 from harness.text_table import format_table
 
 
@@ -281,14 +282,11 @@ def _per_query_path(args: argparse.Namespace) -> Path:
 
 def _write_per_query(args: argparse.Namespace, result: Any) -> str:
     path = _per_query_path(args)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
         fh.write("measure\tquery_id\tvalue\n")
         for measure, values in result.per_query.items():
             for qid, value in values.items():
                 fh.write(f"{measure}\t{qid}\t{value!r}\n")
-    tmp.replace(path)
     print(f"wrote {path}")
     return str(path)
 

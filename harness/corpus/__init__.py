@@ -6,7 +6,8 @@
 * ``qgen``        -- doc2query-style nucleus sampling of C queries per passage (resumable JSONL).
 * ``tiny_t5``     -- a small T5 query generator trained from scratch (tiny profile).
 * ``tokenizer``   -- a WordPiece vocabulary trained on the corpus (tiny profile).
-* ``stage_cache`` -- ``done.json`` markers keyed by config + input hashes; atomic writes.
+
+Each builder ends with a ``done.json`` marker of :mod:`harness.artifacts` (keyed by config + input hashes).
 
 Heavy libraries (torch, transformers) are imported inside the functions that need them.
 """

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.corpus import stage_cache
+from harness import artifacts
 from harness.corpus.sentences import SentenceSplitter, load_or_train_punkt
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
 
@@ -75,7 +75,7 @@ def corpus_fingerprint(corpus: Mapping[str, Mapping[str, str]]) -> str:
             yield doc.get("title") or ""
             yield doc.get("text") or ""
 
-    return stage_cache.hash_texts(parts())
+    return artifacts.hash_texts(parts())
 
 
 def _count(tokenizer: Any, texts: Sequence[str]) -> list[int]:
@@ -244,7 +244,7 @@ def build_passages(
 
 def save_passages(passages: Iterable[Passage], path: str | Path) -> None:
     lines = [json.dumps(asdict(p), ensure_ascii=False) for p in passages]
-    stage_cache.atomic_write_text(path, "".join(line + "\n" for line in lines))
+    artifacts.atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 def load_passages(path: str | Path) -> list[Passage]:
@@ -288,17 +288,17 @@ def build_passages_cached(
     }
     inputs = {"corpus": corpus_fingerprint(corpus), "tokenizer": tokenizer_fingerprint(tokenizer)}
     if splitter is not None:
-        inputs["splitter"] = stage_cache.hash_json(splitter.to_json())
-    key = stage_cache.stage_key(config, inputs)
-    if stage_cache.is_done(out_dir, key):
+        inputs["splitter"] = artifacts.hash_json(splitter.to_json())
+    key = artifacts.builder_key(config, inputs)
+    if artifacts.is_done(out_dir, key):
         return load_passages(out_dir / PASSAGES_FILE)
-    stage_cache.clear_done(out_dir)
+    artifacts.clear_done(out_dir)
     passages = build_passages(
         corpus, tokenizer, max_tokens, splitter=splitter, title_mode=title_mode,
         short_span_prob=short_span_prob, seed=seed, punkt_cache_dir=out_dir,
     )
     save_passages(passages, out_dir / PASSAGES_FILE)
-    stage_cache.mark_done(
+    artifacts.mark_done(
         out_dir, key, config, inputs,
         n_docs=len(corpus), n_passages=len(passages), file=PASSAGES_FILE,
     )

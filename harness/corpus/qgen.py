@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness.corpus import stage_cache
+from harness import artifacts
 from harness.corpus.passages import Passage
 from harness.errors import DataFormatError, HarnessError
 
@@ -90,11 +90,11 @@ def load_queries(path: str | Path) -> dict[str, list[str]]:
 
 
 def _model_fingerprint(model_dir: Path) -> str:
-    return stage_cache.hash_dir(model_dir, exclude=())
+    return artifacts.hash_dir(model_dir, exclude=())
 
 
 def _passages_fingerprint(passages: Sequence[Passage]) -> str:
-    return stage_cache.hash_texts(t for p in passages for t in (p.pid, p.text))
+    return artifacts.hash_texts(t for p in passages for t in (p.pid, p.text))
 
 
 def generate_queries(
@@ -150,20 +150,20 @@ def generate_queries(
         "max_input_tokens": max_input_tokens, "seed": seed, "rank": rank, "world_size": world_size,
     }
     inputs = {"model": _model_fingerprint(model_dir), "passages": _passages_fingerprint(passages)}
-    key = stage_cache.stage_key(config, inputs)
+    key = artifacts.builder_key(config, inputs)
 
-    if stage_cache.is_done(path.parent, key, done_name) and path.exists():
+    if artifacts.is_done(path.parent, key, done_name) and path.exists():
         existing = _read_existing(path)
         samples = [{"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])} for p in shard[:num_samples]]
         return QGenResult(path, len(shard), 0, len(existing), samples)
 
     # A partial file is only resumable under the same key; otherwise start afresh.
-    stage_cache.clear_done(path.parent, done_name)
+    artifacts.clear_done(path.parent, done_name)
     key_file = path.parent / key_name
     if path.exists() and (not key_file.exists() or key_file.read_text().strip() != key):
         log.warning("discarding %s: written with a different model/passages/config", path)
         path.unlink()
-    stage_cache.atomic_write_text(key_file, key + "\n")
+    artifacts.atomic_write_text(key_file, key + "\n")
     existing = _read_existing(path)
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
@@ -207,7 +207,7 @@ def generate_queries(
             bar.update(1)
         else:
             bar.close()
-            stage_cache.mark_done(path.parent, key, config, inputs, name=done_name,
+            artifacts.mark_done(path.parent, key, config, inputs, name=done_name,
                                   num_passages=len(shard), file=path.name)
             key_file.unlink(missing_ok=True)
             if not samples:  # everything came from the file: show what is there

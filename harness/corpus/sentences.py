@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
-from harness.corpus import stage_cache
+from harness import artifacts
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class SentenceSplitter:
         return cls(_params_from_json(d))
 
     def save(self, path: str | Path) -> None:
-        stage_cache.atomic_write_text(path, json.dumps(self.to_json(), ensure_ascii=False, indent=0) + "\n")
+        artifacts.atomic_write_text(path, json.dumps(self.to_json(), ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "SentenceSplitter":
@@ -150,16 +150,16 @@ def load_or_train_punkt(
         "max_train_chars": max_train_chars,
         "chunk_chars": TRAIN_CHUNK_CHARS,
     }
-    inputs = {"texts": stage_cache.hash_texts(used)}
-    key = stage_cache.stage_key(config, inputs)
+    inputs = {"texts": artifacts.hash_texts(used)}
+    key = artifacts.builder_key(config, inputs)
     if cache_dir is None:
         return train_punkt(used, extra_abbreviations, None)
     folder = Path(cache_dir) / f"punkt-{key[:16]}"
-    if stage_cache.is_done(folder, key):
+    if artifacts.is_done(folder, key):
         return SentenceSplitter.load(folder / "punkt.json")
-    stage_cache.clear_done(folder)
+    artifacts.clear_done(folder)
     log.info("training Punkt sentence splitter on %d texts", len(used))
     splitter = train_punkt(used, extra_abbreviations, None)
     splitter.save(folder / "punkt.json")
-    stage_cache.mark_done(folder, key, config, inputs, n_texts=len(used))
+    artifacts.mark_done(folder, key, config, inputs, n_texts=len(used))
     return splitter

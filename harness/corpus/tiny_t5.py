@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from harness.corpus import stage_cache
+from harness import artifacts
 from harness.corpus.qgen import DOC2QUERY_PREFIX
 from harness.errors import HarnessError
 from harness.training.checkpoint import checkpoint_root
@@ -118,14 +118,14 @@ def train_tiny_t5(
         "max_target_tokens": max_target_tokens, "input_prefix": input_prefix, "seed": seed,
     }
     inputs = {
-        "pairs": stage_cache.hash_texts(t for q, p in pairs for t in (q, p)),
-        "tokenizer": stage_cache.hash_dir(tokenizer_dir),
+        "pairs": artifacts.hash_texts(t for q, p in pairs for t in (q, p)),
+        "tokenizer": artifacts.hash_dir(tokenizer_dir),
     }
-    key = stage_cache.stage_key(config, inputs)
-    if stage_cache.is_done(out_dir, key):
+    key = artifacts.builder_key(config, inputs)
+    if artifacts.is_done(out_dir, key):
         losses = json.loads((out_dir / TRAIN_LOG).read_text())["losses"]
         return TinyT5Result(out_dir, losses, cached=True)
-    stage_cache.clear_done(out_dir)
+    artifacts.clear_done(out_dir)
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
     pad, eos, start = _special_ids(tokenizer)
@@ -171,8 +171,8 @@ def train_tiny_t5(
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
     shutil.rmtree(checkpoint_root(out_dir), ignore_errors=True)
-    stage_cache.atomic_write_json(out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs)})
-    stage_cache.mark_done(out_dir, key, config, inputs, num_pairs=len(pairs), final_loss=losses[-1])
+    artifacts.atomic_write_json(out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs)})
+    artifacts.mark_done(out_dir, key, config, inputs, num_pairs=len(pairs), final_loss=losses[-1])
     return TinyT5Result(out_dir, losses, cached=False)
 
 

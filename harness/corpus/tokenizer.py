@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from harness.corpus import stage_cache
+from harness import artifacts
 from harness.errors import HarnessError
 
 log = logging.getLogger(__name__)
@@ -64,11 +64,11 @@ def train_wordpiece(
         "special_tokens": list(SPECIAL_TOKENS),
         "trainer": "harness-bpe-merges-v1",
     }
-    inputs = {"texts": stage_cache.hash_texts(texts)}
-    key = stage_cache.stage_key(config, inputs)
-    if stage_cache.is_done(out_dir, key):
+    inputs = {"texts": artifacts.hash_texts(texts)}
+    key = artifacts.builder_key(config, inputs)
+    if artifacts.is_done(out_dir, key):
         return out_dir
-    stage_cache.clear_done(out_dir)
+    artifacts.clear_done(out_dir)
 
     counts = count_words(texts, lowercase)
     vocab = learn_wordpiece_vocab(counts, vocab_size, min_frequency, limit_alphabet)
@@ -93,8 +93,8 @@ def train_wordpiece(
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))
-    stage_cache.atomic_write_text(out_dir / "vocab.txt", "".join(t + "\n" for t in vocab))
-    stage_cache.mark_done(out_dir, key, config, inputs, actual_vocab_size=len(vocab), num_words=len(counts))
+    artifacts.atomic_write_text(out_dir / "vocab.txt", "".join(t + "\n" for t in vocab))
+    artifacts.mark_done(out_dir, key, config, inputs, actual_vocab_size=len(vocab), num_words=len(counts))
     log.info("trained WordPiece vocabulary of %d tokens -> %s", len(vocab), out_dir)
     return out_dir
 

@@ -36,7 +36,6 @@ the mean of the 12 forum means.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -48,6 +47,7 @@ import numpy as np
 
 from harness.checkpoints import model_fingerprint, resolve_model_path
 from harness.errors import HarnessError
+from harness.fsutil import atomic_path, atomic_write_text
 from harness.evaluation.conventions import get_convention, trim_to_depth
 from harness.retrieval.encoder import load_zero_shot_encoder, vector_settings
 
@@ -84,7 +84,7 @@ CHUNK_PASSAGES = 10_000  # passages per resumable chunk; corpora up to this size
 
 
 def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
-    from harness.corpus.stage_cache import hash_json
+    from harness.artifacts import hash_json
 
     return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": vector_settings(encoder),
                       "benchmark": benchmark.name, "corpus": benchmark.corpus_files()})
@@ -106,13 +106,9 @@ def _read_cached(npy: Path, meta: Path) -> tuple[list[str], np.ndarray, dict[str
 
 
 def _write_cache(npy: Path, meta: Path, ids: list[str], emb: np.ndarray, info: dict[str, Any]) -> None:
-    npy.parent.mkdir(parents=True, exist_ok=True)
-    tmp = npy.with_name(f"{npy.stem}.{os.getpid()}.tmp.npy")
-    np.save(tmp, emb)
-    tmp.replace(npy)
-    tmp_meta = meta.with_name(f"{meta.name}.{os.getpid()}.tmp")
-    tmp_meta.write_text(json.dumps({**info, "doc_ids": ids}), encoding="utf-8")
-    tmp_meta.replace(meta)  # written last: a complete pair or no cache entry
+    with atomic_path(npy) as tmp:
+        np.save(tmp, emb)
+    atomic_write_text(meta, json.dumps({**info, "doc_ids": ids}))  # written last: a complete pair or no entry
 
 
 def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True,

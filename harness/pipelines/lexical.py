@@ -45,7 +45,7 @@ from harness.pipelines.dense import (NEGATIVE_DEPTH, check_train_queries, detect
                                      finetune_settings, train_queries, train_split)
 
 if TYPE_CHECKING:
-    from harness.cache import StageCache
+    from harness.artifacts import StageCache
     from harness.data.catalog import Benchmark
     from harness.context import RunContext
 

@@ -64,7 +64,7 @@ def tokenizer_stage(ctx: "RunContext") -> Path:
 
 def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
     from harness.corpus.passages import build_passages, load_tokenizer, save_passages
-    from harness.spec import config_hash
+    from harness.artifacts import config_hash
 
     corpus_cfg = ctx.spec.get("corpus") or {}
     names = corpus_names(corpus_cfg.get("source"))

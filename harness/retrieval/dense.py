@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.fsutil import atomic_path, atomic_write_text
 
 Run = dict[str, dict[str, float]]
 
@@ -155,10 +156,9 @@ def save_index(shard: Shard, folder: str | Path) -> Path:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    faiss.write_index(shard.index, str(folder / "index.faiss"))
-    tmp = folder / "doc_ids.json.tmp"
-    tmp.write_text(json.dumps(shard.doc_ids), encoding="utf-8")
-    tmp.replace(folder / "doc_ids.json")
+    with atomic_path(folder / "index.faiss") as tmp:
+        faiss.write_index(shard.index, str(tmp))
+    atomic_write_text(folder / "doc_ids.json", json.dumps(shard.doc_ids))
     return folder
 
 

@@ -85,7 +85,7 @@ class ShardReport:
 
 def corpus_fingerprint(passages: Passages) -> str:
     """sha256 over every (id, title, text) in order: a changed, added or reordered passage changes it."""
-    from harness.corpus.stage_cache import hash_texts
+    from harness.artifacts import hash_texts
 
     def fields(doc_id: str) -> tuple[str, str, str]:
         doc = passages[doc_id]
@@ -97,7 +97,7 @@ def corpus_fingerprint(passages: Passages) -> str:
 def encoder_fingerprint(encoder: Any) -> str:
     """sha256 of the model folder's files and the settings that decide passage vectors."""
     from harness.checkpoints import model_fingerprint
-    from harness.corpus.stage_cache import hash_json
+    from harness.artifacts import hash_json
 
     return hash_json({"model": model_fingerprint(Path(encoder.spec.model_dir)), "settings": vector_settings(encoder)})
 
@@ -130,7 +130,7 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 def _manifest(passages: Passages, ids: list[str], enc_fp: str, encoder: Any, world_size: int,
               shard_size: int, batch_size: int) -> dict[str, Any]:
-    from harness.corpus.stage_cache import hash_texts
+    from harness.artifacts import hash_texts
 
     chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": hash_texts(ids[a:b])}
               for name, (r, a, b) in _layout(len(ids), world_size, shard_size).items()}
@@ -179,7 +179,7 @@ def _short(value: Any) -> str:
 
 def _chunk_complete(out: Path, name: str, entry: Mapping[str, Any], dim: int) -> bool:
     """True when both files exist and agree with the manifest (a damaged chunk is encoded again)."""
-    from harness.corpus.stage_cache import hash_texts
+    from harness.artifacts import hash_texts
 
     meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
     if not meta_path.is_file():
@@ -293,7 +293,7 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
     """
     import hashlib
 
-    from harness.corpus.stage_cache import hash_texts
+    from harness.artifacts import hash_texts
 
     out = Path(out_dir)
     manifest = _read_manifest(out)

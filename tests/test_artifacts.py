@@ -1,17 +1,17 @@
-"""stage_cache: stable keys, atomic writes, done markers."""
+"""The artifact layer: stable keys, atomic writes, done markers."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.corpus import stage_cache as sc
+from harness import artifacts as sc
 
 
 def test_keys_are_stable_and_sensitive():
-    k = sc.stage_key({"a": 1, "b": [1, 2]}, {"x": "h1"})
-    assert k == sc.stage_key({"b": [1, 2], "a": 1}, {"x": "h1"})
-    assert k != sc.stage_key({"a": 2, "b": [1, 2]}, {"x": "h1"})
-    assert k != sc.stage_key({"a": 1, "b": [1, 2]}, {"x": "h2"})
+    k = sc.builder_key({"a": 1, "b": [1, 2]}, {"x": "h1"})
+    assert k == sc.builder_key({"b": [1, 2], "a": 1}, {"x": "h1"})
+    assert k != sc.builder_key({"a": 2, "b": [1, 2]}, {"x": "h1"})
+    assert k != sc.builder_key({"a": 1, "b": [1, 2]}, {"x": "h2"})
     assert sc.hash_texts(["ab", "c"]) != sc.hash_texts(["a", "bc"])
 
 
@@ -27,7 +27,7 @@ def test_hash_dir_and_file(tmp_path):
 
 
 def test_done_marker_roundtrip(tmp_path):
-    key = sc.stage_key({"stage": "t"})
+    key = sc.builder_key({"stage": "t"})
     assert not sc.is_done(tmp_path, key)
     sc.mark_done(tmp_path, key, {"stage": "t"}, {"in": "h"}, n=3)
     assert sc.is_done(tmp_path, key) and not sc.is_done(tmp_path, key + "x")
