@@ -52,7 +52,7 @@ KNOWN_METHODS = ("bm25", "cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc",
 # beir-avg14: mean over the 14 public BEIR sets; beir-avg12: LexMAE's 12-set mean.
 BENCHMARKS = ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
 METRIC_UNITS = {"points": 100.0, "fraction": 1.0}
-FINETUNE_STAGES = ("retriever1", "retriever2", "stage3")
+FINETUNE_STAGES = ("retriever1", "retriever2", "retriever3")  # the pipelines' stage names
 
 # Run conditions a cell may carry: name -> (type, meaning). Unknown names are schema errors
 # so a typo can never silently make two cells look comparable or not.
@@ -60,7 +60,7 @@ CONDITION_KEYS: dict[str, tuple[type, str]] = {
     "pretrain_steps": (str, "pre-training steps as printed, e.g. '120K'"),
     "pretrain_corpus": (str, "pre-training corpus when not the method's default"),
     "checkpoint": (str, "pre-trained weights released by the named authors, not pre-trained in the table's own setting"),
-    "finetune_stage": (str, "retriever1 (BM25 negatives) | retriever2 (mined hard negatives) | stage3 (reranker-distilled)"),
+    "finetune_stage": (str, "retriever1 (BM25 negatives) | retriever2 (mined hard negatives) | retriever3 (reranker-distilled)"),
     "finetune_data": (str, "fine-tuning data when not the benchmark's own, e.g. BEIR protocol"),
     "finetune_queries": (str, "number of training queries in a low-resource setting, as printed"),
     "query_number": (int, "generated queries per passage (query-as-context)"),

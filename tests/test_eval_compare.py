@@ -21,7 +21,7 @@ class Cell:
     score: float | None = 0.382
     value: str = "38.2"
     method: str = "cocondenser"
-    conditions: dict[str, Any] = field(default_factory=lambda: {"finetune_stage": 2})
+    conditions: dict[str, Any] = field(default_factory=lambda: {"finetune_stage": "retriever2"})
     cell_id: str = "qc-v2/t1/cocondenser-r2/mrr10"
     paper_file: str = "qc-pretraining-v2.txt"
     version: str = "v2"
@@ -30,7 +30,7 @@ class Cell:
     column: str = "MRR@10"
 
 
-PAPER_RUN = {"profile": "paper", "method": "cocondenser", "finetune_stage": 2}
+PAPER_RUN = {"profile": "paper", "method": "cocondenser", "finetune_stage": "retriever2"}
 
 
 def _one(reproduced: float, cell: Cell | None = None, run: dict | None = None, per_query=None) -> Comparison:
@@ -71,11 +71,11 @@ def test_boundaries_survive_float_noise_end_to_end():
 # ---------------------------------------------------------------------------- NOT-COMPARABLE
 
 @pytest.mark.parametrize("run,cell,reason", [
-    ({"profile": "tiny", "method": "cocondenser", "finetune_stage": 2}, Cell(), "run profile is 'tiny'"),
-    ({"method": "cocondenser", "finetune_stage": 2}, Cell(), "run profile not stated"),
-    ({"profile": "paper", "method": "cotmae", "finetune_stage": 2}, Cell(), "cell is for method 'cocondenser'"),
-    ({"profile": "paper", "method": "cocondenser", "finetune_stage": 1}, Cell(),
-     "cell reports finetune_stage=2, run has finetune_stage=1"),
+    ({"profile": "tiny", "method": "cocondenser", "finetune_stage": "retriever2"}, Cell(), "run profile is 'tiny'"),
+    ({"method": "cocondenser", "finetune_stage": "retriever2"}, Cell(), "run profile not stated"),
+    ({"profile": "paper", "method": "cotmae", "finetune_stage": "retriever2"}, Cell(), "cell is for method 'cocondenser'"),
+    ({"profile": "paper", "method": "cocondenser", "finetune_stage": "retriever1"}, Cell(),
+     "cell reports finetune_stage=retriever2, run has finetune_stage=retriever1"),
     ({**PAPER_RUN, "pretrain_steps": 120000}, Cell(conditions={"pretrain_steps": "1200k"}),
      "cell reports pretrain_steps=1200k"),
     (PAPER_RUN, Cell(conditions={"profile": "tiny"}), "cell is for profile 'tiny'"),
@@ -92,18 +92,19 @@ def test_not_comparable_reasons(run, cell, reason):
 
 def test_equivalent_condition_spellings_are_comparable():
     assert normalise_condition("120k") == normalise_condition(120000) == 120000.0
-    assert normalise_condition("retriever 2") == normalise_condition(2)
+    # One name per fine-tuning stage everywhere: no spelling of it is bridged to another.
+    assert normalise_condition("retriever2") == "retriever2" != normalise_condition("stage2")
     assert normalise_condition("yes") is True and normalise_condition("w/o") is False
-    cell = Cell(conditions={"finetune_stage": "retriever 2", "pretrain_steps": "120k", "query_number": 5})
+    cell = Cell(conditions={"finetune_stage": "retriever2", "pretrain_steps": "120k", "query_number": 5})
     c = _one(0.382, cell, {**PAPER_RUN, "pretrain_steps": 120_000, "query_number": "5"})
     assert c.status == PASS and c.reason == ""
 
 
 def test_a_condition_the_run_does_not_state_blocks_unless_it_is_provenance_only():
-    cell = Cell(conditions={"finetune_stage": 2, "finetune_queries": "1k"})
+    cell = Cell(conditions={"finetune_stage": "retriever2", "finetune_queries": "1k"})
     c = _one(0.382, cell, PAPER_RUN)
     assert c.status == NOT_COMPARABLE and c.reason == "cell reports finetune_queries=1k, run does not state finetune_queries"
-    cell = Cell(conditions={"finetune_stage": 2, "reproduction_by_authors": True, "runs_averaged": 3})
+    cell = Cell(conditions={"finetune_stage": "retriever2", "reproduction_by_authors": True, "runs_averaged": 3})
     c = _one(0.382, cell, PAPER_RUN)
     assert c.status == PASS and "reproduction_by_authors: True" in c.notes and "runs_averaged: 3" in c.notes
 

@@ -92,12 +92,12 @@ def status_for(delta: float, tolerance: float) -> str:
 
 # ---------------------------------------------------------------------------- conditions
 
-_STAGE = re.compile(r"^(?:retriever|stage|r)\s*-?\s*(\d+)$")
 _NUMBER = re.compile(r"^([0-9]*\.?[0-9]+)\s*([km]?)$")
 
 
 def normalise_condition(value: Any) -> Any:
-    """Comparable form of a condition value: "120k" == 120000, "retriever 2" == 2, "yes" == True."""
+    """Comparable form of a condition value: "120k" == 120000, "yes" == True. Fine-tuning stages are
+    compared by name: the registry, the pipelines and the records all say retriever1/2/3."""
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, (int, float)):
@@ -108,9 +108,6 @@ def normalise_condition(value: Any) -> Any:
             return True
         if text in ("false", "no", "w/o", "without"):
             return False
-        stage = _STAGE.match(text)
-        if stage:
-            return float(stage.group(1))
         number = _NUMBER.match(text)
         if number:
             return float(number.group(1)) * {"": 1.0, "k": 1e3, "m": 1e6}[number.group(2)]
