@@ -140,7 +140,7 @@ def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list
 
         return [", ".join(f"{k} {v}" for k, v in retrieval_settings(spec).items())]
     if stage in ("reranker", "teacher_scores"):
-        from harness.pipelines.dense import finetune_settings
+        from harness.stage_settings import finetune_settings
 
         r3 = finetune_settings(spec, "retriever3")
         from harness.pipelines.lexical import CONFIGURED_RERANKER, DEFAULT_RERANKER_NAME
@@ -180,7 +180,7 @@ def pretrain_details(spec: MethodSpec, hw: Hardware) -> list[str]:
 
 
 def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str]:
-    from harness.pipelines.dense import finetune_settings
+    from harness.stage_settings import finetune_settings
 
     merged = finetune_settings(spec, retriever)
     n = world_size(hw)

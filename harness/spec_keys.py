@@ -4,8 +4,9 @@ harness/spec.py checks every mapping block of a spec, and of each `profiles.<nam
 is deep-merged over the top level), against these, so a misspelt nested key such as
 `finetune.retriever2.epoch` is an error with a did-you-mean instead of a setting silently ignored.
 A key is listed only when the code reads it or a spec in baselines/ states it
-(tests/test_spec_nested_keys.py keeps the list from rotting). Validation only: nothing here is a
-default, and the resolved config (and its hash) is what the YAML says.
+(tests/test_spec_nested_keys.py keeps the list from rotting). Validation only: the fine-tuning
+stage keys' types and defaults live in harness.stage_settings, and the resolved config (and its
+hash) is what the YAML says.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.reported import CONDITION_KEYS
+from harness.stage_settings import StageSettings
 
 
 @dataclass(frozen=True)
@@ -25,30 +27,9 @@ class Block:
 
 Keys = dict[str, "str | Block"]
 
-# What every fine-tuning stage reads: pipelines.dense.finetune_settings merges the finetune
-# block's scalar keys with the stage's own block (dense.train_stage, lexical.lexical_train_stage).
-_STAGE: Keys = {
-    "lr": "peak learning rate",
-    "global_queries": "training queries per optimiser step, over all devices",
-    "passages_per_query": "passages per query group: 1 positive + hard negatives",
-    "epochs": "passes over the training queries",
-    "max_q_len": "query length in tokens",
-    "max_p_len": "passage length in tokens",
-    "warmup_ratio": "share of the steps with linear learning-rate warm-up",
-    "weight_decay": "AdamW weight decay",
-    "negative_depth": "hard negatives are drawn from this many top-ranked passages",
-    "grad_clip": "gradient-norm clip, null for none (learned-sparse)",
-    "flops_lambda": "FLOPS regulariser weight on documents (learned-sparse)",
-    "query_flops_ratio": "query FLOPS weight as a multiple of flops_lambda (learned-sparse)",
-    "flops_warmup_steps": "steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none (learned-sparse)",
-    "fit_head": "refit the MLM head's transform in closed form to predict each token from its own hidden "
-                "state before the first step (learned-sparse)",
-    "start_terms": "shift the MLM output bias so a training passage starts with this many non-zero terms "
-                   "(learned-sparse; null = the head as loaded)",
-    "contrastive_weight": "InfoNCE weight next to the distillation loss (learned-sparse stage 3)",
-    "precision": "training precision, e.g. fp32 or fp16 (learned-sparse)",
-    "representation": "sparse representation; only splade-max is implemented",
-}
+# What every fine-tuning stage reads (merged from the finetune block and the stage's own block):
+# declared once, typed and with defaults, in harness.stage_settings.StageSettings.
+_STAGE: Keys = StageSettings.meanings()
 _NEGATIVES = {"negatives": "hard-negative pools: mined and/or bm25 (the dense retriever 2 reads it; "
                            "retriever 1 always trains on BM25 negatives)"}
 _INIT = {"init": "pretrained (default) or an earlier retriever, e.g. retriever1"}

@@ -13,19 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from harness import SEED
 from harness.errors import HarnessError
+from harness.stage_settings import StageSettings, finetune_settings
 
 if TYPE_CHECKING:
     from harness.context import RunContext
-
-
-NEGATIVE_DEPTH = 200  # hard negatives come from this many top-ranked passages unless a stage says otherwise
-
-
-def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
-    """Shared fine-tuning keys overridden by the stage's own block (retriever1/2/3)."""
-    ft = dict(spec.get("finetune") or {})
-    shared = {k: v for k, v in ft.items() if not isinstance(v, dict)}
-    return {**shared, **(ft.get(stage) or {})}
 
 
 def train_split(spec: Any) -> tuple[str, str]:
@@ -122,25 +113,25 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
     from harness.finetune.dense import DenseTrainConfig, train_dense
     from harness.finetune.negatives import make_examples, negative_pool
 
-    cfg = finetune_settings(ctx.spec, stage)
+    settings = StageSettings.from_spec(ctx.spec, stage)
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    config = {k: cfg.get(k) for k in ("lr", "global_queries", "passages_per_query", "epochs", "max_q_len", "max_p_len",
-                                      "warmup_ratio", "weight_decay", "negative_depth", "max_train_queries")}
+    config = StageSettings.raw(ctx.spec, stage, ("lr", "global_queries", "passages_per_query", "epochs", "max_q_len",
+                                                 "max_p_len", "warmup_ratio", "weight_decay", "negative_depth",
+                                                 "max_train_queries"))
     config["train_queries"] = f"{name}-{split}"
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, config["max_train_queries"])
-        depth = config["negative_depth"] or NEGATIVE_DEPTH
+        depth = settings.negative_depth
         examples = make_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        n = detected_world_size()
         train_cfg = DenseTrainConfig(
-            queries_per_device=max(1, config["global_queries"] // n), passages_per_query=config["passages_per_query"],
-            lr=config["lr"], epochs=config["epochs"], warmup_ratio=0.1 if config["warmup_ratio"] is None else config["warmup_ratio"],
-            weight_decay=config["weight_decay"] or 0.0, max_q_len=config["max_q_len"] or 32,
-            max_p_len=config["max_p_len"] or 144, seed=SEED,
+            queries_per_device=max(1, settings.global_queries // detected_world_size()),
+            passages_per_query=settings.passages_per_query, lr=settings.lr, epochs=settings.epochs,
+            warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, grad_clip=settings.grad_clip,
+            max_q_len=settings.max_q_len, max_p_len=settings.max_p_len, precision=settings.precision, seed=SEED,
         )
         stats = train_dense(init_dir, examples, train_cfg, work / "model", passages=bench.corpus(),
                             logger=lambda step, m: ctx.tracker.log_metrics({f"{stage}/{k}": v for k, v in m.items()},
@@ -160,9 +151,9 @@ def start_encoding(spec: Any) -> dict[str, Any]:
     lengths), so the zero-shot start is scored like for like. A sentence-transformers init such
     as all-MiniLM-L6-v2 would otherwise be read with its own normalised mean pooling, and
     "fine-tuning minus start" would mix in a change of pooling."""
-    cfg = finetune_settings(spec, "retriever1")
+    r1 = StageSettings.from_spec(spec, "retriever1")
     return {"pooling": "cls", "normalize": False,  # DenseTrainConfig trains with CLS pooling
-            "query_max_length": cfg.get("max_q_len") or 32, "passage_max_length": cfg.get("max_p_len") or 144}
+            "query_max_length": r1.max_q_len, "passage_max_length": r1.max_p_len}
 
 
 def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
@@ -200,8 +191,7 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
     check_train_queries(ctx)
     encoder0 = encoder_stage(ctx)
     name, split = train_split(ctx.spec)
-    r1_cfg = finetune_settings(ctx.spec, "retriever1")
-    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or NEGATIVE_DEPTH))
+    bm25_train = bm25_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
     r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": bm25_train.parent.name})
     out: dict[str, dict[str, Path]] = {}
     # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, encoded

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
 from harness.errors import HarnessError
-from harness.pipelines.dense import (NEGATIVE_DEPTH, check_train_queries, detected_world_size, encoder_stage,
-                                     finetune_settings, train_queries, train_split)
+from harness.pipelines.dense import check_train_queries, detected_world_size, encoder_stage, train_queries, train_split
+from harness.stage_settings import NEGATIVE_DEPTH, StageSettings, finetune_settings
 
 if TYPE_CHECKING:
     from harness.artifacts import StageCache
@@ -154,17 +154,17 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
     from harness.finetune.lexical import LexicalTrainConfig, train_lexical
     from harness.finetune.negatives import negative_pool
 
-    cfg = finetune_settings(ctx.spec, stage)
+    settings = StageSettings.from_spec(ctx.spec, stage)
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    keys = ("lr", "global_queries", "passages_per_query", "epochs", "max_q_len", "max_p_len", "warmup_ratio",
-            "weight_decay", "grad_clip", "negative_depth", "max_train_queries", "flops_lambda", "query_flops_ratio",
-            "flops_warmup_steps", "fit_head", "start_terms", "contrastive_weight", "precision", "representation")
-    config = {k: cfg.get(k) for k in keys}
+    config = StageSettings.raw(ctx.spec, stage, (
+        "lr", "global_queries", "passages_per_query", "epochs", "max_q_len", "max_p_len", "warmup_ratio",
+        "weight_decay", "grad_clip", "negative_depth", "max_train_queries", "flops_lambda", "query_flops_ratio",
+        "flops_warmup_steps", "fit_head", "start_terms", "contrastive_weight", "precision", "representation"))
     config["train_queries"] = f"{name}-{split}"
     config["distill"] = teacher_dir is not None
-    if config["representation"] not in (None, "splade-max"):
-        raise HarnessError(f"finetune.representation {config['representation']!r}: only splade-max is implemented")
+    if settings.representation != "splade-max":
+        raise HarnessError(f"finetune.representation {settings.representation!r}: only splade-max is implemented")
 
     def build(work: Path) -> dict[str, Any]:
         passages = bench.corpus()
@@ -175,24 +175,18 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
             examples = [tuple(g) for g in groups]
         else:
             queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
-            depth = config["negative_depth"] or NEGATIVE_DEPTH
-            examples = grouped_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
+            examples = grouped_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, settings.negative_depth)
+                                                         for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
         train_cfg = LexicalTrainConfig(
-            queries_per_device=max(1, config["global_queries"] // detected_world_size()),
-            passages_per_query=config["passages_per_query"], lr=config["lr"], epochs=config["epochs"],
-            warmup_ratio=config["warmup_ratio"] if config["warmup_ratio"] is not None else 0.1,
-            weight_decay=config["weight_decay"] or 0.0,
-            grad_clip=config["grad_clip"] if "grad_clip" in cfg else 1.0,
-            max_q_len=config["max_q_len"] or 32, max_p_len=config["max_p_len"] or 144,
-            flops_lambda=config["flops_lambda"] if config["flops_lambda"] is not None else 0.002,
-            query_flops_ratio=config["query_flops_ratio"] if config["query_flops_ratio"] is not None else 0.75,
-            flops_warmup_steps=config["flops_warmup_steps"] or 0, fit_head=bool(config["fit_head"]),
-            start_terms=config["start_terms"],
-            distill=config["distill"],
-            contrastive_weight=config["contrastive_weight"] if config["contrastive_weight"] is not None else 0.2,
-            precision=config["precision"] or "fp32", seed=SEED,
+            queries_per_device=max(1, settings.global_queries // detected_world_size()),
+            passages_per_query=settings.passages_per_query, lr=settings.lr, epochs=settings.epochs,
+            warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, grad_clip=settings.grad_clip,
+            max_q_len=settings.max_q_len, max_p_len=settings.max_p_len, flops_lambda=settings.flops_lambda,
+            query_flops_ratio=settings.query_flops_ratio, flops_warmup_steps=settings.flops_warmup_steps,
+            fit_head=settings.fit_head, start_terms=settings.start_terms, distill=teacher_dir is not None,
+            contrastive_weight=settings.contrastive_weight, precision=settings.precision, seed=SEED,
         )
         stats = train_lexical(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
                               logger=lambda step, m: ctx.tracker.log_metrics(
@@ -270,7 +264,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     train = {"queries_per_device": 8, "passages_per_query": 8, "lr": 1e-4, "epochs": 2,
              "max_length": min(192, max_pos), **(r3.get("reranker_train") or {})}
     train["max_length"] = min(int(train["max_length"]), max_pos)  # a longer input has no position embedding
-    depth = int(finetune_settings(ctx.spec, "retriever1").get("negative_depth") or NEGATIVE_DEPTH)
+    depth = StageSettings.from_spec(ctx.spec, "retriever1").negative_depth
     config = {"reranker": TINY_RERANKER, "train": train, "negative_depth": depth,
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
 
@@ -454,8 +448,7 @@ def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, P
     encoder0 = encoder_stage(ctx)
     init0 = masked_lm_init(encoder0, ctx)
     name, split = train_split(ctx.spec)
-    r1_cfg = finetune_settings(ctx.spec, "retriever1")
-    bm25_train = bm25_run(ctx, name, split, int(r1_cfg.get("negative_depth") or NEGATIVE_DEPTH))
+    bm25_train = bm25_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
     models = {"retriever1": lexical_train_stage(ctx, "retriever1", init0, [bm25_train],
                                                 {"bm25": bm25_train.parent.name})}
     mine_depth = int((ctx.spec.get("finetune.mine") or {}).get("depth", 200))

@@ -1,0 +1,92 @@
+"""A fine-tuning stage's settings, typed, with their defaults declared once.
+
+A stage (``retriever1`` / ``retriever2`` / ``retriever3``) reads the finetune block's scalar keys
+overridden by its own block (:func:`finetune_settings`). :class:`StageSettings` is that merge with
+every value checked against its type and every absent key at its default, so no pipeline writes
+``or 32`` again; :mod:`harness.spec_keys` derives the keys a spec may state from its fields.
+A stage's cache key is still the spec's own values (``raw``), so a default never moves a key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from harness.errors import HarnessError
+
+NEGATIVE_DEPTH = 200  # hard negatives come from this many top-ranked passages unless a stage says otherwise
+
+
+def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
+    """Shared fine-tuning keys overridden by the stage's own block (retriever1/2/3), as the spec states them."""
+    ft = dict(spec.get("finetune") or {})
+    shared = {k: v for k, v in ft.items() if not isinstance(v, dict)}
+    return {**shared, **(ft.get(stage) or {})}
+
+
+def _key(meaning: str, default: Any = dataclasses.MISSING, kind: tuple[type, ...] = (), nullable: bool = False) -> Any:
+    return field(default=default, metadata={"meaning": meaning, "kind": kind, "nullable": nullable})
+
+
+_NUM = (int, float)
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    """What one fine-tuning stage trains with (the learned-sparse keys are read by LexMAE's stages only)."""
+
+    lr: float = _key("peak learning rate", kind=_NUM)
+    global_queries: int = _key("training queries per optimiser step, over all devices", kind=(int,))
+    passages_per_query: int = _key("passages per query group: 1 positive + hard negatives", kind=(int,))
+    epochs: int = _key("passes over the training queries", kind=(int,))
+    max_q_len: int = _key("query length in tokens", 32, (int,))
+    max_p_len: int = _key("passage length in tokens", 144, (int,))
+    warmup_ratio: float = _key("share of the steps with linear learning-rate warm-up", 0.1, _NUM)
+    weight_decay: float = _key("AdamW weight decay", 0.0, _NUM)
+    negative_depth: int = _key("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH, (int,))
+    grad_clip: float | None = _key("gradient-norm clip, null for none", 1.0, _NUM, nullable=True)
+    precision: str = _key("training precision: fp32, or fp16 / bf16 on CUDA", "fp32", (str,))
+    flops_lambda: float = _key("FLOPS regulariser weight on documents (learned-sparse)", 0.002, _NUM)
+    query_flops_ratio: float = _key("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75, _NUM)
+    flops_warmup_steps: int = _key("steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none (learned-sparse)",
+                                   0, (int,))
+    fit_head: bool = _key("refit the MLM head's transform in closed form to predict each token from its own hidden "
+                          "state before the first step (learned-sparse)", False, (bool,))
+    start_terms: int | None = _key("shift the MLM output bias so a training passage starts with this many non-zero "
+                                   "terms (learned-sparse; null = the head as loaded)", None, (int,), nullable=True)
+    contrastive_weight: float = _key("InfoNCE weight next to the distillation loss (learned-sparse stage 3)", 0.2, _NUM)
+    representation: str = _key("sparse representation; only splade-max is implemented", "splade-max", (str,))
+
+    @classmethod
+    def meanings(cls) -> dict[str, str]:
+        return {f.name: f.metadata["meaning"] for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_spec(cls, spec: Any, stage: str) -> "StageSettings":
+        """The stage's settings; a missing required key or a value of the wrong type names file and key path."""
+        return cls.from_mapping(finetune_settings(spec, stage), f"{getattr(spec, 'path', 'spec')}: finetune.{stage}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], where: str) -> "StageSettings":
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            value = values.get(f.name)
+            if value is None:
+                if f.name in values and f.metadata["nullable"]:
+                    kwargs[f.name] = None  # an explicit null: off
+                elif f.default is dataclasses.MISSING:
+                    raise HarnessError(f"{where}.{f.name} is required ({f.metadata['meaning']})")
+                continue
+            kind = f.metadata["kind"]
+            if isinstance(value, bool) and bool not in kind or not isinstance(value, kind):
+                names = " or ".join(k.__name__ for k in kind)
+                raise HarnessError(f"{where}.{f.name} must be {names}, got {value!r} ({f.metadata['meaning']})")
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+    @staticmethod
+    def raw(spec: Any, stage: str, keys: tuple[str, ...]) -> dict[str, Any]:
+        """The stage's values as the spec states them (None when absent): what its cache key covers."""
+        merged = finetune_settings(spec, stage)
+        return {k: merged.get(k) for k in keys}
