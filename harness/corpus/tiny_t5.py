@@ -14,8 +14,8 @@ targets are the query's tokens + eos.
 
 Training runs on the one engine (:mod:`harness.training.engine`): AdamW with the shared linear
 warm-up/decay, gradient clipping at 1.0, epochs over the pairs in ``randperm(seed + epoch)``
-order, checkpoints that a killed run resumes from. Deterministic for a seed: parameter init,
-batch order and dropout all derive from it; CPU kernels are deterministic for a fixed thread count.
+order. Deterministic for a seed: parameter init, batch order and dropout all derive from it; CPU
+kernels are deterministic for a fixed thread count.
 """
 
 from __future__ import annotations

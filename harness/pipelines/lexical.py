@@ -280,7 +280,8 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
                 "loss_last": stats["final_loss"], "init": stats["init"]}
 
     inputs = {"init": f"{encoder_dir.parent.name}/{encoder_dir.name}", "bm25": bm25_train.parent.name, **bench.files()}
-    cache = ctx.cached_stage("reranker", None, config, inputs, build, resumable=True)
+    # code 2: trained on the shared engine (dropout seeded at step 0 like every trainer): other weights than code 1's.
+    cache = ctx.cached_stage("reranker", None, config, inputs, build, code_version="2", resumable=True)
     return Teacher(cache.dir / "model", cache.key)
 
 

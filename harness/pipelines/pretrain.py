@@ -195,7 +195,8 @@ def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> 
         return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None}
 
     inputs = {**bench.files(), "tokenizer": tokenizer_dir.parent.name}
-    return ctx.cached_stage("qgen_model", None, config, inputs, build).dir / "model"
+    # code 2: trained on the shared engine (its schedule and epoch order): other weights than code 1's.
+    return ctx.cached_stage("qgen_model", None, config, inputs, build, code_version="2").dir / "model"
 
 
 def build_objective_for(spec: Any, tokenizer_dir: Path):
