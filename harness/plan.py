@@ -136,14 +136,14 @@ def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list
         cfg = bm25_settings(spec)
         return [f"BM25 k1 {cfg['k1']}, b {cfg['b']}, fields {', '.join(cfg['fields'])}, {cfg['threads']} thread(s)"]
     if stage in ("impact_index", "impact_search"):
-        from harness.pipelines.lexical import retrieval_settings
+        from harness.pipelines.learned_sparse import retrieval_settings
 
         return [", ".join(f"{k} {v}" for k, v in retrieval_settings(spec).items())]
     if stage in ("reranker", "teacher_scores"):
         from harness.stage_settings import finetune_settings
 
         r3 = finetune_settings(spec, "retriever3")
-        from harness.pipelines.lexical import CONFIGURED_RERANKER, DEFAULT_RERANKER_NAME
+        from harness.pipelines.learned_sparse import CONFIGURED_RERANKER, DEFAULT_RERANKER_NAME
 
         teacher = r3.get("reranker") or CONFIGURED_RERANKER
         ckpt = r3.get("reranker_checkpoint") or (DEFAULT_RERANKER_NAME if teacher == CONFIGURED_RERANKER else None)

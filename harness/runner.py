@@ -74,9 +74,9 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
 
         return run_dense
     if family == "learned-sparse":
-        from harness.pipelines.lexical import run_lexical
+        from harness.pipelines.learned_sparse import run_learned_sparse
 
-        return run_lexical
+        return run_learned_sparse
     raise HarnessError(
         f"method '{spec.name}' ({family}): its fine-tuning pipeline is not built yet; "
         f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "

@@ -148,7 +148,7 @@ def test_scores_are_normalised_once():
 def test_names_are_harness_names():
     cells = reported.load_registry()
     methods = {c.method for c in cells} - {None}
-    assert methods == set(reported.KNOWN_METHODS)
+    assert methods == set(reported.KNOWN_METHODS) - {"nopretrain"}  # every method but the control has cells
     assert {c.benchmark for c in cells} - {None} <= set(reported.BENCHMARKS)
     assert {c.benchmark for c in cells if c.benchmark} >= set(reported.BEIR_DATASETS)
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harness.errors import HarnessError
-from harness.finetune.lexical import splade_max, write_lexical_settings
+from harness.finetune.splade import splade_max, write_lexical_settings
 from harness.retrieval.impact import (
     INDEX_INFO_FILE,
     brute_force_search,
@@ -25,7 +25,7 @@ from harness.retrieval.impact import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_finetune_lexical import VOCAB, make_tiny_mlm  # noqa: E402
+from test_finetune_splade import VOCAB, make_tiny_mlm  # noqa: E402
 
 TEXTS = ["apple pie.", "the sweet mango , lemons", "", "red", "banana tree juice seed sour . a"]
 

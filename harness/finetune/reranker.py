@@ -27,7 +27,7 @@ Mini profile
 Scoring
     :func:`score_pairs` scores (query, passage) pairs in length-sorted batches under
     ``torch.inference_mode``; :func:`score_candidates` builds the ``teacher_scores[qid][docid]``
-    that :func:`harness.finetune.lexical.train_lexical` distils.
+    that :func:`harness.finetune.splade.train_splade` distils.
 """
 
 from __future__ import annotations

@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from harness.errors import HarnessError
-from harness.finetune.lexical import (
+from harness.finetune.splade import (
     SETTINGS_FILE,
-    LexicalTrainConfig,
+    SpladeTrainConfig,
     flops,
     flops_weight,
-    lexical_loss,
+    splade_loss,
     load_masked_lm,
     sparse_start_shift,
     splade_max,
-    train_lexical,
+    train_splade,
 )
 
 FRUITS = "apple banana cherry grape lemon mango melon peach".split()
@@ -116,7 +116,7 @@ def test_stage3_loss_is_kl_plus_gamma_contrastive_plus_flops():
     torch.manual_seed(3)
     q, p = torch.rand(2, 6), torch.rand(6, 6)  # 2 queries x 3 passages, |V| = 6
     teacher = torch.tensor([[2.0, 0.5, -1.0], [0.0, 1.5, 0.3]])
-    parts = lexical_loss(q, p, 3, lambda_q=0.006, lambda_d=0.008, teacher=teacher, contrastive_weight=0.2)
+    parts = splade_loss(q, p, 3, lambda_q=0.006, lambda_d=0.008, teacher=teacher, contrastive_weight=0.2)
     kl = 0.0
     for i in range(2):
         s = [float(q[i] @ p[i * 3 + j]) for j in range(3)]
@@ -131,17 +131,17 @@ def test_stage3_loss_is_kl_plus_gamma_contrastive_plus_flops():
     assert parts["kl"].item() == pytest.approx(kl, rel=1e-5)
     assert parts["contrastive"].item() == pytest.approx(ce, rel=1e-5)
     assert parts["loss"].item() == pytest.approx(kl + 0.2 * ce + 0.006 * fq + 0.008 * fd, rel=1e-5)
-    plain = lexical_loss(q, p, 3, lambda_q=0.006, lambda_d=0.008)
+    plain = splade_loss(q, p, 3, lambda_q=0.006, lambda_d=0.008)
     assert "kl" not in plain and plain["loss"].item() == pytest.approx(ce + 0.006 * fq + 0.008 * fd, rel=1e-5)
 
 
 # --- training -----------------------------------------------------------------------------------
 
 
-def _config(**overrides) -> LexicalTrainConfig:
+def _config(**overrides) -> SpladeTrainConfig:
     values = dict(queries_per_device=4, passages_per_query=3, lr=2e-3, epochs=4, warmup_ratio=0.0,
                   flops_lambda=0.002, progress=False, max_p_len=16, max_q_len=8)
-    return LexicalTrainConfig(**{**values, **overrides})
+    return SpladeTrainConfig(**{**values, **overrides})
 
 
 def test_training_lowers_loss_and_saves_a_loadable_masked_lm(tmp_path, one_thread):
@@ -150,7 +150,7 @@ def test_training_lowers_loss_and_saves_a_loadable_masked_lm(tmp_path, one_threa
     init = make_tiny_mlm(tmp_path / "init")
     examples, passages = fruit_data()
     logged = []
-    stats = train_lexical(init, examples, _config(log_every=2), tmp_path / "out",
+    stats = train_splade(init, examples, _config(log_every=2), tmp_path / "out",
                           logger=lambda s, m: logged.append((s, m)), passages=passages)
     assert stats["steps"] == 16 and stats["effective_batch"] == 12 and stats["mlm_head"] == "loaded"
     assert stats["epoch_losses"][-1] < stats["epoch_losses"][0]
@@ -163,9 +163,9 @@ def test_training_lowers_loss_and_saves_a_loadable_masked_lm(tmp_path, one_threa
     settings = json.loads((out / SETTINGS_FILE).read_text())
     assert settings["representation"] == "splade_max" and settings["passage_max_length"] == 16
     assert not (out / "checkpoints").exists()
-    assert train_lexical(init, examples, _config(log_every=2), out, passages=passages)["cached"] is True
+    assert train_splade(init, examples, _config(log_every=2), out, passages=passages)["cached"] is True
     with pytest.raises(HarnessError, match="other data or settings"):
-        train_lexical(init, examples, _config(flops_lambda=0.5), out, passages=passages)
+        train_splade(init, examples, _config(flops_lambda=0.5), out, passages=passages)
 
 
 def test_resume_after_interruption_gives_the_same_weights(tmp_path, one_thread):
@@ -173,10 +173,10 @@ def test_resume_after_interruption_gives_the_same_weights(tmp_path, one_thread):
 
     init = make_tiny_mlm(tmp_path / "init", dtype=torch.float64)  # float64: see the DDP test below
     examples, passages = fruit_data()
-    full = train_lexical(init, examples, _config(epochs=2), tmp_path / "full", passages=passages)
-    part = train_lexical(init, examples, _config(epochs=2, stop_after=3), tmp_path / "part", passages=passages)
+    full = train_splade(init, examples, _config(epochs=2), tmp_path / "full", passages=passages)
+    part = train_splade(init, examples, _config(epochs=2, stop_after=3), tmp_path / "part", passages=passages)
     assert part["stopped_early"] and part["steps"] == 3
-    resumed = train_lexical(init, examples, _config(epochs=2), tmp_path / "part", passages=passages)
+    resumed = train_splade(init, examples, _config(epochs=2), tmp_path / "part", passages=passages)
     assert resumed["resumed_from"] == 3 and resumed["steps"] == 8
     assert resumed["loss_history"] == pytest.approx(full["loss_history"], rel=1e-12)
     a, b = load_file(str(tmp_path / "full" / "model.safetensors")), load_file(str(tmp_path / "part" / "model.safetensors"))
@@ -204,13 +204,13 @@ def test_sparse_start_shift_leaves_the_asked_number_of_terms_and_the_mlm_unchang
 def test_start_terms_starts_training_sparse(tmp_path, one_thread):
     init = make_tiny_mlm(tmp_path / "init")
     examples, passages = fruit_data()
-    plain = train_lexical(init, examples, _config(epochs=1), tmp_path / "plain", passages=passages)
-    sparse = train_lexical(init, examples, _config(epochs=1, start_terms=3), tmp_path / "sparse", passages=passages)
+    plain = train_splade(init, examples, _config(epochs=1), tmp_path / "plain", passages=passages)
+    sparse = train_splade(init, examples, _config(epochs=1, start_terms=3), tmp_path / "sparse", passages=passages)
     assert plain["start_bias_shift"] is None and isinstance(sparse["start_bias_shift"], float)
     assert sparse["history"]["doc_nonzeros"][0] <= 6 < plain["history"]["doc_nonzeros"][0]
     assert any("so a training passage starts with ~3 terms" in n for n in sparse["notes"])
     with pytest.raises(HarnessError, match="start_terms"):
-        LexicalTrainConfig(start_terms=0)
+        SpladeTrainConfig(start_terms=0)
 
 
 def test_encoder_only_init_gets_a_head_tied_to_the_word_embeddings(tmp_path, one_thread):
@@ -223,7 +223,7 @@ def test_encoder_only_init_gets_a_head_tied_to_the_word_embeddings(tmp_path, one
     with pytest.raises(HarnessError, match="no MLM head"):
         load_masked_lm(init, allow_new_head=False)
     examples, passages = fruit_data()
-    stats = train_lexical(init, examples, _config(epochs=1), tmp_path / "out", passages=passages)
+    stats = train_splade(init, examples, _config(epochs=1), tmp_path / "out", passages=passages)
     assert stats["mlm_head"] == "initialised" and any("no MLM head" in n for n in stats["notes"])
     assert load_masked_lm(tmp_path / "out", allow_new_head=False)[1] == "loaded"
 
@@ -237,45 +237,45 @@ def test_distillation_stage_uses_teacher_scores(tmp_path, one_thread):
     first_qid, _, _, negs = examples[0]
     del teacher[first_qid][negs[0]], teacher[first_qid][negs[1]]
     cfg = _config(distill=True, flops_lambda=0.008, epochs=2)
-    stats = train_lexical(init, examples, cfg, tmp_path / "out", passages=passages, teacher_scores=teacher)
+    stats = train_splade(init, examples, cfg, tmp_path / "out", passages=passages, teacher_scores=teacher)
     assert stats["distill"] is True and stats["unscored_items_dropped"] == 2
     assert len(stats["history"]["kl"]) == stats["steps"] > 0
     assert stats["flops_lambda_query"] == pytest.approx(0.008 * 0.75)
     with pytest.raises(HarnessError, match="teacher_scores"):
-        train_lexical(init, examples, cfg, tmp_path / "x", passages=passages)
+        train_splade(init, examples, cfg, tmp_path / "x", passages=passages)
     with pytest.raises(HarnessError, match="qid, query"):
-        train_lexical(init, [ex[1:] for ex in examples], cfg, tmp_path / "y", passages=passages, teacher_scores=teacher)
+        train_splade(init, [ex[1:] for ex in examples], cfg, tmp_path / "y", passages=passages, teacher_scores=teacher)
 
 
 def test_examples_and_config_are_checked(tmp_path):
     with pytest.raises(HarnessError, match="positive integer"):
-        LexicalTrainConfig(queries_per_device=0)
+        SpladeTrainConfig(queries_per_device=0)
     with pytest.raises(HarnessError, match="flops_lambda"):
-        LexicalTrainConfig(flops_lambda=-1.0)
+        SpladeTrainConfig(flops_lambda=-1.0)
     init = make_tiny_mlm(tmp_path / "init")
     with pytest.raises(HarnessError, match="not \\(query, positives, negatives\\)"):
-        train_lexical(init, [("q", ["p"])], _config(), tmp_path / "out")
+        train_splade(init, [("q", ["p"])], _config(), tmp_path / "out")
     with pytest.raises(HarnessError, match="fewer than one global batch"):
-        train_lexical(init, [("q", ["p"], ["n"])], _config(), tmp_path / "out")
+        train_splade(init, [("q", ["p"], ["n"])], _config(), tmp_path / "out")
 
 
 _DDP_SCRIPT = """
 import json, sys
 import torch
 sys.path.insert(0, {tests!r})
-from test_finetune_lexical import ddp_case
-from harness.finetune.lexical import train_lexical
+from test_finetune_splade import ddp_case
+from harness.finetune.splade import train_splade
 from harness.training import distributed as D
 torch.set_num_threads(1)
 examples, passages, teacher, config = ddp_case(queries_per_device=2)
-stats = train_lexical({init!r}, examples, config, {out!r}, passages=passages, teacher_scores=teacher)
+stats = train_splade({init!r}, examples, config, {out!r}, passages=passages, teacher_scores=teacher)
 if D.is_main():
     json.dump(stats, open({out!r} + ".json", "w"))
 D.cleanup()
 """
 
 
-def ddp_case(queries_per_device: int) -> tuple[list, dict, dict, LexicalTrainConfig]:
+def ddp_case(queries_per_device: int) -> tuple[list, dict, dict, SpladeTrainConfig]:
     """Stage 3 with FLOPS off: KL (per rank) + gamma x InfoNCE over the gathered batch."""
     examples, passages = fruit_data(with_ids=True)
     teacher = {qid: {d: float(len(d) % 4) - (2.0 if d in negs else 0.0) for d in pos + negs}
@@ -301,7 +301,7 @@ def test_ddp_distillation_with_gathered_negatives_equals_one_big_batch(tmp_path,
     # float32 rounding of a zero true gradient (attention key bias) became lr-sized Adam steps.
     init = make_tiny_mlm(tmp_path / "init", seed=1, dtype=torch.float64)
     examples, passages, teacher, config = ddp_case(queries_per_device=4)
-    single = train_lexical(init, examples, config, tmp_path / "single", passages=passages, teacher_scores=teacher)
+    single = train_splade(init, examples, config, tmp_path / "single", passages=passages, teacher_scores=teacher)
     script = tmp_path / "ddp_train.py"
     out = str(tmp_path / "ddp")
     script.write_text(_DDP_SCRIPT.format(tests=str(Path(__file__).parent), init=str(init), out=out))

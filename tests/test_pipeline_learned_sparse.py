@@ -14,7 +14,7 @@ from harness.data.formats import read_trec_run
 from harness.errors import HarnessError
 from harness.evaluation.measures import evaluate
 from harness.paths import cache_dir
-from harness.pipelines.lexical import configured_reranker, grouped_examples, masked_lm_init, retrieval_settings, run_lexical
+from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, retrieval_settings, run_learned_sparse
 from harness.runner import pipeline_for
 from harness.spec import MethodSpec, deep_merge, load_method
 from harness.tracking import Tracker
@@ -52,7 +52,7 @@ def context(spec: MethodSpec) -> RunContext:
 
 
 def test_pipeline_is_registered_for_learned_sparse():
-    assert pipeline_for(load_method("lexmae", "tiny")) is run_lexical
+    assert pipeline_for(load_method("lexmae", "tiny")) is run_learned_sparse
 
 
 def test_retrieval_settings_are_checked():
@@ -107,7 +107,7 @@ def test_lexmae_pipeline_end_to_end_and_cached():
     spec = shrunk_spec()
     ctx = context(spec)
     started = time.time()
-    runs = run_lexical(ctx, ["scifact"])
+    runs = run_learned_sparse(ctx, ["scifact"])
     first_seconds = time.time() - started
     assert list(runs) == ["retriever1", "retriever2", "retriever3"]
 
@@ -149,7 +149,7 @@ def test_lexmae_pipeline_end_to_end_and_cached():
           json.dumps({e["stage"] + "/" + str(e["dataset"]): e["seconds"] for e in ctx.stages.entries}))
 
     again = context(spec)
-    runs2 = run_lexical(again, ["scifact"])
+    runs2 = run_learned_sparse(again, ["scifact"])
     assert runs2 == runs
     assert again.stages.entries and all(e["cached"] for e in again.stages.entries)
     assert again.efficiency == ctx.efficiency

@@ -19,7 +19,7 @@ from harness.finetune.reranker import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_finetune_lexical import ATTRS, FRUITS, VOCAB, make_tiny_mlm  # noqa: E402
+from test_finetune_splade import ATTRS, FRUITS, VOCAB, make_tiny_mlm  # noqa: E402
 
 
 def _tiny_config() -> dict:

@@ -87,7 +87,7 @@ _IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", 
 
 
 @dataclass(kw_only=True)
-class LexicalTrainConfig(BiEncoderTrainConfig):
+class SpladeTrainConfig(BiEncoderTrainConfig):
     """Hyper-parameters; defaults are the paper's stage 1 (batch 24 queries x (1 + 15), lr 2e-5, 3 epochs).
 
     Stage 2: ``flops_lambda=0.008`` on the stage-1 retriever's negatives. Stage 3:
@@ -95,7 +95,7 @@ class LexicalTrainConfig(BiEncoderTrainConfig):
     The warm-up ratio (0.1) is not given by the paper; it is HF/Tevatron practice.
     """
 
-    what = "lexical fine-tuning"
+    what = "SPLADE fine-tuning"
     queries_per_device: int = 24
     lr: float = 2e-5
     flops_lambda: float = 0.002  # lambda_1; 0.008 for stages 2 and 3
@@ -156,7 +156,7 @@ def distill_loss(student: Tensor, teacher: Tensor) -> Tensor:
                     reduction="batchmean", log_target=True)
 
 
-def lexical_loss(
+def splade_loss(
     q_reps: Tensor,
     p_reps: Tensor,
     passages_per_query: int,
@@ -274,15 +274,15 @@ def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, 
 # --- training -----------------------------------------------------------------------------------
 
 
-class LexicalTask(GroupTask):
+class SpladeTask(GroupTask):
     """One SPLADE step: InfoNCE (+ KL to the teacher) + FLOPS over this rank's groups."""
 
-    name = "finetune lexical"
+    name = "finetune splade"
     progress_keys = {"q_nnz": "query_nonzeros", "d_nnz": "doc_nonzeros"}
 
     def __init__(self, mlm: nn.Module, tokenizer: Any, groups: Sequence, passages: Mapping[str, Any] | None,
-                 teacher: TeacherScores | None, config: LexicalTrainConfig, info: Any, notes: Notes):
-        super().__init__(SpladeEncoder(mlm), tokenizer, groups, passages, config, info, "train_lexical")
+                 teacher: TeacherScores | None, config: SpladeTrainConfig, info: Any, notes: Notes):
+        super().__init__(SpladeEncoder(mlm), tokenizer, groups, passages, config, info, "train_splade")
         self.mlm, self.teacher, self.notes = mlm, teacher, notes
         self.across = config.negatives_across_devices and self.world > 1
         self.start_shift: float | None = None
@@ -318,7 +318,7 @@ class LexicalTask(GroupTask):
             q_reps, p_reps = ctx.engine(q_enc, p_enc)
         q_all = gather_with_grad(q_reps) if self.across else None
         p_all = gather_with_grad(p_reps) if self.across else None
-        parts = lexical_loss(q_reps, p_reps, config.passages_per_query, lambda_q=lam_d * config.query_flops_ratio,
+        parts = splade_loss(q_reps, p_reps, config.passages_per_query, lambda_q=lam_d * config.query_flops_ratio,
                              lambda_d=lam_d, teacher=teacher_t, contrastive_weight=config.contrastive_weight,
                              q_all=q_all, p_all=p_all)
         loss = parts["loss"]
@@ -335,10 +335,10 @@ class LexicalTask(GroupTask):
         return parts
 
 
-def train_lexical(
+def train_splade(
     init_model_path: str | Path,
     examples: Sequence[Any],
-    config: LexicalTrainConfig,
+    config: SpladeTrainConfig,
     output_dir: str | Path,
     logger: Logger | None = None,
     *,
@@ -385,7 +385,7 @@ def train_lexical(
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path or init), local_files_only=True)
         except (OSError, ValueError) as exc:
             raise HarnessError(f"cannot load a tokenizer from {tokenizer_path or init}: {exc}") from exc
-        task = LexicalTask(mlm, tokenizer, groups, passages, teacher, config, info, notes)
+        task = SpladeTask(mlm, tokenizer, groups, passages, teacher, config, info, notes)
         figures = task.figures()
         lambda_q = config.flops_lambda * config.query_flops_ratio
         notes.say(f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
@@ -413,7 +413,7 @@ def train_lexical(
             mlm.save_pretrained(str(out_dir))
             tokenizer.save_pretrained(str(out_dir))
             write_lexical_settings(out_dir, query_max_length=config.max_q_len, passage_max_length=config.max_p_len,
-                                   title_separator=config.title_separator, trained_by="harness.finetune.lexical")
+                                   title_separator=config.title_separator, trained_by="harness.finetune.splade")
 
         return finish(out_dir, stats, save, config.keep_checkpoints_at_end)
 
@@ -422,13 +422,13 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _fit_head(mlm: nn.Module, tokenizer: Any, task: LexicalTask) -> dict[str, float]:
+def _fit_head(mlm: nn.Module, tokenizer: Any, task: SpladeTask) -> dict[str, float]:
     from harness.finetune.head_fit import FIT_PASSAGES, fit_head_to_identity
 
     return fit_head_to_identity(mlm, tokenizer, task.first_positives(FIT_PASSAGES), task.config.max_p_len)
 
 
-def _shift_to_sparse_start(mlm: nn.Module, tokenizer: Any, task: LexicalTask, device: torch.device) -> float:
+def _shift_to_sparse_start(mlm: nn.Module, tokenizer: Any, task: SpladeTask, device: torch.device) -> float:
     """Shift the MLM output bias by :func:`sparse_start_shift` of the first positives (same on every rank)."""
     config = task.config
     sample = task.first_positives(CALIBRATION_PASSAGES)

@@ -142,7 +142,7 @@ def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
 # --- training -----------------------------------------------------------------------------------
 
 
-def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path],
+def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path],
                         extra_key: dict[str, str], teacher_dir: Path | None = None) -> Path:
     """Fine-tune a SPLADE-max retriever from `init_dir` on negatives from `pools` (TREC runs).
 
@@ -151,7 +151,7 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
     """
     from harness.data.catalog import get_benchmark
     from harness.data.formats import read_trec_run
-    from harness.finetune.lexical import LexicalTrainConfig, train_lexical
+    from harness.finetune.splade import SpladeTrainConfig, train_splade
     from harness.finetune.negatives import negative_pool
 
     settings = StageSettings.from_spec(ctx.spec, stage)
@@ -179,7 +179,7 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
                                                          for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        train_cfg = LexicalTrainConfig(
+        train_cfg = SpladeTrainConfig(
             queries_per_device=max(1, settings.global_queries // detected_world_size()),
             passages_per_query=settings.passages_per_query, lr=settings.lr, epochs=settings.epochs,
             warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, grad_clip=settings.grad_clip,
@@ -188,7 +188,7 @@ def lexical_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: li
             fit_head=settings.fit_head, start_terms=settings.start_terms, distill=teacher_dir is not None,
             contrastive_weight=settings.contrastive_weight, precision=settings.precision, seed=SEED,
         )
-        stats = train_lexical(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
+        stats = train_splade(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
                               logger=lambda step, m: ctx.tracker.log_metrics(
                                   {f"{stage}/{k}": v for k, v in m.items()}, step=step))
         losses = stats.get("loss_history") or []
@@ -437,7 +437,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 # --- the pipeline -------------------------------------------------------------------------------
 
 
-def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
+def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": ..., "retriever3": ...}."""
     from harness.data.catalog import get_benchmark
     from harness.pipelines.bm25 import bm25_run
@@ -450,7 +450,7 @@ def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, P
     init0 = masked_lm_init(encoder0, ctx)
     name, split = train_split(ctx.spec)
     bm25_train = bm25_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
-    models = {"retriever1": lexical_train_stage(ctx, "retriever1", init0, [bm25_train],
+    models = {"retriever1": splade_train_stage(ctx, "retriever1", init0, [bm25_train],
                                                 {"bm25": bm25_train.parent.name})}
     mine_depth = int((ctx.spec.get("finetune.mine") or {}).get("depth", 200))
 
@@ -466,14 +466,14 @@ def run_lexical(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, P
     if "finetune_r2" in stages:
         mined1 = search_stage(ctx, "retriever1", models["retriever1"], name, split, mine_depth, record=False,
                               train_only=True)
-        models["retriever2"] = lexical_train_stage(ctx, "retriever2", init_for("retriever2"), [mined1],
+        models["retriever2"] = splade_train_stage(ctx, "retriever2", init_for("retriever2"), [mined1],
                                                    {"pools": mined1.parent.name})
         if "finetune_r3" in stages:
             teacher = configured or reranker_stage(ctx, encoder0, bm25_train)
             mined2 = search_stage(ctx, "retriever2", models["retriever2"], name, split, mine_depth, record=False,
                                   train_only=True)
             scored = teacher_stage(ctx, teacher, mined2)
-            models["retriever3"] = lexical_train_stage(ctx, "retriever3", init_for("retriever3"), [],
+            models["retriever3"] = splade_train_stage(ctx, "retriever3", init_for("retriever3"), [],
                                                        {"teacher": scored.name}, teacher_dir=scored)
     out: dict[str, dict[str, Path]] = {label: {} for label in models}
     for dataset in datasets:
