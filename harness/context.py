@@ -78,9 +78,10 @@ class RunContext:
                 return cache
             started = time.time()
             with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
-                if resumable and cache.partial.exists():
+                resume = resumable and not self.force  # --force recomputes: no resume from old work either
+                if resume and cache.partial.exists():
                     print(f"[{label}] resuming from {cache.partial}")
-                meta = build(cache.begin(keep_partial=resumable)) or {}
+                meta = build(cache.begin(keep_partial=resume)) or {}
                 cache.finish(meta)
                 self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta)

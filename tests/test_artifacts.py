@@ -52,3 +52,32 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
         sc.atomic_write_json(p, {"v": 2})
     assert '"v": 1' in p.read_text()
     assert [f.name for f in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monkeypatch):
+    from harness.context import RunContext, StageLog
+    from harness.spec import load_method
+    from harness.tracking import Tracker
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    found: list[list[str]] = []
+
+    def stage(force: bool, finish: bool):
+        def build(work):
+            found.append(sorted(p.name for p in work.iterdir()))
+            (work / "checkpoint").touch()
+            if not finish:
+                raise RuntimeError("killed mid-stage")
+            return {}
+
+        tracker = Tracker(experiment="t", run_name="t", tags={}, enabled=False)
+        ctx = RunContext(load_method("nopretrain", "tiny"), tracker, StageLog(), force=force)
+        return ctx.cached_stage("toy", None, {"a": 1}, {}, build, resumable=True)
+
+    for force, finish in ((False, False), (False, False), (True, True)):
+        try:
+            stage(force, finish)
+        except RuntimeError:
+            pass
+    # The second call resumed the killed one's work folder; --force started afresh.
+    assert found == [[], ["checkpoint"], []]

@@ -142,6 +142,19 @@ def test_resume_with_another_identity_names_what_changed(tmp_path):
         run(Regression(), config, info, tmp_path / "run", Notes("test"), identity={"data": "other"})
 
 
+def test_a_checkpoint_from_before_the_engine_is_refused_with_what_to_do(tmp_path):
+    import json
+
+    _run(Regression(), tmp_path / "run", stop_after=2)
+    state_file = ckpt.latest_checkpoint(tmp_path / "run") / ckpt.STATE_FILE
+    state = json.loads(state_file.read_text())
+    del state["identity"]
+    state_file.write_text(json.dumps(state))
+    config = LoopConfig(lr=1e-2, progress=False)
+    with session(config) as info, pytest.raises(HarnessError, match="older version of the harness.*delete"):
+        run(Regression(), config, info, tmp_path / "run", Notes("test"), identity={"data": "toy"})
+
+
 def test_a_non_finite_loss_stops_with_the_last_good_checkpoint(tmp_path):
     class Exploding(Regression):
         def step(self, step, ctx):

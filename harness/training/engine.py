@@ -217,7 +217,10 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
 
 
 def _check_identity(saved: dict[str, Any] | None, identity: dict[str, Any], path: str) -> None:
-    saved = saved or {}
+    if saved is None:
+        raise HarnessError(f"cannot resume from {path}: it was written by an older version of the harness "
+                           f"(before the training engine); delete {Path(path).parent} to train this stage afresh "
+                           "(a run with --force does)")
     changed = [f"{k}: {saved.get(k)!r} -> {identity.get(k)!r}" for k in sorted(set(saved) | set(identity))
                if saved.get(k) != identity.get(k)]
     if changed:
