@@ -17,6 +17,7 @@ from harness.artifacts import StageCache
 from harness.errors import HarnessError
 from harness.fsutil import exclusive_lock
 from harness.spec import MethodSpec
+from harness.stages import STAGES, StopAfterStage
 from harness.tracking import Tracker
 
 STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
@@ -49,6 +50,7 @@ class RunContext:
     plan_notes: list[tuple[int, str]] = field(default_factory=list)
     # Plan mode: the output folder of each stage the run would build (not finished yet) -> stage name.
     planned: dict[Path, str] = field(default_factory=dict)
+    stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
 
     def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
                      build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
@@ -58,9 +60,11 @@ class RunContext:
         `resumable` stages keep their unfinished work folder (checkpoints, partial files) so a
         killed run continues where it stopped instead of starting the stage again.
         """
+        if name not in STAGES:
+            raise HarnessError(f"stage '{name}' is not declared in harness/stages.py (declared: {', '.join(STAGES)})")
         cache = StageCache(name, config, inputs, code_version)
         if self.plan_only:
-            return self._plan_stage(cache, name, dataset, resumable)
+            return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable))
         label = f"{name}/{dataset}" if dataset else name
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.
@@ -75,7 +79,7 @@ class RunContext:
             if done and not rebuild:
                 print(f"[{label}] cached ({cache.dir})")
                 self.stages.add(name, dataset, True, 0.0, key=cache.key)
-                return cache
+                return self._stop_if_asked(name, cache)
             started = time.time()
             with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
                 resume = resumable and not self.force  # --force recomputes: no resume from old work either
@@ -85,6 +89,11 @@ class RunContext:
                 cache.finish(meta)
                 self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta)
+        return self._stop_if_asked(name, cache)
+
+    def _stop_if_asked(self, name: str, cache: StageCache) -> StageCache:
+        if name == self.stop_after:
+            raise StopAfterStage(name, cache.dir)
         return cache
 
     def _plan_stage(self, cache: StageCache, name: str, dataset: str | None, resumable: bool) -> StageCache:

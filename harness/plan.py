@@ -16,28 +16,7 @@ from typing import Any
 from harness.context import STOP
 from harness.hardware import Hardware, detect, world_size
 from harness.spec import MethodSpec
-
-# Every stage a pipeline executes (the names in a run record's `stages`), with what it does.
-STAGE_HELP = {
-    "tokenizer": "train a WordPiece tokenizer on the corpora",
-    "passages": "train Punkt on the corpus, split the documents into passages",
-    "qgen_model": "train the small query generator (T5) on training pairs",
-    "qgen": "generate queries per passage (query-as-context)",
-    "pretrain": "pre-train the encoder with the objective, export it as a plain BERT",
-    "random_init": "the seeded random encoder (no pre-training)",
-    "index": "Lucene BM25 index of the corpus",
-    "retrieve": "BM25 top-k search of the queries",
-    "retriever1": "retriever 1: fine-tune on BM25 negatives",
-    "retriever2": "retriever 2: fine-tune on mined negatives",
-    "retriever3": "retriever 3: distil the reranker's scores",
-    "dense_retrieve": "encode corpus and queries, exact inner-product top-k",
-    "reranker": "train the tiny cross-encoder teacher",
-    "teacher_scores": "score the mined candidates with the teacher",
-    "impact_index": "encode the corpus, quantise, Lucene impact index",
-    "impact_search": "encode and quantise the queries, impact search",
-    "evaluate": "score the run with the benchmark's measures; compare with the papers",
-}
-
+from harness.stages import STAGES
 
 def entry_label(entry: dict[str, Any]) -> str:
     """`stage[/dataset]`, as the stage's own progress lines name it."""
@@ -84,7 +63,7 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
         if status == "reused":
             remark = f"the output of step {first_step.get(entry.get('key'), '?')}"
         else:
-            remark = STAGE_HELP.get(entry["stage"], "") if entry["stage"] not in helped else ""
+            remark = STAGES.get(entry["stage"], "") if entry["stage"] not in helped else ""
             helped.add(entry["stage"])
         first_step.setdefault(entry.get("key"), i)
         lines.append(f"    {i:>{digits}}. {entry_label(entry):<{width}}  {status:<6}  {remark}".rstrip())

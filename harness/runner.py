@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness import SEED
+from harness.artifacts import config_hash
 from harness.context import RunContext, StageLog
 from harness.errors import HarnessError
 from harness.hardware import declared_present, detect
-from harness.artifacts import config_hash
 from harness.spec import MethodSpec, load_method
+from harness.stages import StopAfterStage
 from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
 
 
@@ -84,25 +85,29 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
     )
 
 
-def run_pretrain_only(spec: MethodSpec, force: bool) -> dict[str, Any]:
-    """`run --stage pretrain`: the pre-training stages only, logged to MLflow (no run record:
-    there are no metrics to compare yet)."""
-    from harness.pipelines.pretrain import run_pretrain
-
+def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool) -> dict[str, Any]:
+    """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
+    (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
-    tags = {"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "stage": "pretrain"}
+    tags = {"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "stage": stage}
     tracker = Tracker(experiment=spec.name, run_name=run_id, tags=tags)
-    ctx = RunContext(spec, tracker, StageLog(), force)
+    ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
     started = time.time()
+    output = None
     with tracker.run():
         tracker.log_params({"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "seed": SEED,
                             "spec": spec.config})
-        encoder = run_pretrain(ctx)
+        try:
+            pipeline_for(spec)(ctx, datasets)
+        except StopAfterStage as stop:
+            output = stop.output
+    if output is None:  # the plan said the stage runs, so this is a pipeline that skipped it
+        raise HarnessError(f"--stage {stage}: the run finished without reaching stage '{stage}'")
     seconds = round(time.time() - started, 1)
     where = f"MLflow run {tracker.parent_run_id}" if tracker.parent_run_id else "MLflow off"
-    print(f"{spec.name} [{spec.profile}] pre-training done in {seconds}s -- encoder {encoder}; {where}")
+    print(f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; {where}")
     return {"method": spec.name, "profile": spec.profile, "run_id": run_id, "spec_hash": spec.spec_hash,
-            "encoder": str(encoder), "stages": ctx.stages.entries, "mlflow": tracker.info(), "seconds": seconds,
+            "output": str(output), "stages": ctx.stages.entries, "mlflow": tracker.info(), "seconds": seconds,
             "metrics": {}, "comparison": [], "run_record": None}
 
 
@@ -113,13 +118,11 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
     context's ``stages.entries`` are in a run record's ``stages`` shape (plus ``plan``: cached, to
     run or reused); ``plan_notes`` hold what the plan reports besides (e.g. a missing checkpoint)."""
     tracker = Tracker(experiment=spec.name, run_name="dry-run", tags={}, enabled=False)
-    ctx = RunContext(spec, tracker, StageLog(), force, plan_only=True)
-    if stage == "pretrain":
-        from harness.pipelines.pretrain import run_pretrain
-
-        run_pretrain(ctx)
-        return ctx
-    variants = pipeline_for(spec)(ctx, datasets)
+    ctx = RunContext(spec, tracker, StageLog(), force, plan_only=True, stop_after=stage)
+    try:
+        variants = pipeline_for(spec)(ctx, datasets)
+    except StopAfterStage:
+        return ctx  # --stage NAME: the plan ends with that stage
     for variant, runs in variants.items():  # the order run_method evaluates in
         for name in runs:
             ctx.stages.add("evaluate", f"{variant}/{name}", False, 0.0, plan="to run")
@@ -141,10 +144,11 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
     for note in spec.get("substitutions") or []:
         print(f"  substitution: {note}")
-    if stage == "pretrain" and "pretrain" not in spec.get("stages", []):
-        raise HarnessError(f"method '{method}' has no pretrain stage (its stages: {', '.join(spec.get('stages'))})")
-    if stage not in (None, "pretrain"):
-        raise HarnessError(f"--stage {stage}: only 'pretrain' can be run on its own in this version")
+    if stage is not None:
+        planned = list(dict.fromkeys(e["stage"] for e in plan_method(spec, datasets, force).stages.entries))
+        if stage not in planned:
+            raise HarnessError(f"--stage {stage}: {method} [{profile}] runs no stage '{stage}' "
+                               f"(its stages: {', '.join(planned)})")
     if dry_run:
         from harness.plan import describe
 
@@ -153,8 +157,8 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
         return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
                 "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
-    if stage == "pretrain":
-        return run_pretrain_only(spec, force)
+    if stage is not None:
+        return run_until(spec, datasets, stage, force)
 
     run_id = new_run_id(method, profile)
     tags = {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}

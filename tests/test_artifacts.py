@@ -72,7 +72,7 @@ def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monk
 
         tracker = Tracker(experiment="t", run_name="t", tags={}, enabled=False)
         ctx = RunContext(load_method("nopretrain", "tiny"), tracker, StageLog(), force=force)
-        return ctx.cached_stage("toy", None, {"a": 1}, {}, build, resumable=True)
+        return ctx.cached_stage("retriever1", None, {"a": 1}, {}, build, resumable=True)
 
     for force, finish in ((False, False), (False, False), (True, True)):
         try:
@@ -81,3 +81,16 @@ def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monk
             pass
     # The second call resumed the killed one's work folder; --force started afresh.
     assert found == [[], ["checkpoint"], []]
+
+
+def test_a_stage_name_not_declared_in_the_stage_graph_is_refused(tmp_path, monkeypatch):
+    from harness.context import RunContext, StageLog
+    from harness.errors import HarnessError
+    from harness.spec import load_method
+    from harness.tracking import Tracker
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    ctx = RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
+                     StageLog())
+    with pytest.raises(HarnessError, match="stage 'finetune_r3' is not declared in harness/stages.py"):
+        ctx.cached_stage("finetune_r3", None, {}, {}, lambda work: {})

@@ -41,3 +41,14 @@ def test_dry_run_shows_each_profiles_declared_hardware(capsys):
     assert "hardware: declared 1 x cpu;" in capsys.readouterr().out
     assert main(["run", "--method", "cotmae_qc", "--profile", "paper", "--dry-run"]) == 0
     assert "hardware: declared 16 x V100-32GB, 60 h;" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_stage_flag_runs_up_to_that_stage_and_writes_no_record(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HARNESS_RUNS_DIR", str(tmp_path / "runs"))
+    assert main(["run", "--method", "cotmae", "--profile", "tiny", "--stage", "tokenizer"]) == 0
+    out = capsys.readouterr().out
+    assert "cotmae [tiny] stopped after stage tokenizer as asked" in out
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["tokenizer"]  # nothing after it ran
+    assert not (tmp_path / "runs" / "records").exists() or not list((tmp_path / "runs" / "records").glob("*.json"))

@@ -16,7 +16,7 @@ from harness.artifacts import StageCache
 from harness.context import RunContext
 from harness.gate import load_references
 from harness.paths import PROJECT_ROOT, cache_dir
-from harness.plan import STAGE_HELP
+from harness.stages import STAGES
 from harness.records import RunRecord, load_record, load_records
 from harness.runner import run_method
 from harness.spec import list_methods, load_method, profiles_of
@@ -143,8 +143,22 @@ def test_dry_run_works_for_every_spec_and_profile_on_an_empty_cache(method, prof
     assert not cache_dir().exists(), "a dry-run wrote into the cache"
 
 
-def test_stage_help_describes_exactly_the_stages_runs_execute():
-    assert set(STAGE_HELP) == executed_stage_names()
+@pytest.mark.parametrize("stage", ["tokenizer", "pretrain", "retriever1", "dense_retrieve", "retriever2"])
+def test_stage_flag_plans_up_to_and_including_the_first_stage_of_that_name(stage):
+    whole = [e["stage"] for e in dry_run("cotmae", "tiny")["stages"]]
+    upto = [e["stage"] for e in dry_run("cotmae", "tiny", stage=stage)["stages"]]
+    assert upto == whole[: whole.index(stage) + 1]
+
+
+def test_stage_flag_names_the_method_s_stages_when_it_has_no_such_stage():
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match=r"nopretrain \[tiny\] runs no stage 'pretrain' \(its stages: tokenizer, "):
+        run_method("nopretrain", "tiny", stage="pretrain")
+
+
+def test_the_declared_stages_are_exactly_the_stages_runs_execute():
+    assert set(STAGES) == executed_stage_names()
 
 
 def test_a_paper_profile_reports_missing_checkpoints_and_inputs_as_plan_lines(tmp_path, monkeypatch, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._output import write_json
+from harness.stages import STOPPABLE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "paper if the declared hardware is present, else mini where the method has it, else tiny")
     p.add_argument("--dataset", action="append", default=None, metavar="NAME",
                    help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets")
-    p.add_argument("--stage", choices=["pretrain"], default=None,
-                   help="run the stages up to and including this one only (e.g. pretrain: export the encoder)")
+    p.add_argument("--stage", choices=STOPPABLE, default=None, metavar="STAGE",
+                   help="run the stages up to and including the first one of this name, then stop (e.g. pretrain: "
+                        "export the pre-trained encoder; retriever1: fine-tune retriever 1). Names: "
+                        + ", ".join(STOPPABLE) + "; --dry-run shows which a method runs")
     p.add_argument("--dry-run", action="store_true",
                    help="print the stage plan and the hardware mapping (declared vs detected) without running")
     p.add_argument("--force", action="store_true", help="ignore cached stage outputs and recompute them")

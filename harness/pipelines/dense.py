@@ -40,7 +40,10 @@ def check_train_queries(ctx: "RunContext") -> None:
     otherwise stop at the first stage that reads them). A dry-run shows it as a line of its plan
     instead and goes on, so that it lists every stage on any machine."""
     from harness.data.catalog import get_benchmark
+    from harness.stages import PRETRAINING
 
+    if ctx.stop_after in PRETRAINING:
+        return  # run --stage pretrain (or earlier): fine-tuning's data is not read
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)  # an unknown name is an error, in a dry-run too
     if not bench.has_split(split):

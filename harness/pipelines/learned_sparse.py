@@ -43,6 +43,7 @@ from harness import SEED
 from harness.errors import HarnessError
 from harness.pipelines.dense import check_train_queries, detected_world_size, encoder_stage, train_queries, train_split
 from harness.stage_settings import NEGATIVE_DEPTH, StageSettings, finetune_settings
+from harness.stages import PRETRAINING
 
 if TYPE_CHECKING:
     from harness.artifacts import StageCache
@@ -444,7 +445,9 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
 
     stages = ctx.spec.get("stages", [])
     retrieval_settings(ctx.spec)  # fail fast on a malformed retrieval block
-    configured = configured_reranker(ctx) if "finetune_r3" in stages else None  # fail fast on a missing teacher
+    # Fail fast on a missing teacher, unless the run stops before fine-tuning (run --stage pretrain).
+    needs_teacher = "finetune_r3" in stages and ctx.stop_after not in PRETRAINING
+    configured = configured_reranker(ctx) if needs_teacher else None
     check_train_queries(ctx)
     encoder0 = encoder_stage(ctx)
     init0 = masked_lm_init(encoder0, ctx)
