@@ -85,6 +85,14 @@ class StageSettings:
             kwargs[f.name] = value
         return cls(**kwargs)
 
+    def trainer_kwargs(self, world_size: int) -> dict[str, Any]:
+        """The bi-encoder trainer settings (harness.finetune.groups.BiEncoderTrainConfig) of this stage,
+        the global batch shared over ``world_size`` devices."""
+        return {"queries_per_device": max(1, self.global_queries // world_size),
+                "passages_per_query": self.passages_per_query, "lr": self.lr, "epochs": self.epochs,
+                "warmup_ratio": self.warmup_ratio, "weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
+                "max_q_len": self.max_q_len, "max_p_len": self.max_p_len, "precision": self.precision}
+
     @staticmethod
     def raw(spec: Any, stage: str, keys: tuple[str, ...]) -> dict[str, Any]:
         """The stage's values as the spec states them (None when absent): what its cache key covers."""

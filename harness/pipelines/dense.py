@@ -130,12 +130,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
         examples = make_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        train_cfg = DenseTrainConfig(
-            queries_per_device=max(1, settings.global_queries // detected_world_size()),
-            passages_per_query=settings.passages_per_query, lr=settings.lr, epochs=settings.epochs,
-            warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, grad_clip=settings.grad_clip,
-            max_q_len=settings.max_q_len, max_p_len=settings.max_p_len, precision=settings.precision, seed=SEED,
-        )
+        train_cfg = DenseTrainConfig(**settings.trainer_kwargs(detected_world_size()), seed=SEED)
         stats = train_dense(init_dir, examples, train_cfg, work / "model", passages=bench.corpus(),
                             logger=lambda step, m: ctx.tracker.log_metrics({f"{stage}/{k}": v for k, v in m.items()},
                                                                          step=step))

@@ -181,14 +181,10 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
         train_cfg = SpladeTrainConfig(
-            queries_per_device=max(1, settings.global_queries // detected_world_size()),
-            passages_per_query=settings.passages_per_query, lr=settings.lr, epochs=settings.epochs,
-            warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, grad_clip=settings.grad_clip,
-            max_q_len=settings.max_q_len, max_p_len=settings.max_p_len, flops_lambda=settings.flops_lambda,
+            **settings.trainer_kwargs(detected_world_size()), flops_lambda=settings.flops_lambda,
             query_flops_ratio=settings.query_flops_ratio, flops_warmup_steps=settings.flops_warmup_steps,
             fit_head=settings.fit_head, start_terms=settings.start_terms, distill=teacher_dir is not None,
-            contrastive_weight=settings.contrastive_weight, precision=settings.precision, seed=SEED,
-        )
+            contrastive_weight=settings.contrastive_weight, seed=SEED)
         stats = train_splade(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
                               logger=lambda step, m: ctx.tracker.log_metrics(
                                   {f"{stage}/{k}": v for k, v in m.items()}, step=step))
