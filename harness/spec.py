@@ -42,6 +42,7 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "finetune": (False, (dict,), "fine-tuning settings"),
     "conditions": (False, (dict,), "the conditions compared against reported cells"),
     "extends": (False, (str,), "parent spec name"),
+    "include": (False, (str, list), "shared fragments (baselines/fragments/<name>.yaml) this spec's own keys override"),
     "profiles": (False, (dict,), "per-profile overrides"),
     "notes": (False, (str, list), "free text"),
     "substitutions": (False, (list,), "where this setting departs from the paper's (printed with every run and recorded)"),
@@ -49,7 +50,8 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
                                    "(listed by `validate`, shown on the leaderboard's method page)"),
 }
 # What a `profiles.<name>` block may override (it is deep-merged over the top level); nested keys: spec_keys.
-PROFILE_KEYS = tuple(k for k in SCHEMA if k not in ("name", "extends", "profiles"))
+PROFILE_KEYS = tuple(k for k in SCHEMA if k not in ("name", "extends", "include", "profiles"))
+FRAGMENTS = "fragments"  # folder of shared spec fragments, beside the specs
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,32 @@ def key_line(path: Path, key: str | tuple[str, ...]) -> int | None:
     return yaml_key_lines(node).get(parts)  # a repeated key: the last one, as yaml.safe_load keeps
 
 
+def _with_fragments(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``raw`` over the fragments it includes, in order (a later one and the spec itself win).
+    ``include`` is text, like a macro: it is not part of the resolved spec or its hash."""
+    names = raw.get("include")
+    if names is None:
+        return raw
+    merged: dict[str, Any] = {}
+    for name in [names] if isinstance(names, str) else list(names):
+        fragment = path.parent / FRAGMENTS / f"{name}.yaml"
+        if not fragment.is_file():
+            known = sorted(p.stem for p in (path.parent / FRAGMENTS).glob("*.yaml"))
+            raise DataFormatError(path, key_line(path, "include"),
+                                  f"include: no fragment '{name}' ({UnknownNameError('fragment', str(name), known)})")
+        body = _load_yaml(fragment)
+        bad = sorted(set(body) - set(PROFILE_KEYS) - {"profiles"})
+        if bad:
+            raise DataFormatError(fragment, key_line(fragment, bad[0]), f"a fragment may not set '{bad[0]}'")
+        merged = deep_merge(merged, body)
+    return deep_merge(merged, {k: v for k, v in raw.items() if k != "include"})
+
+
 def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     path = spec_path(name, root)
     if not path.exists():
         raise UnknownNameError("method", name, list_methods(root))
-    raw = _load_yaml(path)
+    raw = _with_fragments(_load_yaml(path), path)
     parent = raw.get("extends")
     if parent is None:
         return raw
@@ -159,7 +182,25 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
         )
     resolved = deep_merge({k: v for k, v in raw.items() if k != "profiles"}, profiles[profile] or {})
     resolved["profile"] = profile
+    resolved["conditions"] = derive_conditions(resolved, path)
     return MethodSpec(name=name, profile=profile, path=path, config=resolved)
+
+
+def derive_conditions(resolved: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The spec's conditions with those that follow from its settings filled in: a query-as-context
+    spec's ``query_number`` (qgen.num_queries) and ``mixed`` (pretrain.context == mixed). A stated
+    value that contradicts its setting is an error: the setting is the truth."""
+    stated = dict(resolved.get("conditions") or {})
+    context = (resolved.get("pretrain") or {}).get("context")
+    if context not in ("qc", "mixed"):
+        return stated
+    derived = {"query_number": (resolved.get("qgen") or {}).get("num_queries"), "mixed": context == "mixed"}
+    for key, value in derived.items():
+        if key in stated and stated[key] != value:
+            raise DataFormatError(path, key_line(path, "conditions"),
+                                  f"conditions.{key} {stated[key]!r} contradicts the setting it follows from "
+                                  f"({value!r}); leave it out, it is derived")
+    return {**stated, **derived}
 
 
 def _check(raw: dict[str, Any], path: Path) -> list[str]:

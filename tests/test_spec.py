@@ -39,6 +39,49 @@ def test_extends_and_profile_merge(tmp_path):
     assert paper.spec_hash == load_method("child", "paper", tmp_path).spec_hash
 
 
+def test_include_merges_a_fragment_under_the_spec_and_leaves_no_trace_in_the_hash(tmp_path):
+    write(tmp_path, "base", BASE)
+    (tmp_path / "fragments").mkdir()
+    write(tmp_path / "fragments", "qc", "qgen: {model: tiny-t5, num_queries: 3}\npretrain: {context: qc, lr: 9.0}\n"
+                                        "profiles: {tiny: {qgen: {steps: 5}}}\n")
+    write(tmp_path, "inline", "name: inline\nextends: base\ndescription: child\nqgen: {model: tiny-t5, num_queries: 3}\n"
+                              "pretrain: {context: qc, lr: 1.0}\nprofiles: {tiny: {qgen: {steps: 5}}}\n")
+    write(tmp_path, "included", "name: included\nextends: base\ndescription: child\ninclude: qc\npretrain: {lr: 1.0}\n")
+    for profile in ("paper", "tiny"):
+        inline, included = load_method("inline", profile, tmp_path), load_method("included", profile, tmp_path)
+        assert {k: v for k, v in included.config.items() if k != "name"} == \
+            {k: v for k, v in inline.config.items() if k != "name"}  # the spec's own lr wins over the fragment's
+    assert load_method("included", "tiny", tmp_path).get("qgen.steps") == 5
+    assert "include" not in load_method("included", "paper", tmp_path).config
+
+
+def test_an_unknown_fragment_and_a_fragment_naming_the_method_are_errors(tmp_path):
+    write(tmp_path, "base", BASE)
+    (tmp_path / "fragments").mkdir()
+    write(tmp_path / "fragments", "qc", "qgen: {num_queries: 3}\n")
+    write(tmp_path, "child", "name: child\nextends: base\ndescription: c\ninclude: [qcc]\n")
+    with pytest.raises(DataFormatError, match=r"child.yaml:4.*no fragment 'qcc'.*Did you mean: qc"):
+        load_method("child", "paper", tmp_path)
+    write(tmp_path / "fragments", "bad", "name: other\n")
+    write(tmp_path, "child", "name: child\nextends: base\ndescription: c\ninclude: bad\n")
+    with pytest.raises(DataFormatError, match=r"bad.yaml:1.*a fragment may not set 'name'"):
+        load_method("child", "paper", tmp_path)
+
+
+def test_query_as_context_conditions_are_derived_and_a_contradiction_is_an_error(tmp_path):
+    write(tmp_path, "base", BASE)
+    write(tmp_path, "qc", "name: qc\nextends: base\ndescription: c\nqgen: {num_queries: 10}\npretrain: {context: qc}\n")
+    assert load_method("qc", "paper", tmp_path).get("conditions") == {"query_number": 10, "mixed": False}
+    write(tmp_path, "mixed", "name: mixed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\n"
+                             "pretrain: {context: mixed}\nconditions: {query_number: 5}\n")
+    assert load_method("mixed", "paper", tmp_path).get("conditions") == {"query_number": 5, "mixed": True}
+    write(tmp_path, "wrong", "name: wrong\nextends: base\ndescription: c\nqgen: {num_queries: 5}\n"
+                             "pretrain: {context: qc}\nconditions: {query_number: 20}\n")
+    with pytest.raises(DataFormatError, match=r"wrong.yaml:6.*conditions.query_number 20 contradicts .*\(5\)"):
+        load_method("wrong", "paper", tmp_path)
+    assert load_method("base", "paper", tmp_path).get("conditions") == {}  # not query-as-context: nothing derived
+
+
 def test_unknown_method_did_you_mean(tmp_path):
     write(tmp_path, "base", BASE)
     with pytest.raises(UnknownNameError, match="Did you mean: base"):
