@@ -16,6 +16,7 @@ from typing import Any
 from harness.context import STOP
 from harness.hardware import Hardware, detect, world_size
 from harness.spec import MethodSpec
+from harness.stage_settings import PretrainSettings
 from harness.stages import STAGES
 
 def entry_label(entry: dict[str, Any]) -> str:
@@ -134,23 +135,23 @@ def pretrain_details(spec: MethodSpec, hw: Hardware) -> list[str]:
     from harness.pretrain.objectives import OBJECTIVES
     from harness.pretrain.trainer import plan_batches
 
-    pre = spec.get("pretrain") or {}
-    cls = OBJECTIVES[pre["objective"]]
+    pre = PretrainSettings.from_spec(spec)
+    cls = OBJECTIVES[pre.objective]
     n = world_size(hw)
-    lines = [f"objective {pre['objective']} ({pre.get('context', 'span')} context), params {pre.get('objective_params') or {}}",
-             f"init {spec.get('model.init')}, steps {pre.get('steps') or str(pre.get('epochs')) + ' epochs'}, "
-             f"lr {pre.get('lr')}, warm-up {pre.get('warmup_ratio')}, max length {pre.get('max_length')}"]
+    lines = [f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
+             f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "
+             f"lr {pre.lr}, warm-up {pre.warmup_ratio}, max length {pre.max_length}"]
     declared_n = int((spec.get("hardware") or {}).get("devices", 1))
     try:
-        declared_plan = plan_batches(pre["global_batch"], pre["per_device_batch"], declared_n,
-                                     cls.supports_accumulation, pre.get("grad_cache_chunk"), cls.gathers_across_ranks)
+        declared_plan = plan_batches(pre.global_batch, pre.per_device_batch, declared_n,
+                                     cls.supports_accumulation, pre.grad_cache_chunk, cls.gathers_across_ranks)
         lines.append(f"declared: {declared_plan['note']}")
-        here = plan_batches(pre["global_batch"], pre["per_device_batch"], n, cls.supports_accumulation,
-                            pre.get("grad_cache_chunk"), cls.gathers_across_ranks)
+        here = plan_batches(pre.global_batch, pre.per_device_batch, n, cls.supports_accumulation,
+                            pre.grad_cache_chunk, cls.gathers_across_ranks)
         lines.append(f"here:     {here['note']}")
     except Exception as exc:  # noqa: BLE001 - the plan reports the problem instead of failing
         lines.append(f"batch mapping problem: {exc}")
-    precision = pre.get("precision", "fp32")
+    precision = pre.precision
     if precision != "fp32" and hw.device_type != "cuda":
         lines.append(f"precision: {precision} declared; fp32 here (mixed precision needs CUDA)")
     else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.reported import CONDITION_KEYS
-from harness.stage_settings import StageSettings
+from harness.stage_settings import PretrainSettings, StageSettings
 
 
 @dataclass(frozen=True)
@@ -158,24 +158,9 @@ BLOCKS: dict[str, Keys] = {
         "topk_sparsify": "documents keep their top-k terms, null for all",
         "max_query_terms": "a query keeps its largest impacts, at most Lucene's 1024 clauses",
     },
-    "pretrain": {
-        "objective": "pre-training objective (harness/pretrain/objectives), or none",
-        "context": "span | qc | mixed | single: what is paired with a passage",
-        "objective_params": Block("the objective's hyper-parameters", _OBJECTIVE_PARAMS),
-        "steps": "optimiser steps",
-        "epochs": "passes over the passages when steps is not set",
-        "global_batch": "examples per optimiser step, over all devices",
-        "per_device_batch": "examples per device and forward pass",
-        "grad_cache_chunk": "gradient-caching chunk for losses over the whole batch",
-        "lr": "peak learning rate",
-        "warmup_ratio": "share of the steps with linear learning-rate warm-up",
-        "weight_decay": "AdamW weight decay",
-        "grad_clip": "gradient-norm clip, null for none",
-        "max_length": "input length in tokens",
-        "precision": "fp32 | fp16 | bf16",
-        "log_every": "steps between logged losses",
-        "checkpoint_every": "steps between resumable checkpoints",
-    },
+    # Typed, with defaults: harness.stage_settings.PretrainSettings.
+    "pretrain": {**PretrainSettings.meanings(), "objective_params": Block("the objective's hyper-parameters",
+                                                                          _OBJECTIVE_PARAMS)},
     "finetune": _FINETUNE,
     # Closed: run conditions are compared key by key with the reported cells' conditions, which
     # may only use reported.CONDITION_KEYS; any other key could never match a cell.

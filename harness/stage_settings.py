@@ -1,15 +1,17 @@
-"""A fine-tuning stage's settings, typed, with their defaults declared once.
+"""Typed spec blocks: the pre-training block and a fine-tuning stage's settings, defaults declared once.
 
-A stage (``retriever1`` / ``retriever2`` / ``retriever3``) reads the finetune block's scalar keys
-overridden by its own block (:func:`finetune_settings`). :class:`StageSettings` is that merge with
+A fine-tuning stage (``retriever1`` / ``retriever2`` / ``retriever3``) reads the finetune block's
+scalar keys overridden by its own block (:func:`finetune_settings`); pre-training reads the
+``pretrain`` block. :class:`StageSettings` and :class:`PretrainSettings` are those blocks with
 every value checked against its type and every absent key at its default, so no pipeline writes
-``or 32`` again; :mod:`harness.spec_keys` derives the keys a spec may state from its fields.
+``or 32`` again; :mod:`harness.spec_keys` derives the keys a spec may state from their fields.
 A stage's cache key is still the spec's own values (``raw``), so a default never moves a key.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -32,8 +34,70 @@ def _key(meaning: str, default: Any = dataclasses.MISSING, kind: tuple[type, ...
 _NUM = (int, float)
 
 
+class Settings:
+    """A typed spec block: each field is a ``_key`` (meaning, default, accepted types, null allowed)."""
+
+    @classmethod
+    def meanings(cls) -> dict[str, str]:
+        return {f.name: f.metadata["meaning"] for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], where: str) -> Any:
+        """The block's settings; a missing required key or a value of the wrong type names ``where``.key."""
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            value = values.get(f.name)
+            if value is None:
+                if f.name in values and f.metadata["nullable"]:
+                    kwargs[f.name] = None  # an explicit null: off
+                elif f.default is dataclasses.MISSING:
+                    raise HarnessError(f"{where}.{f.name} is required ({f.metadata['meaning']})")
+                continue
+            kind = f.metadata["kind"]
+            if isinstance(value, bool) and bool not in kind or not isinstance(value, kind):
+                names = " or ".join(k.__name__ for k in kind)
+                raise HarnessError(f"{where}.{f.name} must be {names}, got {value!r} ({f.metadata['meaning']})")
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+
 @dataclass(frozen=True)
-class StageSettings:
+class PretrainSettings(Settings):
+    """The ``pretrain`` block of a spec whose objective is not ``none``."""
+
+    objective: str = _key("pre-training objective (harness/pretrain/objectives), or none", kind=(str,))
+    global_batch: int = _key("examples per optimiser step, over all devices", kind=(int,))
+    per_device_batch: int = _key("examples per device and forward pass", kind=(int,))
+    lr: float = _key("peak learning rate", kind=_NUM)
+    context: str = _key("span | qc | mixed | single: what is paired with a passage", "span", (str,))
+    steps: int | None = _key("optimiser steps", None, (int,), nullable=True)
+    epochs: float | None = _key("passes over the passages when steps is not set", None, _NUM, nullable=True)
+    grad_cache_chunk: int | None = _key("gradient-caching chunk for losses over the whole batch", None, (int,),
+                                        nullable=True)
+    warmup_ratio: float = _key("share of the steps with linear learning-rate warm-up", 0.1, _NUM)
+    weight_decay: float = _key("AdamW weight decay", 0.01, _NUM)
+    grad_clip: float | None = _key("gradient-norm clip, null for none", None, _NUM, nullable=True)
+    max_length: int = _key("input length in tokens", 144, (int,))
+    precision: str = _key("fp32 | fp16 | bf16", "fp32", (str,))
+    log_every: int = _key("steps between logged losses", 10, (int,))
+    checkpoint_every: int = _key("steps between resumable checkpoints", 50, (int,))
+    objective_params: dict | None = _key("the objective's hyper-parameters", None, (dict,), nullable=True)
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> "PretrainSettings":
+        return cls.from_mapping(spec.get("pretrain") or {}, f"{getattr(spec, 'path', 'spec')}: pretrain")
+
+    def total_steps(self, n_examples: int) -> int:
+        """``steps``, or ``epochs`` over ``n_examples`` in global batches."""
+        if self.steps:
+            return self.steps
+        if self.epochs:
+            return max(1, math.ceil(self.epochs * n_examples / self.global_batch))
+        raise HarnessError("pretrain needs `steps` or `epochs` in the spec")
+
+
+@dataclass(frozen=True)
+class StageSettings(Settings):
     """What one fine-tuning stage trains with (the learned-sparse keys are read by LexMAE's stages only)."""
 
     lr: float = _key("peak learning rate", kind=_NUM)
@@ -59,31 +123,9 @@ class StageSettings:
     representation: str = _key("sparse representation; only splade-max is implemented", "splade-max", (str,))
 
     @classmethod
-    def meanings(cls) -> dict[str, str]:
-        return {f.name: f.metadata["meaning"] for f in dataclasses.fields(cls)}
-
-    @classmethod
     def from_spec(cls, spec: Any, stage: str) -> "StageSettings":
         """The stage's settings; a missing required key or a value of the wrong type names file and key path."""
         return cls.from_mapping(finetune_settings(spec, stage), f"{getattr(spec, 'path', 'spec')}: finetune.{stage}")
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], where: str) -> "StageSettings":
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            value = values.get(f.name)
-            if value is None:
-                if f.name in values and f.metadata["nullable"]:
-                    kwargs[f.name] = None  # an explicit null: off
-                elif f.default is dataclasses.MISSING:
-                    raise HarnessError(f"{where}.{f.name} is required ({f.metadata['meaning']})")
-                continue
-            kind = f.metadata["kind"]
-            if isinstance(value, bool) and bool not in kind or not isinstance(value, kind):
-                names = " or ".join(k.__name__ for k in kind)
-                raise HarnessError(f"{where}.{f.name} must be {names}, got {value!r} ({f.metadata['meaning']})")
-            kwargs[f.name] = value
-        return cls(**kwargs)
 
     def trainer_kwargs(self, world_size: int) -> dict[str, Any]:
         """The bi-encoder trainer settings (harness.finetune.groups.BiEncoderTrainConfig) of this stage,

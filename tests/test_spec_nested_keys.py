@@ -155,8 +155,10 @@ def used_in_baselines() -> set[tuple[str, ...]]:
 
 
 def quoted_in_code(leaf: str, source: str) -> bool:
-    """`leaf` in a string literal, alone or as a part of a dotted path ("finetune.mine")."""
-    return re.search(rf"""["'](?:[\w.]*\.)?{re.escape(leaf)}(?:\.[\w.]*)?["']""", source) is not None
+    """`leaf` in a string literal, alone or as a part of a dotted path ("finetune.mine"), or read as
+    an attribute of a typed block (``settings.checkpoint_every``, harness/stage_settings.py)."""
+    quoted = re.search(rf"""["'](?:[\w.]*\.)?{re.escape(leaf)}(?:\.[\w.]*)?["']""", source) is not None
+    return quoted or re.search(rf"\.{re.escape(leaf)}\b", source) is not None
 
 
 # Blocks passed on as keyword arguments: their keys are checked against the signatures below.

@@ -7,12 +7,12 @@ the pre-training stage resumes from its own checkpoints after a kill.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
 from harness.errors import HarnessError
+from harness.stage_settings import PretrainSettings
 
 if TYPE_CHECKING:
     from harness.context import RunContext
@@ -233,14 +233,6 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
     return objective, tokenizer
 
 
-def steps_for(pre: dict[str, Any], n_examples: int) -> int:
-    if pre.get("steps"):
-        return int(pre["steps"])
-    if pre.get("epochs"):
-        return max(1, math.ceil(pre["epochs"] * n_examples / pre["global_batch"]))
-    raise HarnessError("pretrain needs `steps` or `epochs` in the spec")
-
-
 def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, queries_file: Path | None) -> Path:
     from harness.corpus.pairs import make_examples
     from harness.corpus.passages import load_passages
@@ -249,8 +241,9 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
     from harness.pretrain.trainer import TrainConfig, train
 
     pre = dict(ctx.spec.get("pretrain"))
+    settings = PretrainSettings.from_spec(ctx.spec)
     model = ctx.spec.get("model")
-    context = pre.get("context", "span")
+    context = settings.context
     config = {"pretrain": pre, "model": model, "context": context}
     inputs = {"passages": passages_file.parent.name, "tokenizer": str(tokenizer_dir.parent.name),
               "queries": queries_file.parent.name if queries_file else ""}
@@ -264,12 +257,11 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
             return make_examples(context, passages, queries, epoch=epoch, seed=SEED)
 
         train_cfg = TrainConfig(
-            steps=steps_for(pre, len(passages)), global_batch=pre["global_batch"],
-            per_device_batch=pre["per_device_batch"], lr=pre["lr"], warmup_ratio=pre.get("warmup_ratio", 0.1),
-            weight_decay=pre.get("weight_decay", 0.01), max_length=pre.get("max_length", 144),
-            grad_clip=pre.get("grad_clip"), precision=pre.get("precision", "fp32"),
-            grad_cache_chunk=pre.get("grad_cache_chunk"), seed=SEED, log_every=pre.get("log_every", 10),
-            checkpoint_every=pre.get("checkpoint_every", 50), output_dir=work / "checkpoints",
+            steps=settings.total_steps(len(passages)), global_batch=settings.global_batch,
+            per_device_batch=settings.per_device_batch, lr=settings.lr, warmup_ratio=settings.warmup_ratio,
+            weight_decay=settings.weight_decay, max_length=settings.max_length, grad_clip=settings.grad_clip,
+            precision=settings.precision, grad_cache_chunk=settings.grad_cache_chunk, seed=SEED,
+            log_every=settings.log_every, checkpoint_every=settings.checkpoint_every, output_dir=work / "checkpoints",
         )
         result = train(objective, examples_fn, tokenizer, train_cfg,
                        logger=lambda step, metrics: ctx.tracker.log_metrics(
