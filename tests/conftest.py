@@ -18,3 +18,15 @@ def isolated_dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return tmp_path
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: tiny tensors on a busy 2-core machine are faster and steadier, and runs
+    compared bit for bit must use the same thread count (sums can regroup)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

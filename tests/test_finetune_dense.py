@@ -56,15 +56,6 @@ def weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model.safetensors"))
 
 
-@pytest.fixture
-def one_thread():
-    """Two CPU cores shared with other jobs: one intra-op thread is faster and steadier."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # --- the loss ------------------------------------------------------------------------------------
 
 

@@ -44,14 +44,6 @@ def sweet_data() -> tuple[list, dict]:
     return examples, passages
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_cross_encoder_trains_from_random_init_and_scores(tmp_path, one_thread):
     tok_dir = make_tiny_mlm(tmp_path / "tok")  # only its tokenizer is used
     examples, passages = sweet_data()

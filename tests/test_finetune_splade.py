@@ -57,14 +57,6 @@ def fruit_data(per_fruit: int = 2, negatives: int = 6, with_ids: bool = False) -
     return examples, passages
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # --- representation and losses by hand ----------------------------------------------------------
 
 

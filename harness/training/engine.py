@@ -31,7 +31,7 @@ import math
 import os
 import random
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -150,7 +150,6 @@ class LoopResult:
     resumed_from: int | None = None
     stopped_early: bool = False
     layout_changed: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def loss_history(self) -> list[float]:
