@@ -17,7 +17,7 @@ import yaml
 
 from harness.artifacts import config_hash
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
-from harness.paths import specs_dir
+from harness.paths import BASELINES_DIR, specs_dir
 from harness.reported import yaml_key_lines
 from harness.spec_keys import BLOCKS, Block, Keys
 
@@ -123,16 +123,19 @@ def key_line(path: Path, key: str | tuple[str, ...]) -> int | None:
 
 
 def _with_fragments(raw: dict[str, Any], path: Path) -> dict[str, Any]:
-    """``raw`` over the fragments it includes, in order (a later one and the spec itself win).
-    ``include`` is text, like a macro: it is not part of the resolved spec or its hash."""
+    """``raw`` over the fragments it includes, in order (a later one and the spec itself win). A
+    fragment is looked up beside the spec (``fragments/``), then among the project's (so a spec in
+    HARNESS_SPECS_DIR can include them). ``include`` is text, like a macro: it is not part of the
+    resolved spec or its hash."""
     names = raw.get("include")
     if names is None:
         return raw
     merged: dict[str, Any] = {}
+    folders = list(dict.fromkeys([path.parent / FRAGMENTS, BASELINES_DIR / FRAGMENTS]))  # beside the spec first
     for name in [names] if isinstance(names, str) else list(names):
-        fragment = path.parent / FRAGMENTS / f"{name}.yaml"
-        if not fragment.is_file():
-            known = sorted(p.stem for p in (path.parent / FRAGMENTS).glob("*.yaml"))
+        fragment = next((f / f"{name}.yaml" for f in folders if (f / f"{name}.yaml").is_file()), None)
+        if fragment is None:
+            known = sorted({p.stem for f in folders for p in f.glob("*.yaml")})
             raise DataFormatError(path, key_line(path, "include"),
                                   f"include: no fragment '{name}' ({UnknownNameError('fragment', str(name), known)})")
         body = _load_yaml(fragment)

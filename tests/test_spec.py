@@ -60,12 +60,20 @@ def test_an_unknown_fragment_and_a_fragment_naming_the_method_are_errors(tmp_pat
     (tmp_path / "fragments").mkdir()
     write(tmp_path / "fragments", "qc", "qgen: {num_queries: 3}\n")
     write(tmp_path, "child", "name: child\nextends: base\ndescription: c\ninclude: [qcc]\n")
-    with pytest.raises(DataFormatError, match=r"child.yaml:4.*no fragment 'qcc'.*Did you mean: qc"):
+    with pytest.raises(DataFormatError, match=r"child.yaml:4.*no fragment .qcc..*Did you mean: qc"):
         load_method("child", "paper", tmp_path)
     write(tmp_path / "fragments", "bad", "name: other\n")
     write(tmp_path, "child", "name: child\nextends: base\ndescription: c\ninclude: bad\n")
     with pytest.raises(DataFormatError, match=r"bad.yaml:1.*a fragment may not set 'name'"):
         load_method("child", "paper", tmp_path)
+
+
+def test_a_spec_in_another_folder_includes_the_project_s_fragments(tmp_path):
+    write(tmp_path, "base", BASE)
+    write(tmp_path, "mine", "name: mine\nextends: base\ndescription: c\ninclude: query_as_context\n")
+    spec = load_method("mine", "tiny", tmp_path)  # no fragments/ beside it: baselines/fragments/ is used
+    assert spec.get("pretrain.context") == "qc" and spec.get("qgen.model") == "tiny-t5"
+    assert spec.get("conditions") == {"query_number": 5, "mixed": False}
 
 
 def test_query_as_context_conditions_are_derived_and_a_contradiction_is_an_error(tmp_path):
