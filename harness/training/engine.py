@@ -149,7 +149,6 @@ class LoopResult:
     checkpoint: Path | None = None  # newest checkpoint folder
     resumed_from: int | None = None
     stopped_early: bool = False
-    layout_changed: bool = False
 
     @property
     def loss_history(self) -> list[float]:
@@ -197,7 +196,6 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
         task.load_state(state.get("task") or {})
         notes.say(f"resuming from {latest} (step {result.step} of {total})")
         if state.get("layout") != layout:
-            result.layout_changed = True
             notes.say(f"the checkpoint was made with layout {state.get('layout')}, this run has {layout}: "
                       "the resumed run is not bit-identical to an uninterrupted one")
         if not rng_ok:
