@@ -20,6 +20,7 @@ from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.paths import BASELINES_DIR, specs_dir
 from harness.reported import yaml_key_lines
 from harness.spec_keys import BLOCKS, Block, Keys
+from harness.stages import SPEC_STEPS
 
 PROFILES = ("paper", "mini", "tiny")
 FAMILIES = ("lexical", "dense", "learned-sparse")
@@ -30,7 +31,7 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "description": (True, (str,), "one line shown by `ls`"),
     "family": (True, (str,), f"one of {', '.join(FAMILIES)}"),
     "papers": (True, (list,), "reported-registry paper keys whose cells this method is compared with"),
-    "stages": (True, (list,), "ordered stage names"),
+    "stages": (True, (list,), f"the method's steps, in order, from: {', '.join(SPEC_STEPS)}"),
     "datasets": (True, (list,), "benchmarks evaluated by default"),
     "hardware": (False, (dict,), "declared hardware: {devices, device_type, hours}"),
     "model": (False, (dict,), "initial encoder: a checkpoint name/path, or an architecture to build from scratch"),
@@ -229,10 +230,33 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
         problems.append(f"{where('name')}: name '{raw['name']}' must equal the file name '{path.stem}'")
     if isinstance(raw.get("family"), str) and raw["family"] not in FAMILIES:
         problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
+    if isinstance(raw.get("stages"), list):
+        problems += _step_problems(raw["stages"], where("stages"))
     for prof in (raw.get("profiles") or {}):
         if prof not in PROFILES:
             problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
     return problems + _nested_problems(raw, path)
+
+
+def _step_problems(steps: list[Any], where: str) -> list[str]:
+    """An unknown, repeated or out-of-order entry of `stages:` (a misspelt `finetune_r2` would
+    silently skip retriever 2)."""
+    order = list(SPEC_STEPS)
+    problems, last = [], -1
+    for step in steps:
+        if step not in SPEC_STEPS:
+            close = UnknownNameError("stage", str(step), order).suggestions
+            hint = f"did you mean {close[0]}? " if close else ""
+            problems.append(f"{where}: unknown step '{step}' in stages ({hint}known: {', '.join(order)})")
+        elif steps.count(step) > 1:
+            problems.append(f"{where}: step '{step}' is listed {steps.count(step)} times in stages")
+            break
+        elif order.index(step) < last:
+            problems.append(f"{where}: step '{step}' comes after '{order[last]}' in stages; "
+                            f"the order is {', '.join(order)}")
+        else:
+            last = order.index(step)
+    return problems
 
 
 # --- nested keys (harness/spec_keys.py) -----------------------------------------------------------

@@ -31,6 +31,19 @@ STAGES = {
     "impact_search": "encode and quantise the queries, impact search",
     "evaluate": "score the run with the benchmark's measures; compare with the papers",
 }
+# The outline a spec's `stages:` list gives, in this order: which parts of the method it runs
+# (the pipelines read which retrievers to train from it). Each step executes the stages named.
+SPEC_STEPS = {
+    "corpus": "build the pre-training corpus (tokenizer, passages; qgen_model, qgen for query-as-context)",
+    "pretrain": "pre-train the encoder (pretrain)",
+    "index": "index the corpus with BM25 (index)",
+    "retrieve": "BM25 search (retrieve)",
+    "finetune_r1": "fine-tune retriever 1 on BM25 negatives (retriever1)",
+    "mine": "mine negatives with retriever 1 (dense_retrieve or impact_index, impact_search)",
+    "finetune_r2": "fine-tune retriever 2 on the mined negatives (retriever2)",
+    "finetune_r3": "distil a reranker's scores into retriever 3 (reranker, teacher_scores, retriever3)",
+    "evaluate": "retrieve with each retriever and score the benchmarks (evaluate)",
+}
 # The stages before fine-tuning: a run that stops at one of them needs no fine-tuning data.
 PRETRAINING = ("tokenizer", "passages", "qgen_model", "qgen", "pretrain", "random_init")
 # The stages `run --stage` can stop after (evaluation is what a whole run ends with).

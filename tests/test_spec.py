@@ -15,7 +15,7 @@ name: base
 description: a base method
 family: dense
 papers: [qc-v2]
-stages: [pretrain, finetune]
+stages: [pretrain, finetune_r1]
 datasets: [scifact]
 pretrain: {objective: cotmae, lr: 1.0e-4, steps: 10}
 profiles:
@@ -104,13 +104,26 @@ def test_malformed_yaml_names_line(tmp_path):
 
 
 def test_unknown_key_and_wrong_type_are_reported(tmp_path):
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune]", "stages: pretrain\nstagse: []"))
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]", "stages: pretrain\nstagse: []"))
     problems = validate_specs(tmp_path)
     text = "\n".join(problems)
     assert "base.yaml:6: unknown key 'stagse' (did you mean stages?)" in text
     assert "'stages' must be list" in text
     assert sum("'stagse'" in p for p in problems) == 1  # once, not once per profile
     with pytest.raises(HarnessError, match="invalid spec"):
+        load_method("base", "paper", tmp_path)
+
+
+def test_a_misspelt_repeated_or_misordered_step_in_stages_is_an_error(tmp_path):
+    # a misspelt finetune_r2 would otherwise skip retriever 2 without a word
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]",
+                                         "stages: [pretrain, finetune_r1, mine, finetune_2]"))
+    text = "\n".join(validate_specs(tmp_path))
+    assert "base.yaml:5: unknown step 'finetune_2' in stages (did you mean finetune_r2?" in text
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]", "stages: [finetune_r1, pretrain]"))
+    assert "step 'pretrain' comes after 'finetune_r1'" in "\n".join(validate_specs(tmp_path))
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]", "stages: [pretrain, pretrain]"))
+    with pytest.raises(HarnessError, match="'pretrain' is listed 2 times"):
         load_method("base", "paper", tmp_path)
 
 
