@@ -231,16 +231,26 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
     if isinstance(raw.get("family"), str) and raw["family"] not in FAMILIES:
         problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
     if isinstance(raw.get("stages"), list):
-        problems += _step_problems(raw["stages"], where("stages"))
+        problems += _step_problems(raw["stages"], raw.get("family"), where("stages"))
     for prof in (raw.get("profiles") or {}):
         if prof not in PROFILES:
             problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
     return problems + _nested_problems(raw, path)
 
 
-def _step_problems(steps: list[Any], where: str) -> list[str]:
-    """An unknown, repeated or out-of-order entry of `stages:` (a misspelt `finetune_r2` would
-    silently skip retriever 2)."""
+# Which steps a family's pipeline can run, and which it always runs (retriever 1 is trained
+# whenever a learned method fine-tunes): listing anything else would say something that does not happen.
+FAMILY_STEPS = {"lexical": ("index", "retrieve", "evaluate"),
+                "dense": tuple(s for s in SPEC_STEPS if s != "finetune_r3"),
+                "learned-sparse": tuple(SPEC_STEPS)}
+ALWAYS_STEPS = {"lexical": ("evaluate",), "dense": ("finetune_r1", "evaluate"),
+                "learned-sparse": ("finetune_r1", "evaluate")}
+STEP_NEEDS = {"mine": ("finetune_r1",), "finetune_r2": ("mine",), "finetune_r3": ("finetune_r2",)}
+
+
+def _step_problems(steps: list[Any], family: Any, where: str) -> list[str]:
+    """An unknown, repeated, misordered or (for the family) impossible entry of `stages:`: a
+    misspelt `finetune_r2` would otherwise silently skip retriever 2."""
     order = list(SPEC_STEPS)
     problems, last = [], -1
     for step in steps:
@@ -249,13 +259,22 @@ def _step_problems(steps: list[Any], where: str) -> list[str]:
             hint = f"did you mean {close[0]}? " if close else ""
             problems.append(f"{where}: unknown step '{step}' in stages ({hint}known: {', '.join(order)})")
         elif steps.count(step) > 1:
-            problems.append(f"{where}: step '{step}' is listed {steps.count(step)} times in stages")
-            break
+            return problems + [f"{where}: step '{step}' is listed {steps.count(step)} times in stages"]
         elif order.index(step) < last:
             problems.append(f"{where}: step '{step}' comes after '{order[last]}' in stages; "
                             f"the order is {', '.join(order)}")
         else:
             last = order.index(step)
+    if problems or family not in FAMILY_STEPS:
+        return problems
+    for step in steps:
+        if step not in FAMILY_STEPS[family]:
+            problems.append(f"{where}: a {family} method cannot run step '{step}' "
+                            f"(its steps: {', '.join(FAMILY_STEPS[family])})")
+        problems += [f"{where}: step '{step}' needs '{need}' before it in stages"
+                     for need in STEP_NEEDS.get(step, ()) if need not in steps]
+    problems += [f"{where}: a {family} method always runs step '{step}'; list it in stages"
+                 for step in ALWAYS_STEPS[family] if step not in steps]
     return problems
 
 

@@ -15,7 +15,7 @@ name: base
 description: a base method
 family: dense
 papers: [qc-v2]
-stages: [pretrain, finetune_r1]
+stages: [pretrain, finetune_r1, evaluate]
 datasets: [scifact]
 pretrain: {objective: cotmae, lr: 1.0e-4, steps: 10}
 profiles:
@@ -104,7 +104,7 @@ def test_malformed_yaml_names_line(tmp_path):
 
 
 def test_unknown_key_and_wrong_type_are_reported(tmp_path):
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]", "stages: pretrain\nstagse: []"))
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]", "stages: pretrain\nstagse: []"))
     problems = validate_specs(tmp_path)
     text = "\n".join(problems)
     assert "base.yaml:6: unknown key 'stagse' (did you mean stages?)" in text
@@ -114,17 +114,26 @@ def test_unknown_key_and_wrong_type_are_reported(tmp_path):
         load_method("base", "paper", tmp_path)
 
 
-def test_a_misspelt_repeated_or_misordered_step_in_stages_is_an_error(tmp_path):
+def test_a_misspelt_misordered_or_impossible_step_in_stages_is_an_error(tmp_path):
     # a misspelt finetune_r2 would otherwise skip retriever 2 without a word
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]",
-                                         "stages: [pretrain, finetune_r1, mine, finetune_2]"))
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
+                                         "stages: [pretrain, finetune_r1, mine, finetune_2, evaluate]"))
     text = "\n".join(validate_specs(tmp_path))
     assert "base.yaml:5: unknown step 'finetune_2' in stages (did you mean finetune_r2?" in text
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]", "stages: [finetune_r1, pretrain]"))
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
+                                         "stages: [finetune_r1, pretrain, evaluate]"))
     assert "step 'pretrain' comes after 'finetune_r1'" in "\n".join(validate_specs(tmp_path))
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1]", "stages: [pretrain, pretrain]"))
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
+                                         "stages: [pretrain, pretrain, evaluate]"))
     with pytest.raises(HarnessError, match="'pretrain' is listed 2 times"):
         load_method("base", "paper", tmp_path)
+    # steps the family's pipeline cannot run, or would run unlisted, or without what they need
+    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
+                                         "stages: [pretrain, finetune_r1, finetune_r2, finetune_r3]"))
+    text = "\n".join(validate_specs(tmp_path))
+    assert "a dense method cannot run step 'finetune_r3'" in text
+    assert "step 'finetune_r2' needs 'mine' before it in stages" in text
+    assert "a dense method always runs step 'evaluate'; list it in stages" in text
 
 
 def test_missing_profile_and_circular_extends(tmp_path):
