@@ -210,7 +210,7 @@ def derive_conditions(resolved: dict[str, Any], path: Path) -> dict[str, Any]:
 def _check(raw: dict[str, Any], path: Path) -> list[str]:
     problems: list[str] = []
 
-    def where(key: str) -> str:
+    def where(key: str | tuple[str, ...]) -> str:
         line = key_line(path, key)
         return f"{path}:{line}" if line else str(path)
 
@@ -232,7 +232,10 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
         problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
     if isinstance(raw.get("stages"), list):
         problems += _step_problems(raw["stages"], raw.get("family"), where("stages"))
-    for prof in (raw.get("profiles") or {}):
+    for prof, block in (raw.get("profiles") or {}).items():
+        if isinstance(block, dict) and isinstance(block.get("stages"), list):
+            problems += [f"{p} (profile {prof})" for p in _step_problems(block["stages"], raw.get("family"),
+                                                                        where(("profiles", prof, "stages")))]
         if prof not in PROFILES:
             problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
     return problems + _nested_problems(raw, path)

@@ -134,6 +134,9 @@ def test_a_misspelt_misordered_or_impossible_step_in_stages_is_an_error(tmp_path
     assert "a dense method cannot run step 'finetune_r3'" in text
     assert "step 'finetune_r2' needs 'mine' before it in stages" in text
     assert "a dense method always runs step 'evaluate'; list it in stages" in text
+    # a profile's own outline is checked too
+    write(tmp_path, "base", BASE.replace("  tiny: {pretrain: {steps: 20}}", "  tiny: {stages: [finetune_r1, evaluat]}"))
+    assert "unknown step 'evaluat' in stages (did you mean evaluate?" in "\n".join(validate_specs(tmp_path))
 
 
 def test_missing_profile_and_circular_extends(tmp_path):
