@@ -230,12 +230,13 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
         problems.append(f"{where('name')}: name '{raw['name']}' must equal the file name '{path.stem}'")
     if isinstance(raw.get("family"), str) and raw["family"] not in FAMILIES:
         problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
+    # the location is looked up (a YAML parse) only for a spec with a problem
     if isinstance(raw.get("stages"), list):
-        problems += _step_problems(raw["stages"], raw.get("family"), where("stages"))
+        problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]
     for prof, block in (raw.get("profiles") or {}).items():
         if isinstance(block, dict) and isinstance(block.get("stages"), list):
-            problems += [f"{p} (profile {prof})" for p in _step_problems(block["stages"], raw.get("family"),
-                                                                        where(("profiles", prof, "stages")))]
+            problems += [f"{where(('profiles', prof, 'stages'))}: {p} (profile {prof})"
+                         for p in _step_problems(block["stages"], raw.get("family"))]
         if prof not in PROFILES:
             problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
     return problems + _nested_problems(raw, path)
@@ -251,7 +252,7 @@ ALWAYS_STEPS = {"lexical": ("evaluate",), "dense": ("finetune_r1", "evaluate"),
 STEP_NEEDS = {"mine": ("finetune_r1",), "finetune_r2": ("mine",), "finetune_r3": ("finetune_r2",)}
 
 
-def _step_problems(steps: list[Any], family: Any, where: str) -> list[str]:
+def _step_problems(steps: list[Any], family: Any) -> list[str]:
     """An unknown, repeated, misordered or (for the family) impossible entry of `stages:`: a
     misspelt `finetune_r2` would otherwise silently skip retriever 2."""
     order = list(SPEC_STEPS)
@@ -260,11 +261,11 @@ def _step_problems(steps: list[Any], family: Any, where: str) -> list[str]:
         if step not in SPEC_STEPS:
             close = UnknownNameError("stage", str(step), order).suggestions
             hint = f"did you mean {close[0]}? " if close else ""
-            problems.append(f"{where}: unknown step '{step}' in stages ({hint}known: {', '.join(order)})")
+            problems.append(f"unknown step '{step}' in stages ({hint}known: {', '.join(order)})")
         elif steps.count(step) > 1:
-            return problems + [f"{where}: step '{step}' is listed {steps.count(step)} times in stages"]
+            return problems + [f"step '{step}' is listed {steps.count(step)} times in stages"]
         elif order.index(step) < last:
-            problems.append(f"{where}: step '{step}' comes after '{order[last]}' in stages; "
+            problems.append(f"step '{step}' comes after '{order[last]}' in stages; "
                             f"the order is {', '.join(order)}")
         else:
             last = order.index(step)
@@ -272,11 +273,11 @@ def _step_problems(steps: list[Any], family: Any, where: str) -> list[str]:
         return problems
     for step in steps:
         if step not in FAMILY_STEPS[family]:
-            problems.append(f"{where}: a {family} method cannot run step '{step}' "
+            problems.append(f"a {family} method cannot run step '{step}' "
                             f"(its steps: {', '.join(FAMILY_STEPS[family])})")
-        problems += [f"{where}: step '{step}' needs '{need}' before it in stages"
+        problems += [f"step '{step}' needs '{need}' before it in stages"
                      for need in STEP_NEEDS.get(step, ()) if need not in steps]
-    problems += [f"{where}: a {family} method always runs step '{step}'; list it in stages"
+    problems += [f"a {family} method always runs step '{step}'; list it in stages"
                  for step in ALWAYS_STEPS[family] if step not in steps]
     return problems
 
