@@ -64,6 +64,8 @@ CONDITION_KEYS: dict[str, tuple[type, str]] = {
     "checkpoint": (str, "pre-trained weights released by the named authors, not pre-trained in the table's own setting"),
     "finetune_stage": (str, "retriever1 (BM25 negatives) | retriever2 (mined hard negatives) | retriever3 (reranker-distilled)"),
     "finetune_data": (str, "fine-tuning data when not the benchmark's own, e.g. BEIR protocol"),
+    "msmarco_passages": (str, "MS MARCO passages fine-tuned and evaluated on: plain (collection.tsv) | titled "
+                              "(RocketQA's titles joined to it, as Tevatron reads MS MARCO)"),
     "finetune_queries": (str, "number of training queries in a low-resource setting, as printed"),
     "query_number": (int, "generated queries per passage (query-as-context)"),
     "mixed": (bool, "passage-query and passage-passage pairs mixed in pre-training"),

@@ -139,6 +139,21 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
+    from harness.data.setting import data_setting
+
+    with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
+        return _run_spec(spec, why, datasets, force, stage, dry_run)
+
+
+def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: bool, stage: str | None,
+              dry_run: bool) -> dict[str, Any]:
+    from harness.data.catalog import get_benchmark
+    from harness.evaluation.compare import compare, format_comparison_table
+    from harness.evaluation.chance import chance_check
+    from harness.evaluation.chance import describe as describe_chance
+    from harness.reported import KNOWN_METHODS, cells_for
+
+    method, profile = spec.name, spec.profile
     datasets = datasets or list(spec.get("datasets", []))
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
     print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")

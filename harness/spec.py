@@ -22,7 +22,10 @@ from harness.reported import yaml_key_lines
 from harness.spec_keys import BLOCKS, Block, Keys
 from harness.stages import SPEC_STEPS
 
-PROFILES = ("paper", "mini", "tiny")
+PROFILES = ("paper", "rehearsal", "mini", "tiny")
+# Derived from the paper profile (harness.rehearsal) for every trained method that has one; a spec's
+# own `profiles.rehearsal` block is merged last.
+DERIVED_PROFILE = "rehearsal"
 FAMILIES = ("lexical", "dense", "learned-sparse")
 
 # key -> (required, allowed python types, one-line meaning). Checked after resolution.
@@ -45,6 +48,8 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "extends": (False, (str,), "parent spec name"),
     "include": (False, (str, list), "shared fragments (baselines/fragments/<name>.yaml) this spec's own keys override"),
     "profiles": (False, (dict,), "per-profile overrides"),
+    "data": (False, (dict,), "where the data comes from: a mirror of the upstream files, the MS MARCO passage "
+                             "variant (plain or titled)"),
     "notes": (False, (str, list), "free text"),
     "substitutions": (False, (list,), "where this setting departs from the paper's (printed with every run and recorded)"),
     "deviations": (False, (list,), "where the paper profile still departs from a setting the paper states "
@@ -166,8 +171,17 @@ def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> di
 
 
 def profiles_of(name: str, root: Path | None = None) -> list[str]:
-    """The profiles `name` defines, its `extends` chain included."""
-    return list(_resolve_raw(name, root).get("profiles") or {})
+    """The profiles `name` defines, its `extends` chain included, and the derived rehearsal."""
+    raw = _resolve_raw(name, root)
+    names = list(raw.get("profiles") or {})
+    if _has_rehearsal(raw) and DERIVED_PROFILE not in names:
+        names.insert(names.index("paper") + 1, DERIVED_PROFILE)
+    return names
+
+
+def _has_rehearsal(raw: dict[str, Any]) -> bool:
+    """A trained method with a paper profile gets a rehearsal of it (BM25 has nothing to rehearse)."""
+    return "paper" in (raw.get("profiles") or {}) and raw.get("family") != "lexical"
 
 
 def load_method(name: str, profile: str = "paper", root: Path | None = None) -> MethodSpec:
@@ -180,11 +194,17 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
     profiles = raw.get("profiles") or {}
     if profile not in PROFILES:
         raise UnknownNameError("profile", profile, list(PROFILES))
-    if profile not in profiles:
+    top = {k: v for k, v in raw.items() if k != "profiles"}
+    if profile == DERIVED_PROFILE and _has_rehearsal(raw):
+        from harness import rehearsal
+
+        resolved = rehearsal.apply(deep_merge(top, profiles["paper"] or {}), profiles.get(profile), deep_merge)
+    elif profile not in profiles:
         raise HarnessError(
-            f"{path}: method '{name}' has no '{profile}' profile (it has: {', '.join(profiles) or 'none'})"
+            f"{path}: method '{name}' has no '{profile}' profile (it has: {', '.join(profiles_of(name, root)) or 'none'})"
         )
-    resolved = deep_merge({k: v for k, v in raw.items() if k != "profiles"}, profiles[profile] or {})
+    else:
+        resolved = deep_merge(top, profiles[profile] or {})
     resolved["profile"] = profile
     resolved["conditions"] = derive_conditions(resolved, path)
     return MethodSpec(name=name, profile=profile, path=path, config=resolved)
@@ -195,6 +215,8 @@ def derive_conditions(resolved: dict[str, Any], path: Path) -> dict[str, Any]:
     spec's ``query_number`` (qgen.num_queries) and ``mixed`` (pretrain.context == mixed). A stated
     value that contradicts its setting is an error: the setting is the truth."""
     stated = dict(resolved.get("conditions") or {})
+    if _reads_msmarco_passages(resolved):  # titled or not: a known source of mismatch (texttron/tevatron#106)
+        stated["msmarco_passages"] = (resolved.get("data") or {}).get("msmarco_passages", "plain")
     context = (resolved.get("pretrain") or {}).get("context")
     if context not in ("qc", "mixed"):
         return stated
@@ -205,6 +227,17 @@ def derive_conditions(resolved: dict[str, Any], path: Path) -> dict[str, Any]:
                                   f"conditions.{key} {stated[key]!r} contradicts the setting it follows from "
                                   f"({value!r}); leave it out, it is derived")
     return {**stated, **derived}
+
+
+def _reads_msmarco_passages(resolved: dict[str, Any]) -> bool:
+    """Whether a trained method fine-tunes or evaluates on the MS MARCO passage collection."""
+    from harness.data.sampled import base_name
+
+    if resolved.get("family") == "lexical":
+        return False
+    train = str((resolved.get("finetune") or {}).get("train_queries") or "")
+    return train.startswith("msmarco-passage") or any(
+        base_name(str(d)) in ("msmarco-dev", "dl19", "dl20") for d in resolved.get("datasets") or [])
 
 
 def _check(raw: dict[str, Any], path: Path) -> list[str]:
@@ -391,7 +424,7 @@ def validate_specs(root: Path | None = None) -> list[str]:
             continue
         for problem in _check(raw, spec_path(name, root)):
             add(problem)
-        for prof in raw.get("profiles") or {}:
+        for prof in profiles_of(name, root):
             if prof in PROFILES:
                 try:
                     load_method(name, prof, root)

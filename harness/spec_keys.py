@@ -103,6 +103,12 @@ _OBJECTIVE_PARAMS: Keys = {
 
 # Top-level block -> its keys. The meaning of each top-level block is in spec.SCHEMA.
 BLOCKS: dict[str, Keys] = {
+    "data": {
+        "mirror": "a folder (relative to the project) or URL serving the upstream data files under their own "
+                  "names, instead of the publishers (sets HARNESS_DATA_MIRROR for the run; docs/data.md)",
+        "msmarco_passages": "plain (collection.tsv) or titled (RocketQA's para.title.txt joined to it, as "
+                            "Tevatron's coCondenser/CoT-MAE fine-tuning and evaluation read MS MARCO)",
+    },
     "hardware": {
         "device_type": "cuda | cpu",
         "devices": "number of devices",

@@ -47,6 +47,16 @@ def paper_deviations() -> dict[str, list[str]]:
     return out
 
 
+def rehearsal_changes() -> dict[str, list[str]]:
+    """What each method's rehearsal profile changes relative to its paper profile, key by key,
+    computed from the two resolved specs (harness.rehearsal.differences)."""
+    from harness import rehearsal
+    from harness.spec import list_methods, load_method, profiles_of
+
+    return {name: rehearsal.differences(load_method(name, "paper").config, load_method(name, "rehearsal").config)
+            for name in list_methods() if "rehearsal" in profiles_of(name)}
+
+
 def _validate(args: argparse.Namespace) -> int:
     from harness.consistency import check_papers, check_schema, evaluate_claims
     from harness.paths import REPORTED_DIR
@@ -80,6 +90,12 @@ def _validate(args: argparse.Namespace) -> int:
         for d in items:
             print(f"  {d}")
 
+    changes = rehearsal_changes() if not specs else {}
+    for method, items in changes.items():
+        print(f"== {method} [rehearsal]: {len(items)} change(s) from the paper profile")
+        for line in items:
+            print(f"  {line}")
+
     kinds = Counter(f.kind for f in findings)
     claim_status = Counter(r.status for r in claims)
     papers = len({c.paper for c in cells})
@@ -90,6 +106,8 @@ def _validate(args: argparse.Namespace) -> int:
         + (f" ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})" if kinds else "")
         + (f"; claims: {claim_status.get('ok', 0)} of {len(claims)} agree with the tables" if claims else "")
         + f"; paper profiles: {sum(map(len, deviations.values()))} declared deviation(s)"
+        + (f"; rehearsals: {len(changes)}, each changing {min(map(len, changes.values()))}-"
+           f"{max(map(len, changes.values()))} keys" if changes else "")
     )
     print(summary)
     if args.json:
@@ -98,6 +116,7 @@ def _validate(args: argparse.Namespace) -> int:
             "schema_problems": schema,
             "spec_problems": specs,
             "deviations": deviations,
+            "rehearsal_changes": changes,
             "inconsistencies": [f.to_dict() for f in findings],
             "claims": [r.__dict__ | {"cells": list(r.cells)} for r in claims],
             "summary": summary,

@@ -480,7 +480,12 @@ def list_benchmarks() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def get_benchmark(name: str) -> Benchmark:
-    """The benchmark called ``name`` (UnknownNameError with suggestions otherwise)."""
+    """The benchmark called ``name`` (UnknownNameError with suggestions otherwise); ``<name>@sample``
+    is a seeded rehearsal sample of it (:mod:`harness.data.sampled`)."""
+    from harness.data import sampled
+
+    if name.endswith(sampled.SUFFIX) and sampled.base_name(name) in _REGISTRY:
+        return sampled.SampledBenchmark(get_benchmark(sampled.base_name(name)))
     if name not in _REGISTRY:
         raise UnknownNameError("benchmark", name, list(_REGISTRY))
     return _REGISTRY[name]()

@@ -1,0 +1,113 @@
+"""The `rehearsal` profile: a method's paper profile with the smallest change that runs every stage
+on 2 CPU cores in minutes, so a GPU user's first paper run is not the first integration test.
+
+Kept from the paper profile: every shape (bert-base dimensions, sequence lengths, per-device batch,
+passages per query, negatives depth, mining depth, decoder layers, mask rates, gradient-cache
+chunks, queries per passage, LexMAE's three stages and its impact index), the data formats and the
+stage graph. Changed, each by one rule below (``validate`` prints the resulting differences key by
+key, computed from the two resolved specs, so the list cannot drift from what runs):
+
+* weights: bert-base-uncased's shape, randomly initialised (no Hub here), with bert-base-uncased's
+  own WordPiece vocabulary (the one all-MiniLM-L6-v2 ships);
+* query generation: the term sampler fitted on the training pairs instead of doc2query-T5;
+* LexMAE's stage-3 teacher: a cross-encoder trained here (no released reranker here);
+* optimiser steps: one pre-training step at the per-device batch (the global batch is that one
+  device's batch, no accumulation: the record's ``effective_batch`` says so), one step per
+  fine-tuning stage at 8 queries (the per-device share of an 8-GPU Tevatron run), one epoch;
+* data: every upstream file from the fixture mirror (``data.mirror``: tests/fixtures/msmarco_mirror,
+  the same file names and formats as the publishers', a few hundred lines each), MS MARCO dev and
+  BEIR as seeded samples (``<name>@sample``: 50 judged queries over their judged documents + 200
+  distractors), and for LexMAE only the BEIR sets whose corpora ship with the project.
+
+fp32 on CPU, the paper's precision on CUDA (the precision setting stays the paper's; the
+engine falls back on CPU and says so).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from harness.data import sampled
+
+# bert-base-uncased's architecture (Devlin et al. 2019), in the spec's `model:` keys.
+BERT_BASE_ARCH = {"init": "scratch", "layers": 12, "hidden": 768, "heads": 12, "intermediate": 3072}
+VOCABULARY_OF = "all-minilm-l6-v2"  # ships bert-base-uncased's WordPiece vocabulary (30,522)
+PRETRAIN_STEPS = 1
+FIXTURE_MIRROR = "tests/fixtures/msmarco_mirror"  # relative to the project root
+FINETUNE_QUERIES = 8
+PRETRAIN_PASSAGES = 600
+# The BEIR sets whose corpora are embedded: the others are downloads this machine cannot make.
+EMBEDDED_BEIR = ("nfcorpus", "scifact")
+
+
+def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
+    """What the rehearsal sets over the resolved paper profile ``paper`` (deep-merged over it)."""
+    out: dict[str, Any] = {
+        "model": dict(BERT_BASE_ARCH),
+        "tokenizer": {"from": VOCABULARY_OF},
+        "conditions": {"pretrain_steps": "rehearsal"},
+        "data": {"mirror": FIXTURE_MIRROR},
+        "corpus": {"max_passages": PRETRAIN_PASSAGES},
+        "substitutions": [
+            f"weights: bert-base-uncased's shape ({BERT_BASE_ARCH['layers']} x {BERT_BASE_ARCH['hidden']}), "
+            "randomly initialised, with its WordPiece vocabulary, instead of a pre-trained checkpoint",
+            f"a rehearsal of the paper plan: {PRETRAIN_STEPS} pre-training step, one step per fine-tuning stage, "
+            f"data from the fixture mirror ({FIXTURE_MIRROR}), sampled evaluation sets (<name>{sampled.SUFFIX}: "
+            f"{sampled.QUERIES} queries, their judged documents + {sampled.DISTRACTORS} distractors); its numbers "
+            "say nothing about the method",
+        ],
+    }
+    pretrain = paper.get("pretrain") or {}
+    if pretrain.get("objective") not in (None, "none"):
+        out["pretrain"] = {"steps": PRETRAIN_STEPS, "epochs": None,
+                           "global_batch": pretrain.get("per_device_batch") or pretrain.get("global_batch")}
+    if paper.get("qgen"):
+        out["qgen"] = {"model": "term-sampler", "train_pairs": paper["finetune"]["train_queries"]}
+        out["substitutions"].append("queries: a term sampler fitted on the training pairs instead of doc2query-T5")
+    # One step per stage: as many training queries as one step takes, one epoch; each key is set
+    # where the paper profile sets it (the top level or a stage's own block), nowhere else.
+    paper_ft = paper.get("finetune") or {}
+    finetune: dict[str, Any] = {"max_train_queries": FINETUNE_QUERIES}
+    for block, where in [(paper_ft, finetune)] + [(paper_ft[s], finetune.setdefault(s, {}))
+                                                  for s in ("retriever1", "retriever2", "retriever3") if s in paper_ft]:
+        where.update({k: v for k, v in (("global_queries", FINETUNE_QUERIES), ("epochs", 1)) if k in block})
+    r3 = paper_ft.get("retriever3") or {}
+    if r3.get("reranker") == "configured-checkpoint":
+        finetune["retriever3"].update(reranker="tiny-cross-encoder",
+                                      reranker_train={"epochs": 1, "queries_per_device": FINETUNE_QUERIES})
+        out["substitutions"].append("stage-3 teacher: a cross-encoder trained here for one epoch instead of the "
+                                    "paper's off-the-shelf reranker")
+    out["finetune"] = finetune
+    # TREC DL's 43/54 judged queries over the fixture collection are small already; MS MARCO dev's
+    # 6,980 queries and the BEIR corpora are sampled; BEIR sets whose corpora are downloads are left out.
+    datasets = list(paper.get("datasets") or [])
+    if any(d not in ("msmarco-dev", "dl19", "dl20") for d in datasets):
+        datasets = [d for d in datasets if d in ("msmarco-dev", "dl19", "dl20")] + list(EMBEDDED_BEIR)
+    out["datasets"] = [d if d in ("dl19", "dl20") else d + sampled.SUFFIX for d in datasets]
+    return out
+
+
+def apply(paper: dict[str, Any], own: dict[str, Any] | None, merge: Any) -> dict[str, Any]:
+    """The rehearsal's resolved config: paper, then the rules, then the spec's own `rehearsal` block."""
+    over = rehearsal_overrides(paper)
+    resolved = merge(copy.deepcopy(paper), {k: v for k, v in over.items() if k != "substitutions"})
+    resolved["substitutions"] = list(paper.get("substitutions") or []) + over["substitutions"]
+    resolved.pop("deviations", None)  # the paper's deviations are the paper profile's; the rehearsal lists its own
+    return merge(resolved, own or {})
+
+
+def differences(paper: dict[str, Any], rehearsal: dict[str, Any], prefix: str = "") -> list[str]:
+    """Every key whose value the rehearsal changes, as ``key: paper -> rehearsal`` lines."""
+    lines = []
+    for key in sorted(set(paper) | set(rehearsal), key=str):
+        if key in ("profile", "substitutions", "deviations", "conditions"):
+            continue
+        a, b = paper.get(key), rehearsal.get(key)
+        if isinstance(a, dict) or isinstance(b, dict):  # a block only one side has is listed key by key
+            if isinstance(a or {}, dict) and isinstance(b or {}, dict):
+                lines += differences(a or {}, b or {}, f"{prefix}{key}.")
+                continue
+        if a != b:
+            lines.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return lines

@@ -1,0 +1,92 @@
+"""The rehearsal profile: derived from the paper profile, every shape kept, the changes listed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness import rehearsal
+from harness.data.catalog import get_benchmark
+from harness.data.sampled import SampledBenchmark
+from harness.data.setting import PASSAGES_ENV, data_setting, msmarco_passages
+from harness.evaluation.compare import comparability
+from harness.spec import load_method, profiles_of
+
+TRAINED = ["cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc", "cpdae", "lexmae"]
+
+# Every key the rehearsal may change, relative to the paper profile (anything else would be a shape change).
+ALLOWED = ("model.", "tokenizer.from", "pretrain.steps", "pretrain.epochs", "pretrain.global_batch",
+           "corpus.max_passages", "data.mirror", "datasets", "qgen.model", "qgen.train_pairs",
+           "finetune.max_train_queries", "finetune.global_queries", "finetune.epochs",
+           "finetune.retriever1.global_queries", "finetune.retriever1.epochs",
+           "finetune.retriever2.global_queries", "finetune.retriever2.epochs",
+           "finetune.retriever3.global_queries", "finetune.retriever3.epochs",
+           "finetune.retriever3.reranker", "finetune.retriever3.reranker_train")
+
+
+@pytest.mark.parametrize("method", TRAINED)
+def test_rehearsal_changes_only_steps_weights_and_data(method: str) -> None:
+    paper, rehearsed = load_method(method, "paper"), load_method(method, "rehearsal")
+    changes = rehearsal.differences(paper.config, rehearsed.config)
+    assert changes, "a rehearsal must differ from the paper profile"
+    for line in changes:
+        assert line.startswith(ALLOWED), line
+    # shapes the paper run crosses are kept
+    for key in ("pretrain.max_length", "pretrain.per_device_batch", "pretrain.grad_cache_chunk",
+                "pretrain.objective_params", "pretrain.precision", "finetune.passages_per_query",
+                "finetune.max_p_len", "finetune.max_q_len", "finetune.mine", "qgen.num_queries", "stages",
+                "corpus.max_tokens", "data.msmarco_passages"):
+        assert rehearsed.get(key) == paper.get(key), key
+    assert rehearsed.get("model.hidden") == 768 and rehearsed.get("model.layers") == 12
+    assert rehearsed.get("conditions.pretrain_steps") == "rehearsal"
+    assert "rehearsal" in profiles_of(method)
+
+
+def test_bm25_has_no_rehearsal() -> None:
+    assert "rehearsal" not in profiles_of("bm25")
+
+
+def test_rehearsal_global_batch_is_one_device_batch() -> None:
+    spec = load_method("cocondenser", "rehearsal")
+    assert spec.get("pretrain.global_batch") == spec.get("pretrain.per_device_batch") == 256
+    assert spec.get("pretrain.steps") == 1
+
+
+def test_lexmae_rehearsal_keeps_three_stages_and_embedded_beir_samples() -> None:
+    spec = load_method("lexmae", "rehearsal")
+    assert "finetune_r3" in spec.get("stages")
+    assert spec.get("datasets") == ["msmarco-dev@sample", "dl19", "dl20", "nfcorpus@sample", "scifact@sample"]
+    assert spec.get("finetune.retriever3.passages_per_query") == 24
+
+
+def test_sampled_benchmark_is_seeded_and_holds_the_judged_documents() -> None:
+    bench = get_benchmark("scifact@sample")
+    assert isinstance(bench, SampledBenchmark) and bench.smoke
+    queries, qrels = bench.queries(), bench.qrels()
+    assert len(queries) == 50 and set(queries) == set(qrels)
+    corpus = bench.corpus()
+    judged = {d for docs in qrels.values() for d in docs}
+    assert judged <= set(corpus)
+    assert len(corpus) == len(judged) + 200
+    again = SampledBenchmark(get_benchmark("scifact"))
+    assert again.queries() == queries and list(again.corpus()) == list(corpus)
+    assert bench.files()["sample/scifact"].startswith("queries=50")
+    assert "sample/scifact" not in get_benchmark("scifact").files()
+
+
+def test_data_setting_applies_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PASSAGES_ENV, raising=False)
+    spec = load_method("cotmae", "paper")
+    with data_setting(spec):
+        assert msmarco_passages() == "titled"
+    assert PASSAGES_ENV not in os.environ and msmarco_passages() == "plain"
+
+
+def test_titled_condition_separates_runs_from_the_papers_cells() -> None:
+    run = {"profile": "paper", "method": "cotmae_qc", **load_method("cotmae_qc", "paper").get("conditions")}
+    cell = {"pretrain_steps": "50K", "query_number": 5, "mixed": False, "msmarco_passages": "titled"}
+    assert comparability("cotmae_qc", cell, run) == ("", "")
+    plain = {**run, "msmarco_passages": "plain"}
+    reason, _ = comparability("cotmae_qc", cell, plain)
+    assert "msmarco_passages=titled" in reason and "plain" in reason
