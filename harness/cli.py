@@ -15,7 +15,7 @@ import sys
 from harness.errors import HarnessError
 
 # Order is the order shown in --help.
-COMMANDS = ["run", "eval", "reproduce", "ls", "reported", "validate", "check", "effects", "leaderboard", "ui"]
+COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "leaderboard", "ui"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -75,6 +75,15 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
             lines.extend(f"          {detail}" for detail in stage_details(spec, entry, hw))
     lines.extend(f"       ! {text}" for text in by_index.get(len(stages), []))
     lines.append(f"  benchmarks: {', '.join(datasets)}")
+    from harness.data.requirements import missing_inputs
+
+    missing = missing_inputs(spec, datasets)
+    if missing:
+        lines.append(f"  inputs this machine lacks ({len(missing)}; a run downloads each when a stage first reads it, "
+                     "or fetch them ahead):")
+        lines.extend(f"    ! {line}" for line in missing)
+    else:
+        lines.append("  inputs: every data file the run reads is here or on the mirror")
     return "\n".join(lines)
 
 

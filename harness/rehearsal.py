@@ -12,7 +12,8 @@ key, computed from the two resolved specs, so the list cannot drift from what ru
 * query generation: the term sampler fitted on the training pairs instead of doc2query-T5;
 * LexMAE's stage-3 teacher: a cross-encoder trained here (no released reranker here);
 * optimiser steps: one pre-training step at the per-device batch (the global batch is that one
-  device's batch, no accumulation: the record's ``effective_batch`` says so), one step per
+  device's batch: the record's ``effective_batch`` says so; an objective that accumulates and has
+  no gradient cache steps over it in micro-batches of :data:`MICRO_BATCH`, for memory), one step per
   fine-tuning stage at 8 queries (the per-device share of an 8-GPU Tevatron run), one epoch;
 * data: every upstream file from the fixture mirror (``data.mirror``: tests/fixtures/msmarco_mirror,
   the same file names and formats as the publishers', a few hundred lines each), MS MARCO dev and
@@ -37,6 +38,9 @@ PRETRAIN_STEPS = 1
 FIXTURE_MIRROR = "tests/fixtures/msmarco_mirror"  # relative to the project root
 FINETUNE_QUERIES = 8
 PRETRAIN_PASSAGES = 600
+# Sequences of 144 tokens one fp32 encoder-decoder step holds on a 24 GiB CPU machine (measured:
+# CoT-MAE at 64 peaks at ~7 GiB); objectives that cannot accumulate use their grad_cache_chunk instead.
+MICRO_BATCH = 64
 # The BEIR sets whose corpora are embedded: the others are downloads this machine cannot make.
 EMBEDDED_BEIR = ("nfcorpus", "scifact")
 
@@ -48,20 +52,31 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
         "tokenizer": {"from": VOCABULARY_OF},
         "conditions": {"pretrain_steps": "rehearsal"},
         "data": {"mirror": FIXTURE_MIRROR},
+        # one device: the plan maps the batches onto it (the global batch is that device's batch)
+        "hardware": {"devices": 1, "hours": None},
         "corpus": {"max_passages": PRETRAIN_PASSAGES},
         "substitutions": [
             f"weights: bert-base-uncased's shape ({BERT_BASE_ARCH['layers']} x {BERT_BASE_ARCH['hidden']}), "
             "randomly initialised, with its WordPiece vocabulary, instead of a pre-trained checkpoint",
             f"a rehearsal of the paper plan: {PRETRAIN_STEPS} pre-training step, one step per fine-tuning stage, "
             f"data from the fixture mirror ({FIXTURE_MIRROR}), sampled evaluation sets (<name>{sampled.SUFFIX}: "
-            f"{sampled.QUERIES} queries, their judged documents + {sampled.DISTRACTORS} distractors); its numbers "
+            f"{sampled.QUERIES} queries, <= {sampled.JUDGED_PER_QUERY} judged documents each + {sampled.DISTRACTORS} "
+            "distractors); its numbers "
             "say nothing about the method",
         ],
     }
     pretrain = paper.get("pretrain") or {}
     if pretrain.get("objective") not in (None, "none"):
-        out["pretrain"] = {"steps": PRETRAIN_STEPS, "epochs": None,
-                           "global_batch": pretrain.get("per_device_batch") or pretrain.get("global_batch")}
+        device_batch = pretrain.get("per_device_batch") or pretrain.get("global_batch")
+        out["pretrain"] = {"steps": PRETRAIN_STEPS, "epochs": None, "global_batch": device_batch}
+        if not pretrain.get("grad_cache_chunk") and (device_batch or 0) > MICRO_BATCH:
+            # the same optimiser step over the device's batch, accumulated in micro-batches that fit
+            out["pretrain"]["per_device_batch"] = MICRO_BATCH
+            out["substitutions"].append(
+                f"pre-training memory: the per-device batch of {device_batch} is one optimiser step over "
+                f"{device_batch // MICRO_BATCH} accumulated micro-batches of {MICRO_BATCH} (an fp32 step at "
+                f"{device_batch} x {pretrain.get('max_length')} tokens does not fit a 24 GiB CPU machine); the "
+                "gradient is the same sum")
     if paper.get("qgen"):
         out["qgen"] = {"model": "term-sampler", "train_pairs": paper["finetune"]["train_queries"]}
         out["substitutions"].append("queries: a term sampler fitted on the training pairs instead of doc2query-T5")

@@ -27,6 +27,7 @@ PROFILES = ("paper", "rehearsal", "mini", "tiny")
 # own `profiles.rehearsal` block is merged last.
 DERIVED_PROFILE = "rehearsal"
 FAMILIES = ("lexical", "dense", "learned-sparse")
+BM25_NEGATIVE_SOURCES = ("own", "msmarco-triples", "tevatron")  # data.bm25_negatives (harness.pipelines.bm25)
 
 # key -> (required, allowed python types, one-line meaning). Checked after resolution.
 SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
@@ -217,6 +218,11 @@ def derive_conditions(resolved: dict[str, Any], path: Path) -> dict[str, Any]:
     stated = dict(resolved.get("conditions") or {})
     if _reads_msmarco_passages(resolved):  # titled or not: a known source of mismatch (texttron/tevatron#106)
         stated["msmarco_passages"] = (resolved.get("data") or {}).get("msmarco_passages", "plain")
+    if str((resolved.get("finetune") or {}).get("train_queries") or "").startswith("msmarco-passage"):
+        source = (resolved.get("data") or {}).get("bm25_negatives", "own")
+        if source not in BM25_NEGATIVE_SOURCES:
+            raise HarnessError(f"{path}: data.bm25_negatives {source!r} is not one of {', '.join(BM25_NEGATIVE_SOURCES)}")
+        stated["bm25_negatives"] = source  # the record says which negatives retriever 1 trained on
     context = (resolved.get("pretrain") or {}).get("context")
     if context not in ("qc", "mixed"):
         return stated

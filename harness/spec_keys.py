@@ -108,6 +108,9 @@ BLOCKS: dict[str, Keys] = {
                   "names, instead of the publishers (sets HARNESS_DATA_MIRROR for the run; docs/data.md)",
         "msmarco_passages": "plain (collection.tsv) or titled (RocketQA's para.title.txt joined to it, as "
                             "Tevatron's coCondenser/CoT-MAE fine-tuning and evaluation read MS MARCO)",
+        "bm25_negatives": "where retriever 1's BM25 negatives come from: own (BM25 here over the training "
+                          "queries), msmarco-triples (the official qidpidtriples, coCondenser's / Tevatron's "
+                          "recipe) or tevatron (Tevatron's published training set)",
     },
     "hardware": {
         "device_type": "cuda | cpu",

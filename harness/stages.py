@@ -21,6 +21,7 @@ STAGES = {
     "random_init": "the seeded random encoder (no pre-training)",
     "index": "Lucene BM25 index of the corpus",
     "retrieve": "BM25 top-k search of the queries",
+    "bm25_negatives": "the training queries' BM25 negatives from a published file (data.bm25_negatives)",
     "retriever1": "retriever 1: fine-tune on BM25 negatives",
     "retriever2": "retriever 2: fine-tune on mined negatives",
     "retriever3": "retriever 3: distil the reranker's scores",
@@ -29,6 +30,7 @@ STAGES = {
     "teacher_scores": "score the mined candidates with the teacher",
     "impact_index": "encode the corpus, quantise, Lucene impact index",
     "impact_search": "encode and quantise the queries, impact search",
+    "merge_parts": "merge the runs of a benchmark's parts (cqadupstack's 12 forums) into one",
     "evaluate": "score the run with the benchmark's measures; compare with the papers",
 }
 # The outline a spec's `stages:` list gives, in this order: which parts of the method it runs

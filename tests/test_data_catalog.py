@@ -21,7 +21,8 @@ def test_names():
     names = list_benchmarks()
     assert set(COMMON_NAMES) <= set(names)
     assert {f"cqadupstack-{f}" for f in catalog.CQADUPSTACK_FORUMS} <= set(names)
-    assert "msmarco-dl19-subset" in names and len(names) == len(set(names)) == 3 + 14 + 12 + 1 + 3
+    assert "msmarco-dl19-subset" in names and len(names) == len(set(names)) == 3 + 1 + 14 + 12 + 1 + 3
+    assert get_benchmark("msmarco-passage-train").kind == "msmarco-train"
     assert {n for n in names if get_benchmark(n).kind == "corpus"} == set(catalog.PRETRAIN_CORPORA)
     kinds = {n: get_benchmark(n).kind for n in names}
     assert kinds["msmarco-dev"] == "msmarco" and kinds["dl19"] == kinds["dl20"] == "trec-dl"

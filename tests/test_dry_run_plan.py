@@ -134,7 +134,9 @@ def test_dry_run_works_for_every_spec_and_profile_on_an_empty_cache(method, prof
 
     names = {e["stage"] for e in stages}
     assert not names & SPEC_STAGE_NAMES
-    assert names <= executed_stage_names(), names - executed_stage_names()
+    # merge_parts runs in tests/test_pipeline_forums.py: no committed record evaluates cqadupstack
+    known = executed_stage_names() | {"merge_parts"}
+    assert names <= known, names - known
 
     # What is printed is that list, numbered, in order.
     printed = re.findall(r"^\s+\d+\. (\S+)\s+(to run|cached|reused)", out, re.M)

@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--method", default="bm25", help="method name (see `python -m harness ls`; default: bm25)")
-    p.add_argument("--profile", choices=["paper", "mini", "tiny"], default=None,
+    p.add_argument("--profile", choices=["paper", "rehearsal", "mini", "tiny"], default=None,
                    help="settings profile: paper (the papers' settings), mini (CPU, MiniLM init: learns in "
                         "about 20 minutes), tiny (CPU, 2-layer random init: the fast code-path check); default: "
                         "paper if the declared hardware is present, else mini where the method has it, else tiny")

@@ -109,6 +109,10 @@ class Benchmark:
         """Parts whose scores are averaged to give this benchmark's score (cqadupstack only)."""
         return []
 
+    def sources(self) -> list[str]:
+        """The downloads (:data:`harness.data.download.SOURCES` keys) this benchmark reads."""
+        return []
+
     # -- helpers ---------------------------------------------------------------------
     def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         """Parse (judged queries, qrels) of a resolved split."""
@@ -143,10 +147,13 @@ class Benchmark:
     @staticmethod
     def _download_files(key: str) -> dict[str, str]:
         src = download.SOURCES[key]
-        if src.sha256:
-            return {f"downloads/{src.filename}": src.sha256}
-        if src.md5:
-            return {f"downloads/{src.filename}": f"md5:{src.md5}"}
+        md5, sha256 = src.expected()
+        if download.fixture_checksums() is not None:  # never mistaken for the real file in a record or key
+            return {f"downloads/{src.filename}": f"fixture-sha256:{sha256}"}
+        if sha256:
+            return {f"downloads/{src.filename}": sha256}
+        if md5:
+            return {f"downloads/{src.filename}": f"md5:{md5}"}
         sha = download.recorded_sha256(download.downloads_dir() / src.filename)  # unpinned: what was fetched
         return {f"downloads/{src.filename}": sha} if sha else {}
 
@@ -178,17 +185,86 @@ class TrecBenchmark(Benchmark):
         return _judged(topics, qrels), qrels
 
     def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
-        try:
-            path = download.msmarco_collection_path()
-        except HarnessError as exc:
-            raise _download_error(self.name, "the MS MARCO passage corpus (8.8M passages)", exc) from None
-        return F.iter_msmarco_collection(path)
+        return iter_msmarco_passages(self.name)
 
     def files(self) -> dict[str, str]:
         return {**self._embedded_files([self._topics_rel, self._qrels_rel]), **self.corpus_files()}
 
     def corpus_files(self) -> dict[str, str]:
-        return self._download_files("msmarco-passage/collection")
+        return msmarco_corpus_files()
+
+    def sources(self) -> list[str]:
+        return ["msmarco-passage/queries", "msmarco-passage/qrels-train", *msmarco_corpus_sources()]
+
+    def sources(self) -> list[str]:
+        return msmarco_corpus_sources()
+
+
+def msmarco_corpus_sources() -> list[str]:
+    """The MS MARCO passage corpus's downloads (the titles too when the run reads the titled variant)."""
+    from harness.data.setting import msmarco_passages
+
+    return ["msmarco-passage/collection"] + (["rocketqa/marco"] if msmarco_passages() == "titled" else [])
+
+
+def msmarco_corpus_files() -> dict[str, str]:
+    """The MS MARCO passage corpus's files: collection.tsv, and RocketQA's titles when the run reads
+    the titled variant (``data.msmarco_passages: titled``), so the two never share a cached stage."""
+    from harness.data.setting import msmarco_passages
+
+    files = Benchmark._download_files("msmarco-passage/collection")
+    if msmarco_passages() == "titled":
+        files.update(Benchmark._download_files("rocketqa/marco"))
+        files["msmarco_passages"] = "titled"
+    return files
+
+
+def iter_msmarco_passages(bench: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """MS MARCO passages, titled (RocketQA's para.title.txt joined by pid, as Tevatron reads them) or plain."""
+    from harness.data.setting import msmarco_passages
+
+    try:
+        path = download.msmarco_collection_path()
+        titles = download.rocketqa_titles_path() if msmarco_passages() == "titled" else None
+    except HarnessError as exc:
+        raise _download_error(bench, "the MS MARCO passage corpus (8.8M passages)", exc) from None
+    passages = F.iter_msmarco_collection(path)
+    return passages if titles is None else F.join_titles(passages, titles)
+
+
+class MsMarcoTrain(Benchmark):
+    """MS MARCO passage training data: queries.train.tsv (judged ones) and qrels.train.tsv over the
+    passage corpus. It trains retrievers; it is never an evaluation set."""
+
+    kind = "msmarco-train"
+    eval_split = "train"
+
+    def __init__(self) -> None:
+        super().__init__("msmarco-passage-train", "MS MARCO passage training queries and judgements "
+                                                  "(502,939 judged of 808,731 queries)")
+
+    def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        try:
+            queries_path = download.msmarco_queries_path("train")
+            qrels_path = download.fetch_source("msmarco-passage/qrels-train")
+        except HarnessError as exc:
+            raise _download_error(self.name, "the MS MARCO training queries and qrels", exc) from None
+        queries = F.read_topics_tsv(queries_path)
+        qrels = F.read_trec_qrels(qrels_path, queries, queries_path.name)
+        return _judged(queries, qrels), qrels
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        return iter_msmarco_passages(self.name)
+
+    def files(self) -> dict[str, str]:
+        return {**self._download_files("msmarco-passage/queries"),
+                **self._download_files("msmarco-passage/qrels-train"), **self.corpus_files()}
+
+    def corpus_files(self) -> dict[str, str]:
+        return msmarco_corpus_files()
+
+    def sources(self) -> list[str]:
+        return ["msmarco-passage/queries", "msmarco-passage/qrels-train", *msmarco_corpus_sources()]
 
 
 # ------------------------------------------------------------------------------ BEIR
@@ -293,7 +369,12 @@ class BeirBenchmark(Benchmark):
     def corpus_files(self) -> dict[str, str]:
         if "corpus" in self._beir:
             return self._embedded_files([self._beir["corpus"]])
-        return self._download_files(f"beir/{self.dataset}")
+        files = self._download_files(f"beir/{self.dataset}")
+        # one archive holds every cqadupstack forum: the forum says which corpus (an index is per forum)
+        return {**files, "forum": self.forum} if self.forum else files
+
+    def sources(self) -> list[str]:
+        return [] if "corpus" in self._beir else [f"beir/{self.dataset}"]
 
 
 class CqaDupstack(Benchmark):
@@ -331,7 +412,10 @@ class CqaDupstack(Benchmark):
         return out
 
     def corpus_files(self) -> dict[str, str]:
-        return self._subs[0].corpus_files()  # one archive holds every forum
+        return self._download_files("beir/cqadupstack")  # one archive holds every forum
+
+    def sources(self) -> list[str]:
+        return ["beir/cqadupstack"]
 
 
 # ------------------------------------------------------------------------------ smoke subset
@@ -400,6 +484,9 @@ class PretrainCorpus(Benchmark):
     def files(self) -> dict[str, str]:
         return self.corpus_files()
 
+    def sources(self) -> list[str]:
+        return [self._source]
+
     def corpus_files(self) -> dict[str, str]:
         files = self._download_files(self._source)
         # Unpinned before its first download: name the file, so the cache key still says what it is.
@@ -460,6 +547,7 @@ def _registry() -> dict[str, Callable[[], Benchmark]]:
             "dl20", "trec-dl", "topics.dl20.txt", "qrels.dl20-passage.txt", "test",
             "TREC DL 2020 passage: 54 judged of 200 topics (nDCG@10)"),
     }
+    reg["msmarco-passage-train"] = MsMarcoTrain
     for name in BEIR_NAMES:
         reg[name] = CqaDupstack if name == "cqadupstack" else functools.partial(BeirBenchmark, name, name)
     for forum in CQADUPSTACK_FORUMS:

@@ -24,8 +24,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from harness.errors import HarnessError
 from harness.paths import cache_dir
@@ -52,6 +55,41 @@ class Source:
         """Upstream URL, or the same file name under ``HARNESS_DATA_MIRROR`` when set."""
         mirror = os.environ.get(MIRROR_ENV, "").strip()
         return f"{_mirror_base(mirror)}/{self.filename}" if mirror else f"{self.base_url}/{self.filename}"
+
+    def expected(self) -> tuple[str | None, str | None]:
+        """(md5, sha256) the download is verified against: the publisher's, or a fixture mirror's own."""
+        fixture = fixture_checksums()
+        if fixture is not None:
+            if self.filename not in fixture:
+                raise HarnessError(f"the fixture mirror {os.environ.get(MIRROR_ENV)} has no {self.filename} "
+                                   f"(its {FIXTURE_MANIFEST} lists {', '.join(sorted(fixture))})")
+            return None, fixture[self.filename]
+        return self.md5, self.sha256
+
+    def fetch_command(self) -> str:
+        """The command that downloads (and verifies) this file ahead of a run."""
+        return f"python -m harness fetch {self.name}"
+
+
+# A mirror folder holding this file is a test fixture: small files in the upstream formats whose
+# sha256 it lists. Their checksums replace the publisher's, they are downloaded into a folder of
+# their own (never mixed with real downloads), and run records name them "fixture-sha256:...".
+FIXTURE_MANIFEST = "FIXTURE.json"
+
+
+def fixture_checksums() -> dict[str, str] | None:
+    """``{file name: sha256}`` when ``HARNESS_DATA_MIRROR`` is a local fixture folder, else None."""
+    mirror = os.environ.get(MIRROR_ENV, "").strip()
+    if not mirror or "://" in mirror:
+        return None
+    manifest = Path(mirror).expanduser() / FIXTURE_MANIFEST
+    if not manifest.is_file():
+        return None
+    try:
+        files = json.loads(manifest.read_text())["files"]
+        return {name: str(entry["sha256"]) for name, entry in files.items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessError(f"{manifest}: not a fixture manifest ({exc}); restore it from the repository") from None
 
 
 # md5s as published in the BEIR README dataset table (beir-cellar/beir; the same values appear
@@ -97,9 +135,35 @@ SOURCES["wikipedia-dpr"] = Source(
     note="DPR's English Wikipedia (Dec. 2018) in 21M passages of 100 words (id, text, title); CPDAE pre-training")
 
 
+# MS MARCO passage training data (the fine-tuning of every paper profile). md5s from the MS MARCO
+# passage-ranking download table, also pinned by ir_datasets (msmarco-passage train queries, train
+# qrels, train docpairs v2).
+SOURCES["msmarco-passage/queries"] = Source(
+    "msmarco-passage/queries", MSMARCO_BASE_URL, "queries.tar.gz", md5="c177b2795d5f2dcc524cf00fcd973be1",
+    note="MS MARCO passage queries (queries.train.tsv: 808,731; dev; eval); 18,882,551 bytes")
+SOURCES["msmarco-passage/qrels-train"] = Source(
+    "msmarco-passage/qrels-train", MSMARCO_BASE_URL, "qrels.train.tsv", md5="733fb9fe12d93e497f7289409316eccf",
+    note="MS MARCO passage training judgements (532,761 over 502,939 queries); 10,589,532 bytes")
+SOURCES["msmarco-passage/triples"] = Source(
+    "msmarco-passage/triples", MSMARCO_BASE_URL, "qidpidtriples.train.full.2.tsv.gz",
+    md5="219083e80a0a751c08b968c2f31a4e0b",
+    note="the official BM25 training triples (qid, positive pid, negative pid; 397,768,673 lines); "
+         "coCondenser's and Tevatron's MS MARCO recipe takes each query's negatives from them")
+# Published without a checksum: unpinned (the first download's sha256 is recorded and named in records).
+SOURCES["rocketqa/marco"] = Source(
+    "rocketqa/marco", "https://rocketqa.bj.bcebos.com/corpus", "marco.tar.gz",
+    note="RocketQA's MS MARCO release; marco/para.title.txt (pid, title) gives the titles Tevatron's "
+         "coCondenser / CoT-MAE fine-tuning joins to the passages (texttron/tevatron#106)")
+SOURCES["tevatron/msmarco-passage"] = Source(
+    "tevatron/msmarco-passage", "https://huggingface.co/datasets/Tevatron/msmarco-passage/resolve/main",
+    "train.jsonl.gz",
+    note="Tevatron's self-contained MS MARCO training set (query, positives, BM25 negatives with titles); "
+         "known to lack ~100k of the training queries (texttron/tevatron#81)")
+
+
 def downloads_dir() -> Path:
-    """Where downloads and their extracted folders live."""
-    return cache_dir() / "downloads"
+    """Where downloads and their extracted folders live (a fixture mirror's in a folder of its own)."""
+    return cache_dir() / ("downloads-fixture" if fixture_checksums() is not None else "downloads")
 
 
 def _mirror_base(mirror: str) -> str:
@@ -150,7 +214,11 @@ def _cached(dest: Path, url: str, md5: str | None, sha256: str | None) -> bool:
         got_md5, got_sha = _hashes(dest)
         rec = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "md5": got_md5, "sha256": got_sha}
         _sidecar(dest).write_text(json.dumps(rec))
-    _check(dest, url, md5, sha256, rec["md5"], rec["sha256"])
+    try:
+        _check(dest, url, md5, sha256, rec["md5"], rec["sha256"])
+    except HarnessError:  # stale (the expected checksum changed, or the file was damaged): fetched anew
+        print(f"  download: the cached {dest.name} does not match its checksum; fetching it again")
+        return False
     return True
 
 
@@ -166,12 +234,49 @@ def recorded_sha256(path: Path) -> str | None:
     return None
 
 
+def _open(url: str, offset: int) -> tuple[IO[bytes], int | None, bool]:
+    """(stream from ``offset`` or from 0, total size if known, whether it starts at ``offset``)."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "file":  # urllib's file handler ignores Range: seek ourselves
+        local = Path(urllib.request.url2pathname(parsed.path))
+        fh = open(local, "rb")
+        total = local.stat().st_size
+        if 0 < offset <= total:
+            fh.seek(offset)
+            return fh, total, True
+        return fh, total, False
+    headers = {"User-Agent": "harness-data/1 (python urllib)"}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+    resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=_TIMEOUT_S)
+    length = resp.headers.get("Content-Length")
+    if offset and resp.status == 206:
+        return resp, offset + int(length) if length else None, True
+    return resp, int(length) if length else None, False
+
+
+@contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """One process at a time per file (the ranks of a distributed job may fetch it at once)."""
+    import fcntl
+
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)  # a waiter holds the old inode and re-checks the cache under it
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | None = None,
           filename: str | None = None) -> Path:
     """Download ``url`` into ``dest_dir`` (cached) and return the local path.
 
     Supports ``http://``, ``https://`` and ``file://``. The file is verified against
-    ``sha256``/``md5`` when given; a mismatch removes the file and raises HarnessError.
+    ``sha256``/``md5`` when given; a mismatch removes the file and raises HarnessError. An
+    interrupted transfer leaves ``<name>.part``, and the next call continues it from where it
+    stopped (an HTTP Range request; a server that ignores Range sends the whole file again).
     """
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme not in ("http", "https", "file"):
@@ -183,47 +288,55 @@ def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | 
     dest = dest_dir / name
     if _cached(dest, url, md5, sha256):
         return dest
-
     dest_dir.mkdir(parents=True, exist_ok=True)
-    # One partial file per process: ranks of a distributed job may fetch the same file at once.
-    part = dest.with_name(f"{dest.name}.{os.getpid()}.part")
-    md5_h, sha_h = hashlib.md5(usedforsecurity=False), hashlib.sha256()
-    try:
-        from tqdm import tqdm  # imported here: only needed when something is downloaded
+    with _locked(dest.with_name(dest.name + ".lock")):
+        if _cached(dest, url, md5, sha256):  # another process finished it while this one waited
+            return dest
+        part = dest.with_name(dest.name + ".part")
+        md5_h, sha_h = hashlib.md5(usedforsecurity=False), hashlib.sha256()
+        offset = part.stat().st_size if part.is_file() else 0
+        try:
+            from tqdm import tqdm  # imported here: only needed when something is downloaded
 
-        request = urllib.request.Request(url, headers={"User-Agent": "harness-data/1 (python urllib)"})
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as resp, open(part, "wb") as out:
-            total = resp.headers.get("Content-Length")
-            with tqdm(total=int(total) if total else None, unit="B", unit_scale=True, unit_divisor=1024,
-                      desc=name, disable=None, leave=False) as bar:
-                for block in iter(lambda: resp.read(_CHUNK), b""):
-                    out.write(block)
-                    md5_h.update(block)
-                    sha_h.update(block)
-                    bar.update(len(block))
-        if total and part.stat().st_size != int(total):
-            raise HarnessError(f"download of {url} was cut short ({part.stat().st_size} of {total} bytes); retry")
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-        part.unlink(missing_ok=True)
-        reason = getattr(exc, "reason", None) or exc
-        raise HarnessError(
-            f"could not download {url}: {reason}. Fix: check the network connection, or put {name} "
-            f"into {dest_dir} yourself, or set {MIRROR_ENV} to a folder or URL that holds {name}") from None
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
-    _check(part, url, md5, sha256, md5_h.hexdigest(), sha_h.hexdigest(), label=name)
-    os.replace(part, dest)
-    st = dest.stat()
-    _sidecar(dest).write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                          "md5": md5_h.hexdigest(), "sha256": sha_h.hexdigest()}))
+            stream, total, resumed = _open(url, offset)
+            with stream:
+                if resumed:  # continue the partial file: its bytes count towards the checksums
+                    with open(part, "rb") as fh:
+                        for block in iter(lambda: fh.read(_CHUNK), b""):
+                            md5_h.update(block)
+                            sha_h.update(block)
+                    print(f"  download: resuming {name} at {offset:,} bytes")
+                with open(part, "ab" if resumed else "wb") as out, \
+                        tqdm(total=total, initial=offset if resumed else 0, unit="B", unit_scale=True,
+                             unit_divisor=1024, desc=name, disable=None, leave=False) as bar:
+                    for block in iter(lambda: stream.read(_CHUNK), b""):
+                        out.write(block)
+                        md5_h.update(block)
+                        sha_h.update(block)
+                        bar.update(len(block))
+            if total and part.stat().st_size != total:
+                raise HarnessError(f"download of {url} was cut short ({part.stat().st_size:,} of {total:,} bytes); "
+                                   "run the command again to continue it")
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            kept = f" ({part.stat().st_size:,} bytes kept in {part.name}: the next try continues it)" \
+                if part.is_file() and part.stat().st_size else ""
+            raise HarnessError(
+                f"could not download {url}: {reason}{kept}. Fix: check the network connection, or put {name} "
+                f"into {dest_dir} yourself, or set {MIRROR_ENV} to a folder or URL that holds {name}") from None
+        _check(part, url, md5, sha256, md5_h.hexdigest(), sha_h.hexdigest(), label=name)
+        os.replace(part, dest)
+        st = dest.stat()
+        _sidecar(dest).write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                              "md5": md5_h.hexdigest(), "sha256": sha_h.hexdigest()}))
     return dest
 
 
 def fetch_source(key: str, dest_dir: str | Path | None = None) -> Path:
     """Fetch a registered :data:`SOURCES` entry into ``downloads_dir()`` (or ``dest_dir``)."""
     src = SOURCES[key]
-    return fetch(src.url(), dest_dir or downloads_dir(), sha256=src.sha256, md5=src.md5, filename=src.filename)
+    md5, sha256 = src.expected()
+    return fetch(src.url(), dest_dir or downloads_dir(), sha256=sha256, md5=md5, filename=src.filename)
 
 
 # ---------------------------------------------------------------------------- extraction
@@ -233,7 +346,27 @@ def _inside(root: Path, member: str) -> bool:
     return target == root or root in target.parents
 
 
-def _finish_extract(tmp: Path, dest_dir: Path) -> Path:
+_EXTRACTED_FROM = ".extracted-from.json"
+
+
+def _current(archive: Path, dest_dir: Path) -> bool:
+    """An extracted folder is used only while it was extracted from the archive's present bytes
+    (a changed mirror file, re-downloaded, is extracted again)."""
+    if not dest_dir.is_dir():
+        return False
+    sha = recorded_sha256(archive)
+    try:
+        made_from = json.loads((dest_dir / _EXTRACTED_FROM).read_text()).get("sha256")
+    except (OSError, ValueError):
+        made_from = None
+    if sha is None or made_from in (None, sha):  # an older folder without the marker stays valid
+        return True
+    shutil.rmtree(dest_dir, ignore_errors=True)
+    return False
+
+
+def _finish_extract(tmp: Path, dest_dir: Path, archive: Path) -> Path:
+    (tmp / _EXTRACTED_FROM).write_text(json.dumps({"archive": archive.name, "sha256": recorded_sha256(archive)}))
     if dest_dir.exists():  # another process finished first
         shutil.rmtree(tmp, ignore_errors=True)
     else:
@@ -248,7 +381,7 @@ def extract_zip(archive: str | Path, dest_dir: str | Path) -> Path:
     outside ``dest_dir`` are refused.
     """
     archive, dest_dir = Path(archive), Path(dest_dir)
-    if dest_dir.is_dir():
+    if _current(archive, dest_dir):
         return dest_dir
     tmp = dest_dir.with_name(f"{dest_dir.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -266,13 +399,13 @@ def extract_zip(archive: str | Path, dest_dir: str | Path) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return _finish_extract(tmp, dest_dir)
+    return _finish_extract(tmp, dest_dir, archive)
 
 
 def extract_tar(archive: str | Path, dest_dir: str | Path, members: list[str] | None = None) -> Path:
     """Extract a (compressed) tar into ``dest_dir``, atomically; ``members`` limits what is extracted."""
     archive, dest_dir = Path(archive), Path(dest_dir)
-    if dest_dir.is_dir():
+    if _current(archive, dest_dir):
         return dest_dir
     tmp = dest_dir.with_name(f"{dest_dir.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -294,7 +427,7 @@ def extract_tar(archive: str | Path, dest_dir: str | Path, members: list[str] | 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return _finish_extract(tmp, dest_dir)
+    return _finish_extract(tmp, dest_dir, archive)
 
 
 # ---------------------------------------------------------------------------- dataset helpers
@@ -322,3 +455,35 @@ def msmarco_collection_path() -> Path:
     if not path.is_file():
         raise HarnessError(f"{archive} did not contain collection.tsv; delete {out} and {archive} and retry")
     return path
+
+
+def msmarco_queries_path(split: str) -> Path:
+    """Path of MS MARCO ``queries.<split>.tsv`` (train, dev or eval; from queries.tar.gz)."""
+    archive = fetch_source("msmarco-passage/queries")
+    out = extract_tar(archive, downloads_dir() / "msmarco-queries")
+    path = out / f"queries.{split}.tsv"
+    if not path.is_file():
+        raise HarnessError(f"{archive} did not contain queries.{split}.tsv; delete {out} and {archive} and retry")
+    return path
+
+
+def rocketqa_titles_path() -> Path:
+    """Path of RocketQA's ``para.title.txt`` (``pid<TAB>title`` for every MS MARCO passage)."""
+    archive = fetch_source("rocketqa/marco")
+    out = extract_tar(archive, downloads_dir() / "rocketqa-marco")
+    for path in (out / "marco" / "para.title.txt", out / "para.title.txt"):
+        if path.is_file():
+            return path
+    raise HarnessError(f"{archive} did not contain marco/para.title.txt; delete {out} and {archive} and retry")
+
+
+def available(key: str) -> bool:
+    """Whether a run can read ``SOURCES[key]`` without reaching the publisher: downloaded and
+    verified here, or served by ``HARNESS_DATA_MIRROR`` (a local mirror folder must hold the file)."""
+    src = SOURCES[key]
+    if recorded_sha256(downloads_dir() / src.filename):
+        return True
+    mirror = os.environ.get(MIRROR_ENV, "").strip()
+    if not mirror:
+        return False
+    return "://" in mirror or (Path(mirror).expanduser() / src.filename).is_file()

@@ -348,6 +348,30 @@ def iter_msmarco_collection(path: str | Path) -> Iterator[tuple[str, dict[str, s
         yield pid, {"title": "", "text": cols[1]}
 
 
+def join_titles(passages: Iterator[tuple[str, dict[str, str]]], titles_path: str | Path
+                ) -> Iterator[tuple[str, dict[str, str]]]:
+    """Give each MS MARCO passage its title from RocketQA's ``para.title.txt`` (``pid<TAB>title``, in
+    collection order; "-" means no title). Read in step with the collection, so the 8.8M titles are
+    never held in memory; the titles file may list passages the collection lacks, never the reverse."""
+    titles_path = Path(titles_path)
+    rows = iter_lines(titles_path)
+    for pid, doc in passages:
+        while True:
+            try:
+                lineno, line = next(rows)
+            except StopIteration:
+                raise DataFormatError(titles_path, None, f"no title for passage '{pid}' (the file ended)",
+                                      "use the para.title.txt that belongs to this collection.tsv") from None
+            cols = line.split("\t")
+            if len(cols) > 2:
+                raise DataFormatError(titles_path, lineno, f"wrong column count: expected 2 (pid<TAB>title), "
+                                      f"got {len(cols)}", "each line must be: pid<TAB>title")
+            if cols[0].strip() == pid:
+                title = cols[1].strip() if len(cols) == 2 else ""
+                yield pid, {"title": "" if title == "-" else title, "text": doc["text"]}
+                break
+
+
 def read_msmarco_collection(path: str | Path) -> Corpus:
     """MS MARCO ``collection.tsv`` -> corpus dict (title "")."""
     return dict(iter_msmarco_collection(path))

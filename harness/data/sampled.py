@@ -1,7 +1,8 @@
 """``<benchmark>@sample``: a seeded sample of a benchmark, for rehearsals (never for a reported number).
 
 The sample keeps :data:`QUERIES` judged queries of the evaluation split (seed 42) and a corpus of
-their judged documents plus :data:`DISTRACTORS` unjudged ones (the documents with the smallest
+their judged documents (at most :data:`JUDGED_PER_QUERY` each, the highest grades first) plus
+:data:`DISTRACTORS` unjudged ones (the documents with the smallest
 seeded hash, so the choice does not depend on corpus order or size). It is marked ``smoke``: its
 scores are not comparable with the full benchmark's, and records say so. Its ``files()`` name the
 sample's parameters, so cached stages of the full benchmark and of the sample never mix.
@@ -18,8 +19,9 @@ from typing import Any
 from harness import SEED
 
 SUFFIX = "@sample"
-QUERIES = 50
-DISTRACTORS = 200
+QUERIES = 20
+JUDGED_PER_QUERY = 10
+DISTRACTORS = 100
 
 
 def base_name(name: str) -> str:
@@ -36,12 +38,15 @@ class SampledBenchmark:
 
     smoke = True
 
-    def __init__(self, base: Any, queries: int = QUERIES, distractors: int = DISTRACTORS):
+    def __init__(self, base: Any, queries: int = QUERIES, distractors: int = DISTRACTORS,
+                 judged_per_query: int = JUDGED_PER_QUERY):
         self.base, self.n_queries, self.n_distractors = base, queries, distractors
+        self.judged_per_query = judged_per_query
         self.name = base.name + SUFFIX
         self.kind, self.eval_split = base.kind, base.eval_split
-        self.description = (f"REHEARSAL SAMPLE of {base.name}: {queries} seeded judged queries over their judged "
-                            f"documents + {distractors} distractors; not comparable to {base.name}")
+        self.description = (f"REHEARSAL SAMPLE of {base.name}: {queries} seeded judged queries over <= "
+                            f"{judged_per_query} judged documents each + {distractors} distractors; not comparable "
+                            f"to {base.name}")
         self._picked: tuple[dict[str, str], dict[str, dict[str, int]]] | None = None
 
     def __repr__(self) -> str:
@@ -81,14 +86,21 @@ class SampledBenchmark:
     def sub_benchmarks(self) -> list[Any]:
         return []
 
+    def sources(self) -> list[str]:
+        return self.base.sources()
+
     def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
         """The judged documents of the sampled queries and the distractors, in corpus order."""
-        judged = {doc for docs in self._sample()[1].values() for doc in docs}
+        judged = {doc for docs in self._sample()[1].values()
+                  for doc in sorted(docs, key=lambda d: (-docs[d], d))[: self.judged_per_query]}
+        every_judged = {doc for docs in self._sample()[1].values() for doc in docs}
         kept: list[tuple[int, str, dict[str, str]]] = []
         heap: list[tuple[int, int, str, dict[str, str]]] = []  # (-rank, position, id, doc): the smallest ranks
         for position, (doc_id, doc) in enumerate(self.base.iter_corpus()):
             if doc_id in judged:
                 kept.append((position, doc_id, doc))
+                continue
+            if doc_id in every_judged:  # judged but over the cap: neither kept nor a distractor
                 continue
             item = (-_rank(doc_id), position, doc_id, doc)
             if len(heap) < self.n_distractors:
@@ -103,7 +115,8 @@ class SampledBenchmark:
         return dict(self.iter_corpus())
 
     def _marker(self) -> dict[str, str]:
-        return {f"sample/{self.base.name}": f"queries={self.n_queries},distractors={self.n_distractors},seed={SEED}"}
+        return {f"sample/{self.base.name}": f"queries={self.n_queries},judged_per_query={self.judged_per_query},"
+                                            f"distractors={self.n_distractors},seed={SEED}"}
 
     def files(self) -> dict[str, str]:
         return {**self.base.files(), **self._marker()}

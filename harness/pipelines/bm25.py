@@ -49,6 +49,41 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     return ctx.cached_stage("retrieve", label, search_cfg, query_inputs, retrieve).dir / "run.trec"
 
 
+# data.bm25_negatives -> the download it is read from (``own`` runs BM25 here: bm25_run).
+NEGATIVE_SOURCES = {"msmarco-triples": "msmarco-passage/triples", "tevatron": "tevatron/msmarco-passage"}
+
+
+def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
+    """The training queries' BM25 negatives as a TREC run (rank order = the source's order): the
+    harness's own BM25 (``data.bm25_negatives: own``, the default) or a published set."""
+    from harness.data import download
+    from harness.data.catalog import get_benchmark
+    from harness.data.formats import write_trec_run
+    from harness.data.negatives import read_published_negatives
+
+    source = ctx.spec.get("data.bm25_negatives") or "own"
+    if source == "own":
+        return bm25_run(ctx, dataset, split, depth)
+    bench = get_benchmark(dataset)
+    key = NEGATIVE_SOURCES[source]
+
+    def build(work: Path) -> dict[str, Any]:
+        qrels = bench.qrels(split)
+        negatives = read_published_negatives(source, download.fetch_source(key), qrels, depth)
+        run = {q: {pid: float(len(pids) - rank) for rank, pid in enumerate(pids)} for q, pids in negatives.items()}
+        write_trec_run(run, work / "run.trec", tag=f"{source}-{dataset}")
+        missing = len(qrels) - len(run)
+        print(f"  bm25_negatives: {source}: negatives for {len(run):,} of {len(qrels):,} training queries"
+              + (f" ({missing:,} without any: they train on in-batch negatives only)" if missing else ""))
+        return {"queries": len(run), "queries_without_negatives": missing}
+
+    from harness.data.catalog import Benchmark
+
+    source_file = Benchmark._download_files(key) or {f"downloads/{download.SOURCES[key].filename}": "unpinned"}
+    return ctx.cached_stage("bm25_negatives", f"{dataset}/{split}", {"source": source, "depth": depth},
+                            {**bench.files(), **source_file}, build).dir / "run.trec"
+
+
 def run_bm25(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
     from harness.data.catalog import get_benchmark
 

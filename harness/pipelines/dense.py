@@ -183,13 +183,13 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
 
 def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": {...}}."""
-    from harness.pipelines.bm25 import bm25_run
+    from harness.pipelines.bm25 import bm25_negatives_run
 
     stages = ctx.spec.get("stages", [])
     check_train_queries(ctx)
     encoder0 = encoder_stage(ctx)
     name, split = train_split(ctx.spec)
-    bm25_train = bm25_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
+    bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
     r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": bm25_train.parent.name})
     out: dict[str, dict[str, Path]] = {}
     # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, encoded
@@ -207,14 +207,16 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
         pools = [mined] + ([bm25_train] if "bm25" in (r2_cfg.get("negatives") or []) else [])
         r2 = train_stage(ctx, "retriever2", init, pools, {"pools": ",".join(p.parent.name for p in pools)})
         out["retriever2"] = {}
-    for dataset in datasets:
-        from harness.data.catalog import get_benchmark
+    from harness.data.catalog import get_benchmark
+    from harness.pipelines.forums import retrieve_parts
 
-        test_split = get_benchmark(dataset).eval_split
-        if start is not None:
-            out["start"][dataset] = retrieve_stage(ctx, "start", start, dataset, test_split, 1000,
-                                                   start_encoding(ctx.spec))
-        out["retriever1"][dataset] = retrieve_stage(ctx, "retriever1", r1, dataset, test_split, 1000)
-        if "retriever2" in out:
-            out["retriever2"][dataset] = retrieve_stage(ctx, "retriever2", r2, dataset, test_split, 1000)
+    models = {"start": start, "retriever1": r1, "retriever2": r2 if "retriever2" in out else None}
+    for dataset in datasets:
+        for label, model in models.items():
+            if model is None:
+                continue
+            encoding = start_encoding(ctx.spec) if label == "start" else None
+            out[label][dataset] = retrieve_parts(ctx, label, dataset, lambda part, label=label, model=model, enc=encoding:
+                                                 retrieve_stage(ctx, label, model, part,
+                                                                get_benchmark(part).eval_split, 1000, enc))
     return out

@@ -437,7 +437,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": ..., "retriever3": ...}."""
     from harness.data.catalog import get_benchmark
-    from harness.pipelines.bm25 import bm25_run
+    from harness.pipelines.bm25 import bm25_negatives_run
 
     stages = ctx.spec.get("stages", [])
     retrieval_settings(ctx.spec)  # fail fast on a malformed retrieval block
@@ -448,7 +448,7 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
     encoder0 = encoder_stage(ctx)
     init0 = masked_lm_init(encoder0, ctx)
     name, split = train_split(ctx.spec)
-    bm25_train = bm25_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
+    bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
     models = {"retriever1": splade_train_stage(ctx, "retriever1", init0, [bm25_train],
                                                 {"bm25": bm25_train.parent.name})}
     mine_depth = int((ctx.spec.get("finetune.mine") or {}).get("depth", 200))
@@ -474,9 +474,12 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
             scored = teacher_stage(ctx, teacher, mined2)
             models["retriever3"] = splade_train_stage(ctx, "retriever3", init_for("retriever3"), [],
                                                        {"teacher": scored.name}, teacher_dir=scored)
+    from harness.pipelines.forums import retrieve_parts
+
     out: dict[str, dict[str, Path]] = {label: {} for label in models}
     for dataset in datasets:
-        test_split = get_benchmark(dataset).eval_split
         for label, model_dir in models.items():
-            out[label][dataset] = search_stage(ctx, label, model_dir, dataset, test_split, 1000)
+            out[label][dataset] = retrieve_parts(ctx, label, dataset, lambda part, label=label, model_dir=model_dir:
+                                                 search_stage(ctx, label, model_dir, part,
+                                                              get_benchmark(part).eval_split, 1000))
     return out

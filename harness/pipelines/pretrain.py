@@ -283,6 +283,9 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
 
 def run_pretrain(ctx: "RunContext") -> Path:
     """All pre-training stages for the spec; returns the exported encoder folder."""
+    init = (ctx.spec.get("model") or {}).get("init")
+    if init and init != "scratch":  # a missing init fails now (a dry-run lists it), not after the corpus stages
+        ctx.checkpoint(init, "initial encoder")
     tokenizer_dir = tokenizer_stage(ctx)
     passages_file = passages_stage(ctx, tokenizer_dir)
     queries_file = None

@@ -1,0 +1,44 @@
+"""What data a planned run reads, and which of it this machine does not have yet.
+
+A dry-run lists each missing download with the command that fetches it (`python -m harness fetch
+NAME`), so that a paper run does not discover at hour 3 that a file is missing or unreachable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.data import download
+
+
+def required_sources(spec: Any, datasets: list[str]) -> list[str]:
+    """Download keys (harness.data.download.SOURCES) a run of ``spec`` on ``datasets`` reads, in the
+    order its stages first read them: pre-training corpus, training data and negatives, benchmarks."""
+    from harness.data.catalog import PRETRAIN_CORPORA, get_benchmark
+    from harness.pipelines.bm25 import NEGATIVE_SOURCES
+    from harness.pipelines.dense import train_split
+
+    keys: list[str] = []
+    sources = spec.get("corpus.source") if spec.get("pretrain.objective") not in (None, "none") else None
+    for name in sources if isinstance(sources, list) else [sources] if sources else []:
+        if name in PRETRAIN_CORPORA:
+            keys += get_benchmark(name).sources()
+    if spec.get("finetune.train_queries"):
+        keys += get_benchmark(train_split(spec)[0]).sources()
+        negatives = spec.get("data.bm25_negatives") or "own"
+        if negatives in NEGATIVE_SOURCES:
+            keys.append(NEGATIVE_SOURCES[negatives])
+    for name in datasets:
+        keys += get_benchmark(name).sources()
+    return list(dict.fromkeys(keys))
+
+
+def missing_inputs(spec: Any, datasets: list[str]) -> list[str]:
+    """One line per download the run needs and this machine lacks (none are reachable from a mirror)."""
+    lines = []
+    for key in required_sources(spec, datasets):
+        if not download.available(key):
+            src = download.SOURCES[key]
+            lines.append(f"missing download {key} ({src.filename}{': ' + src.note if src.note else ''}); "
+                         f"fetch: {src.fetch_command()}")
+    return lines
