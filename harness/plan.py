@@ -76,6 +76,9 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
     lines.extend(f"       ! {text}" for text in by_index.get(len(stages), []))
     lines.append(f"  benchmarks: {', '.join(datasets)}")
     from harness.data.requirements import missing_inputs
+    from harness import projection
+
+    lines.extend(projection.describe(spec, stages, hw))
 
     missing = missing_inputs(spec, datasets)
     if missing:

@@ -1,0 +1,51 @@
+"""The dry-run's projection: FLOPs from the counted steps, scaled by the plan's batches and steps."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from harness import projection
+from harness.hardware import Hardware
+from harness.runner import plan_method
+from harness.spec import MethodSpec, load_method
+
+CPU = Hardware("cpu", 1, (), 2)
+
+
+def _costs(spec: MethodSpec) -> dict[str, projection.Cost]:
+    entries = plan_method(spec, list(spec.get("datasets"))).stages.entries
+    return {c.stage: c for c in projection.stage_costs(spec, entries)}
+
+
+def test_pretraining_flops_scale_with_steps_and_batch() -> None:
+    spec = load_method("cotmae", "paper")
+    base = _costs(spec)["pretrain"].tflop
+    measured = projection.measured()["cotmae"]
+    assert base == pytest.approx(50_000 * 16_384 * measured["tflop_per_step"] / measured["batch"])
+    config = copy.deepcopy(spec.config)
+    config["pretrain"]["steps"] = 100_000
+    doubled = MethodSpec(spec.name, spec.profile, spec.path, config)
+    assert _costs(doubled)["pretrain"].tflop == pytest.approx(2 * base)
+
+
+def test_every_paper_plan_projects_its_training_stages(capsys) -> None:
+    for method in ("cocondenser", "cotmae_qc", "cpdae", "lexmae"):
+        spec = load_method(method, "paper")
+        costs = _costs(spec)
+        assert costs["pretrain"].tflop and costs["retriever1"].tflop, method
+        lines = projection.describe(spec, plan_method(spec, list(spec.get("datasets"))).stages.entries, CPU)
+        text = "\n".join(lines)
+        assert "torch.utils.flop_counter" in text and "assumptions:" in text
+        if spec.get("hardware.hours"):
+            assert f"the paper states {spec.get('hardware.hours')} h" in text, method
+    # the query generator's T5 has no measured step: said, not guessed
+    qc = _costs(load_method("cotmae_qc", "paper"))
+    assert qc["qgen"].tflop is None and "not projected" in qc["qgen"].note
+
+
+def test_cached_stages_cost_nothing() -> None:
+    spec = load_method("cotmae", "paper")
+    entries = [dict(e, plan="cached") for e in plan_method(spec, ["dl19"]).stages.entries]
+    assert projection.stage_costs(spec, entries) == []
