@@ -14,8 +14,9 @@ key, computed from the two resolved specs, so the list cannot drift from what ru
 * optimiser steps: one pre-training step at the per-device batch (the global batch is that one
   device's batch: the record's ``effective_batch`` says so; an objective that accumulates and has
   no gradient cache steps over it in micro-batches of :data:`MICRO_BATCH`, for memory), one step per
-  fine-tuning stage at one device's share of the paper's queries per step (:func:`device_share`:
-  CoT-MAE 64 / 16 = 4, coCondenser 8, LexMAE 24 / 8 = 3 and 16 / 8 = 2), one epoch;
+  fine-tuning stage at one device's share of the paper's queries per step, at most 4 for memory
+  (:func:`device_share`: CoT-MAE 64 / 16 = 4, coCondenser 64 / 8 = 8 -> 4, LexMAE 24 / 8 = 3 and
+  16 / 8 = 2), one epoch;
 * data: every upstream file from the fixture mirror (``data.mirror``: tests/fixtures/msmarco_mirror,
   the same file names and formats as the publishers', a few hundred lines each), MS MARCO dev and
   BEIR as seeded samples (``<name>@sample``: 50 judged queries over their judged documents + 200
@@ -37,9 +38,10 @@ BERT_BASE_ARCH = {"init": "scratch", "layers": 12, "hidden": 768, "heads": 12, "
 VOCABULARY_OF = "all-minilm-l6-v2"  # ships bert-base-uncased's WordPiece vocabulary (30,522)
 PRETRAIN_STEPS = 1
 FIXTURE_MIRROR = "tests/fixtures/msmarco_mirror"  # relative to the project root
-# At most this many queries per fine-tuning step: 8 x 16 passages of 144 tokens peak at ~14 GiB in an
-# fp32 dense step on CPU (measured); CPDAE's paper states no hardware, so its 64 is capped here.
-FINETUNE_QUERIES = 8
+# At most this many queries per fine-tuning step on a 24 GiB CPU machine: an fp32 dense step of 8 x 16
+# passages of 144 tokens peaks at ~14 GiB before the optimiser's state exists, and its second step ran
+# out of memory (coCondenser, measured); 4 x 16 fits. CPDAE's paper states no hardware (64 on 1).
+FINETUNE_QUERIES = 4
 PRETRAIN_PASSAGES = 600
 # Sequences of 144 tokens one fp32 encoder-decoder step holds on a 24 GiB CPU machine (measured:
 # CoT-MAE at 64 peaks at ~7 GiB); objectives that cannot accumulate use their grad_cache_chunk instead.
@@ -101,6 +103,11 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
         if "global_queries" in block:
             where["global_queries"] = device_share(int(block["global_queries"]), devices)
             shares.append(where["global_queries"])
+            if where["global_queries"] < int(block["global_queries"]) // devices:
+                capped = f"{block['global_queries']} / {devices} device(s)"
+                out["substitutions"].append(f"fine-tuning memory: {where['global_queries']} queries per step instead "
+                                            f"of one device's share of the paper's ({capped}); an fp32 step at that "
+                                            "size does not fit a 24 GiB CPU machine")
         if "epochs" in block:
             where["epochs"] = 1
     finetune["max_train_queries"] = max(shares or [FINETUNE_QUERIES])

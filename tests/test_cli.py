@@ -22,7 +22,7 @@ def test_ls_lists_methods_and_benchmarks(capsys):
         assert name in out
     # A spec that `extends` another inherits its profiles.
     row = next(line for line in out.splitlines() if line.startswith("cotmae_qc "))
-    assert "paper,mini,tiny" in row
+    assert "paper,rehearsal,mini,tiny" in row
 
 
 def test_unknown_method_gets_did_you_mean(capsys):

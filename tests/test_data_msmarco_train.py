@@ -185,3 +185,25 @@ def test_fixture_mirror_leaves_no_missing_data(mirror: Path) -> None:
 
         with data_setting(spec):
             assert missing_inputs(spec, datasets) == [], method
+
+
+def test_fetch_command_lists_fetches_and_names_unknown_downloads(mirror: Path, capsys) -> None:
+    from harness.cli import main
+
+    assert main(["fetch", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "msmarco-passage/qrels-train" in listed and "here" in listed  # the mirror holds it
+    assert main(["fetch", "msmarco-passage/qrels-train"]) == 0
+    assert "(verified)" in capsys.readouterr().out
+    assert (download.downloads_dir() / "qrels.train.tsv").is_file()
+    assert main(["fetch", "msmarco-passage/qrels"]) == 2
+    assert "did you mean" in capsys.readouterr().err.lower()
+
+
+def test_fetch_model_without_the_hub_is_one_clear_line(monkeypatch, capsys) -> None:
+    from harness.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["fetch", "--model", "Luyu/condenser"]) == 2
+    err = capsys.readouterr().err
+    assert "Luyu/condenser" in err and "models/Luyu/condenser" in err and "Traceback" not in err

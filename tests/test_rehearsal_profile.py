@@ -93,3 +93,21 @@ def test_titled_condition_separates_runs_from_the_papers_cells() -> None:
     plain = {**run, "msmarco_passages": "plain"}
     reason, _ = comparability("cotmae_qc", cell, plain)
     assert "msmarco_passages=titled" in reason and "plain" in reason
+
+
+def test_runs_state_which_msmarco_passages_and_negatives_they_read() -> None:
+    import json
+
+    from harness.paths import PROJECT_ROOT
+    from harness.runner import stage_conditions
+
+    conditions = stage_conditions(load_method("cocondenser", "rehearsal"), "retriever2", "retriever2")
+    assert conditions["msmarco_passages"] == "titled" and conditions["bm25_negatives"] == "msmarco-triples"
+    assert load_method("lexmae", "rehearsal").get("conditions.bm25_negatives") == "own"
+    # and the committed rehearsal records carry them (their resolved spec is part of the sealed record)
+    records = sorted((PROJECT_ROOT / "runs" / "records").glob("*__rehearsal__*.json"))
+    assert records, "no committed rehearsal record"
+    for path in records:
+        spec = json.loads(path.read_text())["spec"]
+        assert spec["conditions"]["msmarco_passages"] in ("titled", "plain"), path.name
+        assert spec["conditions"]["bm25_negatives"] in ("own", "msmarco-triples", "tevatron"), path.name

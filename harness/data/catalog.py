@@ -560,6 +560,18 @@ def _registry() -> dict[str, Callable[[], Benchmark]]:
 _REGISTRY = _registry()
 
 
+def benchmark_split(value: str) -> tuple[str, str]:
+    """``<benchmark>-<split>`` (nfcorpus-train) -> (benchmark, split); a benchmark's name may hold
+    dashes itself, and a training set named alone (msmarco-passage-train) means its train split."""
+    if value in _REGISTRY:
+        return value, "train"
+    name, _, split = value.rpartition("-")
+    if name in _REGISTRY:
+        return name, split
+    name, _, split = value.partition("-")
+    return name, split or "train"
+
+
 def list_benchmarks() -> list[str]:
     """All catalog names: msmarco-dev, dl19, dl20, the 14 BEIR sets, the 12 cqadupstack forums,
     the smoke subset and the paper profiles' pre-training corpora (kind ``corpus``)."""

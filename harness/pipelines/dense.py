@@ -22,17 +22,9 @@ if TYPE_CHECKING:
 def train_split(spec: Any) -> tuple[str, str]:
     """(benchmark, split) of ``finetune.train_queries``: ``<benchmark>-<split>`` (nfcorpus-train; the
     benchmark's name may have dashes itself: msmarco-passage-train), or a benchmark (its train split)."""
-    from harness.data.catalog import list_benchmarks
+    from harness.data.catalog import benchmark_split
 
-    value = str(spec.get("finetune.train_queries"))
-    known = set(list_benchmarks())
-    if value in known:
-        return value, "train"
-    name, _, split = value.rpartition("-")
-    if name in known:
-        return name, split
-    name, _, split = value.partition("-")
-    return name, split or "train"
+    return benchmark_split(str(spec.get("finetune.train_queries")))
 
 
 def check_train_queries(ctx: "RunContext") -> None:

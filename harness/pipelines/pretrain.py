@@ -141,9 +141,9 @@ def report_grounding(passages: list[Any], queries_file: Path) -> dict[str, float
 def train_pairs(source: str) -> list[tuple[str, str]]:
     """(query, relevant document text) pairs of a training split, e.g. 'nfcorpus-train'."""
     from harness.corpus.tiny_t5 import pairs_from_qrels
-    from harness.data.catalog import get_benchmark
+    from harness.data.catalog import benchmark_split, get_benchmark
 
-    name, _, split = source.partition("-")
+    name, split = benchmark_split(source)
     if split in ("test", ""):
         raise HarnessError(f"query generator training pairs '{source}': name a training split (e.g. nfcorpus-train); "
                            "test queries are never training text")
@@ -156,7 +156,7 @@ def term_qgen_stage(ctx: "RunContext", q: dict[str, Any], passages_file: Path) -
     for doc2query-T5 where none is available; fitted on training pairs only."""
     from harness.corpus.passages import load_passages
     from harness.corpus.term_qgen import fit_term_model, sample_queries, write_term_queries
-    from harness.data.catalog import get_benchmark
+    from harness.data.catalog import benchmark_split, get_benchmark
 
     source = q.get("train_pairs", "nfcorpus-train")
     config = {"model": "term-sampler", "train_pairs": source, "num_queries": q.get("num_queries", 5),
@@ -174,16 +174,16 @@ def term_qgen_stage(ctx: "RunContext", q: dict[str, Any], passages_file: Path) -
         return {"passages": len(passages), "training_pairs": model.pairs, "samples": [str(s) for s in samples],
                 **report_grounding(passages, work / "queries.jsonl")}
 
-    inputs = {"passages": passages_file.parent.name, **get_benchmark(source.partition("-")[0]).files()}
+    inputs = {"passages": passages_file.parent.name, **get_benchmark(benchmark_split(source)[0]).files()}
     return ctx.cached_stage("qgen", None, config, inputs, build).dir / "queries.jsonl"
 
 
 def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> Path:
     from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
-    from harness.data.catalog import get_benchmark
+    from harness.data.catalog import benchmark_split, get_benchmark
 
     source = q.get("train_pairs", "nfcorpus-train")
-    name, _, split = source.partition("-")
+    name, split = benchmark_split(source)
     bench = get_benchmark(name)
     config = {"train_pairs": source, "steps": q.get("steps", 400), "input_prefix": q.get("input_prefix"),
               "max_input_tokens": q.get("max_input_tokens", 144)}
