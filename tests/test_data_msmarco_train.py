@@ -178,13 +178,21 @@ def test_paper_dry_run_lists_missing_downloads_with_fetch_commands(monkeypatch) 
 
 
 def test_fixture_mirror_leaves_no_missing_data(mirror: Path) -> None:
-    for method in ("cotmae", "cocondenser_qc", "cpdae", "lexmae"):
-        spec = load_method(method, "paper")
-        datasets = [d for d in spec.get("datasets") if d in ("msmarco-dev", "dl19", "dl20")]
-        from harness.data.setting import data_setting
+    from harness.data.setting import data_setting
 
+    for method in ("cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc", "cpdae", "lexmae"):
+        spec = load_method(method, "paper")
         with data_setting(spec):
-            assert missing_inputs(spec, datasets) == [], method
+            assert missing_inputs(spec, list(spec.get("datasets"))) == [], method
+
+
+def test_beir_fixture_zips_load_through_the_catalog(mirror: Path) -> None:
+    forum = get_benchmark("cqadupstack-android")
+    judged = {d for docs in forum.qrels().values() for d in docs}  # the embedded test judgements
+    corpus = dict(forum.iter_corpus())  # the fixture zip's forum folder: judged documents of 10 queries
+    assert corpus and set(corpus) <= judged
+    fiqa = dict(get_benchmark("fiqa").iter_corpus())
+    assert fiqa and all(doc["text"].startswith("fixture document") for doc in fiqa.values())
 
 
 def test_fetch_command_lists_fetches_and_names_unknown_downloads(mirror: Path, capsys) -> None:

@@ -214,3 +214,24 @@ def test_a_stage_met_twice_is_reused_not_built_again(capsys):
     assert index_entries[0]["key"] == index_entries[1]["key"]
     out = capsys.readouterr().out
     assert re.search(r"impact_index/nfcorpus/retriever1\s+reused\s+the output of step \d+", out)
+
+
+@pytest.mark.parametrize("method", ["cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc", "cpdae", "lexmae"])
+def test_paper_plan_reaches_evaluation_and_lists_only_what_to_fetch(method, capsys, monkeypatch):
+    """Without the paper's checkpoints and data, the plan still goes through every stage to the
+    evaluation of every benchmark; what is missing is a checkpoint or a download, each with the
+    command that fetches it."""
+    from harness.data.download import MIRROR_ENV
+
+    monkeypatch.delenv(MIRROR_ENV, raising=False)
+    result = dry_run(method, "paper")
+    out = capsys.readouterr().out
+    spec = load_method(method, "paper")
+    evaluated = {e["dataset"].split("/", 1)[1] for e in result["stages"] if e["stage"] == "evaluate"}
+    assert evaluated == set(spec.get("datasets"))
+    assert result["plan_notes"], "a paper run on this machine lacks its checkpoints"
+    for note in result["plan_notes"]:
+        assert "not available locally" in note and "fetch: python -m harness fetch --model " in note, note
+    missing = [line for line in out.splitlines() if line.strip().startswith("! missing download")]
+    assert missing and all("fetch: python -m harness fetch " in line for line in missing)
+    assert "projection (per stage" in out
