@@ -81,7 +81,8 @@ def test_fetch_file_url_verifies_and_caches(tmp_path):
     assert download.recorded_sha256(got) == _sha(payload)
     src.unlink()  # a second call must not need the source
     assert download.fetch(src.as_uri(), dest_dir, sha256=_sha(payload)) == got
-    assert sorted(p.name for p in dest_dir.iterdir()) == ["data.bin", "data.bin.verified.json"]
+    assert sorted(p.name for p in dest_dir.iterdir() if not p.name.startswith(".")) == ["data.bin",
+                                                                                       "data.bin.verified.json"]
 
 
 def test_fetch_file_url_bad_checksum_removes_file(tmp_path):
@@ -92,7 +93,7 @@ def test_fetch_file_url_bad_checksum_removes_file(tmp_path):
         download.fetch(src.as_uri(), dest_dir, md5="0" * 32)
     msg = str(info.value)
     assert "checksum mismatch" in msg and "data.bin" in msg and "md5" in msg and "removed" in msg
-    assert list(dest_dir.iterdir()) == []
+    assert [p for p in dest_dir.iterdir() if not p.name.startswith(".")] == []
     # a cached file that no longer matches is removed, and the error says so
     download.fetch(src.as_uri(), dest_dir)
     with pytest.raises(HarnessError, match="sha256 .* expected"):
@@ -114,7 +115,7 @@ def test_fetch_http_loopback(tmp_path):
         assert server.hits == ["/blob.bin"]  # cache hit: no second request
         with pytest.raises(HarnessError, match="checksum mismatch"):
             download.fetch(url, tmp_path / "other", sha256="0" * 64)
-        assert list((tmp_path / "other").iterdir()) == []  # neither the file nor a .part remains
+        assert [p for p in (tmp_path / "other").iterdir() if p.name != ".locks"] == []  # no file, no .part
         with pytest.raises(HarnessError, match="could not download .*missing.bin"):
             download.fetch(f"{server.url}/missing.bin", dest_dir)
         assert not (dest_dir / "missing.bin.part").exists()

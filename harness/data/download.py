@@ -260,12 +260,12 @@ def _locked(lock: Path) -> Iterator[None]:
     """One process at a time per file (the ranks of a distributed job may fetch it at once)."""
     import fcntl
 
-    with open(lock, "a") as fh:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as fh:  # kept: removing it would let a later process lock a new file meanwhile
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            lock.unlink(missing_ok=True)  # a waiter holds the old inode and re-checks the cache under it
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
@@ -289,7 +289,7 @@ def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | 
     if _cached(dest, url, md5, sha256):
         return dest
     dest_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(dest.with_name(dest.name + ".lock")):
+    with _locked(dest_dir / ".locks" / (dest.name + ".lock")):
         if _cached(dest, url, md5, sha256):  # another process finished it while this one waited
             return dest
         part = dest.with_name(dest.name + ".part")
