@@ -99,18 +99,35 @@ def list_methods(root: Path | None = None) -> list[str]:
     return sorted(p.stem for p in (root or specs_dir()).glob("*.yaml"))
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping: PyYAML would keep the last silently
+    (a second top-level `pretrain:` would replace the first, objective and all)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' given twice (lines {seen[key]} and {line}); keep one", key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise HarnessError(f"{path}: spec file not found") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
-        raise DataFormatError(path, line, f"invalid YAML: {problem}", "fix the indentation/quoting there") from None
+        fix = "merge the two into one" if "given twice" in problem else "fix the indentation/quoting there"
+        raise DataFormatError(path, line, f"invalid YAML: {problem}", fix) from None
     if not isinstance(data, dict):
         raise DataFormatError(path, 1, "a spec must be a YAML mapping of keys to values")
     return data
@@ -272,6 +289,14 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
     # the location is looked up (a YAML parse) only for a spec with a problem
     if isinstance(raw.get("stages"), list):
         problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]
+        objective = (raw.get("pretrain") or {}).get("objective") if isinstance(raw.get("pretrain"), dict) else None
+        if "pretrain" in raw["stages"] and objective in (None, "none"):
+            problems.append(f"{where('stages')}: stages lists 'pretrain' but pretrain.objective is not set, so a run "
+                            "would fine-tune its initial encoder without pre-training; set pretrain.objective or "
+                            "drop 'pretrain' from stages")
+        elif objective not in (None, "none") and "pretrain" not in raw["stages"] and raw.get("family") != "lexical":
+            problems.append(f"{where('stages')}: pretrain.objective is {objective!r} but stages does not list "
+                            "'pretrain'; list it (a run pre-trains whenever an objective is set)")
     for prof, block in (raw.get("profiles") or {}).items():
         if isinstance(block, dict) and isinstance(block.get("stages"), list):
             problems += [f"{where(('profiles', prof, 'stages'))}: {p} (profile {prof})"

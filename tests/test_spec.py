@@ -103,6 +103,24 @@ def test_malformed_yaml_names_line(tmp_path):
     assert "base.yaml:" in str(err.value) and "invalid YAML" in str(err.value)
 
 
+def test_a_key_given_twice_is_an_error_with_both_lines(tmp_path):
+    # PyYAML keeps the last: a second `pretrain:` would silently replace the first, objective and all
+    write(tmp_path, "base", BASE + "pretrain: {steps: 3}\n")
+    first = BASE.splitlines().index(next(l for l in BASE.splitlines() if l.startswith("pretrain"))) + 1
+    with pytest.raises(DataFormatError) as err:
+        load_method("base", "paper", tmp_path)
+    text = str(err.value)
+    assert f"key 'pretrain' given twice (lines {first} and {len(BASE.splitlines()) + 1})" in text
+    assert "base.yaml:" in text and "merge the two" in text
+
+
+def test_stages_that_list_pretrain_need_an_objective(tmp_path):
+    write(tmp_path, "base", BASE.replace("pretrain: {objective: cotmae, lr: 1.0e-4, steps: 10}",
+                                         "pretrain: {lr: 1.0e-4, steps: 10}"))
+    text = "\n".join(validate_specs(tmp_path))
+    assert "stages lists 'pretrain' but pretrain.objective is not set" in text and "base.yaml:" in text
+
+
 def test_unknown_key_and_wrong_type_are_reported(tmp_path):
     write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]", "stages: pretrain\nstagse: []"))
     problems = validate_specs(tmp_path)

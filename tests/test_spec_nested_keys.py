@@ -106,7 +106,7 @@ def test_a_block_that_must_be_a_mapping(root: Path):
 
 def test_validation_adds_nothing_to_the_config():
     """Every key path of a resolved config is written in a baselines YAML (a spec or a fragment): no
-    schema default is added; only the conditions a query-as-context spec's settings imply are derived."""
+    schema default is added; only the conditions a spec's settings imply are derived."""
     files = [*BASELINES_DIR.glob("*.yaml"), *(BASELINES_DIR / "fragments").glob("*.yaml")]
     raws = [yaml.safe_load(p.read_text()) for p in files]
     written = {path for raw in raws for top in [raw, *(raw.get("profiles") or {}).values()] for path in yaml_paths(top, ())}
