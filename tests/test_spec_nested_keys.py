@@ -110,7 +110,10 @@ def test_validation_adds_nothing_to_the_config():
     files = [*BASELINES_DIR.glob("*.yaml"), *(BASELINES_DIR / "fragments").glob("*.yaml")]
     raws = [yaml.safe_load(p.read_text()) for p in files]
     written = {path for raw in raws for top in [raw, *(raw.get("profiles") or {}).values()] for path in yaml_paths(top, ())}
-    derived = {("conditions", "query_number"), ("conditions", "mixed")}
+    # derived from settings (harness.spec.derive_conditions): QC's query number and mixed context, and
+    # for a method that reads MS MARCO which passages (titled or plain) and BM25 negatives it reads
+    derived = {("conditions", "query_number"), ("conditions", "mixed"), ("conditions", "msmarco_passages"),
+               ("conditions", "bm25_negatives")}
     for name in list_methods():
         for profile in profiles_of(name):
             config = load_method(name, profile).config
