@@ -114,7 +114,7 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     r3 = paper_ft.get("retriever3") or {}
     if r3.get("reranker") == "configured-checkpoint":
         finetune["retriever3"].update(reranker="tiny-cross-encoder",
-                                      reranker_train={"epochs": 1, "queries_per_device": FINETUNE_QUERIES})
+                                      reranker_train={"epochs": 1, "queries_per_device": finetune["max_train_queries"]})
         out["substitutions"].append("stage-3 teacher: a cross-encoder trained here for one epoch instead of the "
                                     "paper's off-the-shelf reranker")
     out["finetune"] = finetune
