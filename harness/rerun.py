@@ -52,15 +52,27 @@ RERUNS = (
 RERUN_TOLERANCE = 3.0  # points, tiny and rehearsal profiles: the measured cross-machine spread above, rounded up
 
 
+def _default_profile(method: str) -> str:
+    """tiny, or paper for a method without a tiny profile (BM25, which trains nothing)."""
+    from harness.spec import profiles_of
+
+    try:
+        return "tiny" if "tiny" in profiles_of(method) else "paper"
+    except HarnessError:  # an unknown method: its run fails and says so
+        return "tiny"
+
+
 def parse_reruns(text: str | None) -> tuple[Rerun, ...]:
-    """``None`` -> RERUNS; else comma-separated ``method[:profile]`` (profile default: tiny)."""
+    """``None`` -> RERUNS; else comma-separated ``method[:profile]`` (profile default: tiny, or paper
+    for a method without a tiny profile)."""
     if not text:
         return RERUNS
     out = []
     for item in text.split(","):
         method, _, profile = item.strip().partition(":")
-        known = next((r for r in RERUNS if r.method == method and (not profile or r.profile == profile)), None)
-        out.append(known or Rerun(method, profile or "tiny"))
+        profile = profile or _default_profile(method)
+        known = next((r for r in RERUNS if r.method == method and r.profile == profile), None)
+        out.append(known or Rerun(method, profile))
     return tuple(out)
 
 

@@ -17,7 +17,7 @@ from harness.records import RunRecord
 from harness.tracking import write_run_record
 
 QIDS = [f"q{i}" for i in range(2000)]
-SPEC = {"conditions": {"pretrain_steps": "120K", "query_number": 5, "mixed": False}}
+SPEC = {"conditions": {"pretrain_steps": "120K", "query_number": 5, "mixed": False, "msmarco_passages": "titled"}}
 
 
 def _scores(mean: float, seed: int) -> dict[str, float]:
@@ -27,7 +27,7 @@ def _scores(mean: float, seed: int) -> dict[str, float]:
 
 def _record(method: str, pq: dict[str, float], profile: str = "paper", created: str = "2026-11-23T00") -> RunRecord:
     data = {"schema_version": 1, "run_id": f"{method}__{profile}__{created}", "created": created, "method": method,
-            "profile": profile, "spec": SPEC if method == "cocondenser_qc" else {"conditions": {"pretrain_steps": "120K"}},
+            "profile": profile, "spec": SPEC if method == "cocondenser_qc" else {"conditions": {"pretrain_steps": "120K", "msmarco_passages": "titled"}},
             "finetune_stage": "retriever2",
             "metrics": {"msmarco-dev": {"RR@10": sum(pq.values()) / len(pq)}},
             "per_query": {"msmarco-dev": {"RR@10": pq}}}

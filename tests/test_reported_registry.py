@@ -85,7 +85,8 @@ def test_spot_check_qc_v2_cotmae_qc_retriever2():
     assert (c.value, c.bold, c.unit) == ("40.2", True, "points")
     assert c.score == pytest.approx(0.402)
     assert (c.method, c.benchmark, c.measure) == ("cotmae_qc", "msmarco-dev", "RR@10")
-    assert c.conditions == {"pretrain_steps": "50K", "finetune_stage": "retriever2", "query_number": 5, "mixed": False}
+    assert c.conditions == {"pretrain_steps": "50K", "finetune_stage": "retriever2", "query_number": 5, "mixed": False,
+                            "msmarco_passages": "titled"}
     dagger = cell("qc-v2", "Table 1", "CoT-MAE (50K) - retriever 2 †", "MS-MARCO MRR@10")
     assert dagger.conditions["reproduction_by_authors"] is True and not dagger.bold and dagger.value == "38.8"
 
@@ -199,8 +200,8 @@ def test_doctored_unquoted_number_and_unknown_condition(tmp_path):
     root = _doctored(tmp_path, "lexmae.yaml", '"66.5", "67.5"', '66.5, "67.5"')
     with pytest.raises(DataFormatError, match=r"lexmae\.yaml.*tables\[2\]\.rows\[12\]\.values\[0\].*quoted string"):
         reported.load_registry(root)
-    root2 = _doctored(tmp_path / "b", "qc-v1.yaml", "query_number: 5, mixed: false}\n        values: [{value: \"39.4\"",
-                      "query_numbr: 5, mixed: false}\n        values: [{value: \"39.4\"")
+    root2 = _doctored(tmp_path / "b", "qc-v1.yaml", "query_number: 5, mixed: false, msmarco_passages: titled}",
+                      "query_numbr: 5, mixed: false, msmarco_passages: titled}")
     problems = reported.schema_problems(root2)
     assert any("qc-v1.yaml" in p and "query_numbr" in p and "did you mean 'query_number'" in p for p in problems)
 

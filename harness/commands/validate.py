@@ -50,9 +50,11 @@ def paper_deviations() -> dict[str, list[str]]:
 def rehearsal_changes() -> dict[str, list[str]]:
     """What each method's rehearsal profile changes relative to its paper profile, key by key,
     computed from the two resolved specs (harness.rehearsal.differences)."""
-    from harness import rehearsal
-    from harness.spec import list_methods, load_method, profiles_of
-
+    try:
+        from harness import rehearsal
+        from harness.spec import list_methods, load_method, profiles_of
+    except ImportError:  # as in _spec_problems: no spec module, no specs
+        return {}
     return {name: rehearsal.differences(load_method(name, "paper").config, load_method(name, "rehearsal").config)
             for name in list_methods() if "rehearsal" in profiles_of(name)}
 

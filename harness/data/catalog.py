@@ -407,8 +407,8 @@ class CqaDupstack(Benchmark):
 
     def files(self) -> dict[str, str]:
         out: dict[str, str] = {}
-        for sub in self._subs:
-            out.update(sub.files())
+        for sub in self._subs:  # each forum's topics and qrels; the one archive (a forum's corpus key names it)
+            out.update({k: v for k, v in sub.files().items() if k != "forum"})
         return out
 
     def corpus_files(self) -> dict[str, str]:
