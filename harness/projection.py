@@ -104,7 +104,7 @@ def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
     from harness.stage_settings import StageSettings
 
     costs: list[Cost] = []
-    forums_counted = False
+    forums_counted: set[str] = set()  # the retrievers whose cqadupstack corpus is counted (once, at its first forum)
     for entry in entries:
         stage, dataset = entry["stage"], entry.get("dataset") or ""
         if entry.get("plan") != "to run" or stage == "evaluate":
@@ -136,10 +136,12 @@ def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
             costs.append(Cost(label, tflop, "finetune", per_device))
         elif stage in ("dense_retrieve", "impact_index"):
             size = corpus_size(dataset)
-            if size is None and dataset.startswith("cqadupstack-") and not forums_counted:
-                size, forums_counted = BEIR_CORPUS["cqadupstack"], True  # the 12 forums, once per retriever
-            elif size is None and dataset.startswith("cqadupstack-"):
-                continue
+            retriever = dataset.rsplit("/", 1)[-1]
+            if size is None and dataset.startswith("cqadupstack-"):
+                if retriever in forums_counted:
+                    continue
+                size = BEIR_CORPUS["cqadupstack"]  # the 12 forums together, once per retriever
+                forums_counted.add(retriever)
             factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
             costs.append(Cost(label, size * factor * _per_sequence("encode") if size else None, "encode", 512))
         elif stage == "teacher_scores":
@@ -176,7 +178,7 @@ def _hours(seconds: float) -> str:
 
 def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     """The projection's lines for the plan."""
-    costs = [c for c in stage_costs(spec, entries)]
+    costs = stage_costs(spec, entries)
     if not costs:
         return []
     declared = spec.get("hardware") or {}

@@ -49,3 +49,12 @@ def test_cached_stages_cost_nothing() -> None:
     spec = load_method("cotmae", "paper")
     entries = [dict(e, plan="cached") for e in plan_method(spec, ["dl19"]).stages.entries]
     assert projection.stage_costs(spec, entries) == []
+
+
+def test_cqadupstack_is_counted_once_per_retriever() -> None:
+    spec = load_method("lexmae", "paper")
+    entries = plan_method(spec, ["cqadupstack"]).stages.entries
+    forums = [c for c in projection.stage_costs(spec, entries)
+              if c.stage.startswith("impact_index/cqadupstack-")]
+    assert len(forums) == 3  # retrievers 1, 2 and 3: each encodes the 457,199 documents once
+    assert {c.tflop for c in forums} == {457_199 * projection.SPLADE_HEAD_FACTOR * projection._per_sequence("encode")}
