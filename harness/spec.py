@@ -92,6 +92,10 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec_path(name: str, root: Path | None = None) -> Path:
+    """``<specs folder>/<name>.yaml``; a name is a file name there, never a path (``../x`` is refused)."""
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise HarnessError(f"method '{name}': a method is named by its spec's file name in baselines/, without "
+                           "folder or .yaml (see `python -m harness ls methods`)")
     return (root or specs_dir()) / f"{name}.yaml"
 
 

@@ -286,9 +286,12 @@ def test_cli_fails_on_doctored_record(tmp_path, capsys):
     assert "gate FAILED" in capsys.readouterr().out
 
 
-def test_cli_with_no_records_passes(tmp_path, capsys):
-    assert _cli("--records", str(tmp_path / "none")) == 0
+def test_cli_with_an_empty_records_folder_passes_and_a_missing_one_fails(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert _cli("--records", str(tmp_path / "empty")) == 0
     assert "no run records" in capsys.readouterr().out
+    with pytest.raises(HarnessError, match="no such folder"):  # a mistyped folder must not pass unchecked
+        _cli("--records", str(tmp_path / "none"))
 
 
 def test_real_committed_records_pass(capsys):

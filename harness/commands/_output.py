@@ -14,3 +14,16 @@ def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     path = Path(path)
     atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
     print(f"wrote {path}")
+
+
+def port_number(text: str) -> int:
+    """argparse type of --port: a TCP port, 1-65535 (a larger one crashed the server's start)."""
+    import argparse
+
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
+    return port

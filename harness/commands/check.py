@@ -50,8 +50,15 @@ def _check(args: argparse.Namespace) -> int:
     from harness.errors import HarnessError
     from harness.gate import TINY_TOLERANCE, accept_reference, format_gate, run_gate
 
-    if args.tiny_tolerance is not None and args.tiny_tolerance < 0:
-        raise HarnessError(f"--tiny-tolerance must be >= 0, got {args.tiny_tolerance}")
+    if args.tiny_tolerance is not None and not (0 <= args.tiny_tolerance < float("inf")):  # nan fails too
+        raise HarnessError(f"--tiny-tolerance must be a finite number >= 0, got {args.tiny_tolerance}")
+    from pathlib import Path
+
+    if args.records is not None and not Path(args.records).is_dir():  # a gate over no records checks nothing
+        raise HarnessError(f"--records {args.records}: no such folder; give the folder holding the run records")
+    if args.reported is not None and not Path(args.reported).is_file():
+        raise HarnessError(f"--reported {args.reported}: no such file; give a JSON snapshot written by "
+                           "`python -m harness reported --json PATH`")
     if args.accept:
         path, entry = accept_reference(args.accept, args.records)
         print(f"accepted {entry['run_id']} as the reference (sha256 {entry['sha256'][:12]}...) in {path}; "

@@ -18,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "start where a run scored it (the control in the mini profile). Numbers in points."
         ),
     )
-    p.add_argument("--profile", default="mini", help="profile whose records to compare (default: mini)")
+    p.add_argument("--profile", default="mini", choices=["paper", "rehearsal", "mini", "tiny"],
+                   help="profile whose records to compare (default: mini)")
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
     p.add_argument("--json", metavar="PATH", help="write the effects as JSON")
     p.set_defaults(func=_effects)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from harness.commands._output import port_number
 import os
 import signal
 import socket
@@ -26,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    p.add_argument("--port", type=port_number, default=8501, help="port (default 8501)")
     p.add_argument("--records", metavar="DIR", default=None, help="run records folder (default: runs/records)")
     p.add_argument("--reported", metavar="JSON", default=None,
                    help="show a JSON snapshot of reported cells instead of baselines/reported/")

@@ -62,6 +62,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     from harness.errors import HarnessError
 
     if args.list:
+        if args.checkpoint:  # it would be silently ignored
+            raise HarnessError("--list lists every released checkpoint; give it without --checkpoint")
         return _list()
     if not args.checkpoint:
         raise HarnessError("give --checkpoint NAME (python -m harness reproduce --list shows the names)")

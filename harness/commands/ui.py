@@ -11,6 +11,8 @@ press Compare to see their parameters and metrics side by side.
 from __future__ import annotations
 
 import argparse
+
+from harness.commands._output import port_number
 import os
 import sys
 from pathlib import Path
@@ -27,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    p.add_argument("--port", type=port_number, default=5000, help="port (default 5000)")
     p.add_argument("--workers", type=int, default=1,
                    help="server worker processes (default 1, right for a laptop or a 2-core machine)")
     p.add_argument("--store", metavar="URI", default=None,
