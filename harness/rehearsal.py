@@ -19,8 +19,9 @@ key, computed from the two resolved specs, so the list cannot drift from what ru
   16 / 8 = 2), one epoch;
 * data: every upstream file from the fixture mirror (``data.mirror``: tests/fixtures/msmarco_mirror,
   the same file names and formats as the publishers', a few hundred lines each), MS MARCO dev and
-  BEIR as seeded samples (``<name>@sample``: 50 judged queries over their judged documents + 200
-  distractors), and for LexMAE only the BEIR sets whose corpora ship with the project.
+  BEIR as seeded samples (``<name>@sample``: :data:`harness.data.sampled.QUERIES` judged queries,
+  at most ``JUDGED_PER_QUERY`` of each one's judged documents, and ``DISTRACTORS`` others), and the
+  BEIR sets only whose corpora ship with the project.
 
 fp32 on CPU, the paper's precision on CUDA (the precision setting stays the paper's; the
 engine falls back on CPU and says so).

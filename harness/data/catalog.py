@@ -154,8 +154,9 @@ class Benchmark:
             return {f"downloads/{src.filename}": sha256}
         if md5:
             return {f"downloads/{src.filename}": f"md5:{md5}"}
-        sha = download.recorded_sha256(download.downloads_dir() / src.filename)  # unpinned: what was fetched
-        return {f"downloads/{src.filename}": sha} if sha else {}
+        # unpinned: what was fetched, or, before the first download, the file's name (a key still says what it is)
+        sha = download.recorded_sha256(download.downloads_dir() / src.filename)
+        return {f"downloads/{src.filename}": sha or "unpinned"}
 
 
 def _judged(topics: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict[str, str]:
@@ -488,9 +489,7 @@ class PretrainCorpus(Benchmark):
         return [self._source]
 
     def corpus_files(self) -> dict[str, str]:
-        files = self._download_files(self._source)
-        # Unpinned before its first download: name the file, so the cache key still says what it is.
-        return files or {f"downloads/{download.SOURCES[self._source].filename}": "unpinned"}
+        return self._download_files(self._source)
 
 
 def _iter_msmarco_docs(path: Path) -> Iterator[tuple[str, dict[str, str]]]:

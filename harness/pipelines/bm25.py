@@ -57,7 +57,7 @@ def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) 
     """The training queries' BM25 negatives as a TREC run (rank order = the source's order): the
     harness's own BM25 (``data.bm25_negatives: own``, the default) or a published set."""
     from harness.data import download
-    from harness.data.catalog import get_benchmark
+    from harness.data.catalog import Benchmark, get_benchmark
     from harness.data.formats import write_trec_run
     from harness.data.negatives import read_published_negatives
 
@@ -77,11 +77,8 @@ def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) 
               + (f" ({missing:,} without any: they train on in-batch negatives only)" if missing else ""))
         return {"queries": len(run), "queries_without_negatives": missing}
 
-    from harness.data.catalog import Benchmark
-
-    source_file = Benchmark._download_files(key) or {f"downloads/{download.SOURCES[key].filename}": "unpinned"}
     return ctx.cached_stage("bm25_negatives", f"{dataset}/{split}", {"source": source, "depth": depth},
-                            {**bench.files(), **source_file}, build).dir / "run.trec"
+                            {**bench.files(), **Benchmark._download_files(key)}, build).dir / "run.trec"
 
 
 def run_bm25(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
