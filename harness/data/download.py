@@ -447,34 +447,30 @@ def beir_dataset_dir(name: str) -> Path:
     return nested if nested.is_dir() else out
 
 
+def _tar_member(key: str, folder: str, *members: str) -> Path:
+    """A file of the registered tar archive ``key``, downloaded and extracted into ``folder`` on first
+    use; ``members`` are the paths it may have inside the archive (the first is named when none is)."""
+    archive = fetch_source(key)
+    out = extract_tar(archive, downloads_dir() / folder)
+    for member in members:
+        if (out / member).is_file():
+            return out / member
+    raise HarnessError(f"{archive} did not contain {members[0]}; delete {out} and {archive} and retry")
+
+
 def msmarco_collection_path() -> Path:
     """Path of MS MARCO passage ``collection.tsv`` (8.8M passages; downloaded on first use)."""
-    archive = fetch_source("msmarco-passage/collection")
-    out = extract_tar(archive, downloads_dir() / "msmarco-passage")
-    path = out / "collection.tsv"
-    if not path.is_file():
-        raise HarnessError(f"{archive} did not contain collection.tsv; delete {out} and {archive} and retry")
-    return path
+    return _tar_member("msmarco-passage/collection", "msmarco-passage", "collection.tsv")
 
 
 def msmarco_queries_path(split: str) -> Path:
     """Path of MS MARCO ``queries.<split>.tsv`` (train, dev or eval; from queries.tar.gz)."""
-    archive = fetch_source("msmarco-passage/queries")
-    out = extract_tar(archive, downloads_dir() / "msmarco-queries")
-    path = out / f"queries.{split}.tsv"
-    if not path.is_file():
-        raise HarnessError(f"{archive} did not contain queries.{split}.tsv; delete {out} and {archive} and retry")
-    return path
+    return _tar_member("msmarco-passage/queries", "msmarco-queries", f"queries.{split}.tsv")
 
 
 def rocketqa_titles_path() -> Path:
     """Path of RocketQA's ``para.title.txt`` (``pid<TAB>title`` for every MS MARCO passage)."""
-    archive = fetch_source("rocketqa/marco")
-    out = extract_tar(archive, downloads_dir() / "rocketqa-marco")
-    for path in (out / "marco" / "para.title.txt", out / "para.title.txt"):
-        if path.is_file():
-            return path
-    raise HarnessError(f"{archive} did not contain marco/para.title.txt; delete {out} and {archive} and retry")
+    return _tar_member("rocketqa/marco", "rocketqa-marco", "marco/para.title.txt", "para.title.txt")
 
 
 def available(key: str) -> bool:
