@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness import DEFAULT_SEED, SEED
 from harness.fsutil import atomic_write_json, atomic_write_text
 from harness.paths import cache_dir
 
@@ -136,7 +137,10 @@ class StageCache:
 
     @property
     def key(self) -> str:
-        return config_hash({"stage": self.stage, "config": self.config, "inputs": self.inputs, "code": self.code_version})
+        payload = {"stage": self.stage, "config": self.config, "inputs": self.inputs, "code": self.code_version}
+        if SEED != DEFAULT_SEED:  # another seed is another artifact; seed 42's keys stay as they were
+            payload["seed"] = SEED
+        return config_hash(payload)
 
     @property
     def dir(self) -> Path:

@@ -15,7 +15,8 @@ import sys
 from harness.errors import HarnessError
 
 # Order is the order shown in --help.
-COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "leaderboard", "ui"]
+COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "noise", "leaderboard",
+            "ui"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # load reports would bury the progress bars
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # `run --seed` starts itself again with them
     try:
         return int(args.func(args) or 0)
     except HarnessError as exc:

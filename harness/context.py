@@ -8,6 +8,7 @@ stages a dry-run lists are the stages a run executes, with the same keys."""
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,13 @@ class StageLog:
 
     def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
         self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra})
+
+
+def _cuda() -> Any:
+    """torch.cuda when a stage has imported torch and a GPU is there; else None (never imports torch:
+    BM25-only runs do not load it). A counter never reset counts from the process start."""
+    torch = sys.modules.get("torch")
+    return torch.cuda if torch is not None and torch.cuda.is_available() else None
 
 
 @dataclass
@@ -81,6 +89,8 @@ class RunContext:
                 self.stages.add(name, dataset, True, 0.0, key=cache.key)
                 return self._stop_if_asked(name, cache)
             started = time.time()
+            if (cuda := _cuda()) is not None:
+                cuda.reset_peak_memory_stats()
             with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
                 resume = resumable and not self.force  # --force recomputes: no resume from old work either
                 if resume and cache.partial.exists():
@@ -88,7 +98,9 @@ class RunContext:
                 meta = build(cache.begin(keep_partial=resume)) or {}
                 cache.finish(meta)
                 self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
-        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta)
+        cuda = _cuda()  # the stage may have imported torch itself
+        peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}
+        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta, **peak)
         return self._stop_if_asked(name, cache)
 
     def _stop_if_asked(self, name: str, cache: StageCache) -> StageCache:

@@ -3,9 +3,10 @@
 * **Integrity first.** Every record is re-hashed against the seal written with it and its
   aggregates are recomputed from its own per-query scores (``harness/integrity.py``); an edited,
   unsealed or inconsistent record is CORRUPT (always failing), naming the part that changed.
-* ``paper``-profile records are compared with the papers' reported cells for their method,
-  re-computed with the current registry and ``tolerances.yaml`` (so neither an edited
-  ``comparison`` block nor a stale registry can hide a gap).
+* ``paper``-profile records are graded against the papers' reported cells for their method,
+  re-computed with the current registry, conditions derived from the record's own spec and the
+  one rule of ``harness.evaluation.verdict`` (so neither an edited ``comparison`` block nor a
+  stale registry can hide a gap): DIFFERENT-BELOW / DIFFERENT-ABOVE fail, INCONCLUSIVE does not.
 * ``checkpoint`` records (released weights scored by ``reproduce``) are re-graded against the rows
   the checkpoint registry says are that checkpoint (``harness.released``), never a reference; a
   record of a checkpoint no longer registered is UNKNOWN-METHOD.
@@ -21,10 +22,10 @@
   UNKNOWN-METHOD, one with no reference NO-REFERENCE (both fail under ``--strict``).
 * **Effects.** For every profile, each method minus the control and QC minus non-QC
   (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
-  printed difference where the runs share its setting (``harness.evaluation.claims``: FAIL when
-  the CI excludes the claim, failing the gate); otherwise EFFECT (no claim) or NOT-COMPARABLE.
+  printed difference where the runs share its setting (``harness.evaluation.claims``, the same
+  rule: DIFFERENT fails the gate); otherwise EFFECT (no claim) or NOT-COMPARABLE.
 
-Exit code: 1 when any row is FAIL, CORRUPT or MISSING; with ``strict`` (and always for
+Exit code: 1 when any row is FAIL, DIFFERENT-*, CORRUPT or MISSING; with ``strict`` (and always for
 ``check --rerun``) also on NEAR, UNKNOWN-METHOD, NO-REFERENCE, STALE-REFERENCE and skipped
 (unreadable, partial, future-version) records.
 """
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, UnknownNameError
-from harness.records import RunRecord, Skipped, load_records, records_dir
+from harness.records import REFERENCES_FILE, RunRecord, Skipped, load_records, load_references, records_dir
 from harness.reported import load_reported_cells, paper_key
 from harness.text_table import format_table
 
@@ -58,13 +59,15 @@ TRAINING_FREE_FAMILIES = ("lexical",)
 LOSS_CHECKPOINTS = (("pretrain", "loss_first10"), ("pretrain", "loss_last10"), ("qgen_model", "final_loss"))
 LOSS_TOLERANCE = 2.0  # percent of the reference's loss
 NEAR_FACTOR = 1.5
-REFERENCES_FILE = "references.json"
-FAILING = ("FAIL", "CORRUPT", "MISSING")
+# Gate rows: a paper cell's verdict (harness.evaluation.verdict: DIFFERENT-* fails, INCONCLUSIVE does
+# not), a reference re-run's PASS / NEAR / FAIL, and the record-level states.
+FAILING = ("FAIL", "DIFFERENT-BELOW", "DIFFERENT-ABOVE", "CORRUPT", "MISSING")
 STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE")
 CHECKPOINT_PROFILE = "checkpoint"  # records of released checkpoints (harness/reproduce.py)
 PAPER_GRADED = ("paper", CHECKPOINT_PROFILE)  # profiles compared with the papers' cells
-STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "PASS", "ABOVE",
-                "INCONCLUSIVE", "NOT-COMPARABLE", "EFFECT", "REFERENCE", "SUPERSEDED", "NO-CELLS")
+STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "DIFFERENT-BELOW", "DIFFERENT-ABOVE", "NEAR", "UNKNOWN-METHOD",
+                "NO-REFERENCE", "STALE-REFERENCE", "PASS", "REPRODUCED", "INCONCLUSIVE", "NOT-COMPARABLE", "EFFECT",
+                "REFERENCE", "SUPERSEDED", "NO-CELLS")
 
 
 @dataclass
@@ -185,30 +188,23 @@ def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | No
         ckpt = get_checkpoint(str((record.get("checkpoint") or {}).get("name")))
         return checkpoint_comparisons(ckpt, record.metrics, record.per_query, cells)
 
-    mine = [c for c in cells if c.get("method") == record.method and c.get("benchmark") in record.metrics]
-    return [c.to_dict() for c in compare(record.metrics, record.per_query, mine, record.conditions())]
+    exact = record.spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed
+    final = record.finetune_stage or "final"
+    by_stage = record.get("metrics_by_stage") or {final: record.metrics}
+    out = []
+    for stage, metrics in by_stage.items():  # every fine-tuning stage a paper prints is graded
+        conditions = record.conditions()
+        if stage.startswith("retriever"):
+            conditions["finetune_stage"] = stage
+        mine = [c for c in cells if c.get("method") == record.method and c.get("benchmark") in metrics]
+        per_query = (record.get("per_query_by_stage") or {}).get(stage) or record.per_query
+        for comp in compare(metrics, per_query, mine, conditions, exact=exact):
+            comp.finetune_stage = stage if stage.startswith("retriever") else None
+            out.append(comp.to_dict())
+    return out
 
 
 # ----------------------------------------------------------------------------- references
-
-def load_references(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(method, profile) -> {"run_id", "sha256", "accepted"} from ``<records>/references.json``."""
-    path = Path(directory) / REFERENCES_FILE
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HarnessError(f"{path}: not readable JSON ({exc}); restore it from git or re-accept the references "
-                           "with `python -m harness check --accept RUN_ID`") from exc
-    refs = {}
-    for key, entry in (data.get("references") or {}).items() if isinstance(data, dict) else ():
-        method, _, profile = key.partition("/")
-        if not profile or not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str):
-            raise HarnessError(f"{path}: entry '{key}' must be \"<method>/<profile>\": {{\"run_id\": ...}}")
-        refs[(method, profile)] = entry
-    return refs
-
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Make ``run_id`` the reference of its (method, profile): it must load and pass integrity.
@@ -249,12 +245,6 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
     return path, entry
 
 
-def _status(delta: float, tolerance: float) -> str:
-    from harness.evaluation.compare import status_for
-
-    return status_for(delta, tolerance)
-
-
 def _reference_status(delta: float, tolerance: float) -> str:
     """Two-sided: a re-run of the same code and seed that moves a number either way has changed
     (a papers' cell, by contrast, may be beaten: ABOVE)."""
@@ -266,9 +256,14 @@ def _reference_status(delta: float, tolerance: float) -> str:
 def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE) -> list[GateRow]:
     """Each metric of ``ref`` reproduced by ``record`` within ``tolerance`` points, either way."""
     base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
-    if record.spec_hash and ref.spec_hash and record.spec_hash != ref.spec_hash:
+    from harness.spec import settings_hash
+
+    # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
+    # (documentation, not settings) never makes a reference stale.
+    mine, theirs = settings_hash(record.spec), settings_hash(ref.spec)
+    if record.spec and ref.spec and mine != theirs:
         return [GateRow("STALE-REFERENCE", **base, note=(
-            f"spec changed (hash {record.spec_hash} vs reference {ref.spec_hash}): re-run, then "
+            f"spec settings changed (hash {mine} vs reference {theirs}): re-run, then "
             f"`python -m harness check --accept RUN_ID` and commit the new reference"))]
     rows = []
     for dataset, values in ref.metrics.items():

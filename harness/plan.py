@@ -34,7 +34,9 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
              notes: list[tuple[int, str]] | None = None, hw: Hardware | None = None) -> str:
     """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place."""
     hw = hw or detect()
-    lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed 42)"]
+    from harness import SEED
+
+    lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {SEED})"]
     declared = spec.get("hardware") or {}
     on_cpu = declared.get("device_type", "cpu") == "cpu"  # a tiny profile inherits the paper's gpu/hours keys
     decl = (f"{declared.get('devices', 1)} x {'cpu' if on_cpu else declared.get('gpu') or declared.get('device_type')}"
@@ -87,7 +89,40 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
         lines.extend(f"    ! {line}" for line in missing)
     else:
         lines.append("  inputs: every data file the run reads is here or on the mirror")
+    lines.extend(graded_cells(spec, datasets, stages))
     return "\n".join(lines)
+
+
+def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]) -> list[str]:
+    """The paper cells the planned run would be graded against, each with the conditions it matched:
+    what the run can confirm, known before it spends any GPU time."""
+    from harness.conditions import run_conditions
+    from harness.evaluation.compare import comparability
+    from harness.reported import KNOWN_METHODS, cells_for
+
+    evaluated = [str(e["dataset"]) for e in stages if e["stage"] == "evaluate"]  # "<variant>/<benchmark>"
+    variants = list(dict.fromkeys(name.split("/", 1)[0] for name in evaluated)) or ["final"]
+    final = variants[-1]
+    cells = [c for c in (cells_for(method=spec.name) if spec.name in KNOWN_METHODS else [])
+             if c.benchmark in datasets and c.score is not None]
+    lines = []
+    for variant in variants:
+        conditions = run_conditions(spec.config, spec.name, spec.profile)
+        if variant.startswith("retriever"):
+            conditions.update(finetune_stage=variant, final_stage=final)
+        for cell in cells:
+            if comparability(cell.method, dict(cell.conditions or {}), conditions)[0]:
+                continue
+            matched = ", ".join(f"{k}={v}" for k, v in sorted((cell.conditions or {}).items())) or "none stated"
+            lines.append(f"    {cell.paper} {cell.table} {cell.row} / {cell.column} ({cell.benchmark} {cell.measure}, "
+                         f"{variant}): {cell.value}; conditions matched: {matched}")
+    head = f"  graded cells: {len(lines)}"
+    if not lines:
+        why = ("the profile is not 'paper'" if spec.profile != "paper" else
+               "no reported cell states this run's setting (steps, data, stage, deviations)")
+        return [f"{head} ({why}: nothing this run produces is compared with a paper)"]
+    return [head + " (each paper cell this run's numbers will be graded against, by the rule of "
+            "harness/evaluation/verdict.py)", *lines]
 
 
 def detail_kind(entry: dict[str, Any]) -> str:

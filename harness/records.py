@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from harness.errors import HarnessError
 from harness.paths import runs_dir
 from harness.tracking import RECORD_SCHEMA_VERSION
 
@@ -111,9 +112,12 @@ class RunRecord:
         return problems(self.data)
 
     def conditions(self) -> dict[str, Any]:
-        """Run conditions for comparisons with the papers (profile, method, spec conditions, stage)."""
-        cond: dict[str, Any] = dict(self.spec.get("conditions") or {})
-        cond.update(self.data.get("conditions") or {})
+        """Run conditions for comparisons with the papers, derived from the record's own spec
+        (``harness.conditions``), plus the fine-tuning stage its metrics come from."""
+        from harness.conditions import run_conditions
+
+        cond: dict[str, Any] = run_conditions(self.spec, self.method, self.profile)
+        cond.update(self.data.get("conditions") or {})  # a released checkpoint's record names it here
         if self.finetune_stage and "finetune_stage" not in cond:
             cond["finetune_stage"] = self.finetune_stage
         if self.finetune_stage:
@@ -225,3 +229,25 @@ def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], 
             records.append(loaded)
     records.sort(key=lambda r: (r.created, r.run_id))
     return records, skipped
+
+
+REFERENCES_FILE = "references.json"  # (method, profile) -> the accepted reference record
+
+
+def load_references(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(method, profile) -> {"run_id", "sha256", "accepted"} from ``<records>/references.json``."""
+    path = Path(directory) / REFERENCES_FILE
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HarnessError(f"{path}: not readable JSON ({exc}); restore it from git or re-accept the references "
+                           "with `python -m harness check --accept RUN_ID`") from exc
+    refs = {}
+    for key, entry in (data.get("references") or {}).items() if isinstance(data, dict) else ():
+        method, _, profile = key.partition("/")
+        if not profile or not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str):
+            raise HarnessError(f"{path}: entry '{key}' must be \"<method>/<profile>\": {{\"run_id\": ...}}")
+        refs[(method, profile)] = entry
+    return refs

@@ -62,7 +62,6 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "model": dict(BERT_BASE_ARCH),
         "tokenizer": {"from": VOCABULARY_OF},
-        "conditions": {"pretrain_steps": "rehearsal"},
         "data": {"mirror": FIXTURE_MIRROR},
         # one device: the plan maps the batches onto it (the global batch is that device's batch)
         "hardware": {"devices": 1, "hours": None},
@@ -134,6 +133,7 @@ def apply(paper: dict[str, Any], own: dict[str, Any] | None, merge: Any) -> dict
     resolved = merge(copy.deepcopy(paper), {k: v for k, v in over.items() if k != "substitutions"})
     resolved["substitutions"] = list(paper.get("substitutions") or []) + over["substitutions"]
     resolved.pop("deviations", None)  # the paper's deviations are the paper profile's; the rehearsal lists its own
+    resolved.pop("assumptions", None)
     return merge(resolved, own or {})
 
 
@@ -141,7 +141,7 @@ def differences(paper: dict[str, Any], rehearsal: dict[str, Any], prefix: str = 
     """Every key whose value the rehearsal changes, as ``key: paper -> rehearsal`` lines."""
     lines = []
     for key in sorted(set(paper) | set(rehearsal), key=str):
-        if key in ("profile", "substitutions", "deviations", "conditions"):
+        if key in ("profile", "substitutions", "deviations", "assumptions", "conditions"):
             continue
         a, b = paper.get(key), rehearsal.get(key)
         if isinstance(a, dict) or isinstance(b, dict):  # a block only one side has is listed key by key

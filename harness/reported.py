@@ -75,6 +75,9 @@ CONDITION_KEYS: dict[str, tuple[type, str]] = {
     "sparsify_top_k": (int, "documents keep only their top-k weighted terms"),
     "hybrid": (str, "combined with a dense retriever: pipeline | ensemble"),
     "reranker": (str, "a re-ranker is applied after retrieval"),
+    "reranker_teacher": (str, "the cross-encoder distilled into retriever 3 (a checkpoint name)"),
+    "init": (str, "the initial encoder's checkpoint"),
+    "bm25_negatives": (str, "where retriever 1's BM25 negatives come from: own | msmarco-triples | tevatron"),
     "ablation": (str, "a variant of the method that the harness does not implement"),
 }
 

@@ -37,10 +37,10 @@ def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, 
     for cell, reason in map_cells(ckpt, [c for c in cells if c.get("benchmark") in metrics]):
         # A row that *is* this checkpoint is graded under its own conditions; the rest are not graded.
         conditions = {**(cell.get("conditions") or {}), "profile": "paper", "method": cell.get("method")}
-        comp = compare(metrics, per_query, [cell], conditions)[0]
+        comp = compare(metrics, per_query, [cell], conditions, exact=True)[0]  # same weights: numerics only
         if reason:
             comp.status, comp.reason = NOT_COMPARABLE, f"checkpoint {ckpt.name}: {reason}"
-            comp.delta = comp.ci_low = comp.ci_high = comp.significant = None
+            comp.delta = comp.ci_low = comp.ci_high = None
         else:
             comp.notes = "; ".join(filter(None, [f"released checkpoint {ckpt.name}", comp.notes]))
         out.append(comp.to_dict())

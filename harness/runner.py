@@ -37,8 +37,11 @@ def score_run_file(run_path: Path, bench: Any) -> Any:
 
 def stage_conditions(spec: MethodSpec, variant: str, final: str) -> dict[str, Any]:
     """What a run's stage states about its setting, for comparison with the papers' cells: the
-    profile, the spec's declared conditions, and which fine-tuning stage (of how many) it is."""
-    conditions: dict[str, Any] = {"profile": spec.profile, "method": spec.name, **(spec.get("conditions") or {})}
+    conditions derived from its resolved spec (``harness.conditions``) and which fine-tuning stage
+    (of how many) it is."""
+    from harness.conditions import run_conditions
+
+    conditions = run_conditions(spec.config, spec.name, spec.profile)
     if variant.startswith("retriever"):
         conditions.update(finetune_stage=variant, final_stage=final)
     return conditions
@@ -219,7 +222,8 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         comparisons = []
         for variant in variants:
             conditions = stage_conditions(spec, variant, final)
-            for comp in compare(by_stage[variant], per_query_by_stage[variant], cells, conditions):
+            exact = spec.get("family") == "lexical"  # deterministic: a fixed tolerance, no seed spread
+            for comp in compare(by_stage[variant], per_query_by_stage[variant], cells, conditions, exact=exact):
                 comp.finetune_stage = variant
                 comparisons.append(comp)
         record = {

@@ -45,7 +45,8 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "retrieval": (False, (dict,), "retrieval settings"),
     "pretrain": (False, (dict,), "pre-training settings"),
     "finetune": (False, (dict,), "fine-tuning settings"),
-    "conditions": (False, (dict,), "the conditions compared against reported cells"),
+    "conditions": (False, (dict,), "not written by hand: the conditions a run states are derived from its "
+                                   "settings (harness/conditions.py)"),
     "extends": (False, (str,), "parent spec name"),
     "include": (False, (str, list), "shared fragments (baselines/fragments/<name>.yaml) this spec's own keys override"),
     "profiles": (False, (dict,), "per-profile overrides"),
@@ -53,8 +54,10 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
                              "variant (plain or titled)"),
     "notes": (False, (str, list), "free text"),
     "substitutions": (False, (list,), "where this setting departs from the paper's (printed with every run and recorded)"),
-    "deviations": (False, (list,), "where the paper profile still departs from a setting the paper states "
-                                   "(listed by `validate`, shown on the leaderboard's method page)"),
+    "deviations": (False, (list,), "where the paper profile departs from a setting the paper states: "
+                                   "{touches: [conditions] | recipe, why: text}; the cells stating a touched "
+                                   "condition are NOT-COMPARABLE (listed by `validate`)"),
+    "assumptions": (False, (list,), "values the papers leave unstated that the spec picks (listed by `validate`)"),
 }
 # What a `profiles.<name>` block may override (it is deep-merged over the top level); nested keys: spec_keys.
 PROFILE_KEYS = tuple(k for k in SCHEMA if k not in ("name", "extends", "include", "profiles"))
@@ -70,7 +73,7 @@ class MethodSpec:
 
     @property
     def spec_hash(self) -> str:
-        return config_hash(self.config)
+        return settings_hash(self.config)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.config
@@ -79,6 +82,15 @@ class MethodSpec:
                 return default
             node = node[part]
         return node
+
+
+# What a spec says about a run rather than what runs: never part of its identity.
+DOCUMENTATION_KEYS = ("description", "notes", "papers", "deviations", "assumptions", "substitutions", "conditions")
+
+
+def settings_hash(config: dict[str, Any]) -> str:
+    """16 hex digits of the settings that run (documentation keys left out)."""
+    return config_hash({k: v for k, v in (config or {}).items() if k not in DOCUMENTATION_KEYS})
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -228,43 +240,41 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
     else:
         resolved = deep_merge(top, profiles[profile] or {})
     resolved["profile"] = profile
-    resolved["conditions"] = derive_conditions(resolved, path)
+    _check_bm25_negatives(resolved, path)
     return MethodSpec(name=name, profile=profile, path=path, config=resolved)
 
 
-def derive_conditions(resolved: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The spec's conditions with those that follow from its settings filled in: a query-as-context
-    spec's ``query_number`` (qgen.num_queries) and ``mixed`` (pretrain.context == mixed). A stated
-    value that contradicts its setting is an error: the setting is the truth."""
-    stated = dict(resolved.get("conditions") or {})
-    if _reads_msmarco_passages(resolved):  # titled or not: a known source of mismatch (texttron/tevatron#106)
-        stated["msmarco_passages"] = (resolved.get("data") or {}).get("msmarco_passages", "plain")
-    if str((resolved.get("finetune") or {}).get("train_queries") or "").startswith("msmarco-passage"):
-        source = (resolved.get("data") or {}).get("bm25_negatives", "own")
-        if source not in BM25_NEGATIVE_SOURCES:
-            raise HarnessError(f"{path}: data.bm25_negatives {source!r} is not one of {', '.join(BM25_NEGATIVE_SOURCES)}")
-        stated["bm25_negatives"] = source  # the record says which negatives retriever 1 trained on
-    context = (resolved.get("pretrain") or {}).get("context")
-    if context not in ("qc", "mixed"):
-        return stated
-    derived = {"query_number": (resolved.get("qgen") or {}).get("num_queries"), "mixed": context == "mixed"}
-    for key, value in derived.items():
-        if key in stated and stated[key] != value:
-            raise DataFormatError(path, key_line(path, "conditions"),
-                                  f"conditions.{key} {stated[key]!r} contradicts the setting it follows from "
-                                  f"({value!r}); leave it out, it is derived")
-    return {**stated, **derived}
+def _check_bm25_negatives(resolved: dict[str, Any], path: Path) -> None:
+    source = (resolved.get("data") or {}).get("bm25_negatives", "own")
+    if source not in BM25_NEGATIVE_SOURCES:
+        raise HarnessError(f"{path}: data.bm25_negatives {source!r} is not one of {', '.join(BM25_NEGATIVE_SOURCES)}")
 
 
-def _reads_msmarco_passages(resolved: dict[str, Any]) -> bool:
-    """Whether a trained method fine-tunes or evaluates on the MS MARCO passage collection."""
-    from harness.data.sampled import base_name
+def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
+    """Every declared deviation names what it touches, so grading can act on it."""
+    from harness.conditions import RECIPE
+    from harness.reported import CONDITION_KEYS
 
-    if resolved.get("family") == "lexical":
-        return False
-    train = str((resolved.get("finetune") or {}).get("train_queries") or "")
-    return train.startswith("msmarco-passage") or any(
-        base_name(str(d)) in ("msmarco-dev", "dl19", "dl20") for d in resolved.get("datasets") or [])
+    problems = []
+    blocks = [("", raw)] + [(f"profiles.{n}.", p) for n, p in (raw.get("profiles") or {}).items() if isinstance(p, dict)]
+    for prefix, block in blocks:
+        if "conditions" in block and prefix:
+            problems.append(f"{where(('profiles', prefix.split('.')[1], 'conditions'))}: conditions are derived "
+                            "from the settings that run (harness/conditions.py); remove 'conditions:'")
+        for i, item in enumerate(block.get("deviations") or []):
+            here = f"{where(('profiles', prefix.split('.')[1], 'deviations') if prefix else 'deviations')}"
+            touches = item.get("touches") if isinstance(item, dict) else None
+            names = [touches] if isinstance(touches, str) else touches
+            if not isinstance(item, dict) or not isinstance(item.get("why"), str) or not names:
+                problems.append(f"{here}: {prefix}deviations[{i}] must be {{touches: [conditions] | recipe, why: "
+                                "text}; a departure that touches no graded condition is an assumption or a note")
+                continue
+            unknown = [n for n in names if n != RECIPE and str(n).partition("=")[0] not in CONDITION_KEYS]
+            if unknown:
+                problems.append(f"{here}: {prefix}deviations[{i}] touches unknown condition(s) {unknown} "
+                                f"(known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
+                                "'key=value' touches only the cells stating that value)")
+    return problems
 
 
 def _check(raw: dict[str, Any], path: Path) -> list[str]:
@@ -291,6 +301,11 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
     if isinstance(raw.get("family"), str) and raw["family"] not in FAMILIES:
         problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
     # the location is looked up (a YAML parse) only for a spec with a problem
+    if "conditions" in raw:
+        problems.append(f"{where('conditions')}: conditions are derived from the settings that run "
+                        "(harness/conditions.py: pre-training steps and corpus, init, negatives, ...); remove "
+                        "'conditions:' and declare a departure from the paper as deviations: [{touches, why}]")
+    problems += _deviation_problems(raw, where)
     if isinstance(raw.get("stages"), list):
         problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]
         objective = (raw.get("pretrain") or {}).get("objective") if isinstance(raw.get("pretrain"), dict) else None

@@ -205,12 +205,18 @@ def new_run_id(method: str, profile: str) -> str:
     """``<method>__<profile>__<UTC second>-<6 hex>``: sorts by time, and two runs started in the
     same second (two terminals, a CI matrix) still get different ids and records."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{method}__{profile}__{stamp}-{secrets.token_hex(3)}"
+    from harness import DEFAULT_SEED, SEED
+
+    seed = "" if SEED == DEFAULT_SEED else f"seed{SEED}__"
+    return f"{method}__{profile}__{seed}{stamp}-{secrets.token_hex(3)}"
 
 
 def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
     """Atomically write a run record; returns its path (runs/records/<run_id>.json)."""
-    directory = directory or runs_dir() / "records"
+    from harness import DEFAULT_SEED, SEED
+
+    # A record under another seed measures spread; it is never one of the gated records.
+    directory = directory or runs_dir() / ("records" if SEED == DEFAULT_SEED else "seeds")
     directory.mkdir(parents=True, exist_ok=True)
     # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
     record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))

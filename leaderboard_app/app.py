@@ -17,6 +17,7 @@ if _ROOT not in sys.path:
 import streamlit as st  # noqa: E402
 
 from leaderboard_app import data as lb_data  # noqa: E402
+from harness.evaluation.verdict import LEGEND  # noqa: E402
 from leaderboard_app import plots, tables  # noqa: E402
 
 st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
@@ -64,8 +65,8 @@ st.sidebar.caption(f"Records: `{data.records_dir}`")
 st.title("Retrieval pre-training leaderboard")
 st.caption(f"{len(data.records)} run record(s) · {len(data.cells)} reported cells from {len(data.papers)} paper "
            f"file(s) · {len(data.skipped)} record(s) skipped. Numbers in points (100 × fraction); delta = "
-           "reproduced − reported. ✅ PASS within tolerance · ⬆️ ABOVE · 🟡 NEAR (within 1.5 × tolerance) · "
-           "❌ FAIL · ⚪ NOT-COMPARABLE.")
+           "reproduced − reported. Verdicts, one rule for every cell (harness/evaluation/verdict.py):")
+st.markdown("\n".join(f"- **{name}**: {text}" for name, text in LEGEND.items()))
 if data.cells_error:
     st.warning(f"Reported cells unavailable: {data.cells_error}")
 if data.skipped:
@@ -119,8 +120,10 @@ with tab_method:
         st.caption(f"spec hash `{rec.spec_hash}` · created {rec.created} · command `{rec.get('command', '')}`"
                    + (" · reference record" if rec.run_id in data.references else ""))
         for title, items in (("Substituted in this profile (recorded with the run)", rec.get("substitutions") or []),
-                             ("Where the paper profile still departs from the paper (spec `deviations`)",
-                              tables.paper_deviations(rec.method))):
+                             ("Where the paper profile departs from the paper (spec `deviations`; the cells they "
+                              "touch are NOT-COMPARABLE)", tables.paper_deviations(rec.method)),
+                             ("Values the papers leave unstated (spec `assumptions`)",
+                              tables.paper_deviations(rec.method, "assumptions"))):
             if items:
                 st.markdown(f"**{title}**\n" + "\n".join(f"- {item}" for item in items))
         left, right = st.columns(2)
@@ -189,8 +192,8 @@ with tab_plots:
         st.info("No two records of one profile to compare (e.g. a method and nopretrain).")
     _table(effects, "effects", "effects", "Paired bootstrap over the shared queries (seed 42), points; runs of one "
            "profile only, so like is compared with like. Where a paper printed the same difference it is "
-           "shown with its source and graded (PASS: same sign, CI covers it; FAIL: CI excludes it; "
-           "NOT-COMPARABLE outside the paper setting). `python -m harness effects` prints the same table.")
+           "shown with its source and graded by the same rule as a cell (REPRODUCED, DIFFERENT-BELOW/-ABOVE, "
+           "INCONCLUSIVE; NOT-COMPARABLE outside the paper setting). `python -m harness effects` prints the same table.")
 
 with tab_gate:
     st.subheader("CI regression gate (`python -m harness check`)")

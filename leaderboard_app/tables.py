@@ -32,13 +32,14 @@ MAIN_BENCHMARKS = ("msmarco-dev", "dl19", "dl20")
 LEXMAE_12 = tuple(d for d in BEIR_DATASETS if d not in ("cqadupstack", "quora"))
 AVG14, AVG12 = "average (14, computed)", "average (12 of LexMAE, computed)"
 PRINTED = {"beir-avg14": "average (14, printed)", "beir-avg12": "average (12, printed)"}
-BADGES = {"PASS": "✅", "ABOVE": "⬆️", "NEAR": "🟡", "FAIL": "❌", "NOT-COMPARABLE": "⚪"}
-SEVERITY = {"FAIL": 4, "NEAR": 3, "PASS": 2, "ABOVE": 1, "NOT-COMPARABLE": 0}
+# Verdicts (harness/evaluation/verdict.py) are shown as their own words: no emoji, which render as
+# empty boxes where no emoji font is installed (Debian's Chromium).
+SEVERITY = {"DIFFERENT-BELOW": 4, "DIFFERENT-ABOVE": 3, "INCONCLUSIVE": 2, "REPRODUCED": 1, "NOT-COMPARABLE": 0}
 
 
 def badge(status: str | None) -> str:
     status = status or "NOT-COMPARABLE"
-    return f"{BADGES.get(status, '')} {status}".strip()
+    return status
 
 
 def pts(value: float | None, signed: bool = False, digits: int = 2) -> str:
@@ -201,7 +202,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
 
 COMPARISON_COLUMNS = ["run_id", "method", "profile", "paper", "version", "table", "row", "column", "benchmark",
                       "measure", "printed", "reported", "reproduced", "delta", "tolerance", "status", "ci_low",
-                      "ci_high", "significant", "reason"]
+                      "ci_high", "p_equivalent", "reason"]
 
 
 def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *,
@@ -221,7 +222,7 @@ def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
                 "benchmark": x.get("benchmark"), "measure": x.get("measure"), "printed": x.get("value"),
                 "reported": x.get("reported"), "reproduced": x.get("reproduced"), "delta": x.get("delta"),
                 "tolerance": x.get("tolerance"), "status": x.get("status"), "ci_low": x.get("ci_low"),
-                "ci_high": x.get("ci_high"), "significant": x.get("significant"),
+                "ci_high": x.get("ci_high"), "p_equivalent": x.get("p_equivalent"),
                 "reason": x.get("reason") or x.get("notes") or "",
             })
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
@@ -365,11 +366,12 @@ def to_csv(frame: pd.DataFrame) -> bytes:
     return frame.to_csv(index=False).encode("utf-8")
 
 
-def paper_deviations(method: str) -> list[str]:
-    """The method's declared deviations of its paper profile from its paper (none for unknown specs)."""
+def paper_deviations(method: str, key: str = "deviations") -> list[str]:
+    """The method's declared deviations of its paper profile from its paper, or with
+    ``key="assumptions"`` the values it picks where the papers say nothing (none for unknown specs)."""
     from harness.commands.validate import paper_deviations as all_deviations
 
     try:
-        return all_deviations().get(method, [])
+        return all_deviations(key).get(method, [])
     except Exception:  # noqa: BLE001 - a broken spec folder must not take the leaderboard down
         return []

@@ -13,6 +13,7 @@ CASES = [
     (["check", "--tiny-tolerance", "nan"], "--tiny-tolerance must be a finite number"),
     (["run", "--method", "../baselines/bm25", "--dry-run"], "a method is named by its spec's file name"),
     (["reproduce", "--list", "--checkpoint", "x"], "give it without --checkpoint"),
+    (["noise", "--runs", "/nonexistent/runs"], "no reference record of nopretrain [mini] in /nonexistent/runs/records"),
 ]
 ARGPARSE_CASES = [
     (["ui", "--port", "70000"], "70000 is not a TCP port"),

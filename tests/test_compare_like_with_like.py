@@ -14,9 +14,11 @@ STAGES = {"cocondenser": ["retriever1", "retriever2"], "cpdae": ["retriever1"], 
           "lexmae": ["retriever1", "retriever2", "retriever3"]}
 
 
-def _compare_all(method: str) -> dict[str, list]:
+def _compare_all(method: str, without_deviations: bool = False) -> dict[str, list]:
     """Every numeric cell of ``method`` against a synthetic run that evaluated everything."""
     spec = load_method(method, "paper")
+    if without_deviations:
+        spec.config.pop("deviations", None)
     cells = [c for c in cells_for(method=method) if c.score is not None]
     metrics: dict[str, dict[str, float]] = {}
     for c in cells:
@@ -39,17 +41,25 @@ def test_lexmae_sparsified_and_beir_pretrained_cells_are_never_graded():
         sparsified = [c for c in comparisons if "sparsify_top_k" in c.conditions]  # Table 4: top-1 = 1.9 MRR@10
         assert len(sparsified) >= 9 and all(c.status == NOT_COMPARABLE for c in sparsified), stage
     final = by_stage["retriever3"]
-    assert all("pretrain_corpus=BEIR collections, run does not state" in c.reason for c in _where(final, table="Table 3"))
+    assert all("pretrain_corpus=BEIR collections; declared deviation: BEIR (Table 3)" in c.reason
+               for c in _where(final, table="Table 3"))
     assert all("sparsify_top_k" in c.reason for c in final if "sparsify_top_k" in c.conditions)
     assert all(c.status != NOT_COMPARABLE for c in _where(final, table="Table 1", benchmark="msmarco-dev"))
 
 
 def test_cpdae_low_resource_cells_are_never_graded_against_a_full_data_run():
-    (comparisons,) = _compare_all("cpdae").values()
+    (comparisons,) = _compare_all("cpdae", without_deviations=True).values()
     low_resource = _where(comparisons, table="Table 3")  # 0.1k / 1k / 10k training queries, mean of 3 runs
     assert all(c.status == NOT_COMPARABLE and "finetune_queries" in c.reason for c in low_resource)
     passage = [c for c in _where(comparisons, table="Table 1") if c.benchmark]  # (document rows: no benchmark)
     assert passage and all(c.status != NOT_COMPARABLE for c in passage)
+
+
+def test_a_recipe_deviation_makes_every_cell_of_the_method_not_comparable():
+    # CPDAE's spec fine-tunes with InfoNCE on raw BM25 negatives, not the paper's pairwise loss
+    (comparisons,) = _compare_all("cpdae").values()
+    assert comparisons and all(c.status == NOT_COMPARABLE and "declared deviation: fine-tuning loss" in c.reason
+                               for c in comparisons)
 
 
 def test_a_headline_cell_without_a_stage_is_not_graded_against_an_earlier_stage():
@@ -72,7 +82,7 @@ def test_cocondenser_is_graded_against_one_origin_only(stage, target):
     assert graded and {c.reported for c in graded} == {target}
     assert all("reproduction_by_authors" in c.notes for c in graded)  # provenance only: a note
     cited = [c for c in comparisons if "cited" in c.conditions]
-    assert cited and all(c.status == NOT_COMPARABLE and "run does not state cited" in c.reason for c in cited)
+    assert cited and all(c.status == NOT_COMPARABLE and "copies this number from" in c.reason for c in cited)
     released = _where(comparisons, paper_file="lexmae-iclr2023.txt", table="Table 7")
     assert all(c.status == NOT_COMPARABLE and "checkpoint" in c.reason for c in released)
 

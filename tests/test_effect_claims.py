@@ -1,5 +1,5 @@
 """The papers' claimed differences (QC vs non-QC) derived from the registry and graded: an effect
-is PASS when its CI covers the claim with the same sign, FAIL when the CI excludes it."""
+is graded by the one rule of harness/evaluation/verdict.py: REPRODUCED / DIFFERENT / INCONCLUSIVE."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.claims import FAIL, INCONCLUSIVE, PASS, claim_status, claims_for
-from harness.evaluation.compare import NOT_COMPARABLE
+from harness.evaluation.claims import claims_for
+from harness.evaluation.verdict import DIFFERENT, DIFFERENT_BELOW, NOT_COMPARABLE
 from harness.evaluation.effects import method_effects
 from harness.gate import effect_rows, run_gate
 from harness.integrity import seal
@@ -17,7 +17,10 @@ from harness.records import RunRecord
 from harness.tracking import write_run_record
 
 QIDS = [f"q{i}" for i in range(2000)]
-SPEC = {"conditions": {"pretrain_steps": "120K", "query_number": 5, "mixed": False, "msmarco_passages": "titled"}}
+# What the grading reads of a spec: the settings its conditions are derived from (harness/conditions.py).
+BASE_SPEC = {"family": "dense", "pretrain": {"objective": "cocondenser", "steps": 120000},
+             "datasets": ["msmarco-dev"], "data": {"msmarco_passages": "titled"}}
+SPEC = {**BASE_SPEC, "pretrain": {**BASE_SPEC["pretrain"], "context": "qc"}, "qgen": {"num_queries": 5}}
 
 
 def _scores(mean: float, seed: int) -> dict[str, float]:
@@ -27,7 +30,7 @@ def _scores(mean: float, seed: int) -> dict[str, float]:
 
 def _record(method: str, pq: dict[str, float], profile: str = "paper", created: str = "2026-11-23T00") -> RunRecord:
     data = {"schema_version": 1, "run_id": f"{method}__{profile}__{created}", "created": created, "method": method,
-            "profile": profile, "spec": SPEC if method == "cocondenser_qc" else {"conditions": {"pretrain_steps": "120K", "msmarco_passages": "titled"}},
+            "profile": profile, "spec": SPEC if method == "cocondenser_qc" else BASE_SPEC,
             "finetune_stage": "retriever2",
             "metrics": {"msmarco-dev": {"RR@10": sum(pq.values()) / len(pq)}},
             "per_query": {"msmarco-dev": {"RR@10": pq}}}
@@ -43,14 +46,7 @@ def test_claims_come_from_one_tables_own_rows():
     assert all("cited" not in dict(c.b_conditions) for c in claims)  # never against the cited 38.2
 
 
-@pytest.mark.parametrize("claimed, delta, low, high, status", [
-    (0.6, 0.7, 0.1, 1.3, PASS), (0.6, -2.0, -2.6, -1.4, FAIL), (0.6, 2.5, 1.9, 3.1, FAIL),
-    (0.6, -0.1, -0.7, 0.65, INCONCLUSIVE), (-0.3, -0.2, -0.8, 0.4, PASS)])
-def test_claim_status(claimed, delta, low, high, status):
-    assert claim_status(claimed, delta, low, high) == status
-
-
-def test_paper_runs_pass_a_reproduced_effect_and_fail_a_reversed_one(tmp_path):
+def test_paper_runs_grade_a_reproduced_effect_and_a_reversed_one(tmp_path):
     base = _scores(0.388, 1)
     rng = random.Random(7)
     # QC run: the same queries, with ~0.6 points more reciprocal-rank mass (flip ~0.6% of the misses)
@@ -58,13 +54,15 @@ def test_paper_runs_pass_a_reproduced_effect_and_fail_a_reversed_one(tmp_path):
     good = method_effects([_record("cocondenser", base), _record("cocondenser_qc", plus)], "paper")
     e = next(e for e in good if e.dataset == "msmarco-dev")
     assert 0 < e.delta and e.ci_low <= 0.6 <= e.ci_high
-    assert e.claim_status == PASS and any(c["claimed"] == pytest.approx(0.6) for c in e.claims)
-    # reversed: QC loses 3 points; its CI excludes the claimed +0.6
-    minus = {q: 0.0 if v == 1.0 and rng.random() < 0.08 else v for q, v in base.items()}
+    assert e.claim_status not in DIFFERENT and any(c["claimed"] == pytest.approx(0.6) for c in e.claims)
+    check = next(c for c in e.claims if c["claimed"] == pytest.approx(0.6))
+    assert check["effect_ratio"] == pytest.approx(e.delta / 0.6) and check["margin"] > 0
+    # reversed: QC loses ~8 points, beyond the effect margin at MS MARCO's measured seed spread
+    minus = {q: 0.0 if v == 1.0 and rng.random() < 0.2 else v for q, v in base.items()}
     bad = method_effects([_record("cocondenser", base), _record("cocondenser_qc", minus)], "paper")
-    assert bad[0].claim_status == FAIL and bad[0].ci_high < 0.6
+    assert bad[0].claim_status == DIFFERENT_BELOW and bad[0].ci_high < 0.6
     rows = effect_rows([_record("cocondenser", base), _record("cocondenser_qc", minus)])
-    assert rows[0].status == FAIL and rows[0].against.startswith("qc-pretraining-v") and rows[0].expected == 0.6
+    assert rows[0].status == DIFFERENT_BELOW and rows[0].against.startswith("qc-pretraining-v") and rows[0].expected == 0.6
 
 
 def test_other_profiles_show_the_effect_but_never_grade_it():
@@ -77,7 +75,7 @@ def test_other_profiles_show_the_effect_but_never_grade_it():
 def test_a_failed_claim_fails_the_gate(tmp_path):
     base = _scores(0.388, 3)
     rng = random.Random(9)
-    minus = {q: 0.0 if v == 1.0 and rng.random() < 0.08 else v for q, v in base.items()}
+    minus = {q: 0.0 if v == 1.0 and rng.random() < 0.2 else v for q, v in base.items()}
     for rec in (_record("cocondenser", base), _record("cocondenser_qc", minus)):
         write_run_record(dict(rec.data), tmp_path)
     result = run_gate(tmp_path, reported=None)

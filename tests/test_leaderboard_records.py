@@ -41,7 +41,7 @@ def test_records_come_oldest_first_with_accessors():
     assert bm25.conditions() == {"profile": "paper", "method": "bm25"}
     ref = next(r for r in records if r.run_id == "cotmae__tiny__20261120T100000")
     assert not ref.integrity_problems and ref.finetune_stage == "retriever2"
-    assert ref.conditions()["finetune_stage"] == "retriever2" and ref.conditions()["pretrain_steps"] == "200"
+    assert ref.conditions()["finetune_stage"] == "retriever2" and ref.conditions()["pretrain_steps"] == 200  # derived from its spec
 
 
 @pytest.mark.parametrize("text, reason", [

@@ -67,14 +67,14 @@ def test_retrieval_settings_are_checked():
 def test_paper_reranker_missing_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "models"))
     spec = load_method("lexmae", "paper")
-    with pytest.raises(HarnessError, match="lexmae-reranker.*not available locally") as err:
+    with pytest.raises(HarnessError, match="zhou2022b-ranker.*not available locally") as err:
         configured_reranker(context(spec))
     assert "reranker_checkpoint" in str(err.value)
     assert configured_reranker(context(load_method("lexmae", "tiny"))) is None
-    (tmp_path / "models" / "lexmae-reranker").mkdir(parents=True)
-    (tmp_path / "models" / "lexmae-reranker" / "config.json").write_text("{}")
+    (tmp_path / "models" / "zhou2022b-ranker").mkdir(parents=True)
+    (tmp_path / "models" / "zhou2022b-ranker" / "config.json").write_text("{}")
     teacher = configured_reranker(context(spec))
-    assert teacher.path == tmp_path / "models" / "lexmae-reranker" and teacher.key == "checkpoint:lexmae-reranker"
+    assert teacher.path == tmp_path / "models" / "zhou2022b-ranker" and teacher.key == "checkpoint:zhou2022b-ranker"
     assert teacher.kind == "cross-encoder"
 
 

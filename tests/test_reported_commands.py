@@ -79,7 +79,8 @@ def test_validate_without_spec_module(monkeypatch, capsys):
 def test_validate_lists_each_paper_profiles_declared_deviations(capsys, tmp_path):
     assert main(["validate", "--json", str(tmp_path / "v.json")]) == 0
     out = capsys.readouterr().out
-    assert "== lexmae [paper]: 3 deviation(s) from the paper" in out and "0.75 x the document weight" in out
+    assert "== lexmae [paper]: 1 deviation(s) from the paper" in out and "touches pretrain_corpus: BEIR (Table 3)" in out
+    assert "== lexmae [paper]: 1 assumption(s) where the papers say nothing" in out and "0.75 x the document weight" in out
     assert "== cpdae [paper]" in out and "pairwise loss with 7 static hard negatives" in out
     assert "nopretrain [paper]" not in out  # the control has no paper to depart from
     import json

@@ -10,7 +10,7 @@ import pytest
 
 from harness import cli
 from harness.errors import DataFormatError, HarnessError
-from harness.evaluation.compare import status_for
+from harness.evaluation.verdict import exact_verdict
 from harness.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
 from harness.reproduce import checkpoint_comparisons
 
@@ -57,13 +57,14 @@ def test_checkpoint_comparisons_grade_the_cited_rows_and_list_the_rest(real_cell
     rows = {c["row"] for c in graded.values()}
     assert rows == {"coCondenser (Gao and Callan, 2021b)", "coCondenser [Gao and Callan2021b]",
                     "coCondenser (Gao & Callan, 2022)"}
-    assert all(c["status"] == "PASS" and abs(c["delta"]) < 1e-9 for c in graded.values() if c["measure"] == "RR@10")
+    assert all(c["status"] == "REPRODUCED" and abs(c["delta"]) < 1e-9 and c["rule"] == "exact"
+               for c in graded.values() if c["measure"] == "RR@10")
     assert all("released checkpoint" in c["notes"] for c in graded.values())
     other = [c for c in comps if c["row"] == "coCondenser (120K)†"]
     assert other and all(c["status"] == "NOT-COMPARABLE" and c["delta"] is None and "120K" in c["reason"]
                          for c in other)
     worse = checkpoint_comparisons(get_checkpoint(CC), {"msmarco-dev": {"RR@10": 0.370}}, {}, real_cells)
-    assert {c["status"] for c in worse if c["status"] != "NOT-COMPARABLE"} == {"FAIL"}  # 37.0 vs 38.2 (tevatron#80)
+    assert {c["status"] for c in worse if c["status"] != "NOT-COMPARABLE"} == {"DIFFERENT-BELOW"}  # 37.0 vs 38.2 (tevatron#80)
 
 
 # ---------------------------------------------------------------------------- registry errors
@@ -185,7 +186,8 @@ def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsy
     for bench, printed in (("nfcorpus", 31.6), ("scifact", 64.5)):
         c = by_row[("all-MiniLM-L6-v2", bench)]
         assert c["delta"] == pytest.approx(ndcg[bench] - printed, abs=1e-6)
-        assert c["status"] == status_for(c["delta"], c["tolerance"]) and c["ci_low"] < c["delta"] < c["ci_high"]
+        # same weights, same queries: an exact tolerance, no seed-noise interval
+        assert c["rule"] == "exact" and c["status"] == exact_verdict(c["delta"], c["tolerance"]) and c["ci_low"] is None
     assert by_row[("all-MiniLM-L6-v2 (MS MARCO)", "scifact")]["status"] == "NOT-COMPARABLE"
     assert "[released checkpoint]" in out and rec.run_id in out
 
@@ -242,7 +244,7 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     assert not at.exception
     text = "\n".join(m.value for m in at.markdown)
     assert f"released checkpoint all-minilm-l6-v2 (`{run_id}`): nfcorpus 31.20; scifact 62.00" in text
-    assert "graded 1 NEAR, 1 PASS" in text and "not graded: fine-tuned again on MS MARCO" in text
+    assert "graded 2 DIFFERENT-BELOW" in text and "not graded: fine-tuned again on MS MARCO" in text
     frames = [d.value for d in at.dataframe]
     released = next(f for f in frames if "why not graded" in f.columns)
     assert released["status"].str.contains("NOT-COMPARABLE").tolist() == [False, False, True]

@@ -8,6 +8,7 @@ import pytest
 
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.artifacts import config_hash
+from harness.conditions import derived
 from harness.spec import load_method, validate_specs
 
 BASE = """\
@@ -73,21 +74,23 @@ def test_a_spec_in_another_folder_includes_the_project_s_fragments(tmp_path):
     write(tmp_path, "mine", "name: mine\nextends: base\ndescription: c\ninclude: query_as_context\n")
     spec = load_method("mine", "tiny", tmp_path)  # no fragments/ beside it: baselines/fragments/ is used
     assert spec.get("pretrain.context") == "qc" and spec.get("qgen.model") == "tiny-t5"
-    assert spec.get("conditions") == {"query_number": 5, "mixed": False}
+    assert {k: derived(spec.config)[k] for k in ("query_number", "mixed")} == {"query_number": 5, "mixed": False}
 
 
-def test_query_as_context_conditions_are_derived_and_a_contradiction_is_an_error(tmp_path):
+def test_query_as_context_conditions_are_derived_and_writing_them_is_an_error(tmp_path):
     write(tmp_path, "base", BASE)
     write(tmp_path, "qc", "name: qc\nextends: base\ndescription: c\nqgen: {num_queries: 10}\npretrain: {context: qc}\n")
-    assert load_method("qc", "paper", tmp_path).get("conditions") == {"query_number": 10, "mixed": False}
-    write(tmp_path, "mixed", "name: mixed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\n"
-                             "pretrain: {context: mixed}\nconditions: {query_number: 5}\n")
-    assert load_method("mixed", "paper", tmp_path).get("conditions") == {"query_number": 5, "mixed": True}
-    write(tmp_path, "wrong", "name: wrong\nextends: base\ndescription: c\nqgen: {num_queries: 5}\n"
+    qc = derived(load_method("qc", "paper", tmp_path).config)
+    assert (qc["query_number"], qc["mixed"]) == (10, False)
+    write(tmp_path, "mixed", "name: mixed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\npretrain: {context: mixed}\n")
+    mixed = derived(load_method("mixed", "paper", tmp_path).config)
+    assert (mixed["query_number"], mixed["mixed"]) == (5, True)
+    # a condition typed by hand could disagree with what runs: only deviations are declared
+    write(tmp_path, "typed", "name: typed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\n"
                              "pretrain: {context: qc}\nconditions: {query_number: 20}\n")
-    with pytest.raises(DataFormatError, match=r"wrong.yaml:6.*conditions.query_number 20 contradicts .*\(5\)"):
-        load_method("wrong", "paper", tmp_path)
-    assert load_method("base", "paper", tmp_path).get("conditions") == {}  # not query-as-context: nothing derived
+    with pytest.raises(HarnessError, match=r"typed.yaml:6: conditions are derived .*deviations"):
+        load_method("typed", "paper", tmp_path)
+    assert not {"query_number", "mixed"} & set(derived(load_method("base", "paper", tmp_path).config))
 
 
 def test_unknown_method_did_you_mean(tmp_path):

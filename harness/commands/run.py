@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from harness.commands._output import write_json
 from harness.stages import STOPPABLE
@@ -33,12 +35,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the stage plan and the hardware mapping (declared vs detected) without running")
     p.add_argument("--force", action="store_true", help="ignore cached stage outputs and recompute them")
+    p.add_argument("--seed", type=_seed, default=None, metavar="N",
+                   help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
+                        "apart and its record goes to runs/seeds/, never among the gated records")
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
     p.set_defaults(func=_run)
 
 
+def _seed(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    return int(text)
+
+
 def _run(args: argparse.Namespace) -> int:
+    from harness import SEED
     from harness.runner import run_method
+
+    if args.seed is not None and args.seed != SEED:
+        # Every module reads the seed when it is imported: start again with it in the environment.
+        os.environ["HARNESS_SEED"] = str(args.seed)
+        os.execv(sys.executable, [sys.executable, "-m", "harness", *args.argv])
 
     datasets = None
     if args.dataset:

@@ -33,17 +33,20 @@ def _spec_problems() -> list[str]:
     return list(validate_specs())
 
 
-def paper_deviations() -> dict[str, list[str]]:
-    """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``)."""
+def paper_deviations(key: str = "deviations") -> dict[str, list[str]]:
+    """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``,
+    each with the conditions it touches), or with ``key="assumptions"`` the values it picks where
+    the papers say nothing."""
     try:
         from harness.spec import list_methods, load_method
     except ImportError:  # as in _spec_problems: no spec module, no specs
         return {}
     out = {}
     for name in list_methods():
-        deviations = load_method(name, "paper").get("deviations") or []
-        if deviations:
-            out[name] = [str(d) for d in deviations]
+        items = load_method(name, "paper").get(key) or []
+        if items:
+            out[name] = [f"touches {', '.join([d['touches']] if isinstance(d['touches'], str) else d['touches'])}: "
+                         f"{d['why']}" if isinstance(d, dict) else str(d) for d in items]
     return out
 
 
@@ -88,7 +91,13 @@ def _validate(args: argparse.Namespace) -> int:
 
     deviations = paper_deviations() if not specs else {}
     for method, items in deviations.items():
-        print(f"== {method} [paper]: {len(items)} deviation(s) from the paper")
+        print(f"== {method} [paper]: {len(items)} deviation(s) from the paper (cells stating what they touch "
+              "are NOT-COMPARABLE)")
+        for d in items:
+            print(f"  {d}")
+    assumptions = paper_deviations("assumptions") if not specs else {}
+    for method, items in assumptions.items():
+        print(f"== {method} [paper]: {len(items)} assumption(s) where the papers say nothing")
         for d in items:
             print(f"  {d}")
 
@@ -107,7 +116,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"papers: {len(findings)} finding(s)"
         + (f" ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})" if kinds else "")
         + (f"; claims: {claim_status.get('ok', 0)} of {len(claims)} agree with the tables" if claims else "")
-        + f"; paper profiles: {sum(map(len, deviations.values()))} declared deviation(s)"
+        + f"; paper profiles: {sum(map(len, deviations.values()))} declared deviation(s), "
+          f"{sum(map(len, assumptions.values()))} assumption(s)"
         + (f"; rehearsals: {len(changes)}, each changing {min(map(len, changes.values()))}-"
            f"{max(map(len, changes.values()))} keys" if changes else "")
     )
@@ -118,6 +128,7 @@ def _validate(args: argparse.Namespace) -> int:
             "schema_problems": schema,
             "spec_problems": specs,
             "deviations": deviations,
+            "assumptions": assumptions,
             "rehearsal_changes": changes,
             "inconsistencies": [f.to_dict() for f in findings],
             "claims": [r.__dict__ | {"cells": list(r.cells)} for r in claims],

@@ -4,7 +4,9 @@
 * ``measures``    -- ``evaluate(run, qrels, benchmark)`` / ``evaluate_measures`` with ir-measures.
 * ``bootstrap``   -- bootstrap CI of a mean and a paired bootstrap test between runs.
 * ``tolerances``  -- per (method, benchmark, measure) tolerances from ``tolerances.yaml``.
-* ``compare``     -- reproduced vs reported cells: PASS / ABOVE / NEAR / FAIL / NOT-COMPARABLE.
+* ``verdict``     -- the one grading rule: REPRODUCED / DIFFERENT-BELOW / DIFFERENT-ABOVE / INCONCLUSIVE.
+* ``noise``       -- the measured seed-to-seed spread (``noise.yaml``) that sets each verdict's margin.
+* ``compare``     -- reproduced vs reported cells, like with like (NOT-COMPARABLE otherwise).
 """
 
 from harness.evaluation.bootstrap import bootstrap_ci, paired_bootstrap

@@ -2,16 +2,13 @@
 
 A paper's claim is a difference between two of its own rows in one table: e.g. qc-v2 Table 1,
 coCondenser w/ query-as-context (120K) minus coCondenser (120K), retriever 2, MS MARCO dev
-MRR@10 = 39.4 - 38.8 = +0.6. Per-number tolerances (+-0.5, +-2.0) are as wide as such gains, so a
-with-QC and a without-QC run can both PASS with the effect reversed; the effect itself is
-therefore graded:
-
-* PASS: the reproduced difference has the claim's sign and its 95% paired-bootstrap CI covers
-  the claimed difference;
-* FAIL: the CI excludes the claimed difference;
-* INCONCLUSIVE: the CI covers the claim but the point estimate has the other sign (or is 0);
-* NOT-COMPARABLE: either run does not share the setting of its row (``compare.comparability``:
-  profile, stage, budget, fine-tuning data, ...), with the reason.
+MRR@10 = 39.4 - 38.8 = +0.6. A with-QC and a without-QC run can each reproduce their cells with
+the effect reversed, so the effect itself is graded, by the same rule as a cell
+(``harness.evaluation.verdict``): ``d = run effect - claimed effect``, whose seed noise is that of
+four runs (``se = 2 sigma``), against the margin of an effect (``margin(sigma, replicates=2)``):
+REPRODUCED, DIFFERENT-BELOW / -ABOVE, INCONCLUSIVE, or NOT-COMPARABLE when either run does not
+share the setting of its row (``compare.comparability``), with the reason. Each check also carries
+Breuer et al.'s Effect Ratio and Delta-RI ("is the improvement over the baseline reproduced?").
 
 Claims come only from a paper's own rows: cited numbers and ablations are not the paper's
 comparison and are skipped; two rows form a claim when they share table, benchmark, measure
@@ -26,10 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.evaluation.compare import NOT_COMPARABLE, comparability
+from harness.evaluation import verdict as rule
+from harness.evaluation.compare import comparability
+from harness.evaluation.verdict import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE,
+                                        REPRODUCED)
 
-PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
-CLAIM_STATUSES = (FAIL, INCONCLUSIVE, PASS, NOT_COMPARABLE)  # worst first
+CLAIM_STATUSES = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_COMPARABLE)  # worst first
 _VARIANT_ONLY = frozenset({"query_number", "mixed", "reproduction_by_authors", "runs_averaged"})
 _NOT_OWN = frozenset({"cited", "ablation"})
 
@@ -65,6 +64,11 @@ class ClaimCheck:
     claimed: float
     status: str
     reason: str = ""
+    margin: float | None = None        # +-delta of an effect (points)
+    ci_low: float | None = None        # 90% CI of (run effect - claimed), seed noise
+    ci_high: float | None = None
+    effect_ratio: float | None = None  # Breuer et al. 2020: reproduced / claimed improvement
+    delta_ri: float | None = None      # Breuer et al. 2020: RI(paper) - RI(run)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,24 +99,25 @@ def claims_for(pairs: Sequence[tuple[str, str]], cells: Sequence[Any] | None = N
     return out
 
 
-def claim_status(claimed: float, delta: float, ci_low: float, ci_high: float) -> str:
-    """PASS / FAIL / INCONCLUSIVE of a reproduced difference (points) against a claimed one."""
-    if not ci_low - 1e-9 <= claimed <= ci_high + 1e-9:
-        return FAIL
-    if delta != 0 and (delta > 0) == (claimed > 0) and claimed != 0:
-        return PASS
-    return INCONCLUSIVE
-
-
 def check_claims(claims: Sequence[Claim], a_conditions: Mapping[str, Any], b_conditions: Mapping[str, Any],
-                 delta: float, ci_low: float, ci_high: float) -> list[ClaimCheck]:
-    """Grade one reproduced effect (run A minus run B) against every claim for its pair and dataset."""
-    out = []
+                 a_value: float, b_value: float, sigma: float) -> list[ClaimCheck]:
+    """Grade one reproduced effect (run A minus run B, points) against every claim for its pair and
+    dataset; ``sigma`` is the seed SD of one run's mean on that dataset and measure."""
+    out, tests = [], []
+    delta = a_value - b_value
     for claim in claims:
         reason = (comparability(claim.a, dict(claim.a_conditions), a_conditions)[0]
                   or comparability(claim.b, dict(claim.b_conditions), b_conditions)[0])
-        status = NOT_COMPARABLE if reason else claim_status(claim.delta, delta, ci_low, ci_high)
-        out.append(ClaimCheck(claim.source, claim.a_row, claim.b_row, claim.delta, status, reason))
+        check = ClaimCheck(claim.source, claim.a_row, claim.b_row, claim.delta, NOT_COMPARABLE, reason,
+                           effect_ratio=rule.effect_ratio(a_value, b_value, claim.a_value, claim.b_value),
+                           delta_ri=rule.delta_ri(a_value, b_value, claim.a_value, claim.b_value))
+        out.append(check)
+        if not reason:
+            check.margin = rule.margin(sigma, replicates=2)
+            tests.append((check, rule.Test(delta - claim.delta, 2.0 * sigma, check.margin)))
+    for (check, test), (status, _, _) in zip(tests, rule.verdicts([t for _, t in tests])):
+        check.status = status
+        check.ci_low, check.ci_high = test.ci()
     return out
 
 

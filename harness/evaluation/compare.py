@@ -1,26 +1,24 @@
-"""Reproduced vs reported, cell by cell: tolerance status and a bootstrap CI for the gap.
+"""Reproduced vs reported, cell by cell, graded by the one rule of ``harness.evaluation.verdict``.
 
     comparisons = compare(metrics, per_query, cells, run_conditions)
     print(format_comparison_table(comparisons))
 
 * ``metrics``: ``{benchmark: {measure: fraction}}`` (what ``evaluate`` aggregates).
-* ``per_query``: ``{benchmark: {measure: {qid: fraction}}}`` (may be empty: no CI then).
+* ``per_query``: ``{benchmark: {measure: {qid: fraction}}}`` (kept for callers; the paper and the
+  run score the same queries, so the verdict reads seed noise, not query sampling).
 * ``cells``: reported cells (objects or mappings) with ``cell_id, paper_file, version,
   table, row, column, method, benchmark, measure, score`` (fraction or None), ``value``
-  (the printed string) and ``conditions`` (``profile``, ``pretrain_steps``,
-  ``finetune_stage``, ``query_number``, ``mixed``, ...; a missing key means "not stated").
-* ``run_conditions``: the same keys for the run, plus ``method``.
+  (the printed string) and ``conditions`` (a missing key means "not stated").
+* ``run_conditions``: what the run states (``harness.conditions.run_conditions``), plus the
+  fine-tuning stage compared.
 
-Status, with delta = reproduced - reported in points and tol from ``tolerances.yaml``:
-PASS |delta| <= tol; ABOVE delta > tol; NEAR -1.5 tol <= delta < -tol; FAIL below;
-NOT-COMPARABLE when the run's profile is not "paper", the method differs, a condition the
-cell states is not stated by the run or differs from the run's (see ``comparability``), the
-reported value is not a number, or the run did not evaluate that benchmark/measure
-(``reason`` says which).
-
-The CI is a percentile bootstrap over the run's per-query scores (seed 42, 1,000
-resamples by default), shifted by the reported number: a CI for delta that excludes 0
-means the gap is larger than query sampling explains (``significant``).
+Verdicts (``verdict.VERDICTS``): REPRODUCED, DIFFERENT-BELOW, DIFFERENT-ABOVE, INCONCLUSIVE,
+NOT-COMPARABLE. A trained run is graded by equivalence testing against the seed spread
+(``noise.yaml``), Holm-corrected across the comparable cells of each table; a deterministic one
+(``exact=True``: training-free BM25, released checkpoints) by a fixed tolerance
+(``tolerances.yaml``). NOT-COMPARABLE when the run's profile is not "paper", the method differs, a
+condition the cell states is not stated by the run or differs, a declared deviation touches it,
+the reported value is not a number, or the run did not evaluate that benchmark/measure.
 """
 
 from __future__ import annotations
@@ -30,16 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness import SEED
-from harness.evaluation.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci
-from harness.evaluation.conventions import CONVENTIONS
-from harness.evaluation.measures import SUBSET_SEP
+from harness.evaluation import verdict as rule
+from harness.evaluation.noise import sigma
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
+from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.text_table import format_table
 
-PASS, ABOVE, NEAR, FAIL, NOT_COMPARABLE = "PASS", "ABOVE", "NEAR", "FAIL", "NOT-COMPARABLE"
-STATUSES = (PASS, ABOVE, NEAR, FAIL, NOT_COMPARABLE)
-NEAR_FACTOR = 1.5
+STATUSES = VERDICTS
 PAPER_PROFILE = "paper"
 
 _CELL_FIELDS = ("cell_id", "paper_file", "version", "table", "row", "column", "method", "benchmark", "measure",
@@ -64,30 +59,21 @@ class Comparison:
     reproduced: float | None = None
     reported: float | None = None
     delta: float | None = None
-    tolerance: float | None = None
+    tolerance: float | None = None   # +-delta, the equivalence margin (exact rule: the tolerance)
     tolerance_why: str = ""
     status: str = NOT_COMPARABLE
-    ci_low: float | None = None      # CI for delta (points)
+    rule: str = ""                   # "seed" (equivalence test) | "exact" (deterministic system)
+    sigma: float | None = None       # seed SD of one run's mean (points)
+    ci_low: float | None = None      # 90% CI of delta from seed noise (points): what TOST reads
     ci_high: float | None = None
-    significant: bool | None = None  # CI for delta excludes 0
+    p_equivalent: float | None = None  # Holm-adjusted, within the cell's table
+    p_different: float | None = None
     reason: str = ""                 # why NOT-COMPARABLE
     notes: str = ""                  # conditions the run did not state, etc.
     finetune_stage: str | None = None  # which of the run's retrievers was compared (retriever1/2/3)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def status_for(delta: float, tolerance: float) -> str:
-    """PASS / ABOVE / NEAR / FAIL for a delta and tolerance in points (boundaries inclusive)."""
-    delta, tolerance = round(delta, 6), round(tolerance, 6)  # 38.7 - 38.2 must be 0.5, not 0.50000001
-    if abs(delta) <= tolerance:
-        return PASS
-    if delta > 0:
-        return ABOVE
-    if -delta <= round(NEAR_FACTOR * tolerance, 6):
-        return NEAR
-    return FAIL
 
 
 # ---------------------------------------------------------------------------- conditions
@@ -126,6 +112,13 @@ def _field(cell: Any, name: str, default: Any = None) -> Any:
 PROVENANCE_ONLY = frozenset({"reproduction_by_authors", "runs_averaged"})
 
 
+def touched_by(touch: str, key: str, value: Any) -> bool:
+    """A deviation touching ``key`` touches every cell stating it; ``key=value`` only the cells
+    stating that value (an option the spec implements differently but the profile does not use)."""
+    name, eq, wanted = touch.partition("=")
+    return name == key and (not eq or normalise_condition(wanted) == normalise_condition(value))
+
+
 def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
                   run_conditions: Mapping[str, Any]) -> tuple[str, str]:
     """``(reason, notes)``: a non-empty reason makes the cell NOT-COMPARABLE.
@@ -137,6 +130,7 @@ def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
     and is compared with the run's final stage (``final_stage``) only.
     """
     profile = run_conditions.get("profile")
+    touched = run_conditions.get("deviations") or {}
     if profile is None:
         return "run profile not stated (only 'paper' runs are compared with the papers)", ""
     if str(profile) != PAPER_PROFILE:
@@ -148,8 +142,15 @@ def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
     if "finetune_stage" not in cell_conditions and stage and final and \
             normalise_condition(stage) != normalise_condition(final):
         return f"cell states no fine-tuning stage (the method's final retriever, {final}), run stage is {stage}", ""
+    if "recipe" in touched:
+        return f"declared deviation: {touched['recipe']}", ""
     notes = []
     for key, want in sorted(cell_conditions.items()):
+        hit = next((t for t in touched if touched_by(t, key, want)), None)
+        if hit:
+            return f"cell reports {key}={want}; declared deviation: {touched[hit]}", ""
+        if key == "cited" and "cited" not in run_conditions:
+            return f"the paper copies this number from {want}: not its own run, so not graded", ""
         if key == "profile":
             if str(want) != str(profile):
                 return f"cell is for profile '{want}', run is '{profile}'", ""
@@ -167,29 +168,20 @@ def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
 
 # ---------------------------------------------------------------------------- compare
 
-def _strata_for(benchmark: str):
-    conv = CONVENTIONS.get(benchmark)
-    if conv is not None and conv.subsets:
-        return lambda qid: qid.split(SUBSET_SEP, 1)[0]
-    return None
-
-
 def _canonical_table(table: Mapping[str, Any]) -> dict[str, Any]:
     return {canonical_measure(m): v for m, v in table.items()}
 
 
 def compare(metrics: Mapping[str, Mapping[str, float]],
             per_query: Mapping[str, Mapping[str, Mapping[str, float]]] | None,
-            cells: Sequence[Any], run_conditions: Mapping[str, Any], *,
-            tolerances: ToleranceTable | None = None, n_resamples: int = DEFAULT_RESAMPLES,
-            seed: int = SEED, confidence: float = 0.95) -> list[Comparison]:
-    """Compare every reported cell with the run (see the module docstring)."""
+            cells: Sequence[Any], run_conditions: Mapping[str, Any], *, exact: bool = False,
+            tolerances: ToleranceTable | None = None, runs: int = 1) -> list[Comparison]:
+    """Compare every reported cell with the run and grade it (see the module docstring).
+
+    ``runs``: how many seeds the reproduced numbers average (1 for one run)."""
     tolerances = tolerances or load_tolerances()
-    per_query = per_query or {}
     metrics_c = {b: _canonical_table(t) for b, t in metrics.items()}
-    per_query_c = {b: _canonical_table(t) for b, t in per_query.items()}
-    ci_cache: dict[tuple[str, str], Any] = {}
-    out = []
+    out, tests = [], []
     for cell in cells:
         conditions = dict(_field(cell, "conditions") or {})
         comp = Comparison(**{f: "" if _field(cell, f) is None else str(_field(cell, f)) for f in _CELL_FIELDS},
@@ -209,26 +201,28 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
             reason = f"reported value '{comp.value}' is not a number"
         if not reason and comp.reproduced is None:
             reason = f"run did not evaluate {measure} on {comp.benchmark}"
+        out.append(comp)
         if reason:
             comp.status, comp.reason = NOT_COMPARABLE, reason
-            out.append(comp)
             continue
-
-        tol = tolerances.get(comp.benchmark, measure, comp.method or run_conditions.get("method"))
-        comp.tolerance, comp.tolerance_why = tol.points, tol.why
-        comp.status = status_for(comp.delta, tol.points)
-
-        scores = per_query_c.get(comp.benchmark, {}).get(measure)
-        if scores:
-            key = (comp.benchmark, measure)
-            if key not in ci_cache:
-                ci_cache[key] = bootstrap_ci(scores, n_resamples=n_resamples, seed=seed, confidence=confidence,
-                                             strata=_strata_for(comp.benchmark))
-            ci = ci_cache[key]
-            comp.ci_low = 100.0 * ci.low - comp.reported
-            comp.ci_high = 100.0 * ci.high - comp.reported
-            comp.significant = not (comp.ci_low <= 0.0 <= comp.ci_high)
-        out.append(comp)
+        if exact:
+            tol = tolerances.get(comp.benchmark, measure, comp.method or run_conditions.get("method"))
+            comp.rule, comp.tolerance, comp.tolerance_why = "exact", tol.points, tol.why
+            comp.status = rule.exact_verdict(comp.delta, tol.points)
+            continue
+        noise = sigma(comp.benchmark, measure)
+        printed_runs = int(conditions.get("runs_averaged") or 1)
+        comp.rule, comp.sigma, comp.tolerance_why = "seed", noise.points, noise.why
+        comp.tolerance = rule.margin(noise.points)
+        tests.append((comp, rule.Test(comp.delta, noise.points * (1 / runs + 1 / printed_runs) ** 0.5,
+                                      comp.tolerance)))
+    by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test]]] = {}
+    for comp, test in tests:
+        by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test))
+    for family in by_table.values():  # Holm across the comparable cells of one table
+        for (comp, test), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t in family])):
+            comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
+            comp.ci_low, comp.ci_high = test.ci()
     return out
 
 
@@ -242,8 +236,8 @@ def _pts(value: float | None, signed: bool = False) -> str:
 
 def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
     """Plain-text table (points) plus a one-line status count."""
-    headers = ["status", "benchmark", "measure", "method", "source", "reported", "reproduced", "delta", "tol",
-               "CI(delta)", "note"]
+    headers = ["verdict", "benchmark", "measure", "method", "source", "reported", "reproduced", "delta", "+-delta",
+               "90% CI(delta)", "note"]
     rows = []
     for c in comparisons:
         ci = "-" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]"

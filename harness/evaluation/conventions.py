@@ -4,9 +4,9 @@ Measures are ir-measures strings; values are fractions in [0, 1].
 
 MS MARCO dev (``msmarco-dev``, 6,980 queries, all grade 1)
     RR@10 (primary; the official MRR@10), R@50, R@100 and R@1000. Recall is trec_eval's
-    ``recall_k`` ("all-positive macro" recall, LexMAE eq. 14), not DPR's one-positive-enough
-    recall (that one is ``Success@k``; LexMAE Table 2 prints it as "R@50"/"R@1K").
-    R@100 is in LexMAE Table 1 only.
+    ``recall_k`` ("all-positive macro" recall, LexMAE eq. 14); DPR's one-positive-enough
+    recall is ``Success@50`` / ``Success@1000`` (LexMAE Table 2 prints it as "R@50"/"R@1K", Eq. 15),
+    computed too so those cells are graded. R@100 is in LexMAE Table 1 only.
 
 TREC DL 2019 / 2020 (``dl19`` 43 queries, ``dl20`` 54 queries, grades 0-3)
     nDCG@10 (primary) with graded gains 0..3, as ``trec_eval -m ndcg_cut.10``; passing
@@ -72,7 +72,7 @@ class Convention:
         return f"{self.benchmark}-{subset}"
 
 
-_MSMARCO = ("RR@10", "R@50", "R@100", "R@1000")
+_MSMARCO = ("RR@10", "R@50", "R@100", "R@1000", "Success@50", "Success@1000")
 _DL = ("nDCG@10", "R(rel=2)@1000", "RR(rel=2)@10")
 _BEIR = ("nDCG@10", "R@100")
 
@@ -87,7 +87,8 @@ def _build() -> dict[str, Convention]:
     conv = {
         "msmarco-dev": Convention(
             "msmarco-dev", "msmarco", note="official dev (small), 6,980 queries",
-            extra={"R@100": "LexMAE Table 1"}, **_KIND_DEFAULTS["msmarco"]),
+            extra={"R@100": "LexMAE Table 1", "Success@50": "LexMAE Table 2 (its R@50, Eq. 15)",
+                   "Success@1000": "LexMAE Table 2 (its R@1K, Eq. 15)"}, **_KIND_DEFAULTS["msmarco"]),
         "dl19": Convention("dl19", "trec-dl", note="43 judged queries; binary measures at grade >= 2",
                            **_KIND_DEFAULTS["trec-dl"]),
         "dl20": Convention("dl20", "trec-dl", note="54 judged queries; binary measures at grade >= 2",

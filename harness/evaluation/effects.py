@@ -6,7 +6,8 @@ per-query difference of the dataset's primary measure (``harness.evaluation.boot
 mean difference, 95% CI and two-sided p-value, in points. ``stage_effects`` does the same
 inside one run, between its fine-tuning stages and the zero-shot start (``start``), which is
 the check that fine-tuning itself works. Where a paper printed the same difference, the effect
-is graded against that claim (``harness.evaluation.claims``): PASS, FAIL, INCONCLUSIVE, or
+is graded against that claim by the one rule of ``harness.evaluation.verdict`` (through
+``harness.evaluation.claims``): REPRODUCED, DIFFERENT-BELOW / -ABOVE, INCONCLUSIVE, or
 NOT-COMPARABLE when the runs do not share the claim's setting (every profile but ``paper``).
 """
 
@@ -95,7 +96,10 @@ def method_effects(records: Sequence[RunRecord], profile: str,
             if pq_a and pq_b:
                 e = _effect(profile, a, b, ra.run_id, rb.run_id, dataset, measure, pq_a, pq_b)
                 mine = [c for c in claims if (c.a, c.b, c.benchmark, c.measure) == (a, b, dataset, measure)]
-                checks = check_claims(mine, ra.conditions(), rb.conditions(), e.delta, e.ci_low, e.ci_high)
+                from harness.evaluation.noise import sigma
+
+                checks = check_claims(mine, ra.conditions(), rb.conditions(), e.a_value, e.b_value,
+                                      sigma(dataset, measure).points)
                 e.claims, e.claim_status = [c.to_dict() for c in checks], overall(checks)
                 out.append(e)
     return out
@@ -138,7 +142,7 @@ def claimed_text(effect: Effect) -> str:
 
 
 def failed_claims(effects: Sequence[Effect]) -> list[Effect]:
-    """Effects whose reproduced difference contradicts a comparable claim (CI excludes it)."""
-    from harness.evaluation.claims import FAIL
+    """Effects whose reproduced difference is DIFFERENT from a comparable claim."""
+    from harness.evaluation.verdict import DIFFERENT
 
-    return [e for e in effects if e.claim_status == FAIL]
+    return [e for e in effects if e.claim_status in DIFFERENT]

@@ -12,7 +12,7 @@ Choices the paper leaves open, stated here and in the spec:
 - Teacher (stage 3): ``reranker: tiny-cross-encoder`` trains a small cross-encoder here (from the
   pre-trained encoder: from random init it stays at chance) on the train queries' BM25 groups;
   ``configured-checkpoint`` loads the off-the-shelf reranker the paper used (Zhou et al. 2022b)
-  from ``models/<finetune.retriever3.reranker_checkpoint>`` (default name ``lexmae-reranker``);
+  from ``models/<finetune.retriever3.reranker_checkpoint>`` (default name ``zhou2022b-ranker``, the paper's teacher);
   ``bi-encoder`` scores with the off-the-shelf bi-encoder ``reranker_checkpoint`` as
   ``teacher_scale x sim(q, p)`` (the mini profile's teacher, see harness/finetune/reranker.py);
   any other value is itself a checkpoint name or path.
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
+from harness.conditions import PAPER_RERANKER
 from harness.errors import HarnessError
 from harness.pipelines.dense import check_train_queries, detected_world_size, encoder_stage, train_queries, train_split
 from harness.stage_settings import NEGATIVE_DEPTH, StageSettings, finetune_settings
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 TINY_RERANKER = "tiny-cross-encoder"
 CONFIGURED_RERANKER = "configured-checkpoint"
 BI_ENCODER_TEACHER = "bi-encoder"
-DEFAULT_RERANKER_NAME = "lexmae-reranker"
+DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/conditions.py)
 ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
 # Lucene's default BooleanQuery clause limit (IndexSearcher.maxClauseCount): a query with more terms fails
 # inside Anserini's search threads and silently returns nothing, so longer queries keep their largest impacts.

@@ -1,0 +1,156 @@
+"""Seed-to-seed spread: what separates two honest runs of one recipe on the same queries.
+
+``noise.yaml`` (next to this module) holds the measurement; :func:`sigma` reads it. It is written
+from run records by ``python -m harness noise --write`` and a test fails when the
+file no longer matches the records, so no number in it is typed by hand.
+
+The measurement: one spec (the control, ``nopretrain`` at the ``mini`` profile) run under several
+seeds (``run --seed N``; records in ``runs/seeds/`` beside the seed-42 reference). Per benchmark
+and measure it gives
+
+* ``sd``: the standard deviation of the benchmark mean across the seeds (few degrees of freedom);
+* ``tau``: the per-query seed standard deviation (pooled over the queries: many degrees of freedom);
+* ``shared``: the part of the mean's variance that no number of queries averages away
+  (``sd**2 - tau**2 / queries``, at least 0).
+
+Transfer to a benchmark the project cannot run (MS MARCO dev, TREC DL, the rest of BEIR): one run's
+mean has ``sigma(N) = sqrt(shared**2 + tau**2 / N)`` for its ``N`` judged queries, with the largest
+``tau`` and ``shared`` measured for the measure's kind (rank-sensitive measures: nDCG, RR; recall
+measures: R, Success). On a measured benchmark ``sigma`` is never below the measured ``sd``.
+Assumption, stated with every number: the spread of a MiniLM-sized encoder fine-tuned on 640
+queries stands in for a BERT-base encoder fine-tuned on MS MARCO; the smaller training set likely
+makes it wider, so grading errs towards INCONCLUSIVE, not towards DIFFERENT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+
+NOISE_FILE = Path(__file__).with_name("noise.yaml")
+CONTROL, PROFILE = "nopretrain", "mini"
+# Judged test queries per benchmark (the qrels the harness scores; BEIR: Thakur et al. 2021, Table 1).
+QUERIES = {
+    "msmarco-dev": 6980, "dl19": 43, "dl20": 54, "trec-covid": 50, "nfcorpus": 323, "nq": 3452,
+    "hotpotqa": 7405, "fiqa": 648, "arguana": 1406, "webis-touche2020": 49, "cqadupstack": 13145,
+    "quora": 10000, "dbpedia-entity": 400, "scidocs": 1000, "fever": 6666, "climate-fever": 1535,
+    "scifact": 300,
+}
+
+
+def measure_kind(measure: str) -> str:
+    """'recall' for R / Success measures, 'rank' for the rest (nDCG, RR)."""
+    name = measure.split("(")[0].split("@")[0]
+    return "recall" if name in ("R", "Success") else "rank"
+
+
+@dataclass(frozen=True)
+class Sigma:
+    points: float   # seed SD of one run's mean (points)
+    why: str        # where it comes from
+
+
+def measure(records: list[Any]) -> dict[str, Any]:
+    """The measurement block of noise.yaml from records of one spec under different seeds."""
+    if len({r.get("seed") for r in records}) < 2:
+        raise HarnessError("a seed spread needs records of at least 2 different seeds: "
+                           f"run --method {CONTROL} --profile {PROFILE} --seed 43")
+    benchmarks: dict[str, dict[str, Any]] = {}
+    for dataset in sorted(set.intersection(*(set(r.per_query) for r in records))):
+        for name in sorted(set.intersection(*(set(r.per_query[dataset]) for r in records))):
+            runs = [r.per_query[dataset][name] for r in records]
+            queries = sorted(set.intersection(*(set(pq) for pq in runs)))
+            means = [100.0 * statistics.fmean(pq[q] for q in queries) for pq in runs]
+            tau = math.sqrt(statistics.fmean(statistics.variance([100.0 * pq[q] for pq in runs]) for q in queries))
+            sd = statistics.stdev(means)
+            shared = math.sqrt(max(0.0, sd ** 2 - tau ** 2 / len(queries)))
+            benchmarks.setdefault(dataset, {})[name] = {
+                "means": [round(m, 4) for m in means], "sd": round(sd, 4), "tau": round(tau, 4),
+                "shared": round(shared, 4), "queries": len(queries)}
+    from harness.spec import settings_hash
+
+    hashes = {settings_hash(r.spec) for r in records}
+    if len(hashes) != 1:
+        raise HarnessError(f"the seed records ran different settings ({', '.join(sorted(hashes))}): one spec only")
+    return {"method": records[0].method, "profile": records[0].profile, "settings_hash": hashes.pop(),
+            "runs": [{"run_id": r.run_id, "seed": r.get("seed")} for r in records], "benchmarks": benchmarks}
+
+
+@lru_cache(maxsize=1)
+def load() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(NOISE_FILE.read_text(encoding="utf-8"))
+
+
+def _kind_max(table: dict[str, Any], kind: str, key: str) -> float:
+    return max(v[key] for by in table.values() for m, v in by.items() if measure_kind(m) == kind)
+
+
+def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> Sigma:
+    """Seed SD of one run's mean on ``benchmark`` / ``measure`` (points), with its source."""
+    data = data or load()
+    table = data["benchmarks"]
+    kind = measure_kind(measure)
+    tau, shared = _kind_max(table, kind, "tau"), _kind_max(table, kind, "shared")
+    base = benchmark.split("@", 1)[0]
+    if base.startswith("cqadupstack-"):
+        base = "cqadupstack"
+    n = QUERIES.get(base) or min(QUERIES.values())  # unknown size: the smallest, i.e. the widest
+    modelled = math.sqrt(shared ** 2 + tau ** 2 / n)
+    source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
+    measured = table.get(base, {}).get(measure)
+    if measured:
+        return Sigma(max(measured["sd"], modelled), f"measured: {source} on {base}")
+    return Sigma(modelled, f"transferred from {source}: sqrt({shared:.2f}^2 + {tau:.1f}^2/{n}) ({kind} measures)")
+
+
+def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
+    from harness.records import load_records, load_references
+
+    refs = load_references(records_dir)
+    ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")
+    ref = next((r for r in load_records(records_dir)[0] if r.run_id == ref_id), None)
+    if ref is None:
+        raise HarnessError(f"no reference record of {CONTROL} [{PROFILE}] in {records_dir}: "
+                           f"run --method {CONTROL} --profile {PROFILE}, then check --accept RUN_ID")
+    others = [r for r in load_records(seeds_dir)[0]
+              if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems]
+    latest: dict[Any, Any] = {}
+    for r in sorted(others, key=lambda r: r.run_id):
+        latest[r.get("seed")] = r
+    return [ref, *(latest[s] for s in sorted(latest) if s != ref.get("seed"))]
+
+
+def render(block: dict[str, Any]) -> str:
+    import yaml
+
+    head = ("# Seed-to-seed spread, written by `python -m harness noise --write` from the records it\n"
+            "# names (tests/test_verdict.py fails when it no longer matches them). Points. See noise.py.\n")
+    return head + yaml.safe_dump(block, sort_keys=False, width=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from harness.paths import runs_dir
+
+    ap = argparse.ArgumentParser(prog="python -m harness noise", description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="rewrite noise.yaml from the records")
+    ap.add_argument("--runs", type=Path, default=None, help="the runs folder (default: runs/, HARNESS_RUNS_DIR)")
+    args = ap.parse_args(argv)
+    runs = args.runs or runs_dir()
+    text = render(measure(_records_for_spread(runs / "records", runs / "seeds")))
+    if args.write:
+        NOISE_FILE.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
