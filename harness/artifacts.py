@@ -36,6 +36,8 @@ from harness.paths import cache_dir
 # Bump when the on-disk layout of any builder changes: old caches then rebuild.
 CACHE_FORMAT = 1
 DONE_NAME = "done.json"
+# What StageCache.finish writes into a stage's done.json besides the build's own outputs.
+STAGE_BOOKKEEPING = frozenset({"stage", "key", "config", "inputs", "finished", "build_seconds"})
 
 
 # --- hashing ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.artifacts import StageCache
+from harness.artifacts import STAGE_BOOKKEEPING, StageCache
 from harness.errors import HarnessError
 from harness.fsutil import exclusive_lock
 from harness.spec import MethodSpec
@@ -32,6 +32,17 @@ class StageLog:
 
     def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
         self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra})
+
+
+BUILD_SECONDS = "build_seconds"  # kept in the stage's done.json: what a cached stage once cost
+
+
+def _cached_outputs(cache: StageCache) -> dict[str, Any]:
+    """A cached stage's entry carries what its build returned (losses, counts), as if it had run, so
+    a resumed run's record is as complete as a fresh one's, and the build time it saved."""
+    stored = cache.meta()
+    output = {k: v for k, v in stored.items() if k not in STAGE_BOOKKEEPING}
+    return {"output": output, **({"built_seconds": stored[BUILD_SECONDS]} if BUILD_SECONDS in stored else {})}
 
 
 def _cuda() -> Any:
@@ -86,7 +97,7 @@ class RunContext:
             self.forced.add(cache.key)
             if done and not rebuild:
                 print(f"[{label}] cached ({cache.dir})")
-                self.stages.add(name, dataset, True, 0.0, key=cache.key)
+                self.stages.add(name, dataset, True, 0.0, key=cache.key, **_cached_outputs(cache))
                 return self._stop_if_asked(name, cache)
             started = time.time()
             if (cuda := _cuda()) is not None:
@@ -96,7 +107,7 @@ class RunContext:
                 if resume and cache.partial.exists():
                     print(f"[{label}] resuming from {cache.partial}")
                 meta = build(cache.begin(keep_partial=resume)) or {}
-                cache.finish(meta)
+                cache.finish({**meta, BUILD_SECONDS: round(time.time() - started, 2)})
                 self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         cuda = _cuda()  # the stage may have imported torch itself
         peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}

@@ -94,3 +94,23 @@ def test_a_stage_name_not_declared_in_the_stage_graph_is_refused(tmp_path, monke
                      StageLog())
     with pytest.raises(HarnessError, match="stage 'finetune_r3' is not declared in harness/stages.py"):
         ctx.cached_stage("finetune_r3", None, {}, {}, lambda work: {})
+
+
+def test_a_cached_stage_reports_the_outputs_its_build_returned(tmp_path, monkeypatch):
+    """A resumed run's record carries the losses of the stages it took from the cache (the loss gate
+    reads them), and how long their build took."""
+    from harness.context import RunContext, StageLog
+    from harness.spec import load_method
+    from harness.tracking import Tracker
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    entries = []
+    for _ in range(2):
+        ctx = RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
+                         StageLog())
+        ctx.cached_stage("pretrain", None, {"a": 1}, {}, lambda work: {"loss_first10": 4.5, "steps": 3})
+        entries.append(ctx.stages.entries[0])
+    built, cached = entries
+    assert not built["cached"] and cached["cached"]
+    assert cached["output"] == built["output"] == {"loss_first10": 4.5, "steps": 3}
+    assert cached["seconds"] == 0.0 and cached["built_seconds"] >= 0.0

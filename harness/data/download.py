@@ -50,6 +50,9 @@ class Source:
     md5: str | None = None
     sha256: str | None = None
     note: str = ""
+    # Without a published checksum: the harness.data.structure check the file must pass before it
+    # is marked verified (intact archive, the publisher's columns and line count).
+    structure: str | None = None
 
     def url(self) -> str:
         """Upstream URL, or the same file name under ``HARNESS_DATA_MIRROR`` when set."""
@@ -128,10 +131,11 @@ SOURCES["msmarco-passage/collection"] = Source(
 # checked here, so they are unpinned: the first download's sha256 is recorded beside the file and
 # every later use is checked against it (and named in run records).
 SOURCES["msmarco-docs"] = Source(
-    "msmarco-docs", MSMARCO_BASE_URL, "msmarco-docs.tsv.gz",
+    "msmarco-docs", MSMARCO_BASE_URL, "msmarco-docs.tsv.gz", structure="msmarco-docs",
     note="MS MARCO document collection (3.2M documents: docid, url, title, body); coCondenser / CoT-MAE span pairs")
 SOURCES["wikipedia-dpr"] = Source(
     "wikipedia-dpr", "https://dl.fbaipublicfiles.com/dpr/wikipedia_split", "psgs_w100.tsv.gz",
+    structure="wikipedia-dpr",
     note="DPR's English Wikipedia (Dec. 2018) in 21M passages of 100 words (id, text, title); CPDAE pre-training")
 
 
@@ -151,12 +155,12 @@ SOURCES["msmarco-passage/triples"] = Source(
          "coCondenser's and Tevatron's MS MARCO recipe takes each query's negatives from them")
 # Published without a checksum: unpinned (the first download's sha256 is recorded and named in records).
 SOURCES["rocketqa/marco"] = Source(
-    "rocketqa/marco", "https://rocketqa.bj.bcebos.com/corpus", "marco.tar.gz",
+    "rocketqa/marco", "https://rocketqa.bj.bcebos.com/corpus", "marco.tar.gz", structure="rocketqa-marco",
     note="RocketQA's MS MARCO release; marco/para.title.txt (pid, title) gives the titles Tevatron's "
          "coCondenser / CoT-MAE fine-tuning joins to the passages (texttron/tevatron#106)")
 SOURCES["tevatron/msmarco-passage"] = Source(
     "tevatron/msmarco-passage", "https://huggingface.co/datasets/Tevatron/msmarco-passage/resolve/main",
-    "train.jsonl.gz",
+    "train.jsonl.gz", structure="tevatron-train",
     note="Tevatron's self-contained MS MARCO training set (query, positives, BM25 negatives with titles); "
          "known to lack ~100k of the training queries (texttron/tevatron#81)")
 
@@ -200,8 +204,9 @@ def _check(path: Path, url: str, md5: str | None, sha256: str | None, got_md5: s
                 "points at an unmodified copy of the upstream file")
 
 
-def _cached(dest: Path, url: str, md5: str | None, sha256: str | None) -> bool:
-    """True if ``dest`` exists and matches the checksums (re-hashing only when it changed)."""
+def _cached(dest: Path, url: str, md5: str | None, sha256: str | None, structure: str | None = None) -> bool:
+    """True if ``dest`` exists and matches the checksums (re-hashing only when it changed); a file
+    with no checksum to match passes its structural check before it is marked verified."""
     if not dest.is_file():
         return False
     st = dest.stat()
@@ -210,16 +215,38 @@ def _cached(dest: Path, url: str, md5: str | None, sha256: str | None) -> bool:
         fresh = rec["size"] == st.st_size and rec["mtime_ns"] == st.st_mtime_ns
     except (OSError, ValueError, KeyError):
         rec, fresh = {}, False
-    if not fresh:
-        got_md5, got_sha = _hashes(dest)
-        rec = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "md5": got_md5, "sha256": got_sha}
-        _sidecar(dest).write_text(json.dumps(rec))
     try:
-        _check(dest, url, md5, sha256, rec["md5"], rec["sha256"])
-    except HarnessError:  # stale (the expected checksum changed, or the file was damaged): fetched anew
-        print(f"  download: the cached {dest.name} does not match its checksum; fetching it again")
+        if not fresh:
+            got_md5, got_sha = _hashes(dest)
+            _check(dest, url, md5, sha256, got_md5, got_sha)
+            _check_structure(dest, url, md5, sha256, structure)
+            rec = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "md5": got_md5, "sha256": got_sha}
+            _sidecar(dest).write_text(json.dumps(rec))
+        else:
+            _check(dest, url, md5, sha256, rec["md5"], rec["sha256"])
+    except HarnessError as exc:  # stale (the expected checksum changed, or the file was damaged): fetched anew
+        print(f"  download: the cached {dest.name} is not usable ({exc}); fetching it again")
         return False
     return True
+
+
+def _check_structure(path: Path, url: str, md5: str | None, sha256: str | None, structure: str | None,
+                     label: str | None = None) -> None:
+    """Unpinned files only (a checksum says more): raise, after removing the file, if it fails its
+    structural check, so a damaged or wrong file is never marked verified."""
+    if md5 or sha256 or not structure:
+        return
+    from harness.data.structure import CHECKS, StructureError
+
+    print(f"  download: checking the structure of {label or path.name} (no published checksum)")
+    try:
+        CHECKS[structure](path)
+    except StructureError as exc:
+        path.unlink(missing_ok=True)
+        _sidecar(path).unlink(missing_ok=True)
+        raise HarnessError(
+            f"{label or path.name} from {url} is not the publisher's file: {exc}; it was removed. Fix: retry (the "
+            f"transfer may have been cut), or check that {MIRROR_ENV} points at an unmodified copy") from None
 
 
 def recorded_sha256(path: Path) -> str | None:
@@ -270,13 +297,14 @@ def _locked(lock: Path) -> Iterator[None]:
 
 
 def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | None = None,
-          filename: str | None = None) -> Path:
+          filename: str | None = None, structure: str | None = None) -> Path:
     """Download ``url`` into ``dest_dir`` (cached) and return the local path.
 
     Supports ``http://``, ``https://`` and ``file://``. The file is verified against
     ``sha256``/``md5`` when given; a mismatch removes the file and raises HarnessError. An
     interrupted transfer leaves ``<name>.part``, and the next call continues it from where it
     stopped (an HTTP Range request; a server that ignores Range sends the whole file again).
+    With no checksum, ``structure`` names the :mod:`harness.data.structure` check it must pass.
     """
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme not in ("http", "https", "file"):
@@ -286,11 +314,11 @@ def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | 
         raise HarnessError(f"cannot tell a file name from the URL '{url}'; pass filename=")
     dest_dir = Path(dest_dir)
     dest = dest_dir / name
-    if _cached(dest, url, md5, sha256):
+    if _cached(dest, url, md5, sha256, structure):
         return dest
     dest_dir.mkdir(parents=True, exist_ok=True)
     with _locked(dest_dir / ".locks" / (dest.name + ".lock")):
-        if _cached(dest, url, md5, sha256):  # another process finished it while this one waited
+        if _cached(dest, url, md5, sha256, structure):  # another process finished it while this one waited
             return dest
         part = dest.with_name(dest.name + ".part")
         md5_h, sha_h = hashlib.md5(usedforsecurity=False), hashlib.sha256()
@@ -325,6 +353,7 @@ def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | 
                 f"could not download {url}: {reason}{kept}. Fix: check the network connection, or put {name} "
                 f"into {dest_dir} yourself, or set {MIRROR_ENV} to a folder or URL that holds {name}") from None
         _check(part, url, md5, sha256, md5_h.hexdigest(), sha_h.hexdigest(), label=name)
+        _check_structure(part, url, md5, sha256, structure, label=name)
         os.replace(part, dest)
         st = dest.stat()
         _sidecar(dest).write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns,
@@ -336,7 +365,8 @@ def fetch_source(key: str, dest_dir: str | Path | None = None) -> Path:
     """Fetch a registered :data:`SOURCES` entry into ``downloads_dir()`` (or ``dest_dir``)."""
     src = SOURCES[key]
     md5, sha256 = src.expected()
-    return fetch(src.url(), dest_dir or downloads_dir(), sha256=sha256, md5=md5, filename=src.filename)
+    return fetch(src.url(), dest_dir or downloads_dir(), sha256=sha256, md5=md5, filename=src.filename,
+                 structure=src.structure)
 
 
 # ---------------------------------------------------------------------------- extraction
