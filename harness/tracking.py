@@ -195,10 +195,33 @@ def hardware() -> dict[str, Any]:
     with contextlib.suppress(OSError, ValueError):
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
         info["memory_gib"] = round(pages * size / 2**30, 1)
+    info.update(cpu_identity())
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
         info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        # Which kernels ran: the float summation order, hence the last bits, follow them.
+        info["torch_threads"] = torch.get_num_threads()
+        with contextlib.suppress(AttributeError, RuntimeError):
+            info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     return info
+
+
+# CPU features that change which matmul kernels run (oneDNN / MKL dispatch on them).
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The CPU model and the instruction-set features the math libraries dispatch on (Linux)."""
+    with contextlib.suppress(OSError):
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+        fields = dict(line.split(":", 1) for line in text.split("\n\n", 1)[0].splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        flags = set(fields.get("flags", "").split())
+        # Cloud CPUs often report a generic name ("Intel(R) Xeon(R) Processor"): keep family/model/stepping.
+        numbers = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
+        return {"cpu_model": f"{fields.get('model name', '')} ({numbers})",
+                "cpu_features": [f for f in CPU_FEATURES if f in flags]}
+    return {}
 
 
 def new_run_id(method: str, profile: str) -> str:
