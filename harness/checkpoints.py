@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
@@ -115,3 +116,35 @@ def model_fingerprint(path: Path) -> str:
     from harness.artifacts import hash_dir
 
     return hash_dir(path, exclude=())
+
+
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What loading a damaged, truncated or foreign weights file raises (torch, safetensors, HF)."""
+    import pickle
+
+    errors: list[type[BaseException]] = [OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError]
+    try:
+        from safetensors import SafetensorError
+
+        errors.append(SafetensorError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def load_pretrained(loader: Any, path: str | Path, what: str, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(path, local_files_only=True, **kwargs)``, with any failure to read the
+    folder (no weights, truncated or garbage weights, a foreign pickle) one line naming it and the fix."""
+    try:
+        return loader.from_pretrained(str(path), local_files_only=True, **kwargs)
+    except _load_errors() as exc:
+        import pickle
+
+        if isinstance(exc, pickle.UnpicklingError):  # torch's own text suggests weights_only=False: not a fix
+            first = "pytorch_model.bin is damaged or not a PyTorch checkpoint"
+        else:
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise HarnessError(
+            f"cannot load {what} from {path}: {type(exc).__name__}: {first}. Fix: the folder needs config.json and "
+            "intact weights (model.safetensors or pytorch_model.bin); download the checkpoint again "
+            "(python -m harness fetch --model NAME) or point to an intact copy") from None

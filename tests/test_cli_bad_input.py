@@ -13,6 +13,8 @@ CASES = [
     (["check", "--tiny-tolerance", "nan"], "--tiny-tolerance must be a finite number"),
     (["run", "--method", "../baselines/bm25", "--dry-run"], "a method is named by its spec's file name"),
     (["reproduce", "--list", "--checkpoint", "x"], "give it without --checkpoint"),
+    (["run", "--method", "bm25", "--dataset", ",", "--dry-run"], "--dataset ',' names nothing"),
+    (["reproduce", "--checkpoint", "co-condenser-marco-retriever", "--benchmark", " , "], "--benchmark ' , ' names nothing"),
     (["noise", "--runs", "/nonexistent/runs"], "no reference record of nopretrain [mini] in /nonexistent/runs/records"),
 ]
 ARGPARSE_CASES = [

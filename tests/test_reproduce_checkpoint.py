@@ -118,6 +118,26 @@ def test_missing_corpus_says_where_to_put_it(capsys, tmp_path, monkeypatch):
     assert not list((tmp_path / "runs").glob("records/*.json"))  # nothing half-written
 
 
+@pytest.mark.parametrize("weights, payload", [("model.safetensors", b"\x08garbage"),
+                                              ("pytorch_model.bin", b"not a pickle")])
+def test_damaged_weights_are_one_line_and_leave_nothing_behind(capsys, tmp_path, monkeypatch, weights, payload):
+    from harness.paths import cache_dir
+    from test_eval_model import make_tiny_bert
+
+    folder = tmp_path / "models" / "Luyu" / "co-condenser-marco-retriever"
+    make_tiny_bert(folder)
+    for old in ("model.safetensors", "pytorch_model.bin"):
+        (folder / old).unlink(missing_ok=True)
+    (folder / weights).write_bytes(payload)  # truncated / foreign bytes where the weights should be
+    monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "models"))
+    capsys.readouterr()
+    rc, _, err = _cli(capsys, "--checkpoint", CC, "--benchmark", "scifact", "--no-track")
+    assert rc == 2 and "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"cannot load an encoder from {folder}" in errors[0] and "intact" in errors[0]
+    assert not any((cache_dir() / "reproduce").glob("*")), "a failed reproduce left a folder in the cache"
+
+
 # ---------------------------------------------------------------------------- gate
 
 def _minilm_registry(tmp_path: Path) -> Path:

@@ -27,3 +27,17 @@ def port_number(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
     return port
+
+
+def name_list(values: list[str] | str | None, flag: str) -> list[str] | None:
+    """Comma-separated names given once or repeatedly; None when the flag was not given. A flag given
+    with no name in it (``--benchmark ,``) is an error, not a silent fall-back to the default."""
+    if values is None:
+        return None
+    items = [values] if isinstance(values, str) else values
+    names = [n.strip() for item in items for n in item.split(",") if n.strip()]
+    if not names:
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"{flag} {','.join(items)!r} names nothing: give one or more names, comma-separated")
+    return names

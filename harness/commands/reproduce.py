@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands._output import write_json
+from harness.commands._output import name_list, write_json
 from harness.text_table import format_table
 
 _EPILOG = """examples:
@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description=("Encode, search (exact, faiss) and score a released checkpoint from baselines/released/checkpoints.yaml "
                      "(HARNESS_CHECKPOINTS names another registry) with the authors' pooling, similarity and lengths; "
-                     "compare it with the cells whose row is that checkpoint (tolerance and bootstrap CI), list the "
+                     "grade it against the cells whose row is that checkpoint (same weights, same queries: an exact Anserini-style tolerance, REPRODUCED or DIFFERENT), list the "
                      "method's other cells as NOT-COMPARABLE with the reason, log to MLflow and write a run record "
                      "(profile 'checkpoint') that `check` gates and the leaderboard shows."))
     p.add_argument("--checkpoint", metavar="NAME", help="registry name (see --list)")
@@ -71,7 +71,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from harness.evaluation.compare import Comparison, format_comparison_table
     from harness.reproduce import reproduce_checkpoint
 
-    benchmarks = [b.strip() for b in args.benchmark.split(",") if b.strip()] if args.benchmark else None
+    benchmarks = name_list(args.benchmark, "--benchmark")
     record = reproduce_checkpoint(args.checkpoint, benchmarks, batch_size=args.batch_size, depth=args.depth,
                                   device=args.device, precision=args.precision, use_cache=not args.no_cache,
                                   track=not args.no_track, reported=args.reported)

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from harness.commands._output import write_json
+from harness.commands._output import name_list, write_json
 from harness.stages import STOPPABLE
 
 
@@ -57,9 +57,7 @@ def _run(args: argparse.Namespace) -> int:
         os.environ["HARNESS_SEED"] = str(args.seed)
         os.execv(sys.executable, [sys.executable, "-m", "harness", *args.argv])
 
-    datasets = None
-    if args.dataset:
-        datasets = [d.strip() for item in args.dataset for d in item.split(",") if d.strip()]
+    datasets = name_list(args.dataset, "--dataset")
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
                         dry_run=args.dry_run)
     if args.json:

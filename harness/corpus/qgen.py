@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from harness import artifacts
 from harness.corpus.passages import Passage
+from harness.checkpoints import load_pretrained
 from harness.errors import DataFormatError, HarnessError
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ def generate_queries(
     existing = _read_existing(path)
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(str(model_dir), local_files_only=True)
+    model = load_pretrained(AutoModelForSeq2SeqLM, model_dir, "a query generator")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device).eval()
 

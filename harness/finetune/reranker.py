@@ -42,6 +42,7 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from harness.checkpoints import load_pretrained
 from harness.errors import HarnessError
 from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
 from harness.fsutil import atomic_write_text
@@ -97,11 +98,8 @@ def _new_model(init_or_config: Any, tokenizer: Any | None) -> tuple[Any, Any, st
     path = Path(init_or_config)
     if not (path / "config.json").is_file():
         raise HarnessError(f"{path} holds no Hugging Face model (config.json missing)")
-    try:
-        model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=1, local_files_only=True,
-                                                                   ignore_mismatched_sizes=True)
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot load a cross-encoder from {path}: {exc}") from exc
+    model = load_pretrained(AutoModelForSequenceClassification, path, "a cross-encoder", num_labels=1,
+                            ignore_mismatched_sizes=True)
     return model, _load_tokenizer(tokenizer or path), str(path)
 
 
@@ -231,10 +229,7 @@ def load_cross_encoder(model_dir: str | Path, max_length: int | None = None, dev
     if not (model_dir / "config.json").is_file():
         raise HarnessError(f"no reranker at {model_dir}: give a local cross-encoder folder (config.json, weights, "
                            "tokenizer), e.g. the paper profile's configured checkpoint")
-    try:
-        model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot load a cross-encoder from {model_dir}: {exc}") from exc
+    model = load_pretrained(AutoModelForSequenceClassification, model_dir, "a cross-encoder")
     if model.config.num_labels not in (1, 2):
         raise HarnessError(f"{model_dir}: a reranker has 1 (score) or 2 (not relevant / relevant) outputs, "
                            f"this one has {model.config.num_labels}")

@@ -71,6 +71,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from harness.checkpoints import load_pretrained
 from harness.errors import HarnessError
 from harness.finetune.dense import gather_with_grad, info_nce_loss
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, TeacherScores, normalise_examples
@@ -249,9 +250,7 @@ def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, 
     before = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the expected "missing cls.predictions.*" report is not news
     try:
-        model, info = BertForMaskedLM.from_pretrained(str(path), local_files_only=True, output_loading_info=True)
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot load a masked LM from {path}: {exc}") from exc
+        model, info = load_pretrained(BertForMaskedLM, path, "a masked LM", output_loading_info=True)
     finally:
         hf_logging.set_verbosity(before)
     missing = set(info.get("missing_keys", ()))

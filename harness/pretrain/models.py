@@ -27,6 +27,7 @@ from transformers import BertConfig, BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer, BertOnlyMLMHead
 
+from harness.checkpoints import load_pretrained
 from harness.errors import HarnessError
 from harness.numerics import upcast
 
@@ -72,11 +73,7 @@ def load_masked_lm(path: str | Path) -> tuple[BertForMaskedLM, bool]:
     them, the decoder tied to the word embeddings as in BERT. Anything missing from the encoder
     itself is refused by the caller.
     """
-    try:
-        model, info = BertForMaskedLM.from_pretrained(str(path), local_files_only=True, output_loading_info=True)
-    except OSError as exc:  # e.g. a folder with a config and a vocabulary but no weights
-        raise HarnessError(f"checkpoint {path} could not be loaded ({str(exc).splitlines()[0]}); put the model's "
-                           "weights (model.safetensors or pytorch_model.bin) beside its config.json") from None
+    model, info = load_pretrained(BertForMaskedLM, path, "a checkpoint", output_loading_info=True)
     missing = set(info.get("missing_keys", ()))
     new_head = any(k.startswith("cls.") for k in missing)
     model.tie_weights()

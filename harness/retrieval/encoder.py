@@ -40,6 +40,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from harness.checkpoints import load_pretrained
 from harness.errors import DataFormatError, HarnessError
 
 POOLINGS = ("cls", "mean")
@@ -394,10 +395,7 @@ def load_backbone(model_dir: str | Path, tokenizer_dir: str | Path | None = None
         tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
     except (OSError, ValueError) as exc:
         raise HarnessError(f"cannot load a tokenizer from {tok_dir}: {exc}") from exc
-    try:
-        model, info = AutoModel.from_pretrained(str(model_dir), local_files_only=True, output_loading_info=True)
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot load an encoder from {model_dir}: {exc}") from exc
+    model, info = load_pretrained(AutoModel, model_dir, "an encoder", output_loading_info=True)
     missing = sorted(k for k in info.get("missing_keys", ()) if not k.startswith("pooler."))
     if missing:
         raise HarnessError(
