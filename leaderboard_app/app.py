@@ -37,7 +37,8 @@ def _inconsistencies(signature: tuple) -> tuple[list[dict], str | None]:
 
 def _table(frame, name: str, key: str, caption: str | None = None) -> None:
     """A table with its CSV download (every table on the page can be downloaded)."""
-    st.dataframe(frame, hide_index=True, width="stretch")
+    # Tall enough to show up to 20 rows without scrolling: a reproduced row sits under the paper's row.
+    st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * max(1, len(frame)), 38 + 35 * 20))
     if caption:
         st.caption(caption)
     st.download_button(f"Download {name} (CSV)", tables.to_csv(frame), file_name=f"{key}.csv", mime="text/csv",

@@ -32,5 +32,6 @@ def test_rerun_of_bm25_is_gated_against_the_papers(tmp_path, capsys, monkeypatch
     gate = json.loads(out.read_text())
     assert code == 0, printed
     rows = [r for r in gate["rows"] if r["benchmark"] == "scifact" and r["measure"] == "nDCG@10"]
-    assert rows and {r["status"] for r in rows} == {"PASS"}
+    # the papers' cells by the exact rule (BM25 has no seed), the accepted record at 0.01 points
+    assert rows and {"REPRODUCED"} <= {r["status"] for r in rows} <= {"REPRODUCED", "PASS"}
     assert "re-run times: bm25 [paper]" in printed and (tmp_path / "s" / "cache").is_dir()
