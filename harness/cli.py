@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
+from harness import procs
 from harness.errors import HarnessError
 
 # Order is the order shown in --help.
@@ -43,13 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # `run --seed` starts itself again with them
     try:
-        return int(args.func(args) or 0)
+        # SIGTERM / SIGHUP unwind like Ctrl-C: children are stopped, MLflow runs marked KILLED.
+        with procs.terminate_raises():
+            return int(args.func(args) or 0)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `... | head` closed the pipe: not an error; keep Python from reporting it at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted: finished stages are cached; re-run the same command to resume.", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", signal.SIGINT)  # the shell's status for death by that signal

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import procs
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 
@@ -89,8 +90,11 @@ def run_fresh(reruns: tuple[Rerun, ...], scratch: Path, log: bool = True) -> tup
         if log:
             print(f"[rerun] {item.label}: {' '.join(cmd[1:])} (log {log_path})", flush=True)
         started = time.monotonic()
-        with open(log_path, "w") as out:
-            code = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        # SIGTERM on the way out lets the re-run unwind (its MLflow runs marked KILLED, its own
+        # indexer stopped); the parent-death signal does the same if this process is killed.
+        with open(log_path, "w") as out, procs.child_group(cmd, cwd=PROJECT_ROOT, env=env, stdout=out,
+                                                          stderr=subprocess.STDOUT, grace=30) as proc:
+            code = proc.wait()
         timings[item.label] = round(time.monotonic() - started, 1)
         if code != 0:
             tail = log_path.read_text(errors="replace").splitlines()[-5:]

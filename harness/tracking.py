@@ -3,6 +3,10 @@
 MLflow is best-effort: if the tracking server is unreachable or errors, the harness warns
 once and carries on, because the run record JSON under runs/ is the source of truth and
 must never be lost to a tracking outage.
+
+Runs end KILLED when the invocation is interrupted (Ctrl-C; SIGTERM / SIGHUP, which the CLI raises
+as KeyboardInterrupt); runs whose process died without unwinding (SIGKILL) are tagged with its host
+and pid, and the next run of the experiment closes them as KILLED.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness import __version__
+from harness import __version__, procs
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_text, exclusive_lock
 from harness.integrity import seal
@@ -98,7 +102,11 @@ class Tracker:
                     if self.uri.startswith("sqlite:///"):
                         artifacts = (runs_dir() / "mlartifacts" / self.experiment).resolve().as_uri()
                     mlflow.create_experiment(self.experiment, artifact_location=artifacts)
-                mlflow.set_experiment(self.experiment)
+                experiment = mlflow.set_experiment(self.experiment)
+                # Which process owns the run (stage runs inherit the tags): lets a later run tell
+                # a run in progress from one whose process was killed without unwinding.
+                self.tags = {**self.tags, **procs.process_tags()}
+                self._close_stale_runs(experiment.experiment_id)
                 active = mlflow.start_run(run_name=self.run_name, tags=self.tags)
             self.parent_run_id = active.info.run_id
         except Exception as exc:  # noqa: BLE001 - any tracking failure must not stop the run
@@ -113,6 +121,24 @@ class Tracker:
             raise
         finally:
             self._safe(lambda: self._mlflow.end_run(status=status))
+
+    def _close_stale_runs(self, experiment_id: str) -> None:
+        """Mark KILLED the experiment's RUNNING runs (parents and stages) whose process is gone: a
+        SIGKILL, an OOM kill or a power cut gives a run no chance to end its MLflow runs, and they
+        would read as in progress forever. Best-effort: a failure here does not stop the run."""
+        try:
+            client = self._mlflow.MlflowClient()
+            running = client.search_runs([experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
+            stale = [r for r in running if procs.process_gone(r.data.tags)]
+            for r in stale:
+                client.set_terminated(r.info.run_id, status="KILLED")
+        except Exception as exc:  # noqa: BLE001
+            print(f"warning: could not close stale MLflow runs ({type(exc).__name__}: {exc})", file=sys.stderr)
+            return
+        if stale:
+            pids = sorted({r.data.tags["harness.pid"] for r in stale}, key=int)
+            print(f"note: {len(stale)} MLflow run(s) of {self.experiment} left RUNNING by process(es) "
+                  f"{', '.join(pids)} on this host, which no longer run, marked KILLED", file=sys.stderr)
 
     @contextlib.contextmanager
     def stage(self, name: str, params: dict[str, Any] | None = None) -> Iterator[None]:

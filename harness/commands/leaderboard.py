@@ -8,7 +8,6 @@ from harness.commands._output import port_number
 import os
 import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -63,36 +62,20 @@ def ensure_port_free(host: str, port: int) -> None:
 
 
 def serve(command: list[str], env: dict[str, str], url: str, host: str, port: int) -> int:
-    """Run a server in the foreground until Ctrl-C or SIGTERM, then stop it and every process it
-    started (it runs in its own process group); returns the server's exit status."""
+    """Run a server in the foreground until Ctrl-C or SIGTERM (raised as KeyboardInterrupt by the
+    CLI), then stop it and every process it started; returns the server's exit status. It runs in
+    a process group of its own that dies with this process even when SIGKILL gives it no chance to
+    stop it (harness.procs: parent-death signal, watchdog)."""
+    from harness import procs
+
     ensure_port_free(host, port)
     print(f"serving {url}  (Ctrl-C stops)", flush=True)
-    proc = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, start_new_session=True)
-
-    def _signal_group(sig: int) -> None:
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def _stop(signum: int, _frame: object) -> None:
-        _signal_group(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
-
-    old = signal.signal(signal.SIGTERM, _stop)
     try:
-        code = proc.wait()
+        # grace: the server's own shutdown (mlflow forwards the signal to uvicorn and waits for it)
+        with procs.child_group(command, env=env, cwd=PROJECT_ROOT, stop_signal=signal.SIGTERM, grace=15) as proc:
+            return proc.wait()
     except KeyboardInterrupt:
-        _signal_group(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            _signal_group(signal.SIGKILL)
-            proc.wait()
-        code = 0
-    finally:
-        signal.signal(signal.SIGTERM, old)
-        _signal_group(signal.SIGKILL)  # children the server left behind (e.g. mlflow's huey workers)
-    return code
+        return 0
 
 
 def _leaderboard(args: argparse.Namespace) -> int:

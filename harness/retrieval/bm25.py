@@ -9,12 +9,12 @@ common convention and is available with `fields: {contents: 1.0}` in the spec.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from tqdm.auto import tqdm
 
+from harness import procs
 from harness.errors import HarnessError
 from harness.retrieval.java import ensure_java_home
 
@@ -37,7 +37,7 @@ def write_json_collection(corpus: Corpus, out_dir: Path, multifield: bool) -> in
 
 
 def build_index(corpus: Corpus, index_dir: Path, fields: dict[str, float], threads: int = 2) -> dict[str, float]:
-    """Build a Lucene index with pyserini's indexer (a JVM subprocess)."""
+    """Build a Lucene index with pyserini's indexer (a JVM subprocess that dies with the harness)."""
     ensure_java_home()
     multifield = any(f != "contents" for f in fields)
     work = index_dir.parent / (index_dir.name + ".collection")
@@ -53,7 +53,9 @@ def build_index(corpus: Corpus, index_dir: Path, fields: dict[str, float], threa
         cmd += ["--fields", *extra]
     started = time.time()
     with tqdm(total=n, desc="BM25 index (Lucene)", unit="doc") as bar:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        # Killed with the harness (SIGKILL included): an orphan would keep writing the
+        # stage's .partial folder while a re-run indexes into it again.
+        proc = procs.run(cmd)
         bar.update(n)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])

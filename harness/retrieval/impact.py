@@ -40,13 +40,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from harness import procs
 from harness.errors import HarnessError
 from harness.retrieval.java import ensure_java_home
 
@@ -280,7 +280,8 @@ def directory_bytes(folder: str | Path, exclude: Sequence[str] = (INDEX_INFO_FIL
 
 def index_collection(collection_dir: str | Path, index_dir: str | Path, threads: int = 2,
                      optimize: bool = False, documents: int | None = None) -> dict[str, Any]:
-    """Run pyserini's Lucene indexer (a JVM subprocess) on a folder of JsonVectorCollection files."""
+    """Run pyserini's Lucene indexer (a JVM subprocess that dies with the harness) on a folder of
+    JsonVectorCollection files."""
     from tqdm.auto import tqdm
 
     ensure_java_home()
@@ -294,7 +295,9 @@ def index_collection(collection_dir: str | Path, index_dir: str | Path, threads:
         cmd.append("--optimize")
     started = time.time()
     with tqdm(total=documents, desc="impact index (Lucene)", unit="doc") as bar:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        # Killed with the harness (SIGKILL included): an orphan would keep writing the
+        # stage's .partial folder while a re-run indexes into it again.
+        proc = procs.run(cmd)
         if documents:
             bar.update(documents)
     if proc.returncode != 0:
