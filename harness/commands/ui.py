@@ -71,6 +71,9 @@ def _ui(args: argparse.Namespace) -> int:
     artifacts.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # The server's job runner (a scheduler and 7 huey consumers) serves no page of the comparison UI
+    # and costs a process per core on a 2-core machine.
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     print(f"MLflow store {store}; artifacts {artifacts}")
     return serve(server_command(store, artifacts, args.host, args.port, args.workers), env,
                  f"http://{args.host}:{args.port}/", args.host, args.port)
