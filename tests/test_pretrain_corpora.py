@@ -16,7 +16,7 @@ import pytest
 
 from harness.checkpoints import packaged_checkpoint
 from harness.cli import main
-from harness.data import catalog, download
+from harness.data import catalog, download, structure
 from harness.errors import HarnessError
 from harness.spec import list_methods, load_method
 
@@ -31,6 +31,9 @@ def _isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("HARNESS_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.delenv(download.MIRROR_ENV, raising=False)
+    # The mirrored corpora here are a few lines long: keep the structural checks, not the publishers' counts.
+    monkeypatch.setitem(structure.CHECKS, "msmarco-docs", structure.tsv_gz(columns=4))
+    monkeypatch.setitem(structure.CHECKS, "wikipedia-dpr", structure.tsv_gz(columns=3, header="id\ttext\ttitle"))
     catalog.get_benchmark.cache_clear()
     yield
     catalog.get_benchmark.cache_clear()
@@ -71,7 +74,12 @@ def test_documents_and_wikipedia_read_through_a_mirror_and_record_their_checksum
 
 
 def test_a_malformed_corpus_line_names_file_and_line(tmp_path, monkeypatch):
-    _mirror(monkeypatch, tmp_path, {"psgs_w100.tsv.gz": gzip.compress((WIKI + "7\tno title field\n").encode())})
+    bad = {"psgs_w100.tsv.gz": gzip.compress((WIKI + "7\tno title field\n").encode())}
+    _mirror(monkeypatch, tmp_path, bad)  # unpinned: refused at download, never marked verified
+    with pytest.raises(HarnessError, match=r"psgs_w100.tsv.gz from .* line 7 has 2 tab-separated fields, expected 3"):
+        catalog.get_benchmark("wikipedia").corpus()
+    _mirror(monkeypatch, tmp_path, bad, pin={"wikipedia-dpr": "psgs_w100.tsv.gz"})  # pinned: the reader says it
+    catalog.get_benchmark.cache_clear()
     with pytest.raises(HarnessError, match=r"psgs_w100.tsv.gz:7: expected 3 tab-separated fields"):
         catalog.get_benchmark("wikipedia").corpus()
 
