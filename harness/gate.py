@@ -17,17 +17,34 @@
   older than its reference is SUPERSEDED; a changed spec hash is STALE-REFERENCE (re-run and accept). A
   ``paper`` record whose method has a reference (BM25) is gated against both; a method without
   training must match its reference within ``TRAINING_FREE_TOLERANCE`` (float printing only).
-* A reference named in ``references.json`` whose record is absent is MISSING (failing): the
-  manifest is also the list of records the gate expects. A record whose method has no spec is
-  UNKNOWN-METHOD, one with no reference NO-REFERENCE (both fail under ``--strict``).
+* A reference named in ``references.json`` whose record is absent (or unusable) is MISSING
+  (failing): the manifest is also the list of records the gate expects. An entry whose record is
+  of another method or profile than its key is WRONG-REFERENCE (failing, and nothing is gated
+  against it). A manifest that cannot be read, or an entry without the accepted record's sha256,
+  stops the gate with one line (exit 2). A record whose method has no spec is UNKNOWN-METHOD, one
+  with no reference NO-REFERENCE (both fail under ``--strict``).
+* **Nothing is skipped silently.** Every ``*.json`` file in the folder is gated or fails: a file
+  that cannot be read as a record (truncated or empty, not JSON, not UTF-8, a partial record
+  missing a required key, a repeated ``run_id``) is UNREADABLE, and a record that loaded but
+  could not be compared is ERROR, one row each naming the file and why. A record from a newer
+  schema version is UNREADABLE too: the harness that checks it cannot vouch for fields it does
+  not know, and in CI the records and the harness come from one commit, so a newer version means a
+  record from elsewhere (or a version bump without a reader); upgrade the harness to check it.
+  Only a temp file still being written (``harness.records.is_unfinished_write``: ``*.tmp`` and
+  ``atomic_path``'s ``.<name>.<random>.tmp.json``) is IN-PROGRESS: listed, never read, failing
+  only under ``--strict`` (a reference still being written is MISSING until it is renamed into
+  place, so ignoring the temp file lets nothing expected pass).
 * **Effects.** For every profile, each method minus the control and QC minus non-QC
   (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
   printed difference where the runs share its setting (``harness.evaluation.claims``, the same
   rule: DIFFERENT fails the gate); otherwise EFFECT (no claim) or NOT-COMPARABLE.
+* ``check --accept RUN_ID`` accepts only a record that loads and passes integrity; an unsealed
+  record is refused like an edited one (removing the seal of a doctored record must not turn it
+  into a reference: every record written since sealing was introduced carries one).
 
-Exit code: 1 when any row is FAIL, DIFFERENT-*, CORRUPT or MISSING; with ``strict`` (and always for
-``check --rerun``) also on NEAR, UNKNOWN-METHOD, NO-REFERENCE, STALE-REFERENCE and skipped
-(unreadable, partial, future-version) records.
+Exit code: 1 when any row is FAIL, DIFFERENT-*, CORRUPT, MISSING, WRONG-REFERENCE, UNREADABLE or
+ERROR; with ``strict`` (and always for ``check --rerun``) also on NEAR, UNKNOWN-METHOD,
+NO-REFERENCE, STALE-REFERENCE and IN-PROGRESS.
 """
 
 from __future__ import annotations
@@ -41,7 +58,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, UnknownNameError
-from harness.records import REFERENCES_FILE, RunRecord, Skipped, load_records, load_references, records_dir
+from harness.records import (REFERENCES_FILE, RunRecord, Skipped, is_unfinished_write, load_records,
+                             load_references, records_dir)
 from harness.reported import load_reported_cells, paper_key
 from harness.text_table import format_table
 
@@ -61,13 +79,14 @@ LOSS_TOLERANCE = 2.0  # percent of the reference's loss
 NEAR_FACTOR = 1.5
 # Gate rows: a paper cell's verdict (harness.evaluation.verdict: DIFFERENT-* fails, INCONCLUSIVE does
 # not), a reference re-run's PASS / NEAR / FAIL, and the record-level states.
-FAILING = ("FAIL", "DIFFERENT-BELOW", "DIFFERENT-ABOVE", "CORRUPT", "MISSING")
-STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE")
+FAILING = ("FAIL", "DIFFERENT-BELOW", "DIFFERENT-ABOVE", "CORRUPT", "MISSING", "WRONG-REFERENCE", "UNREADABLE",
+           "ERROR")
+STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "IN-PROGRESS")
 CHECKPOINT_PROFILE = "checkpoint"  # records of released checkpoints (harness/reproduce.py)
 PAPER_GRADED = ("paper", CHECKPOINT_PROFILE)  # profiles compared with the papers' cells
-STATUS_ORDER = ("CORRUPT", "MISSING", "FAIL", "DIFFERENT-BELOW", "DIFFERENT-ABOVE", "NEAR", "UNKNOWN-METHOD",
-                "NO-REFERENCE", "STALE-REFERENCE", "PASS", "REPRODUCED", "INCONCLUSIVE", "NOT-COMPARABLE", "EFFECT",
-                "REFERENCE", "SUPERSEDED", "NO-CELLS")
+STATUS_ORDER = ("UNREADABLE", "CORRUPT", "MISSING", "WRONG-REFERENCE", "ERROR", "FAIL", "DIFFERENT-BELOW",
+                "DIFFERENT-ABOVE", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "PASS", "REPRODUCED",
+                "INCONCLUSIVE", "NOT-COMPARABLE", "EFFECT", "REFERENCE", "SUPERSEDED", "NO-CELLS", "IN-PROGRESS")
 
 
 @dataclass
@@ -95,6 +114,9 @@ class GateRow:
 
 @dataclass
 class GateResult:
+    """``skipped``: the files not gated (each also has a row, UNREADABLE / ERROR / IN-PROGRESS,
+    which is what decides the verdict)."""
+
     records_dir: Path
     rows: list[GateRow]
     skipped: list[Skipped]
@@ -114,7 +136,7 @@ class GateResult:
 
     @property
     def passed(self) -> bool:
-        return not self.failures() and not (self.strict and self.skipped)
+        return not self.failures()
 
     @property
     def exit_code(self) -> int:
@@ -207,13 +229,19 @@ def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | No
 # ----------------------------------------------------------------------------- references
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
-    """Make ``run_id`` the reference of its (method, profile): it must load and pass integrity.
-    Returns the manifest path and the new entry (commit both the record and the manifest)."""
+    """Make ``run_id`` the reference of its (method, profile): it must load and pass integrity,
+    seal included. Returns the manifest path and the new entry (commit both the record and the manifest).
+
+    Raises HarnessError (one line naming the file) for an unreadable manifest or record, and for an
+    unsealed one: a record without its seal cannot be told from an edited one whose seal was
+    removed, and accepting it would make the doctored numbers the reference."""
     import datetime as _dt
 
     from harness.fsutil import atomic_write_text
+    from harness.records import read_references
 
     directory = Path(directory) if directory is not None else records_dir()
+    data = read_references(directory)  # first: an unreadable manifest must not be overwritten
     records, skipped = load_records(directory)
     rec = next((r for r in records if r.run_id == run_id), None)
     if rec is None:
@@ -223,18 +251,15 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
             raise HarnessError(f"{directory / (run_id + '.json')}: cannot be accepted: {why}")
         raise UnknownNameError("run record", run_id, known)
     problems = rec.integrity_problems
-    if problems and problems[0].startswith("unsealed") and len(problems) == 1:
-        # An unsealed record whose aggregates agree with its per-query scores: accepting it is
-        # the explicit act that vouches for it, so it is sealed now.
-        from harness.integrity import seal
-
-        atomic_write_text(rec.path, json.dumps(seal(rec.data), indent=1) + "\n")
-        rec = RunRecord(rec.path, json.loads(rec.path.read_text(encoding="utf-8")))
-    elif problems:
-        raise HarnessError(f"{rec.path}: cannot be accepted as a reference: {problems[0]}")
+    if problems and problems[0].startswith("unsealed"):
+        raise HarnessError(f"{rec.path}: not sealed (no integrity block), so it cannot be accepted as a reference: "
+                           "a record without its seal cannot be told from an edited one; re-run the method")
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise HarnessError(f"{rec.path}: fails its seal or integrity check, so it cannot be accepted as a reference: "
+                           f"{problems[0]}{more}")
     path = directory / REFERENCES_FILE
-    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    refs = data.setdefault("references", {})
+    refs = data["references"]
     entry = {"run_id": rec.run_id, "sha256": rec.get("integrity", {}).get("sha256"),
              "accepted": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     refs[f"{rec.method}/{rec.profile}"] = entry
@@ -357,6 +382,9 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     ref_dir = Path(references_from) if references_from is not None else directory
     records, skipped = load_records(directory)
     result = GateResult(directory, [], skipped, strict, len(records))
+    for s in skipped:  # one row per file not gated, so it counts in the verdict like any other
+        status = "IN-PROGRESS" if is_unfinished_write(s.path) else "UNREADABLE"
+        result.rows.append(GateRow(status, s.path.stem, "", "", note=f"{s.path.name}: {s.reason}"))
     if known_methods is None:
         from harness.spec import list_methods
 
@@ -386,15 +414,26 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     references = load_references(ref_dir)
     ref_records = {r.run_id: r for r in (usable if ref_dir == directory else load_records(ref_dir)[0])}
     if ref_dir == directory:
+        present = {r.path.stem for r in records} | {s.path.stem for s in skipped}
         for (method, profile), entry in sorted(references.items()):
             if entry["run_id"] not in ref_records:
+                where = ("is here but not usable (its row above says why)" if entry["run_id"] in present
+                         else "is not here")
                 result.rows.append(GateRow("MISSING", entry["run_id"], method, profile, note=(
                     f"{REFERENCES_FILE} names {entry['run_id']} as the {method} [{profile}] reference, but its "
-                    "record is not here (restore it from git, or accept another run)")))
+                    f"record {where} (restore it from git, or accept another run)")))
+    wrong: set[tuple[str, str]] = set()  # manifest keys whose record is of another method or profile
     for (method, profile), entry in references.items():
         ref = ref_records.get(entry["run_id"])
+        if ref is not None and (ref.method, ref.profile) != (method, profile):
+            # Gating cotmae runs against a cocondenser record would compare unlike with unlike.
+            result.rows.append(GateRow("WRONG-REFERENCE", ref.run_id, method, profile, note=(
+                f"{REFERENCES_FILE}: '{method}/{profile}' names {ref.path.name}, a record of {ref.method} "
+                f"[{ref.profile}]: accept a {method} [{profile}] run with `python -m harness check --accept RUN_ID`")))
+            wrong.add((method, profile))
+            continue
         sealed = (ref.get("integrity") or {}).get("sha256") if ref else None
-        if ref is not None and entry.get("sha256") and sealed != entry["sha256"]:
+        if ref is not None and sealed != entry["sha256"]:
             result.rows.append(GateRow("CORRUPT", ref.run_id, method, profile, note=(
                 f"{ref.path.name}: differs from the record accepted as the reference (sha256 "
                 f"{str(sealed)[:12]}... vs accepted {entry['sha256'][:12]}...): re-sealed after an edit?")))
@@ -411,7 +450,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         groups.setdefault((rec.method, rec.profile), []).append(rec)
     for (method, profile), group in groups.items():
         entry = references.get((method, profile))
-        ref = ref_records.get(entry["run_id"]) if entry else None
+        ref = ref_records.get(entry["run_id"]) if entry and (method, profile) not in wrong else None
         for rec in group:
             base = dict(run_id=rec.run_id, method=method, profile=profile)
             if ref is None:
@@ -477,8 +516,10 @@ def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
 
 
 def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
-    """A record that validated but cannot be compared is listed as skipped, like a corrupt one."""
+    """A record that validated but cannot be compared is not gated: an ERROR row fails the gate
+    (it may be a harness bug as much as an odd record; either way nothing vouched for it)."""
     result.skipped.append(Skipped(rec.path, reason))
+    result.rows.append(GateRow("ERROR", rec.run_id, rec.method, rec.profile, note=f"{rec.path.name}: {reason}"))
     result.n_records -= 1
 
 
@@ -491,7 +532,7 @@ def _pts(value: float | None, signed: bool = False) -> str:
 
 
 def format_gate(result: GateResult) -> str:
-    """One plain-text table of every gated number, then skipped records and the verdict."""
+    """One plain-text table of every gated number (and of every file not gated), then the verdict."""
     headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
                "CI(delta)", "note"]
     rows = []
@@ -504,16 +545,11 @@ def format_gate(result: GateResult) -> str:
         lines.append(format_table(headers, rows))
     else:
         lines.append(f"no run records in {result.records_dir}")
-    for s in result.skipped:
-        lines.append(f"SKIPPED {s.path.name}: {s.reason}")
     for w in result.warnings:
         lines.append(f"warning: {w}")
     counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
     verdict = "PASSED" if result.passed else "FAILED"
-    why = ""
-    if not result.passed:
-        n_bad = len(result.failures())
-        why = f" ({n_bad} failing row(s)" + (f", {len(result.skipped)} skipped record(s)" if result.strict and result.skipped else "") + ")"
-    mode = " [strict: NEAR and skipped records fail]" if result.strict else ""
+    why = f" ({len(result.failures())} failing row(s))" if not result.passed else ""
+    mode = " [strict: NEAR, ungated records and unfinished writes fail]" if result.strict else ""
     lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> gate {verdict}{why}{mode}")
     return "\n".join(lines)

@@ -66,8 +66,8 @@ def seal_problems(record: dict[str, Any]) -> list[str]:
     """Why the seal does not match the record (empty when it does)."""
     block = record.get("integrity")
     if not isinstance(block, dict) or not isinstance(block.get("parts"), dict):
-        return ["unsealed: no integrity block (written before records were sealed, or it was removed); "
-                "re-run the method, or re-accept a trusted record with `python -m harness check --accept RUN_ID`"]
+        return ["unsealed: no integrity block (it was removed, or the file was not written by the harness); "
+                "a record without its seal cannot be told from an edited one: re-run the method"]
     body = {k: v for k, v in record.items() if k != "integrity"}
     if block.get("sha256") == _digest(body):
         return []

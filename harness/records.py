@@ -1,10 +1,13 @@
 """Load and validate run records (runs/records/<run_id>.json) for the leaderboard and the gate.
 
-A record that cannot be trusted is never fatal: it is returned as ``Skipped(path, reason)``
-so every reader (leaderboard, ``check``) can list it and carry on. A record is skipped when
-it is not valid JSON, is not an object, lacks a required key or has one of the wrong type,
-comes from a newer schema (``schema_version`` > the one this harness writes), repeats a
-``run_id`` already loaded, or is an unfinished atomic write (``*.json.tmp``).
+A record that cannot be read never stops a reader: it is returned as ``Skipped(path, reason)``
+so every reader can list it and carry on (the leaderboard shows it; ``check`` fails on it,
+harness/gate.py). A record is skipped when it is not valid JSON, is not an object, lacks a
+required key or has one of the wrong type, comes from a newer schema (``schema_version`` > the
+one this harness writes) or repeats a ``run_id`` already loaded. A file still being written
+(``is_unfinished_write``: ``*.tmp``, and the ``.<name>.<random>.tmp.json`` temp file of
+``harness.fsutil.atomic_path``) is skipped by its name, never read: half a record must not be
+parsed, and a whole one about to be renamed must not shadow the record it becomes.
 
 Unknown keys are kept untouched (later issues add ``efficiency``, ``finetune_stage`` ...):
 readers use the accessors below and tolerate what they do not know.
@@ -184,11 +187,22 @@ def validate_record(data: Any) -> str | None:
     return None
 
 
+# Names of temp files being written: "<x>.tmp" (older writers) and atomic_path's
+# ".<target>.<random>.tmp.json" (its suffix keeps the target's, so "*.json" globs see it).
+UNFINISHED_SUFFIXES = (".tmp", ".tmp.json")
+
+
+def is_unfinished_write(path: str | Path) -> bool:
+    """Whether ``path`` is a temp file some writer has not renamed into place yet."""
+    return Path(path).name.endswith(UNFINISHED_SUFFIXES)
+
+
 def load_record(path: str | Path) -> RunRecord | Skipped:
     """One record file, validated (never raises for a bad file: returns Skipped)."""
     path = Path(path)
-    if path.name.endswith(".tmp"):
-        return Skipped(path, "unfinished write (*.tmp): a run in progress, or one killed while writing")
+    if is_unfinished_write(path):
+        return Skipped(path, "unfinished write (a temp file not renamed into place yet): a run in progress, "
+                             "or one killed while writing")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -232,22 +246,55 @@ def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], 
 
 
 REFERENCES_FILE = "references.json"  # (method, profile) -> the accepted reference record
+SHA256_HEX = frozenset("0123456789abcdef")
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads keeps the last of two equal keys without a word; in the manifest that would
+    hide one of two references given for one (method, profile)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key '{key}' appears twice")
+        out[key] = value
+    return out
+
+
+def read_references(directory: str | Path) -> dict[str, Any]:
+    """The whole ``<records>/references.json`` manifest, validated (``{"references": {}}`` when absent).
+
+    Raises HarnessError (one line naming the file) when it cannot be read or an entry is malformed:
+    a manifest read wrongly would un-gate every run it names, so it is never guessed at."""
+    path = Path(directory) / REFERENCES_FILE
+    if not path.exists():
+        return {"references": {}}
+    fix = ("restore it from git (or delete it, then accept each reference again with "
+           "`python -m harness check --accept RUN_ID`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise HarnessError(f"{path}: cannot be read as JSON ({exc}); {fix}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("references"), dict):
+        raise HarnessError(f"{path}: not a references manifest (want {{\"references\": {{\"<method>/<profile>\": "
+                           f"{{\"run_id\": ..., \"sha256\": ...}}}}}}); {fix}")
+    for key, entry in data["references"].items():
+        method, _, profile = key.partition("/")
+        if not method or not profile or "/" in profile:
+            raise HarnessError(f"{path}: entry '{key}' must be keyed \"<method>/<profile>\"; {fix}")
+        if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str) or not entry["run_id"].strip():
+            raise HarnessError(f"{path}: entry '{key}' must be {{\"run_id\": \"<run id>\", \"sha256\": ...}}; {fix}")
+        sha = entry.get("sha256")
+        # Without the accepted seal's hash a reference re-sealed after an edit would pass unseen.
+        if not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= SHA256_HEX:
+            raise HarnessError(f"{path}: entry '{key}' has no sha256 of the accepted record "
+                               f"(got {sha!r}); {fix}")
+    return data
 
 
 def load_references(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """(method, profile) -> {"run_id", "sha256", "accepted"} from ``<records>/references.json``."""
-    path = Path(directory) / REFERENCES_FILE
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HarnessError(f"{path}: not readable JSON ({exc}); restore it from git or re-accept the references "
-                           "with `python -m harness check --accept RUN_ID`") from exc
     refs = {}
-    for key, entry in (data.get("references") or {}).items() if isinstance(data, dict) else ():
+    for key, entry in read_references(directory)["references"].items():
         method, _, profile = key.partition("/")
-        if not profile or not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str):
-            raise HarnessError(f"{path}: entry '{key}' must be \"<method>/<profile>\": {{\"run_id\": ...}}")
         refs[(method, profile)] = entry
     return refs

@@ -110,7 +110,10 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
     except HarnessError as exc:
         data.cells_error = f"{data.cells_error}; {exc}" if data.cells_error else str(exc)
     if with_gate:
-        data.gate = run_gate(directory, cells=cells, reported=snapshot)  # None: the gate falls back to stored comparisons
+        try:
+            data.gate = run_gate(directory, cells=cells, reported=snapshot)  # None: the gate falls back to stored comparisons
+        except HarnessError:  # an unreadable references.json stops the gate; its message is in cells_error above
+            data.gate = None
     return data
 
 

@@ -26,6 +26,10 @@ CELLS_JSON = FIXTURES / "reported_cells.json"
 BM25 = "bm25__paper__20261121T203000.json"
 REF = "cotmae__tiny__20261120T100000.json"
 TINY = "cotmae__tiny__20261121T110000.json"
+# The fixture folder's three broken files (make_fixtures.py): truncated JSON, a newer schema, a partial record.
+BROKEN = {"corrupt__tiny__20261121T120000.json": "not valid JSON",
+          "cotmae__tiny__20991231T000000.json": "schema_version 2 is newer",
+          "bm25__paper__20261121T190000.json": "missing required key 'metrics'"}
 
 
 @pytest.fixture(scope="module")
@@ -68,21 +72,33 @@ def _cli(*argv: str) -> int:
     return args.func(args)
 
 
-def test_committed_style_fixtures_pass(cells):
-    result = run_gate(RUNS, cells=cells)
+def test_committed_style_fixtures_pass(cells, tmp_path):
+    result = run_gate(_copy(tmp_path, BM25, REF, TINY), cells=cells)
     counts = result.counts()
     assert result.exit_code == 0 and result.passed
     assert "FAIL" not in counts and counts["REPRODUCED"] == 5 and counts["REFERENCE"] == 1
-    assert len(result.skipped) == 3 and result.n_records == 3
+    assert not result.skipped and result.n_records == 3
     tiny = [r for r in result.rows if r.run_id == TINY[:-5]]
     assert {r.status for r in tiny} == {"PASS"} and len(tiny) == 4
     assert all(abs(r.delta - 0.2) < 1e-6 and r.tolerance == TINY_TOLERANCE for r in tiny)
     assert not [r for r in result.rows if r.status == "CORRUPT"]
+    assert "gate PASSED" in format_gate(result)
+
+
+def test_fixture_folder_with_its_broken_files_fails_one_row_each(cells):
+    """The same good records beside a truncated, a future-version and a partial file: plain
+    `check` (what CI runs) fails, one UNREADABLE row per file naming it and why."""
+    result = run_gate(RUNS, cells=cells)
+    unreadable = {r.note.split(":")[0]: r.note for r in result.rows if r.status == "UNREADABLE"}
+    assert result.exit_code == 1 and set(unreadable) == set(BROKEN)
+    assert all(why in unreadable[name] for name, why in BROKEN.items())
+    assert len(result.skipped) == 3 and result.n_records == 3 and result.counts()["REPRODUCED"] == 5
     text = format_gate(result)
-    assert "gate PASSED" in text and "SKIPPED corrupt__tiny__20261121T120000.json" in text
+    assert "gate FAILED (3 failing row(s))" in text and "SKIPPED" not in text
+    assert sum(name in line for line in text.splitlines() for name in BROKEN) == 3  # one line each
 
 
-def test_strict_fails_on_skipped_records_and_records_without_a_reference(cells, tmp_path):
+def test_strict_fails_on_records_without_a_reference_and_unfinished_writes(cells, tmp_path):
     assert run_gate(RUNS, cells=cells, strict=True).exit_code == 1
     only_bm25 = _copy(tmp_path, BM25, references=False)
     result = run_gate(only_bm25, cells=cells, strict=True)
@@ -92,9 +108,10 @@ def test_strict_fails_on_skipped_records_and_records_without_a_reference(cells, 
     for name in (REF, TINY, "references.json"):
         shutil.copy(RUNS / name, clean / name)
     assert run_gate(clean, strict=True).exit_code == 0
-    (clean / "broken.json").write_text("{")
-    assert run_gate(clean, strict=True).exit_code == 1
-    assert run_gate(clean).exit_code == 0
+    (clean / "x.json.tmp").write_text("{")
+    assert run_gate(clean).exit_code == 0 and run_gate(clean, strict=True).exit_code == 1
+    (clean / "broken.json").write_text("{")  # not a temp file: fails without --strict too
+    assert run_gate(clean).exit_code == 1
 
 
 def test_doctored_paper_record_fails_even_with_an_edited_comparison(cells, tmp_path):
@@ -216,14 +233,18 @@ def test_fresh_rerun_is_gated_against_the_committed_reference(tmp_path):
     assert not [r for r in failing.rows if r.status == "MISSING"]  # the scratch folder expects no references
 
 
-def test_accept_refuses_a_doctored_record_and_seals_a_consistent_unsealed_one(tmp_path):
+def test_accept_refuses_doctored_and_unsealed_records(tmp_path):
     folder = _copy(tmp_path, REF, TINY, references=False)
     _edit(folder / TINY, lambda d: d["metrics"]["scifact"].update({"R@100": 0.9}))
     with pytest.raises(HarnessError, match="cannot be accepted"):
         accept_reference(TINY[:-5], folder)
+    # Unsealed but consistent: it used to be sealed on accept; a seal removed cannot be told
+    # from one never written, so it is refused and left as it was.
     _edit(folder / REF, lambda d: d.pop("integrity"))
-    accept_reference(REF[:-5], folder)
-    assert "integrity" in json.loads((folder / REF).read_text())
+    before = (folder / REF).read_text()
+    with pytest.raises(HarnessError, match="not sealed"):
+        accept_reference(REF[:-5], folder)
+    assert (folder / REF).read_text() == before and not (folder / "references.json").exists()
     with pytest.raises(HarnessError, match="Did you mean"):
         accept_reference(REF[:-6], folder)
 
@@ -274,13 +295,19 @@ def test_system_label_names_the_system_not_the_dataset(cells):
 
 def test_cli_prints_one_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "gate.json"
-    code = _cli("--records", str(RUNS), "--reported", str(CELLS_JSON), "--json", str(out))
+    folder = _copy(tmp_path, BM25, REF, TINY)
+    code = _cli("--records", str(folder), "--reported", str(CELLS_JSON), "--json", str(out))
     printed = capsys.readouterr().out
     assert code == 0 and printed.count("status  ") == 1 and "gate PASSED" in printed
     payload = json.loads(out.read_text())
-    assert payload["passed"] and payload["exit_code"] == 0 and len(payload["skipped"]) == 3
+    assert payload["passed"] and payload["exit_code"] == 0 and payload["skipped"] == []
     assert {r["status"] for r in payload["rows"]} >= {"PASS", "REPRODUCED", "REFERENCE"}
-    assert _cli("--records", str(RUNS), "--reported", str(CELLS_JSON), "--strict") == 1
+    assert _cli("--records", str(folder), "--reported", str(CELLS_JSON), "--strict") == 0
+    # The fixture folder with its broken files: failing, and the JSON names each of them.
+    assert _cli("--records", str(RUNS), "--reported", str(CELLS_JSON), "--json", str(out)) == 1
+    payload = json.loads(out.read_text())
+    assert not payload["passed"] and {Path(s["path"]).name for s in payload["skipped"]} == set(BROKEN)
+    assert payload["counts"]["UNREADABLE"] == 3
 
 
 def test_cli_fails_on_doctored_record(tmp_path, capsys):
@@ -303,7 +330,7 @@ def test_real_committed_records_pass(capsys):
     assert _cli("--records", str(PROJECT_ROOT / "runs" / "records")) == 0, capsys.readouterr().out
 
 
-def test_a_record_that_cannot_be_compared_is_skipped_not_fatal(cells, tmp_path, monkeypatch):
+def test_a_record_that_cannot_be_compared_fails_but_does_not_stop_the_gate(cells, tmp_path, monkeypatch):
     compare_mod = importlib.import_module("harness.evaluation.compare")
 
     def boom(*_a, **_k):
@@ -314,7 +341,10 @@ def test_a_record_that_cannot_be_compared_is_skipped_not_fatal(cells, tmp_path, 
     result = run_gate(folder, cells=cells)
     assert result.n_records == 2 and [s.path.name for s in result.skipped] == [BM25]
     assert "could not be compared with the papers: ZeroDivisionError" in result.skipped[0].reason
-    assert result.exit_code == 0 and run_gate(folder, cells=cells, strict=True).exit_code == 1
+    errors = [r for r in result.rows if r.status == "ERROR"]
+    assert len(errors) == 1 and errors[0].note.startswith(BM25 + ": could not be compared")
+    assert result.exit_code == 1  # nothing vouched for it: not a pass
+    assert {r.status for r in result.rows if r.run_id == TINY[:-5]} == {"PASS"}  # the others were gated
 
 
 def test_system_axes_from_whole_tables(cells):
@@ -393,3 +423,174 @@ def test_bm25_rerun_is_gated_against_the_papers_and_exactly_against_its_referenc
     assert paper and paper[0].status == "REPRODUCED"  # within the papers' tolerance ...
     assert moved.exit_code == 1 and [(r.method, r.benchmark, r.measure) for r in bad] == [
         ("bm25", "scifact", "nDCG@10")]  # ... but not the reference's
+
+
+# ----------------------------------------------------------------------------- issue 25: no silent pass
+
+def _main(*argv: str) -> int:
+    """`python -m harness check ...` through the real entry point (exit 2 and one line on HarnessError)."""
+    from harness.cli import main
+
+    return main(["check", *argv])
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def _good_text() -> str:
+    return (RUNS / TINY).read_text()
+
+
+NEW = "cotmae__tiny__20261122T090000.json"  # a third run of the fixture folder's method and profile
+
+
+@pytest.mark.parametrize("content, why", [
+    (lambda: _good_text()[: len(_good_text()) // 2], "not valid JSON"),  # a write cut short
+    (lambda: "", "empty file"),
+    (lambda: "\x00\x17garbage", "not valid JSON"),
+    (lambda: b"\xff\xfe{\"run_id\": 1}", "cannot be read"),  # not UTF-8
+    (lambda: json.dumps({k: v for k, v in json.loads(_good_text()).items() if k != "per_query" and k != "metrics"}),
+     "missing required key 'metrics'"),  # a partial record
+    (lambda: json.dumps({**json.loads(_good_text()), "schema_version": 99}), "schema_version 99 is newer"),
+    (lambda: _good_text(), "duplicate run_id"),  # the same run_id as TINY under another name
+], ids=["truncated", "empty", "garbage", "not-utf8", "partial", "future-version", "duplicate"])
+def test_unreadable_record_fails_plain_check_with_one_row_naming_it(tmp_path, capsys, content, why):
+    folder = _copy(tmp_path, REF, TINY)
+    text = content()
+    (folder / NEW).write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    result = run_gate(folder)
+    bad = [r for r in result.rows if r.status == "UNREADABLE"]
+    assert result.exit_code == 1 and len(bad) == 1 and result.failures() == bad
+    assert bad[0].note.startswith(NEW + ": ") and why in bad[0].note, bad[0].note
+    assert {r.status for r in result.rows if r.run_id == TINY[:-5]} == {"PASS"}  # the rest is still gated
+    assert _cli("--records", str(folder)) == 1
+    out = capsys.readouterr().out
+    assert "gate FAILED (1 failing row(s))" in out and sum(NEW in line for line in out.splitlines()) == 1
+
+
+def test_records_being_written_are_ignored_not_read(tmp_path):
+    """atomic_path's temp file (".<name>.<random>.tmp.json") is never read: half a record is not
+    UNREADABLE, and a whole one about to be renamed does not shadow the record it becomes."""
+    from harness.fsutil import atomic_path
+
+    folder = _copy(tmp_path, REF)
+    with atomic_path(folder / TINY) as tmp:
+        assert tmp.name.startswith(f".{TINY}.") and tmp.name.endswith(".tmp.json")  # what the writer makes
+        tmp.write_text(_good_text()[:1000])
+        half = run_gate(folder)
+        tmp.write_text(_good_text())
+        whole = run_gate(folder)
+    (folder / "old-writer.json.tmp").write_text("{")
+    for result in (half, whole):
+        rows = [r for r in result.rows if r.status == "IN-PROGRESS"]
+        assert result.exit_code == 0 and len(rows) == 1 and rows[0].note.startswith(tmp.name + ": unfinished write")
+        assert not [r for r in result.rows if r.run_id == TINY[:-5]]  # neither read nor gated
+    after = run_gate(folder)
+    assert {r.status for r in after.rows if r.run_id == TINY[:-5]} == {"PASS"}  # renamed into place: gated
+    assert [r.status for r in after.rows if r.note.startswith("old-writer")] == ["IN-PROGRESS"]
+    assert after.exit_code == 0 and run_gate(folder, strict=True).exit_code == 1
+
+
+@pytest.mark.parametrize("key, name, theirs", [
+    ("cotmae/paper", BM25, "bm25 [paper]"),  # another method
+    ("cotmae/mini", REF, "cotmae [tiny]"),  # another profile
+])
+def test_reference_entry_naming_a_record_of_another_method_or_profile_fails(tmp_path, key, name, theirs):
+    folder = _copy(tmp_path, BM25, REF, TINY)
+    manifest = json.loads((folder / "references.json").read_text())
+    sha = json.loads((folder / name).read_text())["integrity"]["sha256"]
+    manifest["references"][key] = {"run_id": name[:-5], "sha256": sha, "accepted": "2026-11-22T00:00:00Z"}
+    (folder / "references.json").write_text(json.dumps(manifest))
+    result = run_gate(folder, cells=[])
+    wrong = [r for r in result.rows if r.status == "WRONG-REFERENCE"]
+    assert result.exit_code == 1 and len(wrong) == 1
+    assert wrong[0].run_id == name[:-5] and (wrong[0].method, wrong[0].profile) == tuple(key.split("/"))
+    assert f"references.json: '{key}' names {name}, a record of {theirs}" in wrong[0].note
+    assert {r.status for r in result.rows if r.run_id == TINY[:-5]} == {"PASS"}  # the right entry still gates
+
+
+def test_reference_record_edited_to_match_a_wrong_key_is_still_caught(tmp_path):
+    """A record whose own method field was changed to agree with the key breaks its seal."""
+    folder = _copy(tmp_path, REF, TINY)
+    _edit(folder / REF, lambda d: d.update(profile="mini"))
+    statuses = {r.status for r in run_gate(folder).rows}
+    assert "CORRUPT" in statuses and "MISSING" in statuses and run_gate(folder).exit_code == 1
+
+
+def test_accept_refuses_a_doctored_record_whose_seal_was_removed(tmp_path, capsys):
+    """The attack: edit a per-query score, make the aggregate agree, delete the seal, accept.
+    Before, --accept resealed it, the gate passed and the genuine reference became SUPERSEDED."""
+    folder = _copy(tmp_path, REF, TINY)
+
+    def doctor(d: dict) -> None:
+        scores = d["per_query"]["scifact"]["nDCG@10"]
+        scores[next(iter(scores))] = 1.0
+        d["metrics"]["scifact"]["nDCG@10"] = sum(scores.values()) / len(scores)
+        d.pop("integrity")
+
+    _edit(folder / TINY, doctor)
+    record_before, manifest_before = (folder / TINY).read_text(), (folder / "references.json").read_text()
+    assert _main("--records", str(folder), "--accept", TINY[:-5]) == 2
+    line = _one_error_line(capsys)
+    assert str(folder / TINY) in line and "not sealed" in line and "cannot be accepted" in line
+    assert (folder / TINY).read_text() == record_before  # not resealed
+    assert (folder / "references.json").read_text() == manifest_before
+    result = run_gate(folder)
+    statuses = {r.run_id: r.status for r in result.rows}
+    assert statuses == {REF[:-5]: "REFERENCE", TINY[:-5]: "CORRUPT"} and result.exit_code == 1
+
+
+@pytest.mark.parametrize("doctor, why", [
+    (lambda p: _edit(p, lambda d: d["metrics"]["scifact"].update({"R@100": 0.9})), "fails its seal"),
+    (lambda p: _edit(p, lambda d: d.update(integrity={**d["integrity"], "sha256": "0" * 64})), "fails its seal"),
+    (lambda p: p.write_text(p.read_text()[:500]), "cannot be accepted: not valid JSON"),
+], ids=["aggregate-edited", "seal-hash-edited", "truncated"])
+def test_accept_refuses_an_edited_or_corrupt_record_in_one_line(tmp_path, capsys, doctor, why):
+    folder = _copy(tmp_path, REF, TINY)
+    doctor(folder / TINY)
+    assert _main("--records", str(folder), "--accept", TINY[:-5]) == 2
+    line = _one_error_line(capsys)
+    assert TINY in line and why in line
+
+
+@pytest.mark.parametrize("manifest", [
+    b'{"references": {"cotmae/tiny": {"run_id": "cotmae__tiny__2026',  # truncated
+    b"",
+    b"\xff\xfe not utf-8",
+    b"[1, 2]",
+    b'{"references": []}',  # used to read as "no references": every run NO-REFERENCE, the gate green
+    b'{"references": {"cotmae": {"run_id": "x", "sha256": "' + b"0" * 64 + b'"}}}',
+    b'{"references": {"cotmae/tiny": {"run_id": 3}}}',
+    b'{"references": {"cotmae/tiny": {"run_id": "cotmae__tiny__20261120T100000"}}}',  # no sha256
+    b'{"references": {"cotmae/tiny": {"run_id": "a", "sha256": "' + b"0" * 64 + b'"}, '
+    b'"cotmae/tiny": {"run_id": "b", "sha256": "' + b"0" * 64 + b'"}}}',  # a key given twice
+], ids=["truncated", "empty", "not-utf8", "a-list", "references-a-list", "key-without-profile", "run-id-not-text",
+        "no-sha256", "key-twice"])
+def test_unreadable_references_manifest_is_one_line_exit_2(tmp_path, capsys, manifest):
+    folder = _copy(tmp_path, REF, TINY)
+    (folder / "references.json").write_bytes(manifest)
+    assert _main("--records", str(folder), "--accept", REF[:-5]) == 2
+    assert "references.json" in _one_error_line(capsys)
+    assert (folder / "references.json").read_bytes() == manifest  # never overwritten: it names other runs
+    assert _main("--records", str(folder)) == 2  # plain check stops too, one line
+    assert "references.json" in _one_error_line(capsys)
+
+
+def test_missing_reference_says_when_its_file_is_there_but_unusable(tmp_path):
+    folder = _copy(tmp_path, REF, TINY)
+    (folder / REF).write_text((RUNS / REF).read_text()[:300])
+    result = run_gate(folder)
+    missing = [r for r in result.rows if r.status == "MISSING"]
+    assert {r.status for r in result.failures()} == {"UNREADABLE", "MISSING"}
+    assert len(missing) == 1 and "is here but not usable" in missing[0].note
+
+
+def test_committed_records_are_all_sealed():
+    """--accept no longer seals: every committed record (and reference) must carry its seal."""
+    records, skipped = load_records(PROJECT_ROOT / "runs" / "records")
+    assert records and not skipped
+    assert [r.run_id for r in records if not isinstance(r.get("integrity"), dict)] == []

@@ -100,11 +100,15 @@ def test_duplicate_run_ids_and_unfinished_writes_are_skipped(tmp_path):
     shutil.copy(RUNS / "cotmae__tiny__20261121T110000.json", tmp_path / "a.json")
     shutil.copy(RUNS / "cotmae__tiny__20261121T110000.json", tmp_path / "b.json")
     (tmp_path / "c.json.tmp").write_text("{")
+    # harness.fsutil.atomic_path's temp file, whole but not renamed yet: never read, so it
+    # cannot make the record it becomes look like a duplicate ('.' sorts before letters).
+    shutil.copy(RUNS / "cotmae__tiny__20261121T110000.json", tmp_path / ".a.json.k3j2x9.tmp.json")
     (tmp_path / "notes.txt").write_text("not a record")
     records, skipped = load_records(tmp_path)
     assert [r.path.name for r in records] == ["a.json"]
     reasons = {s.path.name: s.reason for s in skipped}
     assert "duplicate run_id" in reasons["b.json"] and "unfinished write" in reasons["c.json.tmp"]
+    assert "unfinished write" in reasons[".a.json.k3j2x9.tmp.json"]
     assert "notes.txt" not in reasons
 
 

@@ -215,3 +215,15 @@ def test_reported_fractions_are_shown_in_points_with_printed_precision():
     assert tables.reported_points({"value": "38.0", "score": 0.38, "unit": "points"}) == "38.0"
     assert tables.reported_points({"value": "-", "score": None, "unit": "fraction"}) == "-"
     assert tables.reported_points({"value": None, "score": None, "unit": "points"}) == ""
+
+
+def test_unreadable_references_manifest_leaves_the_gate_out_not_the_page(tmp_path):
+    """The gate stops on a references.json it cannot read (harness.records.read_references); the
+    leaderboard shows the records and the reason instead of failing to load."""
+    import shutil
+
+    for name in ("cotmae__tiny__20261120T100000.json", "cotmae__tiny__20261121T110000.json"):
+        shutil.copy(RUNS / name, tmp_path / name)
+    (tmp_path / "references.json").write_text('{"references": []}')
+    data = lb_data.load(tmp_path, CELLS_JSON)
+    assert data.gate is None and len(data.records) == 2 and "references.json" in (data.cells_error or "")

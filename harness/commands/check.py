@@ -21,15 +21,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "reported cells (REPRODUCED / DIFFERENT-BELOW / DIFFERENT-ABOVE / INCONCLUSIVE / NOT-COMPARABLE, "
             "harness/evaluation/verdict.py) and other profiles against the reference run named in "
             f"runs/records/references.json, within {TINY_TOLERANCE} points per metric (PASS / NEAR / FAIL). A "
-            "reference named there but absent is MISSING. Exit status 1 on DIFFERENT-*, FAIL, CORRUPT or MISSING "
-            "(with --strict also on NEAR, "
-            "UNKNOWN-METHOD, NO-REFERENCE and unreadable records). --rerun runs methods again from an empty "
+            "reference named there but absent is MISSING, one whose record is of another method or profile "
+            "WRONG-REFERENCE. A file that cannot be read as a record is UNREADABLE (files still being written, "
+            "*.tmp and *.tmp.json, are IN-PROGRESS). Exit status 1 on DIFFERENT-*, FAIL, CORRUPT, MISSING, "
+            "WRONG-REFERENCE, UNREADABLE or ERROR (with --strict also on NEAR, UNKNOWN-METHOD, NO-REFERENCE, "
+            "STALE-REFERENCE and IN-PROGRESS). --rerun runs methods again from an empty "
             f"cache ({', '.join(r.label for r in RERUNS)}) and gates the fresh numbers ({RERUN_TOLERANCE} "
             "points for tiny: the measured spread between machines)."
         ),
     )
     p.add_argument("--strict", action="store_true",
-                   help="also fail on NEAR, unknown methods, records without a reference and unreadable records")
+                   help="also fail on NEAR, unknown methods, records without a reference or with a stale one, "
+                        "and files still being written")
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
     p.add_argument("--reported", metavar="JSON", default=None,
                    help="compare with a JSON snapshot of reported cells instead of baselines/reported/")
@@ -38,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         f"with --rerun {RERUN_TOLERANCE})")
     p.add_argument("--accept", metavar="RUN_ID",
                    help="make this run the reference of its method and profile (writes references.json; "
-                        "seals the record if it predates sealing and its aggregates check out); commit both")
+                        "refuses a record that is unsealed or fails its seal); commit both")
     p.add_argument("--rerun", nargs="?", const="", default=None, metavar="M[:P],...",
                    help="re-run methods from an empty cache into a scratch folder and gate the fresh records "
                         "(default: " + ", ".join(f"{r.method}:{r.profile}" for r in RERUNS) + ")")
