@@ -303,12 +303,36 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
                 row.delta = row.reproduced - row.expected
                 row.status = _reference_status(row.delta, tolerance)
                 row.ci_low, row.ci_high = _paired_ci(record, ref, dataset, measure)
+                if row.status != "PASS":
+                    row.note = hardware_difference(record, ref)
             rows.append(row)
     return rows
 
 
+# What decides whether two runs' last digits agree (README, "What is bit-identical").
+HARDWARE_IDENTITY = ("cpu_model", "cpu_features", "torch_threads", "torch_cpu_capability", "cuda_devices")
+
+
+def hardware_difference(record: RunRecord, ref: RunRecord) -> str:
+    """A note naming how the two runs' machines differ, where the records say (training is
+    bit-identical only on the same CPU model, instruction sets and thread count)."""
+    def identity(rec: RunRecord) -> dict[str, Any]:
+        detected = ((rec.data.get("hardware") or {}).get("detected")) or {}
+        return {k: detected.get(k) for k in HARDWARE_IDENTITY}
+
+    mine, theirs = identity(record), identity(ref)
+    differ = [f"{k} {theirs[k]!r} -> {mine[k]!r}" for k in HARDWARE_IDENTITY
+              if mine[k] is not None and theirs[k] is not None and mine[k] != theirs[k]]
+    if differ:
+        return "another machine than the reference's (" + "; ".join(differ) + "): training differs in the last digits"
+    if all(v is None for v in theirs.values()):
+        return "the reference does not name its CPU (recorded before hardware identity was): compare by hand"
+    return ""
+
+
 def stage_outputs(record: RunRecord) -> dict[tuple[str, str], float]:
-    """(stage, key) -> value for the loss checkpoints of the stages this run built (cached ones have none)."""
+    """(stage, key) -> value for the loss checkpoints of the run's stages (built, or taken from the cache:
+    records written since cached stages carry their build's outputs; older ones have none for those)."""
     out = {}
     for entry in record.stages:
         output = entry.get("output") if isinstance(entry.get("output"), dict) else {}

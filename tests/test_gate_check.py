@@ -141,6 +141,23 @@ def test_changed_tiny_number_fails_against_its_reference(tmp_path):
     assert bad[0].delta == pytest.approx(-1.8)
 
 
+def test_a_failed_row_names_how_the_machines_differ(tmp_path):
+    """Training is bit-identical only on one CPU model and thread count: a FAIL says where they differ."""
+    def cpu(model: str, threads: int):
+        def edit(d):
+            d.setdefault("hardware", {}).setdefault("detected", {}).update(
+                cpu_model=model, cpu_features=["avx2"], torch_threads=threads, torch_cpu_capability="AVX2")
+        return edit
+
+    folder = _copy(tmp_path, REF, TINY)
+    _edit(folder / REF, cpu("Xeon A (6/143/8)", 2), reseal=True)
+    accept_reference(REF[:-5], folder)  # the reference as recorded on machine A
+    _edit(folder / TINY, lambda d: (cpu("Xeon B (6/207/2)", 4)(d), _shift(d, "scifact", "nDCG@10", -0.02)), reseal=True)
+    bad = [r for r in run_gate(folder).rows if r.status == "FAIL"]
+    assert len(bad) == 1 and "another machine than the reference's" in bad[0].note
+    assert "cpu_model 'Xeon A (6/143/8)' -> 'Xeon B (6/207/2)'" in bad[0].note and "torch_threads 2 -> 4" in bad[0].note
+
+
 def test_tiny_near_passes_unless_strict(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
     _edit(folder / TINY, lambda d: _shift(d, "nfcorpus", "R@100", -0.0085), reseal=True)
