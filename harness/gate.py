@@ -33,7 +33,9 @@
   Only a temp file still being written (``harness.records.is_unfinished_write``: ``*.tmp`` and
   ``atomic_path``'s ``.<name>.<random>.tmp.json``) is IN-PROGRESS: listed, never read, failing
   only under ``--strict`` (a reference still being written is MISSING until it is renamed into
-  place, so ignoring the temp file lets nothing expected pass).
+  place, so ignoring the temp file lets nothing expected pass). The papers' cells are read too: a
+  ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
+  records still show their stored comparison, but the gate cannot pass without the cells).
 * **Effects.** For every profile, each method minus the control and QC minus non-QC
   (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
   printed difference where the runs share its setting (``harness.evaluation.claims``, the same
@@ -433,8 +435,9 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         usable.append(rec)
     if cells is None and any(r.profile in PAPER_GRADED for r in usable):
         cells, error = load_reported_cells(reported)
-        if error:
-            result.warnings.append(f"{error}; paper records are checked with their stored comparison")
+        if error:  # the papers' cells are what paper records are gated against: no silent fall-back
+            result.rows.append(GateRow("UNREADABLE", str(reported or "baselines/reported"), "-", "-", note=(
+                f"{error}; paper records cannot be graded without the papers' cells")))
     references = load_references(ref_dir)
     ref_records = {r.run_id: r for r in (usable if ref_dir == directory else load_records(ref_dir)[0])}
     if ref_dir == directory:

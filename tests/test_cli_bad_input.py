@@ -15,6 +15,8 @@ CASES = [
     (["reproduce", "--list", "--checkpoint", "x"], "give it without --checkpoint"),
     (["run", "--method", "bm25", "--dataset", ",", "--dry-run"], "--dataset ',' names nothing"),
     (["reproduce", "--checkpoint", "co-condenser-marco-retriever", "--benchmark", " , "], "--benchmark ' , ' names nothing"),
+    (["leaderboard", "--host", "203.0.113.7", "--port", "8599"], "--host 203.0.113.7 is not an address of this machine"),
+    (["ui", "--host", "no-such-host.invalid", "--port", "8599"], "--host no-such-host.invalid: not a host name"),
     (["noise", "--runs", "/nonexistent/runs"], "no reference record of nopretrain [mini] in /nonexistent/runs/records"),
 ]
 ARGPARSE_CASES = [

@@ -286,13 +286,17 @@ def test_missing_dataset_is_not_comparable(tmp_path):
     assert {r.status for r in rows} == {"NOT-COMPARABLE"} and "did not evaluate" in rows[0].note
 
 
-def test_unloadable_registry_falls_back_to_stored_comparison(tmp_path):
+@pytest.mark.parametrize("text", ["{not json", '{"cells": "not a list"}'])
+def test_an_unloadable_reported_file_fails_the_gate_naming_it(tmp_path, text):
+    """Paper records are gated against the papers' cells: without them the gate cannot pass (it still
+    shows each record's stored comparison)."""
     folder = _copy(tmp_path, BM25)
     bad = tmp_path / "cells.json"
-    bad.write_text("{not json")
+    bad.write_text(text)
     result = run_gate(folder, reported=bad)
-    assert result.warnings and "stored comparison" in result.warnings[0]
-    assert {r.status for r in result.rows} >= {"REPRODUCED", "NOT-COMPARABLE"} and result.exit_code == 0
+    unreadable = [r for r in result.rows if r.status == "UNREADABLE"]
+    assert result.exit_code == 1 and len(unreadable) == 1 and str(bad) in unreadable[0].run_id
+    assert {r.status for r in result.rows} >= {"REPRODUCED", "NOT-COMPARABLE"}
 
 
 def test_paper_record_without_cells_is_reported_not_failed(tmp_path):

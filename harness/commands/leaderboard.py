@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-
-from harness.commands._output import port_number
+import errno
 import os
 import signal
 import socket
 import sys
 from pathlib import Path
 
+from harness.commands._output import port_number
 from harness.paths import PROJECT_ROOT
 
 APP = PROJECT_ROOT / "leaderboard_app" / "app.py"
@@ -54,7 +54,12 @@ def ensure_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))
+        except socket.gaierror as exc:
+            raise HarnessError(f"--host {host}: not a host name or address ({exc.strerror})") from None
         except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise HarnessError(f"--host {host} is not an address of this machine ({exc.strerror}): use 127.0.0.1, "
+                                   "or 0.0.0.0 to serve on every interface") from None
             raise HarnessError(
                 f"port {port} on {host} is already in use ({exc.strerror}): stop what is serving there "
                 f"or pick another with --port"
