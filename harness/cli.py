@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, SpecProblems
 
 # Order is the order shown in --help.
 COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "noise", "leaderboard",
@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # `run --seed` starts itself again with them
     try:
         return int(args.func(args) or 0)
+    except SpecProblems as exc:  # one line per problem, so each names its own file:line
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
