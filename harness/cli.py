@@ -14,7 +14,7 @@ import signal
 import sys
 
 from harness import procs
-from harness.errors import HarnessError
+from harness.errors import HarnessError, SpecProblems
 
 # Order is the order shown in --help.
 COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "noise", "leaderboard",
@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         # SIGTERM / SIGHUP unwind like Ctrl-C: children are stopped, MLflow runs marked KILLED.
         with procs.terminate_raises():
             return int(args.func(args) or 0)
+    except SpecProblems as exc:  # one line per problem, so each names its own file:line
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

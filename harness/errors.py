@@ -21,6 +21,15 @@ class DataFormatError(HarnessError):
         super().__init__(msg)
 
 
+class SpecProblems(HarnessError):
+    """Everything wrong with a method spec, one problem a line (each names file:line and key path);
+    the CLI prints one ``error:`` line per problem."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("invalid spec:\n  " + "\n  ".join(self.problems))
+
+
 class UnknownNameError(HarnessError):
     """An unknown method/dataset/benchmark name, with did-you-mean suggestions."""
 

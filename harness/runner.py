@@ -51,10 +51,12 @@ def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
     """`paper` where the declared hardware is present; otherwise the CPU profile that learns
     (`mini`) where the method has one, else `tiny`. Returns (profile, why)."""
     from harness.spec import profiles_of
+    from harness.spec_values import require_valid
 
     if requested:
         return requested, "requested with --profile"
     paper = load_method(spec_name, "paper")
+    require_valid(paper)  # the choice reads its declared hardware
     hw = detect()
     if declared_present(paper.get("hardware"), hw):
         return "paper", f"declared hardware is present ({hw.describe()})"
@@ -139,10 +141,14 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     from harness.evaluation.chance import chance_check
     from harness.evaluation.chance import describe as describe_chance
     from harness.reported import KNOWN_METHODS, cells_for
+    from harness.data.setting import data_setting
+    from harness.spec_values import require_valid
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
-    from harness.data.setting import data_setting
+    # Every check a stage would make of the spec's values, before the first stage (and in a dry-run):
+    # a wrong value stops the run now, not hours in when the stage that reads it starts.
+    require_valid(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
         return _run_spec(spec, why, datasets, force, stage, dry_run)

@@ -9,14 +9,15 @@ hashed (canonical JSON) so every run record names exactly what ran.
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import yaml
 
 from harness.artifacts import config_hash
-from harness.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.errors import DataFormatError, HarnessError, SpecProblems, UnknownNameError
 from harness.paths import BASELINES_DIR, specs_dir
 from harness.reported import yaml_key_lines
 from harness.spec_keys import BLOCKS, Block, Keys
@@ -131,13 +132,37 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _read_text(path: Path) -> str:
+    """A spec file's text; a file that is not UTF-8 is one error naming it and the line of the first bad byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataFormatError(path, line, f"not UTF-8 text (byte 0x{data[exc.start]:02x})",
+                              "save the file as UTF-8") from None
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str) -> Any:
+    """A spec text's data, parsed once: validating every profile of every spec resolves each file
+    many times (keyed by the text itself, so an edited file is parsed again)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+
+
+@functools.lru_cache(maxsize=512)
+def _key_lines(text: str) -> dict[tuple, int]:
+    node = yaml.compose(text)
+    return {} if node is None else yaml_key_lines(node)
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = _read_text(path)
     except FileNotFoundError:
         raise HarnessError(f"{path}: spec file not found") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = copy.deepcopy(_parsed(text))  # a copy: callers may change what they get
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -153,13 +178,11 @@ def key_line(path: Path, key: str | tuple[str, ...]) -> int | None:
     """1-based line of a key, so errors can point at it: a top-level key ("extends") or a nested
     path ("finetune.retriever2.epochs", or a tuple of keys such as ("profiles", "mini", "model"))."""
     try:
-        node = yaml.compose(path.read_text())
-    except (yaml.YAMLError, OSError):
-        return None
-    if node is None:
+        lines = _key_lines(_read_text(path))
+    except (yaml.YAMLError, OSError, HarnessError):  # unreadable: the load reports it
         return None
     parts = tuple(key.split(".")) if isinstance(key, str) else tuple(str(k) for k in key)
-    return yaml_key_lines(node).get(parts)  # a repeated key: the last one, as yaml.safe_load keeps
+    return lines.get(parts)  # a repeated key: the last one, as yaml.safe_load keeps
 
 
 def _with_fragments(raw: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -224,7 +247,7 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
     path = spec_path(name, root)
     problems = _check(raw, path)
     if problems:
-        raise HarnessError("invalid spec:\n  " + "\n  ".join(problems))
+        raise SpecProblems(problems)
     profiles = raw.get("profiles") or {}
     if profile not in PROFILES:
         raise UnknownNameError("profile", profile, list(PROFILES))
@@ -232,7 +255,12 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
     if profile == DERIVED_PROFILE and _has_rehearsal(raw):
         from harness import rehearsal
 
-        resolved = rehearsal.apply(deep_merge(top, profiles["paper"] or {}), profiles.get(profile), deep_merge)
+        try:
+            resolved = rehearsal.apply(deep_merge(top, profiles["paper"] or {}), profiles.get(profile), deep_merge)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a paper value of the wrong kind
+            raise HarnessError(f"{path}: profile 'rehearsal' cannot be derived from the paper profile "
+                               f"({type(exc).__name__}: {exc}); `python -m harness validate` names the paper "
+                               "profile's wrong values") from None
     elif profile not in profiles:
         raise HarnessError(
             f"{path}: method '{name}' has no '{profile}' profile (it has: {', '.join(profiles_of(name, root)) or 'none'})"
@@ -262,16 +290,17 @@ def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
             problems.append(f"{where(('profiles', prefix.split('.')[1], 'conditions'))}: conditions are derived "
                             "from the settings that run (harness/conditions.py); remove 'conditions:'")
         for i, item in enumerate(block.get("deviations") or []):
-            here = f"{where(('profiles', prefix.split('.')[1], 'deviations') if prefix else 'deviations')}"
+            # looked up (a YAML parse) only for a problem
+            here = lambda: where(("profiles", prefix.split(".")[1], "deviations") if prefix else "deviations")  # noqa: E731
             touches = item.get("touches") if isinstance(item, dict) else None
             names = [touches] if isinstance(touches, str) else touches
             if not isinstance(item, dict) or not isinstance(item.get("why"), str) or not names:
-                problems.append(f"{here}: {prefix}deviations[{i}] must be {{touches: [conditions] | recipe, why: "
+                problems.append(f"{here()}: {prefix}deviations[{i}] must be {{touches: [conditions] | recipe, why: "
                                 "text}; a departure that touches no graded condition is an assumption or a note")
                 continue
             unknown = [n for n in names if n != RECIPE and str(n).partition("=")[0] not in CONDITION_KEYS]
             if unknown:
-                problems.append(f"{here}: {prefix}deviations[{i}] touches unknown condition(s) {unknown} "
+                problems.append(f"{here()}: {prefix}deviations[{i}] touches unknown condition(s) {unknown} "
                                 f"(known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
                                 "'key=value' touches only the cells stating that value)")
     return problems
@@ -434,6 +463,36 @@ def _located(spec_file: Path, yaml_keys: tuple[str, ...]) -> str:
     return str(spec_file)
 
 
+def _sources(spec_file: Path) -> list[Path]:
+    """The files a resolved spec's values come from, the one that wins first: each spec of the extends
+    chain, then the fragments it includes (a later fragment over an earlier one)."""
+    files: list[Path] = []
+    for file in _lineage(spec_file):
+        files.append(file)
+        try:
+            names = _load_yaml(file).get("include")
+        except HarnessError:
+            continue
+        folders = [file.parent / FRAGMENTS, BASELINES_DIR / FRAGMENTS]
+        for name in reversed([names] if isinstance(names, str) else list(names or [])):
+            found = next((f / f"{name}.yaml" for f in folders if (f / f"{name}.yaml").is_file()), None)
+            if found is not None:
+                files.append(found)
+    return files
+
+
+def locate(spec_file: Path, candidates: list[tuple[str, ...]]) -> tuple[str, tuple[str, ...] | None]:
+    """(`file:line`, key path) of the first of ``candidates`` (YAML key paths, the one that wins first)
+    written in the spec, the specs it extends or their fragments; (the spec file, None) when none is."""
+    files = _sources(spec_file)
+    for keys in candidates:
+        for file in files:
+            line = key_line(file, keys)
+            if line:
+                return f"{file}:{line}", keys
+    return str(spec_file), None
+
+
 def _message(spec_file: Path, finding: Finding, profile: str | None) -> str:
     yaml_keys = ("profiles", profile, *finding.path) if profile else finding.path
     key = f"'{'.'.join(finding.path)}'" + (f" in profile '{profile}'" if profile else "")
@@ -456,8 +515,10 @@ def _nested_problems(raw: dict[str, Any], spec_file: Path) -> list[str]:
     return problems
 
 
-def validate_specs(root: Path | None = None) -> list[str]:
-    """Every problem in every spec (schema, extends, profiles), as printable strings."""
+def validate_specs(root: Path | None = None,
+                   values: Callable[[MethodSpec], list[str]] | None = None) -> list[str]:
+    """Every problem in every spec (schema, extends, profiles), as printable strings; with ``values``
+    (harness.spec_values.value_problems) also the problems of each resolved profile's values."""
     problems: dict[str, None] = {}  # ordered set: a spec's problem is listed once, not once per profile
 
     def add(message: str) -> None:
@@ -474,10 +535,16 @@ def validate_specs(root: Path | None = None) -> list[str]:
             continue
         for problem in _check(raw, spec_path(name, root)):
             add(problem)
+        paper_ok = True
         for prof in profiles_of(name, root):
-            if prof in PROFILES:
-                try:
-                    load_method(name, prof, root)
-                except HarnessError as exc:
-                    add(str(exc))
+            # the derived rehearsal repeats the paper profile's problems, or fails on them
+            if prof not in PROFILES or prof == DERIVED_PROFILE and not paper_ok:
+                continue
+            try:
+                found = (values or (lambda _: []))(load_method(name, prof, root))
+            except HarnessError as exc:
+                found = [str(exc)]
+            for problem in found:
+                add(problem)
+            paper_ok = paper_ok and not (prof == "paper" and found)
     return list(problems)

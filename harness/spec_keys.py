@@ -5,14 +5,17 @@ is deep-merged over the top level), against these, so a misspelt nested key such
 `finetune.retriever2.epoch` is an error with a did-you-mean instead of a setting silently ignored.
 A key is listed only when the code reads it or a spec in baselines/ states it
 (tests/test_spec_nested_keys.py keeps the list from rotting). Validation only: the fine-tuning
-stage keys' types and defaults live in harness.stage_settings, and the resolved config (and its
-hash) is what the YAML says.
+stage keys' types and defaults live in harness.stage_settings, the kinds of the other keys the
+pipelines convert in :data:`KEY_KINDS` (checked by harness.spec_values), and the resolved config
+(and its hash) is what the YAML says.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.kinds import FLAG, NON_NEGATIVE, NUM, POSITIVE, POSITIVE_WHOLE, TEXT, WHOLE, Kind, one_of
+from harness.pretrain.objective_params import OBJECTIVES
 from harness.reported import CONDITION_KEYS
 from harness.stage_settings import PretrainSettings, StageSettings
 
@@ -82,23 +85,13 @@ _FINETUNE: Keys = {
     "retriever3": Block("stage 3: distils a reranker (learned-sparse)", _RETRIEVER3),
 }
 
-# The union of the objectives' constructor parameters (harness/pretrain/objectives): build_objective
-# rejects a parameter its objective lacks, but only when pre-training starts; here a typo fails at
-# load time. Closed, not free: the objectives take only these keyword arguments.
+# The union of the objectives' parameters, as each objective declares them (harness.pretrain.objective_params):
+# a key no objective takes is a misspelling. Whether the spec's own objective takes it, and its value's
+# kind, are checked with the resolved spec (harness.spec_values).
 _OBJECTIVE_PARAMS: Keys = {
-    "mask_ratio": "MLM masking ratio (mlm, cocondenser, cpdae)",
-    "enc_mask_ratio": "encoder masking ratio (cotmae, lexmae)",
-    "dec_mask_ratio": "decoder masking ratio (cotmae, lexmae)",
-    "n_head_layers": "layers of the decoder / Condenser head (cotmae, lexmae, cocondenser)",
-    "dec_loss_coef": "decoder loss weight (cotmae)",
-    "skip_from": "encoder layer the Condenser head reads (cocondenser)",
-    "temperature": "contrastive softmax temperature (cocondenser)",
-    "cl_lambda": "contrastive loss weight (cpdae)",
-    "contrast_on": "words (CPDAE) | cls (CPDAE_R) (cpdae)",
-    "rec_reduction": "sum | mean over the vocabulary of the reconstruction loss (cpdae)",
-    "symmetric": "contrast both views against each other (cpdae)",
-    "js_block": "rows per block of the Jensen-Shannon contrast (cpdae)",
-    "rec_bias_init": "initial bias of the bag-of-words decoder, null for 0 (cpdae)",
+    key: f"{next(p[key].meaning for p in OBJECTIVES.values() if key in p)} "
+         f"({', '.join(name for name, p in OBJECTIVES.items() if key in p)})"
+    for key in dict.fromkeys(key for params in OBJECTIVES.values() for key in params)
 }
 
 # Top-level block -> its keys. The meaning of each top-level block is in spec.SCHEMA.
@@ -175,3 +168,45 @@ BLOCKS: dict[str, Keys] = {
     # may only use reported.CONDITION_KEYS; any other key could never match a cell.
     "conditions": {key: meaning for key, (_, meaning) in CONDITION_KEYS.items()},
 }
+
+_SHARE = Kind(NUM, "a number", 0.5, low=0, high=1)  # a share in [0, 1]
+_TOP_P = Kind(NUM, "a number", 0.95, low=0, low_open=True, high=1)
+# The kinds of the keys above that the pipelines read outside the typed blocks (harness.stage_settings),
+# converting (int(...), float(...)) or comparing them when their stage starts; checked with the resolved
+# spec before any stage runs (harness.spec_values).
+KEY_KINDS: dict[tuple[str, ...], Kind] = {
+    ("hardware", "device_type"): one_of("cuda", "cpu"),
+    ("hardware", "devices"): POSITIVE_WHOLE,
+    ("hardware", "gpu"): TEXT,
+    ("hardware", "hours"): NON_NEGATIVE,
+    **{("model", key): POSITIVE_WHOLE for key in ("layers", "hidden", "heads", "intermediate")},
+    ("model", "init"): TEXT,
+    ("tokenizer", "from"): TEXT,
+    ("tokenizer", "vocab_size"): POSITIVE_WHOLE,
+    ("corpus", "max_tokens"): POSITIVE_WHOLE,
+    ("corpus", "seed"): WHOLE,
+    ("corpus", "max_passages"): POSITIVE_WHOLE,
+    ("corpus", "punkt_train_chars"): POSITIVE_WHOLE,
+    **{("qgen", key): POSITIVE_WHOLE for key in ("num_queries", "top_k", "max_new_tokens", "batch_size", "steps",
+                                                 "max_input_tokens")},
+    ("qgen", "top_p"): _TOP_P,
+    ("qgen", "smoothing"): NON_NEGATIVE,
+    ("qgen", "model"): TEXT,
+    ("retrieval", "k1"): NON_NEGATIVE,
+    ("retrieval", "b"): _SHARE,
+    ("retrieval", "depth"): POSITIVE_WHOLE,
+    ("retrieval", "threads"): POSITIVE_WHOLE,
+    ("finetune", "train_queries"): TEXT,
+    ("finetune", "max_train_queries"): POSITIVE_WHOLE,
+    ("finetune", "evaluate_start"): FLAG,
+    ("finetune", "mine", "depth"): POSITIVE_WHOLE,
+    ("finetune", "retriever2", "init"): one_of("pretrained", "retriever1"),
+    ("finetune", "retriever3", "init"): one_of("pretrained", "retriever1", "retriever2"),
+    ("finetune", "retriever3", "reranker"): TEXT,
+    ("finetune", "retriever3", "reranker_checkpoint"): TEXT,
+    ("finetune", "retriever3", "teacher_scale"): POSITIVE,
+    ("finetune", "retriever3", "teacher_max_length"): POSITIVE_WHOLE,
+    ("finetune", "retriever3", "teacher_positives"): POSITIVE_WHOLE,
+    ("finetune", "retriever3", "teacher_negatives"): POSITIVE_WHOLE,
+}
+NEGATIVE_POOLS = ("mined", "bm25")  # what `negatives:` may list (the dense retriever 2 reads it)

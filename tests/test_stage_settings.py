@@ -20,15 +20,16 @@ def test_absent_keys_take_the_declared_defaults_and_a_null_clip_is_off():
     assert StageSettings.from_mapping({**BASE, "max_q_len": None}, "x").max_q_len == 32  # null = default
 
 
-@pytest.mark.parametrize("key, value, kind", [("epochs", "two", "int"), ("epochs", 1.5, "int"), ("lr", True, "int or float"),
-                                              ("fit_head", "yes", "bool"), ("precision", 16, "str")])
+@pytest.mark.parametrize("key, value, kind", [("epochs", "two", "a whole number"), ("epochs", 1.5, "a whole number"),
+                                              ("lr", True, "a number"), ("fit_head", "yes", "true or false"),
+                                              ("precision", 16, "text")])
 def test_a_value_of_the_wrong_type_names_file_and_key_path(key, value, kind):
-    with pytest.raises(HarnessError, match=rf"^spec.yaml: finetune.retriever2.{key} must be {kind}, got "):
+    with pytest.raises(HarnessError, match=rf"^spec.yaml: finetune.retriever2.{key}: {value!r} is not {kind} \(e.g. "):
         StageSettings.from_mapping({**BASE, key: value}, "spec.yaml: finetune.retriever2")
 
 
 def test_a_missing_required_key_is_named():
-    with pytest.raises(HarnessError, match=r"finetune.retriever1.lr is required \(peak learning rate\)"):
+    with pytest.raises(HarnessError, match=r"finetune.retriever1.lr: is required \(peak learning rate; e.g. lr: 2.0e-5\)"):
         StageSettings.from_mapping({k: v for k, v in BASE.items() if k != "lr"}, "spec.yaml: finetune.retriever1")
 
 

@@ -2,13 +2,15 @@
 
 Exit status 0 when the registry and the specs are valid, even if the papers contradict
 themselves (those are findings about the papers, printed for the reader); 1 on any schema or
-spec problem.
+spec problem. The specs are checked as ``run`` checks them before its first stage (structure,
+then every profile's values: harness.spec_values), and every problem of every spec is listed.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections import Counter, defaultdict
+from typing import Any
 
 from harness.commands._output import write_json
 
@@ -27,39 +29,59 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _spec_problems() -> list[str]:
     try:
-        from harness.spec import validate_specs
+        from harness.spec_values import validate_all
     except ImportError:  # the spec module is not there yet: no specs to check
         return []
-    return list(validate_specs())
+    return list(validate_all())
 
 
-def paper_deviations(key: str = "deviations") -> dict[str, list[str]]:
-    """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``,
-    each with the conditions it touches), or with ``key="assumptions"`` the values it picks where
-    the papers say nothing."""
+def _paper_profiles() -> list[Any]:
+    """The paper profile of each spec that loads (a spec with a problem is listed as such, not here)."""
+    from harness.errors import HarnessError
+
     try:
         from harness.spec import list_methods, load_method
     except ImportError:  # as in _spec_problems: no spec module, no specs
-        return {}
-    out = {}
+        return []
+    specs = []
     for name in list_methods():
-        items = load_method(name, "paper").get(key) or []
+        try:
+            specs.append(load_method(name, "paper"))
+        except HarnessError:
+            continue
+    return specs
+
+
+def paper_deviations(key: str = "deviations", papers: list[Any] | None = None) -> dict[str, list[str]]:
+    """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``,
+    each with the conditions it touches), or with ``key="assumptions"`` the values it picks where
+    the papers say nothing. ``papers``: the paper profiles (default: every spec's that loads)."""
+    out = {}
+    # the specs that load: one with a problem still leaves the others' counted
+    for spec in _paper_profiles() if papers is None else papers:
+        name, items = spec.name, spec.get(key) or []
         if items:
             out[name] = [f"touches {', '.join([d['touches']] if isinstance(d['touches'], str) else d['touches'])}: "
                          f"{d['why']}" if isinstance(d, dict) else str(d) for d in items]
     return out
 
 
-def rehearsal_changes() -> dict[str, list[str]]:
+def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
     """What each method's rehearsal profile changes relative to its paper profile, key by key,
     computed from the two resolved specs (harness.rehearsal.differences)."""
-    try:
-        from harness import rehearsal
-        from harness.spec import list_methods, load_method, profiles_of
-    except ImportError:  # as in _spec_problems: no spec module, no specs
-        return {}
-    return {name: rehearsal.differences(load_method(name, "paper").config, load_method(name, "rehearsal").config)
-            for name in list_methods() if "rehearsal" in profiles_of(name)}
+    from harness import rehearsal
+    from harness.errors import HarnessError
+
+    out = {}
+    for paper in _paper_profiles() if papers is None else papers:
+        from harness.spec import load_method  # there: it loaded the paper profile
+
+        try:
+            own = load_method(paper.name, "rehearsal", paper.path.parent)
+            out[paper.name] = rehearsal.differences(paper.config, own.config)
+        except HarnessError:  # no rehearsal (BM25), or one that cannot be derived (listed as a problem)
+            continue
+    return out
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -89,19 +111,20 @@ def _validate(args: argparse.Namespace) -> int:
         for f in items:  # messages name their table themselves
             print(f"  [{f.kind}] {f.message}")
 
-    deviations = paper_deviations() if not specs else {}
+    paper_specs = _paper_profiles()
+    deviations = paper_deviations(papers=paper_specs)
     for method, items in deviations.items():
         print(f"== {method} [paper]: {len(items)} deviation(s) from the paper (cells stating what they touch "
               "are NOT-COMPARABLE)")
         for d in items:
             print(f"  {d}")
-    assumptions = paper_deviations("assumptions") if not specs else {}
+    assumptions = paper_deviations("assumptions", paper_specs)
     for method, items in assumptions.items():
         print(f"== {method} [paper]: {len(items)} assumption(s) where the papers say nothing")
         for d in items:
             print(f"  {d}")
 
-    changes = rehearsal_changes() if not specs else {}
+    changes = rehearsal_changes(paper_specs)
     for method, items in changes.items():
         print(f"== {method} [rehearsal]: {len(items)} change(s) from the paper profile")
         for line in items:

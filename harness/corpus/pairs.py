@@ -29,8 +29,9 @@ import numpy as np
 
 from harness.corpus.passages import Passage
 from harness.errors import HarnessError, UnknownNameError
+from harness.stage_settings import PAIR_KINDS
 
-KINDS = ("span", "qc", "mixed", "single")
+KINDS = PAIR_KINDS  # declared with the setting that names them (pretrain.context), so validation knows them
 MIX_PROB_QC = 0.5
 _STREAM_MIX, _STREAM_SPAN, _STREAM_QUERY, _STREAM_ORDER = 1, 2, 3, 4
 

@@ -61,10 +61,10 @@ class DenseTrainConfig(BiEncoderTrainConfig):
     temperature: float = 1.0
     pooling: str = "cls"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.need(self.temperature > 0, "temperature must be positive")
-        self.need(self.pooling in POOLINGS, f"pooling must be one of {', '.join(POOLINGS)}")
+    def check(self) -> None:
+        super().check()
+        self.need(self.temperature > 0, "temperature", "must be positive")
+        self.need(self.pooling in POOLINGS, "pooling", f"must be one of {', '.join(POOLINGS)}")
 
 
 # --- the model and the loss ---------------------------------------------------------------------

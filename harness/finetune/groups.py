@@ -39,8 +39,8 @@ class GroupTrainConfig(LoopConfig):
     title_separator: str = DEFAULT_TITLE_SEPARATOR  # for passages given as {"title", "text"}
     keep_checkpoints_at_end: bool = False  # checkpoints hold optimizer state (3x the model): dropped when done
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
+        super().check()
         self.need_positive_int("queries_per_device", "passages_per_query", "epochs")
 
     @property
@@ -56,8 +56,8 @@ class BiEncoderTrainConfig(GroupTrainConfig):
     max_p_len: int = 144
     negatives_across_devices: bool = True  # CoT-MAE's --negatives_x_device: gather passages of all ranks
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
+        super().check()
         self.need_positive_int("max_q_len", "max_p_len")
 
 

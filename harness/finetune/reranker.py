@@ -66,8 +66,8 @@ class RerankerTrainConfig(GroupTrainConfig):
     weight_decay: float = 0.01
     max_length: int = 192
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
+        super().check()
         self.need_positive_int("max_length")
 
 

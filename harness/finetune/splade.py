@@ -107,15 +107,15 @@ class SpladeTrainConfig(BiEncoderTrainConfig):
     distill: bool = False  # stage 3: KL to the reranker + contrastive_weight x InfoNCE
     contrastive_weight: float = 0.2  # gamma in Eq. (13)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.need(self.flops_lambda >= 0 and self.query_flops_ratio >= 0,
-                  "flops_lambda and query_flops_ratio must be >= 0")
+    def check(self) -> None:
+        super().check()
+        self.need(self.flops_lambda >= 0, "flops_lambda", "must be >= 0")
+        self.need(self.query_flops_ratio >= 0, "query_flops_ratio", "must be >= 0")
         self.need(isinstance(self.flops_warmup_steps, int) and self.flops_warmup_steps >= 0,
-                  "flops_warmup_steps must be an integer >= 0")
+                  "flops_warmup_steps", "must be an integer >= 0")
         self.need(self.start_terms is None or (isinstance(self.start_terms, int) and self.start_terms > 0),
-                  "start_terms must be a positive integer or None")
-        self.need(self.contrastive_weight >= 0, "contrastive_weight must be >= 0")
+                  "start_terms", "must be a positive integer or None")
+        self.need(self.contrastive_weight >= 0, "contrastive_weight", "must be >= 0")
 
 
 # --- representation and losses ------------------------------------------------------------------

@@ -165,8 +165,6 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
         "flops_warmup_steps", "fit_head", "start_terms", "contrastive_weight", "precision", "representation"))
     config["train_queries"] = f"{name}-{split}"
     config["distill"] = teacher_dir is not None
-    if settings.representation != "splade-max":
-        raise HarnessError(f"finetune.representation {settings.representation!r}: only splade-max is implemented")
 
     def build(work: Path) -> dict[str, Any]:
         passages = bench.corpus()

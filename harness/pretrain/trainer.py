@@ -82,12 +82,16 @@ class TrainConfig(LoopConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.need_positive_int("steps", "global_batch", "per_device_batch")
-        self.need(self.max_length > 0, "max_length must be positive")
-        self.need(self.grad_cache_chunk is None or self.grad_cache_chunk > 0,
-                  "grad_cache_chunk must be positive or None")
-        self.need(self.stop_after is None or 0 < self.stop_after <= self.steps, "stop_after must be between 1 and steps")
         self.output_dir = Path(self.output_dir)
+
+    def check(self) -> None:
+        super().check()
+        self.need_positive_int("steps", "global_batch", "per_device_batch")
+        self.need(self.max_length > 0, "max_length", "must be positive")
+        self.need(self.grad_cache_chunk is None or self.grad_cache_chunk > 0, "grad_cache_chunk",
+                  "must be positive or None")
+        self.need(self.stop_after is None or 0 < self.stop_after <= self.steps, "stop_after",
+                  "must be between 1 and steps")
 
 
 @dataclass

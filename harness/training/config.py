@@ -13,12 +13,23 @@ from harness.errors import HarnessError
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
+class ConfigError(HarnessError):
+    """A trainer config out of range: every failed check as (field, problem), so spec validation can
+    point at the spec key each field comes from."""
+
+    def __init__(self, what: str, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__(f"invalid {what} config: " + "; ".join(problem for _, problem in problems))
+
+
 @dataclass(kw_only=True)
 class LoopConfig:
     """Optimiser, schedule, precision, checkpoints and logging of one training run.
 
     A trainer's config subclasses this, adds its own fields and may re-declare a default (the
-    pre-training loop clips nothing, fine-tuning clips at 1.0, HF's ``max_grad_norm``).
+    pre-training loop clips nothing, fine-tuning clips at 1.0, HF's ``max_grad_norm``), and adds its
+    range checks in :meth:`check`. Building a config raises :class:`ConfigError` with all of them,
+    so spec validation builds the configs a run would build rather than repeating their ranges.
     """
 
     what: ClassVar[str] = "training"  # names the config in error messages
@@ -40,26 +51,36 @@ class LoopConfig:
     deterministic: bool = True  # torch.use_deterministic_algorithms(warn_only=True) while training
 
     def __post_init__(self) -> None:
+        self._found: list[tuple[str, str]] = []
+        self.check()
+        found = self._found
+        del self._found  # not a setting: to_dict and equality see the fields only
+        if found:
+            raise ConfigError(self.what, found)
+
+    def check(self) -> None:
+        """The range checks (``need``); a subclass adds its own after ``super().check()``."""
         for name in ("log_every", "keep_checkpoints"):
             self.need_positive_int(name)
-        self.need(self.lr > 0, "lr must be positive")
-        self.need(0.0 <= self.warmup_ratio <= 1.0, "warmup_ratio must be in [0, 1]")
-        self.need(self.weight_decay >= 0, "weight_decay must be >= 0")
-        self.need(self.grad_clip is None or self.grad_clip > 0, "grad_clip must be positive or None (off)")
-        self.need(self.precision in PRECISIONS,
-                  f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        self.need(self.checkpoint_every >= 0, "checkpoint_every must be >= 0")
-        self.need(self.stop_after is None or self.stop_after > 0, "stop_after must be positive")
+        self.need(self.lr > 0, "lr", "must be positive")
+        self.need(0.0 <= self.warmup_ratio <= 1.0, "warmup_ratio", "must be in [0, 1]")
+        self.need(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        self.need(self.grad_clip is None or self.grad_clip > 0, "grad_clip", "must be positive or None (off)")
+        self.need(self.precision in PRECISIONS, "precision", f"must be one of {', '.join(PRECISIONS)}, "
+                                                             f"got {self.precision!r}")
+        self.need(self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0")
+        self.need(self.stop_after is None or self.stop_after > 0, "stop_after", "must be positive")
 
-    def need(self, ok: bool, problem: str) -> None:
+    def need(self, ok: bool, key: str, rule: str) -> None:
+        """Record that field ``key`` breaks ``rule`` (``must be positive``) unless ``ok``."""
         if not ok:
-            raise HarnessError(f"invalid {self.what} config: {problem}")
+            self._found.append((key, f"{key} {rule}"))
 
     def need_positive_int(self, *names: str) -> None:
         for name in names:
             value = getattr(self, name)
             self.need(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                      f"{name} must be a positive integer, got {value!r}")
+                      name, f"must be a positive integer, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

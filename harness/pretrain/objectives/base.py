@@ -30,6 +30,7 @@ from transformers import BertConfig, BertForMaskedLM, BertModel
 from harness.errors import HarnessError
 from harness.pretrain import masking
 from harness.pretrain.models import new_masked_lm
+from harness.pretrain.objective_params import OBJECTIVES, param_problems
 
 Batch = dict[str, Tensor]
 Losses = dict[str, Tensor]
@@ -42,6 +43,11 @@ class Objective(nn.Module):
 
     def __init__(self, bert_config: BertConfig, **params: Any):
         super().__init__()
+        # Every parameter against its declared kind (harness.pretrain.objective_params): the same
+        # declaration that spec validation checks a spec against before any stage runs.
+        problems = param_problems(self.name, params) if self.name in OBJECTIVES else []
+        if problems:
+            raise HarnessError(f"objective {self.name}: " + "; ".join(f"{k}: {p}" for k, p in problems))
         self.params: dict[str, Any] = dict(params)
         self.lm: BertForMaskedLM = new_masked_lm(bert_config)
 
@@ -103,15 +109,3 @@ class Objective(nn.Module):
             attention_mask=batch[prefix + "attention_mask"],
             **kwargs,
         )
-
-
-def check_ratio(name: str, value: float) -> float:
-    if not 0.0 < float(value) < 1.0:
-        raise HarnessError(f"{name} must be in (0, 1), got {value}")
-    return float(value)
-
-
-def check_positive(name: str, value: float) -> float:
-    if not float(value) > 0.0:
-        raise HarnessError(f"{name} must be > 0, got {value}")
-    return float(value)

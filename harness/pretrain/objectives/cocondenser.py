@@ -52,8 +52,6 @@ from harness.pretrain.objectives.base import (
     Batch,
     Losses,
     Objective,
-    check_positive,
-    check_ratio,
 )
 from harness.pretrain.objectives.gradcache import grad_cache_backward
 from harness.numerics import upcast
@@ -141,10 +139,8 @@ class CoCondenser(Objective):
             skip_from=skip_from,
             temperature=temperature,
         )
-        self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
-        self.temperature = check_positive("temperature", temperature)
-        if int(skip_from) < 1:
-            raise HarnessError(f"skip_from must be an encoder layer >= 1, got {skip_from}")
+        self.mask_ratio = float(mask_ratio)
+        self.temperature = float(temperature)
         self.skip_layer = min(int(skip_from), bert_config.num_hidden_layers)
         if self.skip_layer != int(skip_from):
             log.info("coCondenser: skip_from %s clamped to %s layers", skip_from, self.skip_layer)

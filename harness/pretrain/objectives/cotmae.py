@@ -36,7 +36,7 @@ from harness.pretrain.models import (
     replace_first_position,
     run_layers,
 )
-from harness.pretrain.objectives.base import Batch, Losses, Objective, check_ratio
+from harness.pretrain.objectives.base import Batch, Losses, Objective
 
 
 class CoTMAE(Objective):
@@ -58,8 +58,8 @@ class CoTMAE(Objective):
             n_head_layers=n_head_layers,
             dec_loss_coef=dec_loss_coef,
         )
-        self.enc_mask_ratio = check_ratio("enc_mask_ratio", enc_mask_ratio)
-        self.dec_mask_ratio = check_ratio("dec_mask_ratio", dec_mask_ratio)
+        self.enc_mask_ratio = float(enc_mask_ratio)
+        self.dec_mask_ratio = float(dec_mask_ratio)
         self.dec_loss_coef = float(dec_loss_coef)
         self.c_head = new_layers(self.lm, int(n_head_layers))
 

@@ -38,7 +38,6 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertConfig
 
-from harness.errors import HarnessError
 from harness.pretrain import masking
 from harness.pretrain.models import (
     gather_masked,
@@ -48,7 +47,7 @@ from harness.pretrain.models import (
     run_layers,
     tied_mlm_head,
 )
-from harness.pretrain.objectives.base import Batch, Losses, Objective, check_ratio
+from harness.pretrain.objectives.base import Batch, Losses, Objective
 from harness.numerics import upcast
 
 
@@ -86,13 +85,8 @@ class LexMAE(Objective):
             dec_mask_ratio=dec_mask_ratio,
             n_head_layers=n_head_layers,
         )
-        self.enc_mask_ratio = check_ratio("enc_mask_ratio", enc_mask_ratio)
-        self.dec_mask_ratio = check_ratio("dec_mask_ratio", dec_mask_ratio)
-        if self.dec_mask_ratio < self.enc_mask_ratio:
-            raise HarnessError(
-                f"dec_mask_ratio ({dec_mask_ratio}) is the decoder's total (alpha + beta) and "
-                f"must be >= enc_mask_ratio ({enc_mask_ratio})"
-            )
+        self.enc_mask_ratio = float(enc_mask_ratio)  # the ratios, and dec >= enc, are checked by Objective
+        self.dec_mask_ratio = float(dec_mask_ratio)
         self.decoder_layers = new_layers(self.lm, int(n_head_layers))
         self.decoder_head = tied_mlm_head(self.lm)
 

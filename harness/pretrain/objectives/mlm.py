@@ -18,7 +18,7 @@ from torch import Tensor
 from transformers import BertConfig
 
 from harness.pretrain.models import masked_lm_loss
-from harness.pretrain.objectives.base import Batch, Losses, Objective, check_ratio
+from harness.pretrain.objectives.base import Batch, Losses, Objective
 
 
 class MLM(Objective):
@@ -27,7 +27,7 @@ class MLM(Objective):
 
     def __init__(self, bert_config: BertConfig, mask_ratio: float = 0.15):
         super().__init__(bert_config, mask_ratio=mask_ratio)
-        self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
+        self.mask_ratio = float(mask_ratio)
 
     def collate(self, examples, tokenizer, max_length: int, generator: torch.Generator) -> Batch:
         anchors = [anchor for anchor, _ in examples]
