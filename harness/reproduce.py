@@ -141,50 +141,45 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     run_files: dict[str, str] = {}
     stages = []
     started = time.time()
-    run_dir = cache_dir() / "reproduce" / run_id
-    try:
-        with tracker.run():
-            tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": SEED, "precision": precision})
-            for bench_name, bench in benches.items():
-                t0 = time.time()
-                run_path = run_dir / f"{bench_name}.trec"
-                run_path.parent.mkdir(parents=True, exist_ok=True)
-                with tracker.stage(f"evaluate/{bench_name}", {"benchmark": bench_name}):
-                    outcome = run_zero_shot(
-                        folder, bench, pooling=enc.get("pooling"), normalize=enc.get("normalize"),
-                        query_max_length=enc.get("query_max_length"), passage_max_length=enc.get("passage_max_length"),
-                        batch_size=batch_size, depth=depth, save_run=run_path, device=device, precision=precision,
-                        use_cache=use_cache, track=False)
-                    tracker.log_metrics(dict(outcome.result.aggregate))
-                    tracker.log_artifact(run_path, subdir=f"runs/{bench_name}")
-                metrics[bench_name] = dict(outcome.result.aggregate)
-                primaries[bench_name] = outcome.result.primary or outcome.result.measures[0]
-                per_query[bench_name] = {m: dict(v) for m, v in outcome.result.per_query.items()}
-                efficiency[bench_name] = outcome.summary["efficiency"]
-                run_files[bench_name] = str(run_path)
-                stages.append({"stage": "evaluate", "dataset": bench_name, "seconds": round(time.time() - t0, 2),
-                               "cached": outcome.summary["efficiency"].get("corpus_embeddings_cached") is True})
-                tracker.log_metrics({f"{bench_name}/{m}": v for m, v in outcome.result.aggregate.items()})
-            comparisons = checkpoint_comparisons(ckpt, metrics, per_query, cells)
-            chance = {}
-            for bench_name, bench in benches.items():
-                check = chance_check(bench, per_query[bench_name][primaries[bench_name]], primaries[bench_name])
-                if check:
-                    chance[bench_name] = check
-            record = {
-                "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "method": ckpt.record_method, "profile": PROFILE,
-                "checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
-                "conditions": {"checkpoint": name}, "command": " ".join(sys.argv), "seed": SEED, "git": git_commit(),
-                "packages": package_versions(), "hardware": {"declared": None, "detected": hardware()},
-                "datasets": {b: bench.files() for b, bench in benches.items()}, "depth": depth,
-                "metrics": metrics, "per_query": per_query, "efficiency": efficiency, "comparison": comparisons,
-                "chance": chance, "stages": stages, "run_files": {PROFILE: run_files},
-                "seconds": round(time.time() - started, 1), "mlflow": tracker.info(),
-            }
-            path = write_run_record(record)
-            tracker.log_artifact(path, subdir="record")
-    finally:  # a run that failed before writing a run file leaves no empty folder behind
-        if run_dir.is_dir() and not any(run_dir.iterdir()):
-            run_dir.rmdir()
+    with tracker.run():
+        tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": SEED, "precision": precision})
+        for bench_name, bench in benches.items():
+            t0 = time.time()
+            # no folder made ahead: the run file's writer makes it, so a failed load leaves none behind
+            run_path = cache_dir() / "reproduce" / run_id / f"{bench_name}.trec"
+            with tracker.stage(f"evaluate/{bench_name}", {"benchmark": bench_name}):
+                outcome = run_zero_shot(
+                    folder, bench, pooling=enc.get("pooling"), normalize=enc.get("normalize"),
+                    query_max_length=enc.get("query_max_length"), passage_max_length=enc.get("passage_max_length"),
+                    batch_size=batch_size, depth=depth, save_run=run_path, device=device, precision=precision,
+                    use_cache=use_cache, track=False)
+                tracker.log_metrics(dict(outcome.result.aggregate))
+                tracker.log_artifact(run_path, subdir=f"runs/{bench_name}")
+            metrics[bench_name] = dict(outcome.result.aggregate)
+            primaries[bench_name] = outcome.result.primary or outcome.result.measures[0]
+            per_query[bench_name] = {m: dict(v) for m, v in outcome.result.per_query.items()}
+            efficiency[bench_name] = outcome.summary["efficiency"]
+            run_files[bench_name] = str(run_path)
+            stages.append({"stage": "evaluate", "dataset": bench_name, "seconds": round(time.time() - t0, 2),
+                           "cached": outcome.summary["efficiency"].get("corpus_embeddings_cached") is True})
+            tracker.log_metrics({f"{bench_name}/{m}": v for m, v in outcome.result.aggregate.items()})
+        comparisons = checkpoint_comparisons(ckpt, metrics, per_query, cells)
+        chance = {}
+        for bench_name, bench in benches.items():
+            check = chance_check(bench, per_query[bench_name][primaries[bench_name]], primaries[bench_name])
+            if check:
+                chance[bench_name] = check
+        record = {
+            "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "method": ckpt.record_method, "profile": PROFILE,
+            "checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
+            "conditions": {"checkpoint": name}, "command": " ".join(sys.argv), "seed": SEED, "git": git_commit(),
+            "packages": package_versions(), "hardware": {"declared": None, "detected": hardware()},
+            "datasets": {b: bench.files() for b, bench in benches.items()}, "depth": depth,
+            "metrics": metrics, "per_query": per_query, "efficiency": efficiency, "comparison": comparisons,
+            "chance": chance, "stages": stages, "run_files": {PROFILE: run_files},
+            "seconds": round(time.time() - started, 1), "mlflow": tracker.info(),
+        }
+        path = write_run_record(record)
+        tracker.log_artifact(path, subdir="record")
     return {**record, "run_record": str(path)}
