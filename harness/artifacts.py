@@ -36,8 +36,9 @@ from harness.paths import cache_dir
 # Bump when the on-disk layout of any builder changes: old caches then rebuild.
 CACHE_FORMAT = 1
 DONE_NAME = "done.json"
+BUILD_SECONDS = "build_seconds"  # kept in a stage's done.json: what a cached stage once cost
 # What StageCache.finish writes into a stage's done.json besides the build's own outputs.
-STAGE_BOOKKEEPING = frozenset({"stage", "key", "config", "inputs", "finished", "build_seconds"})
+STAGE_BOOKKEEPING = frozenset({"stage", "key", "config", "inputs", "finished", BUILD_SECONDS})
 
 
 # --- hashing ----------------------------------------------------------------------------------

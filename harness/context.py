@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.artifacts import STAGE_BOOKKEEPING, StageCache
+from harness.artifacts import BUILD_SECONDS, STAGE_BOOKKEEPING, StageCache
 from harness.errors import HarnessError
 from harness.fsutil import exclusive_lock
 from harness.spec import MethodSpec
@@ -32,9 +32,6 @@ class StageLog:
 
     def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
         self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra})
-
-
-BUILD_SECONDS = "build_seconds"  # kept in the stage's done.json: what a cached stage once cost
 
 
 def _cached_outputs(cache: StageCache) -> dict[str, Any]:
