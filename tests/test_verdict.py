@@ -3,8 +3,6 @@ Effect Ratio / Delta-RI, the measured seed spread behind it, and a simulation of
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import shutil
 
@@ -62,10 +60,7 @@ def test_noise_file_matches_the_records_it_names():
     from harness.evaluation import noise
     from harness.paths import PROJECT_ROOT
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        noise.main(["--runs", str(PROJECT_ROOT / "runs")])
-    assert out.getvalue().strip() == NOISE_FILE.read_text(encoding="utf-8").strip(), \
+    assert noise.report(PROJECT_ROOT / "runs").strip() == NOISE_FILE.read_text(encoding="utf-8").strip(), \
         "noise.yaml is stale: python -m harness noise --write"
 
 

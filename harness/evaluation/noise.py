@@ -24,7 +24,6 @@ makes it wider, so grading errs towards INCONCLUSIVE, not towards DIFFERENT.
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 from dataclasses import dataclass
@@ -137,20 +136,13 @@ def render(block: dict[str, Any]) -> str:
     return head + yaml.safe_dump(block, sort_keys=False, width=110)
 
 
-def main(argv: list[str] | None = None) -> int:
+def report(runs: Path | None = None, write: bool = False) -> str:
+    """noise.yaml as measured from the records under ``runs`` (default: runs/, HARNESS_RUNS_DIR);
+    ``write`` replaces the committed file with it (``python -m harness noise [--write]``)."""
     from harness.paths import runs_dir
 
-    ap = argparse.ArgumentParser(prog="python -m harness noise", description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="rewrite noise.yaml from the records")
-    ap.add_argument("--runs", type=Path, default=None, help="the runs folder (default: runs/, HARNESS_RUNS_DIR)")
-    args = ap.parse_args(argv)
-    runs = args.runs or runs_dir()
+    runs = runs or runs_dir()
     text = render(measure(_records_for_spread(runs / "records", runs / "seeds")))
-    if args.write:
+    if write:
         NOISE_FILE.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return text
