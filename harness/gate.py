@@ -55,7 +55,7 @@ import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +124,6 @@ class GateResult:
     skipped: list[Skipped]
     strict: bool = False
     n_records: int = 0
-    warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -150,7 +149,7 @@ class GateResult:
             "exit_code": self.exit_code, "records": self.n_records, "counts": self.counts(),
             "rows": [r.to_dict() for r in self.rows],
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in self.skipped],
-            "warnings": self.warnings, "tiny_tolerance": TINY_TOLERANCE,
+            "tiny_tolerance": TINY_TOLERANCE,
         }
 
 
@@ -572,8 +571,6 @@ def format_gate(result: GateResult) -> str:
         lines.append(format_table(headers, rows))
     else:
         lines.append(f"no run records in {result.records_dir}")
-    for w in result.warnings:
-        lines.append(f"warning: {w}")
     counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
     verdict = "PASSED" if result.passed else "FAILED"
     why = f" ({len(result.failures())} failing row(s))" if not result.passed else ""

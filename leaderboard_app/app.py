@@ -203,8 +203,6 @@ with tab_gate:
         verdict = "PASSED" if gate.passed else "FAILED"
         (st.success if gate.passed else st.error)(
             f"gate {verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"))
-        for w in gate.warnings:
-            st.warning(w)
     _table(tables.gate_frame(gate), "gate", "gate",
            "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.")
 
