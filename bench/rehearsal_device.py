@@ -32,17 +32,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.paths import runs_dir  # noqa: E402
+from harness.records import load_references  # noqa: E402
 
 DENSE = ["cotmae", "cotmae_qc", "cocondenser", "cocondenser_qc"]
 
 
 def reference_record(method: str) -> dict | None:
-    refs = json.loads((ROOT / "runs" / "records" / "references.json").read_text())["references"]
-    entry = refs.get(f"{method}/rehearsal")
-    if not entry:
-        return None
-    path = ROOT / "runs" / "records" / f"{entry['run_id']}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """The committed CPU reference of ``method``'s rehearsal, read through the gate's manifest reader."""
+    committed = ROOT / "runs" / "records"
+    entry = load_references(committed).get((method, "rehearsal"))
+    path = committed / f"{entry['run_id']}.json" if entry else None
+    return json.loads(path.read_text()) if path and path.exists() else None
 
 
 def run_one(method: str, cache: Path, log: Path) -> tuple[dict | None, float, int]:
