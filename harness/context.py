@@ -8,20 +8,52 @@ stages a dry-run lists are the stages a run executes, with the same keys."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.artifacts import BUILD_SECONDS, STAGE_BOOKKEEPING, StageCache
+from harness.artifacts import BUILD_SECONDS, STAGE_BOOKKEEPING, StageCache, hash_dir, hash_file
 from harness.errors import HarnessError
 from harness.fsutil import exclusive_lock
+from harness.paths import cache_dir
 from harness.spec import MethodSpec
 from harness.stages import STAGES, StopAfterStage
 from harness.tracking import Tracker
 
 STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
+
+
+def input_key(path: Path) -> str:
+    """What a stage's cache key says of an input folder or file: its content, never where it lives.
+
+    A stage output (``cache/<stage>/<key>/...``) is named by its stage and key, which already hash
+    its content's recipe; anything else (a checkpoint under models/, a packaged model in
+    site-packages) by the sha256 of its files. So a checkout moved to another folder, another
+    HARNESS_CACHE_DIR or another machine computes the same keys. A path that is not there (a
+    dry-run's missing checkpoint) is named as missing, by its folder name.
+    """
+    path = Path(path)
+    try:
+        return "/".join(path.resolve().relative_to(cache_dir().resolve()).parts)
+    except ValueError:
+        pass
+    if not path.exists():
+        return f"missing:{path.name}"
+    return f"sha256:{_content_hash(path.resolve(), _stamp(path))}"
+
+
+def _stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of every file under `path`: when it changes, the content is hashed again."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+
+
+@functools.lru_cache(maxsize=64)
+def _content_hash(path: Path, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    return (hash_file(path) if path.is_file() else hash_dir(path, exclude=()))[:16]
 
 
 @dataclass

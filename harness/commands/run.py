@@ -68,5 +68,7 @@ def _run(args: argparse.Namespace) -> int:
             "comparison": result["comparison"],
             "run_record": result["run_record"], "mlflow": result["mlflow"],
             **({"encoder": result["encoder"]} if "encoder" in result else {}),
+            # each stage with its cache key (a dry-run's: planned, with `plan`: cached / to run / reused)
+            "stages": result["stages"], **({"dry_run": True} if result.get("dry_run") else {}),
         })
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
+from harness.context import input_key
 from harness.errors import HarnessError
 from harness.stage_settings import StageSettings, finetune_settings
 
@@ -97,7 +98,7 @@ def random_init_stage(ctx: "RunContext") -> Path:
         tokenizer.save_pretrained(work / "encoder")
         return {}
 
-    return ctx.cached_stage("random_init", None, {"model": model}, {"tokenizer": tokenizer_dir.parent.name},
+    return ctx.cached_stage("random_init", None, {"model": model}, {"tokenizer": input_key(tokenizer_dir)},
                             build).dir / "encoder"
 
 
@@ -132,7 +133,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
         return {"groups": len(examples), "effective_batch": stats.get("effective_batch"),
                 "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
 
-    inputs = {"init": str(init_dir.parent.name), **extra_key, **bench.files()}
+    inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"
 
 
@@ -165,7 +166,7 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
         write_trec_run(run, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
         return {k: v for k, v in stats.items() if isinstance(v, (int, float))}
 
-    inputs = {"model": model_dir.parent.name, **bench.files()}
+    inputs = {"model": input_key(model_dir), **bench.files()}
     config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}
     cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", config, inputs, build)
     ctx.efficiency.setdefault(label, {})[dataset] = {k: v for k, v in ctx.stage_meta(cache).items()
@@ -182,7 +183,7 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
     encoder0 = encoder_stage(ctx)
     name, split = train_split(ctx.spec)
     bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
-    r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": bm25_train.parent.name})
+    r1 = train_stage(ctx, "retriever1", encoder0, [bm25_train], {"bm25": input_key(bm25_train)})
     out: dict[str, dict[str, Path]] = {}
     # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, encoded
     # exactly as the retrievers are), so a run shows what fine-tuning added (the control's check
@@ -197,7 +198,7 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
         r2_cfg = finetune_settings(ctx.spec, "retriever2")
         init = r1 if r2_cfg.get("init") == "retriever1" else encoder0
         pools = [mined] + ([bm25_train] if "bm25" in (r2_cfg.get("negatives") or []) else [])
-        r2 = train_stage(ctx, "retriever2", init, pools, {"pools": ",".join(p.parent.name for p in pools)})
+        r2 = train_stage(ctx, "retriever2", init, pools, {"pools": ",".join(input_key(p) for p in pools)})
         out["retriever2"] = {}
     from harness.data.catalog import get_benchmark
     from harness.pipelines.forums import retrieve_parts

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 def retrieve_parts(ctx: "RunContext", label: str, dataset: str, retrieve: Callable[[str], Path]) -> Path:
     """``retrieve(name)`` for the benchmark, or for each of its parts and their runs merged."""
+    from harness.context import input_key
     from harness.data.catalog import get_benchmark
 
     parts = get_benchmark(dataset).sub_benchmarks()
@@ -30,5 +31,5 @@ def retrieve_parts(ctx: "RunContext", label: str, dataset: str, retrieve: Callab
         write_trec_run(merged, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
         return {"parts": len(runs), "queries": len(merged)}
 
-    inputs = {name: path.parent.name for name, path in runs.items()}
+    inputs = {name: input_key(path) for name, path in runs.items()}
     return ctx.cached_stage("merge_parts", f"{dataset}/{label}", {"parts": sorted(runs)}, inputs, build).dir / "run.trec"

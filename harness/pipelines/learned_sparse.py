@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
 from harness.conditions import PAPER_RERANKER
+from harness.context import input_key
 from harness.errors import HarnessError
 from harness.pipelines.dense import check_train_queries, detected_world_size, encoder_stage, train_queries, train_split
 from harness.stage_settings import NEGATIVE_DEPTH, StageSettings, finetune_settings
@@ -199,7 +200,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
                 "head_fit": stats.get("head_fit"),
                 "notes": stats.get("notes")}
 
-    inputs = {"init": f"{init_dir.parent.name}/{init_dir.name}", **extra_key, **bench.files()}
+    inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"
 
 
@@ -234,13 +235,13 @@ def configured_reranker(ctx: "RunContext") -> Teacher | None:
                                "(a local bi-encoder, e.g. all-minilm-l6-v2)")
         scale, length = float(r3.get("teacher_scale") or 20.0), int(r3.get("teacher_max_length") or 128)
         path = ctx.checkpoint(str(name), "stage-3 teacher (bi-encoder)")
-        return Teacher(path, f"bi-encoder:{name}:scale={scale:g}:len={length}", "bi-encoder", scale, length)
+        return Teacher(path, f"bi-encoder:{input_key(path)}:scale={scale:g}:len={length}", "bi-encoder", scale, length)
     ckpt_name = (r3.get("reranker_checkpoint") or DEFAULT_RERANKER_NAME) if choice == CONFIGURED_RERANKER else choice
     path = ctx.checkpoint(ckpt_name, "stage-3 reranker (cross-encoder)", hint=(
         "\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
         "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
         "with finetune.retriever3.reranker_checkpoint in the spec"))
-    return Teacher(path, f"checkpoint:{ckpt_name}")
+    return Teacher(path, f"checkpoint:{input_key(path)}")
 
 
 def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Teacher:
@@ -275,10 +276,10 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
         return {"groups": stats["examples"], "steps": stats["steps"], "loss_first": stats["first_loss"],
                 "loss_last": stats["final_loss"], "init": stats["init"]}
 
-    inputs = {"init": f"{encoder_dir.parent.name}/{encoder_dir.name}", "bm25": bm25_train.parent.name, **bench.files()}
+    inputs = {"init": input_key(encoder_dir), "bm25": input_key(bm25_train), **bench.files()}
     # code 2: trained on the shared engine (dropout seeded at step 0 like every trainer): other weights than code 1's.
     cache = ctx.cached_stage("reranker", None, config, inputs, build, code_version="2", resumable=True)
-    return Teacher(cache.dir / "model", cache.key)
+    return Teacher(cache.dir / "model", input_key(cache.dir / "model"))
 
 
 def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
@@ -329,7 +330,7 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
         print(f"  teacher: {pairs} pairs scored for {len(groups)} queries; positive above negative {accuracy:.3f}")
         return {"groups": len(groups), "pairs": pairs, "teacher_pairwise_accuracy": accuracy}
 
-    inputs = {"reranker": teacher.key, "mined": mined.parent.name, **bench.files()}
+    inputs = {"reranker": teacher.key, "mined": input_key(mined), **bench.files()}
     return ctx.cached_stage("teacher_scores", None, config, inputs, build).dir
 
 
@@ -374,7 +375,7 @@ def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) ->
         stats = build_impact_index(vectors(), work / "index", threads=rcfg["threads"])
         return {k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
-    inputs = {"model": f"{model_dir.parent.name}/{model_dir.name}", **bench.corpus_files()}
+    inputs = {"model": input_key(model_dir), **bench.corpus_files()}
     return ctx.cached_stage("impact_index", f"{dataset}/{label}", config, inputs, build)
 
 
@@ -449,7 +450,7 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
     name, split = train_split(ctx.spec)
     bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
     models = {"retriever1": splade_train_stage(ctx, "retriever1", init0, [bm25_train],
-                                                {"bm25": bm25_train.parent.name})}
+                                                {"bm25": input_key(bm25_train)})}
     mine_depth = int((ctx.spec.get("finetune.mine") or {}).get("depth", 200))
 
     def init_for(stage: str) -> Path:
@@ -465,14 +466,14 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
         mined1 = search_stage(ctx, "retriever1", models["retriever1"], name, split, mine_depth, record=False,
                               train_only=True)
         models["retriever2"] = splade_train_stage(ctx, "retriever2", init_for("retriever2"), [mined1],
-                                                   {"pools": mined1.parent.name})
+                                                   {"pools": input_key(mined1)})
         if "finetune_r3" in stages:
             teacher = configured or reranker_stage(ctx, encoder0, bm25_train)
             mined2 = search_stage(ctx, "retriever2", models["retriever2"], name, split, mine_depth, record=False,
                                   train_only=True)
             scored = teacher_stage(ctx, teacher, mined2)
             models["retriever3"] = splade_train_stage(ctx, "retriever3", init_for("retriever3"), [],
-                                                       {"teacher": scored.name}, teacher_dir=scored)
+                                                       {"teacher": input_key(scored)}, teacher_dir=scored)
     from harness.pipelines.forums import retrieve_parts
 
     out: dict[str, dict[str, Path]] = {label: {} for label in models}

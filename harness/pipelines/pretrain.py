@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
+from harness.context import input_key
 from harness.errors import HarnessError
 from harness.stage_settings import PretrainSettings
 
@@ -64,8 +65,6 @@ def tokenizer_stage(ctx: "RunContext") -> Path:
 
 def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
     from harness.corpus.passages import build_passages, load_tokenizer, save_passages
-    from harness.artifacts import config_hash
-
     corpus_cfg = ctx.spec.get("corpus") or {}
     names = corpus_names(corpus_cfg.get("source"))
     files = corpus_checksums(names)
@@ -84,7 +83,7 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
         return {"passages": len(passages), "documents": len({p.doc_id for p in passages}),
                 "corpus_documents": len(corpus)}
 
-    inputs = {**files, "tokenizer": config_hash(str(tokenizer_dir))}
+    inputs = {**files, "tokenizer": input_key(tokenizer_dir)}
     return ctx.cached_stage("passages", None, config, inputs, build).dir / "passages.jsonl"
 
 
@@ -96,16 +95,15 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
     q = dict(ctx.spec.get("qgen") or {})
     if q.get("model") == "term-sampler":
         return term_qgen_stage(ctx, q, passages_file)
-    passages_key = passages_file.parent.name
     # batch_size is hashed too: generation is seeded per batch, so it changes the queries.
     gen_cfg = {k: q.get(k) for k in ("num_queries", "top_k", "top_p", "input_prefix", "max_new_tokens")}
     gen_cfg["batch_size"] = q.get("batch_size", 64)
     if q.get("model") == "tiny-t5":
         model_dir = tiny_t5_stage(ctx, q, tokenizer_dir)
-        model_key = model_dir.parent.name
+        model_key = input_key(model_dir)
     else:
         model_dir = ctx.checkpoint(q["model"], "query generator")
-        model_key = q["model"]
+        model_key = input_key(model_dir)
 
     def build(work: Path) -> dict[str, Any]:
         passages = load_passages(passages_file)
@@ -119,7 +117,7 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
         grounding = report_grounding(passages, work / "queries.jsonl")
         return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
 
-    cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": passages_key}, build,
+    cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": input_key(passages_file)}, build,
                              resumable=True)
     return cache.dir / "queries.jsonl"
 
@@ -174,7 +172,7 @@ def term_qgen_stage(ctx: "RunContext", q: dict[str, Any], passages_file: Path) -
         return {"passages": len(passages), "training_pairs": model.pairs, "samples": [str(s) for s in samples],
                 **report_grounding(passages, work / "queries.jsonl")}
 
-    inputs = {"passages": passages_file.parent.name, **get_benchmark(benchmark_split(source)[0]).files()}
+    inputs = {"passages": input_key(passages_file), **get_benchmark(benchmark_split(source)[0]).files()}
     return ctx.cached_stage("qgen", None, config, inputs, build).dir / "queries.jsonl"
 
 
@@ -194,7 +192,7 @@ def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> 
                                input_prefix=config["input_prefix"] or "", max_input_tokens=config["max_input_tokens"])
         return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None}
 
-    inputs = {**bench.files(), "tokenizer": tokenizer_dir.parent.name}
+    inputs = {**bench.files(), "tokenizer": input_key(tokenizer_dir)}
     # code 2: trained on the shared engine (its schedule and epoch order): other weights than code 1's.
     return ctx.cached_stage("qgen_model", None, config, inputs, build, code_version="2").dir / "model"
 
@@ -245,8 +243,8 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
     model = ctx.spec.get("model")
     context = settings.context
     config = {"pretrain": pre, "model": model, "context": context}
-    inputs = {"passages": passages_file.parent.name, "tokenizer": str(tokenizer_dir.parent.name),
-              "queries": queries_file.parent.name if queries_file else ""}
+    inputs = {"passages": input_key(passages_file), "tokenizer": input_key(tokenizer_dir),
+              "queries": input_key(queries_file) if queries_file else ""}
 
     def build(work: Path) -> dict[str, Any]:
         passages = load_passages(passages_file)
