@@ -6,7 +6,7 @@ tokens, the tiny spec's objective parameters, fp32, torch's default thread count
 process: once alone, then two workers side by side, under OpenMP's default wait policy and under
 ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep instead of spinning when they wait). The thread count is
 the same in every run, so the numbers each worker computes are the same too (a different thread
-count would change the summation order: README, "What is bit-identical").
+count would change the summation order: docs/ci-gate.md, "What is bit-identical").
 
     python bench/bench_threads.py [--steps 30] [--json PATH]
 """

@@ -310,7 +310,7 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
     return rows
 
 
-# What decides whether two runs' last digits agree (README, "What is bit-identical").
+# What decides whether two runs' last digits agree (docs/ci-gate.md, "What is bit-identical").
 HARDWARE_IDENTITY = ("cpu_model", "cpu_features", "torch_threads", "torch_cpu_capability", "cuda_devices")
 
 

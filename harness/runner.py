@@ -86,7 +86,7 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
     raise HarnessError(
         f"method '{spec.name}' ({family}): its fine-tuning pipeline is not built yet; "
         f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "
-        "(see the README's status section)"
+        "(see the status table in docs/status.md)"
     )
 
 

@@ -121,7 +121,7 @@ def test_simulation_more_seeds_confirm_more_often_and_still_rarely_call_a_same_r
 
 
 def test_simulation_power_at_the_papers_effect_sizes():
-    """Reported in the README: how the rule grades a real 2.1-point gap (QC's BEIR claims) at the
+    """Reported in docs/comparing-with-papers.md: how the rule grades a real 2.1-point gap (QC's BEIR claims) at the
     measured spread, and a gap of twice the margin. A gap inside the margin is within what two
     honest runs differ by, so one printed run cannot resolve it: mostly INCONCLUSIVE, by design."""
     sd = sigma("scifact", "nDCG@10").points

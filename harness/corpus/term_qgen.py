@@ -14,7 +14,7 @@ training pairs, never from test queries:
 
 Such queries are bags of the passage's most query-like words, not fluent questions; doc2query's
 queries also reuse passage words heavily, which is what QC pre-training relies on (the
-decoder reconstructs the passage from a short, passage-dependent context). The README and the
+decoder reconstructs the passage from a short, passage-dependent context). docs/profiles-and-hardware.md and the
 run record say when this source substitutes for doc2query-T5.
 """
 
