@@ -179,11 +179,11 @@ def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list
 
 
 def pretrain_details(spec: MethodSpec, hw: Hardware) -> list[str]:
-    from harness.pretrain.objectives import OBJECTIVES
+    from harness.pretrain.objectives import objective_class
     from harness.pretrain.trainer import plan_batches
 
     pre = PretrainSettings.from_spec(spec)
-    cls = OBJECTIVES[pre.objective]
+    cls = objective_class(pre.objective)
     n = world_size(hw)
     lines = [f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
              f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "

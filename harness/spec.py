@@ -20,7 +20,7 @@ from harness.artifacts import config_hash
 from harness.errors import DataFormatError, HarnessError, SpecProblems, UnknownNameError
 from harness.paths import BASELINES_DIR, specs_dir
 from harness.reported import yaml_key_lines
-from harness.spec_keys import BLOCKS, Block, Keys
+from harness.spec_keys import BLOCKS, OPEN, Block, Keys
 from harness.stages import SPEC_STEPS
 
 PROFILES = ("paper", "rehearsal", "mini", "tiny")
@@ -415,6 +415,8 @@ def _walk(block: dict[Any, Any], keys: Keys, prefix: tuple[str, ...]) -> list[Fi
             close = UnknownNameError("key", str(key), list(keys)).suggestions
             found.append(Finding(path, True, f" (did you mean {'.'.join(prefix + (close[0],))}?)" if close else ""))
         elif isinstance(rule, Block) and value is not None:  # null: the code reads an absent block
+            if isinstance(value, dict) and rule is OPEN:
+                continue
             if isinstance(value, dict):
                 found.extend(_walk(value, rule.keys, path))
             else:

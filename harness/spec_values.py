@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from harness import SEED
 from harness.errors import HarnessError, SpecProblems, UnknownNameError
 from harness.kinds import FLAG, NUMBER, TEXT, WHOLE, Kind, example_text, one_of
-from harness.pretrain.objective_params import NONE, OBJECTIVES, param_problems
+from harness.pretrain.objective_params import NONE, objectives, param_problems
 from harness.spec import DERIVED_PROFILE, MethodSpec, locate, validate_specs
 from harness.spec_keys import KEY_KINDS, NEGATIVE_POOLS
 from harness.stage_settings import PretrainSettings, StageSettings, finetune_settings
@@ -149,9 +149,11 @@ def _pretrain(spec: MethodSpec) -> list[Finding]:
     kinds = PretrainSettings.problems(pre)
     found = [Finding(("pretrain", key), problem) for key, problem in kinds]
     objective = pre.get("objective")
-    if isinstance(objective, str) and objective not in OBJECTIVES:
-        found.append(Finding(("pretrain", "objective"), _unknown("objective", objective, [*OBJECTIVES, NONE])))
-    elif objective in OBJECTIVES and isinstance(pre.get("objective_params") or {}, dict):
+    # The registry imports the objectives (and torch): only for a spec that names one.
+    known = objectives() if isinstance(objective, str) and objective != NONE else {}
+    if isinstance(objective, str) and objective != NONE and objective not in known:
+        found.append(Finding(("pretrain", "objective"), _unknown("objective", objective, [*known, NONE])))
+    elif objective in known and isinstance(pre.get("objective_params") or {}, dict):
         found += [Finding(("pretrain", "objective_params", key), problem)
                   for key, problem in param_problems(objective, pre.get("objective_params") or {})]
     if any(key != "objective_params" for key, _ in kinds):

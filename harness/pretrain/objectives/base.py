@@ -16,7 +16,10 @@ tied MLM head) and whatever heads/decoders its paper adds:
   such an objective provides ``grad_cache_step(batch, chunk_size, scaler=None) -> losses``,
   which runs its own backward (see ``gradcache``).
 - ``gathers_across_ranks``: True when in-batch negatives are all-gathered over DDP ranks.
-- ``params``: the objective's hyper-parameters as given (for run records).
+- ``params``: the objective's hyper-parameters: its declared defaults overridden by the spec's.
+
+Each objective class is registered with its parameters by
+:func:`harness.pretrain.objective_params.register_objective`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ from transformers import BertConfig, BertForMaskedLM, BertModel
 from harness.errors import HarnessError
 from harness.pretrain import masking
 from harness.pretrain.models import new_masked_lm
-from harness.pretrain.objective_params import OBJECTIVES, param_problems
+from harness.kinds import POSITIVE_WHOLE, RATIO
+from harness.pretrain.objective_params import Param, resolve_params
+
+# Parameters several objectives declare alike.
+MASK_RATIO = Param(RATIO, 0.15, "MLM masking ratio")
+HEAD_LAYERS = Param(POSITIVE_WHOLE, 2, "layers of the decoder / Condenser head")
 
 Batch = dict[str, Tensor]
 Losses = dict[str, Tensor]
@@ -43,12 +51,9 @@ class Objective(nn.Module):
 
     def __init__(self, bert_config: BertConfig, **params: Any):
         super().__init__()
-        # Every parameter against its declared kind (harness.pretrain.objective_params): the same
-        # declaration that spec validation checks a spec against before any stage runs.
-        problems = param_problems(self.name, params) if self.name in OBJECTIVES else []
-        if problems:
-            raise HarnessError(f"objective {self.name}: " + "; ".join(f"{k}: {p}" for k, p in problems))
-        self.params: dict[str, Any] = dict(params)
+        # The declared defaults overridden by `params`, each checked against its declared kind
+        # (harness.pretrain.objective_params): the declaration spec validation checks a spec against.
+        self.params: dict[str, Any] = resolve_params(self.name, params)
         self.lm: BertForMaskedLM = new_masked_lm(bert_config)
 
     @property

@@ -39,6 +39,7 @@ Deviations / where the paper is silent
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -47,8 +48,12 @@ from torch import Tensor
 from transformers import BertConfig
 
 from harness.errors import HarnessError
+from harness.kinds import POSITIVE, POSITIVE_WHOLE
 from harness.pretrain.models import count_masked, masked_lm_loss, new_layers, run_layers
+from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import (
+    HEAD_LAYERS,
+    MASK_RATIO,
     Batch,
     Losses,
     Objective,
@@ -119,32 +124,25 @@ def _rows(batch: Batch, rows: slice) -> Batch:
     return {key: value[rows] for key, value in batch.items()}
 
 
+@register_objective("cocondenser", losses=("mlm", "aux_mlm", "contrastive"), params={
+    "mask_ratio": MASK_RATIO,
+    "n_head_layers": HEAD_LAYERS,
+    "skip_from": Param(POSITIVE_WHOLE, 6, "encoder layer the Condenser head reads (clamped to the encoder's)"),
+    "temperature": Param(POSITIVE, 1.0, "contrastive softmax temperature"),
+})
 class CoCondenser(Objective):
-    name = "cocondenser"
     supports_accumulation = False
     gathers_across_ranks = True
 
-    def __init__(
-        self,
-        bert_config: BertConfig,
-        mask_ratio: float = 0.15,
-        n_head_layers: int = 2,
-        skip_from: int = 6,
-        temperature: float = 1.0,
-    ):
-        super().__init__(
-            bert_config,
-            mask_ratio=mask_ratio,
-            n_head_layers=n_head_layers,
-            skip_from=skip_from,
-            temperature=temperature,
-        )
-        self.mask_ratio = float(mask_ratio)
-        self.temperature = float(temperature)
-        self.skip_layer = min(int(skip_from), bert_config.num_hidden_layers)
-        if self.skip_layer != int(skip_from):
+    def __init__(self, bert_config: BertConfig, **params: Any):
+        super().__init__(bert_config, **params)
+        self.mask_ratio = float(self.params["mask_ratio"])
+        self.temperature = float(self.params["temperature"])
+        skip_from = int(self.params["skip_from"])
+        self.skip_layer = min(skip_from, bert_config.num_hidden_layers)
+        if self.skip_layer != skip_from:
             log.info("coCondenser: skip_from %s clamped to %s layers", skip_from, self.skip_layer)
-        self.c_head = new_layers(self.lm, int(n_head_layers))
+        self.c_head = new_layers(self.lm, int(self.params["n_head_layers"]))
 
     def collate(self, examples, tokenizer, max_length: int, generator: torch.Generator) -> Batch:
         texts = [text for anchor, context in examples for text in (anchor, context)]

@@ -26,6 +26,8 @@ Where the paper is silent, the official code (caskcsg/ir cotmae/modeling.py) is 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 from transformers import BertConfig
@@ -36,32 +38,26 @@ from harness.pretrain.models import (
     replace_first_position,
     run_layers,
 )
-from harness.pretrain.objectives.base import Batch, Losses, Objective
+from harness.kinds import NON_NEGATIVE, RATIO
+from harness.pretrain.objective_params import Param, register_objective
+from harness.pretrain.objectives.base import HEAD_LAYERS, Batch, Losses, Objective
 
 
+@register_objective("cotmae", losses=("mlm", "ctx_mlm"), params={
+    "enc_mask_ratio": Param(RATIO, 0.30, "encoder masking ratio"),
+    "dec_mask_ratio": Param(RATIO, 0.45, "decoder masking ratio"),
+    "n_head_layers": HEAD_LAYERS,
+    "dec_loss_coef": Param(NON_NEGATIVE, 1.0, "decoder loss weight"),
+})
 class CoTMAE(Objective):
-    name = "cotmae"
     supports_accumulation = True
 
-    def __init__(
-        self,
-        bert_config: BertConfig,
-        enc_mask_ratio: float = 0.30,
-        dec_mask_ratio: float = 0.45,
-        n_head_layers: int = 2,
-        dec_loss_coef: float = 1.0,
-    ):
-        super().__init__(
-            bert_config,
-            enc_mask_ratio=enc_mask_ratio,
-            dec_mask_ratio=dec_mask_ratio,
-            n_head_layers=n_head_layers,
-            dec_loss_coef=dec_loss_coef,
-        )
-        self.enc_mask_ratio = float(enc_mask_ratio)
-        self.dec_mask_ratio = float(dec_mask_ratio)
-        self.dec_loss_coef = float(dec_loss_coef)
-        self.c_head = new_layers(self.lm, int(n_head_layers))
+    def __init__(self, bert_config: BertConfig, **params: Any):
+        super().__init__(bert_config, **params)
+        self.enc_mask_ratio = float(self.params["enc_mask_ratio"])
+        self.dec_mask_ratio = float(self.params["dec_mask_ratio"])
+        self.dec_loss_coef = float(self.params["dec_loss_coef"])
+        self.c_head = new_layers(self.lm, int(self.params["n_head_layers"]))
 
     def collate(self, examples, tokenizer, max_length: int, generator: torch.Generator) -> Batch:
         anchors = [anchor for anchor, _ in examples]

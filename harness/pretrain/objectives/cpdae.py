@@ -58,6 +58,7 @@ activation checkpointing so memory stays ~ block x 2m x |V|.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -66,9 +67,11 @@ from torch.utils.checkpoint import checkpoint
 from transformers import BertConfig
 
 from harness.errors import HarnessError
+from harness.kinds import FLAG, NON_NEGATIVE, NUMBER, POSITIVE_WHOLE, one_of
 from harness.pretrain import masking
 from harness.pretrain.models import count_masked, init_like, masked_lm_loss
-from harness.pretrain.objectives.base import Batch, Losses, Objective
+from harness.pretrain.objective_params import Param, register_objective
+from harness.pretrain.objectives.base import MASK_RATIO, Batch, Losses, Objective
 from harness.pretrain.objectives.gradcache import grad_cache_backward
 from harness.numerics import upcast
 
@@ -147,39 +150,29 @@ def view_contrastive_loss(sim: Tensor, anchors: Tensor) -> Tensor:
     return F.cross_entropy(logits, (anchors + half) % n)
 
 
+@register_objective("cpdae", losses=("mlm", "rec", "contrastive"), params={
+    "mask_ratio": MASK_RATIO,
+    "cl_lambda": Param(NON_NEGATIVE, 0.1, "contrastive loss weight"),
+    "contrast_on": Param(one_of("words", "cls"), "words", "words (CPDAE) | cls (CPDAE_R)"),
+    "rec_reduction": Param(one_of("sum", "mean"), "sum", "sum | mean over the vocabulary of the reconstruction loss"),
+    "symmetric": Param(FLAG, False, "contrast both views against each other"),
+    "js_block": Param(POSITIVE_WHOLE, 8, "rows per block of the Jensen-Shannon contrast"),
+    "rec_bias_init": Param(NUMBER, None, "initial bias of the bag-of-words decoder, null for 0", nullable=True),
+})
 class CPDAE(Objective):
-    name = "cpdae"
     supports_accumulation = False  # L_CL contrasts the views of the whole batch: grad cache
     gathers_across_ranks = False
 
-    def __init__(
-        self,
-        bert_config: BertConfig,
-        mask_ratio: float = 0.15,
-        cl_lambda: float = 0.1,
-        contrast_on: str = "words",
-        rec_reduction: str = "sum",
-        symmetric: bool = False,
-        js_block: int = 8,
-        rec_bias_init: float | None = None,
-    ):
-        super().__init__(
-            bert_config,
-            mask_ratio=mask_ratio,
-            cl_lambda=cl_lambda,
-            contrast_on=contrast_on,
-            rec_reduction=rec_reduction,
-            symmetric=symmetric,
-            js_block=js_block,
-            rec_bias_init=rec_bias_init,
-        )
-        self.mask_ratio = float(mask_ratio)
-        self.cl_lambda = float(cl_lambda)
-        self.contrast_on = contrast_on
-        self.rec_reduction = rec_reduction
-        self.symmetric = bool(symmetric)
-        self.js_block = int(js_block)
+    def __init__(self, bert_config: BertConfig, **params: Any):
+        super().__init__(bert_config, **params)
+        self.mask_ratio = float(self.params["mask_ratio"])
+        self.cl_lambda = float(self.params["cl_lambda"])
+        self.contrast_on = self.params["contrast_on"]
+        self.rec_reduction = self.params["rec_reduction"]
+        self.symmetric = bool(self.params["symmetric"])
+        self.js_block = int(self.params["js_block"])
         self.decoder = init_like(self.lm, MLPDecoder(bert_config))
+        rec_bias_init = self.params["rec_bias_init"]
         if rec_bias_init is not None:
             # A fresh decoder starts at sigmoid(0) = 0.5 for all |V| words, so the summed L_REC's first
             # gradient is "every word is absent" for every passage alike; from a pre-trained encoder at

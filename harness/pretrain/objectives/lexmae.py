@@ -33,11 +33,14 @@ logits are computed at masked positions only.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertConfig
 
+from harness.kinds import RATIO
 from harness.pretrain import masking
 from harness.pretrain.models import (
     gather_masked,
@@ -47,7 +50,8 @@ from harness.pretrain.models import (
     run_layers,
     tied_mlm_head,
 )
-from harness.pretrain.objectives.base import Batch, Losses, Objective
+from harness.pretrain.objective_params import Param, register_objective
+from harness.pretrain.objectives.base import HEAD_LAYERS, Batch, Losses, Objective
 from harness.numerics import upcast
 
 
@@ -68,26 +72,26 @@ def cbow_bottleneck(a: Tensor, word_embeddings: Tensor) -> Tensor:
     return a @ word_embeddings.detach().to(a.dtype)
 
 
+def _decoder_total(p: dict[str, Any]) -> str | None:
+    if p["dec_mask_ratio"] >= p["enc_mask_ratio"]:
+        return None
+    return (f"{p['dec_mask_ratio']!r} is the decoder's total (alpha + beta) and must be >= enc_mask_ratio "
+            f"({p['enc_mask_ratio']!r})")
+
+
+@register_objective("lexmae", losses=("mlm", "dec_mlm"), params={
+    "enc_mask_ratio": Param(RATIO, 0.30, "encoder masking ratio"),
+    "dec_mask_ratio": Param(RATIO, 0.50, "decoder masking ratio: the decoder's total (alpha + beta)"),
+    "n_head_layers": HEAD_LAYERS,
+}, checks=(("dec_mask_ratio", _decoder_total),))
 class LexMAE(Objective):
-    name = "lexmae"
     supports_accumulation = True
 
-    def __init__(
-        self,
-        bert_config: BertConfig,
-        enc_mask_ratio: float = 0.30,
-        dec_mask_ratio: float = 0.50,
-        n_head_layers: int = 2,
-    ):
-        super().__init__(
-            bert_config,
-            enc_mask_ratio=enc_mask_ratio,
-            dec_mask_ratio=dec_mask_ratio,
-            n_head_layers=n_head_layers,
-        )
-        self.enc_mask_ratio = float(enc_mask_ratio)  # the ratios, and dec >= enc, are checked by Objective
-        self.dec_mask_ratio = float(dec_mask_ratio)
-        self.decoder_layers = new_layers(self.lm, int(n_head_layers))
+    def __init__(self, bert_config: BertConfig, **params: Any):
+        super().__init__(bert_config, **params)
+        self.enc_mask_ratio = float(self.params["enc_mask_ratio"])  # the ratios, and dec >= enc, are checked
+        self.dec_mask_ratio = float(self.params["dec_mask_ratio"])
+        self.decoder_layers = new_layers(self.lm, int(self.params["n_head_layers"]))
         self.decoder_head = tied_mlm_head(self.lm)
 
     def collate(self, examples, tokenizer, max_length: int, generator: torch.Generator) -> Batch:

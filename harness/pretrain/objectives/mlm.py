@@ -13,21 +13,24 @@ Implementation notes
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 from transformers import BertConfig
 
 from harness.pretrain.models import masked_lm_loss
-from harness.pretrain.objectives.base import Batch, Losses, Objective
+from harness.pretrain.objective_params import register_objective
+from harness.pretrain.objectives.base import MASK_RATIO, Batch, Losses, Objective
 
 
+@register_objective("mlm", losses=("mlm",), params={"mask_ratio": MASK_RATIO})
 class MLM(Objective):
-    name = "mlm"
     supports_accumulation = True
 
-    def __init__(self, bert_config: BertConfig, mask_ratio: float = 0.15):
-        super().__init__(bert_config, mask_ratio=mask_ratio)
-        self.mask_ratio = float(mask_ratio)
+    def __init__(self, bert_config: BertConfig, **params: Any):
+        super().__init__(bert_config, **params)
+        self.mask_ratio = float(self.params["mask_ratio"])
 
     def collate(self, examples, tokenizer, max_length: int, generator: torch.Generator) -> Batch:
         anchors = [anchor for anchor, _ in examples]
