@@ -369,7 +369,7 @@ def to_csv(frame: pd.DataFrame) -> bytes:
 def paper_deviations(method: str, key: str = "deviations") -> list[str]:
     """The method's declared deviations of its paper profile from its paper, or with
     ``key="assumptions"`` the values it picks where the papers say nothing (none for unknown specs)."""
-    from harness.commands.validate import paper_deviations as all_deviations
+    from harness.paper_profiles import paper_deviations as all_deviations
 
     try:
         return all_deviations(key).get(method, [])

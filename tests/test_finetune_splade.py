@@ -12,16 +12,14 @@ import torch
 
 from harness.errors import HarnessError
 from harness.finetune.splade import (
-    SETTINGS_FILE,
     SpladeTrainConfig,
     flops,
     flops_weight,
     splade_loss,
-    load_masked_lm,
     sparse_start_shift,
-    splade_max,
     train_splade,
 )
+from harness.retrieval.splade_model import SETTINGS_FILE, load_masked_lm, splade_max
 
 FRUITS = "apple banana cherry grape lemon mango melon peach".split()
 ATTRS = "red yellow green sweet sour fruit tree juice pie seed".split()

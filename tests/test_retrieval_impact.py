@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from harness.errors import HarnessError
-from harness.finetune.splade import splade_max, write_lexical_settings
 from harness.retrieval.impact import (
     INDEX_INFO_FILE,
     brute_force_search,
@@ -23,6 +22,7 @@ from harness.retrieval.impact import (
     search_impact,
     sparsify_topk,
 )
+from harness.retrieval.splade_model import splade_max, write_lexical_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_finetune_splade import VOCAB, make_tiny_mlm  # noqa: E402

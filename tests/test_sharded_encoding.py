@@ -1,4 +1,4 @@
-"""Sharded, resumable corpus encoding (harness.retrieval.sharded).
+"""Sharded, resumable corpus encoding (harness.retrieval.sharded; its command line: harness.evaluation.sharded).
 
 Fast tests run the ranks one after another in this process on a toy corpus with a tiny
 random-init BERT. The slow test goes the whole way on the DL19 smoke subset (5,000 real MS MARCO
@@ -319,7 +319,7 @@ def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path
     full, resumed = tmp_path / "full", tmp_path / "resumed"
 
     started = time.monotonic()
-    cli = ["-m", "harness.retrieval.sharded"]
+    cli = ["-m", "harness.evaluation.sharded"]
     _run(_torchrun(cli, [*common, "--out", str(full), "--json", str(tmp_path / "full.json")]))
     full_seconds = time.monotonic() - started
     assert len(_complete(full, 0)) == len(_complete(full, 1)) == 10
@@ -371,6 +371,7 @@ def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path
 
 
 if __name__ == "__main__":  # a torchrun worker of the killed run: slow down, say who it is, run the CLI
+    from harness.evaluation import sharded as sharded_cli
     from harness.retrieval.encoder import Encoder
 
     pid_dir = Path(os.environ["SHARDED_TEST_PIDS"])
@@ -384,4 +385,4 @@ if __name__ == "__main__":  # a torchrun worker of the killed run: slow down, sa
         return out
 
     Encoder.encode = slow_encode
-    sys.exit(sharded.main(sys.argv[1:]))
+    sys.exit(sharded_cli.main(sys.argv[1:]))

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from harness.commands._output import write_json
+from harness.paper_profiles import paper_deviations, paper_profiles
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,37 +36,6 @@ def _spec_problems() -> list[str]:
     return list(validate_all())
 
 
-def _paper_profiles() -> list[Any]:
-    """The paper profile of each spec that loads (a spec with a problem is listed as such, not here)."""
-    from harness.errors import HarnessError
-
-    try:
-        from harness.spec import list_methods, load_method
-    except ImportError:  # as in _spec_problems: no spec module, no specs
-        return []
-    specs = []
-    for name in list_methods():
-        try:
-            specs.append(load_method(name, "paper"))
-        except HarnessError:
-            continue
-    return specs
-
-
-def paper_deviations(key: str = "deviations", papers: list[Any] | None = None) -> dict[str, list[str]]:
-    """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``,
-    each with the conditions it touches), or with ``key="assumptions"`` the values it picks where
-    the papers say nothing. ``papers``: the paper profiles (default: every spec's that loads)."""
-    out = {}
-    # the specs that load: one with a problem still leaves the others' counted
-    for spec in _paper_profiles() if papers is None else papers:
-        name, items = spec.name, spec.get(key) or []
-        if items:
-            out[name] = [f"touches {', '.join([d['touches']] if isinstance(d['touches'], str) else d['touches'])}: "
-                         f"{d['why']}" if isinstance(d, dict) else str(d) for d in items]
-    return out
-
-
 def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
     """What each method's rehearsal profile changes relative to its paper profile, key by key,
     computed from the two resolved specs (harness.rehearsal.differences)."""
@@ -73,7 +43,7 @@ def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
     from harness.errors import HarnessError
 
     out = {}
-    for paper in _paper_profiles() if papers is None else papers:
+    for paper in paper_profiles() if papers is None else papers:
         from harness.spec import load_method  # there: it loaded the paper profile
 
         try:
@@ -111,7 +81,7 @@ def _validate(args: argparse.Namespace) -> int:
         for f in items:  # messages name their table themselves
             print(f"  [{f.kind}] {f.message}")
 
-    paper_specs = _paper_profiles()
+    paper_specs = paper_profiles()
     deviations = paper_deviations(papers=paper_specs)
     for method, items in deviations.items():
         print(f"== {method} [paper]: {len(items)} deviation(s) from the paper (cells stating what they touch "

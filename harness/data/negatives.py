@@ -18,6 +18,10 @@ from pathlib import Path
 from harness.data.formats import iter_lines
 from harness.errors import DataFormatError
 
+# data.bm25_negatives -> the download it is read from (``own``: the harness's own BM25,
+# harness.pipelines.bm25.bm25_run).
+NEGATIVE_SOURCES = {"msmarco-triples": "msmarco-passage/triples", "tevatron": "tevatron/msmarco-passage"}
+
 
 def read_published_negatives(source: str, path: Path, qrels: Mapping[str, Mapping[str, int]],
                              depth: int) -> dict[str, list[str]]:

@@ -1,11 +1,8 @@
 """Learned-sparse (SPLADE-max) retriever fine-tuning: LexMAE's three stages (Shen et al., ICLR 2023, §4).
 
 Representation, Eq. (8) (SPLADE-max, Formal et al. 2021a)
-    ``v(x) = log(1 + max_t ReLU(S[t, :]))`` with S the masked-LM logits of x [L, |V|] and t
-    running over the non-padding positions ([CLS] and [SEP] included, as SPLADE does). The
-    saturation ``log(1 + ReLU(.))`` is monotone, so :func:`splade_max` takes the masked max of
-    the raw logits first and applies it to the [B, |V|] result: the same values and gradients
-    as the literal formula with one [B, L, |V|] tensor instead of three.
+    ``v(x) = log(1 + max_t ReLU(S[t, :]))`` with S the masked-LM logits of x [L, |V|]:
+    :func:`harness.retrieval.splade_model.splade_max`, which search encodes with too.
 Loss
     Stages 1 and 2, Eq. (11)/(12): InfoNCE over each query's positive, its negatives and every
     other passage of the batch (in-batch negatives; :func:`harness.finetune.dense.info_nce_loss`,
@@ -32,7 +29,7 @@ Model and initialisation
     weights). A folder with a plain ``BertModel`` (encoder only) is accepted too: the MLM head's
     projection is then the tied word embeddings, and its transform and output bias start fresh
     (seeded). That is NOT the pre-trained LexMAE head, and the stats say so
-    (``mlm_head: "initialised"``); see :func:`load_masked_lm`.
+    (``mlm_head: "initialised"``); see :func:`harness.retrieval.splade_model.load_masked_lm`.
 Head refit (``fit_head``, off by default)
     Before the first step the MLM head's transform is refitted in closed form so that each token
     predicts itself (:mod:`harness.finetune.head_fit`, on the first 256 positives): for a head
@@ -61,7 +58,6 @@ Output
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,16 +67,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.checkpoints import load_pretrained
 from harness.errors import HarnessError
 from harness.finetune.dense import gather_with_grad, info_nce_loss
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, TeacherScores, normalise_examples
 from harness.numerics import upcast
+from harness.retrieval.splade_model import REPRESENTATION, load_masked_lm, splade_max, write_lexical_settings
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
 from harness.training.finished import finish, finished_stats, fingerprint
 
-SETTINGS_FILE = "harness_lexical.json"
-REPRESENTATION = "splade_max"
 _IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", "warmup_ratio", "weight_decay",
                     "grad_clip", "max_q_len", "max_p_len", "seed", "flops_lambda", "query_flops_ratio",
                     "flops_warmup_steps", "fit_head", "start_terms", "distill", "contrastive_weight",
@@ -119,18 +113,6 @@ class SpladeTrainConfig(BiEncoderTrainConfig):
 
 
 # --- representation and losses ------------------------------------------------------------------
-
-
-def splade_max(logits: Tensor, attention_mask: Tensor) -> Tensor:
-    """Eq. (8): ``max_t log(1 + ReLU(logits[:, t, :]))`` over non-padding positions -> [B, V] float32."""
-    if logits.dim() != 3 or attention_mask.shape != logits.shape[:2]:
-        raise HarnessError(f"splade_max wants logits [B, L, V] and a mask [B, L], got {tuple(logits.shape)} "
-                           f"and {tuple(attention_mask.shape)}")
-    keep = attention_mask.bool().unsqueeze(-1)
-    # Padding gets -inf, so it never wins the max; ReLU then maps a row with no positive logit to 0.
-    # max(dim) keeps only the argmax indices for backward (amax would keep the [B, L, V] input).
-    pooled = logits.masked_fill(~keep, float("-inf")).max(dim=1).values
-    return torch.log1p(torch.relu(upcast(pooled)))
 
 
 def flops(reps: Tensor) -> Tensor:
@@ -225,49 +207,6 @@ class SpladeEncoder(nn.Module):
 
     def forward(self, queries: Mapping[str, Tensor], passages: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
         return self.embed(queries), self.embed(passages)  # one call: DDP sees each weight's gradient once
-
-
-# --- loading ------------------------------------------------------------------------------------
-
-
-def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, str]:
-    """(BertForMaskedLM, head status) from a local folder; status is "loaded" or "initialised".
-
-    A folder without MLM-head weights (a plain ``BertModel`` export) gets the head's projection
-    from the tied word embeddings and a fresh transform and bias (seed them before calling);
-    ``allow_new_head=False`` refuses that (encoding a trained retriever must never do it). Any
-    missing encoder weight is an error.
-    """
-    from transformers import AutoConfig, BertForMaskedLM
-    from transformers.utils import logging as hf_logging
-
-    path = Path(path)
-    if not (path / "config.json").is_file():
-        raise HarnessError(f"{path} holds no Hugging Face model (config.json missing)")
-    config = AutoConfig.from_pretrained(str(path), local_files_only=True)
-    if config.model_type != "bert":
-        raise HarnessError(f"{path}: the lexical retriever needs a BERT masked LM, found model_type {config.model_type!r}")
-    before = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the expected "missing cls.predictions.*" report is not news
-    try:
-        model, info = load_pretrained(BertForMaskedLM, path, "a masked LM", output_loading_info=True)
-    finally:
-        hf_logging.set_verbosity(before)
-    missing = set(info.get("missing_keys", ()))
-    encoder_missing = sorted(k for k in missing if not k.startswith("cls."))
-    if encoder_missing:
-        raise HarnessError(f"{path}: {len(encoder_missing)} encoder weight(s) missing (e.g. "
-                           f"{', '.join(encoder_missing[:3])}); not a trained BERT checkpoint")
-    head_missing = sorted(k for k in missing if k.startswith("cls.") and k != "cls.predictions.decoder.weight")
-    if not head_missing:
-        return model, "loaded"
-    if not allow_new_head:
-        raise HarnessError(f"{path} has no MLM head weights ({', '.join(head_missing[:3])} ...): it is not a "
-                           "trained lexical retriever")
-    word = model.bert.embeddings.word_embeddings.weight
-    if model.cls.predictions.decoder.weight.data_ptr() != word.data_ptr():
-        model.cls.predictions.decoder.weight = word  # config.tie_word_embeddings=False would leave it random
-    return model, "initialised"
 
 
 # --- training -----------------------------------------------------------------------------------
@@ -437,23 +376,3 @@ def _shift_to_sparse_start(mlm: nn.Module, tokenizer: Any, task: SpladeTask, dev
     with torch.no_grad():
         bias.sub_(shift)
     return shift
-
-
-def write_lexical_settings(folder: str | Path, **settings: Any) -> Path:
-    """``harness_lexical.json``: how :mod:`harness.retrieval.impact` encodes with this model."""
-    path = Path(folder) / SETTINGS_FILE
-    payload = {"representation": REPRESENTATION, **settings}
-    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return path
-
-
-def read_lexical_settings(folder: str | Path) -> dict[str, Any]:
-    """The folder's ``harness_lexical.json`` (empty dict when absent: a SPLADE checkpoint from elsewhere)."""
-    path = Path(folder) / SETTINGS_FILE
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise HarnessError(f"{path} is not valid JSON ({exc.msg}); delete it or retrain") from exc
-

@@ -49,17 +49,13 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     return ctx.cached_stage("retrieve", label, search_cfg, query_inputs, retrieve).dir / "run.trec"
 
 
-# data.bm25_negatives -> the download it is read from (``own`` runs BM25 here: bm25_run).
-NEGATIVE_SOURCES = {"msmarco-triples": "msmarco-passage/triples", "tevatron": "tevatron/msmarco-passage"}
-
-
 def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     """The training queries' BM25 negatives as a TREC run (rank order = the source's order): the
     harness's own BM25 (``data.bm25_negatives: own``, the default) or a published set."""
     from harness.data import download
     from harness.data.catalog import Benchmark, get_benchmark
     from harness.data.formats import write_trec_run
-    from harness.data.negatives import read_published_negatives
+    from harness.data.negatives import NEGATIVE_SOURCES, read_published_negatives
 
     source = ctx.spec.get("data.bm25_negatives") or "own"
     if source == "own":

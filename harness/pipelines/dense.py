@@ -13,19 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from harness import SEED
 from harness.context import input_key
+from harness.data.requirements import train_split
 from harness.errors import HarnessError
 from harness.stage_settings import StageSettings, finetune_settings
 
 if TYPE_CHECKING:
     from harness.context import RunContext
-
-
-def train_split(spec: Any) -> tuple[str, str]:
-    """(benchmark, split) of ``finetune.train_queries``: ``<benchmark>-<split>`` (nfcorpus-train; the
-    benchmark's name may have dashes itself: msmarco-passage-train), or a benchmark (its train split)."""
-    from harness.data.catalog import benchmark_split
-
-    return benchmark_split(str(spec.get("finetune.train_queries")))
 
 
 def check_train_queries(ctx: "RunContext") -> None:

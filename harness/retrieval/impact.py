@@ -2,7 +2,7 @@
 
 Pipeline
     1. :func:`encode_sparse`: SPLADE-max weights ``{token: float}`` per text from a fine-tuned
-       masked LM (:mod:`harness.finetune.splade`), in batches sorted by length under
+       masked LM (:mod:`harness.retrieval.splade_model`), in batches sorted by length under
        ``torch.inference_mode``; ``topk`` keeps each text's k largest weights (the paper's
        "top-K sparsifying" of documents, Fig. 3; ties at the k-th weight broken by ``torch.topk``).
     2. :func:`quantise`: ``floor(100 x w)`` per term, zeros dropped (§4.3: "virtual frequencies").
@@ -118,7 +118,7 @@ class SparseEncoder:
         import torch
         from tqdm.auto import tqdm
 
-        from harness.finetune.splade import splade_max
+        from harness.retrieval.splade_model import splade_max
 
         if batch_size < 1:
             raise HarnessError(f"batch_size must be positive, got {batch_size}")
@@ -160,7 +160,7 @@ def load_sparse_encoder(model_dir: str | Path, device: str | None = None, precis
     import torch
     from transformers import AutoTokenizer
 
-    from harness.finetune.splade import load_masked_lm, read_lexical_settings
+    from harness.retrieval.splade_model import load_masked_lm, read_lexical_settings
 
     if precision not in ("fp32", "fp16", "bf16"):
         raise HarnessError(f"precision must be fp32, fp16 or bf16, got {precision!r}")

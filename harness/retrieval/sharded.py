@@ -1,7 +1,7 @@
 """Sharded, resumable corpus encoding: each rank writes its slice of the corpus in chunk files.
 
     # 2 CPU processes (gloo); on N GPUs the same line with --nproc_per_node N (nccl)
-    torchrun --nproc_per_node 2 -m harness.retrieval.sharded --model models/all-MiniLM-L6-v2 \\
+    torchrun --nproc_per_node 2 -m harness.evaluation.sharded --model models/all-MiniLM-L6-v2 \\
         --dataset msmarco-dl19-subset --out cache/shards/minilm-dl19 --shard-size 10000 --json summary.json
 
     # the same command again after a crash or a kill resumes: complete chunks are skipped
@@ -34,13 +34,13 @@ rank may wait hours for one that has more left), then rank 0 merges. Under
 before calling it (as torchrun does). Every rank reads the whole corpus (the manifest
 fingerprints all of it) but encodes only its slice. Search is exact flat inner
 product (:mod:`harness.retrieval.dense`); ``fp16`` stores the vectors in half precision (half the
-memory, scores rounded), and the output says which was used. The command line builds the index
-chunk by chunk (:func:`index_shards`), so the fp32 matrix is never held whole.
+memory, scores rounded), and the output says which was used. The command line
+(:mod:`harness.evaluation.sharded`) builds the index chunk by chunk (:func:`index_shards`), so the
+fp32 matrix is never held whole.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import itertools
 import json
@@ -504,73 +504,5 @@ def encode_distributed(
             D.cleanup()
 
 
-# ---------------------------------------------------------------------------- command line
-
-def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size: int, fp16: bool) -> dict[str, Any]:
-    """Rank 0: encode the benchmark's judged queries, search the merged matrix, score the run."""
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.conventions import get_convention, trim_to_depth
-    from harness.evaluation.measures import evaluate
-
-    from harness.retrieval.dense import Shard, retrieve
-
-    bench = get_benchmark(dataset)
-    qids, q_emb = result.encoder.encode_queries(bench.queries(), batch_size=batch_size, show_progress=False)
-    self_hits = get_convention(bench.name, bench.kind).drop_self_hits
-    doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16)
-    run, stats = retrieve(qids, q_emb, Shard(index, doc_ids), k=depth + 1 if self_hits else depth)
-    stats["index"] = label
-    scored = evaluate(trim_to_depth(run, depth, self_hits), bench.qrels(), bench)
-    return {"benchmark": bench.name, "primary": scored.primary, "metrics": dict(scored.aggregate),
-            "index": stats["index"], "index_bytes": stats["index_bytes"], "qps": round(stats["qps"], 1)}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.retrieval.sharded",
-                                     description="Sharded, resumable corpus encoding (see the module docstring).")
-    parser.add_argument("--model", required=True, help="local model folder (or a name under models/)")
-    parser.add_argument("--out", required=True, help="folder of the chunk files (resumed if it exists)")
-    parser.add_argument("--corpus", help="BEIR corpus.jsonl(.gz) to encode (default: the --dataset corpus)")
-    parser.add_argument("--dataset", help="benchmark whose queries are searched and scored after merging")
-    parser.add_argument("--shard-size", type=int, default=10_000, help="passages per chunk file")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda:LOCAL_RANK when present)")
-    parser.add_argument("--depth", type=int, default=1000)
-    parser.add_argument("--index-fp16", action="store_true", help="store the index vectors in fp16 (half memory)")
-    parser.add_argument("--json", help="write rank 0's summary here")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        if args.corpus:
-            from harness.data.formats import iter_beir_corpus
-
-            passages: dict[str, Any] = dict(iter_beir_corpus(args.corpus))
-        elif args.dataset:
-            from harness.data.catalog import get_benchmark
-
-            passages = get_benchmark(args.dataset).corpus()
-        else:
-            raise HarnessError("give --corpus PATH or --dataset NAME")
-        result = encode_distributed(args.model, passages, args.out, shard_size=args.shard_size,
-                                    batch_size=args.batch_size, device=args.device,
-                                    show_progress=not args.no_progress, merge=False)
-        if result.rank != 0:
-            return 0
-        summary = result.summary
-        if args.dataset:
-            summary["evaluation"] = _evaluate(result, args.dataset, args.depth, args.batch_size, args.index_fp16)
-            ev = summary["evaluation"]
-            print(f"{ev['benchmark']}: {ev['primary']} {ev['metrics'][ev['primary']]:.4f} ({ev['index']})")
-        print(f"sharded encoding: {summary['docs']:,} passages x {summary['dim']} in {args.out}; "
-              f"{summary['passages_encoded']:,} encoded by {summary['world_size']} rank(s) at "
-              f"{summary['passages_per_second'] or 0:,.1f} passages/s; {summary['chunks_skipped']} chunk(s) resumed")
-        if args.json:
-            atomic_write_json(args.json, summary)
-        return 0
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line scores too, so it lives above evaluation
+    sys.exit("error: run -m harness.evaluation.sharded (the command line moved there; same arguments)")

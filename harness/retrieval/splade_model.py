@@ -1,0 +1,100 @@
+"""The SPLADE-max model of a learned-sparse retriever: its representation, loading and settings file.
+
+Shared by training (:mod:`harness.finetune.splade`, which writes the folder) and search
+(:mod:`harness.retrieval.impact`, which encodes with it), so it lives below both: retrieval then
+never imports fine-tuning, as :mod:`harness.retrieval.encoder` does for dense retrievers.
+
+Representation, Eq. (8) of LexMAE (SPLADE-max, Formal et al. 2021a)
+    ``v(x) = log(1 + max_t ReLU(S[t, :]))`` with S the masked-LM logits of x [L, |V|] and t
+    running over the non-padding positions ([CLS] and [SEP] included, as SPLADE does). The
+    saturation ``log(1 + ReLU(.))`` is monotone, so :func:`splade_max` takes the masked max of
+    the raw logits first and applies it to the [B, |V|] result: the same values and gradients
+    as the literal formula with one [B, L, |V|] tensor instead of three.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from harness.checkpoints import load_pretrained
+from harness.errors import HarnessError
+from harness.numerics import upcast
+
+SETTINGS_FILE = "harness_lexical.json"
+REPRESENTATION = "splade_max"
+
+
+def splade_max(logits: Tensor, attention_mask: Tensor) -> Tensor:
+    """Eq. (8): ``max_t log(1 + ReLU(logits[:, t, :]))`` over non-padding positions -> [B, V] float32."""
+    if logits.dim() != 3 or attention_mask.shape != logits.shape[:2]:
+        raise HarnessError(f"splade_max wants logits [B, L, V] and a mask [B, L], got {tuple(logits.shape)} "
+                           f"and {tuple(attention_mask.shape)}")
+    keep = attention_mask.bool().unsqueeze(-1)
+    # Padding gets -inf, so it never wins the max; ReLU then maps a row with no positive logit to 0.
+    # max(dim) keeps only the argmax indices for backward (amax would keep the [B, L, V] input).
+    pooled = logits.masked_fill(~keep, float("-inf")).max(dim=1).values
+    return torch.log1p(torch.relu(upcast(pooled)))
+
+
+def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, str]:
+    """(BertForMaskedLM, head status) from a local folder; status is "loaded" or "initialised".
+
+    A folder without MLM-head weights (a plain ``BertModel`` export) gets the head's projection
+    from the tied word embeddings and a fresh transform and bias (seed them before calling);
+    ``allow_new_head=False`` refuses that (encoding a trained retriever must never do it). Any
+    missing encoder weight is an error.
+    """
+    from transformers import AutoConfig, BertForMaskedLM
+    from transformers.utils import logging as hf_logging
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise HarnessError(f"{path} holds no Hugging Face model (config.json missing)")
+    config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    if config.model_type != "bert":
+        raise HarnessError(f"{path}: the lexical retriever needs a BERT masked LM, found model_type {config.model_type!r}")
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the expected "missing cls.predictions.*" report is not news
+    try:
+        model, info = load_pretrained(BertForMaskedLM, path, "a masked LM", output_loading_info=True)
+    finally:
+        hf_logging.set_verbosity(before)
+    missing = set(info.get("missing_keys", ()))
+    encoder_missing = sorted(k for k in missing if not k.startswith("cls."))
+    if encoder_missing:
+        raise HarnessError(f"{path}: {len(encoder_missing)} encoder weight(s) missing (e.g. "
+                           f"{', '.join(encoder_missing[:3])}); not a trained BERT checkpoint")
+    head_missing = sorted(k for k in missing if k.startswith("cls.") and k != "cls.predictions.decoder.weight")
+    if not head_missing:
+        return model, "loaded"
+    if not allow_new_head:
+        raise HarnessError(f"{path} has no MLM head weights ({', '.join(head_missing[:3])} ...): it is not a "
+                           "trained lexical retriever")
+    word = model.bert.embeddings.word_embeddings.weight
+    if model.cls.predictions.decoder.weight.data_ptr() != word.data_ptr():
+        model.cls.predictions.decoder.weight = word  # config.tie_word_embeddings=False would leave it random
+    return model, "initialised"
+
+
+def write_lexical_settings(folder: str | Path, **settings: Any) -> Path:
+    """``harness_lexical.json``: how :mod:`harness.retrieval.impact` encodes with this model."""
+    path = Path(folder) / SETTINGS_FILE
+    payload = {"representation": REPRESENTATION, **settings}
+    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def read_lexical_settings(folder: str | Path) -> dict[str, Any]:
+    """The folder's ``harness_lexical.json`` (empty dict when absent: a SPLADE checkpoint from elsewhere)."""
+    path = Path(folder) / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{path} is not valid JSON ({exc.msg}); delete it or retrain") from exc
