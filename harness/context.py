@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.fsutil import exclusive_lock
 from harness.paths import cache_dir
 from harness.spec import MethodSpec
-from harness.stages import STAGES, StopAfterStage
+from harness.stages import STAGES, Stage, StopAfterStage
 from harness.tracking import Tracker
 
 STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
@@ -54,6 +54,20 @@ def _stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
 @functools.lru_cache(maxsize=64)
 def _content_hash(path: Path, stamp: tuple[tuple[str, int, int], ...]) -> str:
     return (hash_file(path) if path.is_file() else hash_dir(path, exclude=()))[:16]
+
+
+def declared_stage(name: str, inputs: dict[str, str]) -> Stage:
+    """The declaration of stage `name`, after checking that each input read from another stage's output
+    (``<stage>/<key>/...``, :func:`input_key`) comes from a stage it declares it needs."""
+    if name not in STAGES:
+        raise HarnessError(f"stage '{name}' is not declared in harness/stages.py (declared: {', '.join(STAGES)})")
+    stage = STAGES[name]
+    for label, value in inputs.items():
+        source = str(value).split("/", 1)[0]
+        if source in STAGES and source not in stage.needs:
+            raise HarnessError(f"stage '{name}' reads {label} from stage '{source}', which harness/stages.py does "
+                               f"not declare it needs ({', '.join(stage.needs) or 'none'}): declare it there")
+    return stage
 
 
 @dataclass
@@ -101,15 +115,16 @@ class RunContext:
     stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
 
     def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
-                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
-                     resumable: bool = False) -> StageCache:
+                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1") -> StageCache:
         """Run `build(workdir)` unless a finished output with the same hash exists.
 
-        `resumable` stages keep their unfinished work folder (checkpoints, partial files) so a
-        killed run continues where it stopped instead of starting the stage again.
+        The stage is declared in harness/stages.py: an input from a stage it does not declare it
+        reads is refused (the graph stays the one that runs), and a resumable stage keeps its
+        unfinished work folder (checkpoints, partial files) so a killed run continues where it
+        stopped instead of starting the stage again.
         """
-        if name not in STAGES:
-            raise HarnessError(f"stage '{name}' is not declared in harness/stages.py (declared: {', '.join(STAGES)})")
+        stage = declared_stage(name, inputs)
+        resumable = stage.resumable
         cache = StageCache(name, config, inputs, code_version)
         if self.plan_only:
             return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable))

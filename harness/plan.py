@@ -66,7 +66,7 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
         if status == "reused":
             remark = f"the output of step {first_step.get(entry.get('key'), '?')}"
         else:
-            remark = STAGES.get(entry["stage"], "") if entry["stage"] not in helped else ""
+            remark = STAGES[entry["stage"]].does if entry["stage"] in STAGES and entry["stage"] not in helped else ""
             helped.add(entry["stage"])
         first_step.setdefault(entry.get("key"), i)
         lines.append(f"    {i:>{digits}}. {entry_label(entry):<{width}}  {status:<6}  {remark}".rstrip())

@@ -46,6 +46,7 @@ import yaml
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.names import BEIR_DATASETS
 from harness.paths import BASELINES_DIR, REPORTED_DIR
+from harness.stages import FINETUNE_STAGES  # the fine-tuning stages' names, which cells use too
 
 SCHEMA_VERSION = 1
 # The methods a cell may name: the committed method specs (one YAML each in baselines/), so a new
@@ -54,7 +55,6 @@ KNOWN_METHODS = tuple(sorted(p.stem for p in BASELINES_DIR.glob("*.yaml")))
 # beir-avg14: mean over the 14 public BEIR sets; beir-avg12: LexMAE's 12-set mean.
 BENCHMARKS = ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
 METRIC_UNITS = {"points": 100.0, "fraction": 1.0}
-FINETUNE_STAGES = ("retriever1", "retriever2", "retriever3")  # the pipelines' stage names
 
 # Run conditions a cell may carry: name -> (type, meaning). Unknown names are schema errors
 # so a typo can never silently make two cells look comparable or not.

@@ -21,7 +21,7 @@ from harness.errors import DataFormatError, HarnessError, SpecProblems, UnknownN
 from harness.paths import BASELINES_DIR, specs_dir
 from harness.reported import yaml_key_lines
 from harness.spec_keys import BLOCKS, OPEN, Block, Keys
-from harness.stages import SPEC_STEPS
+from harness.stages import ALWAYS_STEPS, FAMILY_STEPS, SPEC_STEPS, STEP_NEEDS
 
 PROFILES = ("paper", "rehearsal", "mini", "tiny")
 # Derived from the paper profile (harness.rehearsal) for every trained method that has one; a spec's
@@ -352,16 +352,6 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
         if prof not in PROFILES:
             problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
     return problems + _nested_problems(raw, path)
-
-
-# Which steps a family's pipeline can run, and which it always runs (retriever 1 is trained
-# whenever a learned method fine-tunes): listing anything else would say something that does not happen.
-FAMILY_STEPS = {"lexical": ("index", "retrieve", "evaluate"),
-                "dense": tuple(s for s in SPEC_STEPS if s != "finetune_r3"),
-                "learned-sparse": tuple(SPEC_STEPS)}
-ALWAYS_STEPS = {"lexical": ("evaluate",), "dense": ("finetune_r1", "evaluate"),
-                "learned-sparse": ("finetune_r1", "evaluate")}
-STEP_NEEDS = {"mine": ("finetune_r1",), "finetune_r2": ("mine",), "finetune_r3": ("finetune_r2",)}
 
 
 def _step_problems(steps: list[Any], family: Any) -> list[str]:

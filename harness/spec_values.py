@@ -27,7 +27,8 @@ from typing import Any, NamedTuple
 from harness import SEED
 from harness.errors import HarnessError, SpecProblems, UnknownNameError
 from harness.kinds import FLAG, NUMBER, TEXT, WHOLE, Kind, example_text, one_of
-from harness.pretrain.objective_params import NONE, objectives, param_problems
+from harness.pretrain.objective_params import NONE
+from harness.pretrain.objectives import objective_problems, objectives
 from harness.spec import DERIVED_PROFILE, MethodSpec, locate, validate_specs
 from harness.spec_keys import KEY_KINDS, NEGATIVE_POOLS
 from harness.stage_settings import PretrainSettings, StageSettings, finetune_settings
@@ -155,7 +156,7 @@ def _pretrain(spec: MethodSpec) -> list[Finding]:
         found.append(Finding(("pretrain", "objective"), _unknown("objective", objective, [*known, NONE])))
     elif objective in known and isinstance(pre.get("objective_params") or {}, dict):
         found += [Finding(("pretrain", "objective_params", key), problem)
-                  for key, problem in param_problems(objective, pre.get("objective_params") or {})]
+                  for key, problem in objective_problems(objective, pre.get("objective_params") or {})]
     if any(key != "objective_params" for key, _ in kinds):
         return found  # a config of values of the wrong kind cannot be built
     settings = PretrainSettings.from_mapping({k: v for k, v in pre.items() if k != "objective_params"}, "pretrain")

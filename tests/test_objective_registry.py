@@ -7,8 +7,7 @@ import torch
 from transformers import BertForMaskedLM, BertModel
 
 from harness.errors import HarnessError, UnknownNameError
-from harness.pretrain.objective_params import objectives
-from harness.pretrain.objectives import build_objective, objective_params
+from harness.pretrain.objectives import build_objective, objective_params, objectives
 from harness.pretrain.objectives.testing import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 # Every registered objective keeps the contract: the tests below loop over the registry.

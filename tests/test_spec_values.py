@@ -196,7 +196,7 @@ def test_every_committed_spec_and_profile_has_no_value_problem():
 
 def test_an_objective_takes_its_parameters_from_its_declaration_only():
     """Defaults live in the registration: a constructor that declares its own would be a second source."""
-    from harness.pretrain.objective_params import objectives
+    from harness.pretrain.objectives import objectives
 
     for name, decl in objectives().items():
         signature = inspect.signature(decl.cls.__init__).parameters

@@ -8,14 +8,29 @@ from harness.text_table import format_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ls", help="list methods and benchmarks",
-                       description="List the method specs in baselines/ and the benchmarks the harness evaluates.")
-    p.add_argument("what", nargs="?", choices=["methods", "benchmarks", "all"], default="all")
+    p = sub.add_parser("ls", help="list methods, benchmarks, objectives or the stage graph",
+                       description="List the method specs in baselines/ and the benchmarks the harness evaluates; "
+                                   "`ls objectives` the registered pre-training objectives with their parameters; "
+                                   "`ls stages` the declared stage graph (harness/stages.py).")
+    p.add_argument("what", nargs="?", choices=["methods", "benchmarks", "objectives", "stages", "all"], default="all")
     p.set_defaults(func=_ls)
 
 
 def _ls(args: argparse.Namespace) -> int:
     from harness.spec import list_methods, load_method, profiles_of
+
+    if args.what == "stages":
+        from harness.stages import outline
+
+        print(outline())
+        return 0
+    if args.what == "objectives":
+        from harness.pretrain.objectives import objectives
+
+        rows = [[name, ", ".join(d.losses), ", ".join(f"{k}={p.default!r}" for k, p in d.params.items()), d.module]
+                for name, d in sorted(objectives().items())]
+        print(format_table(["objective", "losses", "parameters (defaults)", "module"], rows))
+        return 0
 
     if args.what in ("methods", "all"):
         rows = []

@@ -127,7 +127,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
                 "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
-    return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"
+    return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"
 
 
 def start_encoding(spec: Any) -> dict[str, Any]:

@@ -201,7 +201,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
                 "notes": stats.get("notes")}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
-    return ctx.cached_stage(stage, None, config, inputs, build, resumable=True).dir / "model"
+    return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"
 
 
 # --- stage 3 teacher ----------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
 
     inputs = {"init": input_key(encoder_dir), "bm25": input_key(bm25_train), **bench.files()}
     # code 2: trained on the shared engine (dropout seeded at step 0 like every trainer): other weights than code 1's.
-    cache = ctx.cached_stage("reranker", None, config, inputs, build, code_version="2", resumable=True)
+    cache = ctx.cached_stage("reranker", None, config, inputs, build, code_version="2")
     return Teacher(cache.dir / "model", input_key(cache.dir / "model"))
 
 

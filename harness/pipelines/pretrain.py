@@ -117,8 +117,7 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
         grounding = report_grounding(passages, work / "queries.jsonl")
         return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
 
-    cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": input_key(passages_file)}, build,
-                             resumable=True)
+    cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": input_key(passages_file)}, build)
     return cache.dir / "queries.jsonl"
 
 
@@ -276,7 +275,7 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
                 "resumed_from": result.resumed_from, "notes": result.notes}
 
-    return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2", resumable=True).dir / "encoder"
+    return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2").dir / "encoder"
 
 
 def run_pretrain(ctx: "RunContext") -> Path:

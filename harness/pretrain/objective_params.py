@@ -12,21 +12,16 @@ That declaration is all there is: ``losses`` are the components its forward retu
 spec's ``pretrain.objective_params`` (harness.pretrain.objectives.base), spec validation checks
 a spec against it before any stage runs (harness.spec_values), the plan and the docs list it.
 
-Where objectives come from (:func:`objectives`): every module of ``harness/pretrain/objectives/``,
+Where objectives come from (``harness.pretrain.objectives.objectives()``, which imports them): every
+module of ``harness/pretrain/objectives/``,
 and every ``*.py`` in the ``objectives/`` folder beside your own specs (``$HARNESS_SPECS_DIR/
 objectives/``, see docs/adding-a-method.md), so a new objective needs no edit to the harness.
-This module imports no torch itself; loading the objectives does, so only a spec that names an
-objective pays for it.
+This module is the registry's leaf: it imports no objective and no torch.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import pkgutil
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import HarnessError, UnknownNameError
@@ -63,8 +58,7 @@ class Declared:
         return {key: p.default for key, p in self.params.items()}
 
 
-_REGISTRY: dict[str, Declared] = {}
-_LOADED: set[str] = set()  # built-ins once, and each user folder once
+REGISTRY: dict[str, Declared] = {}  # filled by register_objective as the modules are imported
 
 
 def register_objective(name: str, losses: tuple[str, ...], params: dict[str, Param],
@@ -72,69 +66,28 @@ def register_objective(name: str, losses: tuple[str, ...], params: dict[str, Par
     """Class decorator: declare objective ``name`` with its parameters (see the module docstring)."""
 
     def register(cls: type) -> type:
-        known = _REGISTRY.get(name)
+        known = REGISTRY.get(name)
         if known is not None and known.module != cls.__module__:
             raise HarnessError(f"objective '{name}' is registered twice: by {known.module} and by {cls.__module__}; "
                                "rename one of them")
         cls.name = name
-        _REGISTRY[name] = Declared(name, cls, tuple(losses), dict(params), tuple(checks), cls.__module__)
+        REGISTRY[name] = Declared(name, cls, tuple(losses), dict(params), tuple(checks), cls.__module__)
         return cls
 
     return register
 
 
-def _load_builtins() -> None:
-    import harness.pretrain.objectives as package
-
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{module.name}")
-
-
-def _load_user_folder(folder: Path) -> None:
-    """Import each module of a user's objectives folder (once per file), so its decorators register."""
-    for path in sorted(folder.glob("*.py")):
-        name = f"harness_user_objectives.{path.stem}"
-        if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path):
-            continue
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise HarnessError(f"{path}: not an importable Python module")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except HarnessError:
-            raise
-        except Exception as exc:  # a user's module: say which file failed, and how
-            del sys.modules[name]
-            raise HarnessError(f"{path}: importing this objective module failed: {type(exc).__name__}: {exc}") from exc
+def registered(name: str) -> Declared:
+    """The declaration of an objective whose module is imported (its class is being built)."""
+    if name not in REGISTRY:
+        raise HarnessError(f"objective '{name}' is not registered: decorate its class with register_objective")
+    return REGISTRY[name]
 
 
-def objectives() -> dict[str, Declared]:
-    """Every registered objective (the harness's own and the user's), by name."""
-    from harness.paths import specs_dir
-
-    if "builtin" not in _LOADED:
-        _load_builtins()
-        _LOADED.add("builtin")
-    folder = specs_dir() / USER_FOLDER
-    if folder.is_dir():
-        _load_user_folder(folder)  # not cached by folder: a module added since is picked up
-    return dict(_REGISTRY)
-
-
-def declared(name: str) -> Declared:
-    """Objective ``name``; an unknown name is a user error with a did-you-mean."""
-    known = objectives()
-    if name not in known:
-        raise UnknownNameError("objective", name, list(known))
-    return known[name]
-
-
-def param_problems(objective: str, params: dict[str, Any]) -> list[tuple[str, str]]:
-    """(parameter, problem) for each parameter ``objective`` does not take and each value not of its kind;
-    joint checks run over the declared defaults overridden by ``params``. ``objective`` must be known."""
-    decl = declared(objective)
+def param_problems(decl: Declared, params: dict[str, Any]) -> list[tuple[str, str]]:
+    """(parameter, problem) for each parameter the objective does not take and each value not of its kind;
+    joint checks run over the declared defaults overridden by ``params``."""
+    objective = decl.name
     found = []
     for key, value in params.items():
         if key not in decl.params:
@@ -156,9 +109,9 @@ def param_problems(objective: str, params: dict[str, Any]) -> list[tuple[str, st
     return found
 
 
-def resolve_params(objective: str, params: dict[str, Any]) -> dict[str, Any]:
+def resolve_params(decl: Declared, params: dict[str, Any]) -> dict[str, Any]:
     """The declared defaults overridden by ``params``; any problem is a :class:`HarnessError`."""
-    problems = param_problems(objective, params)
+    problems = param_problems(decl, params)
     if problems:
-        raise HarnessError(f"objective {objective}: " + "; ".join(f"{k}: {p}" for k, p in problems))
-    return {**declared(objective).defaults(), **params}
+        raise HarnessError(f"objective {decl.name}: " + "; ".join(f"{k}: {p}" for k, p in problems))
+    return {**decl.defaults(), **params}

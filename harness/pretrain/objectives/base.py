@@ -34,7 +34,7 @@ from harness.errors import HarnessError
 from harness.pretrain import masking
 from harness.pretrain.models import new_masked_lm
 from harness.kinds import POSITIVE_WHOLE, RATIO
-from harness.pretrain.objective_params import Param, resolve_params
+from harness.pretrain.objective_params import Param, registered, resolve_params
 
 # Parameters several objectives declare alike.
 MASK_RATIO = Param(RATIO, 0.15, "MLM masking ratio")
@@ -53,7 +53,7 @@ class Objective(nn.Module):
         super().__init__()
         # The declared defaults overridden by `params`, each checked against its declared kind
         # (harness.pretrain.objective_params): the declaration spec validation checks a spec against.
-        self.params: dict[str, Any] = resolve_params(self.name, params)
+        self.params: dict[str, Any] = resolve_params(registered(self.name), params)
         self.lm: BertForMaskedLM = new_masked_lm(bert_config)
 
     @property

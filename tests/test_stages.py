@@ -1,0 +1,40 @@
+"""The declared stage graph (harness/stages.py) is the one the pipelines run: its rules derive from it,
+and a stage that reads another stage's output it does not declare is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.context import declared_stage
+from harness.errors import HarnessError
+from harness.stages import FAMILY_STEPS, FINETUNE_STAGES, GRAPH, PRETRAINING, STAGES, outline
+
+
+def test_every_need_is_a_declared_stage_met_earlier_or_a_retriever_of_the_chain():
+    seen: set[str] = set()
+    for stage in GRAPH:
+        assert set(stage.needs) <= set(STAGES), stage.name
+        seen.add(stage.name)
+    assert FINETUNE_STAGES == ("retriever1", "retriever2", "retriever3")
+    assert "pretrain" in PRETRAINING and "retriever1" not in PRETRAINING
+
+
+def test_family_steps_derive_from_the_graph():
+    assert FAMILY_STEPS["lexical"] == ("index", "retrieve", "evaluate")
+    assert "finetune_r3" not in FAMILY_STEPS["dense"] and "finetune_r3" in FAMILY_STEPS["learned-sparse"]
+    assert "mine" in FAMILY_STEPS["dense"]
+
+
+def test_an_input_from_an_undeclared_stage_is_refused():
+    assert declared_stage("passages", {"tokenizer": "tokenizer/0123456789abcdef/tokenizer"}).name == "passages"
+    assert declared_stage("passages", {"tokenizer": "sha256:0123456789abcdef"}).name == "passages"  # a checkpoint
+    with pytest.raises(HarnessError, match="stage 'passages' reads tokenizer from stage 'pretrain'.*declare it"):
+        declared_stage("passages", {"tokenizer": "pretrain/0123456789abcdef/encoder"})
+    with pytest.raises(HarnessError, match="not declared in harness/stages.py"):
+        declared_stage("pretraining", {})
+
+
+def test_resumable_stages_are_the_trainers():
+    assert {s.name for s in GRAPH if s.resumable} == {"qgen", "pretrain", "retriever1", "retriever2", "reranker",
+                                                      "retriever3"}
+    assert "retriever2" in outline() and "(resumable)" in outline()
