@@ -16,7 +16,7 @@ from typing import Any
 from harness.context import STOP
 from harness.hardware import Hardware, detect, world_size
 from harness.spec import MethodSpec
-from harness.stage_settings import PretrainSettings
+from harness.stage_settings import NEGATIVE_DEPTH, PretrainSettings, mine_depth
 from harness.stages import STAGES
 
 def entry_label(entry: dict[str, Any]) -> str:
@@ -137,7 +137,7 @@ def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list
     stage = entry["stage"]
     if is_mining(entry):
         mine = spec.get("finetune.mine") or {}
-        return [f"mining: top {mine.get('depth', 200)} of the training queries with "
+        return [f"mining: top {mine_depth(spec)} of the training queries with "
                 f"{mine.get('with', 'the retriever')} (hard negatives for the next retriever)"]
     if stage == "tokenizer":
         tok = spec.get("tokenizer") or {}
@@ -214,7 +214,7 @@ def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str
     q = merged.get("global_queries")
     p = merged.get("passages_per_query")
     lines = [f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
-             f"depth {merged.get('negative_depth', 200)}, epochs {merged.get('epochs')}, lr {merged.get('lr')}"]
+             f"depth {merged.get('negative_depth', NEGATIVE_DEPTH)}, epochs {merged.get('epochs')}, lr {merged.get('lr')}"]
     if q and p:
         per = q // n if q % n == 0 else q / n
         lines.append(f"effective batch {q} queries x {p} passages = {q * p} ({n} device(s) x {per} queries each)")

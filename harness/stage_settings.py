@@ -21,6 +21,11 @@ from harness.kinds import FLAG, MAPPING, NUMBER, POSITIVE, POSITIVE_WHOLE, TEXT,
 NEGATIVE_DEPTH = 200  # hard negatives come from this many top-ranked passages unless a stage says otherwise
 
 
+def mine_depth(spec: Any) -> int:
+    """``finetune.mine.depth``: how many top results of the training queries mining keeps."""
+    return int((spec.get("finetune.mine") or {}).get("depth", NEGATIVE_DEPTH))
+
+
 def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
     """Shared fine-tuning keys overridden by the stage's own block (retriever1/2/3), as the spec states them."""
     ft = dict(spec.get("finetune") or {})

@@ -44,7 +44,7 @@ from harness.conditions import PAPER_RERANKER
 from harness.context import input_key
 from harness.errors import HarnessError
 from harness.pipelines.dense import check_train_queries, detected_world_size, encoder_stage, train_queries, train_split
-from harness.stage_settings import NEGATIVE_DEPTH, StageSettings, finetune_settings
+from harness.stage_settings import NEGATIVE_DEPTH, StageSettings, finetune_settings, mine_depth
 from harness.stages import PRETRAINING
 
 if TYPE_CHECKING:
@@ -451,7 +451,7 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
     bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
     models = {"retriever1": splade_train_stage(ctx, "retriever1", init0, [bm25_train],
                                                 {"bm25": input_key(bm25_train)})}
-    mine_depth = int((ctx.spec.get("finetune.mine") or {}).get("depth", 200))
+    depth = mine_depth(ctx.spec)
 
     def init_for(stage: str) -> Path:
         choice = finetune_settings(ctx.spec, stage).get("init") or "pretrained"
@@ -463,13 +463,13 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
         return models[choice]
 
     if "finetune_r2" in stages:
-        mined1 = search_stage(ctx, "retriever1", models["retriever1"], name, split, mine_depth, record=False,
+        mined1 = search_stage(ctx, "retriever1", models["retriever1"], name, split, depth, record=False,
                               train_only=True)
         models["retriever2"] = splade_train_stage(ctx, "retriever2", init_for("retriever2"), [mined1],
                                                    {"pools": input_key(mined1)})
         if "finetune_r3" in stages:
             teacher = configured or reranker_stage(ctx, encoder0, bm25_train)
-            mined2 = search_stage(ctx, "retriever2", models["retriever2"], name, split, mine_depth, record=False,
+            mined2 = search_stage(ctx, "retriever2", models["retriever2"], name, split, depth, record=False,
                                   train_only=True)
             scored = teacher_stage(ctx, teacher, mined2)
             models["retriever3"] = splade_train_stage(ctx, "retriever3", init_for("retriever3"), [],
