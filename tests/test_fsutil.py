@@ -4,11 +4,17 @@ records and caches skips what is still being written."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
-from harness.fsutil import (atomic_dir, atomic_path, is_temp, is_temp_of, remove_temps,
+from harness import artifacts
+from harness.fsutil import (atomic_dir, atomic_path, atomic_write_text, is_temp, is_temp_of, remove_temps,
                             replace_dir, temp_name)
 from harness.paths import PROJECT_ROOT
 
@@ -71,7 +77,9 @@ def test_success_renames_the_folder_into_place(tmp_path):
     with atomic_dir(target) as work:
         assert is_temp(work) and is_temp_of(work, target) and not target.exists()
         (work / "data.bin").write_bytes(b"x")
-    assert (target / "data.bin").read_bytes() == b"x"
+        artifacts.mark_finished(work, {"key": "k"})
+        assert not artifacts.is_finished(work)  # not before it is in place
+    assert artifacts.is_finished(target, "k") and (target / "data.bin").read_bytes() == b"x"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
@@ -123,6 +131,38 @@ def test_replace_dir_over_a_file(tmp_path):
     assert target.is_dir() and [p.name for p in tmp_path.iterdir()] == ["t"]
 
 
+KILLED_WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from harness import artifacts
+    from harness.fsutil import atomic_dir
+
+    with atomic_dir(Path(sys.argv[1])) as work:
+        (work / "weights.bin").write_bytes(b"w" * 1000)
+        artifacts.mark_finished(work, {"key": "k"})  # everything written, the marker too
+        print("ready", flush=True)
+        time.sleep(60)  # killed here: before the rename
+""")
+
+
+def test_a_killed_writer_leaves_no_folder_that_looks_finished(tmp_path):
+    target = tmp_path / "cache" / "stage" / "abc"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(target)], stdout=subprocess.PIPE, text=True,
+                            cwd=PROJECT_ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = list(target.parent.iterdir())
+    assert not target.exists() and not artifacts.is_finished(target)
+    assert len(left) == 1 and is_temp(left[0]) and not artifacts.is_finished(left[0])
+    assert (left[0] / "done.json").is_file()  # its marker is there, and still it is not finished
+    assert remove_temps(target) == left and list(target.parent.iterdir()) == []  # what the next builder clears
+
+
 # --- scanners skip temp names -----------------------------------------------------------------
 
 
@@ -144,3 +184,38 @@ def test_a_record_being_written_is_never_read(tmp_path):
         assert records == [] and [s.path for s in skipped] == [tmp]
     records, skipped = load_records(tmp_path)
     assert [r.path.name for r in records] == [source.name] and skipped == []
+
+
+def test_cache_scanners_skip_temp_names(tmp_path, monkeypatch):
+    from harness.corpus.qgen import load_queries
+
+    # Generated queries read from a folder of per-rank files: a temp file there is not a shard.
+    atomic_write_text(tmp_path / "q" / "queries.jsonl", json.dumps({"pid": "1", "queries": ["a"]}) + "\n")
+    temp_name(tmp_path / "q" / "queries.rank1-of-2.jsonl").write_text('{"pid": "2", "queries": ["half')
+    assert load_queries(tmp_path / "q") == {"1": ["a"]}
+    # A stage folder that was never renamed into place is not a cached stage.
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    cache = artifacts.StageCache("index", {"k": 1}, {})
+    with pytest.raises(RuntimeError), cache.building(keep_partial=True) as work:
+        cache.mark_finished(work, {})
+        raise RuntimeError("killed before the rename")
+    assert cache.partial.is_dir() and not cache.is_done()
+
+
+def test_a_stage_build_is_renamed_into_place_with_its_marker(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    cache = artifacts.StageCache("index", {"k": 1}, {"in": "h"})
+    for _ in range(2):  # a rebuild replaces the finished folder
+        with cache.building() as work:
+            (work / "index").mkdir()
+            cache.mark_finished(work, {"documents": 1})
+    assert cache.is_done() and cache.meta()["documents"] == 1 and cache.meta()["key"] == cache.key
+    assert sorted(p.name for p in cache.dir.parent.iterdir()) == [cache.key]
+    with pytest.raises(RuntimeError, match="without mark_finished"), cache.building() as work:
+        pass  # a build that forgot its marker is not cached (it would look unfinished forever)
+    assert cache.is_done() and sorted(p.name for p in cache.dir.parent.iterdir()) == [cache.key]
+    # A killed non-resumable build's temp folder is removed by the next build of the key.
+    temp_name(cache.dir).mkdir()
+    with cache.building() as work:
+        cache.mark_finished(work, {})
+    assert sorted(p.name for p in cache.dir.parent.iterdir()) == [cache.key]
