@@ -125,7 +125,7 @@ def test_chunks_of_torchrun_ranks_are_merged_by_the_zero_shot_cache(encoder, tmp
     monkeypatch.setattr(zero_shot, "CHUNK_PASSAGES", 5)
     bench = _ToyBenchmark(toy_corpus())
     zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=1, world_size=2, show_progress=False)
-    chunks = next((tmp_path / "cache" / "embeddings").glob("*.chunks"))
+    chunks = next((tmp_path / "cache" / "embeddings").glob(".*.partial.tmp"))  # the cache folder's work folder
     assert not sharded.shards_complete(chunks)  # rank 0 has not run
     zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=0, world_size=2, show_progress=False)
     assert sharded.shards_complete(chunks)
