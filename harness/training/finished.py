@@ -7,13 +7,13 @@ fingerprint), written after everything else.
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from harness.artifacts import finished_meta, mark_finished
+from harness.artifacts import canonical_json, finished_meta, hash_texts, mark_finished
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_text
 from harness.training import checkpoint as ckpt
@@ -23,14 +23,11 @@ STATS_FILE = "train_stats.json"
 
 
 def fingerprint(init: str, settings: dict[str, Any], items: Iterable[Any], extra: Iterable[Any] = ()) -> str:
-    """What makes two runs the same experiment: initial model, identity settings, data (and e.g. teacher scores)."""
-    h = hashlib.sha256()
-    h.update(json.dumps({"init": init, "settings": settings}, sort_keys=True, default=str).encode())
-    for item in items:
-        h.update(json.dumps(item, ensure_ascii=False, default=str).encode())
-    for item in extra:
-        h.update(json.dumps(item).encode())
-    return h.hexdigest()[:16]
+    """What makes two runs the same experiment: initial model, identity settings, data (and e.g.
+    teacher scores). The artifact key scheme, streamed: :func:`hash_texts` over each value's
+    canonical JSON (an empty string, which no JSON value spells, parts the data from ``extra``)."""
+    head = canonical_json({"init": init, "settings": settings})
+    return hash_texts(itertools.chain([head], map(canonical_json, items), [""], map(canonical_json, extra)))
 
 
 def finished_stats(out_dir: Path, fingerprint_: str, what: str) -> dict[str, Any] | None:
