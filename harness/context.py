@@ -135,7 +135,7 @@ class RunContext:
             done = cache.is_done()
             # --force rebuilds a stage once per run, unless a concurrent run finished it while
             # we waited (then it is as fresh as ours would be). The old output stays readable
-            # until the new one replaces it (StageCache.finish).
+            # until the new one replaces it (StageCache.building).
             rebuild = (self.force and done and cache.key not in self.forced
                        and not (waited and cache.meta().get("finished", 0) >= self.started))
             self.forced.add(cache.key)
@@ -150,8 +150,9 @@ class RunContext:
                 resume = resumable and not self.force  # --force recomputes: no resume from old work either
                 if resume and cache.partial.exists():
                     print(f"[{label}] resuming from {cache.partial}")
-                meta = build(cache.begin(keep_partial=resume)) or {}
-                cache.finish({**meta, BUILD_SECONDS: round(time.time() - started, 2)})
+                with cache.building(keep_partial=resume) as work:
+                    meta = build(work) or {}
+                    cache.mark_finished(work, {**meta, BUILD_SECONDS: round(time.time() - started, 2)})
                 self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         cuda = _cuda()  # the stage may have imported torch itself
         peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}

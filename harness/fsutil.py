@@ -1,21 +1,105 @@
-"""Atomic writes and inter-process locks: the two file-system guarantees every cache relies on.
+"""Temp names, atomic files and folders, and inter-process locks: the file-system guarantees every
+cache relies on.
 
-An atomic write goes to a temp file unique to the writer in the target's folder, is fsynced and
-renamed over the target, so a reader (or a killed writer) never sees half a file and two
-writers never share a temp file. A stage lock is an ``flock`` on ``<name>.lock``: a second
-process that wants to build the same thing waits (saying so) instead of colliding with the first.
+One temp-name rule: anything being written lives under a hidden sibling of its target,
+``.<name>.<token>.tmp<suffix>`` (:func:`temp_name`). The target's suffix stays last, so a writer
+that adds or checks an extension (``np.save`` appends ``.npy`` otherwise) writes the very name it
+was given; ``<token>`` is random for a writer of its own (two writers never share a temp) and
+``partial`` for a resumable work folder. :func:`is_temp` recognises the rule (and the ``<name>.tmp``
+of older writers), and every scan of records and caches skips what it matches: a temp name is
+never read as a finished thing, so a killed writer leaves nothing that looks finished.
+
+An atomic file (:func:`atomic_path`, :func:`atomic_write_bytes` ...) is written under its temp
+name, fsynced and renamed over the target. An atomic folder (:func:`atomic_dir`) is filled under
+its temp name and renamed into place when the block succeeds (:func:`replace_dir`), removed when it
+fails; with ``keep_partial`` the folder is the fixed ``partial`` one, kept for the next attempt to
+resume. A stage lock is an ``flock`` on ``<name>.lock``: a second process that wants to build the
+same thing waits (saying so) instead of colliding with the first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import secrets
+import shutil
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+TEMP_TAG = ".tmp"
+PARTIAL = "partial"  # the token of a resumable work folder: a fixed name the next attempt finds
+
+
+# --- the temp-name rule -------------------------------------------------------------------------
+
+
+def temp_name(path: str | Path, token: str | None = None) -> Path:
+    """The temp sibling of ``path``: ``.<name>.<token>.tmp<suffix>`` (``token`` random unless given)."""
+    path = Path(path)
+    token = token or secrets.token_hex(4)
+    if "." in token or "/" in token:
+        raise ValueError(f"a temp token is one dot-free word, got {token!r}")
+    return path.with_name(f".{path.name}.{token}{TEMP_TAG}{path.suffix}")
+
+
+def is_temp(path: str | Path) -> bool:
+    """Whether ``path`` names something still being written: a temp name of :func:`temp_name`, or
+    ``<name>.tmp`` (older writers), so a file a killed writer left is never read either."""
+    name = Path(path).name
+    return name.endswith(TEMP_TAG) or Path(name).stem.endswith(TEMP_TAG)
+
+
+def is_temp_of(candidate: str | Path, path: str | Path) -> bool:
+    """Whether ``candidate`` is a temp sibling of ``path`` (any token), not of another target."""
+    candidate, path = Path(candidate), Path(path)
+    head, tail = f".{path.name}.", f"{TEMP_TAG}{path.suffix}"
+    name = candidate.name
+    if candidate.parent != path.parent or not (name.startswith(head) and name.endswith(tail)):
+        return False
+    token = name[len(head):len(name) - len(tail)]
+    return bool(token) and "." not in token
+
+
+def remove_temps(path: str | Path, keep: Path | None = None) -> list[Path]:
+    """Delete the temp siblings of ``path`` that killed writers left (files or folders), except
+    ``keep``. Only while no other process writes ``path``: hold its lock."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    stale = [p for p in path.parent.iterdir() if is_temp_of(p, path) and p != keep]
+    for p in stale:
+        _remove(p)
+    return stale
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _claim(path: Path, make: Callable[[Path], None]) -> Path:
+    """A fresh temp sibling of ``path``, created exclusively by ``make`` (so no two writers share it).
+    Not mkstemp/mkdtemp: their 0600/0700 modes would become the finished artifact's."""
+    while True:
+        candidate = temp_name(path)
+        try:
+            make(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+
+
+# --- atomic files -----------------------------------------------------------------------------
+
+
+def _create_file(path: Path) -> None:
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
 
 
 @contextlib.contextmanager
@@ -24,9 +108,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     faiss, torch.save); fsynced and renamed over ``path`` when the block succeeds, removed if not."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _claim(path, _create_file)
     try:
         yield tmp
         with open(tmp, "rb+") as f:
@@ -49,6 +131,62 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_json(path: str | Path, payload: Any) -> None:
     atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+
+
+# --- atomic folders ---------------------------------------------------------------------------
+
+
+def replace_dir(work: str | Path, path: str | Path, replace: bool = True) -> Path:
+    """Rename the filled folder ``work`` to ``path``.
+
+    An existing ``path`` is first renamed to a temp name and removed after, so a reader never finds
+    it missing for longer than a rename. ``replace=False`` keeps an existing ``path`` instead (an
+    identical build that another process finished first) and drops ``work``."""
+    work, path = Path(work), Path(path)
+    if path.exists() or path.is_symlink():
+        if not replace:
+            _remove(work)
+            return path
+        old = temp_name(path)
+        os.replace(path, old)
+        os.replace(work, path)
+        _remove(old)
+        return path
+    try:
+        os.replace(work, path)
+    except OSError as exc:  # another writer renamed its folder in between
+        if replace or exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        _remove(work)
+    return path
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, *, keep_partial: bool = False, replace: bool = True) -> Iterator[Path]:
+    """A temp folder beside ``path`` for the block to fill, renamed to ``path`` when the block
+    succeeds (:func:`replace_dir`; ``replace`` as there) and removed when it raises, so ``path``
+    appears whole or not at all.
+
+    ``keep_partial``: the work folder is the fixed ``.<name>.partial.tmp``, reused when it exists
+    (the block resumes from what a killed attempt left) and kept when the block raises. Its writer
+    must be the only one: hold a lock on ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if keep_partial:
+        work = temp_name(path, PARTIAL)
+        work.mkdir(exist_ok=True)
+    else:
+        work = _claim(path, Path.mkdir)
+    try:
+        yield work
+        replace_dir(work, path, replace=replace)
+    except BaseException:
+        if not keep_partial:
+            _remove(work)
+        raise
+
+
+# --- locks ------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager

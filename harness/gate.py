@@ -30,8 +30,8 @@
   schema version is UNREADABLE too: the harness that checks it cannot vouch for fields it does
   not know, and in CI the records and the harness come from one commit, so a newer version means a
   record from elsewhere (or a version bump without a reader); upgrade the harness to check it.
-  Only a temp file still being written (``harness.records.is_unfinished_write``: ``*.tmp`` and
-  ``atomic_path``'s ``.<name>.<random>.tmp.json``) is IN-PROGRESS: listed, never read, failing
+  Only a temp file still being written (``harness.fsutil.is_temp``: ``atomic_path``'s
+  ``.<name>.<random>.tmp.json``, and ``*.tmp``) is IN-PROGRESS: listed, never read, failing
   only under ``--strict`` (a reference still being written is MISSING until it is renamed into
   place, so ignoring the temp file lets nothing expected pass). The papers' cells are read too: a
   ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
@@ -60,8 +60,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, UnknownNameError
-from harness.records import (REFERENCES_FILE, RunRecord, Skipped, is_unfinished_write, load_records,
-                             load_references, records_dir)
+from harness.fsutil import is_temp
+from harness.records import (REFERENCES_FILE, RunRecord, Skipped, load_records, load_references,
+                             records_dir)
 from harness.reported import load_reported_cells, paper_key
 from harness.text_table import format_table
 
@@ -408,7 +409,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     records, skipped = load_records(directory)
     result = GateResult(directory, [], skipped, strict, len(records))
     for s in skipped:  # one row per file not gated, so it counts in the verdict like any other
-        status = "IN-PROGRESS" if is_unfinished_write(s.path) else "UNREADABLE"
+        status = "IN-PROGRESS" if is_temp(s.path) else "UNREADABLE"
         result.rows.append(GateRow(status, s.path.stem, "", "", note=f"{s.path.name}: {s.reason}"))
     if known_methods is None:
         from harness.spec import list_methods

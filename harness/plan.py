@@ -71,7 +71,7 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
         first_step.setdefault(entry.get("key"), i)
         lines.append(f"    {i:>{digits}}. {entry_label(entry):<{width}}  {status:<6}  {remark}".rstrip())
         if entry.get("resumes"):
-            lines.append("          resumes from its unfinished work folder (.partial)")
+            lines.append("          resumes from its unfinished work folder (.<key>.partial.tmp)")
         if status != "reused" and detail_kind(entry) not in described:  # a kind of stage's settings, once
             described.add(detail_kind(entry))
             lines.extend(f"          {detail}" for detail in stage_details(spec, entry, hw))

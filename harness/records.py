@@ -4,10 +4,11 @@ A record that cannot be read never stops a reader: it is returned as ``Skipped(p
 so every reader can list it and carry on (the leaderboard shows it; ``check`` fails on it,
 harness/gate.py). A record is skipped when it is not valid JSON, is not an object, lacks a
 required key or has one of the wrong type, comes from a newer schema (``schema_version`` > the
-one this harness writes) or repeats a ``run_id`` already loaded. A file still being written
-(``is_unfinished_write``: ``*.tmp``, and the ``.<name>.<random>.tmp.json`` temp file of
-``harness.fsutil.atomic_path``) is skipped by its name, never read: half a record must not be
-parsed, and a whole one about to be renamed must not shadow the record it becomes.
+one this harness writes) or repeats a ``run_id`` already loaded. A file still being written (a
+temp name, :func:`harness.fsutil.is_temp`: the ``.<name>.<random>.tmp.json`` of
+``harness.fsutil.atomic_path``, or an older writer's ``*.tmp``) is skipped by its name, never
+read: half a record must not be parsed, and a whole one about to be renamed must not shadow the
+record it becomes.
 
 Unknown keys are kept untouched (later issues add ``efficiency``, ``finetune_stage`` ...):
 readers use the accessors below and tolerate what they do not know.
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.errors import HarnessError
+from harness.fsutil import is_temp
 from harness.paths import runs_dir
 from harness.tracking import RECORD_SCHEMA_VERSION
 
@@ -187,20 +189,10 @@ def validate_record(data: Any) -> str | None:
     return None
 
 
-# Names of temp files being written: "<x>.tmp" (older writers) and atomic_path's
-# ".<target>.<random>.tmp.json" (its suffix keeps the target's, so "*.json" globs see it).
-UNFINISHED_SUFFIXES = (".tmp", ".tmp.json")
-
-
-def is_unfinished_write(path: str | Path) -> bool:
-    """Whether ``path`` is a temp file some writer has not renamed into place yet."""
-    return Path(path).name.endswith(UNFINISHED_SUFFIXES)
-
-
 def load_record(path: str | Path) -> RunRecord | Skipped:
     """One record file, validated (never raises for a bad file: returns Skipped)."""
     path = Path(path)
-    if is_unfinished_write(path):
+    if is_temp(path):
         return Skipped(path, "unfinished write (a temp file not renamed into place yet): a run in progress, "
                              "or one killed while writing")
     try:
@@ -230,8 +222,9 @@ def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], 
     records: list[RunRecord] = []
     skipped: list[Skipped] = []
     seen: dict[str, Path] = {}
+    # Temp files of records are listed too (as skipped, never read): a run still writing one.
     files = sorted(p for p in directory.iterdir() if p.is_file() and p.name != "references.json"
-                   and (p.suffix == ".json" or (p.name.endswith(".tmp") and ".json" in p.name)))
+                   and (p.suffix == ".json" or (is_temp(p) and ".json" in p.name)))
     for path in files:
         loaded = load_record(path)
         if isinstance(loaded, Skipped):

@@ -1,4 +1,4 @@
-"""The artifact layer: stable keys, atomic writes, done markers."""
+"""The artifact layer: stable keys, atomic writes, the finished marker, stage folders."""
 
 from __future__ import annotations
 
@@ -26,16 +26,43 @@ def test_hash_dir_and_file(tmp_path):
     assert sc.hash_dir(tmp_path) != h
 
 
-def test_done_marker_roundtrip(tmp_path):
+def test_finished_marker_roundtrip(tmp_path):
     key = sc.builder_key({"stage": "t"})
-    assert not sc.is_done(tmp_path, key)
-    sc.mark_done(tmp_path, key, {"stage": "t"}, {"in": "h"}, n=3)
-    assert sc.is_done(tmp_path, key) and not sc.is_done(tmp_path, key + "x")
-    assert sc.read_done(tmp_path)["n"] == 3
-    sc.clear_done(tmp_path)
-    assert not sc.is_done(tmp_path, key)
+    assert not sc.is_finished(tmp_path) and sc.finished_meta(tmp_path) is None
+    sc.mark_finished(tmp_path, {"key": key, "n": 3})
+    assert sc.is_finished(tmp_path) and sc.is_finished(tmp_path, key) and not sc.is_finished(tmp_path, key + "x")
+    assert sc.finished_meta(tmp_path) == {"key": key, "n": 3}
+    assert [p.name for p in tmp_path.iterdir()] == [sc.DONE_NAME]  # one marker, nothing left beside it
+    sc.clear_finished(tmp_path)
+    assert not sc.is_finished(tmp_path, key)
     (tmp_path / "done.json").write_text("{torn")
-    assert sc.read_done(tmp_path) is None
+    assert sc.finished_meta(tmp_path) is None and not sc.is_finished(tmp_path)
+    (tmp_path / "done.json").write_text("[1]")  # not an object: not a marker
+    assert not sc.is_finished(tmp_path)
+
+
+def test_a_folder_under_a_temp_name_is_never_finished(tmp_path):
+    """A build killed before its rename leaves its marker inside a temp-named folder: not finished."""
+    from harness.fsutil import temp_name
+
+    work = temp_name(tmp_path / "out")
+    work.mkdir()
+    sc.mark_finished(work, {"key": "k"})
+    assert not sc.is_finished(work) and sc.finished_meta(work) is None
+    work.rename(tmp_path / "out")
+    assert sc.is_finished(tmp_path / "out", "k")
+
+
+def test_hash_dir_leaves_out_what_is_being_written(tmp_path):
+    from harness.fsutil import temp_name
+
+    (tmp_path / "w.bin").write_bytes(b"w")
+    h = sc.hash_dir(tmp_path, exclude=())
+    temp_name(tmp_path / "w.bin").write_bytes(b"half")
+    work = temp_name(tmp_path / "sub")
+    work.mkdir()
+    (work / "x").write_text("x")
+    assert sc.hash_dir(tmp_path, exclude=()) == h
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):

@@ -165,6 +165,6 @@ def test_cached_build_reloads_and_rebuilds_on_change(tok, tmp_path, monkeypatch)
     monkeypatch.setattr(mod, "build_passages", lambda *a, **k: pytest.fail("rebuilt despite cache"))
     assert build_passages_cached(corpus, tok, out, 40) == first
     monkeypatch.undo()
-    key = artifacts.read_done(out)["key"]
+    key = artifacts.finished_meta(out)["key"]
     second = build_passages_cached(corpus, tok, out, 20)
-    assert artifacts.read_done(out)["key"] != key and len(second) > len(first)
+    assert artifacts.finished_meta(out)["key"] != key and len(second) > len(first)

@@ -64,7 +64,7 @@ def test_cached_by_corpus_hash(tmp_path, monkeypatch):
     s1 = load_or_train_punkt(TRAIN, tmp_path)
     folders = list(tmp_path.glob("punkt-*"))
     assert len(folders) == 1 and (folders[0] / "done.json").exists()
-    key = artifacts.read_done(folders[0])["key"]
+    key = artifacts.finished_meta(folders[0])["key"]
 
     import harness.corpus.sentences as mod
 
@@ -74,4 +74,4 @@ def test_cached_by_corpus_hash(tmp_path, monkeypatch):
     monkeypatch.undo()
     load_or_train_punkt(TRAIN + ["Another document. With two sentences."], tmp_path)
     assert len(list(tmp_path.glob("punkt-*"))) == 2
-    assert artifacts.read_done(folders[0])["key"] == key
+    assert artifacts.finished_meta(folders[0])["key"] == key

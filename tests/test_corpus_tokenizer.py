@@ -49,7 +49,7 @@ def test_cached_and_rebuilt_on_change(tmp_path):
     train_wordpiece(TEXTS, out, vocab_size=120, min_frequency=1)
     assert (out / "tokenizer.json").stat().st_mtime_ns == mtime
     train_wordpiece(TEXTS, out, vocab_size=100, min_frequency=1)
-    assert artifacts.read_done(out)["config"]["vocab_size"] == 100
+    assert artifacts.finished_meta(out)["config"]["vocab_size"] == 100
     assert len(json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]) <= 100
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from harness.data import formats as F
 from harness.errors import DataFormatError, HarnessError
+from harness.fsutil import is_temp
 
 
 def _write(tmp_path: Path, name: str, text: str, compress: bool = False) -> Path:
@@ -140,7 +141,7 @@ def test_run_round_trip_is_deterministic(tmp_path):
     gz = F.write_trec_run(run, tmp_path / "run.trec.gz", depth=2)
     assert gz.read_bytes() == F.write_trec_run(run, tmp_path / "again.trec.gz", depth=2).read_bytes()
     assert F.read_trec_run(gz) == {"q1": {"z": 0.1 + 0.2}, "q2": {"b": 3.25, "a": 1.0}}
-    assert not list(tmp_path.glob("*.tmp"))
+    assert not [p for p in tmp_path.iterdir() if is_temp(p)]
     with pytest.raises(ValueError):
         F.write_trec_run(run, tmp_path / "x.trec", tag="two words")
     qrels = {"q1": {"d1": 1}, "q0": {"d2": 0}}

@@ -193,8 +193,9 @@ def test_plan_mode_writes_nothing_and_shows_a_finished_stage_as_cached(monkeypat
     # Finish the first stage (index/scifact) through the cache API, as a run would.
     index = caches[0]
     assert (index.stage, index.key) == ("index", first[0]["key"])
-    (index.begin() / "index").mkdir()
-    index.finish({"documents": 1})
+    with index.building() as work:
+        (work / "index").mkdir()
+        index.mark_finished(work, {"documents": 1})
     written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
 
     second = dry_run("bm25", "paper")["stages"]

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import harness.cli as cli
+from harness import artifacts
 from harness.data import catalog
 from harness.data.catalog import Benchmark
 from harness.data.formats import read_trec_run
@@ -185,8 +186,8 @@ def test_plain_folder_end_to_end_matches_brute_force(tiny_dir, toy, tmp_path, ru
 def test_second_evaluation_reads_cached_embeddings(tiny_dir, toy, tmp_path, run_cli, isolated_dirs):
     rc, _, err = run_cli("--model", tiny_dir, "--dataset", "toy-beir", "--json", tmp_path / "a.json", "--no-track")
     assert rc == 0, err
-    cached = list((isolated_dirs / "cache" / "embeddings").glob("*.npy"))
-    assert len(cached) == 1 and cached[0].with_suffix(".json").is_file()
+    cached = list((isolated_dirs / "cache" / "embeddings").glob("*/embeddings.npy"))
+    assert len(cached) == 1 and artifacts.is_finished(cached[0].parent)  # a folder written whole, marker inside
     rc, stdout, err = run_cli("--model", tiny_dir, "--dataset", "toy-beir", "--json", tmp_path / "b.json", "--no-track")
     assert rc == 0, err
     a, b = _summary(tmp_path / "a.json"), _summary(tmp_path / "b.json")
@@ -195,7 +196,7 @@ def test_second_evaluation_reads_cached_embeddings(tiny_dir, toy, tmp_path, run_
     # Another pooling makes other vectors: a second cache entry, not a stale hit.
     rc, _, err = run_cli("--model", tiny_dir, "--dataset", "toy-beir", "--pooling", "mean", "--no-track")
     assert rc == 0, err
-    assert len(list((isolated_dirs / "cache" / "embeddings").glob("*.npy"))) == 2
+    assert len(list((isolated_dirs / "cache" / "embeddings").glob("*/embeddings.npy"))) == 2
 
 
 def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, monkeypatch, isolated_dirs):
@@ -224,7 +225,8 @@ def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, 
     ids, emb, info = zs.corpus_embeddings(encoder, toy, fingerprint, 4, show_progress=False)
     assert calls == [2, 2, 1]  # chunks 2-4 only: the first was complete
     assert ids == ids_ref and np.allclose(emb, emb_ref, atol=1e-5) and not info["cached"]
-    assert not list((isolated_dirs / "cache" / "embeddings").glob("*.chunks"))  # merged, then removed
+    assert [p.name for p in (isolated_dirs / "cache" / "embeddings").iterdir()] == [zs.embeddings_key(
+        fingerprint, encoder, toy)]  # the chunks merged into the cache folder, then removed
     assert zs.corpus_embeddings(encoder, toy, fingerprint, 4, show_progress=False)[2]["cached"]
 
 

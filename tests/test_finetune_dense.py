@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness import artifacts
 from harness.errors import HarnessError
 from harness.finetune.dense import DenseTrainConfig, info_nce_loss, train_dense
 
@@ -115,6 +116,7 @@ def test_training_lowers_loss_and_saves_a_loadable_model(tmp_path, one_thread):
 
     saved = json.loads((tmp_path / "out" / "train_stats.json").read_text())
     assert saved["effective_batch"] == 16
+    assert artifacts.is_finished(tmp_path / "out", saved["fingerprint"])  # the one marker, written last
     # The finished folder is reused; other data in the same folder is refused.
     again = train_dense(init, examples, config, tmp_path / "out", passages=passages)
     assert again["cached"] and again["final_loss"] == stats["final_loss"]

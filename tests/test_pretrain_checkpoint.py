@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401
 
 from harness.errors import HarnessError  # noqa: E402
+from harness.fsutil import is_temp, temp_name  # noqa: E402
 from harness.training import checkpoint as ckpt  # noqa: E402
 from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
 
@@ -136,13 +137,14 @@ def test_keeps_last_two_and_ignores_partial_saves(reference, tmp_path):
     out = tmp_path / "run"
     root = ckpt.checkpoint_root(out)
     # Leftovers of a save killed half-way: a tmp folder and a step folder without its state file.
-    (root / ".tmp-step-000000002").mkdir(parents=True)
-    (root / ".tmp-step-000000002" / "model.pt").write_bytes(b"garbage")
+    half = temp_name(root / ckpt.step_dirname(2), "partial")
+    half.mkdir(parents=True)
+    (half / "model.pt").write_bytes(b"garbage")
     (root / "step-000000099").mkdir()
     res = train(build("toy", tok.vocab_size), examples_fn_for(N_EXAMPLES), tok, cfg(out, steps=6))
     assert res.resumed_from is None  # the incomplete step-99 was not taken as a checkpoint
     assert [s for s, _ in ckpt.list_checkpoints(out)] == [4, 6]
-    assert not (root / ".tmp-step-000000002").exists()
+    assert not half.exists() and not [p for p in root.iterdir() if is_temp(p)]
     saved = sorted(p.name for p in (root / "step-000000006").iterdir())
     assert saved == ["model.pt", "optimizer.pt", "rng-rank0.pt", "scheduler.pt", "trainer_state.json"]
     state = json.loads((root / "step-000000006" / "trainer_state.json").read_text())

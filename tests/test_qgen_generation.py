@@ -92,7 +92,7 @@ def test_generates_c_queries_per_passage(t5_dir, passages, tmp_path, num_queries
     assert all(len(qs) == num_queries and all(isinstance(q, str) for q in qs) for qs in got.values())
     assert any(q.strip() for qs in got.values() for q in qs)
     assert res.num_generated == len(passages) and res.samples and res.samples[0]["pid"] == passages[0].pid
-    assert artifacts.read_done(tmp_path, "q.jsonl.done.json")["config"]["top_k"] == 25
+    assert artifacts.finished_meta(tmp_path, name="q.jsonl.done.json")["config"]["top_k"] == 25
     # Finished: a second call generates nothing and leaves the file alone.
     before = out.read_bytes()
     again = generate_queries(result.model_dir, passages, num_queries=num_queries, batch_size=4,

@@ -84,7 +84,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result_and_reruns_from_cache(sp
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 600
     try:
-        while not list((tmp / "cache_a" / "pretrain").glob("*.partial/**/step-*")):
+        while not list((tmp / "cache_a" / "pretrain").glob(".*.partial.tmp/**/step-*")):
             if proc.poll() is not None:
                 pytest.fail("the run ended before it could be killed mid pre-training:\n"
                             + (tmp / "killed.log").read_text()[-3000:])

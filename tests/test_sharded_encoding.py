@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from harness.errors import HarnessError
+from harness.fsutil import is_temp, temp_name
 from harness.retrieval import sharded
 from harness.retrieval.encoder import load_encoder
 
@@ -93,7 +94,7 @@ def test_sharded_equals_single_process_path(encoder, tmp_path):
     np.testing.assert_allclose(emb, ref, atol=1e-5, rtol=0)
     names = sorted(p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith(".lock"))
     assert "manifest.json" in names and "rank2-chunk00001.npy" in names and "rank2-chunk00001.json" in names
-    assert not [n for n in names if n.endswith(".tmp")]
+    assert not [n for n in names if is_temp(n)]
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
     assert (manifest["world_size"], manifest["shard_size"], manifest["passages"]) == (3, 4, 23)
     assert manifest["corpus"] == sharded.corpus_fingerprint(corpus)
@@ -124,7 +125,7 @@ def test_chunks_of_torchrun_ranks_are_merged_by_the_zero_shot_cache(encoder, tmp
     monkeypatch.setattr(zero_shot, "CHUNK_PASSAGES", 5)
     bench = _ToyBenchmark(toy_corpus())
     zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=1, world_size=2, show_progress=False)
-    chunks = next((tmp_path / "cache" / "embeddings").glob("*.chunks"))
+    chunks = next((tmp_path / "cache" / "embeddings").glob(".*.partial.tmp"))  # the cache folder's work folder
     assert not sharded.shards_complete(chunks)  # rank 0 has not run
     zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=0, world_size=2, show_progress=False)
     assert sharded.shards_complete(chunks)
@@ -154,12 +155,13 @@ def test_resume_skips_complete_chunks_and_is_byte_identical(encoder, tmp_path):
     # A kill mid-chunk: the chunk's files are absent and a writer's temp file may be left behind.
     for suffix in (".npy", ".json"):
         (out / f"rank1-chunk00001{suffix}").unlink()
-    (out / ".rank1-chunk00001.npy.x1y2.tmp").write_bytes(b"half a file")
+    temp_name(out / "rank1-chunk00001.npy").write_bytes(b"half a file")
+    (out / ".rank1-chunk00001.json.x1y2.tmp").write_bytes(b"{")  # an older writer's name
     again = encode_all(encoder, corpus, out)
     assert (again[0].chunks_skipped, again[0].passages_encoded) == (3, 0)
     assert (again[1].chunks_skipped, again[1].passages_encoded) == (2, 4)
     assert snapshot(out) == before
-    assert not list(out.glob(".rank1-chunk*.tmp"))
+    assert not [p for p in out.iterdir() if is_temp(p)]
 
 
 @pytest.mark.parametrize("change, expected", [

@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.commands._output import write_json
 from harness.errors import HarnessError
-from harness.fsutil import atomic_path
+from harness.fsutil import atomic_path, is_temp
 from harness.text_table import format_table
 
 
@@ -146,7 +146,7 @@ def _read_run_source(path: Path, benchmark: Any) -> dict[str, dict[str, float]]:
 def _forum_files(folder: Path, sub_name: str) -> list[Path]:
     short = sub_name.split("-", 1)[-1]
     return sorted(f for f in folder.iterdir()
-                  if f.is_file() and f.name.split(".", 1)[0] in (sub_name, short))
+                  if f.is_file() and not is_temp(f) and f.name.split(".", 1)[0] in (sub_name, short))
 
 
 def _load_qrels(args: argparse.Namespace, benchmark: Any) -> tuple[dict[str, dict[str, int]], str]:

@@ -290,17 +290,15 @@ def build_passages_cached(
     if splitter is not None:
         inputs["splitter"] = artifacts.hash_json(splitter.to_json())
     key = artifacts.builder_key(config, inputs)
-    if artifacts.is_done(out_dir, key):
+    if artifacts.is_finished(out_dir, key):
         return load_passages(out_dir / PASSAGES_FILE)
-    artifacts.clear_done(out_dir)
+    artifacts.clear_finished(out_dir)
     passages = build_passages(
         corpus, tokenizer, max_tokens, splitter=splitter, title_mode=title_mode,
         short_span_prob=short_span_prob, seed=seed, punkt_cache_dir=out_dir,
     )
     save_passages(passages, out_dir / PASSAGES_FILE)
-    artifacts.mark_done(
-        out_dir, key, config, inputs,
-        n_docs=len(corpus), n_passages=len(passages), file=PASSAGES_FILE,
-    )
+    artifacts.mark_finished(out_dir, {"key": key, "config": config, "inputs": inputs,
+                                      "n_docs": len(corpus), "n_passages": len(passages), "file": PASSAGES_FILE})
     log.info("built %d passages from %d documents", len(passages), len(corpus))
     return passages

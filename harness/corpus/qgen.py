@@ -27,8 +27,9 @@ from typing import Any, Mapping, Sequence
 
 from harness import artifacts
 from harness.corpus.passages import Passage
-from harness.checkpoints import load_pretrained
+from harness.checkpoints import load_pretrained, model_fingerprint
 from harness.errors import DataFormatError, HarnessError
+from harness.fsutil import is_temp
 
 log = logging.getLogger(__name__)
 
@@ -81,17 +82,13 @@ def _read_existing(path: Path) -> dict[str, list[str]]:
 def load_queries(path: str | Path) -> dict[str, list[str]]:
     """{pid: queries} from one JSONL file, or from all ``*.jsonl`` shards in a folder."""
     path = Path(path)
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    files = sorted(f for f in path.glob("*.jsonl") if not is_temp(f)) if path.is_dir() else [path]
     if not files or not all(f.exists() for f in files):
         raise HarnessError(f"no generated queries at {path}; run query generation first")
     out: dict[str, list[str]] = {}
     for f in files:
         out.update(_read_existing(f))
     return out
-
-
-def _model_fingerprint(model_dir: Path) -> str:
-    return artifacts.hash_dir(model_dir, exclude=())
 
 
 def _passages_fingerprint(passages: Sequence[Passage]) -> str:
@@ -150,16 +147,16 @@ def generate_queries(
         "batch_size": batch_size, "input_prefix": input_prefix, "max_new_tokens": max_new_tokens,
         "max_input_tokens": max_input_tokens, "seed": seed, "rank": rank, "world_size": world_size,
     }
-    inputs = {"model": _model_fingerprint(model_dir), "passages": _passages_fingerprint(passages)}
+    inputs = {"model": model_fingerprint(model_dir), "passages": _passages_fingerprint(passages)}
     key = artifacts.builder_key(config, inputs)
 
-    if artifacts.is_done(path.parent, key, done_name) and path.exists():
+    if artifacts.is_finished(path.parent, key, name=done_name) and path.exists():
         existing = _read_existing(path)
         samples = [{"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])} for p in shard[:num_samples]]
         return QGenResult(path, len(shard), 0, len(existing), samples)
 
     # A partial file is only resumable under the same key; otherwise start afresh.
-    artifacts.clear_done(path.parent, done_name)
+    artifacts.clear_finished(path.parent, name=done_name)
     key_file = path.parent / key_name
     if path.exists() and (not key_file.exists() or key_file.read_text().strip() != key):
         log.warning("discarding %s: written with a different model/passages/config", path)
@@ -208,8 +205,8 @@ def generate_queries(
             bar.update(1)
         else:
             bar.close()
-            artifacts.mark_done(path.parent, key, config, inputs, name=done_name,
-                                  num_passages=len(shard), file=path.name)
+            artifacts.mark_finished(path.parent, {"key": key, "config": config, "inputs": inputs,
+                                                  "num_passages": len(shard), "file": path.name}, name=done_name)
             key_file.unlink(missing_ok=True)
             if not samples:  # everything came from the file: show what is there
                 samples = [{"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])}

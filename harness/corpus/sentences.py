@@ -155,11 +155,11 @@ def load_or_train_punkt(
     if cache_dir is None:
         return train_punkt(used, extra_abbreviations, None)
     folder = Path(cache_dir) / f"punkt-{key[:16]}"
-    if artifacts.is_done(folder, key):
+    if artifacts.is_finished(folder, key):
         return SentenceSplitter.load(folder / "punkt.json")
-    artifacts.clear_done(folder)
+    artifacts.clear_finished(folder)
     log.info("training Punkt sentence splitter on %d texts", len(used))
     splitter = train_punkt(used, extra_abbreviations, None)
     splitter.save(folder / "punkt.json")
-    artifacts.mark_done(folder, key, config, inputs, n_texts=len(used))
+    artifacts.mark_finished(folder, {"key": key, "config": config, "inputs": inputs, "n_texts": len(used)})
     return splitter

@@ -122,10 +122,10 @@ def train_tiny_t5(
         "tokenizer": artifacts.hash_dir(tokenizer_dir),
     }
     key = artifacts.builder_key(config, inputs)
-    if artifacts.is_done(out_dir, key):
+    if artifacts.is_finished(out_dir, key):
         losses = json.loads((out_dir / TRAIN_LOG).read_text())["losses"]
         return TinyT5Result(out_dir, losses, cached=True)
-    artifacts.clear_done(out_dir)
+    artifacts.clear_finished(out_dir)
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
     pad, eos, start = _special_ids(tokenizer)
@@ -172,7 +172,8 @@ def train_tiny_t5(
     tokenizer.save_pretrained(str(out_dir))
     shutil.rmtree(checkpoint_root(out_dir), ignore_errors=True)
     artifacts.atomic_write_json(out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs)})
-    artifacts.mark_done(out_dir, key, config, inputs, num_pairs=len(pairs), final_loss=losses[-1])
+    artifacts.mark_finished(out_dir, {"key": key, "config": config, "inputs": inputs, "num_pairs": len(pairs),
+                                      "final_loss": losses[-1]})
     return TinyT5Result(out_dir, losses, cached=False)
 
 

@@ -44,7 +44,7 @@ def train_wordpiece(
     model_max_length: int = 512,
     lowercase: bool = True,
 ) -> Path:
-    """Train on ``texts`` and save a BertTokenizerFast folder; cached by ``done.json``.
+    """Train on ``texts`` and save a BertTokenizerFast folder; finished by its ``done.json`` marker.
 
     Returns ``out_dir``. ``texts`` is read twice (hash, training): pass a sequence.
     """
@@ -66,9 +66,9 @@ def train_wordpiece(
     }
     inputs = {"texts": artifacts.hash_texts(texts)}
     key = artifacts.builder_key(config, inputs)
-    if artifacts.is_done(out_dir, key):
+    if artifacts.is_finished(out_dir, key):
         return out_dir
-    artifacts.clear_done(out_dir)
+    artifacts.clear_finished(out_dir)
 
     counts = count_words(texts, lowercase)
     vocab = learn_wordpiece_vocab(counts, vocab_size, min_frequency, limit_alphabet)
@@ -94,7 +94,8 @@ def train_wordpiece(
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))
     artifacts.atomic_write_text(out_dir / "vocab.txt", "".join(t + "\n" for t in vocab))
-    artifacts.mark_done(out_dir, key, config, inputs, actual_vocab_size=len(vocab), num_words=len(counts))
+    artifacts.mark_finished(out_dir, {"key": key, "config": config, "inputs": inputs,
+                                      "actual_vocab_size": len(vocab), "num_words": len(counts)})
     log.info("trained WordPiece vocabulary of %d tokens -> %s", len(vocab), out_dir)
     return out_dir
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.errors import HarnessError
+from harness.fsutil import atomic_dir
 from harness.paths import cache_dir
 
 MIRROR_ENV = "HARNESS_DATA_MIRROR"
@@ -395,13 +396,8 @@ def _current(archive: Path, dest_dir: Path) -> bool:
     return False
 
 
-def _finish_extract(tmp: Path, dest_dir: Path, archive: Path) -> Path:
+def _record_source(tmp: Path, archive: Path) -> None:
     (tmp / _EXTRACTED_FROM).write_text(json.dumps({"archive": archive.name, "sha256": recorded_sha256(archive)}))
-    if dest_dir.exists():  # another process finished first
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        os.replace(tmp, dest_dir)
-    return dest_dir
 
 
 def extract_zip(archive: str | Path, dest_dir: str | Path) -> Path:
@@ -413,23 +409,17 @@ def extract_zip(archive: str | Path, dest_dir: str | Path) -> Path:
     archive, dest_dir = Path(archive), Path(dest_dir)
     if _current(archive, dest_dir):
         return dest_dir
-    tmp = dest_dir.with_name(f"{dest_dir.name}.{os.getpid()}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        with zipfile.ZipFile(archive) as zf:
+    try:  # an identical folder another process finished first is kept (replace=False)
+        with atomic_dir(dest_dir, replace=False) as tmp, zipfile.ZipFile(archive) as zf:
             root = tmp.resolve()
             bad = [m for m in zf.namelist() if not _inside(root, m)]
             if bad:
                 raise HarnessError(f"{archive} has members outside the extraction folder ({bad[0]}); refusing it")
             zf.extractall(tmp)
+            _record_source(tmp, archive)
     except zipfile.BadZipFile as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise HarnessError(f"{archive} is not a valid zip file ({exc}); delete it and download again") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return _finish_extract(tmp, dest_dir, archive)
+    return dest_dir
 
 
 def extract_tar(archive: str | Path, dest_dir: str | Path, members: list[str] | None = None) -> Path:
@@ -437,11 +427,8 @@ def extract_tar(archive: str | Path, dest_dir: str | Path, members: list[str] | 
     archive, dest_dir = Path(archive), Path(dest_dir)
     if _current(archive, dest_dir):
         return dest_dir
-    tmp = dest_dir.with_name(f"{dest_dir.name}.{os.getpid()}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        with tarfile.open(archive) as tf:
+    try:  # an identical folder another process finished first is kept (replace=False)
+        with atomic_dir(dest_dir, replace=False) as tmp, tarfile.open(archive) as tf:
             chosen = [tf.getmember(m) for m in members] if members else tf.getmembers()
             root = tmp.resolve()
             for m in chosen:
@@ -451,13 +438,10 @@ def extract_tar(archive: str | Path, dest_dir: str | Path, members: list[str] | 
                 tf.extractall(tmp, members=chosen, filter="data")
             else:
                 tf.extractall(tmp, members=chosen)
+            _record_source(tmp, archive)
     except (tarfile.TarError, KeyError, EOFError) as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise HarnessError(f"{archive} is not a readable tar archive ({exc}); delete it and download again") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return _finish_extract(tmp, dest_dir, archive)
+    return dest_dir
 
 
 # ---------------------------------------------------------------------------- dataset helpers

@@ -17,13 +17,13 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import zlib
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
 from harness.errors import DataFormatError
+from harness.fsutil import atomic_path
 
 Corpus = dict[str, dict[str, str]]
 Queries = dict[str, str]
@@ -260,11 +260,10 @@ def read_trec_run(path: str | Path) -> Run:
 
 
 def _atomic_write_lines(path: Path, lines: Iterator[str]) -> Path:
-    """Write text lines to ``path`` via a temporary file; ``.gz`` paths get reproducible gzip."""
+    """Write text lines to ``path`` via a temp file (:func:`harness.fsutil.atomic_path`); ``.gz``
+    paths get reproducible gzip."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+    with atomic_path(path) as tmp:
         if path.suffix == ".gz":
             with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
                 for line in lines:
@@ -272,10 +271,6 @@ def _atomic_write_lines(path: Path, lines: Iterator[str]) -> Path:
         else:
             with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
                 fh.writelines(lines)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 

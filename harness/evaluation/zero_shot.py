@@ -24,9 +24,10 @@ evaluation then drops: every query is scored on exactly ``depth`` documents, as 
 ``top_k + 1`` search does. A saved run (``save_run``) is exactly what was scored, so
 ``eval --run`` on it gives the same numbers.
 
-Corpus embeddings are cached under ``cache_dir()/embeddings/<key>.npy`` (with ``<key>.json``
-holding the doc ids, written last), ``key`` = sha256 of (the model folder's file contents, the
-settings that decide passage vectors, the benchmark name and its corpus checksum). Batch size
+Corpus embeddings are cached in ``cache_dir()/embeddings/<key>/`` (``embeddings.npy``,
+``doc_ids.json`` and the finished marker of :mod:`harness.artifacts`; the folder is written whole),
+``key`` = sha256 of (the model folder's file contents, the settings that decide passage vectors,
+the benchmark name and its corpus checksum). Batch size
 and device are not part of the key: they change vectors only at float rounding level.
 
 cqadupstack is encoded and searched forum by forum (each forum is its own corpus) and scored as
@@ -47,7 +48,8 @@ import numpy as np
 
 from harness.checkpoints import model_fingerprint, resolve_model_path
 from harness.errors import HarnessError
-from harness.fsutil import atomic_path, atomic_write_text
+from harness.artifacts import finished_meta, mark_finished
+from harness.fsutil import PARTIAL, atomic_dir, temp_name
 from harness.evaluation.conventions import get_convention, trim_to_depth
 from harness.retrieval.encoder import load_zero_shot_encoder, vector_settings
 
@@ -90,13 +92,17 @@ def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
                       "benchmark": benchmark.name, "corpus": benchmark.corpus_files()})
 
 
-def _read_cached(npy: Path, meta: Path) -> tuple[list[str], np.ndarray, dict[str, Any]] | None:
-    if not (npy.is_file() and meta.is_file()):
+EMBEDDINGS_FILE, IDS_FILE = "embeddings.npy", "doc_ids.json"
+
+
+def _read_cached(folder: Path) -> tuple[list[str], np.ndarray, dict[str, Any]] | None:
+    info = finished_meta(folder)
+    if info is None:
         return None
+    npy = folder / EMBEDDINGS_FILE
     try:
-        info = json.loads(meta.read_text(encoding="utf-8"))
         emb = np.load(npy, mmap_mode="r")
-        ids = info["doc_ids"]
+        ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
         if emb.ndim != 2 or emb.shape[0] != len(ids):
             raise ValueError(f"{emb.shape[0]} vectors for {len(ids)} doc ids")
         return ids, np.asarray(emb, dtype=np.float32), info
@@ -105,18 +111,19 @@ def _read_cached(npy: Path, meta: Path) -> tuple[list[str], np.ndarray, dict[str
         return None
 
 
-def _write_cache(npy: Path, meta: Path, ids: list[str], emb: np.ndarray, info: dict[str, Any]) -> None:
-    with atomic_path(npy) as tmp:
-        np.save(tmp, emb)
-    atomic_write_text(meta, json.dumps({**info, "doc_ids": ids}))  # written last: a complete pair or no entry
+def _write_cache(folder: Path, ids: list[str], emb: np.ndarray, info: dict[str, Any]) -> None:
+    with atomic_dir(folder) as tmp:  # a complete folder or none
+        np.save(tmp / EMBEDDINGS_FILE, emb)
+        (tmp / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
+        mark_finished(tmp, {"key": folder.name, **info})
 
 
 def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True,
                       show_progress: bool = True) -> tuple[list[str], np.ndarray, dict[str, Any]]:
     """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds and the cache path."""
-    npy = _embeddings_file(fingerprint, encoder, benchmark)
-    meta = npy.with_suffix(".json")
-    if use_cache and (hit := _read_cached(npy, meta)) is not None:
+    folder = _embeddings_folder(fingerprint, encoder, benchmark)
+    npy = folder / EMBEDDINGS_FILE
+    if use_cache and (hit := _read_cached(folder)) is not None:
         ids, emb, info = hit
         print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
         return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0,
@@ -133,7 +140,7 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
         # Chunks that torchrun ranks finished (encode_corpus_shards) are merged as they are.
         from harness.retrieval.sharded import encode_corpus_sharded, merge_shards, shards_complete
 
-        chunks = npy.with_suffix(".chunks")
+        chunks = _chunks_folder(folder)
         if not shards_complete(chunks):
             encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
                                   batch_size=batch_size, show_progress=show_progress)
@@ -143,7 +150,7 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
     seconds = time.perf_counter() - started
     info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds}
     if use_cache:
-        _write_cache(npy, meta, ids, emb, {"encode_seconds": seconds, "benchmark": benchmark.name,
+        _write_cache(folder, ids, emb, {"encode_seconds": seconds, "benchmark": benchmark.name,
                                            "settings": vector_settings(encoder), "model": fingerprint})
         shutil.rmtree(chunks, ignore_errors=True)
     return ids, emb, info
@@ -156,10 +163,10 @@ def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_s
     from harness.retrieval.sharded import encode_corpus_sharded
 
     for part in benchmark.sub_benchmarks() or [benchmark]:
-        npy = _embeddings_file(fingerprint, encoder, part)
-        if _read_cached(npy, npy.with_suffix(".json")) is not None:
+        folder = _embeddings_folder(fingerprint, encoder, part)
+        if _read_cached(folder) is not None:
             continue
-        encode_corpus_sharded(encoder, part.corpus(), npy.with_suffix(".chunks"), rank=rank, world_size=world_size,
+        encode_corpus_sharded(encoder, part.corpus(), _chunks_folder(folder), rank=rank, world_size=world_size,
                               shard_size=CHUNK_PASSAGES, batch_size=batch_size, show_progress=show_progress)
 
 
@@ -169,9 +176,14 @@ def _embeddings_dir() -> Path:
     return cache_dir() / "embeddings"
 
 
-def _embeddings_file(fingerprint: str, encoder: Any, benchmark: Any) -> Path:
-    """The cache file of these vectors (``.json`` beside it; ``.chunks/`` while being encoded)."""
-    return _embeddings_dir() / f"{embeddings_key(fingerprint, encoder, benchmark)}.npy"
+def _embeddings_folder(fingerprint: str, encoder: Any, benchmark: Any) -> Path:
+    """The cache folder of these vectors (``.<key>.partial.tmp/`` beside it while being encoded)."""
+    return _embeddings_dir() / embeddings_key(fingerprint, encoder, benchmark)
+
+
+def _chunks_folder(folder: Path) -> Path:
+    """The resumable work folder of ``folder``'s vectors (a temp name: never read as the cache)."""
+    return temp_name(folder, PARTIAL)
 
 
 # ---------------------------------------------------------------------------- search

@@ -24,7 +24,8 @@ Data, checkpoints, distribution
     checkpoints at every epoch end with exact resume, DDP and mixed precision are the engine's
     (:mod:`harness.training.engine`). The finished model is a plain Hugging Face folder in
     ``output_dir`` (weights, tokenizer, ``harness_encoder.json`` for :func:`load_encoder`,
-    ``train_stats.json``); calling again on a finished folder returns its stats.
+    ``train_stats.json``, then the ``done.json`` marker); calling again on a finished folder
+    returns its stats.
 """
 
 from __future__ import annotations

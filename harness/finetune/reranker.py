@@ -14,7 +14,7 @@ Tiny profile
     Tevatron's rerankers). Groups, their per-epoch sampling and the data order are
     :mod:`harness.finetune.groups`'s and the loop is the engine's (:mod:`harness.training.engine`,
     checkpoints at epoch ends with exact resume). The folder gets ``harness_reranker.json`` (max length,
-    title separator) and ``train_stats.json`` (written last; a finished folder with the same
+    title separator), ``train_stats.json`` and the ``done.json`` marker (a finished folder with the same
     data and settings is returned as is).
 Mini profile
     :func:`score_candidates_bi_encoder` scores with an off-the-shelf *bi-encoder* instead

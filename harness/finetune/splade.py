@@ -53,7 +53,7 @@ Everything else
 Output
     ``output_dir`` holds the ``BertForMaskedLM`` weights, the tokenizer, ``harness_lexical.json``
     (representation, lengths, title separator; read by :mod:`harness.retrieval.impact`) and
-    ``train_stats.json`` (written last: its presence means the folder is complete).
+    ``train_stats.json``, then ``done.json`` (the finished marker of :mod:`harness.artifacts`).
 """
 
 from __future__ import annotations

@@ -10,14 +10,13 @@ Fine-tuning, encoding and anyone outside the harness load the result with
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from harness.errors import HarnessError
+from harness.fsutil import atomic_dir
 from harness.training import distributed as D
 
 MODEL_FILE = "model.safetensors"
@@ -49,24 +48,11 @@ def export_encoder(
             f"{type(module).__name__}.encoder() returned {type(encoder).__name__}, not a transformers model"
         )
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
+    with atomic_dir(out_dir) as tmp:
         encoder.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if not (tmp / MODEL_FILE).is_file():
             raise HarnessError(f"transformers did not write {MODEL_FILE} in {tmp}; check the transformers version")
         if metadata is not None:
             (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True, default=str) + "\n")
-        if out_dir.exists():
-            old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
-            os.replace(out_dir, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out_dir

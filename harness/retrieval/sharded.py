@@ -54,7 +54,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.fsutil import atomic_write_bytes, atomic_write_json, exclusive_lock
+from harness.fsutil import atomic_write_bytes, atomic_write_json, exclusive_lock, is_temp
 from harness.retrieval.encoder import shard_bounds, vector_settings
 
 MANIFEST = "manifest.json"
@@ -242,8 +242,9 @@ def encode_corpus_sharded(
     mine = {n: c for n, c in _in_order(manifest) if c["rank"] == rank}
     start, end = shard_bounds(len(ids), rank, world_size)
     with exclusive_lock(out / f".rank{rank}.lock", f"sharded encoding rank {rank}"):
-        for stale in out.glob(f".rank{rank}-chunk*.tmp"):  # temp files of a killed writer of this rank
-            stale.unlink(missing_ok=True)
+        for stale in out.glob(f".rank{rank}-chunk*"):  # temp files of a killed writer of this rank
+            if is_temp(stale):
+                stale.unlink(missing_ok=True)
         todo = [(n, c) for n, c in mine.items() if not _chunk_complete(out, n, c, encoder.dim)]
         left = sum(c["end"] - c["start"] for _, c in todo)
         print(f"[sharded] rank {rank}/{world_size}: passages [{start:,}, {end:,}) in {len(mine)} chunk(s) of "

@@ -13,5 +13,5 @@ The engine owns the rest, once:
   DDP, clipping, metrics reduced over ranks, progress bar, logging, ``stop_after``;
 - ``checkpoint.py``: atomic checkpoints with per-rank RNG state (exact resume);
 - ``distributed.py``: torchrun/DDP helpers that degrade to one process;
-- ``finished.py``: the run fingerprint and the ``train_stats.json`` that marks a finished folder.
+- ``finished.py``: the run fingerprint, ``train_stats.json`` and the finished marker (``done.json``).
 """

@@ -9,11 +9,13 @@ Layout under ``<output_dir>/checkpoints/``::
       scaler.pt             fp16 loss-scaler state (fp16 runs only)
       rng-rank0.pt ...      python / numpy / torch (+ CUDA) RNG states, one file per rank
       trainer_state.json    step, epoch, config, loss and metric histories (written last)
-    .tmp-step-000200/       a checkpoint being written; never read, removed on restart
+    .step-000000200.partial.tmp/   a checkpoint being written; never read, removed on restart
 
-A checkpoint is written into a ``.tmp-`` folder and renamed into place, so a process
-killed at any moment leaves either the previous set of checkpoints or the new one, never a
-half-written ``step-*`` folder. Under DDP every rank writes its own RNG file and rank 0
+A checkpoint is written into a temp folder (:func:`harness.fsutil.temp_name`) and renamed into
+place (:func:`harness.fsutil.replace_dir`), so a process killed at any moment leaves either the
+previous set of checkpoints or the new one, never a half-written ``step-*`` folder. (Not
+:func:`harness.fsutil.atomic_dir`: every rank writes into the one folder between barriers.)
+``trainer_state.json`` is the resume point a step folder is read by, not a finished marker. Under DDP every rank writes its own RNG file and rank 0
 writes the rest; the folder must be on a file system all ranks share.
 
 The data order needs no saved state: it is a pure function of (seed, epoch, step), see
@@ -34,6 +36,7 @@ import numpy as np
 import torch
 
 from harness.errors import HarnessError
+from harness.fsutil import PARTIAL, is_temp, replace_dir, temp_name
 from harness.training import distributed as D
 
 CHECKPOINTS = "checkpoints"
@@ -68,12 +71,12 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
 
 
 def remove_partial(output_dir: str | Path) -> list[Path]:
-    """Delete ``.tmp-*`` folders left by a killed save (call on rank 0 before training)."""
+    """Delete the temp folders a killed save left (call on rank 0 before training)."""
     root = checkpoint_root(output_dir)
     removed = []
     if root.is_dir():
         for child in root.iterdir():
-            if child.name.startswith((".tmp-", ".old-")):
+            if is_temp(child):
                 shutil.rmtree(child, ignore_errors=True)
                 removed.append(child)
     return removed
@@ -156,7 +159,7 @@ def save_checkpoint(
     """Write checkpoint ``step`` atomically and prune to the newest ``keep``; every rank calls it."""
     root = checkpoint_root(output_dir)
     final = root / step_dirname(step)
-    tmp = root / f".tmp-{step_dirname(step)}"
+    tmp = temp_name(final, PARTIAL)  # one name every rank finds
     rank = D.get_rank()
     if rank == 0:
         if tmp.exists():
@@ -173,11 +176,7 @@ def save_checkpoint(
     D.barrier()  # every rank's RNG file is on disk before the folder becomes visible
     if rank == 0:
         _fsync_write_text(json.dumps(trainer_state, indent=1, default=str) + "\n", tmp / STATE_FILE)
-        if final.exists():  # only when re-saving a step (e.g. stop_after == checkpoint step)
-            old = root / f".old-{step_dirname(step)}"
-            os.replace(final, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, final)
+        replace_dir(tmp, final)  # an existing one only when re-saving a step (e.g. stop_after == checkpoint step)
         for _, stale in list_checkpoints(output_dir)[:-keep]:
             shutil.rmtree(stale, ignore_errors=True)
     D.barrier()

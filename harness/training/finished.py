@@ -1,13 +1,19 @@
-"""A finished training folder: the run's fingerprint and ``train_stats.json``, written last."""
+"""A finished training folder: the run's fingerprint, ``train_stats.json`` and the finished marker.
+
+The stats stay in ``train_stats.json`` where callers read them; whether the folder is finished,
+and from what, is the one marker of :mod:`harness.artifacts` (``done.json``, ``key`` = the
+fingerprint), written after everything else.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from harness.artifacts import canonical_json, finished_meta, hash_texts, mark_finished
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_text
 from harness.training import checkpoint as ckpt
@@ -17,35 +23,33 @@ STATS_FILE = "train_stats.json"
 
 
 def fingerprint(init: str, settings: dict[str, Any], items: Iterable[Any], extra: Iterable[Any] = ()) -> str:
-    """What makes two runs the same experiment: initial model, identity settings, data (and e.g. teacher scores)."""
-    h = hashlib.sha256()
-    h.update(json.dumps({"init": init, "settings": settings}, sort_keys=True, default=str).encode())
-    for item in items:
-        h.update(json.dumps(item, ensure_ascii=False, default=str).encode())
-    for item in extra:
-        h.update(json.dumps(item).encode())
-    return h.hexdigest()[:16]
+    """What makes two runs the same experiment: initial model, identity settings, data (and e.g.
+    teacher scores). The artifact key scheme, streamed: :func:`hash_texts` over each value's
+    canonical JSON (an empty string, which no JSON value spells, parts the data from ``extra``)."""
+    head = canonical_json({"init": init, "settings": settings})
+    return hash_texts(itertools.chain([head], map(canonical_json, items), [""], map(canonical_json, extra)))
 
 
 def finished_stats(out_dir: Path, fingerprint_: str, what: str) -> dict[str, Any] | None:
     """The stats of a folder finished with the same fingerprint (``cached: True``); None if unfinished."""
-    stats_file = out_dir / STATS_FILE
-    if not stats_file.is_file():
+    done = finished_meta(out_dir)
+    if done is None:
         return None
-    try:
-        done = json.loads(stats_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise HarnessError(f"{stats_file} is not valid JSON ({exc.msg}); delete {out_dir} and train again") from exc
-    if done.get("fingerprint") != fingerprint_:
+    if done.get("key") != fingerprint_:
         raise HarnessError(f"{out_dir} already holds a {what} trained with other data or settings; "
                            "use a new output directory (or delete that one)")
-    return {**done, "cached": True}
+    stats_file = out_dir / STATS_FILE
+    try:
+        stats = json.loads(stats_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{stats_file} is unreadable ({exc}); delete {out_dir} and train again") from exc
+    return {**stats, "cached": True}
 
 
 def finish(out_dir: Path, stats: dict[str, Any], save: Callable[[], None], keep_checkpoints: bool = False) -> dict[str, Any]:
     """Unless the run stopped early: rank 0 saves the model (``save``), drops the checkpoints (they
-    hold optimizer state, 3x the model) and writes the stats last: their presence means the folder
-    is complete. Every rank waits for it and gets ``stats`` back."""
+    hold optimizer state, 3x the model), writes the stats, then the finished marker last: a folder
+    killed before it is trained again. Every rank waits for it and gets ``stats`` back."""
     if stats.get("stopped_early"):
         return stats
     if D.is_main():
@@ -53,5 +57,6 @@ def finish(out_dir: Path, stats: dict[str, Any], save: Callable[[], None], keep_
         if not keep_checkpoints:
             shutil.rmtree(ckpt.checkpoint_root(out_dir), ignore_errors=True)
         atomic_write_text(out_dir / STATS_FILE, json.dumps(stats, indent=1, default=str) + "\n")
+        mark_finished(out_dir, {"key": stats["fingerprint"], "stats": STATS_FILE})
     D.barrier()
     return stats
