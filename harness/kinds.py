@@ -1,7 +1,7 @@
 """What kind of value a setting takes: its type and, where no trainer config checks it, its range.
 
-A :class:`Kind` is declared once per setting (the typed spec blocks in harness/stage_settings.py,
-the objectives' parameters in harness/pretrain/objective_params.py) and checked from there both
+A :class:`Kind` is declared once per setting (the typed spec blocks in harness/stage_settings.py and
+harness/block_settings.py, the objectives' parameters in harness/pretrain/objective_params.py) and checked from there both
 when a stage reads the value and when ``validate`` / ``run`` check a spec before its first stage,
 so a value that would fail hours into a run fails in the first second. Imports nothing heavy.
 """

@@ -16,7 +16,9 @@ from typing import Any
 from harness.context import STOP
 from harness.hardware import Hardware, detect, world_size
 from harness.spec import MethodSpec
-from harness.stage_settings import NEGATIVE_DEPTH, PretrainSettings, mine_depth
+from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+from harness.stage_settings import (CONFIGURED_RERANKER, MineSettings, PretrainSettings, RerankerSettings,
+                                    StageSettings, finetune_settings)
 from harness.stages import STAGES
 
 def entry_label(entry: dict[str, Any]) -> str:
@@ -136,45 +138,36 @@ def detail_kind(entry: dict[str, Any]) -> str:
 def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     stage = entry["stage"]
     if is_mining(entry):
-        mine = spec.get("finetune.mine") or {}
-        return [f"mining: top {mine_depth(spec)} of the training queries with "
-                f"{mine.get('with', 'the retriever')} (hard negatives for the next retriever)"]
+        mine = MineSettings.from_spec(spec)
+        return [f"mining: top {mine.depth} of the training queries with "
+                f"{mine.with_ or 'the retriever'} (hard negatives for the next retriever)"]
     if stage == "tokenizer":
-        tok = spec.get("tokenizer") or {}
-        return [f"vocabulary {tok.get('vocab_size', 8000)}, corpora {tok.get('corpora')}"]
+        tok = TokenizerSettings.from_spec(spec)
+        return [f"vocabulary {tok.vocab_size}, corpora {tok.corpora}"]
     if stage == "passages":
-        corpus = spec.get("corpus") or {}
-        return [f"sources {corpus.get('source')}, max {corpus.get('max_tokens', 144)} tokens, "
-                f"max passages {corpus.get('max_passages') or 'all'}"]
+        corpus = CorpusSettings.from_spec(spec)
+        return [f"sources {corpus.source}, max {corpus.max_tokens} tokens, max passages {corpus.max_passages or 'all'}"]
     if stage == "pretrain":
         return pretrain_details(spec, hw)
     if stage == "qgen":
-        q = spec.get("qgen") or {}
-        if q.get("model") == "term-sampler":
-            return [f"term sampler fitted on {q.get('train_pairs', 'nfcorpus-train')}, "
-                    f"{q.get('num_queries', 5)} queries/passage"]
-        return [f"model {q.get('model')}, {q.get('num_queries')} queries/passage, top_k {q.get('top_k')}, "
-                f"top_p {q.get('top_p')}, prefix {q.get('input_prefix')!r}"]
+        q = QgenSettings.from_spec(spec)
+        if q.model == "term-sampler":
+            return [f"term sampler fitted on {q.train_pairs}, {q.num_queries} queries/passage"]
+        return [f"model {q.model}, {q.num_queries} queries/passage, top_k {q.top_k}, top_p {q.top_p}, "
+                f"prefix {q.input_prefix!r}"]
     if stage.startswith("retriever"):
         return finetune_details(spec, stage, hw)
     if stage in ("index", "retrieve"):
-        from harness.pipelines.bm25 import bm25_settings
-
-        cfg = bm25_settings(spec)
-        return [f"BM25 k1 {cfg['k1']}, b {cfg['b']}, fields {', '.join(cfg['fields'])}, {cfg['threads']} thread(s)"]
+        cfg = RetrievalSettings.from_spec(spec)
+        return [f"BM25 k1 {cfg.k1}, b {cfg.b}, fields {', '.join(cfg.fields)}, {cfg.threads} thread(s)"]
     if stage in ("impact_index", "impact_search"):
-        from harness.pipelines.learned_sparse import retrieval_settings
-
-        return [", ".join(f"{k} {v}" for k, v in retrieval_settings(spec).items())]
+        return [", ".join(f"{k} {v}" for k, v in RetrievalSettings.from_spec(spec).impact().items())]
     if stage in ("reranker", "teacher_scores"):
-        from harness.stage_settings import finetune_settings
+        from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
 
-        r3 = finetune_settings(spec, "retriever3")
-        from harness.pipelines.learned_sparse import CONFIGURED_RERANKER, DEFAULT_RERANKER_NAME
-
-        teacher = r3.get("reranker") or CONFIGURED_RERANKER
-        ckpt = r3.get("reranker_checkpoint") or (DEFAULT_RERANKER_NAME if teacher == CONFIGURED_RERANKER else None)
-        return [f"teacher {teacher}" + (f" ({ckpt})" if ckpt else "")]
+        r3 = RerankerSettings.from_spec(spec)
+        ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
+        return [f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")]
     return []
 
 
@@ -207,14 +200,12 @@ def pretrain_details(spec: MethodSpec, hw: Hardware) -> list[str]:
 
 
 def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str]:
-    from harness.stage_settings import finetune_settings
-
     merged = finetune_settings(spec, retriever)
+    s = StageSettings.from_spec(spec, retriever)
     n = world_size(hw)
-    q = merged.get("global_queries")
-    p = merged.get("passages_per_query")
+    q, p = s.global_queries, s.passages_per_query
     lines = [f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
-             f"depth {merged.get('negative_depth', NEGATIVE_DEPTH)}, epochs {merged.get('epochs')}, lr {merged.get('lr')}"]
+             f"depth {s.negative_depth}, epochs {s.epochs}, lr {s.lr}"]
     if q and p:
         per = q // n if q % n == 0 else q / n
         lines.append(f"effective batch {q} queries x {p} passages = {q * p} ({n} device(s) x {per} queries each)")

@@ -101,7 +101,7 @@ def corpus_size(dataset: str) -> int | None:
 
 def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
     """Projected TFLOPs of each planned stage that runs (``to run``; cached and reused cost nothing)."""
-    from harness.stage_settings import StageSettings, mine_depth
+    from harness.stage_settings import MineSettings, StageSettings
 
     costs: list[Cost] = []
     forums_counted: set[str] = set()  # the retrievers whose cqadupstack corpus is counted (once, at its first forum)
@@ -145,7 +145,7 @@ def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
             factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
             costs.append(Cost(label, size * factor * _per_sequence("encode") if size else None, "encode", 512))
         elif stage == "teacher_scores":
-            depth = mine_depth(spec)
+            depth = MineSettings.from_spec(spec).depth
             queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
             costs.append(Cost(label, queries * depth * _per_sequence("encode"), "encode", 512,
                               "cross-encoder forward over the mined candidates"))

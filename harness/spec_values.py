@@ -5,8 +5,8 @@ make only when the stage that reads the value starts (on the paper profile, hour
 --dry-run``) runs them over the spec it resolved before anything else (:func:`require_valid`). Each
 value is checked against what is declared once elsewhere, never restated here:
 
-- its type, and the ranges no trainer config holds: the typed blocks of harness.stage_settings
-  (``PretrainSettings``, ``StageSettings``), as harness.kinds;
+- its type, and the ranges no trainer config holds: the typed blocks of harness.stage_settings and
+  harness.block_settings (``PretrainSettings``, ``StageSettings``, ``RetrievalSettings``, ...), as harness.kinds;
 - its range: the trainer configs a run builds (``TrainConfig``, ``DenseTrainConfig``,
   ``SpladeTrainConfig``, ``RerankerTrainConfig``: their ``need(...)`` checks), built here the same way;
 - the objective's name and parameters: harness.pretrain.objective_params, per objective;
@@ -20,18 +20,18 @@ or the fragments they include), its key path, and what would be right::
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness import SEED
 from harness.errors import HarnessError, SpecProblems, UnknownNameError
-from harness.kinds import FLAG, NUMBER, TEXT, WHOLE, Kind, example_text, one_of
+from harness.kinds import example_text, one_of
 from harness.pretrain.objective_params import NONE
 from harness.pretrain.objectives import objective_problems, objectives
 from harness.spec import DERIVED_PROFILE, MethodSpec, locate, validate_specs
 from harness.spec_keys import KEY_KINDS, NEGATIVE_POOLS
-from harness.stage_settings import PretrainSettings, StageSettings, finetune_settings
+from harness.stage_settings import (BI_ENCODER_TEACHER, PretrainSettings, RerankerTrainSettings, StageSettings,
+                                    finetune_settings)
 
 # fine-tuning step in `stages:` -> the stage block it reads
 FINETUNE_STEPS = {"finetune_r1": "retriever1", "finetune_r2": "retriever2", "finetune_r3": "retriever3"}
@@ -87,8 +87,6 @@ def findings(spec: MethodSpec) -> list[Finding]:
         found += _finetune_keys(spec)
     for stage in stages:
         found += _stage(spec, stage, family)
-    if family == "learned-sparse":
-        found += _retrieval(spec)
     return found
 
 
@@ -167,11 +165,8 @@ def _pretrain(spec: MethodSpec) -> list[Finding]:
     from harness.training.config import ConfigError
 
     try:  # as harness.pipelines.pretrain.pretrain_stage builds it; steps from epochs are at least 1
-        TrainConfig(steps=1 if settings.steps is None else settings.steps, global_batch=settings.global_batch,
-                    per_device_batch=settings.per_device_batch, lr=settings.lr, warmup_ratio=settings.warmup_ratio,
-                    weight_decay=settings.weight_decay, max_length=settings.max_length, grad_clip=settings.grad_clip,
-                    precision=settings.precision, grad_cache_chunk=settings.grad_cache_chunk, seed=SEED,
-                    log_every=settings.log_every, checkpoint_every=settings.checkpoint_every, output_dir=".")
+        TrainConfig(**settings.trainer_kwargs(1 if settings.steps is None else settings.steps), seed=SEED,
+                    output_dir=".")
     except ConfigError as exc:
         found += _config_findings(("pretrain",), exc, pre)
     return found
@@ -237,25 +232,21 @@ def _stage(spec: MethodSpec, stage: str, family: Any) -> list[Finding]:
     from harness.training.config import ConfigError
 
     settings = StageSettings.from_mapping(values, stage)
-    kwargs = settings.trainer_kwargs(1)  # queries per device from global_queries, >= 1 on any device count
-    try:
+    try:  # queries per device from global_queries, >= 1 on any device count
         if family == "learned-sparse":  # as harness.pipelines.learned_sparse.splade_train_stage
             from harness.finetune.splade import SpladeTrainConfig
 
-            SpladeTrainConfig(**kwargs, flops_lambda=settings.flops_lambda, query_flops_ratio=settings.query_flops_ratio,
-                              flops_warmup_steps=settings.flops_warmup_steps, fit_head=settings.fit_head,
-                              start_terms=settings.start_terms, distill=stage == "retriever3",
-                              contrastive_weight=settings.contrastive_weight, seed=SEED)
+            SpladeTrainConfig(**settings.splade_kwargs(1), distill=stage == "retriever3", seed=SEED)
         else:  # as harness.pipelines.dense.train_stage
             from harness.finetune.dense import DenseTrainConfig
 
-            DenseTrainConfig(**kwargs, seed=SEED)
+            DenseTrainConfig(**settings.trainer_kwargs(1), seed=SEED)
     except ConfigError as exc:
         found += [_in_stage(spec, stage, "global_queries" if f.path[0] == "queries_per_device" else f.path[0], f.problem)
                   for f in _config_findings((), exc, values)]
     if stage == "retriever3":
         found += _reranker_train(spec)
-        if values.get("reranker") == "bi-encoder" and not values.get("reranker_checkpoint"):
+        if values.get("reranker") == BI_ENCODER_TEACHER and not values.get("reranker_checkpoint"):
             # as harness.pipelines.learned_sparse.configured_reranker, before the first stage
             found.append(_in_stage(spec, stage, "reranker_checkpoint", "is required with reranker: bi-encoder "
                                                                        "(a local bi-encoder, e.g. all-minilm-l6-v2)"))
@@ -263,43 +254,23 @@ def _stage(spec: MethodSpec, stage: str, family: Any) -> list[Finding]:
 
 
 def _reranker_train(spec: MethodSpec) -> list[Finding]:
-    """``finetune.retriever3.reranker_train``: the tiny cross-encoder's RerankerTrainConfig, each value of
-    the kind of the field's default, the ranges the config's own."""
+    """``finetune.retriever3.reranker_train``: the tiny cross-encoder's settings, their kinds
+    (RerankerTrainSettings) and the ranges of the RerankerTrainConfig built from them."""
     from harness.finetune.reranker import RerankerTrainConfig
     from harness.training.config import ConfigError
 
     train = _get(spec.get("finetune") or {}, ("retriever3", "reranker_train"))
     if not isinstance(train, dict):
         return []
-    fields = {f.name: f.default for f in dataclasses.fields(RerankerTrainConfig)}
     path = ("finetune", "retriever3", "reranker_train")
-    found = []
-    for key, value in train.items():
-        kind = _kind_of(fields.get(key))
-        problem = kind is not None and value is not None and kind.problem(value)
-        if problem:
-            found.append(Finding((*path, key), f"{problem} (e.g. {key}: {example_text(fields[key])})"))
+    found = [Finding((*path, key), problem) for key, problem in RerankerTrainSettings.problems(train)]
     if found:
         return found
     try:
-        RerankerTrainConfig(**train, seed=SEED)
+        RerankerTrainConfig(**RerankerTrainSettings.from_mapping(train, ".".join(path)).trainer_kwargs(), seed=SEED)
     except ConfigError as exc:
         found += _config_findings(path, exc, train)
     return found
-
-
-def _retrieval(spec: MethodSpec) -> list[Finding]:
-    """The impact index's settings, which the learned-sparse pipeline reads before its first stage."""
-    from harness.pipelines.learned_sparse import retrieval_settings
-
-    try:
-        retrieval_settings(spec)
-    except HarnessError as exc:  # its messages start with the key path: "retrieval.quantization must be ..."
-        key, _, problem = str(exc).partition(" ")
-        return [Finding(tuple(key.split(".")), problem)]
-    except (TypeError, ValueError) as exc:
-        return [Finding(("retrieval",), f"a value of the wrong kind ({exc})")]
-    return []
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -311,14 +282,6 @@ def _get(block: dict[str, Any], path: tuple[str, ...]) -> Any:
             return None
         block = block.get(key)
     return block
-
-
-def _kind_of(default: Any) -> Kind | None:
-    """The kind of a dataclass field from its default (bool before int: a bool is an int to python)."""
-    for types, kind in (((bool,), FLAG), ((int,), WHOLE), ((float,), NUMBER), ((str,), TEXT)):
-        if isinstance(default, types):
-            return kind
-    return None
 
 
 def _in_stage(spec: MethodSpec, stage: str, key: str, problem: str) -> Finding:

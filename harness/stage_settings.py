@@ -1,29 +1,32 @@
-"""Typed spec blocks: the pre-training block and a fine-tuning stage's settings, defaults declared once.
+"""The training blocks of a spec, typed (harness.settings), defaults declared once: pre-training,
+a fine-tuning stage, hard-negative mining and the stage-3 teacher.
 
 A fine-tuning stage (``retriever1`` / ``retriever2`` / ``retriever3``) reads the finetune block's
 scalar keys overridden by its own block (:func:`finetune_settings`); pre-training reads the
-``pretrain`` block. :class:`StageSettings` and :class:`PretrainSettings` are those blocks with
-every value checked against its type and every absent key at its default, so no pipeline writes
-``or 32`` again; :mod:`harness.spec_keys` derives the keys a spec may state from their fields.
-A stage's cache key is still the spec's own values (``raw``), so a default never moves a key.
+``pretrain`` block. Each class is its block with every value checked against its type and every
+absent key at its default, so no pipeline writes ``or 32`` again, and the trainer configs built
+from them (``trainer_kwargs``) declare no default of their own for what a spec sets;
+:mod:`harness.spec_keys` derives the keys a spec may state from their fields. A stage's cache key
+is still the spec's own values (``raw``, ``stated``), so a default never moves a key.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.errors import HarnessError
-from harness.kinds import FLAG, MAPPING, NUMBER, POSITIVE, POSITIVE_WHOLE, TEXT, WHOLE, Kind, example_text, one_of
+from harness.kinds import FLAG, MAPPING, NUMBER, POSITIVE, POSITIVE_WHOLE, TEXT, WHOLE, one_of
+from harness.settings import BlockSettings, Settings, setting
 
 NEGATIVE_DEPTH = 200  # hard negatives come from this many top-ranked passages unless a stage says otherwise
-
-
-def mine_depth(spec: Any) -> int:
-    """``finetune.mine.depth``: how many top results of the training queries mining keeps."""
-    return int((spec.get("finetune.mine") or {}).get("depth", NEGATIVE_DEPTH))
+# What a pre-training pair holds next to its passage (harness.corpus.pairs reads these).
+PAIR_KINDS = ("span", "qc", "mixed", "single")
+# Stage 3's teachers (harness.pipelines.learned_sparse); any other `reranker` value names a checkpoint.
+TINY_RERANKER = "tiny-cross-encoder"
+CONFIGURED_RERANKER = "configured-checkpoint"
+BI_ENCODER_TEACHER = "bi-encoder"
 
 
 def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
@@ -33,94 +36,33 @@ def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
     return {**shared, **(ft.get(stage) or {})}
 
 
-def _key(meaning: str, default: Any = dataclasses.MISSING, kind: Kind = NUMBER, nullable: bool = False,
-         example: Any = None) -> Any:
-    """A typed setting: ``kind`` is its type (and its range where no trainer config checks that);
-    ``example`` is shown with a problem when the default cannot serve as one."""
-    return field(default=default, metadata={"meaning": meaning, "kind": kind, "nullable": nullable,
-                                            "example": example})
-
-
-# What a pre-training pair holds next to its passage (harness.corpus.pairs reads these).
-PAIR_KINDS = ("span", "qc", "mixed", "single")
-
-
-class Settings:
-    """A typed spec block: each field is a ``_key`` (meaning, default, kind, null allowed)."""
-
-    @classmethod
-    def meanings(cls) -> dict[str, str]:
-        return {f.name: f.metadata["meaning"] for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-
-    @classmethod
-    def problems(cls, values: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """(key, problem) for each missing required key and each value not of its declared kind:
-        ``('steps', "'four hundred' is not a whole number (e.g. steps: 400)")``."""
-        found = []
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            value = values.get(f.name)
-            if value is None:
-                if f.default is dataclasses.MISSING and not (f.name in values and f.metadata["nullable"]):
-                    found.append((f.name, f"is required ({f.metadata['meaning']}; e.g. {f.name}: "
-                                          f"{example_text(cls.example(f.name))})"))
-                continue
-            problem = f.metadata["kind"].problem(value)
-            if problem:
-                found.append((f.name, f"{problem} (e.g. {f.name}: {example_text(cls.example(f.name))})"))
-        return found
-
-    @classmethod
-    def example(cls, name: str) -> Any:
-        """A right value for setting ``name``: its declared example, else its default, else its kind's."""
-        f = next(f for f in dataclasses.fields(cls) if f.name == name)  # type: ignore[arg-type]
-        if f.metadata["example"] is not None:
-            return f.metadata["example"]
-        return f.default if f.default not in (None, dataclasses.MISSING) else f.metadata["kind"].example
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], where: str) -> Any:
-        """The block's settings; a missing required key or a value of the wrong kind names ``where``.key
-        (all of them: spec validation has reported them before a run starts, so this is the last guard)."""
-        problems = cls.problems(values)
-        if problems:
-            raise HarnessError("; ".join(f"{where}.{key}: {problem}" for key, problem in problems))
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            value = values.get(f.name)
-            if value is not None or (f.name in values and f.metadata["nullable"]):
-                kwargs[f.name] = value  # an explicit null on a nullable key: off; elsewhere null is the default
-        return cls(**kwargs)
-
-
 @dataclass(frozen=True)
-class PretrainSettings(Settings):
+class PretrainSettings(BlockSettings):
     """The ``pretrain`` block of a spec whose objective is not ``none``. Ranges that the pre-training
     trainer's config checks (harness.pretrain.trainer.TrainConfig) are not repeated here."""
 
-    objective: str = _key("pre-training objective (harness/pretrain/objectives), or none", kind=TEXT,
-                          example="cotmae")
-    global_batch: int = _key("examples per optimiser step, over all devices", kind=WHOLE, example=256)
-    per_device_batch: int = _key("examples per device and forward pass", kind=WHOLE, example=32)
-    lr: float = _key("peak learning rate", kind=NUMBER, example=1e-4)
-    context: str = _key("span | qc | mixed | single: what is paired with a passage", "span", one_of(*PAIR_KINDS))
-    steps: int | None = _key("optimiser steps", None, WHOLE, nullable=True)
-    # not a trainer setting (steps are derived from it), so its range is declared here
-    epochs: float | None = _key("passes over the passages when steps is not set", None, POSITIVE, nullable=True,
-                                example=1)
-    grad_cache_chunk: int | None = _key("gradient-caching chunk for losses over the whole batch", None, WHOLE,
-                                        nullable=True, example=32)
-    warmup_ratio: float = _key("share of the steps with linear learning-rate warm-up", 0.1, NUMBER)
-    weight_decay: float = _key("AdamW weight decay", 0.01, NUMBER)
-    grad_clip: float | None = _key("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
-    max_length: int = _key("input length in tokens", 144, WHOLE)
-    precision: str = _key("fp32 | fp16 | bf16", "fp32", TEXT)
-    log_every: int = _key("steps between logged losses", 10, WHOLE)
-    checkpoint_every: int = _key("steps between resumable checkpoints", 50, WHOLE)
-    objective_params: dict | None = _key("the objective's hyper-parameters", None, MAPPING, nullable=True)
+    block = ("pretrain",)
 
-    @classmethod
-    def from_spec(cls, spec: Any) -> "PretrainSettings":
-        return cls.from_mapping(spec.get("pretrain") or {}, f"{getattr(spec, 'path', 'spec')}: pretrain")
+    objective: str = setting("pre-training objective (harness/pretrain/objectives), or none", kind=TEXT,
+                             example="cotmae")
+    global_batch: int = setting("examples per optimiser step, over all devices", kind=WHOLE, example=256)
+    per_device_batch: int = setting("examples per device and forward pass", kind=WHOLE, example=32)
+    lr: float = setting("peak learning rate", kind=NUMBER, example=1e-4)
+    context: str = setting("span | qc | mixed | single: what is paired with a passage", "span", one_of(*PAIR_KINDS))
+    steps: int | None = setting("optimiser steps", None, WHOLE, nullable=True)
+    # not a trainer setting (steps are derived from it), so its range is declared here
+    epochs: float | None = setting("passes over the passages when steps is not set", None, POSITIVE, nullable=True,
+                                   example=1)
+    grad_cache_chunk: int | None = setting("gradient-caching chunk for losses over the whole batch", None, WHOLE,
+                                           nullable=True, example=32)
+    warmup_ratio: float = setting("share of the steps with linear learning-rate warm-up", 0.1, NUMBER)
+    weight_decay: float = setting("AdamW weight decay", 0.01, NUMBER)
+    grad_clip: float | None = setting("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
+    max_length: int = setting("input length in tokens", 144, WHOLE)
+    precision: str = setting("fp32 | fp16 | bf16", "fp32", TEXT)
+    log_every: int = setting("steps between logged losses", 10, WHOLE)
+    checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE)
+    objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
 
     def total_steps(self, n_examples: int) -> int:
         """``steps``, or ``epochs`` over ``n_examples`` in global batches."""
@@ -130,38 +72,48 @@ class PretrainSettings(Settings):
             return max(1, math.ceil(self.epochs * n_examples / self.global_batch))
         raise HarnessError("pretrain needs `steps` or `epochs` in the spec")
 
+    def trainer_kwargs(self, steps: int) -> dict[str, Any]:
+        """The pre-training trainer's settings (harness.pretrain.trainer.TrainConfig) for ``steps`` steps."""
+        return {"steps": steps, "global_batch": self.global_batch, "per_device_batch": self.per_device_batch,
+                "lr": self.lr, "warmup_ratio": self.warmup_ratio, "weight_decay": self.weight_decay,
+                "max_length": self.max_length, "grad_clip": self.grad_clip, "precision": self.precision,
+                "grad_cache_chunk": self.grad_cache_chunk, "log_every": self.log_every,
+                "checkpoint_every": self.checkpoint_every}
+
 
 @dataclass(frozen=True)
 class StageSettings(Settings):
     """What one fine-tuning stage trains with (the learned-sparse keys are read by LexMAE's stages only)."""
 
-    lr: float = _key("peak learning rate", kind=NUMBER, example=2e-5)
+    lr: float = setting("peak learning rate", kind=NUMBER, example=2e-5)
     # the trainer's queries per device are derived from it (at least 1), so its range is declared here
-    global_queries: int = _key("training queries per optimiser step, over all devices", kind=POSITIVE_WHOLE,
-                               example=64)
-    passages_per_query: int = _key("passages per query group: 1 positive + hard negatives", kind=WHOLE, example=16)
-    epochs: int = _key("passes over the training queries", kind=WHOLE, example=3)
-    max_q_len: int = _key("query length in tokens", 32, WHOLE)
-    max_p_len: int = _key("passage length in tokens", 144, WHOLE)
-    warmup_ratio: float = _key("share of the steps with linear learning-rate warm-up", 0.1, NUMBER)
-    weight_decay: float = _key("AdamW weight decay", 0.0, NUMBER)
-    negative_depth: int = _key("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH,
-                               POSITIVE_WHOLE)
-    grad_clip: float | None = _key("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
-    precision: str = _key("training precision: fp32, or fp16 / bf16 on CUDA", "fp32", TEXT)
-    flops_lambda: float = _key("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
-    query_flops_ratio: float = _key("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75, NUMBER)
-    flops_warmup_steps: int = _key("steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none (learned-sparse)",
-                                   0, WHOLE)
-    fit_head: bool = _key("refit the MLM head's transform in closed form to predict each token from its own hidden "
-                          "state before the first step (learned-sparse)", False, FLAG)
-    start_terms: int | None = _key("shift the MLM output bias so a training passage starts with this many non-zero "
-                                   "terms (learned-sparse; null = the head as loaded)", None, WHOLE, nullable=True,
-                                   example=300)
-    contrastive_weight: float = _key("InfoNCE weight next to the distillation loss (learned-sparse stage 3)", 0.2,
-                                     NUMBER)
-    representation: str = _key("sparse representation; only splade-max is implemented", "splade-max",
-                               one_of("splade-max"))
+    global_queries: int = setting("training queries per optimiser step, over all devices", kind=POSITIVE_WHOLE,
+                                  example=64)
+    passages_per_query: int = setting("passages per query group: 1 positive + hard negatives", kind=WHOLE,
+                                      example=16)
+    epochs: int = setting("passes over the training queries", kind=WHOLE, example=3)
+    max_q_len: int = setting("query length in tokens", 32, WHOLE)
+    max_p_len: int = setting("passage length in tokens", 144, WHOLE)
+    warmup_ratio: float = setting("share of the steps with linear learning-rate warm-up", 0.1, NUMBER)
+    weight_decay: float = setting("AdamW weight decay", 0.0, NUMBER)
+    negative_depth: int = setting("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH,
+                                  POSITIVE_WHOLE)
+    grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
+    precision: str = setting("training precision: fp32, or fp16 / bf16 on CUDA", "fp32", TEXT)
+    flops_lambda: float = setting("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
+    query_flops_ratio: float = setting("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75,
+                                       NUMBER)
+    flops_warmup_steps: int = setting("steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none "
+                                      "(learned-sparse)", 0, WHOLE)
+    fit_head: bool = setting("refit the MLM head's transform in closed form to predict each token from its own "
+                             "hidden state before the first step (learned-sparse)", False, FLAG)
+    start_terms: int | None = setting("shift the MLM output bias so a training passage starts with this many "
+                                      "non-zero terms (learned-sparse; null = the head as loaded)", None, WHOLE,
+                                      nullable=True, example=300)
+    contrastive_weight: float = setting("InfoNCE weight next to the distillation loss (learned-sparse stage 3)", 0.2,
+                                        NUMBER)
+    representation: str = setting("sparse representation; only splade-max is implemented", "splade-max",
+                                  one_of("splade-max"))
 
     @classmethod
     def from_spec(cls, spec: Any, stage: str) -> "StageSettings":
@@ -176,8 +128,91 @@ class StageSettings(Settings):
                 "warmup_ratio": self.warmup_ratio, "weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
                 "max_q_len": self.max_q_len, "max_p_len": self.max_p_len, "precision": self.precision}
 
+    def splade_kwargs(self, world_size: int) -> dict[str, Any]:
+        """The SPLADE trainer's settings (harness.finetune.splade.SpladeTrainConfig) but ``distill``, which
+        is the stage's (retriever 3 distils)."""
+        return {**self.trainer_kwargs(world_size), "flops_lambda": self.flops_lambda,
+                "query_flops_ratio": self.query_flops_ratio, "flops_warmup_steps": self.flops_warmup_steps,
+                "fit_head": self.fit_head, "start_terms": self.start_terms,
+                "contrastive_weight": self.contrastive_weight}
+
     @staticmethod
     def raw(spec: Any, stage: str, keys: tuple[str, ...]) -> dict[str, Any]:
         """The stage's values as the spec states them (None when absent): what its cache key covers."""
         merged = finetune_settings(spec, stage)
         return {k: merged.get(k) for k in keys}
+
+
+@dataclass(frozen=True)
+class MineSettings(BlockSettings):
+    """``finetune.mine``: the previous retriever's search of the training queries for hard negatives."""
+
+    block = ("finetune", "mine")
+
+    depth: int = setting("mined negatives come from this many top results", NEGATIVE_DEPTH, POSITIVE_WHOLE)
+    with_: str | None = setting("the retriever that mines (printed by the plan; the previous retriever always "
+                                "mines)", None, TEXT, example="retriever1")
+
+
+@dataclass(frozen=True)
+class RerankerTrainSettings(Settings):
+    """``finetune.retriever3.reranker_train``: the tiny cross-encoder teacher's training. Ranges are
+    its trainer config's (harness.finetune.reranker.RerankerTrainConfig); the run controls that every
+    trainer shares (title separator, logging, progress, device) keep the trainer's own unless stated."""
+
+    queries_per_device: int = setting("queries per device and step", 8, WHOLE)
+    passages_per_query: int = setting("passages per query group: 1 positive + BM25 negatives", 8, WHOLE)
+    lr: float = setting("peak learning rate", 1e-4, NUMBER)
+    epochs: int = setting("passes over the training queries", 2, WHOLE)
+    warmup_ratio: float = setting("share of the steps with linear learning-rate warm-up", 0.1, NUMBER)
+    weight_decay: float = setting("AdamW weight decay", 0.01, NUMBER)
+    grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
+    max_length: int = setting("query + passage length in tokens (capped at the encoder's positions)", 192, WHOLE)
+    title_separator: str | None = setting("text between a passage's title and body", None, TEXT, example=" - ")
+    log_every: int | None = setting("steps between logged losses", None, WHOLE, example=10)
+    progress: bool | None = setting("show a progress bar", None, FLAG)
+    device: str | None = setting("torch device, null for the default", None, TEXT, example="cuda:0")
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """RerankerTrainConfig's settings but the seed (the harness's): a run control the spec leaves
+        unstated is left to the trainer."""
+        controls = {k: getattr(self, k) for k in ("title_separator", "log_every", "progress", "device")}
+        return {"queries_per_device": self.queries_per_device, "passages_per_query": self.passages_per_query,
+                "lr": self.lr, "epochs": self.epochs, "warmup_ratio": self.warmup_ratio,
+                "weight_decay": self.weight_decay, "grad_clip": self.grad_clip, "max_length": self.max_length,
+                **{k: v for k, v in controls.items() if v is not None}}
+
+
+@dataclass(frozen=True)
+class RerankerSettings(BlockSettings):
+    """Stage 3's teacher, in ``finetune.retriever3`` (a scalar key may be set for every stage on the
+    finetune block, as the stage's own keys)."""
+
+    block = ("finetune", "retriever3")
+
+    reranker: str = setting(f"stage-3 teacher: {CONFIGURED_RERANKER} | {TINY_RERANKER} | {BI_ENCODER_TEACHER} | a "
+                            "checkpoint", CONFIGURED_RERANKER, TEXT)
+    reranker_checkpoint: str | None = setting("checkpoint of a configured-checkpoint or bi-encoder teacher", None,
+                                              TEXT, example="all-minilm-l6-v2")
+    teacher_scale: float = setting("bi-encoder teacher logits = teacher_scale x cosine", 20.0, POSITIVE)
+    teacher_max_length: int = setting("bi-encoder teacher passage length in tokens", 128, POSITIVE_WHOLE)
+    teacher_positives: int | None = setting("positives per query the teacher scores (default: epochs)", None,
+                                            POSITIVE_WHOLE)
+    teacher_negatives: int | None = setting("negatives per query the teacher scores (default: epochs x "
+                                            "(passages_per_query - 1))", None, POSITIVE_WHOLE)
+    reranker_train: dict | None = setting("training of the tiny cross-encoder teacher", None, MAPPING,
+                                          keys=RerankerTrainSettings)
+
+    @classmethod
+    def values(cls, spec: Any) -> Mapping[str, Any]:
+        return finetune_settings(spec, "retriever3")
+
+    def scored(self, stage: StageSettings) -> tuple[int, int]:
+        """(positives, negatives) per query the teacher scores: unless stated, what retriever 3's training
+        draws over its epochs (one positive and ``passages_per_query - 1`` negatives a query and epoch)."""
+        return (self.teacher_positives or stage.epochs,
+                self.teacher_negatives or stage.epochs * (stage.passages_per_query - 1))
+
+    def train(self) -> RerankerTrainSettings:
+        """The tiny cross-encoder's training settings."""
+        return RerankerTrainSettings.from_mapping(self.reranker_train or {}, "finetune.retriever3.reranker_train")

@@ -8,13 +8,14 @@ import time
 
 import pytest
 
+from harness.block_settings import RetrievalSettings
 from harness.context import RunContext, StageLog
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.errors import HarnessError
 from harness.evaluation.measures import evaluate
 from harness.paths import cache_dir
-from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, retrieval_settings, run_learned_sparse
+from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, run_learned_sparse
 from harness.runner import pipeline_for
 from harness.spec import MethodSpec, deep_merge, load_method
 from harness.tracking import Tracker
@@ -56,12 +57,12 @@ def test_pipeline_is_registered_for_learned_sparse():
 
 
 def test_retrieval_settings_are_checked():
-    assert retrieval_settings(load_method("lexmae", "paper")) == {
+    assert RetrievalSettings.from_spec(load_method("lexmae", "paper")).impact() == {
         "index": "lucene-impact", "quantization": 100, "topk_sparsify": None, "max_query_terms": 1024, "threads": 2}
     with pytest.raises(HarnessError, match="topk_sparsify"):
-        retrieval_settings(shrunk_spec({"retrieval": {"topk_sparsify": 0}}))
+        RetrievalSettings.from_spec(shrunk_spec({"retrieval": {"topk_sparsify": 0}}))
     with pytest.raises(HarnessError, match="max_query_terms"):
-        retrieval_settings(shrunk_spec({"retrieval": {"max_query_terms": 2048}}))
+        RetrievalSettings.from_spec(shrunk_spec({"retrieval": {"max_query_terms": 2048}}))
 
 
 def test_paper_reranker_missing_is_a_clear_error(tmp_path, monkeypatch):

@@ -75,7 +75,10 @@ CASES = [
     Case("cocondenser", "mask_ratio: 0.15", "mask_ratio: 0", "pretrain.objective_params.mask_ratio", "must be in (0, 1)"),
     Case("lexmae", "dec_mask_ratio: 0.50", "dec_mask_ratio: 0.20", "pretrain.objective_params.dec_mask_ratio",
          "must be >= enc_mask_ratio (0.3)"),
-    Case("lexmae", "quantization: 100", "quantization: -1", "retrieval.quantization", "must be a positive number"),
+    Case("lexmae", "quantization: 100", "quantization: -1", "retrieval.quantization",
+         "-1 is out of range: must be > 0 (e.g. quantization: 100)"),
+    Case("lexmae", "max_query_terms: 64}", "max_query_terms: 2048}", "retrieval.max_query_terms",
+         "2048 is out of range: must be in [1, 1024]", "mini", "  mini:", True),
     # unknown names, each with a did-you-mean where one is close
     Case("cotmae", "objective: cotmae", "objective: cotmea", "pretrain.objective",
          "unknown objective 'cotmea' (did you mean cotmae?; known: cocondenser, cotmae, cpdae, lexmae, mlm, none)"),
@@ -217,8 +220,11 @@ def test_a_trainer_config_reports_every_range_problem_with_its_field():
     from harness.pretrain.trainer import TrainConfig
     from harness.training.config import ConfigError
 
+    from harness.stage_settings import PretrainSettings
+
+    settings = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0)
     with pytest.raises(ConfigError) as err:
-        TrainConfig(steps=0, global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0, output_dir=".")
+        TrainConfig(**settings.trainer_kwargs(0), output_dir=".")
     assert [key for key, _ in err.value.problems] == ["lr", "warmup_ratio", "steps"]
     assert str(err.value) == ("invalid training config: lr must be positive; warmup_ratio must be in [0, 1]; "
                               "steps must be a positive integer, got 0")
@@ -234,11 +240,18 @@ def test_every_key_with_a_kind_is_a_declared_spec_key():
         assert path[-1] in keys, path
 
 
-def test_the_stage_settings_kinds_cover_every_field():
+def test_the_settings_kinds_cover_every_field():
+    from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
     from harness.kinds import Kind
-    from harness.stage_settings import PretrainSettings, StageSettings
+    from harness.settings import default_of, spec_key
+    from harness.stage_settings import (MineSettings, PretrainSettings, RerankerSettings, RerankerTrainSettings,
+                                        StageSettings)
 
-    for cls in (PretrainSettings, StageSettings):
+    for cls in (PretrainSettings, StageSettings, MineSettings, RerankerSettings, RerankerTrainSettings,
+                TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings):
         for f in dataclasses.fields(cls):
+            key = spec_key(f)
             assert isinstance(f.metadata["kind"], Kind), f.name
-            assert f.metadata["kind"].problem(cls.example(f.name)) is None, f.name  # its example is right
+            assert f.metadata["kind"].problem(cls.example(key)) is None, f.name  # its example is right
+            default = default_of(f)
+            assert default in (None, dataclasses.MISSING) or f.metadata["kind"].problem(default) is None, f.name

@@ -1,4 +1,5 @@
-"""A fine-tuning stage's settings: typed, defaults declared once, errors that name file and key path."""
+"""The typed spec blocks (a fine-tuning stage's settings and the others): defaults declared once, errors
+that name file and key path and the spec keys derived from them."""
 
 from __future__ import annotations
 
@@ -46,3 +47,55 @@ def test_every_committed_spec_and_profile_reads_cleanly(method):
         for stage in stages:
             if spec.get(f"finetune.{stage}") is not None or stage == "retriever1":
                 StageSettings.from_spec(spec, stage)
+
+
+# --- the other typed blocks -----------------------------------------------------------------------
+
+
+def test_every_block_reads_its_defaults_from_one_declaration():
+    from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+    from harness.stage_settings import MineSettings, RerankerSettings
+
+    spec = load_method("bm25", "paper")  # states no tokenizer, corpus, qgen, mine or teacher block
+    assert (TokenizerSettings.from_spec(spec).from_, TokenizerSettings.from_spec(spec).vocab_size) == \
+        ("bert-base-uncased", 8000)
+    corpus = CorpusSettings.from_spec(spec)
+    assert (corpus.max_tokens, corpus.seed, corpus.max_passages) == (144, 42, None)
+    q = QgenSettings.from_spec(spec)
+    assert (q.num_queries, q.batch_size, q.steps, q.max_input_tokens, q.smoothing, q.train_pairs, q.input_prefix) == \
+        (5, 64, 400, 144, 2.0, "nfcorpus-train", "")
+    assert QgenSettings.stated(spec, ("num_queries", "batch_size")) == {"num_queries": None, "batch_size": None}
+    r = RetrievalSettings.from_spec(load_method("lexmae", "paper"))
+    assert (r.k1, r.b, r.fields, r.threads, r.depth) == (0.9, 0.4, {"contents": 1.0, "title": 1.0}, 2, 1000)
+    assert MineSettings.from_mapping({"with": "retriever1"}, "x").with_ == "retriever1"  # a keyword as a key
+    assert MineSettings.from_spec(spec).depth == 200
+    teacher = RerankerSettings.from_spec(spec)
+    assert (teacher.reranker, teacher.teacher_scale, teacher.teacher_max_length) == ("configured-checkpoint", 20.0, 128)
+    train = teacher.train()
+    assert (train.queries_per_device, train.passages_per_query, train.lr, train.epochs, train.max_length) == \
+        (8, 8, 1e-4, 2, 192)
+
+
+def test_the_teacher_scores_what_retriever_3_draws_unless_stated():
+    from harness.stage_settings import RerankerSettings
+
+    stage = StageSettings.from_mapping({**BASE, "epochs": 3, "passages_per_query": 5}, "x")
+    assert RerankerSettings.from_mapping({}, "x").scored(stage) == (3, 12)
+    assert RerankerSettings.from_mapping({"teacher_positives": 1, "teacher_negatives": 7}, "x").scored(stage) == (1, 7)
+
+
+def test_a_block_key_is_its_settings_field():
+    from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+    from harness.spec_keys import KEY_KINDS
+    from harness.stage_settings import MineSettings, RerankerSettings, RerankerTrainSettings
+
+    for block, cls in (("tokenizer", TokenizerSettings), ("corpus", CorpusSettings), ("qgen", QgenSettings),
+                       ("retrieval", RetrievalSettings)):
+        assert list(BLOCKS[block]) == list(cls.meanings()), block
+    assert list(BLOCKS["finetune"]["mine"].keys) == list(MineSettings.meanings())
+    r3 = BLOCKS["finetune"]["retriever3"].keys
+    assert set(RerankerSettings.meanings()) <= set(r3)
+    assert list(r3["reranker_train"].keys) == list(RerankerTrainSettings.meanings())
+    assert KEY_KINDS[("finetune", "mine", "depth")].example == 200  # the setting's default shown as the example
+    assert ("retrieval", "fields") not in KEY_KINDS  # a closed block: its keys are checked by harness.spec
+

@@ -8,19 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.block_settings import RetrievalSettings
 from harness.retrieval import bm25
 
 if TYPE_CHECKING:
     from harness.context import RunContext
-
-# The papers' BM25 setting (see baselines/bm25.yaml); methods without a retrieval block use it.
-DEFAULT_BM25 = {"k1": 0.9, "b": 0.4, "fields": {"contents": 1.0, "title": 1.0}, "threads": 2}
-
-
-def bm25_settings(spec: Any) -> dict[str, Any]:
-    """The spec's BM25 setting: its retrieval block over the papers' defaults (the dry-run prints it)."""
-    cfg = spec.get("retrieval") or {}
-    return {**DEFAULT_BM25, **{k: v for k, v in cfg.items() if k in DEFAULT_BM25}}
 
 
 def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
@@ -29,19 +21,19 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     from harness.data.formats import write_trec_run
 
     bench = get_benchmark(dataset)
-    cfg = bm25_settings(ctx.spec)
-    fields = dict(cfg["fields"])
+    cfg = RetrievalSettings.from_spec(ctx.spec)  # the papers' BM25 setting (baselines/bm25.yaml) unless stated
+    fields = dict(cfg.fields)
     corpus_inputs = bench.corpus_files()
     index = ctx.cached_stage(
         "index", dataset, {"engine": "lucene", "fields": sorted(fields)}, corpus_inputs,
-        lambda work: bm25.build_index(bench.corpus(), work / "index", fields, cfg["threads"]),
+        lambda work: bm25.build_index(bench.corpus(), work / "index", fields, cfg.threads),
     )
-    search_cfg = {"k1": cfg["k1"], "b": cfg["b"], "fields": fields, "depth": depth, "split": split}
+    search_cfg = {"k1": cfg.k1, "b": cfg.b, "fields": fields, "depth": depth, "split": split}
     query_inputs = {"index": index.key, **{k: v for k, v in bench.files().items() if k not in corpus_inputs}}
 
     def retrieve(work: Path) -> dict[str, float]:
         queries = bench.queries(split)
-        run = bm25.search(index.dir / "index", queries, depth, cfg["k1"], cfg["b"], fields, cfg["threads"])
+        run = bm25.search(index.dir / "index", queries, depth, cfg.k1, cfg.b, fields, cfg.threads)
         write_trec_run(run, work / "run.trec", tag=f"bm25-{dataset}")
         return {"queries": len(run)}
 
@@ -80,5 +72,5 @@ def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) 
 def run_bm25(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
     from harness.data.catalog import get_benchmark
 
-    depth = int(ctx.spec.get("retrieval.depth", 1000))
+    depth = RetrievalSettings.from_spec(ctx.spec).depth
     return {"bm25": {d: bm25_run(ctx, d, get_benchmark(d).eval_split, depth) for d in datasets}}

@@ -15,7 +15,7 @@ from harness import SEED
 from harness.context import input_key
 from harness.data.requirements import train_split
 from harness.errors import HarnessError
-from harness.stage_settings import StageSettings, finetune_settings, mine_depth
+from harness.stage_settings import MineSettings, StageSettings, finetune_settings
 
 if TYPE_CHECKING:
     from harness.context import RunContext
@@ -186,7 +186,7 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Pat
         out["start"] = {}
     out["retriever1"] = {}
     if "finetune_r2" in stages:
-        mined = retrieve_stage(ctx, "mine", r1, name, split, mine_depth(ctx.spec))
+        mined = retrieve_stage(ctx, "mine", r1, name, split, MineSettings.from_spec(ctx.spec).depth)
         r2_cfg = finetune_settings(ctx.spec, "retriever2")
         init = r1 if r2_cfg.get("init") == "retriever1" else encoder0
         pools = [mined] + ([bm25_train] if "bm25" in (r2_cfg.get("negatives") or []) else [])

@@ -40,11 +40,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
+from harness.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
 from harness.conditions import PAPER_RERANKER
 from harness.context import input_key
 from harness.errors import HarnessError
 from harness.pipelines.dense import check_train_queries, detected_world_size, encoder_stage, train_queries, train_split
-from harness.stage_settings import NEGATIVE_DEPTH, StageSettings, finetune_settings, mine_depth
+from harness.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, MineSettings,
+                                    RerankerSettings, StageSettings, finetune_settings)
 from harness.stages import PRETRAINING
 
 if TYPE_CHECKING:
@@ -52,36 +54,13 @@ if TYPE_CHECKING:
     from harness.data.catalog import Benchmark
     from harness.context import RunContext
 
-TINY_RERANKER = "tiny-cross-encoder"
-CONFIGURED_RERANKER = "configured-checkpoint"
-BI_ENCODER_TEACHER = "bi-encoder"
 DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/conditions.py)
 ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
-# Lucene's default BooleanQuery clause limit (IndexSearcher.maxClauseCount): a query with more terms fails
-# inside Anserini's search threads and silently returns nothing, so longer queries keep their largest impacts.
-LUCENE_MAX_CLAUSES = 1024
 EFFICIENCY_KEYS = ("qps", "index_bytes", "avg_doc_nonzeros", "avg_query_nonzeros", "search_seconds", "docs",
                    "capped_queries")
 
 
-# --- settings -----------------------------------------------------------------------------------
-
-
-def retrieval_settings(spec: Any) -> dict[str, Any]:
-    """Impact-index settings (quantisation scale, document top-k, Lucene threads)."""
-    cfg = spec.get("retrieval") or {}
-    scale = cfg.get("quantization", 100)
-    topk = cfg.get("topk_sparsify")
-    if not (isinstance(scale, (int, float)) and scale > 0):
-        raise HarnessError(f"retrieval.quantization must be a positive number, got {scale!r}")
-    if topk is not None and not (isinstance(topk, int) and topk > 0):
-        raise HarnessError(f"retrieval.topk_sparsify must be a positive integer or null, got {topk!r}")
-    max_terms = cfg.get("max_query_terms", LUCENE_MAX_CLAUSES)
-    if not (isinstance(max_terms, int) and 0 < max_terms <= LUCENE_MAX_CLAUSES):
-        raise HarnessError(f"retrieval.max_query_terms must be an integer in 1..{LUCENE_MAX_CLAUSES} (Lucene's "
-                           f"clause limit), got {max_terms!r}")
-    return {"index": cfg.get("index", "lucene-impact"), "quantization": scale, "topk_sparsify": topk,
-            "max_query_terms": max_terms, "threads": int(cfg.get("threads", 2))}
+# --- groups -------------------------------------------------------------------------------------
 
 
 def grouped_examples(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
@@ -180,11 +159,8 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
                                                          for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        train_cfg = SpladeTrainConfig(
-            **settings.trainer_kwargs(detected_world_size()), flops_lambda=settings.flops_lambda,
-            query_flops_ratio=settings.query_flops_ratio, flops_warmup_steps=settings.flops_warmup_steps,
-            fit_head=settings.fit_head, start_terms=settings.start_terms, distill=teacher_dir is not None,
-            contrastive_weight=settings.contrastive_weight, seed=SEED)
+        train_cfg = SpladeTrainConfig(**settings.splade_kwargs(detected_world_size()), distill=teacher_dir is not None,
+                                      seed=SEED)
         stats = train_splade(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
                               logger=lambda step, m: ctx.tracker.log_metrics(
                                   {f"{stage}/{k}": v for k, v in m.items()}, step=step))
@@ -224,19 +200,19 @@ def configured_reranker(ctx: "RunContext") -> Teacher | None:
     Called before any training, so a missing checkpoint fails the run at once (a dry-run shows it as
     a line of its plan).
     """
-    r3 = finetune_settings(ctx.spec, "retriever3")
-    choice = r3.get("reranker") or CONFIGURED_RERANKER
+    r3 = RerankerSettings.from_spec(ctx.spec)
+    choice = r3.reranker
     if choice == TINY_RERANKER:
         return None
     if choice == BI_ENCODER_TEACHER:
-        name = r3.get("reranker_checkpoint")
+        name = r3.reranker_checkpoint
         if not name:
             raise HarnessError(f"finetune.retriever3: reranker {BI_ENCODER_TEACHER} needs reranker_checkpoint "
                                "(a local bi-encoder, e.g. all-minilm-l6-v2)")
-        scale, length = float(r3.get("teacher_scale") or 20.0), int(r3.get("teacher_max_length") or 128)
-        path = ctx.checkpoint(str(name), "stage-3 teacher (bi-encoder)")
+        scale, length = float(r3.teacher_scale), r3.teacher_max_length
+        path = ctx.checkpoint(name, "stage-3 teacher (bi-encoder)")
         return Teacher(path, f"bi-encoder:{input_key(path)}:scale={scale:g}:len={length}", "bi-encoder", scale, length)
-    ckpt_name = (r3.get("reranker_checkpoint") or DEFAULT_RERANKER_NAME) if choice == CONFIGURED_RERANKER else choice
+    ckpt_name = (r3.reranker_checkpoint or DEFAULT_RERANKER_NAME) if choice == CONFIGURED_RERANKER else choice
     path = ctx.checkpoint(ckpt_name, "stage-3 reranker (cross-encoder)", hint=(
         "\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
         "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
@@ -254,13 +230,15 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     from harness.finetune.negatives import make_examples, negative_pool
     from harness.finetune.reranker import RerankerTrainConfig, train_cross_encoder
 
-    r3 = finetune_settings(ctx.spec, "retriever3")
+    r3 = RerankerSettings.from_spec(ctx.spec)
+    settings = r3.train()
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    max_pos = encoder_max_positions(ctx, encoder_dir)
-    train = {"queries_per_device": 8, "passages_per_query": 8, "lr": 1e-4, "epochs": 2,
-             "max_length": min(192, max_pos), **(r3.get("reranker_train") or {})}
-    train["max_length"] = min(int(train["max_length"]), max_pos)  # a longer input has no position embedding
+    max_length = min(settings.max_length, encoder_max_positions(ctx, encoder_dir))  # longer: no position embedding
+    # The key: the batch, lr, epochs and (capped) length with their defaults, and whatever else reranker_train
+    # states, as it states it.
+    train = {**{k: getattr(settings, k) for k in ("queries_per_device", "passages_per_query", "lr", "epochs")},
+             **(r3.reranker_train or {}), "max_length": max_length}
     depth = StageSettings.from_spec(ctx.spec, "retriever1").negative_depth
     config = {"reranker": TINY_RERANKER, "train": train, "negative_depth": depth,
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
@@ -268,7 +246,8 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
         examples = make_examples(queries, qrels, [negative_pool(read_trec_run(bm25_train), qrels, depth)])
-        stats = train_cross_encoder(encoder_dir, examples, RerankerTrainConfig(**train, seed=SEED), work / "model",
+        train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
+        stats = train_cross_encoder(encoder_dir, examples, train_cfg, work / "model",
                                     passages=bench.corpus(),
                                     logger=lambda step, m: ctx.tracker.log_metrics(
                                         {f"reranker/{k}": v for k, v in m.items()}, step=step))
@@ -289,13 +268,11 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
     from harness.finetune.negatives import negative_pool, sample_group
     from harness.finetune.reranker import score_candidates, score_candidates_bi_encoder
 
-    r3 = finetune_settings(ctx.spec, "retriever3")
+    stage = StageSettings.from_spec(ctx.spec, "retriever3")
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    epochs, per_query = int(r3.get("epochs") or 1), int(r3.get("passages_per_query") or 16)
-    config = {"negative_depth": int(r3.get("negative_depth") or NEGATIVE_DEPTH),
-              "positives": int(r3.get("teacher_positives") or epochs),
-              "negatives": int(r3.get("teacher_negatives") or epochs * (per_query - 1)),
+    positives, negatives = RerankerSettings.from_spec(ctx.spec).scored(stage)
+    config = {"negative_depth": stage.negative_depth, "positives": positives, "negatives": negatives,
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
 
     def build(work: Path) -> dict[str, Any]:
@@ -344,8 +321,8 @@ def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) ->
     from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 
     bench = get_benchmark(dataset)
-    rcfg = retrieval_settings(ctx.spec)
-    config = {k: rcfg[k] for k in ("index", "quantization", "topk_sparsify")}
+    rcfg = RetrievalSettings.from_spec(ctx.spec)
+    config = {"index": rcfg.index, "quantization": rcfg.quantization, "topk_sparsify": rcfg.topk_sparsify}
 
     def build(work: Path) -> dict[str, Any]:
         from tqdm.auto import tqdm
@@ -368,11 +345,11 @@ def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) ->
 
         def encode(chunk: list[tuple[str, Any]]):
             weights = encoder.encode([passage_text(doc, sep) for _, doc in chunk], "passage",
-                                     topk=config["topk_sparsify"], show_progress=False)
+                                     topk=rcfg.topk_sparsify, show_progress=False)
             for (doc_id, _), w in zip(chunk, weights):
-                yield doc_id, quantise(w, config["quantization"])
+                yield doc_id, quantise(w, rcfg.quantization)
 
-        stats = build_impact_index(vectors(), work / "index", threads=rcfg["threads"])
+        stats = build_impact_index(vectors(), work / "index", threads=rcfg.threads)
         return {k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     inputs = {"model": input_key(model_dir), **bench.corpus_files()}
@@ -391,9 +368,9 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 
     bench = get_benchmark(dataset)
     index = index_stage(ctx, label, model_dir, dataset)
-    rcfg = retrieval_settings(ctx.spec)
-    max_terms = rcfg["max_query_terms"]
-    config = {"depth": depth, "split": split, "quantization": rcfg["quantization"], "threads": rcfg["threads"],
+    rcfg = RetrievalSettings.from_spec(ctx.spec)
+    max_terms = rcfg.max_query_terms
+    config = {"depth": depth, "split": split, "quantization": rcfg.quantization, "threads": rcfg.threads,
               "max_query_terms": max_terms}
     if train_only:
         config["max_train_queries"] = ctx.spec.get("finetune.max_train_queries")
@@ -406,7 +383,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
             queries = bench.queries(split)
         qids = list(queries)
         weights = encode_sparse(model_dir, [queries[q] for q in qids], "query")
-        vectors = {q: quantise(w, rcfg["quantization"]) for q, w in zip(qids, weights)}
+        vectors = {q: quantise(w, rcfg.quantization) for q, w in zip(qids, weights)}
         capped = [q for q, v in vectors.items() if len(v) > max_terms]
         for q in capped:
             vectors[q] = sparsify_topk(vectors[q], max_terms)
@@ -414,7 +391,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
             why = "Lucene's clause limit" if max_terms == LUCENE_MAX_CLAUSES else "retrieval.max_query_terms"
             print(f"  note: {len(capped)} of {len(vectors)} {dataset} queries have more than {max_terms} non-zero "
                   f"terms ({why}); their {max_terms} largest impacts are searched")
-        run, stats = search_impact(index.dir / "index", vectors, k=depth, threads=rcfg["threads"])
+        run, stats = search_impact(index.dir / "index", vectors, k=depth, threads=rcfg.threads)
         write_trec_run(run, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
         empty = sum(1 for v in vectors.values() if not v)
         if empty:
@@ -440,7 +417,7 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
     from harness.pipelines.bm25 import bm25_negatives_run
 
     stages = ctx.spec.get("stages", [])
-    retrieval_settings(ctx.spec)  # fail fast on a malformed retrieval block
+    RetrievalSettings.from_spec(ctx.spec)  # fail fast on a malformed retrieval block
     # Fail fast on a missing teacher, unless the run stops before fine-tuning (run --stage pretrain).
     needs_teacher = "finetune_r3" in stages and ctx.stop_after not in PRETRAINING
     configured = configured_reranker(ctx) if needs_teacher else None
@@ -451,7 +428,7 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict
     bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
     models = {"retriever1": splade_train_stage(ctx, "retriever1", init0, [bm25_train],
                                                 {"bm25": input_key(bm25_train)})}
-    depth = mine_depth(ctx.spec)
+    depth = MineSettings.from_spec(ctx.spec).depth
 
     def init_for(stage: str) -> Path:
         choice = finetune_settings(ctx.spec, stage).get("init") or "pretrained"

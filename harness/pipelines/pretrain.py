@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
+from harness.block_settings import CorpusSettings, QgenSettings, TokenizerSettings
 from harness.context import input_key
 from harness.errors import HarnessError
 from harness.stage_settings import PretrainSettings
@@ -46,14 +47,14 @@ def load_corpora(names: list[str]) -> dict[str, dict[str, str]]:
 
 
 def tokenizer_stage(ctx: "RunContext") -> Path:
-    tok = ctx.spec.get("tokenizer") or {}
-    if tok.get("from") != "wordpiece":
-        return ctx.checkpoint(tok.get("from", "bert-base-uncased"), "tokenizer")
+    tok = TokenizerSettings.from_spec(ctx.spec)
+    if tok.from_ != "wordpiece":
+        return ctx.checkpoint(tok.from_, "tokenizer")
     from harness.corpus.tokenizer import train_wordpiece
 
-    names = corpus_names(tok.get("corpora"))
+    names = corpus_names(tok.corpora)
     files = corpus_checksums(names)
-    config = {"vocab_size": tok.get("vocab_size", 8000), "lowercase": True, "corpora": names}
+    config = {"vocab_size": tok.vocab_size, "lowercase": True, "corpora": names}
 
     def build(work: Path) -> dict[str, Any]:
         texts = [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in load_corpora(names).values()]
@@ -65,11 +66,11 @@ def tokenizer_stage(ctx: "RunContext") -> Path:
 
 def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
     from harness.corpus.passages import build_passages, load_tokenizer, save_passages
-    corpus_cfg = ctx.spec.get("corpus") or {}
-    names = corpus_names(corpus_cfg.get("source"))
+    corpus = CorpusSettings.from_spec(ctx.spec)
+    names = corpus_names(corpus.source)
     files = corpus_checksums(names)
-    config = {"sources": names, "max_tokens": corpus_cfg.get("max_tokens", 144), "seed": corpus_cfg.get("seed", SEED),
-              "max_passages": corpus_cfg.get("max_passages"), "punkt_train_chars": corpus_cfg.get("punkt_train_chars"),
+    config = {"sources": names, "max_tokens": corpus.max_tokens, "seed": corpus.seed,
+              "max_passages": corpus.max_passages, "punkt_train_chars": corpus.punkt_train_chars,
               "splitter": "punkt-trained-on-corpus"}
 
     def build(work: Path) -> dict[str, Any]:
@@ -92,25 +93,26 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
     from harness.corpus.passages import load_passages
     from harness.corpus.qgen import generate_queries
 
-    q = dict(ctx.spec.get("qgen") or {})
-    if q.get("model") == "term-sampler":
+    q = QgenSettings.from_spec(ctx.spec)
+    if q.model == "term-sampler":
         return term_qgen_stage(ctx, q, passages_file)
-    # batch_size is hashed too: generation is seeded per batch, so it changes the queries.
-    gen_cfg = {k: q.get(k) for k in ("num_queries", "top_k", "top_p", "input_prefix", "max_new_tokens")}
-    gen_cfg["batch_size"] = q.get("batch_size", 64)
-    if q.get("model") == "tiny-t5":
+    # The key: the sampling settings as the spec states them, and batch_size with its default (generation
+    # is seeded per batch, so it changes the queries).
+    gen_cfg = {**QgenSettings.stated(ctx.spec, ("num_queries", "top_k", "top_p", "input_prefix", "max_new_tokens")),
+               "batch_size": q.batch_size}
+    if q.model == "tiny-t5":
         model_dir = tiny_t5_stage(ctx, q, tokenizer_dir)
-        model_key = input_key(model_dir)
+    elif q.model is None:
+        raise HarnessError("qgen.model is required: a query generator checkpoint, tiny-t5 or term-sampler")
     else:
-        model_dir = ctx.checkpoint(q["model"], "query generator")
-        model_key = input_key(model_dir)
+        model_dir = ctx.checkpoint(q.model, "query generator")
+    model_key = input_key(model_dir)
 
     def build(work: Path) -> dict[str, Any]:
         passages = load_passages(passages_file)
-        result = generate_queries(model_dir, passages, num_queries=gen_cfg["num_queries"], top_k=gen_cfg["top_k"],
-                                  top_p=gen_cfg["top_p"], input_prefix=gen_cfg["input_prefix"],
-                                  max_new_tokens=gen_cfg["max_new_tokens"], seed=SEED,
-                                  out_path=work / "queries.jsonl", batch_size=gen_cfg["batch_size"])
+        result = generate_queries(model_dir, passages, num_queries=q.num_queries, top_k=q.top_k, top_p=q.top_p,
+                                  input_prefix=q.input_prefix, max_new_tokens=q.max_new_tokens, seed=SEED,
+                                  out_path=work / "queries.jsonl", batch_size=q.batch_size)
         for sample in result.samples[:3]:
             print(f"  sample query: {sample}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
@@ -148,16 +150,16 @@ def train_pairs(source: str) -> list[tuple[str, str]]:
     return pairs_from_qrels(bench.corpus(), bench.queries(split), bench.qrels(split))
 
 
-def term_qgen_stage(ctx: "RunContext", q: dict[str, Any], passages_file: Path) -> Path:
+def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> Path:
     """Queries from the learned term sampler (harness/corpus/term_qgen.py), which stands in
     for doc2query-T5 where none is available; fitted on training pairs only."""
     from harness.corpus.passages import load_passages
     from harness.corpus.term_qgen import fit_term_model, sample_queries, write_term_queries
     from harness.data.catalog import benchmark_split, get_benchmark
 
-    source = q.get("train_pairs", "nfcorpus-train")
-    config = {"model": "term-sampler", "train_pairs": source, "num_queries": q.get("num_queries", 5),
-              "smoothing": q.get("smoothing", 2.0), "version": 2}  # 2: no empty query for word-less passages
+    source = q.train_pairs
+    config = {"model": "term-sampler", "train_pairs": source, "num_queries": q.num_queries,
+              "smoothing": q.smoothing, "version": 2}  # 2: no empty query for word-less passages
 
     def build(work: Path) -> dict[str, Any]:
         model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
@@ -175,20 +177,21 @@ def term_qgen_stage(ctx: "RunContext", q: dict[str, Any], passages_file: Path) -
     return ctx.cached_stage("qgen", None, config, inputs, build).dir / "queries.jsonl"
 
 
-def tiny_t5_stage(ctx: "RunContext", q: dict[str, Any], tokenizer_dir: Path) -> Path:
+def tiny_t5_stage(ctx: "RunContext", q: QgenSettings, tokenizer_dir: Path) -> Path:
     from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
     from harness.data.catalog import benchmark_split, get_benchmark
 
-    source = q.get("train_pairs", "nfcorpus-train")
+    source = q.train_pairs
     name, split = benchmark_split(source)
     bench = get_benchmark(name)
-    config = {"train_pairs": source, "steps": q.get("steps", 400), "input_prefix": q.get("input_prefix"),
-              "max_input_tokens": q.get("max_input_tokens", 144)}
+    # the key holds the prefix as the spec states it (None when absent)
+    config = {"train_pairs": source, "steps": q.steps, **QgenSettings.stated(ctx.spec, ("input_prefix",)),
+              "max_input_tokens": q.max_input_tokens}
 
     def build(work: Path) -> dict[str, Any]:
         pairs = pairs_from_qrels(bench.corpus(), bench.queries(split or "train"), bench.qrels(split or "train"))
-        result = train_tiny_t5(pairs, tokenizer_dir, work / "model", steps=config["steps"],
-                               input_prefix=config["input_prefix"] or "", max_input_tokens=config["max_input_tokens"])
+        result = train_tiny_t5(pairs, tokenizer_dir, work / "model", steps=q.steps, input_prefix=q.input_prefix,
+                               max_input_tokens=q.max_input_tokens)
         return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None}
 
     inputs = {**bench.files(), "tokenizer": input_key(tokenizer_dir)}
@@ -237,7 +240,7 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
     from harness.pretrain.export import export_encoder
     from harness.pretrain.trainer import TrainConfig, train
 
-    pre = dict(ctx.spec.get("pretrain"))
+    pre = dict(ctx.spec.get("pretrain"))  # the key: the block as the spec states it
     settings = PretrainSettings.from_spec(ctx.spec)
     model = ctx.spec.get("model")
     context = settings.context
@@ -253,13 +256,8 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         def examples_fn(epoch: int, rank: int = 0, world_size: int = 1) -> list[tuple[str, str]]:
             return make_examples(context, passages, queries, epoch=epoch, seed=SEED)
 
-        train_cfg = TrainConfig(
-            steps=settings.total_steps(len(passages)), global_batch=settings.global_batch,
-            per_device_batch=settings.per_device_batch, lr=settings.lr, warmup_ratio=settings.warmup_ratio,
-            weight_decay=settings.weight_decay, max_length=settings.max_length, grad_clip=settings.grad_clip,
-            precision=settings.precision, grad_cache_chunk=settings.grad_cache_chunk, seed=SEED,
-            log_every=settings.log_every, checkpoint_every=settings.checkpoint_every, output_dir=work / "checkpoints",
-        )
+        train_cfg = TrainConfig(**settings.trainer_kwargs(settings.total_steps(len(passages))), seed=SEED,
+                                output_dir=work / "checkpoints")
         result = train(objective, examples_fn, tokenizer, train_cfg,
                        logger=lambda step, metrics: ctx.tracker.log_metrics(
                            {f"pretrain/{k}": v for k, v in metrics.items()}, step=step))
