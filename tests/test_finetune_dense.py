@@ -16,6 +16,7 @@ import torch
 from harness import artifacts
 from harness.errors import HarnessError
 from harness.finetune.dense import DenseTrainConfig, info_nce_loss, train_dense
+from harness.stage_settings import StageSettings
 
 WORDS = ("apple banana cherry grape lemon mango melon peach pear plum "
          "red yellow green sweet sour fruit tree juice pie seed").split()
@@ -87,13 +88,19 @@ def test_info_nce_uses_in_batch_negatives():
 # --- training ------------------------------------------------------------------------------------
 
 
+def dense_config(**values) -> DenseTrainConfig:
+    """A config as a fine-tuning stage builds it: ``values`` over the stage settings' declared defaults."""
+    stage = StageSettings(lr=1e-3, global_queries=4, passages_per_query=3, epochs=1)
+    return DenseTrainConfig(**{**stage.trainer_kwargs(1), "progress": False, **values})
+
+
 def test_training_lowers_loss_and_saves_a_loadable_model(tmp_path, one_thread):
     from harness.retrieval.dense import dense_retrieve
     from harness.retrieval.encoder import load_encoder
 
     init = make_tiny_bert(tmp_path / "init", dropout=0.0)
     examples, passages = fruit_data()
-    config = DenseTrainConfig(queries_per_device=4, passages_per_query=4, lr=2e-3, epochs=8, progress=False)
+    config = dense_config(queries_per_device=4, passages_per_query=4, lr=2e-3, epochs=8)
     logged = []
     stats = train_dense(init, examples, config, tmp_path / "out", passages=passages,
                         logger=lambda step, m: logged.append((step, m)))
@@ -127,7 +134,7 @@ def test_training_lowers_loss_and_saves_a_loadable_model(tmp_path, one_thread):
 def test_resume_after_interrupted_epoch_gives_the_same_weights(tmp_path, one_thread):
     init = make_tiny_bert(tmp_path / "init")
     examples, passages = fruit_data(per_fruit=2)  # 20 examples -> 5 steps/epoch with 4 queries
-    config = DenseTrainConfig(queries_per_device=4, passages_per_query=3, lr=1e-3, epochs=2, progress=False)
+    config = dense_config(queries_per_device=4, passages_per_query=3, lr=1e-3, epochs=2)
     full = train_dense(init, examples, config, tmp_path / "full", passages=passages)
 
     part_cfg = DenseTrainConfig(**{**config.to_dict(), "stop_after": 7})  # in the middle of epoch 2
@@ -148,7 +155,7 @@ def test_resume_after_interrupted_epoch_gives_the_same_weights(tmp_path, one_thr
 def test_examples_are_checked(tmp_path):
     init = make_tiny_bert(tmp_path / "init")
     examples, passages = fruit_data(per_fruit=1)
-    config = DenseTrainConfig(queries_per_device=16, passages_per_query=2, epochs=1, progress=False)
+    config = dense_config(queries_per_device=16, passages_per_query=2, epochs=1)
     with pytest.raises(HarnessError, match="fewer than one global batch"):
         train_dense(init, examples, config, tmp_path / "a", passages=passages)
     with pytest.raises(HarnessError, match="not in the passages"):
@@ -156,9 +163,9 @@ def test_examples_are_checked(tmp_path):
     with pytest.raises(HarnessError, match="must be lists"):
         train_dense(init, [("q", "apple0", ["pear0"])], config, tmp_path / "c", passages=passages)
     with pytest.raises(HarnessError, match="invalid fine-tuning config"):
-        DenseTrainConfig(passages_per_query=0)
+        dense_config(passages_per_query=0)
     with pytest.raises(HarnessError, match="no model folder"):
-        train_dense(tmp_path / "missing", examples, DenseTrainConfig(queries_per_device=2, progress=False),
+        train_dense(tmp_path / "missing", examples, dense_config(queries_per_device=2),
                     tmp_path / "d", passages=passages)
 
 
@@ -166,13 +173,12 @@ _DDP_SCRIPT = """
 import json, sys
 import torch
 sys.path.insert(0, {tests!r})
-from test_finetune_dense import fruit_data
-from harness.finetune.dense import DenseTrainConfig, train_dense
+from test_finetune_dense import dense_config, fruit_data
+from harness.finetune.dense import train_dense
 from harness.training import distributed as D
 torch.set_num_threads(1)
 examples, passages = fruit_data(per_fruit=2)
-config = DenseTrainConfig(queries_per_device=2, passages_per_query=3, lr=1e-3, epochs=1, progress=False,
-                          negatives_across_devices=True)
+config = dense_config(queries_per_device=2, passages_per_query=3, lr=1e-3, epochs=1, negatives_across_devices=True)
 stats = train_dense({init!r}, examples, config, {out!r}, passages=passages)
 if D.is_main():
     json.dump(stats, open({out!r} + ".json", "w"))
@@ -189,8 +195,7 @@ def test_ddp_with_negatives_across_devices_equals_one_big_batch(tmp_path, one_th
     rounding noise, which Adam normalises into lr-sized steps, ever made it differ)."""
     init = make_tiny_bert(tmp_path / "init", dropout=0.0, init_range=0.2, dtype=torch.float64)
     examples, passages = fruit_data(per_fruit=2)
-    single = train_dense(init, examples, DenseTrainConfig(queries_per_device=4, passages_per_query=3, lr=1e-3,
-                                                          epochs=1, progress=False),
+    single = train_dense(init, examples, dense_config(queries_per_device=4, passages_per_query=3, lr=1e-3, epochs=1),
                          tmp_path / "single", passages=passages)
     script = tmp_path / "ddp_train.py"
     out = str(tmp_path / "ddp")

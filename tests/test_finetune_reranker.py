@@ -17,6 +17,7 @@ from harness.finetune.reranker import (
     score_pairs,
     train_cross_encoder,
 )
+from harness.stage_settings import RerankerTrainSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_finetune_splade import ATTRS, FRUITS, VOCAB, make_tiny_mlm  # noqa: E402
@@ -47,8 +48,9 @@ def sweet_data() -> tuple[list, dict]:
 def test_cross_encoder_trains_from_random_init_and_scores(tmp_path, one_thread):
     tok_dir = make_tiny_mlm(tmp_path / "tok")  # only its tokenizer is used
     examples, passages = sweet_data()
-    cfg = RerankerTrainConfig(queries_per_device=4, passages_per_query=4, lr=5e-3, epochs=4, warmup_ratio=0.0,
-                              max_length=24, progress=False)
+    settings = RerankerTrainSettings(queries_per_device=4, passages_per_query=4, lr=5e-3, epochs=4, warmup_ratio=0.0,
+                                     max_length=24, progress=False)
+    cfg = RerankerTrainConfig(**settings.trainer_kwargs())
     stats = train_cross_encoder(_tiny_config(), examples, cfg, tmp_path / "rk", passages=passages, tokenizer=tok_dir)
     assert stats["init"] == "random" and stats["steps"] == 16
     assert stats["epoch_losses"][-1] < 0.8 * stats["epoch_losses"][0]

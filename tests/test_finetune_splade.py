@@ -20,6 +20,7 @@ from harness.finetune.splade import (
     train_splade,
 )
 from harness.retrieval.splade_model import SETTINGS_FILE, load_masked_lm, splade_max
+from harness.stage_settings import StageSettings
 
 FRUITS = "apple banana cherry grape lemon mango melon peach".split()
 ATTRS = "red yellow green sweet sour fruit tree juice pie seed".split()
@@ -129,9 +130,10 @@ def test_stage3_loss_is_kl_plus_gamma_contrastive_plus_flops():
 
 
 def _config(**overrides) -> SpladeTrainConfig:
-    values = dict(queries_per_device=4, passages_per_query=3, lr=2e-3, epochs=4, warmup_ratio=0.0,
-                  flops_lambda=0.002, progress=False, max_p_len=16, max_q_len=8)
-    return SpladeTrainConfig(**{**values, **overrides})
+    """A config as a stage builds it (the stage settings' declared defaults under these values)."""
+    stage = StageSettings(lr=2e-3, global_queries=4, passages_per_query=3, epochs=4, warmup_ratio=0.0,
+                          flops_lambda=0.002, max_p_len=16, max_q_len=8)
+    return SpladeTrainConfig(**{**stage.splade_kwargs(1), "progress": False, **overrides})
 
 
 def test_training_lowers_loss_and_saves_a_loadable_masked_lm(tmp_path, one_thread):
@@ -200,7 +202,7 @@ def test_start_terms_starts_training_sparse(tmp_path, one_thread):
     assert sparse["history"]["doc_nonzeros"][0] <= 6 < plain["history"]["doc_nonzeros"][0]
     assert any("so a training passage starts with ~3 terms" in n for n in sparse["notes"])
     with pytest.raises(HarnessError, match="start_terms"):
-        SpladeTrainConfig(start_terms=0)
+        _config(start_terms=0)
 
 
 def test_encoder_only_init_gets_a_head_tied_to_the_word_embeddings(tmp_path, one_thread):
@@ -239,9 +241,9 @@ def test_distillation_stage_uses_teacher_scores(tmp_path, one_thread):
 
 def test_examples_and_config_are_checked(tmp_path):
     with pytest.raises(HarnessError, match="positive integer"):
-        SpladeTrainConfig(queries_per_device=0)
+        _config(queries_per_device=0)
     with pytest.raises(HarnessError, match="flops_lambda"):
-        SpladeTrainConfig(flops_lambda=-1.0)
+        _config(flops_lambda=-1.0)
     init = make_tiny_mlm(tmp_path / "init")
     with pytest.raises(HarnessError, match="not \\(query, positives, negatives\\)"):
         train_splade(init, [("q", ["p"])], _config(), tmp_path / "out")

@@ -43,6 +43,10 @@ def cfg(out: Path, **overrides) -> TrainConfig:
         checkpoint_every=2,
         progress=False,
         output_dir=out,
+        weight_decay=0.01,
+        grad_clip=None,
+        grad_cache_chunk=None,
+        precision="fp32",
     )
     base.update(overrides)
     return TrainConfig(**base)

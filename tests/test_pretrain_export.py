@@ -30,7 +30,9 @@ def test_export_round_trips_through_automodel(tmp_path):
     tok = make_tokenizer(tmp_path / "tok")
     obj = build("toy", tok.vocab_size)
     cfg = TrainConfig(
-        steps=2, global_batch=4, per_device_batch=4, lr=1e-3, max_length=32, progress=False, output_dir=tmp_path / "run"
+        steps=2, global_batch=4, per_device_batch=4, lr=1e-3, warmup_ratio=0.1, weight_decay=0.01, max_length=32,
+        grad_clip=None, grad_cache_chunk=None, precision="fp32", log_every=10, checkpoint_every=0, progress=False,
+        output_dir=tmp_path / "run"
     )
     train(obj, examples_fn_for(8), tok, cfg)  # export trained (not just initial) weights
 

@@ -31,6 +31,11 @@ def cfg(out: Path, **overrides) -> TrainConfig:
         log_every=2,
         progress=False,
         output_dir=out,
+        checkpoint_every=0,
+        weight_decay=0.01,
+        grad_clip=None,
+        grad_cache_chunk=None,
+        precision="fp32",
     )
     base.update(overrides)
     return TrainConfig(**base)

@@ -1,7 +1,9 @@
 """The typed spec blocks (a fine-tuning stage's settings and the others): defaults declared once, errors
-that name file and key path and the spec keys derived from them."""
+that name file and key path, the spec keys and the trainer configs derived from them."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -99,3 +101,25 @@ def test_a_block_key_is_its_settings_field():
     assert KEY_KINDS[("finetune", "mine", "depth")].example == 200  # the setting's default shown as the example
     assert ("retrieval", "fields") not in KEY_KINDS  # a closed block: its keys are checked by harness.spec
 
+
+def required_fields(config: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(config)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+
+
+def test_a_trainer_config_declares_no_default_for_what_the_spec_sets():
+    """Every value a trainer config needs from a spec comes from its settings, which declare the defaults."""
+    from harness.finetune.dense import DenseTrainConfig
+    from harness.finetune.reranker import RerankerTrainConfig
+    from harness.finetune.splade import SpladeTrainConfig
+    from harness.pretrain.trainer import TrainConfig
+    from harness.stage_settings import PretrainSettings, RerankerTrainSettings
+
+    stage = StageSettings.from_mapping(BASE, "x")
+    assert required_fields(DenseTrainConfig) == set(stage.trainer_kwargs(1))
+    assert required_fields(SpladeTrainConfig) == set(stage.splade_kwargs(1))
+    pretrain = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=1e-4)
+    assert required_fields(TrainConfig) == set(pretrain.trainer_kwargs(1)) | {"output_dir"}
+    train = RerankerTrainSettings()
+    assert required_fields(RerankerTrainConfig) == set(train.trainer_kwargs())  # run controls: only where stated
+    assert RerankerTrainSettings(progress=False).trainer_kwargs()["progress"] is False

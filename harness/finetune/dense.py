@@ -55,10 +55,10 @@ _IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", 
 
 @dataclass(kw_only=True)
 class DenseTrainConfig(BiEncoderTrainConfig):
-    """Fine-tuning hyper-parameters; defaults are Tevatron v1's coCondenser MS MARCO stage 1 + 15 negatives."""
+    """Fine-tuning hyper-parameters: a stage's settings (harness.stage_settings.StageSettings.trainer_kwargs),
+    Tevatron v1's CLS pooling and temperature 1."""
 
     what = "fine-tuning"
-    lr: float = 5e-6
     temperature: float = 1.0
     pooling: str = "cls"
 

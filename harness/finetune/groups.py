@@ -21,7 +21,7 @@ import torch
 from harness.errors import HarnessError
 from harness.finetune.negatives import sample_group
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
-from harness.training.config import LoopConfig
+from harness.training.config import LoopConfig, required
 from harness.training.engine import LoopResult, StepContext, Task
 from harness.training.distributed import DistInfo
 
@@ -31,11 +31,15 @@ TeacherScores = Mapping[str, Mapping[str, float]]
 
 @dataclass(kw_only=True)
 class GroupTrainConfig(LoopConfig):
-    """Batches of ``queries_per_device`` groups of ``passages_per_query`` (1 positive + negatives)."""
+    """Batches of ``queries_per_device`` groups of ``passages_per_query`` (1 positive + negatives).
+    What a spec sets comes from its settings (harness.stage_settings: StageSettings, RerankerTrainSettings)."""
 
-    queries_per_device: int = 8
-    passages_per_query: int = 16  # 1 positive + 15 hard negatives
-    epochs: int = 3
+    queries_per_device: int = required()
+    passages_per_query: int = required()  # 1 positive + hard negatives
+    epochs: int = required()
+    warmup_ratio: float = required()
+    weight_decay: float = required()
+    grad_clip: float | None = required()
     title_separator: str = DEFAULT_TITLE_SEPARATOR  # for passages given as {"title", "text"}
     keep_checkpoints_at_end: bool = False  # checkpoints hold optimizer state (3x the model): dropped when done
 
@@ -52,8 +56,9 @@ class GroupTrainConfig(LoopConfig):
 class BiEncoderTrainConfig(GroupTrainConfig):
     """Queries and passages encoded apart (dense and SPLADE retrievers)."""
 
-    max_q_len: int = 32
-    max_p_len: int = 144
+    max_q_len: int = required()
+    max_p_len: int = required()
+    precision: str = required()
     negatives_across_devices: bool = True  # CoT-MAE's --negatives_x_device: gather passages of all ranks
 
     def check(self) -> None:

@@ -48,6 +48,7 @@ from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examp
 from harness.fsutil import atomic_write_text
 from harness.numerics import upcast
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.training.config import required
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
 from harness.training.finished import finish, finished_stats, fingerprint
 
@@ -56,15 +57,10 @@ SETTINGS_FILE = "harness_reranker.json"
 
 @dataclass(kw_only=True)
 class RerankerTrainConfig(GroupTrainConfig):
-    """Cross-encoder training settings (tiny-profile defaults)."""
+    """Cross-encoder training settings: the spec's (harness.stage_settings.RerankerTrainSettings)."""
 
     what = "reranker"
-    queries_per_device: int = 8
-    passages_per_query: int = 8  # 1 positive + 7 negatives
-    lr: float = 1e-4
-    epochs: int = 2
-    weight_decay: float = 0.01
-    max_length: int = 192
+    max_length: int = required()
 
     def check(self) -> None:
         super().check()

@@ -72,6 +72,7 @@ from harness.finetune.dense import gather_with_grad, info_nce_loss
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, TeacherScores, normalise_examples
 from harness.numerics import upcast
 from harness.retrieval.splade_model import REPRESENTATION, load_masked_lm, splade_max, write_lexical_settings
+from harness.training.config import required
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
 from harness.training.finished import finish, finished_stats, fingerprint
 
@@ -83,23 +84,22 @@ _IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", 
 
 @dataclass(kw_only=True)
 class SpladeTrainConfig(BiEncoderTrainConfig):
-    """Hyper-parameters; defaults are the paper's stage 1 (batch 24 queries x (1 + 15), lr 2e-5, 3 epochs).
+    """Hyper-parameters: a stage's settings (harness.stage_settings.StageSettings.splade_kwargs).
 
-    Stage 2: ``flops_lambda=0.008`` on the stage-1 retriever's negatives. Stage 3:
-    ``flops_lambda=0.008, distill=True, queries_per_device=16, passages_per_query=24``.
-    The warm-up ratio (0.1) is not given by the paper; it is HF/Tevatron practice.
+    The paper's stage 1 trains 24 queries x (1 + 15) at lr 2e-5 for 3 epochs with ``flops_lambda=0.002``;
+    stage 2 ``flops_lambda=0.008`` on the stage-1 retriever's negatives; stage 3 ``flops_lambda=0.008,
+    distill=True`` with 16 queries x 24 passages (baselines/lexmae.yaml). The warm-up ratio (0.1, the
+    stage settings' default) is not given by the paper; it is HF/Tevatron practice.
     """
 
     what = "SPLADE fine-tuning"
-    queries_per_device: int = 24
-    lr: float = 2e-5
-    flops_lambda: float = 0.002  # lambda_1; 0.008 for stages 2 and 3
-    query_flops_ratio: float = 0.75  # lambda_q = flops_lambda x this
-    flops_warmup_steps: int = 0  # 0 = constant lambda; T of SPLADE's quadratic warm-up otherwise
-    fit_head: bool = False  # refit the MLM head's transform before step 1 (docstring)
-    start_terms: int | None = None  # shift the MLM bias so a passage starts with this many terms (docstring)
+    flops_lambda: float = required()  # lambda_1 (on documents)
+    query_flops_ratio: float = required()  # lambda_q = flops_lambda x this
+    flops_warmup_steps: int = required()  # 0 = constant lambda; T of SPLADE's quadratic warm-up otherwise
+    fit_head: bool = required()  # refit the MLM head's transform before step 1 (docstring)
+    start_terms: int | None = required()  # shift the MLM bias so a passage starts with this many terms (docstring)
     distill: bool = False  # stage 3: KL to the reranker + contrastive_weight x InfoNCE
-    contrastive_weight: float = 0.2  # gamma in Eq. (13)
+    contrastive_weight: float = required()  # gamma in Eq. (13)
 
     def check(self) -> None:
         super().check()

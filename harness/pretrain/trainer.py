@@ -54,7 +54,7 @@ from torch import Tensor, nn
 from harness.errors import HarnessError
 from harness.numerics import upcast
 from harness.training import distributed as D
-from harness.training.config import LoopConfig
+from harness.training.config import LoopConfig, required
 from harness.training.engine import Logger, Notes, StepContext, Task, run, session
 
 Example = tuple[str, str]
@@ -66,17 +66,22 @@ _MUST_MATCH_ON_RESUME = ("steps", "global_batch", "lr", "warmup_ratio", "weight_
 
 @dataclass(kw_only=True)
 class TrainConfig(LoopConfig):
-    """Hyper-parameters of one pre-training run (all keyword-only); the shared ones are in LoopConfig."""
+    """Hyper-parameters of one pre-training run (all keyword-only); the shared ones are in LoopConfig.
+    What a spec sets comes from its settings (harness.stage_settings.PretrainSettings.trainer_kwargs)."""
 
     what = "training"
     steps: int
     global_batch: int
     per_device_batch: int
     output_dir: str | Path
-    weight_decay: float = 0.01
-    max_length: int = 128
-    grad_clip: float | None = None  # LexMAE clips nothing
-    grad_cache_chunk: int | None = None  # chunk for objectives that cannot accumulate; None = per_device_batch
+    warmup_ratio: float = required()
+    weight_decay: float = required()
+    max_length: int = required()
+    grad_clip: float | None = required()  # None: no clipping
+    grad_cache_chunk: int | None = required()  # chunk for objectives that cannot accumulate; None = per_device_batch
+    precision: str = required()
+    log_every: int = required()
+    checkpoint_every: int = required()
     keep_checkpoints: int = 2
     find_unused_parameters: bool = True  # DDP flag: objectives rarely use every BertModel parameter
 

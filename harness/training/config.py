@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,13 +22,19 @@ class ConfigError(HarnessError):
         super().__init__(f"invalid {what} config: " + "; ".join(problem for _, problem in problems))
 
 
+def required() -> Any:
+    """A field re-declared without a default (an inherited one included): a trainer config built from a
+    spec's typed settings (harness.stage_settings ``trainer_kwargs``) takes every value they set from
+    them, so no default is declared twice and none can differ from the spec's."""
+    return field()
+
+
 @dataclass(kw_only=True)
 class LoopConfig:
     """Optimiser, schedule, precision, checkpoints and logging of one training run.
 
-    A trainer's config subclasses this, adds its own fields and may re-declare a default (the
-    pre-training loop clips nothing, fine-tuning clips at 1.0, HF's ``max_grad_norm``), and adds its
-    range checks in :meth:`check`. Building a config raises :class:`ConfigError` with all of them,
+    A trainer's config subclasses this, adds its own fields, re-declares the ones a spec sets as
+    :func:`required` (their defaults are the spec settings'), and adds its range checks in :meth:`check`. Building a config raises :class:`ConfigError` with all of them,
     so spec validation builds the configs a run would build rather than repeating their ranges.
     """
 
