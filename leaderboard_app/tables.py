@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate import system_axes, system_label
 from harness.names import BEIR_DATASETS
 from harness.records import RunRecord
@@ -32,14 +33,12 @@ MAIN_BENCHMARKS = ("msmarco-dev", "dl19", "dl20")
 LEXMAE_12 = tuple(d for d in BEIR_DATASETS if d not in ("cqadupstack", "quora"))
 AVG14, AVG12 = "average (14, computed)", "average (12 of LexMAE, computed)"
 PRINTED = {"beir-avg14": "average (14, printed)", "beir-avg12": "average (12, printed)"}
-# Verdicts (harness/evaluation/verdict.py) are shown as their own words: no emoji, which render as
-# empty boxes where no emoji font is installed (Debian's Chromium).
-SEVERITY = {"DIFFERENT-BELOW": 4, "DIFFERENT-ABOVE": 3, "INCONCLUSIVE": 2, "REPRODUCED": 1, "NOT-COMPARABLE": 0}
 
 
 def badge(status: str | None) -> str:
-    status = status or "NOT-COMPARABLE"
-    return status
+    """A verdict shown as its own word (harness/statuses.py): no emoji, which render as
+    empty boxes where no emoji font is installed (Debian's Chromium)."""
+    return status or NOT_COMPARABLE
 
 
 def pts(value: float | None, signed: bool = False, digits: int = 2) -> str:
@@ -110,11 +109,11 @@ def checkpoint_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
         if rec.profile != "checkpoint":
             continue
         name = (rec.get("checkpoint") or {}).get("name", "?")
-        for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == "NOT-COMPARABLE"):
+        for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == NOT_COMPARABLE):
             rows.append({"checkpoint": name, "benchmark": x.get("benchmark"), "measure": x.get("measure"),
                          "reproduced": x.get("reproduced"), "reported": x.get("reported"), "delta": x.get("delta"),
                          "status": badge(x.get("status")), "against": f"{paper_key(x)} {x.get('table')} · {x.get('row')}",
-                         "why not graded": x.get("reason") if x.get("status") == "NOT-COMPARABLE" else "",
+                         "why not graded": x.get("reason") if x.get("status") == NOT_COMPARABLE else "",
                          "run_id": rec.run_id})
     return pd.DataFrame(rows, columns=["checkpoint", "benchmark", "measure", "reproduced", "reported", "delta",
                                        "status", "against", "why not graded", "run_id"])
@@ -130,10 +129,10 @@ def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str,
         comps = comparisons.get(rec.run_id, [])
         counts: dict[str, int] = {}
         for x in comps:
-            if x.get("status") != "NOT-COMPARABLE":
+            if x.get("status") != NOT_COMPARABLE:
                 counts[str(x.get("status"))] = counts.get(str(x.get("status")), 0) + 1
         reasons = sorted({str(x.get("reason")).split(": ", 1)[-1] for x in comps
-                          if x.get("status") == "NOT-COMPARABLE" and x.get("reason")})
+                          if x.get("status") == NOT_COMPARABLE and x.get("reason")})
         graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
         scored = "; ".join(f"{b} {pts(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
         name = (rec.get("checkpoint") or {}).get("name", "?")
@@ -170,7 +169,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
         for rec in recs:
             comps = [x for x in comparisons.get(rec.run_id, []) if paper_key(x) == paper
                      and str(x.get("table")) == table and str(x.get("row")) == row
-                     and x.get("status") not in (None, "NOT-COMPARABLE")]
+                     and x.get("status") not in (None, NOT_COMPARABLE)]
             if not comps:
                 continue
             vs: dict[str, Any] = {"source": source_of(rec), "paper": paper, "version": version, "table": table,
@@ -179,8 +178,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
                 col = _column_for(x.get("benchmark"), x.get("measure"))
                 if col in columns:
                     vs[col] = f"{pts(x.get('reproduced'))} ({pts(x.get('delta'), True)} {badge(x.get('status'))})"
-            worst = max((x["status"] for x in comps), key=lambda s: SEVERITY.get(s, 0))
-            vs["status"] = badge(worst)
+            vs["status"] = badge(worst(x["status"] for x in comps))
             rows.append(vs)
     for rec in recs:
         line = {"source": source_of(rec), "paper": "", "version": "", "table": "", "row": rec.run_id,
@@ -214,7 +212,7 @@ def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
         for x in comparisons.get(rec.run_id, []):
             if not _keep(papers, paper_key(x)) or not _keep(benchmarks, str(x.get("benchmark"))):
                 continue
-            if comparable_only and x.get("status") in (None, "NOT-COMPARABLE"):
+            if comparable_only and x.get("status") in (None, NOT_COMPARABLE):
                 continue
             rows.append({
                 "run_id": rec.run_id, "method": rec.method, "profile": rec.profile, "paper": paper_key(x),
@@ -337,7 +335,7 @@ def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]],
              "measure": x.get("measure"), "reported": x.get("reported"), "reproduced": x.get("reproduced"),
              "delta": x.get("delta"), "ci_low": x.get("ci_low"), "ci_high": x.get("ci_high"),
              "status": badge(x.get("status"))}
-            for x in comparisons if x.get("status") not in (None, "NOT-COMPARABLE")]
+            for x in comparisons if x.get("status") not in (None, NOT_COMPARABLE)]
     return pd.DataFrame(rows, columns=["cell", "benchmark", "measure", "reported", "reproduced", "delta", "ci_low",
                                        "ci_high", "status"])
 
