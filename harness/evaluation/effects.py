@@ -2,13 +2,14 @@
 
 The papers' claims are differences (method vs no pre-training, with vs without QC), so the
 harness reports them as such: for two runs of the same profile, the paired bootstrap of the
-per-query difference of the dataset's primary measure (``harness.evaluation.bootstrap``):
-mean difference, 95% CI and two-sided p-value, in points. ``stage_effects`` does the same
-inside one run, between its fine-tuning stages and the zero-shot start (``start``), which is
-the check that fine-tuning itself works. Where a paper printed the same difference, the effect
-is graded against that claim by the one rule of ``harness.evaluation.verdict`` (through
-``harness.evaluation.claims``): REPRODUCED, DIFFERENT-BELOW / -ABOVE, INCONCLUSIVE, or
-NOT-COMPARABLE when the runs do not share the claim's setting (every profile but ``paper``).
+per-query difference of the dataset's primary measure (``conventions.primary_measure``; the
+bootstrap: ``harness.evaluation.bootstrap``): mean difference, 95% CI and two-sided p-value, in
+points. ``stage_effects`` does the same inside one run, between its fine-tuning stages and the
+zero-shot start (``start``), which is the check that fine-tuning itself works. Where a paper
+printed the same difference, the effect is graded against that claim by the one rule of
+``harness.evaluation.verdict`` (through ``harness.evaluation.claims``): REPRODUCED, DIFFERENT-BELOW
+/ -ABOVE, INCONCLUSIVE, or NOT-COMPARABLE when the runs do not share the claim's setting (every
+profile but ``paper``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from harness.evaluation.conventions import primary_measure
 from harness.records import RunRecord
 
 CONTROL = "nopretrain"
@@ -24,7 +26,6 @@ EFFECT_PAIRS = (
     ("cotmae", CONTROL), ("cotmae_qc", CONTROL), ("cocondenser", CONTROL), ("cocondenser_qc", CONTROL),
     ("cpdae", CONTROL), ("lexmae", CONTROL), ("cotmae_qc", "cotmae"), ("cocondenser_qc", "cocondenser"),
 )
-PRIMARY = {"msmarco-dev": "RR@10"}  # every other benchmark: nDCG@10
 
 
 @dataclass
@@ -52,10 +53,6 @@ class Effect:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def primary_measure(dataset: str) -> str:
-    return PRIMARY.get(dataset, "nDCG@10")
 
 
 def _effect(profile: str, a: str, b: str, a_run: str, b_run: str, dataset: str, measure: str,
