@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate import system_axes, system_label
-from harness.names import BEIR_DATASETS
 from harness.records import RunRecord
 from harness.reported import paper_key
 from harness.tracking import flatten
@@ -29,10 +29,13 @@ MAIN_COLUMNS: list[tuple[str, str, str]] = [
     ("dl19", "nDCG@10", "DL19 nDCG@10"),
     ("dl20", "nDCG@10", "DL20 nDCG@10"),
 ]
-MAIN_BENCHMARKS = ("msmarco-dev", "dl19", "dl20")
-LEXMAE_12 = tuple(d for d in BEIR_DATASETS if d not in ("cqadupstack", "quora"))
-AVG14, AVG12 = "average (14, computed)", "average (12 of LexMAE, computed)"
-PRINTED = {"beir-avg14": "average (14, printed)", "beir-avg12": "average (12, printed)"}
+# The benchmarks the papers report (the catalog's, in their order): MS MARCO and TREC DL here, BEIR in its view.
+MAIN_BENCHMARKS = tuple(name for name in REPORTED if get_benchmark(name).kind != "beir")
+BEIR_DATASETS = tuple(name for name in REPORTED if get_benchmark(name).kind == "beir")
+# The BEIR averages the papers print (catalog.AGGREGATES): computed here where a column has every member.
+COMPUTED = {a.name: f"average ({a.label}, computed)" for a in AGGREGATES.values()}
+PRINTED = {a.name: f"average ({len(a.members)}, printed)" for a in AGGREGATES.values()}
+AVG14, AVG12 = COMPUTED["beir-avg14"], COMPUTED["beir-avg12"]
 
 
 def badge(status: str | None) -> str:
@@ -253,10 +256,10 @@ def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
         if values:
             columns[run_label(rec)] = values
     for values in columns.values():
-        for label, subset in ((AVG14, BEIR_DATASETS), (AVG12, LEXMAE_12)):
-            if all(d in values for d in subset):
-                values[label] = round(sum(values[d] for d in subset) / len(subset), 2)
-    index = [*datasets, AVG14, PRINTED["beir-avg14"], AVG12, PRINTED["beir-avg12"]]
+        for name, aggregate in AGGREGATES.items():
+            if all(d in values for d in aggregate.members):
+                values[COMPUTED[name]] = round(sum(values[d] for d in aggregate.members) / len(aggregate.members), 2)
+    index = [*datasets, *(label for name in AGGREGATES for label in (COMPUTED[name], PRINTED[name]))]
     frame = pd.DataFrame({name: [vals.get(i) for i in index] for name, vals in columns.items()}, index=index,
                          dtype=float)
     frame.index.name = "dataset"
