@@ -36,8 +36,8 @@
   place, so ignoring the temp file lets nothing expected pass). The papers' cells are read too: a
   ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
   records still show their stored comparison, but the gate cannot pass without the cells).
-* **Effects.** For every profile, each method minus the control and QC minus non-QC
-  (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
+* **Effects.** For every profile, each method minus each method its spec names in ``compare_with``
+  (the control; QC minus non-QC) (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
   printed difference where the runs share its setting (``harness.evaluation.claims``, the same
   rule: DIFFERENT fails the gate); otherwise EFFECT (no claim) or NOT-COMPARABLE.
 * ``check --accept RUN_ID`` accepts only a record that loads and passes integrity; an unsealed

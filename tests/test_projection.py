@@ -9,7 +9,7 @@ import pytest
 from harness import projection
 from harness.hardware import Hardware
 from harness.runner import plan_method
-from harness.spec import MethodSpec, load_method
+from harness.spec import MethodSpec, load_method, pretraining_methods
 
 CPU = Hardware("cpu", 1, (), 2)
 
@@ -31,7 +31,7 @@ def test_pretraining_flops_scale_with_steps_and_batch() -> None:
 
 
 def test_every_paper_plan_projects_its_training_stages(capsys) -> None:
-    for method in ("cocondenser", "cotmae_qc", "cpdae", "lexmae"):
+    for method in pretraining_methods("paper"):
         spec = load_method(method, "paper")
         costs = _costs(spec)
         assert costs["pretrain"].tflop and costs["retriever1"].tflop, method

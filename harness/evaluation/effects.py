@@ -20,12 +20,6 @@ from dataclasses import asdict, dataclass, field
 from harness.evaluation.conventions import primary_measure
 from harness.records import RunRecord
 
-CONTROL = "nopretrain"
-# (A, B): A minus B. Every method against the control, and QC against its own family.
-EFFECT_PAIRS = (
-    ("cotmae", CONTROL), ("cotmae_qc", CONTROL), ("cocondenser", CONTROL), ("cocondenser_qc", CONTROL),
-    ("cpdae", CONTROL), ("lexmae", CONTROL), ("cotmae_qc", "cotmae"), ("cocondenser_qc", "cocondenser"),
-)
 
 
 @dataclass
@@ -75,10 +69,15 @@ def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, Ru
 
 
 def method_effects(records: Sequence[RunRecord], profile: str,
-                   pairs: Sequence[tuple[str, str]] = EFFECT_PAIRS) -> list[Effect]:
-    """A minus B on each dataset both final retrievers were evaluated on, for every pair present."""
+                   pairs: Sequence[tuple[str, str]] | None = None) -> list[Effect]:
+    """A minus B on each dataset both final retrievers were evaluated on, for every pair present;
+    ``pairs`` (A, B) default to the specs' ``compare_with`` (``harness.spec.comparisons``)."""
     from harness.evaluation.claims import check_claims, claims_for, overall
 
+    if pairs is None:
+        from harness.spec import comparisons
+
+        pairs = comparisons()
     latest = latest_by_method(records, profile)
     claims = claims_for(pairs)
     out = []
