@@ -251,6 +251,15 @@ def pretraining_methods(profile: str | None = None, root: Path | None = None) ->
             and (profile is None or profile in profiles_of(name, root))]
 
 
+def objective_specs(profile: str, root: Path | None = None) -> dict[str, str]:
+    """Objective -> the first pre-training method (by name) whose ``profile`` pre-trains with it: one
+    spec per objective (cotmae_qc shares cotmae's), for what exercises each objective once."""
+    first: dict[str, str] = {}
+    for name in pretraining_methods(profile, root):
+        first.setdefault(str(load_method(name, profile, root).get("pretrain.objective")), name)
+    return first
+
+
 def profiles_of(name: str, root: Path | None = None) -> list[str]:
     """The profiles `name` defines, its `extends` chain included, and the derived rehearsal."""
     raw = _resolve_raw(name, root)
