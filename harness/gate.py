@@ -37,9 +37,10 @@
   ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
   records still show their stored comparison, but the gate cannot pass without the cells).
 * **Effects.** For every profile, each method minus each method its spec names in ``compare_with``
-  (the control; QC minus non-QC) (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
-  printed difference where the runs share its setting (``harness.evaluation.claims``, the same
-  rule: DIFFERENT fails the gate); otherwise EFFECT (no claim) or NOT-COMPARABLE.
+  (the control; QC minus non-QC; ``harness.evaluation.effects``), with a paired-bootstrap CI, graded
+  against the papers' printed difference where the runs share its setting
+  (``harness.evaluation.claims``, the same rule: DIFFERENT fails the gate); otherwise EFFECT (no
+  claim) or NOT-COMPARABLE.
 * ``check --accept RUN_ID`` accepts only a record that loads and passes integrity; an unsealed
   record is refused like an edited one (removing the seal of a doctored record must not turn it
   into a reference: every record written since sealing was introduced carries one).
