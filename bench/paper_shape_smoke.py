@@ -37,12 +37,13 @@ from harness.pretrain.models import bert_config_from_dict  # noqa: E402
 from harness.pretrain.objectives import build_objective  # noqa: E402
 from harness.pretrain.objectives.testing import WORDS, toy_tokenizer  # noqa: E402
 from harness.training.precision import autocast  # noqa: E402
-from harness.spec import load_method  # noqa: E402
+from harness.spec import load_method, objective_specs  # noqa: E402
 
 BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
              "intermediate_size": 3072, "max_position_embeddings": 512}
-# The objective of each paper profile (cotmae_qc and cocondenser_qc share their family's objective).
-SPECS = ("cocondenser", "cotmae", "cpdae", "lexmae")
+# One spec per objective the paper profiles pre-train with (cotmae_qc and cocondenser_qc share their
+# family's objective, so cotmae and cocondenser stand for them).
+SPECS = tuple(objective_specs("paper").values())
 
 
 @dataclass

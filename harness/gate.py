@@ -36,10 +36,11 @@
   place, so ignoring the temp file lets nothing expected pass). The papers' cells are read too: a
   ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
   records still show their stored comparison, but the gate cannot pass without the cells).
-* **Effects.** For every profile, each method minus the control and QC minus non-QC
-  (``harness.evaluation.effects``), with a paired-bootstrap CI, graded against the papers'
-  printed difference where the runs share its setting (``harness.evaluation.claims``, the same
-  rule: DIFFERENT fails the gate); otherwise EFFECT (no claim) or NOT-COMPARABLE.
+* **Effects.** For every profile, each method minus each method its spec names in ``compare_with``
+  (the control; QC minus non-QC; ``harness.evaluation.effects``), with a paired-bootstrap CI, graded
+  against the papers' printed difference where the runs share its setting
+  (``harness.evaluation.claims``, the same rule: DIFFERENT fails the gate); otherwise EFFECT (no
+  claim) or NOT-COMPARABLE.
 * ``check --accept RUN_ID`` accepts only a record that loads and passes integrity; an unsealed
   record is refused like an edited one (removing the seal of a doctored record must not turn it
   into a reference: every record written since sealing was introduced carries one).
@@ -64,6 +65,10 @@ from harness.fsutil import is_temp
 from harness.records import (REFERENCES_FILE, RunRecord, Skipped, load_records, load_references,
                              records_dir)
 from harness.reported import load_reported_cells, paper_key
+# Every status word, which fail the gate and the order rows are counted in: declared once there.
+from harness.statuses import (CORRUPT, EFFECT, ERROR, FAIL, FAILING, IN_PROGRESS, MISSING, NEAR, NEAR_FACTOR,
+                               NO_CELLS, NO_REFERENCE, NOT_COMPARABLE, PASS, REFERENCE, STALE_REFERENCE, STATUSES,
+                               STRICT_FAILING, SUPERSEDED, UNKNOWN_METHOD, UNREADABLE, WRONG_REFERENCE)
 from harness.text_table import format_table
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
@@ -79,17 +84,8 @@ TRAINING_FREE_FAMILIES = ("lexical",)
 # objective, a mask ratio, the data or the optimiser moves it.
 LOSS_CHECKPOINTS = (("pretrain", "loss_first10"), ("pretrain", "loss_last10"), ("qgen_model", "final_loss"))
 LOSS_TOLERANCE = 2.0  # percent of the reference's loss
-NEAR_FACTOR = 1.5
-# Gate rows: a paper cell's verdict (harness.evaluation.verdict: DIFFERENT-* fails, INCONCLUSIVE does
-# not), a reference re-run's PASS / NEAR / FAIL, and the record-level states.
-FAILING = ("FAIL", "DIFFERENT-BELOW", "DIFFERENT-ABOVE", "CORRUPT", "MISSING", "WRONG-REFERENCE", "UNREADABLE",
-           "ERROR")
-STRICT_FAILING = (*FAILING, "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "IN-PROGRESS")
 CHECKPOINT_PROFILE = "checkpoint"  # records of released checkpoints (harness/reproduce.py)
 PAPER_GRADED = ("paper", CHECKPOINT_PROFILE)  # profiles compared with the papers' cells
-STATUS_ORDER = ("UNREADABLE", "CORRUPT", "MISSING", "WRONG-REFERENCE", "ERROR", "FAIL", "DIFFERENT-BELOW",
-                "DIFFERENT-ABOVE", "NEAR", "UNKNOWN-METHOD", "NO-REFERENCE", "STALE-REFERENCE", "PASS", "REPRODUCED",
-                "INCONCLUSIVE", "NOT-COMPARABLE", "EFFECT", "REFERENCE", "SUPERSEDED", "NO-CELLS", "IN-PROGRESS")
 
 
 @dataclass
@@ -130,7 +126,8 @@ class GateResult:
         counts: dict[str, int] = {}
         for row in self.rows:
             counts[row.status] = counts.get(row.status, 0) + 1
-        return {s: counts[s] for s in sorted(counts, key=lambda s: (STATUS_ORDER + (s,)).index(s))}
+        order = (*STATUSES, *counts)  # declaration order; a status not declared (a stored one) last
+        return {s: counts[s] for s in sorted(counts, key=order.index)}
 
     def failures(self) -> list[GateRow]:
         bad = STRICT_FAILING if self.strict else FAILING
@@ -139,6 +136,11 @@ class GateResult:
     @property
     def passed(self) -> bool:
         return not self.failures()
+
+    @property
+    def verdict(self) -> str:
+        """The gate's one word: PASSED or FAILED."""
+        return "PASSED" if self.passed else "FAILED"
 
     @property
     def exit_code(self) -> int:
@@ -276,8 +278,8 @@ def _reference_status(delta: float, tolerance: float) -> str:
     """Two-sided: a re-run of the same code and seed that moves a number either way has changed
     (a papers' cell, by contrast, may be beaten: ABOVE)."""
     if abs(delta) <= tolerance:
-        return "PASS"
-    return "NEAR" if abs(delta) <= NEAR_FACTOR * tolerance else "FAIL"
+        return PASS
+    return NEAR if abs(delta) <= NEAR_FACTOR * tolerance else FAIL
 
 
 def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE) -> list[GateRow]:
@@ -289,14 +291,14 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
     # (documentation, not settings) never makes a reference stale.
     mine, theirs = settings_hash(record.spec), settings_hash(ref.spec)
     if record.spec and ref.spec and mine != theirs:
-        return [GateRow("STALE-REFERENCE", **base, note=(
+        return [GateRow(STALE_REFERENCE, **base, note=(
             f"spec settings changed (hash {mine} vs reference {theirs}): re-run, then "
             f"`python -m harness check --accept RUN_ID` and commit the new reference"))]
     rows = []
     for dataset, values in ref.metrics.items():
         for measure, expected in values.items():
             got = record.metrics.get(dataset, {}).get(measure)
-            row = GateRow("NOT-COMPARABLE", **base, benchmark=dataset, measure=measure, expected=100.0 * expected,
+            row = GateRow(NOT_COMPARABLE, **base, benchmark=dataset, measure=measure, expected=100.0 * expected,
                           tolerance=tolerance)
             if got is None:
                 row.note = f"run did not evaluate {measure} on {dataset}"
@@ -305,7 +307,7 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
                 row.delta = row.reproduced - row.expected
                 row.status = _reference_status(row.delta, tolerance)
                 row.ci_low, row.ci_high = _paired_ci(record, ref, dataset, measure)
-                if row.status != "PASS":
+                if row.status != PASS:
                     row.note = hardware_difference(record, ref)
             rows.append(row)
     return rows
@@ -355,7 +357,7 @@ def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERAN
         if got is None or not expected:
             continue
         delta = 100.0 * (got - expected) / abs(expected)
-        rows.append(GateRow("PASS" if abs(delta) <= tolerance else "FAIL", **base, benchmark=f"{stage} (loss)",
+        rows.append(GateRow(PASS if abs(delta) <= tolerance else FAIL, **base, benchmark=f"{stage} (loss)",
                             measure=key, expected=expected, reproduced=got, delta=delta, tolerance=tolerance,
                             note="training loss; delta and tolerance in % of the reference"))
     return rows
@@ -380,12 +382,12 @@ def _paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) ->
     comps = paper_comparisons(record, cells)
     axes = system_axes(cells) if cells else None
     if not comps:
-        return [GateRow("NO-CELLS", **base, note=(
+        return [GateRow(NO_CELLS, **base, note=(
             f"no reported cell for {record.method} on {', '.join(record.metrics) or 'any benchmark'}"))]
     rows = []
     for c in comps:
         rows.append(GateRow(
-            str(c.get("status") or "NOT-COMPARABLE"), **base, benchmark=str(c.get("benchmark") or ""),
+            str(c.get("status") or NOT_COMPARABLE), **base, benchmark=str(c.get("benchmark") or ""),
             measure=str(c.get("measure") or ""), against=source_label(c, axes), expected=c.get("reported"),
             reproduced=c.get("reproduced"), delta=c.get("delta"), tolerance=c.get("tolerance"),
             ci_low=c.get("ci_low"), ci_high=c.get("ci_high"), note=str(c.get("reason") or c.get("notes") or ""),
@@ -409,7 +411,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     records, skipped = load_records(directory)
     result = GateResult(directory, [], skipped, strict, len(records))
     for s in skipped:  # one row per file not gated, so it counts in the verdict like any other
-        status = "IN-PROGRESS" if is_temp(s.path) else "UNREADABLE"
+        status = IN_PROGRESS if is_temp(s.path) else UNREADABLE
         result.rows.append(GateRow(status, s.path.stem, "", "", note=f"{s.path.name}: {s.reason}"))
     if known_methods is None:
         from harness.spec import list_methods
@@ -419,16 +421,16 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     for rec in records:
         base = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
         if rec.integrity_problems:
-            result.rows.extend(GateRow("CORRUPT", **base, note=f"{rec.path.name}: {problem}")
+            result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}")
                                for problem in rec.integrity_problems)
             continue
         if rec.profile == CHECKPOINT_PROFILE:
             unknown = _unknown_checkpoint(rec)
             if unknown:
-                result.rows.append(GateRow("UNKNOWN-METHOD", **base, note=f"{rec.path.name}: {unknown}; not gated"))
+                result.rows.append(GateRow(UNKNOWN_METHOD, **base, note=f"{rec.path.name}: {unknown}; not gated"))
                 continue
         elif rec.method not in known_methods:
-            result.rows.append(GateRow("UNKNOWN-METHOD", **base, note=(
+            result.rows.append(GateRow(UNKNOWN_METHOD, **base, note=(
                 f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
                 "not gated")))
             continue
@@ -436,7 +438,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     if cells is None and any(r.profile in PAPER_GRADED for r in usable):
         cells, error = load_reported_cells(reported)
         if error:  # the papers' cells are what paper records are gated against: no silent fall-back
-            result.rows.append(GateRow("UNREADABLE", str(reported or "baselines/reported"), "-", "-", note=(
+            result.rows.append(GateRow(UNREADABLE, str(reported or "baselines/reported"), "-", "-", note=(
                 f"{error}; paper records cannot be graded without the papers' cells")))
     references = load_references(ref_dir)
     ref_records = {r.run_id: r for r in (usable if ref_dir == directory else load_records(ref_dir)[0])}
@@ -446,7 +448,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
             if entry["run_id"] not in ref_records:
                 where = ("is here but not usable (its row above says why)" if entry["run_id"] in present
                          else "is not here")
-                result.rows.append(GateRow("MISSING", entry["run_id"], method, profile, note=(
+                result.rows.append(GateRow(MISSING, entry["run_id"], method, profile, note=(
                     f"{REFERENCES_FILE} names {entry['run_id']} as the {method} [{profile}] reference, but its "
                     f"record {where} (restore it from git, or accept another run)")))
     wrong: set[tuple[str, str]] = set()  # manifest keys whose record is of another method or profile
@@ -454,14 +456,14 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         ref = ref_records.get(entry["run_id"])
         if ref is not None and (ref.method, ref.profile) != (method, profile):
             # Gating cotmae runs against a cocondenser record would compare unlike with unlike.
-            result.rows.append(GateRow("WRONG-REFERENCE", ref.run_id, method, profile, note=(
+            result.rows.append(GateRow(WRONG_REFERENCE, ref.run_id, method, profile, note=(
                 f"{REFERENCES_FILE}: '{method}/{profile}' names {ref.path.name}, a record of {ref.method} "
                 f"[{ref.profile}]: accept a {method} [{profile}] run with `python -m harness check --accept RUN_ID`")))
             wrong.add((method, profile))
             continue
         sealed = (ref.get("integrity") or {}).get("sha256") if ref else None
         if ref is not None and sealed != entry["sha256"]:
-            result.rows.append(GateRow("CORRUPT", ref.run_id, method, profile, note=(
+            result.rows.append(GateRow(CORRUPT, ref.run_id, method, profile, note=(
                 f"{ref.path.name}: differs from the record accepted as the reference (sha256 "
                 f"{str(sealed)[:12]}... vs accepted {entry['sha256'][:12]}...): re-sealed after an edit?")))
             ref_records.pop(entry["run_id"])
@@ -481,15 +483,15 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         for rec in group:
             base = dict(run_id=rec.run_id, method=method, profile=profile)
             if ref is None:
-                result.rows.append(GateRow("NO-REFERENCE", **base, note=(
+                result.rows.append(GateRow(NO_REFERENCE, **base, note=(
                     f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
                     f"`python -m harness check --accept {rec.run_id}` makes this run the reference")))
             elif rec.run_id == ref.run_id:
                 if rec.profile != "paper":  # a paper reference is gated against the papers above
-                    result.rows.append(GateRow("REFERENCE", **base, against="(is the reference)",
+                    result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)",
                                                note=f"accepted {entry.get('accepted', '')}".strip()))
             elif (rec.created, rec.run_id) < (ref.created, ref.run_id):
-                result.rows.append(GateRow("SUPERSEDED", **base, against=f"reference {ref.run_id}",
+                result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}",
                                            note="older than the reference; not gated"))
             else:
                 try:
@@ -526,11 +528,11 @@ def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
         for e in method_effects(records, profile):
             shown = next((c for c in e.claims if c["status"] == e.claim_status), None)
             if shown is None:
-                rows.append(GateRow("EFFECT", f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
+                rows.append(GateRow(EFFECT, f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
                                     reproduced=e.delta, ci_low=e.ci_low, ci_high=e.ci_high,
                                     note=f"no printed difference; p={e.p_value:.3f}, {e.queries} queries"))
                 continue
-            comparable = shown["status"] != "NOT-COMPARABLE"
+            comparable = shown["status"] != NOT_COMPARABLE
             note = shown["reason"] or f"{shown['a_row']} - {shown['b_row']}"
             others = len(e.claims) - 1
             if others:
@@ -546,7 +548,7 @@ def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
     """A record that validated but cannot be compared is not gated: an ERROR row fails the gate
     (it may be a harness bug as much as an odd record; either way nothing vouched for it)."""
     result.skipped.append(Skipped(rec.path, reason))
-    result.rows.append(GateRow("ERROR", rec.run_id, rec.method, rec.profile, note=f"{rec.path.name}: {reason}"))
+    result.rows.append(GateRow(ERROR, rec.run_id, rec.method, rec.profile, note=f"{rec.path.name}: {reason}"))
     result.n_records -= 1
 
 
@@ -573,8 +575,8 @@ def format_gate(result: GateResult) -> str:
     else:
         lines.append(f"no run records in {result.records_dir}")
     counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
-    verdict = "PASSED" if result.passed else "FAILED"
     why = f" ({len(result.failures())} failing row(s))" if not result.passed else ""
     mode = " [strict: NEAR, ungated records and unfinished writes fail]" if result.strict else ""
-    lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> gate {verdict}{why}{mode}")
+    lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> gate {result.verdict}"
+                 f"{why}{mode}")
     return "\n".join(lines)

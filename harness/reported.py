@@ -43,8 +43,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from harness.data.catalog import AGGREGATES, reported_benchmarks
 from harness.errors import DataFormatError, HarnessError, UnknownNameError
-from harness.names import BEIR_DATASETS
 from harness.paths import BASELINES_DIR, REPORTED_DIR
 from harness.stages import FINETUNE_STAGES  # the fine-tuning stages' names, which cells use too
 
@@ -52,8 +52,8 @@ SCHEMA_VERSION = 1
 # The methods a cell may name: the committed method specs (one YAML each in baselines/), so a new
 # method is known to the registry the moment its spec exists. nopretrain, the control, has no cells.
 KNOWN_METHODS = tuple(sorted(p.stem for p in BASELINES_DIR.glob("*.yaml")))
-# beir-avg14: mean over the 14 public BEIR sets; beir-avg12: LexMAE's 12-set mean.
-BENCHMARKS = ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
+# The benchmarks a cell may name: the catalog's, as the papers' tables report them, and the averages they print.
+BENCHMARKS = tuple(reported_benchmarks())
 METRIC_UNITS = {"points": 100.0, "fraction": 1.0}
 
 # Run conditions a cell may carry: name -> (type, meaning). Unknown names are schema errors
@@ -505,7 +505,7 @@ def _parse_table(pr: _Problems, meta: dict[str, Any], t: Any, tp: tuple) -> tupl
                     if key not in row_keys:
                         pr.add(rp + ("derived", "over"), f"'{key}' is not a row key of this table", hint=rhint)
                 derived[rkey] = d
-        if row.get("benchmark") in ("beir-avg14", "beir-avg12") and not row.get("derived"):
+        if row.get("benchmark") in AGGREGATES and not row.get("derived"):
             pr.add(rp + ("derived",), "a BEIR average row must say how it is derived: {kind: mean, over: [...]}", hint=rhint)
         row_cells: list[str] = []
         for j, (col, ckey) in enumerate(zip(columns, col_keys)):

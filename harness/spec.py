@@ -59,9 +59,15 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
                                    "{touches: [conditions] | recipe, why: text}; the cells stating a touched "
                                    "condition are NOT-COMPARABLE (listed by `validate`)"),
     "assumptions": (False, (list,), "values the papers leave unstated that the spec picks (listed by `validate`)"),
+    "compare_with": (False, (list,), "the methods this one is measured against: its effects are it minus each, "
+                                     "paired on the same queries in every profile (`effects`, `check`); the "
+                                     "method's own, so not inherited through `extends`"),
 }
+# Keys that say what a method is rather than how one profile runs it: not in a profile block or a fragment.
+METHOD_KEYS = ("name", "extends", "include", "profiles", "compare_with")
+NOT_INHERITED = ("compare_with",)  # a spec that extends another states its own comparisons
 # What a `profiles.<name>` block may override (it is deep-merged over the top level); nested keys: spec_keys.
-PROFILE_KEYS = tuple(k for k in SCHEMA if k not in ("name", "extends", "include", "profiles"))
+PROFILE_KEYS = tuple(k for k in SCHEMA if k not in METHOD_KEYS)
 FRAGMENTS = "fragments"  # folder of shared spec fragments, beside the specs
 
 
@@ -86,7 +92,8 @@ class MethodSpec:
 
 
 # What a spec says about a run rather than what runs: never part of its identity.
-DOCUMENTATION_KEYS = ("description", "notes", "papers", "deviations", "assumptions", "substitutions", "conditions")
+DOCUMENTATION_KEYS = ("description", "notes", "papers", "deviations", "assumptions", "substitutions", "conditions",
+                      "compare_with")
 
 
 def settings_hash(config: dict[str, Any]) -> str:
@@ -222,9 +229,35 @@ def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> di
     if not spec_path(parent, root).exists():
         close = UnknownNameError("method", parent, list_methods(root))
         raise DataFormatError(path, key_line(path, "extends"), f"extends unknown spec: {close}")
-    merged = deep_merge(_resolve_raw(parent, root, seen + (name,)), {k: v for k, v in raw.items() if k != "extends"})
+    inherited = {k: v for k, v in _resolve_raw(parent, root, seen + (name,)).items() if k not in NOT_INHERITED}
+    merged = deep_merge(inherited, {k: v for k, v in raw.items() if k != "extends"})
     merged["extends"] = parent
     return merged
+
+
+def comparisons(root: Path | None = None) -> list[tuple[str, str]]:
+    """(A, B) for each method A and each method B its spec compares it with (``compare_with``): the
+    effects ``effects`` and ``check`` measure, A minus B. First every method against the first it
+    names (the control), then against the second (a QC method: its method without QC), ..."""
+    declared = {name: list(_resolve_raw(name, root).get("compare_with") or []) for name in list_methods(root)}
+    depth = max(map(len, declared.values()), default=0)
+    return [(name, others[i]) for i in range(depth) for name, others in declared.items() if i < len(others)]
+
+
+def pretraining_methods(profile: str | None = None, root: Path | None = None) -> list[str]:
+    """The methods that pre-train (their `stages` list `pretrain`), sorted; with ``profile``, those
+    that have it. What "every pre-training method" means wherever such a list is needed."""
+    return [name for name in list_methods(root) if "pretrain" in (_resolve_raw(name, root).get("stages") or [])
+            and (profile is None or profile in profiles_of(name, root))]
+
+
+def objective_specs(profile: str, root: Path | None = None) -> dict[str, str]:
+    """Objective -> the first pre-training method (by name) whose ``profile`` pre-trains with it: one
+    spec per objective (cotmae_qc shares cotmae's), for what exercises each objective once."""
+    first: dict[str, str] = {}
+    for name in pretraining_methods(profile, root):
+        first.setdefault(str(load_method(name, profile, root).get("pretrain.objective")), name)
+    return first
 
 
 def profiles_of(name: str, root: Path | None = None) -> list[str]:
@@ -306,6 +339,23 @@ def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
     return problems
 
 
+def _comparison_problems(raw: dict[str, Any], path: Path, where: Callable[[str], str]) -> list[str]:
+    """Each method named in `compare_with` is another method of the same specs folder, named once."""
+    others = raw.get("compare_with")
+    if not isinstance(others, list):  # a wrong type is reported with the schema
+        return []
+    known, problems = list_methods(path.parent), []
+    for i, other in enumerate(others):
+        if other == path.stem:
+            problems.append(f"{where('compare_with')}: compare_with[{i}]: a method is not compared with itself")
+        elif not isinstance(other, str) or other not in known:
+            problems.append(f"{where('compare_with')}: compare_with[{i}]: "
+                            f"{UnknownNameError('method', str(other), known)}")
+        elif others.index(other) < i:
+            problems.append(f"{where('compare_with')}: compare_with[{i}]: '{other}' is listed twice")
+    return problems
+
+
 def _check(raw: dict[str, Any], path: Path) -> list[str]:
     problems: list[str] = []
 
@@ -335,6 +385,7 @@ def _check(raw: dict[str, Any], path: Path) -> list[str]:
                         "(harness/conditions.py: pre-training steps and corpus, init, negatives, ...); remove "
                         "'conditions:' and declare a departure from the paper as deviations: [{touches, why}]")
     problems += _deviation_problems(raw, where)
+    problems += _comparison_problems(raw, path, where)
     if isinstance(raw.get("stages"), list):
         problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]
         objective = (raw.get("pretrain") or {}).get("objective") if isinstance(raw.get("pretrain"), dict) else None

@@ -200,9 +200,8 @@ with tab_gate:
     st.subheader("CI regression gate (`python -m harness check`)")
     gate = data.gate
     if gate is not None:
-        verdict = "PASSED" if gate.passed else "FAILED"
         (st.success if gate.passed else st.error)(
-            f"gate {verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"))
+            f"gate {gate.verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"))
     _table(tables.gate_frame(gate), "gate", "gate",
            "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.")
 

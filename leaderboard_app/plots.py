@@ -16,21 +16,18 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from harness.evaluation.conventions import primary_measure
+from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.gate import system_axes, system_label
 from harness.records import RunRecord
 from harness.reported import paper_key
+from harness.statuses import STATUSES
 from leaderboard_app.tables import source_of
 
-PRIMARY = {"msmarco-dev": "RR@10"}  # every other benchmark: nDCG@10
-STATUS_COLOURS = {"REPRODUCED": "#2e7d32", "DIFFERENT-ABOVE": "#1565c0", "INCONCLUSIVE": "#f9a825",
-                  "DIFFERENT-BELOW": "#c62828", "NOT-COMPARABLE": "#9e9e9e"}
+STATUS_COLOURS = {v: STATUSES[v].colour for v in VERDICTS}  # a cell's verdict, as its badge is coloured
 _SIZE_UNITS = {"tb": 1e3, "t": 1e3, "gb": 1.0, "g": 1.0, "mb": 1e-3, "m": 1e-3, "kb": 1e-6, "k": 1e-6,
                "bytes": 1e-9, "b": 1e-9}
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)")
-
-
-def primary_measure(benchmark: str) -> str:
-    return PRIMARY.get(benchmark, "nDCG@10")
 
 
 def _size_gb(value: str, unit: str) -> float | None:
@@ -176,7 +173,7 @@ def retriever_chart(frame: pd.DataFrame) -> alt.LayerChart:
 
 def delta_frame(comparisons: pd.DataFrame) -> pd.DataFrame:
     """Comparable rows of a comparison_frame, labelled for a per-dataset bar chart."""
-    frame = comparisons[comparisons["status"] != "NOT-COMPARABLE"].copy()
+    frame = comparisons[comparisons["status"] != NOT_COMPARABLE].copy()
     frame["against"] = frame["paper"].astype(str) + " " + frame["table"].astype(str) + " · " + frame["row"].astype(str)
     return frame[["run_id", "benchmark", "measure", "against", "reported", "reproduced", "delta", "tolerance",
                   "status"]].reset_index(drop=True)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
+from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate import system_axes, system_label
-from harness.names import BEIR_DATASETS
 from harness.records import RunRecord
 from harness.reported import paper_key
 from harness.tracking import flatten
@@ -28,18 +29,19 @@ MAIN_COLUMNS: list[tuple[str, str, str]] = [
     ("dl19", "nDCG@10", "DL19 nDCG@10"),
     ("dl20", "nDCG@10", "DL20 nDCG@10"),
 ]
-MAIN_BENCHMARKS = ("msmarco-dev", "dl19", "dl20")
-LEXMAE_12 = tuple(d for d in BEIR_DATASETS if d not in ("cqadupstack", "quora"))
-AVG14, AVG12 = "average (14, computed)", "average (12 of LexMAE, computed)"
-PRINTED = {"beir-avg14": "average (14, printed)", "beir-avg12": "average (12, printed)"}
-# Verdicts (harness/evaluation/verdict.py) are shown as their own words: no emoji, which render as
-# empty boxes where no emoji font is installed (Debian's Chromium).
-SEVERITY = {"DIFFERENT-BELOW": 4, "DIFFERENT-ABOVE": 3, "INCONCLUSIVE": 2, "REPRODUCED": 1, "NOT-COMPARABLE": 0}
+# The benchmarks the papers report (the catalog's, in their order): MS MARCO and TREC DL here, BEIR in its view.
+MAIN_BENCHMARKS = tuple(name for name in REPORTED if get_benchmark(name).kind != "beir")
+BEIR_DATASETS = tuple(name for name in REPORTED if get_benchmark(name).kind == "beir")
+# The BEIR averages the papers print (catalog.AGGREGATES): computed here where a column has every member.
+COMPUTED = {a.name: f"average ({a.label}, computed)" for a in AGGREGATES.values()}
+PRINTED = {a.name: f"average ({len(a.members)}, printed)" for a in AGGREGATES.values()}
+AVG14, AVG12 = COMPUTED["beir-avg14"], COMPUTED["beir-avg12"]
 
 
 def badge(status: str | None) -> str:
-    status = status or "NOT-COMPARABLE"
-    return status
+    """A verdict shown as its own word (harness/statuses.py): no emoji, which render as
+    empty boxes where no emoji font is installed (Debian's Chromium)."""
+    return status or NOT_COMPARABLE
 
 
 def pts(value: float | None, signed: bool = False, digits: int = 2) -> str:
@@ -110,11 +112,11 @@ def checkpoint_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
         if rec.profile != "checkpoint":
             continue
         name = (rec.get("checkpoint") or {}).get("name", "?")
-        for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == "NOT-COMPARABLE"):
+        for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == NOT_COMPARABLE):
             rows.append({"checkpoint": name, "benchmark": x.get("benchmark"), "measure": x.get("measure"),
                          "reproduced": x.get("reproduced"), "reported": x.get("reported"), "delta": x.get("delta"),
                          "status": badge(x.get("status")), "against": f"{paper_key(x)} {x.get('table')} · {x.get('row')}",
-                         "why not graded": x.get("reason") if x.get("status") == "NOT-COMPARABLE" else "",
+                         "why not graded": x.get("reason") if x.get("status") == NOT_COMPARABLE else "",
                          "run_id": rec.run_id})
     return pd.DataFrame(rows, columns=["checkpoint", "benchmark", "measure", "reproduced", "reported", "delta",
                                        "status", "against", "why not graded", "run_id"])
@@ -130,10 +132,10 @@ def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str,
         comps = comparisons.get(rec.run_id, [])
         counts: dict[str, int] = {}
         for x in comps:
-            if x.get("status") != "NOT-COMPARABLE":
+            if x.get("status") != NOT_COMPARABLE:
                 counts[str(x.get("status"))] = counts.get(str(x.get("status")), 0) + 1
         reasons = sorted({str(x.get("reason")).split(": ", 1)[-1] for x in comps
-                          if x.get("status") == "NOT-COMPARABLE" and x.get("reason")})
+                          if x.get("status") == NOT_COMPARABLE and x.get("reason")})
         graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
         scored = "; ".join(f"{b} {pts(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
         name = (rec.get("checkpoint") or {}).get("name", "?")
@@ -170,7 +172,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
         for rec in recs:
             comps = [x for x in comparisons.get(rec.run_id, []) if paper_key(x) == paper
                      and str(x.get("table")) == table and str(x.get("row")) == row
-                     and x.get("status") not in (None, "NOT-COMPARABLE")]
+                     and x.get("status") not in (None, NOT_COMPARABLE)]
             if not comps:
                 continue
             vs: dict[str, Any] = {"source": source_of(rec), "paper": paper, "version": version, "table": table,
@@ -179,8 +181,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
                 col = _column_for(x.get("benchmark"), x.get("measure"))
                 if col in columns:
                     vs[col] = f"{pts(x.get('reproduced'))} ({pts(x.get('delta'), True)} {badge(x.get('status'))})"
-            worst = max((x["status"] for x in comps), key=lambda s: SEVERITY.get(s, 0))
-            vs["status"] = badge(worst)
+            vs["status"] = badge(worst(x["status"] for x in comps))
             rows.append(vs)
     for rec in recs:
         line = {"source": source_of(rec), "paper": "", "version": "", "table": "", "row": rec.run_id,
@@ -214,7 +215,7 @@ def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
         for x in comparisons.get(rec.run_id, []):
             if not _keep(papers, paper_key(x)) or not _keep(benchmarks, str(x.get("benchmark"))):
                 continue
-            if comparable_only and x.get("status") in (None, "NOT-COMPARABLE"):
+            if comparable_only and x.get("status") in (None, NOT_COMPARABLE):
                 continue
             rows.append({
                 "run_id": rec.run_id, "method": rec.method, "profile": rec.profile, "paper": paper_key(x),
@@ -255,10 +256,10 @@ def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
         if values:
             columns[run_label(rec)] = values
     for values in columns.values():
-        for label, subset in ((AVG14, BEIR_DATASETS), (AVG12, LEXMAE_12)):
-            if all(d in values for d in subset):
-                values[label] = round(sum(values[d] for d in subset) / len(subset), 2)
-    index = [*datasets, AVG14, PRINTED["beir-avg14"], AVG12, PRINTED["beir-avg12"]]
+        for name, aggregate in AGGREGATES.items():
+            if all(d in values for d in aggregate.members):
+                values[COMPUTED[name]] = round(sum(values[d] for d in aggregate.members) / len(aggregate.members), 2)
+    index = [*datasets, *(label for name in AGGREGATES for label in (COMPUTED[name], PRINTED[name]))]
     frame = pd.DataFrame({name: [vals.get(i) for i in index] for name, vals in columns.items()}, index=index,
                          dtype=float)
     frame.index.name = "dataset"
@@ -337,7 +338,7 @@ def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]],
              "measure": x.get("measure"), "reported": x.get("reported"), "reproduced": x.get("reproduced"),
              "delta": x.get("delta"), "ci_low": x.get("ci_low"), "ci_high": x.get("ci_high"),
              "status": badge(x.get("status"))}
-            for x in comparisons if x.get("status") not in (None, "NOT-COMPARABLE")]
+            for x in comparisons if x.get("status") not in (None, NOT_COMPARABLE)]
     return pd.DataFrame(rows, columns=["cell", "benchmark", "measure", "reported", "reproduced", "delta", "ci_low",
                                        "ci_high", "status"])
 

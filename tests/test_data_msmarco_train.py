@@ -17,7 +17,7 @@ from harness.data.requirements import missing_inputs, required_sources
 from harness.data.setting import PASSAGES_ENV
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
-from harness.spec import load_method
+from harness.spec import load_method, pretraining_methods
 
 FIXTURE = PROJECT_ROOT / "tests" / "fixtures" / "msmarco_mirror"
 
@@ -180,7 +180,7 @@ def test_paper_dry_run_lists_missing_downloads_with_fetch_commands(monkeypatch) 
 def test_fixture_mirror_leaves_no_missing_data(mirror: Path) -> None:
     from harness.data.setting import data_setting
 
-    for method in ("cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc", "cpdae", "lexmae"):
+    for method in pretraining_methods("paper"):
         spec = load_method(method, "paper")
         with data_setting(spec):
             assert missing_inputs(spec, list(spec.get("datasets"))) == [], method

@@ -19,7 +19,7 @@ from harness.paths import PROJECT_ROOT, cache_dir
 from harness.stages import STAGES
 from harness.records import RunRecord, load_record, load_records
 from harness.runner import run_method
-from harness.spec import list_methods, load_method, profiles_of, settings_hash
+from harness.spec import list_methods, load_method, pretraining_methods, profiles_of, settings_hash
 
 RECORDS = PROJECT_ROOT / "runs" / "records"
 # Names of the spec's `stages:` list: they say which fine-tuning stages a pipeline runs, but no
@@ -219,7 +219,7 @@ def test_a_stage_met_twice_is_reused_not_built_again(capsys):
     assert re.search(r"impact_index/nfcorpus/retriever1\s+reused\s+the output of step \d+", out)
 
 
-@pytest.mark.parametrize("method", ["cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc", "cpdae", "lexmae"])
+@pytest.mark.parametrize("method", pretraining_methods("paper"))
 def test_paper_plan_reaches_evaluation_and_lists_only_what_to_fetch(method, capsys, monkeypatch):
     """Without the paper's checkpoints and data, the plan still goes through every stage to the
     evaluation of every benchmark; what is missing is a checkpoint or a download, each with the

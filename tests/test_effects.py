@@ -48,6 +48,22 @@ def test_method_minus_control_is_paired_and_only_within_a_profile():
     assert same[0].delta == 0.0 and not same[0].significant
 
 
+def test_the_effects_are_the_specs_comparisons():
+    """Each spec's `compare_with` gives the pairs: every pre-training method minus the control, QC minus non-QC
+    (the pairs effects.py listed by hand before the specs declared them)."""
+    from harness.spec import comparisons, pretraining_methods
+
+    pairs = comparisons()
+    before = {("cotmae", "nopretrain"), ("cotmae_qc", "nopretrain"), ("cocondenser", "nopretrain"),
+              ("cocondenser_qc", "nopretrain"), ("cpdae", "nopretrain"), ("lexmae", "nopretrain"),
+              ("cotmae_qc", "cotmae"), ("cocondenser_qc", "cocondenser")}
+    methods = {m for pair in before for m in pair}
+    assert {(a, b) for a, b in pairs if {a, b} <= methods} == before  # a method added later adds its own pairs
+    assert len(pairs) == len(set(pairs))
+    # every pre-training method is measured against the control
+    assert {a for a, b in pairs if b == "nopretrain"} == set(pretraining_methods())
+
+
 def test_stage_effects_against_the_zero_shot_start():
     start, r1 = scores(0.0, 2), scores(0.2, 2)
     rec = record("nopretrain", "mini", "2026-11-22T01", r1, stages={"start": start, "retriever1": r1})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import HarnessError, UnknownNameError
-from harness.evaluation.conventions import BEIR_NAMES, CONVENTIONS, CQADUPSTACK_FORUMS, get_convention
+from harness.evaluation.conventions import (BEIR_NAMES, CONVENTIONS, CQADUPSTACK_FORUMS, get_convention,
+                                            primary_measure)
 from harness.evaluation.measures import (EvalResult, canonical_ranking, combine_subsets, evaluate,
                                          evaluate_benchmark, evaluate_measures, merge_subsets)
 
@@ -51,6 +52,15 @@ def test_unknown_benchmark_and_kind_fallback():
         get_convention("dl91")
     smoke = get_convention("msmarco-dl19-subset", "trec-dl")
     assert smoke.measures == CONVENTIONS["dl19"].measures
+
+
+def test_the_primary_measure_is_the_conventions_own():
+    """Effects and plots ask the conventions (no list of their own): MRR@10 on MS MARCO dev, nDCG@10 elsewhere."""
+    assert primary_measure("msmarco-dev") == "RR@10"
+    assert all(primary_measure(name) == c.primary for name, c in CONVENTIONS.items())
+    assert primary_measure("dl19") == primary_measure("scifact") == primary_measure("cqadupstack-android") == "nDCG@10"
+    # a name without a convention of its own keeps the measure effects always gave it
+    assert primary_measure("msmarco-dl19-subset") == primary_measure("msmarco-dev@sample") == "nDCG@10"
 
 
 # ---------------------------------------------------------------------------- measures

@@ -15,7 +15,7 @@ from harness.corpus.qgen import query_grounding
 from harness.corpus.term_qgen import content_words, fit_term_model, sample_queries, write_term_queries
 from harness.errors import HarnessError
 from harness.pretrain.models import load_masked_lm
-from harness.spec import load_method
+from harness.spec import load_method, objective_specs
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_mini_profile_and_default_choice(monkeypatch):
     assert not math.isnan(load_method("cotmae", "mini").get("pretrain.lr"))
 
 
-@pytest.mark.parametrize("method", ["cotmae", "cocondenser", "cpdae", "lexmae"])
+@pytest.mark.parametrize("method", objective_specs("mini").values())
 def test_every_objective_takes_a_step_from_the_minilm_init(method, minilm):
     """The mini profile's objectives on the real 6-layer, 384-wide encoder: one finite step."""
     from transformers import AutoTokenizer

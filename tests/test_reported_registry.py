@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness import reported
+from harness.data import catalog
 from harness.errors import DataFormatError, UnknownNameError
+from harness.names import BEIR_DATASETS
 from harness.paths import REPORTED_DIR
 
 # Tables per paper file and each table's printed grid (rows x value columns), counted by hand
@@ -151,7 +153,15 @@ def test_names_are_harness_names():
     methods = {c.method for c in cells} - {None}
     assert methods == set(reported.KNOWN_METHODS) - {"nopretrain"}  # every method but the control has cells
     assert {c.benchmark for c in cells} - {None} <= set(reported.BENCHMARKS)
-    assert {c.benchmark for c in cells if c.benchmark} >= set(reported.BEIR_DATASETS)
+    assert {c.benchmark for c in cells if c.benchmark} >= set(BEIR_DATASETS)
+
+
+def test_the_benchmarks_a_cell_may_name_come_from_the_catalog():
+    """The catalog's benchmarks as the papers' tables print them, then the averages, each declared once."""
+    assert reported.BENCHMARKS == ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
+    assert catalog.AGGREGATES["beir-avg14"].members == BEIR_DATASETS
+    assert set(BEIR_DATASETS) - set(catalog.AGGREGATES["beir-avg12"].members) == {"cqadupstack", "quora"}
+    assert all(catalog.get_benchmark(name).kind in ("msmarco", "trec-dl", "beir") for name in catalog.REPORTED)
 
 
 def test_cells_for_filters_and_did_you_mean():

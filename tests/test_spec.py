@@ -175,3 +175,33 @@ def test_config_hash_is_order_independent():
 
 def test_project_specs_are_valid():
     assert validate_specs() == []
+
+
+def test_compare_with_is_the_method_s_own_documentation(tmp_path):
+    """`compare_with` names what the method's effects are measured against: never part of a spec's hash (the
+    committed records are matched by it), not inherited through extends, not set per profile."""
+    from harness.spec import comparisons
+
+    write(tmp_path, "base", BASE)
+    write(tmp_path, "control", "name: control\nextends: base\ndescription: c\nstages: [finetune_r1, evaluate]\n"
+                               "pretrain: {objective: none}\n")
+    write(tmp_path, "child", "name: child\nextends: base\ndescription: c\ncompare_with: [control, base]\n")
+    before = load_method("base", "paper", tmp_path).spec_hash
+    write(tmp_path, "base", BASE + "compare_with: [control]\n")
+    assert load_method("base", "paper", tmp_path).spec_hash == before
+    assert load_method("base", "tiny", tmp_path).config["compare_with"] == ["control"]
+    assert "compare_with" not in load_method("control", "paper", tmp_path).config  # not inherited from base
+    assert comparisons(tmp_path) == [("base", "control"), ("child", "control"), ("child", "base")]
+    assert validate_specs(tmp_path) == []
+    write(tmp_path, "base", BASE.replace("  tiny:", "  mini: {compare_with: [control]}\n  tiny:"))
+    assert "unknown key 'compare_with' in profile 'mini'" in "\n".join(validate_specs(tmp_path))
+
+
+def test_compare_with_names_other_known_methods_once(tmp_path):
+    write(tmp_path, "base", BASE + "compare_with: [bsae, base, control, control]\n")
+    write(tmp_path, "control", "name: control\nextends: base\ndescription: c\nstages: [finetune_r1, evaluate]\n"
+                               "pretrain: {objective: none}\n")
+    text = "\n".join(validate_specs(tmp_path))
+    assert "compare_with[0]: unknown method 'bsae'" in text and "Did you mean: base?" in text
+    assert "compare_with[1]: a method is not compared with itself" in text
+    assert "compare_with[3]: 'control' is listed twice" in text

@@ -11,6 +11,7 @@ from harness.commands._output import write_json
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from harness.gate import TINY_TOLERANCE
     from harness.rerun import RERUN_TOLERANCE, RERUNS
+    from harness.statuses import FAILING, STRICT_ONLY
 
     p = sub.add_parser(
         "check",
@@ -23,9 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             f"runs/records/references.json, within {TINY_TOLERANCE} points per metric (PASS / NEAR / FAIL). A "
             "reference named there but absent is MISSING, one whose record is of another method or profile "
             "WRONG-REFERENCE. A file that cannot be read as a record is UNREADABLE (files still being written, "
-            "*.tmp and *.tmp.json, are IN-PROGRESS). Exit status 1 on DIFFERENT-*, FAIL, CORRUPT, MISSING, "
-            "WRONG-REFERENCE, UNREADABLE or ERROR (with --strict also on NEAR, UNKNOWN-METHOD, NO-REFERENCE, "
-            "STALE-REFERENCE and IN-PROGRESS). --rerun runs methods again from an empty "
+            f"*.tmp and *.tmp.json, are IN-PROGRESS). Exit status 1 on {', '.join(FAILING)} (with --strict also "
+            f"on {', '.join(STRICT_ONLY)}). --rerun runs methods again from an empty "
             f"cache ({', '.join(r.label for r in RERUNS)}) and gates the fresh numbers ({RERUN_TOLERANCE} "
             "points for tiny: the measured spread between machines)."
         ),

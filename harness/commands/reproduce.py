@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._output import name_list, write_json
+from harness.statuses import NOT_COMPARABLE
 from harness.text_table import format_table
 
 _EPILOG = """examples:
@@ -89,7 +90,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def summary_line(record: dict) -> str:
-    graded = [c for c in record["comparison"] if c["status"] != "NOT-COMPARABLE"]
+    graded = [c for c in record["comparison"] if c["status"] != NOT_COMPARABLE]
     counts: dict[str, int] = {}
     for c in graded:
         counts[c["status"]] = counts.get(c["status"], 0) + 1

@@ -21,12 +21,17 @@ Conventions (they match the papers' evaluation):
   one): its scores are not comparable to DL19.
 * Corpora: scifact, nfcorpus and the smoke subset are embedded; the others are downloaded
   (checksummed, cached) by :mod:`harness.data.download` when ``corpus()`` is first called.
+
+The catalog is the benchmark registry: ``REPORTED`` (the benchmarks the papers' results tables
+report, in their order) and ``AGGREGATES`` (the BEIR averages they print) are declared here, and
+the reported-scores registry and the leaderboard take their lists from them.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.data import download, embedded
@@ -534,29 +539,62 @@ PRETRAIN_CORPORA: dict[str, Callable[[], Benchmark]] = {
 
 # ------------------------------------------------------------------------------ registry
 
-def _registry() -> dict[str, Callable[[], Benchmark]]:
-    reg: dict[str, Callable[[], Benchmark]] = {
-        "msmarco-dev": lambda: TrecBenchmark(
-            "msmarco-dev", "msmarco", "topics.msmarco-passage.dev-subset.txt", "qrels.msmarco-passage.dev-subset.txt",
-            "dev", "MS MARCO passage dev (small): 6,980 queries (MRR@10, R@50, R@1000)", {"test": "dev"}),
-        "dl19": lambda: TrecBenchmark(
-            "dl19", "trec-dl", "topics.dl19-passage.txt", "qrels.dl19-passage.txt", "test",
-            "TREC DL 2019 passage: 43 judged queries (nDCG@10)"),
-        "dl20": lambda: TrecBenchmark(
-            "dl20", "trec-dl", "topics.dl20.txt", "qrels.dl20-passage.txt", "test",
-            "TREC DL 2020 passage: 54 judged of 200 topics (nDCG@10)"),
-    }
-    reg["msmarco-passage-train"] = MsMarcoTrain
+def _registry() -> tuple[dict[str, Callable[[], Benchmark]], tuple[str, ...]]:
+    """Every catalog name with its factory, and the names the papers' results tables report, in the
+    order they print them (MS MARCO dev, TREC DL 2019 / 2020, the 14 BEIR sets): not the training
+    set, the cqadupstack forums (reported as their mean), the smoke subset or the corpora."""
+    reg: dict[str, Callable[[], Benchmark]] = {}
+    reported: list[str] = []
+
+    def add(name: str, factory: Callable[[], Benchmark], in_tables: bool = False) -> None:
+        reg[name] = factory
+        if in_tables:
+            reported.append(name)
+
+    add("msmarco-dev", lambda: TrecBenchmark(
+        "msmarco-dev", "msmarco", "topics.msmarco-passage.dev-subset.txt", "qrels.msmarco-passage.dev-subset.txt",
+        "dev", "MS MARCO passage dev (small): 6,980 queries (MRR@10, R@50, R@1000)", {"test": "dev"}), True)
+    add("dl19", lambda: TrecBenchmark(
+        "dl19", "trec-dl", "topics.dl19-passage.txt", "qrels.dl19-passage.txt", "test",
+        "TREC DL 2019 passage: 43 judged queries (nDCG@10)"), True)
+    add("dl20", lambda: TrecBenchmark(
+        "dl20", "trec-dl", "topics.dl20.txt", "qrels.dl20-passage.txt", "test",
+        "TREC DL 2020 passage: 54 judged of 200 topics (nDCG@10)"), True)
+    add("msmarco-passage-train", MsMarcoTrain)
     for name in BEIR_NAMES:
-        reg[name] = CqaDupstack if name == "cqadupstack" else functools.partial(BeirBenchmark, name, name)
+        add(name, CqaDupstack if name == "cqadupstack" else functools.partial(BeirBenchmark, name, name), True)
     for forum in CQADUPSTACK_FORUMS:
-        reg[f"cqadupstack-{forum}"] = functools.partial(BeirBenchmark, f"cqadupstack-{forum}", "cqadupstack", forum)
-    reg[SMOKE_NAME] = SmokeSubset
-    reg.update(PRETRAIN_CORPORA)
-    return reg
+        add(f"cqadupstack-{forum}", functools.partial(BeirBenchmark, f"cqadupstack-{forum}", "cqadupstack", forum))
+    add(SMOKE_NAME, SmokeSubset)
+    for name, factory in PRETRAIN_CORPORA.items():
+        add(name, factory)
+    return reg, tuple(reported)
 
 
-_REGISTRY = _registry()
+_REGISTRY, REPORTED = _registry()
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """A mean a paper prints over several benchmarks: a name a reported cell may carry, never a
+    benchmark to run (the leaderboard recomputes it where a column has every member)."""
+
+    name: str
+    members: tuple[str, ...]
+    label: str  # how a table names the mean: "average (<label>, computed)"
+
+
+# The averages the papers print, after the benchmarks in their tables.
+AGGREGATES: dict[str, Aggregate] = {a.name: a for a in (
+    Aggregate("beir-avg14", tuple(BEIR_NAMES), "14"),  # the 14 public BEIR sets
+    Aggregate("beir-avg12", tuple(n for n in BEIR_NAMES if n not in ("cqadupstack", "quora")), "12 of LexMAE"),
+)}
+
+
+def reported_benchmarks() -> list[str]:
+    """Every name a reported cell's ``benchmark`` may hold: the benchmarks the papers' tables report,
+    then the averages they print."""
+    return [*REPORTED, *AGGREGATES]
 
 
 def benchmark_split(value: str) -> tuple[str, str]:

@@ -25,10 +25,8 @@ from typing import Any
 
 from harness.evaluation import verdict as rule
 from harness.evaluation.compare import comparability
-from harness.evaluation.verdict import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE,
-                                        REPRODUCED)
+from harness.evaluation.verdict import NOT_COMPARABLE
 
-CLAIM_STATUSES = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_COMPARABLE)  # worst first
 _VARIANT_ONLY = frozenset({"query_number", "mixed", "reproduction_by_authors", "runs_averaged"})
 _NOT_OWN = frozenset({"cited", "ablation"})
 
@@ -123,5 +121,4 @@ def check_claims(claims: Sequence[Claim], a_conditions: Mapping[str, Any], b_con
 
 def overall(checks: Sequence[ClaimCheck]) -> str:
     """The worst status among the claims (empty when there is no claim)."""
-    statuses = {c.status for c in checks}
-    return next((s for s in CLAIM_STATUSES if s in statuses), "")
+    return rule.worst(c.status for c in checks)

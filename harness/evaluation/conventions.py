@@ -105,6 +105,7 @@ def _build() -> dict[str, Convention]:
 
 
 CONVENTIONS: dict[str, Convention] = _build()
+UNNAMED_PRIMARY = "nDCG@10"  # see primary_measure
 
 
 def get_convention(benchmark: str, kind: str | None = None) -> Convention:
@@ -115,6 +116,17 @@ def get_convention(benchmark: str, kind: str | None = None) -> Convention:
     if kind in _KIND_DEFAULTS:
         return Convention(benchmark, kind, note=f"default conventions of kind '{kind}'", **_KIND_DEFAULTS[kind])
     raise UnknownNameError("benchmark (evaluation conventions)", benchmark, list(CONVENTIONS))
+
+
+def primary_measure(benchmark: str) -> str:
+    """The measure one number of ``benchmark`` is compared by (effects, plots): its convention's primary.
+
+    A name without a convention of its own (the smoke subset, a rehearsal sample ``<name>@sample``: a
+    record keeps no kind) gets ``UNNAMED_PRIMARY``, as effects and plots always gave it. So a sample of
+    MS MARCO dev, scored by RR@10, shows no effect; resolving a sample to its base's convention would
+    add those rows to ``check`` and ``effects``."""
+    convention = CONVENTIONS.get(benchmark)
+    return convention.primary if convention else UNNAMED_PRIMARY
 
 
 def list_conventions() -> list[str]:

@@ -2,13 +2,14 @@
 
 The papers' claims are differences (method vs no pre-training, with vs without QC), so the
 harness reports them as such: for two runs of the same profile, the paired bootstrap of the
-per-query difference of the dataset's primary measure (``harness.evaluation.bootstrap``):
-mean difference, 95% CI and two-sided p-value, in points. ``stage_effects`` does the same
-inside one run, between its fine-tuning stages and the zero-shot start (``start``), which is
-the check that fine-tuning itself works. Where a paper printed the same difference, the effect
-is graded against that claim by the one rule of ``harness.evaluation.verdict`` (through
-``harness.evaluation.claims``): REPRODUCED, DIFFERENT-BELOW / -ABOVE, INCONCLUSIVE, or
-NOT-COMPARABLE when the runs do not share the claim's setting (every profile but ``paper``).
+per-query difference of the dataset's primary measure (``conventions.primary_measure``; the
+bootstrap: ``harness.evaluation.bootstrap``): mean difference, 95% CI and two-sided p-value, in
+points. ``stage_effects`` does the same inside one run, between its fine-tuning stages and the
+zero-shot start (``start``), which is the check that fine-tuning itself works. Where a paper
+printed the same difference, the effect is graded against that claim by the one rule of
+``harness.evaluation.verdict`` (through ``harness.evaluation.claims``): REPRODUCED, DIFFERENT-BELOW
+/ -ABOVE, INCONCLUSIVE, or NOT-COMPARABLE when the runs do not share the claim's setting (every
+profile but ``paper``).
 """
 
 from __future__ import annotations
@@ -16,15 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from harness.evaluation.conventions import primary_measure
 from harness.records import RunRecord
 
-CONTROL = "nopretrain"
-# (A, B): A minus B. Every method against the control, and QC against its own family.
-EFFECT_PAIRS = (
-    ("cotmae", CONTROL), ("cotmae_qc", CONTROL), ("cocondenser", CONTROL), ("cocondenser_qc", CONTROL),
-    ("cpdae", CONTROL), ("lexmae", CONTROL), ("cotmae_qc", "cotmae"), ("cocondenser_qc", "cocondenser"),
-)
-PRIMARY = {"msmarco-dev": "RR@10"}  # every other benchmark: nDCG@10
 
 
 @dataclass
@@ -54,10 +49,6 @@ class Effect:
         return asdict(self)
 
 
-def primary_measure(dataset: str) -> str:
-    return PRIMARY.get(dataset, "nDCG@10")
-
-
 def _effect(profile: str, a: str, b: str, a_run: str, b_run: str, dataset: str, measure: str,
             pq_a: dict[str, float], pq_b: dict[str, float]) -> Effect:
     from harness.evaluation.bootstrap import paired_bootstrap
@@ -78,10 +69,15 @@ def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, Ru
 
 
 def method_effects(records: Sequence[RunRecord], profile: str,
-                   pairs: Sequence[tuple[str, str]] = EFFECT_PAIRS) -> list[Effect]:
-    """A minus B on each dataset both final retrievers were evaluated on, for every pair present."""
+                   pairs: Sequence[tuple[str, str]] | None = None) -> list[Effect]:
+    """A minus B on each dataset both final retrievers were evaluated on, for every pair present;
+    ``pairs`` (A, B) default to the specs' ``compare_with`` (``harness.spec.comparisons``)."""
     from harness.evaluation.claims import check_claims, claims_for, overall
 
+    if pairs is None:
+        from harness.spec import comparisons
+
+        pairs = comparisons()
     latest = latest_by_method(records, profile)
     claims = claims_for(pairs)
     out = []

@@ -35,24 +35,18 @@ tolerance (``tolerances.yaml``), else DIFFERENT-BELOW / -ABOVE.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-REPRODUCED = "REPRODUCED"
-DIFFERENT_BELOW = "DIFFERENT-BELOW"
-DIFFERENT_ABOVE = "DIFFERENT-ABOVE"
-INCONCLUSIVE = "INCONCLUSIVE"
-NOT_COMPARABLE = "NOT-COMPARABLE"
+from harness.statuses import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED,
+                               STATUSES)
+
+# The rule's outcomes (their words and meanings: harness.statuses), in the legends' order.
 VERDICTS = (REPRODUCED, DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, NOT_COMPARABLE)
 DIFFERENT = (DIFFERENT_BELOW, DIFFERENT_ABOVE)
+WORST_FIRST = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_COMPARABLE)  # what a group shows
 # One line each, for every legend (leaderboard, report, check's footer).
-LEGEND = {
-    REPRODUCED: "the 90% CI of (run - paper) lies inside +-delta, the spread of honest re-runs (TOST, Holm-corrected)",
-    DIFFERENT_BELOW: "the 90% CI lies wholly below -delta: the run is worse than re-running explains",
-    DIFFERENT_ABOVE: "the 90% CI lies wholly above +delta: better than the paper by more than re-running explains",
-    INCONCLUSIVE: "neither: with this many runs and queries the difference cannot be told from seed noise",
-    NOT_COMPARABLE: "the run does not share the cell's setting (profile, steps, data, a declared deviation, ...)",
-}
+LEGEND = {v: STATUSES[v].meaning for v in VERDICTS}
 
 ALPHA = 0.05
 Z_RANGE = 1.959963984540054  # two-sided 95%: the margin is the 95% range of an honest difference
@@ -135,6 +129,13 @@ def verdicts(tests: Sequence[Test], alpha: float = ALPHA) -> list[tuple[str, flo
             verdict = INCONCLUSIVE
         out.append((verdict, pe, pd))
     return out
+
+
+def worst(statuses: Iterable[str]) -> str:
+    """The worst verdict among ``statuses`` (``WORST_FIRST``): what a group of cells or claims
+    shows as one; "" when none is a verdict."""
+    present = set(statuses)
+    return next((v for v in WORST_FIRST if v in present), "")
 
 
 def exact_verdict(d: float, tolerance: float) -> str:
