@@ -10,12 +10,13 @@ Each benchmark is encoded, searched exactly and scored by the zero-shot path
 pooling, similarity and lengths, never the folder's guesses). The scores are compared with the
 cells the checkpoint reproduces (tolerance and bootstrap CI), every other cell of its method
 is listed as NOT-COMPARABLE with the registry's reason, and a run record with profile
-``checkpoint`` is written for ``check`` and the leaderboard ("released checkpoint").
+``checkpoint`` is written for ``check`` and the leaderboard ("released checkpoint"). Scoring,
+MLflow and the record are a method run's (:mod:`harness.run_scores`, :mod:`harness.run_record`):
+one variant, ``checkpoint``, and one record shape.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -92,12 +93,14 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     rank 0 searches, scores and records (the other ranks return None).
     """
     from harness.checkpoints import model_fingerprint, resolve_checkpoint
+    from harness.context import StageLog
     from harness.data.catalog import get_benchmark
-    from harness.evaluation.chance import chance_check
     from harness.evaluation.zero_shot import run_zero_shot
     from harness.paths import cache_dir
     from harness.reported import load_reported_cells
-    from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
+    from harness.run_record import build_record, write_record
+    from harness.run_scores import Scored, score_variants
+    from harness.tracking import Tracker, new_run_id
 
     registry = load_checkpoints()
     ckpt = get_checkpoint(name, registry)
@@ -134,52 +137,30 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
           f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}")
     tags = {"method": ckpt.record_method, "profile": PROFILE, "checkpoint": name, "source": ckpt.source}
     tracker = Tracker(experiment=ckpt.record_method, run_name=run_id, tags=tags, enabled=track)
-    metrics: dict[str, dict[str, float]] = {}
-    per_query: dict[str, dict[str, dict[str, float]]] = {}
-    efficiency: dict[str, dict[str, Any]] = {}
-    primaries: dict[str, str] = {}
-    run_files: dict[str, str] = {}
-    stages = []
+    stages = StageLog()
+
+    def score(variant: str, bench_name: str) -> Scored:
+        # no folder made ahead: the run file's writer makes it, so a failed load leaves none behind
+        run_path = cache_dir() / "reproduce" / run_id / f"{bench_name}.trec"
+        outcome = run_zero_shot(
+            folder, benches[bench_name], pooling=enc.get("pooling"), normalize=enc.get("normalize"),
+            query_max_length=enc.get("query_max_length"), passage_max_length=enc.get("passage_max_length"),
+            batch_size=batch_size, depth=depth, save_run=run_path, device=device, precision=precision,
+            use_cache=use_cache, track=False)
+        efficiency = outcome.summary["efficiency"]
+        return Scored(outcome.result, run_path, cached=efficiency.get("corpus_embeddings_cached") is True,
+                      efficiency=efficiency)
+
     started = time.time()
     with tracker.run():
         tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": SEED, "precision": precision})
-        for bench_name, bench in benches.items():
-            t0 = time.time()
-            # no folder made ahead: the run file's writer makes it, so a failed load leaves none behind
-            run_path = cache_dir() / "reproduce" / run_id / f"{bench_name}.trec"
-            with tracker.stage(f"evaluate/{bench_name}", {"benchmark": bench_name}):
-                outcome = run_zero_shot(
-                    folder, bench, pooling=enc.get("pooling"), normalize=enc.get("normalize"),
-                    query_max_length=enc.get("query_max_length"), passage_max_length=enc.get("passage_max_length"),
-                    batch_size=batch_size, depth=depth, save_run=run_path, device=device, precision=precision,
-                    use_cache=use_cache, track=False)
-                tracker.log_metrics(dict(outcome.result.aggregate))
-                tracker.log_artifact(run_path, subdir=f"runs/{bench_name}")
-            metrics[bench_name] = dict(outcome.result.aggregate)
-            primaries[bench_name] = outcome.result.primary or outcome.result.measures[0]
-            per_query[bench_name] = {m: dict(v) for m, v in outcome.result.per_query.items()}
-            efficiency[bench_name] = outcome.summary["efficiency"]
-            run_files[bench_name] = str(run_path)
-            stages.append({"stage": "evaluate", "dataset": bench_name, "seconds": round(time.time() - t0, 2),
-                           "cached": outcome.summary["efficiency"].get("corpus_embeddings_cached") is True})
-            tracker.log_metrics({f"{bench_name}/{m}": v for m, v in outcome.result.aggregate.items()})
-        comparisons = checkpoint_comparisons(ckpt, metrics, per_query, cells)
-        chance = {}
-        for bench_name, bench in benches.items():
-            check = chance_check(bench, per_query[bench_name][primaries[bench_name]], primaries[bench_name])
-            if check:
-                chance[bench_name] = check
-        record = {
-            "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "method": ckpt.record_method, "profile": PROFILE,
-            "checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
-            "conditions": {"checkpoint": name}, "command": " ".join(sys.argv), "seed": SEED, "git": git_commit(),
-            "packages": package_versions(), "hardware": {"declared": None, "detected": hardware()},
-            "datasets": {b: bench.files() for b, bench in benches.items()}, "depth": depth,
-            "metrics": metrics, "per_query": per_query, "efficiency": efficiency, "comparison": comparisons,
-            "chance": chance, "stages": stages, "run_files": {PROFILE: run_files},
-            "seconds": round(time.time() - started, 1), "mlflow": tracker.info(),
-        }
-        path = write_run_record(record)
-        tracker.log_artifact(path, subdir="record")
+        scores = score_variants(tracker, stages, benches, {PROFILE: list(benches)}, score)
+        comparisons = checkpoint_comparisons(ckpt, scores.metrics, scores.per_query, cells)
+        identity = {"checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
+                    "conditions": {"checkpoint": name}, "depth": depth}
+        record = build_record(run_id=run_id, method=ckpt.record_method, profile=PROFILE, spec=None, scores=scores,
+                              comparisons=comparisons, efficiency_by_stage=scores.efficiency_by_stage,
+                              stages=stages.entries, started=started, tracker=tracker, identity=identity)
+        path = write_record(record, tracker)
+    record["mlflow"] = tracker.info()
     return {**record, "run_record": str(path)}

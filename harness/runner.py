@@ -7,7 +7,6 @@ the benchmark's conventions, comparison with the papers, MLflow, the run record)
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -17,9 +16,11 @@ from harness.artifacts import config_hash
 from harness.context import RunContext, StageLog
 from harness.errors import HarnessError
 from harness.hardware import declared_present, detect
+from harness.run_record import build_record, write_record
+from harness.run_scores import Scored, score_variants
 from harness.spec import MethodSpec, load_method
 from harness.stages import StopAfterStage
-from harness.tracking import Tracker, git_commit, hardware, new_run_id, package_versions, write_run_record
+from harness.tracking import Tracker, new_run_id
 
 
 def score_run_file(run_path: Path, bench: Any) -> Any:
@@ -136,11 +137,6 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
                force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.compare import compare, format_comparison_table
-    from harness.evaluation.chance import chance_check
-    from harness.evaluation.chance import describe as describe_chance
-    from harness.reported import KNOWN_METHODS, cells_for
     from harness.data.setting import data_setting
     from harness.spec_values import require_valid
 
@@ -158,7 +154,6 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
               dry_run: bool) -> dict[str, Any]:
     from harness.data.catalog import get_benchmark
     from harness.evaluation.compare import compare, format_comparison_table
-    from harness.evaluation.chance import chance_check
     from harness.evaluation.chance import describe as describe_chance
     from harness.reported import KNOWN_METHODS, cells_for
 
@@ -190,84 +185,38 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
     ctx = RunContext(spec, tracker, StageLog(), force)
     pipeline = pipeline_for(spec)
     started = time.time()
-    by_stage: dict[str, dict[str, dict[str, float]]] = {}
-    per_query_by_stage: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
-    checksums: dict[str, dict[str, str]] = {}
-    run_files: dict[str, dict[str, str]] = {}
-    primaries: dict[str, str] = {}
     with tracker.run():
         tracker.log_params({"method": method, "profile": profile, "spec_hash": spec.spec_hash, "seed": SEED,
                             "spec": spec.config})
         variants = pipeline(ctx, datasets)
-        for variant, runs in variants.items():
-            for name, run_path in runs.items():
-                bench = benchmarks[name]
-                checksums[name] = bench.files()
-                run_files.setdefault(variant, {})[name] = str(run_path)
-                t0 = time.time()
-                with tracker.stage(f"evaluate/{variant}/{name}", {"benchmark": name, "finetune_stage": variant}):
-                    result = score_run_file(run_path, bench)
-                    tracker.log_metrics(result.aggregate)
-                    tracker.log_artifact(run_path, subdir=f"runs/{variant}/{name}")
-                ctx.stages.add("evaluate", f"{variant}/{name}", False, time.time() - t0)
-                by_stage.setdefault(variant, {})[name] = dict(result.aggregate)
-                primaries[name] = result.primary or result.measures[0]
-                per_query_by_stage.setdefault(variant, {})[name] = {m: dict(v) for m, v in result.per_query.items()}
-                tracker.log_metrics({f"{variant}/{name}/{m}": v for m, v in result.aggregate.items()})
-        final = list(variants)[-1]
-        metrics, per_query = by_stage.get(final, {}), per_query_by_stage.get(final, {})
-        chance = {}
-        for name in metrics:  # a trained model that ranks no better than a random ranking is flagged
-            check = chance_check(benchmarks[name], per_query[name][primaries[name]], primaries[name])
-            if check:
-                chance[name] = check
+
+        def score(variant: str, name: str) -> Scored:
+            return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
+
+        scores = score_variants(tracker, ctx.stages, benchmarks, variants, score)
+        final = scores.final
 
         # A control or a user's own spec (HARNESS_SPECS_DIR) has no printed numbers to compare with.
         reported = cells_for(method=method) if method in KNOWN_METHODS else []
-        cells = [c for c in reported if c.benchmark in metrics]
+        cells = [c for c in reported if c.benchmark in scores.metrics]
         comparisons = []
         for variant in variants:
             conditions = stage_conditions(spec, variant, final)
             exact = spec.get("family") == "lexical"  # deterministic: a fixed tolerance, no seed spread
-            for comp in compare(by_stage[variant], per_query_by_stage[variant], cells, conditions, exact=exact):
+            for comp in compare(scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions,
+                                exact=exact):
                 comp.finetune_stage = variant
                 comparisons.append(comp)
-        record = {
-            "run_id": run_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "method": method,
-            "profile": profile,
-            "spec_hash": spec.spec_hash,
-            "spec": spec.config,
-            "command": " ".join(sys.argv),
-            "seed": SEED,
-            "git": git_commit(),
-            "packages": package_versions(),
-            "hardware": {"declared": spec.get("hardware"), "detected": hardware()},
-            **({"substitutions": list(spec.get("substitutions"))} if spec.get("substitutions") else {}),
-            "datasets": checksums,
-            **({"finetune_stage": final} if final.startswith("retriever") else {}),
-            "metrics": metrics,
-            "per_query": per_query,
-            "metrics_by_stage": by_stage,
-            "per_query_by_stage": per_query_by_stage if len(by_stage) > 1 else {},
-            "efficiency": ctx.efficiency.get(final, {}),
-            "efficiency_by_stage": ctx.efficiency,
-            "comparison": [c.to_dict() for c in comparisons],
-            "chance": chance,
-            "stages": ctx.stages.entries,
-            "run_files": run_files,
-            "seconds": round(time.time() - started, 1),
-            "mlflow": tracker.info(),
-        }
-        path = write_run_record(record)
-        tracker.log_artifact(path, subdir="record")
+        record = build_record(run_id=run_id, method=method, profile=profile, spec=spec, scores=scores,
+                              comparisons=[c.to_dict() for c in comparisons], efficiency_by_stage=ctx.efficiency,
+                              stages=ctx.stages.entries, started=started, tracker=tracker)
+        path = write_record(record, tracker)
     record["mlflow"] = tracker.info()
     print()
     print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
     print()
-    for name, check in chance.items():
-        print(f"{final}: " + describe_chance(name, check, metrics[name][check["measure"]]))
+    for name, check in scores.chance.items():
+        print(f"{final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]]))
     print(summary_line(record, path))
     return {**record, "run_record": str(path), "config_hash": config_hash(spec.config)}
 

@@ -23,20 +23,18 @@ from harness.retrieval.sharded import DistributedEncoding, encode_distributed, i
 def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size: int, fp16: bool) -> dict[str, Any]:
     """Rank 0: encode the benchmark's judged queries, search the merged matrix, score the run."""
     from harness.data.catalog import get_benchmark
-    from harness.evaluation.conventions import get_convention, trim_to_depth
+    from harness.evaluation.conventions import get_convention
+    from harness.evaluation.dense_run import retrieve
     from harness.evaluation.measures import evaluate
-
-    from harness.retrieval.dense import Shard, retrieve
+    from harness.retrieval.dense import Shard
 
     bench = get_benchmark(dataset)
-    qids, q_emb = result.encoder.encode_queries(bench.queries(), batch_size=batch_size, show_progress=False)
-    self_hits = get_convention(bench.name, bench.kind).drop_self_hits
     doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16)
-    run, stats = retrieve(qids, q_emb, Shard(index, doc_ids), k=depth + 1 if self_hits else depth)
-    stats["index"] = label
-    scored = evaluate(trim_to_depth(run, depth, self_hits), bench.qrels(), bench)
+    run, stats = retrieve(result.encoder, bench, None, depth, corpus=Shard(index, doc_ids), batch_size=batch_size,
+                          keep_self_hits=get_convention(bench.name, bench.kind).drop_self_hits, show_progress=False)
+    scored = evaluate(run, bench.qrels(), bench)
     return {"benchmark": bench.name, "primary": scored.primary, "metrics": dict(scored.aggregate),
-            "index": stats["index"], "index_bytes": stats["index_bytes"], "qps": round(stats["qps"], 1)}
+            "index": label, "index_bytes": stats["index_bytes"], "qps": round(stats["qps"], 1)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -50,7 +50,7 @@ from harness.checkpoints import model_fingerprint, resolve_model_path
 from harness.errors import HarnessError
 from harness.artifacts import finished_meta, mark_finished
 from harness.fsutil import PARTIAL, atomic_dir, temp_name
-from harness.evaluation.conventions import get_convention, trim_to_depth
+from harness.evaluation.conventions import get_convention
 from harness.retrieval.encoder import load_zero_shot_encoder, vector_settings
 
 Run = dict[str, dict[str, float]]
@@ -190,22 +190,15 @@ def _chunks_folder(folder: Path) -> Path:
 
 def _search_part(encoder: Any, part: Any, fingerprint: str, split: str | None, depth: int, batch_size: int,
                  use_cache: bool, show_progress: bool) -> tuple[Run, dict[str, Any]]:
-    from harness.retrieval.dense import Shard, build_index, retrieve
+    """One corpus (a cqadupstack forum, else the benchmark): its cached vectors, searched at BEIR's depth."""
+    from harness.evaluation.dense_run import judged_queries, retrieve
 
-    queries = part.queries(split)
-    if not queries:
-        raise HarnessError(f"'{part.name}' has no judged queries in split {split or part.eval_split}")
+    judged_queries(part, split)  # checked before the corpus is encoded
     doc_ids, doc_emb, corpus_info = corpus_embeddings(encoder, part, fingerprint, batch_size, use_cache, show_progress)
-    started = time.perf_counter()
-    qids, q_emb = encoder.encode_queries(queries, batch_size=batch_size, show_progress=show_progress)
-    query_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    shard = Shard(build_index(doc_emb), list(doc_ids))
-    index_seconds = time.perf_counter() - started
     self_hits = get_convention(part.name, part.kind).drop_self_hits
-    run, stats = retrieve(qids, q_emb, shard, k=depth + 1 if self_hits else depth)
-    run = trim_to_depth(run, depth, self_hits)
-    stats.update(corpus_info, query_encode_seconds=query_seconds, index_build_seconds=index_seconds)
+    run, stats = retrieve(encoder, part, split, depth, corpus=(doc_ids, doc_emb), batch_size=batch_size,
+                          keep_self_hits=self_hits, show_progress=show_progress)
+    stats.update(corpus_info)
     return run, stats
 
 

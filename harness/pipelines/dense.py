@@ -140,24 +140,24 @@ def start_encoding(spec: Any) -> dict[str, Any]:
             "query_max_length": r1.max_q_len, "passage_max_length": r1.max_p_len}
 
 
+# What a dense_retrieve stage's done.json keeps: the numbers of the search itself.
+SEARCH_OUTPUTS = ("shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
+
+
 def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
                    encoding: dict[str, Any] | None = None) -> Path:
     """Encode the corpus and the split's queries with `model_dir` (``encoding`` overrides what the
     folder says: pooling, normalize, query/passage max length); exact inner-product top-k."""
     from harness.data.catalog import get_benchmark
-    from harness.data.formats import write_trec_run
-    from harness.retrieval.dense import dense_retrieve
+    from harness.evaluation.dense_run import retrieve
     from harness.retrieval.encoder import load_encoder
 
     bench = get_benchmark(dataset)
 
     def build(work: Path) -> dict[str, Any]:
         encoder = load_encoder(model_dir, **(encoding or {}))
-        doc_ids, doc_emb = encoder.encode_corpus(bench.corpus())
-        qids, q_emb = encoder.encode_queries(bench.queries(split))
-        run, stats = dense_retrieve(qids, q_emb, doc_ids, doc_emb, k=depth)
-        write_trec_run(run, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
-        return {k: v for k, v in stats.items() if isinstance(v, (int, float))}
+        _, stats = retrieve(encoder, bench, split, depth, run_file=work / "run.trec", tag=f"{ctx.spec.name}-{label}")
+        return {k: stats[k] for k in SEARCH_OUTPUTS}
 
     inputs = {"model": input_key(model_dir), **bench.files()}
     config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}
