@@ -99,7 +99,7 @@ def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monk
 
         tracker = Tracker(experiment="t", run_name="t", tags={}, enabled=False)
         ctx = RunContext(load_method("nopretrain", "tiny"), tracker, StageLog(), force=force)
-        return ctx.cached_stage("retriever1", None, {"a": 1}, {}, build, resumable=True)
+        return ctx.cached_stage("retriever1", None, {"a": 1}, {}, build)  # declared resumable (stages.py)
 
     for force, finish in ((False, False), (False, False), (True, True)):
         try:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from harness.block_settings import RetrievalSettings
-from harness.context import RunContext, StageLog
+from harness.context import RunContext, StageLog, input_key
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.errors import HarnessError
@@ -75,14 +75,16 @@ def test_paper_reranker_missing_is_a_clear_error(tmp_path, monkeypatch):
     (tmp_path / "models" / "zhou2022b-ranker").mkdir(parents=True)
     (tmp_path / "models" / "zhou2022b-ranker" / "config.json").write_text("{}")
     teacher = configured_reranker(context(spec))
-    assert teacher.path == tmp_path / "models" / "zhou2022b-ranker" and teacher.key == "checkpoint:zhou2022b-ranker"
+    # keyed by the checkpoint's content (harness.context.input_key), not by its name or folder
+    assert teacher.path == tmp_path / "models" / "zhou2022b-ranker"
+    assert teacher.key == f"checkpoint:{input_key(teacher.path)}" and teacher.key.startswith("checkpoint:sha256:")
     assert teacher.kind == "cross-encoder"
 
 
 def test_mini_teacher_is_the_packaged_bi_encoder():
     teacher = configured_reranker(context(load_method("lexmae", "mini")))
     assert teacher.kind == "bi-encoder" and teacher.scale == 20.0 and (teacher.path / "config.json").exists()
-    assert teacher.key == "bi-encoder:all-minilm-l6-v2:scale=20:len=128"
+    assert teacher.key == f"bi-encoder:{input_key(teacher.path)}:scale=20:len=128"
     with pytest.raises(HarnessError, match="needs reranker_checkpoint"):
         configured_reranker(context(shrunk_spec({"finetune": {"retriever3": {"reranker": "bi-encoder"}}})))
 
