@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from harness.context import input_key
 from harness.paths import PROJECT_ROOT
 

@@ -200,10 +200,7 @@ class TrecBenchmark(Benchmark):
         return msmarco_corpus_files()
 
     def sources(self) -> list[str]:
-        return ["msmarco-passage/queries", "msmarco-passage/qrels-train", *msmarco_corpus_sources()]
-
-    def sources(self) -> list[str]:
-        return msmarco_corpus_sources()
+        return msmarco_corpus_sources()  # the topics and qrels are embedded
 
 
 def msmarco_corpus_sources() -> list[str]:

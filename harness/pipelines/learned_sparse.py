@@ -43,15 +43,15 @@ from harness import SEED
 from harness.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
 from harness.conditions import PAPER_RERANKER
 from harness.context import input_key
+from harness.data.requirements import train_split
 from harness.errors import HarnessError
-from harness.pipelines.dense import check_train_queries, detected_world_size, encoder_stage, train_queries, train_split
+from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries
 from harness.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, MineSettings,
-                                    RerankerSettings, StageSettings, finetune_settings)
+                                    RerankerSettings, StageSettings)
 from harness.stages import PRETRAINING
 
 if TYPE_CHECKING:
     from harness.artifacts import StageCache
-    from harness.data.catalog import Benchmark
     from harness.context import RunContext
 
 DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/conditions.py)
@@ -411,52 +411,33 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 # --- the pipeline -------------------------------------------------------------------------------
 
 
-def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
+def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> Runs:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": ..., "retriever3": ...}."""
     from harness.data.catalog import get_benchmark
-    from harness.pipelines.bm25 import bm25_negatives_run
 
-    stages = ctx.spec.get("stages", [])
-    RetrievalSettings.from_spec(ctx.spec)  # fail fast on a malformed retrieval block
-    # Fail fast on a missing teacher, unless the run stops before fine-tuning (run --stage pretrain).
-    needs_teacher = "finetune_r3" in stages and ctx.stop_after not in PRETRAINING
-    configured = configured_reranker(ctx) if needs_teacher else None
-    check_train_queries(ctx)
-    encoder0 = encoder_stage(ctx)
-    init0 = masked_lm_init(encoder0, ctx)
+    steps = ctx.spec.get("stages", [])
     name, split = train_split(ctx.spec)
-    bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
-    models = {"retriever1": splade_train_stage(ctx, "retriever1", init0, [bm25_train],
-                                                {"bm25": input_key(bm25_train)})}
     depth = MineSettings.from_spec(ctx.spec).depth
+    configured: list[Teacher | None] = [None]
 
-    def init_for(stage: str) -> Path:
-        choice = finetune_settings(ctx.spec, stage).get("init") or "pretrained"
-        if choice == "pretrained":
-            return init0
-        if choice not in models:
-            raise HarnessError(f"finetune.{stage}.init: {choice!r} is not pretrained or an earlier retriever "
-                               f"({', '.join(models)})")
-        return models[choice]
+    def before() -> None:
+        RetrievalSettings.from_spec(ctx.spec)  # fail fast on a malformed retrieval block
+        # Fail fast on a missing teacher, unless the run stops before fine-tuning (run --stage pretrain).
+        if "finetune_r3" in steps and ctx.stop_after not in PRETRAINING:
+            configured[0] = configured_reranker(ctx)
 
-    if "finetune_r2" in stages:
-        mined1 = search_stage(ctx, "retriever1", models["retriever1"], name, split, depth, record=False,
-                              train_only=True)
-        models["retriever2"] = splade_train_stage(ctx, "retriever2", init_for("retriever2"), [mined1],
-                                                   {"pools": input_key(mined1)})
-        if "finetune_r3" in stages:
-            teacher = configured or reranker_stage(ctx, encoder0, bm25_train)
-            mined2 = search_stage(ctx, "retriever2", models["retriever2"], name, split, depth, record=False,
-                                  train_only=True)
-            scored = teacher_stage(ctx, teacher, mined2)
-            models["retriever3"] = splade_train_stage(ctx, "retriever3", init_for("retriever3"), [],
-                                                       {"teacher": input_key(scored)}, teacher_dir=scored)
-    from harness.pipelines.forums import retrieve_parts
+    def mine(label: str, model: Path) -> Path:
+        return search_stage(ctx, label, model, name, split, depth, record=False, train_only=True)
 
-    out: dict[str, dict[str, Path]] = {label: {} for label in models}
-    for dataset in datasets:
-        for label, model_dir in models.items():
-            out[label][dataset] = retrieve_parts(ctx, label, dataset, lambda part, label=label, model_dir=model_dir:
-                                                 search_stage(ctx, label, model_dir, part,
-                                                              get_benchmark(part).eval_split, 1000))
-    return out
+    def distil(models: dict[str, Path], encoder: Path, bm25_train: Path, init: Path) -> Path:
+        teacher = configured[0] or reranker_stage(ctx, encoder, bm25_train)
+        scored = teacher_stage(ctx, teacher, mine("retriever2", models["retriever2"]))
+        return splade_train_stage(ctx, "retriever3", init, [], {"teacher": input_key(scored)}, teacher_dir=scored)
+
+    return run_chain(ctx, datasets, Family(
+        start=lambda encoder: masked_lm_init(encoder, ctx),
+        train=lambda stage, init, pools, key: splade_train_stage(ctx, stage, init, pools, key),
+        mine=mine,
+        search=lambda label, model, dataset: search_stage(ctx, label, model, dataset,
+                                                          get_benchmark(dataset).eval_split, 1000),
+        distil=distil), before=before)
