@@ -193,7 +193,13 @@ def pretrain_details(spec: MethodSpec, hw: Hardware) -> list[str]:
         lines.append(f"batch mapping problem: {exc}")
     precision = pre.precision
     if precision != "fp32" and hw.device_type != "cuda":
-        lines.append(f"precision: {precision} declared; fp32 here (mixed precision needs CUDA)")
+        import torch
+
+        from harness.training.precision import resolve_precision
+
+        said: list[str] = []
+        here = resolve_precision(precision, torch.device("cpu"), said.append)
+        lines.append(f"precision: {precision} declared; {here} here" + (f" ({said[0]})" if said else ""))
     else:
         lines.append(f"precision: {precision}")
     return lines

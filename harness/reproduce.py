@@ -60,7 +60,7 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
     import torch.distributed as dist
 
     from harness.checkpoints import model_fingerprint
-    from harness.evaluation.zero_shot import encode_corpus_shards
+    from harness.retrieval.corpus_vectors import encode_corpus_shards
     from harness.training import distributed as D
     from harness.retrieval.encoder import load_zero_shot_encoder
     from harness.retrieval.sharded import waiting_group

@@ -59,7 +59,7 @@ class PretrainSettings(BlockSettings):
     weight_decay: float = setting("AdamW weight decay", 0.01, NUMBER)
     grad_clip: float | None = setting("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
     max_length: int = setting("input length in tokens", 144, WHOLE)
-    precision: str = setting("fp32 | fp16 | bf16", "fp32", TEXT)
+    precision: str = setting("fp32 | fp16 (CUDA) | bf16 (CUDA, CPU with AVX512-BF16/AMX)", "fp32", TEXT)
     log_every: int = setting("steps between logged losses", 10, WHOLE)
     checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE)
     objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
@@ -99,7 +99,7 @@ class StageSettings(Settings):
     negative_depth: int = setting("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH,
                                   POSITIVE_WHOLE)
     grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
-    precision: str = setting("training precision: fp32, or fp16 / bf16 on CUDA", "fp32", TEXT)
+    precision: str = setting("training precision: fp32, fp16 (CUDA) or bf16 (CUDA, CPU with AVX512-BF16/AMX)", "fp32", TEXT)
     flops_lambda: float = setting("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
     query_flops_ratio: float = setting("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75,
                                        NUMBER)

@@ -50,7 +50,8 @@ GRAPH: tuple[Stage, ...] = (
           "finetune_r1"),
     Stage("retriever1", "retriever 1: fine-tune on BM25 negatives", "finetune_r1",
           ("pretrain", "random_init", "retrieve", "bm25_negatives"), resumable=True),
-    Stage("dense_retrieve", "encode corpus and queries, exact inner-product top-k", "evaluate",
+    Stage("dense_retrieve", "encode the queries, exact inner-product top-k over the corpus vectors (encoded once "
+          "per model and corpus: harness/retrieval/corpus_vectors.py)", "evaluate",
           ("pretrain", "random_init", "retriever1", "retriever2"), families=(DENSE,)),
     Stage("impact_index", "encode the corpus, quantise, Lucene impact index", "evaluate",
           ("retriever1", "retriever2", "retriever3"), families=(SPARSE,)),

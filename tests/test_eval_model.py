@@ -203,7 +203,7 @@ def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, 
     """A big corpus is encoded in chunk files: a run killed mid-encoding resumes after its last
     complete chunk, and the result equals one uninterrupted encoding."""
     from harness.checkpoints import model_fingerprint
-    from harness.evaluation import zero_shot as zs
+    from harness.retrieval import corpus_vectors as zs
     from harness.retrieval.encoder import load_zero_shot_encoder
 
     monkeypatch.setattr(zs, "CHUNK_PASSAGES", 2)  # 7 documents -> 4 chunks

@@ -74,6 +74,18 @@ def test_splade_max_matches_hand_computation_with_padding():
     assert got[1].max().item() < math.log(101)  # the padded row never saw the 100s
 
 
+def test_splade_max_encoding_path_equals_the_masked_max():
+    """Without gradients, right-padded rows are pooled in place: the very same values as the masked
+    max (also for an all-padding row and a left-padded batch, which takes the masked path)."""
+    torch.manual_seed(2)
+    logits = torch.randn(4, 6, 7) * 3
+    for mask in (torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0], [0] * 6]),
+                 torch.tensor([[0, 0, 1, 1, 1, 1]] * 4)):
+        with_grad = splade_max(logits.clone().requires_grad_(), mask).detach()
+        with torch.inference_mode():
+            assert torch.equal(splade_max(logits, mask), with_grad)
+
+
 def test_splade_max_gradient_reaches_the_winning_token_only():
     logits = torch.tensor([[[1.0, -2.0], [3.0, -1.0]]], requires_grad=True)
     splade_max(logits, torch.tensor([[1, 1]])).sum().backward()

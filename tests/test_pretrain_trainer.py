@@ -147,11 +147,22 @@ def test_grad_cache_path_sees_global_batch_and_matches_full_batch(tok, tmp_path)
     assert moved > 1e-3  # the four steps really changed the weights
 
 
-def test_mixed_precision_falls_back_to_fp32_on_cpu(tok, tmp_path, capsys):
-    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path, steps=1, precision="bf16"))
-    assert res.precision == "fp32"
-    assert any("bf16 needs CUDA" in n for n in res.notes)
-    assert "bf16 needs CUDA" in capsys.readouterr().err
+def test_mixed_precision_on_cpu_is_bf16_where_native_else_fp32(tok, tmp_path, capsys, monkeypatch):
+    from harness.training import precision
+
+    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "fp16", steps=1, precision="fp16"))
+    assert res.precision == "fp32" and any("fp16 needs CUDA" in n for n in res.notes)
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: None)
+    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "none", steps=1, precision="bf16"))
+    assert res.precision == "fp32" and any("AVX512-BF16 or AMX" in n for n in res.notes)
+    assert "AVX512-BF16 or AMX" in capsys.readouterr().err
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: "amx")
+    seen = []
+    real = precision.torch.autocast
+    monkeypatch.setattr(precision.torch, "autocast", lambda **kw: seen.append(kw) or real(**kw))
+    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "amx", steps=1, precision="bf16"))
+    assert res.precision == "bf16" and seen and seen[0]["device_type"] == "cpu"
+    assert seen[0]["dtype"] is precision.torch.bfloat16 and res.loss_history[0] == res.loss_history[0]  # not NaN
 
 
 def test_too_few_examples_is_a_clear_error(tok, tmp_path):

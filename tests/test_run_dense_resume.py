@@ -106,6 +106,11 @@ def test_killed_run_resumes_to_the_uninterrupted_result_and_reruns_from_cache(sp
     # 3. An uninterrupted run on a fresh cache gives the same numbers (resume is exact, runs are seeded).
     _run(tmp, "cache_b", tmp / "clean.json")
     assert _metrics(tmp / "clean.json") == resumed
+    # Retriever 1 encoded the corpus once: mining wrote the shared corpus vectors, its evaluation read them.
+    record = json.loads(max((tmp / "runs" / "records").glob("mini__tiny__*.json")).read_text())
+    cached = {s["dataset"]: s["output"]["corpus_cached"] for s in record["stages"] if s["stage"] == "dense_retrieve"}
+    assert cached == {"scifact/train/mine": False, "scifact/test/retriever1": True, "scifact/test/retriever2": False}
+    assert len(list((tmp / "cache_b" / "embeddings").iterdir())) == 2  # retriever 1's and retriever 2's
 
     # 4. A second identical invocation is served from the cache.
     out, seconds = _run(tmp, "cache_a", tmp / "again.json")

@@ -120,7 +120,7 @@ class _ToyBenchmark:
 def test_chunks_of_torchrun_ranks_are_merged_by_the_zero_shot_cache(encoder, tmp_path, monkeypatch, capsys):
     """What `reproduce` under torchrun does: ranks 0 and 1 encode their slices into the cache's
     chunk folder, then the single-process path merges them instead of encoding again."""
-    from harness.evaluation import zero_shot
+    from harness.retrieval import corpus_vectors as zero_shot
 
     monkeypatch.setattr(zero_shot, "CHUNK_PASSAGES", 5)
     bench = _ToyBenchmark(toy_corpus())

@@ -73,18 +73,25 @@ SEARCH_OUTPUTS = ("shards", "docs", "dim", "index_bytes", "queries", "k", "searc
 
 def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
                    encoding: dict[str, Any] | None = None) -> Path:
-    """Encode the corpus and the split's queries with `model_dir` (``encoding`` overrides what the
-    folder says: pooling, normalize, query/passage max length); exact inner-product top-k."""
+    """The split's queries encoded with `model_dir` (``encoding`` overrides what the folder says:
+    pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
+    of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
+    so mining and evaluating with retriever 1 on one corpus encode it once)."""
+    from harness.checkpoints import model_fingerprint
     from harness.data.catalog import get_benchmark
     from harness.evaluation.dense_run import retrieve
-    from harness.retrieval.encoder import load_encoder
+    from harness.retrieval.corpus_vectors import corpus_embeddings
+    from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, load_encoder
 
     bench = get_benchmark(dataset)
 
     def build(work: Path) -> dict[str, Any]:
         encoder = load_encoder(model_dir, **(encoding or {}))
-        _, stats = retrieve(encoder, bench, split, depth, run_file=work / "run.trec", tag=f"{ctx.spec.name}-{label}")
-        return {k: stats[k] for k in SEARCH_OUTPUTS}
+        ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), DEFAULT_BATCH_SIZE)
+        _, stats = retrieve(encoder, bench, split, depth, corpus=(ids, vectors), run_file=work / "run.trec",
+                            tag=f"{ctx.spec.name}-{label}")
+        return {**{k: stats[k] for k in SEARCH_OUTPUTS}, "corpus_cached": info["cached"],
+                "corpus_encode_seconds": round(info["encode_seconds"], 2)}
 
     inputs = {"model": input_key(model_dir), **bench.files()}
     config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}

@@ -49,6 +49,7 @@ CONFIG_FILE = "harness_encoder.json"
 DEFAULT_QUERY_MAX_LENGTH = 32
 DEFAULT_PASSAGE_MAX_LENGTH = 144
 DEFAULT_TITLE_SEPARATOR = " "
+DEFAULT_BATCH_SIZE = 64
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 _ST_TRANSFORMER = "sentence_transformers.models.Transformer"
@@ -289,7 +290,7 @@ class Encoder:
     def encode(
         self,
         texts: Sequence[str],
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         max_length: int | None = None,
         kind: str = "query",
         rank: int = 0,
@@ -336,12 +337,13 @@ class Encoder:
         return out
 
     def _embed(self, batch: list[str], max_length: int) -> Any:
-        import torch
+        from harness.training.precision import autocast
 
         enc = self.tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         enc = {k: v.to(self.device) for k, v in enc.items()}
-        hidden = self.model(**enc).last_hidden_state
-        return pool(hidden, enc["attention_mask"], self.spec.pooling, self.spec.normalize)
+        with autocast(self.precision if self.device.type == "cpu" else "fp32", self.device):
+            hidden = self.model(**enc).last_hidden_state
+        return pool(hidden.float(), enc["attention_mask"], self.spec.pooling, self.spec.normalize)
 
     def encode_queries(self, queries: Mapping[str, str], **kwargs: Any) -> tuple[list[str], np.ndarray]:
         ids = list(queries)
@@ -418,7 +420,9 @@ def load_encoder(
 ) -> Encoder:
     """Load a local encoder; arguments that are not None override what the folder says.
 
-    ``precision`` "fp16"/"bf16" applies on CUDA only (CPU runs stay fp32 and say so on stderr).
+    ``precision``: "fp16"/"bf16" cast the weights on CUDA; on a CPU with native bf16, "bf16" runs
+    the fp32 weights under bf16 autocast (fp16 and CPUs without bf16 stay fp32 and say so on
+    stderr). Pooling, normalisation and the vectors are fp32 either way.
     """
     import torch
 
@@ -434,10 +438,11 @@ def load_encoder(
             spec.sources[name] = "argument"
     dev = _pick_device(device)
     if precision != "fp32" and dev.type != "cuda":
-        print(f"encoder: precision {precision} needs CUDA; encoding in fp32 on {dev.type}", file=sys.stderr)
-        precision = "fp32"
+        from harness.training.precision import resolve_precision
+
+        precision = resolve_precision(precision, dev, lambda line: print(f"encoder: {line}", file=sys.stderr))
     model, tokenizer = load_backbone(spec.model_dir)
-    if precision != "fp32":
+    if precision != "fp32" and dev.type == "cuda":  # a CPU keeps fp32 weights under bf16 autocast
         model = model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
     model.to(dev).eval()
     return Encoder(spec, model, tokenizer, dev, precision)

@@ -119,7 +119,10 @@ class SparseEncoder:
         from tqdm.auto import tqdm
 
         from harness.retrieval.splade_model import splade_max
+        from harness.training.precision import autocast
 
+        cpu_autocast = autocast(self.settings.get("precision", "fp32") if self.device.type == "cpu" else "fp32",
+                                self.device)
         if batch_size < 1:
             raise HarnessError(f"batch_size must be positive, got {batch_size}")
         if topk is not None and topk < 1:
@@ -140,7 +143,9 @@ class SparseEncoder:
                     enc = self.tokenizer([texts[j] for j in idx], padding=True, truncation=True, max_length=length,
                                          return_tensors="pt")
                     enc = {k: v.to(self.device) for k, v in enc.items()}
-                    reps = splade_max(self.model(**enc).logits, enc["attention_mask"])
+                    with cpu_autocast:
+                        logits = self.model(**enc).logits
+                    reps = splade_max(logits, enc["attention_mask"])
                     if topk is not None and topk < reps.shape[1]:
                         values, cols = reps.topk(topk, dim=1)
                         reps = torch.zeros_like(reps).scatter_(1, cols, values)
@@ -156,7 +161,7 @@ class SparseEncoder:
 
 
 def load_sparse_encoder(model_dir: str | Path, device: str | None = None, precision: str = "fp32") -> SparseEncoder:
-    """Load a fine-tuned lexical retriever (MLM head required); fp16/bf16 apply on CUDA only."""
+    """Load a fine-tuned lexical retriever (MLM head required); fp16/bf16 as :func:`harness.retrieval.encoder.load_encoder`."""
     import torch
     from transformers import AutoTokenizer
 
@@ -172,9 +177,10 @@ def load_sparse_encoder(model_dir: str | Path, device: str | None = None, precis
         raise HarnessError(f"cannot load a tokenizer from {model_dir}: {exc}") from exc
     dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if precision != "fp32":
-        if dev.type != "cuda":
-            print(f"impact: precision {precision} needs CUDA; encoding in fp32 on {dev.type}", file=sys.stderr)
-            precision = "fp32"
+        if dev.type != "cuda":  # a CPU with native bf16 keeps fp32 weights under bf16 autocast
+            from harness.training.precision import resolve_precision
+
+            precision = resolve_precision(precision, dev, lambda line: print(f"impact: {line}", file=sys.stderr))
         else:
             model = model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
     model.to(dev).eval()

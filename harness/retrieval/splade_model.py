@@ -34,11 +34,25 @@ def splade_max(logits: Tensor, attention_mask: Tensor) -> Tensor:
     if logits.dim() != 3 or attention_mask.shape != logits.shape[:2]:
         raise HarnessError(f"splade_max wants logits [B, L, V] and a mask [B, L], got {tuple(logits.shape)} "
                            f"and {tuple(attention_mask.shape)}")
-    keep = attention_mask.bool().unsqueeze(-1)
-    # Padding gets -inf, so it never wins the max; ReLU then maps a row with no positive logit to 0.
-    # max(dim) keeps only the argmax indices for backward (amax would keep the [B, L, V] input).
-    pooled = logits.masked_fill(~keep, float("-inf")).max(dim=1).values
+    if not torch.is_grad_enabled() and _right_padded(attention_mask):
+        # Encoding: each row's max over its own positions, read in place. The same values as the
+        # masked max below (a max is exact) without writing a masked [B, L, V] copy, which took a
+        # quarter of an encoding batch's time (MiniLM, 32 x 144 x 30522).
+        lengths = attention_mask.sum(dim=1).tolist()
+        empty = logits.new_full((logits.shape[2],), float("-inf"))
+        pooled = torch.stack([logits[i, :n].amax(dim=0) if n else empty for i, n in enumerate(lengths)])
+    else:
+        keep = attention_mask.bool().unsqueeze(-1)
+        # Padding gets -inf, so it never wins the max; ReLU then maps a row with no positive logit to 0.
+        # max(dim) keeps only the argmax indices for backward (amax would keep the [B, L, V] input).
+        pooled = logits.masked_fill(~keep, float("-inf")).max(dim=1).values
     return torch.log1p(torch.relu(upcast(pooled)))
+
+
+def _right_padded(attention_mask: Tensor) -> bool:
+    """Every row is ones then zeros (a tokenizer that pads on the right): its positions are a prefix."""
+    mask = attention_mask.bool()
+    return bool((mask[:, 1:] <= mask[:, :-1]).all()) if mask.shape[1] > 1 else True
 
 
 def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, str]:

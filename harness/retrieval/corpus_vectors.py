@@ -1,0 +1,138 @@
+"""The corpus vectors of (model, corpus, vector settings), encoded once and shared.
+
+Every dense search reads its corpus vectors from here: the pipeline's ``dense_retrieve`` stages
+(mining with retriever 1 and evaluating retriever 1 on the same corpus read one encoding),
+``eval --model`` and ``reproduce``. The cache folder is ``cache_dir()/embeddings/<key>/``
+(``embeddings.npy``, ``doc_ids.json`` and the finished marker of :mod:`harness.artifacts`; the
+folder is written whole), ``key`` = sha256 of (the model folder's file contents, the settings
+that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
+included), the benchmark name and its corpus checksum): content, never paths, so two checkouts
+and two commands share it. Batch size and device are not part of the key: they change vectors
+only at float rounding level.
+
+A corpus is encoded in chunk files of :data:`CHUNK_PASSAGES` first (:mod:`harness.retrieval.sharded`),
+so an interrupted encoding of a big corpus resumes from its last complete chunk; torchrun ranks
+may fill the chunks (:func:`encode_corpus_shards`). A corpus of up to one chunk is encoded in one
+call, exactly as ``Encoder.encode_corpus`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.artifacts import finished_meta, mark_finished
+from harness.errors import HarnessError
+from harness.fsutil import PARTIAL, atomic_dir, temp_name
+from harness.retrieval.encoder import vector_settings
+
+# Bump when a change to encoding makes cached corpus embeddings stale.
+EMBEDDINGS_FORMAT = 1
+CHUNK_PASSAGES = 10_000  # passages per resumable chunk; corpora up to this size are encoded in one piece
+
+
+def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
+    from harness.artifacts import hash_json
+
+    return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": vector_settings(encoder),
+                      "benchmark": benchmark.name, "corpus": benchmark.corpus_files()})
+
+
+EMBEDDINGS_FILE, IDS_FILE = "embeddings.npy", "doc_ids.json"
+
+
+def _read_cached(folder: Path) -> tuple[list[str], np.ndarray, dict[str, Any]] | None:
+    info = finished_meta(folder)
+    if info is None:
+        return None
+    npy = folder / EMBEDDINGS_FILE
+    try:
+        emb = np.load(npy, mmap_mode="r")
+        ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
+        if emb.ndim != 2 or emb.shape[0] != len(ids):
+            raise ValueError(f"{emb.shape[0]} vectors for {len(ids)} doc ids")
+        return ids, np.asarray(emb, dtype=np.float32), info
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        print(f"warning: ignoring a damaged embedding cache {npy} ({exc}); encoding again", file=sys.stderr)
+        return None
+
+
+def _write_cache(folder: Path, ids: list[str], emb: np.ndarray, info: dict[str, Any]) -> None:
+    with atomic_dir(folder) as tmp:  # a complete folder or none
+        np.save(tmp / EMBEDDINGS_FILE, emb)
+        (tmp / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
+        mark_finished(tmp, {"key": folder.name, **info})
+
+
+def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True,
+                      show_progress: bool = True) -> tuple[list[str], np.ndarray, dict[str, Any]]:
+    """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds and the cache path."""
+    folder = _embeddings_folder(fingerprint, encoder, benchmark)
+    npy = folder / EMBEDDINGS_FILE
+    if use_cache and (hit := _read_cached(folder)) is not None:
+        ids, emb, info = hit
+        print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
+        return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0,
+                          "original_encode_seconds": info.get("encode_seconds")}
+    corpus = benchmark.corpus()  # a non-embedded corpus is downloaded here (clear error offline)
+    if not corpus:
+        raise HarnessError(f"the corpus of '{benchmark.name}' is empty")
+    print(f"{benchmark.name}: encoding {len(corpus):,} passages (batch {batch_size}, max length "
+          f"{encoder.spec.passage_max_length}, {encoder.device})")
+    started = time.perf_counter()
+    if use_cache:
+        # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
+        # last complete chunk (harness.retrieval.sharded); merged into the cache file, then removed.
+        # Chunks that torchrun ranks finished (encode_corpus_shards) are merged as they are.
+        from harness.retrieval.sharded import encode_corpus_sharded, merge_shards, shards_complete
+
+        chunks = _chunks_folder(folder)
+        if not shards_complete(chunks):
+            encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
+                                  batch_size=batch_size, show_progress=show_progress)
+        ids, emb = merge_shards(chunks)
+    else:
+        ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
+    seconds = time.perf_counter() - started
+    info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds}
+    if use_cache:
+        _write_cache(folder, ids, emb, {"encode_seconds": seconds, "benchmark": benchmark.name,
+                                           "settings": vector_settings(encoder), "model": fingerprint})
+        shutil.rmtree(chunks, ignore_errors=True)
+    return ids, emb, info
+
+
+def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, rank: int,
+                         world_size: int, show_progress: bool = True) -> None:
+    """This torchrun rank's slice of ``benchmark``'s corpus into the chunk folder that
+    :func:`corpus_embeddings` merges (nothing to do when the embeddings are cached already)."""
+    from harness.retrieval.sharded import encode_corpus_sharded
+
+    for part in benchmark.sub_benchmarks() or [benchmark]:
+        folder = _embeddings_folder(fingerprint, encoder, part)
+        if _read_cached(folder) is not None:
+            continue
+        encode_corpus_sharded(encoder, part.corpus(), _chunks_folder(folder), rank=rank, world_size=world_size,
+                              shard_size=CHUNK_PASSAGES, batch_size=batch_size, show_progress=show_progress)
+
+
+def _embeddings_dir() -> Path:
+    from harness.paths import cache_dir
+
+    return cache_dir() / "embeddings"
+
+
+def _embeddings_folder(fingerprint: str, encoder: Any, benchmark: Any) -> Path:
+    """The cache folder of these vectors (``.<key>.partial.tmp/`` beside it while being encoded)."""
+    return _embeddings_dir() / embeddings_key(fingerprint, encoder, benchmark)
+
+
+def _chunks_folder(folder: Path) -> Path:
+    """The resumable work folder of ``folder``'s vectors (a temp name: never read as the cache)."""
+    return temp_name(folder, PARTIAL)
