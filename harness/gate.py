@@ -294,6 +294,11 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
         return [GateRow(STALE_REFERENCE, **base, note=(
             f"spec settings changed (hash {mine} vs reference {theirs}): re-run, then "
             f"`python -m harness check --accept RUN_ID` and commit the new reference"))]
+    differ = precision_difference(record, ref)
+    if differ:
+        return [GateRow(NOT_COMPARABLE, **base, note=(
+            f"trained in another precision than the reference ({differ}): a different condition, not compared; "
+            "a machine without native bf16 trains a bf16 profile in fp32 (harness/training/precision.py)"))]
     rows = []
     for dataset, values in ref.metrics.items():
         for measure, expected in values.items():
@@ -315,6 +320,19 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
 
 # What decides whether two runs' last digits agree (docs/ci-gate.md, "What is bit-identical").
 HARDWARE_IDENTITY = ("cpu_model", "cpu_features", "torch_threads", "torch_cpu_capability", "cuda_devices")
+
+
+def stage_precisions(record: RunRecord) -> dict[str, str]:
+    """The precision each training stage used, where its record says (records before 2026-11-25 do not)."""
+    return {str(e.get("stage")): str(e["output"]["precision"]) for e in record.stages
+            if isinstance(e.get("output"), dict) and e["output"].get("precision")}
+
+
+def precision_difference(record: RunRecord, ref: RunRecord) -> str:
+    """'pretrain bf16 -> fp32; ...' for the stages both records name with different precisions, else ''."""
+    mine, theirs = stage_precisions(record), stage_precisions(ref)
+    return "; ".join(f"{stage} {theirs[stage]} -> {mine[stage]}" for stage in theirs
+                     if stage in mine and mine[stage] != theirs[stage])
 
 
 def hardware_difference(record: RunRecord, ref: RunRecord) -> str:

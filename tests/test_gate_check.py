@@ -266,6 +266,27 @@ def test_accept_refuses_doctored_and_unsealed_records(tmp_path):
         accept_reference(REF[:-6], folder)
 
 
+def test_a_rerun_trained_in_another_precision_is_not_compared(tmp_path):
+    """bf16 and fp32 are different conditions: a re-run whose stage fell back to fp32 (no native bf16
+    here) is NOT-COMPARABLE with a bf16 reference, naming the stage, never PASS or FAIL."""
+    def precision(value: str):
+        def edit(d):
+            for entry in d["stages"]:
+                if entry["stage"] == "pretrain":
+                    entry.setdefault("output", {})["precision"] = value
+        return edit
+
+    folder = _copy(tmp_path, REF, TINY)
+    _edit(folder / REF, precision("bf16"), reseal=True)
+    _edit(folder / TINY, lambda d: (precision("fp32")(d), _shift(d, "scifact", "nDCG@10", -0.02)), reseal=True)
+    records, _ = load_records(folder)
+    rows = reference_rows(records[1], records[0])
+    assert [r.status for r in rows] == ["NOT-COMPARABLE"] and "pretrain bf16 -> fp32" in rows[0].note
+    _edit(folder / TINY, precision("bf16"), reseal=True)
+    records, _ = load_records(folder)
+    assert "FAIL" in {r.status for r in reference_rows(records[1], records[0])}  # same precision: compared
+
+
 def test_changed_spec_makes_the_reference_stale(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
     _edit(folder / TINY, lambda d: d["spec"].update(pretrain={**d["spec"].get("pretrain", {}), "steps": 7}))

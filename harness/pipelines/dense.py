@@ -51,7 +51,8 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
         print(f"  {stage}: {len(examples)} groups, effective batch {stats.get('effective_batch')}, "
               f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else f"  {stage}: {len(examples)} groups")
         return {"groups": len(examples), "effective_batch": stats.get("effective_batch"),
-                "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
+                "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+                "precision": stats.get("precision")}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"

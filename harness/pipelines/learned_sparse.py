@@ -174,7 +174,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
                 "loss_last": losses[-1] if losses else None, "avg_query_nonzeros": stats.get("avg_query_nonzeros"),
                 "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"), "start_bias_shift": stats.get("start_bias_shift"),
                 "head_fit": stats.get("head_fit"),
-                "notes": stats.get("notes")}
+                "notes": stats.get("notes"), "precision": stats.get("precision")}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"

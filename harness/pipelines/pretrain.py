@@ -271,7 +271,7 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         tail = sum(losses[-10:]) / max(1, len(losses[-10:]))
         print(f"  pre-training loss: first 10 steps {head:.3f} -> last 10 steps {tail:.3f} ({result.step} steps)")
         return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
-                "resumed_from": result.resumed_from, "notes": result.notes}
+                "resumed_from": result.resumed_from, "notes": result.notes, "precision": result.precision}
 
     return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2").dir / "encoder"
 
