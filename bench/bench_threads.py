@@ -4,7 +4,8 @@
 Times the tiny profile's CoT-MAE pre-training step (2 layers x 128, vocabulary 8,000, batch 32 x 64
 tokens, the tiny spec's objective parameters, fp32, torch's default thread count) in a worker
 process: once alone, then two workers side by side, under OpenMP's default wait policy and under
-``OMP_WAIT_POLICY=PASSIVE`` (threads sleep instead of spinning when they wait). The thread count is
+``OMP_WAIT_POLICY=PASSIVE`` (threads sleep instead of spinning when they wait) and with a short spin
+(``GOMP_SPINCOUNT``, libgomp's: spin that many times, then sleep). The thread count is
 the same in every run, so the numbers each worker computes are the same too (a different thread
 count would change the summation order: docs/ci-gate.md, "What is bit-identical").
 
@@ -73,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per worker (default 30)")
     ap.add_argument("--json", type=Path, help="write the rows here")
+    ap.add_argument("--spincount", type=int, default=10000,
+                    help="GOMP_SPINCOUNT of the third row: how long an idle thread spins before it sleeps "
+                         "(libgomp's default is 300000 spins)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -80,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    for policy in ("default", "PASSIVE"):
-        env = dict(base) if policy == "default" else {**base, "OMP_WAIT_POLICY": policy}
+    policies = {"default": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+                f"spin {args.spincount}": {"GOMP_SPINCOUNT": str(args.spincount)}}
+    for policy, extra in policies.items():
+        env = {**base, **extra}
         solo = _launch(1, args.steps, env)[0]
         pair = _launch(2, args.steps, env)
         worst = max(p["median"] for p in pair)
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                      "pair": [p["median"] for p in pair], "ratio": worst / solo["median"]})
     print(f"tiny CoT-MAE pre-training step (batch 32 x 64 tokens, fp32); {os.cpu_count()} CPUs; "
           f"median of {args.steps} steps per worker")
-    print(f"{'OMP_WAIT_POLICY':<16} {'threads':>7} {'alone s/step':>12} {'side by side s/step':>22} {'x alone':>8}")
+    print(f"{'OpenMP waiting':<16} {'threads':>7} {'alone s/step':>12} {'side by side s/step':>22} {'x alone':>8}")
     for r in rows:
         pair = " / ".join(f"{p:.3f}" for p in r["pair"])
         print(f"{r['policy']:<16} {r['threads']:>7} {r['solo']:>12.3f} {pair:>22} {r['ratio']:>8.1f}")

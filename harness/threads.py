@@ -9,7 +9,8 @@ and ``MKL_NUM_THREADS`` before torch starts (unless the user set them), so every
 process reads it. On a machine where nothing restricts the process nothing is set: torch's own
 default stands, and with it every summation order the committed records were made with.
 
-Sharing a machine with a second harness process is measured in ``bench/bench_threads.py``.
+Sharing a machine with a second harness process is measured in ``bench/bench_threads.py``: the
+short spin below (:data:`SPIN_COUNT`) is what keeps two processes from collapsing each other.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from pathlib import Path
 
 ENV = "HARNESS_THREADS"
 LIBRARY_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# How long an idle OpenMP thread of torch's libgomp spins before it sleeps (libgomp's default:
+# 300,000 spins). Two tiny pre-trainings side by side on 2 cores, each against its time alone
+# (bench/bench_threads.py, 2026-11-25): default 2.4x to 19x (the spinning threads of one process
+# take the cores the other's need, now and then), 3,000 spins 2.0x, PASSIVE 1.5x; alone, 3,000
+# spins cost nothing measurable and PASSIVE 5-22%. Waiting only: no number computed changes.
+SPIN_VARIABLE, SPIN_COUNT = "GOMP_SPINCOUNT", "3000"
 
 
 def cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
@@ -60,12 +67,13 @@ def available_cores(environ: dict[str, str] | os._Environ = os.environ,
 
 
 def configure(environ: dict[str, str] | os._Environ = os.environ) -> int | None:
-    """Set the libraries' thread variables the user has not set, when something restricts this
-    process (``HARNESS_THREADS``, an affinity mask or a quota below the machine's core count);
-    returns the count set, or None when the libraries' own default stands."""
+    """Set the libraries' thread variables the user has not set: the spin count always, the thread
+    counts when something restricts this process (``HARNESS_THREADS``, an affinity mask or a quota
+    below the machine's core count); returns the count set, or None when torch's default stands."""
+    environ.setdefault(SPIN_VARIABLE, SPIN_COUNT)
     threads, source = available_cores(environ)
     if source != ENV and threads >= (os.cpu_count() or 1):
-        return None  # unrestricted: torch's default (its physical cores) is kept, as every record was made
+        return None  # unrestricted: torch's own default is kept, as every record was made
     for name in LIBRARY_VARIABLES:
         environ.setdefault(name, str(threads))
     return threads

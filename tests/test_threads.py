@@ -46,6 +46,7 @@ def test_configure_sets_the_library_variables_only_when_restricted():
     env = {"HARNESS_THREADS": "1", "MKL_NUM_THREADS": "4"}
     assert threads.configure(env) == 1
     assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "4"  # the user's own setting stays
+    assert env["GOMP_SPINCOUNT"] == threads.SPIN_COUNT
     if len(os.sched_getaffinity(0)) >= (os.cpu_count() or 1) and threads.cgroup_quota() is None:
         env = {}
-        assert threads.configure(env) is None and env == {}  # unrestricted: torch's default stands
+        assert threads.configure(env) is None and env == {"GOMP_SPINCOUNT": threads.SPIN_COUNT}  # torch's default
