@@ -181,3 +181,23 @@ def test_real_minilm_folder_matches_sentence_transformers():
     assert ours.shape == (3, 384)
     assert np.allclose(ours, theirs, atol=1e-5)
     assert time.time() - started < 120
+
+
+def test_bf16_on_a_cpu_is_autocast_where_native_else_fp32(tiny, monkeypatch, capsys):
+    """bf16 on a CPU: fp32 weights under bf16 autocast where the CPU has native bf16 (vectors close
+    to fp32's, fp32 dtype), else fp32 with one line saying why."""
+    from harness.training import precision
+
+    texts = ["a query about retrieval", "passages about dense vectors and their training"] * 3
+    reference = load_encoder(tiny, device="cpu").encode(texts, show_progress=False)
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: None)
+    fallback = load_encoder(tiny, device="cpu", precision="bf16")
+    assert fallback.precision == "fp32" and "AVX512-BF16 or AMX" in capsys.readouterr().err
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: "amx")
+    enc = load_encoder(tiny, device="cpu", precision="bf16")
+    assert enc.precision == "bf16" and enc.settings()["precision"] == "bf16"
+    assert next(enc.model.parameters()).dtype == torch.float32  # autocast, not cast weights
+    vectors = enc.encode(texts, show_progress=False)
+    assert vectors.dtype == np.float32
+    cosine = (vectors * reference).sum(1) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1))
+    assert cosine.min() > 0.99 and not np.array_equal(vectors, reference)  # bf16 matmuls ran
