@@ -43,15 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # load reports would bury the progress bars
     args = build_parser().parse_args(argv)
-    try:
-        threads.configure()  # before torch starts: its OpenMP pool is sized once
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     args.argv = list(sys.argv[1:] if argv is None else argv)  # `run --seed` starts itself again with them
     try:
         # SIGTERM / SIGHUP unwind like Ctrl-C: children are stopped, MLflow runs marked KILLED.
         with procs.terminate_raises():
+            threads.configure()  # before torch starts: its OpenMP pool is sized once
             return int(args.func(args) or 0)
     except SpecProblems as exc:  # one line per problem, so each names its own file:line
         for problem in exc.problems:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.artifacts import finished_meta, mark_finished
+from harness.artifacts import finished_meta, hash_json, mark_finished
 from harness.errors import HarnessError
 from harness.fsutil import PARTIAL, atomic_dir, temp_name
 from harness.retrieval.encoder import vector_settings
@@ -38,8 +38,6 @@ CHUNK_PASSAGES = 10_000  # passages per resumable chunk; corpora up to this size
 
 
 def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
-    from harness.artifacts import hash_json
-
     return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": vector_settings(encoder),
                       "benchmark": benchmark.name, "corpus": benchmark.corpus_files()})
 

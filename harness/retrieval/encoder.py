@@ -337,11 +337,11 @@ class Encoder:
         return out
 
     def _embed(self, batch: list[str], max_length: int) -> Any:
-        from harness.training.precision import autocast
+        from harness.training.precision import encode_autocast
 
         enc = self.tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         enc = {k: v.to(self.device) for k, v in enc.items()}
-        with autocast(self.precision if self.device.type == "cpu" else "fp32", self.device):
+        with encode_autocast(self.precision, self.device):
             hidden = self.model(**enc).last_hidden_state
         return pool(hidden.float(), enc["attention_mask"], self.spec.pooling, self.spec.normalize)
 
@@ -424,8 +424,6 @@ def load_encoder(
     the fp32 weights under bf16 autocast (fp16 and CPUs without bf16 stay fp32 and say so on
     stderr). Pooling, normalisation and the vectors are fp32 either way.
     """
-    import torch
-
     if pooling is not None and pooling not in POOLINGS:
         raise HarnessError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
     if precision not in PRECISIONS:
@@ -436,14 +434,11 @@ def load_encoder(
         if value is not None:
             setattr(spec, name, value)
             spec.sources[name] = "argument"
-    dev = _pick_device(device)
-    if precision != "fp32" and dev.type != "cuda":
-        from harness.training.precision import resolve_precision
+    from harness.training.precision import for_inference
 
-        precision = resolve_precision(precision, dev, lambda line: print(f"encoder: {line}", file=sys.stderr))
+    dev = _pick_device(device)
     model, tokenizer = load_backbone(spec.model_dir)
-    if precision != "fp32" and dev.type == "cuda":  # a CPU keeps fp32 weights under bf16 autocast
-        model = model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
+    model, precision = for_inference(model, precision, dev, lambda line: print(f"encoder: {line}", file=sys.stderr))
     model.to(dev).eval()
     return Encoder(spec, model, tokenizer, dev, precision)
 

@@ -119,10 +119,8 @@ class SparseEncoder:
         from tqdm.auto import tqdm
 
         from harness.retrieval.splade_model import splade_max
-        from harness.training.precision import autocast
+        from harness.training.precision import encode_autocast
 
-        cpu_autocast = autocast(self.settings.get("precision", "fp32") if self.device.type == "cpu" else "fp32",
-                                self.device)
         if batch_size < 1:
             raise HarnessError(f"batch_size must be positive, got {batch_size}")
         if topk is not None and topk < 1:
@@ -143,7 +141,7 @@ class SparseEncoder:
                     enc = self.tokenizer([texts[j] for j in idx], padding=True, truncation=True, max_length=length,
                                          return_tensors="pt")
                     enc = {k: v.to(self.device) for k, v in enc.items()}
-                    with cpu_autocast:
+                    with encode_autocast(self.settings.get("precision", "fp32"), self.device):
                         logits = self.model(**enc).logits
                     reps = splade_max(logits, enc["attention_mask"])
                     if topk is not None and topk < reps.shape[1]:
@@ -166,6 +164,7 @@ def load_sparse_encoder(model_dir: str | Path, device: str | None = None, precis
     from transformers import AutoTokenizer
 
     from harness.retrieval.splade_model import load_masked_lm, read_lexical_settings
+    from harness.training.precision import for_inference
 
     if precision not in ("fp32", "fp16", "bf16"):
         raise HarnessError(f"precision must be fp32, fp16 or bf16, got {precision!r}")
@@ -176,13 +175,7 @@ def load_sparse_encoder(model_dir: str | Path, device: str | None = None, precis
     except (OSError, ValueError) as exc:
         raise HarnessError(f"cannot load a tokenizer from {model_dir}: {exc}") from exc
     dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if precision != "fp32":
-        if dev.type != "cuda":  # a CPU with native bf16 keeps fp32 weights under bf16 autocast
-            from harness.training.precision import resolve_precision
-
-            precision = resolve_precision(precision, dev, lambda line: print(f"impact: {line}", file=sys.stderr))
-        else:
-            model = model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
+    model, precision = for_inference(model, precision, dev, lambda line: print(f"impact: {line}", file=sys.stderr))
     model.to(dev).eval()
     settings = {**read_lexical_settings(model_dir), "model_dir": str(model_dir), "precision": precision}
     return SparseEncoder(model, tokenizer, dev, vocabulary_terms(tokenizer), settings)

@@ -84,5 +84,21 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+def for_inference(model: torch.nn.Module, precision: str, device: torch.device,
+                  say: Callable[[str], None]) -> tuple[torch.nn.Module, str]:
+    """(model, precision used) for encoding: on CUDA the weights are cast to fp16/bf16; a CPU keeps
+    fp32 weights and runs bf16 autocast where it has native bf16 (:func:`encode_autocast`), else fp32."""
+    if precision == "fp32":
+        return model, "fp32"
+    if device.type != "cuda":
+        return model, resolve_precision(precision, device, say)
+    return model.to(torch.float16 if precision == "fp16" else torch.bfloat16), precision
+
+
+def encode_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The autocast of an encoding forward pass: bf16 on a CPU; none on CUDA, whose weights are cast."""
+    return autocast(precision if device.type == "cpu" else "fp32", device)
+
+
 def grad_scaler(precision: str) -> torch.amp.GradScaler | None:
     return torch.amp.GradScaler("cuda") if precision == "fp16" else None
