@@ -270,6 +270,10 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise HarnessError(f"{rec.path}: fails its seal or integrity check, so it cannot be accepted as a reference: "
                            f"{problems[0]}{more}")
+    mismatched = data_mismatches(rec)
+    if mismatched:  # a reference run on other data would make every later run on the catalog's fail
+        raise HarnessError(f"{rec.path}: its data checksums are not the catalog's ({mismatched[0].describe()}), "
+                           "so it cannot be accepted as a reference: re-run on the catalog's data")
     path = directory / REFERENCES_FILE
     refs = data["references"]
     entry = {"run_id": rec.run_id, "sha256": rec.get("integrity", {}).get("sha256"),

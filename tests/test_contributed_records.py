@@ -14,7 +14,8 @@ import pytest
 
 from harness.cli import main
 from harness.data import checksums
-from harness.gate import run_gate
+from harness.errors import HarnessError
+from harness.gate import accept_reference, run_gate
 from harness.integrity import seal
 from harness.records import REFERENCES_FILE, read_references
 from harness.statuses import CORRUPT, DATA_MISMATCH, PASS, SPEC_CHANGED, UNKNOWN_METHOD
@@ -128,6 +129,8 @@ def test_a_record_run_on_other_data_is_rejected_naming_the_dataset_and_file(fold
     assert not [r for r in rows if r.status == CORRUPT]
     lb = lb_data.load(out, CELLS_JSON, with_gate=False)
     assert rec["run_id"] not in {r.run_id for r in lb.records} and any(file in s.reason for s in lb.skipped)
+    with pytest.raises(HarnessError, match=f"{rec['run_id']}.json: its data checksums are not the catalog's"):
+        accept_reference(rec["run_id"], out)  # never a reference either
 
 
 def _edit_a_setting(spec: dict[str, Any]) -> str:
