@@ -41,13 +41,20 @@
   against the papers' printed difference where the runs share its setting
   (``harness.evaluation.claims``, the same rule: DIFFERENT fails the gate); otherwise EFFECT (no
   claim) or NOT-COMPARABLE.
+* **Contributed runs** (docs/contributing-runs.md) pass the same checks as any other record, plus
+  two that every record passes: its ``datasets`` checksums must be the catalog's for the same file
+  (``harness.data.checksums``; else DATA-MISMATCH, failing, naming the dataset and file), and a
+  record the gate would grade (against its reference, or the papers) must come from a spec it knows,
+  the method's current spec for its profile or its reference's (else SPEC-CHANGED: not gated,
+  failing under ``--strict``, and shown apart on the leaderboard). A reference, the records it
+  superseded and a record without a reference are not graded, so not held to the spec here.
 * ``check --accept RUN_ID`` accepts only a record that loads and passes integrity; an unsealed
   record is refused like an edited one (removing the seal of a doctored record must not turn it
   into a reference: every record written since sealing was introduced carries one).
 
-Exit code: 1 when any row is FAIL, DIFFERENT-*, CORRUPT, MISSING, WRONG-REFERENCE, UNREADABLE or
-ERROR; with ``strict`` (and always for ``check --rerun``) also on NEAR, UNKNOWN-METHOD,
-NO-REFERENCE, STALE-REFERENCE and IN-PROGRESS.
+Exit code: 1 when any row is FAIL, DIFFERENT-*, CORRUPT, DATA-MISMATCH, MISSING, WRONG-REFERENCE,
+UNREADABLE or ERROR; with ``strict`` (and always for ``check --rerun``) also on NEAR, UNKNOWN-METHOD,
+NO-REFERENCE, STALE-REFERENCE, SPEC-CHANGED and IN-PROGRESS.
 """
 
 from __future__ import annotations
@@ -66,9 +73,10 @@ from harness.records import (REFERENCES_FILE, RunRecord, Skipped, load_records, 
                              records_dir)
 from harness.reported import load_reported_cells, paper_key
 # Every status word, which fail the gate and the order rows are counted in: declared once there.
-from harness.statuses import (CORRUPT, EFFECT, ERROR, FAIL, FAILING, IN_PROGRESS, MISSING, NEAR, NEAR_FACTOR,
-                               NO_CELLS, NO_REFERENCE, NOT_COMPARABLE, PASS, REFERENCE, STALE_REFERENCE, STATUSES,
-                               STRICT_FAILING, SUPERSEDED, UNKNOWN_METHOD, UNREADABLE, WRONG_REFERENCE)
+from harness.statuses import (CORRUPT, DATA_MISMATCH, EFFECT, ERROR, FAIL, FAILING, IN_PROGRESS, MISSING, NEAR,
+                               NEAR_FACTOR, NO_CELLS, NO_REFERENCE, NOT_COMPARABLE, PASS, REFERENCE, SPEC_CHANGED,
+                               STALE_REFERENCE, STATUSES, STRICT_FAILING, SUPERSEDED, UNKNOWN_METHOD, UNREADABLE,
+                               WRONG_REFERENCE)
 from harness.text_table import format_table
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
@@ -262,6 +270,10 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise HarnessError(f"{rec.path}: fails its seal or integrity check, so it cannot be accepted as a reference: "
                            f"{problems[0]}{more}")
+    mismatched = data_mismatches(rec)
+    if mismatched:  # a reference run on other data would make every later run on the catalog's fail
+        raise HarnessError(f"{rec.path}: its data checksums are not the catalog's ({mismatched[0].describe()}), "
+                           "so it cannot be accepted as a reference: re-run on the catalog's data")
     path = directory / REFERENCES_FILE
     refs = data["references"]
     entry = {"run_id": rec.run_id, "sha256": rec.get("integrity", {}).get("sha256"),
@@ -442,6 +454,12 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
             result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}")
                                for problem in rec.integrity_problems)
             continue
+        data_problems = data_mismatches(rec)
+        if data_problems:  # run on other data than the catalog's: none of its numbers can be compared
+            result.rows.extend(GateRow(DATA_MISMATCH, **base, benchmark=m.dataset, note=(
+                f"{rec.path.name}: {m.describe()}; re-run on the catalog's data (`python -m harness fetch`)"))
+                for m in data_problems)
+            continue
         if rec.profile == CHECKPOINT_PROFILE:
             unknown = _unknown_checkpoint(rec)
             if unknown:
@@ -485,6 +503,22 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                 f"{ref.path.name}: differs from the record accepted as the reference (sha256 "
                 f"{str(sealed)[:12]}... vs accepted {entry['sha256'][:12]}...): re-sealed after an edit?")))
             ref_records.pop(entry["run_id"])
+    def reference_of(rec: RunRecord) -> RunRecord | None:
+        entry = references.get((rec.method, rec.profile))
+        return ref_records.get(entry["run_id"]) if entry and (rec.method, rec.profile) not in wrong else None
+
+    # A record the gate would grade must come from a spec it knows: the method's current one, or the one
+    # its reference ran (STALE-REFERENCE below covers that case); else it is set apart, never graded.
+    for rec in list(usable):
+        ref = reference_of(rec)
+        if rec.profile == CHECKPOINT_PROFILE or (ref is None and rec.profile not in PAPER_GRADED) or (
+                ref is not None and (rec.run_id == ref.run_id or (rec.created, rec.run_id) < (ref.created, ref.run_id))):
+            continue  # not graded anyway: NO-REFERENCE, REFERENCE or SUPERSEDED below
+        why = spec_change(rec, ref)
+        if why:
+            usable.remove(rec)
+            result.rows.append(GateRow(SPEC_CHANGED, rec.run_id, rec.method, rec.profile, note=(
+                f"{rec.path.name}: {why}; not gated (re-run with the committed spec)")))
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for rec in usable:
         if rec.profile in PAPER_GRADED:
@@ -521,6 +555,35 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
     return result
+
+
+def data_mismatches(rec: RunRecord) -> list[Any]:
+    """The files of the record's ``datasets`` whose checksums are not the catalog's
+    (``harness.data.checksums.Mismatch``; empty when every file the catalog pins matches)."""
+    from harness.data.checksums import mismatches
+
+    return mismatches(rec.get("datasets"))
+
+
+def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
+    """Why the record's spec settings are neither those of its method's current spec (for its profile)
+    nor those of ``ref`` (its reference); "" when one of them matches. Settings as STALE-REFERENCE
+    compares them (``harness.spec.settings_hash``: documentation keys left out)."""
+    from harness.spec import load_method, settings_hash
+
+    if not rec.spec:
+        return "the record holds no spec, so the settings it ran cannot be known"
+    mine = settings_hash(rec.spec)
+    if ref is not None and ref.spec and settings_hash(ref.spec) == mine:
+        return ""
+    try:
+        current = settings_hash(load_method(rec.method, rec.profile).config)
+    except HarnessError as exc:
+        return f"the {rec.method} spec cannot be resolved for profile '{rec.profile}' ({exc})"
+    if current == mine:
+        return ""
+    theirs = f" nor the reference {ref.run_id}'s ({settings_hash(ref.spec)})" if ref is not None and ref.spec else ""
+    return (f"spec settings {mine} are not the current {rec.method} [{rec.profile}] spec's ({current}){theirs}")
 
 
 def _unknown_checkpoint(rec: RunRecord) -> str:

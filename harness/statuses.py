@@ -58,6 +58,8 @@ UNREADABLE = _declare("UNREADABLE", FAIL_KIND, "a file in the records folder tha
                       "(truncated, not JSON, a newer schema), or papers' cells that cannot be loaded")
 CORRUPT = _declare("CORRUPT", FAIL_KIND, "a record that fails its seal or its integrity check (edited, unsealed, "
                    "aggregates that its per-query scores do not give), or differs from the accepted reference")
+DATA_MISMATCH = _declare("DATA-MISMATCH", FAIL_KIND, "a record whose data checksums differ from the catalog's "
+                         "for the same file: it was run on other data (the row names the dataset and file)")
 MISSING = _declare("MISSING", FAIL_KIND, "references.json names a reference whose record is absent or unusable")
 WRONG_REFERENCE = _declare("WRONG-REFERENCE", FAIL_KIND,
                            "references.json names, for a method and profile, a record of another one")
@@ -77,6 +79,9 @@ NO_REFERENCE = _declare("NO-REFERENCE", NEUTRAL_KIND, "no reference is accepted 
                         "profile: not gated", strict=True)
 STALE_REFERENCE = _declare("STALE-REFERENCE", NEUTRAL_KIND, "the spec's settings changed since the reference "
                            "ran: re-run, then accept the new run", strict=True)
+SPEC_CHANGED = _declare("SPEC-CHANGED", NEUTRAL_KIND, "a record whose spec settings are neither its method's "
+                        "current spec's nor its reference's (an edited spec, or another harness version): not "
+                        "gated, shown apart on the leaderboard", strict=True)
 # ----------------------------------------------------------------------------- passing
 PASS = _declare("PASS", PASS_KIND, "a re-run matches its reference within the tolerance, either way")
 REPRODUCED = _declare("REPRODUCED", PASS_KIND, "the 90% CI of (run - paper) lies inside +-delta, the spread of "

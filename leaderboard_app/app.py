@@ -98,6 +98,17 @@ with tab_main:
     st.subheader("Every comparison with a reported cell")
     _table(comparisons, "comparisons", "comparisons",
            "ci_low / ci_high: 95% bootstrap interval of the delta over the run's per-query scores.")
+    # Contributed runs (docs/contributing-runs.md): every run says where and when it ran; a record of an
+    # unknown or changed spec is listed on its own, never among the rows compared above.
+    st.subheader("Runs: hardware and date")
+    _table(tables.runs_frame(tables.filter_records(data.records, profiles), data.references), "runs", "runs",
+           "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
+           "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).")
+    if data.apart:
+        st.subheader("Runs apart: unknown or changed spec (not compared with the papers or a reference)")
+        _table(tables.apart_frame(data.apart), "runs apart", "apart",
+               "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
+               "the method has no spec here (UNKNOWN-METHOD): what they ran is not what the rows above ran.")
 
 with tab_beir:
     st.subheader("BEIR zero-shot: nDCG@10 (points)")

@@ -10,16 +10,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.errors import HarnessError
-from harness.gate import PAPER_GRADED, GateResult, load_references, paper_comparisons, run_gate
+from harness.gate import (CHECKPOINT_PROFILE, PAPER_GRADED, GateResult, data_mismatches, load_references,
+                          paper_comparisons, run_gate, spec_change)
 from harness.records import RunRecord, Skipped, load_records, records_dir
 from harness.reported import load_reported_cells
+from harness.statuses import SPEC_CHANGED, UNKNOWN_METHOD
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.
 RECORDS_ENV = "HARNESS_LEADERBOARD_RECORDS"
 REPORTED_ENV = "HARNESS_LEADERBOARD_REPORTED"
+
+
+class Apart(NamedTuple):
+    """A record shown apart, never beside the papers' rows or a reference: its spec is unknown or
+    changed (the gate's word for it, and why)."""
+
+    record: RunRecord
+    status: str  # UNKNOWN_METHOD | SPEC_CHANGED
+    reason: str
 
 
 @dataclass
@@ -32,6 +43,7 @@ class LeaderboardData:
     comparisons: dict[str, list[dict[str, Any]]]  # run_id -> comparison dicts
     gate: GateResult | None = None
     references: set[str] = field(default_factory=set)  # run ids named in references.json
+    apart: list[Apart] = field(default_factory=list)  # records of an unknown or changed spec (not in ``records``)
 
     @property
     def profiles(self) -> list[str]:
@@ -91,10 +103,24 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
     snapshot = reported if reported is not None else default_reported()
     cells, error = load_reported_cells(snapshot)
     comparisons = {}
+    references, manifest_error = _references(directory)
+    apart: list[Apart] = []
+    by_id = {r.run_id: r for r in recs}
     for rec in list(recs):
         if rec.integrity_problems:  # an edited record is listed with why, never shown as a result
             recs.remove(rec)
             skipped.append(Skipped(rec.path, "integrity: " + "; ".join(rec.integrity_problems[:3])))
+            continue
+        mismatched = data_mismatches(rec)
+        if mismatched:  # run on other data: its numbers are not the benchmark's
+            recs.remove(rec)
+            skipped.append(Skipped(rec.path, "data checksums differ from the catalog's (DATA-MISMATCH): "
+                                   + "; ".join(m.describe() for m in mismatched[:3])))
+            continue
+        why = set_apart(rec, references, by_id)
+        if why is not None:
+            recs.remove(rec)
+            apart.append(Apart(rec, *why))
             continue
         if rec.profile in PAPER_GRADED and cells is not None:
             try:
@@ -104,17 +130,45 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
                 skipped.append(Skipped(rec.path, f"could not be compared with the papers: {type(exc).__name__}: {exc}"))
         else:  # tiny runs are NOT-COMPARABLE with the papers; keep what the run stored
             comparisons[rec.run_id] = rec.comparison
-    data = LeaderboardData(directory, recs, skipped, cells or [], error, comparisons)
-    try:
-        data.references = {entry["run_id"] for entry in load_references(directory).values()}
-    except HarnessError as exc:
-        data.cells_error = f"{data.cells_error}; {exc}" if data.cells_error else str(exc)
+    data = LeaderboardData(directory, recs, skipped, cells or [], error, comparisons, apart=apart)
+    if references is not None:
+        data.references = {entry["run_id"] for entry in references.values()}
+    else:
+        data.cells_error = f"{data.cells_error}; {manifest_error}" if data.cells_error else manifest_error
     if with_gate:
         try:
             data.gate = run_gate(directory, cells=cells, reported=snapshot)  # None: the gate falls back to stored comparisons
         except HarnessError:  # an unreadable references.json stops the gate; its message is in cells_error above
             data.gate = None
     return data
+
+
+def _references(directory: Path) -> tuple[dict[tuple[str, str], dict[str, Any]] | None, str]:
+    """The references manifest, or None and why it cannot be read (the page shows the reason)."""
+    try:
+        return load_references(directory), ""
+    except HarnessError as exc:
+        return None, str(exc)
+
+
+def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] | None,
+              by_id: dict[str, RunRecord]) -> tuple[str, str] | None:
+    """(status, why) when ``rec`` must be shown apart: a method without a spec here, or spec settings
+    that are neither the method's current ones nor its reference's (``harness.gate.spec_change``, the
+    gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
+    of an older spec is never a row beside the papers'. Without a readable manifest only the method
+    is checked (the reference's spec cannot be known)."""
+    from harness.spec import list_methods
+
+    if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
+        return None
+    if rec.method not in list_methods():
+        return UNKNOWN_METHOD, f"no method spec named '{rec.method}' in this harness"
+    if references is None:
+        return None
+    entry = references.get((rec.method, rec.profile))
+    why = spec_change(rec, by_id.get(entry["run_id"]) if entry else None)
+    return (SPEC_CHANGED, why) if why else None
 
 
 def signature(records: str | Path | None = None, reported: str | Path | None = None) -> tuple:

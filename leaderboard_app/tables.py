@@ -102,6 +102,63 @@ def _column_for(benchmark: Any, measure: Any) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- where and when runs ran
+
+RUN_COLUMNS = ["run_id", "method", "profile", "date", "hardware", "git commit", "role", "scores"]
+APART_COLUMNS = ["run_id", "method", "profile", "date", "hardware", "git commit", "status", "why", "scores"]
+
+
+def hardware_summary(rec: RunRecord) -> str:
+    """The machine a run had, as its record detected it: '8 × NVIDIA A100-SXM4-80GB · <CPU model> (64 cpus)'
+    (a contributed run is told apart from the references by this and its date)."""
+    detected = (rec.get("hardware") or {}).get("detected") or {}
+    counts: dict[str, int] = {}
+    for device in detected.get("cuda_devices") or []:
+        counts[str(device)] = counts.get(str(device), 0) + 1
+    parts = [", ".join(f"{n} × {name}" for name, n in counts.items())] if counts else []
+    cpu, cpus = detected.get("cpu_model"), detected.get("cpus")
+    if cpu or cpus:
+        parts.append(f"{cpu or detected.get('machine') or 'CPU'}" + (f" ({cpus} cpus)" if cpus else ""))
+    return " · ".join(parts) or "not recorded"
+
+
+def run_date(rec: RunRecord) -> str:
+    """'2026-11-25 11:11 UTC' from the record's ``created`` (its own stamp, whoever made it)."""
+    created = rec.created
+    return f"{created[:10]} {created[11:16]} UTC" if len(created) >= 16 and created[10] == "T" else created
+
+
+def _scores(rec: RunRecord) -> str:
+    return "; ".join(f"{b} {m} {pts(100.0 * v)}" for b, values in rec.metrics.items()
+                     for m, v in list(values.items())[:1])
+
+
+def _commit(rec: RunRecord) -> str:
+    git = rec.get("git") or {}
+    commit = str(git.get("commit") or "")[:10] if isinstance(git, dict) else ""
+    return f"{commit} (dirty)" if commit and git.get("dirty") else commit
+
+
+def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = ()) -> pd.DataFrame:
+    """One row per run: where (hardware) and when (date) it ran, its commit, and whether it is the
+    accepted reference of its method and profile or a run gated against it (contributed or not)."""
+    refs = set(references)
+    rows = [{"run_id": r.run_id, "method": r.method, "profile": r.profile, "date": run_date(r),
+             "hardware": hardware_summary(r), "git commit": _commit(r),
+             "role": "reference" if r.run_id in refs else "run", "scores": _scores(r)}
+            for r in sorted(records, key=lambda r: (r.created, r.run_id), reverse=True)]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def apart_frame(apart: Sequence[Any]) -> pd.DataFrame:
+    """Records of an unknown or changed spec (``leaderboard_app.data.Apart``), on their own: never rows
+    beside the papers' or a reference's, since what they ran is not the spec those rows ran."""
+    rows = [{"run_id": a.record.run_id, "method": a.record.method, "profile": a.record.profile,
+             "date": run_date(a.record), "hardware": hardware_summary(a.record), "git commit": _commit(a.record),
+             "status": a.status, "why": a.reason, "scores": _scores(a.record)} for a in apart]
+    return pd.DataFrame(rows, columns=APART_COLUMNS)
+
+
 # ----------------------------------------------------------------------------- released checkpoints
 
 def checkpoint_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]

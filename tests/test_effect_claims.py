@@ -14,6 +14,7 @@ from harness.evaluation.effects import method_effects
 from harness.gate import effect_rows, run_gate
 from harness.integrity import seal
 from harness.records import RunRecord
+from harness.spec import load_method
 from harness.tracking import write_run_record
 
 QIDS = [f"q{i}" for i in range(2000)]
@@ -77,7 +78,8 @@ def test_a_failed_claim_fails_the_gate(tmp_path):
     rng = random.Random(9)
     minus = {q: 0.0 if v == 1.0 and rng.random() < 0.2 else v for q, v in base.items()}
     for rec in (_record("cocondenser", base), _record("cocondenser_qc", minus)):
-        write_run_record(dict(rec.data), tmp_path)
+        # as a run writes it, with the committed spec: a record of another spec is SPEC-CHANGED, never graded
+        write_run_record({**rec.data, "spec": load_method(rec.method, "paper").config}, tmp_path)
     result = run_gate(tmp_path, reported=None)
     failing = [r for r in result.failures() if r.run_id.startswith("cocondenser_qc - cocondenser")]
     assert failing and not result.passed

@@ -18,7 +18,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="regression gate: record integrity, records vs the papers (paper) and vs accepted references (tiny)",
         description=(
             "Check every run record in runs/records/: its content seal and its aggregates recomputed from its "
-            "per-query scores (an edited record is CORRUPT), then paper-profile records against the papers' "
+            "per-query scores (an edited record is CORRUPT), its data checksums against the catalog's "
+            "(DATA-MISMATCH names the dataset and file) and, for a record it grades, its spec against the "
+            "method's current one or its reference's (SPEC-CHANGED: not gated; docs/contributing-runs.md), "
+            "then paper-profile records against the papers' "
             "reported cells (REPRODUCED / DIFFERENT-BELOW / DIFFERENT-ABOVE / INCONCLUSIVE / NOT-COMPARABLE, "
             "harness/evaluation/verdict.py) and other profiles against the reference run named in "
             f"runs/records/references.json, within {TINY_TOLERANCE} points per metric (PASS / NEAR / FAIL). A "
@@ -32,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--strict", action="store_true",
                    help="also fail on NEAR, unknown methods, records without a reference or with a stale one, "
-                        "and files still being written")
+                        "records of a changed spec, and files still being written")
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
     p.add_argument("--reported", metavar="JSON", default=None,
                    help="compare with a JSON snapshot of reported cells instead of baselines/reported/")
