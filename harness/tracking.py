@@ -67,6 +67,11 @@ def _clip(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
 
 
+def _param_value(value: Any) -> Any:
+    # Lists as JSON, which the compare view lays out as arrays (str() would give Python's quotes).
+    return json.dumps(value, default=str) if isinstance(value, (list, tuple)) else value
+
+
 def default_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
@@ -198,10 +203,7 @@ class Tracker:
     def log_params(self, params: dict[str, Any]) -> None:
         """Nested dicts flattened to dotted keys (``spec.retrieval.k1``); values over MLflow's length
         limit are cut with a marker, and the params go in batches of MLflow's per-request maximum."""
-        # Lists as JSON, which the compare view lays out as arrays.
-        flat = {mlflow_key(k): _clip(json.dumps(v, default=str) if isinstance(v, (list, tuple)) else v, PARAM_VALUE_LIMIT)
-                for k, v in flatten(params).items()}
-        items = list(flat.items())
+        items = [(mlflow_key(k), _clip(_param_value(v), PARAM_VALUE_LIMIT)) for k, v in flatten(params).items()]
         for i in range(0, len(items), PARAMS_PER_BATCH):
             batch = dict(items[i:i + PARAMS_PER_BATCH])
             if not self._safe(lambda: self._mlflow.log_params(batch)):

@@ -152,4 +152,5 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     assert tags["git.commit"] and tags["hardware.cpus"] == str(os.cpu_count())
     assert parent.data.params["depth"] == "100" and parent.data.params["checkpoint.name"] == "toy-retriever"
     nested = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    assert sorted(r.data.tags["stage"] for r in nested) == ["evaluate/checkpoint/nfcorpus", "evaluate/checkpoint/scifact"]
+    assert sorted(r.data.tags["stage"] for r in nested) == ["evaluate/checkpoint/nfcorpus",
+                                                            "evaluate/checkpoint/scifact"]

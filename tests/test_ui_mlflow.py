@@ -163,7 +163,8 @@ def logged(mlflow_server, tmp_path_factory):
     cotmae = {"retriever1": {"scifact": {"nDCG@10": 0.41, "R@100": 0.70}, "nfcorpus": {"nDCG@10": 0.21, "R@100": 0.15}},
               "retriever2": {"scifact": {"nDCG@10": 0.45, "R@100": 0.74}, "nfcorpus": {"nDCG@10": 0.23, "R@100": 0.17}}}
     return {
-        "bm25_a": log_like_a_run(mlflow_server.base, "bm25", "paper", bm25, ["REPRODUCED", "REPRODUCED"] + ["NOT-COMPARABLE"] * 4, scratch),
+        "bm25_a": log_like_a_run(mlflow_server.base, "bm25", "paper", bm25,
+                                 ["REPRODUCED", "REPRODUCED"] + ["NOT-COMPARABLE"] * 4, scratch),
         "bm25_b": log_like_a_run(mlflow_server.base, "bm25", "paper", bm25_b, ["REPRODUCED", "INCONCLUSIVE"], scratch,
                                  past_limits=True),
         "cotmae": log_like_a_run(mlflow_server.base, "cotmae_qc", "mini", cotmae, ["NOT-COMPARABLE"] * 6, scratch),
