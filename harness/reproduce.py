@@ -100,7 +100,7 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     from harness.reported import load_reported_cells
     from harness.run_record import build_record, write_record
     from harness.run_scores import Scored, score_variants
-    from harness.tracking import Tracker, new_run_id
+    from harness.tracking import log_parent_summary, new_run_id, parent_tracker
 
     registry = load_checkpoints()
     ckpt = get_checkpoint(name, registry)
@@ -135,8 +135,9 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     print(f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
           f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "
           f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}")
-    tags = {"method": ckpt.record_method, "profile": PROFILE, "checkpoint": name, "source": ckpt.source}
-    tracker = Tracker(experiment=ckpt.record_method, run_name=run_id, tags=tags, enabled=track)
+    # Named <checkpoint>/checkpoint/<seed>: two checkpoints of one method share its experiment.
+    tracker = parent_tracker(ckpt.record_method, name, PROFILE, SEED, run_id,
+                             {"checkpoint": name, "source": ckpt.source}, enabled=track)
     stages = StageLog()
 
     def score(variant: str, bench_name: str) -> Scored:
@@ -161,6 +162,7 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
         record = build_record(run_id=run_id, method=ckpt.record_method, profile=PROFILE, spec=None, scores=scores,
                               comparisons=comparisons, efficiency_by_stage=scores.efficiency_by_stage,
                               stages=stages.entries, started=started, tracker=tracker, identity=identity)
+        log_parent_summary(tracker, record)
         path = write_record(record, tracker)
     record["mlflow"] = tracker.info()
     return {**record, "run_record": str(path)}

@@ -77,8 +77,9 @@ def score_variants(tracker: "Tracker", stages: "StageLog", benchmarks: Mapping[s
                 tracker.log_metrics(scored.result.aggregate)
                 tracker.log_artifact(scored.run_path, subdir=f"runs/{variant}/{name}")
             stages.add("evaluate", f"{variant}/{name}", scored.cached, time.time() - t0)
+            # Its metrics stay on the stage run: the parent gets only the final variant's, under keys
+            # every method shares (tracking.log_parent_summary), for MLflow's compare view.
             scores.add(variant, name, benchmarks[name], scored)
-            tracker.log_metrics({f"{variant}/{name}/{m}": v for m, v in scored.result.aggregate.items()})
     for name in scores.metrics:  # a trained model that ranks no better than a random ranking is flagged
         primary = scores.primaries[name]
         check = chance_check(benchmarks[name], scores.per_query[name][primary], primary)

@@ -20,7 +20,7 @@ from harness.run_record import build_record, write_record
 from harness.run_scores import Scored, score_variants
 from harness.spec import MethodSpec, load_method
 from harness.stages import StopAfterStage
-from harness.tracking import Tracker, new_run_id
+from harness.tracking import Tracker, log_parent_summary, new_run_id, parent_tracker
 
 
 def score_run_file(run_path: Path, bench: Any) -> Any:
@@ -91,18 +91,28 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
     )
 
 
+def run_params(spec: MethodSpec) -> dict[str, Any]:
+    """A run's parent params: its identity and the resolved spec, which the tracker flattens to
+    ``spec.<dotted.path>`` keys (``spec.retrieval.k1``)."""
+    return {"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "seed": SEED,
+            "spec": spec.config}
+
+
+def run_tags(spec: MethodSpec) -> dict[str, str]:
+    """A run's parent tags besides method / profile / seed / run_id (:func:`harness.tracking.parent_tracker`)."""
+    return {"spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
+
+
 def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool) -> dict[str, Any]:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
-    tags = {"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "stage": stage}
-    tracker = Tracker(experiment=spec.name, run_name=run_id, tags=tags)
+    tracker = parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, {**run_tags(spec), "stage": stage})
     ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
     started = time.time()
     output = None
     with tracker.run():
-        tracker.log_params({"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "seed": SEED,
-                            "spec": spec.config})
+        tracker.log_params(run_params(spec))
         try:
             pipeline_for(spec)(ctx, datasets)
         except StopAfterStage as stop:
@@ -180,14 +190,12 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         return run_until(spec, datasets, stage, force)
 
     run_id = new_run_id(method, profile)
-    tags = {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
-    tracker = Tracker(experiment=method, run_name=run_id, tags=tags)
+    tracker = parent_tracker(method, method, profile, SEED, run_id, run_tags(spec))
     ctx = RunContext(spec, tracker, StageLog(), force)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
-        tracker.log_params({"method": method, "profile": profile, "spec_hash": spec.spec_hash, "seed": SEED,
-                            "spec": spec.config})
+        tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
         variants = pipeline(ctx, datasets)
 
         def score(variant: str, name: str) -> Scored:
@@ -210,6 +218,7 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         record = build_record(run_id=run_id, method=method, profile=profile, spec=spec, scores=scores,
                               comparisons=[c.to_dict() for c in comparisons], efficiency_by_stage=ctx.efficiency,
                               stages=ctx.stages.entries, started=started, tracker=tracker)
+        log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
         path = write_record(record, tracker)
     record["mlflow"] = tracker.info()
     print()

@@ -1,5 +1,11 @@
 """Tracking: MLflow (one parent run per invocation, a nested run per stage) and run records.
 
+A parent run is named ``<method>/<profile>/<seed>`` (:func:`parent_tracker`; the unique run_id is its
+``run_id`` tag) and, once the run is scored, holds the FINAL stage's metrics as ``<benchmark>/<measure>``
+(:func:`log_parent_summary`) beside the flattened spec (params) and the verdict / git / hardware tags,
+so every method's parent has the same metric keys and MLflow's compare view lines them up. Stage
+metrics stay on the nested runs. Metric keys follow :func:`mlflow_key` (``nDCG@10`` -> ``nDCG_at_10``).
+
 MLflow is best-effort: if the tracking server is unreachable or errors, the harness warns
 once and carries on, because the run record JSON under runs/ is the source of truth and
 must never be lost to a tracking outage.
@@ -17,12 +23,14 @@ import importlib.metadata as md
 import json
 import os
 import platform
+import re
 import secrets
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
-import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -37,6 +45,31 @@ KEY_PACKAGES = (
     "torch", "transformers", "sentence-transformers", "faiss-cpu", "pyserini", "ir-measures",
     "pytrec-eval-terrier", "mlflow", "nltk", "tokenizers", "numpy",
 )
+
+
+# MLflow's limits (mlflow.utils.validation, 3.x): keys of letters, digits, ``_ - . /`` and space (':' too,
+# but not on Windows) up to 250 characters; param values up to 6000 characters, tag values 8000; at
+# most 100 params or tags per logging request.
+KEY_LIMIT, PARAM_VALUE_LIMIT, TAG_VALUE_LIMIT, PARAMS_PER_BATCH = 250, 6000, 8000, 100
+_UNSAFE_KEY_CHARS = re.compile(r"[^/\w.\- ]")
+TRUNCATED = " ...[truncated; the run record holds the whole value]"
+
+
+def mlflow_key(name: str) -> str:
+    """A metric / param / tag key MLflow accepts: ``@`` reads ``_at_`` (``nDCG@10`` -> ``nDCG_at_10``,
+    ``R@1000`` -> ``R_at_1000``) and any other character MLflow refuses becomes ``_``
+    (``AP(rel=2)`` -> ``AP_rel_2_``)."""
+    return _UNSAFE_KEY_CHARS.sub("_", str(name).replace("@", "_at_"))[:KEY_LIMIT]
+
+
+def _clip(value: Any, limit: int) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
+
+
+def _param_value(value: Any) -> Any:
+    # Lists as JSON, which the compare view lays out as arrays (str() would give Python's quotes).
+    return json.dumps(value, default=str) if isinstance(value, (list, tuple)) else value
 
 
 def default_tracking_uri() -> str:
@@ -168,13 +201,45 @@ class Tracker:
             return None
 
     def log_params(self, params: dict[str, Any]) -> None:
-        flat = {k: str(v)[:500] for k, v in flatten(params).items()}
-        self._safe(lambda: self._mlflow.log_params(flat))
+        """Nested dicts flattened to dotted keys (``spec.retrieval.k1``); values over MLflow's length
+        limit are cut with a marker, and the params go in batches of MLflow's per-request maximum."""
+        items = [(mlflow_key(k), _clip(_param_value(v), PARAM_VALUE_LIMIT)) for k, v in flatten(params).items()]
+        for i in range(0, len(items), PARAMS_PER_BATCH):
+            batch = dict(items[i:i + PARAMS_PER_BATCH])
+            if not self._safe(lambda: self._mlflow.log_params(batch)):
+                return
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        clean = {k.replace("@", "_at_").replace("(", "_").replace(")", "_").replace("=", "_"): float(v)
-                 for k, v in metrics.items()}
+        clean = {mlflow_key(k): float(v) for k, v in metrics.items()}
         self._safe(lambda: self._mlflow.log_metrics(clean, step=step))
+
+    def set_parent_tags(self, tags: Mapping[str, Any]) -> None:
+        """Tags on the parent run itself (not on a stage run that may be active)."""
+        items = [(mlflow_key(k), _clip(v, TAG_VALUE_LIMIT)) for k, v in tags.items()]
+
+        def log() -> None:
+            from mlflow.entities import RunTag
+
+            client = self._mlflow.MlflowClient()
+            for i in range(0, len(items), PARAMS_PER_BATCH):
+                client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in items[i:i + PARAMS_PER_BATCH]])
+
+        if self.parent_run_id:
+            self._safe(log)
+
+    def log_parent_metrics(self, metrics: Mapping[str, float]) -> None:
+        """Metrics on the parent run itself, whatever run is active."""
+        def log() -> None:
+            from mlflow.entities import Metric
+
+            stamp = int(time.time() * 1000)
+            entries = [Metric(mlflow_key(k), float(v), stamp, 0) for k, v in metrics.items()]
+            client = self._mlflow.MlflowClient()
+            for i in range(0, len(entries), 1000):  # MLflow's maximum metrics per request
+                client.log_batch(self.parent_run_id, metrics=entries[i:i + 1000])
+
+        if self.parent_run_id and metrics:
+            self._safe(log)
 
     def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
         self._safe(lambda: self._mlflow.log_artifact(str(path), artifact_path=subdir))
@@ -185,6 +250,57 @@ class Tracker:
     def info(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "tracking_uri": self.uri, "experiment": self.experiment,
                 "run_id": self.parent_run_id, "warning": self.warning}
+
+
+def parent_tracker(experiment: str, name: str, profile: str, seed: int, run_id: str,
+                   tags: Mapping[str, str], *, uri: str | None = None, enabled: bool = True) -> Tracker:
+    """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>``
+    (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
+    ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``."""
+    return Tracker(experiment=experiment, run_name=parent_run_name(name, profile, seed), uri=uri, enabled=enabled,
+                   tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags})
+
+
+def parent_run_name(name: str, profile: str, seed: int) -> str:
+    return f"{name}/{profile}/{seed}"
+
+
+def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """A record's (final stage's) ``{benchmark: {measure: value}}`` as ``<benchmark>/<measure>`` keys,
+    e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
+    return {f"{mlflow_key(bench)}/{mlflow_key(measure)}": float(value)
+            for bench, values in metrics.items() for measure, value in values.items()}
+
+
+def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
+    """What a finished run's parent is tagged with, from its run record: ``verdict.<STATUS>`` (how many
+    of its comparison rows got each verdict, 0 included so every parent has every key), ``git.commit``
+    / ``git.dirty``, and ``hardware.cpu_model`` / ``cpus`` / ``memory_gib`` / ``cuda_devices``."""
+    from harness.evaluation.verdict import VERDICTS
+
+    statuses = [str(c.get("status")) for c in record.get("comparison") or []]
+    tags = {f"verdict.{v}": str(statuses.count(v)) for v in [*VERDICTS, *sorted(set(statuses) - set(VERDICTS))]}
+    for key in ("method", "profile", "seed", "run_id"):
+        if record.get(key) is not None:
+            tags[key] = str(record[key])
+    git = record.get("git") or {}
+    tags["git.commit"] = str(git.get("commit") or "unknown")
+    tags["git.dirty"] = str(git.get("dirty")).lower()
+    detected = (record.get("hardware") or {}).get("detected") or {}
+    tags["hardware.cpu_model"] = str(detected.get("cpu_model") or detected.get("machine") or "unknown")
+    for key in ("cpus", "memory_gib"):
+        tags[f"hardware.{key}"] = "unknown" if detected.get(key) is None else str(detected[key])
+    # Absent when the run never imported torch (BM25): no device was looked for.
+    cuda = detected.get("cuda_devices")
+    tags["hardware.cuda_devices"] = "not probed" if cuda is None else (", ".join(cuda) or "none")
+    return tags
+
+
+def log_parent_summary(tracker: Tracker, record: Mapping[str, Any]) -> None:
+    """The parent run's comparable face, from the finished run's record: its final metrics
+    (:func:`parent_metrics`) and tags (:func:`parent_tags`). The one helper `run` and `reproduce` use."""
+    tracker.log_parent_metrics(parent_metrics(record.get("metrics") or {}))
+    tracker.set_parent_tags(parent_tags(record))
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

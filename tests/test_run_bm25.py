@@ -50,8 +50,12 @@ def test_bm25_reproduces_papers(use_shared_cache, tmp_path, capsys):
     mlflow.set_tracking_uri(record["mlflow"]["tracking_uri"])
     runs = mlflow.search_runs(experiment_names=["bm25"], output_format="list")
     parent = next(r for r in runs if r.info.run_id == record["mlflow"]["run_id"])
-    assert parent.data.tags["profile"] == "paper"
-    assert abs(parent.data.metrics["bm25/scifact/nDCG_at_10"] - summary["metrics"]["scifact"]["nDCG@10"]) < 1e-9
+    assert parent.data.tags["profile"] == "paper" and parent.info.run_name == "bm25/paper/42"
+    assert parent.data.tags["run_id"] == summary["run_id"] and parent.data.tags["verdict.REPRODUCED"] == "2"
+    assert parent.data.params["spec.retrieval.k1"] == "0.9"
+    # Only the final stage's metrics, as <benchmark>/<measure>: the keys every method's parent shares.
+    assert abs(parent.data.metrics["scifact/nDCG_at_10"] - summary["metrics"]["scifact"]["nDCG@10"]) < 1e-9
+    assert all(key.count("/") == 1 for key in parent.data.metrics), sorted(parent.data.metrics)
     nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert {r.data.tags["stage"] for r in nested} >= {"index/scifact", "retrieve/scifact", "evaluate/bm25/nfcorpus"}
 

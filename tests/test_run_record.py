@@ -6,6 +6,7 @@ checkpoint has no spec), plus what names the checkpoint. Both stay sealed and ga
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -64,11 +65,11 @@ def test_run_record_keeps_its_fields(tmp_path, monkeypatch, mlflow_off):
     assert list(record["datasets"]) == ["scifact"] and "scifact" in record["chance"]
 
 
-def test_checkpoint_record_has_the_run_record_shape(tmp_path, monkeypatch, mlflow_off):
+def toy_checkpoint(tmp_path: Path, monkeypatch) -> Path:
+    """A registered toy retriever whose zero-shot search is a fixed ranking (scored for real), and one
+    reported cell it reproduces; returns the cells file."""
     from harness.evaluation import zero_shot
     from harness.evaluation.measures import evaluate
-    from harness.gate import run_gate
-    from harness.reproduce import reproduce_checkpoint
 
     registry = tmp_path / "checkpoints.yaml"
     registry.write_text("""schema_version: 1
@@ -99,6 +100,14 @@ checkpoints:
         return zero_shot.ZeroShotOutcome({"efficiency": efficiency}, evaluate(run, bench.qrels(), bench), run)
 
     monkeypatch.setattr(zero_shot, "run_zero_shot", fake_zero_shot)
+    return cells
+
+
+def test_checkpoint_record_has_the_run_record_shape(tmp_path, monkeypatch, mlflow_off):
+    from harness.gate import run_gate
+    from harness.reproduce import reproduce_checkpoint
+
+    cells = toy_checkpoint(tmp_path, monkeypatch)
     out = reproduce_checkpoint("toy-retriever", reported=str(cells), depth=100)
     record = json.loads(Path(out["run_record"]).read_text())
     at = RUN_FIELDS.index("spec") + 1
@@ -116,3 +125,32 @@ checkpoints:
     assert [(r.status, r.benchmark, r.reproduced) for r in gate.rows] == [
         (c["status"], c["benchmark"], c["reproduced"]) for c in record["comparison"]]
     assert [c["benchmark"] for c in record["comparison"]] == ["scifact"]
+
+
+def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
+    """MLflow on (the test's sqlite store): the parent is named <checkpoint>/checkpoint/<seed> and holds
+    the record's final metrics as <benchmark>/<measure>, its verdict counts and identity tags."""
+    from mlflow.tracking import MlflowClient
+
+    from harness import SEED
+    from harness.reproduce import reproduce_checkpoint
+    from harness.tracking import parent_metrics
+
+    out = reproduce_checkpoint("toy-retriever", reported=str(toy_checkpoint(tmp_path, monkeypatch)), depth=100)
+    assert out["mlflow"]["enabled"] and out["mlflow"]["run_id"], out["mlflow"]
+    client = MlflowClient(tracking_uri=out["mlflow"]["tracking_uri"])
+    parent = client.get_run(out["mlflow"]["run_id"])
+    assert parent.info.run_name == f"toy-retriever/checkpoint/{SEED}"
+    assert parent.data.metrics == pytest.approx(parent_metrics(out["metrics"]))
+    assert {"scifact/nDCG_at_10", "nfcorpus/nDCG_at_10"} <= set(parent.data.metrics)
+    assert all(key.count("/") == 1 for key in parent.data.metrics)  # no variant prefix: stage metrics are nested
+    tags = parent.data.tags
+    assert (tags["run_id"], tags["checkpoint"], tags["profile"], tags["seed"]) == (
+        out["run_id"], "toy-retriever", "checkpoint", str(SEED))
+    statuses = [c["status"] for c in out["comparison"]]
+    assert tags["verdict.REPRODUCED"] == str(statuses.count("REPRODUCED")) and tags["verdict.INCONCLUSIVE"]
+    assert tags["git.commit"] and tags["hardware.cpus"] == str(os.cpu_count())
+    assert parent.data.params["depth"] == "100" and parent.data.params["checkpoint.name"] == "toy-retriever"
+    nested = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert sorted(r.data.tags["stage"] for r in nested) == ["evaluate/checkpoint/nfcorpus",
+                                                            "evaluate/checkpoint/scifact"]

@@ -1,10 +1,13 @@
-"""`python -m harness ui`: an MLflow server over the project's store; two runs of one method are
-logged the way the run pipeline logs them, then compared through the REST API. The server is
-always stopped, and every wait is bounded."""
+"""`python -m harness ui`: an MLflow server over the project's store. Runs of two methods are logged
+through the run pipeline's own helpers (``parent_tracker``, ``run_params``, ``log_parent_summary``),
+then compared through the REST API and in MLflow's compare view in headless Chromium (a screenshot
+is kept as test-artifacts/mlflow-compare.png). The server and the browser are always stopped, and
+every wait is bounded."""
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -14,6 +17,8 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -68,19 +73,26 @@ def test_ui_rejects_bad_workers():
         args.func(args)
 
 
-@pytest.mark.slow
-def test_mlflow_server_compares_two_runs_of_one_method(tmp_path):
-    from harness.tracking import Tracker
+@dataclass
+class Server:
+    base: str
+    runs: Path  # the server's runs folder (its store and artifacts)
 
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """One `harness ui` server for the module, over its own runs folder; stopped, and checked stopped."""
+    root = tmp_path_factory.mktemp("mlflow-ui")
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "mlflow.log"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    log = root / "mlflow.log"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HARNESS_RUNS_DIR": str(root / "runs")}
+    env.pop("MLFLOW_TRACKING_URI", None)
     with log.open("w") as out:
         server = subprocess.Popen(_ui_command("--port", str(port), "--workers", "1"), cwd=PROJECT_ROOT, env=env,
                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        import mlflow  # noqa: F401 - a slow import, done while the server starts
+        __import__("mlflow")  # a slow import, done while the server starts
 
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -95,54 +107,7 @@ def test_mlflow_server_compares_two_runs_of_one_method(tmp_path):
             if time.monotonic() > deadline:
                 pytest.fail(f"mlflow server did not start in {START_TIMEOUT}s:\n{log.read_text()[-3000:]}")
             time.sleep(0.5)
-
-        # Two runs of bm25, logged exactly as the run pipeline does (parent run + nested stage run).
-        record = tmp_path / "record.json"
-        for stamp, ndcg in (("20261121T100000", 0.6647), ("20261121T110000", 0.6612)):
-            tags = {"method": "bm25", "profile": "paper", "spec_hash": "ea33da26850f0a18", "papers": "lexmae,qc-v2"}
-            tracker = Tracker("bm25", f"bm25__paper__{stamp}", tags, uri=base)
-            with tracker.run():
-                tracker.log_params({"method": "bm25", "retrieval": {"k1": 0.9, "b": 0.4}})
-                with tracker.stage("index/scifact", {"stage": "index", "dataset": "scifact"}):
-                    tracker.log_metrics({"documents": 5183})
-                tracker.log_metrics({"scifact/nDCG@10": ndcg})
-                record.write_text(json.dumps({"run_id": f"bm25__paper__{stamp}"}))
-                tracker.log_artifact(record, subdir="record")
-            assert tracker.enabled, tracker.warning
-
-        exp = _rest(base, "experiments/get-by-name", query={"experiment_name": "bm25"})["experiment"]
-        runs = _rest(base, "runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 50})["runs"]
-        tags_of = {r["info"]["run_id"]: {t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs}
-        parents = [r for r in runs if "mlflow.parentRunId" not in tags_of[r["info"]["run_id"]]]
-        nested = [r for r in runs if "mlflow.parentRunId" in tags_of[r["info"]["run_id"]]]
-        assert sorted(r["info"]["run_name"] for r in parents) == ["bm25__paper__20261121T100000",
-                                                                   "bm25__paper__20261121T110000"]
-        assert len(nested) == 2 and all(tags_of[r["info"]["run_id"]]["stage"] == "index/scifact" for r in nested)
-        for r in parents:
-            t = tags_of[r["info"]["run_id"]]
-            assert (t["method"], t["profile"], t["spec_hash"], t["papers"]) == ("bm25", "paper", "ea33da26850f0a18",
-                                                                                "lexmae,qc-v2")
-
-        # The comparison a person makes in the UI: same method, metrics and params side by side.
-        def metrics(run):
-            return {m["key"]: m["value"] for m in run["data"].get("metrics", [])}
-
-        def params(run):
-            return {p["key"]: p["value"] for p in run["data"].get("params", [])}
-
-        a, b = sorted(parents, key=lambda r: r["info"]["run_name"])
-        assert params(a)["retrieval.k1"] == params(b)["retrieval.k1"] == "0.9"
-        delta = metrics(b)["scifact/nDCG_at_10"] - metrics(a)["scifact/nDCG_at_10"]
-        assert delta == pytest.approx(-0.0035)
-
-        # Artifacts are served from the project's store (runs/mlartifacts).
-        listed = _rest(base, "artifacts/list", query={"run_id": a["info"]["run_id"], "path": "record"})
-        assert [f["path"] for f in listed["files"]] == ["record/record.json"]
-        stored = list((tmp_path / "runs" / "mlartifacts").rglob("record.json"))
-        assert len(stored) == 2
-        with urllib.request.urlopen(f"{base}/get-artifact?path=record/record.json&run_uuid={a['info']['run_id']}",
-                                    timeout=30) as resp:
-            assert json.loads(resp.read())["run_id"] == "bm25__paper__20261121T100000"
+        yield Server(base, root / "runs")
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
@@ -154,3 +119,208 @@ def test_mlflow_server_compares_two_runs_of_one_method(tmp_path):
     assert server.returncode is not None
     with pytest.raises(OSError):  # really stopped: nothing answers on the port any more
         urllib.request.urlopen(f"{base}/health", timeout=2)
+
+
+def log_like_a_run(base: str, method: str, profile: str, variants: dict[str, dict[str, dict[str, float]]],
+                   statuses: list[str], scratch: Path, past_limits: bool = False) -> tuple[str, str]:
+    """One `run` as the pipeline logs it: parent tracker, params, a nested evaluate run per (variant,
+    dataset) with its metrics, then the parent summary from the record; the last variant is the final
+    one. Returns (MLflow run id, harness run_id)."""
+    from harness import SEED
+    from harness.runner import run_params, run_tags
+    from harness.spec import load_method
+    from harness.tracking import git_commit, hardware, log_parent_summary, new_run_id, parent_tracker
+
+    spec = load_method(method, profile)
+    run_id = new_run_id(method, profile)
+    tracker = parent_tracker(method, method, profile, SEED, run_id, run_tags(spec), uri=base)
+    with tracker.run():
+        tracker.log_params(run_params(spec))
+        if past_limits:  # 150 more params (MLflow takes 100 per request) and a value over its 6000 characters
+            tracker.log_params({"extra": {f"p{i:03d}": i for i in range(150)}, "long": "x" * 7000})
+        for variant, by_dataset in variants.items():
+            for dataset, values in by_dataset.items():
+                with tracker.stage(f"evaluate/{variant}/{dataset}", {"benchmark": dataset, "finetune_stage": variant}):
+                    tracker.log_metrics(values)
+        record = {"run_id": run_id, "method": method, "profile": profile, "seed": SEED,
+                  "metrics": variants[list(variants)[-1]], "comparison": [{"status": s} for s in statuses],
+                  "git": git_commit(), "hardware": {"declared": None, "detected": hardware()}}
+        log_parent_summary(tracker, record)
+        path = scratch / f"{run_id}.json"
+        path.write_text(json.dumps(record))
+        tracker.log_artifact(path, subdir="record")
+    assert tracker.enabled, tracker.warning
+    return tracker.parent_run_id, run_id
+
+
+@pytest.fixture(scope="module")
+def logged(mlflow_server, tmp_path_factory):
+    """Two runs of bm25 (same name, told apart by their run_id tag) and one of cotmae_qc, whose final
+    stage is retriever2 after retriever1: the parents must still share their metric keys."""
+    scratch = tmp_path_factory.mktemp("records")
+    bm25 = {"bm25": {"scifact": {"nDCG@10": 0.6647, "R@100": 0.908}, "nfcorpus": {"nDCG@10": 0.3218, "R@100": 0.246}}}
+    bm25_b = {"bm25": {"scifact": {"nDCG@10": 0.6612, "R@100": 0.905}, "nfcorpus": {"nDCG@10": 0.3190, "R@100": 0.244}}}
+    cotmae = {"retriever1": {"scifact": {"nDCG@10": 0.41, "R@100": 0.70}, "nfcorpus": {"nDCG@10": 0.21, "R@100": 0.15}},
+              "retriever2": {"scifact": {"nDCG@10": 0.45, "R@100": 0.74}, "nfcorpus": {"nDCG@10": 0.23, "R@100": 0.17}}}
+    return {
+        "bm25_a": log_like_a_run(mlflow_server.base, "bm25", "paper", bm25,
+                                 ["REPRODUCED", "REPRODUCED"] + ["NOT-COMPARABLE"] * 4, scratch),
+        "bm25_b": log_like_a_run(mlflow_server.base, "bm25", "paper", bm25_b, ["REPRODUCED", "INCONCLUSIVE"], scratch,
+                                 past_limits=True),
+        "cotmae": log_like_a_run(mlflow_server.base, "cotmae_qc", "mini", cotmae, ["NOT-COMPARABLE"] * 6, scratch),
+    }
+
+
+def _search(base: str, experiment_names: list[str]) -> list[dict]:
+    ids = [_rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
+           for n in experiment_names]
+    return _rest(base, "runs/search", {"experiment_ids": ids, "max_results": 200})["runs"]
+
+
+def _tags(run: dict) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+
+
+def _metrics(run: dict) -> dict[str, float]:
+    return {m["key"]: m["value"] for m in run["data"].get("metrics", [])}
+
+
+def _params(run: dict) -> dict[str, str]:
+    return {p["key"]: p["value"] for p in run["data"].get("params", [])}
+
+
+@pytest.mark.slow
+def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged):
+    from harness import SEED
+
+    base = mlflow_server.base
+    runs = _search(base, ["bm25", "cotmae_qc"])
+    by_id = {r["info"]["run_id"]: r for r in runs}
+    parents = {key: by_id[mlflow_id] for key, (mlflow_id, _) in logged.items()}
+    for key, run in parents.items():
+        assert "mlflow.parentRunId" not in _tags(run) and run["info"]["status"] == "FINISHED"
+    assert parents["bm25_a"]["info"]["run_name"] == parents["bm25_b"]["info"]["run_name"] == f"bm25/paper/{SEED}"
+    assert parents["cotmae"]["info"]["run_name"] == f"cotmae_qc/mini/{SEED}"
+
+    # The compare view's rows: the same <benchmark>/<measure> keys on every parent, final stage only.
+    keys = {"scifact/nDCG_at_10", "scifact/R_at_100", "nfcorpus/nDCG_at_10", "nfcorpus/R_at_100"}
+    assert all(set(_metrics(r)) == keys for r in parents.values()), {k: sorted(_metrics(r)) for k, r in parents.items()}
+    assert _metrics(parents["cotmae"])["scifact/nDCG_at_10"] == pytest.approx(0.45)  # retriever2, not retriever1
+    delta = _metrics(parents["bm25_b"])["scifact/nDCG_at_10"] - _metrics(parents["bm25_a"])["scifact/nDCG_at_10"]
+    assert delta == pytest.approx(-0.0035)
+
+    # Stage metrics stay on the nested runs.
+    nested = [r for r in runs if _tags(r).get("mlflow.parentRunId") == logged["cotmae"][0]]
+    assert sorted(_tags(r)["stage"] for r in nested) == ["evaluate/retriever1/nfcorpus", "evaluate/retriever1/scifact",
+                                                         "evaluate/retriever2/nfcorpus", "evaluate/retriever2/scifact"]
+    assert all(set(_metrics(r)) == {"nDCG_at_10", "R_at_100"} for r in nested)
+
+    # Tags: identity, papers, verdict counts (every verdict, zeros included), git, hardware.
+    for key, run in parents.items():
+        t = _tags(run)
+        assert t["run_id"] == logged[key][1] and t["seed"] == str(SEED)
+        assert {"git.commit", "git.dirty", "hardware.cpu_model", "hardware.cpus", "hardware.cuda_devices",
+                "spec_hash"} <= set(t)
+        assert t["hardware.cpus"] == str(os.cpu_count())
+    a, b, c = (_tags(parents[k]) for k in ("bm25_a", "bm25_b", "cotmae"))
+    assert a["run_id"] != b["run_id"]
+    assert (a["method"], a["profile"], a["papers"]) == ("bm25", "paper", "lexmae,qc-v1,qc-v2,cpdae")
+    assert (c["method"], c["profile"], c["papers"]) == ("cotmae_qc", "mini", "qc-v2,qc-v1")
+    assert (a["verdict.REPRODUCED"], a["verdict.NOT-COMPARABLE"], a["verdict.INCONCLUSIVE"]) == ("2", "4", "0")
+    assert (b["verdict.REPRODUCED"], b["verdict.INCONCLUSIVE"]) == ("1", "1")
+    assert (c["verdict.NOT-COMPARABLE"], c["verdict.REPRODUCED"]) == ("6", "0")
+
+    # Params: the resolved spec flattened, all of them (batched), over-long values cut with a marker.
+    pa, pb, pc = (_params(parents[k]) for k in ("bm25_a", "bm25_b", "cotmae"))
+    assert (pa["method"], pa["profile"], pa["seed"]) == ("bm25", "paper", str(SEED))
+    assert pa["spec.retrieval.k1"] == "0.9" and pa["spec.retrieval.b"] == "0.4"
+    assert pc["spec.pretrain.objective_params.enc_mask_ratio"] and pc["spec.finetune.lr"]
+    assert len([k for k in pb if k.startswith("extra.")]) == 150 and pb["extra.p149"] == "149"
+    assert len(pb["long"]) == 6000 and pb["long"].endswith("the run record holds the whole value]")
+
+    # Artifacts are served from the project's store (runs/mlartifacts).
+    mlflow_id = logged["bm25_a"][0]
+    listed = _rest(base, "artifacts/list", query={"run_id": mlflow_id, "path": "record"})
+    assert [f["path"] for f in listed["files"]] == [f"record/{logged['bm25_a'][1]}.json"]
+    assert len(list((mlflow_server.runs / "mlartifacts").rglob("*.json"))) == 3
+    with urllib.request.urlopen(f"{base}/get-artifact?path=record/{logged['bm25_a'][1]}.json&run_uuid={mlflow_id}",
+                                timeout=30) as resp:
+        assert json.loads(resp.read())["run_id"] == logged["bm25_a"][1]
+
+
+def compare_url(base: str, run_ids: list[str], experiment_ids: list[str]) -> str:
+    """MLflow 3's compare view (its JS: getCompareRunPageRoute, ``/compare-runs?runs=[..]&experiments=[..]``
+    under the hash router)."""
+    query = urllib.parse.urlencode({"runs": json.dumps(run_ids), "experiments": json.dumps(experiment_ids)})
+    return f"{base}/#/compare-runs?{query}"
+
+
+@pytest.mark.slow
+def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logged, tmp_path):
+    import tempfile
+
+    from test_ui_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, DevTools, _stop
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from harness import SEED
+
+    base = mlflow_server.base
+    experiments = [_rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
+                   for n in ("bm25", "cotmae_qc")]
+    url = compare_url(base, [logged["bm25_a"][0], logged["cotmae"][0]], experiments)
+    wanted = [f"bm25/paper/{SEED}", f"cotmae_qc/mini/{SEED}", "nfcorpus/nDCG_at_10", "spec.retrieval.k1"]
+    deadline = time.monotonic() + 120  # the UI's bundle is large and the machine may be busy
+    user_data = Path(tempfile.mkdtemp(dir=tmp_path, prefix="chromium-"))  # a new, empty profile
+    browser = subprocess.Popen(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={user_data}", "--remote-debugging-port=0",
+         "--window-size=1400,1600", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        tools = DevTools(user_data, deadline)
+        try:
+            tools.call("Page.enable")
+            tools.call("Page.navigate", url=url)
+            text = ""
+            while time.monotonic() < deadline:
+                text = tools.text()
+                if all(w in text for w in wanted):
+                    break
+                time.sleep(0.5)
+            missing = [w for w in wanted if w not in text]
+            assert not missing, f"not rendered at {url}: {missing}\n--- page text ---\n{text[:3000]}"
+            time.sleep(1.0)  # let the tables paint before the screenshot
+            shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+            ARTIFACTS.mkdir(exist_ok=True)
+            png = ARTIFACTS / "mlflow-compare.png"
+            png.write_bytes(base64.b64decode(shot["data"]))
+            assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        finally:
+            tools.close()
+    finally:
+        _stop(browser)
+    assert browser.poll() is not None
+
+
+def test_parent_run_naming_and_keys():
+    """The names a parent run gets (docs/tracking.md): run name, metric keys, tags, without a server."""
+    from harness.tracking import mlflow_key, parent_metrics, parent_run_name, parent_tags, parent_tracker
+
+    assert parent_run_name("cotmae_qc", "mini", 42) == "cotmae_qc/mini/42"
+    tracker = parent_tracker("bm25", "bm25", "paper", 43, "bm25__paper__x", {"papers": "lexmae"}, enabled=False)
+    assert tracker.run_name == "bm25/paper/43"
+    assert tracker.tags == {"method": "bm25", "profile": "paper", "seed": "43", "run_id": "bm25__paper__x",
+                            "papers": "lexmae"}
+    assert [mlflow_key(m) for m in ("nDCG@10", "R@1000", "AP(rel=2)", "MRR@10")] == [
+        "nDCG_at_10", "R_at_1000", "AP_rel_2_", "MRR_at_10"]
+    assert parent_metrics({"nfcorpus": {"nDCG@10": 0.32}, "msmarco-dev": {"RR@10": 0.38}}) == {
+        "nfcorpus/nDCG_at_10": 0.32, "msmarco-dev/RR_at_10": 0.38}
+    tags = parent_tags({"run_id": "r", "method": "bm25", "profile": "paper", "seed": 42,
+                        "comparison": [{"status": "REPRODUCED"}] * 2 + [{"status": "NOT-COMPARABLE"}] * 4,
+                        "git": {"commit": "abc123", "dirty": False},
+                        "hardware": {"detected": {"cpu_model": "Xeon (6/207/2)", "cpus": 2, "cuda_devices": []}}})
+    assert tags == {"verdict.REPRODUCED": "2", "verdict.DIFFERENT-BELOW": "0", "verdict.DIFFERENT-ABOVE": "0",
+                    "verdict.INCONCLUSIVE": "0", "verdict.NOT-COMPARABLE": "4", "method": "bm25",
+                    "profile": "paper", "seed": "42", "run_id": "r", "git.commit": "abc123", "git.dirty": "false",
+                    "hardware.cpu_model": "Xeon (6/207/2)", "hardware.cpus": "2", "hardware.memory_gib": "unknown",
+                    "hardware.cuda_devices": "none"}

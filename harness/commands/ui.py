@@ -3,9 +3,11 @@
 Runs ``mlflow server`` on 127.0.0.1 against the store the run pipeline logs to
 (``sqlite:///<runs_dir>/mlflow.db``; MLFLOW_TRACKING_URI when it names a database) and serves
 artifacts from ``<runs_dir>/mlartifacts``. There, each method is one experiment, each
-invocation a parent run named by its run_id and tagged method / profile / spec_hash /
-papers, with a nested run per stage tagged ``stage``: select runs of one experiment and
-press Compare to see their parameters and metrics side by side.
+invocation a parent run named ``<method>/<profile>/<seed>`` (its run_id in the ``run_id`` tag)
+holding the final stage's metrics as ``<benchmark>/<measure>``, the flattened spec as params
+and method / profile / papers / verdict / git / hardware tags, with a nested run per stage tagged
+``stage``: select parent runs and press Compare (``/#/compare-runs?runs=[...]&experiments=[...]``)
+to see them side by side (docs/tracking.md).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="MLflow UI over the project's tracking store (http://127.0.0.1:5000)",
         description=(
             "Start `mlflow server` on 127.0.0.1 against the project's tracking store (runs/mlflow.db) with "
-            "artifacts served from runs/mlartifacts. One experiment per method; runs are named by run_id and "
-            "tagged with profile, spec hash, papers and (nested runs) stage. Ctrl-C stops it."
+            "artifacts served from runs/mlartifacts. One experiment per method; a run's parent is named "
+            "method/profile/seed (tag run_id) and holds its final metrics as benchmark/measure, so the "
+            "Compare view lines methods up; nested runs are its stages. Ctrl-C stops it."
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
