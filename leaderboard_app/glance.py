@@ -22,10 +22,10 @@ CSS = """<style>
 .glance-table th, .glance-table td {border-bottom: 1px solid #ddd; padding: 3px 6px; text-align: left;
   vertical-align: top}
 .glance-table td.num {text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap}
-.glance-table code {font-size: 0.78rem; white-space: pre-wrap}
+.glance-table code {font-size: 0.75rem; white-space: nowrap}
 .badge {display: inline-block; padding: 1px 6px; border-radius: 4px; color: #fff; font-weight: 600;
   font-size: 0.75rem; white-space: nowrap}
-.glance-scroll {max-height: 640px; overflow-y: auto}
+.glance-scroll {max-height: 640px; overflow: auto}
 </style>"""
 
 

@@ -113,20 +113,24 @@ class DevTools:
         self.ws.close()
 
 
-def render_leaderboard(tmp_path: Path, records: Path, reported: Path, wanted: list[str], *,
-                       env: dict[str, str] | None = None, screenshot: str | None = None) -> str:
-    """Serve the leaderboard over ``records``, render it in headless Chromium until every ``wanted``
-    text is on the page (fails naming the missing ones), and return the page text."""
+def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wanted: list[str], *,
+                       env: dict[str, str] | None = None, screenshot: str | None = None,
+                       evaluate: str | None = None, results: dict | None = None, seconds: float = 90) -> str:
+    """Serve the leaderboard over ``records`` (and ``reported``, a snapshot; None: the registry),
+    render it in headless Chromium until every ``wanted`` text is on the page (fails naming the
+    missing ones), and return the page text. ``evaluate``: a JavaScript expression run on the
+    rendered page, its JSON value stored as ``results["evaluate"]``."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
     started = time.monotonic()
-    deadline = started + 90
+    deadline = started + seconds
     port = _free_port()
     log = tmp_path / "server.log"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **(env or {})}
+    inputs = ["--records", str(records), *(["--reported", str(reported)] if reported is not None else [])]
     with log.open("w") as out:
         server = subprocess.Popen(
-            _leaderboard_command("--port", str(port), "--records", str(records), "--reported", str(reported)),
+            _leaderboard_command("--port", str(port), *inputs),
             cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", deadline, server, log)
@@ -148,6 +152,9 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path, wanted: li
             missing = [w for w in wanted if w not in text]
             assert not missing, f"not rendered: {missing}\n--- page text ---\n{text[:3000]}"
             assert "Traceback" not in text and "Error" not in text.split("Skipped records")[0]
+            if evaluate is not None and results is not None:
+                value = tools.call("Runtime.evaluate", expression=evaluate, returnByValue=True)
+                results["evaluate"] = value["result"].get("value")
             if screenshot:
                 time.sleep(1.0)  # let the grids and charts paint before the screenshot
                 shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
@@ -161,7 +168,7 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path, wanted: li
     finally:
         _stop(server)
     assert server.poll() is not None
-    assert time.monotonic() - started < 90
+    assert time.monotonic() - started < seconds
     return text
 
 
@@ -177,4 +184,42 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
                                "Effectiveness vs efficiency", "Retriever 1 vs retriever 2"],
                               screenshot="leaderboard.png")
     # verdicts are text badges: no glyph the page's fonts may lack
+    assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
+
+
+# Each row of the glance's HTML tables as the texts of its cells (the headline table: the first).
+GLANCE_ROWS = ("Array.from(document.querySelectorAll('table.glance-table')).map(t => "
+               "Array.from(t.querySelectorAll('tbody tr')).map(r => "
+               "Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim())))")
+
+
+def test_glance_tab_over_the_committed_records(tmp_path):
+    """Issue 28: the first tab answers "which claims hold, which differ, which were never tried and
+    at what cost" over the committed records and the papers' registry, in words, no emoji."""
+    from harness import overview
+    from leaderboard_app.glance import HEADLINE_HEADERS
+
+    records = PROJECT_ROOT / "runs" / "records"
+    expected = overview.from_folder(records, None)
+    results: dict = {}
+    text = render_leaderboard(tmp_path, records, None,
+                              ["At a glance", "The papers' headline numbers", "The papers' printed effects",
+                               "Learned runs at small scale: not comparable with the papers", "Profile mini",
+                               "NOT-YET-RUN", "REPRODUCED", "python -m harness run --method cotmae_qc --profile paper"],
+                              screenshot="glance.png", evaluate=GLANCE_ROWS, results=results, seconds=240)
+    tables = results["evaluate"]
+    headline = tables[0]
+    assert len(headline) == len(expected.headline)
+    col = {h: i for i, h in enumerate(HEADLINE_HEADERS)}
+    for shown, row in zip(headline, expected.headline):
+        assert shown[col["paper"]] == f"{row.paper} {row.table}" and shown[col["row"]].startswith(row.row)
+        assert shown[col["benchmark"]] == f"{row.benchmark} {row.measure}"
+        assert shown[col["state"]] == row.state and shown[col["reported"]] == f"{row.reported:.2f}"
+        if row.state == overview.NOT_YET_RUN:
+            assert row.command in shown[col["reproduce with"]] and "projected:" in shown[col["reproduce with"]]
+    assert len(tables[1]) == len(expected.claims)
+    # the mini table: one row per method, the control first
+    mini = [r for r in expected.learned if r.profile == "mini"]
+    methods = list(dict.fromkeys(r.method for r in sorted(mini, key=lambda r: r.method != overview.CONTROL)))
+    assert [r[0] for r in tables[2]] == methods and methods[0] == overview.CONTROL
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
