@@ -252,7 +252,9 @@ def headline_rows(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecor
             row.ci_low, row.ci_high = x.get("ci_low"), x.get("ci_high")
             row.reason = str(x.get("notes") or "")
             if rec.profile == "checkpoint":  # released weights: re-scored by `reproduce`, not run
-                row.command = f"python -m harness reproduce {(rec.get('checkpoint') or {}).get('name', '')}".strip()
+                name = (rec.get("checkpoint") or {}).get("name", "")
+                row.command = (f"python -m harness reproduce --checkpoint {name} "
+                               f"--benchmark {','.join(_datasets_of(row.benchmark))}")
         elif found:
             row.state = NOT_COMPARABLE
             row.runs = sorted({r.run_id for r, _ in found})
