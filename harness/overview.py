@@ -191,8 +191,8 @@ def projected_cost(method: str, datasets: tuple[str, ...] = ()) -> str:
     except Exception as exc:  # noqa: BLE001 - a cost that cannot be projected is said, not guessed
         return f"not projected ({type(exc).__name__}: {exc})"
     if not total.pflop:
-        return "no training: not projected (minutes on a CPU)" if spec.get("family") == "lexical" else \
-            "not projected (no measured step of its stages)"
+        return ("no training: indexing and retrieval only, not projected" if spec.get("family") == "lexical"
+                else "not projected (no measured step of its stages)")
     hours = projection.format_hours(total.hours) if total.hours is not None else "time not projected"
     unprojected = f"; not projected: {', '.join(total.unprojected)}" if total.unprojected else ""
     return f"{hours} on {total.hardware} ({total.pflop:,.0f} PFLOP){unprojected}"
