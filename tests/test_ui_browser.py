@@ -9,9 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,15 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, EMOJI, DevTools, stop as _stop
 from harness.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
-ARTIFACTS = PROJECT_ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Until the lead registers the command in harness/cli.py, launch it through its own parser.
 LAUNCH = ("import argparse, sys; from harness.commands import leaderboard as m; "
           "p = argparse.ArgumentParser(); m.add_parser(p.add_subparsers(dest='c', required=True)); "
@@ -63,54 +57,6 @@ def _wait_http(url: str, deadline: float, proc: subprocess.Popen, log: Path) -> 
             pass
         time.sleep(0.3)
     pytest.fail(f"{url} did not answer in time:\n{log.read_text()[-3000:]}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop a process started in its own session, and its children; never leave it running."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-
-
-class DevTools:
-    """Minimal Chrome DevTools Protocol client over one page target."""
-
-    def __init__(self, user_data: Path, deadline: float):
-        from websockets.sync.client import connect
-
-        port_file = user_data / "DevToolsActivePort"
-        while not (port_file.exists() and port_file.read_text().strip()):  # written in two steps
-            if time.monotonic() > deadline:
-                pytest.fail("chromium did not open its DevTools port")
-            time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
-        page = next(t for t in targets if t["type"] == "page")
-        self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
-        self.next_id = 0
-
-    def call(self, method: str, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:  # skip events until our answer arrives
-            msg = json.loads(self.ws.recv(timeout=30))
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg["result"]
-
-    def text(self) -> str:
-        """All text of the page, including the cells of Streamlit's data grids."""
-        res = self.call("Runtime.evaluate", expression="document.body ? document.body.innerText + '\\n' + "
-                        "document.body.textContent : ''", returnByValue=True)
-        return res["result"].get("value", "")
-
-    def close(self) -> None:
-        self.ws.close()
 
 
 def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wanted: list[str], *,
@@ -176,10 +122,6 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wan
     assert server.poll() is not None
     assert time.monotonic() - started < seconds
     return text
-
-
-# Pictographs that Debian's Chromium has no font for: they render as empty boxes (issue 28).
-EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f]")
 
 
 def test_leaderboard_renders_in_headless_chromium(tmp_path):
