@@ -11,7 +11,8 @@ Three lists, every number in points (100 x fraction; the paper's printed string 
   of one cell show the worst, as the gate fails on any), NOT-COMPARABLE when such a record exists
   but does not share the cell's setting (the reason kept), or NOT-YET-RUN, with the command that
   would run it and its projected cost on the spec's declared hardware (``harness.projection``).
-* :class:`ClaimRow`: each difference a paper printed between two of its rows
+* :class:`ClaimRow`: each difference a paper printed between two of its rows (from the registry, as
+  ``check`` takes them, even with a ``--reported`` snapshot)
   (``evaluation.claims``), graded from the paper-profile records' effects (``evaluation.effects``),
   the same rows ``check`` prints, or NOT-YET-RUN when either method has no paper-profile record.
 * :class:`LearnedRow`: the newest record of each method in every other profile (mini, rehearsal,

@@ -27,24 +27,36 @@ svg text {font-family: sans-serif; font-size: 11px}
 """
 
 
-def gate_command(row: GateRow) -> str:
-    """The command that reproduces a gate row: the run (or the two runs of an effect) it grades."""
+def record_command(rec: RunRecord) -> str:
+    """The command that makes a record like this one (released weights: re-scored, not trained)."""
+    if rec.profile == CHECKPOINT_PROFILE:
+        return f"python -m harness reproduce --checkpoint {(rec.get('checkpoint') or {}).get('name', '')}"
+    return run_command(rec.method, rec.profile)
+
+
+def gate_command(row: GateRow, records: dict[str, RunRecord] | None = None) -> str:
+    """The command that reproduces a gate row: the run (or the two runs of an effect) it grades;
+    ``records`` by run id name a released checkpoint's record."""
+    rec = (records or {}).get(row.run_id)
+    if rec is not None:
+        return record_command(rec)
     if " - " in row.run_id and row.run_id.endswith("]"):  # an effect row: "A - B [profile]"
         pair, profile = row.run_id.rsplit(" [", 1)
         return " && ".join(run_command(m, profile.rstrip("]")) for m in pair.split(" - "))
     if not row.method or not row.profile or row.method == "-":
         return ""
-    if row.profile == CHECKPOINT_PROFILE:
-        return f"python -m harness reproduce --checkpoint {row.method}"
+    if row.profile == CHECKPOINT_PROFILE:  # the checkpoint's name is in its record only
+        return "python -m harness reproduce --list"
     return run_command(row.method, row.profile)
 
 
-def gate_html(gate: GateResult) -> str:
+def gate_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
     headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
                "CI (delta)", "note", "reproduce with"]
+    by_id = {rec.run_id: rec for rec in records}
     rows = []
     for r in gate.rows:
-        command = gate_command(r)
+        command = gate_command(r, by_id)
         rows.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.measure), esc(r.against),
                      pts(r.expected), pts(r.reproduced), pts(r.delta, True), pts(r.tolerance),
                      interval(r.ci_low, r.ci_high, True), esc(r.note),
@@ -60,8 +72,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
     for rec in sorted(records, key=lambda r: (r.method, r.profile, r.created)):
         detected = (rec.get("hardware") or {}).get("detected") or {}
         cuda = detected.get("cuda_devices") or []
-        command = (f"python -m harness reproduce --checkpoint {(rec.get('checkpoint') or {}).get('name', '')}"
-                   if rec.profile == CHECKPOINT_PROFILE else run_command(rec.method, rec.profile))
+        command = record_command(rec)
         rows.append([esc(rec.run_id), esc(rec.method), esc(rec.profile), esc(rec.created),
                      f"<code>{esc((rec.get('integrity') or {}).get('sha256') or 'unsealed')}</code>",
                      esc(detected.get("cpu_model") or "-"), esc(detected.get("cpus") or "-"),
@@ -141,7 +152,7 @@ command and its projected cost on the spec's declared hardware.</p>
 {learned}
 <h2 id="gate">CI gate (<code>python -m harness check</code>): {esc(gate.verdict)}</h2>
 <p class="caption">{esc(counts)}; the same rows and statuses as <code>check --json</code>.</p>
-{gate_html(gate)}
+{gate_html(gate, records)}
 <h2 id="records">Run records: integrity and hardware</h2>
 {records_html(records)}
 </body></html>
