@@ -121,20 +121,21 @@ def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> tuple[list[str],
     benchmarks = list(dict.fromkeys(f"{r.benchmark} {r.measure}" for r in mine))
     table: dict[str, dict[str, str]] = {}
     for r in mine:
-        line = table.setdefault(r.method, {"method": r.method, "run": r.run_id})
+        line = table.setdefault(r.method, {"method": r.method, "run": r.run_id, "reproduce with": r.command})
         col = f"{r.benchmark} {r.measure}"
         line[col] = f"{pts(r.value)} {interval(r.ci_low, r.ci_high)}"
         line[f"{col} vs control"] = ("control" if r.effect is None and r.method == CONTROL else
                                      "-" if r.effect is None else
                                      f"{pts(r.effect, True)} {interval(r.effect_low, r.effect_high, True)}")
-    columns = ["method", *(c for b in benchmarks for c in (b, f"{b} vs control")), "run"]
+    columns = ["method", *(c for b in benchmarks for c in (b, f"{b} vs control")), "run", "reproduce with"]
     return columns, list(table.values())
 
 
 def learned_html(rows: Sequence[LearnedRow], profile: str) -> str:
     columns, lines = learned_matrix(rows, profile)
-    return table(columns, ([esc(line.get(c, "")) for c in columns] for line in lines),
-                 numeric=tuple(range(1, len(columns) - 1)))
+    cells = [[*(esc(line.get(c, "")) for c in columns[:-1]), f"<code>{esc(line['reproduce with'])}</code>"]
+             for line in lines]
+    return table(columns, cells, numeric=tuple(range(1, len(columns) - 2)))
 
 
 def profiles(rows: Sequence[LearnedRow]) -> list[str]:
