@@ -17,8 +17,8 @@ from harness import procs, threads
 from harness.errors import HarnessError, SpecProblems
 
 # Order is the order shown in --help.
-COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "noise", "leaderboard",
-            "ui"]
+COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "noise", "report",
+            "leaderboard", "ui"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -219,3 +219,33 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
                  "H100 (11-39%); linear scaling over devices; the CPU at half its measured fp32 matmul rate; peak "
                  "memory scaled from the H100 bf16 measurement by the per-device batch")
     return lines
+
+
+@dataclass(frozen=True)
+class Total:
+    """A plan's projected cost on its spec's declared hardware (what ``describe`` sums)."""
+
+    pflop: float            # the projected stages' FLOPs, in PFLOP
+    hours: float | None     # wall time on the declared GPUs; None without a known declared GPU
+    hardware: str           # "16 x V100-32GB", or "declared hardware unknown"
+    unprojected: tuple[str, ...]  # stages with no measured step (said, never guessed)
+
+
+def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
+    """The total of ``describe``'s declared-hardware column for a plan (no torch: the CPU rate is
+    measured only for the "here" column)."""
+    costs = stage_costs(spec, entries)
+    declared = spec.get("hardware") or {}
+    devices = int(declared.get("devices") or 1)
+    gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
+    peak = _gpu_peak(gpu)
+    projected = [c for c in costs if c.tflop is not None]
+    hours = (sum(c.tflop / (devices * peak * _utilisation(c.kind)) for c in projected) / 3600) if peak else None
+    return Total(sum(c.tflop for c in projected) / 1000, hours,
+                 f"{devices} x {gpu}" if gpu else "declared hardware unknown",
+                 tuple(c.stage for c in costs if c.tflop is None))
+
+
+def format_hours(hours: float) -> str:
+    """Hours as ``describe`` prints them (s, min, h or d)."""
+    return _hours(hours * 3600)

@@ -91,6 +91,9 @@ INCONCLUSIVE = _declare("INCONCLUSIVE", NEUTRAL_KIND, "neither: with this many r
                         "cannot be told from seed noise", colour=AMBER)
 NOT_COMPARABLE = _declare("NOT-COMPARABLE", NEUTRAL_KIND, "the run does not share the cell's setting (profile, "
                           "steps, data, a declared deviation, ...)")
+NOT_YET_RUN = _declare("NOT-YET-RUN", NEUTRAL_KIND, "no run of the method in a profile the papers can be "
+                      "compared with (paper, checkpoint): the glance page gives the command and its projected cost",
+                      colour="#6a1b9a")
 EFFECT = _declare("EFFECT", NEUTRAL_KIND, "a paired effect (A minus B) that no paper printed: measured, not graded")
 REFERENCE = _declare("REFERENCE", NEUTRAL_KIND, "the record is the accepted reference of its method and profile")
 SUPERSEDED = _declare("SUPERSEDED", NEUTRAL_KIND, "older than the accepted reference: not gated")

@@ -18,7 +18,8 @@ import streamlit as st  # noqa: E402
 
 from leaderboard_app import data as lb_data  # noqa: E402
 from harness.evaluation.verdict import LEGEND  # noqa: E402
-from leaderboard_app import plots, tables  # noqa: E402
+from leaderboard_app import glance, plots, tables  # noqa: E402
+from harness import overview  # noqa: E402
 
 st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
 
@@ -27,6 +28,12 @@ st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide
 def _load(records: str, reported: str | None, signature: tuple) -> lb_data.LeaderboardData:
     del signature  # only part of the cache key: a new or changed record reloads
     return lb_data.load(records, reported)
+
+
+@st.cache_data(show_spinner="Grading the papers' headline numbers and claims ...", max_entries=4)
+def _glance(records: str, reported: str | None, signature: tuple) -> overview.Glance:
+    loaded = _load(records, reported, signature)
+    return overview.build(loaded.cells, loaded.records, loaded.comparisons)
 
 
 @st.cache_data(show_spinner="Checking the papers' consistency ...", max_entries=4)
@@ -78,15 +85,46 @@ if not data.records:
 
 comparisons = tables.comparison_frame(data.records, data.comparisons, papers=papers, profiles=profiles,
                                       benchmarks=benchmarks)
-tab_main, tab_beir, tab_method, tab_plots, tab_gate, tab_checks, tab_skipped = st.tabs(
-    ["MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate", "Registry checks", "Skipped records"])
+tab_glance, tab_main, tab_beir, tab_method, tab_plots, tab_gate, tab_checks, tab_skipped = st.tabs(
+    ["At a glance", "MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate", "Registry checks", "Skipped records"])
+
+with tab_glance:
+    # Every record and cell, whatever the sidebar filters: the page's answer to "which published claims
+    # hold, which differ, which have not been tried, and what would trying one cost?"
+    st.markdown(glance.CSS, unsafe_allow_html=True)
+    at_glance = _glance(str(records_dir), reported, lb_data.signature(records_dir, reported))
+    st.subheader("The papers' headline numbers")
+    st.caption("Each paper's Table 1 (MS MARCO dev MRR@10, TREC DL nDCG@10) and BEIR table (nDCG@10), in points "
+               "(100 x fraction; hover a number for it as printed). The state is what `python -m harness check` "
+               "gives the paper-profile and released-checkpoint records on that cell (several records: the "
+               "worst); rows never run give the command and its projected cost on the spec's declared hardware "
+               "(`run --dry-run`).")
+    st.markdown(glance.counts_html(at_glance.counts(at_glance.headline)), unsafe_allow_html=True)
+    st.markdown(glance.headline_html(at_glance.headline), unsafe_allow_html=True)
+    st.subheader("The papers' printed effects (A minus B)")
+    st.caption("Each difference a paper printed between two of its rows, graded against the paper-profile runs' "
+               "paired effect by the same rule (`check`'s effect rows).")
+    st.markdown(glance.counts_html(at_glance.counts(at_glance.claims)), unsafe_allow_html=True)
+    st.markdown(glance.claims_html(at_glance.claims), unsafe_allow_html=True)
+    with st.expander("What each state means", expanded=True):
+        st.markdown(glance.legend_html(), unsafe_allow_html=True)
+    st.subheader("Learned runs at small scale: not comparable with the papers")
+    st.caption(glance.LEARNED_CAPTION)
+    for profile in glance.profiles(at_glance.learned):
+        st.markdown(f"**Profile {profile}** (`python -m harness run --method M --profile {profile}`)")
+        st.markdown(glance.learned_html(at_glance.learned, profile), unsafe_allow_html=True)
+    for name, frame in glance.frames(at_glance).items():
+        st.download_button(f"Download the glance's {name} rows (CSV)", tables.to_csv(frame),
+                           file_name=f"glance_{name}.csv", mime="text/csv", key=f"csv_glance_{name}",
+                           on_click="ignore")
 
 with tab_main:
     st.subheader("Table 1: MS MARCO dev and TREC DL")
     main = tables.main_table(data.cells, data.records, data.comparisons, papers=papers, profiles=profiles,
                              benchmarks=benchmarks, main_only=main_only)
-    _table(main, "Table 1", "table1", "Reported rows as printed (papers that print fractions shown × 100); each '↳ reproduced' row compares a run with the "
-           "row above it: value (delta status). Runs on their own are listed at the bottom.")
+    _table(main, "Table 1", "table1", "Reported rows as printed (papers that print fractions shown × 100); each "
+           f"'{tables.UNDER}reproduced' row compares a run with the row above it: value (delta status). Runs on "
+           "their own are listed at the bottom.")
     released = [r for r in tables.filter_records(data.records, profiles) if r.profile == "checkpoint"]
     if released:
         st.subheader("Released checkpoints (scored as published, `python -m harness reproduce`)")

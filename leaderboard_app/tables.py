@@ -38,6 +38,11 @@ PRINTED = {a.name: f"average ({len(a.members)}, printed)" for a in AGGREGATES.va
 AVG14, AVG12 = COMPUTED["beir-avg14"], COMPUTED["beir-avg12"]
 
 
+# Marks a reproduced row that sits under the reported row it is compared with. Words, not an arrow
+# glyph: the page shows no symbol a browser's fonts may lack (issue 28).
+UNDER = "vs row above: "
+
+
 def badge(status: str | None) -> str:
     """A verdict shown as its own word (harness/statuses.py): no emoji, which render as
     empty boxes where no emoji font is installed (Debian's Chromium)."""
@@ -233,7 +238,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
             if not comps:
                 continue
             vs: dict[str, Any] = {"source": source_of(rec), "paper": paper, "version": version, "table": table,
-                                  "row": f"↳ {run_label(rec)}", "method": rec.method}
+                                  "row": f"{UNDER}{run_label(rec)}", "method": rec.method}
             for x in comps:
                 col = _column_for(x.get("benchmark"), x.get("measure"))
                 if col in columns:

@@ -17,6 +17,7 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from leaderboard_app import data as lb_data  # noqa: E402
+from leaderboard_app import tables  # noqa: E402
 
 APP = Path(__file__).resolve().parents[1] / "leaderboard_app" / "app.py"
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
@@ -74,12 +75,15 @@ def test_page_shows_table1_with_reported_and_reproduced_rows(page):
     at = page
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Retrieval pre-training leaderboard"
-    assert [t.label for t in at.tabs] == ["MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate",
+    assert [t.label for t in at.tabs] == ["At a glance", "MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate",
                                           "Registry checks", "Skipped records"]
+    glance = "\n".join(m.value for m in at.tabs[0].markdown)
+    # the fixture's BM25 paper run reproduces its cells; text badges with their colours, no symbols
+    assert 'class="badge"' in glance and "REPRODUCED" in glance and "NOT-YET-RUN" in glance
     t1 = _frame(at, MRR)
     reported = t1[(t1["paper"] == "qc-v2") & (t1["row"] == "BM25")].iloc[0]
     assert reported[MRR] == "18.7" and reported["DL20 nDCG@10"] == "47.7"
-    mine = t1[t1["row"] == f"↳ reproduced {BM25}"]
+    mine = t1[t1["row"] == f"{tables.UNDER}reproduced {BM25}"]
     assert list(mine["paper"]) == ["cpdae"]  # under the one BM25 row a paper ran itself (the others are cited)
     assert set(mine[MRR]) == {"18.40 (-0.30 REPRODUCED)"}
     assert "coCondenser (120K) - retriever 2 †" in set(t1["row"])
@@ -100,7 +104,9 @@ def test_every_table_can_be_downloaded(page):
     at = page
     labels = [b.label for b in at.get("download_button")]
     assert "Download Table 1 (CSV)" in labels and "Download BEIR table (CSV)" in labels
-    assert len(labels) == len(at.dataframe)
+    glance = [label for label in labels if label.startswith("Download the glance's")]
+    assert len(glance) == 3  # its tables are HTML (badges): one CSV per list
+    assert len(labels) - len(glance) == len(at.dataframe)
 
 
 def test_profile_filter_removes_paper_runs(app):

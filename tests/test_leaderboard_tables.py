@@ -54,10 +54,10 @@ def test_main_table_has_table1_shape_with_reproduced_rows_under_reported_ones(lb
                                "MS MARCO dev R@100", R1K, DL19, "DL20 nDCG@10", "status"]
     cited = _row(t, paper="qc-v1", row="BM25")  # copied from Qu et al.: no reproduced row under it
     assert (cited[MRR], cited[R50], cited[R1K], cited[DL19]) == ("18.7", "59.2", "85.7", "51.2")
-    assert not t.iloc[t.index.get_loc(cited.name) + 1]["row"].startswith("↳")
+    assert not t.iloc[t.index.get_loc(cited.name) + 1]["row"].startswith(tables.UNDER)
     bm25 = _row(t, paper="cpdae", row="BM25")  # CPDAE's own BM25 run
     below = t.iloc[t.index.get_loc(bm25.name) + 1]
-    assert below["row"] == f"↳ reproduced {BM25}" and below["source"] == "reproduced"
+    assert below["row"] == f"{tables.UNDER}reproduced {BM25}" and below["source"] == "reproduced"
     assert below[MRR] == "18.40 (-0.30 REPRODUCED)" and below[DL19] == "50.58 (+0.48 REPRODUCED)"
     assert below["status"] == "REPRODUCED"
     ance = _row(t, paper="qc-v1", row="ANCE (Xiong et al., 2020)")
@@ -75,7 +75,7 @@ def test_main_table_filters(lb):
     qc1_tiny = tables.main_table(lb.cells, lb.records, lb.comparisons, papers=["qc-v1"], profiles=["tiny"])
     assert "MS MARCO dev R@100" not in qc1_tiny.columns  # only LexMAE and the BM25 run have R@100
     tiny = tables.main_table(lb.cells, lb.records, lb.comparisons, profiles=["tiny"])
-    assert not tiny["row"].str.startswith("↳").any() and not (tiny["source"] == "reproduced").any()
+    assert not tiny["row"].str.startswith(tables.UNDER).any() and not (tiny["source"] == "reproduced").any()
     dl19 = tables.main_table(lb.cells, lb.records, lb.comparisons, benchmarks=["dl19"])
     assert [c for c in dl19.columns if "nDCG" in c or "MARCO" in c] == [DL19]
     all_tables = tables.main_table(lb.cells, lb.records, lb.comparisons, main_only=False)
@@ -205,7 +205,7 @@ def test_a_record_that_cannot_be_compared_is_listed_as_skipped(monkeypatch):
     lb = lb_data.load(RUNS, CELLS_JSON)
     assert BM25 not in {r.run_id for r in lb.records} and BM25 not in lb.comparisons
     assert any("could not be compared" in s.reason for s in lb.skipped) and len(lb.skipped) == 4
-    assert not tables.main_table(lb.cells, lb.records, lb.comparisons)["row"].str.startswith("↳").any()
+    assert not tables.main_table(lb.cells, lb.records, lb.comparisons)["row"].str.startswith(tables.UNDER).any()
 
 
 def test_reported_fractions_are_shown_in_points_with_printed_precision():

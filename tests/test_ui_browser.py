@@ -9,10 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,33 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, EMOJI, DevTools, free_port, stop as _stop
 from harness.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
-ARTIFACTS = PROJECT_ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# Until the lead registers the command in harness/cli.py, launch it through its own parser.
-LAUNCH = ("import argparse, sys; from harness.commands import leaderboard as m; "
-          "p = argparse.ArgumentParser(); m.add_parser(p.add_subparsers(dest='c', required=True)); "
-          "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _leaderboard_command(*args: str) -> list[str]:
-    from harness import cli
-
-    if "leaderboard" in cli.COMMANDS:
-        return [sys.executable, "-m", "harness", "leaderboard", *args]
-    return [sys.executable, "-c", LAUNCH, "leaderboard", *args]
+    return [sys.executable, "-m", "harness", "leaderboard", *args]
 
 
 def _wait_http(url: str, deadline: float, proc: subprocess.Popen, log: Path) -> None:
@@ -65,68 +44,26 @@ def _wait_http(url: str, deadline: float, proc: subprocess.Popen, log: Path) -> 
     pytest.fail(f"{url} did not answer in time:\n{log.read_text()[-3000:]}")
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop a process started in its own session, and its children; never leave it running."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-
-
-class DevTools:
-    """Minimal Chrome DevTools Protocol client over one page target."""
-
-    def __init__(self, user_data: Path, deadline: float):
-        from websockets.sync.client import connect
-
-        port_file = user_data / "DevToolsActivePort"
-        while not (port_file.exists() and port_file.read_text().strip()):  # written in two steps
-            if time.monotonic() > deadline:
-                pytest.fail("chromium did not open its DevTools port")
-            time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
-        page = next(t for t in targets if t["type"] == "page")
-        self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
-        self.next_id = 0
-
-    def call(self, method: str, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:  # skip events until our answer arrives
-            msg = json.loads(self.ws.recv(timeout=30))
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg["result"]
-
-    def text(self) -> str:
-        """All text of the page, including the cells of Streamlit's data grids."""
-        res = self.call("Runtime.evaluate", expression="document.body ? document.body.innerText + '\\n' + "
-                        "document.body.textContent : ''", returnByValue=True)
-        return res["result"].get("value", "")
-
-    def close(self) -> None:
-        self.ws.close()
-
-
-def render_leaderboard(tmp_path: Path, records: Path, reported: Path, wanted: list[str], *,
-                       env: dict[str, str] | None = None, screenshot: str | None = None) -> str:
-    """Serve the leaderboard over ``records``, render it in headless Chromium until every ``wanted``
-    text is on the page (fails naming the missing ones), and return the page text."""
+def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wanted: list[str], *,
+                       env: dict[str, str] | None = None, screenshot: str | None = None,
+                       evaluate: str | None = None, results: dict | None = None, seconds: float = 90,
+                       tab: str | None = None) -> str:
+    """Serve the leaderboard over ``records`` (and ``reported``, a snapshot; None: the registry),
+    render it in headless Chromium until every ``wanted`` text is on the page (fails naming the
+    missing ones), and return the page text. ``tab``: the label of a tab to open first (a data
+    grid puts its cells in the page only while its tab is shown). ``evaluate``: a JavaScript expression run on the
+    rendered page, its JSON value stored as ``results["evaluate"]``."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
     started = time.monotonic()
-    deadline = started + 90
-    port = _free_port()
+    deadline = started + seconds
+    port = free_port()
     log = tmp_path / "server.log"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **(env or {})}
+    inputs = ["--records", str(records), *(["--reported", str(reported)] if reported is not None else [])]
     with log.open("w") as out:
         server = subprocess.Popen(
-            _leaderboard_command("--port", str(port), "--records", str(records), "--reported", str(reported)),
+            _leaderboard_command("--port", str(port), *inputs),
             cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", deadline, server, log)
@@ -141,6 +78,10 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path, wanted: li
             tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
             text = ""
             while time.monotonic() < deadline:
+                if tab is not None:  # clicked until it is selected: the tabs appear with the page
+                    tools.call("Runtime.evaluate", expression=(
+                        "Array.from(document.querySelectorAll('[role=tab]')).filter(b => b.innerText.trim() == "
+                        f"{json.dumps(tab)} && b.getAttribute('aria-selected') != 'true').forEach(b => b.click())"))
                 text = tools.text()
                 if all(w in text for w in wanted) and "Every comparison" in text:
                     break
@@ -148,6 +89,9 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path, wanted: li
             missing = [w for w in wanted if w not in text]
             assert not missing, f"not rendered: {missing}\n--- page text ---\n{text[:3000]}"
             assert "Traceback" not in text and "Error" not in text.split("Skipped records")[0]
+            if evaluate is not None and results is not None:
+                value = tools.call("Runtime.evaluate", expression=evaluate, returnByValue=True)
+                results["evaluate"] = value["result"].get("value")
             if screenshot:
                 time.sleep(1.0)  # let the grids and charts paint before the screenshot
                 shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
@@ -161,12 +105,8 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path, wanted: li
     finally:
         _stop(server)
     assert server.poll() is not None
-    assert time.monotonic() - started < 90
+    assert time.monotonic() - started < seconds
     return text
-
-
-# Pictographs that Debian's Chromium has no font for: they render as empty boxes (issue 28).
-EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f]")
 
 
 def test_leaderboard_renders_in_headless_chromium(tmp_path):
@@ -175,6 +115,44 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
                                "3 run record(s) skipped", "Skipped records", "BEIR zero-shot: nDCG@10 (points)",
                                "18.40 (-0.30 REPRODUCED)", "coCondenser (120K) - retriever 2 †",
                                "Effectiveness vs efficiency", "Retriever 1 vs retriever 2"],
-                              screenshot="leaderboard.png")
+                              screenshot="leaderboard.png", tab="MS MARCO & TREC DL")
     # verdicts are text badges: no glyph the page's fonts may lack
+    assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
+
+
+# Each row of the glance's HTML tables as the texts of its cells (the headline table: the first).
+GLANCE_ROWS = ("Array.from(document.querySelectorAll('table.glance-table')).map(t => "
+               "Array.from(t.querySelectorAll('tbody tr')).map(r => "
+               "Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim())))")
+
+
+def test_glance_tab_over_the_committed_records(tmp_path):
+    """Issue 28: the first tab answers "which claims hold, which differ, which were never tried and
+    at what cost" over the committed records and the papers' registry, in words, no emoji."""
+    from harness import overview
+    from leaderboard_app.glance import HEADLINE_HEADERS
+
+    records = PROJECT_ROOT / "runs" / "records"
+    expected = overview.from_folder(records, None)
+    results: dict = {}
+    text = render_leaderboard(tmp_path, records, None,
+                              ["At a glance", "The papers' headline numbers", "The papers' printed effects",
+                               "Learned runs at small scale: not comparable with the papers", "Profile mini",
+                               "NOT-YET-RUN", "REPRODUCED", "python -m harness run --method cotmae_qc --profile paper"],
+                              screenshot="glance.png", evaluate=GLANCE_ROWS, results=results, seconds=240)
+    tables = results["evaluate"]
+    headline = tables[0]
+    assert len(headline) == len(expected.headline)
+    col = {h: i for i, h in enumerate(HEADLINE_HEADERS)}
+    for shown, row in zip(headline, expected.headline):
+        assert shown[col["paper"]] == f"{row.paper} {row.table}" and shown[col["row"]].startswith(row.row)
+        assert shown[col["benchmark"]] == f"{row.benchmark} {row.measure}"
+        assert shown[col["state"]] == row.state and shown[col["reported"]] == f"{row.reported:.2f}"
+        if row.state == overview.NOT_YET_RUN:
+            assert row.command in shown[col["reproduce with"]] and "projected:" in shown[col["reproduce with"]]
+    assert len(tables[1]) == len(expected.claims)
+    # the mini table: one row per method, the control first
+    mini = [r for r in expected.learned if r.profile == "mini"]
+    methods = list(dict.fromkeys(r.method for r in sorted(mini, key=lambda r: r.method != overview.CONTROL)))
+    assert [r[0] for r in tables[2]] == methods and methods[0] == overview.CONTROL
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))

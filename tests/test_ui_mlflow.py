@@ -11,7 +11,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,27 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, DevTools, free_port, stop as _stop
 from harness.commands import ui
 from harness.paths import PROJECT_ROOT
 
-LAUNCH = ("import argparse, sys; from harness.commands import ui as m; "
-          "p = argparse.ArgumentParser(); m.add_parser(p.add_subparsers(dest='c', required=True)); "
-          "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))")
 START_TIMEOUT = 240  # mlflow server takes ~10 s on an idle 2-core machine, much longer under load
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ui_command(*args: str) -> list[str]:
-    from harness import cli
-
-    if "ui" in cli.COMMANDS:
-        return [sys.executable, "-m", "harness", "ui", *args]
-    return [sys.executable, "-c", LAUNCH, "ui", *args]
+    return [sys.executable, "-m", "harness", "ui", *args]
 
 
 def _rest(base: str, path: str, body: dict | None = None, query: dict | None = None) -> dict:
@@ -83,7 +70,7 @@ class Server:
 def mlflow_server(tmp_path_factory):
     """One `harness ui` server for the module, over its own runs folder; stopped, and checked stopped."""
     root = tmp_path_factory.mktemp("mlflow-ui")
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = root / "mlflow.log"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HARNESS_RUNS_DIR": str(root / "runs")}
@@ -259,7 +246,6 @@ def compare_url(base: str, run_ids: list[str], experiment_ids: list[str]) -> str
 def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logged, tmp_path):
     import tempfile
 
-    from test_ui_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, DevTools, _stop
 
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")

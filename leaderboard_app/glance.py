@@ -1,0 +1,30 @@
+"""The "At a glance" tab's pieces: the HTML of harness/glance_html.py (shared with ``report
+--html``) and the rows as DataFrames for the CSV downloads. No streamlit import: app.py displays them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from harness.glance_html import (CLAIM_HEADERS, CSS, HEADLINE_HEADERS, LEARNED_CAPTION, badge, claims_html,
+                                 counts_html, headline_html, learned_html, legend_html, profiles)
+from harness.glance_html import learned_matrix as _learned_matrix
+from harness.overview import Glance, LearnedRow
+
+__all__ = ["CLAIM_HEADERS", "CSS", "HEADLINE_HEADERS", "LEARNED_CAPTION", "badge", "claims_html", "counts_html",
+           "frames", "headline_html", "learned_html", "learned_matrix", "legend_html", "profiles"]
+
+
+def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> pd.DataFrame:
+    """Method x benchmark for one profile (harness.glance_html.learned_matrix) as a DataFrame."""
+    columns, lines = _learned_matrix(rows, profile)
+    return pd.DataFrame(lines, columns=columns).fillna("")
+
+
+def frames(glance: Glance) -> dict[str, pd.DataFrame]:
+    """Every glance list as a DataFrame, for the CSV downloads."""
+    return {"headline": pd.DataFrame([r.to_dict() for r in glance.headline]),
+            "claims": pd.DataFrame([r.to_dict() for r in glance.claims]),
+            "learned": pd.DataFrame([r.to_dict() for r in glance.learned])}
