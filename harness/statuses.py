@@ -104,3 +104,5 @@ IN_PROGRESS = _declare("IN-PROGRESS", NEUTRAL_KIND, "a record still being writte
 FAILING = tuple(name for name, s in STATUSES.items() if s.fails)
 STRICT_ONLY = tuple(name for name, s in STATUSES.items() if s.strict)
 STRICT_FAILING = (*FAILING, *STRICT_ONLY)
+# The grading rule's outcomes (harness.evaluation.verdict), in the legends' order.
+VERDICTS = (REPRODUCED, DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, NOT_COMPARABLE)

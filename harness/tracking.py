@@ -276,7 +276,7 @@ def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
     """What a finished run's parent is tagged with, from its run record: ``verdict.<STATUS>`` (how many
     of its comparison rows got each verdict, 0 included so every parent has every key), ``git.commit``
     / ``git.dirty``, and ``hardware.cpu_model`` / ``cpus`` / ``memory_gib`` / ``cuda_devices``."""
-    from harness.evaluation.verdict import VERDICTS
+    from harness.statuses import VERDICTS
 
     statuses = [str(c.get("status")) for c in record.get("comparison") or []]
     tags = {f"verdict.{v}": str(statuses.count(v)) for v in [*VERDICTS, *sorted(set(statuses) - set(VERDICTS))]}

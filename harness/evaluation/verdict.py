@@ -38,11 +38,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+# The rule's outcomes: their words, meanings and order are declared in harness.statuses.
 from harness.statuses import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED,
-                               STATUSES)
-
-# The rule's outcomes (their words and meanings: harness.statuses), in the legends' order.
-VERDICTS = (REPRODUCED, DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, NOT_COMPARABLE)
+                               STATUSES, VERDICTS)
 DIFFERENT = (DIFFERENT_BELOW, DIFFERENT_ABOVE)
 WORST_FIRST = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_COMPARABLE)  # what a group shows
 # One line each, for every legend (leaderboard, report, check's footer).
