@@ -13,7 +13,8 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.overview import CONTROL, NOT_COMPARABLE_WITH_PAPERS, ClaimRow, HeadlineRow, LearnedRow, legend
+from harness.overview import (CONTROL, MATRIX_COLUMNS, NOT_COMPARABLE_WITH_PAPERS, ClaimRow, HeadlineRow, LearnedRow,
+                              MethodLine, legend)
 from harness.statuses import STATUSES
 
 CSS = """<style>
@@ -81,6 +82,29 @@ def _what_to_do(command: str, cost: str) -> str:
 
 
 # ----------------------------------------------------------------------------- 1a
+
+MATRIX_CAPTION = ("One line per method: how many of the papers' headline numbers for it (every paper that "
+                  "prints one, cited rows included) are in each state, on MS MARCO dev (MRR@10), TREC DL19 and "
+                  "DL20 (nDCG@10) and the BEIR datasets (nDCG@10); the last column is the run that would grade "
+                  "the untried ones and its projected cost on the spec's declared hardware. Every cell is "
+                  "listed below.")
+
+
+def matrix_html(lines: Sequence[MethodLine]) -> str:
+    def cell(found: Mapping[str, int]) -> str:
+        return "<br>".join(f'<span style="white-space:nowrap">{badge(state)} {n}</span>'
+                           for state, n in found.items()) or "-"
+
+    def run(line: MethodLine) -> str:  # a long --dataset list wraps here rather than widening the table
+        if not line.command:
+            return "every headline number graded"
+        return (f'<code style="white-space:normal;word-break:break-all">{esc(line.command)}</code>'
+                f"<br>projected: {esc(line.cost)}")
+
+    out = [[f"<b>{esc(line.method)}</b>", *(cell(line.states[c]) for c in MATRIX_COLUMNS), run(line)]
+           for line in lines]
+    return table(["method", "MS MARCO dev", "DL19", "DL20", "BEIR", "paper run for the untried cells"], out)
+
 
 HEADLINE_HEADERS = ["paper", "row", "benchmark", "reported", "state", "reproduced", "delta", "90% CI (delta)",
                     "runs / why", "reproduce with"]

@@ -148,7 +148,7 @@ class Glance:
 
 def run_command(method: str, profile: str = "paper", datasets: Sequence[str] = ()) -> str:
     return " ".join(["python -m harness run --method", method, "--profile", profile,
-                     *(f"--dataset {d}" for d in datasets)])
+                     *([f"--dataset {','.join(datasets)}"] if datasets else [])])
 
 
 def _datasets_of(benchmark: str) -> tuple[str, ...]:
@@ -276,6 +276,50 @@ def _not_run_reason(method: str, benchmark: str, records: Sequence[RunRecord]) -
     others = sorted({r.profile for r in records if r.method == method})
     return "no paper-profile run yet" + (f"; the runs so far ({', '.join(others)}) are not comparable with "
                                          "the papers" if others else "")
+
+
+# ----------------------------------------------------------------------------- 1a: one line per method
+
+MATRIX_COLUMNS = ("msmarco-dev", "dl19", "dl20", "BEIR")  # the papers' headline benchmarks; BEIR's datasets as one
+
+
+@dataclass
+class MethodLine:
+    """A method's headline cells at a glance: how many are in each state, per benchmark column, and
+    the paper-profile run that would grade the untried ones with its projected cost."""
+
+    method: str
+    states: dict[str, dict[str, int]]   # column -> state -> cells, in the legend's order
+    command: str = ""
+    cost: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def matrix_column(benchmark: str) -> str:
+    return benchmark if benchmark in MATRIX_COLUMNS else "BEIR"
+
+
+def method_lines(rows: Sequence[HeadlineRow]) -> list[MethodLine]:
+    """The headline rows folded to one line per method (BM25 first, the reference): the first table a
+    researcher reads, each cell the states of every paper's number for that method and benchmark."""
+    lines: dict[str, MethodLine] = {}
+    for r in sorted(rows, key=lambda r: (r.method != "bm25", r.method)):
+        line = lines.setdefault(r.method, MethodLine(r.method, {c: {} for c in MATRIX_COLUMNS}))
+        found = line.states[matrix_column(r.benchmark)]
+        found[r.state] = found.get(r.state, 0) + 1
+    for line in lines.values():
+        line.states = {c: {s: found[s] for s in STATES if s in found} for c, found in line.states.items()}
+        untried = [r for r in rows if r.method == line.method and r.state == NOT_YET_RUN]
+        if untried and _spec_datasets(line.method) is not None:
+            # the datasets the paper spec lacks (BM25's covers SciFact and NFCorpus only): named, so one
+            # command covers every untried cell
+            extra = tuple(dict.fromkeys(d for r in untried for d in paper_command(r.method, r.benchmark)[1]))
+            if extra:  # --dataset replaces the spec's datasets: keep them
+                extra = tuple(dict.fromkeys([*(_spec_datasets(line.method) or ()), *extra]))
+            line.command, line.cost = run_command(line.method, "paper", extra), projected_cost(line.method, extra)
+    return list(lines.values())
 
 
 # ----------------------------------------------------------------------------- 1a: printed effects

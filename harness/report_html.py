@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.gate import CHECKPOINT_PROFILE, GateResult, GateRow, run_gate
-from harness.glance_html import (CSS, LEARNED_CAPTION, badge, claims_html, counts_html, esc, headline_html,
-                                 interval, learned_html, legend_html, profiles, pts, table)
-from harness.overview import CONTROL, Glance, LearnedRow, from_folder, run_command
+from harness.glance_html import (CSS, LEARNED_CAPTION, MATRIX_CAPTION, badge, claims_html, counts_html, esc,
+                                 headline_html, interval, learned_html, legend_html, matrix_html, profiles, pts, table)
+from harness.overview import CONTROL, Glance, LearnedRow, from_folder, method_lines, run_command
 from harness.records import RunRecord, load_records
 
 INDEX, STYLE = "index.html", "style.css"
@@ -137,6 +137,9 @@ record(s) in <code>{esc(records_dir)}</code> and the papers' cells of <code>{esc
 points (100 x fraction); hover a reported number for it as the paper printed it.</p>
 <h2>What each state means</h2>
 {legend_html()}
+<h2 id="methods">Each method against the papers</h2>
+<p class="caption">{esc(MATRIX_CAPTION)}</p>
+{matrix_html(method_lines(glance.headline))}
 <h2 id="headline">The papers' headline numbers</h2>
 <p class="caption">Each paper's Table 1 and BEIR table on the benchmark's primary measure; the state is the
 one <code>python -m harness check</code> gives the paper-profile records on that cell; rows never run give the

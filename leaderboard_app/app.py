@@ -93,6 +93,9 @@ with tab_glance:
     # hold, which differ, which have not been tried, and what would trying one cost?"
     st.markdown(glance.CSS, unsafe_allow_html=True)
     at_glance = _glance(str(records_dir), reported, lb_data.signature(records_dir, reported))
+    st.subheader("Each method against the papers")
+    st.caption(glance.MATRIX_CAPTION)
+    st.markdown(glance.matrix_html(overview.method_lines(at_glance.headline)), unsafe_allow_html=True)
     st.subheader("The papers' headline numbers")
     st.caption("Each paper's Table 1 (MS MARCO dev MRR@10, TREC DL nDCG@10) and BEIR table (nDCG@10), in points "
                "(100 x fraction; hover a number for it as printed). The state is what `python -m harness check` "

@@ -8,13 +8,15 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from harness.glance_html import (CLAIM_HEADERS, CSS, HEADLINE_HEADERS, LEARNED_CAPTION, badge, claims_html,
-                                 counts_html, headline_html, learned_html, legend_html, profiles)
+from harness.glance_html import (CLAIM_HEADERS, CSS, HEADLINE_HEADERS, LEARNED_CAPTION, MATRIX_CAPTION, badge,
+                                 claims_html, counts_html, headline_html, learned_html, legend_html, matrix_html,
+                                 profiles)
 from harness.glance_html import learned_matrix as _learned_matrix
 from harness.overview import Glance, LearnedRow
 
-__all__ = ["CLAIM_HEADERS", "CSS", "HEADLINE_HEADERS", "LEARNED_CAPTION", "badge", "claims_html", "counts_html",
-           "frames", "headline_html", "learned_html", "learned_matrix", "legend_html", "profiles"]
+__all__ = ["CLAIM_HEADERS", "CSS", "HEADLINE_HEADERS", "LEARNED_CAPTION", "MATRIX_CAPTION", "badge", "claims_html",
+           "counts_html", "frames", "headline_html", "learned_html", "learned_matrix", "legend_html", "matrix_html",
+           "profiles"]
 
 
 def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> pd.DataFrame:

@@ -79,6 +79,26 @@ def test_what_was_never_run_says_how_and_at_what_cost(committed) -> None:
             assert "--profile paper" in claim.command and claim.cost
 
 
+def test_one_line_per_method_counts_every_headline_cell(committed) -> None:
+    """The glance's first table: per method and benchmark column, how many headline cells are in each
+    state (adding up to the headline rows), and one command whose datasets cover every untried cell."""
+    lines = {line.method: line for line in overview.method_lines(committed.headline)}
+    assert list(lines)[0] == "bm25" and {"cotmae_qc", "lexmae", "cpdae"} <= set(lines)
+    for method, line in lines.items():
+        rows = [r for r in committed.headline if r.method == method]
+        assert sum(n for found in line.states.values() for n in found.values()) == len(rows)
+        for r in rows:
+            assert line.states[overview.matrix_column(r.benchmark)].get(r.state, 0) >= 1
+    assert lines["bm25"].states["BEIR"][REPRODUCED] == 2
+    bm25 = lines["bm25"].command
+    # the spec runs SciFact and NFCorpus only: the line names them and every untried benchmark
+    assert bm25.startswith("python -m harness run --method bm25 --profile paper --dataset scifact,nfcorpus,")
+    assert {"msmarco-dev", "dl19", "dl20", "trec-covid"} <= set(bm25.split("--dataset ")[1].split(","))
+    assert "PFLOP" in lines["cotmae_qc"].cost
+    html = page.matrix_html(list(lines.values()))
+    assert html.count("<tr>") == len(lines) + 1 and "NOT-YET-RUN" in html and "REPRODUCED" in html
+
+
 def test_learned_runs_in_points_with_cis_and_effects_vs_the_control(committed) -> None:
     records = [r for r in load_records(RECORDS)[0] if not r.integrity_problems]
     mini = [r for r in committed.learned if r.profile == "mini"]
