@@ -4,6 +4,8 @@ test_report.py opens the static report from a file:// URL)."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import re
@@ -11,8 +13,10 @@ import shutil
 import socket
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -34,15 +38,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
     """Stop a process started in its own session, and its children; never leave it running."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
+            proc.wait(timeout=timeout)
 
 
 class DevTools:
@@ -80,3 +84,37 @@ class DevTools:
 
     def close(self) -> None:
         self.ws.close()
+
+
+@contextlib.contextmanager
+def chromium(tmp_path: Path, deadline: float, *, window: str = "1400,1800",
+             flags: Sequence[str] = ()) -> Iterator[DevTools]:
+    """Headless Chromium on a new, empty profile, its page driven through :class:`DevTools`; always
+    stopped, with its children, however the test ends."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
+    user_data = Path(tempfile.mkdtemp(dir=tmp_path, prefix="chromium-"))
+    browser = subprocess.Popen(
+        [CHROMIUM, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={user_data}", "--remote-debugging-port=0",
+         f"--window-size={window}", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        tools = DevTools(user_data, deadline)
+        try:
+            tools.call("Page.enable")
+            yield tools
+        finally:
+            tools.close()
+    finally:
+        stop(browser)
+    assert browser.poll() is not None
+
+
+def screenshot(tools: DevTools, name: str, *, full_page: bool = True) -> Path:
+    """The page as a PNG under test-artifacts/ (git-ignored), checked to be a real picture."""
+    shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=full_page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    png = ARTIFACTS / name
+    png.write_bytes(base64.b64decode(shot["data"]))
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return png

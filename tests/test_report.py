@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import tempfile
 import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, EMOJI, DevTools, stop
+from browser import EMOJI, chromium, screenshot
 from harness import cli
 from harness.errors import HarnessError
 from harness.gate import GateRow
@@ -106,19 +104,10 @@ def test_a_folder_that_is_not_a_report_is_refused(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, tmp_path) -> None:
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
     folder, checked = site
     deadline = time.monotonic() + 60
-    user_data = Path(tempfile.mkdtemp(dir=tmp_path, prefix="chromium-"))
     # no network at all: every host name fails to resolve, so a reference outside the folder would show
-    browser = subprocess.Popen(
-        [CHROMIUM, *CHROMIUM_FLAGS, "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={user_data}",
-         "--remote-debugging-port=0", "--window-size=1400,1800", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        tools = DevTools(user_data, deadline)
-        tools.call("Page.enable")
+    with chromium(tmp_path, deadline, flags=["--host-resolver-rules=MAP * ~NOTFOUND"]) as tools:
         tools.call("Page.navigate", url=(folder / "index.html").resolve().as_uri())
         rows = None
         while time.monotonic() < deadline:
@@ -132,12 +121,7 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, tmp_path)
         styled = tools.call("Runtime.evaluate", returnByValue=True, expression=(
             "getComputedStyle(document.querySelector('.badge')).borderRadius"))["result"]["value"]
         text = tools.text()
-        shot = tools.call("Page.captureScreenshot", format="png")
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "report.png").write_bytes(__import__("base64").b64decode(shot["data"]))
-        tools.close()
-    finally:
-        stop(browser)
+        screenshot(tools, "report.png", full_page=False)
     assert rows, "the gate table did not render"
     assert [tuple(r) for r in rows] == [(r["status"], r["run_id"], r["benchmark"], r["measure"])
                                         for r in checked["rows"]]

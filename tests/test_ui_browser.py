@@ -6,19 +6,18 @@ A screenshot is kept under test-artifacts/ (git-ignored).
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, EMOJI, DevTools, free_port, stop as _stop
+from browser import CHROMIUM, EMOJI, chromium, free_port, stop as _stop
+from browser import screenshot as take_screenshot
 from harness.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
@@ -67,14 +66,7 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wan
             cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", deadline, server, log)
-        user_data = Path(tempfile.mkdtemp(dir=tmp_path, prefix="chromium-"))  # a new, empty profile
-        browser = subprocess.Popen(
-            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={user_data}", "--remote-debugging-port=0",
-             "--window-size=1400,1800", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            tools = DevTools(user_data, deadline)
-            tools.call("Page.enable")
+        with chromium(tmp_path, deadline) as tools:
             tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
             text = ""
             while time.monotonic() < deadline:
@@ -94,14 +86,7 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wan
                 results["evaluate"] = value["result"].get("value")
             if screenshot:
                 time.sleep(1.0)  # let the grids and charts paint before the screenshot
-                shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-                ARTIFACTS.mkdir(exist_ok=True)
-                png = ARTIFACTS / screenshot
-                png.write_bytes(base64.b64decode(shot["data"]))
-                assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-            tools.close()
-        finally:
-            _stop(browser)
+                take_screenshot(tools, screenshot)
     finally:
         _stop(server)
     assert server.poll() is not None
@@ -120,7 +105,8 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
 
 
-# Each row of the glance's HTML tables as the texts of its cells (the headline table: the first).
+# Each row of the glance's HTML tables as the texts of its cells (in order: one line per method, the
+# headline cells, the claims, then one learned table per profile, mini first).
 GLANCE_ROWS = ("Array.from(document.querySelectorAll('table.glance-table')).map(t => "
                "Array.from(t.querySelectorAll('tbody tr')).map(r => "
                "Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim())))")
@@ -138,10 +124,19 @@ def test_glance_tab_over_the_committed_records(tmp_path):
     text = render_leaderboard(tmp_path, records, None,
                               ["At a glance", "The papers' headline numbers", "The papers' printed effects",
                                "Learned runs at small scale: not comparable with the papers", "Profile mini",
+                               "Each method against the papers",
                                "NOT-YET-RUN", "REPRODUCED", "python -m harness run --method cotmae_qc --profile paper"],
                               screenshot="glance.png", evaluate=GLANCE_ROWS, results=results, seconds=240)
     tables = results["evaluate"]
-    headline = tables[0]
+    by_method = {r.method: r for r in overview.method_lines(expected.headline)}
+    assert [r[0] for r in tables[0]] == list(by_method) and "bm25" in by_method
+    for shown in tables[0]:  # each column's states with their counts, and the paper run's command
+        line = by_method[shown[0]]
+        for i, column in enumerate(overview.MATRIX_COLUMNS, start=1):
+            states = [w for s, n in line.states[column].items() for w in (s, str(n))]
+            assert shown[i].split() == (states or ["-"]), (shown[0], column, shown[i])
+        assert not line.command or line.command in shown[-1]
+    headline = tables[1]
     assert len(headline) == len(expected.headline)
     col = {h: i for i, h in enumerate(HEADLINE_HEADERS)}
     for shown, row in zip(headline, expected.headline):
@@ -150,9 +145,9 @@ def test_glance_tab_over_the_committed_records(tmp_path):
         assert shown[col["state"]] == row.state and shown[col["reported"]] == f"{row.reported:.2f}"
         if row.state == overview.NOT_YET_RUN:
             assert row.command in shown[col["reproduce with"]] and "projected:" in shown[col["reproduce with"]]
-    assert len(tables[1]) == len(expected.claims)
+    assert len(tables[2]) == len(expected.claims)
     # the mini table: one row per method, the control first
     mini = [r for r in expected.learned if r.profile == "mini"]
     methods = list(dict.fromkeys(r.method for r in sorted(mini, key=lambda r: r.method != overview.CONTROL)))
-    assert [r[0] for r in tables[2]] == methods and methods[0] == overview.CONTROL
+    assert [r[0] for r in tables[3]] == methods and methods[0] == overview.CONTROL
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))

@@ -7,10 +7,8 @@ every wait is bounded."""
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, DevTools, free_port, stop as _stop
+from browser import CHROMIUM, chromium, free_port, screenshot, stop
 from harness.commands import ui
 from harness.paths import PROJECT_ROOT
 
@@ -96,13 +94,7 @@ def mlflow_server(tmp_path_factory):
             time.sleep(0.5)
         yield Server(base, root / "runs")
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(timeout=30)
+        stop(server, timeout=30)  # mlflow forwards the signal to uvicorn and waits for it
     assert server.returncode is not None
     with pytest.raises(OSError):  # really stopped: nothing answers on the port any more
         urllib.request.urlopen(f"{base}/health", timeout=2)
@@ -244,8 +236,6 @@ def compare_url(base: str, run_ids: list[str], experiment_ids: list[str]) -> str
 
 @pytest.mark.slow
 def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logged, tmp_path):
-    import tempfile
-
 
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
@@ -257,35 +247,18 @@ def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logg
     url = compare_url(base, [logged["bm25_a"][0], logged["cotmae"][0]], experiments)
     wanted = [f"bm25/paper/{SEED}", f"cotmae_qc/mini/{SEED}", "nfcorpus/nDCG_at_10", "spec.retrieval.k1"]
     deadline = time.monotonic() + 120  # the UI's bundle is large and the machine may be busy
-    user_data = Path(tempfile.mkdtemp(dir=tmp_path, prefix="chromium-"))  # a new, empty profile
-    browser = subprocess.Popen(
-        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={user_data}", "--remote-debugging-port=0",
-         "--window-size=1400,1600", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        tools = DevTools(user_data, deadline)
-        try:
-            tools.call("Page.enable")
-            tools.call("Page.navigate", url=url)
-            text = ""
-            while time.monotonic() < deadline:
-                text = tools.text()
-                if all(w in text for w in wanted):
-                    break
-                time.sleep(0.5)
-            missing = [w for w in wanted if w not in text]
-            assert not missing, f"not rendered at {url}: {missing}\n--- page text ---\n{text[:3000]}"
-            time.sleep(1.0)  # let the tables paint before the screenshot
-            shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-            ARTIFACTS.mkdir(exist_ok=True)
-            png = ARTIFACTS / "mlflow-compare.png"
-            png.write_bytes(base64.b64decode(shot["data"]))
-            assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        finally:
-            tools.close()
-    finally:
-        _stop(browser)
-    assert browser.poll() is not None
+    with chromium(tmp_path, deadline, window="1400,1600") as tools:
+        tools.call("Page.navigate", url=url)
+        text = ""
+        while time.monotonic() < deadline:
+            text = tools.text()
+            if all(w in text for w in wanted):
+                break
+            time.sleep(0.5)
+        missing = [w for w in wanted if w not in text]
+        assert not missing, f"not rendered at {url}: {missing}\n--- page text ---\n{text[:3000]}"
+        time.sleep(1.0)  # let the tables paint before the screenshot
+        screenshot(tools, "mlflow-compare.png")
 
 
 def test_parent_run_naming_and_keys():
