@@ -67,12 +67,15 @@ def counts_html(counts: Mapping[str, int]) -> str:
     return " ".join(f"{badge(state)} {n}" for state, n in counts.items()) or "nothing to show"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
-    """``rows`` hold cell HTML (already escaped); ``numeric`` are right-aligned column indexes."""
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (),
+          scroll: bool = True) -> str:
+    """``rows`` hold cell HTML (already escaped); ``numeric`` are right-aligned column indexes; a long
+    table scrolls inside its own box unless ``scroll`` is off."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f'<div class="glance-scroll"><table class="glance-table"><thead><tr>{head}</tr></thead>' \
+    box = ' class="glance-scroll"' if scroll else ""
+    return f'<div{box}><table class="glance-table"><thead><tr>{head}</tr></thead>' \
            f"<tbody>{body}</tbody></table></div>"
 
 
@@ -103,7 +106,8 @@ def matrix_html(lines: Sequence[MethodLine]) -> str:
 
     out = [[f"<b>{esc(line.method)}</b>", *(cell(line.states[c]) for c in MATRIX_COLUMNS), run(line)]
            for line in lines]
-    return table(["method", "MS MARCO dev", "DL19", "DL20", "BEIR", "paper run for the untried cells"], out)
+    return table(["method", "MS MARCO dev", "DL19", "DL20", "BEIR", "paper run for the untried cells"], out,
+                 scroll=False)
 
 
 HEADLINE_HEADERS = ["paper", "row", "benchmark", "reported", "state", "reproduced", "delta", "90% CI (delta)",

@@ -17,7 +17,6 @@ if _ROOT not in sys.path:
 import streamlit as st  # noqa: E402
 
 from leaderboard_app import data as lb_data  # noqa: E402
-from harness.evaluation.verdict import LEGEND  # noqa: E402
 from leaderboard_app import glance, plots, tables  # noqa: E402
 from harness import overview  # noqa: E402
 
@@ -73,8 +72,9 @@ st.sidebar.caption(f"Records: `{data.records_dir}`")
 st.title("Retrieval pre-training leaderboard")
 st.caption(f"{len(data.records)} run record(s) · {len(data.cells)} reported cells from {len(data.papers)} paper "
            f"file(s) · {len(data.skipped)} record(s) skipped. Numbers in points (100 × fraction); delta = "
-           "reproduced − reported. Verdicts, one rule for every cell (harness/evaluation/verdict.py):")
-st.markdown("\n".join(f"- **{name}**: {text}" for name, text in LEGEND.items()))
+           "reproduced − reported. States, one rule for every cell (harness/evaluation/verdict.py), shown as "
+           "these badges on every page:")
+st.markdown(glance.CSS + glance.legend_html(), unsafe_allow_html=True)
 if data.cells_error:
     st.warning(f"Reported cells unavailable: {data.cells_error}")
 if data.skipped:
@@ -91,7 +91,6 @@ tab_glance, tab_main, tab_beir, tab_method, tab_plots, tab_gate, tab_checks, tab
 with tab_glance:
     # Every record and cell, whatever the sidebar filters: the page's answer to "which published claims
     # hold, which differ, which have not been tried, and what would trying one cost?"
-    st.markdown(glance.CSS, unsafe_allow_html=True)
     at_glance = _glance(str(records_dir), reported, lb_data.signature(records_dir, reported))
     st.subheader("Each method against the papers")
     st.caption(glance.MATRIX_CAPTION)
@@ -109,8 +108,6 @@ with tab_glance:
                "paired effect by the same rule (`check`'s effect rows).")
     st.markdown(glance.counts_html(at_glance.counts(at_glance.claims)), unsafe_allow_html=True)
     st.markdown(glance.claims_html(at_glance.claims), unsafe_allow_html=True)
-    with st.expander("What each state means", expanded=True):
-        st.markdown(glance.legend_html(), unsafe_allow_html=True)
     st.subheader("Learned runs at small scale: not comparable with the papers")
     st.caption(glance.LEARNED_CAPTION)
     for profile in glance.profiles(at_glance.learned):
