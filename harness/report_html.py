@@ -162,10 +162,20 @@ command and its projected cost on the spec's declared hardware.</p>
 """
 
 
+def summary_line(glance: Glance, gate: GateResult, records: int) -> str:
+    """What the report says, in one line: the states of the headline cells and claims, the gate."""
+    def states(counts: dict[str, int]) -> str:
+        return ", ".join(f"{state} {n}" for state, n in counts.items()) or "none"
+
+    return (f"{len(glance.headline)} headline cells ({states(glance.counts(glance.headline))}); "
+            f"{len(glance.claims)} printed effects ({states(glance.counts(glance.claims))}); "
+            f"gate {gate.verdict} over {records} record(s)")
+
+
 def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
-                 reported: str | Path | None = None) -> Path:
+                 reported: str | Path | None = None) -> tuple[Path, str]:
     """Write the site into ``out_dir`` atomically (the folder appears whole or not at all, replacing
-    an older report); returns the index.html path."""
+    an older report); returns the index.html path and :func:`summary_line`."""
     from harness.fsutil import atomic_dir
     from harness.records import records_dir as default_records
 
@@ -179,7 +189,7 @@ def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
     with atomic_dir(out) as work:
         (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")
         (work / INDEX).write_text(page, encoding="utf-8")
-    return out / INDEX
+    return out / INDEX, summary_line(glance, gate, len(records))
 
 
 def _refuse_foreign(out: Path) -> None:

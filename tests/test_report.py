@@ -128,3 +128,17 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, tmp_path)
     assert styled == "4px"  # style.css loaded from the folder
     assert "The papers' headline numbers" in text and re.search(r"NOT-YET-RUN|REPRODUCED", text)
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
+
+
+def test_the_command_ends_with_one_summary_line(tmp_path, capsys) -> None:
+    """The command's last line: the states of the headline cells and claims and the gate's verdict,
+    the same counts the page shows, and where the site is."""
+    from harness.overview import from_folder
+
+    assert cli.main(["report", "--html", str(tmp_path / "site"), "--records", str(RECORDS)]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    glance = from_folder(RECORDS)
+    counts = ", ".join(f"{s} {n}" for s, n in glance.counts(glance.headline).items())
+    assert line.startswith(f"report: {len(glance.headline)} headline cells ({counts}); ")
+    assert "gate PASSED over " in line and line.endswith("(open it in a browser; the folder is self-contained)")
+    assert str(tmp_path / "site" / "index.html") in line

@@ -37,6 +37,6 @@ def _report(args: argparse.Namespace) -> int:
     if args.reported is not None and not Path(args.reported).is_file():
         raise HarnessError(f"--reported {args.reported}: no such file; give a JSON snapshot written by "
                            "`python -m harness reported --json PATH`")
-    index = write_report(args.html, args.records, args.reported)
-    print(f"wrote {index} (open it in a browser; the folder is self-contained)")
+    index, summary = write_report(args.html, args.records, args.reported)
+    print(f"report: {summary} -- wrote {index} (open it in a browser; the folder is self-contained)")
     return 0
