@@ -586,6 +586,26 @@ def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
     return (f"spec settings {mine} are not the current {rec.method} [{rec.profile}] spec's ({current}){theirs}")
 
 
+def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] | None,
+              by_id: dict[str, RunRecord]) -> tuple[str, str] | None:
+    """(status, why) when ``rec`` must be shown apart: a method without a spec here, or spec settings
+    that are neither the method's current ones nor its reference's (``harness.gate.spec_change``, the
+    gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
+    of an older spec is never a row beside the papers'. Without a readable manifest only the method
+    is checked (the reference's spec cannot be known)."""
+    from harness.spec import list_methods
+
+    if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
+        return None
+    if rec.method not in list_methods():
+        return UNKNOWN_METHOD, f"no method spec named '{rec.method}' in this harness"
+    if references is None:
+        return None
+    entry = references.get((rec.method, rec.profile))
+    why = spec_change(rec, by_id.get(entry["run_id"]) if entry else None)
+    return (SPEC_CHANGED, why) if why else None
+
+
 def _unknown_checkpoint(rec: RunRecord) -> str:
     """Why a checkpoint record cannot be graded ("" when its checkpoint is in the registry)."""
     from harness.released import load_checkpoints

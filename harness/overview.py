@@ -416,11 +416,20 @@ def from_folder(records: str | Path | None = None, reported: str | Path | None =
     """The glance over a records folder and the papers' cells (a ``--reported`` snapshot, or the
     registry), graded as ``check`` grades them. Raises HarnessError when the cells cannot be loaded."""
     from harness.errors import HarnessError
-    from harness.records import load_records
+    from harness.gate import data_mismatches, load_references, set_apart
+    from harness.records import load_records, records_dir
     from harness.reported import load_reported_cells
 
     recs, _ = load_records(records)
-    usable = [r for r in recs if not r.integrity_problems]  # an edited record is `check`'s CORRUPT, never a result
+    try:
+        references = load_references(Path(records) if records is not None else records_dir())
+    except HarnessError:  # an unreadable manifest: only unknown methods are set apart (as on the leaderboard)
+        references = None
+    by_id = {r.run_id: r for r in recs}
+    # what the leaderboard shows as results: never an edited record (CORRUPT), one run on other data than
+    # the catalog's (DATA-MISMATCH), or one of an unknown or changed spec (set apart)
+    usable = [r for r in recs if not r.integrity_problems and not data_mismatches(r)
+              and set_apart(r, references, by_id) is None]
     cells, error = load_reported_cells(reported)
     if error or cells is None:
         raise HarnessError(f"{reported or 'baselines/reported/'}: the papers' cells cannot be loaded ({error}); "

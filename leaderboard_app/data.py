@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.errors import HarnessError
-from harness.gate import (CHECKPOINT_PROFILE, PAPER_GRADED, GateResult, data_mismatches, load_references,
-                          paper_comparisons, run_gate, spec_change)
+from harness.gate import (PAPER_GRADED, GateResult, data_mismatches, load_references, paper_comparisons, run_gate,
+                          set_apart)
 from harness.records import RunRecord, Skipped, load_records, records_dir
 from harness.reported import load_reported_cells
-from harness.statuses import SPEC_CHANGED, UNKNOWN_METHOD
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.
 RECORDS_ENV = "HARNESS_LEADERBOARD_RECORDS"
@@ -149,26 +148,6 @@ def _references(directory: Path) -> tuple[dict[tuple[str, str], dict[str, Any]] 
         return load_references(directory), ""
     except HarnessError as exc:
         return None, str(exc)
-
-
-def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] | None,
-              by_id: dict[str, RunRecord]) -> tuple[str, str] | None:
-    """(status, why) when ``rec`` must be shown apart: a method without a spec here, or spec settings
-    that are neither the method's current ones nor its reference's (``harness.gate.spec_change``, the
-    gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
-    of an older spec is never a row beside the papers'. Without a readable manifest only the method
-    is checked (the reference's spec cannot be known)."""
-    from harness.spec import list_methods
-
-    if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
-        return None
-    if rec.method not in list_methods():
-        return UNKNOWN_METHOD, f"no method spec named '{rec.method}' in this harness"
-    if references is None:
-        return None
-    entry = references.get((rec.method, rec.profile))
-    why = spec_change(rec, by_id.get(entry["run_id"]) if entry else None)
-    return (SPEC_CHANGED, why) if why else None
 
 
 def signature(records: str | Path | None = None, reported: str | Path | None = None) -> tuple:

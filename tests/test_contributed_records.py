@@ -18,6 +18,7 @@ from harness.errors import HarnessError
 from harness.gate import accept_reference, run_gate
 from harness.integrity import seal
 from harness.records import REFERENCES_FILE, read_references
+from harness import overview
 from harness.statuses import CORRUPT, DATA_MISMATCH, PASS, SPEC_CHANGED, UNKNOWN_METHOD
 from leaderboard_app import data as lb_data
 from leaderboard_app import tables
@@ -129,6 +130,7 @@ def test_a_record_run_on_other_data_is_rejected_naming_the_dataset_and_file(fold
     assert not [r for r in rows if r.status == CORRUPT]
     lb = lb_data.load(out, CELLS_JSON, with_gate=False)
     assert rec["run_id"] not in {r.run_id for r in lb.records} and any(file in s.reason for s in lb.skipped)
+    assert rec["run_id"] not in {r.run_id for r in overview.from_folder(out, CELLS_JSON).learned}
     with pytest.raises(HarnessError, match=f"{rec['run_id']}.json: its data checksums are not the catalog's"):
         accept_reference(rec["run_id"], out)  # never a reference either
 
@@ -164,6 +166,8 @@ def test_a_record_of_a_changed_spec_is_kept_apart(folder):
     assert not tables.main_table(lb.cells, lb.records, lb.comparisons)["row"].str.contains(rec["run_id"]).any()
     apart = tables.apart_frame(lb.apart).set_index("run_id").loc[rec["run_id"]]
     assert apart["status"] == SPEC_CHANGED and apart["hardware"].startswith("8 × NVIDIA A100")
+    # the glance (leaderboard tab and `report --html`) leaves it out as well: no learned row comes from it
+    assert rec["run_id"] not in {r.run_id for r in overview.from_folder(out, CELLS_JSON).learned}
 
 
 def test_a_record_of_an_unknown_method_is_kept_apart(folder):
