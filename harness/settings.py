@@ -5,8 +5,9 @@ The blocks are declared in harness.stage_settings (pre-training, a fine-tuning s
 stage-3 teacher) and harness.block_settings (tokenizer, corpus, query generation, retrieval);
 :mod:`harness.spec_keys` derives the keys a spec may state, and the kinds ``validate`` checks, from
 their fields, and the trainer configs are built from them, so no default is written twice. A stage's
-cache key is still what the spec states where it always was (:meth:`BlockSettings.stated`), so a
-default never moves a key.
+cache key is derived from the block (:meth:`Settings.key`): every setting, resolved with its default,
+except those declared not to change what a stage produces (``keyed=False``: run controls such as threads
+or logging, and settings that are not read), so no stage can reuse an output made with other settings.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ from harness.kinds import NUMBER, Kind, example_text
 
 
 def setting(meaning: str, default: Any = dataclasses.MISSING, kind: Kind = NUMBER, nullable: bool = False,
-            example: Any = None, keys: Any = None) -> Any:
+            example: Any = None, keys: Any = None, keyed: bool = True, stages: tuple[str, ...] = ()) -> Any:
     """A typed setting: ``kind`` is its type (and its range where no trainer config checks that);
     ``example`` is shown with a problem when the default cannot serve as one; ``keys`` are the keys of
     the closed block it holds (key -> meaning, or that block's Settings class). A mapping default is
-    copied for each instance."""
-    metadata = {"meaning": meaning, "kind": kind, "nullable": nullable, "example": example, "keys": keys}
+    copied for each instance.
+
+    Cache keys (:meth:`Settings.key`): ``keyed=False`` declares that the setting never changes what a
+    stage produces (a run control, or a setting that is not read); ``stages`` names the stages that
+    read it when its block serves several stages that read different parts of it (empty: every stage
+    that reads the block)."""
+    metadata = {"meaning": meaning, "kind": kind, "nullable": nullable, "example": example, "keys": keys,
+                "keyed": keyed, "stages": stages}
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -44,11 +51,26 @@ def default_of(f: dataclasses.Field) -> Any:
 
 
 class Settings:
-    """A typed spec block: each field is a :func:`setting`."""
+    """A typed spec block: each field is a :func:`setting`; ``reads`` names the stages whose cache keys
+    hold the block (tests/test_stage_keys.py changes each setting and checks that they move)."""
+
+    reads: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def _fields(cls) -> tuple[dataclasses.Field, ...]:
         return dataclasses.fields(cls)  # type: ignore[arg-type]
+
+    @classmethod
+    def keyed(cls, stage: str | None = None) -> tuple[str, ...]:
+        """The spec keys of the settings that are part of `stage`'s cache key (every stage's when None)."""
+        return tuple(spec_key(f) for f in cls._fields() if f.metadata["keyed"]
+                     and (stage is None or not f.metadata["stages"] or stage in f.metadata["stages"]))
+
+    def key(self, stage: str | None = None) -> dict[str, Any]:
+        """What `stage`'s cache key holds of this block: each :meth:`keyed` setting's value, defaults
+        included (a changed default moves the key too)."""
+        names = set(self.keyed(stage))
+        return {spec_key(f): getattr(self, f.name) for f in self._fields() if spec_key(f) in names}
 
     @classmethod
     def meanings(cls) -> dict[str, str]:
@@ -121,9 +143,3 @@ class BlockSettings(Settings):
         """The block's settings; a missing required key or a value of the wrong type names file and key path."""
         return cls.from_mapping(cls.values(spec), f"{getattr(spec, 'path', 'spec')}: {'.'.join(cls.block)}")
 
-    @classmethod
-    def stated(cls, spec: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-        """The block's ``keys`` as the spec states them (None when absent): what a stage's cache key
-        covers where it has always held the spec's own values rather than the defaults."""
-        values = cls.values(spec)
-        return {k: values.get(k) for k in keys}

@@ -6,8 +6,8 @@ scalar keys overridden by its own block (:func:`finetune_settings`); pre-trainin
 ``pretrain`` block. Each class is its block with every value checked against its type and every
 absent key at its default, so no pipeline writes ``or 32`` again, and the trainer configs built
 from them (``trainer_kwargs``) declare no default of their own for what a spec sets;
-:mod:`harness.spec_keys` derives the keys a spec may state from their fields. A stage's cache key
-is still the spec's own values (``raw``, ``stated``), so a default never moves a key.
+:mod:`harness.spec_keys` derives the keys a spec may state from their fields, and a stage's cache key
+is derived from them too (:meth:`harness.settings.Settings.key`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ CONFIGURED_RERANKER = "configured-checkpoint"
 BI_ENCODER_TEACHER = "bi-encoder"
 
 
+# The stages that mine: the previous retriever's search of the training queries.
+MINING = ("dense_retrieve", "impact_search")
+SCORING = ("teacher_scores",)  # the stage where stage 3's teacher scores the mined candidates
+
+
 def finetune_settings(spec: Any, stage: str) -> dict[str, Any]:
     """Shared fine-tuning keys overridden by the stage's own block (retriever1/2/3), as the spec states them."""
     ft = dict(spec.get("finetune") or {})
@@ -42,6 +47,7 @@ class PretrainSettings(BlockSettings):
     trainer's config checks (harness.pretrain.trainer.TrainConfig) are not repeated here."""
 
     block = ("pretrain",)
+    reads = ("pretrain",)
 
     objective: str = setting("pre-training objective (harness/pretrain/objectives), or none", kind=TEXT,
                              example="cotmae")
@@ -60,8 +66,8 @@ class PretrainSettings(BlockSettings):
     grad_clip: float | None = setting("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
     max_length: int = setting("input length in tokens", 144, WHOLE)
     precision: str = setting("fp32 | fp16 (CUDA) | bf16 (CUDA, CPU with AVX512-BF16/AMX)", "fp32", TEXT)
-    log_every: int = setting("steps between logged losses", 10, WHOLE)
-    checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE)
+    log_every: int = setting("steps between logged losses", 10, WHOLE, keyed=False)
+    checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE, keyed=False)
     objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
 
     def total_steps(self, n_examples: int) -> int:
@@ -84,6 +90,8 @@ class PretrainSettings(BlockSettings):
 @dataclass(frozen=True)
 class StageSettings(Settings):
     """What one fine-tuning stage trains with (the learned-sparse keys are read by LexMAE's stages only)."""
+
+    reads = ("retriever1", "retriever2", "retriever3")
 
     lr: float = setting("peak learning rate", kind=NUMBER, example=2e-5)
     # the trainer's queries per device are derived from it (at least 1), so its range is declared here
@@ -136,11 +144,6 @@ class StageSettings(Settings):
                 "fit_head": self.fit_head, "start_terms": self.start_terms,
                 "contrastive_weight": self.contrastive_weight}
 
-    @staticmethod
-    def raw(spec: Any, stage: str, keys: tuple[str, ...]) -> dict[str, Any]:
-        """The stage's values as the spec states them (None when absent): what its cache key covers."""
-        merged = finetune_settings(spec, stage)
-        return {k: merged.get(k) for k in keys}
 
 
 @dataclass(frozen=True)
@@ -148,10 +151,11 @@ class MineSettings(BlockSettings):
     """``finetune.mine``: the previous retriever's search of the training queries for hard negatives."""
 
     block = ("finetune", "mine")
+    reads = MINING
 
     depth: int = setting("mined negatives come from this many top results", NEGATIVE_DEPTH, POSITIVE_WHOLE)
     with_: str | None = setting("the retriever that mines (printed by the plan; the previous retriever always "
-                                "mines)", None, TEXT, example="retriever1")
+                                "mines)", None, TEXT, example="retriever1", keyed=False)
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,8 @@ class RerankerTrainSettings(Settings):
     """``finetune.retriever3.reranker_train``: the tiny cross-encoder teacher's training. Ranges are
     its trainer config's (harness.finetune.reranker.RerankerTrainConfig); the run controls that every
     trainer shares (title separator, logging, progress, device) keep the trainer's own unless stated."""
+
+    reads = ("reranker",)
 
     queries_per_device: int = setting("queries per device and step", 8, WHOLE)
     passages_per_query: int = setting("passages per query group: 1 positive + BM25 negatives", 8, WHOLE)
@@ -169,9 +175,9 @@ class RerankerTrainSettings(Settings):
     grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
     max_length: int = setting("query + passage length in tokens (capped at the encoder's positions)", 192, WHOLE)
     title_separator: str | None = setting("text between a passage's title and body", None, TEXT, example=" - ")
-    log_every: int | None = setting("steps between logged losses", None, WHOLE, example=10)
-    progress: bool | None = setting("show a progress bar", None, FLAG)
-    device: str | None = setting("torch device, null for the default", None, TEXT, example="cuda:0")
+    log_every: int | None = setting("steps between logged losses", None, WHOLE, example=10, keyed=False)
+    progress: bool | None = setting("show a progress bar", None, FLAG, keyed=False)
+    device: str | None = setting("torch device, null for the default", None, TEXT, example="cuda:0", keyed=False)
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """RerankerTrainConfig's settings but the seed (the harness's): a run control the spec leaves
@@ -189,19 +195,23 @@ class RerankerSettings(BlockSettings):
     finetune block, as the stage's own keys)."""
 
     block = ("finetune", "retriever3")
+    reads = ("reranker", "teacher_scores")
 
     reranker: str = setting(f"stage-3 teacher: {CONFIGURED_RERANKER} | {TINY_RERANKER} | {BI_ENCODER_TEACHER} | a "
-                            "checkpoint", CONFIGURED_RERANKER, TEXT)
+                            "checkpoint", CONFIGURED_RERANKER, TEXT, stages=SCORING)
     reranker_checkpoint: str | None = setting("checkpoint of a configured-checkpoint or bi-encoder teacher", None,
-                                              TEXT, example="all-minilm-l6-v2")
-    teacher_scale: float = setting("bi-encoder teacher logits = teacher_scale x cosine", 20.0, POSITIVE)
-    teacher_max_length: int = setting("bi-encoder teacher passage length in tokens", 128, POSITIVE_WHOLE)
+                                              TEXT, example="all-minilm-l6-v2", stages=SCORING)
+    teacher_scale: float = setting("bi-encoder teacher logits = teacher_scale x cosine", 20.0, POSITIVE,
+                                   stages=SCORING)
+    teacher_max_length: int = setting("bi-encoder teacher passage length in tokens", 128, POSITIVE_WHOLE,
+                                      stages=SCORING)
     teacher_positives: int | None = setting("positives per query the teacher scores (default: epochs)", None,
-                                            POSITIVE_WHOLE)
+                                            POSITIVE_WHOLE, stages=SCORING)
     teacher_negatives: int | None = setting("negatives per query the teacher scores (default: epochs x "
-                                            "(passages_per_query - 1))", None, POSITIVE_WHOLE)
+                                            "(passages_per_query - 1))", None, POSITIVE_WHOLE, stages=SCORING)
+    # its settings are RerankerTrainSettings', keyed by the reranker stage
     reranker_train: dict | None = setting("training of the tiny cross-encoder teacher", None, MAPPING,
-                                          keys=RerankerTrainSettings)
+                                          keys=RerankerTrainSettings, stages=("reranker",))
 
     @classmethod
     def values(cls, spec: Any) -> Mapping[str, Any]:

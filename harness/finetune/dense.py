@@ -47,10 +47,6 @@ from harness.training.engine import Logger, Notes, StepContext, run, seed_everyt
 from harness.training.finished import finish, finished_stats, fingerprint
 
 Example = tuple[str, Sequence[str], Sequence[str]]
-# A resumed or cached run must have been made with these settings (and the same data and init).
-_IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", "warmup_ratio", "weight_decay",
-                    "max_q_len", "max_p_len", "seed", "temperature", "negatives_across_devices", "grad_clip",
-                    "pooling", "title_separator")
 
 
 @dataclass(kw_only=True)
@@ -155,8 +151,7 @@ def train_dense(
         groups, skipped, _ = normalise_examples(train_examples, config.negatives_per_query)
         if skipped:
             notes.say(f"skipped {skipped} training example(s) without positives or negatives")
-        settings = {k: getattr(config, k) for k in _IDENTITY_FIELDS}
-        digest = fingerprint(str(init.resolve()), settings, groups)
+        digest = fingerprint(str(init.resolve()), config.identity(), groups)
         done = finished_stats(out_dir, digest, "finished model")
         if done is not None:
             return done

@@ -21,7 +21,7 @@ import torch
 from harness.errors import HarnessError
 from harness.finetune.negatives import sample_group
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
-from harness.training.config import LoopConfig, required
+from harness.training.config import LoopConfig, required, run_control
 from harness.training.engine import LoopResult, StepContext, Task
 from harness.training.distributed import DistInfo
 
@@ -41,7 +41,7 @@ class GroupTrainConfig(LoopConfig):
     weight_decay: float = required()
     grad_clip: float | None = required()
     title_separator: str = DEFAULT_TITLE_SEPARATOR  # for passages given as {"title", "text"}
-    keep_checkpoints_at_end: bool = False  # checkpoints hold optimizer state (3x the model): dropped when done
+    keep_checkpoints_at_end: bool = run_control(False)  # checkpoints hold optimizer state (3x the model): dropped when done
 
     def check(self) -> None:
         super().check()

@@ -154,8 +154,7 @@ def train_cross_encoder(
         init_name = str(init_or_config) if isinstance(init_or_config, (str, Path)) else json.dumps(
             init_or_config if isinstance(init_or_config, dict) else init_or_config.to_dict(), sort_keys=True,
             default=str)
-        settings = {k: v for k, v in config.to_dict().items() if k not in ("log_every", "progress", "device")}
-        digest = fingerprint(init_name, settings, groups)
+        digest = fingerprint(init_name, config.identity(), groups)
         done = finished_stats(out_dir, digest, "reranker")
         if done is not None:
             return done

@@ -76,10 +76,6 @@ from harness.training.config import required
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
 from harness.training.finished import finish, finished_stats, fingerprint
 
-_IDENTITY_FIELDS = ("queries_per_device", "passages_per_query", "lr", "epochs", "warmup_ratio", "weight_decay",
-                    "grad_clip", "max_q_len", "max_p_len", "seed", "flops_lambda", "query_flops_ratio",
-                    "flops_warmup_steps", "fit_head", "start_terms", "distill", "contrastive_weight",
-                    "negatives_across_devices", "title_separator")
 
 
 @dataclass(kw_only=True)
@@ -305,11 +301,10 @@ def train_splade(
             notes.say(f"left out {dropped} positive/negative id(s) that have no teacher score")
         if skipped:
             notes.say(f"skipped {skipped} training example(s) without positives or negatives")
-        settings = {k: getattr(config, k) for k in _IDENTITY_FIELDS}
         teacher_items = [] if teacher is None else [
             [qid, sorted((str(d), float(s)) for d, s in teacher.get(qid, {}).items())]
             for qid in sorted({g[0] for g in groups if g[0] is not None})]
-        digest = fingerprint(str(init.resolve()), settings, groups, teacher_items)
+        digest = fingerprint(str(init.resolve()), config.identity(), groups, teacher_items)
         done = finished_stats(out_dir, digest, "finished model")
         if done is not None:
             return done

@@ -25,10 +25,10 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     fields = dict(cfg.fields)
     corpus_inputs = bench.corpus_files()
     index = ctx.cached_stage(
-        "index", dataset, {"engine": "lucene", "fields": sorted(fields)}, corpus_inputs,
+        "index", dataset, {"engine": "lucene", **cfg.key("index")}, corpus_inputs,
         lambda work: bm25.build_index(bench.corpus(), work / "index", fields, cfg.threads),
     )
-    search_cfg = {"k1": cfg.k1, "b": cfg.b, "fields": fields, "depth": depth, "split": split}
+    search_cfg = {**cfg.key("retrieve"), "depth": depth, "split": split}
     query_inputs = {"index": index.key, **{k: v for k, v in bench.files().items() if k not in corpus_inputs}}
 
     def retrieve(work: Path) -> dict[str, float]:

@@ -126,6 +126,14 @@ def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, 
     return queries, qrels
 
 
+def training_key(ctx: "RunContext", stage: str, settings: StageSettings) -> dict[str, Any]:
+    """A fine-tuning stage's cache key: every keyed setting of the stage (harness.settings.Settings.key)
+    and which training queries it reads; its init, negatives and teacher are its inputs."""
+    name, split = train_split(ctx.spec)
+    return {**settings.key(), "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+            "train_queries": f"{name}-{split}"}
+
+
 def detected_world_size() -> int:
     """Devices this machine trains on (1 on CPU); the per-device share of a global batch divides by it."""
     from harness.hardware import detect, world_size

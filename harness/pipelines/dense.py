@@ -15,7 +15,7 @@ from harness import SEED
 from harness.context import input_key
 from harness.data.requirements import train_split
 from harness.errors import HarnessError
-from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries
+from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries, training_key
 from harness.stage_settings import MineSettings, StageSettings
 
 if TYPE_CHECKING:
@@ -32,10 +32,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
     settings = StageSettings.from_spec(ctx.spec, stage)
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    config = StageSettings.raw(ctx.spec, stage, ("lr", "global_queries", "passages_per_query", "epochs", "max_q_len",
-                                                 "max_p_len", "warmup_ratio", "weight_decay", "negative_depth",
-                                                 "max_train_queries"))
-    config["train_queries"] = f"{name}-{split}"
+    config = training_key(ctx, stage, settings)
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, config["max_train_queries"])

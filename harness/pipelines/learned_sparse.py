@@ -45,7 +45,7 @@ from harness.conditions import PAPER_RERANKER
 from harness.context import input_key
 from harness.data.requirements import train_split
 from harness.errors import HarnessError
-from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries
+from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries, training_key
 from harness.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, MineSettings,
                                     RerankerSettings, StageSettings)
 from harness.stages import PRETRAINING
@@ -139,12 +139,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
     settings = StageSettings.from_spec(ctx.spec, stage)
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    config = StageSettings.raw(ctx.spec, stage, (
-        "lr", "global_queries", "passages_per_query", "epochs", "max_q_len", "max_p_len", "warmup_ratio",
-        "weight_decay", "grad_clip", "negative_depth", "max_train_queries", "flops_lambda", "query_flops_ratio",
-        "flops_warmup_steps", "fit_head", "start_terms", "contrastive_weight", "precision", "representation"))
-    config["train_queries"] = f"{name}-{split}"
-    config["distill"] = teacher_dir is not None
+    config = {**training_key(ctx, stage, settings), "distill": teacher_dir is not None}
 
     def build(work: Path) -> dict[str, Any]:
         passages = bench.corpus()
@@ -235,10 +230,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
     max_length = min(settings.max_length, encoder_max_positions(ctx, encoder_dir))  # longer: no position embedding
-    # The key: the batch, lr, epochs and (capped) length with their defaults, and whatever else reranker_train
-    # states, as it states it.
-    train = {**{k: getattr(settings, k) for k in ("queries_per_device", "passages_per_query", "lr", "epochs")},
-             **(r3.reranker_train or {}), "max_length": max_length}
+    train = {**settings.key(), "max_length": max_length}
     depth = StageSettings.from_spec(ctx.spec, "retriever1").negative_depth
     config = {"reranker": TINY_RERANKER, "train": train, "negative_depth": depth,
               "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
@@ -271,9 +263,11 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
     stage = StageSettings.from_spec(ctx.spec, "retriever3")
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)
-    positives, negatives = RerankerSettings.from_spec(ctx.spec).scored(stage)
-    config = {"negative_depth": stage.negative_depth, "positives": positives, "negatives": negatives,
-              "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
+    r3 = RerankerSettings.from_spec(ctx.spec)
+    positives, negatives = r3.scored(stage)
+    config = {**r3.key("teacher_scores"), "negative_depth": stage.negative_depth, "positives": positives,
+              "negatives": negatives, "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+              "train_queries": f"{name}-{split}"}
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
@@ -322,7 +316,7 @@ def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) ->
 
     bench = get_benchmark(dataset)
     rcfg = RetrievalSettings.from_spec(ctx.spec)
-    config = {"index": rcfg.index, "quantization": rcfg.quantization, "topk_sparsify": rcfg.topk_sparsify}
+    config = rcfg.key("impact_index")
 
     def build(work: Path) -> dict[str, Any]:
         from tqdm.auto import tqdm
@@ -370,8 +364,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
     index = index_stage(ctx, label, model_dir, dataset)
     rcfg = RetrievalSettings.from_spec(ctx.spec)
     max_terms = rcfg.max_query_terms
-    config = {"depth": depth, "split": split, "quantization": rcfg.quantization, "threads": rcfg.threads,
-              "max_query_terms": max_terms}
+    config = {**rcfg.key("impact_search"), "depth": depth, "split": split}
     if train_only:
         config["max_train_queries"] = ctx.spec.get("finetune.max_train_queries")
 

@@ -54,7 +54,7 @@ def tokenizer_stage(ctx: "RunContext") -> Path:
 
     names = corpus_names(tok.corpora)
     files = corpus_checksums(names)
-    config = {"vocab_size": tok.vocab_size, "lowercase": True, "corpora": names}
+    config = {**tok.key(), "corpora": names, "lowercase": True}
 
     def build(work: Path) -> dict[str, Any]:
         texts = [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in load_corpora(names).values()]
@@ -69,9 +69,7 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
     corpus = CorpusSettings.from_spec(ctx.spec)
     names = corpus_names(corpus.source)
     files = corpus_checksums(names)
-    config = {"sources": names, "max_tokens": corpus.max_tokens, "seed": corpus.seed,
-              "max_passages": corpus.max_passages, "punkt_train_chars": corpus.punkt_train_chars,
-              "splitter": "punkt-trained-on-corpus"}
+    config = {**corpus.key(), "source": names, "splitter": "punkt-trained-on-corpus"}
 
     def build(work: Path) -> dict[str, Any]:
         corpus = load_corpora(names)
@@ -96,10 +94,6 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
     q = QgenSettings.from_spec(ctx.spec)
     if q.model == "term-sampler":
         return term_qgen_stage(ctx, q, passages_file)
-    # The key: the sampling settings as the spec states them, and batch_size with its default (generation
-    # is seeded per batch, so it changes the queries).
-    gen_cfg = {**QgenSettings.stated(ctx.spec, ("num_queries", "top_k", "top_p", "input_prefix", "max_new_tokens")),
-               "batch_size": q.batch_size}
     if q.model == "tiny-t5":
         model_dir = tiny_t5_stage(ctx, q, tokenizer_dir)
     elif q.model is None:
@@ -119,7 +113,8 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
         grounding = report_grounding(passages, work / "queries.jsonl")
         return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
 
-    cache = ctx.cached_stage("qgen", None, {**gen_cfg, "model": model_key}, {"passages": input_key(passages_file)}, build)
+    config = {**q.key("qgen"), "model": model_key}
+    cache = ctx.cached_stage("qgen", None, config, {"passages": input_key(passages_file)}, build)
     return cache.dir / "queries.jsonl"
 
 
@@ -158,8 +153,7 @@ def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> 
     from harness.data.catalog import benchmark_split, get_benchmark
 
     source = q.train_pairs
-    config = {"model": "term-sampler", "train_pairs": source, "num_queries": q.num_queries,
-              "smoothing": q.smoothing, "version": 2}  # 2: no empty query for word-less passages
+    config = {**q.key("qgen"), "version": 2}  # 2: no empty query for word-less passages
 
     def build(work: Path) -> dict[str, Any]:
         model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
@@ -184,9 +178,7 @@ def tiny_t5_stage(ctx: "RunContext", q: QgenSettings, tokenizer_dir: Path) -> Pa
     source = q.train_pairs
     name, split = benchmark_split(source)
     bench = get_benchmark(name)
-    # the key holds the prefix as the spec states it (None when absent)
-    config = {"train_pairs": source, "steps": q.steps, **QgenSettings.stated(ctx.spec, ("input_prefix",)),
-              "max_input_tokens": q.max_input_tokens}
+    config = q.key("qgen_model")
 
     def build(work: Path) -> dict[str, Any]:
         pairs = pairs_from_qrels(bench.corpus(), bench.queries(split or "train"), bench.qrels(split or "train"))
@@ -240,11 +232,9 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
     from harness.pretrain.export import export_encoder
     from harness.pretrain.trainer import TrainConfig, train
 
-    pre = dict(ctx.spec.get("pretrain"))  # the key: the block as the spec states it
     settings = PretrainSettings.from_spec(ctx.spec)
-    model = ctx.spec.get("model")
     context = settings.context
-    config = {"pretrain": pre, "model": model, "context": context}
+    config = {"pretrain": settings.key(), "model": ctx.spec.get("model")}
     inputs = {"passages": input_key(passages_file), "tokenizer": input_key(tokenizer_dir),
               "queries": input_key(queries_file) if queries_file else ""}
 

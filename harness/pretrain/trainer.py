@@ -54,14 +54,11 @@ from torch import Tensor, nn
 from harness.errors import HarnessError
 from harness.numerics import upcast
 from harness.training import distributed as D
-from harness.training.config import LoopConfig, required
+from harness.training.config import LoopConfig, required, run_control
 from harness.training.engine import Logger, Notes, StepContext, Task, run, session
 
 Example = tuple[str, str]
 ExamplesFn = Callable[[int, int, int], Iterable[Example]]
-# Changing these mid-run would make the resumed run a different experiment.
-_MUST_MATCH_ON_RESUME = ("steps", "global_batch", "lr", "warmup_ratio", "weight_decay", "max_length", "seed",
-                         "grad_clip")
 
 
 @dataclass(kw_only=True)
@@ -73,17 +70,17 @@ class TrainConfig(LoopConfig):
     steps: int
     global_batch: int
     per_device_batch: int
-    output_dir: str | Path
+    output_dir: str | Path = run_control()
     warmup_ratio: float = required()
     weight_decay: float = required()
     max_length: int = required()
     grad_clip: float | None = required()  # None: no clipping
     grad_cache_chunk: int | None = required()  # chunk for objectives that cannot accumulate; None = per_device_batch
     precision: str = required()
-    log_every: int = required()
-    checkpoint_every: int = required()
-    keep_checkpoints: int = 2
-    find_unused_parameters: bool = True  # DDP flag: objectives rarely use every BertModel parameter
+    log_every: int = run_control()
+    checkpoint_every: int = run_control()
+    keep_checkpoints: int = run_control(2)
+    find_unused_parameters: bool = run_control(True)  # DDP flag: objectives rarely use every BertModel parameter
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -371,8 +368,8 @@ def train(
         notes.say(plan["note"])
         task = PretrainTask(objective, examples_fn, tokenizer, config, plan, info)
         task.can_scale_loss = grad_cache is None or _accepts(grad_cache, "scaler")
-        identity = {k: config.to_dict()[k] for k in _MUST_MATCH_ON_RESUME}
-        identity["objective"] = type(objective).__name__
+        # changing any of it mid-run would make the resumed run a different experiment
+        identity = {**config.identity(), "objective": type(objective).__name__}
         out = run(task, config, info, Path(config.output_dir), notes, identity=identity,
                   layout={"per_device_batch": plan["per_device_batch"]}, logger=logger)
     return TrainResult(step=out.step, loss_history=out.loss_history, metrics_history=list(out.metrics), plan=plan,

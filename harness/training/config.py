@@ -22,6 +22,13 @@ class ConfigError(HarnessError):
         super().__init__(f"invalid {what} config: " + "; ".join(problem for _, problem in problems))
 
 
+def run_control(default: Any = dataclasses.MISSING) -> Any:
+    """A field that decides how a run is carried out (logging, checkpoints, device, progress), never what it
+    trains: it is left out of the run's identity (:meth:`LoopConfig.identity`), so changing it neither
+    invalidates a finished model nor refuses a resume. Without ``default`` the field is required."""
+    return field(default=default, metadata={"run_control": True})
+
+
 def required() -> Any:
     """A field re-declared without a default (an inherited one included): a trainer config built from a
     spec's typed settings (harness.stage_settings ``trainer_kwargs``) takes every value they set from
@@ -48,12 +55,12 @@ class LoopConfig:
     adam_eps: float = 1e-8
     seed: int = SEED
     precision: str = "fp32"  # fp16 | bf16 need CUDA; CPU runs train in fp32 and say so
-    checkpoint_every: int = 0  # steps; 0 = only at the loop's own points (epoch ends, stop_after)
-    keep_checkpoints: int = 1
-    stop_after: int | None = None  # stop with a checkpoint after this absolute step (time-boxed jobs, tests)
-    log_every: int = 10
-    progress: bool = True
-    device: str | None = None  # None = cuda:LOCAL_RANK if available, else cpu
+    checkpoint_every: int = run_control(0)  # steps; 0 = only at the loop's own points (epoch ends, stop_after)
+    keep_checkpoints: int = run_control(1)
+    stop_after: int | None = run_control(None)  # stop with a checkpoint after this absolute step (time-boxed jobs)
+    log_every: int = run_control(10)
+    progress: bool = run_control(True)
+    device: str | None = run_control(None)  # None = cuda:LOCAL_RANK if available, else cpu
     deterministic: bool = True  # torch.use_deterministic_algorithms(warn_only=True) while training
 
     def __post_init__(self) -> None:
@@ -87,6 +94,12 @@ class LoopConfig:
             value = getattr(self, name)
             self.need(isinstance(value, int) and not isinstance(value, bool) and value > 0,
                       name, f"must be a positive integer, got {value!r}")
+
+    def identity(self) -> dict[str, Any]:
+        """Every field but the run controls (:func:`run_control`): what makes two runs the same experiment,
+        so a finished model or a checkpoint is reused only when all of it matches."""
+        controls = {f.name for f in dataclasses.fields(self) if f.metadata.get("run_control")}
+        return {k: v for k, v in self.to_dict().items() if k not in controls}
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
