@@ -23,6 +23,7 @@ from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.paths import BASELINES_DIR
 
 SCHEMA_VERSION = 1
+CHECKPOINT_PROFILE = "checkpoint"  # the profile of a released checkpoint's run record (`harness reproduce`)
 KINDS = ("retriever", "pretrained")
 _CHECKPOINT_KEYS = {"source", "method", "kind", "description", "encoder", "benchmarks", "reproduces",
                     "not_comparable", "other_cells", "notes"}

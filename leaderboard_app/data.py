@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.errors import HarnessError
-from harness.gate import (PAPER_GRADED, GateResult, data_mismatches, load_references, paper_comparisons, run_gate,
-                          set_apart)
-from harness.records import RunRecord, Skipped, load_records, records_dir
+from harness.gate.admission import data_mismatches, set_apart
+from harness.gate.grading import PAPER_GRADED, paper_comparisons
+from harness.gate.run import GateResult, run_gate
+from harness.records import RunRecord, Skipped, load_records, load_references, records_dir
 from harness.reported import load_reported_cells
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.

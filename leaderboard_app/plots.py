@@ -18,7 +18,7 @@ import pandas as pd
 
 from harness.evaluation.conventions import primary_measure
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
-from harness.gate import system_axes, system_label
+from harness.gate.labels import system_axes, system_label
 from harness.records import RunRecord
 from harness.reported import paper_key
 from harness.statuses import STATUSES

@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
-from harness.gate import system_axes, system_label
+from harness.gate.labels import system_axes, system_label
 from harness.records import RunRecord
 from harness.reported import paper_key
 from harness.tracking import flatten

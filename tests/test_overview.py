@@ -8,7 +8,7 @@ import pytest
 
 from harness import overview
 from harness.evaluation.effects import method_effects
-from harness.gate import run_gate
+from harness.gate.run import run_gate
 from harness.paths import PROJECT_ROOT
 from harness.records import load_records
 from harness.reported import load_reported_cells
