@@ -50,4 +50,5 @@ def system_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | 
 
 
 def source_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | None = None) -> str:
+    """'paper table · system': where the number a comparison is made against was printed."""
     return f"{paper_key(comp)} {comp.get('table', '')} · {system_label(comp, axes)}".strip()

@@ -22,8 +22,9 @@ from harness.statuses import CORRUPT, MISSING, WRONG_REFERENCE
 
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
-    """Make ``run_id`` the reference of its (method, profile): it must load and pass integrity,
-    seal included. Returns the manifest path and the new entry (commit both the record and the manifest).
+    """Make ``run_id`` the reference of its (method, profile): it must load and pass
+    :func:`~harness.gate.admission.acceptance_problem` (integrity, seal included, and the catalog's
+    data). Returns the manifest path and the new entry (commit both the record and the manifest).
 
     Raises HarnessError (one line naming the file) for an unreadable manifest or record, and for an
     unsealed one: a record without its seal cannot be told from an edited one whose seal was
