@@ -33,8 +33,8 @@ from harness.evaluation.conventions import primary_measure
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS, worst
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.labels import source_label, system_axes
+from harness.papers.registry import paper_key
 from harness.records import RunRecord
-from harness.reported import paper_key
 from harness.statuses import NOT_YET_RUN, STATUSES
 
 CONTROL = "nopretrain"  # the learned runs' effects are against it (every spec's first compare_with)
@@ -418,8 +418,8 @@ def from_folder(records: str | Path | None = None, reported: str | Path | None =
     registry), graded as ``check`` grades them. Raises HarnessError when the cells cannot be loaded."""
     from harness.errors import HarnessError
     from harness.gate.admission import data_mismatches, set_apart
+    from harness.papers.registry import load_reported_cells
     from harness.records import load_records, load_references, records_dir
-    from harness.reported import load_reported_cells
 
     recs, _ = load_records(records)
     try:

@@ -18,8 +18,8 @@ from harness.gate.run import GateResult, run_gate
 from harness.glance_html import (CSS, LEARNED_CAPTION, MATRIX_CAPTION, badge, claims_html, counts_html, esc,
                                  headline_html, interval, learned_html, legend_html, matrix_html, profiles, pts, table)
 from harness.overview import CONTROL, Glance, LearnedRow, from_folder, method_lines, run_command
+from harness.papers.released import CHECKPOINT_PROFILE
 from harness.records import RunRecord, load_records
-from harness.released import CHECKPOINT_PROFILE
 
 INDEX, STYLE = "index.html", "style.css"
 GENERATOR = '<meta name="generator" content="python -m harness report --html">'  # marks a folder as ours

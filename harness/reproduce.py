@@ -24,7 +24,7 @@ from typing import Any
 from harness import SEED
 from harness.errors import HarnessError
 from harness.gate.grading import checkpoint_comparisons
-from harness.released import CHECKPOINT_PROFILE, get_checkpoint, load_checkpoints, unmatched_selectors
+from harness.papers.released import CHECKPOINT_PROFILE, get_checkpoint, load_checkpoints, unmatched_selectors
 
 
 def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int,
@@ -40,9 +40,9 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
 
     from harness.checkpoints import model_fingerprint
     from harness.retrieval.corpus_vectors import encode_corpus_shards
-    from harness.training import distributed as D
     from harness.retrieval.encoder import load_zero_shot_encoder
     from harness.retrieval.sharded import waiting_group
+    from harness.training import distributed as D
 
     info = D.init_distributed(device)
     try:
@@ -75,8 +75,8 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     from harness.context import StageLog
     from harness.data.catalog import get_benchmark
     from harness.evaluation.zero_shot import run_zero_shot
+    from harness.papers.registry import load_reported_cells
     from harness.paths import cache_dir
-    from harness.reported import load_reported_cells
     from harness.run_record import build_record, write_record
     from harness.run_scores import Scored, score_variants
     from harness.tracking import log_parent_summary, new_run_id, parent_tracker

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
 from harness.kinds import FLAG, NON_NEGATIVE, POSITIVE_WHOLE, TEXT, Kind, one_of
-from harness.reported import CONDITION_KEYS
+from harness.papers.schema import CONDITION_KEYS
 from harness.settings import BlockSettings, Settings
 from harness.stage_settings import MineSettings, PretrainSettings, RerankerSettings, StageSettings
 

@@ -18,9 +18,9 @@ from harness.gate.labels import system_label
 from harness.gate.references import accept_reference
 from harness.gate.run import format_gate, run_gate
 from harness.integrity import seal
+from harness.papers.registry import load_reported_cells
 from harness.paths import PROJECT_ROOT
 from harness.records import load_records, load_references
-from harness.reported import load_reported_cells
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 RUNS = FIXTURES / "runs"

@@ -10,17 +10,17 @@ import pytest
 
 from harness import cli
 from harness.errors import DataFormatError, HarnessError
-from harness.fsutil import is_temp
 from harness.evaluation.verdict import exact_verdict
-from harness.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
-from harness.reproduce import checkpoint_comparisons
+from harness.fsutil import is_temp
+from harness.gate.grading import checkpoint_comparisons
+from harness.papers.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
 
 CC = "co-condenser-marco-retriever"
 
 
 @pytest.fixture(scope="module")
 def real_cells() -> list[dict]:
-    from harness.reported import load_registry
+    from harness.papers.registry import load_registry
 
     return [c.to_dict() for c in load_registry()]
 

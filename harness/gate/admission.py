@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.papers.released import CHECKPOINT_PROFILE
 from harness.records import RunRecord
-from harness.released import CHECKPOINT_PROFILE
 from harness.statuses import SPEC_CHANGED, UNKNOWN_METHOD
 
 
@@ -68,7 +68,7 @@ def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] 
 
 def unknown_checkpoint(rec: RunRecord) -> str:
     """Why a checkpoint record cannot be graded ("" when its checkpoint is in the registry)."""
-    from harness.released import load_checkpoints
+    from harness.papers.released import load_checkpoints
 
     name = (rec.get("checkpoint") or {}).get("name")
     try:

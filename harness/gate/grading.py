@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.gate.labels import source_label, system_axes
+from harness.papers.released import CHECKPOINT_PROFILE, Checkpoint, get_checkpoint, map_cells
 from harness.records import RunRecord
-from harness.released import CHECKPOINT_PROFILE, Checkpoint, get_checkpoint, map_cells
 from harness.statuses import EFFECT, FAIL, NEAR, NEAR_FACTOR, NO_CELLS, NOT_COMPARABLE, PASS, STALE_REFERENCE
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.reported import paper_key
+from harness.papers.registry import paper_key
 
 
 def _norm(text: str) -> str:

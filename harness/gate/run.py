@@ -8,7 +8,7 @@
   one rule of ``harness.evaluation.verdict`` (so neither an edited ``comparison`` block nor a
   stale registry can hide a gap): DIFFERENT-BELOW / DIFFERENT-ABOVE fail, INCONCLUSIVE does not.
 * ``checkpoint`` records (released weights scored by ``reproduce``) are re-graded against the rows
-  the checkpoint registry says are that checkpoint (``harness.released``), never a reference; a
+  the checkpoint registry says are that checkpoint (``harness.papers.released``), never a reference; a
   record of a checkpoint no longer registered is UNKNOWN-METHOD.
 * Every other profile (``tiny``, ``mini``) is compared with its **reference**: the run named for its
   (method, profile) in ``references.json`` in the records folder. A reference is made only
@@ -69,9 +69,9 @@ from harness.gate.admission import data_mismatches, spec_change, unknown_checkpo
 from harness.gate.grading import (PAPER_GRADED, TINY_TOLERANCE, TRAINING_FREE_FAMILIES, TRAINING_FREE_TOLERANCE,
                                   GateRow, effect_rows, loss_rows, paper_rows, reference_rows)
 from harness.gate.references import resolve_references
+from harness.papers.registry import load_reported_cells
+from harness.papers.released import CHECKPOINT_PROFILE
 from harness.records import REFERENCES_FILE, RunRecord, Skipped, load_records, load_references, records_dir
-from harness.released import CHECKPOINT_PROFILE
-from harness.reported import load_reported_cells
 # Every status word, which fail the gate and the order rows are counted in: declared once there.
 from harness.statuses import (CORRUPT, DATA_MISMATCH, ERROR, FAILING, IN_PROGRESS, NO_REFERENCE, REFERENCE,
                               SPEC_CHANGED, STATUSES, STRICT_FAILING, SUPERSEDED, UNKNOWN_METHOD, UNREADABLE)
