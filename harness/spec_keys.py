@@ -108,7 +108,7 @@ BLOCKS: dict[str, Keys] = {
     "pretrain": {**PretrainSettings.meanings(), "objective_params": OPEN},
     "finetune": _FINETUNE,
     # Closed: run conditions are compared key by key with the reported cells' conditions, which
-    # may only use reported.CONDITION_KEYS; any other key could never match a cell.
+    # may only use papers.schema.CONDITION_KEYS; any other key could never match a cell.
     "conditions": {key: meaning for key, (_, meaning) in CONDITION_KEYS.items()},
 }
 
