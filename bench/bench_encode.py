@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # objective_fixtures: the toy tokenizer
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -120,7 +121,7 @@ def random_bert_base(folder: str) -> str:
     from transformers import BertModel
 
     from harness.pretrain.models import bert_config_from_dict
-    from harness.pretrain.objectives.testing import toy_tokenizer
+    from objective_fixtures import toy_tokenizer
 
     tokenizer = toy_tokenizer(folder)
     torch.manual_seed(42)

@@ -33,12 +33,13 @@ def worker(steps: int) -> dict[str, float]:
     """Median and mean seconds of one tiny CoT-MAE pre-training step (after 3 warm-up steps)."""
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "tests"))  # objective_fixtures: the toy tokenizer
     import torch
 
     from harness.pretrain.models import bert_config_from_dict
     from harness.pretrain.objectives import build_objective
-    from harness.pretrain.objectives.testing import toy_tokenizer
     from harness.spec import load_method
+    from objective_fixtures import toy_tokenizer
     from paper_shape_smoke import _examples, _step
 
     spec = load_method("cotmae", "tiny")

@@ -1,6 +1,6 @@
 """What a run states about its setting, derived from the settings that ran (never typed by hand).
 
-A reported cell states the conditions it was produced under (``harness.reported.CONDITION_KEYS``);
+A reported cell states the conditions it was produced under (``harness.papers.schema.CONDITION_KEYS``);
 a run is graded against it only when it states the same ones with equal values
 (``harness.evaluation.compare.comparability``). Every condition here is computed from the
 resolved spec, so a spec with ``pretrain.steps: 1000`` states 1000 steps and no 50K-step cell is

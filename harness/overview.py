@@ -7,7 +7,7 @@ Three lists, every number in points (100 x fraction; the paper's printed string 
   TREC DL nDCG@10; the BEIR table: nDCG@10 per dataset and the printed averages), on the
   benchmark's primary measure (``conventions.primary_measure``), with a state: the verdict of the
   paper-graded records (``paper``, ``checkpoint``) graded exactly as ``python -m harness check``
-  grades them (``gate.paper_comparisons``, the one rule of ``evaluation.verdict``; several records
+  grades them (``gate.grading.paper_comparisons``, the one rule of ``evaluation.verdict``; several records
   of one cell show the worst, as the gate fails on any), NOT-COMPARABLE when such a record exists
   but does not share the cell's setting (the reason kept), or NOT-YET-RUN, with the command that
   would run it and its projected cost on the spec's declared hardware (``harness.projection``).
@@ -31,9 +31,10 @@ from typing import Any
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.conventions import primary_measure
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS, worst
-from harness.gate import PAPER_GRADED, paper_comparisons, source_label, system_axes
+from harness.gate.grading import PAPER_GRADED, paper_comparisons
+from harness.gate.labels import source_label, system_axes
+from harness.papers.registry import paper_key
 from harness.records import RunRecord
-from harness.reported import paper_key
 from harness.statuses import NOT_YET_RUN, STATUSES
 
 CONTROL = "nopretrain"  # the learned runs' effects are against it (every spec's first compare_with)
@@ -228,7 +229,7 @@ def headline_cells(cells: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
 
 def headline_rows(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
                   comparisons: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[HeadlineRow]:
-    """One row per headline cell (``comparisons``: run id -> ``gate.paper_comparisons`` dicts)."""
+    """One row per headline cell (``comparisons``: run id -> ``gate.grading.paper_comparisons`` dicts)."""
     graded = [r for r in records if r.profile in PAPER_GRADED]
     by_cell: dict[str, list[tuple[RunRecord, Mapping[str, Any]]]] = {}
     for rec in graded:
@@ -327,7 +328,7 @@ def method_lines(rows: Sequence[HeadlineRow]) -> list[MethodLine]:
 def claim_rows(records: Sequence[RunRecord], claims: Sequence[Any] | None = None,
                pairs: Sequence[tuple[str, str]] | None = None) -> list[ClaimRow]:
     """Every printed difference of the specs' pairs (``compare_with``), graded from the paper
-    records' effects as ``check`` grades them (``gate.effect_rows``: the same effects and checks)."""
+    records' effects as ``check`` grades them (``gate.grading.effect_rows``: the same effects and checks)."""
     from harness.evaluation.claims import claims_for
     from harness.evaluation.effects import method_effects
 
@@ -408,7 +409,7 @@ def learned_rows(records: Sequence[RunRecord], control: str = CONTROL) -> list[L
 def build(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
           comparisons: Mapping[str, Sequence[Mapping[str, Any]]], claims: Sequence[Any] | None = None) -> Glance:
     """The glance over loaded inputs (records without integrity problems; ``comparisons`` of the
-    paper-graded ones from ``gate.paper_comparisons``, as the leaderboard's loader makes them)."""
+    paper-graded ones from ``gate.grading.paper_comparisons``, as the leaderboard's loader makes them)."""
     return Glance(headline_rows(cells, records, comparisons), claim_rows(records, claims), learned_rows(records))
 
 
@@ -416,9 +417,9 @@ def from_folder(records: str | Path | None = None, reported: str | Path | None =
     """The glance over a records folder and the papers' cells (a ``--reported`` snapshot, or the
     registry), graded as ``check`` grades them. Raises HarnessError when the cells cannot be loaded."""
     from harness.errors import HarnessError
-    from harness.gate import data_mismatches, load_references, set_apart
-    from harness.records import load_records, records_dir
-    from harness.reported import load_reported_cells
+    from harness.gate.admission import data_mismatches, set_apart
+    from harness.papers.registry import load_reported_cells
+    from harness.records import load_records, load_references, records_dir
 
     recs, _ = load_records(records)
     try:

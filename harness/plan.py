@@ -100,7 +100,8 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
     what the run can confirm, known before it spends any GPU time."""
     from harness.conditions import run_conditions
     from harness.evaluation.compare import comparability
-    from harness.reported import KNOWN_METHODS, cells_for
+    from harness.papers.registry import cells_for
+    from harness.papers.schema import KNOWN_METHODS
 
     evaluated = [str(e["dataset"]) for e in stages if e["stage"] == "evaluate"]  # "<variant>/<benchmark>"
     variants = list(dict.fromkeys(name.split("/", 1)[0] for name in evaluated)) or ["final"]

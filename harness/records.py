@@ -2,7 +2,7 @@
 
 A record that cannot be read never stops a reader: it is returned as ``Skipped(path, reason)``
 so every reader can list it and carry on (the leaderboard shows it; ``check`` fails on it,
-harness/gate.py). A record is skipped when it is not valid JSON, is not an object, lacks a
+harness/gate/). A record is skipped when it is not valid JSON, is not an object, lacks a
 required key or has one of the wrong type, comes from a newer schema (``schema_version`` > the
 one this harness writes) or repeats a ``run_id`` already loaded. A file still being written (a
 temp name, :func:`harness.fsutil.is_temp`: the ``.<name>.<random>.tmp.json`` of

@@ -1,6 +1,6 @@
 """A self-contained static site of the results (``python -m harness report --html DIR``): the
 at-a-glance tables (harness/overview.py), the claims, the CI gate's rows exactly as ``check``
-grades them (``gate.run_gate``, never re-graded here), an inline SVG of the mini runs with their
+grades them (``gate.run.run_gate``, never re-graded here), an inline SVG of the mini runs with their
 CIs, and per record its integrity hash and hardware; every row says how to reproduce it.
 
 One ``index.html`` and one ``style.css``: no server, no network, no script, no external font, so
@@ -13,10 +13,12 @@ import datetime as _dt
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.gate import CHECKPOINT_PROFILE, GateResult, GateRow, run_gate
+from harness.gate.grading import GateRow
+from harness.gate.run import GateResult, run_gate
 from harness.glance_html import (CSS, LEARNED_CAPTION, MATRIX_CAPTION, badge, claims_html, counts_html, esc,
                                  headline_html, interval, learned_html, legend_html, matrix_html, profiles, pts, table)
 from harness.overview import CONTROL, Glance, LearnedRow, from_folder, method_lines, run_command
+from harness.papers.released import CHECKPOINT_PROFILE
 from harness.records import RunRecord, load_records
 
 INDEX, STYLE = "index.html", "style.css"

@@ -23,29 +23,8 @@ from typing import Any
 
 from harness import SEED
 from harness.errors import HarnessError
-from harness.released import Checkpoint, get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
-
-PROFILE = "checkpoint"
-
-
-def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, float]],
-                           per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
-                           cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every cell of the checkpoint's rows and method on the scored benchmarks, compared or NOT-COMPARABLE."""
-    from harness.evaluation.compare import NOT_COMPARABLE, compare
-
-    out = []
-    for cell, reason in map_cells(ckpt, [c for c in cells if c.get("benchmark") in metrics]):
-        # A row that *is* this checkpoint is graded under its own conditions; the rest are not graded.
-        conditions = {**(cell.get("conditions") or {}), "profile": "paper", "method": cell.get("method")}
-        comp = compare(metrics, per_query, [cell], conditions, exact=True)[0]  # same weights: numerics only
-        if reason:
-            comp.status, comp.reason = NOT_COMPARABLE, f"checkpoint {ckpt.name}: {reason}"
-            comp.delta = comp.ci_low = comp.ci_high = None
-        else:
-            comp.notes = "; ".join(filter(None, [f"released checkpoint {ckpt.name}", comp.notes]))
-        out.append(comp.to_dict())
-    return out
+from harness.gate.grading import checkpoint_comparisons
+from harness.papers.released import CHECKPOINT_PROFILE, get_checkpoint, load_checkpoints, unmatched_selectors
 
 
 def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int,
@@ -61,9 +40,9 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
 
     from harness.checkpoints import model_fingerprint
     from harness.retrieval.corpus_vectors import encode_corpus_shards
-    from harness.training import distributed as D
     from harness.retrieval.encoder import load_zero_shot_encoder
     from harness.retrieval.sharded import waiting_group
+    from harness.training import distributed as D
 
     info = D.init_distributed(device)
     try:
@@ -96,8 +75,8 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     from harness.context import StageLog
     from harness.data.catalog import get_benchmark
     from harness.evaluation.zero_shot import run_zero_shot
+    from harness.papers.registry import load_reported_cells
     from harness.paths import cache_dir
-    from harness.reported import load_reported_cells
     from harness.run_record import build_record, write_record
     from harness.run_scores import Scored, score_variants
     from harness.tracking import log_parent_summary, new_run_id, parent_tracker
@@ -131,12 +110,12 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
         device = encode_shards_distributed(folder, enc, benches.values(), batch_size, device, precision)
         if device is None:
             return None
-    run_id = new_run_id(name, PROFILE)
+    run_id = new_run_id(name, CHECKPOINT_PROFILE)
     print(f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
           f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "
           f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}")
     # Named <checkpoint>/checkpoint/<seed>: two checkpoints of one method share its experiment.
-    tracker = parent_tracker(ckpt.record_method, name, PROFILE, SEED, run_id,
+    tracker = parent_tracker(ckpt.record_method, name, CHECKPOINT_PROFILE, SEED, run_id,
                              {"checkpoint": name, "source": ckpt.source}, enabled=track)
     stages = StageLog()
 
@@ -155,12 +134,12 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     started = time.time()
     with tracker.run():
         tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": SEED, "precision": precision})
-        scores = score_variants(tracker, stages, benches, {PROFILE: list(benches)}, score)
+        scores = score_variants(tracker, stages, benches, {CHECKPOINT_PROFILE: list(benches)}, score)
         comparisons = checkpoint_comparisons(ckpt, scores.metrics, scores.per_query, cells)
         identity = {"checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
                     "conditions": {"checkpoint": name}, "depth": depth}
-        record = build_record(run_id=run_id, method=ckpt.record_method, profile=PROFILE, spec=None, scores=scores,
-                              comparisons=comparisons, efficiency_by_stage=scores.efficiency_by_stage,
+        record = build_record(run_id=run_id, method=ckpt.record_method, profile=CHECKPOINT_PROFILE, spec=None,
+                              scores=scores, comparisons=comparisons, efficiency_by_stage=scores.efficiency_by_stage,
                               stages=stages.entries, started=started, tracker=tracker, identity=identity)
         log_parent_summary(tracker, record)
         path = write_record(record, tracker)

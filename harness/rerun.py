@@ -12,7 +12,7 @@ seed re-run on another machine of the same kind trains through different float r
 2026-11-22, fresh runs on this session's machine against the references recorded on another
 machine: cotmae_qc largest difference 2.50 points (SciFact R@100, retriever 1), nDCG@10 within
 0.31; LexMAE largest 1.13 (NFCorpus R@100, retriever 3), nDCG@10 within 0.70. Their pre-training
-losses agreed within 0.16% (gated at 2% by ``harness.gate.LOSS_CHECKPOINTS``).
+losses agreed within 0.16% (gated at 2% by ``harness.gate.grading.LOSS_CHECKPOINTS``).
 """
 
 from __future__ import annotations

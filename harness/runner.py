@@ -165,7 +165,8 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
     from harness.data.catalog import get_benchmark
     from harness.evaluation.compare import compare, format_comparison_table
     from harness.evaluation.chance import describe as describe_chance
-    from harness.reported import KNOWN_METHODS, cells_for
+    from harness.papers.registry import cells_for
+    from harness.papers.schema import KNOWN_METHODS
 
     method, profile = spec.name, spec.profile
     datasets = datasets or list(spec.get("datasets", []))

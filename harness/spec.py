@@ -18,8 +18,8 @@ import yaml
 
 from harness.artifacts import config_hash
 from harness.errors import DataFormatError, HarnessError, SpecProblems, UnknownNameError
+from harness.papers.parsing import yaml_key_lines
 from harness.paths import BASELINES_DIR, specs_dir
-from harness.reported import yaml_key_lines
 from harness.spec_keys import BLOCKS, OPEN, Block, Keys
 from harness.stages import ALWAYS_STEPS, FAMILY_STEPS, SPEC_STEPS, STEP_NEEDS
 
@@ -314,7 +314,7 @@ def _check_bm25_negatives(resolved: dict[str, Any], path: Path) -> None:
 def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
     """Every declared deviation names what it touches, so grading can act on it."""
     from harness.conditions import RECIPE
-    from harness.reported import CONDITION_KEYS
+    from harness.papers.schema import CONDITION_KEYS
 
     problems = []
     blocks = [("", raw)] + [(f"profiles.{n}.", p) for n, p in (raw.get("profiles") or {}).items() if isinstance(p, dict)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
 from harness.kinds import FLAG, NON_NEGATIVE, POSITIVE_WHOLE, TEXT, Kind, one_of
-from harness.reported import CONDITION_KEYS
+from harness.papers.schema import CONDITION_KEYS
 from harness.settings import BlockSettings, Settings
 from harness.stage_settings import MineSettings, PretrainSettings, RerankerSettings, StageSettings
 
@@ -108,7 +108,7 @@ BLOCKS: dict[str, Keys] = {
     "pretrain": {**PretrainSettings.meanings(), "objective_params": OPEN},
     "finetune": _FINETUNE,
     # Closed: run conditions are compared key by key with the reported cells' conditions, which
-    # may only use reported.CONDITION_KEYS; any other key could never match a cell.
+    # may only use papers.schema.CONDITION_KEYS; any other key could never match a cell.
     "conditions": {key: meaning for key, (_, meaning) in CONDITION_KEYS.items()},
 }
 

@@ -96,7 +96,7 @@ def findings(spec: MethodSpec) -> list[Finding]:
 def _papers(spec: MethodSpec) -> list[Finding]:
     """`papers:` names the registry's papers whose cells the method is compared with: an unknown one
     would leave the method without those cells and say nothing."""
-    from harness.reported import paper_keys
+    from harness.papers.registry import paper_keys
 
     papers = spec.get("papers")
     if not isinstance(papers, list):

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.errors import HarnessError
-from harness.gate import (PAPER_GRADED, GateResult, data_mismatches, load_references, paper_comparisons, run_gate,
-                          set_apart)
-from harness.records import RunRecord, Skipped, load_records, records_dir
-from harness.reported import load_reported_cells
+from harness.gate.admission import data_mismatches, set_apart
+from harness.gate.grading import PAPER_GRADED, paper_comparisons
+from harness.gate.run import GateResult, run_gate
+from harness.papers.registry import load_reported_cells
+from harness.records import RunRecord, Skipped, load_records, load_references, records_dir
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.
 RECORDS_ENV = "HARNESS_LEADERBOARD_RECORDS"
@@ -76,7 +77,7 @@ def default_reported() -> str | None:
 def inconsistency_report() -> tuple[list[dict[str, Any]], str | None]:
     """The papers' consistency checks (``validate``'s report) as rows, or an error message."""
     try:
-        from harness.consistency import check_papers
+        from harness.papers.consistency import check_papers
     except ImportError as exc:
         return [], f"consistency checks are not available in this version ({exc})"
     try:

@@ -18,9 +18,9 @@ import pandas as pd
 
 from harness.evaluation.conventions import primary_measure
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
-from harness.gate import system_axes, system_label
+from harness.gate.labels import system_axes, system_label
+from harness.papers.registry import paper_key
 from harness.records import RunRecord
-from harness.reported import paper_key
 from harness.statuses import STATUSES
 from leaderboard_app.tables import source_of
 

@@ -15,9 +15,9 @@ import pandas as pd
 
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
-from harness.gate import system_axes, system_label
+from harness.gate.labels import system_axes, system_label
+from harness.papers.registry import paper_key
 from harness.records import RunRecord
-from harness.reported import paper_key
 from harness.tracking import flatten
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).

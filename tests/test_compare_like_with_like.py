@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.evaluation.compare import NOT_COMPARABLE, compare
-from harness.reported import cells_for
+from harness.papers.registry import cells_for
 from harness.runner import stage_conditions
 from harness.spec import load_method
 

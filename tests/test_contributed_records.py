@@ -15,7 +15,8 @@ import pytest
 from harness.cli import main
 from harness.data import checksums
 from harness.errors import HarnessError
-from harness.gate import accept_reference, run_gate
+from harness.gate.references import accept_reference
+from harness.gate.run import run_gate
 from harness.integrity import seal
 from harness.records import REFERENCES_FILE, read_references
 from harness import overview

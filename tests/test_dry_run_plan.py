@@ -14,7 +14,7 @@ import pytest
 
 from harness.artifacts import StageCache
 from harness.context import RunContext
-from harness.gate import load_references
+from harness.records import load_references
 from harness.paths import PROJECT_ROOT, cache_dir
 from harness.stages import STAGES
 from harness.records import RunRecord, load_record, load_records

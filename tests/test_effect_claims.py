@@ -11,7 +11,8 @@ import pytest
 from harness.evaluation.claims import claims_for
 from harness.evaluation.verdict import DIFFERENT, DIFFERENT_BELOW, NOT_COMPARABLE
 from harness.evaluation.effects import method_effects
-from harness.gate import effect_rows, run_gate
+from harness.gate.grading import effect_rows
+from harness.gate.run import run_gate
 from harness.integrity import seal
 from harness.records import RunRecord
 from harness.spec import load_method

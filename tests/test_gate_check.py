@@ -13,12 +13,14 @@ import pytest
 from harness.errors import HarnessError
 
 from harness.commands import check
-from harness.gate import (TINY_TOLERANCE, accept_reference, format_gate, load_references, reference_rows, run_gate,
-                          system_label)
+from harness.gate.grading import TINY_TOLERANCE, reference_rows
+from harness.gate.labels import system_label
+from harness.gate.references import accept_reference
+from harness.gate.run import format_gate, run_gate
 from harness.integrity import seal
+from harness.papers.registry import load_reported_cells
 from harness.paths import PROJECT_ROOT
-from harness.records import load_records
-from harness.reported import load_reported_cells
+from harness.records import load_records, load_references
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 RUNS = FIXTURES / "runs"
@@ -390,7 +392,7 @@ def test_a_record_that_cannot_be_compared_fails_but_does_not_stop_the_gate(cells
 
 
 def test_system_axes_from_whole_tables(cells):
-    from harness.gate import system_axes
+    from harness.gate.labels import system_axes
 
     axes = system_axes(cells)
     assert axes[("lexmae", "Table 3")] == "columns" and axes[("qc-v2", "Table 2")] == "columns"
@@ -439,7 +441,7 @@ def test_bm25_rerun_is_gated_against_the_papers_and_exactly_against_its_referenc
     """A BM25 change the papers' 1-point tolerance would pass (e.g. b 0.4 -> 0.75 moves SciFact
     by +0.81) fails against the accepted BM25 reference, which a training-free method must match
     to float printing (TRAINING_FREE_TOLERANCE)."""
-    from harness.gate import TRAINING_FREE_TOLERANCE
+    from harness.gate.grading import TRAINING_FREE_TOLERANCE
 
     committed = _copy(tmp_path, BM25, references=False)
     accept_reference(BM25[:-5], committed)

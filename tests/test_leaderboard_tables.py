@@ -181,12 +181,12 @@ def test_broken_inputs_never_raise(tmp_path, monkeypatch):
     assert tables.beir_table(lb.cells, lb.records).shape[1] == 1
     assert plots.efficiency_frame([], []).empty and plots.retriever_frame([], []).empty
 
-    import harness.consistency
+    import harness.papers.consistency
 
     def boom(*_a, **_k):
         raise ValueError("registry exploded")
 
-    monkeypatch.setattr(harness.consistency, "check_papers", boom)
+    monkeypatch.setattr(harness.papers.consistency, "check_papers", boom)
     rows, error = lb_data.inconsistency_report()
     assert rows == [] and "registry exploded" in error
 

@@ -17,7 +17,7 @@ from harness.pretrain.objectives.cpdae import (
     reconstruction_loss,
     view_contrastive_loss,
 )
-from harness.pretrain.objectives.testing import single_thread, toy_config, toy_pairs, toy_tokenizer
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -14,7 +14,7 @@ from harness.pretrain.models import (
     new_masked_lm,
     tied_mlm_head,
 )
-from harness.pretrain.objectives.testing import single_thread, toy_config, toy_tokenizer
+from objective_fixtures import single_thread, toy_config, toy_tokenizer
 
 MASK_ID = 4
 SPECIAL = {0, 1, 2, 3, 4}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.pretrain.objectives import build_objective
-from harness.pretrain.objectives.testing import single_thread, toy_config, toy_pairs, toy_tokenizer
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -8,7 +8,7 @@ from transformers import BertForMaskedLM, BertModel
 
 from harness.errors import HarnessError, UnknownNameError
 from harness.pretrain.objectives import build_objective, objective_params, objectives
-from harness.pretrain.objectives.testing import single_thread, toy_config, toy_pairs, toy_tokenizer
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 # Every registered objective keeps the contract: the tests below loop over the registry.
 REGISTERED = sorted(objectives())

@@ -8,10 +8,10 @@ import pytest
 
 from harness import overview
 from harness.evaluation.effects import method_effects
-from harness.gate import run_gate
+from harness.gate.run import run_gate
+from harness.papers.registry import load_reported_cells
 from harness.paths import PROJECT_ROOT
 from harness.records import load_records
-from harness.reported import load_reported_cells
 from harness.statuses import NOT_COMPARABLE, NOT_YET_RUN, REPRODUCED, STATUSES
 
 from leaderboard_app import glance as page  # noqa: E402  (the tab's HTML over the same rows)

@@ -15,7 +15,7 @@ import pytest
 from browser import EMOJI, chromium, screenshot
 from harness import cli
 from harness.errors import HarnessError
-from harness.gate import GateRow
+from harness.gate.grading import GateRow
 from harness.paths import PROJECT_ROOT
 from harness.report_html import gate_command, gate_html, write_report
 from harness.statuses import PASS

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from harness import consistency, reported
+from harness.papers import consistency, registry, text_claims
 
 
 @pytest.fixture(scope="module")
 def cells():
-    return reported.load_registry()
+    return registry.load_registry()
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def _replace(cells, cell_id, **changes):
 
 
 def test_schema_check_is_clean():
-    assert consistency.check_schema() == []
+    assert registry.schema_problems() == []
 
 
 def test_readme_v1_v2_baseline_disagreements(findings):
@@ -83,7 +83,7 @@ def test_best_on_counts(findings):
 
 
 def test_improves_on_n_datasets_claims(cells):
-    results = {(r.paper, r.claim_id): r for r in consistency.evaluate_claims(cells)}
+    results = {(r.paper, r.claim_id): r for r in text_claims.evaluate_claims(cells)}
     assert results[("qc-v2", "beir-cocondenser-9")].status == "ok"
     assert results[("qc-v2", "beir-cocondenser-9")].found == 9
     assert results[("qc-v2", "beir-cotmae-13")].found == 13

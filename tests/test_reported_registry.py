@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import reported
+from harness.papers import registry, schema
 from harness.data import catalog
 from harness.errors import DataFormatError, UnknownNameError
 from harness.names import BEIR_DATASETS
@@ -36,18 +36,18 @@ PAPER_FILES = {
 }
 
 
-def cell(paper: str, table: str, row: str, column: str) -> reported.ReportedCell:
-    found = [c for c in reported.load_registry() if (c.paper, c.table, c.row_key, c.column_key) == (paper, table, row, column)]
+def cell(paper: str, table: str, row: str, column: str) -> schema.ReportedCell:
+    found = [c for c in registry.load_registry() if (c.paper, c.table, c.row_key, c.column_key) == (paper, table, row, column)]
     assert len(found) == 1, (paper, table, row, column, len(found))
     return found[0]
 
 
 def test_registry_is_schema_valid():
-    assert reported.schema_problems() == []
+    assert registry.schema_problems() == []
 
 
 def test_every_paper_file_has_its_tables():
-    papers = {p.paper: p for p in reported.load_papers()}
+    papers = {p.paper: p for p in registry.load_papers()}
     assert set(papers) == set(EXPECTED_SHAPES)
     for key, shapes in EXPECTED_SHAPES.items():
         assert len(papers[key].tables) >= 1
@@ -55,17 +55,17 @@ def test_every_paper_file_has_its_tables():
 
 
 def test_paper_metadata():
-    for p in reported.load_papers():
+    for p in registry.load_papers():
         assert (p.paper_file, p.original_file) == PAPER_FILES[p.paper]
         assert p.title and p.authors and p.venue and p.version and p.year >= 2022
-    versions = {p.paper: p.version for p in reported.load_papers()}
+    versions = {p.paper: p.version for p in registry.load_papers()}
     assert versions["qc-v1"] != versions["qc-v2"]  # the two QC versions stay separate
 
 
 def test_cell_counts_match_printed_grids():
-    cells = reported.load_registry()
+    cells = registry.load_registry()
     counts = Counter((c.paper, c.table) for c in cells)
-    for p in reported.load_papers():
+    for p in registry.load_papers():
         for t in p.tables:
             rows, cols = EXPECTED_SHAPES[p.paper][t.label]
             assert (len(t.row_keys), len(t.column_keys)) == (rows, cols), (p.paper, t.label)
@@ -75,7 +75,7 @@ def test_cell_counts_match_printed_grids():
 
 
 def test_cell_ids_are_unique_and_stable():
-    cells = reported.load_registry()
+    cells = registry.load_registry()
     ids = [c.cell_id for c in cells]
     assert len(ids) == len(set(ids))
     c = cell("qc-v2", "Table 1", "w/ query-as-context (50K) - retriever 2", "MS-MARCO MRR@10")
@@ -100,7 +100,7 @@ def test_spot_check_lexmae_bm25_beir():
     assert scifact.score == pytest.approx(0.665)
     nfcorpus = cell("lexmae", "Table 3", "NFCorpus", "BM25")
     assert (nfcorpus.value, nfcorpus.benchmark, nfcorpus.score) == ("32.5", "nfcorpus", pytest.approx(0.325))
-    assert [c.value for c in reported.cells_for(method="bm25", benchmark="scifact")] == ["66.5"]
+    assert [c.value for c in registry.cells_for(method="bm25", benchmark="scifact")] == ["66.5"]
     avg = cell("lexmae", "Table 3", "AVERAGE", "LexMAE")
     assert (avg.benchmark, avg.value, avg.bold) == ("beir-avg12", "48.7", True)
 
@@ -134,12 +134,12 @@ def test_spot_checks_across_papers():
     assert (human.value, human.unit, human.score, human.number) == ("56.5%", "%", None, 56.5)
     lost = cell("qc-v2", "Table 3", "CoT-MAE / 1", "MS-MARCO Retriever-2 MRR@10")
     assert lost.value is None and lost.doubt
-    qps = [c for c in reported.cells_for(method="lexmae") if c.unit == "QPS"]
+    qps = [c for c in registry.cells_for(method="lexmae") if c.unit == "QPS"]
     assert [c.value for c in qps] == ["45.83"]
 
 
 def test_scores_are_normalised_once():
-    for c in reported.load_registry():
+    for c in registry.load_registry():
         if c.score is None:
             assert c.measure is None or c.value in (None, "", "-"), c.cell_id
             continue
@@ -149,31 +149,31 @@ def test_scores_are_normalised_once():
 
 
 def test_names_are_harness_names():
-    cells = reported.load_registry()
+    cells = registry.load_registry()
     methods = {c.method for c in cells} - {None}
-    assert methods == set(reported.KNOWN_METHODS) - {"nopretrain"}  # every method but the control has cells
-    assert {c.benchmark for c in cells} - {None} <= set(reported.BENCHMARKS)
+    assert methods == set(schema.KNOWN_METHODS) - {"nopretrain"}  # every method but the control has cells
+    assert {c.benchmark for c in cells} - {None} <= set(schema.BENCHMARKS)
     assert {c.benchmark for c in cells if c.benchmark} >= set(BEIR_DATASETS)
 
 
 def test_the_benchmarks_a_cell_may_name_come_from_the_catalog():
     """The catalog's benchmarks as the papers' tables print them, then the averages, each declared once."""
-    assert reported.BENCHMARKS == ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
+    assert schema.BENCHMARKS == ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
     assert catalog.AGGREGATES["beir-avg14"].members == BEIR_DATASETS
     assert set(BEIR_DATASETS) - set(catalog.AGGREGATES["beir-avg12"].members) == {"cqadupstack", "quora"}
     assert all(catalog.get_benchmark(name).kind in ("msmarco", "trec-dl", "beir") for name in catalog.REPORTED)
 
 
 def test_cells_for_filters_and_did_you_mean():
-    cells = reported.cells_for(method="cocondenser_qc", benchmark="msmarco-dev", measure="RR@10", paper="qc-v1")
+    cells = registry.cells_for(method="cocondenser_qc", benchmark="msmarco-dev", measure="RR@10", paper="qc-v1")
     assert {c.value for c in cells} == {"39.4", "39.3"}
     with pytest.raises(UnknownNameError) as err:
-        reported.cells_for(method="cotmae-qc")
+        registry.cells_for(method="cotmae-qc")
     assert "cotmae_qc" in err.value.suggestions
     with pytest.raises(UnknownNameError):
-        reported.cells_for(paper="qc-v3")
+        registry.cells_for(paper="qc-v3")
     with pytest.raises(UnknownNameError):
-        reported.cells_for(benchmark="scifacts")
+        registry.cells_for(benchmark="scifacts")
 
 
 def test_to_dict_round_trips_provenance():
@@ -198,41 +198,43 @@ def test_doctored_value_count_names_file_and_key(tmp_path):
     root = _doctored(tmp_path, "qc-v2.yaml", 'values: ["18.7", "59.2", "85.7", "51.2", "47.7"]',
                      'values: ["18.7", "59.2", "85.7", "51.2"]')
     with pytest.raises(DataFormatError) as err:
-        reported.load_registry(root)
+        registry.load_registry(root)
     msg = str(err.value)
     assert "qc-v2.yaml" in msg and "tables[0].rows[0].values" in msg and "expected 5 values" in msg
     assert err.value.line is not None
-    problems = reported.schema_problems(root)
+    problems = registry.schema_problems(root)
     assert len(problems) == 1 and "qc-v2.yaml" in problems[0]
 
 
 def test_doctored_unquoted_number_and_unknown_condition(tmp_path):
     root = _doctored(tmp_path, "lexmae.yaml", '"66.5", "67.5"', '66.5, "67.5"')
     with pytest.raises(DataFormatError, match=r"lexmae\.yaml.*tables\[2\]\.rows\[12\]\.values\[0\].*quoted string"):
-        reported.load_registry(root)
+        registry.load_registry(root)
     root2 = _doctored(tmp_path / "b", "qc-v1.yaml", "query_number: 5, mixed: false, msmarco_passages: titled}",
                       "query_numbr: 5, mixed: false, msmarco_passages: titled}")
-    problems = reported.schema_problems(root2)
+    problems = registry.schema_problems(root2)
     assert any("qc-v1.yaml" in p and "query_numbr" in p and "did you mean 'query_number'" in p for p in problems)
 
 
 def test_doctored_unit_is_caught_both_ways(tmp_path):
     root = _doctored(tmp_path, "lexmae.yaml", "unit: points\n    systems: columns", "unit: fraction\n    systems: columns")
-    problems = reported.schema_problems(root)
+    problems = registry.schema_problems(root)
     assert problems and all("lexmae.yaml" in p for p in problems)
     assert any("tables[2].rows[0].values[0]" in p and "outside [0, 1]" in p and "check the table's unit" in p for p in problems)
     root2 = _doctored(tmp_path / "c", "qc-v2.yaml", "unit: fraction\n    systems: columns", "unit: points\n    systems: columns")
-    assert any("looks like a fraction" in p for p in reported.schema_problems(root2))
+    assert any("looks like a fraction" in p for p in registry.schema_problems(root2))
 
 
 def test_doctored_bad_measure_and_method(tmp_path):
     root = _doctored(tmp_path, "cpdae.yaml", "measure: RR@100}", "measure: MRR@100}")
-    assert any("MRR@100" in p and "ir-measures" in p for p in reported.schema_problems(root))
+    assert any("MRR@100" in p and "ir-measures" in p for p in registry.schema_problems(root))
     root2 = _doctored(tmp_path / "d", "cpdae.yaml", "method: cpdae\n        values:", "method: cpdea\n        values:")
-    assert any("unknown harness method 'cpdea'" in p and "did you mean 'cpdae'" in p for p in reported.schema_problems(root2))
+    assert any("unknown harness method 'cpdea'" in p and "did you mean 'cpdae'" in p for p in registry.schema_problems(root2))
 
 
 def test_runtime_never_reads_shared_papers():
-    for module in ("reported.py", "consistency.py", "commands/reported.py", "commands/validate.py"):
-        text = (Path(reported.__file__).parent / module).read_text(encoding="utf-8")
-        assert not re.search(r"/work/shared|shared/papers", text), module
+    harness_dir = Path(registry.__file__).parent.parent
+    for path in [*sorted((harness_dir / "papers").glob("*.py")), harness_dir / "commands/reported.py",
+                 harness_dir / "commands/validate.py"]:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"/work/shared|shared/papers", text), path

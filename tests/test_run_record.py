@@ -104,7 +104,7 @@ checkpoints:
 
 
 def test_checkpoint_record_has_the_run_record_shape(tmp_path, monkeypatch, mlflow_off):
-    from harness.gate import run_gate
+    from harness.gate.run import run_gate
     from harness.reproduce import reproduce_checkpoint
 
     cells = toy_checkpoint(tmp_path, monkeypatch)

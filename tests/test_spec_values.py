@@ -208,7 +208,7 @@ def test_an_objective_takes_its_parameters_from_its_declaration_only():
 
 def test_an_objective_is_built_only_with_parameters_of_their_declared_kind():
     from harness.pretrain.objectives import build_objective
-    from harness.pretrain.objectives.testing import toy_config
+    from objective_fixtures import toy_config
 
     with pytest.raises(HarnessError, match=r"objective cotmae: n_head_layers: 'two' is not a whole number"):
         build_objective("cotmae", toy_config(), n_head_layers="two")

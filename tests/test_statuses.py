@@ -8,7 +8,8 @@ from pathlib import Path
 
 from harness import statuses as S
 from harness.evaluation import verdict
-from harness.gate import GateResult, GateRow
+from harness.gate.grading import GateRow
+from harness.gate.run import GateResult
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""`python -m harness check`: the CI regression gate over runs/records/ (see harness/gate.py)."""
+"""`python -m harness check`: the CI regression gate over runs/records/ (see harness/gate/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from harness.commands._output import write_json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from harness.gate import TINY_TOLERANCE
+    from harness.gate.grading import TINY_TOLERANCE
     from harness.rerun import RERUN_TOLERANCE, RERUNS
     from harness.statuses import FAILING, STRICT_ONLY
 
@@ -56,7 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from harness.errors import HarnessError
-    from harness.gate import TINY_TOLERANCE, accept_reference, format_gate, run_gate
+    from harness.gate.grading import TINY_TOLERANCE
+    from harness.gate.references import accept_reference
+    from harness.gate.run import format_gate, run_gate
 
     if args.tiny_tolerance is not None and not (0 <= args.tiny_tolerance < float("inf")):  # nan fails too
         raise HarnessError(f"--tiny-tolerance must be a finite number >= 0, got {args.tiny_tolerance}")
@@ -86,7 +88,7 @@ def _rerun(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from harness.gate import format_gate, run_gate
+    from harness.gate.run import format_gate, run_gate
     from harness.paths import cache_dir
     from harness.records import records_dir
     from harness.rerun import RERUN_TOLERANCE, parse_reruns, run_fresh

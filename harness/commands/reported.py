@@ -31,8 +31,8 @@ def _conditions(cond: dict) -> str:
 
 
 def _reported(args: argparse.Namespace) -> int:
+    from harness.papers.registry import cells_for
     from harness.paths import REPORTED_DIR
-    from harness.reported import cells_for
 
     cells = cells_for(method=args.method, benchmark=args.benchmark, measure=args.measure, paper=args.paper,
                       dir=args.registry or REPORTED_DIR)

@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _list() -> int:
-    from harness.released import load_checkpoints
+    from harness.papers.released import load_checkpoints
 
     registry = load_checkpoints()
     rows = [[c.name, c.kind, c.method or "-", c.source, ", ".join(c.benchmarks) or "-",

@@ -55,12 +55,13 @@ def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from harness.consistency import check_papers, check_schema, evaluate_claims
+    from harness.papers.consistency import check_papers
+    from harness.papers.registry import load_registry, schema_problems
+    from harness.papers.text_claims import evaluate_claims
     from harness.paths import REPORTED_DIR
-    from harness.reported import load_registry
 
     registry = args.registry or REPORTED_DIR
-    schema = check_schema(registry)
+    schema = schema_problems(registry)
     specs = _spec_problems()
     findings, claims, cells = [], [], []
     if not schema:

@@ -75,7 +75,7 @@ class ClaimCheck:
 def claims_for(pairs: Sequence[tuple[str, str]], cells: Sequence[Any] | None = None) -> list[Claim]:
     """Every claimed A-minus-B difference of ``pairs`` in the registry (or in ``cells``)."""
     if cells is None:
-        from harness.reported import load_registry
+        from harness.papers.registry import load_registry
 
         cells = load_registry()
     wanted = {m for pair in pairs for m in pair}

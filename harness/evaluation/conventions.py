@@ -129,10 +129,6 @@ def primary_measure(benchmark: str) -> str:
     return convention.primary if convention else UNNAMED_PRIMARY
 
 
-def list_conventions() -> list[str]:
-    return list(CONVENTIONS)
-
-
 def trim_to_depth(run: Run, depth: int, keep_self_hit: bool) -> Run:
     """Each ranking cut to ``depth`` (``depth + 1`` when it holds its self-hit and BEIR will drop it).
 

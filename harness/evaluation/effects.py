@@ -135,10 +135,3 @@ def claimed_text(effect: Effect) -> str:
     for c in effect.claims:
         seen.setdefault(c["claimed"], c["source"].split(" ", 1)[-1])
     return "; ".join(f"{v:+.2f} ({src})" for v, src in seen.items()) or "-"
-
-
-def failed_claims(effects: Sequence[Effect]) -> list[Effect]:
-    """Effects whose reproduced difference is DIFFERENT from a comparable claim."""
-    from harness.evaluation.verdict import DIFFERENT
-
-    return [e for e in effects if e.claim_status in DIFFERENT]

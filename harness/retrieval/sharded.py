@@ -503,7 +503,3 @@ def encode_distributed(
     finally:
         if created:
             D.cleanup()
-
-
-if __name__ == "__main__":  # the command line scores too, so it lives above evaluation
-    sys.exit("error: run -m harness.evaluation.sharded (the command line moved there; same arguments)")

@@ -8,7 +8,7 @@
   against the values, in the comparison groups each table declares in its YAML
   (``bold_groups``); ``underline_*`` likewise for "second best is underlined";
 - ``claim_mismatch`` / ``claim_unverifiable``: numbers stated in the text (``claims:``)
-  recounted or recomputed from the tables;
+  recounted or recomputed from the tables (:mod:`harness.papers.text_claims`);
 - ``version_mismatch`` / ``version_rows``: one paper's versions disagreeing on the same
   row and column (tables linked by ``counterparts``), and rows only one version prints;
 - ``version_text_difference``: text differences recorded between versions;
@@ -27,19 +27,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Iterable
 
-from harness.paths import REPORTED_DIR
-from harness.reported import PaperInfo, ReportedCell, TableInfo, canonical_label, load_papers, schema_problems
+from harness.papers.schema import PaperInfo, ReportedCell, TableInfo, canonical_label
+from harness.papers.table_grid import EPS, TableGrid, cell_text, fmt, papers_for
+from harness.papers.text_claims import evaluate_claims
 
 # Conditions that say where a number comes from, not what was run: ignored when matching.
 _PROVENANCE_CONDITIONS = {"cited", "reproduction_by_authors", "runs_averaged"}
-_EPS = 1e-9
 
 
 @dataclass(frozen=True)
 class Inconsistency:
+    """One finding about the papers' own numbers: its kind, what it says and the cells it concerns."""
+
     paper: str
     table: str | None
     kind: str
@@ -52,57 +53,14 @@ class Inconsistency:
         return out
 
 
-def check_schema(dir: str | Path = REPORTED_DIR) -> list[str]:
-    """Schema problems of the registry files themselves (empty when valid)."""
-    return schema_problems(dir)
-
-
-# ------------------------------------------------------------------------------ helpers
+# ------------------------------------------------------------------------- derived rows
 
 
 def _decimals(value: str) -> int:
     return len(value.split(".")[1]) if "." in value else 0
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.4f}".rstrip("0").rstrip(".")
-
-
-def _shown(c: ReportedCell) -> str:
-    return "(not legible)" if c.value is None else (c.value or "(blank)") + c.marks
-
-
-class _Grid:
-    """A table's cells addressed by (row key, column key)."""
-
-    def __init__(self, info: TableInfo, cells: Iterable[ReportedCell]):
-        self.info = info
-        self.cells = {(c.row_key, c.column_key): c for c in cells}
-
-    def get(self, row: str, col: str) -> ReportedCell | None:
-        return self.cells.get((row, col))
-
-    def line(self, axis: str, key: str) -> list[ReportedCell]:
-        """The cells of one row ('rows') or one column ('columns') in table order."""
-        if axis == "rows":
-            return [c for k in self.info.column_keys if (c := self.get(key, k))]
-        return [c for k in self.info.row_keys if (c := self.get(k, key))]
-
-
-def _papers_for(cells: list[ReportedCell]) -> list[PaperInfo]:
-    """Paper metadata (tables, claims, ...) from the files the cells came from."""
-    dirs = {str(Path(c.source).parent) for c in cells if c.source}
-    wanted = {c.paper for c in cells}
-    papers: list[PaperInfo] = []
-    for d in sorted(dirs):
-        papers.extend(p for p in load_papers(d) if p.paper in wanted)
-    return papers
-
-
-# ------------------------------------------------------------------------- derived rows
-
-
-def _check_derived(paper: PaperInfo, grid: _Grid) -> list[Inconsistency]:
+def _check_derived(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
     out = []
     info = grid.info
     for rkey, spec in info.derived.items():
@@ -117,11 +75,11 @@ def _check_derived(paper: PaperInfo, grid: _Grid) -> list[Inconsistency]:
                     continue
                 mean = sum(nums) / len(nums)
                 unit = 10 ** -_decimals(printed.value or "0")
-                if abs(mean - printed.number) > unit + _EPS:
+                if abs(mean - printed.number) > unit + EPS:
                     out.append(Inconsistency(
                         paper.paper, info.label, "beir_average",
                         f"{info.label} {rkey} / {ckey}: printed {printed.value}, but the mean of the "
-                        f"{len(nums)} printed cells is {_fmt(mean)}",
+                        f"{len(nums)} printed cells is {fmt(mean)}",
                         (printed.cell_id,) + tuple(p.cell_id for p in parts if p),
                     ))
             else:  # count_best: how many rows this column is best (ties count) on
@@ -131,10 +89,10 @@ def _check_derived(paper: PaperInfo, grid: _Grid) -> list[Inconsistency]:
                     mine = grid.get(r, ckey)
                     if mine is None or mine.number is None or not row:
                         continue
-                    if mine.number >= max(c.number for c in row) - _EPS:
+                    if mine.number >= max(c.number for c in row) - EPS:
                         wins += 1
                         involved.append(mine.cell_id)
-                if abs(wins - printed.number) > _EPS:
+                if abs(wins - printed.number) > EPS:
                     out.append(Inconsistency(
                         paper.paper, info.label, "derived_count",
                         f"{info.label} {rkey} / {ckey}: printed {printed.value}, but {ckey} is best "
@@ -147,7 +105,7 @@ def _check_derived(paper: PaperInfo, grid: _Grid) -> list[Inconsistency]:
 # ------------------------------------------------------------------------------- bold
 
 
-def _groups(grid: _Grid) -> tuple[list[tuple[str, list[ReportedCell]]], list[ReportedCell]]:
+def _groups(grid: TableGrid) -> tuple[list[tuple[str, list[ReportedCell]]], list[ReportedCell]]:
     """Comparison groups of the table and the bold cells that fall outside every group."""
     info, spec = grid.info, grid.info.bold_groups or {}
     by = spec.get("by", "column")
@@ -169,7 +127,7 @@ def _groups(grid: _Grid) -> tuple[list[tuple[str, list[ReportedCell]]], list[Rep
     return groups, outside
 
 
-def _check_marks(paper: PaperInfo, grid: _Grid) -> list[Inconsistency]:
+def _check_marks(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
     info = grid.info
     if info.bold_groups is None:
         return []
@@ -192,144 +150,42 @@ def _check_marks(paper: PaperInfo, grid: _Grid) -> list[Inconsistency]:
             continue
         ids = tuple(c.cell_id for c in usable)
         best = max(c.number for c in usable)
-        tops = [c for c in usable if abs(c.number - best) <= _EPS]
+        tops = [c for c in usable if abs(c.number - best) <= EPS]
         where = f"{info.label} [{name}]"
         if info.bold_extracted:
             bold = [c for c in usable if c.bold]
-            wrong = [c for c in bold if abs(c.number - best) > _EPS]
+            wrong = [c for c in bold if abs(c.number - best) > EPS]
             if wrong:
                 out.append(Inconsistency(paper.paper, info.label, "bold_not_best",
                                          f"{where}: bold {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the best; "
-                                         f"{_fmt(best)} at {names(tops)} is better", ids))
+                                         f"{fmt(best)} at {names(tops)} is better", ids))
             elif not bold:
                 out.append(Inconsistency(paper.paper, info.label, "best_not_bold",
-                                         f"{where}: nothing is bold although {names(tops)} is better ({_fmt(best)})", ids))
+                                         f"{where}: nothing is bold although {names(tops)} is better ({fmt(best)})", ids))
             elif len(tops) > 1 and any(not c.bold for c in tops):
                 out.append(Inconsistency(paper.paper, info.label, "bold_tie",
-                                         f"{where}: {_fmt(best)} at {names(tops)} is a tie but only {names(c for c in tops if c.bold)} is bold", ids))
+                                         f"{where}: {fmt(best)} at {names(tops)} is a tie but only {names(c for c in tops if c.bold)} is bold", ids))
         if info.underline == "second_best":
-            lower = [c.number for c in usable if c.number < best - _EPS]
+            lower = [c.number for c in usable if c.number < best - EPS]
             if not lower:
                 continue
             second = max(lower)
-            seconds = [c for c in usable if abs(c.number - second) <= _EPS]
+            seconds = [c for c in usable if abs(c.number - second) <= EPS]
             under = [c for c in usable if c.underline]
-            wrong = [c for c in under if abs(c.number - second) > _EPS]
+            wrong = [c for c in under if abs(c.number - second) > EPS]
             if wrong:
                 out.append(Inconsistency(paper.paper, info.label, "underline_not_second",
-                                         f"{where}: underlined {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the second best ({_fmt(second)})", ids))
+                                         f"{where}: underlined {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the second best ({fmt(second)})", ids))
             elif under and any(not c.underline for c in seconds):
                 out.append(Inconsistency(paper.paper, info.label, "underline_tie",
-                                         f"{where}: second best {_fmt(second)} at {names(seconds)} is a tie but only {names(c for c in seconds if c.underline)} is underlined", ids))
+                                         f"{where}: second best {fmt(second)} at {names(seconds)} is a tie but only {names(c for c in seconds if c.underline)} is underlined", ids))
             elif not under:
                 out.append(Inconsistency(paper.paper, info.label, "underline_missing",
-                                         f"{where}: nothing is underlined; the second best is {_fmt(second)} at {names(seconds)}", ids))
+                                         f"{where}: nothing is underlined; the second best is {fmt(second)} at {names(seconds)}", ids))
     return out
 
 
 # ------------------------------------------------------------------------------ claims
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    paper: str
-    claim_id: str
-    text: str
-    status: str  # ok | mismatch | unverifiable
-    stated: Any
-    found: Any
-    detail: str
-    cells: tuple[str, ...]
-
-
-def evaluate_claims(cells: list[ReportedCell], papers: list[PaperInfo] | None = None) -> list[ClaimResult]:
-    """Recount/recompute every recorded claim from the given cells."""
-    papers = papers if papers is not None else _papers_for(cells)
-    by_table: dict[tuple[str, str], list[ReportedCell]] = defaultdict(list)
-    for c in cells:
-        by_table[(c.paper, c.table)].append(c)
-    infos = {(p.paper, t.label): t for p in papers for t in p.tables}
-    results = []
-    for p in papers:
-        for claim in p.claims:
-            chk = claim["check"]
-            target = (chk.get("paper") or p.paper, chk["table"])
-            info = infos.get(target)
-            if info is None:
-                results.append(ClaimResult(p.paper, claim["id"], claim["text"], "unverifiable", claim.get("number"),
-                                           None, f"{target[0]} {target[1]} is not among the checked cells", ()))
-                continue
-            grid = _Grid(info, by_table.get(target, []))
-            results.append(_evaluate(p.paper, claim, chk, grid, target))
-    return results
-
-
-def _evaluate(paper: str, claim: dict[str, Any], chk: dict[str, Any], grid: _Grid, target: tuple[str, str]) -> ClaimResult:
-    kind, stated = chk["kind"], claim.get("number")
-    src = f"{target[0]} {target[1]}"
-
-    def result(status: str, found: Any, detail: str, cells: Iterable[ReportedCell]) -> ClaimResult:
-        return ClaimResult(paper, claim["id"], claim["text"], status, stated, found, detail, tuple(c.cell_id for c in cells))
-
-    if kind in ("difference", "greater", "equals"):
-        refs = [chk["a"]] + ([chk["b"]] if kind != "equals" else [])
-        found_cells = [grid.get(r, c) for r, c in refs]
-        if any(c is None or c.number is None for c in found_cells):
-            shown = ", ".join(f"{r}/{c}={_shown(x) if x else 'missing'}" for (r, c), x in zip(refs, found_cells))
-            return result("unverifiable", None, f"{src}: {shown}", [c for c in found_cells if c])
-        a = found_cells[0].number
-        if kind == "equals":
-            ok = abs(a - stated) <= _EPS
-            return result("ok" if ok else "mismatch", a, f"{src} {refs[0][0]} / {refs[0][1]} prints {found_cells[0].value}", found_cells)
-        b = found_cells[1].number
-        if kind == "greater":
-            ok = a > b + _EPS
-            rel = ">" if a > b + _EPS else ("=" if abs(a - b) <= _EPS else "<")
-            return result("ok" if ok else "mismatch", f"{_fmt(a)} {rel} {_fmt(b)}",
-                          f"{src}: {refs[0][0]} / {refs[0][1]} = {found_cells[0].value} vs {refs[1][0]} / {refs[1][1]} = {found_cells[1].value}",
-                          found_cells)
-        diff = a - b
-        ok = abs(diff - stated) <= 0.05 + _EPS  # printed to 0.1 pp
-        return result("ok" if ok else "mismatch", round(diff, 4),
-                      f"{src}: {found_cells[0].value} - {found_cells[1].value} = {_fmt(diff)}", found_cells)
-
-    axis = chk["axis"]  # a, b, target are keys on this axis; 'over' runs along the other
-    other = "columns" if axis == "rows" else "rows"
-
-    def cell(key: str, over_key: str) -> ReportedCell | None:
-        return grid.get(key, over_key) if axis == "rows" else grid.get(over_key, key)
-
-    used, hits, skipped = [], [], []
-    if kind == "count_greater":
-        for o in chk["over"]:
-            ca, cb = cell(chk["a"], o), cell(chk["b"], o)
-            if ca is None or cb is None or ca.number is None or cb.number is None:
-                skipped.append(o)
-                continue
-            used += [ca, cb]
-            if ca.number > cb.number + _EPS:
-                hits.append(o)
-        misses = [o for o in chk["over"] if o not in hits and o not in skipped]
-        detail = f"{src}: {chk['a']} > {chk['b']} on {len(hits)} of {len(chk['over']) - len(skipped)} {other}"
-    else:  # count_best
-        keys_on_axis = chk.get("among") or (grid.info.row_keys if axis == "rows" else grid.info.column_keys)
-        for o in chk["over"]:
-            mine = cell(chk["target"], o)
-            rivals = [x for k in keys_on_axis if (x := cell(k, o)) is not None and x.number is not None]
-            if mine is None or mine.number is None or not rivals:
-                skipped.append(o)
-                continue
-            used += rivals
-            if mine.number >= max(x.number for x in rivals) - _EPS:
-                hits.append(o)
-        misses = [o for o in chk["over"] if o not in hits and o not in skipped]
-        detail = f"{src}: {chk['target']} is best (ties included) on {len(hits)} of {len(chk['over']) - len(skipped)} {other}"
-    if misses:
-        detail += f"; not on: {', '.join(misses)}"
-    if skipped:
-        detail += f"; unreadable: {', '.join(skipped)}"
-    status = "ok" if len(hits) == stated else ("unverifiable" if skipped else "mismatch")
-    return result(status, len(hits), detail, used)
 
 
 def _check_claims(cells: list[ReportedCell], papers: list[PaperInfo]) -> list[Inconsistency]:
@@ -367,7 +223,7 @@ def _identity(info: TableInfo, c: ReportedCell) -> tuple:
 
 def _same(a: ReportedCell, b: ReportedCell) -> bool:
     if a.score is not None and b.score is not None:
-        return abs(a.score - b.score) <= _EPS
+        return abs(a.score - b.score) <= EPS
     return (a.value or "") == (b.value or "")
 
 
@@ -428,7 +284,7 @@ def _check_versions(papers: list[PaperInfo], cells: list[ReportedCell]) -> list[
                     hint = f" ({p.paper}'s {b.value} is {other}'s value for {', '.join(moved)})" if moved else ""
                     out.append(Inconsistency(
                         p.paper, t.label, "version_mismatch",
-                        f"{pair}: {a.row} / {a.column}: {other} prints {_shown(a)}, {p.paper} prints {_shown(b)}{hint}",
+                        f"{pair}: {a.row} / {a.column}: {other} prints {cell_text(a)}, {p.paper} prints {cell_text(b)}{hint}",
                         (a.cell_id, b.cell_id)))
                 keys = (_line_constant_keys(t, by_table[(p.paper, t.label)])
                         & _line_constant_keys(oinfo, by_table[(other, olabel)]))
@@ -465,7 +321,7 @@ def _check_duplicates(papers: list[PaperInfo], cells: list[ReportedCell]) -> lis
             mine = [c for c in members if c.paper == paper]
             if len({c.table for c in mine}) > 1 and any(not _same(mine[0], c) for c in mine[1:]):
                 out.append(Inconsistency(paper, None, "within_paper_mismatch",
-                                         f"{ident[0]} {ident[1]} {dict(ident[2])}: " + "; ".join(f"{c.table} {c.row} / {c.column} = {_shown(c)}" for c in mine),
+                                         f"{ident[0]} {ident[1]} {dict(ident[2])}: " + "; ".join(f"{c.table} {c.row} / {c.column} = {cell_text(c)}" for c in mine),
                                          tuple(c.cell_id for c in mine)))
         fams = {family[c.paper] for c in members}
         if not ident[0].startswith("label:") and len(fams) > 1:
@@ -473,7 +329,7 @@ def _check_duplicates(papers: list[PaperInfo], cells: list[ReportedCell]) -> lis
             if len(values) > 1:
                 out.append(Inconsistency(sorted(papers_here)[0], None, "cross_paper_mismatch",
                                          f"{ident[0]} {ident[1]} {dict(ident[2])} differs between papers: "
-                                         + "; ".join(f"{c.paper} {c.table} {c.row} = {_shown(c)}" for c in members),
+                                         + "; ".join(f"{c.paper} {c.table} {c.row} = {cell_text(c)}" for c in members),
                                          tuple(c.cell_id for c in members)))
     return out
 
@@ -501,11 +357,11 @@ def _doubts(p: PaperInfo, given: set[str]) -> list[Inconsistency]:
 def check_papers(cells: list[ReportedCell] | None = None) -> list[Inconsistency]:
     """Every finding about the papers' own numbers, in paper order."""
     if cells is None:
-        from harness.reported import load_registry
+        from harness.papers.registry import load_registry
 
         cells = load_registry()
     cells = list(cells)
-    papers = _papers_for(cells)
+    papers = papers_for(cells)
     out: list[Inconsistency] = []
     by_table: dict[tuple[str, str], list[ReportedCell]] = defaultdict(list)
     for c in cells:
@@ -513,7 +369,7 @@ def check_papers(cells: list[ReportedCell] | None = None) -> list[Inconsistency]
     given = {c.cell_id for c in cells}
     for p in papers:
         for t in p.tables:
-            grid = _Grid(t, by_table.get((p.paper, t.label), []))
+            grid = TableGrid(t, by_table.get((p.paper, t.label), []))
             if not grid.cells:
                 continue
             out += _check_derived(p, grid)

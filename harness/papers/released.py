@@ -23,6 +23,7 @@ from harness.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.paths import BASELINES_DIR
 
 SCHEMA_VERSION = 1
+CHECKPOINT_PROFILE = "checkpoint"  # the profile of a released checkpoint's run record (`harness reproduce`)
 KINDS = ("retriever", "pretrained")
 _CHECKPOINT_KEYS = {"source", "method", "kind", "description", "encoder", "benchmarks", "reproduces",
                     "not_comparable", "other_cells", "notes"}
@@ -127,7 +128,7 @@ def _load(path_str: str, mtime_ns: int) -> Registry:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise DataFormatError(path, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
-    from harness.reported import yaml_key_lines
+    from harness.papers.parsing import yaml_key_lines
 
     lines = yaml_key_lines(node) if node is not None else {}
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
@@ -163,7 +164,7 @@ def get_checkpoint(name: str, registry: Registry | None = None) -> Checkpoint:
 
 
 def _key(cell: Mapping[str, Any]) -> tuple[str, str, str]:
-    from harness.reported import paper_key
+    from harness.papers.registry import paper_key
 
     return (paper_key(cell), str(cell.get("table") or ""), str(cell.get("row") or ""))
 

@@ -1,5 +1,5 @@
-"""Tiny, Hub-free fixtures for objective tests: a handwritten WordPiece vocabulary, a
-2-layer BERT config and toy (anchor, context) pairs.
+"""Tiny, Hub-free fixtures for objective tests (and the bench scripts' toy tokenizer): a
+handwritten WordPiece vocabulary, a 2-layer BERT config and toy (anchor, context) pairs.
 
 Note for transformers 5: ``BertTokenizerFast(vocab_file=...)`` silently ignores the file and
 builds a 5-token vocabulary; pass ``vocab=<path>`` (or ``from_pretrained(<folder>)``).

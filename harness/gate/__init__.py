@@ -1,0 +1,12 @@
+"""The CI regression gate (`python -m harness check`), one module per job.
+
+* :mod:`harness.gate.admission`: what a record must satisfy to be graded or accepted (seal,
+  the catalog's data, a known method, spec or checkpoint).
+* :mod:`harness.gate.references`: which record is a (method, profile)'s reference, and
+  ``check --accept``.
+* :mod:`harness.gate.grading`: the rows of one record against the papers' cells, against its
+  reference, and the paired effects.
+* :mod:`harness.gate.labels`: the printed name of the system a cell belongs to (the gate, the
+  report and the leaderboard label cells alike).
+* :mod:`harness.gate.run`: every record through all of it, the verdict and its table.
+"""

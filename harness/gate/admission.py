@@ -1,0 +1,98 @@
+"""What a record must satisfy before the gate grades it, the leaderboard shows it beside the papers,
+or ``check --accept`` makes it a reference.
+
+* Its seal and per-query aggregates hold (``RunRecord.integrity_problems``, ``harness.integrity``).
+* Its ``datasets`` checksums are the catalog's (``harness.data.checksums``): else DATA-MISMATCH.
+* Its method has a spec here (else UNKNOWN-METHOD), or its checkpoint is in the checkpoint registry.
+* Its spec settings are the method's current ones or its reference's (else SPEC-CHANGED).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.papers.released import CHECKPOINT_PROFILE
+from harness.records import RunRecord
+from harness.statuses import SPEC_CHANGED, UNKNOWN_METHOD
+
+
+def data_mismatches(rec: RunRecord) -> list[Any]:
+    """The files of the record's ``datasets`` whose checksums are not the catalog's
+    (``harness.data.checksums.Mismatch``; empty when every file the catalog pins matches)."""
+    from harness.data.checksums import mismatches
+
+    return mismatches(rec.get("datasets"))
+
+
+def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
+    """Why the record's spec settings are neither those of its method's current spec (for its profile)
+    nor those of ``ref`` (its reference); "" when one of them matches. Settings as STALE-REFERENCE
+    compares them (``harness.spec.settings_hash``: documentation keys left out)."""
+    from harness.spec import load_method, settings_hash
+
+    if not rec.spec:
+        return "the record holds no spec, so the settings it ran cannot be known"
+    mine = settings_hash(rec.spec)
+    if ref is not None and ref.spec and settings_hash(ref.spec) == mine:
+        return ""
+    try:
+        current = settings_hash(load_method(rec.method, rec.profile).config)
+    except HarnessError as exc:
+        return f"the {rec.method} spec cannot be resolved for profile '{rec.profile}' ({exc})"
+    if current == mine:
+        return ""
+    theirs = f" nor the reference {ref.run_id}'s ({settings_hash(ref.spec)})" if ref is not None and ref.spec else ""
+    return (f"spec settings {mine} are not the current {rec.method} [{rec.profile}] spec's ({current}){theirs}")
+
+
+def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] | None,
+              by_id: dict[str, RunRecord]) -> tuple[str, str] | None:
+    """(status, why) when ``rec`` must be shown apart: a method without a spec here, or spec settings
+    that are neither the method's current ones nor its reference's (:func:`spec_change`, the
+    gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
+    of an older spec is never a row beside the papers'. Without a readable manifest only the method
+    is checked (the reference's spec cannot be known)."""
+    from harness.spec import list_methods
+
+    if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
+        return None
+    if rec.method not in list_methods():
+        return UNKNOWN_METHOD, f"no method spec named '{rec.method}' in this harness"
+    if references is None:
+        return None
+    entry = references.get((rec.method, rec.profile))
+    why = spec_change(rec, by_id.get(entry["run_id"]) if entry else None)
+    return (SPEC_CHANGED, why) if why else None
+
+
+def unknown_checkpoint(rec: RunRecord) -> str:
+    """Why a checkpoint record cannot be graded ("" when its checkpoint is in the registry)."""
+    from harness.papers.released import load_checkpoints
+
+    name = (rec.get("checkpoint") or {}).get("name")
+    try:
+        registry = load_checkpoints()
+    except HarnessError as exc:
+        return f"checkpoint registry not loadable ({exc})"
+    if name not in registry.checkpoints:
+        return f"no checkpoint named '{name}' in {registry.path}"
+    return ""
+
+
+def acceptance_problem(rec: RunRecord) -> str:
+    """Why ``rec`` cannot be accepted as a reference ("" when it can): it must pass integrity, seal
+    included (a record without its seal cannot be told from an edited one whose seal was removed),
+    and have run on the catalog's data (else every later run on the catalog's data would fail)."""
+    problems = rec.integrity_problems
+    if problems and problems[0].startswith("unsealed"):
+        return ("not sealed (no integrity block), so it cannot be accepted as a reference: "
+                "a record without its seal cannot be told from an edited one; re-run the method")
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        return f"fails its seal or integrity check, so it cannot be accepted as a reference: {problems[0]}{more}"
+    mismatched = data_mismatches(rec)
+    if mismatched:
+        return (f"its data checksums are not the catalog's ({mismatched[0].describe()}), "
+                "so it cannot be accepted as a reference: re-run on the catalog's data")
+    return ""

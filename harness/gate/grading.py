@@ -1,0 +1,277 @@
+"""Grading one record: its rows against the papers' cells, against its reference, and the paired effects.
+
+* ``paper`` records against the papers' cells of their method, re-computed with the current
+  registry under conditions derived from the record's own spec (``harness.evaluation.compare``);
+  ``checkpoint`` records only against the rows the checkpoint registry says are that checkpoint.
+* Other records against their reference: each metric within ``TINY_TOLERANCE`` points either way
+  (``TRAINING_FREE_TOLERANCE`` for a method without training), and the training losses at
+  ``LOSS_CHECKPOINTS`` within ``LOSS_TOLERANCE`` percent.
+* Effects: each method minus each control its spec names, graded against the papers' claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.gate.labels import source_label, system_axes
+from harness.papers.released import CHECKPOINT_PROFILE, Checkpoint, get_checkpoint, map_cells
+from harness.records import RunRecord
+from harness.statuses import EFFECT, FAIL, NEAR, NEAR_FACTOR, NO_CELLS, NOT_COMPARABLE, PASS, STALE_REFERENCE
+
+TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
+# A method without training (BM25: Lucene, deterministic) reproduces its reference exactly: the
+# committed BM25 record (written 2026-11-21 on another machine) and a fresh run on 2026-11-23
+# agree to all 16 digits on every measure. 0.01 points leaves room for float printing only, so a
+# changed k1, b, analyzer or field weight fails even when it stays within the papers' tolerance.
+TRAINING_FREE_TOLERANCE = 0.01
+TRAINING_FREE_FAMILIES = ("lexical",)
+# Training-loss checkpoints compared with the reference run: (stage, key in the stage's output).
+# A chance-level tiny retriever's metrics swing with float rounding from machine to machine, but
+# its pre-training loss does not (measured: 0.16% between two machines), and any change to an
+# objective, a mask ratio, the data or the optimiser moves it.
+LOSS_CHECKPOINTS = (("pretrain", "loss_first10"), ("pretrain", "loss_last10"), ("qgen_model", "final_loss"))
+LOSS_TOLERANCE = 2.0  # percent of the reference's loss
+PAPER_GRADED = ("paper", CHECKPOINT_PROFILE)  # profiles compared with the papers' cells
+
+
+@dataclass
+class GateRow:
+    """One gated number (or one record-level line). Numbers in points."""
+
+    status: str
+    run_id: str
+    method: str
+    profile: str
+    benchmark: str = ""
+    measure: str = ""
+    against: str = ""
+    expected: float | None = None
+    reproduced: float | None = None
+    delta: float | None = None
+    tolerance: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------- the papers
+
+def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The record against the reported cells of its method (the stored comparison if cells is None).
+
+    A released checkpoint's record (profile ``checkpoint``) is graded only against the rows the
+    checkpoint registry says are that checkpoint (:func:`checkpoint_comparisons`)."""
+    if cells is None:
+        return record.comparison
+    from harness.evaluation.compare import compare
+
+    if record.profile == CHECKPOINT_PROFILE:
+        ckpt = get_checkpoint(str((record.get("checkpoint") or {}).get("name")))
+        return checkpoint_comparisons(ckpt, record.metrics, record.per_query, cells)
+
+    exact = record.spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed
+    final = record.finetune_stage or "final"
+    by_stage = record.get("metrics_by_stage") or {final: record.metrics}
+    out = []
+    for stage, metrics in by_stage.items():  # every fine-tuning stage a paper prints is graded
+        conditions = record.conditions()
+        if stage.startswith("retriever"):
+            conditions["finetune_stage"] = stage
+        mine = [c for c in cells if c.get("method") == record.method and c.get("benchmark") in metrics]
+        per_query = (record.get("per_query_by_stage") or {}).get(stage) or record.per_query
+        for comp in compare(metrics, per_query, mine, conditions, exact=exact):
+            comp.finetune_stage = stage if stage.startswith("retriever") else None
+            out.append(comp.to_dict())
+    return out
+
+
+def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, float]],
+                           per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
+                           cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every cell of the checkpoint's rows and method on the scored benchmarks, compared or NOT-COMPARABLE."""
+    from harness.evaluation.compare import compare
+
+    out = []
+    for cell, reason in map_cells(ckpt, [c for c in cells if c.get("benchmark") in metrics]):
+        # A row that *is* this checkpoint is graded under its own conditions; the rest are not graded.
+        conditions = {**(cell.get("conditions") or {}), "profile": "paper", "method": cell.get("method")}
+        comp = compare(metrics, per_query, [cell], conditions, exact=True)[0]  # same weights: numerics only
+        if reason:
+            comp.status, comp.reason = NOT_COMPARABLE, f"checkpoint {ckpt.name}: {reason}"
+            comp.delta = comp.ci_low = comp.ci_high = None
+        else:
+            comp.notes = "; ".join(filter(None, [f"released checkpoint {ckpt.name}", comp.notes]))
+        out.append(comp.to_dict())
+    return out
+
+
+def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> list[GateRow]:
+    """The record's rows against the papers' cells (one NO-CELLS row when none is of its method)."""
+    base = dict(run_id=record.run_id, method=record.method, profile=record.profile)
+    comps = paper_comparisons(record, cells)
+    axes = system_axes(cells) if cells else None
+    if not comps:
+        return [GateRow(NO_CELLS, **base, note=(
+            f"no reported cell for {record.method} on {', '.join(record.metrics) or 'any benchmark'}"))]
+    rows = []
+    for c in comps:
+        rows.append(GateRow(
+            str(c.get("status") or NOT_COMPARABLE), **base, benchmark=str(c.get("benchmark") or ""),
+            measure=str(c.get("measure") or ""), against=source_label(c, axes), expected=c.get("reported"),
+            reproduced=c.get("reproduced"), delta=c.get("delta"), tolerance=c.get("tolerance"),
+            ci_low=c.get("ci_low"), ci_high=c.get("ci_high"), note=str(c.get("reason") or c.get("notes") or ""),
+        ))
+    return rows
+
+
+# ----------------------------------------------------------------------------- the reference
+
+def _reference_status(delta: float, tolerance: float) -> str:
+    """Two-sided: a re-run of the same code and seed that moves a number either way has changed
+    (a papers' cell, by contrast, may be beaten: ABOVE)."""
+    if abs(delta) <= tolerance:
+        return PASS
+    return NEAR if abs(delta) <= NEAR_FACTOR * tolerance else FAIL
+
+
+def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE) -> list[GateRow]:
+    """Each metric of ``ref`` reproduced by ``record`` within ``tolerance`` points, either way."""
+    base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
+    from harness.spec import settings_hash
+
+    # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
+    # (documentation, not settings) never makes a reference stale.
+    mine, theirs = settings_hash(record.spec), settings_hash(ref.spec)
+    if record.spec and ref.spec and mine != theirs:
+        return [GateRow(STALE_REFERENCE, **base, note=(
+            f"spec settings changed (hash {mine} vs reference {theirs}): re-run, then "
+            f"`python -m harness check --accept RUN_ID` and commit the new reference"))]
+    differ = precision_difference(record, ref)
+    if differ:
+        return [GateRow(NOT_COMPARABLE, **base, note=(
+            f"trained in another precision than the reference ({differ}): a different condition, not compared; "
+            "a machine without native bf16 trains a bf16 profile in fp32 (harness/training/precision.py)"))]
+    rows = []
+    for dataset, values in ref.metrics.items():
+        for measure, expected in values.items():
+            got = record.metrics.get(dataset, {}).get(measure)
+            row = GateRow(NOT_COMPARABLE, **base, benchmark=dataset, measure=measure, expected=100.0 * expected,
+                          tolerance=tolerance)
+            if got is None:
+                row.note = f"run did not evaluate {measure} on {dataset}"
+            else:
+                row.reproduced = 100.0 * got
+                row.delta = row.reproduced - row.expected
+                row.status = _reference_status(row.delta, tolerance)
+                row.ci_low, row.ci_high = _paired_ci(record, ref, dataset, measure)
+                if row.status != PASS:
+                    row.note = hardware_difference(record, ref)
+            rows.append(row)
+    return rows
+
+
+# What decides whether two runs' last digits agree (docs/ci-gate.md, "What is bit-identical").
+HARDWARE_IDENTITY = ("cpu_model", "cpu_features", "torch_threads", "torch_cpu_capability", "cuda_devices")
+
+
+def stage_precisions(record: RunRecord) -> dict[str, str]:
+    """The precision each training stage used, where its record says (records before 2026-11-25 do not)."""
+    return {str(e.get("stage")): str(e["output"]["precision"]) for e in record.stages
+            if isinstance(e.get("output"), dict) and e["output"].get("precision")}
+
+
+def precision_difference(record: RunRecord, ref: RunRecord) -> str:
+    """'pretrain bf16 -> fp32; ...' for the stages both records name with different precisions, else ''."""
+    mine, theirs = stage_precisions(record), stage_precisions(ref)
+    return "; ".join(f"{stage} {theirs[stage]} -> {mine[stage]}" for stage in theirs
+                     if stage in mine and mine[stage] != theirs[stage])
+
+
+def hardware_difference(record: RunRecord, ref: RunRecord) -> str:
+    """A note naming how the two runs' machines differ, where the records say (training is
+    bit-identical only on the same CPU model, instruction sets and thread count)."""
+    def identity(rec: RunRecord) -> dict[str, Any]:
+        detected = ((rec.data.get("hardware") or {}).get("detected")) or {}
+        return {k: detected.get(k) for k in HARDWARE_IDENTITY}
+
+    mine, theirs = identity(record), identity(ref)
+    differ = [f"{k} {theirs[k]!r} -> {mine[k]!r}" for k in HARDWARE_IDENTITY
+              if mine[k] is not None and theirs[k] is not None and mine[k] != theirs[k]]
+    if differ:
+        return "another machine than the reference's (" + "; ".join(differ) + "): training differs in the last digits"
+    if all(v is None for v in theirs.values()):
+        return "the reference does not name its CPU (recorded before hardware identity was): compare by hand"
+    return ""
+
+
+def stage_outputs(record: RunRecord) -> dict[tuple[str, str], float]:
+    """(stage, key) -> value for the loss checkpoints of the run's stages (built, or taken from the cache:
+    records written since cached stages carry their build's outputs; older ones have none for those)."""
+    out = {}
+    for entry in record.stages:
+        output = entry.get("output") if isinstance(entry.get("output"), dict) else {}
+        for stage, key in LOSS_CHECKPOINTS:
+            value = output.get(key)
+            if entry.get("stage") == stage and isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[(stage, key)] = float(value)
+    return out
+
+
+def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERANCE) -> list[GateRow]:
+    """The run's training losses against the reference's, relative (percent), where both built the stage."""
+    base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
+    mine, theirs = stage_outputs(record), stage_outputs(ref)
+    rows = []
+    for (stage, key), expected in theirs.items():
+        got = mine.get((stage, key))
+        if got is None or not expected:
+            continue
+        delta = 100.0 * (got - expected) / abs(expected)
+        rows.append(GateRow(PASS if abs(delta) <= tolerance else FAIL, **base, benchmark=f"{stage} (loss)",
+                            measure=key, expected=expected, reproduced=got, delta=delta, tolerance=tolerance,
+                            note="training loss; delta and tolerance in % of the reference"))
+    return rows
+
+
+def _paired_ci(record: RunRecord, ref: RunRecord, dataset: str, measure: str) -> tuple[float | None, float | None]:
+    """Bootstrap CI (points) of the per-query difference, when both records kept per-query scores."""
+    a = record.per_query.get(dataset, {}).get(measure)
+    b = ref.per_query.get(dataset, {}).get(measure)
+    if not a or not b or not set(a) & set(b):
+        return None, None
+    from harness.evaluation.bootstrap import paired_bootstrap
+
+    res = paired_bootstrap(a, b)
+    return 100.0 * res.low, 100.0 * res.high
+
+
+# ----------------------------------------------------------------------------- effects
+
+def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
+    """One row per paired effect in each profile, graded against the papers' claim where comparable."""
+    from harness.evaluation.effects import method_effects
+
+    rows = []
+    for profile in sorted({r.profile for r in records}):
+        for e in method_effects(records, profile):
+            shown = next((c for c in e.claims if c["status"] == e.claim_status), None)
+            if shown is None:
+                rows.append(GateRow(EFFECT, f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
+                                    reproduced=e.delta, ci_low=e.ci_low, ci_high=e.ci_high,
+                                    note=f"no printed difference; p={e.p_value:.3f}, {e.queries} queries"))
+                continue
+            comparable = shown["status"] != NOT_COMPARABLE
+            note = shown["reason"] or f"{shown['a_row']} - {shown['b_row']}"
+            others = len(e.claims) - 1
+            if others:
+                note += f" (+{others} more claim(s))"
+            rows.append(GateRow(e.claim_status, f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
+                                against=shown["source"], expected=shown["claimed"], reproduced=e.delta,
+                                delta=e.delta - shown["claimed"] if comparable else None,
+                                ci_low=e.ci_low, ci_high=e.ci_high, note=note))
+    return rows

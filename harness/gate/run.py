@@ -1,0 +1,265 @@
+"""CI regression gate: every run record against what it must reproduce (`python -m harness check`).
+
+* **Integrity first.** Every record is re-hashed against the seal written with it and its
+  aggregates are recomputed from its own per-query scores (``harness/integrity.py``); an edited,
+  unsealed or inconsistent record is CORRUPT (always failing), naming the part that changed.
+* ``paper``-profile records are graded against the papers' reported cells for their method,
+  re-computed with the current registry, conditions derived from the record's own spec and the
+  one rule of ``harness.evaluation.verdict`` (so neither an edited ``comparison`` block nor a
+  stale registry can hide a gap): DIFFERENT-BELOW / DIFFERENT-ABOVE fail, INCONCLUSIVE does not.
+* ``checkpoint`` records (released weights scored by ``reproduce``) are re-graded against the rows
+  the checkpoint registry says are that checkpoint (``harness.papers.released``), never a reference; a
+  record of a checkpoint no longer registered is UNKNOWN-METHOD.
+* Every other profile (``tiny``, ``mini``) is compared with its **reference**: the run named for its
+  (method, profile) in ``references.json`` in the records folder. A reference is made only
+  explicitly (``check --accept RUN_ID``), never because a record is the newest. Each metric of
+  the reference must be matched within ``TINY_TOLERANCE`` points in either direction; a record
+  older than its reference is SUPERSEDED; a changed spec hash is STALE-REFERENCE (re-run and accept). A
+  ``paper`` record whose method has a reference (BM25) is gated against both; a method without
+  training must match its reference within ``TRAINING_FREE_TOLERANCE`` (float printing only).
+* A reference named in ``references.json`` whose record is absent (or unusable) is MISSING
+  (failing): the manifest is also the list of records the gate expects. An entry whose record is
+  of another method or profile than its key is WRONG-REFERENCE (failing, and nothing is gated
+  against it). A manifest that cannot be read, or an entry without the accepted record's sha256,
+  stops the gate with one line (exit 2). A record whose method has no spec is UNKNOWN-METHOD, one
+  with no reference NO-REFERENCE (both fail under ``--strict``).
+* **Nothing is skipped silently.** Every ``*.json`` file in the folder is gated or fails: a file
+  that cannot be read as a record (truncated or empty, not JSON, not UTF-8, a partial record
+  missing a required key, a repeated ``run_id``) is UNREADABLE, and a record that loaded but
+  could not be compared is ERROR, one row each naming the file and why. A record from a newer
+  schema version is UNREADABLE too: the harness that checks it cannot vouch for fields it does
+  not know, and in CI the records and the harness come from one commit, so a newer version means a
+  record from elsewhere (or a version bump without a reader); upgrade the harness to check it.
+  Only a temp file still being written (``harness.fsutil.is_temp``: ``atomic_path``'s
+  ``.<name>.<random>.tmp.json``, and ``*.tmp``) is IN-PROGRESS: listed, never read, failing
+  only under ``--strict`` (a reference still being written is MISSING until it is renamed into
+  place, so ignoring the temp file lets nothing expected pass). The papers' cells are read too: a
+  ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
+  records still show their stored comparison, but the gate cannot pass without the cells).
+* **Effects.** For every profile, each method minus each method its spec names in ``compare_with``
+  (the control; QC minus non-QC; ``harness.evaluation.effects``), with a paired-bootstrap CI, graded
+  against the papers' printed difference where the runs share its setting
+  (``harness.evaluation.claims``, the same rule: DIFFERENT fails the gate); otherwise EFFECT (no
+  claim) or NOT-COMPARABLE.
+* **Contributed runs** (docs/contributing-runs.md) pass the same checks as any other record, plus
+  two that every record passes: its ``datasets`` checksums must be the catalog's for the same file
+  (``harness.data.checksums``; else DATA-MISMATCH, failing, naming the dataset and file), and a
+  record the gate would grade (against its reference, or the papers) must come from a spec it knows,
+  the method's current spec for its profile or its reference's (else SPEC-CHANGED: not gated,
+  failing under ``--strict``, and shown apart on the leaderboard). A reference, the records it
+  superseded and a record without a reference are not graded, so not held to the spec here.
+* ``check --accept RUN_ID`` accepts only a record that loads and passes integrity; an unsealed
+  record is refused like an edited one (removing the seal of a doctored record must not turn it
+  into a reference: every record written since sealing was introduced carries one).
+
+Exit code: 1 when any row is FAIL, DIFFERENT-*, CORRUPT, DATA-MISMATCH, MISSING, WRONG-REFERENCE,
+UNREADABLE or ERROR; with ``strict`` (and always for ``check --rerun``) also on NEAR, UNKNOWN-METHOD,
+NO-REFERENCE, STALE-REFERENCE, SPEC-CHANGED and IN-PROGRESS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.fsutil import is_temp
+from harness.gate.admission import data_mismatches, spec_change, unknown_checkpoint
+from harness.gate.grading import (PAPER_GRADED, TINY_TOLERANCE, TRAINING_FREE_FAMILIES, TRAINING_FREE_TOLERANCE,
+                                  GateRow, effect_rows, loss_rows, paper_rows, reference_rows)
+from harness.gate.references import resolve_references
+from harness.papers.registry import load_reported_cells
+from harness.papers.released import CHECKPOINT_PROFILE
+from harness.records import REFERENCES_FILE, RunRecord, Skipped, load_records, load_references, records_dir
+# Every status word, which fail the gate and the order rows are counted in: declared once there.
+from harness.statuses import (CORRUPT, DATA_MISMATCH, ERROR, FAILING, IN_PROGRESS, NO_REFERENCE, REFERENCE,
+                              SPEC_CHANGED, STATUSES, STRICT_FAILING, SUPERSEDED, UNKNOWN_METHOD, UNREADABLE)
+from harness.text_table import format_table
+
+
+@dataclass
+class GateResult:
+    """``skipped``: the files not gated (each also has a row, UNREADABLE / ERROR / IN-PROGRESS,
+    which is what decides the verdict)."""
+
+    records_dir: Path
+    rows: list[GateRow]
+    skipped: list[Skipped]
+    strict: bool = False
+    n_records: int = 0
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row.status] = counts.get(row.status, 0) + 1
+        order = (*STATUSES, *counts)  # declaration order; a status not declared (a stored one) last
+        return {s: counts[s] for s in sorted(counts, key=order.index)}
+
+    def failures(self) -> list[GateRow]:
+        bad = STRICT_FAILING if self.strict else FAILING
+        return [r for r in self.rows if r.status in bad]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures()
+
+    @property
+    def verdict(self) -> str:
+        """The gate's one word: PASSED or FAILED."""
+        return "PASSED" if self.passed else "FAILED"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records_dir": str(self.records_dir), "strict": self.strict, "passed": self.passed,
+            "exit_code": self.exit_code, "records": self.n_records, "counts": self.counts(),
+            "rows": [r.to_dict() for r in self.rows],
+            "skipped": [{"path": str(s.path), "reason": s.reason} for s in self.skipped],
+            "tiny_tolerance": TINY_TOLERANCE,
+        }
+
+
+def run_gate(directory: str | Path | None = None, *, strict: bool = False,
+             cells: Sequence[Mapping[str, Any]] | None = None, reported: str | Path | None = None,
+             tiny_tolerance: float = TINY_TOLERANCE, references_from: str | Path | None = None,
+             known_methods: Sequence[str] | None = None) -> GateResult:
+    """Gate every record in ``directory`` (default runs/records).
+
+    ``cells`` (dicts) overrides the registry; ``reported`` names a JSON snapshot of cells;
+    ``references_from`` is the folder whose ``references.json`` and reference records to use
+    (default ``directory``: a fresh re-run in a scratch folder is gated against the committed
+    references this way; then missing references are not expected in the scratch folder).
+    """
+    directory = Path(directory) if directory is not None else records_dir()
+    ref_dir = Path(references_from) if references_from is not None else directory
+    records, skipped = load_records(directory)
+    result = GateResult(directory, [], skipped, strict, len(records))
+    for s in skipped:  # one row per file not gated, so it counts in the verdict like any other
+        status = IN_PROGRESS if is_temp(s.path) else UNREADABLE
+        result.rows.append(GateRow(status, s.path.stem, "", "", note=f"{s.path.name}: {s.reason}"))
+    if known_methods is None:
+        from harness.spec import list_methods
+
+        known_methods = list_methods()
+    usable = []
+    for rec in records:
+        base = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
+        if rec.integrity_problems:
+            result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}")
+                               for problem in rec.integrity_problems)
+            continue
+        data_problems = data_mismatches(rec)
+        if data_problems:  # run on other data than the catalog's: none of its numbers can be compared
+            result.rows.extend(GateRow(DATA_MISMATCH, **base, benchmark=m.dataset, note=(
+                f"{rec.path.name}: {m.describe()}; re-run on the catalog's data (`python -m harness fetch`)"))
+                for m in data_problems)
+            continue
+        if rec.profile == CHECKPOINT_PROFILE:
+            unknown = unknown_checkpoint(rec)
+            if unknown:
+                result.rows.append(GateRow(UNKNOWN_METHOD, **base, note=f"{rec.path.name}: {unknown}; not gated"))
+                continue
+        elif rec.method not in known_methods:
+            result.rows.append(GateRow(UNKNOWN_METHOD, **base, note=(
+                f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
+                "not gated")))
+            continue
+        usable.append(rec)
+    if cells is None and any(r.profile in PAPER_GRADED for r in usable):
+        cells, error = load_reported_cells(reported)
+        if error:  # the papers' cells are what paper records are gated against: no silent fall-back
+            result.rows.append(GateRow(UNREADABLE, str(reported or "baselines/reported"), "-", "-", note=(
+                f"{error}; paper records cannot be graded without the papers' cells")))
+    present = ({r.path.stem for r in records} | {s.path.stem for s in skipped}) if ref_dir == directory else None
+    refs = resolve_references(load_references(ref_dir), usable if ref_dir == directory else load_records(ref_dir)[0],
+                              present)
+    result.rows.extend(refs.rows)
+    references = refs.entries
+    # A record the gate would grade must come from a spec it knows: the method's current one, or the one
+    # its reference ran (STALE-REFERENCE below covers that case); else it is set apart, never graded.
+    for rec in list(usable):
+        ref = refs.of(rec.method, rec.profile)
+        if rec.profile == CHECKPOINT_PROFILE or (ref is None and rec.profile not in PAPER_GRADED) or (
+                ref is not None and (rec.run_id == ref.run_id or (rec.created, rec.run_id) < (ref.created, ref.run_id))):
+            continue  # not graded anyway: NO-REFERENCE, REFERENCE or SUPERSEDED below
+        why = spec_change(rec, ref)
+        if why:
+            usable.remove(rec)
+            result.rows.append(GateRow(SPEC_CHANGED, rec.run_id, rec.method, rec.profile, note=(
+                f"{rec.path.name}: {why}; not gated (re-run with the committed spec)")))
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for rec in usable:
+        if rec.profile in PAPER_GRADED:
+            try:
+                result.rows.extend(paper_rows(rec, cells))
+            except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
+                _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
+            if rec.profile == CHECKPOINT_PROFILE or (rec.method, rec.profile) not in references:
+                continue  # gated against the papers only; with a reference, also against it below
+        groups.setdefault((rec.method, rec.profile), []).append(rec)
+    for (method, profile), group in groups.items():
+        entry = references.get((method, profile))
+        ref = refs.of(method, profile)
+        for rec in group:
+            base = dict(run_id=rec.run_id, method=method, profile=profile)
+            if ref is None:
+                result.rows.append(GateRow(NO_REFERENCE, **base, note=(
+                    f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
+                    f"`python -m harness check --accept {rec.run_id}` makes this run the reference")))
+            elif rec.run_id == ref.run_id:
+                if rec.profile != "paper":  # a paper reference is gated against the papers above
+                    result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)",
+                                               note=f"accepted {entry.get('accepted', '')}".strip()))
+            elif (rec.created, rec.run_id) < (ref.created, ref.run_id):
+                result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}",
+                                           note="older than the reference; not gated"))
+            else:
+                try:
+                    training_free = (rec.get("spec") or {}).get("family") in TRAINING_FREE_FAMILIES
+                    tolerance = TRAINING_FREE_TOLERANCE if training_free else tiny_tolerance
+                    result.rows.extend(reference_rows(rec, ref, tolerance))
+                    result.rows.extend(loss_rows(rec, ref))
+                except Exception as exc:  # noqa: BLE001
+                    _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
+    result.rows.extend(effect_rows(usable))
+    return result
+
+
+def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
+    """A record that validated but cannot be compared is not gated: an ERROR row fails the gate
+    (it may be a harness bug as much as an odd record; either way nothing vouched for it)."""
+    result.skipped.append(Skipped(rec.path, reason))
+    result.rows.append(GateRow(ERROR, rec.run_id, rec.method, rec.profile, note=f"{rec.path.name}: {reason}"))
+    result.n_records -= 1
+
+
+def _pts(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def format_gate(result: GateResult) -> str:
+    """One plain-text table of every gated number (and of every file not gated), then the verdict."""
+    headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
+               "CI(delta)", "note"]
+    rows = []
+    for r in result.rows:
+        ci = "-" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+        rows.append([r.status, r.run_id, r.benchmark, r.measure, r.against, _pts(r.expected), _pts(r.reproduced),
+                     _pts(r.delta, True), _pts(r.tolerance), ci, r.note])
+    lines = []
+    if rows:
+        lines.append(format_table(headers, rows))
+    else:
+        lines.append(f"no run records in {result.records_dir}")
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
+    why = f" ({len(result.failures())} failing row(s))" if not result.passed else ""
+    mode = " [strict: NEAR, ungated records and unfinished writes fail]" if result.strict else ""
+    lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> gate {result.verdict}"
+                 f"{why}{mode}")
+    return "\n".join(lines)

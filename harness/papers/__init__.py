@@ -1,0 +1,10 @@
+"""The papers' numbers: the reported-scores registry and the released checkpoints.
+
+* :mod:`harness.papers.schema`: what a registry file may say (keys, conditions, units) and the
+  cells, tables and papers it is read into.
+* :mod:`harness.papers.parsing`: one YAML file read and checked, every problem naming its line.
+* :mod:`harness.papers.registry`: every file of ``baselines/reported/`` loaded, cached and queried.
+* :mod:`harness.papers.consistency` and :mod:`harness.papers.text_claims`: the papers' numbers
+  checked against themselves (averages, bold marks, versions, the claims of their text).
+* :mod:`harness.papers.released`: the released checkpoints and the reported rows each one is.
+"""
