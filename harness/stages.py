@@ -14,7 +14,7 @@ its output (:class:`harness.artifacts.StageCache`), its MLflow child run, its li
 - ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.plan`), printed once for the
   stages of one ``details_group`` (BM25 index and search share theirs);
 - ``cost``: its row of the dry-run's projection (:mod:`harness.projection`), :data:`NOT_PROJECTED`,
-  or ``None`` for a stage the projection leaves out (no model compute).
+  or ``None``: left out of the projection (BM25, file work, encoding queries only).
 
 Each family is one :class:`Family`: the pipeline function that runs its stages (``harness.runner``
 looks it up) and the spec steps it always runs. The functions are named by ``"module:function"``
