@@ -3,6 +3,8 @@
 The stage list comes from the run's own pipeline in plan mode (``harness.runner.plan_method``,
 ``RunContext.plan_only``): every stage a run would execute, in order, with its cache key and
 whether a finished output is already in the cache; then the evaluation entries the runner adds.
+Under a stage's first entry, its settings lines: the function its declaration names
+(harness/stages.py ``details``; the built-in stages' are defined here).
 
 The paper profiles declare their hardware (e.g. 16 x V100 for CoT-MAE + QC). On other
 hardware the harness keeps the global batch: per-device batch x devices x accumulation, or

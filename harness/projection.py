@@ -5,7 +5,8 @@ Measured, not estimated: the FLOPs of one step of each kind (each pre-training o
 paper per-device batch, one fine-tuning step of 64 queries x 16 passages, encoding 512 passages; all
 at bert-base shape and 144 tokens) were counted by ``torch.utils.flop_counter`` on the step itself,
 with its wall time and peak memory, by ``bench/paper_shape_smoke.py`` on one H100 (bf16); the rows
-are :data:`MEASURED`. A stage's FLOPs are that step's scaled by its batch and step count.
+are :data:`MEASURED`. A stage's FLOPs are that step's scaled by its batch and step count, by the
+cost function its declaration names (harness/stages.py ``cost``; the built-in stages' are defined here).
 
 Assumptions, stated with every projection:
 * utilisation: each kind of step reaches the same fraction of a GPU's dense fp16/bf16 peak as it
