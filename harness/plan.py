@@ -3,6 +3,8 @@
 The stage list comes from the run's own pipeline in plan mode (``harness.runner.plan_method``,
 ``RunContext.plan_only``): every stage a run would execute, in order, with its cache key and
 whether a finished output is already in the cache; then the evaluation entries the runner adds.
+Under a stage's first entry, its settings lines: the function its declaration names
+(harness/stages.py ``details``; the built-in stages' are defined here).
 
 The paper profiles declare their hardware (e.g. 16 x V100 for CoT-MAE + QC). On other
 hardware the harness keeps the global batch: per-device batch x devices x accumulation, or
@@ -19,7 +21,8 @@ from harness.spec import MethodSpec
 from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
 from harness.stage_settings import (CONFIGURED_RERANKER, MineSettings, PretrainSettings, RerankerSettings,
                                     StageSettings, finetune_settings)
-from harness.stages import STAGES
+from harness.stages import MINING_DETAILS, STAGES, resolve
+
 
 def entry_label(entry: dict[str, Any]) -> str:
     """`stage[/dataset]`, as the stage's own progress lines name it."""
@@ -129,50 +132,69 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
 
 
 def detail_kind(entry: dict[str, Any]) -> str:
-    """Stages that share their settings line (BM25 index and search, impact index and search, mining)."""
+    """The group whose settings lines an entry shows (a plan prints them once per group): mining, or
+    its stage's ``details_group`` (BM25 index and search share theirs)."""
     if is_mining(entry):
         return "mine"
-    return {"index": "bm25", "retrieve": "bm25", "impact_index": "impact", "impact_search": "impact",
-            "reranker": "teacher", "teacher_scores": "teacher"}.get(entry["stage"], entry["stage"])
+    stage = STAGES.get(entry["stage"])
+    return stage.group if stage else entry["stage"]
 
 
 def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
-    stage = entry["stage"]
-    if is_mining(entry):
-        mine = MineSettings.from_spec(spec)
-        return [f"mining: top {mine.depth} of the training queries with "
-                f"{mine.with_ or 'the retriever'} (hard negatives for the next retriever)"]
-    if stage == "tokenizer":
-        tok = TokenizerSettings.from_spec(spec)
-        return [f"vocabulary {tok.vocab_size}, corpora {tok.corpora}"]
-    if stage == "passages":
-        corpus = CorpusSettings.from_spec(spec)
-        return [f"sources {corpus.source}, max {corpus.max_tokens} tokens, max passages {corpus.max_passages or 'all'}"]
-    if stage == "pretrain":
-        return pretrain_details(spec, hw)
-    if stage == "qgen":
-        q = QgenSettings.from_spec(spec)
-        if q.model == "term-sampler":
-            return [f"term sampler fitted on {q.train_pairs}, {q.num_queries} queries/passage"]
-        return [f"model {q.model}, {q.num_queries} queries/passage, top_k {q.top_k}, top_p {q.top_p}, "
-                f"prefix {q.input_prefix!r}"]
-    if stage.startswith("retriever"):
-        return finetune_details(spec, stage, hw)
-    if stage in ("index", "retrieve"):
-        cfg = RetrievalSettings.from_spec(spec)
-        return [f"BM25 k1 {cfg.k1}, b {cfg.b}, fields {', '.join(cfg.fields)}, {cfg.threads} thread(s)"]
-    if stage in ("impact_index", "impact_search"):
-        return [", ".join(f"{k} {v}" for k, v in RetrievalSettings.from_spec(spec).impact().items())]
-    if stage in ("reranker", "teacher_scores"):
-        from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
-
-        r3 = RerankerSettings.from_spec(spec)
-        ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
-        return [f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")]
-    return []
+    """An entry's settings lines: its stage's declared ``details`` (harness/stages.py), or mining's."""
+    stage = STAGES.get(entry["stage"])
+    ref = MINING_DETAILS if is_mining(entry) else stage.details if stage else None
+    return resolve(ref)(spec, entry, hw) if ref else []
 
 
-def pretrain_details(spec: MethodSpec, hw: Hardware) -> list[str]:
+# The declared `details` of harness/stages.py: (spec, plan entry, hardware) -> the stage's settings lines.
+
+def mining_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    mine = MineSettings.from_spec(spec)
+    return [f"mining: top {mine.depth} of the training queries with "
+            f"{mine.with_ or 'the retriever'} (hard negatives for the next retriever)"]
+
+
+def tokenizer_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    tok = TokenizerSettings.from_spec(spec)
+    return [f"vocabulary {tok.vocab_size}, corpora {tok.corpora}"]
+
+
+def passages_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    corpus = CorpusSettings.from_spec(spec)
+    return [f"sources {corpus.source}, max {corpus.max_tokens} tokens, max passages {corpus.max_passages or 'all'}"]
+
+
+def qgen_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    q = QgenSettings.from_spec(spec)
+    if q.model == "term-sampler":
+        return [f"term sampler fitted on {q.train_pairs}, {q.num_queries} queries/passage"]
+    return [f"model {q.model}, {q.num_queries} queries/passage, top_k {q.top_k}, top_p {q.top_p}, "
+            f"prefix {q.input_prefix!r}"]
+
+
+def bm25_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    cfg = RetrievalSettings.from_spec(spec)
+    return [f"BM25 k1 {cfg.k1}, b {cfg.b}, fields {', '.join(cfg.fields)}, {cfg.threads} thread(s)"]
+
+
+def impact_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    return [", ".join(f"{k} {v}" for k, v in RetrievalSettings.from_spec(spec).impact().items())]
+
+
+def teacher_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
+
+    r3 = RerankerSettings.from_spec(spec)
+    ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
+    return [f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")]
+
+
+def retriever_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    return finetune_details(spec, entry["stage"], hw)
+
+
+def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     from harness.pretrain.objectives import objective_class
     from harness.pretrain.trainer import plan_batches
 

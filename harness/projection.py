@@ -5,7 +5,8 @@ Measured, not estimated: the FLOPs of one step of each kind (each pre-training o
 paper per-device batch, one fine-tuning step of 64 queries x 16 passages, encoding 512 passages; all
 at bert-base shape and 144 tokens) were counted by ``torch.utils.flop_counter`` on the step itself,
 with its wall time and peak memory, by ``bench/paper_shape_smoke.py`` on one H100 (bf16); the rows
-are :data:`MEASURED`. A stage's FLOPs are that step's scaled by its batch and step count.
+are :data:`MEASURED`. A stage's FLOPs are that step's scaled by its batch and step count, by the
+cost function its declaration names (harness/stages.py ``cost``; the built-in stages' are defined here).
 
 Assumptions, stated with every projection:
 * utilisation: each kind of step reaches the same fraction of a GPU's dense fp16/bf16 peak as it
@@ -98,61 +99,84 @@ def corpus_size(dataset: str) -> int | None:
 
 
 def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
-    """Projected TFLOPs of each planned stage that runs (``to run``; cached and reused cost nothing)."""
-    from harness.stage_settings import MineSettings, StageSettings
+    """Projected TFLOPs of each planned stage that runs (``to run``; cached and reused cost nothing), by
+    its stage's declared ``cost`` (harness/stages.py)."""
+    from harness.stages import NOT_PROJECTED, STAGES, resolve
 
     costs: list[Cost] = []
-    forums_counted: set[str] = set()  # the retrievers whose cqadupstack corpus is counted (once, at its first forum)
+    counted: set[str] = set()  # shared by the entries' cost functions: what is counted once per plan
     for entry in entries:
-        stage, dataset = entry["stage"], entry.get("dataset") or ""
-        if entry.get("plan") != "to run" or stage == "evaluate":
+        stage = STAGES.get(entry["stage"])
+        if entry.get("plan") != "to run" or stage is None or stage.cost is None:
             continue
-        label = f"{stage}/{dataset}" if dataset else stage
-        if stage == "pretrain":
-            # the measured row of the objective the spec pre-trains with (the QC variants share their family's);
-            # an objective not measured yet is not projected
-            objective = str(spec.get("pretrain.objective"))
-            objective = objective if objective in measured() else None
-            sequences = int(spec.get("pretrain.steps") or 0) * int(spec.get("pretrain.global_batch") or 0)
-            note = ""
-            if not sequences and spec.get("pretrain.epochs"):  # epochs over the corpus's passages
-                source = spec.get("corpus.source")
-                size = spec.get("corpus.max_passages") or PRETRAIN_PASSAGES.get(str(source))
-                sequences = int(spec.get("pretrain.epochs")) * (size or 0)
-                note = f"{spec.get('pretrain.epochs')} epochs over {size:,} passages" if size else "corpus size unknown"
-            costs.append(Cost(label, sequences * _per_sequence(objective) if objective and sequences else None,
-                              objective or "", int(spec.get("pretrain.per_device_batch") or 0), note))
-        elif stage in ("retriever1", "retriever2", "retriever3"):
-            s = StageSettings.from_spec(spec, stage)
-            queries = spec.get("finetune.max_train_queries") or (
-                MSMARCO_TRAIN_QUERIES if str(spec.get("finetune.train_queries")).startswith("msmarco") else None)
-            if queries is None:
-                costs.append(Cost(label, None, "finetune", note="training queries not counted"))
-                continue
-            steps = s.epochs * math.ceil(queries / s.global_queries)
-            # the measured step: 64 queries x 16 passages; a step's FLOPs scale with its passages
-            tflop = steps * s.global_queries * s.passages_per_query * _per_sequence("finetune") / 16
-            devices = int(spec.get("hardware.devices") or 1)
-            per_device = max(1, s.global_queries // devices) * s.passages_per_query / 16  # measured: queries of 16
-            costs.append(Cost(label, tflop, "finetune", per_device))
-        elif stage in ("dense_retrieve", "impact_index"):
-            size = corpus_size(dataset)
-            retriever = dataset.rsplit("/", 1)[-1]
-            if size is None and dataset.startswith("cqadupstack-"):
-                if retriever in forums_counted:
-                    continue
-                size = BEIR_CORPUS["cqadupstack"]  # the 12 forums together, once per retriever
-                forums_counted.add(retriever)
-            factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
-            costs.append(Cost(label, size * factor * _per_sequence("encode") if size else None, "encode", 512))
-        elif stage == "teacher_scores":
-            depth = MineSettings.from_spec(spec).depth
-            queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
-            costs.append(Cost(label, queries * depth * _per_sequence("encode"), "encode", 512,
-                              "cross-encoder forward over the mined candidates"))
-        elif stage in ("qgen", "reranker", "qgen_model"):
-            costs.append(Cost(label, None, "", note="not projected (no measured step of this kind)"))
+        if stage.cost == NOT_PROJECTED:
+            costs.append(Cost(_label(entry), None, "", note="not projected (no measured step of this kind)"))
+        elif (cost := resolve(stage.cost)(spec, entry, counted)) is not None:
+            costs.append(cost)
     return costs
+
+
+def _label(entry: dict[str, Any]) -> str:
+    return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else entry["stage"]
+
+
+# The declared `cost` of harness/stages.py: (spec, a "to run" plan entry, counted) -> its Cost, or None.
+
+def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """The measured row of the objective the spec pre-trains with (the QC variants share their family's);
+    an objective not measured yet is not projected."""
+    objective = str(spec.get("pretrain.objective"))
+    objective = objective if objective in measured() else None
+    sequences = int(spec.get("pretrain.steps") or 0) * int(spec.get("pretrain.global_batch") or 0)
+    note = ""
+    if not sequences and spec.get("pretrain.epochs"):  # epochs over the corpus's passages
+        source = spec.get("corpus.source")
+        size = spec.get("corpus.max_passages") or PRETRAIN_PASSAGES.get(str(source))
+        sequences = int(spec.get("pretrain.epochs")) * (size or 0)
+        note = f"{spec.get('pretrain.epochs')} epochs over {size:,} passages" if size else "corpus size unknown"
+    return Cost(_label(entry), sequences * _per_sequence(objective) if objective and sequences else None,
+                objective or "", int(spec.get("pretrain.per_device_batch") or 0), note)
+
+
+def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """A retriever's fine-tuning: the measured step of 64 queries x 16 passages, scaled by its passages."""
+    from harness.stage_settings import StageSettings
+
+    s = StageSettings.from_spec(spec, entry["stage"])
+    queries = spec.get("finetune.max_train_queries") or (
+        MSMARCO_TRAIN_QUERIES if str(spec.get("finetune.train_queries")).startswith("msmarco") else None)
+    if queries is None:
+        return Cost(_label(entry), None, "finetune", note="training queries not counted")
+    steps = s.epochs * math.ceil(queries / s.global_queries)
+    tflop = steps * s.global_queries * s.passages_per_query * _per_sequence("finetune") / 16
+    devices = int(spec.get("hardware.devices") or 1)
+    per_device = max(1, s.global_queries // devices) * s.passages_per_query / 16  # measured: queries of 16
+    return Cost(_label(entry), tflop, "finetune", per_device)
+
+
+def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | None:
+    """Encoding a corpus (dense vectors, or an impact index with the SPLADE head); a cqadupstack forum's
+    corpus is counted as the 12 forums together, once per retriever (``counted``)."""
+    stage, dataset = entry["stage"], entry.get("dataset") or ""
+    size = corpus_size(dataset)
+    retriever = dataset.rsplit("/", 1)[-1]
+    if size is None and dataset.startswith("cqadupstack-"):
+        if f"cqadupstack/{retriever}" in counted:
+            return None
+        size = BEIR_CORPUS["cqadupstack"]  # the 12 forums together, once per retriever
+        counted.add(f"cqadupstack/{retriever}")
+    factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
+    return Cost(_label(entry), size * factor * _per_sequence("encode") if size else None, "encode", 512)
+
+
+def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """The cross-encoder's forward over the mined candidates of the training queries."""
+    from harness.stage_settings import MineSettings
+
+    depth = MineSettings.from_spec(spec).depth
+    queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
+    return Cost(_label(entry), queries * depth * _per_sequence("encode"), "encode", 512,
+                "cross-encoder forward over the mined candidates")
 
 
 def _utilisation(kind: str) -> float:

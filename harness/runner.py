@@ -1,8 +1,9 @@
 """Run a method spec end to end: stages -> evaluation -> comparison -> tracking + run record.
 
-Each family of methods has a pipeline function that turns a resolved spec and a dataset
-into a TREC run (through cached stages). Everything after the run file (evaluation with
-the benchmark's conventions, comparison with the papers, MLflow, the run record) is shared.
+Each family of methods has a pipeline function (declared in harness/stages.py) that turns a
+resolved spec and a dataset into a TREC run (through cached stages). Everything after the run
+file (evaluation with the benchmark's conventions, comparison with the papers, MLflow, the run
+record) is shared.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from harness.hardware import declared_present, detect
 from harness.run_record import build_record, write_record
 from harness.run_scores import Scored, score_variants
 from harness.spec import MethodSpec, load_method
-from harness.stages import StopAfterStage
+from harness.stages import FAMILIES, StopAfterStage, resolve
 from harness.tracking import Tracker, log_parent_summary, new_run_id, parent_tracker
 
 
@@ -70,25 +71,15 @@ Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
 
 
 def pipeline_for(spec: MethodSpec) -> Pipeline:
-    """family -> function returning run files per fine-tuning stage and dataset."""
+    """The pipeline function of the spec's family (declared in harness/stages.py :data:`FAMILIES`)."""
     family = spec.get("family")
-    if family == "lexical":
-        from harness.pipelines.bm25 import run_bm25
-
-        return run_bm25
-    if family == "dense":
-        from harness.pipelines.dense import run_dense
-
-        return run_dense
-    if family == "learned-sparse":
-        from harness.pipelines.learned_sparse import run_learned_sparse
-
-        return run_learned_sparse
-    raise HarnessError(
-        f"method '{spec.name}' ({family}): its fine-tuning pipeline is not built yet; "
-        f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "
-        "(see the status table in docs/status.md)"
-    )
+    if family not in FAMILIES:
+        raise HarnessError(
+            f"method '{spec.name}' ({family}): its fine-tuning pipeline is not built yet; "
+            f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "
+            "(see the status table in docs/status.md)"
+        )
+    return resolve(FAMILIES[family].pipeline)
 
 
 def run_params(spec: MethodSpec) -> dict[str, Any]:

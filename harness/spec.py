@@ -21,13 +21,12 @@ from harness.errors import DataFormatError, HarnessError, SpecProblems, UnknownN
 from harness.papers.parsing import yaml_key_lines
 from harness.paths import BASELINES_DIR, specs_dir
 from harness.spec_keys import BLOCKS, OPEN, Block, Keys
-from harness.stages import ALWAYS_STEPS, FAMILY_STEPS, SPEC_STEPS, STEP_NEEDS
+from harness.stages import FAMILIES, FAMILY_STEPS, SPEC_STEPS, STEP_NEEDS
 
 PROFILES = ("paper", "rehearsal", "mini", "tiny")
 # Derived from the paper profile (harness.rehearsal) for every trained method that has one; a spec's
 # own `profiles.rehearsal` block is merged last.
 DERIVED_PROFILE = "rehearsal"
-FAMILIES = ("lexical", "dense", "learned-sparse")
 BM25_NEGATIVE_SOURCES = ("own", "msmarco-triples", "tevatron")  # data.bm25_negatives (harness.pipelines.bm25)
 
 # key -> (required, allowed python types, one-line meaning). Checked after resolution.
@@ -431,7 +430,7 @@ def _step_problems(steps: list[Any], family: Any) -> list[str]:
         problems += [f"step '{step}' needs '{need}' before it in stages"
                      for need in STEP_NEEDS.get(step, ()) if need not in steps]
     problems += [f"a {family} method always runs step '{step}'; list it in stages"
-                 for step in ALWAYS_STEPS[family] if step not in steps]
+                 for step in FAMILIES[family].always if step not in steps]
     return problems
 
 

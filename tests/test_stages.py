@@ -7,7 +7,8 @@ import pytest
 
 from harness.context import declared_stage
 from harness.errors import HarnessError
-from harness.stages import FAMILY_STEPS, FINETUNE_STAGES, GRAPH, PRETRAINING, STAGES, outline
+from harness.stages import (FAMILIES, FAMILY_STEPS, FINETUNE_STAGES, GRAPH, MINING_DETAILS, NOT_PROJECTED, PRETRAINING,
+                            STAGES, outline, resolve)
 
 
 def test_every_need_is_a_declared_stage_met_earlier_or_a_retriever_of_the_chain():
@@ -38,3 +39,13 @@ def test_resumable_stages_are_the_trainers():
     assert {s.name for s in GRAPH if s.resumable} == {"qgen", "pretrain", "retriever1", "retriever2", "reranker",
                                                       "retriever3"}
     assert "retriever2" in outline() and "(resumable)" in outline()
+
+
+def test_every_declared_function_reference_resolves():
+    """The plan's, the projection's and the families' functions are named once, in the declarations."""
+    refs = [ref for s in GRAPH for ref in (s.details, s.cost) if ref and ref != NOT_PROJECTED]
+    refs += [MINING_DETAILS, *(family.pipeline for family in FAMILIES.values())]
+    for ref in refs:
+        assert callable(resolve(ref)), ref
+    assert set(FAMILY_STEPS) == set(FAMILIES)
+    assert {s.group for s in GRAPH if s.details} >= {"bm25", "impact", "teacher", "pretrain", "retriever1"}
