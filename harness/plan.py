@@ -19,7 +19,7 @@ from harness.context import STOP
 from harness.hardware import Hardware, detect, world_size
 from harness.spec import MethodSpec
 from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-from harness.stage_settings import (CONFIGURED_RERANKER, MineSettings, PretrainSettings, RerankerSettings,
+from harness.stage_settings import (CONFIGURED_RERANKER, PretrainSettings, RerankerSettings,
                                     StageSettings, finetune_settings)
 from harness.stages import MINING_DETAILS, STAGES, resolve
 
@@ -150,9 +150,12 @@ def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list
 # The declared `details` of harness/stages.py: (spec, plan entry, hardware) -> the stage's settings lines.
 
 def mining_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
-    mine = MineSettings.from_spec(spec)
-    return [f"mining: top {mine.depth} of the training queries with "
-            f"{mine.with_ or 'the retriever'} (hard negatives for the next retriever)"]
+    """Retriever 1 mines for retriever 2, retriever 2 for retriever 3, to the next stage's negative_depth."""
+    miner, reader = ("retriever2", "retriever3") if "mine-retriever2" in (entry.get("dataset") or "") \
+        else ("retriever1", "retriever2")
+    depth = StageSettings.from_spec(spec, reader).negative_depth
+    return [f"mining: top {depth} of the training queries with {miner} (hard negatives for {reader}, "
+            f"its negative_depth)"]
 
 
 def tokenizer_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:

@@ -171,9 +171,9 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
 
 def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The cross-encoder's forward over the mined candidates of the training queries."""
-    from harness.stage_settings import MineSettings
+    from harness.stage_settings import StageSettings
 
-    depth = MineSettings.from_spec(spec).depth
+    depth = StageSettings.from_spec(spec, "retriever3").negative_depth  # retriever 2 mines this deep for it
     queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
     return Cost(_label(entry), queries * depth * _per_sequence("encode"), "encode", 512,
                 "cross-encoder forward over the mined candidates")

@@ -21,6 +21,7 @@ from harness.errors import DataFormatError, HarnessError, SpecProblems, UnknownN
 from harness.papers.parsing import yaml_key_lines
 from harness.paths import BASELINES_DIR, specs_dir
 from harness.spec_keys import BLOCKS, OPEN, Block, Keys
+from harness.stage_settings import NEGATIVE_DEPTH
 from harness.stages import FAMILIES, FAMILY_STEPS, SPEC_STEPS, STEP_NEEDS
 
 PROFILES = ("paper", "rehearsal", "mini", "tiny")
@@ -95,9 +96,35 @@ DOCUMENTATION_KEYS = ("description", "notes", "papers", "deviations", "assumptio
                       "compare_with")
 
 
+# Keys a spec may no longer state, with what now decides what they said (``validate`` names it).
+RETIRED = {("finetune", "mine"): "is retired: mining searches each training query to the negative_depth of the "
+                                 "stage that trains on the mined run (finetune.retriever2.negative_depth; "
+                                 "retriever3's for learned-sparse's second mining), so state that instead"}
+
+
+def _negative_depth(config: dict[str, Any], stage: str) -> Any:
+    """A fine-tuning stage's negative_depth in a resolved spec's config: its block's, the finetune block's, the default."""
+    finetune = config.get("finetune") or {}
+    return ((finetune.get(stage) or {}).get("negative_depth") or finetune.get("negative_depth") or NEGATIVE_DEPTH)
+
+
+def _without_redundant_mine(config: dict[str, Any]) -> dict[str, Any]:
+    """A record made before ``finetune.mine`` was retired (RETIRED) ran the same settings as today's spec when
+    its block says what the rule now derives (depth = retriever 2's negative_depth, mined with retriever 1):
+    then the block is dropped before hashing; otherwise kept, so the hash tells the two runs apart."""
+    finetune = config.get("finetune")
+    mine = finetune.get("mine") if isinstance(finetune, dict) else None
+    if not isinstance(mine, dict) or set(mine) - {"depth", "with"}:
+        return config
+    if mine.get("depth", NEGATIVE_DEPTH) != _negative_depth(config, "retriever2") \
+            or mine.get("with") not in (None, "retriever1"):
+        return config
+    return {**config, "finetune": {k: v for k, v in finetune.items() if k != "mine"}}
+
+
 def settings_hash(config: dict[str, Any]) -> str:
-    """16 hex digits of the settings that run (documentation keys left out)."""
-    return config_hash({k: v for k, v in (config or {}).items() if k not in DOCUMENTATION_KEYS})
+    """16 hex digits of the settings that run (documentation keys left out, a redundant retired block too)."""
+    return config_hash({k: v for k, v in _without_redundant_mine(config or {}).items() if k not in DOCUMENTATION_KEYS})
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -451,7 +478,9 @@ def _walk(block: dict[Any, Any], keys: Keys, prefix: tuple[str, ...]) -> list[Fi
     for key, value in block.items():
         path = prefix + (str(key),)
         rule = keys.get(key) if isinstance(key, str) else None
-        if rule is None:
+        if path in RETIRED:
+            found.append(Finding(path, True, f" {RETIRED[path]}"))
+        elif rule is None:
             close = UnknownNameError("key", str(key), list(keys)).suggestions
             found.append(Finding(path, True, f" (did you mean {'.'.join(prefix + (close[0],))}?)" if close else ""))
         elif isinstance(rule, Block) and value is not None:  # null: the code reads an absent block

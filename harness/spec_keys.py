@@ -19,7 +19,7 @@ from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettin
 from harness.kinds import FLAG, NON_NEGATIVE, POSITIVE_WHOLE, TEXT, Kind, one_of
 from harness.papers.schema import CONDITION_KEYS
 from harness.settings import BlockSettings, Settings
-from harness.stage_settings import MineSettings, PretrainSettings, RerankerSettings, StageSettings
+from harness.stage_settings import PretrainSettings, RerankerSettings, StageSettings
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,6 @@ _FINETUNE: Keys = {
     "max_train_queries": "a seeded subsample of that many judged training queries (null: all)",
     "evaluate_start": "also score the encoder fine-tuning starts from (zero-shot)",
     **_SHARED,
-    "mine": Block("hard-negative mining", typed_keys(MineSettings)),
     "retriever1": Block("stage 1: BM25 negatives", {**_STAGE, **_NEGATIVES}),
     "retriever2": Block("stage 2: mined negatives", {**_STAGE, **_NEGATIVES, **_INIT}),
     "retriever3": Block("stage 3: distils a reranker (learned-sparse)", _RETRIEVER3),
@@ -115,7 +114,7 @@ BLOCKS: dict[str, Keys] = {
 # The blocks whose kinds harness.spec_values checks key by key (the pretrain block, a fine-tuning
 # stage's keys and the teacher's reranker_train are checked whole, with the trainer config built from them).
 KIND_BLOCKS: tuple[type[BlockSettings], ...] = (TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings,
-                                                MineSettings, RerankerSettings)
+                                                RerankerSettings)
 # The kinds of the keys above outside the trainer-config blocks: those of the typed blocks, with the setting's
 # example (a closed block they hold is checked by harness.spec), and the rest, which the pipelines read or
 # compare when their stage starts; checked with the resolved spec before any stage runs (harness.spec_values).

@@ -1,5 +1,5 @@
 """The training blocks of a spec, typed (harness.settings), defaults declared once: pre-training,
-a fine-tuning stage, hard-negative mining and the stage-3 teacher.
+a fine-tuning stage (its negative_depth is also how deep mining searches) and the stage-3 teacher.
 
 A fine-tuning stage (``retriever1`` / ``retriever2`` / ``retriever3``) reads the finetune block's
 scalar keys overridden by its own block (:func:`finetune_settings`); pre-training reads the
@@ -20,7 +20,9 @@ from harness.errors import HarnessError
 from harness.kinds import FLAG, MAPPING, NUMBER, POSITIVE, POSITIVE_WHOLE, TEXT, WHOLE, one_of
 from harness.settings import BlockSettings, Settings, setting
 
-NEGATIVE_DEPTH = 200  # hard negatives come from this many top-ranked passages unless a stage says otherwise
+# Hard negatives come from this many top-ranked passages unless a stage says otherwise; mining searches the
+# training queries to the depth of the stage that trains on the mined run (harness.pipelines.chain).
+NEGATIVE_DEPTH = 200
 # What a pre-training pair holds next to its passage (harness.corpus.pairs reads these).
 PAIR_KINDS = ("span", "qc", "mixed", "single")
 # Stage 3's teachers (harness.pipelines.learned_sparse); any other `reranker` value names a checkpoint.
@@ -29,8 +31,6 @@ CONFIGURED_RERANKER = "configured-checkpoint"
 BI_ENCODER_TEACHER = "bi-encoder"
 
 
-# The stages that mine: the previous retriever's search of the training queries.
-MINING = ("dense_retrieve", "impact_search")
 SCORING = ("teacher_scores",)  # the stage where stage 3's teacher scores the mined candidates
 
 
@@ -145,17 +145,6 @@ class StageSettings(Settings):
                 "contrastive_weight": self.contrastive_weight}
 
 
-
-@dataclass(frozen=True)
-class MineSettings(BlockSettings):
-    """``finetune.mine``: the previous retriever's search of the training queries for hard negatives."""
-
-    block = ("finetune", "mine")
-    reads = MINING
-
-    depth: int = setting("mined negatives come from this many top results", NEGATIVE_DEPTH, POSITIVE_WHOLE)
-    with_: str | None = setting("the retriever that mines (printed by the plan; the previous retriever always "
-                                "mines)", None, TEXT, example="retriever1", keyed=False)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def test_rehearsal_changes_only_steps_weights_and_data(method: str) -> None:
     assert rehearsed.get("pretrain.global_batch") in (None, paper.get("pretrain.per_device_batch"))
     for key in ("pretrain.max_length", "pretrain.grad_cache_chunk",
                 "pretrain.objective_params", "pretrain.precision", "finetune.passages_per_query",
-                "finetune.max_p_len", "finetune.max_q_len", "finetune.mine", "qgen.num_queries", "stages",
+                "finetune.max_p_len", "finetune.max_q_len", "finetune.retriever2.negative_depth", "qgen.num_queries", "stages",
                 "corpus.max_tokens", "data.msmarco_passages"):
         assert rehearsed.get(key) == paper.get(key), key
     assert rehearsed.get("model.hidden") == 768 and rehearsed.get("model.layers") == 12

@@ -41,8 +41,7 @@ profiles:
       global_queries: 8
       passages_per_query: 2
       retriever1: {epochs: 1, negative_depth: 50}
-      mine: {depth: 30}
-      retriever2: {epochs: 1}
+      retriever2: {epochs: 1, negative_depth: 30}
 """
 
 

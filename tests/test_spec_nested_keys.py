@@ -68,6 +68,26 @@ def test_misspelt_key_in_a_profile_names_file_line_and_path(root: Path):
     assert sum("finetune.retriever2.epoch'" in p for p in validate_specs(root)) == 1  # once, not per spec/profile
 
 
+def test_the_retired_mining_block_names_the_setting_that_replaced_it(root: Path):
+    line = edit(root / "cotmae.yaml", "  retriever2:", "  mine: {depth: 50}\n  retriever2:")
+    message = load_error("cotmae", "paper", root)
+    assert f"{root / 'cotmae.yaml'}:{line}: unknown key 'finetune.mine' is retired" in message
+    assert "finetune.retriever2.negative_depth" in message
+
+
+def test_a_record_with_a_redundant_mining_block_hashes_as_todays_spec():
+    """Records made before `finetune.mine` was retired stated `mine: {depth: 200, with: retriever1}`: the
+    same run as today's spec (mining to retriever 2's negative_depth), so the same settings hash; another
+    depth ran other settings and keeps another hash."""
+    from harness.spec import settings_hash
+
+    config = load_method("cotmae", "tiny").config
+    finetune = config["finetune"]
+    same = {**config, "finetune": {**finetune, "mine": {"depth": 200, "with": "retriever1"}}}
+    other = {**config, "finetune": {**finetune, "mine": {"depth": 30}}}
+    assert settings_hash(same) == settings_hash(config) != settings_hash(other)
+
+
 def test_misspelt_key_at_block_depth(root: Path):
     line = edit(root / "cotmae.yaml", "  steps: 50000", "  stepz: 50000")
     message = load_error("cotmae", "paper", root)

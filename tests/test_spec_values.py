@@ -47,7 +47,8 @@ CASES = [
     Case("lexmae", "retriever1: {negatives: [bm25], negative_depth: 1000",
          "retriever1: {negatives: [bm25], negative_depth: deep", "finetune.retriever1.negative_depth",
          "'deep' is not a whole number"),
-    Case("cotmae", "mine: {depth: 200", "mine: {depth: two hundred", "finetune.mine.depth", "is not a whole number"),
+    Case("cotmae", "retriever1: {negatives: [bm25], negative_depth: 200", "retriever1: {negatives: [bm25], "
+         "negative_depth: two hundred", "finetune.retriever1.negative_depth", "is not a whole number"),
     Case("cotmae", "devices: 16", "devices: sixteen", "hardware.devices", "'sixteen' is not a whole number"),
     Case("lexmae", "teacher_scale: 20", "teacher_scale: big", "finetune.retriever3.teacher_scale", "is not a number",
          "mini", "  mini:", True),
@@ -244,10 +245,9 @@ def test_the_settings_kinds_cover_every_field():
     from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
     from harness.kinds import Kind
     from harness.settings import default_of, spec_key
-    from harness.stage_settings import (MineSettings, PretrainSettings, RerankerSettings, RerankerTrainSettings,
-                                        StageSettings)
+    from harness.stage_settings import PretrainSettings, RerankerSettings, RerankerTrainSettings, StageSettings
 
-    for cls in (PretrainSettings, StageSettings, MineSettings, RerankerSettings, RerankerTrainSettings,
+    for cls in (PretrainSettings, StageSettings, RerankerSettings, RerankerTrainSettings,
                 TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings):
         for f in dataclasses.fields(cls):
             key = spec_key(f)

@@ -26,11 +26,11 @@ from harness.kinds import MAPPING
 from harness.runner import plan_method
 from harness.settings import Settings, default_of, spec_key
 from harness.spec import MethodSpec, list_methods, load_method, profiles_of
-from harness.stage_settings import (MineSettings, PretrainSettings, RerankerSettings, RerankerTrainSettings,
+from harness.stage_settings import (PretrainSettings, RerankerSettings, RerankerTrainSettings,
                                     StageSettings, finetune_settings)
 
 BLOCKS: tuple[type[Settings], ...] = (TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings,
-                                      PretrainSettings, MineSettings, RerankerSettings)
+                                      PretrainSettings, RerankerSettings)
 RETRIEVERS = ("retriever1", "retriever2", "retriever3")
 # Settings of a block that a family's stages never read, with why.
 NOT_READ_BY = {
@@ -55,8 +55,6 @@ def blocks_of(spec: MethodSpec, planned: set[str]) -> Iterator[tuple[type[Settin
     """(class, where the block sits in the spec, its settings, the stages that read it), for each block
     that a stage of the plan reads."""
     for cls in BLOCKS:
-        if cls is MineSettings and "mine" not in (spec.get("stages") or []):
-            continue  # mining is the dense_retrieve / impact_search of the training queries: none here
         if planned & set(cls.reads):
             yield cls, cls.block, cls.from_spec(spec), cls.reads  # type: ignore[attr-defined]
     for stage in RETRIEVERS:

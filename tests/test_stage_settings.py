@@ -56,7 +56,7 @@ def test_every_committed_spec_and_profile_reads_cleanly(method):
 
 def test_every_block_reads_its_defaults_from_one_declaration():
     from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-    from harness.stage_settings import MineSettings, RerankerSettings
+    from harness.stage_settings import RerankerSettings
 
     spec = load_method("bm25", "paper")  # states no tokenizer, corpus, qgen, mine or teacher block
     assert (TokenizerSettings.from_spec(spec).from_, TokenizerSettings.from_spec(spec).vocab_size) == \
@@ -70,8 +70,7 @@ def test_every_block_reads_its_defaults_from_one_declaration():
                                    "max_input_tokens": 144}  # defaults included; generation settings left out
     r = RetrievalSettings.from_spec(load_method("lexmae", "paper"))
     assert (r.k1, r.b, r.fields, r.threads, r.depth) == (0.9, 0.4, {"contents": 1.0, "title": 1.0}, 2, 1000)
-    assert MineSettings.from_mapping({"with": "retriever1"}, "x").with_ == "retriever1"  # a keyword as a key
-    assert MineSettings.from_spec(spec).depth == 200
+    assert TokenizerSettings.from_mapping({"from": "wordpiece"}, "x").from_ == "wordpiece"  # a keyword as a key
     teacher = RerankerSettings.from_spec(spec)
     assert (teacher.reranker, teacher.teacher_scale, teacher.teacher_max_length) == ("configured-checkpoint", 20.0, 128)
     train = teacher.train()
@@ -90,16 +89,16 @@ def test_the_teacher_scores_what_retriever_3_draws_unless_stated():
 def test_a_block_key_is_its_settings_field():
     from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
     from harness.spec_keys import KEY_KINDS
-    from harness.stage_settings import MineSettings, RerankerSettings, RerankerTrainSettings
+    from harness.stage_settings import RerankerSettings, RerankerTrainSettings
 
     for block, cls in (("tokenizer", TokenizerSettings), ("corpus", CorpusSettings), ("qgen", QgenSettings),
                        ("retrieval", RetrievalSettings)):
         assert list(BLOCKS[block]) == list(cls.meanings()), block
-    assert list(BLOCKS["finetune"]["mine"].keys) == list(MineSettings.meanings())
+    assert "mine" not in BLOCKS["finetune"]  # retired: mining searches to the next stage's negative_depth
     r3 = BLOCKS["finetune"]["retriever3"].keys
     assert set(RerankerSettings.meanings()) <= set(r3)
     assert list(r3["reranker_train"].keys) == list(RerankerTrainSettings.meanings())
-    assert KEY_KINDS[("finetune", "mine", "depth")].example == 200  # the setting's default shown as the example
+    assert KEY_KINDS[("qgen", "num_queries")].example == 5  # the setting's default shown as the example
     assert ("retrieval", "fields") not in KEY_KINDS  # a closed block: its keys are checked by harness.spec
 
 

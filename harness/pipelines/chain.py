@@ -35,7 +35,8 @@ class Family:
     - ``start(encoder)``: the folder its retrievers start from (dense: the encoder; SPLADE: its masked LM);
     - ``train(stage, init, pools, key)``: fine-tune retriever ``stage`` on the negatives of ``pools``
       (TREC runs), ``key`` naming what the stage read for its cache key;
-    - ``mine(label, model)``: the run of the training queries whose top results are the next negatives;
+    - ``mine(label, model, depth)``: the run of the training queries whose top ``depth`` results are the
+      next stage's negatives (``depth``: that stage's ``negative_depth``: one setting, no separate mining depth);
     - ``search(label, model, dataset)``: the evaluation run of one benchmark (or forum);
     - ``distil(models, encoder, bm25, init)``: retriever 3 from a teacher (learned-sparse only);
     - ``zero_shot``: models scored before the retrievers (dense: the start encoder, ``finetune.evaluate_start``).
@@ -43,7 +44,7 @@ class Family:
 
     start: Callable[[Path], Path]
     train: Callable[[str, Path, list[Path], dict[str, str]], Path]
-    mine: Callable[[str, Path], Path]
+    mine: Callable[[str, Path, int], Path]
     search: Callable[[str, Path, str], Path]
     distil: Callable[[dict[str, Path], Path, Path, Path], Path] | None = None
     zero_shot: Callable[[Path], dict[str, Path]] = lambda encoder: {}
@@ -74,7 +75,7 @@ def run_chain(ctx: "RunContext", datasets: list[str], family: Family, before: Ca
         return models[choice]
 
     if "finetune_r2" in steps:
-        mined = family.mine("retriever1", models["retriever1"])
+        mined = family.mine("retriever1", models["retriever1"], mining_depth(ctx, "retriever2"))
         negatives = finetune_settings(ctx.spec, "retriever2").get("negatives") or []
         pools = [mined] + ([bm25_train] if "bm25" in negatives else [])
         models["retriever2"] = family.train("retriever2", init_for("retriever2"), pools,
@@ -124,6 +125,12 @@ def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, 
         keep = set(random.Random(SEED).sample(sorted(qrels), limit))
         qrels = {q: r for q, r in qrels.items() if q in keep}
     return queries, qrels
+
+
+def mining_depth(ctx: "RunContext", stage: str) -> int:
+    """How deep the previous retriever searches the training queries for `stage`'s negatives: the
+    stage's own ``negative_depth`` (it draws its negatives from no deeper than that)."""
+    return StageSettings.from_spec(ctx.spec, stage).negative_depth
 
 
 def training_key(ctx: "RunContext", stage: str, settings: StageSettings) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from harness.context import input_key
 from harness.data.requirements import train_split
 from harness.errors import HarnessError
 from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries, training_key
-from harness.stage_settings import MineSettings, StageSettings
+from harness.stage_settings import StageSettings
 
 if TYPE_CHECKING:
     from harness.context import RunContext
@@ -118,5 +118,5 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> Runs:
     return run_chain(ctx, datasets, Family(
         start=lambda encoder: encoder,
         train=lambda stage, init, pools, key: train_stage(ctx, stage, init, pools, key),
-        mine=lambda label, model: retrieve_stage(ctx, "mine", model, name, split, MineSettings.from_spec(ctx.spec).depth),
+        mine=lambda label, model, depth: retrieve_stage(ctx, "mine", model, name, split, depth),
         search=search, zero_shot=zero_shot))

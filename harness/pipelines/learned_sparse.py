@@ -45,9 +45,10 @@ from harness.conditions import PAPER_RERANKER
 from harness.context import input_key
 from harness.data.requirements import train_split
 from harness.errors import HarnessError
-from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries, training_key
-from harness.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, MineSettings,
-                                    RerankerSettings, StageSettings)
+from harness.pipelines.chain import (Family, Runs, detected_world_size, mining_depth, run_chain, train_queries,
+                                     training_key)
+from harness.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, RerankerSettings,
+                                    StageSettings)
 from harness.stages import PRETRAINING
 
 if TYPE_CHECKING:
@@ -410,7 +411,6 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> Runs:
 
     steps = ctx.spec.get("stages", [])
     name, split = train_split(ctx.spec)
-    depth = MineSettings.from_spec(ctx.spec).depth
     configured: list[Teacher | None] = [None]
 
     def before() -> None:
@@ -419,12 +419,12 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> Runs:
         if "finetune_r3" in steps and ctx.stop_after not in PRETRAINING:
             configured[0] = configured_reranker(ctx)
 
-    def mine(label: str, model: Path) -> Path:
+    def mine(label: str, model: Path, depth: int) -> Path:
         return search_stage(ctx, label, model, name, split, depth, record=False, train_only=True)
 
     def distil(models: dict[str, Path], encoder: Path, bm25_train: Path, init: Path) -> Path:
         teacher = configured[0] or reranker_stage(ctx, encoder, bm25_train)
-        scored = teacher_stage(ctx, teacher, mine("retriever2", models["retriever2"]))
+        scored = teacher_stage(ctx, teacher, mine("retriever2", models["retriever2"], mining_depth(ctx, "retriever3")))
         return splade_train_stage(ctx, "retriever3", init, [], {"teacher": input_key(scored)}, teacher_dir=scored)
 
     return run_chain(ctx, datasets, Family(
