@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import bm25s
 
-    from harness.text_table import format_table
+    from harness.core.text_table import format_table
     from harness.data.catalog import get_benchmark
     from harness.evaluation.measures import evaluate
 

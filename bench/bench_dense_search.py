@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from beir.retrieval.search.dense import DenseRetrievalExactSearch
 
-    from harness.text_table import format_table
+    from harness.core.text_table import format_table
     from harness.retrieval.dense import Shard, build_index, retrieve
 
     docs, queries, source = embeddings(args)

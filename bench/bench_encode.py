@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from harness.text_table import format_table
+    from harness.core.text_table import format_table
     from harness.retrieval.encoder import load_encoder
 
     tmp = tempfile.TemporaryDirectory()

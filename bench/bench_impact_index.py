@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.retrieval.impact import build_impact_index
     from harness.retrieval.java import ensure_java_home
-    from harness.text_table import format_table
+    from harness.core.text_table import format_table
 
     vectors = synthetic_vectors(args.docs, args.nonzeros)
     tmp = Path(tempfile.mkdtemp(prefix="bench-impact-"))

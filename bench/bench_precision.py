@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench_encode import load_passages
     from harness.retrieval.encoder import load_encoder
-    from harness.text_table import format_table
+    from harness.core.text_table import format_table
     from harness.training.precision import autocast, cpu_bf16
 
     native = cpu_bf16()

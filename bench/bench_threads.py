@@ -38,7 +38,7 @@ def worker(steps: int) -> dict[str, float]:
 
     from harness.pretrain.models import bert_config_from_dict
     from harness.pretrain.objectives import build_objective
-    from harness.spec import load_method
+    from harness.spec.method import load_method
     from objective_fixtures import toy_tokenizer
     from paper_shape_smoke import _examples, _step
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # object
 from harness.pretrain.models import bert_config_from_dict  # noqa: E402
 from harness.pretrain.objectives import build_objective  # noqa: E402
 from harness.training.precision import autocast  # noqa: E402
-from harness.spec import load_method, objective_specs  # noqa: E402
+from harness.spec.method import load_method, objective_specs  # noqa: E402
 from objective_fixtures import WORDS, toy_tokenizer  # noqa: E402
 
 BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,

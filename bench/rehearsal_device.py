@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.paths import runs_dir  # noqa: E402
-from harness.records import load_references  # noqa: E402
+from harness.core.paths import runs_dir  # noqa: E402
+from harness.records.store import load_references  # noqa: E402
 
 DENSE = ["cotmae", "cotmae_qc", "cocondenser", "cocondenser_qc"]
 

@@ -1,3 +1,5 @@
+"""`python -m harness`: hands the command line to harness.cli."""
+
 import sys
 
 from harness.cli import main

@@ -13,8 +13,10 @@ import os
 import signal
 import sys
 
-from harness import procs, threads
-from harness.errors import HarnessError, SpecProblems
+from harness.core import procs
+
+from harness.core import threads
+from harness.core.errors import HarnessError, SpecProblems
 
 # Order is the order shown in --help.
 COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "noise", "report",

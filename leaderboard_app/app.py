@@ -18,7 +18,7 @@ import streamlit as st  # noqa: E402
 
 from leaderboard_app import data as lb_data  # noqa: E402
 from leaderboard_app import glance, plots, tables  # noqa: E402
-from harness import overview  # noqa: E402
+from harness.present import overview  # noqa: E402
 
 st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
 

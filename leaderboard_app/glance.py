@@ -1,4 +1,4 @@
-"""The "At a glance" tab's pieces: the HTML of harness/glance_html.py (shared with ``report
+"""The "At a glance" tab's pieces: the HTML of harness/present/glance_html.py (shared with ``report
 --html``) and the rows as DataFrames for the CSV downloads. No streamlit import: app.py displays them.
 """
 
@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from harness.glance_html import (CLAIM_HEADERS, CSS, HEADLINE_HEADERS, LEARNED_CAPTION, MATRIX_CAPTION, badge,
+from harness.present.glance_html import (CLAIM_HEADERS, CSS, HEADLINE_HEADERS, LEARNED_CAPTION, MATRIX_CAPTION, badge,
                                  claims_html, counts_html, headline_html, learned_html, legend_html, matrix_html,
                                  profiles)
-from harness.glance_html import learned_matrix as _learned_matrix
-from harness.overview import Glance, LearnedRow
+from harness.present.glance_html import learned_matrix as _learned_matrix
+from harness.present.overview import Glance, LearnedRow
 
 __all__ = ["CLAIM_HEADERS", "CSS", "HEADLINE_HEADERS", "LEARNED_CAPTION", "MATRIX_CAPTION", "badge", "claims_html",
            "counts_html", "frames", "headline_html", "learned_html", "learned_matrix", "legend_html", "matrix_html",
@@ -20,7 +20,7 @@ __all__ = ["CLAIM_HEADERS", "CSS", "HEADLINE_HEADERS", "LEARNED_CAPTION", "MATRI
 
 
 def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> pd.DataFrame:
-    """Method x benchmark for one profile (harness.glance_html.learned_matrix) as a DataFrame."""
+    """Method x benchmark for one profile (harness.present.glance_html.learned_matrix) as a DataFrame."""
     columns, lines = _learned_matrix(rows, profile)
     return pd.DataFrame(lines, columns=columns).fillna("")
 

@@ -20,8 +20,8 @@ from harness.evaluation.conventions import primary_measure
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.gate.labels import system_axes, system_label
 from harness.papers.registry import paper_key
-from harness.records import RunRecord
-from harness.statuses import STATUSES
+from harness.records.store import RunRecord
+from harness.core.statuses import STATUSES
 from leaderboard_app.tables import source_of
 
 STATUS_COLOURS = {v: STATUSES[v].colour for v in VERDICTS}  # a cell's verdict, as its badge is coloured

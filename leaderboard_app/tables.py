@@ -17,8 +17,8 @@ from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
 from harness.papers.registry import paper_key
-from harness.records import RunRecord
-from harness.tracking import flatten
+from harness.records.store import RunRecord
+from harness.records.tracking import flatten
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).
 MAIN_COLUMNS: list[tuple[str, str, str]] = [
@@ -44,7 +44,7 @@ UNDER = "vs row above: "
 
 
 def badge(status: str | None) -> str:
-    """A verdict shown as its own word (harness/statuses.py): no emoji, which render as
+    """A verdict shown as its own word (harness/core/statuses.py): no emoji, which render as
     empty boxes where no emoji font is installed (Debian's Chromium)."""
     return status or NOT_COMPARABLE
 
@@ -432,7 +432,7 @@ def to_csv(frame: pd.DataFrame) -> bytes:
 def paper_deviations(method: str, key: str = "deviations") -> list[str]:
     """The method's declared deviations of its paper profile from its paper, or with
     ``key="assumptions"`` the values it picks where the papers say nothing (none for unknown specs)."""
-    from harness.paper_profiles import paper_deviations as all_deviations
+    from harness.spec.paper_profiles import paper_deviations as all_deviations
 
     try:
         return all_deviations(key).get(method, [])

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import PROJECT_ROOT
+from harness.core.paths import PROJECT_ROOT
 
 ARTIFACTS = PROJECT_ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

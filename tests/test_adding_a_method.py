@@ -2,7 +2,7 @@
 
 A new objective needs no edit to the harness: the objective module registers itself from the
 ``objectives/`` folder beside the user's specs, and the spec names it. A new stage is declared
-once in harness/stages.py; the page's declarations are added to the graph for the test only.
+once in harness/stages/graph.py; the page's declarations are added to the graph for the test only.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import stages
-from harness.paths import PROJECT_ROOT
-from harness.stages import Family, Stage
+from harness.stages import graph as stages
+from harness.core.paths import PROJECT_ROOT
+from harness.stages.graph import Family, Stage
 
 DOC = PROJECT_ROOT / "docs" / "adding-a-method.md"
 STAGE_PART = "\n## Adding a stage\n"
@@ -39,7 +39,7 @@ def doc_blocks(part: str = "method") -> tuple[dict[str, str], list[str]]:
 
 
 def declarations() -> tuple[Stage, Family]:
-    """The stage part's block of declarations (```python declare), as harness/stages.py would hold them."""
+    """The stage part's block of declarations (```python declare), as harness/stages/graph.py would hold them."""
     _, _, text = DOC.read_text(encoding="utf-8").partition(STAGE_PART)
     (block,) = re.findall(r"```python declare\n(.*?)```", text, re.S)
     stage, family = eval(f"({block})", {"Stage": Stage, "Family": Family})  # noqa: S307 - the page's own text
@@ -84,7 +84,7 @@ def test_the_stage_part_has_a_module_its_declarations_a_spec_and_commands():
 @pytest.fixture
 def oracle_declared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The page's files in a folder, run from there, with its stage and family added to the graph for this
-    test only (what its declarations do in harness/stages.py)."""
+    test only (what its declarations do in harness/stages/graph.py)."""
     files, _ = doc_blocks("stage")
     for name, body in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import artifacts as sc
+from harness.stages import artifacts as sc
 
 
 def test_keys_are_stable_and_sensitive():
@@ -43,7 +43,7 @@ def test_finished_marker_roundtrip(tmp_path):
 
 def test_a_folder_under_a_temp_name_is_never_finished(tmp_path):
     """A build killed before its rename leaves its marker inside a temp-named folder: not finished."""
-    from harness.fsutil import temp_name
+    from harness.core.fsutil import temp_name
 
     work = temp_name(tmp_path / "out")
     work.mkdir()
@@ -54,7 +54,7 @@ def test_a_folder_under_a_temp_name_is_never_finished(tmp_path):
 
 
 def test_hash_dir_leaves_out_what_is_being_written(tmp_path):
-    from harness.fsutil import temp_name
+    from harness.core.fsutil import temp_name
 
     (tmp_path / "w.bin").write_bytes(b"w")
     h = sc.hash_dir(tmp_path, exclude=())
@@ -72,7 +72,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    from harness import fsutil
+    from harness.core import fsutil
 
     monkeypatch.setattr(fsutil.os, "replace", boom)
     with pytest.raises(OSError):
@@ -82,9 +82,9 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
 
 
 def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monkeypatch):
-    from harness.context import RunContext, StageLog
-    from harness.spec import load_method
-    from harness.tracking import Tracker
+    from harness.pipelines.context import RunContext, StageLog
+    from harness.spec.method import load_method
+    from harness.records.tracking import Tracker
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     found: list[list[str]] = []
@@ -111,24 +111,24 @@ def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monk
 
 
 def test_a_stage_name_not_declared_in_the_stage_graph_is_refused(tmp_path, monkeypatch):
-    from harness.context import RunContext, StageLog
-    from harness.errors import HarnessError
-    from harness.spec import load_method
-    from harness.tracking import Tracker
+    from harness.pipelines.context import RunContext, StageLog
+    from harness.core.errors import HarnessError
+    from harness.spec.method import load_method
+    from harness.records.tracking import Tracker
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     ctx = RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
                      StageLog())
-    with pytest.raises(HarnessError, match="stage 'finetune_r3' is not declared in harness/stages.py"):
+    with pytest.raises(HarnessError, match="stage 'finetune_r3' is not declared in harness/stages/graph.py"):
         ctx.cached_stage("finetune_r3", None, {}, {}, lambda work: {})
 
 
 def test_a_cached_stage_reports_the_outputs_its_build_returned(tmp_path, monkeypatch):
     """A resumed run's record carries the losses of the stages it took from the cache (the loss gate
     reads them), and how long their build took."""
-    from harness.context import RunContext, StageLog
-    from harness.spec import load_method
-    from harness.tracking import Tracker
+    from harness.pipelines.context import RunContext, StageLog
+    from harness.spec.method import load_method
+    from harness.records.tracking import Tracker
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     entries = []

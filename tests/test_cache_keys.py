@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.context import input_key
-from harness.paths import PROJECT_ROOT
+from harness.pipelines.context import input_key
+from harness.core.paths import PROJECT_ROOT
 
 # A tokenizer trained here (tiny), a packaged checkpoint as init, tokenizer and stage-3 teacher
 # (mini), the learned-sparse chain with its reranker (lexmae tiny).
@@ -33,7 +33,7 @@ def copy_checkout(dest: Path) -> Path:
 # Run inside a copy: every plan's (stage, dataset, key), one process for all plans.
 PLAN_SCRIPT = """
 import json, sys
-from harness.runner import run_method
+from harness.run.runner import run_method
 plans = json.loads(sys.argv[1])
 print(json.dumps([[(e["stage"], e["dataset"], e.get("key")) for e in run_method(m, p, dry_run=True)["stages"]]
                   for m, p in plans]))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.cli import main
-from harness.rerun import RERUNS, Rerun, parse_reruns
+from harness.gate.rerun import RERUNS, Rerun, parse_reruns
 
 
 def test_parse_reruns():
@@ -25,7 +25,7 @@ def test_failed_rerun_is_one_error_naming_the_method_and_log(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_rerun_of_bm25_is_gated_against_the_papers(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("harness.rerun.RERUNS", (Rerun("bm25", "paper", ("scifact",)),))
+    monkeypatch.setattr("harness.gate.rerun.RERUNS", (Rerun("bm25", "paper", ("scifact",)),))
     out = tmp_path / "gate.json"
     code = main(["check", "--rerun", "bm25:paper", "--scratch", str(tmp_path / "s"), "--json", str(out)])
     printed = capsys.readouterr().out

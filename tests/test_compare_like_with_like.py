@@ -7,8 +7,8 @@ import pytest
 
 from harness.evaluation.compare import NOT_COMPARABLE, compare
 from harness.papers.registry import cells_for
-from harness.runner import stage_conditions
-from harness.spec import load_method
+from harness.run.runner import stage_conditions
+from harness.spec.method import load_method
 
 STAGES = {"cocondenser": ["retriever1", "retriever2"], "cpdae": ["retriever1"],  # CPDAE: one stage, as in its paper
           "lexmae": ["retriever1", "retriever2", "retriever3"]}

@@ -14,13 +14,13 @@ import pytest
 
 from harness.cli import main
 from harness.data import checksums
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.gate.references import accept_reference
 from harness.gate.run import run_gate
-from harness.integrity import seal
-from harness.records import REFERENCES_FILE, read_references
-from harness import overview
-from harness.statuses import CORRUPT, DATA_MISMATCH, PASS, SPEC_CHANGED, UNKNOWN_METHOD
+from harness.records.integrity import seal
+from harness.records.store import REFERENCES_FILE, read_references
+from harness.present import overview
+from harness.core.statuses import CORRUPT, DATA_MISMATCH, PASS, SPEC_CHANGED, UNKNOWN_METHOD
 from leaderboard_app import data as lb_data
 from leaderboard_app import tables
 

@@ -8,7 +8,7 @@ import pytest
 
 from harness.corpus.pairs import example_kinds, halves, make_examples
 from harness.corpus.passages import Passage
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 
 
 def _passages(n_docs: int = 60) -> list[Passage]:

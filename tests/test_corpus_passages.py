@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from harness import artifacts
+from harness.stages import artifacts
 from harness.corpus.passages import (
     Passage,
     build_passages,
@@ -18,7 +18,7 @@ from harness.corpus.passages import (
 )
 from harness.corpus.sentences import train_punkt
 from harness.corpus.tokenizer import train_wordpiece
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 
 WORDS = (
     "aspirin stroke risk vitamin blood levels trial patients placebo dose effect cohort "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nltk
 import pytest
 
-from harness import artifacts
+from harness.stages import artifacts
 from harness.corpus.sentences import SentenceSplitter, load_or_train_punkt, train_punkt
 
 TRAIN = [

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from harness import artifacts
+from harness.stages import artifacts
 from harness.corpus.tokenizer import SPECIAL_TOKENS, train_wordpiece
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 TEXTS = [
     "Aspirin lowers the risk of stroke in older patients.",

@@ -6,7 +6,7 @@ import pytest
 
 from harness.data import catalog
 from harness.data.catalog import get_benchmark, list_benchmarks
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 
 COMMON_NAMES = ["msmarco-dev", "dl19", "dl20", "trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana",
                 "webis-touche2020", "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.data import catalog, download
-from harness.errors import DataFormatError, HarnessError
+from harness.core.errors import DataFormatError, HarnessError
 
 
 @pytest.fixture(autouse=True)

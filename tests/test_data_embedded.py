@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.data import catalog, embedded, vendor
-from harness.errors import HarnessError
-from harness.paths import EMBEDDED_DATA_DIR
+from harness.core.errors import HarnessError
+from harness.core.paths import EMBEDDED_DATA_DIR
 
 EXTRA_FILES = {"MANIFEST.json", "SOURCES.md", "msmarco-passage/dl19-relevant-subset/SMOKE-TEST-ONLY.txt"}
 

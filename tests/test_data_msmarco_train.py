@@ -15,9 +15,9 @@ from harness.data.catalog import get_benchmark
 from harness.data.negatives import read_published_negatives
 from harness.data.requirements import missing_inputs, required_sources
 from harness.data.setting import PASSAGES_ENV
-from harness.errors import HarnessError
-from harness.paths import PROJECT_ROOT
-from harness.spec import load_method, pretraining_methods
+from harness.core.errors import HarnessError
+from harness.core.paths import PROJECT_ROOT
+from harness.spec.method import load_method, pretraining_methods
 
 FIXTURE = PROJECT_ROOT / "tests" / "fixtures" / "msmarco_mirror"
 

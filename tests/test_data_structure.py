@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.data import download, structure
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 DOCS = "D1\thttp://a\tA title\tA body.\nD2\thttp://b\tB title\tB body.\n"
 

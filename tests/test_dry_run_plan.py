@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.artifacts import StageCache
-from harness.context import RunContext
-from harness.records import load_references
-from harness.paths import PROJECT_ROOT, cache_dir
-from harness.stages import STAGES
-from harness.records import RunRecord, load_record, load_records
-from harness.runner import run_method
-from harness.spec import list_methods, load_method, pretraining_methods, profiles_of, settings_hash
+from harness.stages.artifacts import StageCache
+from harness.pipelines.context import RunContext
+from harness.records.store import load_references
+from harness.core.paths import PROJECT_ROOT, cache_dir
+from harness.stages.graph import STAGES
+from harness.records.store import RunRecord, load_record, load_records
+from harness.run.runner import run_method
+from harness.spec.method import list_methods, load_method, pretraining_methods, profiles_of, settings_hash
 
 RECORDS = PROJECT_ROOT / "runs" / "records"
 # Names of the spec's `stages:` list: they say which fine-tuning stages a pipeline runs, but no
@@ -154,7 +154,7 @@ def test_stage_flag_plans_up_to_and_including_the_first_stage_of_that_name(stage
 
 
 def test_stage_flag_names_the_method_s_stages_when_it_has_no_such_stage():
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match=r"nopretrain \[tiny\] runs no stage 'pretrain' \(its stages: tokenizer, "):
         run_method("nopretrain", "tiny", stage="pretrain")

@@ -13,13 +13,13 @@ from harness.evaluation.verdict import DIFFERENT, DIFFERENT_BELOW, NOT_COMPARABL
 from harness.evaluation.effects import method_effects
 from harness.gate.grading import effect_rows
 from harness.gate.run import run_gate
-from harness.integrity import seal
-from harness.records import RunRecord
-from harness.spec import load_method
-from harness.tracking import write_run_record
+from harness.records.integrity import seal
+from harness.records.store import RunRecord
+from harness.spec.method import load_method
+from harness.records.tracking import write_run_record
 
 QIDS = [f"q{i}" for i in range(2000)]
-# What the grading reads of a spec: the settings its conditions are derived from (harness/conditions.py).
+# What the grading reads of a spec: the settings its conditions are derived from (harness/spec/conditions.py).
 BASE_SPEC = {"family": "dense", "pretrain": {"objective": "cocondenser", "steps": 120000},
              "datasets": ["msmarco-dev"], "data": {"msmarco_passages": "titled"}}
 SPEC = {**BASE_SPEC, "pretrain": {**BASE_SPEC["pretrain"], "context": "qc"}, "qgen": {"num_queries": 5}}

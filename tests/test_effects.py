@@ -9,9 +9,9 @@ import pytest
 
 from harness.cli import main
 from harness.evaluation.effects import latest_by_method, method_effects, stage_effects
-from harness.integrity import seal
-from harness.records import RunRecord
-from harness.tracking import write_run_record
+from harness.records.integrity import seal
+from harness.records.store import RunRecord
+from harness.records.tracking import write_run_record
 
 QIDS = [f"q{i}" for i in range(200)]
 
@@ -51,7 +51,7 @@ def test_method_minus_control_is_paired_and_only_within_a_profile():
 def test_the_effects_are_the_specs_comparisons():
     """Each spec's `compare_with` gives the pairs: every pre-training method minus the control, QC minus non-QC
     (the pairs effects.py listed by hand before the specs declared them)."""
-    from harness.spec import comparisons, pretraining_methods
+    from harness.spec.method import comparisons, pretraining_methods
 
     pairs = comparisons()
     before = {("cotmae", "nopretrain"), ("cotmae_qc", "nopretrain"), ("cocondenser", "nopretrain"),

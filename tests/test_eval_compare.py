@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import DataFormatError, HarnessError
+from harness.core.errors import DataFormatError, HarnessError
 from harness.evaluation.bootstrap import bootstrap_ci, paired_bootstrap
 from harness.evaluation.compare import (NOT_COMPARABLE, Comparison, compare, format_comparison_table,
                                         normalise_condition)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 from harness.evaluation.conventions import (BEIR_NAMES, CONVENTIONS, CQADUPSTACK_FORUMS, get_convention,
                                             primary_measure)
 from harness.evaluation.measures import (EvalResult, canonical_ranking, combine_subsets, evaluate,

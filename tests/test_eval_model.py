@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import harness.cli as cli
-from harness import artifacts
+from harness.stages import artifacts
 from harness.data import catalog
 from harness.data.catalog import Benchmark
 from harness.data.formats import read_trec_run
@@ -202,7 +202,7 @@ def test_second_evaluation_reads_cached_embeddings(tiny_dir, toy, tmp_path, run_
 def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, monkeypatch, isolated_dirs):
     """A big corpus is encoded in chunk files: a run killed mid-encoding resumes after its last
     complete chunk, and the result equals one uninterrupted encoding."""
-    from harness.checkpoints import model_fingerprint
+    from harness.stages.checkpoints import model_fingerprint
     from harness.retrieval import corpus_vectors as zs
     from harness.retrieval.encoder import load_zero_shot_encoder
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import artifacts
-from harness.errors import HarnessError
+from harness.stages import artifacts
+from harness.core.errors import HarnessError
 from harness.finetune.dense import DenseTrainConfig, info_nce_loss, train_dense
-from harness.stage_settings import StageSettings
+from harness.spec.stage_settings import StageSettings
 
 WORDS = ("apple banana cherry grape lemon mango melon peach pear plum "
          "red yellow green sweet sour fruit tree juice pie seed").split()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.finetune.reranker import (
     RerankerTrainConfig,
     load_cross_encoder,
@@ -17,7 +17,7 @@ from harness.finetune.reranker import (
     score_pairs,
     train_cross_encoder,
 )
-from harness.stage_settings import RerankerTrainSettings
+from harness.spec.stage_settings import RerankerTrainSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_finetune_splade import ATTRS, FRUITS, VOCAB, make_tiny_mlm  # noqa: E402
@@ -95,7 +95,7 @@ def test_bi_encoder_teacher_scores_are_scaled_similarities_and_rank_the_relevant
     (it puts the passage that answers the query above unrelated ones)."""
     import numpy as np
 
-    from harness.checkpoints import resolve_checkpoint
+    from harness.stages.checkpoints import resolve_checkpoint
     from harness.finetune.reranker import score_candidates_bi_encoder
     from harness.retrieval.encoder import load_zero_shot_encoder
 

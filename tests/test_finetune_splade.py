@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.finetune.splade import (
     SpladeTrainConfig,
     flops,
@@ -20,7 +20,7 @@ from harness.finetune.splade import (
     train_splade,
 )
 from harness.retrieval.splade_model import SETTINGS_FILE, load_masked_lm, splade_max
-from harness.stage_settings import StageSettings
+from harness.spec.stage_settings import StageSettings
 
 FRUITS = "apple banana cherry grape lemon mango melon peach".split()
 ATTRS = "red yellow green sweet sour fruit tree juice pie seed".split()

@@ -1,4 +1,4 @@
-"""The one temp-name rule and the atomic-folder helper (harness/fsutil.py): a folder appears whole
+"""The one temp-name rule and the atomic-folder helper (harness/core/fsutil.py): a folder appears whole
 or not at all, a failed or killed writer leaves nothing that looks finished, and every scanner of
 records and caches skips what is still being written."""
 
@@ -13,10 +13,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from harness import artifacts
-from harness.fsutil import (atomic_dir, atomic_path, atomic_write_text, is_temp, is_temp_of, remove_temps,
+from harness.stages import artifacts
+from harness.core.fsutil import (atomic_dir, atomic_path, atomic_write_text, is_temp, is_temp_of, remove_temps,
                             replace_dir, temp_name)
-from harness.paths import PROJECT_ROOT
+from harness.core.paths import PROJECT_ROOT
 
 RUNS = PROJECT_ROOT / "runs" / "records"
 
@@ -134,8 +134,8 @@ def test_replace_dir_over_a_file(tmp_path):
 KILLED_WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from harness import artifacts
-    from harness.fsutil import atomic_dir
+    from harness.stages import artifacts
+    from harness.core.fsutil import atomic_dir
 
     with atomic_dir(Path(sys.argv[1])) as work:
         (work / "weights.bin").write_bytes(b"w" * 1000)
@@ -170,7 +170,7 @@ def test_a_record_being_written_is_never_read(tmp_path):
     """The latent bug: atomic_path's temp file ends in '.json' like a record; records loading must
     list it as a write in progress and never parse it (half a record, or a whole one about to shadow
     the record it becomes)."""
-    from harness.records import load_records
+    from harness.records.store import load_records
 
     source = sorted(p for p in RUNS.glob("*.json") if p.name != "references.json")[0]
     text = source.read_text(encoding="utf-8")

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 from harness.commands import check
 from harness.gate.grading import TINY_TOLERANCE, reference_rows
 from harness.gate.labels import system_label
 from harness.gate.references import accept_reference
 from harness.gate.run import format_gate, run_gate
-from harness.integrity import seal
+from harness.records.integrity import seal
 from harness.papers.registry import load_reported_cells
-from harness.paths import PROJECT_ROOT
-from harness.records import load_records, load_references
+from harness.core.paths import PROJECT_ROOT
+from harness.records.store import load_records, load_references
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 RUNS = FIXTURES / "runs"
@@ -425,7 +425,7 @@ def test_pretraining_loss_of_a_run_is_gated_against_the_reference(tmp_path):
 def test_one_stage_record_is_verified_against_its_single_per_query_block():
     """The runner's one-stage layout (BM25): metrics_by_stage has one stage and its per-query scores
     live under per_query only; an aggregate that disagrees with them is still caught."""
-    from harness.integrity import aggregate_problems
+    from harness.records.integrity import aggregate_problems
     record = json.loads((RUNS / BM25).read_text())
     record["metrics_by_stage"] = {"bm25": json.loads(json.dumps(record["metrics"]))}
     record["per_query_by_stage"] = {}
@@ -519,7 +519,7 @@ def test_unreadable_record_fails_plain_check_with_one_row_naming_it(tmp_path, ca
 def test_records_being_written_are_ignored_not_read(tmp_path):
     """atomic_path's temp file (".<name>.<random>.tmp.json") is never read: half a record is not
     UNREADABLE, and a whole one about to be renamed does not shadow the record it becomes."""
-    from harness.fsutil import atomic_path
+    from harness.core.fsutil import atomic_path
 
     folder = _copy(tmp_path, REF)
     with atomic_path(folder / TINY) as tmp:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness import tracking
+from harness.records import tracking
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/cpuinfo")

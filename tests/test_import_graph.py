@@ -40,6 +40,23 @@ CLI_LAYER = ("harness.cli", "harness.__main__", "harness.commands")
 COMMANDS = "harness.commands"
 SHOWN = 6  # import lines quoted per edge of a cycle
 
+# The packages in layers, bottom first: a package imports only packages of lower layers (its own
+# modules aside). docs/architecture.md draws the same list (tests/test_architecture_doc.py checks it).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("harness", "harness.core"),                      # the seed, errors, paths, files, processes, statuses
+    ("harness.data", "harness.stages"),               # benchmarks and their files; the stage graph and cache
+    ("harness.papers", "harness.training"),           # the papers' numbers; the shared training loop
+    ("harness.spec", "harness.retrieval"),            # a method's declaration; search and encoding
+    ("harness.corpus", "harness.finetune", "harness.pretrain", "harness.records"),
+    ("harness.evaluation",),                          # measures, comparisons, verdicts
+    ("harness.pipelines", "harness.gate"),            # each family's stages in order; grading and the gate
+    ("harness.run",),                                 # one invocation: plan, run, score, record; reproduce
+    ("harness.present",),                             # what people read: glance, report
+    ("harness.commands", "leaderboard_app", "bench"),  # the commands, the Streamlit app, the benchmarks
+    ("harness.cli",),                                 # the argument parser, which dispatches to the commands
+    ("harness.__main__",),
+)
+
 Graph = dict[str, set[str]]
 
 
@@ -172,7 +189,7 @@ def import_graph(root: Path = ROOT, packages: Iterable[str] = PACKAGES,
 
 def package_node(module: str) -> str:
     """The package-graph node of a module: ``harness.<x>`` for a subpackage's modules and for a
-    top-level module alike (``harness.retrieval.dense`` -> ``harness.retrieval``, ``harness.spec``
+    top-level module alike (``harness.retrieval.dense`` -> ``harness.retrieval``, ``harness.spec.method``
     -> itself), ``harness`` for its ``__init__``, the first part for anything else (``leaderboard_app``)."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == PACKAGE else parts[0]
@@ -350,6 +367,29 @@ def test_no_package_cycles() -> None:
                         + "\n".join(_describe_packages(g, graph, lines) for g in groups))
 
 
+def layer_of(node: str) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) if node in layer), None)
+
+
+def upward_edges(edges: Iterable[Edge], modules: Iterable[str] = ()) -> list[str]:
+    """Each package edge that does not point to a lower layer (sideways or up), with its import lines,
+    and each package the layers do not place."""
+    graph, lines = package_graph(edges, modules)
+    found = [f"{node}: in no layer of LAYERS (tests/test_import_graph.py): place it" for node in sorted(graph)
+             if layer_of(node) is None]
+    for (a, b), where in sorted(lines.items()):
+        la, lb = layer_of(a), layer_of(b)
+        if la is not None and lb is not None and lb >= la:
+            found.append(f"{a} (layer {la}) imports {b} (layer {lb}): "
+                         + ", ".join(e.where() for e in where[:SHOWN]))
+    return found
+
+
+def test_imports_point_down_the_layers() -> None:
+    found = upward_edges(_project_edges(), all_modules())
+    assert not found, "imports that do not point down a layer:\n" + "\n".join(f"  {line}" for line in found)
+
+
 def test_only_the_cli_layer_imports_commands() -> None:
     found = commands_importers(_project_edges())
     assert not found, "below the CLI, imports of harness.commands:\n" + "\n".join(
@@ -373,7 +413,10 @@ def main() -> int:
     upward = commands_importers(edges)
     for e in upward:
         print(f"  below the CLI: {e.where()}: {e.source} imports {e.target}")
-    return 1 if groups or package_groups or upward else 0
+    layering = upward_edges(edges, all_modules())
+    for line in layering:
+        print(f"  not down a layer: {line}")
+    return 1 if groups or package_groups or upward or layering else 0
 
 
 if __name__ == "__main__":

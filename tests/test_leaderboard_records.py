@@ -1,4 +1,4 @@
-"""harness.records: valid records load; corrupt, partial and future-version ones are skipped with a reason."""
+"""harness.records.store: valid records load; corrupt, partial and future-version ones are skipped with a reason."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.records import RunRecord, Skipped, load_record, load_records, records_dir, validate_record
+from harness.records.store import RunRecord, Skipped, load_record, load_records, records_dir, validate_record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 RUNS = FIXTURES / "runs"
@@ -100,7 +100,7 @@ def test_duplicate_run_ids_and_unfinished_writes_are_skipped(tmp_path):
     shutil.copy(RUNS / "cotmae__tiny__20261121T110000.json", tmp_path / "a.json")
     shutil.copy(RUNS / "cotmae__tiny__20261121T110000.json", tmp_path / "b.json")
     (tmp_path / "c.json.tmp").write_text("{")
-    # harness.fsutil.atomic_path's temp file, whole but not renamed yet: never read, so it
+    # harness.core.fsutil.atomic_path's temp file, whole but not renamed yet: never read, so it
     # cannot make the record it becomes look like a duplicate ('.' sorts before letters).
     shutil.copy(RUNS / "cotmae__tiny__20261121T110000.json", tmp_path / ".a.json.k3j2x9.tmp.json")
     (tmp_path / "notes.txt").write_text("not a record")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.records import RunRecord
+from harness.records.store import RunRecord
 
 # leaderboard_app sits at the project root, outside the installed `harness` package.
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
@@ -218,7 +218,7 @@ def test_reported_fractions_are_shown_in_points_with_printed_precision():
 
 
 def test_unreadable_references_manifest_leaves_the_gate_out_not_the_page(tmp_path):
-    """The gate stops on a references.json it cannot read (harness.records.read_references); the
+    """The gate stops on a references.json it cannot read (harness.records.store.read_references); the
     leaderboard shows the records and the reason instead of failing to load."""
     import shutil
 

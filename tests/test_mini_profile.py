@@ -9,13 +9,13 @@ import math
 import pytest
 import torch
 
-from harness.checkpoints import resolve_checkpoint
+from harness.stages.checkpoints import resolve_checkpoint
 from harness.corpus.passages import Passage
 from harness.corpus.qgen import query_grounding
 from harness.corpus.term_qgen import content_words, fit_term_model, sample_queries, write_term_queries
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pretrain.models import load_masked_lm
-from harness.spec import load_method, objective_specs
+from harness.spec.method import load_method, objective_specs
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_term_sampler_never_trains_on_test_queries():
 
 
 def test_mini_profile_and_default_choice(monkeypatch):
-    from harness import runner
+    from harness.run import runner
 
     qc = load_method("cotmae_qc", "mini")
     assert qc.get("model.init") == "all-minilm-l6-v2" and qc.get("qgen.model") == "term-sampler"

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pretrain.models import run_layers
 from harness.pretrain.objectives import build_objective
 from harness.pretrain.objectives.cocondenser import span_contrastive_loss

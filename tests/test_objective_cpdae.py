@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pretrain.objectives import build_objective
 from harness.pretrain.objectives.cpdae import (
     js_divergence,

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pretrain.models import run_layers
 from harness.pretrain.objectives import build_objective, lexmae
 from harness.pretrain.objectives.lexmae import cbow_bottleneck, lexicon_importance

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pretrain import masking
 from harness.pretrain.models import (
     bert_config_from_dict,

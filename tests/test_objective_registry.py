@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertForMaskedLM, BertModel
 
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 from harness.pretrain.objectives import build_objective, objective_params, objectives
 from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 

@@ -1,4 +1,4 @@
-"""The at-a-glance rows (harness/overview.py) over the committed records and the papers' registry:
+"""The at-a-glance rows (harness/present/overview.py) over the committed records and the papers' registry:
 every headline cell once, its state the one `python -m harness check` gives, a command and a
 projected cost for what was never run, and the small learned runs in points with their CIs."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness import overview
+from harness.present import overview
 from harness.evaluation.effects import method_effects
 from harness.gate.run import run_gate
 from harness.papers.registry import load_reported_cells
-from harness.paths import PROJECT_ROOT
-from harness.records import load_records
-from harness.statuses import NOT_COMPARABLE, NOT_YET_RUN, REPRODUCED, STATUSES
+from harness.core.paths import PROJECT_ROOT
+from harness.records.store import load_records
+from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN, REPRODUCED, STATUSES
 
 from leaderboard_app import glance as page  # noqa: E402  (the tab's HTML over the same rows)
 

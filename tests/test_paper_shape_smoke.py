@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import load_method, pretraining_methods
+from harness.spec.method import load_method, pretraining_methods
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "paper_shape_smoke.py"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.context import RunContext, StageLog
+from harness.pipelines.context import RunContext, StageLog
 from harness.data.catalog import get_benchmark
 from harness.data.formats import write_trec_run
 from harness.pipelines.forums import retrieve_parts
-from harness.runner import plan_method, score_run_file
-from harness.spec import load_method
-from harness.tracking import Tracker
+from harness.run.runner import plan_method, score_run_file
+from harness.spec.method import load_method
+from harness.records.tracking import Tracker
 
 
 def _ctx(method: str, plan_only: bool = False) -> RunContext:

@@ -8,17 +8,17 @@ import time
 
 import pytest
 
-from harness.block_settings import RetrievalSettings
-from harness.context import RunContext, StageLog, input_key
+from harness.spec.block_settings import RetrievalSettings
+from harness.pipelines.context import RunContext, StageLog, input_key
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.evaluation.measures import evaluate
-from harness.paths import cache_dir
+from harness.core.paths import cache_dir
 from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, run_learned_sparse
-from harness.runner import pipeline_for
-from harness.spec import MethodSpec, deep_merge, load_method
-from harness.tracking import Tracker
+from harness.run.runner import pipeline_for
+from harness.spec.method import MethodSpec, deep_merge, load_method
+from harness.records.tracking import Tracker
 
 # Everything small. The pre-training stages are left out (the control's seeded random init, whose
 # encoder-only folder also exercises the fresh-MLM-head fallback): building the pre-training passages
@@ -75,7 +75,7 @@ def test_paper_reranker_missing_is_a_clear_error(tmp_path, monkeypatch):
     (tmp_path / "models" / "zhou2022b-ranker").mkdir(parents=True)
     (tmp_path / "models" / "zhou2022b-ranker" / "config.json").write_text("{}")
     teacher = configured_reranker(context(spec))
-    # keyed by the checkpoint's content (harness.context.input_key), not by its name or folder
+    # keyed by the checkpoint's content (harness.pipelines.context.input_key), not by its name or folder
     assert teacher.path == tmp_path / "models" / "zhou2022b-ranker"
     assert teacher.key == f"checkpoint:{input_key(teacher.path)}" and teacher.key.startswith("checkpoint:sha256:")
     assert teacher.kind == "cross-encoder"

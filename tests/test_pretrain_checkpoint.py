@@ -23,8 +23,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401
 
-from harness.errors import HarnessError  # noqa: E402
-from harness.fsutil import is_temp, temp_name  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.fsutil import is_temp, temp_name  # noqa: E402
 from harness.training import checkpoint as ckpt  # noqa: E402
 from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
 

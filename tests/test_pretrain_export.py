@@ -14,7 +14,7 @@ from transformers import AutoModel, AutoTokenizer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread  # noqa: E402,F401
 
-from harness.errors import HarnessError  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
 from harness.pretrain.export import export_encoder  # noqa: E402
 from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
 

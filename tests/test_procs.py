@@ -18,8 +18,8 @@ from typing import Callable
 
 import pytest
 
-from harness import procs
-from harness.paths import PROJECT_ROOT
+from harness.core import procs
+from harness.core.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
 
@@ -94,7 +94,7 @@ def _kill_all(identities: list[dict[str, str]]) -> None:
 
 GROUP_SCRIPT = """
     import subprocess, sys, time
-    from harness import procs
+    from harness.core import procs
     # sh and its background sleep: the sleep is a grandchild, which no parent-death signal reaches
     with procs.child_group(["sh", "-c", "sleep 300 & wait"], grace=2, stdout=subprocess.DEVNULL):
         print("ready", flush=True)
@@ -175,8 +175,8 @@ RUN_SCRIPT = """
     import sys, time
     from harness import cli
     from harness.commands import run as run_command
-    from harness import procs
-    from harness.tracking import Tracker
+    from harness.core import procs
+    from harness.records.tracking import Tracker
 
     def fake_run(args):  # a run's shape: a parent MLflow run, a stage run, a child process
         tracker = Tracker("procs-test", "fake-run", {"method": "fake"})
@@ -222,7 +222,7 @@ def test_sigterm_unwinds_a_run_and_marks_its_mlflow_runs_killed(tmp_path):
 def test_runs_left_running_by_a_dead_process_are_marked_killed(tmp_path, capsys):
     from mlflow.tracking import MlflowClient
 
-    from harness.tracking import Tracker
+    from harness.records.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)

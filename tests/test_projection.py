@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from harness import projection
-from harness.hardware import Hardware
-from harness.runner import plan_method
-from harness.spec import MethodSpec, load_method, pretraining_methods
+from harness.run import projection
+from harness.core.hardware import Hardware
+from harness.run.runner import plan_method
+from harness.spec.method import MethodSpec, load_method, pretraining_methods
 
 CPU = Hardware("cpu", 1, (), 2)
 

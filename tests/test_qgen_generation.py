@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from harness import artifacts
+from harness.stages import artifacts
 from harness.corpus.passages import Passage
 from harness.corpus.qgen import generate_queries, load_queries, query_grounding, shard_path
 from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
 from harness.corpus.tokenizer import train_wordpiece
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 DOCS = {
     f"d{i}": {"title": f"Topic {i}", "text": f"{w} therapy reduces {v} in patients with {w} disease. The {v} effect was large."}

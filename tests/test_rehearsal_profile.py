@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from harness import rehearsal
+from harness.spec import rehearsal
 from harness.data.catalog import get_benchmark
 from harness.data.sampled import SampledBenchmark
 from harness.data.setting import PASSAGES_ENV, data_setting, msmarco_passages
-from harness.conditions import derived, run_conditions
+from harness.spec.conditions import derived, run_conditions
 from harness.evaluation.compare import comparability
-from harness.spec import load_method, pretraining_methods, profiles_of
+from harness.spec.method import load_method, pretraining_methods, profiles_of
 
 TRAINED = pretraining_methods("paper")  # every method that pre-trains and has a paper profile to rehearse
 
@@ -101,8 +101,8 @@ def test_titled_condition_separates_runs_from_the_papers_cells() -> None:
 def test_runs_state_which_msmarco_passages_and_negatives_they_read() -> None:
     import json
 
-    from harness.paths import PROJECT_ROOT
-    from harness.runner import stage_conditions
+    from harness.core.paths import PROJECT_ROOT
+    from harness.run.runner import stage_conditions
 
     conditions = stage_conditions(load_method("cocondenser", "rehearsal"), "retriever2", "retriever2")
     assert conditions["msmarco_passages"] == "titled" and conditions["bm25_negatives"] == "msmarco-triples"

@@ -14,11 +14,11 @@ import pytest
 
 from browser import EMOJI, chromium, screenshot
 from harness import cli
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.gate.grading import GateRow
-from harness.paths import PROJECT_ROOT
-from harness.report_html import gate_command, gate_html, write_report
-from harness.statuses import PASS
+from harness.core.paths import PROJECT_ROOT
+from harness.present.report_html import gate_command, gate_html, write_report
+from harness.core.statuses import PASS
 
 RECORDS = PROJECT_ROOT / "runs" / "records"  # named: the tests' default runs folder is an empty tmp one
 
@@ -133,7 +133,7 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, tmp_path)
 def test_the_command_ends_with_one_summary_line(tmp_path, capsys) -> None:
     """The command's last line: the states of the headline cells and claims and the gate's verdict,
     the same counts the page shows, and where the site is."""
-    from harness.overview import from_folder
+    from harness.present.overview import from_folder
 
     assert cli.main(["report", "--html", str(tmp_path / "site"), "--records", str(RECORDS)]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]

@@ -11,9 +11,9 @@ import pytest
 
 from harness.papers import registry, schema
 from harness.data import catalog
-from harness.errors import DataFormatError, UnknownNameError
-from harness.names import BEIR_DATASETS
-from harness.paths import REPORTED_DIR
+from harness.core.errors import DataFormatError, UnknownNameError
+from harness.core.names import BEIR_DATASETS
+from harness.core.paths import REPORTED_DIR
 
 # Tables per paper file and each table's printed grid (rows x value columns), counted by hand
 # from /work/shared/papers (descriptor columns such as "Query Number" are not value columns).

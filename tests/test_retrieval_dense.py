@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.retrieval.dense import (
     Shard,
     build_index,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.retrieval.encoder import (
     describe_checkpoint,
     gather_embeddings,

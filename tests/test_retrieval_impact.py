@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.retrieval.impact import (
     INDEX_INFO_FILE,
     brute_force_search,

@@ -77,7 +77,7 @@ def _cli(*args: str, env: dict[str, str]):
     import subprocess
     import sys
 
-    from harness.paths import PROJECT_ROOT
+    from harness.core.paths import PROJECT_ROOT
 
     return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=PROJECT_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

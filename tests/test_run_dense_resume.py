@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import BASELINES_DIR, PROJECT_ROOT
+from harness.core.paths import BASELINES_DIR, PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 

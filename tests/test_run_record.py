@@ -1,5 +1,5 @@
-"""One run record shape: `run` (harness.runner) and `reproduce` (a released checkpoint) score through
-harness.run_scores and build their record through harness.run_record. A method run's record keeps
+"""One run record shape: `run` (harness.run.runner) and `reproduce` (a released checkpoint) score through
+harness.run.scores and build their record through harness.run.record. A method run's record keeps
 exactly the fields it had before the builder; a checkpoint's has the same ones (null where a released
 checkpoint has no spec), plus what names the checkpoint. Both stay sealed and gated."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner
+from harness.run import runner
 from harness.data.catalog import get_benchmark
 from harness.data.formats import write_trec_run
 
@@ -105,7 +105,7 @@ checkpoints:
 
 def test_checkpoint_record_has_the_run_record_shape(tmp_path, monkeypatch, mlflow_off):
     from harness.gate.run import run_gate
-    from harness.reproduce import reproduce_checkpoint
+    from harness.run.reproduce import reproduce_checkpoint
 
     cells = toy_checkpoint(tmp_path, monkeypatch)
     out = reproduce_checkpoint("toy-retriever", reported=str(cells), depth=100)
@@ -133,8 +133,8 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     from harness import SEED
-    from harness.reproduce import reproduce_checkpoint
-    from harness.tracking import parent_metrics
+    from harness.run.reproduce import reproduce_checkpoint
+    from harness.records.tracking import parent_metrics
 
     out = reproduce_checkpoint("toy-retriever", reported=str(toy_checkpoint(tmp_path, monkeypatch)), depth=100)
     assert out["mlflow"]["enabled"] and out["mlflow"]["run_id"], out["mlflow"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.data.catalog import get_benchmark
-from harness.runner import score_run_file
+from harness.run.runner import score_run_file
 
 
 def _write_run(path, rows):

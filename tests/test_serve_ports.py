@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from harness.commands.leaderboard import ensure_port_free
-from harness.errors import HarnessError
-from harness.paths import PROJECT_ROOT
+from harness.core.errors import HarnessError
+from harness.core.paths import PROJECT_ROOT
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import HarnessError
-from harness.fsutil import is_temp, temp_name
+from harness.core.errors import HarnessError
+from harness.core.fsutil import is_temp, temp_name
 from harness.retrieval import sharded
 from harness.retrieval.encoder import load_encoder
 
@@ -308,7 +308,7 @@ def mirrored_corpus(tmp_path, monkeypatch) -> Path:
 
 @pytest.mark.slow
 def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path, mirrored_corpus):
-    from harness.checkpoints import packaged_checkpoint
+    from harness.stages.checkpoints import packaged_checkpoint
     from harness.data.formats import iter_beir_corpus
     from harness.retrieval.encoder import load_zero_shot_encoder
 

@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from harness.errors import DataFormatError, HarnessError, UnknownNameError
-from harness.artifacts import config_hash
-from harness.conditions import derived
-from harness.spec import load_method, validate_specs
+from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.stages.artifacts import config_hash
+from harness.spec.conditions import derived
+from harness.spec.method import load_method, validate_specs
 
 BASE = """\
 name: base
@@ -180,7 +180,7 @@ def test_project_specs_are_valid():
 def test_compare_with_is_the_method_s_own_documentation(tmp_path):
     """`compare_with` names what the method's effects are measured against: never part of a spec's hash (the
     committed records are matched by it), not inherited through extends, not set per profile."""
-    from harness.spec import comparisons
+    from harness.spec.method import comparisons
 
     write(tmp_path, "base", BASE)
     write(tmp_path, "control", "name: control\nextends: base\ndescription: c\nstages: [finetune_r1, evaluate]\n"

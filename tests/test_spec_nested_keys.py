@@ -1,4 +1,4 @@
-"""Nested spec keys (harness/spec_keys.py): a misspelt key anywhere in a spec, a profile included,
+"""Nested spec keys (harness/spec/keys.py): a misspelt key anywhere in a spec, a profile included,
 is an error naming the file, the line and the key path, with a did-you-mean; the declared keys
 cover every spec in baselines/ and none of them is dead."""
 
@@ -13,10 +13,10 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from harness.errors import HarnessError
-from harness.paths import BASELINES_DIR, PROJECT_ROOT
-from harness.spec import key_line, list_methods, load_method, profiles_of, validate_specs
-from harness.spec_keys import BLOCKS, Block, Keys
+from harness.core.errors import HarnessError
+from harness.core.paths import BASELINES_DIR, PROJECT_ROOT
+from harness.spec.method import key_line, list_methods, load_method, profiles_of, validate_specs
+from harness.spec.keys import BLOCKS, Block, Keys
 
 HARNESS = PROJECT_ROOT / "harness"
 
@@ -79,7 +79,7 @@ def test_a_record_with_a_redundant_mining_block_hashes_as_todays_spec():
     """Records made before `finetune.mine` was retired stated `mine: {depth: 200, with: retriever1}`: the
     same run as today's spec (mining to retriever 2's negative_depth), so the same settings hash; another
     depth ran other settings and keeps another hash."""
-    from harness.spec import settings_hash
+    from harness.spec.method import settings_hash
 
     config = load_method("cotmae", "tiny").config
     finetune = config["finetune"]
@@ -97,7 +97,7 @@ def test_misspelt_key_at_block_depth(root: Path):
 def test_misspelt_objective_param(root: Path, monkeypatch):
     """The objective's own registration decides its parameters: checked when the spec is validated (what
     `run` does first), so loading a spec imports no objective."""
-    from harness.spec_values import value_problems
+    from harness.run.validation import value_problems
 
     monkeypatch.setenv("HARNESS_SPECS_DIR", str(root))
     line = edit(root / "cotmae.yaml", "dec_mask_ratio: 0.45", "dec_mask_ration: 0.45")
@@ -131,17 +131,17 @@ def test_a_block_that_must_be_a_mapping(root: Path):
 
 def test_validation_adds_nothing_to_the_config():
     """Every key path of a resolved config is written in a baselines YAML (a spec or a fragment): no
-    schema default is added (the conditions a run states are derived apart, harness/conditions.py)."""
+    schema default is added (the conditions a run states are derived apart, harness/spec/conditions.py)."""
     files = [*BASELINES_DIR.glob("*.yaml"), *(BASELINES_DIR / "fragments").glob("*.yaml")]
     raws = [yaml.safe_load(p.read_text()) for p in files]
     written = {path for raw in raws for top in [raw, *(raw.get("profiles") or {}).values()] for path in yaml_paths(top, ())}
-    from harness import rehearsal
+    from harness.spec import rehearsal
 
     for name in list_methods():
         for profile in profiles_of(name):
             config = load_method(name, profile).config
             allowed = set(written)
-            if profile == "rehearsal":  # derived from the paper profile by harness/rehearsal.py's rules
+            if profile == "rehearsal":  # derived from the paper profile by harness/spec/rehearsal.py's rules
                 allowed |= set(yaml_paths(rehearsal.rehearsal_overrides(load_method(name, "paper").config), ()))
             assert set(yaml_paths(config, ())) - allowed == {("profile",)}
 
@@ -185,7 +185,7 @@ def used_in_baselines() -> set[tuple[str, ...]]:
 
 def quoted_in_code(leaf: str, source: str) -> bool:
     """`leaf` in a string literal, alone or as a part of a dotted path ("finetune.mine"), or read as
-    an attribute of a typed block (``settings.checkpoint_every``, harness/stage_settings.py)."""
+    an attribute of a typed block (``settings.checkpoint_every``, harness/spec/stage_settings.py)."""
     quoted = re.search(rf"""["'](?:[\w.]*\.)?{re.escape(leaf)}(?:\.[\w.]*)?["']""", source) is not None
     return quoted or re.search(rf"\.{re.escape(leaf)}\b", source) is not None
 

@@ -16,9 +16,9 @@ from typing import NamedTuple
 import pytest
 
 from harness.cli import main
-from harness.errors import HarnessError, SpecProblems
-from harness.paths import BASELINES_DIR
-from harness.spec import list_methods, load_method, profiles_of
+from harness.core.errors import HarnessError, SpecProblems
+from harness.core.paths import BASELINES_DIR
+from harness.spec.method import list_methods, load_method, profiles_of
 
 
 class Case(NamedTuple):
@@ -162,7 +162,7 @@ def test_validate_lists_every_problem_of_every_spec_and_still_counts_the_others_
 
 
 def test_run_refuses_a_spec_with_a_problem_before_anything_runs(specs: Path, monkeypatch):
-    from harness import runner
+    from harness.run import runner
 
     edit(specs / "cotmae.yaml", "enc_mask_ratio: 0.30, dec_mask_ratio: 0.45", "enc_mask_ratio: 1.5, dec_mask_ratio: 2")
     monkeypatch.setattr(runner, "_run_spec", lambda *a, **k: pytest.fail("a stage started"))
@@ -187,7 +187,7 @@ def test_a_spec_file_that_is_not_utf8_is_one_line_naming_it(specs: Path, capsys)
 
 
 def test_every_committed_spec_and_profile_has_no_value_problem():
-    from harness.spec_values import validate_all, value_problems
+    from harness.run.validation import validate_all, value_problems
 
     assert validate_all() == []
     for name in list_methods():
@@ -221,7 +221,7 @@ def test_a_trainer_config_reports_every_range_problem_with_its_field():
     from harness.pretrain.trainer import TrainConfig
     from harness.training.config import ConfigError
 
-    from harness.stage_settings import PretrainSettings
+    from harness.spec.stage_settings import PretrainSettings
 
     settings = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0)
     with pytest.raises(ConfigError) as err:
@@ -232,7 +232,7 @@ def test_a_trainer_config_reports_every_range_problem_with_its_field():
 
 
 def test_every_key_with_a_kind_is_a_declared_spec_key():
-    from harness.spec_keys import BLOCKS, KEY_KINDS, Block
+    from harness.spec.keys import BLOCKS, KEY_KINDS, Block
 
     for path in KEY_KINDS:
         keys = BLOCKS[path[0]]
@@ -242,10 +242,10 @@ def test_every_key_with_a_kind_is_a_declared_spec_key():
 
 
 def test_the_settings_kinds_cover_every_field():
-    from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-    from harness.kinds import Kind
-    from harness.settings import default_of, spec_key
-    from harness.stage_settings import PretrainSettings, RerankerSettings, RerankerTrainSettings, StageSettings
+    from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+    from harness.spec.kinds import Kind
+    from harness.spec.settings import default_of, spec_key
+    from harness.spec.stage_settings import PretrainSettings, RerankerSettings, RerankerTrainSettings, StageSettings
 
     for cls in (PretrainSettings, StageSettings, RerankerSettings, RerankerTrainSettings,
                 TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings):

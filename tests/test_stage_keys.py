@@ -1,7 +1,7 @@
 """A stage's cache key covers every setting that reaches it, and nothing that only steers the run.
 
-For every spec and profile, each setting of each typed block (harness.block_settings,
-harness.stage_settings) is changed in turn, the run is planned again (``run --dry-run``'s code, which
+For every spec and profile, each setting of each typed block (harness.spec.block_settings,
+harness.spec.stage_settings) is changed in turn, the run is planned again (``run --dry-run``'s code, which
 computes every stage key as a run does), and:
 
 - a keyed setting moves the key of every planned stage that reads it (the block's ``reads``, or the
@@ -19,14 +19,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
 from harness.data.setting import data_setting
-from harness.errors import HarnessError
-from harness.kinds import MAPPING
-from harness.runner import plan_method
-from harness.settings import Settings, default_of, spec_key
-from harness.spec import MethodSpec, list_methods, load_method, profiles_of
-from harness.stage_settings import (PretrainSettings, RerankerSettings, RerankerTrainSettings,
+from harness.core.errors import HarnessError
+from harness.spec.kinds import MAPPING
+from harness.run.runner import plan_method
+from harness.spec.settings import Settings, default_of, spec_key
+from harness.spec.method import MethodSpec, list_methods, load_method, profiles_of
+from harness.spec.stage_settings import (PretrainSettings, RerankerSettings, RerankerTrainSettings,
                                     StageSettings, finetune_settings)
 
 BLOCKS: tuple[type[Settings], ...] = (TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings,

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.spec import load_method, profiles_of
-from harness.spec_keys import BLOCKS
-from harness.stage_settings import StageSettings
+from harness.core.errors import HarnessError
+from harness.spec.method import load_method, profiles_of
+from harness.spec.keys import BLOCKS
+from harness.spec.stage_settings import StageSettings
 
 BASE = {"lr": 1e-5, "global_queries": 8, "passages_per_query": 4, "epochs": 1}
 
@@ -55,8 +55,8 @@ def test_every_committed_spec_and_profile_reads_cleanly(method):
 
 
 def test_every_block_reads_its_defaults_from_one_declaration():
-    from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-    from harness.stage_settings import RerankerSettings
+    from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+    from harness.spec.stage_settings import RerankerSettings
 
     spec = load_method("bm25", "paper")  # states no tokenizer, corpus, qgen, mine or teacher block
     assert (TokenizerSettings.from_spec(spec).from_, TokenizerSettings.from_spec(spec).vocab_size) == \
@@ -79,7 +79,7 @@ def test_every_block_reads_its_defaults_from_one_declaration():
 
 
 def test_the_teacher_scores_what_retriever_3_draws_unless_stated():
-    from harness.stage_settings import RerankerSettings
+    from harness.spec.stage_settings import RerankerSettings
 
     stage = StageSettings.from_mapping({**BASE, "epochs": 3, "passages_per_query": 5}, "x")
     assert RerankerSettings.from_mapping({}, "x").scored(stage) == (3, 12)
@@ -87,9 +87,9 @@ def test_the_teacher_scores_what_retriever_3_draws_unless_stated():
 
 
 def test_a_block_key_is_its_settings_field():
-    from harness.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-    from harness.spec_keys import KEY_KINDS
-    from harness.stage_settings import RerankerSettings, RerankerTrainSettings
+    from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+    from harness.spec.keys import KEY_KINDS
+    from harness.spec.stage_settings import RerankerSettings, RerankerTrainSettings
 
     for block, cls in (("tokenizer", TokenizerSettings), ("corpus", CorpusSettings), ("qgen", QgenSettings),
                        ("retrieval", RetrievalSettings)):
@@ -99,7 +99,7 @@ def test_a_block_key_is_its_settings_field():
     assert set(RerankerSettings.meanings()) <= set(r3)
     assert list(r3["reranker_train"].keys) == list(RerankerTrainSettings.meanings())
     assert KEY_KINDS[("qgen", "num_queries")].example == 5  # the setting's default shown as the example
-    assert ("retrieval", "fields") not in KEY_KINDS  # a closed block: its keys are checked by harness.spec
+    assert ("retrieval", "fields") not in KEY_KINDS  # a closed block: its keys are checked by harness.spec.method
 
 
 def required_fields(config: type) -> set[str]:
@@ -113,7 +113,7 @@ def test_a_trainer_config_declares_no_default_for_what_the_spec_sets():
     from harness.finetune.reranker import RerankerTrainConfig
     from harness.finetune.splade import SpladeTrainConfig
     from harness.pretrain.trainer import TrainConfig
-    from harness.stage_settings import PretrainSettings, RerankerTrainSettings
+    from harness.spec.stage_settings import PretrainSettings, RerankerTrainSettings
 
     stage = StageSettings.from_mapping(BASE, "x")
     assert required_fields(DenseTrainConfig) == set(stage.trainer_kwargs(1))

@@ -1,13 +1,13 @@
-"""The declared stage graph (harness/stages.py) is the one the pipelines run: its rules derive from it,
+"""The declared stage graph (harness/stages/graph.py) is the one the pipelines run: its rules derive from it,
 and a stage that reads another stage's output it does not declare is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.context import declared_stage
-from harness.errors import HarnessError
-from harness.stages import (FAMILIES, FAMILY_STEPS, FINETUNE_STAGES, GRAPH, MINING_DETAILS, NOT_PROJECTED, PRETRAINING,
+from harness.pipelines.context import declared_stage
+from harness.core.errors import HarnessError
+from harness.stages.graph import (FAMILIES, FAMILY_STEPS, FINETUNE_STAGES, GRAPH, MINING_DETAILS, NOT_PROJECTED, PRETRAINING,
                             STAGES, outline, resolve)
 
 
@@ -31,7 +31,7 @@ def test_an_input_from_an_undeclared_stage_is_refused():
     assert declared_stage("passages", {"tokenizer": "sha256:0123456789abcdef"}).name == "passages"  # a checkpoint
     with pytest.raises(HarnessError, match="stage 'passages' reads tokenizer from stage 'pretrain'.*declare it"):
         declared_stage("passages", {"tokenizer": "pretrain/0123456789abcdef/encoder"})
-    with pytest.raises(HarnessError, match="not declared in harness/stages.py"):
+    with pytest.raises(HarnessError, match="not declared in harness/stages/graph.py"):
         declared_stage("pretraining", {})
 
 

@@ -1,4 +1,4 @@
-"""Every status word is declared once (harness/statuses.py) and read from there: the gate's failing
+"""Every status word is declared once (harness/core/statuses.py) and read from there: the gate's failing
 sets, the legends and the badge colours derive from the declaration, and no other module writes one."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from harness import statuses as S
+from harness.core import statuses as S
 from harness.evaluation import verdict
 from harness.gate.grading import GateRow
 from harness.gate.run import GateResult
@@ -51,9 +51,9 @@ def test_no_module_writes_a_status_word_itself() -> None:
     found = []
     for folder in ("harness", "leaderboard_app", "bench"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "harness" / "statuses.py":
+            if path == ROOT / "harness" / "core" / "statuses.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in S.STATUSES:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
-    assert not found, "write the constant of harness/statuses.py instead:\n" + "\n".join(found)
+    assert not found, "write the constant of harness/core/statuses.py instead:\n" + "\n".join(found)

@@ -1,4 +1,4 @@
-"""Thread counts from the cores a process may use (harness/threads.py)."""
+"""Thread counts from the cores a process may use (harness/core/threads.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from harness import threads
-from harness.errors import HarnessError
+from harness.core import threads
+from harness.core.errors import HarnessError
 
 
 def _cgroup(tmp_path, text):

@@ -13,7 +13,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import build, make_tokenizer  # noqa: E402
 
-from harness.errors import HarnessError  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
 from harness.training import checkpoint as ckpt  # noqa: E402
 from harness.training.config import LoopConfig  # noqa: E402
 from harness.training.engine import Notes, StepContext, Task, run, session  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 
 from browser import CHROMIUM, EMOJI, chromium, free_port, stop as _stop
 from browser import screenshot as take_screenshot
-from harness.paths import PROJECT_ROOT
+from harness.core.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -115,7 +115,7 @@ GLANCE_ROWS = ("Array.from(document.querySelectorAll('table.glance-table')).map(
 def test_glance_tab_over_the_committed_records(tmp_path):
     """Issue 28: the first tab answers "which claims hold, which differ, which were never tried and
     at what cost" over the committed records and the papers' registry, in words, no emoji."""
-    from harness import overview
+    from harness.present import overview
     from leaderboard_app.glance import HEADLINE_HEADERS
 
     records = PROJECT_ROOT / "runs" / "records"

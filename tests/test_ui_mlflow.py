@@ -21,7 +21,7 @@ import pytest
 
 from browser import CHROMIUM, chromium, free_port, screenshot, stop
 from harness.commands import ui
-from harness.paths import PROJECT_ROOT
+from harness.core.paths import PROJECT_ROOT
 
 START_TIMEOUT = 240  # mlflow server takes ~10 s on an idle 2-core machine, much longer under load
 
@@ -49,7 +49,7 @@ def test_server_command_uses_the_project_store(tmp_path):
 
 
 def test_ui_rejects_bad_workers():
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     parser = argparse.ArgumentParser()
     ui.add_parser(parser.add_subparsers(dest="c", required=True))
@@ -106,9 +106,9 @@ def log_like_a_run(base: str, method: str, profile: str, variants: dict[str, dic
     dataset) with its metrics, then the parent summary from the record; the last variant is the final
     one. Returns (MLflow run id, harness run_id)."""
     from harness import SEED
-    from harness.runner import run_params, run_tags
-    from harness.spec import load_method
-    from harness.tracking import git_commit, hardware, log_parent_summary, new_run_id, parent_tracker
+    from harness.run.runner import run_params, run_tags
+    from harness.spec.method import load_method
+    from harness.records.tracking import git_commit, hardware, log_parent_summary, new_run_id, parent_tracker
 
     spec = load_method(method, profile)
     run_id = new_run_id(method, profile)
@@ -263,7 +263,7 @@ def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logg
 
 def test_parent_run_naming_and_keys():
     """The names a parent run gets (docs/tracking.md): run name, metric keys, tags, without a server."""
-    from harness.tracking import mlflow_key, parent_metrics, parent_run_name, parent_tags, parent_tracker
+    from harness.records.tracking import mlflow_key, parent_metrics, parent_run_name, parent_tags, parent_tracker
 
     assert parent_run_name("cotmae_qc", "mini", 42) == "cotmae_qc/mini/42"
     tracker = parent_tracker("bm25", "bm25", "paper", 43, "bm25__paper__x", {"papers": "lexmae"}, enabled=False)

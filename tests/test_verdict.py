@@ -58,7 +58,7 @@ def test_effect_ratio_and_delta_ri_as_breuer_et_al_define_them():
 def test_noise_file_matches_the_records_it_names():
     """noise.yaml is written from run records, never typed: regenerate it and compare."""
     from harness.evaluation import noise
-    from harness.paths import PROJECT_ROOT
+    from harness.core.paths import PROJECT_ROOT
 
     assert noise.report(PROJECT_ROOT / "runs").strip() == NOISE_FILE.read_text(encoding="utf-8").strip(), \
         "noise.yaml is stale: python -m harness noise --write"
@@ -140,8 +140,8 @@ def test_simulation_power_at_the_papers_effect_sizes():
 
 def test_dry_run_of_a_1000_step_cotmae_is_graded_against_no_cell(tmp_path, monkeypatch, capsys):
     """Conditions are derived from what runs: 1000 steps are not the papers' 50K."""
-    from harness.paths import BASELINES_DIR
-    from harness.runner import run_method
+    from harness.core.paths import BASELINES_DIR
+    from harness.run.runner import run_method
 
     specs = tmp_path / "specs"
     shutil.copytree(BASELINES_DIR, specs)

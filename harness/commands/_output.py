@@ -1,4 +1,4 @@
-"""Shared output helper for commands: --json summaries (plain tables: ``harness.text_table``)."""
+"""Shared output helper for commands: --json summaries (plain tables: ``harness.core.text_table``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.fsutil import atomic_write_text
+from harness.core.fsutil import atomic_write_text
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
@@ -37,7 +37,7 @@ def name_list(values: list[str] | str | None, flag: str) -> list[str] | None:
     items = [values] if isinstance(values, str) else values
     names = [n.strip() for item in items for n in item.split(",") if n.strip()]
     if not names:
-        from harness.errors import HarnessError
+        from harness.core.errors import HarnessError
 
         raise HarnessError(f"{flag} {','.join(items)!r} names nothing: give one or more names, comma-separated")
     return names

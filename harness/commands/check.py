@@ -10,8 +10,8 @@ from harness.commands._output import write_json
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from harness.gate.grading import TINY_TOLERANCE
-    from harness.rerun import RERUN_TOLERANCE, RERUNS
-    from harness.statuses import FAILING, STRICT_ONLY
+    from harness.gate.rerun import RERUN_TOLERANCE, RERUNS
+    from harness.core.statuses import FAILING, STRICT_ONLY
 
     p = sub.add_parser(
         "check",
@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.gate.grading import TINY_TOLERANCE
     from harness.gate.references import accept_reference
     from harness.gate.run import format_gate, run_gate
@@ -89,9 +89,9 @@ def _rerun(args: argparse.Namespace) -> int:
     import time
 
     from harness.gate.run import format_gate, run_gate
-    from harness.paths import cache_dir
-    from harness.records import records_dir
-    from harness.rerun import RERUN_TOLERANCE, parse_reruns, run_fresh
+    from harness.core.paths import cache_dir
+    from harness.records.store import records_dir
+    from harness.gate.rerun import RERUN_TOLERANCE, parse_reruns, run_fresh
 
     reruns = parse_reruns(args.rerun)
     committed = Path(args.records) if args.records else records_dir()

@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _effects(args: argparse.Namespace) -> int:
     from harness.evaluation.effects import format_effects, latest_by_method, method_effects, stage_effects
-    from harness.records import load_records
+    from harness.records.store import load_records
 
     records, _ = load_records(args.records)
     effects = method_effects(records, args.profile)

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands._output import write_json
-from harness.errors import HarnessError
-from harness.fsutil import atomic_path, is_temp
-from harness.text_table import format_table
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_path, is_temp
+from harness.core.text_table import format_table
 
 
 _EPILOG = """examples:

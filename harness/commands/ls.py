@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import argparse
 
-from harness.text_table import format_table
+from harness.core.text_table import format_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ls", help="list methods, benchmarks, objectives or the stage graph",
                        description="List the method specs in baselines/ and the benchmarks the harness evaluates; "
                                    "`ls objectives` the registered pre-training objectives with their parameters; "
-                                   "`ls stages` the declared stage graph (harness/stages.py).")
+                                   "`ls stages` the declared stage graph (harness/stages/graph.py).")
     p.add_argument("what", nargs="?", choices=["methods", "benchmarks", "objectives", "stages", "all"], default="all")
     p.set_defaults(func=_ls)
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from harness.spec import list_methods, load_method, profiles_of
+    from harness.spec.method import list_methods, load_method, profiles_of
 
     if args.what == "stages":
-        from harness.stages import outline
+        from harness.stages.graph import outline
 
         print(outline())
         return 0

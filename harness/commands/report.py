@@ -1,4 +1,4 @@
-"""`python -m harness report --html DIR`: the results as a static site (see harness/report_html.py)."""
+"""`python -m harness report --html DIR`: the results as a static site (see harness/present/report_html.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from harness.errors import HarnessError
-    from harness.report_html import write_report
+    from harness.core.errors import HarnessError
+    from harness.present.report_html import write_report
 
     if args.records is not None and not Path(args.records).is_dir():
         raise HarnessError(f"--records {args.records}: no such folder; give the folder holding the run records")

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.text_table import format_table
+from harness.core.text_table import format_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def _conditions(cond: dict) -> str:
 
 def _reported(args: argparse.Namespace) -> int:
     from harness.papers.registry import cells_for
-    from harness.paths import REPORTED_DIR
+    from harness.core.paths import REPORTED_DIR
 
     cells = cells_for(method=args.method, benchmark=args.benchmark, measure=args.measure, paper=args.paper,
                       dir=args.registry or REPORTED_DIR)

@@ -1,12 +1,12 @@
-"""`python -m harness reproduce`: score a released checkpoint and compare it with the papers (harness/reproduce.py)."""
+"""`python -m harness reproduce`: score a released checkpoint and compare it with the papers (harness/run/reproduce.py)."""
 
 from __future__ import annotations
 
 import argparse
 
 from harness.commands._output import name_list, write_json
-from harness.statuses import NOT_COMPARABLE
-from harness.text_table import format_table
+from harness.core.statuses import NOT_COMPARABLE
+from harness.core.text_table import format_table
 
 _EPILOG = """examples:
   python -m harness reproduce --list
@@ -60,7 +60,7 @@ def _list() -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     if args.list:
         if args.checkpoint:  # it would be silently ignored
@@ -70,7 +70,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         raise HarnessError("give --checkpoint NAME (python -m harness reproduce --list shows the names)")
     from harness.evaluation.chance import describe
     from harness.evaluation.compare import Comparison, format_comparison_table
-    from harness.reproduce import reproduce_checkpoint
+    from harness.run.reproduce import reproduce_checkpoint
 
     benchmarks = name_list(args.benchmark, "--benchmark")
     record = reproduce_checkpoint(args.checkpoint, benchmarks, batch_size=args.batch_size, depth=args.depth,

@@ -7,7 +7,7 @@ import os
 import sys
 
 from harness.commands._output import name_list, write_json
-from harness.stages import STOPPABLE
+from harness.stages.graph import STOPPABLE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +50,7 @@ def _seed(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from harness import SEED
-    from harness.runner import run_method
+    from harness.run.runner import run_method
 
     if args.seed is not None and args.seed != SEED:
         # Every module reads the seed when it is imported: start again with it in the environment.

@@ -42,11 +42,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def store_uri() -> str:
     """The tracking store the run pipeline writes to, when it is a database or folder."""
-    from harness.tracking import default_tracking_uri
+    from harness.records.tracking import default_tracking_uri
 
     uri = default_tracking_uri()
     if uri.startswith(("http://", "https://")):  # a remote server already serves its own UI
-        from harness.paths import runs_dir
+        from harness.core.paths import runs_dir
 
         return f"sqlite:///{runs_dir() / 'mlflow.db'}"
     return uri
@@ -62,8 +62,8 @@ def server_command(store: str, artifacts: Path, host: str, port: int, workers: i
 
 def _ui(args: argparse.Namespace) -> int:
     from harness.commands.leaderboard import serve
-    from harness.errors import HarnessError
-    from harness.paths import runs_dir
+    from harness.core.errors import HarnessError
+    from harness.core.paths import runs_dir
 
     if args.workers < 1:
         raise HarnessError(f"--workers must be at least 1, got {args.workers}")

@@ -3,7 +3,7 @@
 Exit status 0 when the registry and the specs are valid, even if the papers contradict
 themselves (those are findings about the papers, printed for the reader); 1 on any schema or
 spec problem. The specs are checked as ``run`` checks them before its first stage (structure,
-then every profile's values: harness.spec_values), and every problem of every spec is listed.
+then every profile's values: harness.run.validation), and every problem of every spec is listed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from harness.commands._output import write_json
-from harness.paper_profiles import paper_deviations, paper_profiles
+from harness.spec.paper_profiles import paper_deviations, paper_profiles
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _spec_problems() -> list[str]:
     try:
-        from harness.spec_values import validate_all
+        from harness.run.validation import validate_all
     except ImportError:  # the spec module is not there yet: no specs to check
         return []
     return list(validate_all())
@@ -38,13 +38,13 @@ def _spec_problems() -> list[str]:
 
 def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
     """What each method's rehearsal profile changes relative to its paper profile, key by key,
-    computed from the two resolved specs (harness.rehearsal.differences)."""
-    from harness import rehearsal
-    from harness.errors import HarnessError
+    computed from the two resolved specs (harness.spec.rehearsal.differences)."""
+    from harness.spec import rehearsal
+    from harness.core.errors import HarnessError
 
     out = {}
     for paper in paper_profiles() if papers is None else papers:
-        from harness.spec import load_method  # there: it loaded the paper profile
+        from harness.spec.method import load_method  # there: it loaded the paper profile
 
         try:
             own = load_method(paper.name, "rehearsal", paper.path.parent)
@@ -58,7 +58,7 @@ def _validate(args: argparse.Namespace) -> int:
     from harness.papers.consistency import check_papers
     from harness.papers.registry import load_registry, schema_problems
     from harness.papers.text_claims import evaluate_claims
-    from harness.paths import REPORTED_DIR
+    from harness.core.paths import REPORTED_DIR
 
     registry = args.registry or REPORTED_DIR
     schema = schema_problems(registry)

@@ -7,7 +7,7 @@
 * ``tiny_t5``     -- a small T5 query generator trained from scratch (tiny profile).
 * ``tokenizer``   -- a WordPiece vocabulary trained on the corpus (tiny profile).
 
-Each builder ends with the ``done.json`` finished marker of :mod:`harness.artifacts` (keyed by config + input hashes).
+Each builder ends with the ``done.json`` finished marker of :mod:`harness.stages.artifacts` (keyed by config + input hashes).
 
 Heavy libraries (torch, transformers) are imported inside the functions that need them.
 """

@@ -28,8 +28,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from harness.corpus.passages import Passage
-from harness.errors import HarnessError, UnknownNameError
-from harness.stage_settings import PAIR_KINDS
+from harness.core.errors import HarnessError, UnknownNameError
+from harness.spec.stage_settings import PAIR_KINDS
 
 KINDS = PAIR_KINDS  # declared with the setting that names them (pretrain.context), so validation knows them
 MIX_PROB_QC = 0.5

@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness import artifacts
+from harness.stages import artifacts
 from harness.corpus.sentences import SentenceSplitter, load_or_train_punkt
-from harness.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness import artifacts
+from harness.stages import artifacts
 from harness.corpus.passages import Passage
-from harness.checkpoints import load_pretrained, model_fingerprint
-from harness.errors import DataFormatError, HarnessError
-from harness.fsutil import is_temp
+from harness.stages.checkpoints import load_pretrained, model_fingerprint
+from harness.core.errors import DataFormatError, HarnessError
+from harness.core.fsutil import is_temp
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
-from harness import artifacts
+from harness.stages import artifacts
 
 log = logging.getLogger(__name__)
 

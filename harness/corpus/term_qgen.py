@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from harness.corpus.passages import Passage
-from harness.errors import HarnessError
-from harness.fsutil import atomic_write_text
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_write_text
 
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # Function words never make a query word on their own (doc2query keeps them, but they carry no

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from harness import artifacts
+from harness.stages import artifacts
 from harness.corpus.qgen import DOC2QUERY_PREFIX
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.training.checkpoint import checkpoint_root
 from harness.training.config import LoopConfig
 from harness.training.engine import Notes, StepContext, Task, run, session

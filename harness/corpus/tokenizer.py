@@ -21,8 +21,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from harness import artifacts
-from harness.errors import HarnessError
+from harness.stages import artifacts
+from harness.core.errors import HarnessError
 
 log = logging.getLogger(__name__)
 

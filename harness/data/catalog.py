@@ -36,9 +36,9 @@ from pathlib import Path
 
 from harness.data import download, embedded
 from harness.data import formats as F
-from harness.errors import HarnessError, UnknownNameError
-from harness.names import BEIR_DATASETS
-from harness.names import CQADUPSTACK_FORUMS as _FORUMS
+from harness.core.errors import HarnessError, UnknownNameError
+from harness.core.names import BEIR_DATASETS
+from harness.core.names import CQADUPSTACK_FORUMS as _FORUMS
 
 BEIR_NAMES = list(BEIR_DATASETS)
 CQADUPSTACK_FORUMS = list(_FORUMS)

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from harness.data import download, embedded
-from harness.paths import PROJECT_ROOT
+from harness.core.paths import PROJECT_ROOT
 
 EMBEDDED_PREFIX, DOWNLOADS_PREFIX = "embedded/", "downloads/"
 FIXTURE_PREFIX, MD5_PREFIX = "fixture-sha256:", "md5:"
-# The rehearsal profile's mirror (harness/rehearsal.py FIXTURE_MIRROR); its manifest pins its files.
+# The rehearsal profile's mirror (harness/spec/rehearsal.py FIXTURE_MIRROR); its manifest pins its files.
 FIXTURE_MANIFEST = PROJECT_ROOT / "tests" / "fixtures" / "msmarco_mirror" / download.FIXTURE_MANIFEST
 
 

@@ -9,7 +9,7 @@ hashes are kept in ``<name>.verified.json``). Nothing here runs at import time.
 :data:`SOURCES` registers the real upstream files. The base URL of every source can be
 replaced by ``HARNESS_DATA_MIRROR`` (a URL or a local folder holding the same file
 names flat: ``scifact.zip``, ``collection.tar.gz``, ...); checksums still apply.
-Downloads go to ``harness.paths.cache_dir()/downloads``.
+Downloads go to ``harness.core.paths.cache_dir()/downloads``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from harness.errors import HarnessError
-from harness.fsutil import atomic_dir
-from harness.paths import cache_dir
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_dir
+from harness.core.paths import cache_dir
 
 MIRROR_ENV = "HARNESS_DATA_MIRROR"
 BEIR_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"

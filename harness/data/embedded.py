@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.paths import EMBEDDED_DATA_DIR
+from harness.core.errors import HarnessError
+from harness.core.paths import EMBEDDED_DATA_DIR
 
 MANIFEST_NAME = "MANIFEST.json"
 

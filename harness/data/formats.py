@@ -7,7 +7,7 @@ Readers return plain dicts:
 * qrels   ``dict[qid, dict[doc_id, int]]``             (BEIR tsv, TREC ``qid 0 docid grade``)
 * run     ``dict[qid, dict[doc_id, float]]``           (TREC ``qid Q0 docid rank score tag``)
 
-Malformed input raises :class:`harness.errors.DataFormatError` naming the file, the
+Malformed input raises :class:`harness.core.errors.DataFormatError` naming the file, the
 1-based line, the problem and a fix. Blank lines are skipped. Lines are split on
 ``\\n`` only (bytes), so a stray ``\\r`` inside a passage never breaks a record.
 """
@@ -22,8 +22,8 @@ from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
-from harness.errors import DataFormatError
-from harness.fsutil import atomic_path
+from harness.core.errors import DataFormatError
+from harness.core.fsutil import atomic_path
 
 Corpus = dict[str, dict[str, str]]
 Queries = dict[str, str]
@@ -260,7 +260,7 @@ def read_trec_run(path: str | Path) -> Run:
 
 
 def _atomic_write_lines(path: Path, lines: Iterator[str]) -> Path:
-    """Write text lines to ``path`` via a temp file (:func:`harness.fsutil.atomic_path`); ``.gz``
+    """Write text lines to ``path`` via a temp file (:func:`harness.core.fsutil.atomic_path`); ``.gz``
     paths get reproducible gzip."""
     path = Path(path)
     with atomic_path(path) as tmp:

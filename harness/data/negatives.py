@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.data.formats import iter_lines
-from harness.errors import DataFormatError
+from harness.core.errors import DataFormatError
 
 # data.bm25_negatives -> the download it is read from (``own``: the harness's own BM25,
 # harness.pipelines.bm25.bm25_run).

@@ -68,7 +68,7 @@ class SampledBenchmark:
 
     def _check_split(self, split: str | None) -> None:
         if split is not None and not self.has_split(split):
-            from harness.errors import UnknownNameError
+            from harness.core.errors import UnknownNameError
 
             raise UnknownNameError(f"split of benchmark '{self.name}'", split, self.splits())
 

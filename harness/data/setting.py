@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from harness.data.download import MIRROR_ENV
-from harness.errors import HarnessError
-from harness.paths import PROJECT_ROOT
+from harness.core.errors import HarnessError
+from harness.core.paths import PROJECT_ROOT
 
 PASSAGES_ENV = "HARNESS_MSMARCO_PASSAGES"
 PASSAGE_VARIANTS = ("plain", "titled")

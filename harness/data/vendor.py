@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.paths import EMBEDDED_DATA_DIR
+from harness.core.paths import EMBEDDED_DATA_DIR
 
 # Folders/files taken from the source, relative to it (trec_eval fixtures are test data
 # owned by the evaluation tests, not part of the runtime data).

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from harness import SEED
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 DEFAULT_RESAMPLES = 1000
 

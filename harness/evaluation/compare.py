@@ -9,7 +9,7 @@
 * ``cells``: reported cells (objects or mappings) with ``cell_id, paper_file, version,
   table, row, column, method, benchmark, measure, score`` (fraction or None), ``value``
   (the printed string) and ``conditions`` (a missing key means "not stated").
-* ``run_conditions``: what the run states (``harness.conditions.run_conditions``), plus the
+* ``run_conditions``: what the run states (``harness.spec.conditions.run_conditions``), plus the
   fine-tuning stage compared.
 
 Verdicts (``verdict.VERDICTS``): REPRODUCED, DIFFERENT-BELOW, DIFFERENT-ABOVE, INCONCLUSIVE,
@@ -32,7 +32,7 @@ from harness.evaluation import verdict as rule
 from harness.evaluation.noise import sigma
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
-from harness.text_table import format_table
+from harness.core.text_table import format_table
 
 STATUSES = VERDICTS
 PAPER_PROFILE = "paper"

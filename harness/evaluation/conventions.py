@@ -46,10 +46,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from harness.errors import UnknownNameError
+from harness.core.errors import UnknownNameError
 
-from harness.names import BEIR_DATASETS as BEIR_NAMES
-from harness.names import CQADUPSTACK_FORUMS
+from harness.core.names import BEIR_DATASETS as BEIR_NAMES
+from harness.core.names import CQADUPSTACK_FORUMS
 
 Run = dict[str, dict[str, float]]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.retrieval.dense import Shard
 
 Run = dict[str, dict[str, float]]

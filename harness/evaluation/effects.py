@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from harness.evaluation.conventions import primary_measure
-from harness.records import RunRecord
+from harness.records.store import RunRecord
 
 
 
@@ -71,11 +71,11 @@ def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, Ru
 def method_effects(records: Sequence[RunRecord], profile: str,
                    pairs: Sequence[tuple[str, str]] | None = None) -> list[Effect]:
     """A minus B on each dataset both final retrievers were evaluated on, for every pair present;
-    ``pairs`` (A, B) default to the specs' ``compare_with`` (``harness.spec.comparisons``)."""
+    ``pairs`` (A, B) default to the specs' ``compare_with`` (``harness.spec.method.comparisons``)."""
     from harness.evaluation.claims import check_claims, claims_for, overall
 
     if pairs is None:
-        from harness.spec import comparisons
+        from harness.spec.method import comparisons
 
         pairs = comparisons()
     latest = latest_by_method(records, profile)
@@ -120,7 +120,7 @@ def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
 
 
 def format_effects(effects: Sequence[Effect]) -> str:
-    from harness.text_table import format_table
+    from harness.core.text_table import format_table
 
     rows = [[e.profile, f"{e.a} - {e.b}", e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
              f"{e.delta:+.2f}", f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]", f"{e.p_value:.3f}", e.queries,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.evaluation.conventions import Convention, get_convention
 
 Run = Mapping[str, Mapping[str, float]]

@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 NOISE_FILE = Path(__file__).with_name("noise.yaml")
 CONTROL, PROFILE = "nopretrain", "mini"
@@ -73,7 +73,7 @@ def measure(records: list[Any]) -> dict[str, Any]:
             benchmarks.setdefault(dataset, {})[name] = {
                 "means": [round(m, 4) for m in means], "sd": round(sd, 4), "tau": round(tau, 4),
                 "shared": round(shared, 4), "queries": len(queries)}
-    from harness.spec import settings_hash
+    from harness.spec.method import settings_hash
 
     hashes = {settings_hash(r.spec) for r in records}
     if len(hashes) != 1:
@@ -112,7 +112,7 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
 
 
 def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
-    from harness.records import load_records, load_references
+    from harness.records.store import load_records, load_references
 
     refs = load_references(records_dir)
     ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")
@@ -139,7 +139,7 @@ def render(block: dict[str, Any]) -> str:
 def report(runs: Path | None = None, write: bool = False) -> str:
     """noise.yaml as measured from the records under ``runs`` (default: runs/, HARNESS_RUNS_DIR);
     ``write`` replaces the committed file with it (``python -m harness noise [--write]``)."""
-    from harness.paths import runs_dir
+    from harness.core.paths import runs_dir
 
     runs = runs or runs_dir()
     text = render(measure(_records_for_spread(runs / "records", runs / "seeds")))

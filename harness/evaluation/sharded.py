@@ -15,8 +15,8 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from harness.errors import HarnessError
-from harness.fsutil import atomic_write_json
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_write_json
 from harness.retrieval.sharded import DistributedEncoding, encode_distributed, index_shards
 
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DataFormatError
+from harness.core.errors import DataFormatError
 
 TOLERANCES_FILE = Path(__file__).with_name("tolerances.yaml")
 

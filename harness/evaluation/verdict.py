@@ -38,8 +38,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-# The rule's outcomes: their words, meanings and order are declared in harness.statuses.
-from harness.statuses import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED,
+# The rule's outcomes: their words, meanings and order are declared in harness.core.statuses.
+from harness.core.statuses import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED,
                                STATUSES, VERDICTS)
 DIFFERENT = (DIFFERENT_BELOW, DIFFERENT_ABOVE)
 WORST_FIRST = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_COMPARABLE)  # what a group shows

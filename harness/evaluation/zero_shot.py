@@ -6,7 +6,7 @@
     summary = evaluate_model("path/to/all-MiniLM-L6-v2", "scifact")
     summary["metrics"]["scifact"]["nDCG@10"]
 
-Steps: the model folder is found with :func:`harness.checkpoints.resolve_model_path` and loaded
+Steps: the model folder is found with :func:`harness.stages.checkpoints.resolve_model_path` and loaded
 with :func:`harness.retrieval.encoder.load_zero_shot_encoder`: ``load_encoder`` reads
 pooling and normalisation from the folder itself (sentence-transformers ``modules.json`` and
 Pooling config, the harness's ``harness_encoder.json``, else the Tevatron convention: CLS, no
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.checkpoints import model_fingerprint, resolve_model_path
-from harness.errors import HarnessError
+from harness.stages.checkpoints import model_fingerprint, resolve_model_path
+from harness.core.errors import HarnessError
 from harness.evaluation.conventions import get_convention
 from harness.retrieval.corpus_vectors import corpus_embeddings
 from harness.retrieval.encoder import load_zero_shot_encoder
@@ -199,7 +199,7 @@ def evaluate_model(model_path: str | Path, dataset: str | Any, **options: Any) -
 
 
 def _track(summary: dict[str, Any], result: Any, save_run: str | Path | None) -> dict[str, Any]:
-    from harness.tracking import Tracker, parent_metrics
+    from harness.records.tracking import Tracker, parent_metrics
 
     tracker = Tracker(experiment=EXPERIMENT, run_name=summary["model_name"],
                       tags={"model": summary["model"], "dataset": summary["benchmark"], "split": summary["split"]})

@@ -39,9 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, normalise_examples
-from harness.numerics import upcast
+from harness.core.numerics import upcast
 from harness.retrieval.encoder import POOLINGS, describe_checkpoint, load_backbone, pool, write_encoder_config
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
 from harness.training.finished import finish, finished_stats, fingerprint
@@ -51,7 +51,7 @@ Example = tuple[str, Sequence[str], Sequence[str]]
 
 @dataclass(kw_only=True)
 class DenseTrainConfig(BiEncoderTrainConfig):
-    """Fine-tuning hyper-parameters: a stage's settings (harness.stage_settings.StageSettings.trainer_kwargs),
+    """Fine-tuning hyper-parameters: a stage's settings (harness.spec.stage_settings.StageSettings.trainer_kwargs),
     Tevatron v1's CLS pooling and temperature 1."""
 
     what = "fine-tuning"

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.finetune.negatives import sample_group
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 from harness.training.config import LoopConfig, required, run_control
@@ -32,7 +32,7 @@ TeacherScores = Mapping[str, Mapping[str, float]]
 @dataclass(kw_only=True)
 class GroupTrainConfig(LoopConfig):
     """Batches of ``queries_per_device`` groups of ``passages_per_query`` (1 positive + negatives).
-    What a spec sets comes from its settings (harness.stage_settings: StageSettings, RerankerTrainSettings)."""
+    What a spec sets comes from its settings (harness.spec.stage_settings: StageSettings, RerankerTrainSettings)."""
 
     queries_per_device: int = required()
     passages_per_query: int = required()  # 1 positive + hard negatives

@@ -27,7 +27,7 @@ import random
 from typing import Any, Mapping, Sequence
 
 from harness import SEED
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]

@@ -42,11 +42,11 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from harness.checkpoints import load_pretrained
-from harness.errors import HarnessError
+from harness.stages.checkpoints import load_pretrained
+from harness.core.errors import HarnessError
 from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
-from harness.fsutil import atomic_write_text
-from harness.numerics import upcast
+from harness.core.fsutil import atomic_write_text
+from harness.core.numerics import upcast
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 from harness.training.config import required
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
@@ -57,7 +57,7 @@ SETTINGS_FILE = "harness_reranker.json"
 
 @dataclass(kw_only=True)
 class RerankerTrainConfig(GroupTrainConfig):
-    """Cross-encoder training settings: the spec's (harness.stage_settings.RerankerTrainSettings)."""
+    """Cross-encoder training settings: the spec's (harness.spec.stage_settings.RerankerTrainSettings)."""
 
     what = "reranker"
     max_length: int = required()

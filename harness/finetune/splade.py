@@ -53,7 +53,7 @@ Everything else
 Output
     ``output_dir`` holds the ``BertForMaskedLM`` weights, the tokenizer, ``harness_lexical.json``
     (representation, lengths, title separator; read by :mod:`harness.retrieval.impact`) and
-    ``train_stats.json``, then ``done.json`` (the finished marker of :mod:`harness.artifacts`).
+    ``train_stats.json``, then ``done.json`` (the finished marker of :mod:`harness.stages.artifacts`).
 """
 
 from __future__ import annotations
@@ -67,10 +67,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.finetune.dense import gather_with_grad, info_nce_loss
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, TeacherScores, normalise_examples
-from harness.numerics import upcast
+from harness.core.numerics import upcast
 from harness.retrieval.splade_model import REPRESENTATION, load_masked_lm, splade_max, write_lexical_settings
 from harness.training.config import required
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
@@ -80,7 +80,7 @@ from harness.training.finished import finish, finished_stats, fingerprint
 
 @dataclass(kw_only=True)
 class SpladeTrainConfig(BiEncoderTrainConfig):
-    """Hyper-parameters: a stage's settings (harness.stage_settings.StageSettings.splade_kwargs).
+    """Hyper-parameters: a stage's settings (harness.spec.stage_settings.StageSettings.splade_kwargs).
 
     The paper's stage 1 trains 24 queries x (1 + 15) at lr 2e-5 for 3 epochs with ``flops_lambda=0.002``;
     stage 2 ``flops_lambda=0.008`` on the stage-1 retriever's negatives; stage 3 ``flops_lambda=0.008,

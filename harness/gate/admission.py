@@ -1,7 +1,7 @@
 """What a record must satisfy before the gate grades it, the leaderboard shows it beside the papers,
 or ``check --accept`` makes it a reference.
 
-* Its seal and per-query aggregates hold (``RunRecord.integrity_problems``, ``harness.integrity``).
+* Its seal and per-query aggregates hold (``RunRecord.integrity_problems``, ``harness.records.integrity``).
 * Its ``datasets`` checksums are the catalog's (``harness.data.checksums``): else DATA-MISMATCH.
 * Its method has a spec here (else UNKNOWN-METHOD), or its checkpoint is in the checkpoint registry.
 * Its spec settings are the method's current ones or its reference's (else SPEC-CHANGED).
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.papers.released import CHECKPOINT_PROFILE
-from harness.records import RunRecord
-from harness.statuses import SPEC_CHANGED, UNKNOWN_METHOD
+from harness.records.store import RunRecord
+from harness.core.statuses import SPEC_CHANGED, UNKNOWN_METHOD
 
 
 def data_mismatches(rec: RunRecord) -> list[Any]:
@@ -28,8 +28,8 @@ def data_mismatches(rec: RunRecord) -> list[Any]:
 def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
     """Why the record's spec settings are neither those of its method's current spec (for its profile)
     nor those of ``ref`` (its reference); "" when one of them matches. Settings as STALE-REFERENCE
-    compares them (``harness.spec.settings_hash``: documentation keys left out)."""
-    from harness.spec import load_method, settings_hash
+    compares them (``harness.spec.method.settings_hash``: documentation keys left out)."""
+    from harness.spec.method import load_method, settings_hash
 
     if not rec.spec:
         return "the record holds no spec, so the settings it ran cannot be known"
@@ -53,7 +53,7 @@ def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] 
     gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
     of an older spec is never a row beside the papers'. Without a readable manifest only the method
     is checked (the reference's spec cannot be known)."""
-    from harness.spec import list_methods
+    from harness.spec.method import list_methods
 
     if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
         return None

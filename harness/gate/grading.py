@@ -17,8 +17,8 @@ from typing import Any
 
 from harness.gate.labels import source_label, system_axes
 from harness.papers.released import CHECKPOINT_PROFILE, Checkpoint, get_checkpoint, map_cells
-from harness.records import RunRecord
-from harness.statuses import EFFECT, FAIL, NEAR, NEAR_FACTOR, NO_CELLS, NOT_COMPARABLE, PASS, STALE_REFERENCE
+from harness.records.store import RunRecord
+from harness.core.statuses import EFFECT, FAIL, NEAR, NEAR_FACTOR, NO_CELLS, NOT_COMPARABLE, PASS, STALE_REFERENCE
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
 # A method without training (BM25: Lucene, deterministic) reproduces its reference exactly: the
@@ -142,7 +142,7 @@ def _reference_status(delta: float, tolerance: float) -> str:
 def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE) -> list[GateRow]:
     """Each metric of ``ref`` reproduced by ``record`` within ``tolerance`` points, either way."""
     base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
-    from harness.spec import settings_hash
+    from harness.spec.method import settings_hash
 
     # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
     # (documentation, not settings) never makes a reference stale.

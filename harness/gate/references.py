@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 from harness.gate.admission import acceptance_problem
 from harness.gate.grading import GateRow
-from harness.records import REFERENCES_FILE, RunRecord, load_records, records_dir
-from harness.statuses import CORRUPT, MISSING, WRONG_REFERENCE
+from harness.records.store import REFERENCES_FILE, RunRecord, load_records, records_dir
+from harness.core.statuses import CORRUPT, MISSING, WRONG_REFERENCE
 
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
@@ -31,8 +31,8 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
     removed, and accepting it would make the doctored numbers the reference."""
     import datetime as _dt
 
-    from harness.fsutil import atomic_write_text
-    from harness.records import read_references
+    from harness.core.fsutil import atomic_write_text
+    from harness.records.store import read_references
 
     directory = Path(directory) if directory is not None else records_dir()
     data = read_references(directory)  # first: an unreadable manifest must not be overwritten

@@ -1,7 +1,7 @@
 """CI regression gate: every run record against what it must reproduce (`python -m harness check`).
 
 * **Integrity first.** Every record is re-hashed against the seal written with it and its
-  aggregates are recomputed from its own per-query scores (``harness/integrity.py``); an edited,
+  aggregates are recomputed from its own per-query scores (``harness/records/integrity.py``); an edited,
   unsealed or inconsistent record is CORRUPT (always failing), naming the part that changed.
 * ``paper``-profile records are graded against the papers' reported cells for their method,
   re-computed with the current registry, conditions derived from the record's own spec and the
@@ -30,7 +30,7 @@
   schema version is UNREADABLE too: the harness that checks it cannot vouch for fields it does
   not know, and in CI the records and the harness come from one commit, so a newer version means a
   record from elsewhere (or a version bump without a reader); upgrade the harness to check it.
-  Only a temp file still being written (``harness.fsutil.is_temp``: ``atomic_path``'s
+  Only a temp file still being written (``harness.core.fsutil.is_temp``: ``atomic_path``'s
   ``.<name>.<random>.tmp.json``, and ``*.tmp``) is IN-PROGRESS: listed, never read, failing
   only under ``--strict`` (a reference still being written is MISSING until it is renamed into
   place, so ignoring the temp file lets nothing expected pass). The papers' cells are read too: a
@@ -64,18 +64,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.fsutil import is_temp
+from harness.core.fsutil import is_temp
 from harness.gate.admission import data_mismatches, spec_change, unknown_checkpoint
 from harness.gate.grading import (PAPER_GRADED, TINY_TOLERANCE, TRAINING_FREE_FAMILIES, TRAINING_FREE_TOLERANCE,
                                   GateRow, effect_rows, loss_rows, paper_rows, reference_rows)
 from harness.gate.references import resolve_references
 from harness.papers.registry import load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
-from harness.records import REFERENCES_FILE, RunRecord, Skipped, load_records, load_references, records_dir
+from harness.records.store import REFERENCES_FILE, RunRecord, Skipped, load_records, load_references, records_dir
 # Every status word, which fail the gate and the order rows are counted in: declared once there.
-from harness.statuses import (CORRUPT, DATA_MISMATCH, ERROR, FAILING, IN_PROGRESS, NO_REFERENCE, REFERENCE,
+from harness.core.statuses import (CORRUPT, DATA_MISMATCH, ERROR, FAILING, IN_PROGRESS, NO_REFERENCE, REFERENCE,
                               SPEC_CHANGED, STATUSES, STRICT_FAILING, SUPERSEDED, UNKNOWN_METHOD, UNREADABLE)
-from harness.text_table import format_table
+from harness.core.text_table import format_table
 
 
 @dataclass
@@ -142,7 +142,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         status = IN_PROGRESS if is_temp(s.path) else UNREADABLE
         result.rows.append(GateRow(status, s.path.stem, "", "", note=f"{s.path.name}: {s.reason}"))
     if known_methods is None:
-        from harness.spec import list_methods
+        from harness.spec.method import list_methods
 
         known_methods = list_methods()
     usable = []

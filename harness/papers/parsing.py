@@ -17,12 +17,12 @@ from typing import Any, Iterable
 import yaml
 
 from harness.data.catalog import AGGREGATES
-from harness.errors import DataFormatError
+from harness.core.errors import DataFormatError
 from harness.papers.schema import (AXIS_KEYS, BENCHMARKS, BOLD_GROUP_KEYS, CELL_KEYS, CHECK_KINDS, CLAIM_KEYS,
                                    COLUMN_KEYS, CONDITION_KEYS, KNOWN_METHODS, METRIC_UNITS, NUMBER, ROW_KEYS,
                                    SCHEMA_VERSION, TABLE_KEYS, TEXT_VALUE_KEYS, TOP_KEYS, Doubt, PaperInfo,
                                    ReportedCell, TableInfo, canonical_label)
-from harness.stages import FINETUNE_STAGES  # the fine-tuning stages' names, which cells use too
+from harness.stages.graph import FINETUNE_STAGES  # the fine-tuning stages' names, which cells use too
 
 
 def yaml_key_lines(node: yaml.Node, path: tuple = (), out: dict[tuple, int] | None = None) -> dict[tuple, int]:

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.papers.parsing import cross_file_problems, parse_file
 from harness.papers.schema import BENCHMARKS, KNOWN_METHODS, PaperInfo, ReportedCell
-from harness.paths import REPORTED_DIR
+from harness.core.paths import REPORTED_DIR
 
 
 def _signature(root: Path) -> tuple:

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from harness.errors import DataFormatError, HarnessError, UnknownNameError
-from harness.paths import BASELINES_DIR
+from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.core.paths import BASELINES_DIR
 
 SCHEMA_VERSION = 1
 CHECKPOINT_PROFILE = "checkpoint"  # the profile of a released checkpoint's run record (`harness reproduce`)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.data.catalog import reported_benchmarks
-from harness.paths import BASELINES_DIR
+from harness.core.paths import BASELINES_DIR
 
 SCHEMA_VERSION = 1
 # The methods a cell may name: the committed method specs (one YAML each in baselines/), so a new

@@ -1,1 +1,6 @@
-"""Per-family pipelines: a resolved spec + a dataset -> a TREC run file, through cached stages."""
+"""Per-family pipelines: a resolved spec + a dataset -> a TREC run file, through cached stages.
+
+``context.py`` is what a pipeline gets from the runner (the spec, the tracker, the stage cache and
+``input_key``); ``chain.py`` the chain every trained family runs; ``bm25.py``, ``dense.py``,
+``learned_sparse.py`` and ``pretrain.py`` the families' and pre-training's stages.
+"""

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.block_settings import RetrievalSettings
+from harness.spec.block_settings import RetrievalSettings
 from harness.retrieval import bm25
 
 if TYPE_CHECKING:
-    from harness.context import RunContext
+    from harness.pipelines.context import RunContext
 
 
 def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:

@@ -7,7 +7,7 @@
 A family (:class:`Family`: harness/pipelines/dense.py, learned_sparse.py) supplies how it trains a
 retriever, mines with one and searches with one; this module owns the order, the negative pools,
 which model each retriever starts from (``finetune.retrieverN.init``) and the evaluation runs, so
-the two families cannot drift apart. The stages and their reads are declared in harness/stages.py.
+the two families cannot drift apart. The stages and their reads are declared in harness/stages/graph.py.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from harness import SEED
-from harness.context import input_key
+from harness.pipelines.context import input_key
 from harness.data.requirements import train_split
-from harness.errors import HarnessError
-from harness.stage_settings import StageSettings, finetune_settings
+from harness.core.errors import HarnessError
+from harness.spec.stage_settings import StageSettings, finetune_settings
 
 if TYPE_CHECKING:
-    from harness.context import RunContext
+    from harness.pipelines.context import RunContext
 
 Runs = dict[str, dict[str, Path]]  # label (start, retriever1, ...) -> dataset -> TREC run
 
@@ -101,7 +101,7 @@ def check_train_queries(ctx: "RunContext") -> None:
     otherwise stop at the first stage that reads them). A dry-run shows it as a line of its plan
     instead and goes on, so that it lists every stage on any machine."""
     from harness.data.catalog import get_benchmark
-    from harness.stages import PRETRAINING
+    from harness.stages.graph import PRETRAINING
 
     if ctx.stop_after in PRETRAINING:
         return  # run --stage pretrain (or earlier): fine-tuning's data is not read
@@ -134,7 +134,7 @@ def mining_depth(ctx: "RunContext", stage: str) -> int:
 
 
 def training_key(ctx: "RunContext", stage: str, settings: StageSettings) -> dict[str, Any]:
-    """A fine-tuning stage's cache key: every keyed setting of the stage (harness.settings.Settings.key)
+    """A fine-tuning stage's cache key: every keyed setting of the stage (harness.spec.settings.Settings.key)
     and which training queries it reads; its init, negatives and teacher are its inputs."""
     name, split = train_split(ctx.spec)
     return {**settings.key(), "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
@@ -143,7 +143,7 @@ def training_key(ctx: "RunContext", stage: str, settings: StageSettings) -> dict
 
 def detected_world_size() -> int:
     """Devices this machine trains on (1 on CPU); the per-device share of a global batch divides by it."""
-    from harness.hardware import detect, world_size
+    from harness.core.hardware import detect, world_size
 
     return world_size(detect())
 

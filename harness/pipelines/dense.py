@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
-from harness.context import input_key
+from harness.pipelines.context import input_key
 from harness.data.requirements import train_split
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries, training_key
-from harness.stage_settings import StageSettings
+from harness.spec.stage_settings import StageSettings
 
 if TYPE_CHECKING:
-    from harness.context import RunContext
+    from harness.pipelines.context import RunContext
 
 
 def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path], extra_key: dict[str, str]) -> Path:
@@ -75,7 +75,7 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
     pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
     so mining and evaluating with retriever 1 on one corpus encode it once)."""
-    from harness.checkpoints import model_fingerprint
+    from harness.stages.checkpoints import model_fingerprint
     from harness.data.catalog import get_benchmark
     from harness.evaluation.dense_run import retrieve
     from harness.retrieval.corpus_vectors import corpus_embeddings

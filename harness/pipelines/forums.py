@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.context import RunContext
+    from harness.pipelines.context import RunContext
 
 
 def retrieve_parts(ctx: "RunContext", label: str, dataset: str, retrieve: Callable[[str], Path]) -> Path:
     """``retrieve(name)`` for the benchmark, or for each of its parts and their runs merged."""
-    from harness.context import input_key
+    from harness.pipelines.context import input_key
     from harness.data.catalog import get_benchmark
 
     parts = get_benchmark(dataset).sub_benchmarks()

@@ -40,22 +40,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from harness import SEED
-from harness.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
-from harness.conditions import PAPER_RERANKER
-from harness.context import input_key
+from harness.spec.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
+from harness.spec.conditions import PAPER_RERANKER
+from harness.pipelines.context import input_key
 from harness.data.requirements import train_split
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pipelines.chain import (Family, Runs, detected_world_size, mining_depth, run_chain, train_queries,
                                      training_key)
-from harness.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, RerankerSettings,
+from harness.spec.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, RerankerSettings,
                                     StageSettings)
-from harness.stages import PRETRAINING
+from harness.stages.graph import PRETRAINING
 
 if TYPE_CHECKING:
-    from harness.artifacts import StageCache
-    from harness.context import RunContext
+    from harness.stages.artifacts import StageCache
+    from harness.pipelines.context import RunContext
 
-DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/conditions.py)
+DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/spec/conditions.py)
 ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
 EFFICIENCY_KEYS = ("qps", "index_bytes", "avg_doc_nonzeros", "avg_query_nonzeros", "search_seconds", "docs",
                    "capped_queries")
@@ -113,7 +113,7 @@ def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
 
         return int(bert_config_from_dict({ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS})
                    .max_position_embeddings)
-    from harness.checkpoints import resolve_checkpoint
+    from harness.stages.checkpoints import resolve_checkpoint
 
     try:
         config_file = Path(resolve_checkpoint(model["init"], "initial encoder")) / "config.json"

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
-from harness.block_settings import CorpusSettings, QgenSettings, TokenizerSettings
-from harness.context import input_key
-from harness.errors import HarnessError
-from harness.stage_settings import PretrainSettings
+from harness.spec.block_settings import CorpusSettings, QgenSettings, TokenizerSettings
+from harness.pipelines.context import input_key
+from harness.core.errors import HarnessError
+from harness.spec.stage_settings import PretrainSettings
 
 if TYPE_CHECKING:
-    from harness.context import RunContext
+    from harness.pipelines.context import RunContext
 
 # Tiny-profile architecture keys in the spec -> BertConfig keys.
 ARCH_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
@@ -210,7 +210,7 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
         config = bert_config_from_dict(arch, vocab_size=len(tokenizer))
         objective = build_objective(pre["objective"], config, **(pre.get("objective_params") or {}))
         return objective, tokenizer
-    from harness.checkpoints import resolve_checkpoint
+    from harness.stages.checkpoints import resolve_checkpoint
     from harness.pretrain.models import load_masked_lm
 
     path = resolve_checkpoint(model["init"], "initial encoder")

@@ -15,8 +15,8 @@ from typing import Any
 
 from torch import nn
 
-from harness.errors import HarnessError
-from harness.fsutil import atomic_dir
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_dir
 from harness.training import distributed as D
 
 MODEL_FILE = "model.safetensors"

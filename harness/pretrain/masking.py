@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 IGNORE_INDEX = -100
 MASK_PROB = 0.8

@@ -27,9 +27,9 @@ from transformers import BertConfig, BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer, BertOnlyMLMHead
 
-from harness.checkpoints import load_pretrained
-from harness.errors import HarnessError
-from harness.numerics import upcast
+from harness.stages.checkpoints import load_pretrained
+from harness.core.errors import HarnessError
+from harness.core.numerics import upcast
 
 IGNORE_INDEX = -100
 

@@ -10,7 +10,7 @@ An objective module registers its class with :func:`register_objective`, naming 
 That declaration is all there is: ``losses`` are the components its forward returns beside
 ``loss`` (logged each step; the contract tests loop over the registry and check them); the objective is built with its defaults overridden by the
 spec's ``pretrain.objective_params`` (harness.pretrain.objectives.base), spec validation checks
-a spec against it before any stage runs (harness.spec_values), the plan and the docs list it.
+a spec against it before any stage runs (harness.run.validation), the plan and the docs list it.
 
 Where objectives come from (``harness.pretrain.objectives.objectives()``, which imports them): every
 module of ``harness/pretrain/objectives/``,
@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness.errors import HarnessError, UnknownNameError
-from harness.kinds import Kind, example_text
+from harness.core.errors import HarnessError, UnknownNameError
+from harness.spec.kinds import Kind, example_text
 
 NONE = "none"  # pretrain.objective: none = no pre-training (the control)
 USER_FOLDER = "objectives"  # beside the specs (HARNESS_SPECS_DIR): a user's own objective modules

@@ -51,8 +51,8 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import Tensor, nn
 
-from harness.errors import HarnessError
-from harness.numerics import upcast
+from harness.core.errors import HarnessError
+from harness.core.numerics import upcast
 from harness.training import distributed as D
 from harness.training.config import LoopConfig, required, run_control
 from harness.training.engine import Logger, Notes, StepContext, Task, run, session
@@ -64,7 +64,7 @@ ExamplesFn = Callable[[int, int, int], Iterable[Example]]
 @dataclass(kw_only=True)
 class TrainConfig(LoopConfig):
     """Hyper-parameters of one pre-training run (all keyword-only); the shared ones are in LoopConfig.
-    What a spec sets comes from its settings (harness.stage_settings.PretrainSettings.trainer_kwargs)."""
+    What a spec sets comes from its settings (harness.spec.stage_settings.PretrainSettings.trainer_kwargs)."""
 
     what = "training"
     steps: int

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from tqdm.auto import tqdm
 
-from harness import procs
-from harness.errors import HarnessError
+from harness.core import procs
+from harness.core.errors import HarnessError
 from harness.retrieval.java import ensure_java_home
 
 Corpus = dict[str, dict[str, str]]

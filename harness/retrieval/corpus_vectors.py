@@ -3,7 +3,7 @@
 Every dense search reads its corpus vectors from here: the pipeline's ``dense_retrieve`` stages
 (mining with retriever 1 and evaluating retriever 1 on the same corpus read one encoding),
 ``eval --model`` and ``reproduce``. The cache folder is ``cache_dir()/embeddings/<key>/``
-(``embeddings.npy``, ``doc_ids.json`` and the finished marker of :mod:`harness.artifacts`; the
+(``embeddings.npy``, ``doc_ids.json`` and the finished marker of :mod:`harness.stages.artifacts`; the
 folder is written whole), ``key`` = sha256 of (the model folder's file contents, the settings
 that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
 included), the benchmark name and its corpus checksum): content, never paths, so two checkouts
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.artifacts import finished_meta, hash_json, mark_finished
-from harness.errors import HarnessError
-from harness.fsutil import PARTIAL, atomic_dir, temp_name
+from harness.stages.artifacts import finished_meta, hash_json, mark_finished
+from harness.core.errors import HarnessError
+from harness.core.fsutil import PARTIAL, atomic_dir, temp_name
 from harness.retrieval.encoder import vector_settings
 
 # Bump when a change to encoding makes cached corpus embeddings stale.
@@ -121,7 +121,7 @@ def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_s
 
 
 def _embeddings_dir() -> Path:
-    from harness.paths import cache_dir
+    from harness.core.paths import cache_dir
 
     return cache_dir() / "embeddings"
 

@@ -24,8 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.fsutil import atomic_path, atomic_write_text
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_path, atomic_write_text
 
 Run = dict[str, dict[str, float]]
 

@@ -40,8 +40,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.checkpoints import load_pretrained
-from harness.errors import DataFormatError, HarnessError
+from harness.stages.checkpoints import load_pretrained
+from harness.core.errors import DataFormatError, HarnessError
 
 POOLINGS = ("cls", "mean")
 KINDS = ("query", "passage")

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from harness import procs
-from harness.errors import HarnessError
+from harness.core import procs
+from harness.core.errors import HarnessError
 from harness.retrieval.java import ensure_java_home
 
 Run = dict[str, dict[str, float]]

@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 def ensure_java_home() -> str:

@@ -19,7 +19,7 @@
   instead of mixing embeddings.
 - ``rank{r}-chunk{k:05d}.npy`` + ``.json``: rank r's contiguous slice
   (:func:`harness.retrieval.encoder.shard_bounds`) cut into chunks of ``shard_size`` passages.
-  Both are written atomically (:mod:`harness.fsutil`), the ``.json`` (doc ids, bounds, sha256
+  Both are written atomically (:mod:`harness.core.fsutil`), the ``.json`` (doc ids, bounds, sha256
   of the ``.npy``) last, so a ``.json`` marks a complete chunk.
 
 A resumed run encodes the missing chunks with the same inputs and batches as an uninterrupted
@@ -53,8 +53,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.fsutil import atomic_write_bytes, atomic_write_json, exclusive_lock, is_temp
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_write_bytes, atomic_write_json, exclusive_lock, is_temp
 from harness.retrieval.encoder import shard_bounds, vector_settings
 
 MANIFEST = "manifest.json"
@@ -85,7 +85,7 @@ class ShardReport:
 
 def corpus_fingerprint(passages: Passages) -> str:
     """sha256 over every (id, title, text) in order: a changed, added or reordered passage changes it."""
-    from harness.artifacts import hash_texts
+    from harness.stages.artifacts import hash_texts
 
     def fields(doc_id: str) -> tuple[str, str, str]:
         doc = passages[doc_id]
@@ -96,8 +96,8 @@ def corpus_fingerprint(passages: Passages) -> str:
 
 def encoder_fingerprint(encoder: Any) -> str:
     """sha256 of the model folder's files and the settings that decide passage vectors."""
-    from harness.checkpoints import model_fingerprint
-    from harness.artifacts import hash_json
+    from harness.stages.checkpoints import model_fingerprint
+    from harness.stages.artifacts import hash_json
 
     return hash_json({"model": model_fingerprint(Path(encoder.spec.model_dir)), "settings": vector_settings(encoder)})
 
@@ -130,7 +130,7 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 def _manifest(passages: Passages, ids: list[str], enc_fp: str, encoder: Any, world_size: int,
               shard_size: int, batch_size: int) -> dict[str, Any]:
-    from harness.artifacts import hash_texts
+    from harness.stages.artifacts import hash_texts
 
     chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": hash_texts(ids[a:b])}
               for name, (r, a, b) in _layout(len(ids), world_size, shard_size).items()}
@@ -179,7 +179,7 @@ def _short(value: Any) -> str:
 
 def _chunk_complete(out: Path, name: str, entry: Mapping[str, Any], dim: int) -> bool:
     """True when both files exist and agree with the manifest (a damaged chunk is encoded again)."""
-    from harness.artifacts import hash_texts
+    from harness.stages.artifacts import hash_texts
 
     meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
     if not meta_path.is_file():
@@ -294,7 +294,7 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
     """
     import hashlib
 
-    from harness.artifacts import hash_texts
+    from harness.stages.artifacts import hash_texts
 
     out = Path(out_dir)
     manifest = _read_manifest(out)
@@ -467,7 +467,7 @@ def encode_distributed(
     """
     import torch.distributed as dist
 
-    from harness.checkpoints import resolve_model_path
+    from harness.stages.checkpoints import resolve_model_path
     from harness.training import distributed as D
     from harness.retrieval.encoder import load_zero_shot_encoder
 

@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from harness.checkpoints import load_pretrained
-from harness.errors import HarnessError
-from harness.numerics import upcast
+from harness.stages.checkpoints import load_pretrained
+from harness.core.errors import HarnessError
+from harness.core.numerics import upcast
 
 SETTINGS_FILE = "harness_lexical.json"
 REPRESENTATION = "splade_max"

@@ -11,10 +11,10 @@ Layout under ``<output_dir>/checkpoints/``::
       trainer_state.json    step, epoch, config, loss and metric histories (written last)
     .step-000000200.partial.tmp/   a checkpoint being written; never read, removed on restart
 
-A checkpoint is written into a temp folder (:func:`harness.fsutil.temp_name`) and renamed into
-place (:func:`harness.fsutil.replace_dir`), so a process killed at any moment leaves either the
+A checkpoint is written into a temp folder (:func:`harness.core.fsutil.temp_name`) and renamed into
+place (:func:`harness.core.fsutil.replace_dir`), so a process killed at any moment leaves either the
 previous set of checkpoints or the new one, never a half-written ``step-*`` folder. (Not
-:func:`harness.fsutil.atomic_dir`: every rank writes into the one folder between barriers.)
+:func:`harness.core.fsutil.atomic_dir`: every rank writes into the one folder between barriers.)
 ``trainer_state.json`` is the resume point a step folder is read by, not a finished marker. Under DDP every rank writes its own RNG file and rank 0
 writes the rest; the folder must be on a file system all ranks share.
 
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.errors import HarnessError
-from harness.fsutil import PARTIAL, is_temp, replace_dir, temp_name
+from harness.core.errors import HarnessError
+from harness.core.fsutil import PARTIAL, is_temp, replace_dir, temp_name
 from harness.training import distributed as D
 
 CHECKPOINTS = "checkpoints"

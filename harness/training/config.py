@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness import SEED
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -31,7 +31,7 @@ def run_control(default: Any = dataclasses.MISSING) -> Any:
 
 def required() -> Any:
     """A field re-declared without a default (an inherited one included): a trainer config built from a
-    spec's typed settings (harness.stage_settings ``trainer_kwargs``) takes every value they set from
+    spec's typed settings (harness.spec.stage_settings ``trainer_kwargs``) takes every value they set from
     them, so no default is declared twice and none can differ from the spec's."""
     return field()
 

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
 from harness.training.config import LoopConfig

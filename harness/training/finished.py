@@ -1,7 +1,7 @@
 """A finished training folder: the run's fingerprint, ``train_stats.json`` and the finished marker.
 
 The stats stay in ``train_stats.json`` where callers read them; whether the folder is finished,
-and from what, is the one marker of :mod:`harness.artifacts` (``done.json``, ``key`` = the
+and from what, is the one marker of :mod:`harness.stages.artifacts` (``done.json``, ``key`` = the
 fingerprint), written after everything else.
 """
 
@@ -13,9 +13,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from harness.artifacts import canonical_json, finished_meta, hash_texts, mark_finished
-from harness.errors import HarnessError
-from harness.fsutil import atomic_write_text
+from harness.stages.artifacts import canonical_json, finished_meta, hash_texts, mark_finished
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_write_text
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
 

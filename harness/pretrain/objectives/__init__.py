@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 from harness.pretrain.objective_params import REGISTRY, USER_FOLDER, Declared, param_problems
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def _load_user_folder(folder: Path) -> None:
 
 def objectives() -> dict[str, Declared]:
     """Every registered objective (the harness's own and the user's), by name."""
-    from harness.paths import specs_dir
+    from harness.core.paths import specs_dir
 
     if not _BUILTINS_LOADED:
         _load_builtins()

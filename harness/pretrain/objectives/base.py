@@ -30,10 +30,10 @@ import torch
 from torch import Tensor, nn
 from transformers import BertConfig, BertForMaskedLM, BertModel
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.pretrain import masking
 from harness.pretrain.models import new_masked_lm
-from harness.kinds import POSITIVE_WHOLE, RATIO
+from harness.spec.kinds import POSITIVE_WHOLE, RATIO
 from harness.pretrain.objective_params import Param, registered, resolve_params
 
 # Parameters several objectives declare alike.

@@ -47,8 +47,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertConfig
 
-from harness.errors import HarnessError
-from harness.kinds import POSITIVE, POSITIVE_WHOLE
+from harness.core.errors import HarnessError
+from harness.spec.kinds import POSITIVE, POSITIVE_WHOLE
 from harness.pretrain.models import count_masked, masked_lm_loss, new_layers, run_layers
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import (
@@ -59,7 +59,7 @@ from harness.pretrain.objectives.base import (
     Objective,
 )
 from harness.pretrain.objectives.gradcache import grad_cache_backward
-from harness.numerics import upcast
+from harness.core.numerics import upcast
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from harness.pretrain.models import (
     replace_first_position,
     run_layers,
 )
-from harness.kinds import NON_NEGATIVE, RATIO
+from harness.spec.kinds import NON_NEGATIVE, RATIO
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import HEAD_LAYERS, Batch, Losses, Objective
 

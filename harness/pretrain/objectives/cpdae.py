@@ -66,14 +66,14 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import BertConfig
 
-from harness.errors import HarnessError
-from harness.kinds import FLAG, NON_NEGATIVE, NUMBER, POSITIVE_WHOLE, one_of
+from harness.core.errors import HarnessError
+from harness.spec.kinds import FLAG, NON_NEGATIVE, NUMBER, POSITIVE_WHOLE, one_of
 from harness.pretrain import masking
 from harness.pretrain.models import count_masked, init_like, masked_lm_loss
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import MASK_RATIO, Batch, Losses, Objective
 from harness.pretrain.objectives.gradcache import grad_cache_backward
-from harness.numerics import upcast
+from harness.core.numerics import upcast
 
 IGNORE_INDEX = -100
 

@@ -22,8 +22,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from harness.errors import HarnessError
-from harness.numerics import upcast
+from harness.core.errors import HarnessError
+from harness.core.numerics import upcast
 
 # global_part(reps_leaf) -> (total to backpropagate, {component: value})
 GlobalPart = Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]]

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertConfig
 
-from harness.kinds import RATIO
+from harness.spec.kinds import RATIO
 from harness.pretrain import masking
 from harness.pretrain.models import (
     gather_masked,
@@ -52,7 +52,7 @@ from harness.pretrain.models import (
 )
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import HEAD_LAYERS, Batch, Losses, Objective
-from harness.numerics import upcast
+from harness.core.numerics import upcast
 
 
 def lexicon_importance(logits: Tensor, pool_mask: Tensor) -> Tensor:

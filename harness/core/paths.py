@@ -1,0 +1,27 @@
+"""Where things live. Everything is relative to the project root unless overridden."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # harness/ (this file is harness/core/paths.py)
+PROJECT_ROOT = PACKAGE_DIR.parent
+BASELINES_DIR = PROJECT_ROOT / "baselines"
+REPORTED_DIR = BASELINES_DIR / "reported"
+EMBEDDED_DATA_DIR = PACKAGE_DIR / "data" / "embedded"
+
+
+def specs_dir() -> Path:
+    """Method specs: baselines/ (HARNESS_SPECS_DIR points at a folder of your own specs instead)."""
+    return Path(os.environ.get("HARNESS_SPECS_DIR", BASELINES_DIR))
+
+
+def runs_dir() -> Path:
+    """Run records and the local MLflow store (HARNESS_RUNS_DIR overrides, e.g. in tests)."""
+    return Path(os.environ.get("HARNESS_RUNS_DIR", PROJECT_ROOT / "runs"))
+
+
+def cache_dir() -> Path:
+    """Stage outputs, indexes and downloads (HARNESS_CACHE_DIR overrides)."""
+    return Path(os.environ.get("HARNESS_CACHE_DIR", PROJECT_ROOT / "cache"))

@@ -1,0 +1,229 @@
+"""What a pipeline gets from the runner: the resolved spec, the tracker, the stage log and the
+stage cache (:meth:`RunContext.cached_stage`), so the pipelines never import the runner.
+
+Plan mode (``plan_only``, what ``run --dry-run`` uses) runs the same pipeline code without building
+anything: :meth:`RunContext.cached_stage` computes each stage's cache key exactly as a run does,
+logs the stage (finished in the cache or still to run) and returns its :class:`StageCache`, so the
+stages a dry-run lists are the stages a run executes, with the same keys."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.stages.artifacts import BUILD_SECONDS, STAGE_BOOKKEEPING, StageCache, hash_dir, hash_file
+from harness.core.errors import HarnessError
+from harness.core.fsutil import exclusive_lock
+from harness.core.paths import cache_dir
+from harness.spec.method import MethodSpec
+from harness.stages.graph import STAGES, Stage, StopAfterStage
+from harness.records.tracking import Tracker
+
+STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
+
+
+def input_key(path: Path) -> str:
+    """What a stage's cache key says of an input folder or file: its content, never where it lives.
+
+    A stage output (``cache/<stage>/<key>/...``) is named by its stage and key, which already hash
+    its content's recipe; anything else (a checkpoint under models/, a packaged model in
+    site-packages) by the sha256 of its files. So a checkout moved to another folder, another
+    HARNESS_CACHE_DIR or another machine computes the same keys. A path that is not there (a
+    dry-run's missing checkpoint) is named as missing, by its folder name.
+    """
+    path = Path(path)
+    try:
+        return "/".join(path.resolve().relative_to(cache_dir().resolve()).parts)
+    except ValueError:
+        pass
+    if not path.exists():
+        return f"missing:{path.name}"
+    return f"sha256:{_content_hash(path.resolve(), _stamp(path))}"
+
+
+def _stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of every file under `path`: when it changes, the content is hashed again."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+
+
+@functools.lru_cache(maxsize=64)
+def _content_hash(path: Path, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    return (hash_file(path) if path.is_file() else hash_dir(path, exclude=()))[:16]
+
+
+def declared_stage(name: str, inputs: dict[str, str]) -> Stage:
+    """The declaration of stage `name`, after checking that each input read from another stage's output
+    (``<stage>/<key>/...``, :func:`input_key`) comes from a stage it declares it needs."""
+    if name not in STAGES:
+        raise HarnessError(f"stage '{name}' is not declared in harness/stages/graph.py (declared: {', '.join(STAGES)})")
+    stage = STAGES[name]
+    for label, value in inputs.items():
+        source = str(value).split("/", 1)[0]
+        if source in STAGES and source not in stage.needs:
+            raise HarnessError(f"stage '{name}' reads {label} from stage '{source}', which harness/stages/graph.py does "
+                               f"not declare it needs ({', '.join(stage.needs) or 'none'}): declare it there")
+    return stage
+
+
+@dataclass
+class StageLog:
+    """What happened in each stage, for the run record and the final summary."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
+        self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra})
+
+
+def _cached_outputs(cache: StageCache) -> dict[str, Any]:
+    """A cached stage's entry carries what its build returned (losses, counts), as if it had run, so
+    a resumed run's record is as complete as a fresh one's, and the build time it saved."""
+    stored = cache.meta()
+    output = {k: v for k, v in stored.items() if k not in STAGE_BOOKKEEPING}
+    return {"output": output, **({"built_seconds": stored[BUILD_SECONDS]} if BUILD_SECONDS in stored else {})}
+
+
+def _cuda() -> Any:
+    """torch.cuda when a stage has imported torch and a GPU is there; else None (never imports torch:
+    BM25-only runs do not load it). A counter never reset counts from the process start."""
+    torch = sys.modules.get("torch")
+    return torch.cuda if torch is not None and torch.cuda.is_available() else None
+
+
+@dataclass
+class RunContext:
+    """One run of one method: every pipeline stage goes through :meth:`cached_stage`."""
+
+    spec: MethodSpec
+    tracker: Tracker
+    stages: StageLog
+    force: bool = False
+    efficiency: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    forced: set[str] = field(default_factory=set)  # stage keys this run already rebuilt under --force
+    started: float = field(default_factory=time.time)
+    plan_only: bool = False  # --dry-run: plan the stages, build none (see the module docstring)
+    # Plan mode: lines shown in the plan before stage entry <index>: "a run stops here: ..." (a
+    # missing checkpoint or input, see plan_stop) or "note: ...".
+    plan_notes: list[tuple[int, str]] = field(default_factory=list)
+    # Plan mode: the output folder of each stage the run would build (not finished yet) -> stage name.
+    planned: dict[Path, str] = field(default_factory=dict)
+    stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
+
+    def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
+                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1") -> StageCache:
+        """Run `build(workdir)` unless a finished output with the same hash exists.
+
+        The stage is declared in harness/stages/graph.py: an input from a stage it does not declare it
+        reads is refused (the graph stays the one that runs), and a resumable stage keeps its
+        unfinished work folder (checkpoints, partial files) so a killed run continues where it
+        stopped instead of starting the stage again.
+        """
+        stage = declared_stage(name, inputs)
+        resumable = stage.resumable
+        cache = StageCache(name, config, inputs, code_version)
+        if self.plan_only:
+            return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable))
+        label = f"{name}/{dataset}" if dataset else name
+        # One builder per stage output: a second process (another terminal, a second --force)
+        # waits here for the first instead of writing into the same .partial folder.
+        with exclusive_lock(cache.lock_path, label) as waited:
+            done = cache.is_done()
+            # --force rebuilds a stage once per run, unless a concurrent run finished it while
+            # we waited (then it is as fresh as ours would be). The old output stays readable
+            # until the new one replaces it (StageCache.building).
+            rebuild = (self.force and done and cache.key not in self.forced
+                       and not (waited and cache.meta().get("finished", 0) >= self.started))
+            self.forced.add(cache.key)
+            if done and not rebuild:
+                print(f"[{label}] cached ({cache.dir})")
+                self.stages.add(name, dataset, True, 0.0, key=cache.key, **_cached_outputs(cache))
+                return self._stop_if_asked(name, cache)
+            started = time.time()
+            if (cuda := _cuda()) is not None:
+                cuda.reset_peak_memory_stats()
+            with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
+                resume = resumable and not self.force  # --force recomputes: no resume from old work either
+                if resume and cache.partial.exists():
+                    print(f"[{label}] resuming from {cache.partial}")
+                with cache.building(keep_partial=resume) as work:
+                    meta = build(work) or {}
+                    cache.mark_finished(work, {**meta, BUILD_SECONDS: round(time.time() - started, 2)})
+                self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
+        cuda = _cuda()  # the stage may have imported torch itself
+        peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}
+        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta, **peak)
+        return self._stop_if_asked(name, cache)
+
+    def _stop_if_asked(self, name: str, cache: StageCache) -> StageCache:
+        if name == self.stop_after:
+            raise StopAfterStage(name, cache.dir)
+        return cache
+
+    def _plan_stage(self, cache: StageCache, name: str, dataset: str | None, resumable: bool) -> StageCache:
+        """Plan mode: log what a run would do with this stage; build, lock and create nothing.
+
+        ``plan`` is ``cached`` (finished in the cache), ``to run``, or ``reused`` (a stage this run
+        builds or takes from the cache earlier, e.g. one impact index for mining and evaluation);
+        ``cached`` is whether the run would not build it here, as in a run's own entries.
+        """
+        if cache.key in self.forced:  # `forced` holds every key this run has met, as in a run
+            status = "reused"
+        elif cache.is_done() and not self.force:
+            status = "cached"
+        else:
+            status = "to run"
+            if not cache.is_done():
+                self.planned[cache.dir] = name
+        self.forced.add(cache.key)
+        extra = {"resumes": True} if status == "to run" and resumable and cache.partial.exists() else {}
+        self.stages.add(name, dataset, status != "to run", 0.0, key=cache.key, plan=status, **extra)
+        return cache
+
+    def planned_builder(self, path: Path) -> str | None:
+        """Plan mode: the stage this run would build `path` in (its output does not exist yet); else None.
+
+        A pipeline that looks into a stage's output outside the stage's `build` asks this first: in plan
+        mode the output is not there, and it goes by what the stage will write instead."""
+        for parent in (path, *path.parents):
+            if parent in self.planned:
+                return self.planned[parent]
+        return None
+
+    def plan_note(self, text: str) -> None:
+        """Plan mode: a line shown in the plan at this point (between the stages planned so far and the next)."""
+        self.plan_notes.append((len(self.stages.entries), text))
+
+    def plan_stop(self, problem: str) -> None:
+        """Plan mode: a run would stop here (`problem`: what is missing); the plan goes on past it."""
+        self.plan_note(f"{STOP}{problem}")
+
+    def stage_meta(self, cache: StageCache) -> dict[str, Any]:
+        """A finished stage's ``done.json``; in plan mode, where it may not be built, ``{}`` unless it is."""
+        if self.plan_only and not cache.is_done():
+            return {}
+        return cache.meta()
+
+    def checkpoint(self, name: str, what: str, hint: str = "") -> Path:
+        """:func:`harness.stages.checkpoints.resolve_checkpoint` as a path; `hint` is added to its error.
+
+        A run fails here when the checkpoint is missing (before it builds anything that needs it). In plan
+        mode the missing checkpoint becomes a line of the plan instead ("a run stops here: ...") and the
+        plan goes on as if the checkpoint were at models/<name>, so that a dry-run of a paper profile
+        lists all its stages on a machine without the paper's off-line checkpoints.
+        """
+        from harness.stages.checkpoints import candidates, resolve_checkpoint
+
+        try:
+            return Path(resolve_checkpoint(name, what))
+        except HarnessError as exc:
+            if not self.plan_only:
+                if hint:
+                    raise HarnessError(f"{exc}{hint}") from None
+                raise
+            self.plan_stop(f"{exc}{hint}")
+            return candidates(name)[-1]

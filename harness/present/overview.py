@@ -1,0 +1,440 @@
+"""The at-a-glance view (issue 28): which published claims hold, which differ, which have not been
+tried, and what trying one would cost. Pure data: the leaderboard's first tab shows it.
+
+Three lists, every number in points (100 x fraction; the paper's printed string kept beside it):
+
+* :class:`HeadlineRow`: each cell of each paper's main tables (Table 1: MS MARCO dev MRR@10 and
+  TREC DL nDCG@10; the BEIR table: nDCG@10 per dataset and the printed averages), on the
+  benchmark's primary measure (``conventions.primary_measure``), with a state: the verdict of the
+  paper-graded records (``paper``, ``checkpoint``) graded exactly as ``python -m harness check``
+  grades them (``gate.grading.paper_comparisons``, the one rule of ``evaluation.verdict``; several records
+  of one cell show the worst, as the gate fails on any), NOT-COMPARABLE when such a record exists
+  but does not share the cell's setting (the reason kept), or NOT-YET-RUN, with the command that
+  would run it and its projected cost on the spec's declared hardware (``harness.run.projection``).
+* :class:`ClaimRow`: each difference a paper printed between two of its rows (from the registry, as
+  ``check`` takes them, even with a ``--reported`` snapshot)
+  (``evaluation.claims``), graded from the paper-profile records' effects (``evaluation.effects``),
+  the same rows ``check`` prints, or NOT-YET-RUN when either method has no paper-profile record.
+* :class:`LearnedRow`: the newest record of each method in every other profile (mini, rehearsal,
+  tiny): each benchmark's primary measure with its bootstrap 95% CI, and the effect against the
+  control (``nopretrain``). These runs are smaller than the papers' and never compared with them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
+from harness.evaluation.conventions import primary_measure
+from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS, worst
+from harness.gate.grading import PAPER_GRADED, paper_comparisons
+from harness.gate.labels import source_label, system_axes
+from harness.papers.registry import paper_key
+from harness.records.store import RunRecord
+from harness.core.statuses import NOT_YET_RUN, STATUSES
+
+CONTROL = "nopretrain"  # the learned runs' effects are against it (every spec's first compare_with)
+MAIN_TABLE = "Table 1"  # each paper's MS MARCO / TREC DL headline table
+# The states a glance row can have, in the legend's order: the grading rule's verdicts, then "not tried".
+STATES = (*VERDICTS, NOT_YET_RUN)
+GRADED = tuple(v for v in VERDICTS if v != NOT_COMPARABLE)
+NOT_COMPARABLE_WITH_PAPERS = ("not comparable with the papers: smaller data, models and step counts than the "
+                              "papers' (the profile's spec), so no paper's number is a reference for them")
+
+
+def legend() -> dict[str, tuple[str, str]]:
+    """State -> (meaning, badge colour), for every legend of the glance page."""
+    return {s: (STATUSES[s].meaning, STATUSES[s].colour) for s in STATES}
+
+
+def points(fraction: float | None) -> float | None:
+    return None if fraction is None else 100.0 * float(fraction)
+
+
+@dataclass
+class HeadlineRow:
+    """One paper headline cell and what the records say about it (numbers in points)."""
+
+    paper: str
+    version: str
+    table: str
+    row: str
+    column: str
+    method: str
+    benchmark: str
+    measure: str
+    printed: str            # as the paper printed it (0.319 or 31.9)
+    reported: float         # points
+    source: str             # as `check` names it in its "against" column
+    cited: bool             # the paper cites another paper's number in this row
+    state: str
+    runs: list[str] = field(default_factory=list)   # the records that gave the state
+    reproduced: float | None = None
+    delta: float | None = None
+    ci_low: float | None = None   # 90% CI of the delta from seed noise (what the rule reads)
+    ci_high: float | None = None
+    reason: str = ""
+    command: str = ""             # how to reproduce (or re-run) it
+    cost: str = ""                # projected on the declared hardware, NOT-YET-RUN rows only
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ClaimRow:
+    """One printed difference (A minus B, points) and its state."""
+
+    source: str
+    a: str
+    b: str
+    a_row: str
+    b_row: str
+    benchmark: str
+    measure: str
+    claimed: float
+    state: str
+    effect: float | None = None   # the paper runs' A - B
+    ci_low: float | None = None   # 90% CI of (effect - claimed)
+    ci_high: float | None = None
+    runs: list[str] = field(default_factory=list)
+    reason: str = ""
+    command: str = ""
+    cost: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LearnedRow:
+    """One benchmark of the newest run of a method in a profile that is not compared with the papers."""
+
+    profile: str
+    method: str
+    benchmark: str
+    measure: str
+    value: float                  # points
+    ci_low: float | None          # bootstrap 95% CI over the run's queries
+    ci_high: float | None
+    queries: int
+    run_id: str
+    effect: float | None = None   # minus the control's run on the same queries (points)
+    effect_low: float | None = None
+    effect_high: float | None = None
+    effect_p: float | None = None
+    command: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Glance:
+    headline: list[HeadlineRow]
+    claims: list[ClaimRow]
+    learned: list[LearnedRow]
+
+    def counts(self, rows: Sequence[HeadlineRow | ClaimRow]) -> dict[str, int]:
+        """State -> number of rows, in the legend's order."""
+        found = [r.state for r in rows]
+        return {s: found.count(s) for s in STATES if s in found}
+
+
+# ----------------------------------------------------------------------------- commands and costs
+
+def run_command(method: str, profile: str = "paper", datasets: Sequence[str] = ()) -> str:
+    return " ".join(["python -m harness run --method", method, "--profile", profile,
+                     *([f"--dataset {','.join(datasets)}"] if datasets else [])])
+
+
+def _datasets_of(benchmark: str) -> tuple[str, ...]:
+    aggregate = AGGREGATES.get(benchmark)
+    return tuple(aggregate.members) if aggregate else (benchmark,)
+
+
+@functools.lru_cache(maxsize=None)
+def _spec_datasets(method: str) -> tuple[str, ...] | None:
+    from harness.spec.method import load_method
+
+    try:
+        return tuple(load_method(method, "paper").get("datasets") or ())
+    except Exception:  # noqa: BLE001 - a method without a paper profile: no command to offer
+        return None
+
+
+def paper_command(method: str, benchmark: str) -> tuple[str, tuple[str, ...]]:
+    """The command that runs ``benchmark`` in the paper profile, and the datasets it names (none:
+    the spec's own datasets, the paper's, already include it)."""
+    wanted = _datasets_of(benchmark)
+    own = _spec_datasets(method) or ()
+    extra = () if set(wanted) <= set(own) else wanted
+    return run_command(method, "paper", extra), extra
+
+
+@functools.lru_cache(maxsize=None)
+def projected_cost(method: str, datasets: tuple[str, ...] = ()) -> str:
+    """What ``run --method M --profile paper [--dataset ...] --dry-run`` projects on the spec's
+    declared hardware, as one line; computed once per process (planning imports torch)."""
+    from harness.run import projection
+    from harness.run.runner import plan_method
+    from harness.spec.method import load_method
+
+    try:
+        spec = load_method(method, "paper")
+        names = list(datasets) or list(spec.get("datasets") or [])
+        # every stage as if nothing were cached: the cost of the run on a fresh machine
+        entries = [dict(e, plan="to run") for e in plan_method(spec, names).stages.entries]
+        total = projection.declared_total(spec, entries)
+    except Exception as exc:  # noqa: BLE001 - a cost that cannot be projected is said, not guessed
+        return f"not projected ({type(exc).__name__}: {exc})"
+    if not total.pflop:
+        return ("no training: indexing and retrieval only, not projected" if spec.get("family") == "lexical"
+                else "not projected (no measured step of its stages)")
+    hours = projection.format_hours(total.hours) if total.hours is not None else "time not projected"
+    unprojected = f"; not projected: {', '.join(total.unprojected)}" if total.unprojected else ""
+    return f"{hours} on {total.hardware} ({total.pflop:,.0f} PFLOP){unprojected}"
+
+
+# ----------------------------------------------------------------------------- 1a: headline cells
+
+def _main_tables(cells: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """(paper, table) of each paper's headline tables: its Table 1 and every table with a BEIR dataset."""
+    out = set()
+    for c in cells:
+        bench = str(c.get("benchmark") or "")
+        beir = bench in AGGREGATES or (bench in REPORTED and get_benchmark(bench).kind == "beir")
+        if str(c.get("table")) == MAIN_TABLE or (beir and c.get("method")):
+            out.add((paper_key(c), str(c.get("table"))))
+    return out
+
+
+def headline_cells(cells: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The cells the glance grades: a method's number on a benchmark's primary measure in a main table."""
+    tables = _main_tables(cells)
+    out = []
+    for c in cells:
+        bench, method = str(c.get("benchmark") or ""), c.get("method")
+        if not method or not bench or c.get("score") is None or (paper_key(c), str(c.get("table"))) not in tables:
+            continue
+        measure = "nDCG@10" if bench in AGGREGATES else primary_measure(bench)
+        if c.get("measure") == measure:
+            out.append(c)
+    return out
+
+
+def headline_rows(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
+                  comparisons: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[HeadlineRow]:
+    """One row per headline cell (``comparisons``: run id -> ``gate.grading.paper_comparisons`` dicts)."""
+    graded = [r for r in records if r.profile in PAPER_GRADED]
+    by_cell: dict[str, list[tuple[RunRecord, Mapping[str, Any]]]] = {}
+    for rec in graded:
+        for x in comparisons.get(rec.run_id, []):
+            by_cell.setdefault(str(x.get("cell_id")), []).append((rec, x))
+    axes = system_axes(cells)
+    rows = []
+    for c in headline_cells(cells):
+        conditions = c.get("conditions") or {}
+        row = HeadlineRow(paper_key(c), str(c.get("version") or ""), str(c.get("table")), str(c.get("row")),
+                          str(c.get("column")), str(c.get("method")), str(c.get("benchmark")),
+                          str(c.get("measure")), str(c.get("value")), float(points(c["score"])),
+                          source_label(c, axes), "cited" in conditions, NOT_YET_RUN)
+        found = by_cell.get(str(c.get("cell_id")), [])
+        comparable = [(r, x) for r, x in found if x.get("status") in GRADED]
+        row.command, extra = paper_command(row.method, row.benchmark)
+        if comparable:
+            row.state = worst(x["status"] for _, x in comparable)
+            rec, x = next((r, x) for r, x in comparable if x["status"] == row.state)
+            row.runs = sorted({r.run_id for r, _ in comparable})
+            row.reproduced, row.delta = x.get("reproduced"), x.get("delta")
+            row.ci_low, row.ci_high = x.get("ci_low"), x.get("ci_high")
+            row.reason = str(x.get("notes") or "")
+            if rec.profile == "checkpoint":  # released weights: re-scored by `reproduce`, not run
+                name = (rec.get("checkpoint") or {}).get("name", "")
+                row.command = (f"python -m harness reproduce --checkpoint {name} "
+                               f"--benchmark {','.join(_datasets_of(row.benchmark))}")
+        elif found:
+            row.state = NOT_COMPARABLE
+            row.runs = sorted({r.run_id for r, _ in found})
+            row.reason = str(found[0][1].get("reason") or "")
+        else:
+            row.reason = _not_run_reason(row.method, row.benchmark, records)
+            if row.method in ("bm25",) or _spec_datasets(row.method) is not None:
+                row.cost = projected_cost(row.method, extra)
+            else:
+                row.command, row.reason = "", f"no paper profile of {row.method} in specs/: cannot be run"
+        rows.append(row)
+    return rows
+
+
+def _not_run_reason(method: str, benchmark: str, records: Sequence[RunRecord]) -> str:
+    if any(r.method == method and r.profile in PAPER_GRADED for r in records):
+        return f"the paper-profile runs of {method} did not score {benchmark}"
+    others = sorted({r.profile for r in records if r.method == method})
+    return "no paper-profile run yet" + (f"; the runs so far ({', '.join(others)}) are not comparable with "
+                                         "the papers" if others else "")
+
+
+# ----------------------------------------------------------------------------- 1a: one line per method
+
+MATRIX_COLUMNS = ("msmarco-dev", "dl19", "dl20", "BEIR")  # the papers' headline benchmarks; BEIR's datasets as one
+
+
+@dataclass
+class MethodLine:
+    """A method's headline cells at a glance: how many are in each state, per benchmark column, and
+    the paper-profile run that would grade the untried ones with its projected cost."""
+
+    method: str
+    states: dict[str, dict[str, int]]   # column -> state -> cells, in the legend's order
+    command: str = ""
+    cost: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def matrix_column(benchmark: str) -> str:
+    return benchmark if benchmark in MATRIX_COLUMNS else "BEIR"
+
+
+def method_lines(rows: Sequence[HeadlineRow]) -> list[MethodLine]:
+    """The headline rows folded to one line per method (BM25 first, the reference): the first table a
+    researcher reads, each cell the states of every paper's number for that method and benchmark."""
+    lines: dict[str, MethodLine] = {}
+    for r in sorted(rows, key=lambda r: (r.method != "bm25", r.method)):
+        line = lines.setdefault(r.method, MethodLine(r.method, {c: {} for c in MATRIX_COLUMNS}))
+        found = line.states[matrix_column(r.benchmark)]
+        found[r.state] = found.get(r.state, 0) + 1
+    for line in lines.values():
+        line.states = {c: {s: found[s] for s in STATES if s in found} for c, found in line.states.items()}
+        untried = [r for r in rows if r.method == line.method and r.state == NOT_YET_RUN]
+        if untried and _spec_datasets(line.method) is not None:
+            # the datasets the paper spec lacks (BM25's covers SciFact and NFCorpus only): named, so one
+            # command covers every untried cell
+            extra = tuple(dict.fromkeys(d for r in untried for d in paper_command(r.method, r.benchmark)[1]))
+            if extra:  # --dataset replaces the spec's datasets: keep them
+                extra = tuple(dict.fromkeys([*(_spec_datasets(line.method) or ()), *extra]))
+            line.command, line.cost = run_command(line.method, "paper", extra), projected_cost(line.method, extra)
+    return list(lines.values())
+
+
+# ----------------------------------------------------------------------------- 1a: printed effects
+
+def claim_rows(records: Sequence[RunRecord], claims: Sequence[Any] | None = None,
+               pairs: Sequence[tuple[str, str]] | None = None) -> list[ClaimRow]:
+    """Every printed difference of the specs' pairs (``compare_with``), graded from the paper
+    records' effects as ``check`` grades them (``gate.grading.effect_rows``: the same effects and checks)."""
+    from harness.evaluation.claims import claims_for
+    from harness.evaluation.effects import method_effects
+
+    if pairs is None:
+        from harness.spec.method import comparisons
+
+        pairs = comparisons()
+    if claims is None:
+        claims = claims_for(pairs)
+    checks: dict[tuple, tuple[Any, Mapping[str, Any]]] = {}
+    for effect in method_effects(records, "paper", pairs):
+        for check in effect.claims:
+            key = (effect.a, effect.b, effect.dataset, effect.measure, check["source"], check["a_row"],
+                   check["b_row"])
+            checks[key] = (effect, check)
+    paper_methods = {r.method for r in records if r.profile == "paper"}
+    rows = []
+    for claim in claims:
+        row = ClaimRow(claim.source, claim.a, claim.b, claim.a_row, claim.b_row, claim.benchmark, claim.measure,
+                       claim.delta, NOT_YET_RUN)
+        hit = checks.get((claim.a, claim.b, claim.benchmark, claim.measure, claim.source, claim.a_row,
+                          claim.b_row))
+        if hit is not None:
+            effect, check = hit
+            row.state, row.effect, row.reason = check["status"], effect.delta, check.get("reason") or ""
+            row.ci_low, row.ci_high = check.get("ci_low"), check.get("ci_high")
+            row.runs = [effect.a_run, effect.b_run]
+            row.command = " && ".join(run_command(m) for m in (claim.a, claim.b))
+        else:
+            missing = [m for m in (claim.a, claim.b) if m not in paper_methods]
+            todo = missing or [claim.a, claim.b]
+            row.command = " && ".join(paper_command(m, claim.benchmark)[0] for m in todo)
+            row.cost = "; ".join(f"{m}: {projected_cost(m, paper_command(m, claim.benchmark)[1])}" for m in todo)
+            row.reason = (f"no paper-profile run of {', '.join(missing)}" if missing
+                          else f"the paper runs did not both score {claim.benchmark}")
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- 1b: learned runs
+
+def learned_rows(records: Sequence[RunRecord], control: str = CONTROL) -> list[LearnedRow]:
+    """The newest run of each method in every profile not graded against the papers, each benchmark's
+    primary measure with its bootstrap CI and the effect against the control's newest run."""
+    from harness.data.sampled import base_name
+    from harness.evaluation.bootstrap import bootstrap_ci
+    from harness.evaluation.effects import latest_by_method, method_effects
+
+    rows = []
+    for profile in sorted({r.profile for r in records if r.profile not in PAPER_GRADED}):
+        latest = latest_by_method(records, profile)
+        # the effects `python -m harness effects --profile P` prints, against the control only
+        effects = {(e.a, e.dataset, e.measure): e for e in method_effects(records, profile) if e.b == control}
+        for method in sorted(latest, key=lambda m: (m != control, m)):
+            rec = latest[method]
+            for dataset, values in rec.metrics.items():
+                measure = primary_measure(base_name(dataset))
+                if measure not in values:  # an unnamed subset: the effects' measure
+                    measure = primary_measure(dataset)
+                if measure not in values:
+                    continue
+                scores = rec.per_query.get(dataset, {}).get(measure) or {}
+                row = LearnedRow(profile, method, dataset, measure, float(points(values[measure])), None, None,
+                                 len(scores), rec.run_id, command=run_command(method, profile))
+                if scores:
+                    ci = bootstrap_ci(scores)
+                    row.ci_low, row.ci_high = points(ci.low), points(ci.high)
+                effect = effects.get((method, dataset, measure))
+                if effect is not None:
+                    row.effect, row.effect_low, row.effect_high = effect.delta, effect.ci_low, effect.ci_high
+                    row.effect_p = effect.p_value
+                rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- all of it
+
+def build(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
+          comparisons: Mapping[str, Sequence[Mapping[str, Any]]], claims: Sequence[Any] | None = None) -> Glance:
+    """The glance over loaded inputs (records without integrity problems; ``comparisons`` of the
+    paper-graded ones from ``gate.grading.paper_comparisons``, as the leaderboard's loader makes them)."""
+    return Glance(headline_rows(cells, records, comparisons), claim_rows(records, claims), learned_rows(records))
+
+
+def from_folder(records: str | Path | None = None, reported: str | Path | None = None) -> Glance:
+    """The glance over a records folder and the papers' cells (a ``--reported`` snapshot, or the
+    registry), graded as ``check`` grades them. Raises HarnessError when the cells cannot be loaded."""
+    from harness.core.errors import HarnessError
+    from harness.gate.admission import data_mismatches, set_apart
+    from harness.papers.registry import load_reported_cells
+    from harness.records.store import load_records, load_references, records_dir
+
+    recs, _ = load_records(records)
+    try:
+        references = load_references(Path(records) if records is not None else records_dir())
+    except HarnessError:  # an unreadable manifest: only unknown methods are set apart (as on the leaderboard)
+        references = None
+    by_id = {r.run_id: r for r in recs}
+    # what the leaderboard shows as results: never an edited record (CORRUPT), one run on other data than
+    # the catalog's (DATA-MISMATCH), or one of an unknown or changed spec (set apart)
+    usable = [r for r in recs if not r.integrity_problems and not data_mismatches(r)
+              and set_apart(r, references, by_id) is None]
+    cells, error = load_reported_cells(reported)
+    if error or cells is None:
+        raise HarnessError(f"{reported or 'baselines/reported/'}: the papers' cells cannot be loaded ({error}); "
+                           "fix the registry file it names, or pass a snapshot written by "
+                           "`python -m harness reported --json PATH`")
+    comparisons = {r.run_id: paper_comparisons(r, cells) for r in usable if r.profile in PAPER_GRADED}
+    return build(cells, usable, comparisons)

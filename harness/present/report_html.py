@@ -1,0 +1,208 @@
+"""A self-contained static site of the results (``python -m harness report --html DIR``): the
+at-a-glance tables (harness/present/overview.py), the claims, the CI gate's rows exactly as ``check``
+grades them (``gate.run.run_gate``, never re-graded here), an inline SVG of the mini runs with their
+CIs, and per record its integrity hash and hardware; every row says how to reproduce it.
+
+One ``index.html`` and one ``style.css``: no server, no network, no script, no external font, so
+the folder opens from a file:// URL on a machine without internet. Every text is escaped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.gate.grading import GateRow
+from harness.gate.run import GateResult, run_gate
+from harness.present.glance_html import (CSS, LEARNED_CAPTION, MATRIX_CAPTION, badge, claims_html, counts_html, esc,
+                                 headline_html, interval, learned_html, legend_html, matrix_html, profiles, pts, table)
+from harness.present.overview import CONTROL, Glance, LearnedRow, from_folder, method_lines, run_command
+from harness.papers.released import CHECKPOINT_PROFILE
+from harness.records.store import RunRecord, load_records
+
+INDEX, STYLE = "index.html", "style.css"
+GENERATOR = '<meta name="generator" content="python -m harness report --html">'  # marks a folder as ours
+PAGE_CSS = """body {font-family: sans-serif; margin: 1.5rem auto; max-width: 1400px; padding: 0 1rem; color: #222}
+h1 {font-size: 1.6rem} h2 {font-size: 1.25rem; margin-top: 2rem} .caption {color: #555; font-size: 0.85rem}
+svg text {font-family: sans-serif; font-size: 11px}
+"""
+
+
+def record_command(rec: RunRecord) -> str:
+    """The command that makes a record like this one (released weights: re-scored, not trained)."""
+    if rec.profile == CHECKPOINT_PROFILE:
+        return f"python -m harness reproduce --checkpoint {(rec.get('checkpoint') or {}).get('name', '')}"
+    return run_command(rec.method, rec.profile)
+
+
+def gate_command(row: GateRow, records: dict[str, RunRecord] | None = None) -> str:
+    """The command that reproduces a gate row: the run (or the two runs of an effect) it grades;
+    ``records`` by run id name a released checkpoint's record."""
+    rec = (records or {}).get(row.run_id)
+    if rec is not None:
+        return record_command(rec)
+    if " - " in row.run_id and row.run_id.endswith("]"):  # an effect row: "A - B [profile]"
+        pair, profile = row.run_id.rsplit(" [", 1)
+        return " && ".join(run_command(m, profile.rstrip("]")) for m in pair.split(" - "))
+    if not row.method or not row.profile or row.method == "-":
+        return ""
+    if row.profile == CHECKPOINT_PROFILE:  # the checkpoint's name is in its record only
+        return "python -m harness reproduce --list"
+    return run_command(row.method, row.profile)
+
+
+def gate_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
+    headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
+               "CI (delta)", "note", "reproduce with"]
+    by_id = {rec.run_id: rec for rec in records}
+    rows = []
+    for r in gate.rows:
+        command = gate_command(r, by_id)
+        rows.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.measure), esc(r.against),
+                     pts(r.expected), pts(r.reproduced), pts(r.delta, True), pts(r.tolerance),
+                     interval(r.ci_low, r.ci_high, True), esc(r.note),
+                     f"<code>{esc(command)}</code>" if command else ""])
+    return table(headers, rows, numeric=(5, 6, 7, 8, 9))
+
+
+def records_html(records: Sequence[RunRecord]) -> str:
+    """Each record's seal and the machine it ran on."""
+    headers = ["run", "method", "profile", "created", "integrity sha256", "cpu model", "cpus", "cuda devices",
+               "reproduce with"]
+    rows = []
+    for rec in sorted(records, key=lambda r: (r.method, r.profile, r.created)):
+        detected = (rec.get("hardware") or {}).get("detected") or {}
+        cuda = detected.get("cuda_devices") or []
+        command = record_command(rec)
+        rows.append([esc(rec.run_id), esc(rec.method), esc(rec.profile), esc(rec.created),
+                     f"<code>{esc((rec.get('integrity') or {}).get('sha256') or 'unsealed')}</code>",
+                     esc(detected.get("cpu_model") or "-"), esc(detected.get("cpus") or "-"),
+                     esc(", ".join(map(str, cuda)) or "none"), f"<code>{esc(command)}</code>"])
+    return table(headers, rows)
+
+
+def learned_svg(rows: Sequence[LearnedRow], profile: str = "mini") -> str:
+    """Points with 95% CI whiskers: one panel row per benchmark, one dot per method (hand-written SVG)."""
+    mine = [r for r in rows if r.profile == profile and r.ci_low is not None and r.ci_high is not None]
+    if not mine:
+        return f"<p>No {esc(profile)} runs to plot.</p>"
+    methods = list(dict.fromkeys(r.method for r in mine))
+    benchmarks = list(dict.fromkeys(f"{r.benchmark} {r.measure}" for r in mine))
+    high = max(r.ci_high for r in mine)
+    top = max(10.0, 10.0 * -(-high // 10))  # the next multiple of 10 points
+    left, width, row_h, pad = 170, 600, 18, 30
+    height = pad + len(benchmarks) * (len(methods) * row_h + pad) + 20
+    x = lambda v: left + width * v / top  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 40}" height="{height}" '
+             f'role="img" aria-label="{esc(profile)} runs, points with 95% CI">']
+    for tick in range(0, int(top) + 1, 10):
+        parts.append(f'<line x1="{x(tick):.1f}" y1="{pad - 10}" x2="{x(tick):.1f}" y2="{height - 20}" '
+                     'stroke="#ddd"/>')
+        parts.append(f'<text x="{x(tick):.1f}" y="{height - 5}" text-anchor="middle">{tick}</text>')
+    y = pad
+    for bench in benchmarks:
+        parts.append(f'<text x="4" y="{y}" font-weight="bold">{esc(bench)} (points)</text>')
+        for method in methods:
+            row = next((r for r in mine if r.method == method and f"{r.benchmark} {r.measure}" == bench), None)
+            y += row_h
+            if row is None:
+                continue
+            colour = "#616161" if method == CONTROL else "#1565c0"
+            parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{esc(method)}</text>')
+            parts.append(f'<line x1="{x(row.ci_low):.1f}" y1="{y}" x2="{x(row.ci_high):.1f}" y2="{y}" '
+                         f'stroke="{colour}" stroke-width="2"/>')
+            parts.append(f'<circle cx="{x(row.value):.1f}" cy="{y}" r="4" fill="{colour}">'
+                         f'<title>{esc(f"{method} {bench}: {row.value:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]")}'
+                         "</title></circle>")
+        y += pad
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render(glance: Glance, gate: GateResult, records: Sequence[RunRecord], *, records_dir: str,
+           reported: str) -> str:
+    """The whole index.html."""
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    counts = ", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"
+    learned = "".join(f"<h3>Profile {esc(p)}</h3>{learned_html(glance.learned, p)}" for p in profiles(glance.learned))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+{GENERATOR}
+<title>Retrieval pre-training: reproduction report</title>
+<link rel="stylesheet" href="{STYLE}">
+</head><body>
+<h1>Retrieval pre-training: reproduction report</h1>
+<p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {len(records)} run
+record(s) in <code>{esc(records_dir)}</code> and the papers' cells of <code>{esc(reported)}</code>. Numbers in
+points (100 x fraction); hover a reported number for it as the paper printed it.</p>
+<h2>What each state means</h2>
+{legend_html()}
+<h2 id="methods">Each method against the papers</h2>
+<p class="caption">{esc(MATRIX_CAPTION)}</p>
+{matrix_html(method_lines(glance.headline))}
+<h2 id="headline">The papers' headline numbers</h2>
+<p class="caption">Each paper's Table 1 and BEIR table on the benchmark's primary measure; the state is the
+one <code>python -m harness check</code> gives the paper-profile records on that cell; rows never run give the
+command and its projected cost on the spec's declared hardware.</p>
+<p>{counts_html(glance.counts(glance.headline))}</p>
+{headline_html(glance.headline)}
+<h2 id="claims">The papers' printed effects (A minus B)</h2>
+<p>{counts_html(glance.counts(glance.claims))}</p>
+{claims_html(glance.claims)}
+<h2 id="learned">Learned runs at small scale: not comparable with the papers</h2>
+<p class="caption">{esc(LEARNED_CAPTION)}</p>
+{learned_svg(glance.learned)}
+{learned}
+<h2 id="gate">CI gate (<code>python -m harness check</code>): {esc(gate.verdict)}</h2>
+<p class="caption">{esc(counts)}; the same rows and statuses as <code>check --json</code>.</p>
+{gate_html(gate, records)}
+<h2 id="records">Run records: integrity and hardware</h2>
+{records_html(records)}
+</body></html>
+"""
+
+
+def summary_line(glance: Glance, gate: GateResult, records: int) -> str:
+    """What the report says, in one line: the states of the headline cells and claims, the gate."""
+    def states(counts: dict[str, int]) -> str:
+        return ", ".join(f"{state} {n}" for state, n in counts.items()) or "none"
+
+    return (f"{len(glance.headline)} headline cells ({states(glance.counts(glance.headline))}); "
+            f"{len(glance.claims)} printed effects ({states(glance.counts(glance.claims))}); "
+            f"gate {gate.verdict} over {records} record(s)")
+
+
+def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
+                 reported: str | Path | None = None) -> tuple[Path, str]:
+    """Write the site into ``out_dir`` atomically (the folder appears whole or not at all, replacing
+    an older report); returns the index.html path and :func:`summary_line`."""
+    from harness.core.fsutil import atomic_dir
+    from harness.records.store import records_dir as default_records
+
+    out = Path(out_dir)
+    _refuse_foreign(out)
+    folder = Path(records_dir) if records_dir is not None else default_records()
+    glance = from_folder(folder, reported)
+    gate = run_gate(folder, reported=reported)
+    records = [r for r in load_records(folder)[0] if not r.integrity_problems]
+    page = render(glance, gate, records, records_dir=str(folder), reported=str(reported or "baselines/reported/"))
+    with atomic_dir(out) as work:
+        (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")
+        (work / INDEX).write_text(page, encoding="utf-8")
+    return out / INDEX, summary_line(glance, gate, len(records))
+
+
+def _refuse_foreign(out: Path) -> None:
+    """The report replaces its folder whole: refuse one that holds anything but an earlier report."""
+    from harness.core.errors import HarnessError
+
+    if not out.exists():
+        return
+    index = out / INDEX
+    ours = out.is_dir() and {p.name for p in out.iterdir()} <= {INDEX, STYLE} and index.is_file() \
+        and GENERATOR in index.read_text(encoding="utf-8", errors="replace")
+    if not ours:
+        raise HarnessError(f"{out}: exists and is not an earlier report (the report replaces its folder whole); "
+                           "give a new folder, or remove this one yourself")

@@ -1,0 +1,293 @@
+"""Load and validate run records (runs/records/<run_id>.json) for the leaderboard and the gate.
+
+A record that cannot be read never stops a reader: it is returned as ``Skipped(path, reason)``
+so every reader can list it and carry on (the leaderboard shows it; ``check`` fails on it,
+harness/gate/). A record is skipped when it is not valid JSON, is not an object, lacks a
+required key or has one of the wrong type, comes from a newer schema (``schema_version`` > the
+one this harness writes) or repeats a ``run_id`` already loaded. A file still being written (a
+temp name, :func:`harness.core.fsutil.is_temp`: the ``.<name>.<random>.tmp.json`` of
+``harness.core.fsutil.atomic_path``, or an older writer's ``*.tmp``) is skipped by its name, never
+read: half a record must not be parsed, and a whole one about to be renamed must not shadow the
+record it becomes.
+
+Unknown keys are kept untouched (later issues add ``efficiency``, ``finetune_stage`` ...):
+readers use the accessors below and tolerate what they do not know.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from harness.core.errors import HarnessError
+from harness.core.fsutil import is_temp
+from harness.core.paths import runs_dir
+from harness.records.tracking import RECORD_SCHEMA_VERSION
+
+# key -> (type, what it means); a record missing one of these cannot be shown or gated.
+REQUIRED_KEYS: dict[str, tuple[type, str]] = {
+    "schema_version": (int, "record format version"),
+    "run_id": (str, "<method>__<profile>__<UTC stamp>"),
+    "method": (str, "method name"),
+    "profile": (str, "paper | tiny"),
+    "metrics": (dict, "{dataset: {measure: fraction}}"),
+}
+# Optional keys whose type readers rely on when present.
+OPTIONAL_TYPES: dict[str, type | tuple[type, ...]] = {
+    "created": str, "spec_hash": str, "spec": dict, "per_query": dict, "comparison": list, "stages": list,
+    "hardware": dict, "efficiency": dict, "reference": bool, "run_files": dict, "mlflow": dict,
+    "finetune_stage": str, "conditions": dict,
+}
+
+
+class Skipped(NamedTuple):
+    """A record file that readers ignore, and why (unpacks as ``(path, reason)``)."""
+
+    path: Path
+    reason: str
+
+
+@dataclass
+class RunRecord:
+    """A validated run record; ``data`` is the JSON object as written (unknown keys kept)."""
+
+    path: Path
+    data: dict[str, Any] = field(repr=False)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    @property
+    def run_id(self) -> str:
+        return self.data["run_id"]
+
+    @property
+    def method(self) -> str:
+        return self.data["method"]
+
+    @property
+    def profile(self) -> str:
+        return self.data["profile"]
+
+    @property
+    def created(self) -> str:
+        return str(self.data.get("created") or "")
+
+    @property
+    def spec_hash(self) -> str | None:
+        return self.data.get("spec_hash")
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.data.get("spec") or {}
+
+    @property
+    def metrics(self) -> dict[str, dict[str, float]]:
+        return self.data["metrics"]
+
+    @property
+    def per_query(self) -> dict[str, dict[str, dict[str, float]]]:
+        return self.data.get("per_query") or {}
+
+    @property
+    def comparison(self) -> list[dict[str, Any]]:
+        return [c for c in self.data.get("comparison") or [] if isinstance(c, dict)]
+
+    @property
+    def stages(self) -> list[dict[str, Any]]:
+        return [s for s in self.data.get("stages") or [] if isinstance(s, dict)]
+
+    @property
+    def efficiency(self) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in (self.data.get("efficiency") or {}).items() if isinstance(v, dict)}
+
+    @property
+    def finetune_stage(self) -> str | None:
+        return self.data.get("finetune_stage")
+
+    @functools.cached_property
+    def integrity_problems(self) -> list[str]:
+        """Seal and aggregate problems (``harness.records.integrity``); empty for an untouched record."""
+        from harness.records.integrity import problems
+
+        return problems(self.data)
+
+    def conditions(self) -> dict[str, Any]:
+        """Run conditions for comparisons with the papers, derived from the record's own spec
+        (``harness.spec.conditions``), plus the fine-tuning stage its metrics come from."""
+        from harness.spec.conditions import run_conditions
+
+        cond: dict[str, Any] = run_conditions(self.spec, self.method, self.profile)
+        cond.update(self.data.get("conditions") or {})  # a released checkpoint's record names it here
+        if self.finetune_stage and "finetune_stage" not in cond:
+            cond["finetune_stage"] = self.finetune_stage
+        if self.finetune_stage:
+            cond.setdefault("final_stage", self.finetune_stage)  # a record's metrics are its final stage's
+        cond.update({"profile": self.profile, "method": self.method})
+        return cond
+
+    def label(self) -> str:
+        return f"{self.method} [{self.profile}] {self.run_id}"
+
+
+def records_dir() -> Path:
+    """Default folder of run records: <runs_dir>/records (HARNESS_RUNS_DIR overrides)."""
+    return runs_dir() / "records"
+
+
+def validate_record(data: Any) -> str | None:
+    """The reason a parsed record cannot be used, or None when it is valid."""
+    if not isinstance(data, dict):
+        return f"not a JSON object (top level is {type(data).__name__})"
+    version = data.get("schema_version")
+    if "schema_version" not in data:
+        return "missing required key 'schema_version'"
+    if not isinstance(version, int) or isinstance(version, bool):
+        return f"schema_version {version!r} is not an integer"
+    if version > RECORD_SCHEMA_VERSION:
+        return (f"schema_version {version} is newer than this harness reads ({RECORD_SCHEMA_VERSION}): "
+                "written by a newer harness; upgrade to read it")
+    if version < 1:
+        return f"schema_version {version} is not a known record format"
+    for key, (typ, meaning) in REQUIRED_KEYS.items():
+        if key not in data:
+            return f"missing required key '{key}' ({meaning}): a partial record"
+        if not isinstance(data[key], typ) or isinstance(data[key], bool):
+            return f"'{key}' must be a {typ.__name__} ({meaning}), got {type(data[key]).__name__}"
+    for key in ("run_id", "method", "profile"):
+        if not data[key].strip():
+            return f"'{key}' is empty"
+    for key, typ in OPTIONAL_TYPES.items():
+        if data.get(key) is not None and not isinstance(data[key], typ):
+            want = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+            return f"'{key}' must be a {want}, got {type(data[key]).__name__}"
+    for dataset, values in data["metrics"].items():
+        if not isinstance(values, dict):
+            return f"metrics.{dataset} must be an object {{measure: value}}"
+        for measure, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                return f"metrics.{dataset}.{measure} is not a finite number ({value!r})"
+    for dataset, by_measure in (data.get("per_query") or {}).items():
+        if not isinstance(by_measure, dict) or not all(isinstance(v, dict) for v in by_measure.values()):
+            return f"per_query.{dataset} must be an object {{measure: {{qid: value}}}}"
+        for measure, scores in by_measure.items():
+            bad = next((q for q, v in scores.items() if isinstance(v, bool) or not isinstance(v, (int, float))
+                        or not math.isfinite(v)), None)
+            if bad is not None:
+                return f"per_query.{dataset}.{measure}.{bad} is not a finite number ({scores[bad]!r})"
+    for i, comp in enumerate(data.get("comparison") or []):
+        if not isinstance(comp, dict):
+            return f"comparison[{i}] must be an object"
+        for key in ("reproduced", "reported", "delta", "tolerance", "ci_low", "ci_high"):
+            value = comp.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                return f"comparison[{i}].{key} must be a number or null, got {value!r}"
+    return None
+
+
+def load_record(path: str | Path) -> RunRecord | Skipped:
+    """One record file, validated (never raises for a bad file: returns Skipped)."""
+    path = Path(path)
+    if is_temp(path):
+        return Skipped(path, "unfinished write (a temp file not renamed into place yet): a run in progress, "
+                             "or one killed while writing")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return Skipped(path, f"cannot be read: {exc}")
+    if not text.strip():
+        return Skipped(path, "empty file (a write cut short?)")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Skipped(path, f"not valid JSON ({exc.msg}; line {exc.lineno}, column {exc.colno})")
+    reason = validate_record(data)
+    if reason:
+        return Skipped(path, reason)
+    return RunRecord(path, data)
+
+
+def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], list[Skipped]]:
+    """All records in ``directory`` (default runs/records), oldest first, and the skipped files.
+
+    A missing folder is not an error: there are simply no records yet.
+    """
+    directory = Path(directory) if directory is not None else records_dir()
+    if not directory.is_dir():
+        return [], []
+    records: list[RunRecord] = []
+    skipped: list[Skipped] = []
+    seen: dict[str, Path] = {}
+    # Temp files of records are listed too (as skipped, never read): a run still writing one.
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name != "references.json"
+                   and (p.suffix == ".json" or (is_temp(p) and ".json" in p.name)))
+    for path in files:
+        loaded = load_record(path)
+        if isinstance(loaded, Skipped):
+            skipped.append(loaded)
+        elif loaded.run_id in seen:
+            skipped.append(Skipped(path, f"duplicate run_id '{loaded.run_id}' (already loaded from {seen[loaded.run_id].name})"))
+        else:
+            seen[loaded.run_id] = path
+            records.append(loaded)
+    records.sort(key=lambda r: (r.created, r.run_id))
+    return records, skipped
+
+
+REFERENCES_FILE = "references.json"  # (method, profile) -> the accepted reference record
+SHA256_HEX = frozenset("0123456789abcdef")
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads keeps the last of two equal keys without a word; in the manifest that would
+    hide one of two references given for one (method, profile)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key '{key}' appears twice")
+        out[key] = value
+    return out
+
+
+def read_references(directory: str | Path) -> dict[str, Any]:
+    """The whole ``<records>/references.json`` manifest, validated (``{"references": {}}`` when absent).
+
+    Raises HarnessError (one line naming the file) when it cannot be read or an entry is malformed:
+    a manifest read wrongly would un-gate every run it names, so it is never guessed at."""
+    path = Path(directory) / REFERENCES_FILE
+    if not path.exists():
+        return {"references": {}}
+    fix = ("restore it from git (or delete it, then accept each reference again with "
+           "`python -m harness check --accept RUN_ID`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise HarnessError(f"{path}: cannot be read as JSON ({exc}); {fix}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("references"), dict):
+        raise HarnessError(f"{path}: not a references manifest (want {{\"references\": {{\"<method>/<profile>\": "
+                           f"{{\"run_id\": ..., \"sha256\": ...}}}}}}); {fix}")
+    for key, entry in data["references"].items():
+        method, _, profile = key.partition("/")
+        if not method or not profile or "/" in profile:
+            raise HarnessError(f"{path}: entry '{key}' must be keyed \"<method>/<profile>\"; {fix}")
+        if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str) or not entry["run_id"].strip():
+            raise HarnessError(f"{path}: entry '{key}' must be {{\"run_id\": \"<run id>\", \"sha256\": ...}}; {fix}")
+        sha = entry.get("sha256")
+        # Without the accepted seal's hash a reference re-sealed after an edit would pass unseen.
+        if not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= SHA256_HEX:
+            raise HarnessError(f"{path}: entry '{key}' has no sha256 of the accepted record "
+                               f"(got {sha!r}); {fix}")
+    return data
+
+
+def load_references(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(method, profile) -> {"run_id", "sha256", "accepted"} from ``<records>/references.json``."""
+    refs = {}
+    for key, entry in read_references(directory)["references"].items():
+        method, _, profile = key.partition("/")
+        refs[(method, profile)] = entry
+    return refs

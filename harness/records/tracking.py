@@ -1,0 +1,394 @@
+"""Tracking: MLflow (one parent run per invocation, a nested run per stage) and run records.
+
+A parent run is named ``<method>/<profile>/<seed>`` (:func:`parent_tracker`; the unique run_id is its
+``run_id`` tag) and, once the run is scored, holds the FINAL stage's metrics as ``<benchmark>/<measure>``
+(:func:`log_parent_summary`) beside the flattened spec (params) and the verdict / git / hardware tags,
+so every method's parent has the same metric keys and MLflow's compare view lines them up. Stage
+metrics stay on the nested runs. Metric keys follow :func:`mlflow_key` (``nDCG@10`` -> ``nDCG_at_10``).
+
+MLflow is best-effort: if the tracking server is unreachable or errors, the harness warns
+once and carries on, because the run record JSON under runs/ is the source of truth and
+must never be lost to a tracking outage.
+
+Runs end KILLED when the invocation is interrupted (Ctrl-C; SIGTERM / SIGHUP, which the CLI raises
+as KeyboardInterrupt); runs whose process died without unwinding (SIGKILL) are tagged with its host
+and pid, and the next run of the experiment closes them as KILLED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import importlib.metadata as md
+import json
+import os
+import platform
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness import __version__
+
+from harness.core import procs
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_write_text, exclusive_lock
+from harness.records.integrity import seal
+from harness.core.paths import PROJECT_ROOT, runs_dir
+
+RECORD_SCHEMA_VERSION = 1
+KEY_PACKAGES = (
+    "torch", "transformers", "sentence-transformers", "faiss-cpu", "pyserini", "ir-measures",
+    "pytrec-eval-terrier", "mlflow", "nltk", "tokenizers", "numpy",
+)
+
+
+# MLflow's limits (mlflow.utils.validation, 3.x): keys of letters, digits, ``_ - . /`` and space (':' too,
+# but not on Windows) up to 250 characters; param values up to 6000 characters, tag values 8000; at
+# most 100 params or tags per logging request.
+KEY_LIMIT, PARAM_VALUE_LIMIT, TAG_VALUE_LIMIT, PARAMS_PER_BATCH = 250, 6000, 8000, 100
+_UNSAFE_KEY_CHARS = re.compile(r"[^/\w.\- ]")
+TRUNCATED = " ...[truncated; the run record holds the whole value]"
+
+
+def mlflow_key(name: str) -> str:
+    """A metric / param / tag key MLflow accepts: ``@`` reads ``_at_`` (``nDCG@10`` -> ``nDCG_at_10``,
+    ``R@1000`` -> ``R_at_1000``) and any other character MLflow refuses becomes ``_``
+    (``AP(rel=2)`` -> ``AP_rel_2_``)."""
+    return _UNSAFE_KEY_CHARS.sub("_", str(name).replace("@", "_at_"))[:KEY_LIMIT]
+
+
+def _clip(value: Any, limit: int) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
+
+
+def _param_value(value: Any) -> Any:
+    # Lists as JSON, which the compare view lays out as arrays (str() would give Python's quotes).
+    return json.dumps(value, default=str) if isinstance(value, (list, tuple)) else value
+
+
+def default_tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{runs_dir() / 'mlflow.db'}"
+
+
+def _reachable(uri: str, timeout: float = 2.0) -> bool:
+    """Fast check for http(s) stores: MLflow's own client retries for minutes."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme not in ("http", "https"):
+        return True
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname or "localhost", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class Tracker:
+    """Thin MLflow wrapper that degrades to a no-op with a warning on any tracking failure."""
+
+    def __init__(self, experiment: str, run_name: str, tags: dict[str, str], uri: str | None = None,
+                 enabled: bool = True):
+        self.uri = uri or default_tracking_uri()
+        self.experiment, self.run_name, self.tags = experiment, run_name, tags
+        self.enabled = enabled
+        self.warning: str | None = None
+        self.parent_run_id: str | None = None
+        self._mlflow: Any = None
+
+    def _disable(self, why: str) -> None:
+        if self.enabled:
+            self.warning = f"MLflow tracking disabled ({why}); the run record is still written."
+            print(f"warning: {self.warning}", file=sys.stderr)
+        self.enabled = False
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator["Tracker"]:
+        """The parent run for one invocation."""
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        if not self.enabled:  # --no-track
+            yield self
+            return
+        if not _reachable(self.uri):
+            self._disable(f"tracking server {self.uri} is unreachable")
+            yield self
+            return
+        try:
+            import mlflow
+
+            self._mlflow = mlflow
+            setup_lock: contextlib.AbstractContextManager = contextlib.nullcontext()
+            if self.uri.startswith("sqlite:///"):
+                db = Path(self.uri[len("sqlite:///"):])
+                db.parent.mkdir(parents=True, exist_ok=True)
+                # Two runs starting together would both create the schema and the experiment.
+                setup_lock = exclusive_lock(db.with_name(db.name + ".lock"), "mlflow store set-up")
+            mlflow.set_tracking_uri(self.uri)
+            with setup_lock:
+                if mlflow.get_experiment_by_name(self.experiment) is None:
+                    artifacts = None
+                    if self.uri.startswith("sqlite:///"):
+                        artifacts = (runs_dir() / "mlartifacts" / self.experiment).resolve().as_uri()
+                    mlflow.create_experiment(self.experiment, artifact_location=artifacts)
+                experiment = mlflow.set_experiment(self.experiment)
+                # Which process owns the run (stage runs inherit the tags): lets a later run tell
+                # a run in progress from one whose process was killed without unwinding.
+                self.tags = {**self.tags, **procs.process_tags()}
+                self._close_stale_runs(experiment.experiment_id)
+                active = mlflow.start_run(run_name=self.run_name, tags=self.tags)
+            self.parent_run_id = active.info.run_id
+        except Exception as exc:  # noqa: BLE001 - any tracking failure must not stop the run
+            self._disable(f"{type(exc).__name__}: {exc}")
+            yield self
+            return
+        status = "FINISHED"
+        try:
+            yield self
+        except BaseException:
+            status = "KILLED"
+            raise
+        finally:
+            self._safe(lambda: self._mlflow.end_run(status=status))
+
+    def _close_stale_runs(self, experiment_id: str) -> None:
+        """Mark KILLED the experiment's RUNNING runs (parents and stages) whose process is gone: a
+        SIGKILL, an OOM kill or a power cut gives a run no chance to end its MLflow runs, and they
+        would read as in progress forever. Best-effort: a failure here does not stop the run."""
+        try:
+            client = self._mlflow.MlflowClient()
+            running = client.search_runs([experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
+            stale = [r for r in running if procs.process_gone(r.data.tags)]
+            for r in stale:
+                client.set_terminated(r.info.run_id, status="KILLED")
+        except Exception as exc:  # noqa: BLE001
+            print(f"warning: could not close stale MLflow runs ({type(exc).__name__}: {exc})", file=sys.stderr)
+            return
+        if stale:
+            pids = sorted({r.data.tags["harness.pid"] for r in stale}, key=int)
+            print(f"note: {len(stale)} MLflow run(s) of {self.experiment} left RUNNING by process(es) "
+                  f"{', '.join(pids)} on this host, which no longer run, marked KILLED", file=sys.stderr)
+
+    @contextlib.contextmanager
+    def stage(self, name: str, params: dict[str, Any] | None = None) -> Iterator[None]:
+        """A nested run for one stage (no-op when tracking is off)."""
+        started = self.enabled and self._safe(
+            lambda: self._mlflow.start_run(run_name=name, nested=True, tags={**self.tags, "stage": name})
+        )
+        if started and params:
+            self.log_params(params)
+        status = "FINISHED"
+        try:
+            yield
+        except BaseException:
+            status = "KILLED"
+            raise
+        finally:
+            if started:
+                self._safe(lambda: self._mlflow.end_run(status=status))
+
+    def _safe(self, fn: Any) -> Any:
+        if not self.enabled or self._mlflow is None:
+            return None
+        try:
+            return fn() or True
+        except Exception as exc:  # noqa: BLE001
+            self._disable(f"{type(exc).__name__}: {exc}")
+            return None
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        """Nested dicts flattened to dotted keys (``spec.retrieval.k1``); values over MLflow's length
+        limit are cut with a marker, and the params go in batches of MLflow's per-request maximum."""
+        items = [(mlflow_key(k), _clip(_param_value(v), PARAM_VALUE_LIMIT)) for k, v in flatten(params).items()]
+        for i in range(0, len(items), PARAMS_PER_BATCH):
+            batch = dict(items[i:i + PARAMS_PER_BATCH])
+            if not self._safe(lambda: self._mlflow.log_params(batch)):
+                return
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        clean = {mlflow_key(k): float(v) for k, v in metrics.items()}
+        self._safe(lambda: self._mlflow.log_metrics(clean, step=step))
+
+    def set_parent_tags(self, tags: Mapping[str, Any]) -> None:
+        """Tags on the parent run itself (not on a stage run that may be active)."""
+        items = [(mlflow_key(k), _clip(v, TAG_VALUE_LIMIT)) for k, v in tags.items()]
+
+        def log() -> None:
+            from mlflow.entities import RunTag
+
+            client = self._mlflow.MlflowClient()
+            for i in range(0, len(items), PARAMS_PER_BATCH):
+                client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in items[i:i + PARAMS_PER_BATCH]])
+
+        if self.parent_run_id:
+            self._safe(log)
+
+    def log_parent_metrics(self, metrics: Mapping[str, float]) -> None:
+        """Metrics on the parent run itself, whatever run is active."""
+        def log() -> None:
+            from mlflow.entities import Metric
+
+            stamp = int(time.time() * 1000)
+            entries = [Metric(mlflow_key(k), float(v), stamp, 0) for k, v in metrics.items()]
+            client = self._mlflow.MlflowClient()
+            for i in range(0, len(entries), 1000):  # MLflow's maximum metrics per request
+                client.log_batch(self.parent_run_id, metrics=entries[i:i + 1000])
+
+        if self.parent_run_id and metrics:
+            self._safe(log)
+
+    def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
+        self._safe(lambda: self._mlflow.log_artifact(str(path), artifact_path=subdir))
+
+    def log_text(self, text: str, name: str) -> None:
+        self._safe(lambda: self._mlflow.log_text(text, name))
+
+    def info(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "tracking_uri": self.uri, "experiment": self.experiment,
+                "run_id": self.parent_run_id, "warning": self.warning}
+
+
+def parent_tracker(experiment: str, name: str, profile: str, seed: int, run_id: str,
+                   tags: Mapping[str, str], *, uri: str | None = None, enabled: bool = True) -> Tracker:
+    """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>``
+    (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
+    ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``."""
+    return Tracker(experiment=experiment, run_name=parent_run_name(name, profile, seed), uri=uri, enabled=enabled,
+                   tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags})
+
+
+def parent_run_name(name: str, profile: str, seed: int) -> str:
+    return f"{name}/{profile}/{seed}"
+
+
+def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """A record's (final stage's) ``{benchmark: {measure: value}}`` as ``<benchmark>/<measure>`` keys,
+    e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
+    return {f"{mlflow_key(bench)}/{mlflow_key(measure)}": float(value)
+            for bench, values in metrics.items() for measure, value in values.items()}
+
+
+def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
+    """What a finished run's parent is tagged with, from its run record: ``verdict.<STATUS>`` (how many
+    of its comparison rows got each verdict, 0 included so every parent has every key), ``git.commit``
+    / ``git.dirty``, and ``hardware.cpu_model`` / ``cpus`` / ``memory_gib`` / ``cuda_devices``."""
+    from harness.core.statuses import VERDICTS
+
+    statuses = [str(c.get("status")) for c in record.get("comparison") or []]
+    tags = {f"verdict.{v}": str(statuses.count(v)) for v in [*VERDICTS, *sorted(set(statuses) - set(VERDICTS))]}
+    for key in ("method", "profile", "seed", "run_id"):
+        if record.get(key) is not None:
+            tags[key] = str(record[key])
+    git = record.get("git") or {}
+    tags["git.commit"] = str(git.get("commit") or "unknown")
+    tags["git.dirty"] = str(git.get("dirty")).lower()
+    detected = (record.get("hardware") or {}).get("detected") or {}
+    tags["hardware.cpu_model"] = str(detected.get("cpu_model") or detected.get("machine") or "unknown")
+    for key in ("cpus", "memory_gib"):
+        tags[f"hardware.{key}"] = "unknown" if detected.get(key) is None else str(detected[key])
+    # Absent when the run never imported torch (BM25): no device was looked for.
+    cuda = detected.get("cuda_devices")
+    tags["hardware.cuda_devices"] = "not probed" if cuda is None else (", ".join(cuda) or "none")
+    return tags
+
+
+def log_parent_summary(tracker: Tracker, record: Mapping[str, Any]) -> None:
+    """The parent run's comparable face, from the finished run's record: its final metrics
+    (:func:`parent_metrics`) and tags (:func:`parent_tags`). The one helper `run` and `reproduce` use."""
+    tracker.log_parent_metrics(parent_metrics(record.get("metrics") or {}))
+    tracker.set_parent_tags(parent_tags(record))
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def git_commit() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+
+    try:
+        return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"harness": __version__, "python": platform.python_version()}
+    for name in KEY_PACKAGES:
+        with contextlib.suppress(md.PackageNotFoundError):
+            versions[name] = md.version(name)
+    return versions
+
+
+def hardware() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    with contextlib.suppress(OSError, ValueError):
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        info["memory_gib"] = round(pages * size / 2**30, 1)
+    info.update(cpu_identity())
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        # Which kernels ran: the float summation order, hence the last bits, follow them.
+        info["torch_threads"] = torch.get_num_threads()
+        with contextlib.suppress(AttributeError, RuntimeError):
+            info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    return info
+
+
+# CPU features that change which matmul kernels run (oneDNN / MKL dispatch on them).
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The CPU model and the instruction-set features the math libraries dispatch on (Linux)."""
+    with contextlib.suppress(OSError):
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+        fields = dict(line.split(":", 1) for line in text.split("\n\n", 1)[0].splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        flags = set(fields.get("flags", "").split())
+        # Cloud CPUs often report a generic name ("Intel(R) Xeon(R) Processor"): keep family/model/stepping.
+        numbers = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
+        return {"cpu_model": f"{fields.get('model name', '')} ({numbers})",
+                "cpu_features": [f for f in CPU_FEATURES if f in flags]}
+    return {}
+
+
+def new_run_id(method: str, profile: str) -> str:
+    """``<method>__<profile>__<UTC second>-<6 hex>``: sorts by time, and two runs started in the
+    same second (two terminals, a CI matrix) still get different ids and records."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    from harness import DEFAULT_SEED, SEED
+
+    seed = "" if SEED == DEFAULT_SEED else f"seed{SEED}__"
+    return f"{method}__{profile}__{seed}{stamp}-{secrets.token_hex(3)}"
+
+
+def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
+    """Atomically write a run record; returns its path (runs/records/<run_id>.json)."""
+    from harness import DEFAULT_SEED, SEED
+
+    # A record under another seed measures spread; it is never one of the gated records.
+    directory = directory or runs_dir() / ("records" if SEED == DEFAULT_SEED else "seeds")
+    directory.mkdir(parents=True, exist_ok=True)
+    # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
+    record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))
+    path = directory / f"{record['run_id']}.json"
+    if path.exists():  # never overwrite another run's record
+        raise HarnessError(f"{path}: a run record with this run_id already exists; refusing to overwrite it")
+    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False) + "\n")
+    return path

@@ -1,0 +1,6 @@
+"""One invocation end to end: check the spec, plan, run the family's pipeline, score, write the record.
+
+``runner.py`` drives a method run; ``validation.py`` checks a resolved spec's values before any stage;
+``plan.py`` and ``projection.py`` are the dry-run's plan and cost; ``scores.py`` and ``record.py`` score
+the run files and build the record; ``reproduce.py`` scores and grades a released checkpoint.
+"""

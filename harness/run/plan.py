@@ -1,0 +1,247 @@
+"""What `run --dry-run` prints: the stages a run executes and the hardware mapping of a resolved spec.
+
+The stage list comes from the run's own pipeline in plan mode (``harness.run.runner.plan_method``,
+``RunContext.plan_only``): every stage a run would execute, in order, with its cache key and
+whether a finished output is already in the cache; then the evaluation entries the runner adds.
+Under a stage's first entry, its settings lines: the function its declaration names
+(harness/stages/graph.py ``details``; the built-in stages' are defined here).
+
+The paper profiles declare their hardware (e.g. 16 x V100 for CoT-MAE + QC). On other
+hardware the harness keeps the global batch: per-device batch x devices x accumulation, or
+gradient caching when a contrastive loss needs the whole batch at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.pipelines.context import STOP
+from harness.core.hardware import Hardware, detect, world_size
+from harness.spec.method import MethodSpec
+from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
+from harness.spec.stage_settings import (CONFIGURED_RERANKER, PretrainSettings, RerankerSettings,
+                                    StageSettings, finetune_settings)
+from harness.stages.graph import MINING_DETAILS, STAGES, resolve
+
+
+def entry_label(entry: dict[str, Any]) -> str:
+    """`stage[/dataset]`, as the stage's own progress lines name it."""
+    return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else entry["stage"]
+
+
+def is_mining(entry: dict[str, Any]) -> bool:
+    """A search of the training queries with a retriever, for the next retriever's hard negatives."""
+    dataset = str(entry.get("dataset") or "")
+    return dataset.endswith("/mine") or "/mine-" in dataset
+
+
+def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]],
+             notes: list[tuple[int, str]] | None = None, hw: Hardware | None = None) -> str:
+    """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place."""
+    hw = hw or detect()
+    from harness import SEED
+
+    lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {SEED})"]
+    declared = spec.get("hardware") or {}
+    on_cpu = declared.get("device_type", "cpu") == "cpu"  # a tiny profile inherits the paper's gpu/hours keys
+    decl = (f"{declared.get('devices', 1)} x {'cpu' if on_cpu else declared.get('gpu') or declared.get('device_type')}"
+            + (f", {declared['hours']} h" if declared.get("hours") and not on_cpu else ""))
+    lines.append(f"  hardware: declared {decl}; detected {hw.describe()}")
+    built = [e for e in stages if e["stage"] != "evaluate"]
+    counts = {s: sum(e.get("plan") == s for e in built) for s in ("to run", "cached", "reused")}
+    lines.append(f"  stages, in the order a run executes them ({counts['to run']} to run, {counts['cached']} cached"
+                 + (f", {counts['reused']} reused" if counts["reused"] else "") + "):")
+    by_index: dict[int, list[str]] = {}
+    stops = 0
+    for index, text in notes or []:
+        if text.startswith(STOP):  # the first one is where a run stops; the others stop it once that is fixed
+            stops += 1
+            text = text if stops == 1 else "a run would stop here too: " + text[len(STOP):]
+        by_index.setdefault(index, []).append("\n         ".join(text.splitlines()))
+    helped: set[str] = set()
+    described: set[str] = set()
+    width = max([len(entry_label(e)) for e in stages] + [12])
+    digits = len(str(len(stages)))
+    first_step: dict[Any, int] = {}  # key -> the step that builds it or takes it from the cache
+    for i, entry in enumerate(stages, 1):
+        lines.extend(f"       ! {text}" for text in by_index.get(i - 1, []))
+        if entry["stage"] == "evaluate" and (i == 1 or stages[i - 2]["stage"] != "evaluate"):
+            lines.append("  evaluation, after the stages:")
+        status = entry.get("plan", "to run")
+        if status == "reused":
+            remark = f"the output of step {first_step.get(entry.get('key'), '?')}"
+        else:
+            remark = STAGES[entry["stage"]].does if entry["stage"] in STAGES and entry["stage"] not in helped else ""
+            helped.add(entry["stage"])
+        first_step.setdefault(entry.get("key"), i)
+        lines.append(f"    {i:>{digits}}. {entry_label(entry):<{width}}  {status:<6}  {remark}".rstrip())
+        if entry.get("resumes"):
+            lines.append("          resumes from its unfinished work folder (.<key>.partial.tmp)")
+        if status != "reused" and detail_kind(entry) not in described:  # a kind of stage's settings, once
+            described.add(detail_kind(entry))
+            lines.extend(f"          {detail}" for detail in stage_details(spec, entry, hw))
+    lines.extend(f"       ! {text}" for text in by_index.get(len(stages), []))
+    lines.append(f"  benchmarks: {', '.join(datasets)}")
+    from harness.data.requirements import missing_inputs
+    from harness.run import projection
+
+    lines.extend(projection.describe(spec, stages, hw))
+
+    missing = missing_inputs(spec, datasets)
+    if missing:
+        lines.append(f"  inputs this machine lacks ({len(missing)}; a run downloads each when a stage first reads it, "
+                     "or fetch them ahead):")
+        lines.extend(f"    ! {line}" for line in missing)
+    else:
+        lines.append("  inputs: every data file the run reads is here or on the mirror")
+    lines.extend(graded_cells(spec, datasets, stages))
+    return "\n".join(lines)
+
+
+def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]) -> list[str]:
+    """The paper cells the planned run would be graded against, each with the conditions it matched:
+    what the run can confirm, known before it spends any GPU time."""
+    from harness.spec.conditions import run_conditions
+    from harness.evaluation.compare import comparability
+    from harness.papers.registry import cells_for
+    from harness.papers.schema import KNOWN_METHODS
+
+    evaluated = [str(e["dataset"]) for e in stages if e["stage"] == "evaluate"]  # "<variant>/<benchmark>"
+    variants = list(dict.fromkeys(name.split("/", 1)[0] for name in evaluated)) or ["final"]
+    final = variants[-1]
+    cells = [c for c in (cells_for(method=spec.name) if spec.name in KNOWN_METHODS else [])
+             if c.benchmark in datasets and c.score is not None]
+    lines = []
+    for variant in variants:
+        conditions = run_conditions(spec.config, spec.name, spec.profile)
+        if variant.startswith("retriever"):
+            conditions.update(finetune_stage=variant, final_stage=final)
+        for cell in cells:
+            if comparability(cell.method, dict(cell.conditions or {}), conditions)[0]:
+                continue
+            matched = ", ".join(f"{k}={v}" for k, v in sorted((cell.conditions or {}).items())) or "none stated"
+            lines.append(f"    {cell.paper} {cell.table} {cell.row} / {cell.column} ({cell.benchmark} {cell.measure}, "
+                         f"{variant}): {cell.value}; conditions matched: {matched}")
+    head = f"  graded cells: {len(lines)}"
+    if not lines:
+        why = ("the profile is not 'paper'" if spec.profile != "paper" else
+               "no reported cell states this run's setting (steps, data, stage, deviations)")
+        return [f"{head} ({why}: nothing this run produces is compared with a paper)"]
+    return [head + " (each paper cell this run's numbers will be graded against, by the rule of "
+            "harness/evaluation/verdict.py)", *lines]
+
+
+def detail_kind(entry: dict[str, Any]) -> str:
+    """The group whose settings lines an entry shows (a plan prints them once per group): mining, or
+    its stage's ``details_group`` (BM25 index and search share theirs)."""
+    if is_mining(entry):
+        return "mine"
+    stage = STAGES.get(entry["stage"])
+    return stage.group if stage else entry["stage"]
+
+
+def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    """An entry's settings lines: its stage's declared ``details`` (harness/stages/graph.py), or mining's."""
+    stage = STAGES.get(entry["stage"])
+    ref = MINING_DETAILS if is_mining(entry) else stage.details if stage else None
+    return resolve(ref)(spec, entry, hw) if ref else []
+
+
+# The declared `details` of harness/stages/graph.py: (spec, plan entry, hardware) -> the stage's settings lines.
+
+def mining_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    """Retriever 1 mines for retriever 2, retriever 2 for retriever 3, to the next stage's negative_depth."""
+    miner, reader = ("retriever2", "retriever3") if "mine-retriever2" in (entry.get("dataset") or "") \
+        else ("retriever1", "retriever2")
+    depth = StageSettings.from_spec(spec, reader).negative_depth
+    return [f"mining: top {depth} of the training queries with {miner} (hard negatives for {reader}, "
+            f"its negative_depth)"]
+
+
+def tokenizer_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    tok = TokenizerSettings.from_spec(spec)
+    return [f"vocabulary {tok.vocab_size}, corpora {tok.corpora}"]
+
+
+def passages_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    corpus = CorpusSettings.from_spec(spec)
+    return [f"sources {corpus.source}, max {corpus.max_tokens} tokens, max passages {corpus.max_passages or 'all'}"]
+
+
+def qgen_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    q = QgenSettings.from_spec(spec)
+    if q.model == "term-sampler":
+        return [f"term sampler fitted on {q.train_pairs}, {q.num_queries} queries/passage"]
+    return [f"model {q.model}, {q.num_queries} queries/passage, top_k {q.top_k}, top_p {q.top_p}, "
+            f"prefix {q.input_prefix!r}"]
+
+
+def bm25_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    cfg = RetrievalSettings.from_spec(spec)
+    return [f"BM25 k1 {cfg.k1}, b {cfg.b}, fields {', '.join(cfg.fields)}, {cfg.threads} thread(s)"]
+
+
+def impact_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    return [", ".join(f"{k} {v}" for k, v in RetrievalSettings.from_spec(spec).impact().items())]
+
+
+def teacher_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
+
+    r3 = RerankerSettings.from_spec(spec)
+    ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
+    return [f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")]
+
+
+def retriever_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    return finetune_details(spec, entry["stage"], hw)
+
+
+def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
+    from harness.pretrain.objectives import objective_class
+    from harness.pretrain.trainer import plan_batches
+
+    pre = PretrainSettings.from_spec(spec)
+    cls = objective_class(pre.objective)
+    n = world_size(hw)
+    lines = [f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
+             f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "
+             f"lr {pre.lr}, warm-up {pre.warmup_ratio}, max length {pre.max_length}"]
+    declared_n = int((spec.get("hardware") or {}).get("devices", 1))
+    try:
+        declared_plan = plan_batches(pre.global_batch, pre.per_device_batch, declared_n,
+                                     cls.supports_accumulation, pre.grad_cache_chunk, cls.gathers_across_ranks)
+        lines.append(f"declared: {declared_plan['note']}")
+        here = plan_batches(pre.global_batch, pre.per_device_batch, n, cls.supports_accumulation,
+                            pre.grad_cache_chunk, cls.gathers_across_ranks)
+        lines.append(f"here:     {here['note']}")
+    except Exception as exc:  # noqa: BLE001 - the plan reports the problem instead of failing
+        lines.append(f"batch mapping problem: {exc}")
+    precision = pre.precision
+    if precision != "fp32" and hw.device_type != "cuda":
+        import torch
+
+        from harness.training.precision import resolve_precision
+
+        said: list[str] = []
+        here = resolve_precision(precision, torch.device("cpu"), said.append)
+        lines.append(f"precision: {precision} declared; {here} here" + (f" ({said[0]})" if said else ""))
+    else:
+        lines.append(f"precision: {precision}")
+    return lines
+
+
+def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str]:
+    merged = finetune_settings(spec, retriever)
+    s = StageSettings.from_spec(spec, retriever)
+    n = world_size(hw)
+    q, p = s.global_queries, s.passages_per_query
+    lines = [f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
+             f"depth {s.negative_depth}, epochs {s.epochs}, lr {s.lr}"]
+    if q and p:
+        per = q // n if q % n == 0 else q / n
+        lines.append(f"effective batch {q} queries x {p} passages = {q * p} ({n} device(s) x {per} queries each)")
+    for key in ("flops_lambda", "distill", "contrastive_weight"):
+        if key in merged:
+            lines.append(f"{key} {merged[key]}")
+    return lines

@@ -1,0 +1,275 @@
+"""What a planned run would cost: FLOPs, wall time and peak memory per stage, for the declared
+hardware and for the hardware present, printed by ``run --dry-run``.
+
+Measured, not estimated: the FLOPs of one step of each kind (each pre-training objective at its
+paper per-device batch, one fine-tuning step of 64 queries x 16 passages, encoding 512 passages; all
+at bert-base shape and 144 tokens) were counted by ``torch.utils.flop_counter`` on the step itself,
+with its wall time and peak memory, by ``bench/paper_shape_smoke.py`` on one H100 (bf16); the rows
+are :data:`MEASURED`. A stage's FLOPs are that step's scaled by its batch and step count, by the
+cost function its declaration names (harness/stages/graph.py ``cost``; the built-in stages' are defined here).
+
+Assumptions, stated with every projection:
+* utilisation: each kind of step reaches the same fraction of a GPU's dense fp16/bf16 peak as it
+  did on the H100 (11-39%), on the declared GPU too; devices scale linearly (no communication cost);
+* the CPU present runs at half of the fp32 matrix-multiply rate measured when the plan is printed;
+* memory: the measured peak scaled linearly with the per-device batch (activations dominate);
+* sizes: corpora as published (MS MARCO 8,841,823 passages; BEIR: Thakur et al. 2021, Table 1).
+Stages not projected (query generation with T5, the reranker's training) say so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core.paths import PROJECT_ROOT
+
+MEASURED = PROJECT_ROOT / "bench" / "results" / "paper_shape_h100_2026-11-24.json"
+MEASURED_ON_PEAK = 989.0  # H100 SXM dense bf16 TFLOP/s (NVIDIA's datasheet)
+# Dense fp16/bf16 tensor-core peak TFLOP/s per GPU (NVIDIA datasheets; SXM parts).
+GPU_PEAK = {"V100": 125.0, "A100": 312.0, "H100": 989.0, "H200": 989.0}
+CPU_UTILISATION = 0.5
+MSMARCO_PASSAGES = 8_841_823
+MSMARCO_TRAIN_QUERIES = 502_939  # judged training queries (qrels.train.tsv)
+# Corpus sizes, BEIR paper (Thakur et al. 2021) Table 1; cqadupstack is the 12 forums together.
+BEIR_CORPUS = {"trec-covid": 171_332, "nfcorpus": 3_633, "nq": 2_681_468, "hotpotqa": 5_233_329, "fiqa": 57_638,
+               "arguana": 8_674, "webis-touche2020": 382_545, "cqadupstack": 457_199, "quora": 522_931,
+               "dbpedia-entity": 4_635_922, "scidocs": 25_657, "fever": 5_416_568, "climate-fever": 5_416_593,
+               "scifact": 5_183}
+# Passages of the pre-training corpora trained on by epochs (DPR's psgs_w100: 21,015,324).
+PRETRAIN_PASSAGES = {"wikipedia": 21_015_324, "msmarco-passage": MSMARCO_PASSAGES}
+# the SPLADE head (768 x 30,522 per token) over a BERT forward: encoding an impact index costs more
+SPLADE_HEAD_FACTOR = 1.27
+
+
+@dataclass
+class Cost:
+    stage: str
+    tflop: float | None
+    kind: str  # which measured row it scales
+    batch: float = 0  # one device's share of a step, in the measured row's batch unit (memory scales with it)
+    note: str = ""
+
+
+@functools.lru_cache(maxsize=1)
+def measured() -> dict[str, dict[str, Any]]:
+    """The bf16 rows of the H100 measurement, by kind (objective, finetune, encode)."""
+    rows = json.loads(MEASURED.read_text())["rows"]
+    out = {}
+    for row in rows:
+        if row["precision"] == "bf16":
+            out[row["objective"].split()[0]] = row
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_tflops() -> float:
+    """fp32 matrix-multiply rate of this machine now (TFLOP/s), best of 3 short runs."""
+    import torch
+
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a @ b
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        best = min(best, time.perf_counter() - start)
+    return 4 * 2 * 1024**3 / best / 1e12
+
+
+def _per_sequence(kind: str) -> float:
+    row = measured()[kind]
+    return row["tflop_per_step"] / row["batch"]
+
+
+def corpus_size(dataset: str) -> int | None:
+    from harness.data.sampled import base_name
+
+    name = base_name(dataset.split("/")[0])
+    if name.startswith("cqadupstack-"):
+        return None  # a forum: its share of the 457,199 is not published per forum; counted once below
+    if name in ("msmarco-dev", "dl19", "dl20", "msmarco-passage-train"):
+        return MSMARCO_PASSAGES
+    return BEIR_CORPUS.get(name)
+
+
+def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
+    """Projected TFLOPs of each planned stage that runs (``to run``; cached and reused cost nothing), by
+    its stage's declared ``cost`` (harness/stages/graph.py)."""
+    from harness.stages.graph import NOT_PROJECTED, STAGES, resolve
+
+    costs: list[Cost] = []
+    counted: set[str] = set()  # shared by the entries' cost functions: what is counted once per plan
+    for entry in entries:
+        stage = STAGES.get(entry["stage"])
+        if entry.get("plan") != "to run" or stage is None or stage.cost is None:
+            continue
+        if stage.cost == NOT_PROJECTED:
+            costs.append(Cost(_label(entry), None, "", note="not projected (no measured step of this kind)"))
+        elif (cost := resolve(stage.cost)(spec, entry, counted)) is not None:
+            costs.append(cost)
+    return costs
+
+
+def _label(entry: dict[str, Any]) -> str:
+    return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else entry["stage"]
+
+
+# The declared `cost` of harness/stages/graph.py: (spec, a "to run" plan entry, counted) -> its Cost, or None.
+
+def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """The measured row of the objective the spec pre-trains with (the QC variants share their family's);
+    an objective not measured yet is not projected."""
+    objective = str(spec.get("pretrain.objective"))
+    objective = objective if objective in measured() else None
+    sequences = int(spec.get("pretrain.steps") or 0) * int(spec.get("pretrain.global_batch") or 0)
+    note = ""
+    if not sequences and spec.get("pretrain.epochs"):  # epochs over the corpus's passages
+        source = spec.get("corpus.source")
+        size = spec.get("corpus.max_passages") or PRETRAIN_PASSAGES.get(str(source))
+        sequences = int(spec.get("pretrain.epochs")) * (size or 0)
+        note = f"{spec.get('pretrain.epochs')} epochs over {size:,} passages" if size else "corpus size unknown"
+    return Cost(_label(entry), sequences * _per_sequence(objective) if objective and sequences else None,
+                objective or "", int(spec.get("pretrain.per_device_batch") or 0), note)
+
+
+def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """A retriever's fine-tuning: the measured step of 64 queries x 16 passages, scaled by its passages."""
+    from harness.spec.stage_settings import StageSettings
+
+    s = StageSettings.from_spec(spec, entry["stage"])
+    queries = spec.get("finetune.max_train_queries") or (
+        MSMARCO_TRAIN_QUERIES if str(spec.get("finetune.train_queries")).startswith("msmarco") else None)
+    if queries is None:
+        return Cost(_label(entry), None, "finetune", note="training queries not counted")
+    steps = s.epochs * math.ceil(queries / s.global_queries)
+    tflop = steps * s.global_queries * s.passages_per_query * _per_sequence("finetune") / 16
+    devices = int(spec.get("hardware.devices") or 1)
+    per_device = max(1, s.global_queries // devices) * s.passages_per_query / 16  # measured: queries of 16
+    return Cost(_label(entry), tflop, "finetune", per_device)
+
+
+def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | None:
+    """Encoding a corpus (dense vectors, or an impact index with the SPLADE head); a cqadupstack forum's
+    corpus is counted as the 12 forums together, once per retriever (``counted``)."""
+    stage, dataset = entry["stage"], entry.get("dataset") or ""
+    size = corpus_size(dataset)
+    retriever = dataset.rsplit("/", 1)[-1]
+    if size is None and dataset.startswith("cqadupstack-"):
+        if f"cqadupstack/{retriever}" in counted:
+            return None
+        size = BEIR_CORPUS["cqadupstack"]  # the 12 forums together, once per retriever
+        counted.add(f"cqadupstack/{retriever}")
+    factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
+    return Cost(_label(entry), size * factor * _per_sequence("encode") if size else None, "encode", 512)
+
+
+def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """The cross-encoder's forward over the mined candidates of the training queries."""
+    from harness.spec.stage_settings import StageSettings
+
+    depth = StageSettings.from_spec(spec, "retriever3").negative_depth  # retriever 2 mines this deep for it
+    queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
+    return Cost(_label(entry), queries * depth * _per_sequence("encode"), "encode", 512,
+                "cross-encoder forward over the mined candidates")
+
+
+def _utilisation(kind: str) -> float:
+    row = measured()[kind]
+    return row["tflops"] / MEASURED_ON_PEAK
+
+
+def _gpu_peak(name: Any) -> float | None:
+    for key, peak in GPU_PEAK.items():
+        if key in str(name or ""):
+            return peak
+    return None
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 72 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
+    """The projection's lines for the plan."""
+    costs = stage_costs(spec, entries)
+    if not costs:
+        return []
+    declared = spec.get("hardware") or {}
+    devices = int(declared.get("devices") or 1)
+    gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
+    peak = _gpu_peak(gpu)
+    here_gpu = _gpu_peak(hw.names[0] if hw.names else "") if hw.device_type == "cuda" else None
+    here_devices = hw.devices if here_gpu else 1
+    cpu = 0.0 if here_gpu else cpu_tflops() * CPU_UTILISATION
+    here = "here" + (f" ({hw.describe()})" if here_gpu else f" (CPU, {cpu:.2f} TFLOP/s)")
+    decl = f"{devices} x {gpu}" if gpu else "declared"
+    lines = [f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
+             f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}):",
+             f"    {'stage':<44} {'PFLOP':>9}  {decl:>16}  {here:>30}  {'peak GiB/device':>15}"]
+    total_decl = total_here = 0.0
+    for c in costs:
+        if c.tflop is None:
+            lines.append(f"    {c.stage:<44} {'-':>9}  {'-':>16}  {'-':>30}  {'-':>15}  {c.note}")
+            continue
+        util = _utilisation(c.kind)
+        t_decl = c.tflop / (devices * peak * util) if peak else None
+        t_here = c.tflop / (here_devices * here_gpu * util) if here_gpu else c.tflop / cpu
+        row = measured()[c.kind]
+        mem = row["peak_gib"] * c.batch / row["batch"] if c.batch else None
+        total_decl += t_decl or 0.0
+        total_here += t_here
+        lines.append(f"    {c.stage:<44} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
+                     f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
+                     + (f"  {c.note}" if c.note else ""))
+    lines.append(f"    {'total of the projected stages':<44} {'':>9}  {(_hours(total_decl) if peak else '-'):>16}  "
+                 f"{_hours(total_here):>30}")
+    pre = next((c for c in costs if c.stage == "pretrain" and c.tflop), None)
+    if declared.get("hours") and pre and peak:
+        lines.append(f"    the paper states {declared['hours']} h of pre-training on {devices} x {gpu} (spec hardware; "
+                     f"projected here: {_hours(pre.tflop / (devices * peak * _utilisation(pre.kind)))})")
+    lines.append("    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
+                 "H100 (11-39%); linear scaling over devices; the CPU at half its measured fp32 matmul rate; peak "
+                 "memory scaled from the H100 bf16 measurement by the per-device batch")
+    return lines
+
+
+@dataclass(frozen=True)
+class Total:
+    """A plan's projected cost on its spec's declared hardware (what ``describe`` sums)."""
+
+    pflop: float            # the projected stages' FLOPs, in PFLOP
+    hours: float | None     # wall time on the declared GPUs; None without a known declared GPU
+    hardware: str           # "16 x V100-32GB", or "declared hardware unknown"
+    unprojected: tuple[str, ...]  # stages with no measured step (said, never guessed)
+
+
+def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
+    """The total of ``describe``'s declared-hardware column for a plan (no torch: the CPU rate is
+    measured only for the "here" column)."""
+    costs = stage_costs(spec, entries)
+    declared = spec.get("hardware") or {}
+    devices = int(declared.get("devices") or 1)
+    gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
+    peak = _gpu_peak(gpu)
+    projected = [c for c in costs if c.tflop is not None]
+    hours = (sum(c.tflop / (devices * peak * _utilisation(c.kind)) for c in projected) / 3600) if peak else None
+    return Total(sum(c.tflop for c in projected) / 1000, hours,
+                 f"{devices} x {gpu}" if gpu else "declared hardware unknown",
+                 tuple(c.stage for c in costs if c.tflop is None))
+
+
+def format_hours(hours: float) -> str:
+    """Hours as ``describe`` prints them (s, min, h or d)."""
+    return _hours(hours * 3600)

@@ -1,0 +1,74 @@
+"""The run record, built once for every run that writes one: `run`'s method runs and `reproduce`'s
+released checkpoints (profile ``checkpoint``) have one shape, so `check`, the leaderboard and the
+effects read both alike (:mod:`harness.records.store` reads them back, :mod:`harness.gate` gates them).
+
+A field that does not apply is null rather than absent: a released checkpoint has no method spec
+(``spec``, ``spec_hash`` and ``hardware.declared`` are null), and its one variant, ``checkpoint``,
+keys ``metrics_by_stage``, ``efficiency_by_stage`` and ``run_files`` as a fine-tuning stage keys a
+run's. What only one kind of run knows (a checkpoint's registry entry, its depth) comes in
+``identity``, after the spec.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import SEED
+from harness.records.tracking import git_commit, hardware, package_versions, write_run_record
+
+if TYPE_CHECKING:
+    from harness.run.scores import RunScores
+    from harness.spec.method import MethodSpec
+    from harness.records.tracking import Tracker
+
+
+def build_record(*, run_id: str, method: str, profile: str, spec: "MethodSpec | None", scores: "RunScores",
+                 comparisons: Sequence[Mapping[str, Any]], efficiency_by_stage: Mapping[str, Mapping[str, Any]],
+                 stages: list[dict[str, Any]], started: float, tracker: "Tracker",
+                 identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The record of a finished run (unsealed: :func:`write_record` seals it as it writes it).
+
+    ``comparisons``: the cells graded, as dicts; ``efficiency_by_stage``: variant -> dataset ->
+    numbers; ``stages``: the run's stage log entries; ``started``: ``time.time()`` at its start."""
+    final = scores.final
+    substitutions = spec.get("substitutions") if spec is not None else None
+    return {
+        "run_id": run_id,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "method": method,
+        "profile": profile,
+        "spec_hash": spec.spec_hash if spec is not None else None,
+        "spec": spec.config if spec is not None else None,
+        **(identity or {}),
+        "command": " ".join(sys.argv),
+        "seed": SEED,
+        "git": git_commit(),
+        "packages": package_versions(),
+        "hardware": {"declared": spec.get("hardware") if spec is not None else None, "detected": hardware()},
+        **({"substitutions": list(substitutions)} if substitutions else {}),
+        "datasets": scores.datasets,
+        **({"finetune_stage": final} if final.startswith("retriever") else {}),
+        "metrics": scores.metrics,
+        "per_query": scores.per_query,
+        "metrics_by_stage": scores.by_stage,
+        "per_query_by_stage": scores.per_query_by_stage if len(scores.by_stage) > 1 else {},
+        "efficiency": efficiency_by_stage.get(final, {}),
+        "efficiency_by_stage": efficiency_by_stage,
+        "comparison": list(comparisons),
+        "chance": scores.chance,
+        "stages": stages,
+        "run_files": scores.run_files,
+        "seconds": round(time.time() - started, 1),
+        "mlflow": tracker.info(),
+    }
+
+
+def write_record(record: dict[str, Any], tracker: "Tracker") -> Path:
+    """Seal and write the record (runs/records/<run_id>.json), and log it to the run's MLflow run."""
+    path = write_run_record(record)
+    tracker.log_artifact(path, subdir="record")
+    return path

@@ -1,0 +1,234 @@
+"""Run a method spec end to end: stages -> evaluation -> comparison -> tracking + run record.
+
+Each family of methods has a pipeline function (declared in harness/stages/graph.py) that turns a
+resolved spec and a dataset into a TREC run (through cached stages). Everything after the run
+file (evaluation with the benchmark's conventions, comparison with the papers, MLflow, the run
+record) is shared.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import SEED
+from harness.stages.artifacts import config_hash
+from harness.pipelines.context import RunContext, StageLog
+from harness.core.errors import HarnessError
+from harness.core.hardware import declared_present, detect
+from harness.run.record import build_record, write_record
+from harness.run.scores import Scored, score_variants
+from harness.spec.method import MethodSpec, load_method
+from harness.stages.graph import FAMILIES, StopAfterStage, resolve
+from harness.records.tracking import Tracker, log_parent_summary, new_run_id, parent_tracker
+
+
+def score_run_file(run_path: Path, bench: Any) -> Any:
+    """A pipeline's run file scored on its benchmark through the one evaluation path that `eval`
+    uses too: a benchmark made of sub-forums (cqadupstack) takes ``<forum>/<qid>`` query ids and
+    scores the mean of its forums."""
+    from harness.data.formats import read_trec_run
+    from harness.evaluation.measures import evaluate_benchmark, normalise_subset_ids
+
+    run = read_trec_run(run_path)
+    if bench.sub_benchmarks():
+        run = normalise_subset_ids(run, bench.name)
+    return evaluate_benchmark(run, bench, bench.eval_split)
+
+
+def stage_conditions(spec: MethodSpec, variant: str, final: str) -> dict[str, Any]:
+    """What a run's stage states about its setting, for comparison with the papers' cells: the
+    conditions derived from its resolved spec (``harness.spec.conditions``) and which fine-tuning stage
+    (of how many) it is."""
+    from harness.spec.conditions import run_conditions
+
+    conditions = run_conditions(spec.config, spec.name, spec.profile)
+    if variant.startswith("retriever"):
+        conditions.update(finetune_stage=variant, final_stage=final)
+    return conditions
+
+
+def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
+    """`paper` where the declared hardware is present; otherwise the CPU profile that learns
+    (`mini`) where the method has one, else `tiny`. Returns (profile, why)."""
+    from harness.spec.method import profiles_of
+    from harness.run.validation import require_valid
+
+    if requested:
+        return requested, "requested with --profile"
+    paper = load_method(spec_name, "paper")
+    require_valid(paper)  # the choice reads its declared hardware
+    hw = detect()
+    if declared_present(paper.get("hardware"), hw):
+        return "paper", f"declared hardware is present ({hw.describe()})"
+    fallback = "mini" if "mini" in profiles_of(spec_name) else "tiny"
+    return fallback, (f"declared hardware {paper.get('hardware.devices')} x {paper.get('hardware.device_type')} "
+                      f"is not present ({hw.describe()})")
+
+
+Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
+
+
+def pipeline_for(spec: MethodSpec) -> Pipeline:
+    """The pipeline function of the spec's family (declared in harness/stages/graph.py :data:`FAMILIES`)."""
+    family = spec.get("family")
+    if family not in FAMILIES:
+        raise HarnessError(
+            f"method '{spec.name}' ({family}): its fine-tuning pipeline is not built yet; "
+            f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "
+            "(see the status table in docs/status.md)"
+        )
+    return resolve(FAMILIES[family].pipeline)
+
+
+def run_params(spec: MethodSpec) -> dict[str, Any]:
+    """A run's parent params: its identity and the resolved spec, which the tracker flattens to
+    ``spec.<dotted.path>`` keys (``spec.retrieval.k1``)."""
+    return {"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "seed": SEED,
+            "spec": spec.config}
+
+
+def run_tags(spec: MethodSpec) -> dict[str, str]:
+    """A run's parent tags besides method / profile / seed / run_id (:func:`harness.records.tracking.parent_tracker`)."""
+    return {"spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
+
+
+def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool) -> dict[str, Any]:
+    """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
+    (no run record: there are no metrics to compare yet)."""
+    run_id = new_run_id(spec.name, spec.profile)
+    tracker = parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, {**run_tags(spec), "stage": stage})
+    ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
+    started = time.time()
+    output = None
+    with tracker.run():
+        tracker.log_params(run_params(spec))
+        try:
+            pipeline_for(spec)(ctx, datasets)
+        except StopAfterStage as stop:
+            output = stop.output
+    if output is None:  # the plan said the stage runs, so this is a pipeline that skipped it
+        raise HarnessError(f"--stage {stage}: the run finished without reaching stage '{stage}'")
+    seconds = round(time.time() - started, 1)
+    where = f"MLflow run {tracker.parent_run_id}" if tracker.parent_run_id else "MLflow off"
+    print(f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; {where}")
+    return {"method": spec.name, "profile": spec.profile, "run_id": run_id, "spec_hash": spec.spec_hash,
+            "output": str(output), "stages": ctx.stages.entries, "mlflow": tracker.info(), "seconds": seconds,
+            "metrics": {}, "comparison": [], "run_record": None}
+
+
+def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
+                stage: str | None = None) -> RunContext:
+    """What a run of `spec` on `datasets` would execute, built by nothing: the run's own pipeline in
+    plan mode (``RunContext.plan_only``), then the evaluation entries :func:`run_method` adds. The
+    context's ``stages.entries`` are in a run record's ``stages`` shape (plus ``plan``: cached, to
+    run or reused); ``plan_notes`` hold what the plan reports besides (e.g. a missing checkpoint)."""
+    tracker = Tracker(experiment=spec.name, run_name="dry-run", tags={}, enabled=False)
+    ctx = RunContext(spec, tracker, StageLog(), force, plan_only=True, stop_after=stage)
+    try:
+        variants = pipeline_for(spec)(ctx, datasets)
+    except StopAfterStage:
+        return ctx  # --stage NAME: the plan ends with that stage
+    for variant, runs in variants.items():  # the order run_method evaluates in
+        for name in runs:
+            ctx.stages.add("evaluate", f"{variant}/{name}", False, 0.0, plan="to run")
+    return ctx
+
+
+def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
+               force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    from harness.data.setting import data_setting
+    from harness.run.validation import require_valid
+
+    profile, why = choose_profile(method, profile)
+    spec = load_method(method, profile)
+    # Every check a stage would make of the spec's values, before the first stage (and in a dry-run):
+    # a wrong value stops the run now, not hours in when the stage that reads it starts.
+    require_valid(spec)
+
+    with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
+        return _run_spec(spec, why, datasets, force, stage, dry_run)
+
+
+def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: bool, stage: str | None,
+              dry_run: bool) -> dict[str, Any]:
+    from harness.data.catalog import get_benchmark
+    from harness.evaluation.compare import compare, format_comparison_table
+    from harness.evaluation.chance import describe as describe_chance
+    from harness.papers.registry import cells_for
+    from harness.papers.schema import KNOWN_METHODS
+
+    method, profile = spec.name, spec.profile
+    datasets = datasets or list(spec.get("datasets", []))
+    benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
+    print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
+    for note in spec.get("substitutions") or []:
+        print(f"  substitution: {note}")
+    if stage is not None:
+        planned = list(dict.fromkeys(e["stage"] for e in plan_method(spec, datasets, force).stages.entries))
+        if stage not in planned:
+            raise HarnessError(f"--stage {stage}: {method} [{profile}] runs no stage '{stage}' "
+                               f"(its stages: {', '.join(planned)})")
+    if dry_run:
+        from harness.run.plan import describe
+
+        ctx = plan_method(spec, datasets, force, stage)
+        print(describe(spec, datasets, ctx.stages.entries, ctx.plan_notes))
+        return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
+                "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
+                "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
+    if stage is not None:
+        return run_until(spec, datasets, stage, force)
+
+    run_id = new_run_id(method, profile)
+    tracker = parent_tracker(method, method, profile, SEED, run_id, run_tags(spec))
+    ctx = RunContext(spec, tracker, StageLog(), force)
+    pipeline = pipeline_for(spec)
+    started = time.time()
+    with tracker.run():
+        tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
+        variants = pipeline(ctx, datasets)
+
+        def score(variant: str, name: str) -> Scored:
+            return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
+
+        scores = score_variants(tracker, ctx.stages, benchmarks, variants, score)
+        final = scores.final
+
+        # A control or a user's own spec (HARNESS_SPECS_DIR) has no printed numbers to compare with.
+        reported = cells_for(method=method) if method in KNOWN_METHODS else []
+        cells = [c for c in reported if c.benchmark in scores.metrics]
+        comparisons = []
+        for variant in variants:
+            conditions = stage_conditions(spec, variant, final)
+            exact = spec.get("family") == "lexical"  # deterministic: a fixed tolerance, no seed spread
+            for comp in compare(scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions,
+                                exact=exact):
+                comp.finetune_stage = variant
+                comparisons.append(comp)
+        record = build_record(run_id=run_id, method=method, profile=profile, spec=spec, scores=scores,
+                              comparisons=[c.to_dict() for c in comparisons], efficiency_by_stage=ctx.efficiency,
+                              stages=ctx.stages.entries, started=started, tracker=tracker)
+        log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
+        path = write_record(record, tracker)
+    record["mlflow"] = tracker.info()
+    print()
+    print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
+    print()
+    for name, check in scores.chance.items():
+        print(f"{final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]]))
+    print(summary_line(record, path))
+    return {**record, "run_record": str(path), "config_hash": config_hash(spec.config)}
+
+
+def summary_line(record: dict[str, Any], path: Path) -> str:
+    parts = []
+    statuses = {(c["benchmark"], c["measure"]): c["status"] for c in record["comparison"]}
+    for ds, values in record["metrics"].items():
+        primary = next(iter(values))
+        status = statuses.get((ds, primary), "no reported cell")
+        parts.append(f"{ds} {primary} {100 * values[primary]:.1f} ({status})")
+    mlflow = record["mlflow"]
+    where = f"MLflow run {mlflow['run_id']} at {mlflow['tracking_uri']}" if mlflow.get("run_id") else "MLflow off"
+    return f"{record['method']} [{record['profile']}] " + "; ".join(parts) + f" in {record['seconds']}s -- record {path}; {where}"

@@ -1,0 +1,9 @@
+"""A method's declaration: its YAML spec and profiles, the typed settings blocks, the keys a spec may state.
+
+``method.py`` loads and resolves a spec (``extends:``, fragments, profiles) and hashes its settings;
+``settings.py`` declares what a typed setting is; ``block_settings.py`` and ``stage_settings.py`` are the
+blocks (each setting's meaning, default, kind and which stages' cache keys hold it); ``keys.py`` derives
+the nested keys a spec may hold; ``kinds.py`` the value kinds; ``conditions.py`` what a run states for
+grading; ``paper_profiles.py`` and ``rehearsal.py`` the paper and rehearsal profiles. The checks that
+build trainer configs live above the trainers, in :mod:`harness.run.validation`.
+"""

@@ -1,0 +1,76 @@
+"""What kind of value a setting takes: its type and, where no trainer config checks it, its range.
+
+A :class:`Kind` is declared once per setting (the typed spec blocks in harness/spec/stage_settings.py and
+harness/spec/block_settings.py, the objectives' parameters in harness/pretrain/objective_params.py) and checked from there both
+when a stage reads the value and when ``validate`` / ``run`` check a spec before its first stage,
+so a value that would fail hours into a run fails in the first second. Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Accepted python types (``noun`` names them for people), optional bounds or choices, and an
+    example value shown with a problem (``e.g. steps: 400``)."""
+
+    types: tuple[type, ...]
+    noun: str
+    example: Any
+    low: float | None = None
+    low_open: bool = False  # low itself is out of range
+    high: float | None = None
+    high_open: bool = False
+    choices: tuple[Any, ...] = ()
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not of this kind (``'four hundred' is not a whole number``), or None."""
+        # bool is an int to python, never to a spec: `lr: true` is a mistake
+        if isinstance(value, bool) and bool not in self.types or not isinstance(value, self.types):
+            return f"{value!r} is not {self.noun}"
+        if self.choices and value not in self.choices:
+            return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
+        too_low = self.low is not None and (value < self.low or self.low_open and value == self.low)
+        too_high = self.high is not None and (value > self.high or self.high_open and value == self.high)
+        return f"{value!r} is out of range: {self.range()}" if too_low or too_high else None
+
+    def range(self) -> str:
+        """The bounds in words: ``must be in (0, 1)``, ``must be >= 1``."""
+        if self.low is not None and self.high is not None:
+            return (f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}"
+                    f"{')' if self.high_open else ']'}")
+        if self.low is not None:
+            return f"must be {'>' if self.low_open else '>='} {self.low:g}"
+        return f"must be {'<' if self.high_open else '<='} {self.high:g}" if self.high is not None else ""
+
+
+NUM = (int, float)
+WHOLE = Kind((int,), "a whole number", 400)
+POSITIVE_WHOLE = Kind((int,), "a whole number", 1, low=1)
+NUMBER = Kind(NUM, "a number", 0.1)
+NON_NEGATIVE = Kind(NUM, "a number", 0.1, low=0)
+POSITIVE = Kind(NUM, "a number", 1.0, low=0, low_open=True)
+RATIO = Kind(NUM, "a number", 0.3, low=0, low_open=True, high=1, high_open=True)  # a share strictly in (0, 1)
+TEXT = Kind((str,), "text", "name")
+FLAG = Kind((bool,), "true or false", True)
+MAPPING = Kind((dict,), "a mapping", {})
+
+
+def one_of(*choices: str) -> Kind:
+    """Text that must be one of ``choices`` (the first is the example)."""
+    return Kind((str,), "text", choices[0], choices=tuple(choices))
+
+
+def example_text(value: Any) -> str:
+    """A value as a spec would write it (``1.0e-04``, ``true``, ``fp32``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value and abs(value) < 1e-3:
+        mantissa, _, exponent = f"{value:.1e}".partition("e")
+        return f"{mantissa}e{int(exponent)}"  # 1.0e-4, as the specs write it
+    return str(value)

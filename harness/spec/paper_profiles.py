@@ -1,0 +1,41 @@
+"""Each method's paper profile and what it declares about itself: its deviations from its paper and
+the values it assumes where the papers say nothing.
+
+Read by ``validate`` (harness.commands.validate) and by the leaderboard (leaderboard_app.tables), so
+it lives below the CLI: the leaderboard never imports a command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def paper_profiles() -> list[Any]:
+    """The paper profile of each spec that loads (a spec with a problem is listed as such, not here)."""
+    from harness.core.errors import HarnessError
+
+    try:
+        from harness.spec.method import list_methods, load_method
+    except ImportError:  # as in harness.commands.validate's spec check: no spec module, no specs
+        return []
+    specs = []
+    for name in list_methods():
+        try:
+            specs.append(load_method(name, "paper"))
+        except HarnessError:
+            continue
+    return specs
+
+
+def paper_deviations(key: str = "deviations", papers: list[Any] | None = None) -> dict[str, list[str]]:
+    """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``,
+    each with the conditions it touches), or with ``key="assumptions"`` the values it picks where
+    the papers say nothing. ``papers``: the paper profiles (default: every spec's that loads)."""
+    out = {}
+    # the specs that load: one with a problem still leaves the others' counted
+    for spec in paper_profiles() if papers is None else papers:
+        name, items = spec.name, spec.get(key) or []
+        if items:
+            out[name] = [f"touches {', '.join([d['touches']] if isinstance(d['touches'], str) else d['touches'])}: "
+                         f"{d['why']}" if isinstance(d, dict) else str(d) for d in items]
+    return out

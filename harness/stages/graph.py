@@ -1,0 +1,193 @@
+"""The declared stage graph: every stage a pipeline executes, what it reads, and the spec step that runs it.
+
+A stage's name is the ``stage`` of a run record's entries, the folder ``cache/<name>/<key>/`` of
+its output (:class:`harness.stages.artifacts.StageCache`), its MLflow child run, its line in
+``run --dry-run`` and what ``run --stage NAME`` runs up to. Each stage is one :class:`Stage`:
+
+- ``needs``: the stages whose outputs it may read. :meth:`harness.pipelines.context.RunContext.cached_stage`
+  refuses an input from any other stage (an input is keyed ``<stage>/<key>/...`` by
+  :func:`harness.pipelines.context.input_key`), so this graph is the one the pipelines really run, and a
+  stage's key covers its settings and the keys of the stages it read (content, never paths);
+- ``step``: the entry of a spec's ``stages:`` outline that runs it, and ``families`` the
+  pipelines that can (:data:`FAMILY_STEPS` and the outline's rules derive from these);
+- ``resumable``: whether an interrupted build continues from its own checkpoints;
+- ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for the
+  stages of one ``details_group`` (BM25 index and search share theirs);
+- ``cost``: its row of the dry-run's projection (:mod:`harness.run.projection`), :data:`NOT_PROJECTED`,
+  or ``None``: left out of the projection (BM25, file work, encoding queries only).
+
+Each family is one :class:`Family`: the pipeline function that runs its stages (``harness.run.runner``
+looks it up) and the spec steps it always runs. The functions are named by ``"module:function"``
+references, imported by :func:`resolve` when called: this low-level module imports none of the
+plan, projection or pipeline modules above it.
+
+Which stages a given spec runs, in which order and with which keys, is its pipeline in plan mode
+(``run --dry-run``); ``python -m harness ls stages`` prints this graph.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+DENSE, SPARSE, LEXICAL = "dense", "learned-sparse", "lexical"
+TRAINED = (DENSE, SPARSE)
+NOT_PROJECTED = "not projected"  # Stage.cost: listed in the projection without FLOPs (no measured step of its kind)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage; ``details`` and ``cost`` are ``"module:function"`` references (:func:`resolve`):
+
+    - ``details(spec, entry, hw) -> list[str]``: the settings lines under its first plan entry;
+    - ``cost(spec, entry, counted) -> Cost | None``: one "to run" entry's projected cost
+      (``counted``: a set shared by a plan's entries, for what is counted once; ``None``: no row).
+    """
+
+    name: str
+    does: str
+    step: str
+    needs: tuple[str, ...] = ()
+    families: tuple[str, ...] = TRAINED
+    resumable: bool = False
+    details: str | None = None
+    details_group: str = ""  # stages that share their settings lines; "" = its own name
+    cost: str | None = None
+
+    @property
+    def group(self) -> str:
+        return self.details_group or self.name
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family of methods (a spec's ``family``): ``pipeline`` is the ``"module:function"`` turning a
+    run's context and datasets into run files per variant and dataset; ``always``: the spec steps it
+    always runs."""
+
+    name: str
+    pipeline: str
+    always: tuple[str, ...] = ()
+
+
+def resolve(ref: str) -> Callable[..., Any]:
+    """The function a ``"module:function"`` reference names, imported now."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+PLAN, COST = "harness.run.plan", "harness.run.projection"
+
+
+# In the order a run meets them.
+GRAPH: tuple[Stage, ...] = (
+    Stage("tokenizer", "train a WordPiece tokenizer on the corpora", "corpus", details=f"{PLAN}:tokenizer_details"),
+    Stage("passages", "train Punkt on the corpus, split the documents into passages", "corpus", ("tokenizer",),
+          details=f"{PLAN}:passages_details"),
+    Stage("qgen_model", "train the small query generator (T5) on training pairs", "corpus", ("tokenizer",),
+          cost=NOT_PROJECTED),
+    Stage("qgen", "generate queries per passage (query-as-context)", "corpus", ("passages", "qgen_model"),
+          resumable=True, details=f"{PLAN}:qgen_details", cost=NOT_PROJECTED),
+    Stage("pretrain", "pre-train the encoder with the objective, export it as a plain BERT", "pretrain",
+          ("tokenizer", "passages", "qgen"), resumable=True, details=f"{PLAN}:pretrain_details",
+          cost=f"{COST}:pretrain_cost"),
+    Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",)),
+    Stage("index", "Lucene BM25 index of the corpus", "index", families=(LEXICAL, *TRAINED),
+          details=f"{PLAN}:bm25_details", details_group="bm25"),
+    Stage("retrieve", "BM25 top-k search of the queries", "retrieve", ("index",), families=(LEXICAL, *TRAINED),
+          details=f"{PLAN}:bm25_details", details_group="bm25"),
+    Stage("bm25_negatives", "the training queries' BM25 negatives from a published file (data.bm25_negatives)",
+          "finetune_r1"),
+    Stage("retriever1", "retriever 1: fine-tune on BM25 negatives", "finetune_r1",
+          ("pretrain", "random_init", "retrieve", "bm25_negatives"), resumable=True,
+          details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
+    Stage("dense_retrieve", "encode the queries, exact inner-product top-k over the corpus vectors (encoded once "
+          "per model and corpus: harness/retrieval/corpus_vectors.py)", "evaluate",
+          ("pretrain", "random_init", "retriever1", "retriever2"), families=(DENSE,), cost=f"{COST}:encode_cost"),
+    Stage("impact_index", "encode the corpus, quantise, Lucene impact index", "evaluate",
+          ("retriever1", "retriever2", "retriever3"), families=(SPARSE,),
+          details=f"{PLAN}:impact_details", details_group="impact", cost=f"{COST}:encode_cost"),
+    Stage("impact_search", "encode and quantise the queries, impact search", "evaluate", ("impact_index",),
+          families=(SPARSE,), details=f"{PLAN}:impact_details", details_group="impact"),
+    Stage("retriever2", "retriever 2: fine-tune on mined negatives", "finetune_r2",
+          ("pretrain", "random_init", "retriever1", "retrieve", "bm25_negatives", "dense_retrieve", "impact_search"),
+          resumable=True, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
+    Stage("reranker", "train the tiny cross-encoder teacher", "finetune_r3",
+          ("pretrain", "random_init", "retrieve", "bm25_negatives"), families=(SPARSE,), resumable=True,
+          details=f"{PLAN}:teacher_details", details_group="teacher", cost=NOT_PROJECTED),
+    Stage("teacher_scores", "score the mined candidates with the teacher", "finetune_r3",
+          ("reranker", "impact_search"), families=(SPARSE,),
+          details=f"{PLAN}:teacher_details", details_group="teacher", cost=f"{COST}:teacher_scores_cost"),
+    Stage("retriever3", "retriever 3: distil the reranker's scores", "finetune_r3",
+          ("pretrain", "random_init", "retriever1", "retriever2", "teacher_scores"), families=(SPARSE,),
+          resumable=True, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
+    Stage("merge_parts", "merge the runs of a benchmark's parts (cqadupstack's 12 forums) into one", "evaluate",
+          ("retrieve", "dense_retrieve", "impact_search"), families=(LEXICAL, *TRAINED)),
+    Stage("evaluate", "score the run with the benchmark's measures; compare with the papers", "evaluate",
+          families=(LEXICAL, *TRAINED)),
+)
+STAGES: dict[str, Stage] = {stage.name: stage for stage in GRAPH}
+# A search of the training queries (a dense_retrieve or impact_search entry of a ``.../mine`` dataset) is the
+# spec's ``mine`` step: the plan shows these settings lines for it (group "mine") instead of its stage's.
+MINING_DETAILS = f"{PLAN}:mining_details"
+
+FAMILIES: dict[str, Family] = {family.name: family for family in (
+    Family(LEXICAL, "harness.pipelines.bm25:run_bm25", always=("evaluate",)),
+    Family(DENSE, "harness.pipelines.dense:run_dense", always=("finetune_r1", "evaluate")),
+    Family(SPARSE, "harness.pipelines.learned_sparse:run_learned_sparse", always=("finetune_r1", "evaluate")),
+)}
+
+# The outline a spec's `stages:` list gives, in this order: which parts of the method it runs
+# (the pipelines read which retrievers to train from it). Each step executes the stages whose
+# `step` it is (mining is the retrieval of the training queries by dense_retrieve / impact_search).
+SPEC_STEPS = {
+    "corpus": "build the pre-training corpus",
+    "pretrain": "pre-train the encoder",
+    "index": "index the corpus with BM25",
+    "retrieve": "BM25 search",
+    "finetune_r1": "fine-tune retriever 1 on BM25 negatives",
+    "mine": "mine negatives with retriever 1 (its dense or impact search of the training queries)",
+    "finetune_r2": "fine-tune retriever 2 on the mined negatives",
+    "finetune_r3": "distil a reranker's scores into retriever 3",
+    "evaluate": "retrieve with each retriever and score the benchmarks",
+}
+# A step of the outline that needs another listed before it (the stage it trains reads that one's output).
+STEP_NEEDS = {"mine": ("finetune_r1",), "finetune_r2": ("mine",), "finetune_r3": ("finetune_r2",)}
+
+
+def family_steps(family: str) -> tuple[str, ...]:
+    """The steps a family's pipeline can run: those whose stages run in that family (and mining, for the
+    trained families)."""
+    return tuple(step for step in SPEC_STEPS
+                 if step == "mine" and family in TRAINED or any(s.step == step and family in s.families for s in GRAPH))
+
+
+# The steps each family's pipeline can run; the ones it always runs are its Family's `always`.
+FAMILY_STEPS = {family: family_steps(family) for family in FAMILIES}
+
+# The stages before fine-tuning: a run that stops at one of them needs no fine-tuning data.
+PRETRAINING = tuple(s.name for s in GRAPH if s.step in ("corpus", "pretrain"))
+# The fine-tuning stages: the names the papers' cells use too (`finetune_stage` in the registry).
+FINETUNE_STAGES = tuple(s.name for s in GRAPH if s.name.startswith("retriever"))
+# The stages `run --stage` can stop after (evaluation is what a whole run ends with).
+STOPPABLE = tuple(name for name in STAGES if name != "evaluate")
+
+
+def outline() -> str:
+    """The graph as text: each stage, the spec step that runs it, and what it reads."""
+    width = max(len(s.name) for s in GRAPH)
+    lines = []
+    for s in GRAPH:
+        flags = " (resumable)" if s.resumable else ""
+        reads = f"  <- {', '.join(s.needs)}" if s.needs else ""
+        lines.append(f"{s.name:<{width}}  [{s.step}]{flags} {s.does}{reads}")
+    return "\n".join(lines)
+
+
+class StopAfterStage(Exception):
+    """Raised by a run's context once the stage ``run --stage NAME`` asked for is finished."""
+
+    def __init__(self, name: str, output: object):
+        super().__init__(name)
+        self.name, self.output = name, output
