@@ -13,11 +13,18 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.core.errors import HarnessError
+from harness.core.paths import REPORTED_DIR
 from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.run import GateResult, run_gate
 from harness.papers.registry import load_reported_cells
-from harness.records.store import RunRecord, Skipped, load_records, load_references, records_dir
+from harness.records.store import (
+    RunRecord,
+    Skipped,
+    load_records,
+    load_references,
+    records_dir,
+)
 
 # `python -m harness leaderboard --records/--reported` hands its options to the app this way.
 RECORDS_ENV = "HARNESS_LEADERBOARD_RECORDS"
@@ -153,7 +160,6 @@ def _references(directory: Path) -> tuple[dict[tuple[str, str], dict[str, Any]] 
 
 def signature(records: str | Path | None = None, reported: str | Path | None = None) -> tuple:
     """Changes whenever a record, the registry or the snapshot changes (a cache key)."""
-    from harness.core.paths import REPORTED_DIR
 
     directory = Path(records) if records is not None else default_records_dir()
     paths: list[Path] = []

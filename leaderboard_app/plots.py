@@ -16,12 +16,18 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from harness.core.statuses import STATUSES
 from harness.evaluation.conventions import primary_measure
+from harness.evaluation.effects import (
+    claimed_text,
+    latest_by_method,
+    method_effects,
+    stage_effects,
+)
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.gate.labels import system_axes, system_label
 from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
-from harness.core.statuses import STATUSES
 from leaderboard_app.tables import source_of
 
 STATUS_COLOURS = {v: STATUSES[v].colour for v in VERDICTS}  # a cell's verdict, as its badge is coloured
@@ -201,7 +207,6 @@ def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:
 def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.DataFrame:
     """Paired effects (harness/evaluation/effects.py) of every profile shown: each method minus the
     control, QC minus non-QC, and the control's fine-tuning stages minus its zero-shot start."""
-    from harness.evaluation.effects import claimed_text, latest_by_method, method_effects, stage_effects
 
     rows = []
     for profile in profiles:

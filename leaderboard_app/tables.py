@@ -14,11 +14,13 @@ from typing import Any
 import pandas as pd
 
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
+from harness.evaluation.bootstrap import bootstrap_ci
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
 from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
 from harness.records.tracking import flatten
+from harness.spec.paper_profiles import paper_deviations as all_deviations
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).
 MAIN_COLUMNS: list[tuple[str, str, str]] = [
@@ -376,7 +378,6 @@ def per_query_frame(record: RunRecord, dataset: str, measure: str) -> pd.DataFra
 
 def metric_ci_frame(record: RunRecord) -> pd.DataFrame:
     """Each metric of the run (points) with a bootstrap 95% CI over its per-query scores."""
-    from harness.evaluation.bootstrap import bootstrap_ci
 
     rows = []
     for dataset, values in record.metrics.items():
@@ -432,7 +433,6 @@ def to_csv(frame: pd.DataFrame) -> bytes:
 def paper_deviations(method: str, key: str = "deviations") -> list[str]:
     """The method's declared deviations of its paper profile from its paper, or with
     ``key="assumptions"`` the values it picks where the papers say nothing (none for unknown specs)."""
-    from harness.spec.paper_profiles import paper_deviations as all_deviations
 
     try:
         return all_deviations(key).get(method, [])

@@ -130,7 +130,6 @@ def test_the_tabs_html_escapes_and_uses_text_badges(committed) -> None:
 def test_a_claim_takes_the_grade_of_the_paper_runs_effect(monkeypatch) -> None:
     """A printed difference shows the status `check`'s effect row grades it with (the effects of the
     paper profile), and NOT-YET-RUN with the missing method's command otherwise."""
-    from harness.evaluation import effects as effects_module
     from harness.evaluation.claims import claims_for
     from harness.evaluation.effects import Effect
 
@@ -142,7 +141,7 @@ def test_a_claim_takes_the_grade_of_the_paper_runs_effect(monkeypatch) -> None:
              "status": REPRODUCED, "reason": "", "ci_low": -0.4, "ci_high": 0.5}
     effect = Effect("paper", graded.a, graded.b, "qc_run", "base_run", graded.benchmark, graded.measure, 39.4, 38.8,
                     0.65, 0.1, 1.2, 0.02, 6980, claims=[check], claim_status=REPRODUCED)
-    monkeypatch.setattr(effects_module, "method_effects", lambda records, profile, pairs=None: [effect])
+    monkeypatch.setattr(overview, "method_effects", lambda records, profile, pairs=None: [effect])
     rows = overview.claim_rows([], claims, pairs)
     assert rows[0].state == REPRODUCED and rows[0].effect == 0.65 and rows[0].runs == ["qc_run", "base_run"]
     assert rows[1].state == NOT_YET_RUN and "--method cocondenser_qc --profile paper" in rows[1].command

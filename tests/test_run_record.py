@@ -69,6 +69,7 @@ def toy_checkpoint(tmp_path: Path, monkeypatch) -> Path:
     """A registered toy retriever whose zero-shot search is a fixed ranking (scored for real), and one
     reported cell it reproduces; returns the cells file."""
     from harness.evaluation import zero_shot
+    from harness.run import reproduce as reproduce_module
     from harness.evaluation.measures import evaluate
 
     registry = tmp_path / "checkpoints.yaml"
@@ -99,7 +100,7 @@ checkpoints:
         efficiency = {"docs": 10, "qps": 5.0, "corpus_embeddings_cached": True}
         return zero_shot.ZeroShotOutcome({"efficiency": efficiency}, evaluate(run, bench.qrels(), bench), run)
 
-    monkeypatch.setattr(zero_shot, "run_zero_shot", fake_zero_shot)
+    monkeypatch.setattr(reproduce_module, "run_zero_shot", fake_zero_shot)  # where reproduce calls it
     return cells
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text
 
 
@@ -18,7 +20,6 @@ def write_json(path: str | Path, payload: dict[str, Any]) -> None:
 
 def port_number(text: str) -> int:
     """argparse type of --port: a TCP port, 1-65535 (a larger one crashed the server's start)."""
-    import argparse
 
     try:
         port = int(text)
@@ -37,7 +38,6 @@ def name_list(values: list[str] | str | None, flag: str) -> list[str] | None:
     items = [values] if isinstance(values, str) else values
     names = [n.strip() for item in items for n in item.split(",") if n.strip()]
     if not names:
-        from harness.core.errors import HarnessError
 
         raise HarnessError(f"{flag} {','.join(items)!r} names nothing: give one or more names, comma-separated")
     return names

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 from harness.commands._output import write_json
+from harness.core.errors import HarnessError
+from harness.core.paths import cache_dir
+from harness.core.statuses import FAILING, STRICT_ONLY
+from harness.gate.grading import TINY_TOLERANCE
+from harness.gate.references import accept_reference
+from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
+from harness.gate.run import format_gate, run_gate
+from harness.records.store import records_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from harness.gate.grading import TINY_TOLERANCE
-    from harness.gate.rerun import RERUN_TOLERANCE, RERUNS
-    from harness.core.statuses import FAILING, STRICT_ONLY
-
     p = sub.add_parser(
         "check",
         help="regression gate: record integrity, records vs the papers (paper) and vs accepted references (tiny)",
@@ -55,14 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from harness.core.errors import HarnessError
-    from harness.gate.grading import TINY_TOLERANCE
-    from harness.gate.references import accept_reference
-    from harness.gate.run import format_gate, run_gate
-
     if args.tiny_tolerance is not None and not (0 <= args.tiny_tolerance < float("inf")):  # nan fails too
         raise HarnessError(f"--tiny-tolerance must be a finite number >= 0, got {args.tiny_tolerance}")
-    from pathlib import Path
 
     if args.records is not None and not Path(args.records).is_dir():  # a gate over no records checks nothing
         raise HarnessError(f"--records {args.records}: no such folder; give the folder holding the run records")
@@ -85,14 +86,6 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _rerun(args: argparse.Namespace) -> int:
-    import tempfile
-    import time
-
-    from harness.gate.run import format_gate, run_gate
-    from harness.core.paths import cache_dir
-    from harness.records.store import records_dir
-    from harness.gate.rerun import RERUN_TOLERANCE, parse_reruns, run_fresh
-
     reruns = parse_reruns(args.rerun)
     committed = Path(args.records) if args.records else records_dir()
     if args.scratch:
@@ -112,7 +105,6 @@ def _rerun(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, {**result.to_dict(), "rerun_seconds": timings, "scratch": str(scratch)})
     if result.passed and not args.scratch:  # a failed re-run keeps its logs, caches and records to look at
-        import shutil
 
         shutil.rmtree(scratch, ignore_errors=True)
     return result.exit_code

@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._output import write_json
+from harness.evaluation.effects import (
+    format_effects,
+    latest_by_method,
+    method_effects,
+    stage_effects,
+)
+from harness.records.store import load_records
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,9 +33,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _effects(args: argparse.Namespace) -> int:
-    from harness.evaluation.effects import format_effects, latest_by_method, method_effects, stage_effects
-    from harness.records.store import load_records
-
     records, _ = load_records(args.records)
     effects = method_effects(records, args.profile)
     for rec in latest_by_method(records, args.profile).values():

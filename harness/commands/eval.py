@@ -26,7 +26,15 @@ from harness.commands._output import write_json
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_path, is_temp
 from harness.core.text_table import format_table
-
+from harness.data.catalog import get_benchmark
+from harness.data.formats import read_qrels, read_trec_run
+from harness.evaluation.measures import (
+    benchmark_qrels,
+    evaluate,
+    merge_subsets,
+    normalise_subset_ids,
+)
+from harness.evaluation.zero_shot import run_zero_shot, summary_line
 
 _EPILOG = """examples:
   python -m harness eval --run runs/dl19.trec --benchmark dl19 --json out/dl19.json --per-query
@@ -119,9 +127,6 @@ def _load_run(args: argparse.Namespace, benchmark: Any) -> dict[str, dict[str, f
 
 
 def _read_run_source(path: Path, benchmark: Any) -> dict[str, dict[str, float]]:
-    from harness.data.formats import read_trec_run
-    from harness.evaluation.measures import merge_subsets, normalise_subset_ids
-
     subs = benchmark.sub_benchmarks()
     if path.is_dir():
         if not subs:
@@ -150,11 +155,7 @@ def _forum_files(folder: Path, sub_name: str) -> list[Path]:
 
 
 def _load_qrels(args: argparse.Namespace, benchmark: Any) -> tuple[dict[str, dict[str, int]], str]:
-    from harness.evaluation.measures import benchmark_qrels
-
     if args.qrels:
-        from harness.data.formats import read_qrels
-        from harness.evaluation.measures import normalise_subset_ids
 
         qrels = read_qrels(args.qrels)
         if benchmark.sub_benchmarks():
@@ -167,9 +168,6 @@ def _load_qrels(args: argparse.Namespace, benchmark: Any) -> tuple[dict[str, dic
 # ---------------------------------------------------------------------------- command
 
 def _eval(args: argparse.Namespace) -> int:
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.measures import evaluate
-
     if getattr(args, "model", None) is not None:
         return _eval_model(args)
     _refuse_model_options(args)
@@ -203,7 +201,6 @@ def _refuse_model_options(args: argparse.Namespace) -> None:
 
 def _eval_model(args: argparse.Namespace) -> int:
     """--model PATH: encode, search and score zero-shot (harness.evaluation.zero_shot)."""
-    from harness.evaluation.zero_shot import run_zero_shot, summary_line
 
     if args.qrels:
         raise HarnessError("--qrels cannot be combined with --model: the queries to encode come from the "

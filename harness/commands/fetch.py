@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from harness.core.errors import HarnessError, UnknownNameError
+from harness.core.paths import PROJECT_ROOT
 from harness.core.text_table import format_table
+from harness.data import download
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,9 +28,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from harness.data import download
-    from harness.core.errors import HarnessError, UnknownNameError
-
     if args.list or not (args.names or args.model):
         rows = []
         for key, src in download.SOURCES.items():
@@ -53,8 +53,6 @@ def _fetch(args: argparse.Namespace) -> int:
 
 def fetch_model(name: str) -> str:
     """Download the Hugging Face checkpoint ``name`` into models/NAME (where runs look for it)."""
-    from harness.core.errors import HarnessError
-    from harness.core.paths import PROJECT_ROOT
 
     target = PROJECT_ROOT / "models" / name
     try:

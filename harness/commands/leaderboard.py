@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from harness.commands._output import port_number
+from harness.core import procs
+from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
 
 APP = PROJECT_ROOT / "leaderboard_app" / "app.py"
@@ -49,7 +51,6 @@ def streamlit_command(host: str, port: int, headless: bool = True) -> list[str]:
 def ensure_port_free(host: str, port: int) -> None:
     """Refuse a taken port up front: a server that fails to bind after we said "serving" misleads,
     and a half-started one (mlflow's huey workers) leaves orphans behind."""
-    from harness.core.errors import HarnessError
 
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
@@ -71,7 +72,6 @@ def serve(command: list[str], env: dict[str, str], url: str, host: str, port: in
     CLI), then stop it and every process it started; returns the server's exit status. It runs in
     a process group of its own that dies with this process even when SIGKILL gives it no chance to
     stop it (harness.core.procs: parent-death signal, watchdog)."""
-    from harness.core import procs
 
     ensure_port_free(host, port)
     print(f"serving {url}  (Ctrl-C stops)", flush=True)
@@ -84,8 +84,6 @@ def serve(command: list[str], env: dict[str, str], url: str, host: str, port: in
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from harness.core.errors import HarnessError
-
     if not APP.is_file():
         raise HarnessError(f"leaderboard app not found at {APP}: run from a source checkout of the project")
     env = dict(os.environ)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 
 from harness.core.text_table import format_table
+from harness.data.catalog import get_benchmark, list_benchmarks
+from harness.pretrain.objectives import objectives
+from harness.spec.method import list_methods, load_method, profiles_of
+from harness.stages.graph import outline
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,15 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from harness.spec.method import list_methods, load_method, profiles_of
-
     if args.what == "stages":
-        from harness.stages.graph import outline
 
         print(outline())
         return 0
     if args.what == "objectives":
-        from harness.pretrain.objectives import objectives
 
         rows = [[name, ", ".join(d.losses), ", ".join(f"{k}={p.default!r}" for k, p in d.params.items()), d.module]
                 for name, d in sorted(objectives().items())]
@@ -42,7 +42,6 @@ def _ls(args: argparse.Namespace) -> int:
     if args.what == "all":
         print()
     if args.what in ("benchmarks", "all"):
-        from harness.data.catalog import get_benchmark, list_benchmarks
 
         rows = []
         for name in list_benchmarks():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.evaluation import noise
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -24,7 +26,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _noise(args: argparse.Namespace) -> int:
-    from harness.evaluation import noise
-
     print(noise.report(args.runs, args.write))
     return 0

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.core.errors import HarnessError
+from harness.present.report_html import write_report
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -29,9 +32,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from harness.core.errors import HarnessError
-    from harness.present.report_html import write_report
-
     if args.records is not None and not Path(args.records).is_dir():
         raise HarnessError(f"--records {args.records}: no such folder; give the folder holding the run records")
     if args.reported is not None and not Path(args.reported).is_file():

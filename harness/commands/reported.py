@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.core.paths import REPORTED_DIR
 from harness.core.text_table import format_table
+from harness.papers.registry import cells_for
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,9 +33,6 @@ def _conditions(cond: dict) -> str:
 
 
 def _reported(args: argparse.Namespace) -> int:
-    from harness.papers.registry import cells_for
-    from harness.core.paths import REPORTED_DIR
-
     cells = cells_for(method=args.method, benchmark=args.benchmark, measure=args.measure, paper=args.paper,
                       dir=args.registry or REPORTED_DIR)
     rows = []

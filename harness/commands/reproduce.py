@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._output import name_list, write_json
+from harness.core.errors import HarnessError
 from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
+from harness.evaluation.chance import describe
+from harness.evaluation.compare import Comparison, format_comparison_table
+from harness.papers.released import load_checkpoints
+from harness.run.reproduce import reproduce_checkpoint
 
 _EPILOG = """examples:
   python -m harness reproduce --list
@@ -46,8 +51,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _list() -> int:
-    from harness.papers.released import load_checkpoints
-
     registry = load_checkpoints()
     rows = [[c.name, c.kind, c.method or "-", c.source, ", ".join(c.benchmarks) or "-",
              "; ".join(f"{p} {t} · {r}" for p, t, r in c.reproduces) or "-"]
@@ -60,17 +63,12 @@ def _list() -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from harness.core.errors import HarnessError
-
     if args.list:
         if args.checkpoint:  # it would be silently ignored
             raise HarnessError("--list lists every released checkpoint; give it without --checkpoint")
         return _list()
     if not args.checkpoint:
         raise HarnessError("give --checkpoint NAME (python -m harness reproduce --list shows the names)")
-    from harness.evaluation.chance import describe
-    from harness.evaluation.compare import Comparison, format_comparison_table
-    from harness.run.reproduce import reproduce_checkpoint
 
     benchmarks = name_list(args.benchmark, "--benchmark")
     record = reproduce_checkpoint(args.checkpoint, benchmarks, batch_size=args.batch_size, depth=args.depth,

@@ -6,7 +6,9 @@ import argparse
 import os
 import sys
 
+from harness import SEED
 from harness.commands._output import name_list, write_json
+from harness.run.runner import run_method
 from harness.stages.graph import STOPPABLE
 
 
@@ -49,9 +51,6 @@ def _seed(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness import SEED
-    from harness.run.runner import run_method
-
     if args.seed is not None and args.seed != SEED:
         # Every module reads the seed when it is imported: start again with it in the environment.
         os.environ["HARNESS_SEED"] = str(args.seed)

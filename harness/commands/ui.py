@@ -13,11 +13,15 @@ to see them side by side (docs/tracking.md).
 from __future__ import annotations
 
 import argparse
-
-from harness.commands._output import port_number
 import os
 import sys
 from pathlib import Path
+
+from harness.commands._output import port_number
+from harness.commands.leaderboard import serve
+from harness.core.errors import HarnessError
+from harness.core.paths import runs_dir
+from harness.records.tracking import default_tracking_uri
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,11 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def store_uri() -> str:
     """The tracking store the run pipeline writes to, when it is a database or folder."""
-    from harness.records.tracking import default_tracking_uri
 
     uri = default_tracking_uri()
     if uri.startswith(("http://", "https://")):  # a remote server already serves its own UI
-        from harness.core.paths import runs_dir
 
         return f"sqlite:///{runs_dir() / 'mlflow.db'}"
     return uri
@@ -61,10 +63,6 @@ def server_command(store: str, artifacts: Path, host: str, port: int, workers: i
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from harness.commands.leaderboard import serve
-    from harness.core.errors import HarnessError
-    from harness.core.paths import runs_dir
-
     if args.workers < 1:
         raise HarnessError(f"--workers must be at least 1, got {args.workers}")
     store = args.store or store_uri()

@@ -13,6 +13,13 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from harness.commands._output import write_json
+from harness.core.errors import HarnessError
+from harness.core.paths import REPORTED_DIR
+from harness.papers.consistency import check_papers
+from harness.papers.registry import load_registry, schema_problems
+from harness.papers.text_claims import evaluate_claims
+from harness.spec import rehearsal
+from harness.spec.method import load_method
 from harness.spec.paper_profiles import paper_deviations, paper_profiles
 
 
@@ -39,12 +46,9 @@ def _spec_problems() -> list[str]:
 def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
     """What each method's rehearsal profile changes relative to its paper profile, key by key,
     computed from the two resolved specs (harness.spec.rehearsal.differences)."""
-    from harness.spec import rehearsal
-    from harness.core.errors import HarnessError
 
     out = {}
     for paper in paper_profiles() if papers is None else papers:
-        from harness.spec.method import load_method  # there: it loaded the paper profile
 
         try:
             own = load_method(paper.name, "rehearsal", paper.path.parent)
@@ -55,11 +59,6 @@ def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from harness.papers.consistency import check_papers
-    from harness.papers.registry import load_registry, schema_problems
-    from harness.papers.text_claims import evaluate_claims
-    from harness.core.paths import REPORTED_DIR
-
     registry = args.registry or REPORTED_DIR
     schema = schema_problems(registry)
     specs = _spec_problems()

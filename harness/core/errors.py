@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 
@@ -34,8 +35,6 @@ class UnknownNameError(HarnessError):
     """An unknown method/dataset/benchmark name, with did-you-mean suggestions."""
 
     def __init__(self, kind: str, name: str, known: list[str]):
-        import difflib
-
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         super().__init__(f"unknown {kind} '{name}'.{hint} Known: {', '.join(sorted(known))}")

@@ -19,6 +19,8 @@ import math
 import os
 from pathlib import Path
 
+from harness.core.errors import HarnessError
+
 ENV = "HARNESS_THREADS"
 LIBRARY_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # How long an idle OpenMP thread of torch's libgomp spins before it sleeps (libgomp's default:
@@ -52,7 +54,6 @@ def available_cores(environ: dict[str, str] | os._Environ = os.environ,
     raw = environ.get(ENV, "").strip()
     if raw:
         if not raw.isdigit() or int(raw) < 1:
-            from harness.core.errors import HarnessError
 
             raise HarnessError(f"{ENV}={raw!r}: give a positive whole number of threads")
         return int(raw), ENV

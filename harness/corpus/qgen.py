@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness.stages import artifacts
-from harness.corpus.passages import Passage
-from harness.stages.checkpoints import load_pretrained, model_fingerprint
+from tqdm.auto import tqdm
+
 from harness.core.errors import DataFormatError, HarnessError
 from harness.core.fsutil import is_temp
+from harness.corpus.passages import Passage
+from harness.stages import artifacts
+from harness.stages.checkpoints import load_pretrained, model_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,6 @@ def generate_queries(
     to simulate an interruption; re-calling resumes).
     """
     import torch
-    from tqdm.auto import tqdm
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     model_dir = Path(model_dir)

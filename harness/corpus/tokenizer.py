@@ -21,8 +21,17 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from harness.stages import artifacts
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
+
 from harness.core.errors import HarnessError
+from harness.stages import artifacts
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +57,6 @@ def train_wordpiece(
 
     Returns ``out_dir``. ``texts`` is read twice (hash, training): pass a sequence.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertTokenizerFast
 
     if vocab_size <= len(SPECIAL_TOKENS):

@@ -30,15 +30,17 @@ the reported-scores registry and the leaderboard take their lists from them.
 from __future__ import annotations
 
 import functools
+import gzip
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data import download, embedded
-from harness.data import formats as F
 from harness.core.errors import HarnessError, UnknownNameError
 from harness.core.names import BEIR_DATASETS
 from harness.core.names import CQADUPSTACK_FORUMS as _FORUMS
+from harness.data import download, embedded, sampled
+from harness.data import formats as F
+from harness.data.setting import msmarco_passages
 
 BEIR_NAMES = list(BEIR_DATASETS)
 CQADUPSTACK_FORUMS = list(_FORUMS)
@@ -205,7 +207,6 @@ class TrecBenchmark(Benchmark):
 
 def msmarco_corpus_sources() -> list[str]:
     """The MS MARCO passage corpus's downloads (the titles too when the run reads the titled variant)."""
-    from harness.data.setting import msmarco_passages
 
     return ["msmarco-passage/collection"] + (["rocketqa/marco"] if msmarco_passages() == "titled" else [])
 
@@ -213,7 +214,6 @@ def msmarco_corpus_sources() -> list[str]:
 def msmarco_corpus_files() -> dict[str, str]:
     """The MS MARCO passage corpus's files: collection.tsv, and RocketQA's titles when the run reads
     the titled variant (``data.msmarco_passages: titled``), so the two never share a cached stage."""
-    from harness.data.setting import msmarco_passages
 
     files = Benchmark._download_files("msmarco-passage/collection")
     if msmarco_passages() == "titled":
@@ -224,7 +224,6 @@ def msmarco_corpus_files() -> dict[str, str]:
 
 def iter_msmarco_passages(bench: str) -> Iterator[tuple[str, dict[str, str]]]:
     """MS MARCO passages, titled (RocketQA's para.title.txt joined by pid, as Tevatron reads them) or plain."""
-    from harness.data.setting import msmarco_passages
 
     try:
         path = download.msmarco_collection_path()
@@ -496,7 +495,6 @@ class PretrainCorpus(Benchmark):
 
 def _iter_msmarco_docs(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """msmarco-docs.tsv(.gz): ``docid <TAB> url <TAB> title <TAB> body`` per line."""
-    import gzip
 
     with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
         for n, line in enumerate(f, 1):
@@ -509,7 +507,6 @@ def _iter_msmarco_docs(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 def _iter_dpr_wikipedia(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """psgs_w100.tsv(.gz): a header ``id text title``, then one 100-word passage per line."""
-    import gzip
 
     with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
         for n, line in enumerate(f, 1):
@@ -616,7 +613,6 @@ def list_benchmarks() -> list[str]:
 def get_benchmark(name: str) -> Benchmark:
     """The benchmark called ``name`` (UnknownNameError with suggestions otherwise); ``<name>@sample``
     is a seeded rehearsal sample of it (:mod:`harness.data.sampled`)."""
-    from harness.data import sampled
 
     if name.endswith(sampled.SUFFIX) and sampled.base_name(name) in _REGISTRY:
         return sampled.SampledBenchmark(get_benchmark(sampled.base_name(name)))

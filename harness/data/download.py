@@ -14,6 +14,7 @@ Downloads go to ``harness.core.paths.cache_dir()/downloads``.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import http.client
 import json
@@ -33,6 +34,7 @@ from typing import IO
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
 from harness.core.paths import cache_dir
+from harness.data.structure import CHECKS, StructureError
 
 MIRROR_ENV = "HARNESS_DATA_MIRROR"
 BEIR_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
@@ -237,7 +239,6 @@ def _check_structure(path: Path, url: str, md5: str | None, sha256: str | None, 
     structural check, so a damaged or wrong file is never marked verified."""
     if md5 or sha256 or not structure:
         return
-    from harness.data.structure import CHECKS, StructureError
 
     print(f"  download: checking the structure of {label or path.name} (no published checksum)")
     try:
@@ -286,7 +287,6 @@ def _open(url: str, offset: int) -> tuple[IO[bytes], int | None, bool]:
 @contextmanager
 def _locked(lock: Path) -> Iterator[None]:
     """One process at a time per file (the ranks of a distributed job may fetch it at once)."""
-    import fcntl
 
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as fh:  # kept: removing it would let a later process lock a new file meanwhile
@@ -325,7 +325,9 @@ def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | 
         md5_h, sha_h = hashlib.md5(usedforsecurity=False), hashlib.sha256()
         offset = part.stat().st_size if part.is_file() else 0
         try:
-            from tqdm import tqdm  # imported here: only needed when something is downloaded
+            from tqdm import (
+                tqdm,  # imported here: only needed when something is downloaded
+            )
 
             stream, total, resumed = _open(url, offset)
             with stream:

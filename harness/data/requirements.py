@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data import download
+from harness.data.catalog import PRETRAIN_CORPORA, benchmark_split, get_benchmark
+from harness.data.negatives import NEGATIVE_SOURCES
 
 
 def train_split(spec: Any) -> tuple[str, str]:
     """(benchmark, split) of ``finetune.train_queries``: ``<benchmark>-<split>`` (nfcorpus-train; the
     benchmark's name may have dashes itself: msmarco-passage-train), or a benchmark (its train split)."""
-    from harness.data.catalog import benchmark_split
 
     return benchmark_split(str(spec.get("finetune.train_queries")))
 
@@ -22,8 +23,6 @@ def train_split(spec: Any) -> tuple[str, str]:
 def required_sources(spec: Any, datasets: list[str]) -> list[str]:
     """Download keys (harness.data.download.SOURCES) a run of ``spec`` on ``datasets`` reads, in the
     order its stages first read them: pre-training corpus, training data and negatives, benchmarks."""
-    from harness.data.catalog import PRETRAIN_CORPORA, get_benchmark
-    from harness.data.negatives import NEGATIVE_SOURCES
 
     keys: list[str] = []
     sources = spec.get("corpus.source") if spec.get("pretrain.objective") not in (None, "none") else None

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness import SEED
+from harness.core.errors import UnknownNameError
 
 SUFFIX = "@sample"
 QUERIES = 20
@@ -68,7 +69,6 @@ class SampledBenchmark:
 
     def _check_split(self, split: str | None) -> None:
         if split is not None and not self.has_split(split):
-            from harness.core.errors import UnknownNameError
 
             raise UnknownNameError(f"split of benchmark '{self.name}'", split, self.splits())
 

@@ -26,6 +26,7 @@ from typing import Any
 from harness.evaluation import verdict as rule
 from harness.evaluation.compare import comparability
 from harness.evaluation.verdict import NOT_COMPARABLE
+from harness.papers.registry import load_registry
 
 _VARIANT_ONLY = frozenset({"query_number", "mixed", "reproduction_by_authors", "runs_averaged"})
 _NOT_OWN = frozenset({"cited", "ablation"})
@@ -75,7 +76,6 @@ class ClaimCheck:
 def claims_for(pairs: Sequence[tuple[str, str]], cells: Sequence[Any] | None = None) -> list[Claim]:
     """Every claimed A-minus-B difference of ``pairs`` in the registry (or in ``cells``)."""
     if cells is None:
-        from harness.papers.registry import load_registry
 
         cells = load_registry()
     wanted = {m for pair in pairs for m in pair}

@@ -25,7 +25,10 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import HarnessError
-from harness.retrieval.dense import Shard
+from harness.data.formats import write_trec_run
+from harness.evaluation.conventions import trim_to_depth
+from harness.retrieval.dense import Shard, build_index
+from harness.retrieval.dense import retrieve as search
 
 Run = dict[str, dict[str, float]]
 CorpusVectors = tuple[Sequence[str], np.ndarray]  # (doc ids, float32 vectors), row i is doc_ids[i]
@@ -51,8 +54,6 @@ def retrieve(encoder: Any, benchmark: Any, split: str | None, depth: int, *,
     here. ``batch_size`` None is the encoder's own default. ``run_file`` is written as a TREC run
     tagged ``tag``: exactly the run returned.
     """
-    from harness.retrieval.dense import build_index
-    from harness.retrieval.dense import retrieve as search
 
     queries = judged_queries(benchmark, split)  # first: a corpus is not encoded for nothing
     sizes = {} if batch_size is None else {"batch_size": batch_size}
@@ -72,11 +73,9 @@ def retrieve(encoder: Any, benchmark: Any, split: str | None, depth: int, *,
         timings["index_build_seconds"] = time.perf_counter() - started
     run, stats = search(qids, q_emb, shard, k=depth + 1 if keep_self_hits else depth)
     if keep_self_hits:
-        from harness.evaluation.conventions import trim_to_depth
 
         run = trim_to_depth(run, depth, True)
     if run_file is not None:
-        from harness.data.formats import write_trec_run
 
         write_trec_run(run, run_file, tag=tag)
     stats.update(timings)

@@ -17,9 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from harness.core.text_table import format_table
+from harness.evaluation.bootstrap import paired_bootstrap
+from harness.evaluation.claims import check_claims, claims_for, overall
 from harness.evaluation.conventions import primary_measure
+from harness.evaluation.noise import sigma
 from harness.records.store import RunRecord
-
+from harness.spec.method import comparisons
 
 
 @dataclass
@@ -51,7 +55,6 @@ class Effect:
 
 def _effect(profile: str, a: str, b: str, a_run: str, b_run: str, dataset: str, measure: str,
             pq_a: dict[str, float], pq_b: dict[str, float]) -> Effect:
-    from harness.evaluation.bootstrap import paired_bootstrap
 
     res = paired_bootstrap(pq_a, pq_b)
     mean = lambda pq: 100.0 * sum(pq.values()) / len(pq)  # noqa: E731
@@ -72,10 +75,8 @@ def method_effects(records: Sequence[RunRecord], profile: str,
                    pairs: Sequence[tuple[str, str]] | None = None) -> list[Effect]:
     """A minus B on each dataset both final retrievers were evaluated on, for every pair present;
     ``pairs`` (A, B) default to the specs' ``compare_with`` (``harness.spec.method.comparisons``)."""
-    from harness.evaluation.claims import check_claims, claims_for, overall
 
     if pairs is None:
-        from harness.spec.method import comparisons
 
         pairs = comparisons()
     latest = latest_by_method(records, profile)
@@ -92,7 +93,6 @@ def method_effects(records: Sequence[RunRecord], profile: str,
             if pq_a and pq_b:
                 e = _effect(profile, a, b, ra.run_id, rb.run_id, dataset, measure, pq_a, pq_b)
                 mine = [c for c in claims if (c.a, c.b, c.benchmark, c.measure) == (a, b, dataset, measure)]
-                from harness.evaluation.noise import sigma
 
                 checks = check_claims(mine, ra.conditions(), rb.conditions(), e.a_value, e.b_value,
                                       sigma(dataset, measure).points)
@@ -120,8 +120,6 @@ def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
 
 
 def format_effects(effects: Sequence[Effect]) -> str:
-    from harness.core.text_table import format_table
-
     rows = [[e.profile, f"{e.a} - {e.b}", e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
              f"{e.delta:+.2f}", f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]", f"{e.p_value:.3f}", e.queries,
              "yes" if e.significant else "no", claimed_text(e), e.claim_status or "-"] for e in effects]

@@ -17,12 +17,16 @@ this (first relevant document at rank 11 gives RR@10 = 0).
 
 from __future__ import annotations
 
-from operator import itemgetter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
+import ir_measures
+from ir_measures.providers.base import NOT_PROVIDED
+
 from harness.core.errors import HarnessError
+from harness.data.catalog import get_benchmark
 from harness.evaluation.conventions import Convention, get_convention
 
 Run = Mapping[str, Mapping[str, float]]
@@ -67,7 +71,6 @@ class EvalResult:
 
 def _parse_measures(measures: Iterable[str]) -> dict[str, Any]:
     """``{measure string as given: ir-measures Measure}``; a clear error for a bad string."""
-    import ir_measures
 
     parsed: dict[str, Any] = {}
     for text in measures:
@@ -96,7 +99,6 @@ def _provider_groups(measures: list[Any]) -> list[tuple[list[Any], int | None]]:
     ``cutoff`` documents, so it gets a run cut to that depth: the msmarco provider sorts
     every ranking in Python, which dominated the time on a 1,000-deep MS MARCO dev run.
     The cut follows the trec_eval order, so the value is unchanged."""
-    from ir_measures.providers.base import NOT_PROVIDED
 
     cut = [m for m in measures if m.NAME == "RR" and m["cutoff"] is not NOT_PROVIDED]
     rest = [m for m in measures if m not in cut]
@@ -134,7 +136,6 @@ def evaluate_measures(run: Run, qrels: Qrels, measures: Iterable[str], benchmark
     (``trec_eval -c``); the aggregate uses each measure's own aggregator (a mean for
     every measure the harness reports). Queries without qrels are ignored.
     """
-    import ir_measures
 
     parsed = _parse_measures(measures)
     judged = [qid for qid, docs in qrels.items() if docs]
@@ -290,7 +291,6 @@ def evaluate_benchmark(run: Run, benchmark: Any, split: str | None = None,
                        measures: Iterable[str] | None = None) -> EvalResult:
     """Evaluate ``run`` on a catalog benchmark (name or object) with its conventions."""
     if isinstance(benchmark, str):
-        from harness.data.catalog import get_benchmark
 
         benchmark = get_benchmark(benchmark)
     return evaluate(run, benchmark_qrels(benchmark, split), benchmark, measures)

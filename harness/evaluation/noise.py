@@ -31,7 +31,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from harness.core.errors import HarnessError
+from harness.core.paths import runs_dir
+from harness.records.store import load_records, load_references
+from harness.spec.method import settings_hash
 
 NOISE_FILE = Path(__file__).with_name("noise.yaml")
 CONTROL, PROFILE = "nopretrain", "mini"
@@ -73,7 +78,6 @@ def measure(records: list[Any]) -> dict[str, Any]:
             benchmarks.setdefault(dataset, {})[name] = {
                 "means": [round(m, 4) for m in means], "sd": round(sd, 4), "tau": round(tau, 4),
                 "shared": round(shared, 4), "queries": len(queries)}
-    from harness.spec.method import settings_hash
 
     hashes = {settings_hash(r.spec) for r in records}
     if len(hashes) != 1:
@@ -84,8 +88,6 @@ def measure(records: list[Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def load() -> dict[str, Any]:
-    import yaml
-
     return yaml.safe_load(NOISE_FILE.read_text(encoding="utf-8"))
 
 
@@ -112,8 +114,6 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
 
 
 def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
-    from harness.records.store import load_records, load_references
-
     refs = load_references(records_dir)
     ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")
     ref = next((r for r in load_records(records_dir)[0] if r.run_id == ref_id), None)
@@ -129,8 +129,6 @@ def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
 
 
 def render(block: dict[str, Any]) -> str:
-    import yaml
-
     head = ("# Seed-to-seed spread, written by `python -m harness noise --write` from the records it\n"
             "# names (tests/test_verdict.py fails when it no longer matches them). Points. See noise.py.\n")
     return head + yaml.safe_dump(block, sort_keys=False, width=110)
@@ -139,7 +137,6 @@ def render(block: dict[str, Any]) -> str:
 def report(runs: Path | None = None, write: bool = False) -> str:
     """noise.yaml as measured from the records under ``runs`` (default: runs/, HARNESS_RUNS_DIR);
     ``write`` replaces the committed file with it (``python -m harness noise [--write]``)."""
-    from harness.core.paths import runs_dir
 
     runs = runs or runs_dir()
     text = render(measure(_records_for_spread(runs / "records", runs / "seeds")))

@@ -17,16 +17,21 @@ from typing import Any, Sequence
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_json
-from harness.retrieval.sharded import DistributedEncoding, encode_distributed, index_shards
+from harness.data.catalog import get_benchmark
+from harness.data.formats import iter_beir_corpus
+from harness.evaluation.conventions import get_convention
+from harness.evaluation.dense_run import retrieve
+from harness.evaluation.measures import evaluate
+from harness.retrieval.dense import Shard
+from harness.retrieval.sharded import (
+    DistributedEncoding,
+    encode_distributed,
+    index_shards,
+)
 
 
 def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size: int, fp16: bool) -> dict[str, Any]:
     """Rank 0: encode the benchmark's judged queries, search the merged matrix, score the run."""
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.conventions import get_convention
-    from harness.evaluation.dense_run import retrieve
-    from harness.evaluation.measures import evaluate
-    from harness.retrieval.dense import Shard
 
     bench = get_benchmark(dataset)
     doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16)
@@ -54,11 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.corpus:
-            from harness.data.formats import iter_beir_corpus
 
             passages: dict[str, Any] = dict(iter_beir_corpus(args.corpus))
         elif args.dataset:
-            from harness.data.catalog import get_benchmark
 
             passages = get_benchmark(args.dataset).corpus()
         else:

@@ -14,6 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import ir_measures
+import yaml
+
 from harness.core.errors import DataFormatError
 
 TOLERANCES_FILE = Path(__file__).with_name("tolerances.yaml")
@@ -28,7 +31,6 @@ class Tolerance:
 
 def canonical_measure(text: str) -> str:
     """ir-measures' canonical spelling (``MRR@10`` -> ``RR@10``); unparsable text unchanged."""
-    import ir_measures
 
     try:
         return str(ir_measures.parse_measure(text))
@@ -118,8 +120,6 @@ class ToleranceTable:
 
 
 def _parses(text: str) -> bool:
-    import ir_measures
-
     try:
         ir_measures.parse_measure(text)
         return True
@@ -135,8 +135,6 @@ def load_tolerances(path: str | Path | None = None) -> ToleranceTable:
 
 
 def _read(path: Path) -> ToleranceTable:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -39,11 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.stages.checkpoints import model_fingerprint, resolve_model_path
 from harness.core.errors import HarnessError
+from harness.data.catalog import get_benchmark
+from harness.data.formats import write_trec_run
 from harness.evaluation.conventions import get_convention
+from harness.evaluation.dense_run import judged_queries, retrieve
+from harness.evaluation.measures import benchmark_qrels, evaluate, merge_subsets
+from harness.records.tracking import Tracker, parent_metrics
 from harness.retrieval.corpus_vectors import corpus_embeddings
 from harness.retrieval.encoder import load_zero_shot_encoder
+from harness.stages.checkpoints import model_fingerprint, resolve_model_path
 
 Run = dict[str, dict[str, float]]
 
@@ -75,7 +80,6 @@ def run_name_for(path: Path) -> str:
 def _search_part(encoder: Any, part: Any, fingerprint: str, split: str | None, depth: int, batch_size: int,
                  use_cache: bool, show_progress: bool) -> tuple[Run, dict[str, Any]]:
     """One corpus (a cqadupstack forum, else the benchmark): its cached vectors, searched at BEIR's depth."""
-    from harness.evaluation.dense_run import judged_queries, retrieve
 
     judged_queries(part, split)  # checked before the corpus is encoded
     doc_ids, doc_emb, corpus_info = corpus_embeddings(encoder, part, fingerprint, batch_size, use_cache, show_progress)
@@ -139,8 +143,6 @@ def run_zero_shot(
     show_progress: bool = True,
 ) -> ZeroShotOutcome:
     """:func:`evaluate_model` keeping the EvalResult (per-query scores) and the run for the CLI."""
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.measures import benchmark_qrels, evaluate, merge_subsets
 
     if depth < 1:
         raise HarnessError(f"depth must be positive, got {depth}")
@@ -162,7 +164,6 @@ def run_zero_shot(
     efficiency = _combine_stats(stats, encoder)
     settings = encoder.settings()
     if save_run:
-        from harness.data.formats import write_trec_run
 
         tag = "zeroshot-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in path.resolve().name)
         write_trec_run(run, save_run, tag=tag)
@@ -199,8 +200,6 @@ def evaluate_model(model_path: str | Path, dataset: str | Any, **options: Any) -
 
 
 def _track(summary: dict[str, Any], result: Any, save_run: str | Path | None) -> dict[str, Any]:
-    from harness.records.tracking import Tracker, parent_metrics
-
     tracker = Tracker(experiment=EXPERIMENT, run_name=summary["model_name"],
                       tags={"model": summary["model"], "dataset": summary["benchmark"], "split": summary["split"]})
     eff = summary["efficiency"]

@@ -39,18 +39,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
-from harness.stages.checkpoints import load_pretrained
 from harness.core.errors import HarnessError
-from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
 from harness.core.fsutil import atomic_write_text
 from harness.core.numerics import upcast
-from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
+from harness.retrieval.encoder import (
+    DEFAULT_TITLE_SEPARATOR,
+    load_zero_shot_encoder,
+    passage_text,
+)
+from harness.stages.checkpoints import load_pretrained
 from harness.training.config import required
-from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
-from harness.training.finished import finish, finished_stats, fingerprint
+from harness.training.engine import (
+    Logger,
+    Notes,
+    StepContext,
+    run,
+    seed_everything,
+    session,
+)
+from harness.training.finished import fingerprint, finish, finished_stats
 
 SETTINGS_FILE = "harness_reranker.json"
 
@@ -80,7 +93,11 @@ def _load_tokenizer(source: Any) -> Any:
 
 def _new_model(init_or_config: Any, tokenizer: Any | None) -> tuple[Any, Any, str]:
     """(model with one output logit, tokenizer, description of the initialisation)."""
-    from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
+    from transformers import (
+        AutoModelForSequenceClassification,
+        BertConfig,
+        BertForSequenceClassification,
+    )
 
     if isinstance(init_or_config, (dict, BertConfig)):
         config = BertConfig(**init_or_config) if isinstance(init_or_config, dict) else copy.deepcopy(init_or_config)
@@ -189,9 +206,6 @@ class CrossEncoder:
     title_separator: str = DEFAULT_TITLE_SEPARATOR
 
     def score(self, pairs: Sequence[tuple[str, str]], batch_size: int = 64, show_progress: bool = False) -> list[float]:
-        import numpy as np
-        from tqdm.auto import tqdm
-
         if batch_size < 1:
             raise HarnessError(f"batch_size must be positive, got {batch_size}")
         scores = [0.0] * len(pairs)
@@ -294,9 +308,6 @@ def score_candidates_bi_encoder(
     batch_size: int = 64,
 ) -> dict[str, dict[str, float]]:
     """``teacher_scores[qid][docid] = scale x sim(q, d)`` from a bi-encoder (the mini profile's teacher)."""
-    import numpy as np
-
-    from harness.retrieval.encoder import load_zero_shot_encoder
 
     _check_candidates(queries, candidates, passages)
     encoder = load_zero_shot_encoder(Path(model_dir), passage_max_length=passage_max_length)

@@ -12,15 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.papers.released import CHECKPOINT_PROFILE
-from harness.records.store import RunRecord
 from harness.core.statuses import SPEC_CHANGED, UNKNOWN_METHOD
+from harness.data.checksums import mismatches
+from harness.papers.released import CHECKPOINT_PROFILE, load_checkpoints
+from harness.records.store import RunRecord
+from harness.spec.method import list_methods, load_method, settings_hash
 
 
 def data_mismatches(rec: RunRecord) -> list[Any]:
     """The files of the record's ``datasets`` whose checksums are not the catalog's
     (``harness.data.checksums.Mismatch``; empty when every file the catalog pins matches)."""
-    from harness.data.checksums import mismatches
 
     return mismatches(rec.get("datasets"))
 
@@ -29,7 +30,6 @@ def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
     """Why the record's spec settings are neither those of its method's current spec (for its profile)
     nor those of ``ref`` (its reference); "" when one of them matches. Settings as STALE-REFERENCE
     compares them (``harness.spec.method.settings_hash``: documentation keys left out)."""
-    from harness.spec.method import load_method, settings_hash
 
     if not rec.spec:
         return "the record holds no spec, so the settings it ran cannot be known"
@@ -53,7 +53,6 @@ def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] 
     gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
     of an older spec is never a row beside the papers'. Without a readable manifest only the method
     is checked (the reference's spec cannot be known)."""
-    from harness.spec.method import list_methods
 
     if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
         return None
@@ -68,7 +67,6 @@ def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] 
 
 def unknown_checkpoint(rec: RunRecord) -> str:
     """Why a checkpoint record cannot be graded ("" when its checkpoint is in the registry)."""
-    from harness.papers.released import load_checkpoints
 
     name = (rec.get("checkpoint") or {}).get("name")
     try:

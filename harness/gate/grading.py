@@ -15,10 +15,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.core.statuses import (
+    EFFECT,
+    FAIL,
+    NEAR,
+    NEAR_FACTOR,
+    NO_CELLS,
+    NOT_COMPARABLE,
+    PASS,
+    STALE_REFERENCE,
+)
+from harness.evaluation.bootstrap import paired_bootstrap
+from harness.evaluation.compare import compare
+from harness.evaluation.effects import method_effects
 from harness.gate.labels import source_label, system_axes
-from harness.papers.released import CHECKPOINT_PROFILE, Checkpoint, get_checkpoint, map_cells
+from harness.papers.released import (
+    CHECKPOINT_PROFILE,
+    Checkpoint,
+    get_checkpoint,
+    map_cells,
+)
 from harness.records.store import RunRecord
-from harness.core.statuses import EFFECT, FAIL, NEAR, NEAR_FACTOR, NO_CELLS, NOT_COMPARABLE, PASS, STALE_REFERENCE
+from harness.spec.method import settings_hash
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
 # A method without training (BM25: Lucene, deterministic) reproduces its reference exactly: the
@@ -68,7 +86,6 @@ def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | No
     checkpoint registry says are that checkpoint (:func:`checkpoint_comparisons`)."""
     if cells is None:
         return record.comparison
-    from harness.evaluation.compare import compare
 
     if record.profile == CHECKPOINT_PROFILE:
         ckpt = get_checkpoint(str((record.get("checkpoint") or {}).get("name")))
@@ -94,7 +111,6 @@ def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, 
                            per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
                            cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every cell of the checkpoint's rows and method on the scored benchmarks, compared or NOT-COMPARABLE."""
-    from harness.evaluation.compare import compare
 
     out = []
     for cell, reason in map_cells(ckpt, [c for c in cells if c.get("benchmark") in metrics]):
@@ -142,7 +158,6 @@ def _reference_status(delta: float, tolerance: float) -> str:
 def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE) -> list[GateRow]:
     """Each metric of ``ref`` reproduced by ``record`` within ``tolerance`` points, either way."""
     base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
-    from harness.spec.method import settings_hash
 
     # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
     # (documentation, not settings) never makes a reference stale.
@@ -244,7 +259,6 @@ def _paired_ci(record: RunRecord, ref: RunRecord, dataset: str, measure: str) ->
     b = ref.per_query.get(dataset, {}).get(measure)
     if not a or not b or not set(a) & set(b):
         return None, None
-    from harness.evaluation.bootstrap import paired_bootstrap
 
     res = paired_bootstrap(a, b)
     return 100.0 * res.low, 100.0 * res.high
@@ -254,7 +268,6 @@ def _paired_ci(record: RunRecord, ref: RunRecord, dataset: str, measure: str) ->
 
 def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
     """One row per paired effect in each profile, graded against the papers' claim where comparable."""
-    from harness.evaluation.effects import method_effects
 
     rows = []
     for profile in sorted({r.profile for r in records}):

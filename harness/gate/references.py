@@ -8,6 +8,7 @@ differs from the accepted one (sha256) is CORRUPT.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError, UnknownNameError
+from harness.core.fsutil import atomic_write_text
+from harness.core.statuses import CORRUPT, MISSING, WRONG_REFERENCE
 from harness.gate.admission import acceptance_problem
 from harness.gate.grading import GateRow
-from harness.records.store import REFERENCES_FILE, RunRecord, load_records, records_dir
-from harness.core.statuses import CORRUPT, MISSING, WRONG_REFERENCE
+from harness.records.store import (
+    REFERENCES_FILE,
+    RunRecord,
+    load_records,
+    read_references,
+    records_dir,
+)
 
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
@@ -29,10 +37,6 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
     Raises HarnessError (one line naming the file) for an unreadable manifest or record, and for an
     unsealed one: a record without its seal cannot be told from an edited one whose seal was
     removed, and accepting it would make the doctored numbers the reference."""
-    import datetime as _dt
-
-    from harness.core.fsutil import atomic_write_text
-    from harness.records.store import read_references
 
     directory = Path(directory) if directory is not None else records_dir()
     data = read_references(directory)  # first: an unreadable manifest must not be overwritten

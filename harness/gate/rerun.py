@@ -27,6 +27,7 @@ from pathlib import Path
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
+from harness.spec.method import profiles_of
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,6 @@ RERUN_TOLERANCE = 3.0  # points, tiny and rehearsal profiles: the measured cross
 
 def _default_profile(method: str) -> str:
     """tiny, or paper for a method without a tiny profile (BM25, which trains nothing)."""
-    from harness.spec.method import profiles_of
 
     try:
         return "tiny" if "tiny" in profiles_of(method) else "paper"

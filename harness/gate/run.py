@@ -65,17 +65,48 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.fsutil import is_temp
+
+# Every status word, which fail the gate and the order rows are counted in: declared once there.
+from harness.core.statuses import (
+    CORRUPT,
+    DATA_MISMATCH,
+    ERROR,
+    FAILING,
+    IN_PROGRESS,
+    NO_REFERENCE,
+    REFERENCE,
+    SPEC_CHANGED,
+    STATUSES,
+    STRICT_FAILING,
+    SUPERSEDED,
+    UNKNOWN_METHOD,
+    UNREADABLE,
+)
+from harness.core.text_table import format_table
 from harness.gate.admission import data_mismatches, spec_change, unknown_checkpoint
-from harness.gate.grading import (PAPER_GRADED, TINY_TOLERANCE, TRAINING_FREE_FAMILIES, TRAINING_FREE_TOLERANCE,
-                                  GateRow, effect_rows, loss_rows, paper_rows, reference_rows)
+from harness.gate.grading import (
+    PAPER_GRADED,
+    TINY_TOLERANCE,
+    TRAINING_FREE_FAMILIES,
+    TRAINING_FREE_TOLERANCE,
+    GateRow,
+    effect_rows,
+    loss_rows,
+    paper_rows,
+    reference_rows,
+)
 from harness.gate.references import resolve_references
 from harness.papers.registry import load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
-from harness.records.store import REFERENCES_FILE, RunRecord, Skipped, load_records, load_references, records_dir
-# Every status word, which fail the gate and the order rows are counted in: declared once there.
-from harness.core.statuses import (CORRUPT, DATA_MISMATCH, ERROR, FAILING, IN_PROGRESS, NO_REFERENCE, REFERENCE,
-                              SPEC_CHANGED, STATUSES, STRICT_FAILING, SUPERSEDED, UNKNOWN_METHOD, UNREADABLE)
-from harness.core.text_table import format_table
+from harness.records.store import (
+    REFERENCES_FILE,
+    RunRecord,
+    Skipped,
+    load_records,
+    load_references,
+    records_dir,
+)
+from harness.spec.method import list_methods
 
 
 @dataclass
@@ -142,7 +173,6 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         status = IN_PROGRESS if is_temp(s.path) else UNREADABLE
         result.rows.append(GateRow(status, s.path.stem, "", "", note=f"{s.path.name}: {s.reason}"))
     if known_methods is None:
-        from harness.spec.method import list_methods
 
         known_methods = list_methods()
     usable = []

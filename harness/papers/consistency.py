@@ -29,6 +29,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from harness.papers.registry import load_registry
 from harness.papers.schema import PaperInfo, ReportedCell, TableInfo, canonical_label
 from harness.papers.table_grid import EPS, TableGrid, cell_text, fmt, papers_for
 from harness.papers.text_claims import evaluate_claims
@@ -357,7 +358,6 @@ def _doubts(p: PaperInfo, given: set[str]) -> list[Inconsistency]:
 def check_papers(cells: list[ReportedCell] | None = None) -> list[Inconsistency]:
     """Every finding about the papers' own numbers, in paper order."""
     if cells is None:
-        from harness.papers.registry import load_registry
 
         cells = load_registry()
     cells = list(cells)

@@ -14,15 +14,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import ir_measures  # light ~0.1 s; the authority on measure spelling
 import yaml
 
-from harness.data.catalog import AGGREGATES
 from harness.core.errors import DataFormatError
-from harness.papers.schema import (AXIS_KEYS, BENCHMARKS, BOLD_GROUP_KEYS, CELL_KEYS, CHECK_KINDS, CLAIM_KEYS,
-                                   COLUMN_KEYS, CONDITION_KEYS, KNOWN_METHODS, METRIC_UNITS, NUMBER, ROW_KEYS,
-                                   SCHEMA_VERSION, TABLE_KEYS, TEXT_VALUE_KEYS, TOP_KEYS, Doubt, PaperInfo,
-                                   ReportedCell, TableInfo, canonical_label)
-from harness.stages.graph import FINETUNE_STAGES  # the fine-tuning stages' names, which cells use too
+from harness.data.catalog import AGGREGATES
+from harness.papers.schema import (
+    AXIS_KEYS,
+    BENCHMARKS,
+    BOLD_GROUP_KEYS,
+    CELL_KEYS,
+    CHECK_KINDS,
+    CLAIM_KEYS,
+    COLUMN_KEYS,
+    CONDITION_KEYS,
+    KNOWN_METHODS,
+    METRIC_UNITS,
+    NUMBER,
+    ROW_KEYS,
+    SCHEMA_VERSION,
+    TABLE_KEYS,
+    TEXT_VALUE_KEYS,
+    TOP_KEYS,
+    Doubt,
+    PaperInfo,
+    ReportedCell,
+    TableInfo,
+    canonical_label,
+)
+from harness.stages.graph import (
+    FINETUNE_STAGES,  # the fine-tuning stages' names, which cells use too
+)
 
 
 def yaml_key_lines(node: yaml.Node, path: tuple = (), out: dict[tuple, int] | None = None) -> dict[tuple, int]:
@@ -118,7 +140,6 @@ def _ordered(cond: dict[str, Any]) -> dict[str, Any]:
 def _check_measure(pr: Problems, measure: Any, keypath: tuple, hint: str) -> None:
     if measure is None:
         return
-    import ir_measures  # light (~0.1 s); the authority on measure spelling
 
     try:
         parsed = str(ir_measures.parse_measure(str(measure)))

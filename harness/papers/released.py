@@ -21,6 +21,8 @@ import yaml
 
 from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.core.paths import BASELINES_DIR
+from harness.papers.parsing import yaml_key_lines
+from harness.papers.registry import paper_key
 
 SCHEMA_VERSION = 1
 CHECKPOINT_PROFILE = "checkpoint"  # the profile of a released checkpoint's run record (`harness reproduce`)
@@ -128,7 +130,6 @@ def _load(path_str: str, mtime_ns: int) -> Registry:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise DataFormatError(path, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
-    from harness.papers.parsing import yaml_key_lines
 
     lines = yaml_key_lines(node) if node is not None else {}
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
@@ -164,8 +165,6 @@ def get_checkpoint(name: str, registry: Registry | None = None) -> Checkpoint:
 
 
 def _key(cell: Mapping[str, Any]) -> tuple[str, str, str]:
-    from harness.papers.registry import paper_key
-
     return (paper_key(cell), str(cell.get("table") or ""), str(cell.get("row") or ""))
 
 

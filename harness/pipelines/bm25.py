@@ -8,8 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.spec.block_settings import RetrievalSettings
+from harness.data import download
+from harness.data.catalog import Benchmark, get_benchmark
+from harness.data.formats import write_trec_run
+from harness.data.negatives import NEGATIVE_SOURCES, read_published_negatives
 from harness.retrieval import bm25
+from harness.spec.block_settings import RetrievalSettings
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -17,8 +21,6 @@ if TYPE_CHECKING:
 
 def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     """TREC run of BM25 top-`depth` for the split's queries (cached)."""
-    from harness.data.catalog import get_benchmark
-    from harness.data.formats import write_trec_run
 
     bench = get_benchmark(dataset)
     cfg = RetrievalSettings.from_spec(ctx.spec)  # the papers' BM25 setting (baselines/bm25.yaml) unless stated
@@ -44,10 +46,6 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
 def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     """The training queries' BM25 negatives as a TREC run (rank order = the source's order): the
     harness's own BM25 (``data.bm25_negatives: own``, the default) or a published set."""
-    from harness.data import download
-    from harness.data.catalog import Benchmark, get_benchmark
-    from harness.data.formats import write_trec_run
-    from harness.data.negatives import NEGATIVE_SOURCES, read_published_negatives
 
     source = ctx.spec.get("data.bm25_negatives") or "own"
     if source == "own":
@@ -70,7 +68,5 @@ def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) 
 
 
 def run_bm25(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
-    from harness.data.catalog import get_benchmark
-
     depth = RetrievalSettings.from_spec(ctx.spec).depth
     return {"bm25": {d: bm25_run(ctx, d, get_benchmark(d).eval_split, depth) for d in datasets}}

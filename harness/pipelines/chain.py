@@ -12,15 +12,22 @@ the two families cannot drift apart. The stages and their reads are declared in 
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from harness import SEED
-from harness.pipelines.context import input_key
-from harness.data.requirements import train_split
 from harness.core.errors import HarnessError
+from harness.core.hardware import detect, world_size
+from harness.data.catalog import get_benchmark
+from harness.data.requirements import train_split
+from harness.pipelines.bm25 import bm25_negatives_run
+from harness.pipelines.context import input_key
+from harness.pipelines.forums import retrieve_parts
+from harness.pipelines.pretrain import ARCH_KEYS, run_pretrain, tokenizer_stage
 from harness.spec.stage_settings import StageSettings, finetune_settings
+from harness.stages.graph import PRETRAINING
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -53,8 +60,6 @@ class Family:
 def run_chain(ctx: "RunContext", datasets: list[str], family: Family, before: Callable[[], None] = lambda: None) -> Runs:
     """Runs per retriever and dataset: {"retriever1": {dataset: run}, "retriever2": {...}, ...}; ``before``
     runs the family's own fail-fast checks first."""
-    from harness.pipelines.bm25 import bm25_negatives_run
-    from harness.pipelines.forums import retrieve_parts
 
     steps = ctx.spec.get("stages", [])
     before()
@@ -100,8 +105,6 @@ def check_train_queries(ctx: "RunContext") -> None:
     """Fail fast, before pre-training, when the catalog has no such training queries (the run would
     otherwise stop at the first stage that reads them). A dry-run shows it as a line of its plan
     instead and goes on, so that it lists every stage on any machine."""
-    from harness.data.catalog import get_benchmark
-    from harness.stages.graph import PRETRAINING
 
     if ctx.stop_after in PRETRAINING:
         return  # run --stage pretrain (or earlier): fine-tuning's data is not read
@@ -120,7 +123,6 @@ def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, 
     """The training queries and qrels, subsampled (seeded) to ``limit`` judged queries."""
     queries, qrels = bench.queries(split), bench.qrels(split)
     if limit and len(qrels) > limit:
-        import random
 
         keep = set(random.Random(SEED).sample(sorted(qrels), limit))
         qrels = {q: r for q, r in qrels.items() if q in keep}
@@ -143,7 +145,6 @@ def training_key(ctx: "RunContext", stage: str, settings: StageSettings) -> dict
 
 def detected_world_size() -> int:
     """Devices this machine trains on (1 on CPU); the per-device share of a global batch divides by it."""
-    from harness.core.hardware import detect, world_size
 
     return world_size(detect())
 
@@ -151,7 +152,6 @@ def detected_world_size() -> int:
 def encoder_stage(ctx: "RunContext") -> Path:
     """The starting encoder: pre-trained by the spec's objective, or the untouched init (control)."""
     if ctx.spec.get("pretrain.objective") not in (None, "none"):
-        from harness.pipelines.pretrain import run_pretrain
 
         return run_pretrain(ctx)
     return random_init_stage(ctx)
@@ -159,7 +159,6 @@ def encoder_stage(ctx: "RunContext") -> Path:
 
 def random_init_stage(ctx: "RunContext") -> Path:
     """No pre-training: the same seeded random init the objectives start from, exported as is."""
-    from harness.pipelines.pretrain import ARCH_KEYS, tokenizer_stage
 
     model = ctx.spec.get("model") or {}
     tokenizer_dir = tokenizer_stage(ctx)

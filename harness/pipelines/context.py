@@ -15,13 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.stages.artifacts import BUILD_SECONDS, STAGE_BOOKKEEPING, StageCache, hash_dir, hash_file
 from harness.core.errors import HarnessError
 from harness.core.fsutil import exclusive_lock
 from harness.core.paths import cache_dir
-from harness.spec.method import MethodSpec
-from harness.stages.graph import STAGES, Stage, StopAfterStage
 from harness.records.tracking import Tracker
+from harness.spec.method import MethodSpec
+from harness.stages.artifacts import (
+    BUILD_SECONDS,
+    STAGE_BOOKKEEPING,
+    StageCache,
+    hash_dir,
+    hash_file,
+)
+from harness.stages.checkpoints import candidates, resolve_checkpoint
+from harness.stages.graph import STAGES, Stage, StopAfterStage
 
 STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
 
@@ -216,7 +223,6 @@ class RunContext:
         plan goes on as if the checkpoint were at models/<name>, so that a dry-run of a paper profile
         lists all its stages on a machine without the paper's off-line checkpoints.
         """
-        from harness.stages.checkpoints import candidates, resolve_checkpoint
 
         try:
             return Path(resolve_checkpoint(name, what))

@@ -12,11 +12,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
-from harness.pipelines.context import input_key
-from harness.data.requirements import train_split
 from harness.core.errors import HarnessError
-from harness.pipelines.chain import Family, Runs, detected_world_size, run_chain, train_queries, training_key
+from harness.data.catalog import get_benchmark
+from harness.data.formats import read_trec_run
+from harness.data.requirements import train_split
+from harness.evaluation.dense_run import retrieve
+from harness.finetune.negatives import make_examples, negative_pool
+from harness.pipelines.chain import (
+    Family,
+    Runs,
+    detected_world_size,
+    run_chain,
+    train_queries,
+    training_key,
+)
+from harness.pipelines.context import input_key
+from harness.retrieval.corpus_vectors import corpus_embeddings
+from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, load_encoder
 from harness.spec.stage_settings import StageSettings
+from harness.stages.checkpoints import model_fingerprint
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -24,10 +38,7 @@ if TYPE_CHECKING:
 
 def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path], extra_key: dict[str, str]) -> Path:
     """Fine-tune a bi-encoder from `init_dir` on the train queries with negatives from `pools`."""
-    from harness.data.catalog import get_benchmark
-    from harness.data.formats import read_trec_run
     from harness.finetune.dense import DenseTrainConfig, train_dense
-    from harness.finetune.negatives import make_examples, negative_pool
 
     settings = StageSettings.from_spec(ctx.spec, stage)
     name, split = train_split(ctx.spec)
@@ -75,11 +86,6 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
     pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
     so mining and evaluating with retriever 1 on one corpus encode it once)."""
-    from harness.stages.checkpoints import model_fingerprint
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.dense_run import retrieve
-    from harness.retrieval.corpus_vectors import corpus_embeddings
-    from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, load_encoder
 
     bench = get_benchmark(dataset)
 
@@ -101,7 +107,6 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
 
 def run_dense(ctx: "RunContext", datasets: list[str]) -> Runs:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": {...}}."""
-    from harness.data.catalog import get_benchmark
 
     name, split = train_split(ctx.spec)
 

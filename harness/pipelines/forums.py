@@ -9,14 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.data.catalog import get_benchmark
+from harness.data.formats import read_trec_run, write_trec_run
+from harness.evaluation.measures import merge_subsets
+from harness.pipelines.context import input_key
+
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
 
 
 def retrieve_parts(ctx: "RunContext", label: str, dataset: str, retrieve: Callable[[str], Path]) -> Path:
     """``retrieve(name)`` for the benchmark, or for each of its parts and their runs merged."""
-    from harness.pipelines.context import input_key
-    from harness.data.catalog import get_benchmark
 
     parts = get_benchmark(dataset).sub_benchmarks()
     if not parts:
@@ -24,9 +27,6 @@ def retrieve_parts(ctx: "RunContext", label: str, dataset: str, retrieve: Callab
     runs = {part.name: retrieve(part.name) for part in parts}
 
     def build(work: Path) -> dict[str, Any]:
-        from harness.data.formats import read_trec_run, write_trec_run
-        from harness.evaluation.measures import merge_subsets
-
         merged = merge_subsets({name: read_trec_run(path) for name, path in runs.items()})
         write_trec_run(merged, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
         return {"parts": len(runs), "queries": len(merged)}

@@ -39,21 +39,54 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tqdm.auto import tqdm
+
 from harness import SEED
+from harness.core.errors import HarnessError
+from harness.data.catalog import get_benchmark
+from harness.data.formats import read_trec_run, write_trec_run
+from harness.data.requirements import train_split
+from harness.finetune.negatives import (
+    make_examples,
+    negative_pool,
+    positives,
+    sample_group,
+)
+from harness.pipelines.chain import (
+    Family,
+    Runs,
+    detected_world_size,
+    mining_depth,
+    run_chain,
+    train_queries,
+    training_key,
+)
+from harness.pipelines.context import input_key
+from harness.pipelines.pretrain import ARCH_KEYS
+from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
+from harness.retrieval.impact import (
+    build_impact_index,
+    encode_sparse,
+    load_sparse_encoder,
+    quantise,
+    search_impact,
+    sparsify_topk,
+)
 from harness.spec.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
 from harness.spec.conditions import PAPER_RERANKER
-from harness.pipelines.context import input_key
-from harness.data.requirements import train_split
-from harness.core.errors import HarnessError
-from harness.pipelines.chain import (Family, Runs, detected_world_size, mining_depth, run_chain, train_queries,
-                                     training_key)
-from harness.spec.stage_settings import (BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER, RerankerSettings,
-                                    StageSettings)
+from harness.spec.stage_settings import (
+    BI_ENCODER_TEACHER,
+    CONFIGURED_RERANKER,
+    TINY_RERANKER,
+    RerankerSettings,
+    StageSettings,
+)
+from harness.stages.checkpoints import resolve_checkpoint
 from harness.stages.graph import PRETRAINING
 
 if TYPE_CHECKING:
-    from harness.stages.artifacts import StageCache
     from harness.pipelines.context import RunContext
+    from harness.stages.artifacts import StageCache
 
 DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/spec/conditions.py)
 ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
@@ -67,7 +100,6 @@ EFFICIENCY_KEYS = ("qps", "index_bytes", "avg_doc_nonzeros", "avg_query_nonzeros
 def grouped_examples(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
                      pools: list[dict[str, list[str]]]) -> list[tuple[str, str, list[str], list[str]]]:
     """(qid, query, positive ids, negative ids): one group per (pool, query), as negatives.make_examples."""
-    from harness.finetune.negatives import positives
 
     out = []
     for pool in pools:
@@ -105,7 +137,6 @@ def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
     if ctx.planned_builder(encoder_dir) is None:
         init_cfg = json.loads((encoder_dir / "config.json").read_text(encoding="utf-8"))
         return int(init_cfg.get("max_position_embeddings", 512))
-    from harness.pipelines.pretrain import ARCH_KEYS
 
     model = ctx.spec.get("model") or {}
     if model.get("init") == "scratch":
@@ -113,7 +144,6 @@ def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
 
         return int(bert_config_from_dict({ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS})
                    .max_position_embeddings)
-    from harness.stages.checkpoints import resolve_checkpoint
 
     try:
         config_file = Path(resolve_checkpoint(model["init"], "initial encoder")) / "config.json"
@@ -132,10 +162,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
     With `teacher_dir` (stage 3) the groups and the reranker's scores come from that folder
     (``groups.json``, ``scores.json``) and the loss is the distillation one.
     """
-    from harness.data.catalog import get_benchmark
-    from harness.data.formats import read_trec_run
     from harness.finetune.splade import SpladeTrainConfig, train_splade
-    from harness.finetune.negatives import negative_pool
 
     settings = StageSettings.from_spec(ctx.spec, stage)
     name, split = train_split(ctx.spec)
@@ -221,9 +248,6 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
 
     It starts from the pre-trained encoder (`encoder_dir`); the classification head is new.
     """
-    from harness.data.catalog import get_benchmark
-    from harness.data.formats import read_trec_run
-    from harness.finetune.negatives import make_examples, negative_pool
     from harness.finetune.reranker import RerankerTrainConfig, train_cross_encoder
 
     r3 = RerankerSettings.from_spec(ctx.spec)
@@ -256,9 +280,6 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
 
 def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
     """Stage-3 groups (positives + retriever-2 negatives) and the teacher's score for each of their items."""
-    from harness.data.catalog import get_benchmark
-    from harness.data.formats import read_trec_run
-    from harness.finetune.negatives import negative_pool, sample_group
     from harness.finetune.reranker import score_candidates, score_candidates_bi_encoder
 
     stage = StageSettings.from_spec(ctx.spec, "retriever3")
@@ -311,17 +332,12 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
 
 def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) -> "StageCache":
     """Encode the corpus with `model_dir`, quantise (+ top-k), Lucene impact index; one per (model, corpus)."""
-    from harness.data.catalog import get_benchmark
-    from harness.retrieval.impact import build_impact_index, load_sparse_encoder, quantise
-    from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 
     bench = get_benchmark(dataset)
     rcfg = RetrievalSettings.from_spec(ctx.spec)
     config = rcfg.key("impact_index")
 
     def build(work: Path) -> dict[str, Any]:
-        from tqdm.auto import tqdm
-
         encoder = load_sparse_encoder(model_dir)
         sep = encoder.settings.get("title_separator", DEFAULT_TITLE_SEPARATOR)
 
@@ -357,9 +373,6 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 
     `train_only` (mining) searches only the training queries (`finetune.max_train_queries` of them).
     """
-    from harness.data.catalog import get_benchmark
-    from harness.data.formats import write_trec_run
-    from harness.retrieval.impact import encode_sparse, quantise, search_impact, sparsify_topk
 
     bench = get_benchmark(dataset)
     index = index_stage(ctx, label, model_dir, dataset)
@@ -407,7 +420,6 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 
 def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> Runs:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": ..., "retriever3": ...}."""
-    from harness.data.catalog import get_benchmark
 
     steps = ctx.spec.get("stages", [])
     name, split = train_split(ctx.spec)

@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
-from harness.spec.block_settings import CorpusSettings, QgenSettings, TokenizerSettings
-from harness.pipelines.context import input_key
 from harness.core.errors import HarnessError
+from harness.corpus.tokenizer import train_wordpiece
+from harness.data.catalog import benchmark_split, get_benchmark
+from harness.pipelines.context import input_key
+from harness.pretrain.objectives import build_objective
+from harness.spec.block_settings import CorpusSettings, QgenSettings, TokenizerSettings
 from harness.spec.stage_settings import PretrainSettings
+from harness.stages.checkpoints import resolve_checkpoint
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -31,7 +35,6 @@ def corpus_names(spec_value: Any) -> list[str]:
 
 def corpus_checksums(names: list[str]) -> dict[str, str]:
     """Checksums of the named corpora: enough for a stage's cache key, without reading them."""
-    from harness.data.catalog import get_benchmark
 
     files: dict[str, str] = {}
     for name in names:  # embedded, or downloaded when the stage is built (HARNESS_DATA_MIRROR: a local copy)
@@ -41,7 +44,6 @@ def corpus_checksums(names: list[str]) -> dict[str, str]:
 
 def load_corpora(names: list[str]) -> dict[str, dict[str, str]]:
     """Union of the named corpora, doc ids prefixed by dataset; read only when a stage is built."""
-    from harness.data.catalog import get_benchmark
 
     return {f"{name}:{doc_id}": doc for name in names for doc_id, doc in get_benchmark(name).iter_corpus()}
 
@@ -50,7 +52,6 @@ def tokenizer_stage(ctx: "RunContext") -> Path:
     tok = TokenizerSettings.from_spec(ctx.spec)
     if tok.from_ != "wordpiece":
         return ctx.checkpoint(tok.from_, "tokenizer")
-    from harness.corpus.tokenizer import train_wordpiece
 
     names = corpus_names(tok.corpora)
     files = corpus_checksums(names)
@@ -135,7 +136,6 @@ def report_grounding(passages: list[Any], queries_file: Path) -> dict[str, float
 def train_pairs(source: str) -> list[tuple[str, str]]:
     """(query, relevant document text) pairs of a training split, e.g. 'nfcorpus-train'."""
     from harness.corpus.tiny_t5 import pairs_from_qrels
-    from harness.data.catalog import benchmark_split, get_benchmark
 
     name, split = benchmark_split(source)
     if split in ("test", ""):
@@ -149,8 +149,11 @@ def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> 
     """Queries from the learned term sampler (harness/corpus/term_qgen.py), which stands in
     for doc2query-T5 where none is available; fitted on training pairs only."""
     from harness.corpus.passages import load_passages
-    from harness.corpus.term_qgen import fit_term_model, sample_queries, write_term_queries
-    from harness.data.catalog import benchmark_split, get_benchmark
+    from harness.corpus.term_qgen import (
+        fit_term_model,
+        sample_queries,
+        write_term_queries,
+    )
 
     source = q.train_pairs
     config = {**q.key("qgen"), "version": 2}  # 2: no empty query for word-less passages
@@ -173,7 +176,6 @@ def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> 
 
 def tiny_t5_stage(ctx: "RunContext", q: QgenSettings, tokenizer_dir: Path) -> Path:
     from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
-    from harness.data.catalog import benchmark_split, get_benchmark
 
     source = q.train_pairs
     name, split = benchmark_split(source)
@@ -196,7 +198,6 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
     from transformers import AutoTokenizer
 
     from harness.pretrain.models import bert_config_from_dict
-    from harness.pretrain.objectives import build_objective
 
     pre = spec.get("pretrain")
     model = spec.get("model") or {}
@@ -210,7 +211,6 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
         config = bert_config_from_dict(arch, vocab_size=len(tokenizer))
         objective = build_objective(pre["objective"], config, **(pre.get("objective_params") or {}))
         return objective, tokenizer
-    from harness.stages.checkpoints import resolve_checkpoint
     from harness.pretrain.models import load_masked_lm
 
     path = resolve_checkpoint(model["init"], "initial encoder")

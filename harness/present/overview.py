@@ -28,14 +28,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import HarnessError
+from harness.core.statuses import NOT_YET_RUN, STATUSES
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
+from harness.data.sampled import base_name
+from harness.evaluation.bootstrap import bootstrap_ci
+from harness.evaluation.claims import claims_for
 from harness.evaluation.conventions import primary_measure
+from harness.evaluation.effects import latest_by_method, method_effects
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS, worst
+from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.labels import source_label, system_axes
-from harness.papers.registry import paper_key
-from harness.records.store import RunRecord
-from harness.core.statuses import NOT_YET_RUN, STATUSES
+from harness.papers.registry import load_reported_cells, paper_key
+from harness.records.store import RunRecord, load_records, load_references, records_dir
+from harness.run import projection
+from harness.run.runner import plan_method
+from harness.spec.method import comparisons, load_method
 
 CONTROL = "nopretrain"  # the learned runs' effects are against it (every spec's first compare_with)
 MAIN_TABLE = "Table 1"  # each paper's MS MARCO / TREC DL headline table
@@ -159,8 +168,6 @@ def _datasets_of(benchmark: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _spec_datasets(method: str) -> tuple[str, ...] | None:
-    from harness.spec.method import load_method
-
     try:
         return tuple(load_method(method, "paper").get("datasets") or ())
     except Exception:  # noqa: BLE001 - a method without a paper profile: no command to offer
@@ -180,9 +187,6 @@ def paper_command(method: str, benchmark: str) -> tuple[str, tuple[str, ...]]:
 def projected_cost(method: str, datasets: tuple[str, ...] = ()) -> str:
     """What ``run --method M --profile paper [--dataset ...] --dry-run`` projects on the spec's
     declared hardware, as one line; computed once per process (planning imports torch)."""
-    from harness.run import projection
-    from harness.run.runner import plan_method
-    from harness.spec.method import load_method
 
     try:
         spec = load_method(method, "paper")
@@ -329,11 +333,8 @@ def claim_rows(records: Sequence[RunRecord], claims: Sequence[Any] | None = None
                pairs: Sequence[tuple[str, str]] | None = None) -> list[ClaimRow]:
     """Every printed difference of the specs' pairs (``compare_with``), graded from the paper
     records' effects as ``check`` grades them (``gate.grading.effect_rows``: the same effects and checks)."""
-    from harness.evaluation.claims import claims_for
-    from harness.evaluation.effects import method_effects
 
     if pairs is None:
-        from harness.spec.method import comparisons
 
         pairs = comparisons()
     if claims is None:
@@ -373,9 +374,6 @@ def claim_rows(records: Sequence[RunRecord], claims: Sequence[Any] | None = None
 def learned_rows(records: Sequence[RunRecord], control: str = CONTROL) -> list[LearnedRow]:
     """The newest run of each method in every profile not graded against the papers, each benchmark's
     primary measure with its bootstrap CI and the effect against the control's newest run."""
-    from harness.data.sampled import base_name
-    from harness.evaluation.bootstrap import bootstrap_ci
-    from harness.evaluation.effects import latest_by_method, method_effects
 
     rows = []
     for profile in sorted({r.profile for r in records if r.profile not in PAPER_GRADED}):
@@ -416,10 +414,6 @@ def build(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
 def from_folder(records: str | Path | None = None, reported: str | Path | None = None) -> Glance:
     """The glance over a records folder and the papers' cells (a ``--reported`` snapshot, or the
     registry), graded as ``check`` grades them. Raises HarnessError when the cells cannot be loaded."""
-    from harness.core.errors import HarnessError
-    from harness.gate.admission import data_mismatches, set_apart
-    from harness.papers.registry import load_reported_cells
-    from harness.records.store import load_records, load_references, records_dir
 
     recs, _ = load_records(records)
     try:

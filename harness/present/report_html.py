@@ -13,13 +13,38 @@ import datetime as _dt
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_dir
 from harness.gate.grading import GateRow
 from harness.gate.run import GateResult, run_gate
-from harness.present.glance_html import (CSS, LEARNED_CAPTION, MATRIX_CAPTION, badge, claims_html, counts_html, esc,
-                                 headline_html, interval, learned_html, legend_html, matrix_html, profiles, pts, table)
-from harness.present.overview import CONTROL, Glance, LearnedRow, from_folder, method_lines, run_command
 from harness.papers.released import CHECKPOINT_PROFILE
+from harness.present.glance_html import (
+    CSS,
+    LEARNED_CAPTION,
+    MATRIX_CAPTION,
+    badge,
+    claims_html,
+    counts_html,
+    esc,
+    headline_html,
+    interval,
+    learned_html,
+    legend_html,
+    matrix_html,
+    profiles,
+    pts,
+    table,
+)
+from harness.present.overview import (
+    CONTROL,
+    Glance,
+    LearnedRow,
+    from_folder,
+    method_lines,
+    run_command,
+)
 from harness.records.store import RunRecord, load_records
+from harness.records.store import records_dir as default_records
 
 INDEX, STYLE = "index.html", "style.css"
 GENERATOR = '<meta name="generator" content="python -m harness report --html">'  # marks a folder as ours
@@ -178,8 +203,6 @@ def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
                  reported: str | Path | None = None) -> tuple[Path, str]:
     """Write the site into ``out_dir`` atomically (the folder appears whole or not at all, replacing
     an older report); returns the index.html path and :func:`summary_line`."""
-    from harness.core.fsutil import atomic_dir
-    from harness.records.store import records_dir as default_records
 
     out = Path(out_dir)
     _refuse_foreign(out)
@@ -196,7 +219,6 @@ def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
 
 def _refuse_foreign(out: Path) -> None:
     """The report replaces its folder whole: refuse one that holds anything but an earlier report."""
-    from harness.core.errors import HarnessError
 
     if not out.exists():
         return

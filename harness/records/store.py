@@ -26,7 +26,9 @@ from typing import Any, NamedTuple
 from harness.core.errors import HarnessError
 from harness.core.fsutil import is_temp
 from harness.core.paths import runs_dir
+from harness.records.integrity import problems
 from harness.records.tracking import RECORD_SCHEMA_VERSION
+from harness.spec.conditions import run_conditions
 
 # key -> (type, what it means); a record missing one of these cannot be shown or gated.
 REQUIRED_KEYS: dict[str, tuple[type, str]] = {
@@ -112,14 +114,12 @@ class RunRecord:
     @functools.cached_property
     def integrity_problems(self) -> list[str]:
         """Seal and aggregate problems (``harness.records.integrity``); empty for an untouched record."""
-        from harness.records.integrity import problems
 
         return problems(self.data)
 
     def conditions(self) -> dict[str, Any]:
         """Run conditions for comparisons with the papers, derived from the record's own spec
         (``harness.spec.conditions``), plus the fine-tuning stage its metrics come from."""
-        from harness.spec.conditions import run_conditions
 
         cond: dict[str, Any] = run_conditions(self.spec, self.method, self.profile)
         cond.update(self.data.get("conditions") or {})  # a released checkpoint's record names it here

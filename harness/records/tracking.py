@@ -34,13 +34,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness import __version__
-
+from harness import DEFAULT_SEED, SEED, __version__
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, exclusive_lock
-from harness.records.integrity import seal
 from harness.core.paths import PROJECT_ROOT, runs_dir
+from harness.core.statuses import VERDICTS
+from harness.records.integrity import seal
 
 RECORD_SCHEMA_VERSION = 1
 KEY_PACKAGES = (
@@ -278,7 +278,6 @@ def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
     """What a finished run's parent is tagged with, from its run record: ``verdict.<STATUS>`` (how many
     of its comparison rows got each verdict, 0 included so every parent has every key), ``git.commit``
     / ``git.dirty``, and ``hardware.cpu_model`` / ``cpus`` / ``memory_gib`` / ``cuda_devices``."""
-    from harness.core.statuses import VERDICTS
 
     statuses = [str(c.get("status")) for c in record.get("comparison") or []]
     tags = {f"verdict.{v}": str(statuses.count(v)) for v in [*VERDICTS, *sorted(set(statuses) - set(VERDICTS))]}
@@ -372,7 +371,6 @@ def new_run_id(method: str, profile: str) -> str:
     """``<method>__<profile>__<UTC second>-<6 hex>``: sorts by time, and two runs started in the
     same second (two terminals, a CI matrix) still get different ids and records."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    from harness import DEFAULT_SEED, SEED
 
     seed = "" if SEED == DEFAULT_SEED else f"seed{SEED}__"
     return f"{method}__{profile}__{seed}{stamp}-{secrets.token_hex(3)}"
@@ -380,7 +378,6 @@ def new_run_id(method: str, profile: str) -> str:
 
 def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
     """Atomically write a run record; returns its path (runs/records/<run_id>.json)."""
-    from harness import DEFAULT_SEED, SEED
 
     # A record under another seed measures spread; it is never one of the gated records.
     directory = directory or runs_dir() / ("records" if SEED == DEFAULT_SEED else "seeds")

@@ -27,10 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from harness.stages.artifacts import finished_meta, hash_json, mark_finished
 from harness.core.errors import HarnessError
 from harness.core.fsutil import PARTIAL, atomic_dir, temp_name
+from harness.core.paths import cache_dir
 from harness.retrieval.encoder import vector_settings
+from harness.retrieval.sharded import (
+    encode_corpus_sharded,
+    merge_shards,
+    shards_complete,
+)
+from harness.stages.artifacts import finished_meta, hash_json, mark_finished
 
 # Bump when a change to encoding makes cached corpus embeddings stale.
 EMBEDDINGS_FORMAT = 1
@@ -88,7 +94,6 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
         # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
         # last complete chunk (harness.retrieval.sharded); merged into the cache file, then removed.
         # Chunks that torchrun ranks finished (encode_corpus_shards) are merged as they are.
-        from harness.retrieval.sharded import encode_corpus_sharded, merge_shards, shards_complete
 
         chunks = _chunks_folder(folder)
         if not shards_complete(chunks):
@@ -110,7 +115,6 @@ def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_s
                          world_size: int, show_progress: bool = True) -> None:
     """This torchrun rank's slice of ``benchmark``'s corpus into the chunk folder that
     :func:`corpus_embeddings` merges (nothing to do when the embeddings are cached already)."""
-    from harness.retrieval.sharded import encode_corpus_sharded
 
     for part in benchmark.sub_benchmarks() or [benchmark]:
         folder = _embeddings_folder(fingerprint, encoder, part)
@@ -121,8 +125,6 @@ def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_s
 
 
 def _embeddings_dir() -> Path:
-    from harness.core.paths import cache_dir
-
     return cache_dir() / "embeddings"
 
 

@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from harness.stages.checkpoints import load_pretrained
 from harness.core.errors import DataFormatError, HarnessError
+from harness.stages.checkpoints import load_pretrained
 
 POOLINGS = ("cls", "mean")
 KINDS = ("query", "passage")
@@ -302,7 +303,6 @@ class Encoder:
         ``kind`` picks the default length (32 for queries, 144 for passages) and any prompt prefix.
         """
         import torch
-        from tqdm.auto import tqdm
 
         if kind not in KINDS:
             raise HarnessError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")

@@ -40,11 +40,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
@@ -114,9 +118,7 @@ class SparseEncoder:
     def encode(self, texts: Sequence[str], kind: str = "passage", batch_size: int = 64,
                max_length: int | None = None, topk: int | None = None, show_progress: bool = True) -> list[SparseVector]:
         """Weights per text, in the caller's order (see :func:`encode_sparse`)."""
-        import numpy as np
         import torch
-        from tqdm.auto import tqdm
 
         from harness.retrieval.splade_model import splade_max
         from harness.training.precision import encode_autocast
@@ -281,7 +283,6 @@ def index_collection(collection_dir: str | Path, index_dir: str | Path, threads:
                      optimize: bool = False, documents: int | None = None) -> dict[str, Any]:
     """Run pyserini's Lucene indexer (a JVM subprocess that dies with the harness) on a folder of
     JsonVectorCollection files."""
-    from tqdm.auto import tqdm
 
     ensure_java_home()
     index_dir = Path(index_dir)
@@ -317,7 +318,6 @@ def build_impact_index(
     Returns the stats (documents, average non-zeros per document, postings, index bytes, seconds),
     also written to ``<index_dir>/harness_impact.json`` for :func:`search_impact`.
     """
-    import shutil
 
     index_dir = Path(index_dir)
     if index_dir.exists() and any(index_dir.iterdir()):
@@ -359,7 +359,6 @@ def search_impact(
     batch_size: int = 1000,
 ) -> tuple[Run, dict[str, Any]]:
     """Top-``k`` documents per query (``{qid: {token: int}}``): the run and efficiency stats."""
-    from tqdm.auto import tqdm
 
     if k < 1:
         raise HarnessError(f"k must be positive, got {k}")

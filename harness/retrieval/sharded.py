@@ -41,6 +41,7 @@ fp32 matrix is never held whole.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import json
@@ -48,14 +49,28 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from harness.core.errors import HarnessError
-from harness.core.fsutil import atomic_write_bytes, atomic_write_json, exclusive_lock, is_temp
-from harness.retrieval.encoder import shard_bounds, vector_settings
+from harness.core.fsutil import (
+    atomic_write_bytes,
+    atomic_write_json,
+    exclusive_lock,
+    is_temp,
+)
+from harness.retrieval.dense import Shard, build_index, retrieve
+from harness.retrieval.encoder import (
+    load_zero_shot_encoder,
+    shard_bounds,
+    vector_settings,
+)
+from harness.stages.artifacts import hash_json, hash_texts
+from harness.stages.checkpoints import model_fingerprint, resolve_model_path
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -85,7 +100,6 @@ class ShardReport:
 
 def corpus_fingerprint(passages: Passages) -> str:
     """sha256 over every (id, title, text) in order: a changed, added or reordered passage changes it."""
-    from harness.stages.artifacts import hash_texts
 
     def fields(doc_id: str) -> tuple[str, str, str]:
         doc = passages[doc_id]
@@ -96,8 +110,6 @@ def corpus_fingerprint(passages: Passages) -> str:
 
 def encoder_fingerprint(encoder: Any) -> str:
     """sha256 of the model folder's files and the settings that decide passage vectors."""
-    from harness.stages.checkpoints import model_fingerprint
-    from harness.stages.artifacts import hash_json
 
     return hash_json({"model": model_fingerprint(Path(encoder.spec.model_dir)), "settings": vector_settings(encoder)})
 
@@ -118,7 +130,10 @@ def _layout(n: int, world_size: int, shard_size: int) -> dict[str, tuple[int, in
 
 def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if rank is None or world_size is None:
-        from harness.training.distributed import get_rank, get_world_size  # RANK/WORLD_SIZE when set
+        from harness.training.distributed import (  # RANK/WORLD_SIZE when set
+            get_rank,
+            get_world_size,
+        )
 
         rank = get_rank() if rank is None else rank
         world_size = get_world_size() if world_size is None else world_size
@@ -130,7 +145,6 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 def _manifest(passages: Passages, ids: list[str], enc_fp: str, encoder: Any, world_size: int,
               shard_size: int, batch_size: int) -> dict[str, Any]:
-    from harness.stages.artifacts import hash_texts
 
     chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": hash_texts(ids[a:b])}
               for name, (r, a, b) in _layout(len(ids), world_size, shard_size).items()}
@@ -179,7 +193,6 @@ def _short(value: Any) -> str:
 
 def _chunk_complete(out: Path, name: str, entry: Mapping[str, Any], dim: int) -> bool:
     """True when both files exist and agree with the manifest (a damaged chunk is encoded again)."""
-    from harness.stages.artifacts import hash_texts
 
     meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
     if not meta_path.is_file():
@@ -198,8 +211,6 @@ def _chunk_complete(out: Path, name: str, entry: Mapping[str, Any], dim: int) ->
 
 
 def _write_chunk(out: Path, name: str, ids: list[str], start: int, end: int, emb: np.ndarray) -> None:
-    import hashlib
-
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(emb, dtype=np.float32))
     data = buf.getvalue()
@@ -227,7 +238,6 @@ def encode_corpus_sharded(
     ``rank``/``world_size`` default to RANK/WORLD_SIZE (torchrun), else 0 of 1. ``fingerprint``
     (of the encoder) may be given to skip hashing the model folder on every rank.
     """
-    from tqdm.auto import tqdm
 
     rank, world_size = _rank_world(rank, world_size)
     if shard_size < 1 or batch_size < 1:
@@ -292,9 +302,6 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
 
     ``verify`` checks each ``.npy`` against the sha256 its ``.json`` recorded (one extra hash pass).
     """
-    import hashlib
-
-    from harness.stages.artifacts import hash_texts
 
     out = Path(out_dir)
     manifest = _read_manifest(out)
@@ -361,7 +368,6 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
     Prints the memory figure (n x dim x bytes) before building, and a hint when fp32 would not
     fit in this machine's RAM.
     """
-    from harness.retrieval.dense import build_index
 
     n, dim = embeddings.shape
     width = 2 if fp16 else 4
@@ -414,7 +420,6 @@ def _index_label(fp16: bool) -> str:
 def search_merged(doc_ids: Sequence[str], doc_emb: np.ndarray, query_ids: Sequence[str], query_emb: np.ndarray,
                   k: int = 1000, *, fp16: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """:func:`harness.retrieval.dense.retrieve` over one index of the merged matrix; stats say which index."""
-    from harness.retrieval.dense import Shard, retrieve
 
     index, label = build_search_index(doc_emb, fp16=fp16)
     run, stats = retrieve(query_ids, query_emb, Shard(index, list(doc_ids)), k=k)
@@ -427,7 +432,6 @@ def search_merged(doc_ids: Sequence[str], doc_emb: np.ndarray, query_ids: Sequen
 def waiting_group(timeout_s: float = BARRIER_TIMEOUT_S) -> Any:
     """A gloo process group for waiting on every rank after encoding: CPU objects on any backend,
     and a timeout long enough for a resumed rank with nothing left to wait for one with hours left."""
-    from datetime import timedelta
 
     import torch.distributed as dist
 
@@ -467,9 +471,7 @@ def encode_distributed(
     """
     import torch.distributed as dist
 
-    from harness.stages.checkpoints import resolve_model_path
     from harness.training import distributed as D
-    from harness.retrieval.encoder import load_zero_shot_encoder
 
     created = not (dist.is_available() and dist.is_initialized())
     info = D.init_distributed(device)

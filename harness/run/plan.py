@@ -15,12 +15,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.pipelines.context import STOP
+from harness import SEED
 from harness.core.hardware import Hardware, detect, world_size
+from harness.data.requirements import missing_inputs
+from harness.evaluation.compare import comparability
+from harness.papers.registry import cells_for
+from harness.papers.schema import KNOWN_METHODS
+from harness.pipelines.context import STOP
+from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
+from harness.pretrain.objectives import objective_class
+from harness.run import projection
+from harness.spec.block_settings import (
+    CorpusSettings,
+    QgenSettings,
+    RetrievalSettings,
+    TokenizerSettings,
+)
+from harness.spec.conditions import run_conditions
 from harness.spec.method import MethodSpec
-from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-from harness.spec.stage_settings import (CONFIGURED_RERANKER, PretrainSettings, RerankerSettings,
-                                    StageSettings, finetune_settings)
+from harness.spec.stage_settings import (
+    CONFIGURED_RERANKER,
+    PretrainSettings,
+    RerankerSettings,
+    StageSettings,
+    finetune_settings,
+)
 from harness.stages.graph import MINING_DETAILS, STAGES, resolve
 
 
@@ -39,7 +58,6 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
              notes: list[tuple[int, str]] | None = None, hw: Hardware | None = None) -> str:
     """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place."""
     hw = hw or detect()
-    from harness import SEED
 
     lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {SEED})"]
     declared = spec.get("hardware") or {}
@@ -82,8 +100,6 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
             lines.extend(f"          {detail}" for detail in stage_details(spec, entry, hw))
     lines.extend(f"       ! {text}" for text in by_index.get(len(stages), []))
     lines.append(f"  benchmarks: {', '.join(datasets)}")
-    from harness.data.requirements import missing_inputs
-    from harness.run import projection
 
     lines.extend(projection.describe(spec, stages, hw))
 
@@ -101,10 +117,6 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
 def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]) -> list[str]:
     """The paper cells the planned run would be graded against, each with the conditions it matched:
     what the run can confirm, known before it spends any GPU time."""
-    from harness.spec.conditions import run_conditions
-    from harness.evaluation.compare import comparability
-    from harness.papers.registry import cells_for
-    from harness.papers.schema import KNOWN_METHODS
 
     evaluated = [str(e["dataset"]) for e in stages if e["stage"] == "evaluate"]  # "<variant>/<benchmark>"
     variants = list(dict.fromkeys(name.split("/", 1)[0] for name in evaluated)) or ["final"]
@@ -186,8 +198,6 @@ def impact_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> lis
 
 
 def teacher_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
-    from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
-
     r3 = RerankerSettings.from_spec(spec)
     ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
     return [f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")]
@@ -198,7 +208,6 @@ def retriever_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> 
 
 
 def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
-    from harness.pretrain.objectives import objective_class
     from harness.pretrain.trainer import plan_batches
 
     pre = PretrainSettings.from_spec(spec)

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.paths import PROJECT_ROOT
+from harness.data.sampled import base_name
+from harness.spec.stage_settings import StageSettings
+from harness.stages.graph import NOT_PROJECTED, STAGES, resolve
 
 MEASURED = PROJECT_ROOT / "bench" / "results" / "paper_shape_h100_2026-11-24.json"
 MEASURED_ON_PEAK = 989.0  # H100 SXM dense bf16 TFLOP/s (NVIDIA's datasheet)
@@ -88,8 +91,6 @@ def _per_sequence(kind: str) -> float:
 
 
 def corpus_size(dataset: str) -> int | None:
-    from harness.data.sampled import base_name
-
     name = base_name(dataset.split("/")[0])
     if name.startswith("cqadupstack-"):
         return None  # a forum: its share of the 457,199 is not published per forum; counted once below
@@ -101,7 +102,6 @@ def corpus_size(dataset: str) -> int | None:
 def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
     """Projected TFLOPs of each planned stage that runs (``to run``; cached and reused cost nothing), by
     its stage's declared ``cost`` (harness/stages/graph.py)."""
-    from harness.stages.graph import NOT_PROJECTED, STAGES, resolve
 
     costs: list[Cost] = []
     counted: set[str] = set()  # shared by the entries' cost functions: what is counted once per plan
@@ -140,7 +140,6 @@ def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
 
 def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """A retriever's fine-tuning: the measured step of 64 queries x 16 passages, scaled by its passages."""
-    from harness.spec.stage_settings import StageSettings
 
     s = StageSettings.from_spec(spec, entry["stage"])
     queries = spec.get("finetune.max_train_queries") or (
@@ -171,7 +170,6 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
 
 def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The cross-encoder's forward over the mined candidates of the training queries."""
-    from harness.spec.stage_settings import StageSettings
 
     depth = StageSettings.from_spec(spec, "retriever3").negative_depth  # retriever 2 mines this deep for it
     queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES

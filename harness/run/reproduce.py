@@ -19,12 +19,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from harness import SEED
 from harness.core.errors import HarnessError
+from harness.core.paths import cache_dir
+from harness.data.catalog import get_benchmark
+from harness.evaluation.zero_shot import run_zero_shot
 from harness.gate.grading import checkpoint_comparisons
-from harness.papers.released import CHECKPOINT_PROFILE, get_checkpoint, load_checkpoints, unmatched_selectors
+from harness.papers.registry import load_reported_cells
+from harness.papers.released import (
+    CHECKPOINT_PROFILE,
+    get_checkpoint,
+    load_checkpoints,
+    unmatched_selectors,
+)
+from harness.pipelines.context import StageLog
+from harness.records.tracking import log_parent_summary, new_run_id, parent_tracker
+from harness.retrieval.corpus_vectors import encode_corpus_shards
+from harness.retrieval.encoder import load_zero_shot_encoder
+from harness.retrieval.sharded import waiting_group
+from harness.run.record import build_record, write_record
+from harness.run.scores import Scored, score_variants
+from harness.stages.checkpoints import model_fingerprint, resolve_checkpoint
 
 
 def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int,
@@ -34,14 +52,9 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
 
     Returns rank 0's device (it goes on to merge, search, score and record); None on other ranks.
     """
-    from pathlib import Path
 
     import torch.distributed as dist
 
-    from harness.stages.checkpoints import model_fingerprint
-    from harness.retrieval.corpus_vectors import encode_corpus_shards
-    from harness.retrieval.encoder import load_zero_shot_encoder
-    from harness.retrieval.sharded import waiting_group
     from harness.training import distributed as D
 
     info = D.init_distributed(device)
@@ -71,15 +84,6 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     Under torchrun (WORLD_SIZE > 1) the corpora are encoded by all ranks in shards first; only
     rank 0 searches, scores and records (the other ranks return None).
     """
-    from harness.stages.checkpoints import model_fingerprint, resolve_checkpoint
-    from harness.pipelines.context import StageLog
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.zero_shot import run_zero_shot
-    from harness.papers.registry import load_reported_cells
-    from harness.core.paths import cache_dir
-    from harness.run.record import build_record, write_record
-    from harness.run.scores import Scored, score_variants
-    from harness.records.tracking import log_parent_summary, new_run_id, parent_tracker
 
     registry = load_checkpoints()
     ckpt = get_checkpoint(name, registry)

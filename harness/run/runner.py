@@ -13,23 +13,37 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness import SEED
-from harness.stages.artifacts import config_hash
-from harness.pipelines.context import RunContext, StageLog
 from harness.core.errors import HarnessError
 from harness.core.hardware import declared_present, detect
+from harness.data.catalog import get_benchmark
+from harness.data.formats import read_trec_run
+from harness.data.setting import data_setting
+from harness.evaluation.chance import describe as describe_chance
+from harness.evaluation.compare import compare, format_comparison_table
+from harness.evaluation.measures import evaluate_benchmark, normalise_subset_ids
+from harness.papers.registry import cells_for
+from harness.papers.schema import KNOWN_METHODS
+from harness.pipelines.context import RunContext, StageLog
+from harness.records.tracking import (
+    Tracker,
+    log_parent_summary,
+    new_run_id,
+    parent_tracker,
+)
+from harness.run.plan import describe
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
-from harness.spec.method import MethodSpec, load_method
+from harness.run.validation import require_valid
+from harness.spec.conditions import run_conditions
+from harness.spec.method import MethodSpec, load_method, profiles_of
+from harness.stages.artifacts import config_hash
 from harness.stages.graph import FAMILIES, StopAfterStage, resolve
-from harness.records.tracking import Tracker, log_parent_summary, new_run_id, parent_tracker
 
 
 def score_run_file(run_path: Path, bench: Any) -> Any:
     """A pipeline's run file scored on its benchmark through the one evaluation path that `eval`
     uses too: a benchmark made of sub-forums (cqadupstack) takes ``<forum>/<qid>`` query ids and
     scores the mean of its forums."""
-    from harness.data.formats import read_trec_run
-    from harness.evaluation.measures import evaluate_benchmark, normalise_subset_ids
 
     run = read_trec_run(run_path)
     if bench.sub_benchmarks():
@@ -41,7 +55,6 @@ def stage_conditions(spec: MethodSpec, variant: str, final: str) -> dict[str, An
     """What a run's stage states about its setting, for comparison with the papers' cells: the
     conditions derived from its resolved spec (``harness.spec.conditions``) and which fine-tuning stage
     (of how many) it is."""
-    from harness.spec.conditions import run_conditions
 
     conditions = run_conditions(spec.config, spec.name, spec.profile)
     if variant.startswith("retriever"):
@@ -52,8 +65,6 @@ def stage_conditions(spec: MethodSpec, variant: str, final: str) -> dict[str, An
 def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
     """`paper` where the declared hardware is present; otherwise the CPU profile that learns
     (`mini`) where the method has one, else `tiny`. Returns (profile, why)."""
-    from harness.spec.method import profiles_of
-    from harness.run.validation import require_valid
 
     if requested:
         return requested, "requested with --profile"
@@ -138,8 +149,6 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
                force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    from harness.data.setting import data_setting
-    from harness.run.validation import require_valid
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
@@ -153,11 +162,6 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
 
 def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: bool, stage: str | None,
               dry_run: bool) -> dict[str, Any]:
-    from harness.data.catalog import get_benchmark
-    from harness.evaluation.compare import compare, format_comparison_table
-    from harness.evaluation.chance import describe as describe_chance
-    from harness.papers.registry import cells_for
-    from harness.papers.schema import KNOWN_METHODS
 
     method, profile = spec.name, spec.profile
     datasets = datasets or list(spec.get("datasets", []))
@@ -171,7 +175,6 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
             raise HarnessError(f"--stage {stage}: {method} [{profile}] runs no stage '{stage}' "
                                f"(its stages: {', '.join(planned)})")
     if dry_run:
-        from harness.run.plan import describe
 
         ctx = plan_method(spec, datasets, force, stage)
         print(describe(spec, datasets, ctx.stages.entries, ctx.plan_notes))

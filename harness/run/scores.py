@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.evaluation.chance import chance_check
+
 if TYPE_CHECKING:
     from harness.pipelines.context import StageLog
     from harness.records.tracking import Tracker
@@ -66,7 +68,6 @@ class RunScores:
 def score_variants(tracker: "Tracker", stages: "StageLog", benchmarks: Mapping[str, Any],
                    variants: Mapping[str, Iterable[str]], score: Callable[[str, str], Scored]) -> RunScores:
     """``score(variant, dataset)`` for each dataset of each variant, in order; the last variant is the final one."""
-    from harness.evaluation.chance import chance_check
 
     scores = RunScores(final=list(variants)[-1])
     for variant, datasets in variants.items():

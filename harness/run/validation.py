@@ -20,18 +20,28 @@ or the fragments they include), its key path, and what would be right::
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness import SEED
 from harness.core.errors import HarnessError, SpecProblems, UnknownNameError
-from harness.spec.kinds import example_text, one_of
+from harness.data.catalog import benchmark_split, get_benchmark, list_benchmarks
+from harness.data.setting import PASSAGE_VARIANTS, resolve_mirror
+from harness.papers.registry import paper_keys
 from harness.pretrain.objective_params import NONE
 from harness.pretrain.objectives import objective_problems, objectives
-from harness.spec.method import DERIVED_PROFILE, MethodSpec, locate, validate_specs
 from harness.spec.keys import KEY_KINDS, NEGATIVE_POOLS
-from harness.spec.stage_settings import (BI_ENCODER_TEACHER, PretrainSettings, RerankerTrainSettings, StageSettings,
-                                    finetune_settings)
+from harness.spec.kinds import example_text, one_of
+from harness.spec.method import DERIVED_PROFILE, MethodSpec, locate, validate_specs
+from harness.spec.stage_settings import (
+    BI_ENCODER_TEACHER,
+    PretrainSettings,
+    RerankerTrainSettings,
+    StageSettings,
+    finetune_settings,
+)
+from harness.training.config import ConfigError
 
 # fine-tuning step in `stages:` -> the stage block it reads
 FINETUNE_STEPS = {"finetune_r1": "retriever1", "finetune_r2": "retriever2", "finetune_r3": "retriever3"}
@@ -96,7 +106,6 @@ def findings(spec: MethodSpec) -> list[Finding]:
 def _papers(spec: MethodSpec) -> list[Finding]:
     """`papers:` names the registry's papers whose cells the method is compared with: an unknown one
     would leave the method without those cells and say nothing."""
-    from harness.papers.registry import paper_keys
 
     papers = spec.get("papers")
     if not isinstance(papers, list):
@@ -112,8 +121,6 @@ def _papers(spec: MethodSpec) -> list[Finding]:
 
 
 def _datasets(spec: MethodSpec) -> list[Finding]:
-    from harness.data.catalog import get_benchmark
-
     found = []
     for name in spec.get("datasets") or []:
         try:
@@ -125,7 +132,6 @@ def _datasets(spec: MethodSpec) -> list[Finding]:
 
 def _data(spec: MethodSpec) -> list[Finding]:
     """The data block, as harness.data.setting applies it when a run starts."""
-    from harness.data.setting import PASSAGE_VARIANTS, resolve_mirror
 
     found = []
     passages = spec.get("data.msmarco_passages")
@@ -162,7 +168,6 @@ def _pretrain(spec: MethodSpec) -> list[Finding]:
         return found + [Finding(("pretrain", "steps"), "is required: set steps (optimiser steps, e.g. steps: 400) or "
                                                        "epochs (passes over the passages)", (("pretrain",),))]
     from harness.pretrain.trainer import TrainConfig
-    from harness.training.config import ConfigError
 
     try:  # as harness.pipelines.pretrain.pretrain_stage builds it; steps from epochs are at least 1
         TrainConfig(**settings.trainer_kwargs(1 if settings.steps is None else settings.steps), seed=SEED,
@@ -203,9 +208,6 @@ def _finetune_keys(spec: MethodSpec) -> list[Finding]:
 
 def _train_queries(value: str) -> list[Finding]:
     """As harness.pipelines.dense.check_train_queries, which a run makes before its first stage."""
-    import difflib
-
-    from harness.data.catalog import benchmark_split, get_benchmark, list_benchmarks
 
     name, split = benchmark_split(value)
     try:
@@ -229,7 +231,6 @@ def _stage(spec: MethodSpec, stage: str, family: Any) -> list[Finding]:
     found = [_in_stage(spec, stage, key, problem) for key, problem in StageSettings.problems(values)]
     if found:
         return found
-    from harness.training.config import ConfigError
 
     settings = StageSettings.from_mapping(values, stage)
     try:  # queries per device from global_queries, >= 1 on any device count
@@ -257,7 +258,6 @@ def _reranker_train(spec: MethodSpec) -> list[Finding]:
     """``finetune.retriever3.reranker_train``: the tiny cross-encoder's settings, their kinds
     (RerankerTrainSettings) and the ranges of the RerankerTrainConfig built from them."""
     from harness.finetune.reranker import RerankerTrainConfig
-    from harness.training.config import ConfigError
 
     train = _get(spec.get("finetune") or {}, ("retriever3", "reranker_train"))
     if not isinstance(train, dict):

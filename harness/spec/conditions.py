@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.data.sampled import base_name
+
 RECIPE = "recipe"  # a deviation that touches every number the method produces
 # LexMAE's stage-3 teacher: the off-the-shelf ranker of Zhou et al. (2022b, arXiv 2206.08063), which
 # the paper distils; a configured checkpoint is named by its folder under models/, this by default.
@@ -64,7 +66,6 @@ def derived(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def _reads_msmarco_passages(config: Mapping[str, Any]) -> bool:
     """Whether a trained method fine-tunes or evaluates on the MS MARCO passage collection."""
-    from harness.data.sampled import base_name
 
     if config.get("family") == "lexical":
         return False

@@ -16,12 +16,20 @@ from typing import Any, Callable, NamedTuple
 
 import yaml
 
-from harness.stages.artifacts import config_hash
-from harness.core.errors import DataFormatError, HarnessError, SpecProblems, UnknownNameError
-from harness.papers.parsing import yaml_key_lines
+from harness.core.errors import (
+    DataFormatError,
+    HarnessError,
+    SpecProblems,
+    UnknownNameError,
+)
 from harness.core.paths import BASELINES_DIR, specs_dir
+from harness.papers.parsing import yaml_key_lines
+from harness.papers.schema import CONDITION_KEYS
+from harness.spec import rehearsal
+from harness.spec.conditions import RECIPE
 from harness.spec.keys import BLOCKS, OPEN, Block, Keys
 from harness.spec.stage_settings import NEGATIVE_DEPTH
+from harness.stages.artifacts import config_hash
 from harness.stages.graph import FAMILIES, FAMILY_STEPS, SPEC_STEPS, STEP_NEEDS
 
 PROFILES = ("paper", "rehearsal", "mini", "tiny")
@@ -312,7 +320,6 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
         raise UnknownNameError("profile", profile, list(PROFILES))
     top = {k: v for k, v in raw.items() if k != "profiles"}
     if profile == DERIVED_PROFILE and _has_rehearsal(raw):
-        from harness.spec import rehearsal
 
         try:
             resolved = rehearsal.apply(deep_merge(top, profiles["paper"] or {}), profiles.get(profile), deep_merge)
@@ -339,8 +346,6 @@ def _check_bm25_negatives(resolved: dict[str, Any], path: Path) -> None:
 
 def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
     """Every declared deviation names what it touches, so grading can act on it."""
-    from harness.spec.conditions import RECIPE
-    from harness.papers.schema import CONDITION_KEYS
 
     problems = []
     blocks = [("", raw)] + [(f"profiles.{n}.", p) for n, p in (raw.get("profiles") or {}).items() if isinstance(p, dict)]

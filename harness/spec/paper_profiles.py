@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.errors import HarnessError
+
 
 def paper_profiles() -> list[Any]:
     """The paper profile of each spec that loads (a spec with a problem is listed as such, not here)."""
-    from harness.core.errors import HarnessError
 
     try:
         from harness.spec.method import list_methods, load_method

@@ -11,12 +11,15 @@ identifies a model folder by its contents.
 
 from __future__ import annotations
 
+import importlib
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
+from harness.stages.artifacts import hash_dir
 
 
 def candidates(name: str) -> list[Path]:
@@ -35,7 +38,6 @@ def packaged_checkpoint(name: str, what: str = "checkpoint") -> str | None:
     """The folder of a packaged checkpoint (None when ``name`` is not one)."""
     if name not in PACKAGED:
         return None
-    import importlib
 
     module, folder, requirement = PACKAGED[name]
     try:
@@ -113,14 +115,12 @@ def _download_from_hub(name: str) -> Path:
 
 def model_fingerprint(path: Path) -> str:
     """sha256 over every file's relative path and contents (a re-exported checkpoint gets a new key)."""
-    from harness.stages.artifacts import hash_dir
 
     return hash_dir(path, exclude=())
 
 
 def _load_errors() -> tuple[type[BaseException], ...]:
     """What loading a damaged, truncated or foreign weights file raises (torch, safetensors, HF)."""
-    import pickle
 
     errors: list[type[BaseException]] = [OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError]
     try:
@@ -138,7 +138,6 @@ def load_pretrained(loader: Any, path: str | Path, what: str, **kwargs: Any) -> 
     try:
         return loader.from_pretrained(str(path), local_files_only=True, **kwargs)
     except _load_errors() as exc:
-        import pickle
 
         if isinstance(exc, pickle.UnpicklingError):  # torch's own text suggests weights_only=False: not a fix
             first = "pytorch_model.bin is damaged or not a PyTorch checkpoint"

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from harness.core.errors import HarnessError
 from harness.training import checkpoint as ckpt
@@ -228,7 +229,6 @@ def _check_identity(saved: dict[str, Any] | None, identity: dict[str, Any], path
 def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.optim.Optimizer,
           scheduler: torch.optim.lr_scheduler.LRScheduler, out_dir: Path, notes: Notes, identity: dict[str, Any],
           layout: dict[str, Any], logger: Logger | None, result: LoopResult) -> None:
-    from tqdm.auto import tqdm
 
     total, info, scaler = task.total_steps, ctx.info, ctx.scaler
     step = result.step

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError, UnknownNameError
-from harness.pretrain.objective_params import REGISTRY, USER_FOLDER, Declared, param_problems
+from harness.core.paths import specs_dir
+from harness.pretrain.objective_params import (
+    REGISTRY,
+    USER_FOLDER,
+    Declared,
+    param_problems,
+)
 
 if TYPE_CHECKING:
     from transformers import BertConfig
@@ -56,7 +62,6 @@ def _load_user_folder(folder: Path) -> None:
 
 def objectives() -> dict[str, Declared]:
     """Every registered objective (the harness's own and the user's), by name."""
-    from harness.core.paths import specs_dir
 
     if not _BUILTINS_LOADED:
         _load_builtins()
