@@ -19,7 +19,9 @@ from harness.core.paths import PROJECT_ROOT, cache_dir
 from harness.stages.graph import STAGES
 from harness.records.store import RunRecord, load_record, load_records
 from harness.run.runner import run_method
-from harness.spec.method import list_methods, load_method, pretraining_methods, profiles_of, settings_hash
+from harness.spec.method import load_method, pretraining_methods, profiles_of
+from harness.spec.files import list_methods
+from harness.spec.hashing import settings_hash
 
 RECORDS = PROJECT_ROOT / "runs" / "records"
 # Names of the spec's `stages:` list: they say which fine-tuning stages a pipeline runs, but no

@@ -17,7 +17,8 @@ from harness.evaluation.measures import evaluate
 from harness.core.paths import cache_dir
 from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, run_learned_sparse
 from harness.run.runner import pipeline_for
-from harness.spec.method import MethodSpec, deep_merge, load_method
+from harness.spec.method import MethodSpec, load_method
+from harness.spec.files import deep_merge
 from harness.records.tracking import Tracker
 
 # Everything small. The pre-training stages are left out (the control's seeded random init, whose

@@ -18,7 +18,8 @@ from harness.stages.checkpoints import packaged_checkpoint
 from harness.cli import main
 from harness.data import catalog, download, structure
 from harness.core.errors import HarnessError
-from harness.spec.method import list_methods, load_method
+from harness.spec.method import load_method
+from harness.spec.files import list_methods
 
 DOCS = "".join(f"D{i}\thttp://example.org/{i}\tTitle {i}\tFirst sentence of document {i} about topic {i % 3}. "
                f"A second sentence follows here. And a third one closes document {i}.\n" for i in range(40))

@@ -15,7 +15,8 @@ import yaml
 
 from harness.core.errors import HarnessError
 from harness.core.paths import BASELINES_DIR, PROJECT_ROOT
-from harness.spec.method import key_line, list_methods, load_method, profiles_of, validate_specs
+from harness.spec.method import load_method, profiles_of, validate_specs
+from harness.spec.files import key_line, list_methods
 from harness.spec.keys import BLOCKS, Block, Keys
 
 HARNESS = PROJECT_ROOT / "harness"
@@ -79,7 +80,7 @@ def test_a_record_with_a_redundant_mining_block_hashes_as_todays_spec():
     """Records made before `finetune.mine` was retired stated `mine: {depth: 200, with: retriever1}`: the
     same run as today's spec (mining to retriever 2's negative_depth), so the same settings hash; another
     depth ran other settings and keeps another hash."""
-    from harness.spec.method import settings_hash
+    from harness.spec.hashing import settings_hash
 
     config = load_method("cotmae", "tiny").config
     finetune = config["finetune"]

@@ -18,7 +18,8 @@ import pytest
 from harness.cli import main
 from harness.core.errors import HarnessError, SpecProblems
 from harness.core.paths import BASELINES_DIR
-from harness.spec.method import list_methods, load_method, profiles_of
+from harness.spec.method import load_method, profiles_of
+from harness.spec.files import list_methods
 
 
 class Case(NamedTuple):

@@ -25,7 +25,8 @@ from harness.core.errors import HarnessError
 from harness.spec.kinds import MAPPING
 from harness.run.runner import plan_method
 from harness.spec.settings import Settings, default_of, spec_key
-from harness.spec.method import MethodSpec, list_methods, load_method, profiles_of
+from harness.spec.method import MethodSpec, load_method, profiles_of
+from harness.spec.files import list_methods
 from harness.spec.stage_settings import (PretrainSettings, RerankerSettings, RerankerTrainSettings,
                                     StageSettings, finetune_settings)
 

@@ -7,7 +7,8 @@ import argparse
 from harness.core.text_table import format_table
 from harness.data.catalog import get_benchmark, list_benchmarks
 from harness.pretrain.objectives import objectives
-from harness.spec.method import list_methods, load_method, profiles_of
+from harness.spec.method import load_method, profiles_of
+from harness.spec.files import list_methods
 from harness.stages.graph import outline
 
 

@@ -36,7 +36,7 @@ import yaml
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.records.store import load_records, load_references
-from harness.spec.method import settings_hash
+from harness.spec.hashing import settings_hash
 
 NOISE_FILE = Path(__file__).with_name("noise.yaml")
 CONTROL, PROFILE = "nopretrain", "mini"

@@ -16,7 +16,9 @@ from harness.core.statuses import SPEC_CHANGED, UNKNOWN_METHOD
 from harness.data.checksums import mismatches
 from harness.papers.released import CHECKPOINT_PROFILE, load_checkpoints
 from harness.records.store import RunRecord
-from harness.spec.method import list_methods, load_method, settings_hash
+from harness.spec.method import load_method
+from harness.spec.files import list_methods
+from harness.spec.hashing import settings_hash
 
 
 def data_mismatches(rec: RunRecord) -> list[Any]:
@@ -29,7 +31,7 @@ def data_mismatches(rec: RunRecord) -> list[Any]:
 def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
     """Why the record's spec settings are neither those of its method's current spec (for its profile)
     nor those of ``ref`` (its reference); "" when one of them matches. Settings as STALE-REFERENCE
-    compares them (``harness.spec.method.settings_hash``: documentation keys left out)."""
+    compares them (``harness.spec.hashing.settings_hash``: documentation keys left out)."""
 
     if not rec.spec:
         return "the record holds no spec, so the settings it ran cannot be known"

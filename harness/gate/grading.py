@@ -36,7 +36,7 @@ from harness.papers.released import (
     map_cells,
 )
 from harness.records.store import RunRecord
-from harness.spec.method import settings_hash
+from harness.spec.hashing import settings_hash
 
 TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up to float noise
 # A method without training (BM25: Lucene, deterministic) reproduces its reference exactly: the

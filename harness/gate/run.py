@@ -106,7 +106,7 @@ from harness.records.store import (
     load_references,
     records_dir,
 )
-from harness.spec.method import list_methods
+from harness.spec.files import list_methods
 
 
 @dataclass

@@ -33,7 +33,9 @@ from harness.pretrain.objective_params import NONE
 from harness.pretrain.objectives import objective_problems, objectives
 from harness.spec.keys import KEY_KINDS, NEGATIVE_POOLS
 from harness.spec.kinds import example_text, one_of
-from harness.spec.method import DERIVED_PROFILE, MethodSpec, locate, validate_specs
+from harness.spec.method import MethodSpec, validate_specs
+from harness.spec.checks import locate
+from harness.spec.schema import DERIVED_PROFILE
 from harness.spec.stage_settings import (
     BI_ENCODER_TEACHER,
     PretrainSettings,

@@ -1,0 +1,277 @@
+"""The structural checks of a spec before it runs: its stages outline, comparisons, deviations, BM25 negatives,
+and every nested key (a misspelt one is an error naming file, line and key path).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from harness.core.errors import (
+    HarnessError,
+    UnknownNameError,
+)
+from harness.core.paths import BASELINES_DIR
+from harness.papers.schema import CONDITION_KEYS
+from harness.spec.conditions import RECIPE
+from harness.spec.files import key_line, list_methods, load_yaml, spec_path
+from harness.spec.keys import BLOCKS, OPEN, Block, Keys
+from harness.spec.schema import (
+    BM25_NEGATIVE_SOURCES,
+    FRAGMENTS,
+    PROFILE_KEYS,
+    PROFILES,
+    RETIRED,
+    SCHEMA,
+)
+from harness.stages.graph import FAMILIES, FAMILY_STEPS, SPEC_STEPS, STEP_NEEDS
+
+
+def check_bm25_negatives(resolved: dict[str, Any], path: Path) -> None:
+    source = (resolved.get("data") or {}).get("bm25_negatives", "own")
+    if source not in BM25_NEGATIVE_SOURCES:
+        raise HarnessError(f"{path}: data.bm25_negatives {source!r} is not one of {', '.join(BM25_NEGATIVE_SOURCES)}")
+
+
+def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
+    """Every declared deviation names what it touches, so grading can act on it."""
+
+    problems = []
+    blocks = [("", raw)] + [(f"profiles.{n}.", p) for n, p in (raw.get("profiles") or {}).items() if isinstance(p, dict)]
+    for prefix, block in blocks:
+        if "conditions" in block and prefix:
+            problems.append(f"{where(('profiles', prefix.split('.')[1], 'conditions'))}: conditions are derived "
+                            "from the settings that run (harness/spec/conditions.py); remove 'conditions:'")
+        for i, item in enumerate(block.get("deviations") or []):
+            # looked up (a YAML parse) only for a problem
+            here = lambda: where(("profiles", prefix.split(".")[1], "deviations") if prefix else "deviations")  # noqa: E731
+            touches = item.get("touches") if isinstance(item, dict) else None
+            names = [touches] if isinstance(touches, str) else touches
+            if not isinstance(item, dict) or not isinstance(item.get("why"), str) or not names:
+                problems.append(f"{here()}: {prefix}deviations[{i}] must be {{touches: [conditions] | recipe, why: "
+                                "text}; a departure that touches no graded condition is an assumption or a note")
+                continue
+            unknown = [n for n in names if n != RECIPE and str(n).partition("=")[0] not in CONDITION_KEYS]
+            if unknown:
+                problems.append(f"{here()}: {prefix}deviations[{i}] touches unknown condition(s) {unknown} "
+                                f"(known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
+                                "'key=value' touches only the cells stating that value)")
+    return problems
+
+
+def _comparison_problems(raw: dict[str, Any], path: Path, where: Callable[[str], str]) -> list[str]:
+    """Each method named in `compare_with` is another method of the same specs folder, named once."""
+    others = raw.get("compare_with")
+    if not isinstance(others, list):  # a wrong type is reported with the schema
+        return []
+    known, problems = list_methods(path.parent), []
+    for i, other in enumerate(others):
+        if other == path.stem:
+            problems.append(f"{where('compare_with')}: compare_with[{i}]: a method is not compared with itself")
+        elif not isinstance(other, str) or other not in known:
+            problems.append(f"{where('compare_with')}: compare_with[{i}]: "
+                            f"{UnknownNameError('method', str(other), known)}")
+        elif others.index(other) < i:
+            problems.append(f"{where('compare_with')}: compare_with[{i}]: '{other}' is listed twice")
+    return problems
+
+
+def structure_problems(raw: dict[str, Any], path: Path) -> list[str]:
+    problems: list[str] = []
+
+    def where(key: str | tuple[str, ...]) -> str:
+        line = key_line(path, key)
+        return f"{path}:{line}" if line else str(path)
+
+    for key in raw:
+        if key not in SCHEMA:
+            close = UnknownNameError("key", key, list(SCHEMA)).suggestions
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(f"{where(key)}: unknown key '{key}'{hint}")
+    for key, (required, types, meaning) in SCHEMA.items():
+        if key not in raw:
+            if required:
+                problems.append(f"{path}: missing required key '{key}' ({meaning})")
+            continue
+        if not isinstance(raw[key], types):
+            problems.append(f"{where(key)}: '{key}' must be {'/'.join(t.__name__ for t in types)} ({meaning})")
+    if isinstance(raw.get("name"), str) and raw["name"] != path.stem:
+        problems.append(f"{where('name')}: name '{raw['name']}' must equal the file name '{path.stem}'")
+    if isinstance(raw.get("family"), str) and raw["family"] not in FAMILIES:
+        problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
+    # the location is looked up (a YAML parse) only for a spec with a problem
+    if "conditions" in raw:
+        problems.append(f"{where('conditions')}: conditions are derived from the settings that run "
+                        "(harness/spec/conditions.py: pre-training steps and corpus, init, negatives, ...); remove "
+                        "'conditions:' and declare a departure from the paper as deviations: [{touches, why}]")
+    problems += _deviation_problems(raw, where)
+    problems += _comparison_problems(raw, path, where)
+    if isinstance(raw.get("stages"), list):
+        problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]
+        objective = (raw.get("pretrain") or {}).get("objective") if isinstance(raw.get("pretrain"), dict) else None
+        if "pretrain" in raw["stages"] and objective in (None, "none"):
+            problems.append(f"{where('stages')}: stages lists 'pretrain' but pretrain.objective is not set, so a run "
+                            "would fine-tune its initial encoder without pre-training; set pretrain.objective or "
+                            "drop 'pretrain' from stages")
+        elif objective not in (None, "none") and "pretrain" not in raw["stages"] and raw.get("family") != "lexical":
+            problems.append(f"{where('stages')}: pretrain.objective is {objective!r} but stages does not list "
+                            "'pretrain'; list it (a run pre-trains whenever an objective is set)")
+    for prof, block in (raw.get("profiles") or {}).items():
+        if isinstance(block, dict) and isinstance(block.get("stages"), list):
+            problems += [f"{where(('profiles', prof, 'stages'))}: {p} (profile {prof})"
+                         for p in _step_problems(block["stages"], raw.get("family"))]
+        if prof not in PROFILES:
+            problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
+    return problems + nested_problems(raw, path)
+
+
+def _step_problems(steps: list[Any], family: Any) -> list[str]:
+    """An unknown, repeated, misordered or (for the family) impossible entry of `stages:`: a
+    misspelt `finetune_r2` would otherwise silently skip retriever 2."""
+    order = list(SPEC_STEPS)
+    problems, last = [], -1
+    for step in steps:
+        if step not in SPEC_STEPS:
+            close = UnknownNameError("stage", str(step), order).suggestions
+            hint = f"did you mean {close[0]}? " if close else ""
+            problems.append(f"unknown step '{step}' in stages ({hint}known: {', '.join(order)})")
+        elif steps.count(step) > 1:
+            return problems + [f"step '{step}' is listed {steps.count(step)} times in stages"]
+        elif order.index(step) < last:
+            problems.append(f"step '{step}' comes after '{order[last]}' in stages; "
+                            f"the order is {', '.join(order)}")
+        else:
+            last = order.index(step)
+    if problems or family not in FAMILY_STEPS:
+        return problems
+    for step in steps:
+        if step not in FAMILY_STEPS[family]:
+            problems.append(f"a {family} method cannot run step '{step}' "
+                            f"(its steps: {', '.join(FAMILY_STEPS[family])})")
+        problems += [f"step '{step}' needs '{need}' before it in stages"
+                     for need in STEP_NEEDS.get(step, ()) if need not in steps]
+    problems += [f"a {family} method always runs step '{step}'; list it in stages"
+                 for step in FAMILIES[family].always if step not in steps]
+    return problems
+
+
+class Finding(NamedTuple):
+    """A nested-key problem: the key path in the resolved spec (no `profiles.<name>` prefix)."""
+
+    path: tuple[str, ...]
+    unknown: bool  # an unknown key, else a value of the wrong type
+    detail: str  # " (did you mean a.b?)" or " must be a mapping (...)"
+
+
+def _walk(block: dict[Any, Any], keys: Keys, prefix: tuple[str, ...]) -> list[Finding]:
+    """Unknown keys and non-mapping sub-blocks in `block`, whose allowed keys are `keys`."""
+    found: list[Finding] = []
+    for key, value in block.items():
+        path = prefix + (str(key),)
+        rule = keys.get(key) if isinstance(key, str) else None
+        if path in RETIRED:
+            found.append(Finding(path, True, f" {RETIRED[path]}"))
+        elif rule is None:
+            close = UnknownNameError("key", str(key), list(keys)).suggestions
+            found.append(Finding(path, True, f" (did you mean {'.'.join(prefix + (close[0],))}?)" if close else ""))
+        elif isinstance(rule, Block) and value is not None:  # null: the code reads an absent block
+            if isinstance(value, dict) and rule is OPEN:
+                continue
+            if isinstance(value, dict):
+                found.extend(_walk(value, rule.keys, path))
+            else:
+                found.append(Finding(path, False, f" must be a mapping ({rule.meaning}), not {type(value).__name__}"))
+    return found
+
+
+def _blocks(top: dict[str, Any]) -> list[Finding]:
+    """Findings in the nested blocks of the top level or of one profile block."""
+    return [f for key, keys in BLOCKS.items() if isinstance(top.get(key), dict) for f in _walk(top[key], keys, (key,))]
+
+
+def _profile_findings(block: dict[str, Any]) -> list[Finding]:
+    """A profile block holds top-level keys (PROFILE_KEYS, with SCHEMA's types) and their nested blocks."""
+    found: list[Finding] = []
+    for key, value in block.items():
+        if key not in PROFILE_KEYS:
+            close = UnknownNameError("key", str(key), list(PROFILE_KEYS)).suggestions
+            found.append(Finding((str(key),), True, f" (did you mean {close[0]}?)" if close else ""))
+        elif not isinstance(value, SCHEMA[key][1]):
+            kinds = "/".join(t.__name__ for t in SCHEMA[key][1])
+            found.append(Finding((key,), False, f" must be {kinds} ({SCHEMA[key][2]}), not {type(value).__name__}"))
+    return found + _blocks(block)
+
+
+def _lineage(spec_file: Path) -> list[Path]:
+    """The spec file, then the files it extends: where an inherited key is written."""
+    files = [spec_file]
+    while True:
+        try:
+            parent = load_yaml(files[-1]).get("extends")
+        except HarnessError:
+            return files
+        nxt = spec_path(str(parent), spec_file.parent) if parent else None
+        if nxt is None or nxt in files or not nxt.exists():
+            return files
+        files.append(nxt)
+
+
+def _located(spec_file: Path, yaml_keys: tuple[str, ...]) -> str:
+    """`file:line` of a key path, in the spec or in the spec it extends; the spec file when not found."""
+    for file in _lineage(spec_file):
+        line = key_line(file, yaml_keys)
+        if line:
+            return f"{file}:{line}"
+    return str(spec_file)
+
+
+def _sources(spec_file: Path) -> list[Path]:
+    """The files a resolved spec's values come from, the one that wins first: each spec of the extends
+    chain, then the fragments it includes (a later fragment over an earlier one)."""
+    files: list[Path] = []
+    for file in _lineage(spec_file):
+        files.append(file)
+        try:
+            names = load_yaml(file).get("include")
+        except HarnessError:
+            continue
+        folders = [file.parent / FRAGMENTS, BASELINES_DIR / FRAGMENTS]
+        for name in reversed([names] if isinstance(names, str) else list(names or [])):
+            found = next((f / f"{name}.yaml" for f in folders if (f / f"{name}.yaml").is_file()), None)
+            if found is not None:
+                files.append(found)
+    return files
+
+
+def locate(spec_file: Path, candidates: list[tuple[str, ...]]) -> tuple[str, tuple[str, ...] | None]:
+    """(`file:line`, key path) of the first of ``candidates`` (YAML key paths, the one that wins first)
+    written in the spec, the specs it extends or their fragments; (the spec file, None) when none is."""
+    files = _sources(spec_file)
+    for keys in candidates:
+        for file in files:
+            line = key_line(file, keys)
+            if line:
+                return f"{file}:{line}", keys
+    return str(spec_file), None
+
+
+def _message(spec_file: Path, finding: Finding, profile: str | None) -> str:
+    yaml_keys = ("profiles", profile, *finding.path) if profile else finding.path
+    key = f"'{'.'.join(finding.path)}'" + (f" in profile '{profile}'" if profile else "")
+    what = f"unknown key {key}" if finding.unknown else key
+    return f"{_located(spec_file, yaml_keys)}: {what}{finding.detail}"
+
+
+def nested_problems(raw: dict[str, Any], spec_file: Path) -> list[str]:
+    """Unknown or mistyped nested keys, at the top level and in each known profile block."""
+    problems = [_message(spec_file, f, None) for f in _blocks(raw)]
+    profiles = raw.get("profiles")
+    for name, block in (profiles.items() if isinstance(profiles, dict) else ()):
+        if name not in PROFILES or block is None:  # unknown profiles are reported above; null is empty
+            continue
+        if not isinstance(block, dict):
+            problems.append(f"{_located(spec_file, ('profiles', name))}: profile '{name}' must be a mapping, "
+                            f"not {type(block).__name__}")
+            continue
+        problems.extend(_message(spec_file, f, name) for f in _profile_findings(block))
+    return problems
