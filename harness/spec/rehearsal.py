@@ -2,7 +2,7 @@
 on 2 CPU cores in minutes, so a GPU user's first paper run is not the first integration test.
 
 Kept from the paper profile: every shape (bert-base dimensions, sequence lengths, per-device batch,
-passages per query, negatives depth, mining depth, decoder layers, mask rates, gradient-cache
+passages per query, negative depths (mining searches to them), decoder layers, mask rates, gradient-cache
 chunks, queries per passage, LexMAE's three stages and its impact index), the data formats and the
 stage graph. Changed, each by one rule below (``validate`` prints the resulting differences key by
 key, computed from the two resolved specs, so the list cannot drift from what runs):

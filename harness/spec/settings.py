@@ -1,7 +1,7 @@
 """Typed spec blocks: a setting declared once (meaning, default, kind, null allowed) and the class that
 checks a block's values against its settings and fills in the defaults.
 
-The blocks are declared in harness.spec.stage_settings (pre-training, a fine-tuning stage, mining, the
+The blocks are declared in harness.spec.stage_settings (pre-training, a fine-tuning stage, the
 stage-3 teacher) and harness.spec.block_settings (tokenizer, corpus, query generation, retrieval);
 :mod:`harness.spec.keys` derives the keys a spec may state, and the kinds ``validate`` checks, from
 their fields, and the trainer configs are built from them, so no default is written twice. A stage's
