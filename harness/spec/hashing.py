@@ -7,14 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.spec.schema import DOCUMENTATION_KEYS
-from harness.spec.stage_settings import NEGATIVE_DEPTH
+from harness.spec.stage_settings import NEGATIVE_DEPTH, finetune_settings
 from harness.stages.artifacts import config_hash
-
-
-def _negative_depth(config: dict[str, Any], stage: str) -> Any:
-    """A fine-tuning stage's negative_depth in a resolved spec's config: its block's, the finetune block's, the default."""
-    finetune = config.get("finetune") or {}
-    return ((finetune.get(stage) or {}).get("negative_depth") or finetune.get("negative_depth") or NEGATIVE_DEPTH)
 
 
 def _without_redundant_mine(config: dict[str, Any]) -> dict[str, Any]:
@@ -25,8 +19,9 @@ def _without_redundant_mine(config: dict[str, Any]) -> dict[str, Any]:
     mine = finetune.get("mine") if isinstance(finetune, dict) else None
     if not isinstance(mine, dict) or set(mine) - {"depth", "with"}:
         return config
-    if mine.get("depth", NEGATIVE_DEPTH) != _negative_depth(config, "retriever2") \
-            or mine.get("with") not in (None, "retriever1"):
+    # finetune_settings reads the config's `finetune` block as it reads a spec's: the stage's keys over the shared
+    depth = finetune_settings(config, "retriever2").get("negative_depth") or NEGATIVE_DEPTH
+    if mine.get("depth", NEGATIVE_DEPTH) != depth or mine.get("with") not in (None, "retriever1"):
         return config
     return {**config, "finetune": {k: v for k, v in finetune.items() if k != "mine"}}
 
