@@ -67,9 +67,9 @@ ERROR = _declare("ERROR", FAIL_KIND, "a record that loaded but could not be comp
 FAIL = _declare("FAIL", FAIL_KIND, f"a re-run differs from its reference by more than {NEAR_FACTOR} times the "
                 "tolerance (a training loss: by more than its tolerance)")
 DIFFERENT_BELOW = _declare("DIFFERENT-BELOW", FAIL_KIND,
-                           "the 90% CI lies wholly below -delta: the run is worse than re-running explains")
-DIFFERENT_ABOVE = _declare("DIFFERENT-ABOVE", FAIL_KIND, "the 90% CI lies wholly above +delta: better than the "
-                           "paper by more than re-running explains", colour=BLUE)
+                           "below the paper: d = 0 is rejected (Holm) and |d| > Delta, the practical margin")
+DIFFERENT_ABOVE = _declare("DIFFERENT-ABOVE", FAIL_KIND, "above the paper: d = 0 is rejected (Holm) and |d| > "
+                           "Delta, the practical margin", colour=BLUE)
 # ----------------------------------------------------------------------------- failing under --strict
 NEAR = _declare("NEAR", NEUTRAL_KIND, f"a re-run outside its reference's tolerance, but within {NEAR_FACTOR} "
                 "times it", colour=AMBER, strict=True)
@@ -84,11 +84,11 @@ SPEC_CHANGED = _declare("SPEC-CHANGED", NEUTRAL_KIND, "a record whose spec setti
                         "gated, shown apart on the leaderboard", strict=True)
 # ----------------------------------------------------------------------------- passing
 PASS = _declare("PASS", PASS_KIND, "a re-run matches its reference within the tolerance, either way")
-REPRODUCED = _declare("REPRODUCED", PASS_KIND, "the 90% CI of (run - paper) lies inside +-delta, the spread of "
-                      "honest re-runs (TOST, Holm-corrected)")
+REPRODUCED = _declare("REPRODUCED", PASS_KIND, "the 90% CI of d = run - paper (se from sigma_rep) lies inside "
+                      "+-Delta, the practical margin (TOST)")
 # ----------------------------------------------------------------------------- neither
-INCONCLUSIVE = _declare("INCONCLUSIVE", NEUTRAL_KIND, "neither: with this many runs and queries the difference "
-                        "cannot be told from seed noise", colour=AMBER)
+INCONCLUSIVE = _declare("INCONCLUSIVE", NEUTRAL_KIND, "neither: this many runs cannot tell; the row says how "
+                        "many seeds would", colour=AMBER)
 NOT_COMPARABLE = _declare("NOT-COMPARABLE", NEUTRAL_KIND, "the run does not share the cell's setting (profile, "
                           "steps, data, a declared deviation, ...)")
 NOT_YET_RUN = _declare("NOT-YET-RUN", NEUTRAL_KIND, "no run of the method in a profile the papers can be "

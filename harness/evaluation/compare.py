@@ -13,12 +13,13 @@
   fine-tuning stage compared.
 
 Verdicts (``verdict.VERDICTS``): REPRODUCED, DIFFERENT-BELOW, DIFFERENT-ABOVE, INCONCLUSIVE,
-NOT-COMPARABLE. A trained run is graded by equivalence testing against the seed spread
-(``noise.yaml``), Holm-corrected across the comparable cells of each table; a deterministic one
-(``exact=True``: training-free BM25, released checkpoints) by a fixed tolerance
-(``tolerances.yaml``). NOT-COMPARABLE when the run's profile is not "paper", the method differs, a
-condition the cell states is not stated by the run or differs, a declared deviation touches it,
-the reported value is not a number, or the run did not evaluate that benchmark/measure.
+NOT-COMPARABLE. A trained run is graded by equivalence testing within the practical margin Delta,
+with se from sigma_rep (``harness.evaluation.margins``), "different" Holm-corrected across the
+comparable cells of each table; a deterministic one (``exact=True``: training-free BM25, released
+checkpoints) by a fixed tolerance (``tolerances.yaml``). NOT-COMPARABLE when the run's profile is
+not "paper", the method differs, a condition the cell states is not stated by the run or differs, a
+declared deviation touches it, the cell carries an extraction doubt (shown, never graded), the
+reported value is not a number, or the run did not evaluate that benchmark/measure.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.evaluation import verdict as rule
-from harness.evaluation.noise import sigma
+from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.core.text_table import format_table
@@ -59,15 +60,18 @@ class Comparison:
     reproduced: float | None = None
     reported: float | None = None
     delta: float | None = None
-    tolerance: float | None = None   # +-delta, the equivalence margin (exact rule: the tolerance)
+    tolerance: float | None = None   # +-Delta, the practical margin (exact rule: the tolerance)
     tolerance_why: str = ""
     status: str = NOT_COMPARABLE
     rule: str = ""                   # "seed" (equivalence test) | "exact" (deterministic system)
-    sigma: float | None = None       # seed SD of one run's mean (points)
+    sigma: float | None = None       # sigma_rep: seed SD of one run's mean at paper scale (points)
+    sigma_why: str = ""
     ci_low: float | None = None      # 90% CI of delta from seed noise (points): what TOST reads
     ci_high: float | None = None
-    p_equivalent: float | None = None  # Holm-adjusted, within the cell's table
-    p_different: float | None = None
+    p_equivalent: float | None = None  # TOST, cell by cell
+    p_different: float | None = None   # d = 0, Holm-adjusted within the cell's table
+    runs: int = 1                      # seeds the reproduced number averages
+    seeds_needed: int | None = None    # INCONCLUSIVE: runs that would settle it at the same d (None: none <= 20)
     reason: str = ""                 # why NOT-COMPARABLE
     notes: str = ""                  # conditions the run did not state, etc.
     finetune_stage: str | None = None  # which of the run's retrievers was compared (retriever1/2/3)
@@ -197,6 +201,9 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
             comp.delta = comp.reproduced - comp.reported
 
         reason, comp.notes = comparability(comp.method or None, conditions, run_conditions)
+        doubt = _field(cell, "doubt")
+        if not reason and doubt:
+            reason = f"doubtful cell, not graded: {doubt}"
         if not reason and comp.reported is None:
             reason = f"reported value '{comp.value}' is not a number"
         if not reason and comp.reproduced is None:
@@ -210,20 +217,29 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
             comp.rule, comp.tolerance, comp.tolerance_why = "exact", tol.points, tol.why
             comp.status = rule.exact_verdict(comp.delta, tol.points)
             continue
-        noise = sigma(comp.benchmark, measure)
+        spread, margin = sigma_rep(comp.benchmark, measure), practical_margin(comp.benchmark, measure)
+        comp.rule, comp.sigma, comp.sigma_why, comp.runs = "seed", spread.points, spread.why, runs
+        comp.tolerance, comp.tolerance_why = margin.points, margin.why
         printed_runs = int(conditions.get("runs_averaged") or 1)
-        comp.rule, comp.sigma, comp.tolerance_why = "seed", noise.points, noise.why
-        comp.tolerance = rule.margin(noise.points)
-        tests.append((comp, rule.Test(comp.delta, noise.points * (1 / runs + 1 / printed_runs) ** 0.5,
-                                      comp.tolerance)))
-    by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test]]] = {}
-    for comp, test in tests:
-        by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test))
+        tests.append((comp, rule.Test(comp.delta, rule.se_of(spread.points, runs, printed_runs), margin.points),
+                      printed_runs))
+    by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test, int]]] = {}
+    for comp, test, printed_runs in tests:
+        by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test, printed_runs))
     for family in by_table.values():  # Holm across the comparable cells of one table
-        for (comp, test), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t in family])):
+        for (comp, test, k), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t, _ in family])):
             comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
             comp.ci_low, comp.ci_high = test.ci()
+            if status == rule.INCONCLUSIVE:
+                comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family))
     return out
+
+
+def inconclusive_note(comp: Comparison) -> str:
+    """What an INCONCLUSIVE cell needs, in words."""
+    if comp.seeds_needed is None:
+        return "no number of seeds up to 20 settles it at this difference"
+    return f"{comp.seeds_needed} seeds averaged would settle it at this difference"
 
 
 # ---------------------------------------------------------------------------- display
@@ -236,15 +252,15 @@ def _pts(value: float | None, signed: bool = False) -> str:
 
 def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
     """Plain-text table (points) plus a one-line status count."""
-    headers = ["verdict", "benchmark", "measure", "method", "source", "reported", "reproduced", "delta", "+-delta",
-               "90% CI(delta)", "note"]
+    headers = ["verdict", "benchmark", "measure", "method", "source", "reported", "reproduced", "d", "+-Delta",
+               "90% CI(d)", "note"]
     rows = []
     for c in comparisons:
         ci = "-" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
         source = " ".join(x for x in (c.paper_file, c.version, c.table) if x)
         rows.append([c.status, c.benchmark, c.measure, c.method, source, c.value or _pts(c.reported),
                      _pts(c.reproduced), _pts(c.delta, signed=True), _pts(c.tolerance), ci,
-                     c.reason or c.notes])
+                     c.reason or c.notes or (inconclusive_note(c) if c.status == rule.INCONCLUSIVE else "")])
     counts = {s: sum(c.status == s for c in comparisons) for s in STATUSES}
     summary = ", ".join(f"{s} {n}" for s, n in counts.items() if n) or "no cells"
     return format_table(headers, rows) + f"\n{len(comparisons)} cells: {summary}"

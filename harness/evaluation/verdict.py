@@ -1,31 +1,35 @@
-"""The one rule that says whether a paper's number was reproduced: equivalence testing.
+"""The one rule that says whether a paper's number was reproduced, and whether a claimed effect held.
 
-Sources: Breuer, Ferro, Fuhr, Maistro, Sakai et al., "How to Measure the Reproducibility of
-System-oriented IR Experiments", SIGIR 2020 (arXiv 2010.13447; code irgroup/repro_eval): Effect
-Ratio and Delta-RI for "the improvement over the baseline holds"; Schuirmann (1987) and Lakens
-(2017): two one-sided tests (TOST), i.e. equivalence is shown when the (1 - 2 alpha) CI of the
-difference lies inside +-delta; Holm (1979): step-down correction across the cells of one table.
+Sources: Schuirmann (1987) and Lakens (2017): two one-sided tests (TOST), equivalence is shown when
+the (1 - 2 alpha) CI of a difference lies inside +-Delta, a margin fixed in advance; Berger (1982):
+a table is equivalent when every cell is (intersection-union: no multiplicity penalty); Holm (1979):
+step-down correction of the tests that say "different" across the cells of one table; Breuer,
+Ferro, Fuhr, Maistro, Sakai et al., "How to Measure the Reproducibility of System-oriented IR
+Experiments", SIGIR 2020 (``repro_eval``): Effect Ratio and Delta-RI for the size of an effect.
 
-What separates a re-run from a paper's number. The paper and the run score the same queries, so
-query sampling does not separate them; the seed does (the paper's run was one draw of its recipe,
-the re-run is another). ``sigma`` is the seed-to-seed standard deviation of one run's benchmark
-mean, in points (``harness.evaluation.noise``: measured where the project can run several seeds,
-transferred elsewhere, each with its source). For ``d = run - paper`` from ``n`` runs against a
-number printed as the mean of ``k`` runs, ``se = sigma * sqrt(1/n + 1/k)``.
+Two declared quantities per benchmark and measure (``harness.evaluation.margins``, each with its
+source): ``sigma_rep``, the seed SD of one run's mean at paper scale (how far honest re-runs of one
+recipe land apart), and ``Delta``, the practical margin: the difference the field treats as real,
+chosen in advance and never derived from a standard error. For ``d = run - paper`` from ``n`` runs
+against a number printed as the mean of ``k`` runs, ``se = sigma_rep * sqrt(1/n + 1/k)``.
 
-The margin. ``delta = 1.96 * sqrt(2) * sigma`` (:func:`margin`): the difference that two honest
-runs of one recipe stay within 95% of the time. Differences inside it are what re-running does;
-it is never below the measured ``sigma``. For an effect (A - B, each a run) the same rule on the
-effect's own spread gives ``delta_effect = 1.96 * sqrt(2) * sqrt(2) * sigma``.
+A cell, alpha = 0.05:
 
-The verdict of one comparable cell, alpha = 0.05, p-values Holm-adjusted across a table's cells:
-
-* REPRODUCED: both one-sided tests reject |true d| >= delta (the 90% CI of d lies inside +-delta);
-* DIFFERENT-BELOW / DIFFERENT-ABOVE: the test of |true d| <= delta rejects (the 90% CI lies
-  wholly below -delta / above +delta). A number far above the paper is not a reproduction either;
-  it is shown apart from one below;
-* INCONCLUSIVE: neither: the run cannot tell (one seed on 43 TREC DL queries rarely can);
+* REPRODUCED: the 90% CI of d lies inside +-Delta (both one-sided tests reject |d| >= Delta), cell
+  by cell; a table is reproduced when every cell is;
+* DIFFERENT-BELOW / -ABOVE: the two-sided test of d = 0 rejects after Holm over the table's
+  comparable cells, and |d| > Delta (a significant difference smaller than the margin is not one
+  that matters);
+* INCONCLUSIVE: neither; :func:`seeds_to_resolve` says how many runs would settle it at the same d;
 * NOT-COMPARABLE: the run does not share the cell's setting (``compare.comparability``).
+
+An effect (a paper's "A improves on B": printed ``c = A - B``, reproduced ``e`` from two runs):
+
+* REPRODUCED: the direction holds, the one-sided test of ``sign(c) * e > 0`` rejects at alpha; its
+  size is reported as Effect Ratio ``e / c`` with a CI, and Delta-RI;
+* DIFFERENT-BELOW / -ABOVE: ``e - c = 0`` is rejected (Holm over the table's claims; ``se`` holds the
+  paper's seed noise too) and the effect is reversed or misses ``c`` by more than Delta;
+* INCONCLUSIVE otherwise. A printed tie (``c = 0``) is graded like a cell: equivalence of ``e`` and 0.
 
 Deterministic systems (training-free BM25, released checkpoints: the same weights on the same
 queries, only numerics differ) have no seed: Anserini-style, REPRODUCED when |d| <= a fixed
@@ -40,38 +44,48 @@ from dataclasses import dataclass
 
 # The rule's outcomes: their words, meanings and order are declared in harness.core.statuses.
 from harness.core.statuses import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED,
-                               STATUSES, VERDICTS)
+                                   STATUSES, VERDICTS)
 DIFFERENT = (DIFFERENT_BELOW, DIFFERENT_ABOVE)
 WORST_FIRST = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_COMPARABLE)  # what a group shows
 # One line each, for every legend (leaderboard, report, check's footer).
 LEGEND = {v: STATUSES[v].meaning for v in VERDICTS}
 
 ALPHA = 0.05
-Z_RANGE = 1.959963984540054  # two-sided 95%: the margin is the 95% range of an honest difference
+MAX_SEEDS = 20  # seeds_to_resolve looks no further: beyond it a re-run campaign is not a plan
 
 
-def margin(sigma: float, replicates: int = 1) -> float:
-    """delta: the 95% range of the difference between two honest replicates of a quantity whose
-    one-replicate seed SD is ``sigma * sqrt(replicates)`` (1: one run's mean; 2: an effect A - B)."""
-    return Z_RANGE * math.sqrt(2.0) * sigma * math.sqrt(replicates)
-
-
-def _phi(x: float) -> float:
+def phi(x: float) -> float:
+    """Standard normal CDF."""
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def z(q: float) -> float:
+    """Inverse of the standard normal CDF (bisection: exact enough, no scipy)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if phi(mid) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+Z_CI = z(1.0 - ALPHA)  # 1.645: the 90% CI that TOST reads
 
 
 def p_equivalent(d: float, se: float, delta: float) -> float:
     """TOST p-value for H0 |true d| >= delta (the larger of the two one-sided p-values)."""
     if se <= 0:
         return 0.0 if abs(d) < delta else 1.0
-    return max(_phi((d - delta) / se), 1.0 - _phi((d + delta) / se))
+    return max(phi((d - delta) / se), 1.0 - phi((d + delta) / se))
 
 
-def p_different(d: float, se: float, delta: float) -> float:
-    """p-value for H0 |true d| <= delta against |true d| > delta (worst case at the boundary)."""
+def p_zero(d: float, se: float) -> float:
+    """Two-sided p-value for H0 true d = 0."""
     if se <= 0:
-        return 0.0 if abs(d) > delta else 1.0
-    return 1.0 - _phi((abs(d) - delta) / se)
+        return 0.0 if d else 1.0
+    return 2.0 * (1.0 - phi(abs(d) / se))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -86,46 +100,100 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def se_of(sigma: float, runs: int = 1, printed_runs: int = 1) -> float:
+    """Standard error of ``mean of runs - printed mean of printed_runs`` from seed noise alone."""
+    return sigma * math.sqrt(1.0 / max(1, runs) + 1.0 / max(1, printed_runs))
+
+
 @dataclass(frozen=True)
 class Test:
-    """One comparable quantity: the observed difference and what separates honest re-runs."""
+    """One comparable quantity: the observed difference, its seed standard error, the margin."""
 
     d: float        # run - paper (points)
     se: float       # standard error of d from seed noise (points)
-    delta: float    # equivalence margin (points)
+    delta: float    # Delta, the practical margin (points)
 
     def ci(self, alpha: float = ALPHA) -> tuple[float, float]:
         """The (1 - 2 alpha) CI of d: the interval TOST reads."""
-        half = _z(1.0 - alpha) * self.se
+        half = z(1.0 - alpha) * self.se
         return self.d - half, self.d + half
 
 
-def _z(q: float) -> float:
-    """Inverse of the standard normal CDF (bisection: exact enough, no scipy)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if _phi(mid) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
 def verdicts(tests: Sequence[Test], alpha: float = ALPHA) -> list[tuple[str, float, float]]:
-    """(verdict, Holm-adjusted p_equivalent, Holm-adjusted p_different) per test; the tests are
-    one family (the comparable cells of one table)."""
-    p_eq = holm([p_equivalent(t.d, t.se, t.delta) for t in tests])
-    p_diff = holm([p_different(t.d, t.se, t.delta) for t in tests])
+    """(verdict, TOST p-value, Holm-adjusted p-value of d = 0) per test; the tests are one family
+    (the comparable cells of one table): Holm applies to "different" only."""
+    p_diff = holm([p_zero(t.d, t.se) for t in tests])
     out = []
-    for t, pe, pd in zip(tests, p_eq, p_diff):
+    for t, pd in zip(tests, p_diff):
+        pe = p_equivalent(t.d, t.se, t.delta)
         if pe < alpha:
             verdict = REPRODUCED
-        elif pd < alpha:
+        elif pd < alpha and abs(t.d) > t.delta:
             verdict = DIFFERENT_ABOVE if t.d > 0 else DIFFERENT_BELOW
         else:
             verdict = INCONCLUSIVE
         out.append((verdict, pe, pd))
+    return out
+
+
+def seeds_to_resolve(d: float, sigma: float, delta: float, printed_runs: int = 1, family: int = 1,
+                     alpha: float = ALPHA, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest runs (averaged) that would settle a cell at the same observed ``d``: REPRODUCED if
+    |d| < Delta, DIFFERENT if |d| > Delta (Holm's first step over ``family`` cells, the most lenient);
+    None when no number up to ``max_seeds`` does (the paper's own seed noise stays in se)."""
+    for n in range(1, max_seeds + 1):
+        se = se_of(sigma, n, printed_runs)
+        if abs(d) < delta and p_equivalent(d, se, delta) < alpha:
+            return n
+        if abs(d) > delta and p_zero(d, se) * family < alpha:
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class EffectTest:
+    """A printed effect ``claimed = A - B`` against a reproduced one (points)."""
+
+    effect: float      # run A - run B
+    se_effect: float   # seed se of the run effect (two independent runs)
+    claimed: float     # as printed
+    se_diff: float     # seed se of effect - claimed (the paper's two runs add theirs)
+    delta: float       # Delta of the measure
+
+    def ci(self, alpha: float = ALPHA) -> tuple[float, float]:
+        """The (1 - 2 alpha) CI of the run effect."""
+        half = z(1.0 - alpha) * self.se_effect
+        return self.effect - half, self.effect + half
+
+    def ratio_ci(self, alpha: float = ALPHA) -> tuple[float, float] | None:
+        """Effect Ratio's CI (the run effect's CI over the printed effect); None for a printed tie."""
+        if not self.claimed:
+            return None
+        low, high = (x / self.claimed for x in self.ci(alpha))
+        return min(low, high), max(low, high)
+
+
+def effect_verdicts(tests: Sequence[EffectTest], alpha: float = ALPHA) -> list[tuple[str, float, float]]:
+    """(verdict, p-value of the direction (a tie: TOST), Holm-adjusted p-value of effect = claimed)
+    per claim; the tests are one family (the claims of one table)."""
+    p_diff = holm([p_zero(t.effect - t.claimed, t.se_diff) for t in tests])
+    out = []
+    for t, pd in zip(tests, p_diff):
+        gap = t.effect - t.claimed
+        if t.claimed == 0:
+            p_dir = p_equivalent(t.effect, t.se_effect, t.delta)
+            holds, off = p_dir < alpha, abs(t.effect) > t.delta
+        else:
+            sign = 1.0 if t.claimed > 0 else -1.0
+            p_dir = 1.0 - phi(sign * t.effect / t.se_effect) if t.se_effect > 0 else float(sign * t.effect <= 0)
+            holds, off = p_dir < alpha, sign * t.effect < 0 or abs(gap) > t.delta
+        if pd < alpha and off:
+            verdict = DIFFERENT_ABOVE if gap > 0 else DIFFERENT_BELOW
+        elif holds:
+            verdict = REPRODUCED
+        else:
+            verdict = INCONCLUSIVE
+        out.append((verdict, p_dir, pd))
     return out
 
 

@@ -1,0 +1,205 @@
+"""The two declared quantities every seed-graded verdict reads: sigma_rep and the practical margin Delta.
+
+* ``Delta`` (:func:`practical_margin`): the difference the field treats as real, per benchmark and
+  measure, chosen in advance with its reason (``margins.yaml``).
+* ``sigma_rep`` (:func:`sigma_rep`): the seed SD of one run's mean at paper scale, i.e. how far two
+  honest runs of one recipe land apart (their difference has SD ``sigma_rep * sqrt(2)``). Pooled from
+  the evidence, each piece shown with its source:
+
+  - the registry's own repeated reports of one system (``harness.papers.replication``): two
+    independent runs printed for the same setting, one degree of freedom each (``diff**2 / 2``);
+  - published multi-seed studies (``seed_studies.yaml``): ``seeds - 1`` degrees of freedom each;
+  - the harness's own seeds (``noise.yaml``) as a floor on the benchmarks it measured.
+
+  Evidence on the benchmark and measure itself is used when there is any; otherwise the family's
+  (MS MARCO, TREC DL, BEIR) for that measure, then the family's for every measure of the same kind;
+  with none at all, the harness's own spread transferred (``noise.sigma``), said so. The declared
+  value is the pooled estimate's one-sided upper confidence bound (``upper_confidence`` in
+  ``margins.yaml``; chi-square on the pooled degrees of freedom), so a spread read from few points
+  errs wide, towards INCONCLUSIVE and away from DIFFERENT.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.core.errors import DataFormatError
+from harness.evaluation import noise
+from harness.evaluation.tolerances import canonical_measure
+from harness.papers.replication import replication_pairs
+
+MARGINS_FILE = Path(__file__).with_name("margins.yaml")
+STUDIES_FILE = Path(__file__).with_name("seed_studies.yaml")
+MEASURED_FLOOR = ("nfcorpus", "scifact")  # the benchmarks the harness's own seeds measured (noise.yaml)
+
+
+def family(benchmark: str) -> str:
+    """msmarco | trec-dl | beir: the group whose evidence stands in where a benchmark has none."""
+    base = benchmark.split("@", 1)[0]
+    if base.startswith("msmarco"):
+        return "msmarco"
+    return "trec-dl" if base in ("dl19", "dl20") else "beir"
+
+
+def _base(benchmark: str) -> str:
+    base = benchmark.split("@", 1)[0]
+    return "cqadupstack" if base.startswith("cqadupstack-") else base
+
+
+@dataclass(frozen=True)
+class Margin:
+    points: float
+    why: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One estimate of a run's seed variance: from a pair of printed runs or a multi-seed study."""
+
+    benchmark: str
+    measure: str
+    variance: float   # points^2, of one run's mean
+    df: int
+    source: str
+
+
+@dataclass(frozen=True)
+class SigmaRep:
+    points: float                 # declared: the upper confidence bound (or the floor)
+    estimate: float | None        # pooled point estimate (None: no evidence)
+    df: int
+    scope: str                    # "benchmark" | "family" | "family, all measures of its kind" | "none"
+    evidence: tuple[Evidence, ...]
+    why: str
+
+
+# ---------------------------------------------------------------------------- the margin
+
+@lru_cache(maxsize=1)
+def load_margins() -> dict[str, Any]:
+    data = yaml.safe_load(MARGINS_FILE.read_text(encoding="utf-8"))
+    level = data.get("upper_confidence") if isinstance(data, dict) else None
+    if not isinstance(level, (int, float)) or not 0.5 <= level < 1:
+        raise DataFormatError(MARGINS_FILE, None, "upper_confidence must be a number in [0.5, 1)",
+                              "e.g. upper_confidence: 0.8")
+    for where, table in [*((f"families.{f}", t) for f, t in (data.get("families") or {}).items()),
+                         *((f"benchmarks.{b}", t) for b, t in (data.get("benchmarks") or {}).items())]:
+        for measure, entry in table.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("delta"), (int, float)) or \
+                    entry["delta"] <= 0 or not str(entry.get("why") or "").strip():
+                raise DataFormatError(MARGINS_FILE, None, f"{where}.{measure} needs delta > 0 and a why",
+                                      "write {delta: <points>, why: <what the field treats as real>}")
+    return data
+
+
+def practical_margin(benchmark: str, measure: str) -> Margin:
+    """Delta for ``benchmark`` / ``measure`` (points), with why it is the size that matters."""
+    data, measure = load_margins(), canonical_measure(measure)
+    tables = [(data.get("benchmarks") or {}).get(_base(benchmark), {}),
+              (data.get("families") or {}).get(family(benchmark), {})]
+    for table in tables:
+        entry = table.get(measure)
+        if entry:
+            return Margin(float(entry["delta"]), entry["why"])
+    for table in tables:
+        if "default" in table:
+            return Margin(float(table["default"]["delta"]), table["default"]["why"])
+    raise DataFormatError(MARGINS_FILE, None, f"no margin for {benchmark} {measure}",
+                          f"add families.{family(benchmark)}.default")
+
+
+# ---------------------------------------------------------------------------- the evidence
+
+@lru_cache(maxsize=1)
+def load_studies() -> tuple[Evidence, ...]:
+    """The published multi-seed studies (``seed_studies.yaml``), one Evidence each."""
+    if not STUDIES_FILE.exists():
+        return ()
+    raw = yaml.safe_load(STUDIES_FILE.read_text(encoding="utf-8")) or []
+    entries = raw.get("studies", []) if isinstance(raw, dict) else raw
+    out = []
+    for i, e in enumerate(entries):
+        try:
+            seeds, sd = int(e["seeds"]), float(e["sd"])
+            source = f"{e['citation']} ({e['where']}): {e['system']}, {seeds} seeds, SD {sd:.2f}"
+            out.append(Evidence(str(e["benchmark"]), canonical_measure(str(e["measure"])), sd ** 2, seeds - 1, source))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataFormatError(STUDIES_FILE, None, f"entry {i + 1}: {exc!r}",
+                                  "each entry needs citation, where, system, benchmark, measure, seeds, sd") from None
+        if seeds < 2:
+            raise DataFormatError(STUDIES_FILE, None, f"entry {i + 1}: a seed SD needs at least 2 seeds", "")
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def all_evidence() -> tuple[Evidence, ...]:
+    pairs = tuple(Evidence(p.benchmark, canonical_measure(p.measure), p.diff ** 2 / 2.0, 1,
+                           f"{p.method}: {p.a:.1f} ({p.source_a}) vs {p.b:.1f} ({p.source_b})")
+                  for p in replication_pairs())
+    return pairs + load_studies()
+
+
+def chi2_quantile(q: float, df: int) -> float:
+    """The q-quantile of chi-square with ``df`` degrees of freedom (bisection on its CDF)."""
+    lo, hi = 0.0, max(10.0, 10.0 * df)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _lower_gamma_regularized(df / 2.0, mid / 2.0) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _lower_gamma_regularized(a: float, x: float) -> float:
+    if x <= 0:
+        return 0.0
+    term = total = 1.0 / a
+    n = 0
+    while abs(term) > 1e-15 * abs(total) and n < 10000:
+        n += 1
+        term *= x / (a + n)
+        total += term
+    return min(1.0, total * math.exp(-x + a * math.log(x) - math.lgamma(a)))
+
+
+def upper_bound(estimate: float, df: int, level: float) -> float:
+    """One-sided ``level`` upper confidence bound of an SD estimated on ``df`` degrees of freedom."""
+    return estimate * math.sqrt(df / chi2_quantile(1.0 - level, df))
+
+
+def _pool(evidence: list[Evidence]) -> tuple[float, int]:
+    df = sum(e.df for e in evidence)
+    return math.sqrt(sum(e.variance * e.df for e in evidence) / df), df
+
+
+def sigma_rep(benchmark: str, measure: str) -> SigmaRep:
+    """The declared seed SD of one run's mean on ``benchmark`` / ``measure`` at paper scale."""
+    measure = canonical_measure(measure)
+    base, fam, kind = _base(benchmark), family(benchmark), noise.measure_kind(measure)
+    evidence = all_evidence()
+    scopes = [("benchmark", [e for e in evidence if _base(e.benchmark) == base and e.measure == measure]),
+              ("family", [e for e in evidence if family(e.benchmark) == fam and e.measure == measure]),
+              (f"family, {kind} measures", [e for e in evidence if family(e.benchmark) == fam
+                                            and noise.measure_kind(e.measure) == kind])]
+    level = float(load_margins()["upper_confidence"])
+    floor = noise.sigma(base, measure) if base in MEASURED_FLOOR else None
+    for scope, found in scopes:
+        if found:
+            estimate, df = _pool(found)
+            bound = upper_bound(estimate, df, level)
+            why = (f"pooled over {len(found)} report(s) ({scope}: {df} df): {estimate:.2f}, "
+                   f"{level:.0%} upper bound {bound:.2f}")
+            if floor and floor.points > bound:
+                return SigmaRep(floor.points, estimate, df, scope, tuple(found),
+                                f"{why}; raised to the harness's own floor ({floor.why})")
+            return SigmaRep(bound, estimate, df, scope, tuple(found), why)
+    fallback = noise.sigma(base, measure)
+    return SigmaRep(fallback.points, None, 0, "none",
+                    (), f"no published evidence: the harness's own seed spread, {fallback.why}")
