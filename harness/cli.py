@@ -19,7 +19,7 @@ from harness.core import threads
 from harness.core.errors import HarnessError, SpecProblems
 
 # Order is the order shown in --help.
-COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "effects", "noise", "report",
+COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "grade", "effects", "noise", "report",
             "leaderboard", "ui"]
 
 

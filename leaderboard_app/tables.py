@@ -267,7 +267,7 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
 
 COMPARISON_COLUMNS = ["run_id", "method", "profile", "paper", "version", "table", "row", "column", "benchmark",
                       "measure", "printed", "reported", "reproduced", "delta", "tolerance", "status", "ci_low",
-                      "ci_high", "p_equivalent", "reason"]
+                      "ci_high", "p_equivalent", "seeds_needed", "reason"]
 
 
 def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *,
@@ -288,7 +288,7 @@ def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
                 "reported": x.get("reported"), "reproduced": x.get("reproduced"), "delta": x.get("delta"),
                 "tolerance": x.get("tolerance"), "status": x.get("status"), "ci_low": x.get("ci_low"),
                 "ci_high": x.get("ci_high"), "p_equivalent": x.get("p_equivalent"),
-                "reason": x.get("reason") or x.get("notes") or "",
+                "seeds_needed": x.get("seeds_needed"), "reason": x.get("reason") or x.get("notes") or "",
             })
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 

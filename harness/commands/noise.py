@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from harness.evaluation import noise
+from harness.evaluation.margins import practical_margin, sigma_rep
+from harness.evaluation.power import PRINTED, markdown, power_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,11 +22,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--write", action="store_true", help="rewrite harness/evaluation/noise.yaml from the records")
+    p.add_argument("--margins", action="store_true",
+                   help="print what every verdict reads instead: Delta and sigma_rep per benchmark and measure, "
+                        "each piece of evidence behind sigma_rep, and the rule's power")
     p.add_argument("--runs", metavar="DIR", type=Path, default=None,
                    help="the runs folder holding records/ and seeds/ (default: runs/)")
     p.set_defaults(func=_noise)
 
 
 def _noise(args: argparse.Namespace) -> int:
+    if args.margins:
+        print(margins_report())
+        return 0
     print(noise.report(args.runs, args.write))
     return 0
+
+
+def margins_report() -> str:
+    """Delta and sigma_rep with their sources, then the power table (docs/comparing-with-papers.md)."""
+    lines = []
+    for benchmark, measure in PRINTED:
+        spread, margin = sigma_rep(benchmark, measure), practical_margin(benchmark, measure)
+        lines.append(f"{benchmark} {measure}: Delta {margin.points:.1f} ({margin.why})")
+        lines.append(f"  sigma_rep {spread.points:.2f}: {spread.why}")
+        lines.extend(f"    - {e.source} [{e.benchmark} {e.measure}, {e.df} df]" for e in spread.evidence)
+    return "\n".join(lines) + "\n\n" + markdown(power_table())

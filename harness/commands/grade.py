@@ -1,0 +1,50 @@
+"""`python -m harness grade --metrics FILE`: grade your own numbers against the papers (see gate/own_numbers.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands._output import write_json
+from harness.core.text_table import format_table
+from harness.gate.own_numbers import grade, summarise
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "grade",
+        help="grade your own numbers (e.g. from the official code) against the papers by the harness's rule",
+        description=(
+            "Reads FILE, JSON: {\"runs\": [{\"method\": \"cotmae_qc\", \"profile\": \"paper\", \"stage\": "
+            "\"retriever2\", \"seeds\": [42, 43], \"metrics\": {\"msmarco-dev\": {\"MRR@10\": [39.9, 40.3]}}}]}. "
+            "Values are points; a list holds one value per seed. Each run's conditions come from the method's "
+            "spec and profile, as for a record; every cell of its rows is graded by the rule of "
+            "docs/comparing-with-papers.md (REPRODUCED inside the practical margin, DIFFERENT beyond it, "
+            "INCONCLUSIVE with the seeds that would settle it), and with two or more runs the papers' printed "
+            "effects between their methods too."
+        ),
+    )
+    p.add_argument("--metrics", metavar="FILE", required=True, help="your numbers (JSON, see above)")
+    p.add_argument("--json", metavar="OUT", help="write every graded row as JSON: {\"rows\": [...]}")
+    p.add_argument("--all", action="store_true", help="also list NOT-COMPARABLE rows (hidden by default)")
+    p.set_defaults(func=_grade)
+
+
+def _num(x: float | None, signed: bool = False) -> str:
+    return "-" if x is None else (f"{x:+.2f}" if signed else f"{x:.2f}")
+
+
+def _grade(args: argparse.Namespace) -> int:
+    rows = grade(args.metrics)
+    shown = [r for r in rows if args.all or r["status"] != "NOT-COMPARABLE"]
+    table = [[r["status"], r["kind"], f"{r['paper']} {r['table']}", r["row"], r["benchmark"], r["measure"],
+              _num(r["reported"], r["kind"] == "effect"), _num(r["value"], r["kind"] == "effect"),
+              _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True), r.get("reason") or ""]
+             for r in shown]
+    if table:
+        print(format_table(["verdict", "kind", "source", "row", "benchmark", "measure", "printed", "yours",
+                            "90% CI", "note"], table))
+    hidden = len(rows) - len(shown)
+    print(summarise(rows) + (f" ({hidden} NOT-COMPARABLE rows hidden: --all lists them)" if hidden else ""))
+    if args.json:
+        write_json(args.json, {"rows": rows})
+    return 0

@@ -1,0 +1,94 @@
+"""What the rule can tell: the probability of each verdict for one cell, given the declared sigma_rep
+and Delta (``harness.evaluation.margins``), and the seeds it takes to reach a target.
+
+For ``n`` runs averaged against a number printed from ``k`` runs, ``d = run - paper`` is normal with
+mean ``t`` (the true difference) and ``se = sigma_rep * sqrt(1/n + 1/k)``; the rule
+(``harness.evaluation.verdict``) says REPRODUCED when ``|d| < Delta - z90 se`` and DIFFERENT when
+``|d| > max(Delta, z_{1-alpha/(2m)} se)`` for a cell alone in its table (``m = 1``: Holm's first step).
+The targets of issue 37: P(REPRODUCED | t = 0) >= 0.8, P(DIFFERENT | t = 0) <= 0.05 and
+P(DIFFERENT | t = 2 Delta) >= 0.8. ``tests/test_power_table.py`` checks these formulas against a
+simulation of the rule itself and that docs/comparing-with-papers.md shows this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.evaluation import verdict as rule
+from harness.evaluation.margins import practical_margin, sigma_rep
+
+TARGET_REPRODUCED = 0.8   # P(REPRODUCED | same recipe)
+TARGET_FALSE = 0.05       # P(DIFFERENT | same recipe), at most
+TARGET_POWER = 0.8        # P(DIFFERENT | true gap of twice the margin)
+# The benchmark/measure pairs the papers print (BEIR: the 14 datasets' nDCG@10).
+BEIR = ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020", "cqadupstack",
+        "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact")
+PRINTED = (("msmarco-dev", "RR@10"), ("msmarco-dev", "R@50"), ("msmarco-dev", "R@1000"), ("dl19", "nDCG@10"),
+           ("dl20", "nDCG@10"), *((b, "nDCG@10") for b in BEIR))
+
+
+def p_reproduced(t: float, se: float, delta: float) -> float:
+    """P(REPRODUCED) when the true difference is ``t``."""
+    half = delta - rule.Z_CI * se
+    if half <= 0:
+        return 0.0
+    return max(0.0, rule.phi((half - t) / se) - rule.phi((-half - t) / se))
+
+
+def p_different(t: float, se: float, delta: float, family: int = 1) -> float:
+    """P(DIFFERENT, either direction) when the true difference is ``t`` (Holm's first step over ``family``)."""
+    cut = max(delta, rule.z(1.0 - rule.ALPHA / (2 * family)) * se)
+    return 1.0 - rule.phi((cut - t) / se) + rule.phi((-cut - t) / se)
+
+
+def fewest_seeds(target: float, prob, sigma: float, printed_runs: int = 1, most: int = rule.MAX_SEEDS) -> int | None:
+    """The fewest runs averaged with ``prob(se) >= target`` (None: none up to ``most``)."""
+    for n in range(1, most + 1):
+        if prob(rule.se_of(sigma, n, printed_runs)) >= target:
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class PowerRow:
+    benchmark: str
+    measure: str
+    sigma_rep: float
+    delta: float
+    reproduced: float        # P(REPRODUCED | t = 0), one run vs one printed run
+    false_different: float   # P(DIFFERENT | t = 0)
+    power: float             # P(DIFFERENT | t = 2 Delta)
+    seeds_reproduced: int | None   # runs for P(REPRODUCED | 0) >= TARGET_REPRODUCED
+    seeds_power: int | None        # runs for P(DIFFERENT | 2 Delta) >= TARGET_POWER
+
+    @property
+    def meets(self) -> bool:
+        return (self.reproduced >= TARGET_REPRODUCED and self.false_different <= TARGET_FALSE
+                and self.power >= TARGET_POWER)
+
+
+def power_row(benchmark: str, measure: str) -> PowerRow:
+    sigma, delta = sigma_rep(benchmark, measure).points, practical_margin(benchmark, measure).points
+    se = rule.se_of(sigma)
+    return PowerRow(benchmark, measure, sigma, delta, p_reproduced(0.0, se, delta), p_different(0.0, se, delta),
+                    p_different(2 * delta, se, delta),
+                    fewest_seeds(TARGET_REPRODUCED, lambda s: p_reproduced(0.0, s, delta), sigma),
+                    fewest_seeds(TARGET_POWER, lambda s: p_different(2 * delta, s, delta), sigma))
+
+
+def power_table() -> list[PowerRow]:
+    return [power_row(b, m) for b, m in PRINTED]
+
+
+def markdown(rows: list[PowerRow]) -> str:
+    """The docs' table (docs/comparing-with-papers.md, between its power-table markers)."""
+    def seeds(n: int | None) -> str:
+        return "none up to 20" if n is None else str(n)
+    lines = ["| benchmark | measure | sigma_rep | Delta | P(REPRODUCED \\| same) | P(DIFFERENT \\| same) | "
+             "P(DIFFERENT \\| 2 Delta off) | seeds for REPRODUCED >= 0.8 | seeds for DIFFERENT >= 0.8 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.benchmark} | {r.measure} | {r.sigma_rep:.2f} | {r.delta:.1f} | {r.reproduced:.2f} | "
+                     f"{r.false_different:.3f} | {r.power:.2f} | {seeds(r.seeds_reproduced)} | "
+                     f"{seeds(r.seeds_power)} |")
+    return "\n".join(lines)

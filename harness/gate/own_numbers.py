@@ -1,0 +1,185 @@
+"""Grade a researcher's own numbers (from the official code, another cluster, a paper draft) by the
+same rule a record is graded by: ``python -m harness grade --metrics FILE``.
+
+FILE (JSON)::
+
+    {"runs": [{"method": "cotmae_qc", "profile": "paper", "stage": "retriever2", "seeds": [42, 43],
+               "metrics": {"msmarco-dev": {"MRR@10": [40.1, 40.3], "R@1000": 98.9}}}]}
+
+Values are points; a list holds one value per seed (its mean is graded, ``runs`` = its length); a
+single value is the mean of ``seeds`` (one run when ``seeds`` is absent). The run's conditions
+come from the method's spec and profile, exactly as for a record (``harness.spec.conditions``), with
+``stage`` as its fine-tuning stage (default: the method's final one). Every cell of the method's
+rows is graded (``harness.evaluation.compare``); with two or more runs, the papers' printed effects
+between their methods are graded too (``harness.evaluation.claims``).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import DataFormatError
+from harness.evaluation.claims import check_claims, claims_for
+from harness.evaluation.compare import Comparison, compare, inconclusive_note
+from harness.evaluation.tolerances import canonical_measure
+from harness.gate.grading import TRAINING_FREE_FAMILIES
+from harness.papers.registry import cells_for
+from harness.spec.conditions import run_conditions
+from harness.spec.method import load_method
+
+RUN_KEYS = {"method", "profile", "stage", "seeds", "metrics"}
+RETRIEVERS = ("retriever1", "retriever2", "retriever3")
+
+
+@dataclass
+class OwnRun:
+    """One entry of FILE: a method's numbers at one stage, averaged over ``runs`` seeds."""
+
+    index: int
+    method: str
+    profile: str
+    stage: str | None
+    runs: int
+    metrics: dict[str, dict[str, float]]   # benchmark -> canonical measure -> points (the seeds' mean)
+    conditions: dict[str, Any]
+    exact: bool                            # a deterministic system: the fixed tolerance, no seeds
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} [{self.profile}{', ' + self.stage if self.stage else ''}]"
+
+
+def final_stage(stages: list[str]) -> str | None:
+    """The last retriever a spec's ``stages`` train (None for a training-free method)."""
+    for step, label in zip(("finetune_r3", "finetune_r2", "finetune_r1"), reversed(RETRIEVERS)):
+        if step in stages:
+            return label
+    return None
+
+
+def _value(path: Path, where: str, raw: Any, seeds: list[Any] | None) -> tuple[float, int]:
+    values = raw if isinstance(raw, list) else [raw]
+    if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+        raise DataFormatError(path, None, f"{where}: {raw!r} is not a number or a list of numbers",
+                              "write points, e.g. 39.4, or one value per seed, e.g. [39.2, 39.6]")
+    if any(not 0 <= v <= 100 for v in values):
+        raise DataFormatError(path, None, f"{where}: {raw!r} is outside 0-100",
+                              "values are points (100 x a fraction): 39.4, not 0.394")
+    if isinstance(raw, list) and seeds is not None and len(seeds) != len(values):
+        raise DataFormatError(path, None, f"{where}: {len(values)} values for {len(seeds)} seeds",
+                              "give one value per seed, or a single mean")
+    runs = len(values) if isinstance(raw, list) else max(1, len(seeds or []))
+    return float(statistics.fmean(values)), runs
+
+
+def load_own_numbers(path: str | Path) -> list[OwnRun]:
+    """Read and validate FILE; every problem names the file and the entry."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataFormatError(path, None, f"cannot read it ({exc.strerror})", "check the path") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(path, exc.lineno, f"not JSON ({exc.msg})", "fix the JSON syntax") from None
+    entries = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise DataFormatError(path, None, "no 'runs' list", 'write {"runs": [{"method": ..., "metrics": ...}]}')
+    out = []
+    for i, entry in enumerate(entries, 1):
+        where = f"runs[{i}]"
+        if not isinstance(entry, dict) or set(entry) - RUN_KEYS or not {"method", "metrics"} <= set(entry):
+            raise DataFormatError(path, None, f"{where}: needs method and metrics (may have profile, stage, "
+                                  f"seeds); got {sorted(entry) if isinstance(entry, dict) else entry!r}",
+                                  f"keys: {', '.join(sorted(RUN_KEYS))}")
+        method, profile = str(entry["method"]), str(entry.get("profile") or "paper")
+        spec = load_method(method, profile)  # unknown method or profile: the registry's did-you-mean error
+        stages = list(spec.config.get("stages") or [])
+        last = final_stage(stages)
+        stage = entry.get("stage") or last
+        trained = list(RETRIEVERS[: RETRIEVERS.index(last) + 1]) if last else []
+        if stage is not None and stage not in trained:
+            raise DataFormatError(path, None, f"{where}: stage {stage!r} is not one {method} trains",
+                                  f"use one of {', '.join(trained) or '(none: a training-free method)'}")
+        seeds = entry.get("seeds")
+        if seeds is not None and not isinstance(seeds, list):
+            raise DataFormatError(path, None, f"{where}.seeds must be a list", "e.g. [42, 43, 44]")
+        metrics: dict[str, dict[str, float]] = {}
+        runs = set()
+        if not isinstance(entry["metrics"], dict) or not entry["metrics"]:
+            raise DataFormatError(path, None, f"{where}.metrics must map benchmarks to measures",
+                                  '{"msmarco-dev": {"MRR@10": 39.4}}')
+        for bench, measures in entry["metrics"].items():
+            if not isinstance(measures, dict):
+                raise DataFormatError(path, None, f"{where}.metrics.{bench} must map measures to values",
+                                      '{"MRR@10": 39.4}')
+            for measure, raw in measures.items():
+                value, n = _value(path, f"{where}.metrics.{bench}.{measure}", raw, seeds)
+                metrics.setdefault(bench, {})[canonical_measure(measure)] = value
+                runs.add(n)
+        conditions = run_conditions(spec.config, method, profile)
+        if stage:
+            conditions.update(finetune_stage=stage, final_stage=last)
+        out.append(OwnRun(i, method, profile, stage, max(runs), metrics, conditions,
+                          spec.config.get("family") in TRAINING_FREE_FAMILIES))
+    return out
+
+
+def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
+    return {"kind": "cell", "run": run.label, "paper": c.paper_file, "version": c.version, "table": c.table,
+            "row": c.row, "benchmark": c.benchmark, "measure": c.measure, "reported": c.reported,
+            "value": c.reproduced, "status": c.status, "d": c.delta, "margin": c.tolerance, "sigma_rep": c.sigma,
+            "ci_low": c.ci_low, "ci_high": c.ci_high, "runs": run.runs, "seeds_needed": c.seeds_needed,
+            "reason": c.reason or c.notes or (inconclusive_note(c) if c.status == "INCONCLUSIVE" else "")}
+
+
+def grade_cells(run: OwnRun) -> list[dict[str, Any]]:
+    """Every cell of the run's method, graded against its numbers."""
+    fractions = {b: {m: v / 100.0 for m, v in t.items()} for b, t in run.metrics.items()}
+    cells = [c for c in cells_for(method=run.method) if c.benchmark in fractions]
+    return [_cell_row(c, run) for c in compare(fractions, None, cells, run.conditions, exact=run.exact,
+                                               runs=run.runs)]
+
+
+def grade_effects(runs: list[OwnRun]) -> list[dict[str, Any]]:
+    """Every printed effect between the methods of two runs (A minus B, both orders)."""
+    out = []
+    for a in runs:
+        for b in runs:
+            if a.method == b.method:
+                continue
+            values = {side: {(bench, m): v for bench, t in r.metrics.items() for m, v in t.items()}
+                      for side, r in (("a", a), ("b", b))}
+            claims = claims_for([(a.method, b.method)])
+            for claim, check in zip(claims, check_claims(claims, a.conditions, b.conditions, values["a"],
+                                                          values["b"], a_runs=a.runs, b_runs=b.runs)):
+                paper_file, _, table = claim.source.partition(" ")
+                out.append({"kind": "effect", "run": f"{a.label} - {b.label}", "paper": paper_file, "table": table,
+                            "row": f"{claim.a_row} - {claim.b_row}", "benchmark": claim.benchmark,
+                            "measure": claim.measure, "reported": claim.delta,
+                            "value": getattr(check, "effect", None), "status": check.status,
+                            "ci_low": check.ci_low, "ci_high": check.ci_high,
+                            "effect_ratio": check.effect_ratio, "reason": check.reason})
+    return out
+
+
+def grade(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of ``harness grade``: every cell of each run, then the effects between runs."""
+    runs = load_own_numbers(path)
+    rows = [row for run in runs for row in grade_cells(run)]
+    return rows + (grade_effects(runs) if len(runs) > 1 else [])
+
+
+def summarise(rows: list[Mapping[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    cells = sum(r["kind"] == "cell" for r in rows)
+    return (f"{cells} cells, {len(rows) - cells} effects: "
+            + (", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "nothing to grade"))
