@@ -42,16 +42,25 @@ def v2_table1(rows: list[dict], kind: str = "cell") -> list[dict]:
     return [r for r in rows if r["kind"] == kind and r["paper"] == "qc-pretraining-v2.txt" and r["table"] == "Table 1"]
 
 
-def test_the_printed_row_is_reproduced_on_ms_marco_and_nothing_is_different(tmp_path):
+def test_the_printed_row_is_never_different_and_says_what_would_settle_it(tmp_path):
     rows = v2_table1(grade(write(tmp_path, run("cotmae_qc", printed_row("cotmae_qc")))))
     graded = [r for r in rows if r["status"] != "NOT-COMPARABLE"]
     assert {(r["benchmark"], r["measure"]) for r in graded} >= {("msmarco-dev", "RR@10"), ("dl19", "nDCG@10")}
     assert not [r for r in graded if r["status"] in DIFFERENT]
-    assert all(r["status"] == REPRODUCED for r in graded if r["benchmark"] == "msmarco-dev"), graded
+    for r in graded:  # with the evidence on file (sigma_rep 0.69 on 2 df) one run cannot confirm a point
+        if r["status"] != REPRODUCED:
+            assert "seeds" in r["reason"], r
+
+
+def test_with_paper_scale_evidence_the_printed_row_is_reproduced_on_ms_marco(tmp_path, sharp_evidence):
+    rows = v2_table1(grade(write(tmp_path, run("cotmae_qc", printed_row("cotmae_qc")))))
+    marco = [r for r in rows if r["benchmark"] == "msmarco-dev" and r["status"] != "NOT-COMPARABLE"]
+    assert len(marco) == 3 and all(r["status"] == REPRODUCED for r in marco), marco
 
 
 @pytest.mark.parametrize("shift, different", [(-3.0, True), (-0.3, False)])
 def test_mrr_off_by_a_few_points_is_different_and_by_a_fraction_is_not(tmp_path, shift, different):
+    """At the declared sigma_rep (on file today): a few points low is DIFFERENT, a fraction is not."""
     metrics = printed_row("cotmae_qc")
     metrics["msmarco-dev"]["RR@10"] += shift
     rows = v2_table1(grade(write(tmp_path, run("cotmae_qc", metrics))))

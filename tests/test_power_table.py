@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from harness.core.paths import PROJECT_ROOT
-from harness.evaluation import power
+from harness.evaluation import margins, power
 from harness.evaluation import verdict as rule
 
 DOC = PROJECT_ROOT / "docs" / "comparing-with-papers.md"
@@ -42,20 +42,28 @@ def test_formulas_match_a_simulation_of_the_rule(sigma, delta, runs):
     assert off[rule.DIFFERENT_ABOVE] == pytest.approx(power.p_different(2 * delta, se, delta), abs=0.01)
 
 
-def test_the_targets_hold_or_the_table_says_how_many_seeds_do():
-    rows = {(r.benchmark, r.measure): r for r in power.power_table()}
-    marco = rows[("msmarco-dev", "RR@10")]
-    assert marco.reproduced >= power.TARGET_REPRODUCED, marco  # one run vs the paper, MS MARCO dev MRR@10
-    for r in rows.values():
+def test_every_row_says_what_it_can_and_what_would_reach_the_targets():
+    for r in power.power_table():
         assert r.false_different <= power.TARGET_FALSE + 1e-9, r
-        if r.power < power.TARGET_POWER:
-            assert r.seeds_power is None or r.seeds_power > 1, r
-        else:
-            assert r.seeds_power == 1, r
-    # simulated, not only computed, at MS MARCO dev's declared numbers
-    sim = simulate(0.0, marco.sigma_rep, marco.delta)
-    assert sim[rule.REPRODUCED] >= power.TARGET_REPRODUCED
-    assert simulate(2 * marco.delta, marco.sigma_rep, marco.delta)[rule.DIFFERENT_ABOVE] >= power.TARGET_POWER
+        assert (r.seeds_power == 1) == (r.power >= power.TARGET_POWER), r
+        assert (r.seeds_reproduced == 1) == (r.reproduced >= power.TARGET_REPRODUCED), r
+        assert (r.sigma_rep <= r.sigma_needed) == (r.reproduced >= power.TARGET_REPRODUCED - 1e-9), r
+        assert power.p_reproduced(0.0, rule.se_of(r.sigma_needed), r.delta) == pytest.approx(
+            power.TARGET_REPRODUCED, abs=1e-6)
+
+
+def test_with_the_evidence_of_ten_paper_seeds_one_run_meets_the_targets_on_ms_marco(sharp_evidence):
+    row = power.power_row("msmarco-dev", "RR@10")
+    assert row.sigma_rep == pytest.approx(0.15 * (9 / margins.chi2_quantile(0.2, 9)) ** 0.5)  # the 80% bound
+    assert row.meets, row
+    # simulated, not only computed
+    assert simulate(0.0, row.sigma_rep, row.delta)[rule.REPRODUCED] >= power.TARGET_REPRODUCED
+    assert simulate(2 * row.delta, row.sigma_rep, row.delta)[rule.DIFFERENT_ABOVE] >= power.TARGET_POWER
+
+
+def test_few_points_err_wide():
+    assert margins.upper_bound(1.0, 1, 0.8) > margins.upper_bound(1.0, 9, 0.8) > 1.0
+    assert margins.chi2_quantile(0.2, 1) == pytest.approx(0.0642, abs=1e-4)
 
 
 def _doc_table() -> str:

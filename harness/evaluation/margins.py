@@ -9,11 +9,18 @@
   - the registry's own repeated reports of one system (``harness.papers.replication``): two
     independent runs printed for the same setting, one degree of freedom each (``diff**2 / 2``);
   - published multi-seed studies (``seed_studies.yaml``): ``seeds - 1`` degrees of freedom each;
-  - the harness's own seeds (``noise.yaml``) as a floor on the benchmarks it measured.
+  - the harness's own paper-profile runs under several seeds (``run --profile paper --seed N``,
+    records in ``runs/seeds/`` beside the reference): ``seeds - 1`` degrees of freedom per method,
+    the evidence that makes the rule sharper as paper runs accumulate;
+  - the harness's own mini seeds (``noise.yaml``) as a floor: the measured SD where the control ran
+    on the benchmark, elsewhere the per-query seed SD over the benchmark's queries
+    (``noise.query_floor``: what averaging over N queries leaves at the least; 43 TREC DL queries
+    cannot be steadier than that however few the pairs that say otherwise).
 
-  Evidence on the benchmark and measure itself is used when there is any; otherwise the family's
-  (MS MARCO, TREC DL, BEIR) for that measure, then the family's for every measure of the same kind;
-  with none at all, the harness's own spread transferred (``noise.sigma``), said so. The declared
+  The narrowest scope with at least :data:`MIN_DF` degrees of freedom is used: the benchmark and
+  measure itself, else the family's (MS MARCO, TREC DL, BEIR) for that measure, else the family's
+  for every measure of the same kind (rank: nDCG, RR; recall: R); with none at all, the harness's
+  own spread transferred (``noise.sigma``), said so. The declared
   value is the pooled estimate's one-sided upper confidence bound (``upper_confidence`` in
   ``margins.yaml``; chi-square on the pooled degrees of freedom), so a spread read from few points
   errs wide, towards INCONCLUSIVE and away from DIFFERENT.
@@ -22,6 +29,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,13 +38,18 @@ from typing import Any
 import yaml
 
 from harness.core.errors import DataFormatError
+from harness.core.paths import runs_dir
 from harness.evaluation import noise
 from harness.evaluation.tolerances import canonical_measure
 from harness.papers.replication import replication_pairs
+from harness.records.store import load_records
+from harness.spec.hashing import settings_hash
+
+PAPER_PROFILE = "paper"
 
 MARGINS_FILE = Path(__file__).with_name("margins.yaml")
 STUDIES_FILE = Path(__file__).with_name("seed_studies.yaml")
-MEASURED_FLOOR = ("nfcorpus", "scifact")  # the benchmarks the harness's own seeds measured (noise.yaml)
+MIN_DF = 2  # one pair alone (1 df) can print a difference of 0.0: a scope needs at least two
 
 
 def family(benchmark: str) -> str:
@@ -137,12 +150,33 @@ def load_studies() -> tuple[Evidence, ...]:
     return tuple(out)
 
 
+def own_paper_seeds(runs: Path | None = None) -> tuple[Evidence, ...]:
+    """The harness's own paper-profile runs of one method and settings under several seeds."""
+    runs = runs or runs_dir()
+    records = [r for d in ("records", "seeds") for r in load_records(runs / d)[0]
+               if r.profile == PAPER_PROFILE and not r.integrity_problems]
+    groups: dict[tuple[str, str], dict[Any, Any]] = {}
+    for r in sorted(records, key=lambda r: r.run_id):  # the newest record of each seed
+        groups.setdefault((r.method, settings_hash(r.spec)), {})[r.get("seed")] = r
+    out = []
+    for (method, _), by_seed in sorted(groups.items()):
+        if len(by_seed) < 2:
+            continue
+        for bench in sorted(set.intersection(*(set(r.metrics) for r in by_seed.values()))):
+            for measure in sorted(set.intersection(*(set(r.metrics[bench]) for r in by_seed.values()))):
+                values = [100.0 * r.metrics[bench][measure] for r in by_seed.values()]
+                out.append(Evidence(bench, canonical_measure(measure), statistics.variance(values), len(values) - 1,
+                                    f"harness: {method} [paper] under seeds {sorted(by_seed)}: "
+                                    f"{', '.join(f'{v:.2f}' for v in values)}"))
+    return tuple(out)
+
+
 @lru_cache(maxsize=1)
 def all_evidence() -> tuple[Evidence, ...]:
-    pairs = tuple(Evidence(p.benchmark, canonical_measure(p.measure), p.diff ** 2 / 2.0, 1,
-                           f"{p.method}: {p.a:.1f} ({p.source_a}) vs {p.b:.1f} ({p.source_b})")
+    pairs = tuple(Evidence(p.benchmark, canonical_measure(p.measure), p.diff ** 2 / (1 / p.runs_a + 1 / p.runs_b),
+                           1, f"{p.method}: {p.a:.1f} ({p.source_a}) vs {p.b:.1f} ({p.source_b})")
                   for p in replication_pairs())
-    return pairs + load_studies()
+    return pairs + load_studies() + own_paper_seeds()
 
 
 def chi2_quantile(q: float, df: int) -> float:
@@ -189,14 +223,14 @@ def sigma_rep(benchmark: str, measure: str) -> SigmaRep:
               (f"family, {kind} measures", [e for e in evidence if family(e.benchmark) == fam
                                             and noise.measure_kind(e.measure) == kind])]
     level = float(load_margins()["upper_confidence"])
-    floor = noise.sigma(base, measure) if base in MEASURED_FLOOR else None
+    floor = noise.query_floor(base, measure)
     for scope, found in scopes:
-        if found:
+        if sum(e.df for e in found) >= MIN_DF:
             estimate, df = _pool(found)
             bound = upper_bound(estimate, df, level)
             why = (f"pooled over {len(found)} report(s) ({scope}: {df} df): {estimate:.2f}, "
                    f"{level:.0%} upper bound {bound:.2f}")
-            if floor and floor.points > bound:
+            if floor.points > bound:
                 return SigmaRep(floor.points, estimate, df, scope, tuple(found),
                                 f"{why}; raised to the harness's own floor ({floor.why})")
             return SigmaRep(bound, estimate, df, scope, tuple(found), why)

@@ -113,6 +113,22 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
     return Sigma(modelled, f"transferred from {source}: sqrt({shared:.2f}^2 + {tau:.1f}^2/{n}) ({kind} measures)")
 
 
+def query_floor(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> Sigma:
+    """The part of one run's seed spread that averaging over the benchmark's queries leaves at the
+    least: ``tau / sqrt(N)`` from the largest per-query seed SD measured for the measure's kind, or
+    the measured SD of the mean where the control ran on that benchmark (a floor for sigma_rep)."""
+    data = data or load()
+    table, kind = data["benchmarks"], measure_kind(measure)
+    base = benchmark.split("@", 1)[0]
+    base = "cqadupstack" if base.startswith("cqadupstack-") else base
+    source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
+    measured = table.get(base, {}).get(measure)
+    if measured:
+        return Sigma(measured["sd"], f"the harness's own seeds: {source} on {base}, SD {measured['sd']:.2f}")
+    tau, n = _kind_max(table, kind, "tau"), QUERIES.get(base) or min(QUERIES.values())
+    return Sigma(tau / math.sqrt(n), f"per-query seed SD {tau:.1f} ({source}, {kind} measures) over {n} queries")
+
+
 def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
     refs = load_references(records_dir)
     ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")

@@ -32,12 +32,16 @@ def p_reproduced(t: float, se: float, delta: float) -> float:
     half = delta - rule.Z_CI * se
     if half <= 0:
         return 0.0
+    if se <= 0:
+        return float(abs(t) < half)
     return max(0.0, rule.phi((half - t) / se) - rule.phi((-half - t) / se))
 
 
 def p_different(t: float, se: float, delta: float, family: int = 1) -> float:
     """P(DIFFERENT, either direction) when the true difference is ``t`` (Holm's first step over ``family``)."""
     cut = max(delta, rule.z(1.0 - rule.ALPHA / (2 * family)) * se)
+    if se <= 0:
+        return float(abs(t) > cut)
     return 1.0 - rule.phi((cut - t) / se) + rule.phi((-cut - t) / se)
 
 
@@ -60,6 +64,7 @@ class PowerRow:
     power: float             # P(DIFFERENT | t = 2 Delta)
     seeds_reproduced: int | None   # runs for P(REPRODUCED | 0) >= TARGET_REPRODUCED
     seeds_power: int | None        # runs for P(DIFFERENT | 2 Delta) >= TARGET_POWER
+    sigma_needed: float            # the largest sigma_rep at which one run reaches TARGET_REPRODUCED
 
     @property
     def meets(self) -> bool:
@@ -73,7 +78,20 @@ def power_row(benchmark: str, measure: str) -> PowerRow:
     return PowerRow(benchmark, measure, sigma, delta, p_reproduced(0.0, se, delta), p_different(0.0, se, delta),
                     p_different(2 * delta, se, delta),
                     fewest_seeds(TARGET_REPRODUCED, lambda s: p_reproduced(0.0, s, delta), sigma),
-                    fewest_seeds(TARGET_POWER, lambda s: p_different(2 * delta, s, delta), sigma))
+                    fewest_seeds(TARGET_POWER, lambda s: p_different(2 * delta, s, delta), sigma),
+                    sigma_needed(delta))
+
+
+def sigma_needed(delta: float, target: float = TARGET_REPRODUCED) -> float:
+    """The largest sigma_rep with P(REPRODUCED | same recipe) >= ``target`` for one run vs one printed run."""
+    lo, hi = 0.0, delta
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if p_reproduced(0.0, rule.se_of(mid), delta) >= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def power_table() -> list[PowerRow]:
@@ -85,10 +103,11 @@ def markdown(rows: list[PowerRow]) -> str:
     def seeds(n: int | None) -> str:
         return "none up to 20" if n is None else str(n)
     lines = ["| benchmark | measure | sigma_rep | Delta | P(REPRODUCED \\| same) | P(DIFFERENT \\| same) | "
-             "P(DIFFERENT \\| 2 Delta off) | seeds for REPRODUCED >= 0.8 | seeds for DIFFERENT >= 0.8 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "P(DIFFERENT \\| 2 Delta off) | seeds for REPRODUCED >= 0.8 | seeds for DIFFERENT >= 0.8 | "
+             "sigma_rep one run needs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r.benchmark} | {r.measure} | {r.sigma_rep:.2f} | {r.delta:.1f} | {r.reproduced:.2f} | "
                      f"{r.false_different:.3f} | {r.power:.2f} | {seeds(r.seeds_reproduced)} | "
-                     f"{seeds(r.seeds_power)} |")
+                     f"{seeds(r.seeds_power)} | {r.sigma_needed:.2f} |")
     return "\n".join(lines)
