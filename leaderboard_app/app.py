@@ -241,9 +241,11 @@ with tab_plots:
     else:
         st.info("No two records of one profile to compare (e.g. a method and nopretrain).")
     _table(effects, "effects", "effects", "Paired bootstrap over the shared queries (seed 42), points; runs of one "
-           "profile only, so like is compared with like. Where a paper printed the same difference it is "
-           "shown with its source and graded by the same rule as a cell (REPRODUCED, DIFFERENT-BELOW/-ABOVE, "
-           "INCONCLUSIVE; NOT-COMPARABLE outside the paper setting). `python -m harness effects` prints the same table.")
+           "profile only, so like is compared with like. A paper-profile effect is shown beside the difference a "
+           "paper printed, with its source, and graded by the same rule as a cell (REPRODUCED, "
+           "DIFFERENT-BELOW/-ABOVE, INCONCLUSIVE). A mini or tiny effect is a learning check (does the method "
+           "learn at that scale?): it is never set beside, nor graded against, the papers' effects. "
+           "`python -m harness effects` prints the same table.")
 
 with tab_gate:
     st.subheader("CI regression gate (`python -m harness check`)")

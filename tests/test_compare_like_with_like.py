@@ -14,11 +14,14 @@ STAGES = {"cocondenser": ["retriever1", "retriever2"], "cpdae": ["retriever1"], 
           "lexmae": ["retriever1", "retriever2", "retriever3"]}
 
 
-def _compare_all(method: str, without_deviations: bool = False) -> dict[str, list]:
-    """Every numeric cell of ``method`` against a synthetic run that evaluated everything."""
+def _compare_all(method: str, without_deviations: bool = False, teacher_sha256: str | None = None) -> dict[str, list]:
+    """Every numeric cell of ``method`` against a synthetic run that evaluated everything (with
+    ``teacher_sha256``: a spec that identifies its stage-3 teacher's weights)."""
     spec = load_method(method, "paper")
     if without_deviations:
         spec.config.pop("deviations", None)
+    if teacher_sha256:
+        spec.config["finetune"]["retriever3"]["reranker_sha256"] = teacher_sha256
     cells = [c for c in cells_for(method=method) if c.score is not None]
     metrics: dict[str, dict[str, float]] = {}
     for c in cells:
@@ -34,7 +37,7 @@ def _where(comparisons, **fields):
 
 
 def test_lexmae_sparsified_and_beir_pretrained_cells_are_never_graded():
-    by_stage = _compare_all("lexmae")
+    by_stage = _compare_all("lexmae", teacher_sha256="ab" * 32)  # the paper's teacher, identified
     for stage, comparisons in by_stage.items():
         beir = _where(comparisons, table="Table 3")  # LexMAE pre-trained on the BEIR collections
         assert all(c.status == NOT_COMPARABLE for c in beir), stage
@@ -45,6 +48,10 @@ def test_lexmae_sparsified_and_beir_pretrained_cells_are_never_graded():
                for c in _where(final, table="Table 3"))
     assert all("sparsify_top_k" in c.reason for c in final if "sparsify_top_k" in c.conditions)
     assert all(c.status != NOT_COMPARABLE for c in _where(final, table="Table 1", benchmark="msmarco-dev"))
+    # the cells name the paper's teacher; a run's teacher is that one only when the spec identifies its weights
+    unidentified = _compare_all("lexmae")["retriever3"]
+    headline = _where(unidentified, table="Table 1", benchmark="msmarco-dev")
+    assert all(c.status == NOT_COMPARABLE and "zhou2022b-ranker (weights unidentified" in c.reason for c in headline)
 
 
 def test_cpdae_low_resource_cells_are_never_graded_against_a_full_data_run():

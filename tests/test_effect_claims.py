@@ -86,11 +86,15 @@ def test_a_failed_claim_fails_the_gate(tmp_path):
     assert failing and not result.passed
 
 
-def test_leaderboard_effects_table_carries_the_claim_and_its_grade():
-    from leaderboard_app.plots import effects_frame
+def test_leaderboard_effects_table_carries_the_claim_and_its_grade_for_paper_runs_only():
+    from leaderboard_app.plots import LEARNING_CHECK, effects_frame
 
     base = _scores(0.388, 4)
+    frame = effects_frame([_record("cocondenser", base), _record("cocondenser_qc", base)], ["paper"])
+    row = frame[frame["dataset"] == "msmarco-dev"].iloc[0]
+    assert row["effect"] == "cocondenser_qc - cocondenser" and row["vs_claim"] != LEARNING_CHECK
+    assert "+0.60 (" in row["paper_claims"]
+    # a mini effect is a learning check: no paper's effect beside it
     frame = effects_frame([_record("cocondenser", base, "mini"), _record("cocondenser_qc", base, "mini")], ["mini"])
     row = frame[frame["dataset"] == "msmarco-dev"].iloc[0]
-    assert row["effect"] == "cocondenser_qc - cocondenser" and row["vs_claim"] == NOT_COMPARABLE
-    assert "+0.60 (" in row["paper_claims"]
+    assert row["vs_claim"] == LEARNING_CHECK and row["paper_claims"] == ""

@@ -3,6 +3,7 @@ indexes, TREC runs that evaluate, every stage cached on a second call, efficienc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -18,7 +19,9 @@ from harness.core.paths import cache_dir
 from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, run_learned_sparse
 from harness.run.runner import pipeline_for
 from harness.spec.method import MethodSpec, load_method
+from harness.spec.conditions import derived
 from harness.spec.files import deep_merge
+from harness.stages.checkpoints import weights_sha256
 from harness.records.tracking import Tracker
 
 # Everything small. The pre-training stages are left out (the control's seeded random init, whose
@@ -80,6 +83,35 @@ def test_paper_reranker_missing_is_a_clear_error(tmp_path, monkeypatch):
     assert teacher.path == tmp_path / "models" / "zhou2022b-ranker"
     assert teacher.key == f"checkpoint:{input_key(teacher.path)}" and teacher.key.startswith("checkpoint:sha256:")
     assert teacher.kind == "cross-encoder"
+
+
+def test_a_teacher_is_the_weights_its_spec_identifies_not_its_folder_name(tmp_path, monkeypatch, capsys):
+    """Another model under the paper teacher's folder name is caught by its weights' sha256."""
+    monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "models"))
+    folder = tmp_path / "models" / "zhou2022b-ranker"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"the intended teacher")
+    intended = hashlib.sha256(b"the intended teacher").hexdigest()
+    assert weights_sha256(folder) == intended  # `sha256sum model.safetensors`, as the Hub lists it
+    paper = load_method("lexmae", "paper")
+    # unidentified: the run goes on, says so and states its teacher as unidentified
+    assert configured_reranker(context(paper)).path == folder
+    assert f"weights sha256 {intended}, not identified" in capsys.readouterr().out
+    assert derived(paper.config)["reranker_teacher"].startswith("zhou2022b-ranker (weights unidentified")
+    identified = MethodSpec(paper.name, paper.profile, paper.path,
+                            deep_merge(paper.config, {"finetune": {"retriever3": {"reranker_sha256": intended}}}))
+    assert derived(identified.config)["reranker_teacher"] == "zhou2022b-ranker"
+    assert configured_reranker(context(identified)).path == folder
+    (folder / "config.json").write_text('{"re-saved": true}')  # only the weights identify it
+    assert configured_reranker(context(identified)).path == folder
+    (folder / "model.safetensors").write_bytes(b"another cross-encoder")  # same folder name, other weights
+    with pytest.raises(HarnessError, match=r"zhou2022b-ranker: the stage-3 teacher's weights have sha256 "
+                                           rf"{hashlib.sha256(b'another cross-encoder').hexdigest()}, not the {intended}"):
+        configured_reranker(context(identified))
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(HarnessError, match="no weights file"):
+        configured_reranker(context(identified))
 
 
 def test_mini_teacher_is_the_packaged_bi_encoder():

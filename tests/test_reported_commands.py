@@ -80,9 +80,16 @@ def test_validate_lists_each_paper_profiles_declared_deviations(capsys, tmp_path
     assert main(["validate", "--json", str(tmp_path / "v.json")]) == 0
     out = capsys.readouterr().out
     assert "== lexmae [paper]: 1 deviation(s) from the paper" in out and "touches pretrain_corpus: BEIR (Table 3)" in out
-    assert "== lexmae [paper]: 1 assumption(s) where the papers say nothing" in out and "0.75 x the document weight" in out
+    assert "== lexmae [paper]: 7 assumption(s) where the papers say nothing" in out and "0.75 x the document weight" in out
     assert "== cpdae [paper]" in out and "pairwise loss with 7 static hard negatives" in out
-    assert "nopretrain [paper]" not in out  # the control has no paper to depart from
+    assert "nopretrain [paper]: " not in out.split("assumption(s)")[0]  # the control departs from no paper
     import json
 
-    assert json.loads((tmp_path / "v.json").read_text())["deviations"]["cotmae_qc"]
+    listed = json.loads((tmp_path / "v.json").read_text())
+    assert listed["deviations"]["cotmae_qc"]
+    # a variant lists what its method declares (merged across extends), and its own on top
+    assumed = {m: {line.split(":")[0] for line in items} for m, items in listed["assumptions"].items()}
+    assert assumed["cocondenser"] < assumed["cocondenser_qc"] and "qgen.max_new_tokens" in assumed["cocondenser_qc"]
+    assert not any("30%" in line for line in listed["assumptions"]["cocondenser_qc"])  # it masks 15%, as coCondenser
+    # the control keeps the fine-tuning assumptions of the recipe it shares and drops the pre-training ones
+    assert assumed["nopretrain"] == {a for a in assumed["cotmae"] if a.startswith("finetune.")}

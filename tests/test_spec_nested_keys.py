@@ -117,7 +117,7 @@ def test_misspelt_top_level_key_of_a_profile(root: Path):
 def test_misspelt_key_in_fields_and_deviations(root: Path):
     edit(root / "bm25.yaml", "fields: {contents: 1.0, title: 1.0}", "fields: {contents: 1.0, titel: 1.0}")
     assert "unknown key 'retrieval.fields.titel' (did you mean retrieval.fields.title?)" in load_error("bm25", "paper", root)
-    edit(root / "cpdae.yaml", "{touches: recipe,", "{touches: [recipie],")
+    edit(root / "cpdae.yaml", "touches: recipe,", "touches: [recipie],")
     assert "touches unknown condition(s) ['recipie'] (known: recipe, " in load_error("cpdae", "paper", root)
 
 

@@ -291,7 +291,7 @@ class BeirBenchmark(Benchmark):
 
     def __init__(self, name: str, dataset: str, forum: str | None = None):
         label = f"BEIR {dataset}" + (f" / {forum}" if forum else "")
-        super().__init__(name, f"{label}: zero-shot test set (nDCG@10)")
+        super().__init__(name, f"{label}: test set (nDCG@10)")
         self.dataset, self.forum = dataset, forum
         self._tag = f"{dataset}-{forum}" if forum else dataset
         self._topics_rel = f"{_TOPICS}topics.beir-v1.0.0-{self._tag}.test.tsv.gz"

@@ -12,7 +12,9 @@ Choices the paper leaves open, stated here and in the spec:
 - Teacher (stage 3): ``reranker: tiny-cross-encoder`` trains a small cross-encoder here (from the
   pre-trained encoder: from random init it stays at chance) on the train queries' BM25 groups;
   ``configured-checkpoint`` loads the off-the-shelf reranker the paper used (Zhou et al. 2022b)
-  from ``models/<finetune.retriever3.reranker_checkpoint>`` (default name ``zhou2022b-ranker``, the paper's teacher);
+  from ``models/<finetune.retriever3.reranker_checkpoint>`` (default name ``zhou2022b-ranker``, the paper's teacher),
+  identified by its weights' sha256 (``reranker_sha256``: other weights under that name stop the run; unset, the
+  run states its teacher as unidentified and is graded against no cell of a named teacher);
   ``bi-encoder`` scores with the off-the-shelf bi-encoder ``reranker_checkpoint`` as
   ``teacher_scale x sim(q, p)`` (the mini profile's teacher, see harness/finetune/reranker.py);
   any other value is itself a checkpoint name or path.
@@ -81,7 +83,7 @@ from harness.spec.stage_settings import (
     RerankerSettings,
     StageSettings,
 )
-from harness.stages.checkpoints import resolve_checkpoint
+from harness.stages.checkpoints import WEIGHT_SUFFIXES, resolve_checkpoint, weights_sha256
 from harness.stages.graph import PRETRAINING
 
 if TYPE_CHECKING:
@@ -240,7 +242,30 @@ def configured_reranker(ctx: "RunContext") -> Teacher | None:
         "\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
         "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
         "with finetune.retriever3.reranker_checkpoint in the spec"))
+    check_teacher_weights(path, r3.reranker_sha256)
     return Teacher(path, f"checkpoint:{input_key(path)}")
+
+
+def check_teacher_weights(path: Path, declared: str | None) -> None:
+    """A checkpoint teacher is the weights the spec identifies (``reranker_sha256``), not whatever its
+    folder holds: other weights under the right name stop the run before anything is scored. Unidentified,
+    the run goes on, states its teacher as such (harness.spec.conditions.teacher_condition) and prints
+    the sha256 to declare once the weights are known to be the intended teacher's."""
+    if not path.exists():  # a dry-run's missing checkpoint: its plan notes it already
+        return
+    found = weights_sha256(path)
+    if not declared:
+        print(f"  note: stage-3 teacher {path}: weights sha256 {found or '(no weights file)'}, not identified by "
+              "finetune.retriever3.reranker_sha256, so the run states it as unidentified and no cell of a named "
+              "teacher is graded against it")
+        return
+    if found is None:
+        raise HarnessError(f"{path}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) to identify the stage-3 teacher "
+                           "by; put the teacher's checkpoint there")
+    if found != declared.strip().lower():
+        raise HarnessError(f"{path}: the stage-3 teacher's weights have sha256 {found}, not the {declared} that "
+                           "finetune.retriever3.reranker_sha256 declares: this is another model under the teacher's "
+                           "name; put the declared teacher there, or give this one a folder and sha256 of its own")
 
 
 def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Teacher:

@@ -34,7 +34,9 @@ from harness.spec.block_settings import (
 from harness.spec.conditions import run_conditions
 from harness.spec.method import MethodSpec
 from harness.spec.stage_settings import (
+    BI_ENCODER_TEACHER,
     CONFIGURED_RERANKER,
+    TINY_RERANKER,
     PretrainSettings,
     RerankerSettings,
     StageSettings,
@@ -200,7 +202,11 @@ def impact_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> lis
 def teacher_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     r3 = RerankerSettings.from_spec(spec)
     ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
-    return [f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")]
+    line = f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")
+    if r3.reranker not in (TINY_RERANKER, BI_ENCODER_TEACHER):  # a checkpoint: identified by its weights
+        line += (f", weights sha256 {r3.reranker_sha256} (checked before scoring)" if r3.reranker_sha256 else
+                 ", weights unidentified (no reranker_sha256): no cell of a named teacher is graded")
+    return [line]
 
 
 def retriever_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:

@@ -1,5 +1,5 @@
-"""The structural checks of a spec before it runs: its stages outline, comparisons, deviations, BM25 negatives,
-and every nested key (a misspelt one is an error naming file, line and key path).
+"""The structural checks of a spec before it runs: its stages outline, comparisons, deviations and
+assumptions, BM25 negatives, and every nested key (a misspelt one is an error naming file, line and key path).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from harness.core.errors import (
 from harness.core.paths import BASELINES_DIR
 from harness.papers.schema import CONDITION_KEYS
 from harness.spec.conditions import RECIPE
+from harness.spec.declarations import DECLARATIONS, DROP, identity, is_drop
 from harness.spec.files import key_line, list_methods, load_yaml, spec_path
 from harness.spec.keys import BLOCKS, OPEN, Block, Keys
 from harness.spec.schema import (
@@ -33,8 +34,61 @@ def check_bm25_negatives(resolved: dict[str, Any], path: Path) -> None:
         raise HarnessError(f"{path}: data.bm25_negatives {source!r} is not one of {', '.join(BM25_NEGATIVE_SOURCES)}")
 
 
-def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
-    """Every declared deviation names what it touches, so grading can act on it."""
+def known_key_path(path: str) -> bool:
+    """Whether ``path`` (``pretrain.warmup_ratio``, ``corpus``) names a key or block a spec may state;
+    anything under an open block (``pretrain.objective_params.*``, checked against the objective) is."""
+    parts = path.split(".")
+    if parts[0] not in SCHEMA:
+        return False
+    keys: Keys | None = BLOCKS.get(parts[0])
+    for part in parts[1:]:
+        rule = keys.get(part) if keys is not None else None
+        if rule is None:
+            return False
+        if rule is OPEN:
+            return True
+        keys = rule.keys if isinstance(rule, Block) else None
+    return True
+
+
+def _entry_problem(key: str, item: Any) -> str | None:
+    """What is wrong with one declared deviation or assumption (harness.spec.declarations), or None."""
+    if is_drop(item):
+        extra = sorted(set(item) - {DROP, "why"})
+        if not isinstance(item[DROP], str) or extra:
+            return f"must be {{{DROP}: <the about of an inherited entry>}}" + (f", not {extra}" if extra else "")
+        return None
+    shape = ("{about: <key path>, touches: [conditions] | recipe, why: text}; a departure that touches no graded "
+             "condition is an assumption or a note") if key == "deviations" else "{about: <key path>, why: text}"
+    allowed = {"about", "why", "touches"} if key == "deviations" else {"about", "why"}
+    touches = item.get("touches") if isinstance(item, dict) else None
+    if not isinstance(item, dict) or not isinstance(item.get("why"), str) or set(item) - allowed \
+            or not isinstance(item.get("about"), str) or (key == "deviations" and not touches):
+        return f"must be {shape}"
+    about = item["about"]
+    if not known_key_path(about):
+        return ("names no key path of a spec (e.g. pretrain.warmup_ratio, corpus): `about` is the setting the "
+                "entry is about, and so which inherited entry it replaces")
+    if key == "deviations":
+        names = [touches] if isinstance(touches, str) else touches
+        unknown = [n for n in names if n != RECIPE and str(n).partition("=")[0] not in CONDITION_KEYS]
+        if unknown:
+            return (f"touches unknown condition(s) {unknown} (known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
+                    "'key=value' touches only the cells stating that value)")
+    return None
+
+
+def _entry_name(item: Any) -> str:
+    """How a problem names a declared entry: by what it is about (or drops), else by its text."""
+    if isinstance(item, dict) and isinstance(item.get(DROP, item.get("about")), str):
+        return f"{{{DROP}: {item[DROP]}}}" if DROP in item else f"the entry about '{item['about']}'"
+    text = repr(item)
+    return f"the entry {text[:60] + '...' if len(text) > 60 else text}"
+
+
+def _declaration_problems(raw: dict[str, Any], where: Any) -> list[str]:
+    """Every declared deviation names what it touches, so grading can act on it; every deviation and
+    assumption names the key path it is about, once per list; a drop names an entry it inherits."""
 
     problems = []
     blocks = [("", raw)] + [(f"profiles.{n}.", p) for n, p in (raw.get("profiles") or {}).items() if isinstance(p, dict)]
@@ -42,20 +96,25 @@ def _deviation_problems(raw: dict[str, Any], where: Any) -> list[str]:
         if "conditions" in block and prefix:
             problems.append(f"{where(('profiles', prefix.split('.')[1], 'conditions'))}: conditions are derived "
                             "from the settings that run (harness/spec/conditions.py); remove 'conditions:'")
-        for i, item in enumerate(block.get("deviations") or []):
-            # looked up (a YAML parse) only for a problem
-            here = lambda: where(("profiles", prefix.split(".")[1], "deviations") if prefix else "deviations")  # noqa: E731
-            touches = item.get("touches") if isinstance(item, dict) else None
-            names = [touches] if isinstance(touches, str) else touches
-            if not isinstance(item, dict) or not isinstance(item.get("why"), str) or not names:
-                problems.append(f"{here()}: {prefix}deviations[{i}] must be {{touches: [conditions] | recipe, why: "
-                                "text}; a departure that touches no graded condition is an assumption or a note")
+        for key in DECLARATIONS:
+            items = block.get(key)
+            if not isinstance(items, list):  # a wrong type is reported with the schema
                 continue
-            unknown = [n for n in names if n != RECIPE and str(n).partition("=")[0] not in CONDITION_KEYS]
-            if unknown:
-                problems.append(f"{here()}: {prefix}deviations[{i}] touches unknown condition(s) {unknown} "
-                                f"(known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
-                                "'key=value' touches only the cells stating that value)")
+            # looked up (a YAML parse) only for a problem
+            here = lambda k=key: where(("profiles", prefix.split(".")[1], k) if prefix else k)  # noqa: E731
+            # a profile's drop may name an entry of the top level, which is merged under it when it resolves
+            inherited = {identity(e) for e in raw.get(key) or [] if not is_drop(e)} if prefix else set()
+            seen: set[str] = set()
+            for item in items:  # merged from several files: an entry is named by what it says, not its index
+                problem = _entry_problem(key, item)
+                if problem is None and is_drop(item) and identity(item) not in inherited:
+                    problem = (f"drops '{identity(item)}', which neither the spec it extends, a fragment it "
+                               "includes nor the top level declares")
+                elif problem is None and identity(item) in seen:
+                    problem = "is declared twice; keep one"
+                if problem:
+                    problems.append(f"{here()}: {prefix}{key}: {_entry_name(item)} {problem}")
+                seen.add(identity(item))
     return problems
 
 
@@ -104,7 +163,7 @@ def structure_problems(raw: dict[str, Any], path: Path) -> list[str]:
         problems.append(f"{where('conditions')}: conditions are derived from the settings that run "
                         "(harness/spec/conditions.py: pre-training steps and corpus, init, negatives, ...); remove "
                         "'conditions:' and declare a departure from the paper as deviations: [{touches, why}]")
-    problems += _deviation_problems(raw, where)
+    problems += _declaration_problems(raw, where)
     problems += _comparison_problems(raw, path, where)
     if isinstance(raw.get("stages"), list):
         problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]

@@ -14,11 +14,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.data.sampled import base_name
+from harness.spec.stage_settings import BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER
 
 RECIPE = "recipe"  # a deviation that touches every number the method produces
 # LexMAE's stage-3 teacher: the off-the-shelf ranker of Zhou et al. (2022b, arXiv 2206.08063), which
-# the paper distils; a configured checkpoint is named by its folder under models/, this by default.
+# the paper distils; a configured checkpoint is found by its folder under models/, this by default, and
+# identified by its weights (the spec's reranker_sha256; no copy of this one has been checked here yet).
 PAPER_RERANKER = "zhou2022b-ranker"
+UNIDENTIFIED = "weights unidentified: no finetune.retriever3.reranker_sha256"
+
+
+def teacher_condition(r3: Mapping[str, Any]) -> str:
+    """What a run states as its stage-3 teacher: the kind of one trained or scored here (tiny-cross-encoder,
+    bi-encoder); a checkpoint teacher by its name only when the spec identifies its weights
+    (``reranker_sha256``, which the run checks before it scores): a folder name says nothing of what is in
+    it, so an unidentified teacher is graded against no cell of a named one."""
+    choice = str(r3["reranker"])
+    if choice in (TINY_RERANKER, BI_ENCODER_TEACHER):
+        return choice
+    name = str(r3.get("reranker_checkpoint") or PAPER_RERANKER) if choice == CONFIGURED_RERANKER else choice
+    return name if r3.get("reranker_sha256") else f"{name} ({UNIDENTIFIED})"
 
 
 def derived(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,9 +62,7 @@ def derived(config: Mapping[str, Any]) -> dict[str, Any]:
             out["finetune_queries"] = int(finetune["max_train_queries"])
         r3 = finetune.get("retriever3") or {}
         if r3.get("reranker"):
-            teacher = r3.get("reranker_checkpoint") or PAPER_RERANKER if r3["reranker"] == "configured-checkpoint" \
-                else None
-            out["reranker_teacher"] = str(teacher or r3["reranker"])
+            out["reranker_teacher"] = teacher_condition(r3)
     top_k = (config.get("retrieval") or {}).get("topk_sparsify")
     if top_k:  # sparse retrievers keeping only the top-k terms per document (LexMAE Table 4)
         out["sparsify_top_k"] = int(top_k)

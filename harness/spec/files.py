@@ -18,14 +18,19 @@ from harness.core.errors import (
 )
 from harness.core.paths import BASELINES_DIR, specs_dir
 from harness.papers.parsing import yaml_key_lines
+from harness.spec.declarations import DECLARATIONS, merge_declarations
 from harness.spec.schema import FRAGMENTS, PROFILE_KEYS
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged over ``base``: mappings key by key, any other value replaced, except the
+    declaration lists (``deviations``, ``assumptions``), which merge entry by entry (harness.spec.declarations)."""
     out = copy.deepcopy(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value)
+        elif key in DECLARATIONS and isinstance(value, list) and isinstance(out.get(key), list):
+            out[key] = merge_declarations(out[key], copy.deepcopy(value))
         else:
             out[key] = copy.deepcopy(value)
     return out

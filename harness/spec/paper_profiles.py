@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.errors import HarnessError
+from harness.spec.declarations import describe, is_drop
 
 
 def paper_profiles() -> list[Any]:
@@ -31,13 +32,12 @@ def paper_profiles() -> list[Any]:
 
 def paper_deviations(key: str = "deviations", papers: list[Any] | None = None) -> dict[str, list[str]]:
     """Each method's declared deviations of its paper profile from its paper (spec ``deviations:``,
-    each with the conditions it touches), or with ``key="assumptions"`` the values it picks where
-    the papers say nothing. ``papers``: the paper profiles (default: every spec's that loads)."""
+    each with the setting it is about and the conditions it touches), or with ``key="assumptions"``
+    the values it picks where the papers say nothing, inherited ones included. ``papers``: the paper profiles (default: every spec's that loads)."""
     out = {}
     # the specs that load: one with a problem still leaves the others' counted
     for spec in paper_profiles() if papers is None else papers:
-        name, items = spec.name, spec.get(key) or []
+        name, items = spec.name, [d for d in spec.get(key) or [] if not is_drop(d)]
         if items:
-            out[name] = [f"touches {', '.join([d['touches']] if isinstance(d['touches'], str) else d['touches'])}: "
-                         f"{d['why']}" if isinstance(d, dict) else str(d) for d in items]
+            out[name] = [describe(d, key) for d in items]
     return out

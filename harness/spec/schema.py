@@ -40,9 +40,11 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "notes": (False, (str, list), "free text"),
     "substitutions": (False, (list,), "where this setting departs from the paper's (printed with every run and recorded)"),
     "deviations": (False, (list,), "where the paper profile departs from a setting the paper states: "
-                                   "{touches: [conditions] | recipe, why: text}; the cells stating a touched "
-                                   "condition are NOT-COMPARABLE (listed by `validate`)"),
-    "assumptions": (False, (list,), "values the papers leave unstated that the spec picks (listed by `validate`)"),
+                                   "{about: key path, touches: [conditions] | recipe, why: text}; the cells "
+                                   "stating a touched condition are NOT-COMPARABLE; merged by `about` across "
+                                   "extends ({drop: about} removes one; listed by `validate`)"),
+    "assumptions": (False, (list,), "values the papers leave unstated that the spec picks: {about: key path, "
+                                    "why: text}; merged by `about` across extends (listed by `validate`)"),
     "compare_with": (False, (list,), "the methods this one is measured against: its effects are it minus each, "
                                      "paired on the same queries in every profile (`effects`, `check`); the "
                                      "method's own, so not inherited through `extends`"),

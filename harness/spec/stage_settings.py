@@ -190,6 +190,12 @@ class RerankerSettings(BlockSettings):
                             "checkpoint", CONFIGURED_RERANKER, TEXT, stages=SCORING)
     reranker_checkpoint: str | None = setting("checkpoint of a configured-checkpoint or bi-encoder teacher", None,
                                               TEXT, example="all-minilm-l6-v2", stages=SCORING)
+    # Not keyed: the scores' key already holds the teacher folder's content (harness.pipelines.context.input_key).
+    reranker_sha256: str | None = setting(
+        "sha256 of a checkpoint teacher's weights (harness.stages.checkpoints.weights_sha256: `sha256sum` of its "
+        "one weights file): the run stops when the folder holds other weights; unset, the run states its teacher "
+        "as unidentified, so no cell of a named teacher is graded against it", None, TEXT, nullable=True,
+        example="<64 hex digits>", keyed=False, stages=SCORING)
     teacher_scale: float = setting("bi-encoder teacher logits = teacher_scale x cosine", 20.0, POSITIVE,
                                    stages=SCORING)
     teacher_max_length: int = setting("bi-encoder teacher passage length in tokens", 128, POSITIVE_WHOLE,

@@ -5,12 +5,13 @@ Hugging Face Hub, only when the user allowed it (HF_HUB_OFFLINE=0), since the CL
 offline by default and a blocked Hub otherwise hangs for minutes before failing.
 
 :func:`resolve_model_path` does the same for a model given on the command line (a local folder,
-or a published name downloaded from the Hub when that is allowed), and :func:`model_fingerprint`
-identifies a model folder by its contents.
+or a published name downloaded from the Hub when that is allowed), :func:`model_fingerprint`
+identifies a model folder by its contents and :func:`weights_sha256` a checkpoint by its weights.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import pickle
@@ -19,7 +20,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
-from harness.stages.artifacts import hash_dir
+from harness.stages.artifacts import hash_dir, hash_file
 
 
 def candidates(name: str) -> list[Path]:
@@ -111,6 +112,25 @@ def _download_from_hub(name: str) -> Path:
     except Exception as exc:  # noqa: BLE001 - network, auth or unknown repo: one clear message
         raise HarnessError(f"model '{name}' is not local and could not be downloaded from the Hugging Face Hub "
                            f"({type(exc).__name__}: {exc}); put the folder under models/{name}") from None
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")  # the files a checkpoint's weights are in
+
+
+def weights_sha256(path: Path) -> str | None:
+    """What identifies a checkpoint's weights: the sha256 of its one weights file (what `sha256sum` prints
+    and the Hugging Face Hub lists for the file), or for weights sharded over several files the sha256 of
+    their ``<name> <sha256>`` lines in name order; None when the folder holds no weights file. Only the
+    weights count: a re-saved config, tokenizer or README leaves a teacher the same teacher."""
+    root = Path(path)
+    files = sorted(p for p in ([root] if root.is_file() else root.rglob("*"))
+                   if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        return None
+    if len(files) == 1:
+        return hash_file(files[0])
+    lines = "".join(f"{p.relative_to(root).as_posix()} {hash_file(p)}\n" for p in files)
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
 def model_fingerprint(path: Path) -> str:
