@@ -221,7 +221,7 @@ def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.D
         for rec in latest_by_method(records, profile).values():
             effects.extend(stage_effects(rec))
         paper = profile == PAPER_PROFILE
-        rows += [{**e.to_dict(), "effect": f"{e.a} - {e.b}", "paper_claims": claimed_text(e) if paper else "",
+        rows += [{**e.to_dict(), "effect": e.label, "paper_claims": claimed_text(e) if paper else "",
                   "vs_claim": (e.claim_status or "-") if paper else LEARNING_CHECK} for e in effects]
     columns = ["profile", "effect", "dataset", "measure", "a_value", "b_value", "delta", "ci_low", "ci_high",
                "p_value", "queries", "paper_claims", "vs_claim"]

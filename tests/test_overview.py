@@ -103,13 +103,16 @@ def test_learned_runs_in_points_with_cis_and_effects_vs_the_control(committed) -
     records = [r for r in load_records(RECORDS)[0] if not r.integrity_problems]
     mini = [r for r in committed.learned if r.profile == "mini"]
     assert {r.method for r in mini} >= {"nopretrain", "cocondenser", "cotmae", "lexmae", "cpdae"}
-    effects = {(e.a, e.dataset): e for e in method_effects(records, "mini") if e.b == overview.CONTROL}
+    effects = {(e.a, e.dataset, e.measure): e for e in method_effects(records, "mini") if e.b == overview.CONTROL}
     for row in mini:
         assert row.ci_low <= row.value <= row.ci_high and 0 <= row.value <= 100
         if row.method == overview.CONTROL:
             assert row.effect is None
         else:
-            assert row.effect == pytest.approx(effects[(row.method, row.benchmark)].delta)
+            effect = effects[(row.method, row.benchmark, row.measure)]
+            assert row.effect == pytest.approx(effect.delta)
+            # mini effects carry the seed spread the mini seed records measured, beside the query-only CI
+            assert effect.seed_sd and row.effect_low == effect.ci_low < effect.query_ci_low
     assert {"tiny", "rehearsal"} <= {r.profile for r in committed.learned}
     assert not {"paper", "checkpoint"} & {r.profile for r in committed.learned}
 
@@ -137,8 +140,8 @@ def test_a_claim_takes_the_grade_of_the_paper_runs_effect(monkeypatch) -> None:
     claims = [c for c in claims_for(pairs) if c.benchmark == "msmarco-dev"][:2]
     assert len(claims) == 2
     graded = claims[0]
-    check = {"source": graded.source, "a_row": graded.a_row, "b_row": graded.b_row, "claimed": graded.delta,
-             "status": REPRODUCED, "reason": "", "ci_low": -0.4, "ci_high": 0.5}
+    check = {"key": graded.key, "source": graded.source, "a_row": graded.a_row, "b_row": graded.b_row,
+             "claimed": graded.delta, "status": REPRODUCED, "reason": "", "effect": 0.65, "ci_low": -0.4, "ci_high": 0.5}
     effect = Effect("paper", graded.a, graded.b, "qc_run", "base_run", graded.benchmark, graded.measure, 39.4, 38.8,
                     0.65, 0.1, 1.2, 0.02, 6980, claims=[check], claim_status=REPRODUCED)
     monkeypatch.setattr(overview, "method_effects", lambda records, profile, pairs=None: [effect])

@@ -1,29 +1,52 @@
 """Effects: what pre-training (or QC, or fine-tuning) changes, measured on the same queries.
 
-The papers' claims are differences (method vs no pre-training, with vs without QC), so the
-harness reports them as such: for two runs of the same profile, the paired bootstrap of the
-per-query difference of the dataset's primary measure (``conventions.primary_measure``; the
-bootstrap: ``harness.evaluation.bootstrap``): mean difference, 95% CI and two-sided p-value, in
-points. ``stage_effects`` does the same inside one run, between its fine-tuning stages and the
-zero-shot start (``start``), which is the check that fine-tuning itself works. Where a paper
-printed the same difference, the effect is graded against that claim by the one rule of
-``harness.evaluation.verdict`` (through ``harness.evaluation.claims``): REPRODUCED, DIFFERENT-BELOW
-/ -ABOVE, INCONCLUSIVE, or NOT-COMPARABLE when the runs do not share the claim's setting (every
-profile but ``paper``).
+The papers' claims are differences (method vs no pre-training, with vs without QC, one method vs
+another, retriever 2 vs retriever 1), so the harness reports them as such: for two runs of the
+same profile, the paired bootstrap of the per-query difference (``harness.evaluation.bootstrap``)
+on every benchmark and measure both runs scored: mean difference, 95% CI and two-sided p-value,
+in points. In the ``paper`` profile every fine-tuning stage both runs scored is compared too (a
+paper prints retriever 1 and retriever 2 rows), and a method's stages against each other
+(``claims.claim_pairs``); elsewhere the final stages. A BEIR average a paper prints is the mean of
+its datasets' effects, where both runs scored every one.
+
+A CI over queries alone says what another query sample would change, not what another seed would:
+two runs of one recipe on the same queries differ too. Where the seed spread was measured (the
+``mini`` profile, ``noise.yaml``: the control under several seeds, ``sd`` of one run's mean per
+benchmark and measure), an effect between two single runs adds the variance of their difference,
+``2 sd**2``, to the bootstrap's (each side of the CI widened as ``sqrt(half**2 + z**2 * 2 sd**2)``,
+the p-value recomputed from the combined normal se; a stage minus the untrained start adds
+``sd**2``); the query-only CI is kept beside it. A benchmark the seeds did not measure takes
+``noise.sigma``'s transfer, said so in ``seed_why``.
+
+``stage_effects`` does the same inside one run, between its fine-tuning stages and the zero-shot
+start (``start``), which is the check that fine-tuning itself works. Where a paper printed the same
+difference, the effect is graded against that claim by the effect rule (``harness.evaluation.claims``:
+REPRODUCED, DIFFERENT-BELOW / -ABOVE, INCONCLUSIVE, or NOT-COMPARABLE when the runs do not share the
+claim's setting: every profile but ``paper``); the claims of one table are one Holm family.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from harness.core.text_table import format_table
+from harness.data.catalog import AGGREGATES
+from harness.evaluation import noise
+from harness.evaluation import verdict as rule
 from harness.evaluation.bootstrap import paired_bootstrap
-from harness.evaluation.claims import check_claims, claims_for, overall
+from harness.evaluation.claims import Claim, Pairing, claim_pairs, claims_for, grade
+from harness.evaluation.compare import PAPER_PROFILE
 from harness.evaluation.conventions import primary_measure
-from harness.evaluation.noise import sigma
+from harness.evaluation.count_claims import CountCheck, check_count, count_claims_for
+from harness.evaluation.tolerances import canonical_measure
 from harness.records.store import RunRecord
 from harness.spec.method import comparisons
+
+SEED_SPREAD_PROFILES = (noise.PROFILE,)  # where noise.yaml measured the seed spread (mini)
+Z95 = rule.z(0.975)
 
 
 @dataclass
@@ -38,24 +61,37 @@ class Effect:
     a_value: float  # points
     b_value: float
     delta: float
-    ci_low: float
+    ci_low: float      # 95% CI over the queries, and over the seeds where measured (``seed_sd``)
     ci_high: float
     p_value: float
     queries: int
     claims: list[dict] = field(default_factory=list)  # ClaimCheck dicts: the papers' printed differences
     claim_status: str = ""                            # worst over the comparable claims; "" without one
+    a_stage: str = ""    # the fine-tuning stage each side's scores come from ("": the run names none)
+    b_stage: str = ""
+    final: bool = True   # both sides are their runs' final stage
+    seed_sd: float | None = None       # seed SD of one run's mean folded into the CI (None: queries only)
+    seed_why: str = ""
+    query_ci_low: float | None = None  # the bootstrap CI over the queries alone
+    query_ci_high: float | None = None
 
     @property
     def significant(self) -> bool:
         return self.ci_low > 0 or self.ci_high < 0
 
+    @property
+    def label(self) -> str:
+        """'A - B'; with each side's stage where they are not both the runs' final one."""
+        if self.final and self.a != self.b:
+            return f"{self.a} - {self.b}"
+        return f"{' '.join(filter(None, (self.a, self.a_stage)))} - {' '.join(filter(None, (self.b, self.b_stage)))}"
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "label": self.label}
 
 
 def _effect(profile: str, a: str, b: str, a_run: str, b_run: str, dataset: str, measure: str,
-            pq_a: dict[str, float], pq_b: dict[str, float]) -> Effect:
-
+            pq_a: Mapping[str, float], pq_b: Mapping[str, float]) -> Effect:
     res = paired_bootstrap(pq_a, pq_b)
     mean = lambda pq: 100.0 * sum(pq.values()) / len(pq)  # noqa: E731
     return Effect(profile, a, b, a_run, b_run, dataset, measure, mean(pq_a), mean(pq_b), 100.0 * res.mean_diff,
@@ -71,35 +107,161 @@ def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, Ru
     return out
 
 
-def method_effects(records: Sequence[RunRecord], profile: str,
-                   pairs: Sequence[tuple[str, str]] | None = None) -> list[Effect]:
-    """A minus B on each dataset both final retrievers were evaluated on, for every pair present;
-    ``pairs`` (A, B) default to the specs' ``compare_with`` (``harness.spec.method.comparisons``)."""
+# ----------------------------------------------------------------------------- the seed spread
 
-    if pairs is None:
+def seed_spread(dataset: str, measure: str) -> tuple[float, str]:
+    """The seed SD of one run's mean (points) that the mini profile's seed records measured on
+    ``dataset`` / ``measure`` (``noise.yaml``: ``sd``), else the harness's transfer of it."""
+    data = noise.load()
+    measured = (data.get("benchmarks") or {}).get(dataset, {}).get(measure)
+    if measured:
+        return float(measured["sd"]), (f"seed SD {measured['sd']:.2f} measured: {data['method']} "
+                                       f"[{data['profile']}] x {len(data['runs'])} seeds on {dataset}")
+    sigma = noise.sigma(dataset, measure)
+    return sigma.points, f"seed SD {sigma.points:.2f} {sigma.why}"
 
-        pairs = comparisons()
-    latest = latest_by_method(records, profile)
-    claims = claims_for(pairs)
-    out = []
-    for a, b in pairs:
-        if a not in latest or b not in latest:
-            continue
-        ra, rb = latest[a], latest[b]
-        for dataset in ra.metrics:
-            measure = primary_measure(dataset)
-            pq_a = ra.per_query.get(dataset, {}).get(measure)
-            pq_b = rb.per_query.get(dataset, {}).get(measure)
-            if pq_a and pq_b:
-                e = _effect(profile, a, b, ra.run_id, rb.run_id, dataset, measure, pq_a, pq_b)
-                mine = [c for c in claims if (c.a, c.b, c.benchmark, c.measure) == (a, b, dataset, measure)]
 
-                checks = check_claims(mine, ra.conditions(), rb.conditions(), e.a_value, e.b_value,
-                                      sigma(dataset, measure).points)
-                e.claims, e.claim_status = [c.to_dict() for c in checks], overall(checks)
-                out.append(e)
+def widen_by_seeds(effect: Effect, sd: float, why: str, trained_sides: int = 2) -> None:
+    """Fold the seed spread into the effect's 95% CI and p-value: variance ``sd**2`` for each side
+    that is one trained run (two runs: ``2 sd**2``; a stage minus the untrained start: ``sd**2``);
+    the query-only CI is kept."""
+    effect.query_ci_low, effect.query_ci_high = effect.ci_low, effect.ci_high
+    seeds = trained_sides * sd ** 2
+    effect.ci_low = effect.delta - math.sqrt(max(0.0, effect.delta - effect.ci_low) ** 2 + Z95 ** 2 * seeds)
+    effect.ci_high = effect.delta + math.sqrt(max(0.0, effect.ci_high - effect.delta) ** 2 + Z95 ** 2 * seeds)
+    se_queries = (effect.query_ci_high - effect.query_ci_low) / (2.0 * Z95)
+    effect.p_value = rule.p_zero(effect.delta, math.sqrt(se_queries ** 2 + seeds))
+    effect.seed_sd, effect.seed_why = sd, why
+
+
+# ----------------------------------------------------------------------------- effects of two runs
+
+def scores_by_stage(record: RunRecord) -> tuple[dict[str, dict[str, Any]], str]:
+    """The record's per-query scores of each fine-tuning stage, in order, and its final stage (a
+    record that kept no stages: its scores under its ``finetune_stage``, or "")."""
+    by_stage = {s: v for s, v in (record.get("per_query_by_stage") or {}).items() if s.startswith("retriever")}
+    final = record.finetune_stage or (list(by_stage)[-1] if by_stage else "")
+    return (by_stage or {final: record.per_query}), final
+
+
+def _conditions(record: RunRecord, stage: str) -> dict[str, Any]:
+    """The record's conditions for the numbers of one stage (as ``gate.grading.paper_comparisons``)."""
+    conditions = record.conditions()
+    if stage.startswith("retriever"):
+        conditions["finetune_stage"] = stage
+    return conditions
+
+
+def _aggregate(parts: Sequence[Effect], name: str) -> Effect:
+    """A printed average's effect: the mean of its datasets' effects (independent query sets)."""
+    k = len(parts)
+    first = parts[0]
+    delta = sum(e.delta for e in parts) / k
+    se = math.sqrt(sum(((e.ci_high - e.ci_low) / (2.0 * Z95)) ** 2 for e in parts)) / k
+    out = Effect(first.profile, first.a, first.b, first.a_run, first.b_run, name, first.measure,
+                 sum(e.a_value for e in parts) / k, sum(e.b_value for e in parts) / k, delta,
+                 delta - Z95 * se, delta + Z95 * se, rule.p_zero(delta, se), sum(e.queries for e in parts),
+                 a_stage=first.a_stage, b_stage=first.b_stage, final=first.final)
+    if all(e.seed_sd is not None for e in parts):
+        out.seed_sd = math.sqrt(sum(e.seed_sd ** 2 for e in parts)) / k  # type: ignore[operator]
+        out.seed_why = f"the mean of {k} datasets' seed spreads"
     return out
 
+
+def _stage_pair_effects(profile: str, a: str, b: str, ra: RunRecord, rb: RunRecord, xa: str, xb: str,
+                        final: bool, pq_a: Mapping[str, Any], pq_b: Mapping[str, Any]) -> list[Effect]:
+    """A minus B on every benchmark and measure both scored (A's stage ``xa``, B's ``xb``), and on
+    every printed average whose datasets both scored."""
+    out = []
+    for dataset in (d for d in pq_a if d in pq_b):
+        for measure in (m for m in pq_a[dataset] if m in pq_b[dataset]):
+            if pq_a[dataset][measure] and pq_b[dataset][measure]:
+                e = _effect(profile, a, b, ra.run_id, rb.run_id, dataset, measure, pq_a[dataset][measure],
+                            pq_b[dataset][measure])
+                e.a_stage, e.b_stage, e.final = xa, xb, final
+                if profile in SEED_SPREAD_PROFILES and ra is not rb:
+                    widen_by_seeds(e, *seed_spread(dataset, measure))
+                out.append(e)
+    for name, aggregate in AGGREGATES.items():
+        members = {d: [e for e in out if e.dataset == d] for d in aggregate.members}
+        if all(members.values()):
+            shared = set.intersection(*({e.measure for e in found} for found in members.values()))
+            for measure in sorted(shared):
+                out.append(_aggregate([next(e for e in found if e.measure == measure) for found in members.values()],
+                                      name))
+    return out
+
+
+def pair_effects(records: Sequence[RunRecord], profile: str, a: str, b: str) -> list[Effect]:
+    """A minus B between the newest records of each in ``profile``: their final stages, and in the
+    paper profile every stage both scored; ``a == b``: each retriever stage minus the one before."""
+    latest = latest_by_method(records, profile)
+    if a not in latest or b not in latest:
+        return []
+    ra, rb = latest[a], latest[b]
+    sa, fa = scores_by_stage(ra)
+    sb, fb = scores_by_stage(rb)
+    if a == b:
+        stages = [s for s in sa if s.startswith("retriever")]
+        pairs = list(zip(stages[1:], stages[:-1]))
+    else:
+        pairs = [(fa, fb)]
+        if profile == PAPER_PROFILE:
+            pairs += [(s, s) for s in sa if s in sb and (s, s) != (fa, fb)]
+    out = []
+    for xa, xb in pairs:
+        out += _stage_pair_effects(profile, a, b, ra, rb, xa, xb, (xa, xb) == (fa, fb) and a != b, sa[xa], sb[xb])
+    return out
+
+
+def _stage_key(a_stage: str | None, b_stage: str | None) -> tuple[str, str]:
+    return (a_stage or "", b_stage or "")
+
+
+def method_effects(records: Sequence[RunRecord], profile: str,
+                   pairs: Sequence[tuple[str, str]] | None = None) -> list[Effect]:
+    """A minus B on every benchmark and measure both runs scored, for every pair present, each
+    graded against the claims the papers printed for it: a claim naming stages on the effect of
+    those stages, one naming none on the final stages' effect. ``pairs`` (A, B) default to
+    ``claims.claim_pairs`` in the paper profile (every pair a paper prints a difference of) and to
+    the specs' ``compare_with`` elsewhere (``harness.spec.method.comparisons``)."""
+    if pairs is None:
+        pairs = claim_pairs() if profile == PAPER_PROFILE else comparisons()
+    pairs = list(dict.fromkeys(pairs))
+    latest = latest_by_method(records, profile)
+    index: dict[tuple, list[Claim]] = {}
+    for c in claims_for(pairs):
+        index.setdefault((c.a, c.b, _stage_key(c.a_stage, c.b_stage), c.benchmark, canonical_measure(c.measure)),
+                         []).append(c)
+    out, pairings, owners = [], [], []
+    for a, b in pairs:
+        for e in pair_effects(records, profile, a, b):
+            out.append(e)
+            keys = [_stage_key(e.a_stage, e.b_stage)] + ([("", "")] if e.final and (e.a_stage or e.b_stage) else [])
+            for stages in keys:
+                for claim in index.get((a, b, stages, e.dataset, canonical_measure(e.measure)), []):
+                    pairings.append(Pairing(claim, _conditions(latest[a], e.a_stage),
+                                            _conditions(latest[b], e.b_stage), e.a_value, e.b_value))
+                    owners.append(e)
+    for e, check in zip(owners, grade(pairings)):  # one grading: the claims of a table are one family
+        e.claims.append(check.to_dict())
+    for e in out:
+        e.claim_status = overall_of(e.claims)
+    return out
+
+
+def overall_of(checks: Sequence[Mapping[str, Any]]) -> str:
+    """The worst status among an effect's claim checks ("" without one)."""
+    return rule.worst(c["status"] for c in checks)
+
+
+def count_checks(effects: Sequence[Effect], pairs: Sequence[tuple[str, str]] | None = None) -> list[CountCheck]:
+    """The count claims of ``pairs`` (default ``claims.claim_pairs``) graded from the effects' checks."""
+    checks = {c["key"]: c for e in effects for c in e.claims}
+    return [check_count(claim, checks) for claim in count_claims_for(pairs or claim_pairs())]
+
+
+# ----------------------------------------------------------------------------- within one run
 
 def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
     """Each fine-tuning stage minus ``base`` (the zero-shot start) within one run."""
@@ -114,17 +276,21 @@ def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
             measure = primary_measure(dataset)
             pq_a, pq_b = measures.get(measure), by_stage[base].get(dataset, {}).get(measure)
             if pq_a and pq_b:
-                out.append(_effect(record.profile, f"{record.method} {stage}", f"{record.method} {base}",
-                                   record.run_id, record.run_id, dataset, measure, pq_a, pq_b))
+                e = _effect(record.profile, f"{record.method} {stage}", f"{record.method} {base}",
+                            record.run_id, record.run_id, dataset, measure, pq_a, pq_b)
+                if record.profile in SEED_SPREAD_PROFILES:  # the start is untrained: one side's seed only
+                    widen_by_seeds(e, *seed_spread(dataset, measure), trained_sides=1)
+                out.append(e)
     return out
 
 
 def format_effects(effects: Sequence[Effect]) -> str:
-    rows = [[e.profile, f"{e.a} - {e.b}", e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
+    rows = [[e.profile, e.label, e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
              f"{e.delta:+.2f}", f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]", f"{e.p_value:.3f}", e.queries,
+             "queries" if e.seed_sd is None else f"+ seeds (sd {e.seed_sd:.2f})",
              "yes" if e.significant else "no", claimed_text(e), e.claim_status or "-"] for e in effects]
     return format_table(["profile", "effect", "dataset", "measure", "A", "B", "A-B", "95% CI", "p", "queries",
-                         "CI excludes 0", "paper claims", "vs claim"], rows)
+                         "CI over", "CI excludes 0", "paper claims", "vs claim"], rows)
 
 
 def claimed_text(effect: Effect) -> str:

@@ -6,7 +6,9 @@
 * Other records against their reference: each metric within ``TINY_TOLERANCE`` points either way
   (``TRAINING_FREE_TOLERANCE`` for a method without training), and the training losses at
   ``LOSS_CHECKPOINTS`` within ``LOSS_TOLERANCE`` percent.
-* Effects: each method minus each control its spec names, graded against the papers' claims.
+* Effects: each method minus each control its spec names (in the paper profile: every pair of
+  methods, and of stages, a paper prints a difference of), graded against the papers' claims, and
+  the count claims ("better on 9 of 14 datasets") from them.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from harness.core.statuses import (
     NEAR_FACTOR,
     NO_CELLS,
     NOT_COMPARABLE,
+    NOT_YET_RUN,
     PASS,
     STALE_REFERENCE,
 )
 from harness.evaluation.bootstrap import paired_bootstrap
-from harness.evaluation.compare import compare
-from harness.evaluation.effects import method_effects
+from harness.evaluation.compare import PAPER_PROFILE, compare
+from harness.evaluation.effects import count_checks, method_effects
 from harness.gate.labels import source_label, system_axes
 from harness.papers.released import (
     CHECKPOINT_PROFILE,
@@ -267,14 +270,18 @@ def _paired_ci(record: RunRecord, ref: RunRecord, dataset: str, measure: str) ->
 # ----------------------------------------------------------------------------- effects
 
 def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
-    """One row per paired effect in each profile, graded against the papers' claim where comparable."""
+    """One row per paired effect in each profile, graded against the papers' claims where comparable
+    (a reversed or missed claim is DIFFERENT-*, which fails the gate), and in the paper profile one
+    row per count claim both of whose methods have a paper run."""
 
     rows = []
     for profile in sorted({r.profile for r in records}):
-        for e in method_effects(records, profile):
+        effects = method_effects(records, profile)
+        for e in effects:
+            name = f"{e.label} [{profile}]"
             shown = next((c for c in e.claims if c["status"] == e.claim_status), None)
             if shown is None:
-                rows.append(GateRow(EFFECT, f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
+                rows.append(GateRow(EFFECT, name, e.a, profile, e.dataset, e.measure,
                                     reproduced=e.delta, ci_low=e.ci_low, ci_high=e.ci_high,
                                     note=f"no printed difference; p={e.p_value:.3f}, {e.queries} queries"))
                 continue
@@ -283,8 +290,17 @@ def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
             others = len(e.claims) - 1
             if others:
                 note += f" (+{others} more claim(s))"
-            rows.append(GateRow(e.claim_status, f"{e.a} - {e.b} [{profile}]", e.a, profile, e.dataset, e.measure,
+            rows.append(GateRow(e.claim_status, name, e.a, profile, e.dataset, e.measure,
                                 against=shown["source"], expected=shown["claimed"], reproduced=e.delta,
                                 delta=e.delta - shown["claimed"] if comparable else None,
                                 ci_low=e.ci_low, ci_high=e.ci_high, note=note))
+        if profile == PAPER_PROFILE:
+            ran = {r.method for r in records if r.profile == profile}
+            for count in count_checks(effects):
+                if {count.a, count.b} <= ran and count.status != NOT_YET_RUN:
+                    rows.append(GateRow(count.status, f"{count.a} - {count.b} [{profile}, count]", count.a, profile,
+                                        f"{count.datasets} datasets", count.measure, against=count.source,
+                                        expected=float(count.stated),
+                                        reproduced=None if count.at_least is None else float(count.at_least),
+                                        note=f"{count.text!r}: {count.reason}"))
     return rows

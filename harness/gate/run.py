@@ -37,10 +37,12 @@
   ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
   records still show their stored comparison, but the gate cannot pass without the cells).
 * **Effects.** For every profile, each method minus each method its spec names in ``compare_with``
-  (the control; QC minus non-QC; ``harness.evaluation.effects``), with a paired-bootstrap CI, graded
-  against the papers' printed difference where the runs share its setting
-  (``harness.evaluation.claims``, the same rule: DIFFERENT fails the gate); otherwise EFFECT (no
-  claim) or NOT-COMPARABLE.
+  (the control; QC minus non-QC; in the paper profile also every pair of methods and of stages a
+  paper prints a difference of, at every stage both runs scored; ``harness.evaluation.effects``), on
+  every benchmark and measure, with a paired-bootstrap CI, graded against the papers' printed
+  difference where the runs share its setting (``harness.evaluation.claims``, the effect rule: a
+  reversed or missed claim is DIFFERENT and fails the gate), and the papers' count claims from them
+  (``harness.evaluation.count_claims``); otherwise EFFECT (no claim) or NOT-COMPARABLE.
 * **Contributed runs** (docs/contributing-runs.md) pass the same checks as any other record, plus
   two that every record passes: its ``datasets`` checksums must be the catalog's for the same file
   (``harness.data.checksums``; else DATA-MISMATCH, failing, naming the dataset and file), and a

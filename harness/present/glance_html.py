@@ -126,18 +126,25 @@ def headline_html(rows: Sequence[HeadlineRow]) -> str:
     return table(HEADLINE_HEADERS, out, numeric=(3, 5, 6, 7))
 
 
-CLAIM_HEADERS = ["source", "A - B", "rows", "benchmark", "claimed", "state", "reproduced", "90% CI (vs claim)",
-                 "runs / why", "reproduce with"]
+CLAIM_HEADERS = ["source", "A - B", "rows", "benchmark", "claimed", "state", "reproduced", "90% CI (seeds)",
+                 "effect ratio [90% CI]", "runs / why", "reproduce with"]
 
 
 def claims_html(rows: Sequence[ClaimRow]) -> str:
+    """The printed differences (points) and count claims (datasets: the paper's count, and how many
+    the runs show better)."""
     out = []
     for r in rows:
         why = "<br>".join(esc(x) for x in (*r.runs, r.reason) if x)
-        out.append([esc(r.source), esc(f"{r.a} - {r.b}"), esc(f"{r.a_row} - {r.b_row}"),
-                    esc(f"{r.benchmark} {r.measure}"), pts(r.claimed, True), badge(r.state), pts(r.effect, True),
-                    interval(r.ci_low, r.ci_high, True), why, _what_to_do(r.command, r.cost)])
-    return table(CLAIM_HEADERS, out, numeric=(4, 6, 7))
+        if r.kind == "count":
+            claimed, reproduced = f"{r.claimed:.0f} of {esc(r.benchmark)}", "-" if r.effect is None else f"&ge; {r.effect:.0f}"
+        else:
+            claimed, reproduced = pts(r.claimed, True), pts(r.effect, True)
+        ratio = "-" if r.effect_ratio is None else f"{r.effect_ratio:.2f} {interval(r.ratio_low, r.ratio_high)}"
+        out.append([esc(r.source), esc(f"{r.a} - {r.b}"), esc(f"{r.a_row} - {r.b_row}" if r.a_row else "count"),
+                    esc(f"{r.benchmark} {r.measure}"), claimed, badge(r.state), reproduced,
+                    interval(r.ci_low, r.ci_high, True), ratio, why, _what_to_do(r.command, r.cost)])
+    return table(CLAIM_HEADERS, out, numeric=(4, 6, 7, 8))
 
 
 # ----------------------------------------------------------------------------- 1b

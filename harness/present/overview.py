@@ -12,9 +12,12 @@ Three lists, every number in points (100 x fraction; the paper's printed string 
   but does not share the cell's setting (the reason kept), or NOT-YET-RUN, with the command that
   would run it and its projected cost on the spec's declared hardware (``harness.run.projection``).
 * :class:`ClaimRow`: each difference a paper printed between two of its rows (from the registry, as
-  ``check`` takes them, even with a ``--reported`` snapshot)
-  (``evaluation.claims``), graded from the paper-profile records' effects (``evaluation.effects``),
-  the same rows ``check`` prints, or NOT-YET-RUN when either method has no paper-profile record.
+  ``check`` takes them, even with a ``--reported`` snapshot; ``evaluation.claims``: QC vs non-QC,
+  method vs method, stage vs stage, every measure) and each count claim
+  (``evaluation.count_claims``), graded from the paper-profile records' effects
+  (``evaluation.effects``), the same rows ``check`` prints; NOT-COMPARABLE with the condition when no
+  run of the committed specs could grade it; NOT-YET-RUN, naming the missing run, stage, benchmark
+  or measure, while no paper record has its numbers.
 * :class:`LearnedRow`: the newest record of each method in every other profile (mini, rehearsal,
   tiny): each benchmark's primary measure with its bootstrap 95% CI, and the effect against the
   control (``nopretrain``). These runs are smaller than the papers' and never compared with them.
@@ -33,10 +36,11 @@ from harness.core.statuses import NOT_YET_RUN, STATUSES
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.data.sampled import base_name
 from harness.evaluation.bootstrap import bootstrap_ci
-from harness.evaluation.claims import claims_for
+from harness.evaluation.claims import claim_pairs, claims_for, spec_reason
 from harness.evaluation.conventions import primary_measure
-from harness.evaluation.effects import latest_by_method, method_effects
-from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS, worst
+from harness.evaluation.effects import count_checks, latest_by_method, method_effects, scores_by_stage
+from harness.evaluation.tolerances import canonical_measure
+from harness.evaluation.verdict import INCONCLUSIVE, NOT_COMPARABLE, VERDICTS, worst
 from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.labels import source_label, system_axes
@@ -44,7 +48,7 @@ from harness.papers.registry import load_reported_cells, paper_key
 from harness.records.store import RunRecord, load_records, load_references, records_dir
 from harness.run import projection
 from harness.run.runner import plan_method
-from harness.spec.method import comparisons, load_method
+from harness.spec.method import load_method
 
 CONTROL = "nopretrain"  # the learned runs' effects are against it (every spec's first compare_with)
 MAIN_TABLE = "Table 1"  # each paper's MS MARCO / TREC DL headline table
@@ -96,7 +100,7 @@ class HeadlineRow:
 
 @dataclass
 class ClaimRow:
-    """One printed difference (A minus B, points) and its state."""
+    """One printed difference (A minus B, points), or one count claim, and its state."""
 
     source: str
     a: str
@@ -105,11 +109,15 @@ class ClaimRow:
     b_row: str
     benchmark: str
     measure: str
-    claimed: float
+    claimed: float               # points; a count claim: the number of datasets the paper counts
     state: str
-    effect: float | None = None   # the paper runs' A - B
-    ci_low: float | None = None   # 90% CI of (effect - claimed)
+    kind: str = "difference"     # "difference" | "count" ("better on 9 of 14 datasets")
+    effect: float | None = None  # the paper runs' A - B
+    ci_low: float | None = None  # 90% CI of the run effect, seed noise (what the direction test reads)
     ci_high: float | None = None
+    effect_ratio: float | None = None  # run effect / printed effect, with its 90% CI
+    ratio_low: float | None = None
+    ratio_high: float | None = None
     runs: list[str] = field(default_factory=list)
     reason: str = ""
     command: str = ""
@@ -331,42 +339,80 @@ def method_lines(rows: Sequence[HeadlineRow]) -> list[MethodLine]:
 
 def claim_rows(records: Sequence[RunRecord], claims: Sequence[Any] | None = None,
                pairs: Sequence[tuple[str, str]] | None = None) -> list[ClaimRow]:
-    """Every printed difference of the specs' pairs (``compare_with``), graded from the paper
-    records' effects as ``check`` grades them (``gate.grading.effect_rows``: the same effects and checks)."""
-
+    """Every printed difference of ``pairs`` (default ``claims.claim_pairs``: the specs' pairs, the
+    methods sharing a table, a method's stages), graded from the paper records' effects as ``check``
+    grades them (``gate.grading.effect_rows``: the same effects and checks), then the count claims.
+    A claim no paper run of the committed specs can grade is NOT-COMPARABLE with that reason; one
+    whose numbers no record has yet is NOT-YET-RUN, naming exactly what is missing."""
     if pairs is None:
-
-        pairs = comparisons()
+        pairs = claim_pairs()
     if claims is None:
         claims = claims_for(pairs)
-    checks: dict[tuple, tuple[Any, Mapping[str, Any]]] = {}
-    for effect in method_effects(records, "paper", pairs):
-        for check in effect.claims:
-            key = (effect.a, effect.b, effect.dataset, effect.measure, check["source"], check["a_row"],
-                   check["b_row"])
-            checks[key] = (effect, check)
-    paper_methods = {r.method for r in records if r.profile == "paper"}
+    effects = method_effects(records, "paper", pairs)
+    checks = {check["key"]: (effect, check) for effect in effects for check in effect.claims}
+    latest = latest_by_method(records, "paper")
     rows = []
     for claim in claims:
         row = ClaimRow(claim.source, claim.a, claim.b, claim.a_row, claim.b_row, claim.benchmark, claim.measure,
                        claim.delta, NOT_YET_RUN)
-        hit = checks.get((claim.a, claim.b, claim.benchmark, claim.measure, claim.source, claim.a_row,
-                          claim.b_row))
+        hit = checks.get(claim.key)
+        why = "" if hit else spec_reason(claim)
         if hit is not None:
             effect, check = hit
-            row.state, row.effect, row.reason = check["status"], effect.delta, check.get("reason") or ""
+            row.state, row.effect, row.reason = check["status"], check.get("effect"), check.get("reason") or ""
             row.ci_low, row.ci_high = check.get("ci_low"), check.get("ci_high")
-            row.runs = [effect.a_run, effect.b_run]
-            row.command = " && ".join(run_command(m) for m in (claim.a, claim.b))
+            row.effect_ratio, row.ratio_low, row.ratio_high = (check.get("effect_ratio"), check.get("ratio_low"),
+                                                               check.get("ratio_high"))
+            if row.state == INCONCLUSIVE and not row.reason:
+                n = check.get("seeds_needed")
+                row.reason = (f"{n} run(s) per side would settle it at this effect" if n else
+                              "no number of runs up to 20 per side settles it at this effect")
+            row.runs = list(dict.fromkeys([effect.a_run, effect.b_run]))
+            row.command = " && ".join(run_command(m) for m in dict.fromkeys((claim.a, claim.b)))
+        elif why:
+            row.state, row.reason = NOT_COMPARABLE, why
         else:
-            missing = [m for m in (claim.a, claim.b) if m not in paper_methods]
-            todo = missing or [claim.a, claim.b]
+            row.reason = _missing(claim, latest)
+            todo = [m for m in dict.fromkeys((claim.a, claim.b)) if m not in latest] or \
+                list(dict.fromkeys((claim.a, claim.b)))
             row.command = " && ".join(paper_command(m, claim.benchmark)[0] for m in todo)
             row.cost = "; ".join(f"{m}: {projected_cost(m, paper_command(m, claim.benchmark)[1])}" for m in todo)
-            row.reason = (f"no paper-profile run of {', '.join(missing)}" if missing
-                          else f"the paper runs did not both score {claim.benchmark}")
         rows.append(row)
+    for count in count_checks(effects, pairs):
+        rows.append(ClaimRow(count.source, count.a, count.b, "", "", f"{count.datasets} datasets", count.measure,
+                             float(count.stated), count.status, kind="count",
+                             effect=None if count.at_least is None else float(count.at_least),
+                             reason=f"{count.text!r}: {count.reason}",
+                             runs=[latest[m].run_id for m in (count.a, count.b) if m in latest]))
     return rows
+
+
+def _missing(claim: Any, latest: Mapping[str, RunRecord]) -> str:
+    """What the paper records lack for ``claim``: a run of a method, a stage, a benchmark or a measure."""
+    absent = [m for m in dict.fromkeys((claim.a, claim.b)) if m not in latest]
+    if absent:
+        return f"no paper-profile run of {', '.join(absent)}"
+    found = []
+    for method, stage in ((claim.a, claim.a_stage), (claim.b, claim.b_stage)):
+        rec = latest[method]
+        by_stage, final = scores_by_stage(rec)
+        want = stage or final
+        where = f"the paper run {rec.run_id}"
+        scores = by_stage.get(want)
+        datasets = _datasets_of(claim.benchmark)
+        if scores is None:
+            found.append(f"{where} kept no {want} scores (it has {', '.join(s for s in by_stage if s) or 'none'})")
+            continue
+        at = f" at {want}" if want else ""
+        unscored = [d for d in datasets if d not in scores]
+        if unscored:
+            found.append(f"{where} did not score {', '.join(unscored)}{at}")
+            continue
+        lacking = [d for d in datasets if canonical_measure(claim.measure) not in
+                   {canonical_measure(m) for m in scores[d]}]
+        if lacking:
+            found.append(f"{where} scored {', '.join(lacking)} but not {claim.measure}{at}")
+    return "; ".join(dict.fromkeys(found)) or "the paper runs' effect was not computed"
 
 
 # ----------------------------------------------------------------------------- 1b: learned runs
