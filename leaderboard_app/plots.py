@@ -20,6 +20,7 @@ from harness.core.statuses import STATUSES
 from harness.evaluation.compare import PAPER_PROFILE
 from harness.evaluation.conventions import primary_measure
 from harness.evaluation.effects import (
+    LEARNING_CHECK,
     claimed_text,
     latest_by_method,
     method_effects,
@@ -205,7 +206,6 @@ def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:
     ).properties(height=260)
 
 
-LEARNING_CHECK = "learning check, not the papers' effect"  # what an effect of another profile than paper is
 
 
 def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.DataFrame:

@@ -284,11 +284,19 @@ def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
     return out
 
 
+LEARNING_CHECK = "learning check, not the papers' effect"  # an effect of a profile other than paper
+
+
 def format_effects(effects: Sequence[Effect]) -> str:
+    """The effects as a table; the papers' printed differences only beside paper-profile runs (a
+    mini effect is a learning check, never set beside a paper's claim)."""
+    def paper(e: Effect) -> bool:
+        return e.profile == PAPER_PROFILE
     rows = [[e.profile, e.label, e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
              f"{e.delta:+.2f}", f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]", f"{e.p_value:.3f}", e.queries,
              "queries" if e.seed_sd is None else f"+ seeds (sd {e.seed_sd:.2f})",
-             "yes" if e.significant else "no", claimed_text(e), e.claim_status or "-"] for e in effects]
+             "yes" if e.significant else "no", claimed_text(e) if paper(e) else "-",
+             (e.claim_status or "-") if paper(e) else LEARNING_CHECK] for e in effects]
     return format_table(["profile", "effect", "dataset", "measure", "A", "B", "A-B", "95% CI", "p", "queries",
                          "CI over", "CI excludes 0", "paper claims", "vs claim"], rows)
 

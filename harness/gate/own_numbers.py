@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import DataFormatError
-from harness.evaluation.claims import check_claims, claims_for
+from harness.evaluation.claims import Pairing, claim_pairs, claims_for
+from harness.evaluation.claims import grade as grade_claims
 from harness.evaluation.compare import Comparison, compare, inconclusive_note
 from harness.evaluation.tolerances import canonical_measure
 from harness.gate.grading import TRAINING_FREE_FAMILIES
@@ -147,25 +148,41 @@ def grade_cells(run: OwnRun) -> list[dict[str, Any]]:
                                                runs=run.runs)]
 
 
+def _stage_fits(claim_stage: str | None, run: OwnRun) -> bool:
+    """A claim naming a stage takes the run at that stage; a headline claim (none) its final one."""
+    final = run.conditions.get("final_stage")
+    return (claim_stage or final) == run.stage
+
+
 def grade_effects(runs: list[OwnRun]) -> list[dict[str, Any]]:
-    """Every printed effect between the methods of two runs (A minus B, both orders)."""
-    out = []
+    """Every printed effect between two runs (A minus B: two methods, or one method's two stages),
+    graded together so that the claims of one table are one Holm family."""
+    pairings, oriented = [], set(claim_pairs())  # each printed difference once, in its paper's direction
     for a in runs:
         for b in runs:
-            if a.method == b.method:
+            if a is b or (a.method == b.method and a.stage == b.stage) or (a.method, b.method) not in oriented:
                 continue
-            values = {side: {(bench, m): v for bench, t in r.metrics.items() for m, v in t.items()}
-                      for side, r in (("a", a), ("b", b))}
-            claims = claims_for([(a.method, b.method)])
-            for claim, check in zip(claims, check_claims(claims, a.conditions, b.conditions, values["a"],
-                                                          values["b"], a_runs=a.runs, b_runs=b.runs)):
-                paper_file, _, table = claim.source.partition(" ")
-                out.append({"kind": "effect", "run": f"{a.label} - {b.label}", "paper": paper_file, "table": table,
-                            "row": f"{claim.a_row} - {claim.b_row}", "benchmark": claim.benchmark,
-                            "measure": claim.measure, "reported": claim.delta,
-                            "value": getattr(check, "effect", None), "status": check.status,
-                            "ci_low": check.ci_low, "ci_high": check.ci_high,
-                            "effect_ratio": check.effect_ratio, "reason": check.reason})
+            a_values = {(bench, m): v for bench, t in a.metrics.items() for m, v in t.items()}
+            b_values = {(bench, m): v for bench, t in b.metrics.items() for m, v in t.items()}
+            for claim in claims_for([(a.method, b.method)]):
+                if not (_stage_fits(claim.a_stage, a) and _stage_fits(claim.b_stage, b)):
+                    continue
+                key = (claim.benchmark, canonical_measure(claim.measure))
+                pairings.append((a, b, Pairing(claim, a.conditions, b.conditions, a_values.get(key),
+                                               b_values.get(key), a.runs, b.runs)))
+    out = []
+    for (a, b, p), check in zip(pairings, grade_claims([p for _, _, p in pairings])):
+        claim = p.claim
+        paper_file, version, table = claim.source.split(" ", 2)  # "<paper file> <version> <table>"
+        out.append({"kind": "effect", "run": f"{a.label} - {b.label}", "paper": paper_file, "version": version,
+                    "table": table,
+                    "row": f"{claim.a_row} - {claim.b_row}", "benchmark": claim.benchmark, "measure": claim.measure,
+                    "reported": claim.delta, "value": check.effect, "status": check.status,
+                    "ci_low": check.ci_low, "ci_high": check.ci_high, "effect_ratio": check.effect_ratio,
+                    "ratio_low": check.ratio_low, "ratio_high": check.ratio_high, "delta_ri": check.delta_ri,
+                    "margin": check.margin, "sigma_rep": check.sigma, "seeds_needed": check.seeds_needed,
+                    "reason": check.reason or (f"{check.seeds_needed} seeds per side would settle it"
+                                               if check.seeds_needed else "")})
     return out
 
 
