@@ -5,8 +5,11 @@
 * ``bootstrap``   -- bootstrap CI of a mean and a paired bootstrap test between runs.
 * ``tolerances``  -- per (method, benchmark, measure) tolerances from ``tolerances.yaml``.
 * ``verdict``     -- the one grading rule: REPRODUCED / DIFFERENT-BELOW / DIFFERENT-ABOVE / INCONCLUSIVE.
-* ``noise``       -- the measured seed-to-seed spread (``noise.yaml``) that sets each verdict's margin.
+* ``margins``     -- what every verdict reads: the practical margin Delta and sigma_rep with its evidence.
+* ``power``       -- what the rule can tell at those: P(verdict) and the seeds that reach a target.
+* ``noise``       -- the harness's own seed-to-seed spread (``noise.yaml``): sigma_rep's floor.
 * ``compare``     -- reproduced vs reported cells, like with like (NOT-COMPARABLE otherwise).
+* ``claims``, ``count_claims``, ``effects`` -- the papers' printed effects and reproduced ones graded.
 """
 
 from harness.evaluation.bootstrap import bootstrap_ci, paired_bootstrap
