@@ -131,8 +131,8 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
         if variant.startswith("retriever"):
             conditions.update(finetune_stage=variant, final_stage=final)
         for cell in cells:
-            if comparability(cell.method, dict(cell.conditions or {}), conditions)[0]:
-                continue
+            if cell.doubt or comparability(cell.method, dict(cell.conditions or {}), conditions)[0]:
+                continue  # a doubtful cell is shown, never graded
             matched = ", ".join(f"{k}={v}" for k, v in sorted((cell.conditions or {}).items())) or "none stated"
             lines.append(f"    {cell.paper} {cell.table} {cell.row} / {cell.column} ({cell.benchmark} {cell.measure}, "
                          f"{variant}): {cell.value}; conditions matched: {matched}")
