@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._output import write_json
+from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
 from harness.gate.own_numbers import grade, summarise
 
@@ -35,7 +36,7 @@ def _num(x: float | None, signed: bool = False) -> str:
 
 def _grade(args: argparse.Namespace) -> int:
     rows = grade(args.metrics)
-    shown = [r for r in rows if args.all or r["status"] != "NOT-COMPARABLE"]
+    shown = [r for r in rows if args.all or r["status"] != NOT_COMPARABLE]
     table = [[r["status"], r["kind"], f"{r['paper']} {r['table']}", r["row"], r["benchmark"], r["measure"],
               _num(r["reported"], r["kind"] == "effect"), _num(r["value"], r["kind"] == "effect"),
               _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True), r.get("reason") or ""]

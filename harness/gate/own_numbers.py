@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import DataFormatError
+from harness.core.statuses import INCONCLUSIVE
 from harness.evaluation.claims import Pairing, claim_pairs, claims_for
 from harness.evaluation.claims import grade as grade_claims
 from harness.evaluation.compare import Comparison, compare, inconclusive_note
@@ -137,7 +138,7 @@ def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
             "row": c.row, "benchmark": c.benchmark, "measure": c.measure, "reported": c.reported,
             "value": c.reproduced, "status": c.status, "d": c.delta, "margin": c.tolerance, "sigma_rep": c.sigma,
             "ci_low": c.ci_low, "ci_high": c.ci_high, "runs": run.runs, "seeds_needed": c.seeds_needed,
-            "reason": c.reason or c.notes or (inconclusive_note(c) if c.status == "INCONCLUSIVE" else "")}
+            "reason": c.reason or c.notes or (inconclusive_note(c) if c.status == INCONCLUSIVE else "")}
 
 
 def grade_cells(run: OwnRun) -> list[dict[str, Any]]:
