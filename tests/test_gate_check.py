@@ -422,6 +422,27 @@ def test_pretraining_loss_of_a_run_is_gated_against_the_reference(tmp_path):
     assert bad[0].delta == pytest.approx(100 * (9.2 - 8.7) / 8.7)
 
 
+def test_a_training_stage_that_left_its_weights_where_they_started_fails_the_gate(tmp_path):
+    """A stage whose every step took lr 0 (or had no gradient) trained nothing: its record is UNTRAINED,
+    whatever its numbers; a record from before the field is not held to it."""
+    folder = _copy(tmp_path, REF, TINY)
+
+    def with_stage(stage, moved):
+        change = {"relative": moved, "max_abs": moved, "parameters": 1000, "since_step": 0, "steps": 1}
+        return lambda d: d["stages"].append({"stage": stage, "dataset": None, "cached": False, "seconds": 1.0,
+                                             "output": {"loss_first": 2.0, "weight_change": change}})
+
+    assert run_gate(folder).passed  # neither record states a weight change
+    _edit(folder / TINY, with_stage("retriever1", 3e-4), reseal=True)
+    assert run_gate(folder).passed
+    _edit(folder / TINY, with_stage("retriever2", 0.0), reseal=True)
+    result = run_gate(folder)
+    bad = [r for r in result.rows if r.status == "UNTRAINED"]
+    assert result.exit_code == 1 and [(r.run_id, r.benchmark) for r in bad] == [(TINY[:-5], "retriever2")]
+    assert "left all 1000 trainable weights where they started" in bad[0].note
+    assert "UNTRAINED" in format_gate(result)
+
+
 def test_one_stage_record_is_verified_against_its_single_per_query_block():
     """The runner's one-stage layout (BM25): metrics_by_stage has one stage and its per-query scores
     live under per_query only; an aggregate that disagrees with them is still caught."""

@@ -24,7 +24,9 @@ ALLOWED = ("model.", "tokenizer.from", "pretrain.steps", "pretrain.epochs", "pre
            "finetune.retriever1.global_queries", "finetune.retriever1.epochs",
            "finetune.retriever2.global_queries", "finetune.retriever2.epochs",
            "finetune.retriever3.global_queries", "finetune.retriever3.epochs",
-           "finetune.retriever3.reranker", "finetune.retriever3.reranker_train")
+           "finetune.retriever3.reranker", "finetune.retriever3.reranker_train", "finetune.warmup_ratio",
+           "finetune.retriever1.warmup_ratio", "finetune.retriever2.warmup_ratio", "finetune.retriever3.warmup_ratio",
+           "pretrain.warmup_ratio", "retrieval.topk_sparsify")
 
 
 @pytest.mark.parametrize("method", TRAINED)
@@ -72,12 +74,12 @@ def test_sampled_benchmark_is_seeded_and_holds_the_judged_documents() -> None:
     queries, qrels = bench.queries(), bench.qrels()
     assert len(queries) == 20 and set(queries) == set(qrels)
     corpus = bench.corpus()
-    kept = {d for docs in qrels.values() for d in sorted(docs, key=lambda d: (-docs[d], d))[:10]}
-    assert kept <= set(corpus)  # each query's judged documents, highest grades first, at most 10
-    assert len(corpus) == len(kept) + 100
+    kept = {d for docs in qrels.values() for d in sorted(docs, key=lambda d: (-docs[d], d))[:3]}
+    assert kept <= set(corpus)  # each query's judged documents, highest grades first, at most 3
+    assert len(corpus) == len(kept) + 40
     again = SampledBenchmark(get_benchmark("scifact"))
     assert again.queries() == queries and list(again.corpus()) == list(corpus)
-    assert bench.files()["sample/scifact"].startswith("queries=20,judged_per_query=10")
+    assert bench.files()["sample/scifact"].startswith("queries=20,judged_per_query=3,distractors=40")
     assert "sample/scifact" not in get_benchmark("scifact").files()
 
 

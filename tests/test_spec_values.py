@@ -256,3 +256,58 @@ def test_the_settings_kinds_cover_every_field():
             assert f.metadata["kind"].problem(cls.example(key)) is None, f.name  # its example is right
             default = default_of(f)
             assert default in (None, dataclasses.MISSING) or f.metadata["kind"].problem(default) is None, f.name
+
+
+# --- a stage that would train at lr 0 -----------------------------------------------------------
+
+
+def test_a_one_step_stage_under_warm_up_is_refused_naming_warmup_ratio(specs: Path, capsys):
+    """Linear warm-up starts at lr 0: one step under any warm-up trains nothing (the rehearsal's did)."""
+    edit(specs / "cotmae.yaml", "pretrain: {steps: 400,", "pretrain: {steps: 1,", "  tiny:")
+    assert main(["validate"]) == 1
+    out = capsys.readouterr().out
+    listed = [ln.strip() for ln in out.split("== method specs: ", 1)[1].split("\n== ", 1)[0].splitlines()[1:]]
+    assert len(listed) == 1 and "pretrain.warmup_ratio" in listed[0], listed
+    assert "0.1 leaves the stage's only optimiser step (steps 1) at lr 0" in listed[0]
+    assert "set warmup_ratio: 0" in listed[0]
+    assert main(["run", "--method", "cotmae", "--profile", "tiny", "--dry-run"]) == 2
+    assert error_lines(capsys.readouterr().err) == [f"error: {listed[0]}"]
+    # no warm-up: the one step trains at the peak lr
+    edit(specs / "cotmae.yaml", "pretrain: {steps: 1,", "pretrain: {steps: 1, warmup_ratio: 0,", "  tiny:")
+    assert main(["validate"]) == 0
+
+
+def test_one_step_fine_tuning_stages_and_teacher_are_refused_under_warm_up(specs: Path):
+    from harness.run.validation import value_problems
+
+    # 16 training queries: retrievers 1 and 2 take one step of 16; retriever 3 two of 8
+    edit(specs / "lexmae.yaml", "max_train_queries: 600", "max_train_queries: 16", "  tiny:")
+    problems = value_problems(load_method("lexmae", "tiny"))
+    assert [p.split(": ", 2)[1].split()[0] for p in problems] == ["finetune.retriever1.warmup_ratio",
+                                                       "finetune.retriever2.warmup_ratio"]
+    assert "1 epoch(s) of at most 16 training queries, 16 a step" in problems[0]
+    # no warm-up on the retrievers; the tiny cross-encoder teacher in one step of 16 queries
+    edit(specs / "lexmae.yaml", "max_train_queries: 16", "max_train_queries: 16\n      warmup_ratio: 0", "  tiny:")
+    edit(specs / "lexmae.yaml", "retriever3: {reranker: tiny-cross-encoder,",
+         "retriever3: {reranker: tiny-cross-encoder, reranker_train: {epochs: 1, queries_per_device: 16},", "  tiny:")
+    problems = value_problems(load_method("lexmae", "tiny"))
+    assert [p.split(": ", 2)[1].split()[0] for p in problems] == ["finetune.retriever3.reranker_train.warmup_ratio"]
+
+
+def test_every_rehearsal_stage_trains_at_a_positive_lr():
+    """Each rehearsal stage takes one step: the rehearsal sets no warm-up on any of them."""
+    from harness.run.validation import value_problems
+    from harness.spec.stage_settings import PretrainSettings, RerankerSettings, StageSettings
+
+    for name in list_methods():
+        if "rehearsal" not in profiles_of(name):
+            continue
+        spec = load_method(name, "rehearsal")
+        assert value_problems(spec) == []
+        if spec.get("pretrain.objective") not in (None, "none"):
+            assert PretrainSettings.from_spec(spec).warmup_ratio == 0
+        for stage in ("retriever1", "retriever2", "retriever3"):
+            if spec.get(f"finetune.{stage}") is not None:
+                assert StageSettings.from_spec(spec, stage).warmup_ratio == 0, (name, stage)
+        if spec.get("finetune.retriever3.reranker_train"):
+            assert RerankerSettings.from_spec(spec).train().warmup_ratio == 0

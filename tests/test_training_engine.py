@@ -15,9 +15,9 @@ from test_pretrain_toy import build, make_tokenizer  # noqa: E402
 
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.training import checkpoint as ckpt  # noqa: E402
-from harness.training.config import LoopConfig  # noqa: E402
+from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps  # noqa: E402
 from harness.training.engine import Notes, StepContext, Task, run, session  # noqa: E402
-from harness.training.optim import build_optimizer, linear_schedule, warmup_steps  # noqa: E402
+from harness.training.optim import build_optimizer, linear_schedule  # noqa: E402
 
 
 # --- optimiser and schedule ------------------------------------------------------------
@@ -170,3 +170,46 @@ def test_invalid_shared_settings_are_one_clear_error():
         LoopConfig(lr=1e-3, warmup_ratio=2.0)
     with pytest.raises(HarnessError, match="precision must be one of"):
         LoopConfig(lr=1e-3, precision="int8")
+
+
+# --- a run that would train nothing, and how far a run moved its weights ----------------------------
+
+
+def test_a_one_step_run_under_warm_up_is_refused_before_it_starts(tmp_path):
+    assert every_step_at_zero_lr(1, 0.1) and every_step_at_zero_lr(1, 0.05)
+    assert not every_step_at_zero_lr(1, 0.0) and not every_step_at_zero_lr(2, 1.0)
+    assert not every_step_at_zero_lr(10, 0.1)
+    with pytest.raises(HarnessError, match=r"toy regression: warmup_ratio 0.1 leaves its only step at lr 0.*"
+                                           r"set warmup_ratio 0"):
+        _run(Regression(steps=1), tmp_path / "warm", warmup_ratio=0.1)
+    result, _ = _run(Regression(steps=1), tmp_path / "cold", warmup_ratio=0.0)
+    assert result.metrics[0]["lr"] == 1e-2  # the one step at the peak lr
+    assert result.weight_change.relative > 0 and result.weight_change.steps == 1
+
+
+def test_the_weight_change_is_measured_over_the_run(tmp_path):
+    task = Regression(steps=4)
+    start = [p.detach().clone() for p in task.model.parameters()]
+    result, _ = _run(task, tmp_path / "run")
+    change = result.weight_change
+    moved = torch.cat([(p.detach() - s).flatten() for p, s in zip(task.model.parameters(), start)])
+    norm = torch.cat([s.flatten() for s in start]).norm()
+    assert change.relative == pytest.approx(float(moved.norm() / norm), rel=1e-5)
+    assert change.max_abs == pytest.approx(float(moved.abs().max()), rel=1e-6)
+    assert (change.parameters, change.since_step, change.steps) == (sum(s.numel() for s in start), 0, 4)
+    # a resumed run measures from where it resumed; a finished one, resumed, took no step
+    _run(Regression(steps=4), tmp_path / "split", stop_after=2)
+    resumed, _ = _run(Regression(steps=4), tmp_path / "split")
+    assert (resumed.weight_change.since_step, resumed.weight_change.steps) == (2, 4)
+
+
+def test_a_run_without_gradient_reports_no_weight_change(tmp_path):
+    class Frozen(Regression):
+        def step(self, step, ctx):
+            out = super().step(step, ctx)
+            for p in ctx.params:  # what a loss detached from the weights leaves: no gradient anywhere
+                p.grad = torch.zeros_like(p)
+            return out
+
+    result, _ = _run(Frozen(steps=3), tmp_path / "run")
+    assert result.weight_change.relative == 0 and result.weight_change.max_abs == 0

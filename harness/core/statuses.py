@@ -64,6 +64,8 @@ MISSING = _declare("MISSING", FAIL_KIND, "references.json names a reference whos
 WRONG_REFERENCE = _declare("WRONG-REFERENCE", FAIL_KIND,
                            "references.json names, for a method and profile, a record of another one")
 ERROR = _declare("ERROR", FAIL_KIND, "a record that loaded but could not be compared (the row says why)")
+UNTRAINED = _declare("UNTRAINED", FAIL_KIND, "a training stage of the record left its weights where they started "
+                     "(every step at lr 0, or no gradient): what came after it measured an untrained model")
 FAIL = _declare("FAIL", FAIL_KIND, f"a re-run differs from its reference by more than {NEAR_FACTOR} times the "
                 "tolerance (a training loss: by more than its tolerance)")
 DIFFERENT_BELOW = _declare("DIFFERENT-BELOW", FAIL_KIND,

@@ -44,6 +44,7 @@ class TinyT5Result:
     model_dir: Path
     losses: list[float]
     cached: bool
+    weight_change: dict[str, Any] | None = None  # harness.training.engine.WeightChange.to_dict()
 
 
 def pairs_from_qrels(
@@ -123,8 +124,8 @@ def train_tiny_t5(
     }
     key = artifacts.builder_key(config, inputs)
     if artifacts.is_finished(out_dir, key):
-        losses = json.loads((out_dir / TRAIN_LOG).read_text())["losses"]
-        return TinyT5Result(out_dir, losses, cached=True)
+        log = json.loads((out_dir / TRAIN_LOG).read_text())
+        return TinyT5Result(out_dir, log["losses"], cached=True, weight_change=log.get("weight_change"))
     artifacts.clear_finished(out_dir)
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
@@ -171,10 +172,11 @@ def train_tiny_t5(
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
     shutil.rmtree(checkpoint_root(out_dir), ignore_errors=True)
-    artifacts.atomic_write_json(out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs)})
+    moved = out.weight_change.to_dict() if out.weight_change else None
+    artifacts.atomic_write_json(out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs), "weight_change": moved})
     artifacts.mark_finished(out_dir, {"key": key, "config": config, "inputs": inputs, "num_pairs": len(pairs),
                                       "final_loss": losses[-1]})
-    return TinyT5Result(out_dir, losses, cached=False)
+    return TinyT5Result(out_dir, losses, cached=False, weight_change=moved)
 
 
 class _T5Task(Task):

@@ -174,7 +174,7 @@ class GroupTask(Task):
                 "precision": out.precision, "device": str(next(self.model.parameters()).device),
                 "resumed_from": out.resumed_from, "stopped_early": out.stopped_early,
                 "seconds": time.time() - started, "config": self.config.to_dict(), "notes": out.notes.lines,
-                "cached": False}
+                "weight_change": out.weight_change.to_dict() if out.weight_change else None, "cached": False}
 
 
 def epoch_losses(losses: Sequence[float], steps_per_epoch: int) -> list[float]:

@@ -9,6 +9,10 @@
 * Effects: each method minus each control its spec names (in the paper profile: every pair of
   methods, and of stages, a paper prints a difference of), graded against the papers' claims, and
   the count claims ("better on 9 of 14 datasets") from them.
+* Every record: each training stage it built (pre-training, the retrievers, the tiny teacher, the
+  tiny T5) must have moved its weights (``weight_change`` in the stage's output, written by
+  harness.training.engine); a stage that left them where they started is UNTRAINED. Records from
+  before the field are not held to it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from harness.core.statuses import (
     NOT_YET_RUN,
     PASS,
     STALE_REFERENCE,
+    UNTRAINED,
 )
 from harness.evaluation.bootstrap import paired_bootstrap
 from harness.evaluation.compare import PAPER_PROFILE, compare
@@ -253,6 +258,25 @@ def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERAN
         rows.append(GateRow(PASS if abs(delta) <= tolerance else FAIL, **base, benchmark=f"{stage} (loss)",
                             measure=key, expected=expected, reproduced=got, delta=delta, tolerance=tolerance,
                             note="training loss; delta and tolerance in % of the reference"))
+    return rows
+
+
+def movement_rows(record: RunRecord) -> list[GateRow]:
+    """One UNTRAINED row per training stage of the record whose weights did not move (its
+    ``weight_change.max_abs`` is 0); a stage without the field (older records, or a run that resumed
+    a finished stage) says nothing."""
+    rows = []
+    for entry in record.stages:
+        output = entry.get("output") if isinstance(entry.get("output"), dict) else {}
+        moved = output.get("weight_change")
+        if not isinstance(moved, dict) or not isinstance(moved.get("max_abs"), (int, float)) or moved["max_abs"] > 0:
+            continue
+        stage = entry.get("stage", "?") + (f" ({entry['dataset']})" if entry.get("dataset") else "")
+        rows.append(GateRow(UNTRAINED, record.run_id, record.method, record.profile, benchmark=stage,
+                            measure="weight change", reproduced=0.0, note=(
+                                f"{record.path.name}: {stage} took {moved.get('steps', '?')} step(s) and left all "
+                                f"{moved.get('parameters', '?')} trainable weights where they started (every step "
+                                "at lr 0, or no gradient); fix the stage's schedule and re-run")))
     return rows
 
 

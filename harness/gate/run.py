@@ -36,6 +36,9 @@
   place, so ignoring the temp file lets nothing expected pass). The papers' cells are read too: a
   ``--reported`` file or registry that cannot be loaded is one UNREADABLE row naming it (paper
   records still show their stored comparison, but the gate cannot pass without the cells).
+* **Training moved the weights.** A record in which a training stage left its weights where they
+  started (its output's ``weight_change``, measured by harness.training.engine) is UNTRAINED,
+  failing, one row per stage; records written before the field are not held to it.
 * **Effects.** For every profile, each method minus each method its spec names in ``compare_with``
   (the control; QC minus non-QC; in the paper profile also every pair of methods and of stages a
   paper prints a difference of, at every stage both runs scored; ``harness.evaluation.effects``), on
@@ -54,7 +57,7 @@
   record is refused like an edited one (removing the seal of a doctored record must not turn it
   into a reference: every record written since sealing was introduced carries one).
 
-Exit code: 1 when any row is FAIL, DIFFERENT-*, CORRUPT, DATA-MISMATCH, MISSING, WRONG-REFERENCE,
+Exit code: 1 when any row is FAIL, UNTRAINED, DIFFERENT-*, CORRUPT, DATA-MISMATCH, MISSING, WRONG-REFERENCE,
 UNREADABLE or ERROR; with ``strict`` (and always for ``check --rerun``) also on NEAR, UNKNOWN-METHOD,
 NO-REFERENCE, STALE-REFERENCE, SPEC-CHANGED and IN-PROGRESS.
 """
@@ -94,6 +97,7 @@ from harness.gate.grading import (
     GateRow,
     effect_rows,
     loss_rows,
+    movement_rows,
     paper_rows,
     reference_rows,
 )
@@ -200,6 +204,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                 f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
                 "not gated")))
             continue
+        result.rows.extend(movement_rows(rec))  # any profile, graded or not: it trained nothing
         usable.append(rec)
     if cells is None and any(r.profile in PAPER_GRADED for r in usable):
         cells, error = load_reported_cells(reported)

@@ -60,7 +60,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
               f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else f"  {stage}: {len(examples)} groups")
         return {"groups": len(examples), "effective_batch": stats.get("effective_batch"),
                 "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-                "precision": stats.get("precision")}
+                "precision": stats.get("precision"), "weight_change": stats.get("weight_change")}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"

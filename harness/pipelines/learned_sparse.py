@@ -199,7 +199,8 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
                 "loss_last": losses[-1] if losses else None, "avg_query_nonzeros": stats.get("avg_query_nonzeros"),
                 "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"), "start_bias_shift": stats.get("start_bias_shift"),
                 "head_fit": stats.get("head_fit"),
-                "notes": stats.get("notes"), "precision": stats.get("precision")}
+                "notes": stats.get("notes"), "precision": stats.get("precision"),
+                "weight_change": stats.get("weight_change")}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"
@@ -295,7 +296,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
                                         {f"reranker/{k}": v for k, v in m.items()}, step=step))
         print(f"  reranker: {stats['examples']} groups, loss {stats['first_loss']:.3f} -> {stats['final_loss']:.3f}")
         return {"groups": stats["examples"], "steps": stats["steps"], "loss_first": stats["first_loss"],
-                "loss_last": stats["final_loss"], "init": stats["init"]}
+                "loss_last": stats["final_loss"], "init": stats["init"], "weight_change": stats.get("weight_change")}
 
     inputs = {"init": input_key(encoder_dir), "bm25": input_key(bm25_train), **bench.files()}
     # code 2: trained on the shared engine (dropout seeded at step 0 like every trainer): other weights than code 1's.

@@ -186,7 +186,8 @@ def tiny_t5_stage(ctx: "RunContext", q: QgenSettings, tokenizer_dir: Path) -> Pa
         pairs = pairs_from_qrels(bench.corpus(), bench.queries(split or "train"), bench.qrels(split or "train"))
         result = train_tiny_t5(pairs, tokenizer_dir, work / "model", steps=q.steps, input_prefix=q.input_prefix,
                                max_input_tokens=q.max_input_tokens)
-        return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None}
+        return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None,
+                "weight_change": result.weight_change}
 
     inputs = {**bench.files(), "tokenizer": input_key(tokenizer_dir)}
     # code 2: trained on the shared engine (its schedule and epoch order): other weights than code 1's.
@@ -261,7 +262,8 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         tail = sum(losses[-10:]) / max(1, len(losses[-10:]))
         print(f"  pre-training loss: first 10 steps {head:.3f} -> last 10 steps {tail:.3f} ({result.step} steps)")
         return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
-                "resumed_from": result.resumed_from, "notes": result.notes, "precision": result.precision}
+                "resumed_from": result.resumed_from, "notes": result.notes, "precision": result.precision,
+                "weight_change": result.weight_change}
 
     return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2").dir / "encoder"
 

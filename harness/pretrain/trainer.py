@@ -110,6 +110,7 @@ class TrainResult:
     stopped_early: bool = False  # stop_after reached before `steps`
     precision: str = "fp32"  # precision actually used
     notes: list[str] = field(default_factory=list)  # what the trainer changed or noticed
+    weight_change: dict[str, Any] | None = None  # harness.training.engine.WeightChange.to_dict(); None: no step taken
 
     @property
     def final_loss(self) -> float | None:
@@ -374,4 +375,5 @@ def train(
                   layout={"per_device_batch": plan["per_device_batch"]}, logger=logger)
     return TrainResult(step=out.step, loss_history=out.loss_history, metrics_history=list(out.metrics), plan=plan,
                        output_dir=Path(config.output_dir), checkpoint=out.checkpoint, resumed_from=out.resumed_from,
-                       stopped_early=out.stopped_early, precision=out.precision, notes=out.notes.lines)
+                       stopped_early=out.stopped_early, precision=out.precision, notes=out.notes.lines,
+                       weight_change=out.weight_change.to_dict() if out.weight_change else None)

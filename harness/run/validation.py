@@ -10,7 +10,9 @@ value is checked against what is declared once elsewhere, never restated here:
 - its range: the trainer configs a run builds (``TrainConfig``, ``DenseTrainConfig``,
   ``SpladeTrainConfig``, ``RerankerTrainConfig``: their ``need(...)`` checks), built here the same way;
 - the objective's name and parameters: harness.pretrain.objective_params, per objective;
-- names: the papers of the reported registry, the catalog's benchmarks and splits, the data variants.
+- names: the papers of the reported registry, the catalog's benchmarks and splits, the data variants;
+- the learning-rate schedule: a training stage whose every step would be at lr 0 (one step under
+  linear warm-up, :func:`harness.training.config.every_step_at_zero_lr`) trains nothing (:func:`_warmup`).
 
 A problem names where the value is written (``file:line``, found in the spec, the specs it extends
 or the fragments they include), its key path, and what would be right::
@@ -21,6 +23,7 @@ or the fragments they include), its key path, and what would be right::
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,12 +41,14 @@ from harness.spec.checks import locate
 from harness.spec.schema import DERIVED_PROFILE
 from harness.spec.stage_settings import (
     BI_ENCODER_TEACHER,
+    TINY_RERANKER,
     PretrainSettings,
+    RerankerSettings,
     RerankerTrainSettings,
     StageSettings,
     finetune_settings,
 )
-from harness.training.config import ConfigError
+from harness.training.config import ConfigError, every_step_at_zero_lr
 
 # fine-tuning step in `stages:` -> the stage block it reads
 FINETUNE_STEPS = {"finetune_r1": "retriever1", "finetune_r2": "retriever2", "finetune_r3": "retriever3"}
@@ -99,6 +104,8 @@ def findings(spec: MethodSpec) -> list[Finding]:
         found += _finetune_keys(spec)
     for stage in stages:
         found += _stage(spec, stage, family)
+    if not found:  # the step counts below read the settings the checks above vouched for
+        found += _warmup(spec, objective not in (None, NONE), stages)
     return found
 
 
@@ -273,6 +280,51 @@ def _reranker_train(spec: MethodSpec) -> list[Finding]:
     except ConfigError as exc:
         found += _config_findings(path, exc, train)
     return found
+
+
+def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Finding]:
+    """Each training stage whose declared plan has one optimiser step under a warm-up that puts that
+    step at lr 0: it would leave its weights where they started (the rehearsal's one-step stages did,
+    before the rehearsal set warmup_ratio 0). Steps as the stage counts them on the spec's declared
+    devices; a fine-tuning stage's (and the tiny teacher's) are known only when
+    ``finetune.max_train_queries`` caps the training queries."""
+    found = []
+    devices = max(1, int((spec.get("hardware") or {}).get("devices") or 1))
+    if pretrains:
+        pre = PretrainSettings.from_spec(spec)
+        passages = spec.get("corpus.max_passages")
+        steps = pre.steps or (math.ceil(pre.epochs * passages / pre.global_batch) if pre.epochs and passages else None)
+        problem = _zero_lr(pre.warmup_ratio, steps, f"steps {pre.steps}" if pre.steps else
+                           f"{pre.epochs} epoch(s) of at most {passages} passages in batches of {pre.global_batch}")
+        if problem:
+            found.append(Finding(("pretrain", "warmup_ratio"), problem, (("pretrain", "warmup_ratio"), ("pretrain",))))
+    most = spec.get("finetune.max_train_queries")
+    if not isinstance(most, int):
+        return found
+    for stage in stages:
+        s = StageSettings.from_spec(spec, stage)
+        batch = devices * max(1, s.global_queries // devices)
+        problem = _zero_lr(s.warmup_ratio, s.epochs * (most // batch),
+                           f"{s.epochs} epoch(s) of at most {most} training queries, {batch} a step")
+        if problem:
+            found.append(_in_stage(spec, stage, "warmup_ratio", problem))
+        if stage == "retriever3" and RerankerSettings.from_spec(spec).reranker == TINY_RERANKER:
+            r = RerankerSettings.from_spec(spec).train()
+            batch = devices * r.queries_per_device
+            problem = _zero_lr(r.warmup_ratio, r.epochs * (most // batch),
+                               f"{r.epochs} epoch(s) of at most {most} training queries, {batch} a step")
+            path = ("finetune", "retriever3", "reranker_train")
+            if problem:
+                found.append(Finding((*path, "warmup_ratio"), problem, ((*path, "warmup_ratio"), path)))
+    return found
+
+
+def _zero_lr(ratio: float, steps: int | None, how: str) -> str | None:
+    """The problem of a stage of ``steps`` steps (``how``: where the count comes from) under warm-up ``ratio``."""
+    if steps is None or not every_step_at_zero_lr(steps, ratio):
+        return None
+    return (f"{ratio!r} leaves the stage's only optimiser step ({how}) at lr 0, where linear warm-up starts, so it "
+            "would train nothing; set warmup_ratio: 0 (or train more than one step)")
 
 
 # --- helpers --------------------------------------------------------------------------------------

@@ -13,10 +13,16 @@ key, computed from the two resolved specs, so the list cannot drift from what ru
 * LexMAE's stage-3 teacher: a cross-encoder trained here (no released reranker here);
 * optimiser steps: one pre-training step at the per-device batch (the global batch is that one
   device's batch: the record's ``effective_batch`` says so; an objective that accumulates and has
-  no gradient cache steps over it in micro-batches of :data:`MICRO_BATCH`, for memory), one step per
+  no gradient cache steps over it in micro-batches of :data:`MICRO_BATCH`, for memory and time), one step per
   fine-tuning stage at one device's share of the paper's queries per step, at most 4 for memory
   (:func:`device_share`: CoT-MAE 64 / 16 = 4, coCondenser 64 / 8 = 8 -> 4, LexMAE 24 / 8 = 3 and
-  16 / 8 = 2), one epoch;
+  16 / 8 = 2), one epoch, and no learning-rate warm-up (:data:`WARMUP_RATIO`: linear warm-up starts at
+  lr 0, so a one-step stage under the paper's warm-up trains nothing, and the four dense methods'
+  rehearsals came out identical; validation refuses such a stage, harness.run.validation);
+* learned-sparse documents: their top :data:`SPARSE_TOPK` terms (``retrieval.topk_sparsify``, the
+  paper's top-K sparsifying, Fig. 3) where the paper keeps all: a randomly initialised MLM head
+  weights ~29,600 of 30,522 terms in every passage, and the Lucene impact index writes each term as
+  often as its impact (1.8M tokens a passage), which took 2/3 of the LexMAE rehearsal's time;
 * data: every upstream file from the fixture mirror (``data.mirror``: tests/fixtures/msmarco_mirror,
   the same file names and formats as the publishers', a few hundred lines each), MS MARCO dev and
   BEIR as seeded samples (``<name>@sample``: :data:`harness.data.sampled.QUERIES` judged queries,
@@ -33,20 +39,27 @@ import copy
 from typing import Any
 
 from harness.data import sampled
+from harness.spec.block_settings import LUCENE_MAX_CLAUSES
 
 # bert-base-uncased's architecture (Devlin et al. 2019), in the spec's `model:` keys.
 BERT_BASE_ARCH = {"init": "scratch", "layers": 12, "hidden": 768, "heads": 12, "intermediate": 3072}
 VOCABULARY_OF = "all-minilm-l6-v2"  # ships bert-base-uncased's WordPiece vocabulary (30,522)
 PRETRAIN_STEPS = 1
+# Every rehearsal stage takes one optimiser step: with any warm-up that step would be at lr 0.
+WARMUP_RATIO = 0.0
 FIXTURE_MIRROR = "tests/fixtures/msmarco_mirror"  # relative to the project root
 # At most this many queries per fine-tuning step on a 24 GiB CPU machine: an fp32 dense step of 8 x 16
 # passages of 144 tokens peaks at ~14 GiB before the optimiser's state exists, and its second step ran
 # out of memory (coCondenser, measured); 4 x 16 fits. CPDAE's paper states no hardware (64 on 1).
 FINETUNE_QUERIES = 4
 PRETRAIN_PASSAGES = 600
-# Sequences of 144 tokens one fp32 encoder-decoder step holds on a 24 GiB CPU machine (measured:
-# CoT-MAE at 64 peaks at ~7 GiB); objectives that cannot accumulate use their grad_cache_chunk instead.
-MICRO_BATCH = 64
+# Sequences of 144 tokens per accumulated micro-batch; objectives that cannot accumulate use their
+# grad_cache_chunk instead. Measured on 2 cores (AMD EPYC, 2026-11-26), LexMAE's 256-passage step:
+# micro-batches of 64 took 235 s and peaked at 19 GiB (its [64 x 144 x 30,522] bottleneck logits),
+# 32: 175 s / 12 GiB, 16: 159 s / 7.3 GiB, 8: 150 s / 5.1 GiB.
+MICRO_BATCH = 16
+# Terms a learned-sparse document keeps in the rehearsal: as many as a query may (Lucene's clause limit).
+SPARSE_TOPK = LUCENE_MAX_CLAUSES
 # The BEIR sets whose corpora are embedded: the others are downloads this machine cannot make.
 EMBEDDED_BEIR = ("nfcorpus", "scifact")
 
@@ -69,7 +82,8 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
         "substitutions": [
             f"weights: bert-base-uncased's shape ({BERT_BASE_ARCH['layers']} x {BERT_BASE_ARCH['hidden']}), "
             "randomly initialised, with its WordPiece vocabulary, instead of a pre-trained checkpoint",
-            f"a rehearsal of the paper plan: {PRETRAIN_STEPS} pre-training step, one step per fine-tuning stage, "
+            f"a rehearsal of the paper plan: {PRETRAIN_STEPS} pre-training step, one step per fine-tuning stage "
+            "(no learning-rate warm-up: a one-step stage under linear warm-up would train at lr 0), "
             f"data from the fixture mirror ({FIXTURE_MIRROR}), sampled evaluation sets (<name>{sampled.SUFFIX}: "
             f"{sampled.QUERIES} queries, <= {sampled.JUDGED_PER_QUERY} judged documents each + {sampled.DISTRACTORS} "
             "distractors); its numbers "
@@ -79,7 +93,8 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     pretrain = paper.get("pretrain") or {}
     if pretrain.get("objective") not in (None, "none"):
         device_batch = pretrain.get("per_device_batch") or pretrain.get("global_batch")
-        out["pretrain"] = {"steps": PRETRAIN_STEPS, "epochs": None, "global_batch": device_batch}
+        out["pretrain"] = {"steps": PRETRAIN_STEPS, "epochs": None, "global_batch": device_batch,
+                           "warmup_ratio": WARMUP_RATIO}
         if not pretrain.get("grad_cache_chunk") and (device_batch or 0) > MICRO_BATCH:
             # the same optimiser step over the device's batch, accumulated in micro-batches that fit
             out["pretrain"]["per_device_batch"] = MICRO_BATCH
@@ -88,6 +103,12 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
                 f"{device_batch // MICRO_BATCH} accumulated micro-batches of {MICRO_BATCH} (an fp32 step at "
                 f"{device_batch} x {pretrain.get('max_length')} tokens does not fit a 24 GiB CPU machine); the "
                 "gradient is the same sum")
+    if paper.get("family") == "learned-sparse" and not (paper.get("retrieval") or {}).get("topk_sparsify"):
+        out["retrieval"] = {"topk_sparsify": SPARSE_TOPK}
+        out["substitutions"].append(
+            f"impact index: documents keep their top {SPARSE_TOPK} terms (the paper keeps all): a randomly "
+            "initialised MLM head weights nearly every one of the 30,522 terms in each passage, and Lucene writes "
+            "each term as often as its impact")
     if paper.get("qgen"):
         out["qgen"] = {"model": "term-sampler", "train_pairs": paper["finetune"]["train_queries"]}
         out["substitutions"].append("queries: a term sampler fitted on the training pairs instead of doc2query-T5")
@@ -110,11 +131,15 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
                                             "size does not fit a 24 GiB CPU machine")
         if "epochs" in block:
             where["epochs"] = 1
+        if "warmup_ratio" in block:
+            where["warmup_ratio"] = WARMUP_RATIO
+    finetune["warmup_ratio"] = WARMUP_RATIO  # the shared key: a stage that states none reads it
     finetune["max_train_queries"] = max(shares or [FINETUNE_QUERIES])
     r3 = paper_ft.get("retriever3") or {}
     if r3.get("reranker") == "configured-checkpoint":
         finetune["retriever3"].update(reranker="tiny-cross-encoder",
-                                      reranker_train={"epochs": 1, "queries_per_device": finetune["max_train_queries"]})
+                                      reranker_train={"epochs": 1, "queries_per_device": finetune["max_train_queries"],
+                                                      "warmup_ratio": WARMUP_RATIO})
         out["substitutions"].append("stage-3 teacher: a cross-encoder trained here for one epoch instead of the "
                                     "paper's off-the-shelf reranker")
     out["finetune"] = finetune

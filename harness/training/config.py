@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,6 +21,19 @@ class ConfigError(HarnessError):
     def __init__(self, what: str, problems: list[tuple[str, str]]):
         self.problems = problems
         super().__init__(f"invalid {what} config: " + "; ".join(problem for _, problem in problems))
+
+
+def warmup_steps(total: int, ratio: float) -> int:
+    """HF Trainer's ceil(total x ratio), minus float noise (120000 x 0.1 is 12000.000000000002)."""
+    return math.ceil(round(total * ratio, 6))
+
+
+def every_step_at_zero_lr(total: int, ratio: float) -> bool:
+    """Whether linear warm-up (:func:`harness.training.optim.linear_schedule`) leaves all ``total``
+    steps at lr 0. Warm-up starts at 0, so the first step of a warmed-up run takes lr 0 and every later
+    step more: only a one-step run with any warm-up trains nothing (a rehearsal's single step under
+    warmup_ratio 0.1 did, and its four dense methods came out identical)."""
+    return total == 1 and warmup_steps(total, ratio) >= 1
 
 
 def run_control(default: Any = dataclasses.MISSING) -> Any:

@@ -17,6 +17,12 @@ Checkpoints
     Atomic (:mod:`harness.training.checkpoint`), at ``checkpoint_every`` steps, at the task's
     epoch ends, at ``stop_after`` and, when the task asks for it (``checkpoint_at_end``), after
     the last step. ``stop_after`` is an absolute step: a run resumed at or past it stops at once.
+Weight change
+    Every run measures how far its trainable weights moved over the steps it took (:class:`WeightChange`:
+    ``||w_end - w_start|| / ||w_start||`` and the largest absolute change), from a CPU copy taken after
+    ``on_fresh_start`` (or the resumed checkpoint): a stage that left its weights where they started
+    trained nothing, and the gate fails its record (harness.gate.grading.movement_rows). A run whose
+    every step would take lr 0 (one step under linear warm-up) is refused before it starts.
 Metrics
     ``task.step`` returns scalar tensors (this rank's means); the engine averages them over ranks
     in one collective and adds ``lr`` (of the step just taken) and ``grad_norm`` (when clipping).
@@ -43,8 +49,8 @@ from tqdm.auto import tqdm
 from harness.core.errors import HarnessError
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
-from harness.training.config import LoopConfig
-from harness.training.optim import build_optimizer, linear_schedule, warmup_steps
+from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps
+from harness.training.optim import build_optimizer, linear_schedule
 from harness.training.precision import autocast, grad_scaler, resolve_precision
 
 Logger = Callable[[int, dict[str, float]], None]
@@ -140,6 +146,43 @@ class Task:
 
 
 @dataclass
+class WeightChange:
+    """How far a run moved its trainable weights: ``relative`` = ||w_end - w_start|| / ||w_start||
+    over all of them (L2, float64 sums), ``max_abs`` the largest change of one weight, over the steps
+    from ``since_step`` (0, or the step a resumed run started from) to ``steps``."""
+
+    relative: float
+    max_abs: float
+    parameters: int
+    since_step: int
+    steps: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"relative": self.relative, "max_abs": self.max_abs, "parameters": self.parameters,
+                "since_step": self.since_step, "steps": self.steps}
+
+
+class WeightSnapshot:
+    """A CPU copy of the trainable weights (bert-base: ~0.4 GiB), to measure the run's change against."""
+
+    def __init__(self, params: list[nn.Parameter], step: int):
+        self.start = [p.detach().to("cpu", dtype=torch.float32, copy=True) for p in params]
+        self.step = step
+
+    def change(self, params: list[nn.Parameter], step: int) -> WeightChange:
+        moved = norm = 0.0
+        biggest = 0.0
+        for start, p in zip(self.start, params):
+            delta = p.detach().to("cpu", dtype=torch.float32) - start
+            moved += float(delta.double().pow(2).sum())
+            norm += float(start.double().pow(2).sum())
+            if delta.numel():
+                biggest = max(biggest, float(delta.abs().max()))
+        relative = math.sqrt(moved) / math.sqrt(norm) if norm > 0 else (math.inf if moved > 0 else 0.0)
+        return WeightChange(relative, biggest, sum(s.numel() for s in self.start), self.step, step)
+
+
+@dataclass
 class LoopResult:
     """What a (possibly resumed) run produced; ``metrics`` covers every step since step 1."""
 
@@ -150,6 +193,7 @@ class LoopResult:
     checkpoint: Path | None = None  # newest checkpoint folder
     resumed_from: int | None = None
     stopped_early: bool = False
+    weight_change: WeightChange | None = None  # None when this call took no step (a finished run resumed)
 
     @property
     def loss_history(self) -> list[float]:
@@ -170,6 +214,10 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
     ``layout``: how the run is laid out on devices; a resume with another layout is allowed and noted.
     """
     total = task.total_steps
+    if every_step_at_zero_lr(total, config.warmup_ratio):
+        raise HarnessError(f"{task.name}: warmup_ratio {config.warmup_ratio} leaves its only step at lr 0 (linear "
+                           f"warm-up starts at 0), so it would train nothing; set warmup_ratio 0 for a one-step "
+                           "stage, or train more steps")
     precision = resolve_precision(config.precision, info.device, notes.say, task.can_scale_loss)
     model = task.model.to(info.device)
     model.train()
@@ -210,7 +258,10 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
         ctx.engine = D.wrap_ddp(model, info, task.find_unused_parameters)
     else:
         D.broadcast_module(model)  # the step syncs gradients itself: sync the start by hand
+    snapshot = WeightSnapshot(params, result.step) if result.step < total else None
     _loop(task, config, ctx, optimizer, scheduler, out_dir, notes, identity, layout, logger, result)
+    if snapshot is not None and result.step > snapshot.step:
+        result.weight_change = snapshot.change(params, result.step)
     return result
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
@@ -22,11 +20,6 @@ def build_optimizer(model: nn.Module, config: LoopConfig) -> torch.optim.AdamW:
             (plain if no_decay(name, param) else decay).append(param)
     groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": plain, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=config.lr, betas=tuple(config.adam_betas), eps=config.adam_eps)
-
-
-def warmup_steps(total: int, ratio: float) -> int:
-    """HF Trainer's ceil(total x ratio), minus float noise (120000 x 0.1 is 12000.000000000002)."""
-    return math.ceil(round(total * ratio, 6))
 
 
 def linear_schedule(optimizer: torch.optim.Optimizer, total: int, warmup: int) -> torch.optim.lr_scheduler.LambdaLR:
