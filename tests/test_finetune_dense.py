@@ -158,8 +158,11 @@ def test_examples_are_checked(tmp_path):
     config = dense_config(queries_per_device=16, passages_per_query=2, epochs=1)
     with pytest.raises(HarnessError, match="fewer than one global batch"):
         train_dense(init, examples, config, tmp_path / "a", passages=passages)
-    with pytest.raises(HarnessError, match="not in the passages"):
+    with pytest.raises(HarnessError, match="leaves its only step at lr 0"):  # one step under warm-up
         train_dense(init, [("q", ["nope"], ["apple0"])] * 16, config, tmp_path / "b", passages=passages)
+    with pytest.raises(HarnessError, match="not in the passages"):
+        train_dense(init, [("q", ["nope"], ["apple0"])] * 16, dense_config(queries_per_device=16, passages_per_query=2,
+                    epochs=1, warmup_ratio=0.0), tmp_path / "b", passages=passages)
     with pytest.raises(HarnessError, match="must be lists"):
         train_dense(init, [("q", "apple0", ["pear0"])], config, tmp_path / "c", passages=passages)
     with pytest.raises(HarnessError, match="invalid fine-tuning config"):

@@ -150,17 +150,17 @@ def test_grad_cache_path_sees_global_batch_and_matches_full_batch(tok, tmp_path)
 def test_mixed_precision_on_cpu_is_bf16_where_native_else_fp32(tok, tmp_path, capsys, monkeypatch):
     from harness.training import precision
 
-    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "fp16", steps=1, precision="fp16"))
+    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "fp16", steps=1, warmup_ratio=0.0, precision="fp16"))
     assert res.precision == "fp32" and any("fp16 needs CUDA" in n for n in res.notes)
     monkeypatch.setattr(precision, "cpu_bf16", lambda: None)
-    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "none", steps=1, precision="bf16"))
+    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "none", steps=1, warmup_ratio=0.0, precision="bf16"))
     assert res.precision == "fp32" and any("AVX512-BF16 or AMX" in n for n in res.notes)
     assert "AVX512-BF16 or AMX" in capsys.readouterr().err
     monkeypatch.setattr(precision, "cpu_bf16", lambda: "amx")
     seen = []
     real = precision.torch.autocast
     monkeypatch.setattr(precision.torch, "autocast", lambda **kw: seen.append(kw) or real(**kw))
-    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "amx", steps=1, precision="bf16"))
+    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "amx", steps=1, warmup_ratio=0.0, precision="bf16"))
     assert res.precision == "bf16" and seen and seen[0]["device_type"] == "cpu"
     assert seen[0]["dtype"] is precision.torch.bfloat16 and res.loss_history[0] == res.loss_history[0]  # not NaN
 

@@ -268,7 +268,7 @@ def test_a_one_step_stage_under_warm_up_is_refused_naming_warmup_ratio(specs: Pa
     out = capsys.readouterr().out
     listed = [ln.strip() for ln in out.split("== method specs: ", 1)[1].split("\n== ", 1)[0].splitlines()[1:]]
     assert len(listed) == 1 and "pretrain.warmup_ratio" in listed[0], listed
-    assert "0.1 leaves the stage's only optimiser step (steps 1) at lr 0" in listed[0]
+    assert "0.1 leaves pre-training's only optimiser step (steps 1) at lr 0" in listed[0]
     assert "set warmup_ratio: 0" in listed[0]
     assert main(["run", "--method", "cotmae", "--profile", "tiny", "--dry-run"]) == 2
     assert error_lines(capsys.readouterr().err) == [f"error: {listed[0]}"]
@@ -285,7 +285,7 @@ def test_one_step_fine_tuning_stages_and_teacher_are_refused_under_warm_up(specs
     problems = value_problems(load_method("lexmae", "tiny"))
     assert [p.split(": ", 2)[1].split()[0] for p in problems] == ["finetune.retriever1.warmup_ratio",
                                                        "finetune.retriever2.warmup_ratio"]
-    assert "1 epoch(s) of at most 16 training queries, 16 a step" in problems[0]
+    assert "retriever1's only optimiser step (1 epoch(s) of at most 16 training queries, 16 a step)" in problems[0]
     # no warm-up on the retrievers; the tiny cross-encoder teacher in one step of 16 queries
     edit(specs / "lexmae.yaml", "max_train_queries: 16", "max_train_queries: 16\n      warmup_ratio: 0", "  tiny:")
     edit(specs / "lexmae.yaml", "retriever3: {reranker: tiny-cross-encoder,",

@@ -124,8 +124,8 @@ def train_tiny_t5(
     }
     key = artifacts.builder_key(config, inputs)
     if artifacts.is_finished(out_dir, key):
-        log = json.loads((out_dir / TRAIN_LOG).read_text())
-        return TinyT5Result(out_dir, log["losses"], cached=True, weight_change=log.get("weight_change"))
+        saved = json.loads((out_dir / TRAIN_LOG).read_text())
+        return TinyT5Result(out_dir, saved["losses"], cached=True, weight_change=saved.get("weight_change"))
     artifacts.clear_finished(out_dir)
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)

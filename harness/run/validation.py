@@ -294,7 +294,7 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
         pre = PretrainSettings.from_spec(spec)
         passages = spec.get("corpus.max_passages")
         steps = pre.steps or (math.ceil(pre.epochs * passages / pre.global_batch) if pre.epochs and passages else None)
-        problem = _zero_lr(pre.warmup_ratio, steps, f"steps {pre.steps}" if pre.steps else
+        problem = _zero_lr(pre.warmup_ratio, steps, "pre-training", f"steps {pre.steps}" if pre.steps else
                            f"{pre.epochs} epoch(s) of at most {passages} passages in batches of {pre.global_batch}")
         if problem:
             found.append(Finding(("pretrain", "warmup_ratio"), problem, (("pretrain", "warmup_ratio"), ("pretrain",))))
@@ -304,14 +304,14 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
     for stage in stages:
         s = StageSettings.from_spec(spec, stage)
         batch = devices * max(1, s.global_queries // devices)
-        problem = _zero_lr(s.warmup_ratio, s.epochs * (most // batch),
+        problem = _zero_lr(s.warmup_ratio, s.epochs * (most // batch), stage,
                            f"{s.epochs} epoch(s) of at most {most} training queries, {batch} a step")
         if problem:
             found.append(_in_stage(spec, stage, "warmup_ratio", problem))
         if stage == "retriever3" and RerankerSettings.from_spec(spec).reranker == TINY_RERANKER:
             r = RerankerSettings.from_spec(spec).train()
             batch = devices * r.queries_per_device
-            problem = _zero_lr(r.warmup_ratio, r.epochs * (most // batch),
+            problem = _zero_lr(r.warmup_ratio, r.epochs * (most // batch), "the stage-3 teacher",
                                f"{r.epochs} epoch(s) of at most {most} training queries, {batch} a step")
             path = ("finetune", "retriever3", "reranker_train")
             if problem:
@@ -319,11 +319,11 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
     return found
 
 
-def _zero_lr(ratio: float, steps: int | None, how: str) -> str | None:
-    """The problem of a stage of ``steps`` steps (``how``: where the count comes from) under warm-up ``ratio``."""
+def _zero_lr(ratio: float, steps: int | None, stage: str, how: str) -> str | None:
+    """The problem of ``stage`` taking ``steps`` steps (``how``: where the count comes from) under warm-up ``ratio``."""
     if steps is None or not every_step_at_zero_lr(steps, ratio):
         return None
-    return (f"{ratio!r} leaves the stage's only optimiser step ({how}) at lr 0, where linear warm-up starts, so it "
+    return (f"{ratio!r} leaves {stage}'s only optimiser step ({how}) at lr 0, where linear warm-up starts, so it "
             "would train nothing; set warmup_ratio: 0 (or train more than one step)")
 
 
