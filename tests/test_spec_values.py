@@ -285,13 +285,26 @@ def test_one_step_fine_tuning_stages_and_teacher_are_refused_under_warm_up(specs
     problems = value_problems(load_method("lexmae", "tiny"))
     assert [p.split(": ", 2)[1].split()[0] for p in problems] == ["finetune.retriever1.warmup_ratio",
                                                        "finetune.retriever2.warmup_ratio"]
-    assert "retriever1's only optimiser step (1 epoch(s) of at most 16 training queries, 16 a step)" in problems[0]
+    assert "retriever1's only optimiser step (1 epoch(s) of at most 16 training groups, 16 a step)" in problems[0]
     # no warm-up on the retrievers; the tiny cross-encoder teacher in one step of 16 queries
     edit(specs / "lexmae.yaml", "max_train_queries: 16", "max_train_queries: 16\n      warmup_ratio: 0", "  tiny:")
     edit(specs / "lexmae.yaml", "retriever3: {reranker: tiny-cross-encoder,",
          "retriever3: {reranker: tiny-cross-encoder, reranker_train: {epochs: 1, queries_per_device: 16},", "  tiny:")
     problems = value_problems(load_method("lexmae", "tiny"))
     assert [p.split(": ", 2)[1].split()[0] for p in problems] == ["finetune.retriever3.reranker_train.warmup_ratio"]
+
+
+def test_a_stage_on_two_negative_pools_is_not_refused_for_one_query_batch(specs: Path):
+    """One group per query and pool: retriever 2 on mined + BM25 negatives takes two steps of 16 queries."""
+    from harness.run.validation import value_problems
+
+    edit(specs / "cotmae.yaml", "max_train_queries: 600", "max_train_queries: 16", "  tiny:")
+    edit(specs / "cotmae.yaml", "retriever1: {epochs: 2}", "retriever1: {epochs: 1}", "  tiny:")
+    edit(specs / "cotmae.yaml", "retriever2: {epochs: 2}", "retriever2: {epochs: 1, negatives: [mined, bm25]}", "  tiny:")
+    spec = load_method("cotmae", "tiny")
+    assert spec.get("finetune.retriever2.negatives") == ["mined", "bm25"] and spec.get("finetune.global_queries") == 16
+    problems = value_problems(spec)  # retriever 1 (BM25 negatives only): one step of its 16 groups
+    assert len(problems) == 1 and "finetune.warmup_ratio: 0.1 leaves retriever1's only optimiser step" in problems[0]
 
 
 def test_every_rehearsal_stage_trains_at_a_positive_lr():

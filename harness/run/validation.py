@@ -286,8 +286,10 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
     """Each training stage whose declared plan has one optimiser step under a warm-up that puts that
     step at lr 0: it would leave its weights where they started (the rehearsal's one-step stages did,
     before the rehearsal set warmup_ratio 0). Steps as the stage counts them on the spec's declared
-    devices; a fine-tuning stage's (and the tiny teacher's) are known only when
-    ``finetune.max_train_queries`` caps the training queries."""
+    devices, at most: a fine-tuning stage's (and the tiny teacher's) are bounded only when
+    ``finetune.max_train_queries`` caps the training queries, and a stage trains on one group per
+    query and negative pool (harness.finetune.negatives.make_examples: retriever 2 of the dense
+    rehearsals, on mined and BM25 negatives, takes two steps of its 4 queries)."""
     found = []
     devices = max(1, int((spec.get("hardware") or {}).get("devices") or 1))
     if pretrains:
@@ -304,15 +306,16 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
     for stage in stages:
         s = StageSettings.from_spec(spec, stage)
         batch = devices * max(1, s.global_queries // devices)
-        problem = _zero_lr(s.warmup_ratio, s.epochs * (most // batch), stage,
-                           f"{s.epochs} epoch(s) of at most {most} training queries, {batch} a step")
+        groups = most * max(1, len(finetune_settings(spec, stage).get("negatives") or []))
+        problem = _zero_lr(s.warmup_ratio, s.epochs * (groups // batch), stage,
+                           f"{s.epochs} epoch(s) of at most {groups} training groups, {batch} a step")
         if problem:
             found.append(_in_stage(spec, stage, "warmup_ratio", problem))
         if stage == "retriever3" and RerankerSettings.from_spec(spec).reranker == TINY_RERANKER:
             r = RerankerSettings.from_spec(spec).train()
             batch = devices * r.queries_per_device
             problem = _zero_lr(r.warmup_ratio, r.epochs * (most // batch), "the stage-3 teacher",
-                               f"{r.epochs} epoch(s) of at most {most} training queries, {batch} a step")
+                               f"{r.epochs} epoch(s) of at most {most} training groups, {batch} a step")
             path = ("finetune", "retriever3", "reranker_train")
             if problem:
                 found.append(Finding((*path, "warmup_ratio"), problem, ((*path, "warmup_ratio"), path)))
