@@ -33,9 +33,9 @@ from harness.gate.grading import TRAINING_FREE_FAMILIES
 from harness.papers.registry import cells_for
 from harness.spec.conditions import run_conditions
 from harness.spec.method import load_method
+from harness.stages.graph import FINETUNE_STAGES, GRAPH
 
 RUN_KEYS = {"method", "profile", "stage", "seeds", "metrics"}
-RETRIEVERS = ("retriever1", "retriever2", "retriever3")
 
 
 @dataclass
@@ -56,12 +56,10 @@ class OwnRun:
         return f"{self.method} [{self.profile}{', ' + self.stage if self.stage else ''}]"
 
 
-def final_stage(stages: list[str]) -> str | None:
-    """The last retriever a spec's ``stages`` train (None for a training-free method)."""
-    for step, label in zip(("finetune_r3", "finetune_r2", "finetune_r1"), reversed(RETRIEVERS)):
-        if step in stages:
-            return label
-    return None
+def trained_retrievers(stages: list[str]) -> list[str]:
+    """The retrievers a spec's ``stages`` outline trains, in order (the declared stage graph says
+    which outline step trains which retriever); empty for a training-free method."""
+    return [s.name for s in GRAPH if s.name in FINETUNE_STAGES and s.step in stages]
 
 
 def _value(path: Path, where: str, raw: Any, seeds: list[Any] | None) -> tuple[float, int]:
@@ -103,9 +101,9 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         method, profile = str(entry["method"]), str(entry.get("profile") or "paper")
         spec = load_method(method, profile)  # unknown method or profile: the registry's did-you-mean error
         stages = list(spec.config.get("stages") or [])
-        last = final_stage(stages)
+        trained = trained_retrievers(stages)
+        last = trained[-1] if trained else None
         stage = entry.get("stage") or last
-        trained = list(RETRIEVERS[: RETRIEVERS.index(last) + 1]) if last else []
         if stage is not None and stage not in trained:
             raise DataFormatError(path, None, f"{where}: stage {stage!r} is not one {method} trains",
                                   f"use one of {', '.join(trained) or '(none: a training-free method)'}")
@@ -128,7 +126,8 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         conditions = run_conditions(spec.config, method, profile)
         if stage:
             conditions.update(finetune_stage=stage, final_stage=last)
-        out.append(OwnRun(i, method, profile, stage, max(runs), metrics, conditions,
+        # several seed counts in one entry: the fewest, so that se is never narrower than the data allow
+        out.append(OwnRun(i, method, profile, stage, min(runs), metrics, conditions,
                           spec.config.get("family") in TRAINING_FREE_FAMILIES))
     return out
 
