@@ -54,15 +54,10 @@ MIN_DF = 2  # one pair alone (1 df) can print a difference of 0.0: a scope needs
 
 def family(benchmark: str) -> str:
     """msmarco | trec-dl | beir: the group whose evidence stands in where a benchmark has none."""
-    base = benchmark.split("@", 1)[0]
+    base = noise.base_benchmark(benchmark)
     if base.startswith("msmarco"):
         return "msmarco"
     return "trec-dl" if base in ("dl19", "dl20") else "beir"
-
-
-def _base(benchmark: str) -> str:
-    base = benchmark.split("@", 1)[0]
-    return "cqadupstack" if base.startswith("cqadupstack-") else base
 
 
 @dataclass(frozen=True)
@@ -114,7 +109,7 @@ def load_margins() -> dict[str, Any]:
 def practical_margin(benchmark: str, measure: str) -> Margin:
     """Delta for ``benchmark`` / ``measure`` (points), with why it is the size that matters."""
     data, measure = load_margins(), canonical_measure(measure)
-    tables = [(data.get("benchmarks") or {}).get(_base(benchmark), {}),
+    tables = [(data.get("benchmarks") or {}).get(noise.base_benchmark(benchmark), {}),
               (data.get("families") or {}).get(family(benchmark), {})]
     for table in tables:
         entry = table.get(measure)
@@ -216,9 +211,9 @@ def _pool(evidence: list[Evidence]) -> tuple[float, int]:
 def sigma_rep(benchmark: str, measure: str) -> SigmaRep:
     """The declared seed SD of one run's mean on ``benchmark`` / ``measure`` at paper scale."""
     measure = canonical_measure(measure)
-    base, fam, kind = _base(benchmark), family(benchmark), noise.measure_kind(measure)
+    base, fam, kind = noise.base_benchmark(benchmark), family(benchmark), noise.measure_kind(measure)
     evidence = all_evidence()
-    scopes = [("benchmark", [e for e in evidence if _base(e.benchmark) == base and e.measure == measure]),
+    scopes = [("benchmark", [e for e in evidence if noise.base_benchmark(e.benchmark) == base and e.measure == measure]),
               ("family", [e for e in evidence if family(e.benchmark) == fam and e.measure == measure]),
               (f"family, {kind} measures", [e for e in evidence if family(e.benchmark) == fam
                                             and noise.measure_kind(e.measure) == kind])]

@@ -49,6 +49,13 @@ QUERIES = {
 }
 
 
+def base_benchmark(benchmark: str) -> str:
+    """The benchmark a spread is looked up under: a rehearsal sample is its full benchmark, a
+    cqadupstack forum is cqadupstack."""
+    base = benchmark.split("@", 1)[0]
+    return "cqadupstack" if base.startswith("cqadupstack-") else base
+
+
 def measure_kind(measure: str) -> str:
     """'recall' for R / Success measures, 'rank' for the rest (nDCG, RR)."""
     name = measure.split("(")[0].split("@")[0]
@@ -101,9 +108,7 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
     table = data["benchmarks"]
     kind = measure_kind(measure)
     tau, shared = _kind_max(table, kind, "tau"), _kind_max(table, kind, "shared")
-    base = benchmark.split("@", 1)[0]
-    if base.startswith("cqadupstack-"):
-        base = "cqadupstack"
+    base = base_benchmark(benchmark)
     n = QUERIES.get(base) or min(QUERIES.values())  # unknown size: the smallest, i.e. the widest
     modelled = math.sqrt(shared ** 2 + tau ** 2 / n)
     source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
@@ -119,8 +124,7 @@ def query_floor(benchmark: str, measure: str, data: dict[str, Any] | None = None
     the measured SD of the mean where the control ran on that benchmark (a floor for sigma_rep)."""
     data = data or load()
     table, kind = data["benchmarks"], measure_kind(measure)
-    base = benchmark.split("@", 1)[0]
-    base = "cqadupstack" if base.startswith("cqadupstack-") else base
+    base = base_benchmark(benchmark)
     source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
     measured = table.get(base, {}).get(measure)
     if measured:
