@@ -213,7 +213,8 @@ def sigma_rep(benchmark: str, measure: str) -> SigmaRep:
     measure = canonical_measure(measure)
     base, fam, kind = noise.base_benchmark(benchmark), family(benchmark), noise.measure_kind(measure)
     evidence = all_evidence()
-    scopes = [("benchmark", [e for e in evidence if noise.base_benchmark(e.benchmark) == base and e.measure == measure]),
+    scopes = [("benchmark", [e for e in evidence
+                             if noise.base_benchmark(e.benchmark) == base and e.measure == measure]),
               ("family", [e for e in evidence if family(e.benchmark) == fam and e.measure == measure]),
               (f"family, {kind} measures", [e for e in evidence if family(e.benchmark) == fam
                                             and noise.measure_kind(e.measure) == kind])]
