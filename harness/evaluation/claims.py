@@ -39,7 +39,7 @@ from typing import Any
 
 from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation import verdict as rule
-from harness.evaluation.compare import comparability
+from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability
 from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.tolerances import canonical_measure
 from harness.evaluation.verdict import NOT_COMPARABLE
@@ -56,7 +56,6 @@ _VARIANT_MARKS = frozenset({"query_number", "mixed"})  # a row naming these is a
 _METHOD_OWN = frozenset({"pretrain_steps", "pretrain_corpus", "checkpoint", "init"})
 _NOT_OWN = frozenset({"cited", "ablation"})
 _STAGE_OWN = frozenset({"finetune_stage", "reranker_teacher"})  # a stage and what defines it (stage 3's teacher)
-SEED_FREE_FAMILIES = ("lexical",)  # training-free (BM25): the same run every time, no seed spread
 
 
 @dataclass(frozen=True)
@@ -238,7 +237,7 @@ class Pairing:
 def seed_free(method: str) -> bool:
     """A training-free method (BM25): no seed spread on its side of an effect, printed or run."""
     try:
-        return load_method(method, "paper").get("family") in SEED_FREE_FAMILIES
+        return load_method(method, "paper").get("family") in TRAINING_FREE_FAMILIES
     except Exception:  # noqa: BLE001 - no paper spec: treated as trained (the wider se)
         return False
 

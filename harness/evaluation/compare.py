@@ -37,6 +37,9 @@ from harness.core.text_table import format_table
 
 STATUSES = VERDICTS
 PAPER_PROFILE = "paper"
+# Training-free families (BM25): deterministic, the same run every time, so no seed spread: the exact
+# rule grades their cells and their side of an effect adds no seed noise.
+TRAINING_FREE_FAMILIES = ("lexical",)
 
 _CELL_FIELDS = ("cell_id", "paper_file", "version", "table", "row", "column", "method", "benchmark", "measure",
                 "value")

@@ -34,7 +34,7 @@ from harness.core.statuses import (
     UNTRAINED,
 )
 from harness.evaluation.bootstrap import paired_bootstrap
-from harness.evaluation.compare import PAPER_PROFILE, compare
+from harness.evaluation.compare import PAPER_PROFILE, TRAINING_FREE_FAMILIES, compare
 from harness.evaluation.effects import count_checks, method_effects
 from harness.gate.labels import source_label, system_axes
 from harness.papers.released import (
@@ -52,7 +52,6 @@ TINY_TOLERANCE = 0.5  # points; same seed and code must give the same numbers up
 # agree to all 16 digits on every measure. 0.01 points leaves room for float printing only, so a
 # changed k1, b, analyzer or field weight fails even when it stays within the papers' tolerance.
 TRAINING_FREE_TOLERANCE = 0.01
-TRAINING_FREE_FAMILIES = ("lexical",)
 # Training-loss checkpoints compared with the reference run: (stage, key in the stage's output).
 # A chance-level tiny retriever's metrics swing with float rounding from machine to machine, but
 # its pre-training loss does not (measured: 0.16% between two machines), and any change to an

@@ -19,7 +19,7 @@ from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
 from harness.evaluation.chance import describe as describe_chance
-from harness.evaluation.compare import compare, format_comparison_table
+from harness.evaluation.compare import TRAINING_FREE_FAMILIES, compare, format_comparison_table
 from harness.evaluation.measures import evaluate_benchmark, normalise_subset_ids
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
@@ -205,7 +205,7 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         comparisons = []
         for variant in variants:
             conditions = stage_conditions(spec, variant, final)
-            exact = spec.get("family") == "lexical"  # deterministic: a fixed tolerance, no seed spread
+            exact = spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed spread
             for comp in compare(scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions,
                                 exact=exact):
                 comp.finetune_stage = variant
