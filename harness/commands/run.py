@@ -7,8 +7,9 @@ import os
 import sys
 
 from harness import SEED
-from harness.commands._output import name_list, write_json
+from harness.commands._output import json_target, name_list, write_json
 from harness.run.runner import run_method
+from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
 
 
@@ -47,6 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _seed(text: str) -> int:
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    if int(text) > SEED_MAX:  # numpy's seeding refused it only when fine-tuning started
+        raise argparse.ArgumentTypeError(f"{text.strip()} is out of range: a seed must be in [0, {SEED_MAX}]")
     return int(text)
 
 
@@ -57,6 +60,7 @@ def _run(args: argparse.Namespace) -> int:
         os.execv(sys.executable, [sys.executable, "-m", "harness", *args.argv])
 
     datasets = name_list(args.dataset, "--dataset")
+    json_target(args.json)  # a run refused its summary only after its last stage
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
                         dry_run=args.dry_run)
     if args.json:

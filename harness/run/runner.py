@@ -15,6 +15,7 @@ from typing import Any, Callable
 from harness import SEED
 from harness.core.errors import HarnessError
 from harness.core.hardware import declared_present, detect
+from harness.core.paths import require_writable_homes
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
@@ -181,6 +182,7 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
                 "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
+    require_writable_homes()
     if stage is not None:
         return run_until(spec, datasets, stage, force)
 
