@@ -8,6 +8,7 @@ import sys
 
 from harness import SEED
 from harness.commands._output import json_target, name_list, write_json
+from harness.core.errors import HarnessError
 from harness.run.runner import run_method
 from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
@@ -42,6 +43,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
                         "apart and its record goes to runs/seeds/, never among the gated records")
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
+    p.add_argument("--track", choices=["best-effort", "required"], default="best-effort",
+                   help="MLflow tracking: best-effort (default: a slow or failing server is one warning and the "
+                        "run goes on untracked) or required (a server failing its check stops the run before its "
+                        "first stage; a later failure fails the command once the record and --json are written)")
     p.set_defaults(func=_run)
 
 
@@ -61,8 +66,9 @@ def _run(args: argparse.Namespace) -> int:
 
     datasets = name_list(args.dataset, "--dataset")
     json_target(args.json)  # a run refused its summary only after its last stage
+    required = args.track == "required"
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
-                        dry_run=args.dry_run)
+                        dry_run=args.dry_run, track_required=required)
     if args.json:
         write_json(args.json, {
             "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],
@@ -74,4 +80,8 @@ def _run(args: argparse.Namespace) -> int:
             # each stage with its cache key (a dry-run's: planned, with `plan`: cached / to run / reused)
             "stages": result["stages"], **({"dry_run": True} if result.get("dry_run") else {}),
         })
+    warning = (result.get("mlflow") or {}).get("warning")
+    if required and warning:  # the record and the summary are written: only the tracking is missing
+        raise HarnessError(f"--track required: {warning.removesuffix('; the run record is still written.')} "
+                           f"(record {result.get('run_record') or result.get('output')})")
     return 0

@@ -106,11 +106,13 @@ def run_tags(spec: MethodSpec) -> dict[str, str]:
     return {"spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
 
 
-def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool) -> dict[str, Any]:
+def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
+              track_required: bool = False) -> dict[str, Any]:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
-    tracker = parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, {**run_tags(spec), "stage": stage})
+    tracker = parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, {**run_tags(spec), "stage": stage},
+                             required=track_required)
     ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
     started = time.time()
     output = None
@@ -149,7 +151,10 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
 
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
-               force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+               force: bool = False, stage: str | None = None, dry_run: bool = False,
+               track_required: bool = False) -> dict[str, Any]:
+    """Run ``method`` end to end (or up to ``stage``, or only plan it); ``track_required``: a tracking
+    failure fails the run (before its first stage when the server fails at the start) instead of a warning."""
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
@@ -158,11 +163,11 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     require_valid(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
-        return _run_spec(spec, why, datasets, force, stage, dry_run)
+        return _run_spec(spec, why, datasets, force, stage, dry_run, track_required)
 
 
 def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: bool, stage: str | None,
-              dry_run: bool) -> dict[str, Any]:
+              dry_run: bool, track_required: bool = False) -> dict[str, Any]:
 
     method, profile = spec.name, spec.profile
     datasets = datasets or list(spec.get("datasets", []))
@@ -184,10 +189,10 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
     require_writable_homes()
     if stage is not None:
-        return run_until(spec, datasets, stage, force)
+        return run_until(spec, datasets, stage, force, track_required)
 
     run_id = new_run_id(method, profile)
-    tracker = parent_tracker(method, method, profile, SEED, run_id, run_tags(spec))
+    tracker = parent_tracker(method, method, profile, SEED, run_id, run_tags(spec), required=track_required)
     ctx = RunContext(spec, tracker, StageLog(), force)
     pipeline = pipeline_for(spec)
     started = time.time()
