@@ -321,7 +321,8 @@ def parent_tracker(experiment: str, name: str, profile: str, seed: int, run_id: 
     (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
     ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``."""
     return Tracker(experiment=experiment, run_name=parent_run_name(name, profile, seed), uri=uri, enabled=enabled,
-                   required=required, tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags})
+                   required=required,
+                   tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags})
 
 
 def parent_run_name(name: str, profile: str, seed: int) -> str:
