@@ -7,7 +7,9 @@ invocation a parent run named ``<method>/<profile>/<seed>`` (its run_id in the `
 holding the final stage's metrics as ``<benchmark>/<measure>``, the flattened spec as params
 and method / profile / papers / verdict / git / hardware tags, with a nested run per stage tagged
 ``stage``: select parent runs and press Compare (``/#/compare-runs?runs=[...]&experiments=[...]``)
-to see them side by side (docs/tracking.md).
+to see them side by side (docs/tracking.md). Before serving, the committed run records (runs/records/,
+runs/seeds/) the store lacks are added as parent runs (``harness.records.mlflow_import``, keyed by
+run_id), so a fresh clone compares methods without running any; ``--no-load`` skips that.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from harness.commands._output import port_number
 from harness.commands.leaderboard import serve
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
-from harness.records.tracking import default_tracking_uri
+from harness.records.mlflow_import import load_committed
+from harness.records.tracking import default_tracking_uri, one_line
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "Start `mlflow server` on 127.0.0.1 against the project's tracking store (runs/mlflow.db) with "
             "artifacts served from runs/mlartifacts. One experiment per method; a run's parent is named "
             "method/profile/seed (tag run_id) and holds its final metrics as benchmark/measure, so the "
-            "Compare view lines methods up; nested runs are its stages. Ctrl-C stops it."
+            "Compare view lines methods up; nested runs are its stages. The committed run records (runs/records/, "
+            "runs/seeds/) the store lacks are added first, keyed by run_id, metrics in points. Ctrl-C stops it."
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -41,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="server worker processes (default 1, right for a laptop or a 2-core machine)")
     p.add_argument("--store", metavar="URI", default=None,
                    help="backend store URI (default: the harness's store, sqlite:///<runs>/mlflow.db)")
+    p.add_argument("--no-load", dest="load", action="store_false",
+                   help="serve the store as it is, without first adding the committed run records "
+                        "(runs/records/, runs/seeds/) that it does not hold yet")
     p.set_defaults(func=_ui)
 
 
@@ -62,6 +69,19 @@ def server_command(store: str, artifacts: Path, host: str, port: int, workers: i
             "--workers", str(workers)]
 
 
+def load_records(store: str, artifacts: Path) -> None:
+    """The committed records into the store (those it lacks), so methods compare on a fresh clone;
+    a failure costs the loaded runs, never the UI over what the store already holds."""
+    print("loading the committed run records (runs/records/, runs/seeds/) into the store ...", flush=True)
+    try:
+        report = load_committed(store, artifacts=artifacts)
+    except Exception as exc:  # noqa: BLE001 - the UI still serves the user's own runs
+        print(f"warning: committed records not loaded ({type(exc).__name__}: {one_line(str(exc))}); "
+              "the UI shows what the store already holds", file=sys.stderr)
+        return
+    print(report.summary(), flush=True)
+
+
 def _ui(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise HarnessError(f"--workers must be at least 1, got {args.workers}")
@@ -76,5 +96,7 @@ def _ui(args: argparse.Namespace) -> int:
     # and costs a process per core on a 2-core machine.
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     print(f"MLflow store {store}; artifacts {artifacts}")
+    if args.load:
+        load_records(store, artifacts)
     return serve(server_command(store, artifacts, args.host, args.port, args.workers), env,
                  f"http://{args.host}:{args.port}/", args.host, args.port)

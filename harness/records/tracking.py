@@ -81,6 +81,12 @@ def _param_value(value: Any) -> Any:
     return json.dumps(value, default=str) if isinstance(value, (list, tuple)) else value
 
 
+def param_entries(params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Params as MLflow takes them: nested dicts flattened to dotted keys (``spec.retrieval.k1``), keys
+    made safe (:func:`mlflow_key`), lists as JSON, values over MLflow's limit cut with :data:`TRUNCATED`."""
+    return [(mlflow_key(k), _clip(_param_value(v), PARAM_VALUE_LIMIT)) for k, v in flatten(dict(params)).items()]
+
+
 def default_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
@@ -265,7 +271,7 @@ class Tracker:
     def log_params(self, params: dict[str, Any]) -> None:
         """Nested dicts flattened to dotted keys (``spec.retrieval.k1``); values over MLflow's length
         limit are cut with a marker, and the params go in batches of MLflow's per-request maximum."""
-        items = [(mlflow_key(k), _clip(_param_value(v), PARAM_VALUE_LIMIT)) for k, v in flatten(params).items()]
+        items = param_entries(params)
         for i in range(0, len(items), PARAMS_PER_BATCH):
             batch = dict(items[i:i + PARAMS_PER_BATCH])
             if not self._safe(lambda: self._mlflow.log_params(batch)):
@@ -319,8 +325,11 @@ def parent_tracker(experiment: str, name: str, profile: str, seed: int, run_id: 
                    required: bool = False) -> Tracker:
     """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>``
     (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
-    ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``."""
-    return Tracker(experiment=experiment, run_name=parent_run_name(name, profile, seed), uri=uri, enabled=enabled,
+    ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``. A
+    ``run --stage NAME`` run (tag ``stage``) says so in its name: ``cotmae_qc/tiny/42 (--stage pretrain)``,
+    so it is never taken for the full run of the same name."""
+    name = parent_run_name(name, profile, seed) + (f" (--stage {tags['stage']})" if tags.get("stage") else "")
+    return Tracker(experiment=experiment, run_name=name, uri=uri, enabled=enabled,
                    required=required,
                    tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags})
 
