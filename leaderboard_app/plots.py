@@ -33,35 +33,49 @@ from harness.records.store import RunRecord
 from leaderboard_app.tables import source_of
 
 STATUS_COLOURS = {v: STATUSES[v].colour for v in VERDICTS}  # a cell's verdict, as its badge is coloured
+# An index's size in GB per printed unit ("27G", "350MB", or a bare number under a column in GB).
 _SIZE_UNITS = {"tb": 1e3, "t": 1e3, "gb": 1.0, "g": 1.0, "mb": 1e-3, "m": 1e-3, "kb": 1e-6, "k": 1e-6,
                "bytes": 1e-9, "b": 1e-9}
-_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)")
+# A printed number: thousands separated by commas ("3,072", "17,203") or not, then an optional unit
+# ("27G", "4.3 GB", "45.83 QPS"); a qualifier before it ("Avg 17,203", "Upto 768") is read past.
+_NUMBER = re.compile(r"^\s*(?:[A-Za-z]+\.?\s+)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d*\.?\d+)\s*([A-Za-z]*)\s*$")
+
+
+def _parse(value: str) -> tuple[float, str] | None:
+    """'3,072' -> (3072.0, ''), '27G' -> (27.0, 'G'), 'Avg 17,203' -> (17203.0, ''); None for '-'."""
+    m = _NUMBER.match(value or "")
+    return (float(m.group(1).replace(",", "")), m.group(2)) if m else None
 
 
 def _size_gb(value: str, unit: str) -> float | None:
-    """'4.3G' or ('4.3', 'GB') -> 4.3 GB."""
-    m = _NUMBER.match(value or "")
-    if not m:
+    """'4.3G', '27 GB' or ('4.3', 'GB') -> 4.3 GB; None when neither the value nor the column names a size unit."""
+    parsed = _parse(value)
+    if parsed is None:
         return None
-    suffix = (m.group(2) or unit or "").lower()
-    factor = _SIZE_UNITS.get(suffix) or _SIZE_UNITS.get((unit or "").lower())
-    return float(m.group(1)) * factor if factor else None
+    number, suffix = parsed
+    factor = _SIZE_UNITS.get(suffix.lower()) if suffix else _SIZE_UNITS.get((unit or "").lower())
+    return number * factor if factor else None
 
 
 def _number(value: str) -> float | None:
-    m = _NUMBER.match(value or "")
-    return float(m.group(1)) if m else None
+    """'45.83' or '45.83 QPS' or '42,600' -> the number."""
+    parsed = _parse(value)
+    return parsed[0] if parsed else None
 
 
 def _kind(cell: Mapping[str, Any]) -> str | None:
-    """'qps' or 'index_gb' for an efficiency cell (by unit or column name), else None."""
+    """'qps' or 'index_gb' for an efficiency cell, else None. Only a column that sizes the whole
+    index counts as one: LexMAE Table 4's "Repr Byte" (bytes per embedded passage) is a column in
+    bytes too, and read as an index size it overwrote the row's "Index Size" (27 GB became 3e-9 GB)."""
     unit = str(cell.get("unit") or "").lower()
     column = str(cell.get("column") or "").lower()
     if cell.get("measure"):
         return None
     if unit == "qps" or "qps" in column:
         return "qps"
-    if unit in _SIZE_UNITS or "index size" in column:
+    if "repr" in column or "per passage" in column or unit in ("bytes", "b"):
+        return None
+    if "index" in column or unit in _SIZE_UNITS:
         return "index_gb"
     return None
 
@@ -111,13 +125,26 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
     return pd.DataFrame(rows, columns=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"])
 
 
+def log_scale(values: pd.Series) -> alt.Scale:
+    """A log scale that spans at least a decade around the points: one point (LexMAE's 45.83 QPS, the
+    only rate a paper prints) gave Vega a zero-width domain, and an axis with one odd tick."""
+    finite = values[values > 0].astype(float)
+    if finite.empty:
+        return alt.Scale(type="log")
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi / lo >= 10:
+        return alt.Scale(type="log")
+    middle = (lo * hi) ** 0.5
+    return alt.Scale(type="log", domain=[min(lo, middle / 10 ** 0.5), max(hi, middle * 10 ** 0.5)])
+
+
 def efficiency_chart(frame: pd.DataFrame, x: str = "qps") -> alt.Chart:
     title = {"qps": "queries per second (log)", "index_gb": "index size, GB (log)"}[x]
     data = frame.dropna(subset=[x])
     pairs = sorted({(b, m) for b, m in zip(data["benchmark"], data["measure"])})
     what = f"{pairs[0][1]} on {pairs[0][0]}" if len(pairs) == 1 else "primary measure"
     return alt.Chart(data).mark_point(filled=True, size=90).encode(
-        x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=title),
+        x=alt.X(f"{x}:Q", scale=log_scale(data[x]), title=title, axis=alt.Axis(format=",~g")),
         y=alt.Y("effectiveness:Q", title=f"effectiveness ({what}, points)", scale=alt.Scale(zero=False)),
         color=alt.Color("source:N"), shape=alt.Shape("benchmark:N"),
         tooltip=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"],

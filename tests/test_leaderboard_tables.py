@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -227,3 +228,60 @@ def test_unreadable_references_manifest_leaves_the_gate_out_not_the_page(tmp_pat
     (tmp_path / "references.json").write_text('{"references": []}')
     data = lb_data.load(tmp_path, CELLS_JSON)
     assert data.gate is None and len(data.records) == 2 and "references.json" in (data.cells_error or "")
+
+
+# LexMAE Table 4's "Index Size" column as the paper prints it (lexmae-iclr2023.txt, Table 4), in GB; the
+# "Repr Byte" column beside it (bytes per embedded passage, "3,072", "Avg 17,203") is no index size.
+LEXMAE_TABLE4_INDEX_GB = {
+    "ColBERTv2": 150.0, "AR2": 27.0, "SimLM": 27.0, "BM25": 4.3, "SPLADE-max": 2.0, "SPLADE-mask": 5.4,
+    "LexMAE": 3.7, "- top-256 sparsify": 3.5, "- top-128 sparsify": 2.4, "- top-64 sparsify": 1.4,
+    "- top-32 sparsify": 0.9, "- top-16 sparsify": 0.5, "- top-8 sparsify": 0.4, "- top-4 sparsify": 0.3,
+    "- top-2 sparsify": 0.2, "- top-1 sparsify": 0.2,
+}
+LEXMAE_TABLE4_MRR = {"ColBERTv2": 39.7, "AR2": 39.5, "SimLM": 41.1, "BM25": 18.5, "- top-32 sparsify": 40.0,
+                     "- top-1 sparsify": 1.9}
+LEXMAE_QPS = 45.83  # the abstract: "42.6% MRR@10 with 45.83 QPS on a CPU machine"
+PAPER_TEXT = Path("/work/shared/papers/lexmae-iclr2023.txt")  # where the sessions keep the papers, if here
+
+
+def test_plots_read_lexmae_table4_index_sizes_and_query_rate_as_printed():
+    from harness.papers.registry import load_reported_cells
+
+    cells, error = load_reported_cells()
+    assert error is None
+    eff = plots.efficiency_frame(cells, [])
+    lex = eff[eff["label"].str.startswith("lexmae · ")]
+    sized = lex.dropna(subset=["index_gb"])
+    sizes = {label.split(" · ", 1)[1]: gb for label, gb in zip(sized["label"], sized["index_gb"])}
+    assert sizes == pytest.approx(LEXMAE_TABLE4_INDEX_GB)
+    mrr = {label.split(" · ", 1)[1]: e for label, e in zip(sized["label"], sized["effectiveness"])}
+    assert {k: mrr[k] for k in LEXMAE_TABLE4_MRR} == pytest.approx(LEXMAE_TABLE4_MRR)
+    rated = lex.dropna(subset=["qps"])
+    assert list(rated["qps"]) == [pytest.approx(LEXMAE_QPS)] and list(rated["effectiveness"]) == [42.6]
+    if PAPER_TEXT.exists():  # the transcription above against the paper's own text, where it is at hand
+        text = PAPER_TEXT.read_text(encoding="utf-8")
+        table = text[text.index("Method\tIndex Size\tRepr Byte\tMRR@10"):].split("\n\n", 1)[0].splitlines()[1:]
+        printed = {re.sub(r"</?b>", "", line.split("\t")[0]): float(line.split("\t")[1].rstrip("G"))
+                   for line in table}
+        assert printed == LEXMAE_TABLE4_INDEX_GB
+
+
+def test_number_parser_reads_units_and_thousands_separators():
+    assert plots._number("3,072") == 3072.0 and plots._number("Avg 17,203") == 17203.0
+    assert plots._number("Upto 768") == 768.0 and plots._number("42,600.5 QPS") == 42600.5
+    assert plots._number("-") is None and plots._number("") is None and plots._number("1,2") is None
+    assert plots._size_gb("27G", "GB") == 27.0 and plots._size_gb("27 GB", "") == 27.0
+    assert plots._size_gb("350MB", "GB") == pytest.approx(0.35) and plots._size_gb("1.5", "TB") == 1500.0
+    assert plots._size_gb("3,072", "") is None  # no unit anywhere: no size
+    assert plots._kind({"column": "Repr Byte", "unit": "bytes"}) is None
+    assert plots._kind({"column": "Index Size", "unit": "GB"}) == "index_gb"
+    assert plots._kind({"column": "45.83 QPS", "unit": "QPS"}) == "qps"
+
+
+def test_a_single_query_rate_gets_a_decade_wide_log_axis():
+    one = pd.DataFrame([{"label": "lexmae", "source": "reported", "benchmark": "msmarco-dev", "measure": "RR@10",
+                         "effectiveness": 42.6, "qps": 45.83, "index_gb": None}])
+    x = plots.efficiency_chart(one, "qps").to_dict()["encoding"]["x"]
+    lo, hi = x["scale"]["domain"]
+    assert x["scale"]["type"] == "log" and lo < 45.83 < hi and hi / lo == pytest.approx(10)
+    assert x["axis"]["format"] == ",~g"
