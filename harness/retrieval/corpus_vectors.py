@@ -6,9 +6,11 @@ Every dense search reads its corpus vectors from here: the pipeline's ``dense_re
 (``embeddings.npy``, ``doc_ids.json`` and the finished marker of :mod:`harness.stages.artifacts`; the
 folder is written whole), ``key`` = sha256 of (the model folder's file contents, the settings
 that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
-included), the benchmark name and its corpus checksum): content, never paths, so two checkouts
-and two commands share it. Batch size and device are not part of the key: they change vectors
-only at float rounding level.
+included) and the corpus's own files (``benchmark.corpus_files()``, their checksums): content, never
+paths or benchmark names, so two checkouts and two commands share it, and so do the benchmarks over
+one corpus: MS MARCO's training queries (mining), dev, DL19 and DL20 read one encoding of the 8.8M
+passages per model (:func:`vectors_tag` names that sharing in the plan and the record). Batch size
+and device are not part of the key: they change vectors only at float rounding level.
 
 A corpus is encoded in chunk files of :data:`CHUNK_PASSAGES` first (:mod:`harness.retrieval.sharded`),
 so an interrupted encoding of a big corpus resumes from its last complete chunk; torchrun ranks
@@ -44,8 +46,17 @@ CHUNK_PASSAGES = 10_000  # passages per resumable chunk; corpora up to this size
 
 
 def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
+    """The cache folder's name: the model's content, its vector settings and the corpus's files, not the
+    benchmark's name (every benchmark over one corpus shares the vectors)."""
     return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": vector_settings(encoder),
-                      "benchmark": benchmark.name, "corpus": benchmark.corpus_files()})
+                      "corpus": benchmark.corpus_files()})
+
+
+def vectors_tag(model_key: str, encoding: dict[str, Any] | None, benchmark: Any) -> str:
+    """Which encoding a search reads, known before the model exists (a dry-run): the model's stage input
+    key, the encoding it is read with and the corpus's files. Two searches with one tag read one cache
+    folder of :func:`embeddings_key`, so a plan and a record show each corpus encoded once per model."""
+    return hash_json({"model": model_key, "encoding": encoding or {}, "corpus": benchmark.corpus_files()})[:16]
 
 
 EMBEDDINGS_FILE, IDS_FILE = "embeddings.npy", "doc_ids.json"
@@ -82,7 +93,7 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
     if use_cache and (hit := _read_cached(folder)) is not None:
         ids, emb, info = hit
         print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
-        return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0,
+        return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0, "key": folder.name,
                           "original_encode_seconds": info.get("encode_seconds")}
     corpus = benchmark.corpus()  # a non-embedded corpus is downloaded here (clear error offline)
     if not corpus:
@@ -103,9 +114,10 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
     else:
         ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
     seconds = time.perf_counter() - started
-    info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds}
+    info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds,
+            "key": folder.name}
     if use_cache:
-        _write_cache(folder, ids, emb, {"encode_seconds": seconds, "benchmark": benchmark.name,
+        _write_cache(folder, ids, emb, {"encode_seconds": seconds, "first_benchmark": benchmark.name,
                                            "settings": vector_settings(encoder), "model": fingerprint})
         shutil.rmtree(chunks, ignore_errors=True)
     return ids, emb, info
