@@ -4,7 +4,8 @@ Every dense search reads its corpus vectors from here: the pipeline's ``dense_re
 (mining with retriever 1 and evaluating retriever 1 on the same corpus read one encoding),
 ``eval --model`` and ``reproduce``. The cache folder is ``cache_dir()/embeddings/<key>/``
 (``embeddings.npy``, ``doc_ids.json`` and the finished marker of :mod:`harness.stages.artifacts`; the
-folder is written whole), ``key`` = sha256 of (the model folder's file contents, the settings
+folder is written whole; the ``.npy`` is filled chunk by chunk and read back as a memory map, which the
+dense search reads in chunks: the matrix is never held whole in memory), ``key`` = sha256 of (the model folder's file contents, the settings
 that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
 included) and the corpus's own files (``benchmark.corpus_files()``, their checksums): content, never
 paths or benchmark names, so two checkouts and two commands share it, and so do the benchmarks over
@@ -35,7 +36,7 @@ from harness.core.paths import cache_dir
 from harness.retrieval.encoder import vector_settings
 from harness.retrieval.sharded import (
     encode_corpus_sharded,
-    merge_shards,
+    merge_shards_to_file,
     shards_complete,
 )
 from harness.stages.artifacts import finished_meta, hash_json, mark_finished
@@ -72,15 +73,19 @@ def _read_cached(folder: Path) -> tuple[list[str], np.ndarray, dict[str, Any]] |
         ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
         if emb.ndim != 2 or emb.shape[0] != len(ids):
             raise ValueError(f"{emb.shape[0]} vectors for {len(ids)} doc ids")
-        return ids, np.asarray(emb, dtype=np.float32), info
+        if emb.dtype != np.float32:
+            raise ValueError(f"{emb.dtype} vectors, not float32")
+        return ids, emb, info  # the memory map: searched in place, never loaded whole
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
         print(f"warning: ignoring a damaged embedding cache {npy} ({exc}); encoding again", file=sys.stderr)
         return None
 
 
-def _write_cache(folder: Path, ids: list[str], emb: np.ndarray, info: dict[str, Any]) -> None:
+def _write_cache(folder: Path, chunks: Path, info: dict[str, Any]) -> None:
+    """The chunk files merged into the cache folder's one ``.npy``, chunk by chunk (never the whole
+    matrix in memory)."""
     with atomic_dir(folder) as tmp:  # a complete folder or none
-        np.save(tmp / EMBEDDINGS_FILE, emb)
+        ids = merge_shards_to_file(chunks, tmp / EMBEDDINGS_FILE)
         (tmp / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
         mark_finished(tmp, {"key": folder.name, **info})
 
@@ -110,16 +115,17 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
         if not shards_complete(chunks):
             encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
                                   batch_size=batch_size, show_progress=show_progress)
-        ids, emb = merge_shards(chunks)
+        seconds = time.perf_counter() - started
+        _write_cache(folder, chunks, {"encode_seconds": seconds, "first_benchmark": benchmark.name,
+                                      "settings": vector_settings(encoder), "model": fingerprint})
+        shutil.rmtree(chunks, ignore_errors=True)
+        ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
+        emb = np.load(npy, mmap_mode="r")  # searched in place (harness.retrieval.dense.search_vectors)
     else:
         ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
-    seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started
     info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds,
             "key": folder.name}
-    if use_cache:
-        _write_cache(folder, ids, emb, {"encode_seconds": seconds, "first_benchmark": benchmark.name,
-                                           "settings": vector_settings(encoder), "model": fingerprint})
-        shutil.rmtree(chunks, ignore_errors=True)
     return ids, emb, info
 
 
