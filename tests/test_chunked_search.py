@@ -95,3 +95,26 @@ def test_non_finite_vectors_in_a_later_chunk_are_refused():
     docs[4500, 3] = np.nan
     with pytest.raises(HarnessError, match="NaN"):
         search_vectors(docs, queries[:2], 5, rows=FAISS_BLOCK)
+
+
+def test_the_merged_store_is_the_file_np_save_writes(tmp_path):
+    """harness.retrieval.sharded.merge_shards_to_file appends chunk by chunk: the bytes of np.save."""
+    import io
+    import json
+
+    from harness.retrieval import sharded
+    from harness.stages.artifacts import hash_texts
+
+    docs, _ = corpus_with_ties(n=23)
+    ids = [f"d{i}" for i in range(len(docs))]
+    chunks = {}
+    for k, start in enumerate(range(0, len(docs), 10)):
+        end = min(len(docs), start + 10)
+        sharded._write_chunk(tmp_path, f"rank0-chunk{k:05d}", ids[start:end], start, end, docs[start:end])
+        chunks[f"rank0-chunk{k:05d}"] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids[start:end])}
+    (tmp_path / sharded.MANIFEST).write_text(json.dumps({"format": sharded.FORMAT, "passages": len(docs),
+                                                          "ids_sha256": hash_texts(ids), "chunks": chunks}))
+    assert sharded.merge_shards_to_file(tmp_path, tmp_path / "v.npy") == ids
+    buf = io.BytesIO()
+    np.save(buf, docs)
+    assert (tmp_path / "v.npy").read_bytes() == buf.getvalue()

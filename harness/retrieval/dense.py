@@ -23,6 +23,7 @@ Self-hits (doc id == query id) are *not* dropped here: that is an evaluation con
 from __future__ import annotations
 
 import json
+import mmap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,17 @@ def _knn(query: np.ndarray, block: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     return np.pad(s, pad, constant_values=PAD_SCORE), np.pad(i, pad, constant_values=-1)
 
 
+def _drop_pages(doc_emb: np.ndarray, start: int, end: int) -> None:
+    """Unmap the pages of rows [start, end) of a ``np.load(mmap_mode="r")`` matrix once searched: they stay
+    in the page cache, but leave this process's RSS, which then holds one chunk, not the file read so far."""
+    if not isinstance(doc_emb, np.memmap) or getattr(doc_emb, "_mmap", None) is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return  # an in-memory matrix, or a view: nothing to give back
+    row = doc_emb.shape[1] * doc_emb.itemsize
+    first = doc_emb.offset % mmap.ALLOCATIONGRANULARITY + start * row  # byte of row `start` in the mapping
+    begin = first - first % mmap.PAGESIZE
+    doc_emb._mmap.madvise(mmap.MADV_DONTNEED, begin, first + (end - start) * row - begin)
+
+
 def _merge(best: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
     """The top-k of two result sets per row: descending score, an exact tie kept for the lower row id
     (``best`` holds lower ids than ``new``: chunks come in row order)."""
@@ -165,6 +177,8 @@ def search_vectors(doc_emb: np.ndarray, query_emb: np.ndarray, k: int, batch: in
             else:
                 scores[qs:qs + batch], ids[qs:qs + batch] = _merge(
                     (scores[qs:qs + batch], ids[qs:qs + batch]), (s, i), k)
+        del block
+        _drop_pages(doc_emb, start, min(n, start + rows))
     if n > rows:  # ties in faiss's order: descending score, then descending row id
         order = np.lexsort((-ids, -np.where(ids >= 0, scores, -np.inf)), axis=1)
         scores, ids = np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
