@@ -111,7 +111,8 @@ def test_the_merged_store_is_the_file_np_save_writes(tmp_path):
     for k, start in enumerate(range(0, len(docs), 10)):
         end = min(len(docs), start + 10)
         sharded._write_chunk(tmp_path, f"rank0-chunk{k:05d}", ids[start:end], start, end, docs[start:end])
-        chunks[f"rank0-chunk{k:05d}"] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids[start:end])}
+        chunks[f"rank0-chunk{k:05d}"] = {"rank": 0, "start": start, "end": end,
+                                         "ids_sha256": hash_texts(ids[start:end])}
     (tmp_path / sharded.MANIFEST).write_text(json.dumps({"format": sharded.FORMAT, "passages": len(docs),
                                                           "ids_sha256": hash_texts(ids), "chunks": chunks}))
     assert sharded.merge_shards_to_file(tmp_path, tmp_path / "v.npy") == ids

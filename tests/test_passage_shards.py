@@ -24,8 +24,8 @@ def corpus(n: int = 57) -> dict[str, dict[str, str]]:
     def sentence() -> str:
         return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 40))).capitalize() + ". "
 
-    docs = {f"d{i}": {"title": f"Study {i}" if i % 4 else "", "text": "".join(sentence() for _ in range(rng.randint(0, 9)))}
-            for i in range(n)}
+    docs = {f"d{i}": {"title": f"Study {i}" if i % 4 else "",
+                      "text": "".join(sentence() for _ in range(rng.randint(0, 9)))} for i in range(n)}
     docs["Dr. Smith"] = {"title": "", "text": "Dr. Smith et al. found no effect. The trial was stopped."}
     return docs
 

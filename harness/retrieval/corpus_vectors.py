@@ -5,8 +5,8 @@ Every dense search reads its corpus vectors from here: the pipeline's ``dense_re
 ``eval --model`` and ``reproduce``. The cache folder is ``cache_dir()/embeddings/<key>/``
 (``embeddings.npy``, ``doc_ids.json`` and the finished marker of :mod:`harness.stages.artifacts`; the
 folder is written whole; the ``.npy`` is filled chunk by chunk and read back as a memory map, which the
-dense search reads in chunks: the matrix is never held whole in memory), ``key`` = sha256 of (the model folder's file contents, the settings
-that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
+dense search reads in chunks: the matrix is never held whole in memory), ``key`` = sha256 of (the model
+folder's file contents, the settings that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
 included) and the corpus's own files (``benchmark.corpus_files()``, their checksums): content, never
 paths or benchmark names, so two checkouts and two commands share it, and so do the benchmarks over
 one corpus: MS MARCO's training queries (mining), dev, DL19 and DL20 read one encoding of the 8.8M

@@ -134,7 +134,8 @@ def _knn(query: np.ndarray, block: np.ndarray, k: int) -> tuple[np.ndarray, np.n
 def _drop_pages(doc_emb: np.ndarray, start: int, end: int) -> None:
     """Unmap the pages of rows [start, end) of a ``np.load(mmap_mode="r")`` matrix once searched: they stay
     in the page cache, but leave this process's RSS, which then holds one chunk, not the file read so far."""
-    if not isinstance(doc_emb, np.memmap) or getattr(doc_emb, "_mmap", None) is None or not hasattr(mmap, "MADV_DONTNEED"):
+    if (not isinstance(doc_emb, np.memmap) or getattr(doc_emb, "_mmap", None) is None
+            or not hasattr(mmap, "MADV_DONTNEED")):
         return  # an in-memory matrix, or a view: nothing to give back
     row = doc_emb.shape[1] * doc_emb.itemsize
     first = doc_emb.offset % mmap.ALLOCATIONGRANULARITY + start * row  # byte of row `start` in the mapping
@@ -142,7 +143,10 @@ def _drop_pages(doc_emb: np.ndarray, start: int, end: int) -> None:
     doc_emb._mmap.madvise(mmap.MADV_DONTNEED, begin, first + (end - start) * row - begin)
 
 
-def _merge(best: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+Results = tuple[np.ndarray, np.ndarray]  # (scores, row ids) per query
+
+
+def _merge(best: Results, new: Results, k: int) -> Results:
     """The top-k of two result sets per row: descending score, an exact tie kept for the lower row id
     (``best`` holds lower ids than ``new``: chunks come in row order)."""
     scores, ids = np.concatenate([best[0], new[0]], axis=1), np.concatenate([best[1], new[1]], axis=1)
