@@ -35,9 +35,10 @@ def test_an_input_from_an_undeclared_stage_is_refused():
         declared_stage("pretraining", {})
 
 
-def test_resumable_stages_are_the_trainers():
-    assert {s.name for s in GRAPH if s.resumable} == {"qgen", "pretrain", "retriever1", "retriever2", "reranker",
-                                                      "retriever3"}
+def test_resumable_stages_are_the_trainers_and_the_passages_builder():
+    # passages: its shards (harness/corpus/passage_shards.py); the others: their checkpoints or partial files
+    assert {s.name for s in GRAPH if s.resumable} == {"passages", "qgen", "pretrain", "retriever1", "retriever2",
+                                                      "reranker", "retriever3"}
     assert "retriever2" in outline() and "(resumable)" in outline()
 
 

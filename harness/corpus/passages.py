@@ -184,7 +184,8 @@ def document_sentences(doc: Mapping[str, str], splitter: SentenceSplitter, title
     return sents
 
 
-def _doc_rng(seed: int, doc_id: str) -> random.Random:
+def doc_rng(seed: int, doc_id: str) -> random.Random:
+    """The seeded draw of one document's short spans (its passages do not depend on the others')."""
     digest = hashlib.sha256(f"{seed}\0{doc_id}".encode("utf-8")).digest()
     return random.Random(int.from_bytes(digest[:8], "little"))
 
@@ -233,7 +234,7 @@ def build_passages(
         if max_passages is not None and total >= max_passages:
             break
         doc_id, doc = doc_ids[i], docs[i]
-        rng = _doc_rng(seed, doc_id) if short_span_prob > 0 else None
+        rng = doc_rng(seed, doc_id) if short_span_prob > 0 else None
         groups = group_sentences(document_sentences(doc, splitter, title_mode), tokenizer, max_tokens,
                                  short_span_prob, rng)
         by_doc[i] = [Passage(pid=f"{doc_id}#{k}", doc_id=doc_id, text=" ".join(g)) for k, g in enumerate(groups)]
@@ -242,9 +243,13 @@ def build_passages(
     return out[:max_passages] if max_passages is not None else out
 
 
+def passage_line(passage: Passage) -> str:
+    """One line of ``passages.jsonl``."""
+    return json.dumps(asdict(passage), ensure_ascii=False) + "\n"
+
+
 def save_passages(passages: Iterable[Passage], path: str | Path) -> None:
-    lines = [json.dumps(asdict(p), ensure_ascii=False) for p in passages]
-    artifacts.atomic_write_text(path, "".join(line + "\n" for line in lines))
+    artifacts.atomic_write_text(path, "".join(passage_line(p) for p in passages))
 
 
 def load_passages(path: str | Path) -> list[Passage]:

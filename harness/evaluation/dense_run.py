@@ -27,8 +27,9 @@ import numpy as np
 from harness.core.errors import HarnessError
 from harness.data.formats import write_trec_run
 from harness.evaluation.conventions import trim_to_depth
-from harness.retrieval.dense import Shard, build_index
+from harness.retrieval.dense import Shard
 from harness.retrieval.dense import retrieve as search
+from harness.retrieval.dense import retrieve_vectors as search_vectors
 
 Run = dict[str, dict[str, float]]
 CorpusVectors = tuple[Sequence[str], np.ndarray]  # (doc ids, float32 vectors), row i is doc_ids[i]
@@ -48,7 +49,8 @@ def retrieve(encoder: Any, benchmark: Any, split: str | None, depth: int, *,
              tag: str = "dense") -> tuple[Run, dict[str, Any]]:
     """The run of ``benchmark``'s ``split`` (None: its evaluation split) at ``depth``, and its
     efficiency numbers (:func:`harness.retrieval.dense.retrieve`'s, plus ``query_encode_seconds``
-    and, when the index is built here, ``index_build_seconds``).
+    and ``index_build_seconds``: 0 for vectors, searched in place by
+    :func:`harness.retrieval.dense.retrieve_vectors`).
 
     ``corpus``: the corpus vectors, or an index built already; None encodes ``benchmark.corpus()``
     here. ``batch_size`` None is the encoder's own default. ``run_file`` is written as a TREC run
@@ -62,16 +64,14 @@ def retrieve(encoder: Any, benchmark: Any, split: str | None, depth: int, *,
     started = time.perf_counter()
     qids, q_emb = encoder.encode_queries(queries, show_progress=show_progress, **sizes)
     timings = {"query_encode_seconds": time.perf_counter() - started}
+    k = depth + 1 if keep_self_hits else depth
     if isinstance(corpus, Shard):
-        shard = corpus
+        run, stats = search(qids, q_emb, corpus, k=k)
     else:
+        # searched where they lie (a memory map of the vector cache), chunk by chunk: no index, no copy
         doc_ids, doc_emb = corpus
-        if len(doc_ids) != len(doc_emb):
-            raise HarnessError(f"{len(doc_ids)} doc ids for {len(doc_emb)} passage embeddings")
-        started = time.perf_counter()
-        shard = Shard(build_index(doc_emb), list(doc_ids))
-        timings["index_build_seconds"] = time.perf_counter() - started
-    run, stats = search(qids, q_emb, shard, k=depth + 1 if keep_self_hits else depth)
+        run, stats = search_vectors(qids, q_emb, doc_ids, doc_emb, k=k)
+        timings["index_build_seconds"] = 0.0
     if keep_self_hits:
 
         run = trim_to_depth(run, depth, True)

@@ -122,8 +122,12 @@ class RunContext:
     stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
 
     def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
-                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1") -> StageCache:
+                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
+                     tags: dict[str, Any] | None = None) -> StageCache:
         """Run `build(workdir)` unless a finished output with the same hash exists.
+
+        ``tags``: fields added to the stage's log entry, in the plan and the record alike, never to its key
+        (e.g. ``vectors``: which shared corpus encoding a dense search reads).
 
         The stage is declared in harness/stages/graph.py: an input from a stage it does not declare it
         reads is refused (the graph stays the one that runs), and a resumable stage keeps its
@@ -134,7 +138,7 @@ class RunContext:
         resumable = stage.resumable
         cache = StageCache(name, config, inputs, code_version)
         if self.plan_only:
-            return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable))
+            return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable, tags or {}))
         label = f"{name}/{dataset}" if dataset else name
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.
@@ -148,7 +152,7 @@ class RunContext:
             self.forced.add(cache.key)
             if done and not rebuild:
                 print(f"[{label}] cached ({cache.dir})")
-                self.stages.add(name, dataset, True, 0.0, key=cache.key, **_cached_outputs(cache))
+                self.stages.add(name, dataset, True, 0.0, key=cache.key, **(tags or {}), **_cached_outputs(cache))
                 return self._stop_if_asked(name, cache)
             started = time.time()
             if (cuda := _cuda()) is not None:
@@ -163,7 +167,8 @@ class RunContext:
                 self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         cuda = _cuda()  # the stage may have imported torch itself
         peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}
-        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, output=meta, **peak)
+        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, **(tags or {}), output=meta,
+                        **peak)
         return self._stop_if_asked(name, cache)
 
     def _stop_if_asked(self, name: str, cache: StageCache) -> StageCache:
@@ -171,7 +176,8 @@ class RunContext:
             raise StopAfterStage(name, cache.dir)
         return cache
 
-    def _plan_stage(self, cache: StageCache, name: str, dataset: str | None, resumable: bool) -> StageCache:
+    def _plan_stage(self, cache: StageCache, name: str, dataset: str | None, resumable: bool,
+                    tags: dict[str, Any]) -> StageCache:
         """Plan mode: log what a run would do with this stage; build, lock and create nothing.
 
         ``plan`` is ``cached`` (finished in the cache), ``to run``, or ``reused`` (a stage this run
@@ -188,7 +194,7 @@ class RunContext:
                 self.planned[cache.dir] = name
         self.forced.add(cache.key)
         extra = {"resumes": True} if status == "to run" and resumable and cache.partial.exists() else {}
-        self.stages.add(name, dataset, status != "to run", 0.0, key=cache.key, plan=status, **extra)
+        self.stages.add(name, dataset, status != "to run", 0.0, key=cache.key, plan=status, **tags, **extra)
         return cache
 
     def planned_builder(self, path: Path) -> str | None:

@@ -27,7 +27,7 @@ from harness.pipelines.chain import (
     training_key,
 )
 from harness.pipelines.context import input_key
-from harness.retrieval.corpus_vectors import corpus_embeddings
+from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
 from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, load_encoder
 from harness.spec.stage_settings import StageSettings
 from harness.stages.checkpoints import model_fingerprint
@@ -95,11 +95,13 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
         _, stats = retrieve(encoder, bench, split, depth, corpus=(ids, vectors), run_file=work / "run.trec",
                             tag=f"{ctx.spec.name}-{label}")
         return {**{k: stats[k] for k in SEARCH_OUTPUTS}, "corpus_cached": info["cached"],
-                "corpus_encode_seconds": round(info["encode_seconds"], 2)}
+                "corpus_encode_seconds": round(info["encode_seconds"], 2), "corpus_vectors": info["key"]}
 
     inputs = {"model": input_key(model_dir), **bench.files()}
     config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}
-    cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", config, inputs, build)
+    # `vectors` (log entry only, not the key): the searches of one model over one corpus share it
+    tags = {"vectors": vectors_tag(inputs["model"], encoding, bench)}
+    cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", config, inputs, build, tags=tags)
     ctx.efficiency.setdefault(label, {})[dataset] = {k: v for k, v in ctx.stage_meta(cache).items()
                                                      if k in ("qps", "index_bytes", "search_seconds")}
     return cache.dir / "run.trec"

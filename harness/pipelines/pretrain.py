@@ -8,6 +8,7 @@ the pre-training stage resumes from its own checkpoints after a kill.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
@@ -48,6 +49,14 @@ def load_corpora(names: list[str]) -> dict[str, dict[str, str]]:
     return {f"{name}:{doc_id}": doc for name in names for doc_id, doc in get_benchmark(name).iter_corpus()}
 
 
+def iter_corpora(names: list[str]) -> Iterator[tuple[str, dict[str, str]]]:
+    """:func:`load_corpora`'s documents in its order, streamed (one document in memory at a time)."""
+
+    for name in names:
+        for doc_id, doc in get_benchmark(name).iter_corpus():
+            yield f"{name}:{doc_id}", doc
+
+
 def tokenizer_stage(ctx: "RunContext") -> Path:
     tok = TokenizerSettings.from_spec(ctx.spec)
     if tok.from_ != "wordpiece":
@@ -73,6 +82,12 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
     config = {**corpus.key(), "source": names, "splitter": "punkt-trained-on-corpus"}
 
     def build(work: Path) -> dict[str, Any]:
+        if config["max_passages"] is None:  # every document: streamed, resumable by shard (same file)
+            from harness.corpus.passage_shards import write_passages
+
+            return write_passages(lambda: iter_corpora(names), tokenizer_dir, work / "passages.jsonl", work,
+                                  config["max_tokens"], seed=config["seed"],
+                                  punkt_train_chars=config["punkt_train_chars"])
         corpus = load_corpora(names)
         # max_passages: a fixed, seeded set of whole documents keeps tiny runs short while every
         # method sees the same passages.

@@ -4,11 +4,14 @@ Every dense search reads its corpus vectors from here: the pipeline's ``dense_re
 (mining with retriever 1 and evaluating retriever 1 on the same corpus read one encoding),
 ``eval --model`` and ``reproduce``. The cache folder is ``cache_dir()/embeddings/<key>/``
 (``embeddings.npy``, ``doc_ids.json`` and the finished marker of :mod:`harness.stages.artifacts`; the
-folder is written whole), ``key`` = sha256 of (the model folder's file contents, the settings
-that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
-included), the benchmark name and its corpus checksum): content, never paths, so two checkouts
-and two commands share it. Batch size and device are not part of the key: they change vectors
-only at float rounding level.
+folder is written whole; the ``.npy`` is filled chunk by chunk and read back as a memory map, which the
+dense search reads in chunks: the matrix is never held whole in memory), ``key`` = sha256 of (the model
+folder's file contents, the settings that decide passage vectors (:func:`harness.retrieval.encoder.vector_settings`, precision
+included) and the corpus's own files (``benchmark.corpus_files()``, their checksums): content, never
+paths or benchmark names, so two checkouts and two commands share it, and so do the benchmarks over
+one corpus: MS MARCO's training queries (mining), dev, DL19 and DL20 read one encoding of the 8.8M
+passages per model (:func:`vectors_tag` names that sharing in the plan and the record). Batch size
+and device are not part of the key: they change vectors only at float rounding level.
 
 A corpus is encoded in chunk files of :data:`CHUNK_PASSAGES` first (:mod:`harness.retrieval.sharded`),
 so an interrupted encoding of a big corpus resumes from its last complete chunk; torchrun ranks
@@ -33,7 +36,7 @@ from harness.core.paths import cache_dir
 from harness.retrieval.encoder import vector_settings
 from harness.retrieval.sharded import (
     encode_corpus_sharded,
-    merge_shards,
+    merge_shards_to_file,
     shards_complete,
 )
 from harness.stages.artifacts import finished_meta, hash_json, mark_finished
@@ -44,8 +47,17 @@ CHUNK_PASSAGES = 10_000  # passages per resumable chunk; corpora up to this size
 
 
 def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
+    """The cache folder's name: the model's content, its vector settings and the corpus's files, not the
+    benchmark's name (every benchmark over one corpus shares the vectors)."""
     return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": vector_settings(encoder),
-                      "benchmark": benchmark.name, "corpus": benchmark.corpus_files()})
+                      "corpus": benchmark.corpus_files()})
+
+
+def vectors_tag(model_key: str, encoding: dict[str, Any] | None, benchmark: Any) -> str:
+    """Which encoding a search reads, known before the model exists (a dry-run): the model's stage input
+    key, the encoding it is read with and the corpus's files. Two searches with one tag read one cache
+    folder of :func:`embeddings_key`, so a plan and a record show each corpus encoded once per model."""
+    return hash_json({"model": model_key, "encoding": encoding or {}, "corpus": benchmark.corpus_files()})[:16]
 
 
 EMBEDDINGS_FILE, IDS_FILE = "embeddings.npy", "doc_ids.json"
@@ -61,15 +73,19 @@ def _read_cached(folder: Path) -> tuple[list[str], np.ndarray, dict[str, Any]] |
         ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
         if emb.ndim != 2 or emb.shape[0] != len(ids):
             raise ValueError(f"{emb.shape[0]} vectors for {len(ids)} doc ids")
-        return ids, np.asarray(emb, dtype=np.float32), info
+        if emb.dtype != np.float32:
+            raise ValueError(f"{emb.dtype} vectors, not float32")
+        return ids, emb, info  # the memory map: searched in place, never loaded whole
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
         print(f"warning: ignoring a damaged embedding cache {npy} ({exc}); encoding again", file=sys.stderr)
         return None
 
 
-def _write_cache(folder: Path, ids: list[str], emb: np.ndarray, info: dict[str, Any]) -> None:
+def _write_cache(folder: Path, chunks: Path, info: dict[str, Any]) -> None:
+    """The chunk files merged into the cache folder's one ``.npy``, chunk by chunk (never the whole
+    matrix in memory)."""
     with atomic_dir(folder) as tmp:  # a complete folder or none
-        np.save(tmp / EMBEDDINGS_FILE, emb)
+        ids = merge_shards_to_file(chunks, tmp / EMBEDDINGS_FILE)
         (tmp / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
         mark_finished(tmp, {"key": folder.name, **info})
 
@@ -82,7 +98,7 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
     if use_cache and (hit := _read_cached(folder)) is not None:
         ids, emb, info = hit
         print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
-        return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0,
+        return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0, "key": folder.name,
                           "original_encode_seconds": info.get("encode_seconds")}
     corpus = benchmark.corpus()  # a non-embedded corpus is downloaded here (clear error offline)
     if not corpus:
@@ -99,15 +115,17 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
         if not shards_complete(chunks):
             encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
                                   batch_size=batch_size, show_progress=show_progress)
-        ids, emb = merge_shards(chunks)
+        seconds = time.perf_counter() - started
+        _write_cache(folder, chunks, {"encode_seconds": seconds, "first_benchmark": benchmark.name,
+                                      "settings": vector_settings(encoder), "model": fingerprint})
+        shutil.rmtree(chunks, ignore_errors=True)
+        ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
+        emb = np.load(npy, mmap_mode="r")  # searched in place (harness.retrieval.dense.search_vectors)
     else:
         ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
-    seconds = time.perf_counter() - started
-    info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds}
-    if use_cache:
-        _write_cache(folder, ids, emb, {"encode_seconds": seconds, "benchmark": benchmark.name,
-                                           "settings": vector_settings(encoder), "model": fingerprint})
-        shutil.rmtree(chunks, ignore_errors=True)
+        seconds = time.perf_counter() - started
+    info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds,
+            "key": folder.name}
     return ids, emb, info
 
 

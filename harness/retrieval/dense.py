@@ -7,6 +7,12 @@
   ``{qid: {docid: score}}`` plus efficiency numbers (index bytes, queries per second), which
   the run record keeps. Indexes built per rank (sharded encoding) are searched one by one and
   merged: the union of per-shard top-k holds the global top-k, so merging is exact.
+- :func:`search_vectors` / :func:`retrieve_vectors`: the same exact search over a matrix that may be
+  memory-mapped (the corpus-vector cache), read in row chunks: no copy of the whole matrix is made,
+  each chunk's top-k is merged into the running top-k. A corpus of at most :func:`chunk_rows` rows is
+  one faiss call, exactly today's single flat index; a bigger one gives the same scores and the same
+  ranking, except that of several documents tied exactly at the k-th place the lowest rows are kept
+  (faiss's own choice among such ties, for k >= 100, depends on its scan order).
 - :func:`save_index` / :func:`load_index`: faiss file + doc-id list, for the stage cache.
 
 Self-hits (doc id == query id) are *not* dropped here: that is an evaluation convention
@@ -17,6 +23,7 @@ Self-hits (doc id == query id) are *not* dropped here: that is an evaluation con
 from __future__ import annotations
 
 import json
+import mmap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +104,114 @@ def search_shards(shards: Sequence[Shard], query_emb: np.ndarray, k: int, batch:
     # Stable sort on descending score: ties keep shard order, i.e. the order of one big index.
     top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(scores, top, axis=1), np.take_along_axis(ids, top, axis=1)
+
+
+# faiss computes inner products in BLAS blocks of this many database rows (distance_compute_blas_database_bs):
+# chunks that start on a multiple of it make the same BLAS calls as one flat index, so the same float scores.
+FAISS_BLOCK = 1024
+CHUNK_BYTES = 2 * 2**30  # vectors searched per chunk (float32): MS MARCO at dim 768 is 13 chunks
+PAD_SCORE = np.float32(-np.finfo(np.float32).max)  # what faiss returns beside id -1 for inner product
+
+
+def chunk_rows(dim: int, budget: int = CHUNK_BYTES) -> int:
+    """Rows per search chunk: ``budget`` bytes of float32 vectors, a multiple of :data:`FAISS_BLOCK`."""
+    return max(FAISS_BLOCK, budget // (4 * dim) // FAISS_BLOCK * FAISS_BLOCK)
+
+
+def _knn(query: np.ndarray, block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """faiss's exact inner-product top-k of ``block`` (what ``IndexFlatIP.search`` runs, without copying
+    the rows into an index), padded with (PAD_SCORE, -1) past the block's rows."""
+    import faiss
+
+    kk = min(k, len(block))
+    s, i = faiss.knn(query, block, kk, metric=faiss.METRIC_INNER_PRODUCT)
+    if kk == k:
+        return s, i
+    pad = ((0, 0), (0, k - kk))
+    return np.pad(s, pad, constant_values=PAD_SCORE), np.pad(i, pad, constant_values=-1)
+
+
+def _drop_pages(doc_emb: np.ndarray, start: int, end: int) -> None:
+    """Unmap the pages of rows [start, end) of a ``np.load(mmap_mode="r")`` matrix once searched: they stay
+    in the page cache, but leave this process's RSS, which then holds one chunk, not the file read so far."""
+    if (not isinstance(doc_emb, np.memmap) or getattr(doc_emb, "_mmap", None) is None
+            or not hasattr(mmap, "MADV_DONTNEED")):
+        return  # an in-memory matrix, or a view: nothing to give back
+    row = doc_emb.shape[1] * doc_emb.itemsize
+    first = doc_emb.offset % mmap.ALLOCATIONGRANULARITY + start * row  # byte of row `start` in the mapping
+    begin = first - first % mmap.PAGESIZE
+    doc_emb._mmap.madvise(mmap.MADV_DONTNEED, begin, first + (end - start) * row - begin)
+
+
+Results = tuple[np.ndarray, np.ndarray]  # (scores, row ids) per query
+
+
+def _merge(best: Results, new: Results, k: int) -> Results:
+    """The top-k of two result sets per row: descending score, an exact tie kept for the lower row id
+    (``best`` holds lower ids than ``new``: chunks come in row order)."""
+    scores, ids = np.concatenate([best[0], new[0]], axis=1), np.concatenate([best[1], new[1]], axis=1)
+    keys = np.where(ids >= 0, scores, -np.inf)
+    top = np.lexsort((ids, -keys), axis=1)[:, :k]
+    return np.take_along_axis(scores, top, axis=1), np.take_along_axis(ids, top, axis=1)
+
+
+def search_vectors(doc_emb: np.ndarray, query_emb: np.ndarray, k: int, batch: int = 1024,
+                   rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (scores, row ids) per query over ``doc_emb`` (an array or a ``np.load(mmap_mode="r")`` memory
+    map), best first, read ``rows`` at a time (default :func:`chunk_rows`): memory holds one chunk's pages
+    and the running top-k, never a copy of the matrix. Rows past the corpus have id -1."""
+    q = _as_matrix(query_emb, "query embeddings")
+    if doc_emb.ndim != 2 or doc_emb.shape[1] != q.shape[1]:
+        raise HarnessError(f"passage embeddings of shape {doc_emb.shape} do not match query dimension {q.shape[1]}")
+    if k < 1 or batch < 1:
+        raise HarnessError(f"k and batch must be positive, got {k} and {batch}")
+    rows = rows or chunk_rows(q.shape[1])
+    n = len(doc_emb)
+    scores = np.full((len(q), k), PAD_SCORE, dtype=np.float32)
+    ids = np.full((len(q), k), -1, dtype=np.int64)
+    for start in range(0, max(n, 1), rows):
+        block = _as_matrix(doc_emb[start:start + rows], "passage embeddings")  # a float32 map's view: no copy
+        if not len(block):
+            break
+        for qs in range(0, len(q), batch):
+            s, i = _knn(q[qs:qs + batch], block, k)
+            i = np.where(i >= 0, i + start, -1)
+            if start == 0:
+                scores[qs:qs + batch], ids[qs:qs + batch] = s, i
+            else:
+                scores[qs:qs + batch], ids[qs:qs + batch] = _merge(
+                    (scores[qs:qs + batch], ids[qs:qs + batch]), (s, i), k)
+        del block
+        _drop_pages(doc_emb, start, min(n, start + rows))
+    if n > rows:  # ties in faiss's order: descending score, then descending row id
+        order = np.lexsort((-ids, -np.where(ids >= 0, scores, -np.inf)), axis=1)
+        scores, ids = np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
+    return scores, ids
+
+
+def retrieve_vectors(query_ids: Sequence[str], query_emb: np.ndarray, doc_ids: Sequence[str], doc_emb: np.ndarray,
+                     k: int = 1000, batch: int = 1024, rows: int | None = None) -> tuple[Run, dict[str, Any]]:
+    """:func:`retrieve` over vectors searched where they lie (:func:`search_vectors`), no index built."""
+    if len(doc_ids) != len(doc_emb):
+        raise HarnessError(f"{len(doc_ids)} doc ids for {len(doc_emb)} passage embeddings")
+    rows = rows or chunk_rows(int(doc_emb.shape[1]))
+    started = time.perf_counter()
+    scores, ids = search_vectors(doc_emb, query_emb, k, batch, rows)
+    seconds = time.perf_counter() - started
+    stats = {
+        "index": "faiss exact inner product (flat) over the stored vectors" + (
+            f", in chunks of {rows:,} rows" if len(doc_emb) > rows else ""),
+        "shards": 1,
+        "chunks": max(1, -(-len(doc_emb) // rows)),
+        "docs": len(doc_ids),
+        "dim": int(doc_emb.shape[1]),
+        "index_bytes": int(len(doc_emb)) * int(doc_emb.shape[1]) * 4,  # a flat index's bytes for these vectors
+        "queries": len(query_ids),
+        "k": k,
+        "search_seconds": seconds,
+        "qps": len(query_ids) / seconds if seconds > 0 else float("inf"),
+    }
+    return to_run(query_ids, doc_ids, scores, ids), stats
 
 
 def to_run(query_ids: Sequence[str], doc_ids: Sequence[str], scores: np.ndarray, ids: np.ndarray) -> Run:

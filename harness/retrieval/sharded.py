@@ -352,6 +352,24 @@ def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str]
     return ids, emb
 
 
+def merge_shards_to_file(out_dir: str | Path, npy: str | Path, *, verify: bool = True) -> list[str]:
+    """The chunks written into one ``.npy`` file in corpus order (the bytes ``np.save`` writes for the
+    merged matrix), one chunk in memory at a time, appended with plain writes (a memory map would keep
+    the written pages in this process's RSS); returns the doc ids. Readers map it
+    (``np.load(mmap_mode="r")``)."""
+    passages = int(_read_manifest(Path(out_dir))["passages"])
+    ids: list[str] = []
+    with open(npy, "wb") as f:
+        for start, chunk_ids, rows in iter_shards(out_dir, verify=verify):
+            if start == 0:  # iter_shards yields in corpus order and refuses an empty folder
+                header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+                          "shape": (passages, rows.shape[1])}
+                np.lib.format.write_array_header_1_0(f, header)
+            f.write(np.ascontiguousarray(rows, dtype="<f4").tobytes())
+            ids.extend(chunk_ids)
+    return ids
+
+
 # ---------------------------------------------------------------------------- index
 
 def _human(n: float) -> str:

@@ -83,6 +83,7 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
     width = max([len(entry_label(e)) for e in stages] + [12])
     digits = len(str(len(stages)))
     first_step: dict[Any, int] = {}  # key -> the step that builds it or takes it from the cache
+    readers = vector_readers(stages)
     for i, entry in enumerate(stages, 1):
         lines.extend(f"       ! {text}" for text in by_index.get(i - 1, []))
         if entry["stage"] == "evaluate" and (i == 1 or stages[i - 2]["stage"] != "evaluate"):
@@ -97,6 +98,7 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
         lines.append(f"    {i:>{digits}}. {entry_label(entry):<{width}}  {status:<6}  {remark}".rstrip())
         if entry.get("resumes"):
             lines.append("          resumes from its unfinished work folder (.<key>.partial.tmp)")
+        lines.extend(f"          {line}" for line in vectors_line(i, entry, readers))
         if status != "reused" and detail_kind(entry) not in described:  # a kind of stage's settings, once
             described.add(detail_kind(entry))
             lines.extend(f"          {detail}" for detail in stage_details(spec, entry, hw))
@@ -114,6 +116,26 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
         lines.append("  inputs: every data file the run reads is here or on the mirror")
     lines.extend(graded_cells(spec, datasets, stages))
     return "\n".join(lines)
+
+
+def vector_readers(stages: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Shared corpus vectors (a dense search's ``vectors`` tag) -> the steps that read them."""
+    readers: dict[str, list[int]] = {}
+    for i, entry in enumerate(stages, 1):
+        if entry.get("vectors") and entry.get("plan") != "reused":
+            readers.setdefault(str(entry["vectors"]), []).append(i)
+    return readers
+
+
+def vectors_line(step: int, entry: dict[str, Any], readers: dict[str, list[int]]) -> list[str]:
+    """Under a search that shares its corpus vectors: the one encoding and the steps that read it."""
+    steps = readers.get(str(entry.get("vectors")), [])
+    if len(steps) < 2:
+        return []
+    if step == steps[0]:
+        return [f"corpus vectors {entry['vectors'][:8]}: one encoding of this corpus with this model, "
+                f"read by steps {', '.join(map(str, steps))}"]
+    return [f"corpus vectors {entry['vectors'][:8]}: those of step {steps[0]} (not encoded again)"]
 
 
 def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]) -> list[str]:

@@ -155,8 +155,13 @@ def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
 
 def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | None:
     """Encoding a corpus (dense vectors, or an impact index with the SPLADE head); a cqadupstack forum's
-    corpus is counted as the 12 forums together, once per retriever (``counted``)."""
+    corpus is counted as the 12 forums together, once per retriever (``counted``), and searches sharing
+    one encoding (their ``vectors`` tag, harness/retrieval/corpus_vectors.py) count it once."""
     stage, dataset = entry["stage"], entry.get("dataset") or ""
+    if entry.get("vectors"):
+        if f"vectors/{entry['vectors']}" in counted:
+            return None
+        counted.add(f"vectors/{entry['vectors']}")
     size = corpus_size(dataset)
     retriever = dataset.rsplit("/", 1)[-1]
     if size is None and dataset.startswith("cqadupstack-"):

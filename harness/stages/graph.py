@@ -84,7 +84,7 @@ PLAN, COST = "harness.run.plan", "harness.run.projection"
 GRAPH: tuple[Stage, ...] = (
     Stage("tokenizer", "train a WordPiece tokenizer on the corpora", "corpus", details=f"{PLAN}:tokenizer_details"),
     Stage("passages", "train Punkt on the corpus, split the documents into passages", "corpus", ("tokenizer",),
-          details=f"{PLAN}:passages_details"),
+          resumable=True, details=f"{PLAN}:passages_details"),
     Stage("qgen_model", "train the small query generator (T5) on training pairs", "corpus", ("tokenizer",),
           cost=NOT_PROJECTED),
     Stage("qgen", "generate queries per passage (query-as-context)", "corpus", ("passages", "qgen_model"),

@@ -1,0 +1,105 @@
+"""Passages written as a stream, resumable by shard (harness.corpus.passage_shards): the same file as
+build_passages + save_passages, byte for byte; a build killed after shard k resumes from shard k + 1
+and gives the same file."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.core.errors import HarnessError
+from harness.corpus.passage_shards import write_passages
+from harness.corpus.passages import build_passages, save_passages
+from harness.corpus.tokenizer import train_wordpiece
+from harness.stages.graph import STAGES
+
+WORDS = "aspirin stroke risk vitamin blood levels trial patients placebo dose effect cohort mortality insulin".split()
+
+
+def corpus(n: int = 57) -> dict[str, dict[str, str]]:
+    rng = random.Random(3)
+
+    def sentence() -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 40))).capitalize() + ". "
+
+    docs = {f"d{i}": {"title": f"Study {i}" if i % 4 else "",
+                      "text": "".join(sentence() for _ in range(rng.randint(0, 9)))} for i in range(n)}
+    docs["Dr. Smith"] = {"title": "", "text": "Dr. Smith et al. found no effect. The trial was stopped."}
+    return docs
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    texts = [d["title"] + " " + d["text"] for d in corpus().values()]
+    return AutoTokenizer.from_pretrained(str(train_wordpiece(texts, tmp_path_factory.mktemp("wp"), vocab_size=80,
+                                                             min_frequency=1)))
+
+
+@pytest.mark.parametrize("short_span_prob", [0.0, 0.3])
+def test_stream_writes_the_file_build_passages_writes(tok, tmp_path, short_span_prob):
+    docs = corpus()
+    want = tmp_path / "want.jsonl"
+    save_passages(build_passages(docs, tok, 24, seed=5, short_span_prob=short_span_prob,
+                                 punkt_cache_dir=tmp_path / "w0", punkt_train_chars=3000), want)
+    got = tmp_path / "got.jsonl"
+    counts = write_passages(lambda: iter(docs.items()), tok, got, tmp_path / "w1", 24, seed=5,
+                            short_span_prob=short_span_prob, punkt_train_chars=3000, shard_docs=10)
+    assert got.read_bytes() == want.read_bytes()
+    lines = want.read_text().splitlines()
+    assert counts == {"passages": len(lines), "corpus_documents": len(docs),
+                      "documents": len({line.split('"doc_id": ')[1].split(",")[0] for line in lines})}
+    assert not (tmp_path / "w1" / "shards-10").exists()  # the shards are joined, then removed
+
+
+def test_a_build_killed_after_shard_k_resumes_from_shard_k_plus_1(tok, tmp_path, monkeypatch):
+    docs = corpus()
+    work, out = tmp_path / "work", tmp_path / "passages.jsonl"
+    reads: list[str] = []
+
+    def stream():
+        for doc_id, doc in docs.items():
+            yield doc_id, doc
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_2(k: int) -> None:
+        if k == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        write_passages(stream, tok, out, work, 24, shard_docs=10, after_shard=kill_after_2)
+    assert not out.exists()
+    assert sorted(p.name for p in (work / "shards-10").glob("part-*.json")) == \
+        ["part-000000.json", "part-000001.json", "part-000002.json"]
+
+    import harness.corpus.passage_shards as shards
+
+    real = shards.group_sentences
+
+    def counting(sentences, *args, **kwargs):
+        reads.append(sentences[0] if sentences else "")
+        return real(sentences, *args, **kwargs)
+
+    monkeypatch.setattr(shards, "group_sentences", counting)
+    finished: list[int] = []
+    write_passages(stream, tok, out, work, 24, shard_docs=10, after_shard=finished.append)
+    assert finished == [3, 4, 5]  # shards 0-2 were not split again
+    assert len(reads) == len(docs) - 30
+    fresh = tmp_path / "fresh.jsonl"
+    write_passages(stream, tok, fresh, tmp_path / "fresh-work", 24, shard_docs=10)
+    assert out.read_bytes() == fresh.read_bytes()
+
+
+def test_repeated_document_ids_are_refused(tok, tmp_path):
+    docs = [("a", {"title": "", "text": "One. Two."}), ("a", {"title": "", "text": "Three."})]
+    with pytest.raises(HarnessError, match="'a' occurs twice"):
+        write_passages(lambda: iter(docs), tok, tmp_path / "p.jsonl", tmp_path / "w", 24)
+
+
+def test_the_passages_stage_keeps_its_work_folder_to_resume():
+    assert STAGES["passages"].resumable
