@@ -8,7 +8,12 @@ import sys
 
 from harness import SEED
 from harness.commands._output import name_list, write_json
-from harness.run.runner import run_method
+from harness.core import ranks
+from harness.core.hardware import PLANNED_WORLD, default_processes, detect
+from harness.core.paths import cache_dir
+from harness.run import launch
+from harness.run.launch import Layout
+from harness.run.runner import declared_hardware, run_method
 from harness.stages.graph import STOPPABLE
 
 
@@ -41,6 +46,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
                         "apart and its record goes to runs/seeds/, never among the gated records")
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
+    dist = p.add_argument_group(
+        "several devices and nodes (torchrun's meanings; workers start through PyTorch's elastic launcher)")
+    dist.add_argument("--nproc-per-node", type=_count, default=None, metavar="N",
+                      help="worker processes on this node, one per device (default: every GPU present up to the "
+                           "spec's declared count; 1 on a CPU machine, where N > 1 runs gloo workers)")
+    dist.add_argument("--nnodes", type=_count, default=1, metavar="N", help="nodes in the run (default 1)")
+    dist.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank, 0..nnodes-1")
+    dist.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+                      help="node 0's address and a free port, the same on every node (several nodes); see "
+                           "docs/profiles-and-hardware.md for a SLURM example")
     p.set_defaults(func=_run)
 
 
@@ -50,15 +65,42 @@ def _seed(text: str) -> int:
     return int(text)
 
 
+def _count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    """The processes the run asks for; without --nproc-per-node, every GPU present up to the declared count."""
+    nproc = args.nproc_per_node
+    if nproc is None:
+        if args.dry_run or launch.inside_worker():
+            nproc = 1
+        else:
+            hw = detect()
+            nproc = 1 if hw.device_type != "cuda" else default_processes(hw, declared_hardware(args.method, args.profile))
+    return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.seed is not None and args.seed != SEED:
         # Every module reads the seed when it is imported: start again with it in the environment.
         os.environ["HARNESS_SEED"] = str(args.seed)
         os.execv(sys.executable, [sys.executable, "-m", "harness", *args.argv])
 
+    layout = _layout(args)
+    layout.check()
+    if args.dry_run and args.nproc_per_node is not None:
+        os.environ[PLANNED_WORLD] = str(layout.world_size)  # the plan shares the global batch over these
+    elif layout.world_size > 1 and not launch.inside_worker():
+        return launch.launch(layout, launch.worker_argv(args.argv), cache_dir() / "logs" / "ranks")
+
     datasets = name_list(args.dataset, "--dataset")
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
                         dry_run=args.dry_run)
+    if not ranks.is_main():
+        return 0  # rank 0 prints, records and writes --json
     if args.json:
         write_json(args.json, {
             "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],

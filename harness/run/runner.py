@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness import SEED
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import declared_present, detect
 from harness.data.catalog import get_benchmark
@@ -78,6 +79,29 @@ def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
                       f"is not present ({hw.describe()})")
 
 
+def declared_hardware(method: str, profile: str | None) -> dict[str, Any]:
+    """The hardware the run's profile declares (the one :func:`choose_profile` picks when none is asked)."""
+    return dict(load_method(method, choose_profile(method, profile)[0]).get("hardware") or {})
+
+
+def join_ranks() -> None:
+    """A launched worker joins its process group before the first stage: the stage hand-overs of
+    :meth:`RunContext.cached_stage` and DDP training need it (single-process runs skip this)."""
+    if ranks.launched_world_size() > 1:
+        from harness.training import distributed as D
+
+        info = D.init_distributed()
+        if info.is_main:
+            print(f"ranks: {info.world_size} processes on {info.backend} ({info.device.type}); rank 0 records the run")
+
+
+def rank_tracker(spec: MethodSpec, run_id: str, tags: dict[str, str]) -> Tracker:
+    """Rank 0's MLflow run; the other ranks of a launched run log nothing (one MLflow run per run)."""
+    if not ranks.is_main():
+        return Tracker(experiment=spec.name, run_name=f"rank {ranks.rank()}", tags={}, enabled=False)
+    return parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, tags)
+
+
 Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
 
 
@@ -109,7 +133,7 @@ def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool) ->
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
-    tracker = parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, {**run_tags(spec), "stage": stage})
+    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage})
     ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
     started = time.time()
     output = None
@@ -181,17 +205,21 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
                 "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
+    join_ranks()
     if stage is not None:
         return run_until(spec, datasets, stage, force)
 
     run_id = new_run_id(method, profile)
-    tracker = parent_tracker(method, method, profile, SEED, run_id, run_tags(spec))
+    tracker = rank_tracker(spec, run_id, run_tags(spec))
     ctx = RunContext(spec, tracker, StageLog(), force)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
         tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
         variants = pipeline(ctx, datasets)
+        if not ranks.is_main():  # rank 0 scores, compares and records; every stage is finished here
+            return {"method": method, "profile": profile, "run_id": None, "stages": ctx.stages.entries,
+                    "metrics": {}, "comparison": [], "run_record": None, "mlflow": None}
 
         def score(variant: str, name: str) -> Scored:
             return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
