@@ -213,12 +213,14 @@ class RunContext:
                                                    BUILD_SECONDS: self.stages.entries[-1]["seconds"]})
                 else:
                     work = Path(D.control_broadcast(None))
+                    print(f"[{label}] rank {ranks.rank()}: training with the other ranks in {work}", flush=True)
                     self._build(cache, dataset, config, build, label, work, finish=False)
                     D.control_barrier()
             elif main:
                 with ranks.solo(), cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
                     self._build(cache, dataset, config, build, label, work, finish=True)
             else:
+                print(f"[{label}] rank {ranks.rank()}: waiting for rank 0 to build it", flush=True)
                 self.stages.add(cache.stage, dataset, False, 0.0, key=cache.key, built_by="rank 0")
             D.control_barrier()  # rank 0 has renamed the output into place
         return cache
