@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -155,10 +157,38 @@ def _outputs(record: dict) -> dict[str, dict]:
                                                                                          "retriever2")}
 
 
+def _worker_pids(launcher: int) -> dict[int, int]:
+    """{rank: pid} of the workers a launcher process started (their environment says their rank)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) != launcher:
+                continue
+            env = dict(kv.split("=", 1) for kv in (stat.parent / "environ").read_text().split("\0") if "=" in kv)
+        except (OSError, ValueError, IndexError):
+            continue
+        if "RANK" in env:
+            found[int(env["RANK"])] = int(stat.parent.name)
+    return found
+
+
 @pytest.mark.slow
 def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_path):
-    out = _finish(_harness(["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2",
-                            "--json", str(tmp_path / "run.json")], _env(tmp_path)))
+    """A worker killed mid-pre-training ends every rank with a line naming it; `run` again resumes
+    from the checkpoint and finishes one run, trained as the one-process reference was."""
+    args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2"]
+    first = _harness(args, _env(tmp_path))
+    deadline = time.time() + 1200
+    while not list((tmp_path / "cache" / "pretrain").glob("*/checkpoints/step-*")) and time.time() < deadline:
+        assert first.poll() is None, first.communicate()[0][-3000:]
+        time.sleep(1)
+    os.kill(_worker_pids(first.pid)[1], signal.SIGKILL)
+    out, _ = first.communicate(timeout=600)  # every rank stopped, well within the process-group timeout
+    assert first.returncode not in (0, None) and "run: rank 1 (pid" in out and "the other ranks were stopped" in out
+    assert not _records(tmp_path)
+
+    out = _finish(_harness([*args, "--json", str(tmp_path / "run.json")], _env(tmp_path)))
+    assert "[pretrain] resuming from" in out
     assert "this node runs ranks 0-1" in out and "ranks: 2 processes on gloo" in out
     [record] = _records(tmp_path)  # one record, written by rank 0
     assert record["hardware"]["processes"] == 2 and json.loads((tmp_path / "run.json").read_text())["run_id"]
