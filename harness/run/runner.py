@@ -15,7 +15,7 @@ from typing import Any, Callable
 from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.core.hardware import declared_present, detect
+from harness.core.hardware import detect
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
