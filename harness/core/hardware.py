@@ -55,9 +55,3 @@ def world_size(hw: Hardware, declared: dict[str, Any] | None = None) -> int:
             return int(raw)
     return default_processes(hw, declared)
 
-
-def declared_present(declared: dict[str, Any] | None, hw: Hardware) -> bool:
-    """True when the machine has at least the declared accelerators (or none are declared)."""
-    if not declared or declared.get("device_type", "cpu") == "cpu":
-        return True
-    return hw.device_type == "cuda" and hw.devices >= int(declared.get("devices", 1))
