@@ -232,6 +232,12 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
     optimizer = build_optimizer(model, config)
     scheduler = linear_schedule(optimizer, total, warmup_steps(total, config.warmup_ratio))
     scaler = grad_scaler(precision)
+    if info.device.type == "cuda":  # what makes the GPU step fast, said once in the stage's notes
+        attention = {getattr(getattr(m, "config", None), "_attn_implementation", None) for m in model.modules()}
+        notes.say(f"on {torch.cuda.get_device_name(info.device)}: {precision}"
+                  f"{' with loss scaling' if scaler is not None else ''}, "
+                  f"{'fused' if optimizer.defaults.get('fused') else 'foreach'} AdamW, attention "
+                  f"{'/'.join(sorted(a for a in attention if a)) or 'eager'}, {info.world_size} process(es)")
     layout = {"world_size": info.world_size, **(layout or {})}
 
     if info.is_main:
