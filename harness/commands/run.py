@@ -32,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", choices=["paper", "rehearsal", "mini", "tiny"], default=None,
                    help="settings profile: paper (the papers' settings), mini (CPU, MiniLM init: learns in "
                         "about 20 minutes), tiny (CPU, 2-layer random init: the fast code-path check); default: "
-                        "paper if the declared hardware is present, else mini where the method has it, else tiny")
+                        "paper on a GPU machine holding the paper run's data and checkpoints, else mini where the "
+                        "method has it, else tiny")
     p.add_argument("--dataset", action="append", default=None, metavar="NAME",
                    help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets")
     p.add_argument("--stage", choices=STOPPABLE, default=None, metavar="STAGE",
