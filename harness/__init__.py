@@ -17,8 +17,8 @@ def _seed_from_env() -> int:
     text = os.environ.get("HARNESS_SEED", "").strip()
     if not text:
         return DEFAULT_SEED
-    if not text.isdigit():
-        raise SystemExit(f"error: HARNESS_SEED={text!r} is not a non-negative integer; unset it or give e.g. 43")
+    if not text.isdigit() or int(text) > 2**32 - 1:  # the range numpy's and torch's generators take
+        raise SystemExit(f"error: HARNESS_SEED={text!r} is not an integer in [0, 4294967295]; unset it or give e.g. 43")
     return int(text)
 
 

@@ -8,6 +8,7 @@ commands, so ``--help`` and ``ls`` stay fast.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -19,6 +20,10 @@ from harness.core import threads
 from harness.core.errors import HarnessError, SpecProblems
 
 # Order is the order shown in --help.
+# An OSError on a path the user controls (a cache on a full disk, a folder made read-only mid-run) is
+# the user's to fix: one line naming the path, as for the paths checked up front (harness.core.fsutil.writable_dir).
+_PLACE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EISDIR}
+
 COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "grade", "effects", "noise", "report",
             "leaderboard", "ui"]
 
@@ -61,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `... | head` closed the pipe: not an error; keep Python from reporting it at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        if exc.errno not in _PLACE_ERRNOS or exc.filename is None:
+            raise
+        print(f"error: {exc.filename}: {exc.strerror} (fix: free space or make it writable, or point "
+              "HARNESS_CACHE_DIR / HARNESS_RUNS_DIR / the flag at a folder you can write)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:
         print("interrupted: finished stages are cached; re-run the same command to resume.", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)  # the shell's status for death by that signal

@@ -23,8 +23,12 @@ EXPECTED = FIX / "v9.0.8"
 
 def _expected(name: str) -> dict[str, dict[str, str]]:
     """trec_eval -q output -> {trec measure: {qid or 'all': printed value}}."""
+    return _expected_in(EXPECTED / name)
+
+
+def _expected_in(path: Path) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    for line in (EXPECTED / name).read_text().splitlines():
+    for line in path.read_text().splitlines():
         measure, qid, value = line.split()
         out.setdefault(measure, {})[qid] = value
     return out
@@ -191,3 +195,16 @@ def test_complete_run_matches_plain_ir_measures(qrels_test, run_test):
     theirs = ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in measures], qrels_test, run_test)
     for m in measures:
         assert ours[m] == pytest.approx(theirs[ir_measures.parse_measure(m)], abs=1e-12)
+
+
+def test_scores_are_ranked_as_doubles_like_trec_eval_10():
+    """Scores that tie in float32 but not in float64 (2e300 vs 1e300, 100000001 vs 100000000, 2e-50 vs
+    1e-50) are ranked by the doubles, as trec_eval 10 reads them: its own output, per query and "all".
+    pytrec_eval (trec_eval 9.0.8, a float per score) tied them and broke the tie by doc id: nDCG@10 0.6789."""
+    expected = _expected_in(FIX / "v10.0" / "out.doubles")
+    mapping = {t: _to_ir(t) for t in expected}
+    assert None not in mapping.values() and len(mapping) == 9
+    run = read_trec_run(FIX / "results.doubles")
+    result = evaluate_measures(run, read_trec_qrels(FIX / "qrels.doubles"), list(mapping.values()))
+    assert _check_all(expected, result, mapping) == 5 * len(mapping)  # 401-404 and all
+    assert result.aggregate["nDCG@10"] == pytest.approx(0.9109, abs=5e-5)

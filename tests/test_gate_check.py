@@ -369,6 +369,26 @@ def test_cli_with_an_empty_records_folder_passes_and_a_missing_one_fails(tmp_pat
         _cli("--records", str(tmp_path / "none"))
 
 
+def test_links_that_cannot_be_followed_are_unreadable_and_fail_the_gate(tmp_path, capsys):
+    """A symlink loop, a link to nothing and a folder named like a record were skipped without a word
+    (``is_file()`` is False for each) and the gate passed; each is now one UNREADABLE row naming it."""
+    folder = _copy(tmp_path, REF, TINY)
+    assert _cli("--records", str(folder)) == 0
+    (folder / "loop.json").symlink_to("loop.json")
+    (folder / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    (folder / "folder.json").mkdir()
+    (folder / "fine.json").symlink_to(folder / TINY)  # a link to a record is read (a duplicate run_id here)
+    capsys.readouterr()
+    assert _cli("--records", str(folder)) == 1
+    out = capsys.readouterr().out
+    assert "gate FAILED" in out
+    result = run_gate(folder)
+    notes = {r.note.split(":")[0]: r.note for r in result.rows if r.status == "UNREADABLE"}
+    assert set(notes) == {"loop.json", "gone.json", "folder.json", "fine.json"}, notes
+    assert "symbolic link loop" in notes["loop.json"] and "symbolic link to nothing" in notes["gone.json"]
+    assert "not a file" in notes["folder.json"] and "duplicate run_id" in notes["fine.json"]
+
+
 def test_real_committed_records_pass(capsys):
     """The records committed under runs/records/ must pass the gate (CI runs exactly this)."""
     assert _cli("--records", str(PROJECT_ROOT / "runs" / "records")) == 0, capsys.readouterr().out

@@ -81,6 +81,13 @@ CASES = [
          "-1 is out of range: must be > 0 (e.g. quantization: 100)"),
     Case("lexmae", "max_query_terms: 64}", "max_query_terms: 2048}", "retrieval.max_query_terms",
          "2048 is out of range: must be in [1, 1024]", "mini", "  mini:", True),
+    # non-finite numbers and sizes no machine holds (issue 40): `lr: .inf` ran to a NaN loss at step 2
+    Case("cotmae", "lr: 4.0e-4", "lr: .inf", "pretrain.lr", "inf is not a finite number"),
+    Case("cotmae", "lr: 4.0e-4", "lr: .nan", "pretrain.lr", "nan is not a finite number"),
+    Case("cotmae", "  global_queries: 64", "  global_queries: 99999999999999999999999", "finetune.global_queries",
+         "99999999999999999999999 is out of range: must be in [1, 1e+12]"),
+    Case("cotmae", "  seed: 42", "  seed: 99999999999999999999999", "corpus.seed",
+         "is out of range: must be in [0, 4294967295]"),
     # unknown names, each with a did-you-mean where one is close
     Case("cotmae", "objective: cotmae", "objective: cotmea", "pretrain.objective",
          "unknown objective 'cotmea' (did you mean cotmae?; known: cocondenser, cotmae, cpdae, lexmae, mlm, none)"),

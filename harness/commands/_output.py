@@ -4,18 +4,46 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.fsutil import atomic_write_text
+from harness.core.fsutil import atomic_write_text, writable_file
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     """Write a machine-readable summary (metrics keyed {dataset: {measure: value}})."""
-    path = Path(path)
-    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+    path = writable_file(path, "--json")  # checked at the start too (json_target); the folder may have gone since
+    try:
+        atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+    except OSError as exc:
+        raise HarnessError(f"--json {path}: cannot write it ({exc.strerror or exc}) (fix: give a path in a "
+                           "folder you can write, on a disk with room)") from None
     print(f"wrote {path}")
+
+
+def json_target(path: str | None) -> None:
+    """Refuse an unusable ``--json`` path (a folder, a folder that cannot be written) before the work
+    whose summary it would hold: a run failed on it only after its last stage."""
+    if path is not None:
+        writable_file(path, "--json")
+
+
+def records_folder(path: str | None) -> None:
+    """``--records DIR`` names a folder this process can list (a gate over no records checks nothing)."""
+    if path is None:
+        return
+    folder = Path(path)
+    if not folder.exists():
+        raise HarnessError(f"--records {path}: no such folder; give the folder holding the run records")
+    if not folder.is_dir():
+        raise HarnessError(f"--records {path} is a file, not a folder; give the folder holding the run records")
+    try:
+        next(os.scandir(folder), None)
+    except OSError as exc:
+        raise HarnessError(f"--records {path}: cannot list it ({exc.strerror or exc}); give a folder of run "
+                           "records you can read") from None
 
 
 def port_number(text: str) -> int:

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.commands._output import write_json
+from harness.commands._output import json_target, records_folder, write_json
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
@@ -66,8 +66,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.tiny_tolerance is not None and not (0 <= args.tiny_tolerance < float("inf")):  # nan fails too
         raise HarnessError(f"--tiny-tolerance must be a finite number >= 0, got {args.tiny_tolerance}")
 
-    if args.records is not None and not Path(args.records).is_dir():  # a gate over no records checks nothing
-        raise HarnessError(f"--records {args.records}: no such folder; give the folder holding the run records")
+    records_folder(args.records)
+    json_target(args.json)
     if args.reported is not None and not Path(args.reported).is_file():
         raise HarnessError(f"--reported {args.reported}: no such file; give a JSON snapshot written by "
                            "`python -m harness reported --json PATH`")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands._output import write_json
+from harness.commands._output import records_folder, write_json
 from harness.evaluation.effects import (
     count_checks,
     format_effects,
@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _effects(args: argparse.Namespace) -> int:
+    records_folder(args.records)
     records, _ = load_records(args.records)
     effects = method_effects(records, args.profile)
     for rec in latest_by_method(records, args.profile).values():

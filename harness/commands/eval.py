@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.commands._output import write_json
+from harness.commands._output import json_target, write_json
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_path, is_temp
 from harness.core.text_table import format_table
@@ -168,6 +168,7 @@ def _load_qrels(args: argparse.Namespace, benchmark: Any) -> tuple[dict[str, dic
 # ---------------------------------------------------------------------------- command
 
 def _eval(args: argparse.Namespace) -> int:
+    json_target(args.json)  # before encoding or scoring, not after
     if getattr(args, "model", None) is not None:
         return _eval_model(args)
     _refuse_model_options(args)

@@ -10,7 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
-from harness.commands._output import port_number
+from harness.commands._output import port_number, records_folder
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
@@ -91,9 +91,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
     env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] = "false"
     # The app reads its inputs from the environment (leaderboard_app/data.py).
     if args.records:
+        records_folder(args.records)
         records = Path(args.records).resolve()
-        if not records.is_dir():
-            raise HarnessError(f"--records {args.records}: no such folder")
         env["HARNESS_LEADERBOARD_RECORDS"] = str(records)
     if args.reported:
         reported = Path(args.reported).resolve()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.commands._output import records_folder
 from harness.core.errors import HarnessError
+from harness.core.fsutil import writable_dir
 from harness.present.report_html import write_report
 
 
@@ -32,8 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    if args.records is not None and not Path(args.records).is_dir():
-        raise HarnessError(f"--records {args.records}: no such folder; give the folder holding the run records")
+    records_folder(args.records)
+    out = Path(args.html)  # the report is renamed into place beside it: that folder must take a new folder
+    writable_dir(out.absolute().parent, f"--html {args.html}: its folder", "give a folder under one you can write")
     if args.reported is not None and not Path(args.reported).is_file():
         raise HarnessError(f"--reported {args.reported}: no such file; give a JSON snapshot written by "
                            "`python -m harness reported --json PATH`")

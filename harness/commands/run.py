@@ -7,13 +7,15 @@ import os
 import sys
 
 from harness import SEED
-from harness.commands._output import name_list, write_json
+from harness.commands._output import json_target, name_list, write_json
 from harness.core import ranks
+from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect
 from harness.core.paths import cache_dir
 from harness.run import launch
 from harness.run.launch import Layout
 from harness.run.runner import declared_hardware, run_method
+from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
 
 
@@ -47,6 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
                         "apart and its record goes to runs/seeds/, never among the gated records")
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
+    p.add_argument("--track", choices=["best-effort", "required"], default="best-effort",
+                   help="MLflow tracking: best-effort (default: a slow or failing server is one warning and the "
+                        "run goes on untracked) or required (a server failing its check stops the run before its "
+                        "first stage; a later failure fails the command once the record and --json are written)")
     dist = p.add_argument_group(
         "several devices and nodes (torchrun's meanings; workers start through PyTorch's elastic launcher)")
     dist.add_argument("--nproc-per-node", type=_count, default=None, metavar="N",
@@ -63,6 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _seed(text: str) -> int:
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    if int(text) > SEED_MAX:  # numpy's seeding refused it only when fine-tuning started
+        raise argparse.ArgumentTypeError(f"{text.strip()} is out of range: a seed must be in [0, {SEED_MAX}]")
     return int(text)
 
 
@@ -98,8 +106,10 @@ def _run(args: argparse.Namespace) -> int:
         return launch.launch(layout, launch.worker_argv(args.argv), cache_dir() / "logs" / "ranks")
 
     datasets = name_list(args.dataset, "--dataset")
+    json_target(args.json)  # a run refused its summary only after its last stage
+    required = args.track == "required"
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
-                        dry_run=args.dry_run)
+                        dry_run=args.dry_run, track_required=required)
     if not ranks.is_main():
         return 0  # rank 0 prints, records and writes --json
     if args.json:
@@ -113,4 +123,8 @@ def _run(args: argparse.Namespace) -> int:
             # each stage with its cache key (a dry-run's: planned, with `plan`: cached / to run / reused)
             "stages": result["stages"], **({"dry_run": True} if result.get("dry_run") else {}),
         })
+    warning = (result.get("mlflow") or {}).get("warning")
+    if required and warning:  # the record and the summary are written: only the tracking is missing
+        raise HarnessError(f"--track required: {warning.removesuffix('; the run record is still written.')} "
+                           f"(record {result.get('run_record') or result.get('output')})")
     return 0

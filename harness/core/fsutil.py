@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from harness.core.errors import HarnessError
+
 TEMP_TAG = ".tmp"
 PARTIAL = "partial"  # the token of a resumable work folder: a fixed name the next attempt finds
 
@@ -93,6 +95,40 @@ def _claim(path: Path, make: Callable[[Path], None]) -> Path:
             return candidate
         except FileExistsError:
             continue
+
+
+# --- usable places -----------------------------------------------------------------------------
+
+
+def writable_dir(path: str | Path, name: str, fix: str) -> Path:
+    """Create the folder ``path`` (and its parents) and prove a file can be written in it, else one
+    HarnessError naming it (``name``: how the user gave it, ``--records DIR``), the reason and ``fix``:
+    checked before the work, so a file where a folder belongs, a read-only or immutable folder or a full
+    disk is one line at the start instead of a traceback from the first stage (or after the last)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise HarnessError(f"{name} {path} is a file, not a folder (fix: {fix})")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = temp_name(path / ".write-probe")
+        with open(probe, "wb") as fh:
+            fh.write(b"probe")
+            fh.flush()
+            os.fsync(fh.fileno())
+        probe.unlink()
+    except OSError as exc:
+        raise HarnessError(f"{name} {path}: cannot write there ({exc.strerror or exc}) (fix: {fix})") from None
+    return path
+
+
+def writable_file(path: str | Path, name: str) -> Path:
+    """``path`` can be written as a file: it is not a folder and its folder can be written (see
+    :func:`writable_dir`); checked before the work whose summary it will hold."""
+    path = Path(path)
+    if path.is_dir():
+        raise HarnessError(f"{name} {path} is a folder (fix: give a file path, e.g. {path / 'summary.json'})")
+    writable_dir(path.parent, f"{name} {path}: its folder", "give a path in a folder you can write")
+    return path
 
 
 # --- atomic files -----------------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.core.fsutil import writable_dir
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # harness/ (this file is harness/core/paths.py)
 PROJECT_ROOT = PACKAGE_DIR.parent
 BASELINES_DIR = PROJECT_ROOT / "baselines"
@@ -25,3 +27,12 @@ def runs_dir() -> Path:
 def cache_dir() -> Path:
     """Stage outputs, indexes and downloads (HARNESS_CACHE_DIR overrides)."""
     return Path(os.environ.get("HARNESS_CACHE_DIR", PROJECT_ROOT / "cache"))
+
+
+def require_writable_homes() -> None:
+    """The cache and runs folders exist (made here) and take files: checked before a run's first stage,
+    so a file, a read-only or immutable folder or a full disk there is one line naming the folder and
+    its variable instead of a traceback from whichever stage first writes."""
+    for var, name, where in (("HARNESS_CACHE_DIR", "the cache folder", cache_dir()),
+                             ("HARNESS_RUNS_DIR", "the runs folder", runs_dir())):
+        writable_dir(where, name, f"point {var} at a folder you can write, on a disk with room")

@@ -23,6 +23,7 @@ from operator import itemgetter
 from typing import Any
 
 import ir_measures
+import numpy as np
 from ir_measures.providers.base import NOT_PROVIDED
 
 from harness.core.errors import HarnessError
@@ -85,10 +86,15 @@ def _parse_measures(measures: Iterable[str]) -> dict[str, Any]:
 
 
 def canonical_ranking(ranking: Mapping[str, float]) -> Mapping[str, float]:
-    """Scores that order documents as trec_eval does: score descending, ties broken by doc
-    id descending. Without ties the ranking is returned unchanged; with ties, scores are
-    replaced by n, n-1, ..., 1 in that order so every provider sees the same ranking."""
-    if len(set(ranking.values())) == len(ranking):
+    """Scores that order documents as trec_eval does: score (a double, as trec_eval 10 reads it)
+    descending, ties broken by doc id descending. Without ties the ranking is returned unchanged;
+    with ties, scores are replaced by n, n-1, ..., 1 in that order so every provider sees the same
+    ranking. A tie is looked for in float32 too: pytrec_eval (trec_eval 9) stores a score as a float,
+    so 2e300 and 1e300 (both inf) or 100000001 and 100000000 tied there and were ordered by doc id
+    while the msmarco provider ranked by the doubles; the ranks are exact in float32."""
+    with np.errstate(over="ignore"):
+        as_float32 = np.fromiter(ranking.values(), dtype=np.float64, count=len(ranking)).astype(np.float32)
+    if len(np.unique(as_float32)) == len(ranking) and len(set(ranking.values())) == len(ranking):
         return ranking
     ordered = sorted(ranking.items(), key=_SCORE_THEN_DOC, reverse=True)
     return dict(zip((doc for doc, _ in ordered), map(float, range(len(ordered), 0, -1))))

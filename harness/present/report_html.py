@@ -218,9 +218,10 @@ def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
 
 
 def _refuse_foreign(out: Path) -> None:
-    """The report replaces its folder whole: refuse one that holds anything but an earlier report."""
+    """The report replaces its folder whole: refuse one that holds anything but an earlier report (an
+    empty folder, made for it, holds nothing to lose)."""
 
-    if not out.exists():
+    if not out.exists() or out.is_dir() and next(out.iterdir(), None) is None:
         return
     index = out / INDEX
     ours = out.is_dir() and {p.name for p in out.iterdir()} <= {INDEX, STYLE} and index.is_file() \

@@ -16,9 +16,12 @@ readers use the accessors below and tolerate what they do not know.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -211,6 +214,22 @@ def load_record(path: str | Path) -> RunRecord | Skipped:
     return RunRecord(path, data)
 
 
+def _unfollowable(path: Path) -> Skipped | None:
+    """Why a ``*.json`` entry is no file to read (a symlink loop, a link to nothing, a folder), or None:
+    ``is_file()`` answers False for each, which once skipped them without a word and let the gate pass."""
+    try:
+        target = path.stat()  # follows a link
+    except OSError as exc:
+        if path.is_symlink():
+            kind = "a symbolic link loop" if exc.errno == errno.ELOOP else \
+                f"a symbolic link to nothing ({os.readlink(path)}: {exc.strerror})"
+            return Skipped(path, f"cannot be read: {kind}; remove the link or point it at a record")
+        return Skipped(path, f"cannot be read: {exc.strerror or exc}")
+    if not stat.S_ISREG(target.st_mode):
+        return Skipped(path, "cannot be read: not a file (a folder or a device named like a record); move it away")
+    return None
+
+
 def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], list[Skipped]]:
     """All records in ``directory`` (default runs/records), oldest first, and the skipped files.
 
@@ -223,10 +242,10 @@ def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], 
     skipped: list[Skipped] = []
     seen: dict[str, Path] = {}
     # Temp files of records are listed too (as skipped, never read): a run still writing one.
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name != "references.json"
+    files = sorted(p for p in directory.iterdir() if p.name != "references.json"
                    and (p.suffix == ".json" or (is_temp(p) and ".json" in p.name)))
     for path in files:
-        loaded = load_record(path)
+        loaded = (None if is_temp(path) else _unfollowable(path)) or load_record(path)
         if isinstance(loaded, Skipped):
             skipped.append(loaded)
         elif loaded.run_id in seen:

@@ -6,9 +6,14 @@ A parent run is named ``<method>/<profile>/<seed>`` (:func:`parent_tracker`; the
 so every method's parent has the same metric keys and MLflow's compare view lines them up. Stage
 metrics stay on the nested runs. Metric keys follow :func:`mlflow_key` (``nDCG@10`` -> ``nDCG_at_10``).
 
-MLflow is best-effort: if the tracking server is unreachable or errors, the harness warns
-once and carries on, because the run record JSON under runs/ is the source of truth and
-must never be lost to a tracking outage.
+MLflow is best-effort by default: if the tracking server is unreachable, slow or errors, the harness
+warns once (one line: the status code and URL, never the server's page) and carries on, because the
+run record JSON under runs/ is the source of truth and must never be lost to a tracking outage. Every
+MLflow request is bounded (:data:`HTTP_BOUNDS`: a timeout and a retry count, where MLflow's own defaults
+retry for minutes), and an http(s) server is first asked for ``/health`` with a short timeout, so one
+that accepts connections and never answers costs seconds. With ``required`` (``run --track required``)
+a server that fails the check stops the run before its first stage, and one that fails later fails the
+command after the record and ``--json`` are written.
 
 Runs end KILLED when the invocation is interrupted (Ctrl-C; SIGTERM / SIGHUP, which the CLI raises
 as KeyboardInterrupt); runs whose process died without unwinding (SIGKILL) are tagged with its host
@@ -29,7 +34,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
@@ -78,46 +85,99 @@ def default_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
 
-def _reachable(uri: str, timeout: float = 2.0) -> bool:
-    """Fast check for http(s) stores: MLflow's own client retries for minutes."""
+# MLflow's HTTP client, bounded (a user's own setting wins): its defaults are a 120 s timeout and 7
+# retries with backoff, minutes per request, and a server that accepts and never answers hung a run
+# after its last stage. Read by mlflow.utils.rest_utils at each request.
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+PROBE_TIMEOUT = 3.0  # seconds the /health check waits for an answer
+_MESSAGE_LIMIT = 240
+
+
+def bound_mlflow_requests() -> None:
+    """Set :data:`HTTP_BOUNDS` where the user has not set them (before any MLflow request)."""
+    for key, value in HTTP_BOUNDS.items():
+        os.environ.setdefault(key, value)
+
+
+def probe(uri: str, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """Why an http(s) tracking server cannot take this run's logging, in one line, or None. A real
+    request (``GET <uri>/health``, which an MLflow server answers "OK"), not a TCP connect: a server that
+    accepts the connection and never answers passed the connect and hung the run."""
     parsed = urllib.parse.urlparse(uri)
     if parsed.scheme not in ("http", "https"):
-        return True
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        return None
+    url = uri.rstrip("/") + "/health"
     try:
-        with socket.create_connection((parsed.hostname or "localhost", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout) as response:
+            response.read(64)
+        return None
+    except urllib.error.HTTPError as exc:  # its page is never shown: it buried the warning in HTML
+        return f"tracking server answered HTTP {exc.code} {exc.reason} to GET {url}"
+    except (TimeoutError, socket.timeout):
+        return f"tracking server {uri} did not answer GET {url} within {timeout:g} s"
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            return f"tracking server {uri} did not answer GET {url} within {timeout:g} s"
+        return f"tracking server {uri} is unreachable ({getattr(reason, 'strerror', None) or reason})"
+    except (OSError, ValueError) as exc:  # a reset connection, a malformed answer or URL
+        return f"tracking server {uri} failed GET {url} ({type(exc).__name__}: {one_line(str(exc))})"
+
+
+def one_line(text: str) -> str:
+    """An MLflow error as one short line: its status code and URL when it is an HTTP error (MLflow
+    appends the server's whole response body, an HTML page for a 404 or a proxy's 5xx), else its first
+    line, cut to a few hundred characters."""
+    text = str(text)
+    code = re.search(r"error code (\d{3})", text) or re.search(r"too many (\d{3}) error responses", text)
+    where = re.search(r"(https?://[^\s'\"]+)", text) or re.search(r"endpoint (/\S+)", text)
+    if code:
+        return f"HTTP {code.group(1)}" + (f" from {where.group(1).rstrip('.,:')}" if where else "")
+    first = text.split("Response body:", 1)[0].strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= _MESSAGE_LIMIT else first[:_MESSAGE_LIMIT] + " ..."
 
 
 class Tracker:
     """Thin MLflow wrapper that degrades to a no-op with a warning on any tracking failure."""
 
     def __init__(self, experiment: str, run_name: str, tags: dict[str, str], uri: str | None = None,
-                 enabled: bool = True):
+                 enabled: bool = True, required: bool = False):
         self.uri = uri or default_tracking_uri()
         self.experiment, self.run_name, self.tags = experiment, run_name, tags
         self.enabled = enabled
+        self.required = required  # a tracking failure fails the command (at the start: before any stage)
         self.warning: str | None = None
         self.parent_run_id: str | None = None
         self._mlflow: Any = None
 
     def _disable(self, why: str) -> None:
         if self.enabled:
+            why = one_line(why)
+            if why.startswith("HTTP ") and "://" not in why:  # MLflow named the endpoint only
+                why += f" at {self.uri}"
             self.warning = f"MLflow tracking disabled ({why}); the run record is still written."
             print(f"warning: {self.warning}", file=sys.stderr)
         self.enabled = False
+
+    def _refuse_or_disable(self, why: str) -> None:
+        """At the start: with ``required``, stop before any stage (nothing is lost); else go on untracked."""
+        if self.required:
+            raise HarnessError(f"MLflow tracking is required (--track required) and {one_line(why)}; fix the "
+                               f"server or MLFLOW_TRACKING_URI ({self.uri}), or run with --track best-effort")
+        self._disable(why)
 
     @contextlib.contextmanager
     def run(self) -> Iterator["Tracker"]:
         """The parent run for one invocation."""
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        bound_mlflow_requests()
         if not self.enabled:  # --no-track
             yield self
             return
-        if not _reachable(self.uri):
-            self._disable(f"tracking server {self.uri} is unreachable")
+        problem = probe(self.uri)
+        if problem:
+            self._refuse_or_disable(problem)
             yield self
             return
         try:
@@ -145,7 +205,7 @@ class Tracker:
                 active = mlflow.start_run(run_name=self.run_name, tags=self.tags)
             self.parent_run_id = active.info.run_id
         except Exception as exc:  # noqa: BLE001 - any tracking failure must not stop the run
-            self._disable(f"{type(exc).__name__}: {exc}")
+            self._refuse_or_disable(f"{type(exc).__name__}: {exc}")
             yield self
             return
         status = "FINISHED"
@@ -255,11 +315,13 @@ class Tracker:
 
 
 def parent_tracker(experiment: str, name: str, profile: str, seed: int, run_id: str,
-                   tags: Mapping[str, str], *, uri: str | None = None, enabled: bool = True) -> Tracker:
+                   tags: Mapping[str, str], *, uri: str | None = None, enabled: bool = True,
+                   required: bool = False) -> Tracker:
     """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>``
     (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
     ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``."""
     return Tracker(experiment=experiment, run_name=parent_run_name(name, profile, seed), uri=uri, enabled=enabled,
+                   required=required,
                    tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags})
 
 

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
-from harness.retrieval.java import ensure_java_home
+from harness.retrieval.java import child_env, ensure_java_home
 
 Corpus = dict[str, dict[str, str]]
 Run = dict[str, dict[str, float]]
@@ -55,7 +55,7 @@ def build_index(corpus: Corpus, index_dir: Path, fields: dict[str, float], threa
     with tqdm(total=n, desc="BM25 index (Lucene)", unit="doc") as bar:
         # Killed with the harness (SIGKILL included): an orphan would keep writing the
         # stage's .partial folder while a re-run indexes into it again.
-        proc = procs.run(cmd)
+        proc = procs.run(cmd, env=child_env())  # its JVM's crash report goes under the cache too
         bar.update(n)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])

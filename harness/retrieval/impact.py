@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
-from harness.retrieval.java import ensure_java_home
+from harness.retrieval.java import child_env, ensure_java_home
 
 Run = dict[str, dict[str, float]]
 SparseVector = dict[str, float]
@@ -297,7 +297,7 @@ def index_collection(collection_dir: str | Path, index_dir: str | Path, threads:
     with tqdm(total=documents, desc="impact index (Lucene)", unit="doc") as bar:
         # Killed with the harness (SIGKILL included): an orphan would keep writing the
         # stage's .partial folder while a re-run indexes into it again.
-        proc = procs.run(cmd)
+        proc = procs.run(cmd, env=child_env())  # its JVM's crash report goes under the cache too
         if documents:
             bar.update(documents)
     if proc.returncode != 0:

@@ -16,6 +16,7 @@ from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import detect
+from harness.core.paths import require_writable_homes
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
@@ -137,11 +138,11 @@ def join_ranks() -> None:
             print(f"ranks: {info.world_size} processes on {info.backend} ({info.device.type}); rank 0 records the run")
 
 
-def rank_tracker(spec: MethodSpec, run_id: str, tags: dict[str, str]) -> Tracker:
+def rank_tracker(spec: MethodSpec, run_id: str, tags: dict[str, str], required: bool = False) -> Tracker:
     """Rank 0's MLflow run; the other ranks of a launched run log nothing (one MLflow run per run)."""
     if not ranks.is_main():
         return Tracker(experiment=spec.name, run_name=f"rank {ranks.rank()}", tags={}, enabled=False)
-    return parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, tags)
+    return parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, tags, required=required)
 
 
 Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
@@ -171,11 +172,12 @@ def run_tags(spec: MethodSpec) -> dict[str, str]:
     return {"spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
 
 
-def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool) -> dict[str, Any]:
+def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
+              track_required: bool = False) -> dict[str, Any]:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
-    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage})
+    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
     ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
     started = time.time()
     output = None
@@ -214,7 +216,10 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
 
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
-               force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+               force: bool = False, stage: str | None = None, dry_run: bool = False,
+               track_required: bool = False) -> dict[str, Any]:
+    """Run ``method`` end to end (or up to ``stage``, or only plan it); ``track_required``: a tracking
+    failure fails the run (before its first stage when the server fails at the start) instead of a warning."""
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
@@ -223,11 +228,11 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     require_valid(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
-        return _run_spec(spec, why, datasets, force, stage, dry_run)
+        return _run_spec(spec, why, datasets, force, stage, dry_run, track_required)
 
 
 def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: bool, stage: str | None,
-              dry_run: bool) -> dict[str, Any]:
+              dry_run: bool, track_required: bool = False) -> dict[str, Any]:
 
     method, profile = spec.name, spec.profile
     datasets = datasets or list(spec.get("datasets", []))
@@ -247,12 +252,13 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
                 "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
+    require_writable_homes()
     join_ranks()
     if stage is not None:
-        return run_until(spec, datasets, stage, force)
+        return run_until(spec, datasets, stage, force, track_required)
 
     run_id = new_run_id(method, profile)
-    tracker = rank_tracker(spec, run_id, run_tags(spec))
+    tracker = rank_tracker(spec, run_id, run_tags(spec), track_required)
     ctx = RunContext(spec, tracker, StageLog(), force)
     pipeline = pipeline_for(spec)
     started = time.time()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import SEED
-from harness.spec.kinds import MAPPING, NON_NEGATIVE, NUM, POSITIVE, POSITIVE_WHOLE, TEXT, WHOLE, Kind
+from harness.spec.kinds import MAPPING, NON_NEGATIVE, NUM, POSITIVE, POSITIVE_WHOLE, SEED_KIND, TEXT, Kind
 from harness.spec.settings import BlockSettings, setting
 
 # Lucene's default BooleanQuery clause limit (IndexSearcher.maxClauseCount): a query with more terms fails
@@ -50,7 +50,7 @@ class CorpusSettings(BlockSettings):
     splitter: str | None = setting("how documents are split into sentences (not read: always Punkt trained on the "
                                    "corpus)", None, TEXT, keyed=False)
     max_tokens: int = setting("passage length in tokens", 144, POSITIVE_WHOLE)
-    seed: int = setting("seed of the passage grouping and sampling", SEED, WHOLE)
+    seed: int = setting("seed of the passage grouping and sampling", SEED, SEED_KIND)
     max_passages: int | None = setting("keep a seeded set of whole documents up to this many passages", None,
                                        POSITIVE_WHOLE)
     punkt_train_chars: int | None = setting("characters of corpus text that train Punkt", None, POSITIVE_WHOLE)

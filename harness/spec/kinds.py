@@ -8,8 +8,16 @@ so a value that would fail hours into a run fails in the first second. Imports n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+# No machine holds more than this many of anything a setting counts (queries, steps, passages), and no
+# rate or weight is meaningful past it: a larger value is a typo (``global_queries: 99999999999999999999999``
+# projected a run of 10^19 days) and is refused with the range, whether or not the setting declares a bound.
+LIMIT = 10**12
+# What numpy's legacy seeding and every torch generator accept (``seed + rank`` stays far below 2^64).
+SEED_MAX = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -33,22 +41,37 @@ class Kind:
             return f"{value!r} is not {self.noun}"
         if self.choices and value not in self.choices:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
+        if isinstance(value, float) and not math.isfinite(value):  # `lr: .inf` ran to a NaN loss at step 2
+            return f"{value!r} is not a finite number ({self.range(capped=True)})"
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > LIMIT:
+            return f"{value!r} is out of range: {self.range(capped=True)}"
         too_low = self.low is not None and (value < self.low or self.low_open and value == self.low)
         too_high = self.high is not None and (value > self.high or self.high_open and value == self.high)
         return f"{value!r} is out of range: {self.range()}" if too_low or too_high else None
 
-    def range(self) -> str:
-        """The bounds in words: ``must be in (0, 1)``, ``must be >= 1``."""
-        if self.low is not None and self.high is not None:
-            return (f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}"
+    def range(self, capped: bool = False) -> str:
+        """The bounds in words: ``must be in (0, 1)``, ``must be >= 1``; ``capped``: with LIMIT standing
+        for a bound the kind does not declare (``must be in [1, 1e+12]``)."""
+        low, high = self.low, self.high
+        if capped:
+            low = -LIMIT if low is None else low
+            high = LIMIT if high is None else high
+        if low is not None and high is not None:
+            return (f"must be in {'(' if self.low_open else '['}{_bound(low)}, {_bound(high)}"
                     f"{')' if self.high_open else ']'}")
-        if self.low is not None:
-            return f"must be {'>' if self.low_open else '>='} {self.low:g}"
-        return f"must be {'<' if self.high_open else '<='} {self.high:g}" if self.high is not None else ""
+        if low is not None:
+            return f"must be {'>' if self.low_open else '>='} {_bound(low)}"
+        return f"must be {'<' if self.high_open else '<='} {_bound(high)}" if high is not None else ""
+
+
+def _bound(value: float) -> str:
+    """A bound as people read it: ``0.5``, ``4294967295`` (a whole one in full), ``1e+12``."""
+    return str(value) if isinstance(value, int) and abs(value) < LIMIT else f"{value:g}"
 
 
 NUM = (int, float)
 WHOLE = Kind((int,), "a whole number", 400)
+SEED_KIND = Kind((int,), "a whole number", 42, low=0, high=SEED_MAX)
 POSITIVE_WHOLE = Kind((int,), "a whole number", 1, low=1)
 NUMBER = Kind(NUM, "a number", 0.1)
 NON_NEGATIVE = Kind(NUM, "a number", 0.1, low=0)

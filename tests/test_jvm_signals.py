@@ -1,0 +1,107 @@
+"""Signals with a live JVM (issue 40): once an in-process BM25 search has started pyserini's JVM, a
+SIGTERM / SIGINT / SIGHUP during fine-tuning ends the run through the harness's own path (the
+"interrupted" line, exit 128 + signal) with no traceback, no JVM crash and no ``hs_err_pid*.log``
+anywhere: the JVM starts with ``-Xrs`` (it leaves those signals to Python) and ``-XX:ErrorFile`` under
+the cache's logs/ folder (harness/retrieval/java.py). Before, three tries of five gave exit 134
+(abort) or 143 with ``RuntimeError: unknown parameter type`` tracebacks and an hs_err file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.core.paths import PROJECT_ROOT
+from harness.retrieval import java
+
+# A command whose work is what `run` does around the signal: an in-process BM25 search (the JVM starts),
+# then a torch optimiser loop, as fine-tuning runs one, until the signal comes.
+CHILD = textwrap.dedent('''
+    import argparse, sys
+    from pathlib import Path
+    import harness.cli as cli
+
+    def work(args):
+        from harness.retrieval.bm25 import search
+        run = search(Path(sys.argv[1]), {"q1": "hello topic", "q2": "document 5"}, k=10, k1=0.9, b=0.4,
+                     fields={"contents": 1.0})
+        assert run["q1"]
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
+        opt = torch.optim.AdamW(model.parameters())
+        print("training", flush=True)
+        while True:
+            loss = model(torch.randn(128, 256)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    def parser():
+        p = argparse.ArgumentParser()
+        p.set_defaults(func=work)
+        return p
+
+    cli.build_parser = parser
+    sys.exit(cli.main([]))
+''')
+
+
+def test_every_jvm_the_harness_starts_leaves_signals_to_python_and_crash_files_under_the_cache(tmp_path):
+    options = java.jvm_options()
+    assert "-Xrs" in options and f"-XX:ErrorFile={tmp_path / 'cache' / 'logs'}/hs_err_pid%p.log" in options
+    assert java.child_env()["JAVA_TOOL_OPTIONS"].split()[:2] == options  # the indexer's own JVM
+    import jnius_config
+
+    if not jnius_config.vm_running:  # another test of this process may have started the JVM already
+        java.configure_jvm()
+        assert set(options) <= set(jnius_config.get_options())
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory) -> Path:
+    from harness.retrieval.bm25 import build_index
+
+    root = tmp_path_factory.mktemp("jvm-index")
+    corpus = {f"d{i}": {"title": f"t{i}", "text": f"hello world document number {i} about topic {i % 7}"}
+              for i in range(200)}
+    build_index(corpus, root / "index", {"contents": 1.0})
+    return root / "index"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM] * 5 + [signal.SIGINT, signal.SIGHUP],
+                         ids=[f"SIGTERM-{i}" for i in range(1, 6)] + ["SIGINT", "SIGHUP"])
+def test_a_signal_during_fine_tuning_with_the_jvm_up_is_a_clean_interrupt(signum, small_index, tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    work = tmp_path / "cwd"  # where a JVM would drop hs_err_pid<N>.log by default
+    work.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HARNESS_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("JAVA_TOOL_OPTIONS", None)
+    out, err = work / "out.txt", work / "err.txt"
+    with out.open("w") as fout, err.open("w") as ferr:
+        child = subprocess.Popen([sys.executable, str(script), str(small_index)], cwd=work, env=env,
+                                 stdout=fout, stderr=ferr)
+    try:
+        deadline = time.monotonic() + 180
+        while "training" not in out.read_text() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert child.poll() is None, err.read_text()[-3000:]
+        time.sleep(1.0)  # well into the optimiser loop
+        child.send_signal(signum)
+        code = child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    text = err.read_text()
+    assert code == 128 + signum, f"exit {code}:\n{text[-3000:]}"
+    assert "interrupted: finished stages are cached" in text and "Traceback" not in text, text[-3000:]
+    assert not list(work.glob("hs_err*")) and not list(PROJECT_ROOT.glob("hs_err*"))
+    assert not list((tmp_path / "cache" / "logs").glob("hs_err*"))  # nor a crash reported where it belongs

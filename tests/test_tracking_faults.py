@@ -1,0 +1,185 @@
+"""Tracking can never cost a result (issue 40): a tracking server that accepts connections and never
+answers, or answers 404 / 5xx with an HTML page, gives one warning line (status code and URL, never the
+page) and the run finishes with its record and --json written; `--track required` stops the run before
+its first stage instead. The pipeline is faked (as in tests/test_run_record.py): the tracking path is
+what runs, in seconds."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from harness.cli import main
+from harness.data.formats import write_trec_run
+from harness.records import tracking
+from harness.run import runner
+
+from tests.test_run_record import ranked_run
+
+
+@pytest.fixture
+def fake_pipeline(tmp_path, monkeypatch) -> list[str]:
+    """A pipeline that writes one ranked run per dataset; the list records each call."""
+    calls: list[str] = []
+
+    def pipeline(ctx, datasets):
+        calls.append("ran")
+        out = {}
+        for name in datasets:
+            path = tmp_path / "runfiles" / f"{name}.trec"
+            write_trec_run(ranked_run(name, name, 1.0), path, tag="fake")
+            out[name] = path
+        return {"retriever1": out}
+
+    monkeypatch.setattr(runner, "pipeline_for", lambda spec: pipeline)
+    monkeypatch.setenv("HARNESS_RUNS_DIR", str(tmp_path / "runs"))
+    return calls
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A socket that accepts every connection and never answers a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def _page_server(health: int, api: int) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A server answering ``/health`` with ``health`` and everything else with ``api``, each an HTML page."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            code = health if self.path.startswith("/health") else api
+            body = (b"<html><head><title>Oops</title></head><body>" + b"<p>not here</p>" * 50 + b"</body></html>"
+                    if code != 200 else b"OK")
+            self.send_response(code)
+            self.send_header("Content-Type", "text/html" if code != 200 else "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args) -> None:  # keep the test output quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _run(tmp_path: Path, *extra: str) -> int:
+    return main(["run", "--method", "cocondenser", "--profile", "tiny", "--dataset", "scifact",
+                 "--json", str(tmp_path / "out.json"), *extra])
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "MLflow" in line or "tracking" in line]
+
+
+def test_a_server_that_never_answers_costs_seconds_not_the_result(fake_pipeline, silent_server, tmp_path,
+                                                                  monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", silent_server)
+    started = time.monotonic()
+    assert _run(tmp_path) == 0
+    took = time.monotonic() - started
+    assert took < 60, f"{took:.0f}s: the tracking check is not bounded"
+    err = capsys.readouterr().err
+    summary = json.loads((tmp_path / "out.json").read_text())
+    assert Path(summary["run_record"]).is_file() and summary["mlflow"]["enabled"] is False
+    assert fake_pipeline == ["ran"]
+    lines = _warnings(err)
+    assert len(lines) == 1 and f"did not answer GET {silent_server}/health" in lines[0], err
+
+
+@pytest.mark.parametrize("health,api,says", [(404, 404, "HTTP 404"), (503, 503, "HTTP 503")])
+def test_an_error_page_is_one_line_with_its_status_and_url(health, api, says, fake_pipeline, tmp_path,
+                                                           monkeypatch, capsys):
+    server, uri = _page_server(health, api)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert _run(tmp_path) == 0
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    lines = _warnings(err)
+    assert len(lines) == 1 and says in lines[0] and f"{uri}/health" in lines[0], err
+    assert "<html" not in err and "not here" not in err
+    assert json.loads((tmp_path / "out.json").read_text())["run_record"]
+
+
+def test_an_api_that_fails_after_a_healthy_check_is_one_line_and_bounded(fake_pipeline, tmp_path, monkeypatch,
+                                                                         capsys):
+    """/health answers OK, every API call a 500 page: MLflow's own (bounded) retries, then one line."""
+    server, uri = _page_server(200, 500)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        started = time.monotonic()
+        assert _run(tmp_path) == 0
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    lines = _warnings(err)
+    assert len(lines) == 1 and f"HTTP 500 from {uri}/api/" in lines[0] and "<html" not in err, err
+    assert took < 90, f"{took:.0f}s: MLflow's retries are not bounded"
+    assert json.loads((tmp_path / "out.json").read_text())["run_record"]
+
+
+def test_track_required_stops_before_the_first_stage(fake_pipeline, silent_server, tmp_path, monkeypatch,
+                                                     capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", silent_server)
+    assert _run(tmp_path, "--track", "required") == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "--track required" in errors[0] and "did not answer" in errors[0], err
+    assert fake_pipeline == [] and not (tmp_path / "out.json").exists()
+
+
+def test_mlflow_requests_are_bounded_unless_the_user_set_them(monkeypatch):
+    import mlflow.environment_variables as ev
+
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
+    tracking.bound_mlflow_requests()
+    assert ev.MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 10  # the names MLflow reads (not its 120 s default)
+    assert ev.MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 5  # the user's own setting wins
+    for name in tracking.HTTP_BOUNDS:
+        assert hasattr(ev, name), name
+
+
+def test_an_mlflow_error_with_a_page_reads_as_its_status_and_url():
+    text = ("API request to endpoint /api/2.0/mlflow/runs/create failed with error code 404 != 200. "
+            "Response body: '<!DOCTYPE html>\n<html><body>Not Found</body></html>'")
+    assert tracking.one_line(text) == "HTTP 404 from /api/2.0/mlflow/runs/create"
+    tracker = tracking.Tracker("x", "x/tiny/42", {}, uri="http://tracking.invalid:5000")
+    tracker._disable(f"MlflowException: {text}")
+    assert tracker.warning == ("MLflow tracking disabled (HTTP 404 from /api/2.0/mlflow/runs/create at "
+                               "http://tracking.invalid:5000); the run record is still written.")
+    assert tracking.one_line("x" * 1000).endswith(" ...") and len(tracking.one_line("x" * 1000)) < 300
