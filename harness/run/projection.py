@@ -36,6 +36,8 @@ from typing import Any
 from harness.core.hardware import world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
+from harness.pretrain.objectives import objective_class
+from harness.spec.method import load_method, pretraining_methods
 from harness.spec.stage_settings import RerankerSettings, StageSettings
 from harness.stages.graph import NOT_PROJECTED, STAGES, resolve
 
@@ -157,7 +159,6 @@ def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
 def grad_cache_factor(spec: Any, devices: int | None = None) -> float:
     """:data:`GRAD_CACHE_FACTOR` when the spec's pre-training runs in gradient-cache mode on `devices`
     (default: its declared devices), else 1."""
-    from harness.pretrain.objectives import objective_class
     from harness.pretrain.trainer import plan_batches
 
     objective = spec.get("pretrain.objective")
@@ -225,8 +226,6 @@ def _gpu_type(name: Any) -> str | None:
 def _stated_pretraining(method: str) -> tuple[str, float, float] | None:
     """(GPU type, stated hours, implied fraction of the H100-measured utilisation) of a paper spec that
     states its pre-training hours on a known GPU type; None otherwise."""
-    from harness.spec.method import load_method
-
     spec = load_method(method, "paper")
     hw = spec.get("hardware") or {}
     gpu, hours = _gpu_type(hw.get("gpu")), hw.get("hours")
@@ -244,8 +243,6 @@ def calibration(gpu: str, method: str) -> tuple[float, str]:
     """(scale on the H100-measured utilisations, its source) for `gpu` in `method`'s projection: from the
     stated pre-training hours of another paper on that GPU type where there is one (so `method`'s own
     hours remain a check), else from its own (then its projection equals its hours by construction)."""
-    from harness.spec.method import pretraining_methods
-
     if gpu in MEASURED_GPUS:
         return 1.0, "measured on one H100"
     # One paper per family: a QC variant restates its base method's hours, so it is no independent check.
