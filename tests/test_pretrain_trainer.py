@@ -50,6 +50,9 @@ def test_plan_accumulation_keeps_global_batch():
     assert plan["accumulation_steps"] == 4 and plan["per_rank_batch"] == 256
     assert plan["per_device_batch"] * plan["world_size"] * plan["accumulation_steps"] == 2048
     assert "64 per device x 8 device(s) x 4 accumulation" in plan["note"]
+    # More devices than the per-device batch was written for: each holds its share, no accumulation.
+    wide = plan_batches(32, 32, 2, True)
+    assert (wide["per_device_batch"], wide["accumulation_steps"], wide["global_batch"]) == (16, 1, 32)
 
 
 def test_plan_grad_cache_uses_whole_rank_batch_in_chunks():

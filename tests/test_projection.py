@@ -65,3 +65,27 @@ def test_cqadupstack_is_counted_once_per_retriever() -> None:
               if c.stage.startswith("impact_index/cqadupstack-")]
     assert len(forums) == 3  # retrievers 1, 2 and 3: each encodes the 457,199 documents once
     assert {c.tflop for c in forums} == {457_199 * projection.SPLADE_HEAD_FACTOR * projection._per_sequence("encode")}
+
+
+def test_a_gpu_type_is_calibrated_from_another_papers_stated_hours() -> None:
+    """Leave one family out: CoT-MAE's V100 scale comes from coCondenser's 90 h and the reverse, so each
+    paper's own hours stay a check; LexMAE, alone on A100, matches its own hours and says so."""
+    cotmae_scale, cotmae_why = projection.calibration("V100", "cotmae_qc")
+    assert "cocondenser 90 h" in cotmae_why and "cotmae" not in cotmae_why.split("from", 1)[1]
+    cocondenser_scale, why = projection.calibration("V100", "cocondenser")
+    assert "cotmae 60 h" in why and cotmae_scale != cocondenser_scale
+    assert "by construction" in projection.calibration("A100", "lexmae")[1]
+    assert projection.calibration("H100", "cotmae") == (1.0, "measured on one H100")
+    spec = load_method("lexmae", "paper")
+    text = "\n".join(projection.describe(spec, plan_method(spec, ["dl19"]).stages.entries, CPU))
+    assert "the paper states 14 h of pre-training on 8 x A100 (spec hardware; projected here: 14.0 h)" in text
+
+
+def test_teacher_scoring_counts_the_pairs_the_code_scores_and_grad_cache_its_forward() -> None:
+    costs = _costs(load_method("lexmae", "paper"))
+    teacher = costs["teacher_scores"]
+    assert "72 scored pairs per query" in teacher.note
+    assert teacher.tflop == pytest.approx(projection.MSMARCO_TRAIN_QUERIES * 72 * projection._per_sequence("encode"))
+    cocondenser = _costs(load_method("cocondenser", "paper"))["pretrain"]
+    assert "gradient caching" in cocondenser.note
+    assert projection.grad_cache_factor(load_method("cotmae", "paper")) == 1.0  # accumulation: no extra forward

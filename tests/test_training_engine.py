@@ -165,6 +165,41 @@ def test_a_non_finite_loss_stops_with_the_last_good_checkpoint(tmp_path):
         _run(Exploding(), tmp_path / "run")
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGUSR1"])
+def test_a_preemption_signal_checkpoints_after_the_step_and_the_next_run_resumes_it(tmp_path, signame):
+    """A cluster's SIGTERM / SIGUSR1 mid-training: the step finishes, a checkpoint is saved (no
+    epoch end or periodic checkpoint is due), the run stops with Terminated (the CLI's exit 143),
+    and the next run resumes there and ends bit-identical to an uninterrupted run."""
+    import os
+    import signal
+
+    from harness.core.procs import Terminated
+
+    class Preempted(Regression):
+        def step(self, step, ctx):
+            if step == 2:  # the signal arrives while step 3 is computed
+                os.kill(os.getpid(), getattr(signal, signame))
+            return super().step(step, ctx)
+
+    whole_task = Regression(steps=6, epoch_steps=100)
+    whole, _ = _run(whole_task, tmp_path / "whole")
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        _run(Preempted(steps=6, epoch_steps=100), tmp_path / "run")
+    assert signal.getsignal(signal.SIGTERM) is before  # the training's handlers are gone again
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "run")] == [3]
+    resumed_task = Regression(steps=6, epoch_steps=100)
+    resumed, _ = _run(resumed_task, tmp_path / "run")
+    assert resumed.resumed_from == 3 and resumed.metrics == whole.metrics
+    for a, b in zip(whole_task.model.parameters(), resumed_task.model.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_periodic_checkpoints_every_n_steps(tmp_path):
+    _run(Regression(steps=6, epoch_steps=100), tmp_path / "run", checkpoint_every=2, keep_checkpoints=5)
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "run")] == [2, 4]
+
+
 def test_invalid_shared_settings_are_one_clear_error():
     with pytest.raises(HarnessError, match="invalid training config: warmup_ratio must be in"):
         LoopConfig(lr=1e-3, warmup_ratio=2.0)

@@ -8,8 +8,13 @@ import sys
 
 from harness import SEED
 from harness.commands._output import json_target, name_list, write_json
+from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.run.runner import run_method
+from harness.core.hardware import PLANNED_WORLD, default_processes, detect
+from harness.core.paths import cache_dir
+from harness.run import launch
+from harness.run.launch import Layout
+from harness.run.runner import declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
 
@@ -29,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", choices=["paper", "rehearsal", "mini", "tiny"], default=None,
                    help="settings profile: paper (the papers' settings), mini (CPU, MiniLM init: learns in "
                         "about 20 minutes), tiny (CPU, 2-layer random init: the fast code-path check); default: "
-                        "paper if the declared hardware is present, else mini where the method has it, else tiny")
+                        "paper on a GPU machine holding the paper run's data and checkpoints, else mini where the "
+                        "method has it, else tiny")
     p.add_argument("--dataset", action="append", default=None, metavar="NAME",
                    help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets")
     p.add_argument("--stage", choices=STOPPABLE, default=None, metavar="STAGE",
@@ -47,6 +53,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="MLflow tracking: best-effort (default: a slow or failing server is one warning and the "
                         "run goes on untracked) or required (a server failing its check stops the run before its "
                         "first stage; a later failure fails the command once the record and --json are written)")
+    dist = p.add_argument_group(
+        "several devices and nodes (torchrun's meanings; workers start through PyTorch's elastic launcher)")
+    dist.add_argument("--nproc-per-node", type=_count, default=None, metavar="N",
+                      help="worker processes on this node, one per device (default: every GPU present up to the "
+                           "spec's declared count; 1 on a CPU machine, where N > 1 runs gloo workers)")
+    dist.add_argument("--nnodes", type=_count, default=1, metavar="N", help="nodes in the run (default 1)")
+    dist.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank, 0..nnodes-1")
+    dist.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+                      help="node 0's address and a free port, the same on every node (several nodes); see "
+                           "docs/profiles-and-hardware.md for a SLURM example")
     p.set_defaults(func=_run)
 
 
@@ -58,17 +74,44 @@ def _seed(text: str) -> int:
     return int(text)
 
 
+def _count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    """The processes the run asks for; without --nproc-per-node, every GPU present up to the declared count."""
+    nproc = args.nproc_per_node
+    if nproc is None:
+        if args.dry_run or launch.inside_worker():
+            nproc = 1
+        else:
+            hw = detect()
+            nproc = 1 if hw.device_type != "cuda" else default_processes(hw, declared_hardware(args.method, args.profile))
+    return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.seed is not None and args.seed != SEED:
         # Every module reads the seed when it is imported: start again with it in the environment.
         os.environ["HARNESS_SEED"] = str(args.seed)
         os.execv(sys.executable, [sys.executable, "-m", "harness", *args.argv])
 
+    layout = _layout(args)
+    layout.check()
+    if args.dry_run and args.nproc_per_node is not None:
+        os.environ[PLANNED_WORLD] = str(layout.world_size)  # the plan shares the global batch over these
+    elif layout.world_size > 1 and not launch.inside_worker():
+        return launch.launch(layout, launch.worker_argv(args.argv), cache_dir() / "logs" / "ranks")
+
     datasets = name_list(args.dataset, "--dataset")
     json_target(args.json)  # a run refused its summary only after its last stage
     required = args.track == "required"
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
                         dry_run=args.dry_run, track_required=required)
+    if not ranks.is_main():
+        return 0  # rank 0 prints, records and writes --json
     if args.json:
         write_json(args.json, {
             "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],

@@ -33,13 +33,25 @@ def detect() -> Hardware:
     return Hardware("cpu", 1, (), cpus)
 
 
-def world_size(hw: Hardware) -> int:
-    """Devices a run trains on here (1 on CPU): the per-device share of a global batch divides by it."""
-    return hw.devices if hw.device_type == "cuda" else 1
+def default_processes(hw: Hardware, declared: dict[str, Any] | None) -> int:
+    """Processes ``run`` starts on this node when not told: every GPU present up to the declared
+    count (all of them when none is declared); one on a CPU machine or for a CPU profile."""
+    if hw.device_type != "cuda" or (declared or {}).get("device_type") == "cpu":
+        return 1
+    wanted = int((declared or {}).get("devices") or hw.devices)
+    return max(1, min(hw.devices, wanted))
 
 
-def declared_present(declared: dict[str, Any] | None, hw: Hardware) -> bool:
-    """True when the machine has at least the declared accelerators (or none are declared)."""
-    if not declared or declared.get("device_type", "cpu") == "cpu":
-        return True
-    return hw.device_type == "cuda" and hw.devices >= int(declared.get("devices", 1))
+PLANNED_WORLD = "HARNESS_PLANNED_WORLD_SIZE"  # set by `run --dry-run --nproc-per-node N --nnodes M`
+
+
+def world_size(hw: Hardware, declared: dict[str, Any] | None = None) -> int:
+    """Processes the run trains on together: the launcher's ``WORLD_SIZE`` inside a launched run; in a
+    plan, what ``run`` would start (its flags, else :func:`default_processes`). A global batch is
+    shared over these, never over the GPUs merely present."""
+    for name in ("WORLD_SIZE", PLANNED_WORLD):
+        raw = os.environ.get(name, "")
+        if raw.isdigit() and int(raw) >= 1:
+            return int(raw)
+    return default_processes(hw, declared)
+

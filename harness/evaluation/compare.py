@@ -40,6 +40,9 @@ PAPER_PROFILE = "paper"
 # Training-free families (BM25): deterministic, the same run every time, so no seed spread: the exact
 # rule grades their cells and their side of an effect adds no seed noise.
 TRAINING_FREE_FAMILIES = ("lexical",)
+# A run condition: what the run's training changed of its spec (e.g. a global batch its processes could
+# not share evenly). Every cell is NOT-COMPARABLE with such a run, the reason naming the stage.
+RAN_OTHERWISE = "ran_otherwise"
 
 _CELL_FIELDS = ("cell_id", "paper_file", "version", "table", "row", "column", "method", "benchmark", "measure",
                 "value")
@@ -142,6 +145,8 @@ def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
         return "run profile not stated (only 'paper' runs are compared with the papers)", ""
     if str(profile) != PAPER_PROFILE:
         return f"run profile is '{profile}', not '{PAPER_PROFILE}'", ""
+    if run_conditions.get(RAN_OTHERWISE):
+        return f"the run did not train as its spec declares: {run_conditions[RAN_OTHERWISE]}", ""
     run_method = run_conditions.get("method")
     if cell_method and run_method and cell_method != run_method:
         return f"cell is for method '{cell_method}', run is '{run_method}'", ""

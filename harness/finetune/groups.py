@@ -59,6 +59,7 @@ class BiEncoderTrainConfig(GroupTrainConfig):
     max_q_len: int = required()
     max_p_len: int = required()
     precision: str = required()
+    checkpoint_every: int = run_control()  # the stage's setting: a preempted fine-tuning loses at most this many steps
     negatives_across_devices: bool = True  # CoT-MAE's --negatives_x_device: gather passages of all ranks
 
     def check(self) -> None:

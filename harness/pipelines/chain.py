@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from harness import SEED
 from harness.core.errors import HarnessError
-from harness.core.hardware import detect, world_size
 from harness.data.catalog import get_benchmark
 from harness.data.requirements import train_split
 from harness.pipelines.bm25 import bm25_negatives_run
@@ -141,12 +140,6 @@ def training_key(ctx: "RunContext", stage: str, settings: StageSettings) -> dict
     name, split = train_split(ctx.spec)
     return {**settings.key(), "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
             "train_queries": f"{name}-{split}"}
-
-
-def detected_world_size() -> int:
-    """Devices this machine trains on (1 on CPU); the per-device share of a global batch divides by it."""
-
-    return world_size(detect())
 
 
 def encoder_stage(ctx: "RunContext") -> Path:

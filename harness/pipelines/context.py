@@ -8,6 +8,7 @@ stages a dry-run lists are the stages a run executes, with the same keys."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.fsutil import exclusive_lock
 from harness.core.paths import cache_dir
@@ -28,7 +30,7 @@ from harness.stages.artifacts import (
     hash_file,
 )
 from harness.stages.checkpoints import candidates, resolve_checkpoint
-from harness.stages.graph import STAGES, Stage, StopAfterStage
+from harness.stages.graph import EVERY_RANK, STAGES, Stage, StopAfterStage
 
 STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
 
@@ -135,41 +137,102 @@ class RunContext:
         stopped instead of starting the stage again.
         """
         stage = declared_stage(name, inputs)
-        resumable = stage.resumable
+        resumable, tags = stage.resumable, tags or {}
         cache = StageCache(name, config, inputs, code_version)
         if self.plan_only:
-            return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable, tags or {}))
+            return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable, tags))
         label = f"{name}/{dataset}" if dataset else name
+        if ranks.launched_world_size() > 1 and not ranks.in_solo():
+            return self._stop_if_asked(name, self._ranked_stage(stage, cache, dataset, config, build, label, tags))
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.
         with exclusive_lock(cache.lock_path, label) as waited:
-            done = cache.is_done()
-            # --force rebuilds a stage once per run, unless a concurrent run finished it while
-            # we waited (then it is as fresh as ours would be). The old output stays readable
-            # until the new one replaces it (StageCache.building).
-            rebuild = (self.force and done and cache.key not in self.forced
-                       and not (waited and cache.meta().get("finished", 0) >= self.started))
-            self.forced.add(cache.key)
-            if done and not rebuild:
-                print(f"[{label}] cached ({cache.dir})")
-                self.stages.add(name, dataset, True, 0.0, key=cache.key, **(tags or {}), **_cached_outputs(cache))
+            if self._reuse(cache, dataset, waited, label, tags):
                 return self._stop_if_asked(name, cache)
-            started = time.time()
-            if (cuda := _cuda()) is not None:
-                cuda.reset_peak_memory_stats()
-            with self.tracker.stage(label, {"stage": name, "dataset": dataset, **config}):
-                resume = resumable and not self.force  # --force recomputes: no resume from old work either
-                if resume and cache.partial.exists():
-                    print(f"[{label}] resuming from {cache.partial}")
-                with cache.building(keep_partial=resume) as work:
-                    meta = build(work) or {}
-                    cache.mark_finished(work, {**meta, BUILD_SECONDS: round(time.time() - started, 2)})
-                self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
+            with cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
+                self._build(cache, dataset, config, build, label, work, True, tags)
+        return self._stop_if_asked(name, cache)
+
+    def _reuse(self, cache: StageCache, dataset: str | None, waited: bool, label: str,
+               tags: dict[str, Any]) -> bool:
+        """Whether the finished output is used as it is (logged as a cached entry); the caller holds the lock.
+
+        --force rebuilds a stage once per run, unless a concurrent run finished it while we waited
+        (then it is as fresh as ours would be). The old output stays readable until the new one
+        replaces it (StageCache.building)."""
+        done = cache.is_done()
+        rebuild = (self.force and done and cache.key not in self.forced
+                   and not (waited and cache.meta().get("finished", 0) >= self.started))
+        self.forced.add(cache.key)
+        if done and not rebuild:
+            print(f"[{label}] cached ({cache.dir})")
+            self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags, **_cached_outputs(cache))
+            return True
+        return False
+
+    def _resumes(self, stage: Stage, cache: StageCache, label: str) -> bool:
+        resume = stage.resumable and not self.force  # --force recomputes: no resume from old work either
+        if resume and cache.partial.exists():
+            print(f"[{label}] resuming from {cache.partial}")
+        return resume
+
+    def _build(self, cache: StageCache, dataset: str | None, config: dict[str, Any],
+               build: Callable[[Path], dict[str, Any] | None], label: str, work: Path, finish: bool,
+               tags: dict[str, Any]) -> None:
+        """`build(work)` timed and tracked as the stage's MLflow child run; `finish`: mark it finished (rank 0)."""
+        started = time.time()
+        if (cuda := _cuda()) is not None:
+            cuda.reset_peak_memory_stats()
+        with self.tracker.stage(label, {"stage": cache.stage, "dataset": dataset, **config}):
+            meta = build(work) or {}
+            if finish:
+                cache.mark_finished(work, {**meta, BUILD_SECONDS: round(time.time() - started, 2)})
+            self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         cuda = _cuda()  # the stage may have imported torch itself
         peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}
-        self.stages.add(name, dataset, False, time.time() - started, key=cache.key, **(tags or {}), output=meta,
+        self.stages.add(cache.stage, dataset, False, time.time() - started, key=cache.key, **tags, output=meta,
                         **peak)
-        return self._stop_if_asked(name, cache)
+
+    def _ranked_stage(self, stage: Stage, cache: StageCache, dataset: str | None, config: dict[str, Any],
+                      build: Callable[[Path], dict[str, Any] | None], label: str,
+                      tags: dict[str, Any]) -> StageCache:
+        """One stage of a multi-process run. Rank 0 alone holds the stage's lock and decides whether the
+        cached output is used; every rank hears its answer. A training stage (``ranks`` EVERY_RANK) is
+        built by every rank together in rank 0's work folder (DDP; rank 0 writes the model); any other
+        stage by rank 0 alone (:func:`harness.core.ranks.solo`) while the others wait. No rank leaves
+        before rank 0 has marked the output finished, so every rank may read it next."""
+        from harness.training import distributed as D
+
+        main = ranks.is_main()
+        with exclusive_lock(cache.lock_path, label) if main else contextlib.nullcontext(False) as waited:
+            reuse = D.control_broadcast(self._reuse(cache, dataset, waited, label, tags) if main else None)
+            self.forced.add(cache.key)
+            if reuse:
+                if not main:
+                    self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags,
+                                    **_cached_outputs(cache))
+                return cache
+            if stage.ranks == EVERY_RANK:
+                if main:
+                    with cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
+                        D.control_broadcast(str(work))
+                        self._build(cache, dataset, config, build, label, work, False, tags)
+                        D.control_barrier()  # every rank's share is done before the output is marked
+                        cache.mark_finished(work, {**self.stages.entries[-1].get("output", {}),
+                                                   BUILD_SECONDS: self.stages.entries[-1]["seconds"]})
+                else:
+                    work = Path(D.control_broadcast(None))
+                    print(f"[{label}] rank {ranks.rank()}: training with the other ranks in {work}", flush=True)
+                    self._build(cache, dataset, config, build, label, work, False, tags)
+                    D.control_barrier()
+            elif main:
+                with ranks.solo(), cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
+                    self._build(cache, dataset, config, build, label, work, True, tags)
+            else:
+                print(f"[{label}] rank {ranks.rank()}: waiting for rank 0 to build it", flush=True)
+                self.stages.add(cache.stage, dataset, False, 0.0, key=cache.key, **tags, built_by="rank 0")
+            D.control_barrier()  # rank 0 has renamed the output into place
+        return cache
 
     def _stop_if_asked(self, name: str, cache: StageCache) -> StageCache:
         if name == self.stop_after:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
@@ -21,7 +22,6 @@ from harness.finetune.negatives import make_examples, negative_pool
 from harness.pipelines.chain import (
     Family,
     Runs,
-    detected_world_size,
     run_chain,
     train_queries,
     training_key,
@@ -51,7 +51,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
         examples = make_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        train_cfg = DenseTrainConfig(**settings.trainer_kwargs(detected_world_size()), seed=SEED)
+        train_cfg = DenseTrainConfig(**settings.trainer_kwargs(ranks.world_size()), seed=SEED)
         stats = train_dense(init_dir, examples, train_cfg, work / "model", passages=bench.corpus(),
                             logger=lambda step, m: ctx.tracker.log_metrics({f"{stage}/{k}": v for k, v in m.items()},
                                                                          step=step))

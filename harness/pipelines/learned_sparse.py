@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tqdm.auto import tqdm
 
 from harness import SEED
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run, write_trec_run
@@ -57,7 +58,6 @@ from harness.finetune.negatives import (
 from harness.pipelines.chain import (
     Family,
     Runs,
-    detected_world_size,
     mining_depth,
     run_chain,
     train_queries,
@@ -184,7 +184,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
                                                          for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        train_cfg = SpladeTrainConfig(**settings.splade_kwargs(detected_world_size()), distill=teacher_dir is not None,
+        train_cfg = SpladeTrainConfig(**settings.splade_kwargs(ranks.world_size()), distill=teacher_dir is not None,
                                       seed=SEED)
         stats = train_splade(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
                               logger=lambda step, m: ctx.tracker.log_metrics(

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.corpus.tokenizer import train_wordpiece
 from harness.data.catalog import benchmark_split, get_benchmark
@@ -267,16 +268,20 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         result = train(objective, examples_fn, tokenizer, train_cfg,
                        logger=lambda step, metrics: ctx.tracker.log_metrics(
                            {f"pretrain/{k}": v for k, v in metrics.items()}, step=step))
-        export_encoder(objective, tokenizer, work / "encoder",
-                       metadata={"method": ctx.spec.name, "profile": ctx.spec.profile, "spec_hash": ctx.spec.spec_hash})
-        # The encoder with its MLM head: learned-sparse fine-tuning (LexMAE) starts from the LM logits.
-        objective.masked_lm().save_pretrained(work / "mlm")
-        tokenizer.save_pretrained(work / "mlm")
+        if ranks.is_main():  # every rank holds the same weights after DDP; one writes them
+            export_encoder(objective, tokenizer, work / "encoder", metadata={
+                "method": ctx.spec.name, "profile": ctx.spec.profile, "spec_hash": ctx.spec.spec_hash})
+            # The encoder with its MLM head: learned-sparse fine-tuning (LexMAE) starts from the LM logits.
+            objective.masked_lm().save_pretrained(work / "mlm")
+            tokenizer.save_pretrained(work / "mlm")
         losses = result.loss_history
         head = sum(losses[:10]) / max(1, len(losses[:10]))
         tail = sum(losses[-10:]) / max(1, len(losses[-10:]))
         print(f"  pre-training loss: first 10 steps {head:.3f} -> last 10 steps {tail:.3f} ({result.step} steps)")
         return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
+                "world_size": result.plan["world_size"], "global_batch": result.plan["global_batch"],
+                "per_device_batch": result.plan["per_device_batch"],
+                "accumulation_steps": result.plan["accumulation_steps"],
                 "resumed_from": result.resumed_from, "notes": result.notes, "precision": result.precision,
                 "weight_change": result.weight_change}
 

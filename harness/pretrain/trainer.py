@@ -132,7 +132,7 @@ def plan_batches(
     grad_cache_chunk: int | None = None,
     gathers_across_ranks: bool = False,
 ) -> dict[str, Any]:
-    """Map the spec's global batch onto ``world_size`` devices holding ``per_device_batch``.
+    """Map the spec's global batch onto ``world_size`` devices holding at most ``per_device_batch``.
 
     Returns a dict with ``mode`` ("accumulation" | "grad_cache"), ``global_batch``,
     ``world_size``, ``per_device_batch``, ``per_rank_batch`` (examples per rank per step),
@@ -153,6 +153,7 @@ def plan_batches(
         )
     per_rank = g // w
     if supports_accumulation:
+        p = min(p, per_rank)  # more devices than the spec was written for: each holds its share, the batch is kept
         if per_rank % p:
             best = _divisors_at_most(per_rank, p)
             raise HarnessError(

@@ -240,7 +240,7 @@ def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> l
 
     pre = PretrainSettings.from_spec(spec)
     cls = objective_class(pre.objective)
-    n = world_size(hw)
+    n = world_size(hw, spec.get("hardware"))
     lines = [f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
              f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "
              f"lr {pre.lr}, warm-up {pre.warmup_ratio}, max length {pre.max_length}"]
@@ -271,7 +271,7 @@ def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> l
 def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str]:
     merged = finetune_settings(spec, retriever)
     s = StageSettings.from_spec(spec, retriever)
-    n = world_size(hw)
+    n = world_size(hw, spec.get("hardware"))
     q, p = s.global_queries, s.passages_per_query
     lines = [f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
              f"depth {s.negative_depth}, epochs {s.epochs}, lr {s.lr}"]

@@ -9,8 +9,15 @@ are :data:`MEASURED`. A stage's FLOPs are that step's scaled by its batch and st
 cost function its declaration names (harness/stages/graph.py ``cost``; the built-in stages' are defined here).
 
 Assumptions, stated with every projection:
-* utilisation: each kind of step reaches the same fraction of a GPU's dense fp16/bf16 peak as it
-  did on the H100 (11-39%), on the declared GPU too; devices scale linearly (no communication cost);
+* utilisation: on an H100/H200 each kind of step reaches the fraction of the dense fp16/bf16 peak it
+  reached in the measurement (11-39%); on another GPU type those fractions are scaled by what a
+  paper's own stated pre-training hours on that type imply (:func:`calibration`: from another
+  paper on the same type where there is one, so the paper's own hours stay a check; else from its
+  own, said so); devices scale linearly (no communication cost);
+* encoding runs at the end-to-end rate measured on the H100 (tokenisation included), 1/15 of the
+  forward-only rate (:data:`ENCODE_END_TO_END`, bench/README.md);
+* gradient caching (a contrastive objective whose batch does not fit) adds one forward pass to each
+  step: 4/3 of a plain step's FLOPs;
 * the CPU present runs at half of the fp32 matrix-multiply rate measured when the plan is printed;
 * memory: the measured peak scaled linearly with the per-device batch (activations dominate);
 * sizes: corpora as published (MS MARCO 8,841,823 passages; BEIR: Thakur et al. 2021, Table 1).
@@ -26,9 +33,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.hardware import world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
-from harness.spec.stage_settings import StageSettings
+from harness.pretrain.objectives import objective_class
+from harness.spec.method import load_method, pretraining_methods
+from harness.spec.stage_settings import RerankerSettings, StageSettings
 from harness.stages.graph import NOT_PROJECTED, STAGES, resolve
 
 MEASURED = PROJECT_ROOT / "bench" / "results" / "paper_shape_h100_2026-11-24.json"
@@ -47,6 +57,11 @@ BEIR_CORPUS = {"trec-covid": 171_332, "nfcorpus": 3_633, "nq": 2_681_468, "hotpo
 PRETRAIN_PASSAGES = {"wikipedia": 21_015_324, "msmarco-passage": MSMARCO_PASSAGES}
 # the SPLADE head (768 x 30,522 per token) over a BERT forward: encoding an impact index costs more
 SPLADE_HEAD_FACTOR = 1.27
+# bench/README.md (H100, 2026-11-24): bench_encode.py encoded 991 passages/s end to end (tokenisation
+# included) where the forward alone ran at ~15,000: real encoding is tokenisation-bound at 1/15 of it.
+ENCODE_END_TO_END = 1 / 15
+GRAD_CACHE_FACTOR = 4 / 3  # a forward + backward is ~3 forwards; gradient caching adds one forward
+MEASURED_GPUS = ("H100", "H200")  # the types whose utilisation is the measurement's own
 
 
 @dataclass
@@ -134,8 +149,27 @@ def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
         size = spec.get("corpus.max_passages") or PRETRAIN_PASSAGES.get(str(source))
         sequences = int(spec.get("pretrain.epochs")) * (size or 0)
         note = f"{spec.get('pretrain.epochs')} epochs over {size:,} passages" if size else "corpus size unknown"
-    return Cost(_label(entry), sequences * _per_sequence(objective) if objective and sequences else None,
+    factor = grad_cache_factor(spec)
+    if factor != 1.0:
+        note = "; ".join(filter(None, [note, "gradient caching: one extra forward per step (x4/3)"]))
+    return Cost(_label(entry), sequences * _per_sequence(objective) * factor if objective and sequences else None,
                 objective or "", int(spec.get("pretrain.per_device_batch") or 0), note)
+
+
+def grad_cache_factor(spec: Any, devices: int | None = None) -> float:
+    """:data:`GRAD_CACHE_FACTOR` when the spec's pre-training runs in gradient-cache mode on `devices`
+    (default: its declared devices), else 1."""
+    from harness.pretrain.trainer import plan_batches
+
+    objective = spec.get("pretrain.objective")
+    try:
+        cls = objective_class(str(objective))
+        plan = plan_batches(int(spec.get("pretrain.global_batch")), int(spec.get("pretrain.per_device_batch")),
+                            devices or int(spec.get("hardware.devices") or 1), cls.supports_accumulation,
+                            spec.get("pretrain.grad_cache_chunk"), cls.gathers_across_ranks)
+    except Exception:  # noqa: BLE001 - no objective or an impossible layout: the plan's batch lines say so
+        return 1.0
+    return GRAD_CACHE_FACTOR if plan["mode"] == "grad_cache" else 1.0
 
 
 def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
@@ -176,15 +210,58 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
 def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The cross-encoder's forward over the mined candidates of the training queries."""
 
-    depth = StageSettings.from_spec(spec, "retriever3").negative_depth  # retriever 2 mines this deep for it
+    stage = StageSettings.from_spec(spec, "retriever3")
+    positives, negatives = RerankerSettings.from_spec(spec).scored(stage)  # what the stage scores per query
+    pairs = positives + min(negatives, stage.negative_depth)
     queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
-    return Cost(_label(entry), queries * depth * _per_sequence("encode"), "encode", 512,
-                "cross-encoder forward over the mined candidates")
+    return Cost(_label(entry), queries * pairs * _per_sequence("encode"), "encode", 512,
+                f"cross-encoder forward over {pairs} scored pairs per query")
 
 
 def _utilisation(kind: str) -> float:
+    """The fraction of the H100's peak a step of `kind` reached in the measurement."""
     row = measured()[kind]
     return row["tflops"] / MEASURED_ON_PEAK
+
+
+def _gpu_type(name: Any) -> str | None:
+    return next((key for key in GPU_PEAK if key in str(name or "")), None)
+
+
+def _stated_pretraining(method: str) -> tuple[str, float, float] | None:
+    """(GPU type, stated hours, implied fraction of the H100-measured utilisation) of a paper spec that
+    states its pre-training hours on a known GPU type; None otherwise."""
+    spec = load_method(method, "paper")
+    hw = spec.get("hardware") or {}
+    gpu, hours = _gpu_type(hw.get("gpu")), hw.get("hours")
+    objective = str(spec.get("pretrain.objective"))
+    steps, batch = spec.get("pretrain.steps"), spec.get("pretrain.global_batch")
+    if not (gpu and hours and steps and batch) or objective not in measured():
+        return None
+    tflop = int(steps) * int(batch) * _per_sequence(objective) * grad_cache_factor(spec)
+    implied = tflop / (float(hours) * 3600 * int(hw.get("devices") or 1) * GPU_PEAK[gpu])
+    return gpu, float(hours), implied / _utilisation(objective)
+
+
+@functools.lru_cache(maxsize=16)
+def calibration(gpu: str, method: str) -> tuple[float, str]:
+    """(scale on the H100-measured utilisations, its source) for `gpu` in `method`'s projection: from the
+    stated pre-training hours of another paper on that GPU type where there is one (so `method`'s own
+    hours remain a check), else from its own (then its projection equals its hours by construction)."""
+    if gpu in MEASURED_GPUS:
+        return 1.0, "measured on one H100"
+    # One paper per family: a QC variant restates its base method's hours, so it is no independent check.
+    family = {m: m.removesuffix("_qc") for m in pretraining_methods("paper")}
+    stated = {family[m]: s for m in sorted(family, reverse=True)
+              if (s := _stated_pretraining(m)) and s[0] == gpu}
+    others = {m: s for m, s in stated.items() if m != method.removesuffix("_qc")}
+    source = others or stated
+    if not source:
+        return 1.0, f"the H100's fractions carried over (no measurement or stated hours on {gpu})"
+    scale = sum(s[2] for s in source.values()) / len(source)
+    names = ", ".join(f"{m} {s[1]:g} h" for m, s in source.items())
+    own = "" if others else " (its own: the projection matches them by construction)"
+    return scale, f"{gpu}: the H100's fractions x {scale:.2f}, from the stated pre-training hours of {names}{own}"
 
 
 def _gpu_peak(name: Any) -> float | None:
@@ -213,8 +290,11 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     devices = int(declared.get("devices") or 1)
     gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
     peak = _gpu_peak(gpu)
-    here_gpu = _gpu_peak(hw.names[0] if hw.names else "") if hw.device_type == "cuda" else None
-    here_devices = hw.devices if here_gpu else 1
+    scale, scale_why = calibration(_gpu_type(gpu), spec.name) if peak else (1.0, "")
+    here_name = hw.names[0] if hw.names else ""
+    here_gpu = _gpu_peak(here_name) if hw.device_type == "cuda" else None
+    here_scale = calibration(_gpu_type(here_name), spec.name)[0] if here_gpu else 1.0
+    here_devices = world_size(hw, declared) if here_gpu else 1  # the processes the run will start
     cpu = 0.0 if here_gpu else cpu_tflops() * CPU_UTILISATION
     here = "here" + (f" ({hw.describe()})" if here_gpu else f" (CPU, {cpu:.2f} TFLOP/s)")
     decl = f"{devices} x {gpu}" if gpu else "declared"
@@ -226,9 +306,9 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
         if c.tflop is None:
             lines.append(f"    {c.stage:<44} {'-':>9}  {'-':>16}  {'-':>30}  {'-':>15}  {c.note}")
             continue
-        util = _utilisation(c.kind)
-        t_decl = c.tflop / (devices * peak * util) if peak else None
-        t_here = c.tflop / (here_devices * here_gpu * util) if here_gpu else c.tflop / cpu
+        util = _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)
+        t_decl = c.tflop / (devices * peak * util * scale) if peak else None
+        t_here = c.tflop / (here_devices * here_gpu * util * here_scale) if here_gpu else c.tflop / cpu
         row = measured()[c.kind]
         mem = row["peak_gib"] * c.batch / row["batch"] if c.batch else None
         total_decl += t_decl or 0.0
@@ -241,9 +321,11 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     pre = next((c for c in costs if c.stage == "pretrain" and c.tflop), None)
     if declared.get("hours") and pre and peak:
         lines.append(f"    the paper states {declared['hours']} h of pre-training on {devices} x {gpu} (spec hardware; "
-                     f"projected here: {_hours(pre.tflop / (devices * peak * _utilisation(pre.kind)))})")
+                     f"projected here: {_hours(pre.tflop / (devices * peak * _utilisation(pre.kind) * scale))})")
     lines.append("    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
-                 "H100 (11-39%); linear scaling over devices; the CPU at half its measured fp32 matmul rate; peak "
+                 "H100 (11-39%)" + (f"; {scale_why}" if scale_why else "") + "; encoding at the H100's end-to-end "
+                 "rate (1/15 of the forward alone: tokenisation-bound); gradient caching adds a forward; linear "
+                 f"scaling over devices ({here_devices} here); the CPU at half its measured fp32 matmul rate; peak "
                  "memory scaled from the H100 bf16 measurement by the per-device batch")
     return lines
 
@@ -267,7 +349,10 @@ def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
     gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
     peak = _gpu_peak(gpu)
     projected = [c for c in costs if c.tflop is not None]
-    hours = (sum(c.tflop / (devices * peak * _utilisation(c.kind)) for c in projected) / 3600) if peak else None
+    scale = calibration(_gpu_type(gpu), spec.name)[0] if peak else 1.0
+    hours = (sum(c.tflop / (devices * peak * scale * _utilisation(c.kind)
+                            * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)) for c in projected) / 3600
+             if peak else None)
     return Total(sum(c.tflop for c in projected) / 1000, hours,
                  f"{devices} x {gpu}" if gpu else "declared hardware unknown",
                  tuple(c.stage for c in costs if c.tflop is None))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
+from harness.core import ranks
 from harness.records.tracking import git_commit, hardware, package_versions, write_run_record
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ def build_record(*, run_id: str, method: str, profile: str, spec: "MethodSpec | 
         "seed": SEED,
         "git": git_commit(),
         "packages": package_versions(),
-        "hardware": {"declared": spec.get("hardware") if spec is not None else None, "detected": hardware()},
+        "hardware": {"declared": spec.get("hardware") if spec is not None else None, "detected": hardware(),
+                     "processes": ranks.launched_world_size()},
         **({"substitutions": list(substitutions)} if substitutions else {}),
         "datasets": scores.datasets,
         **({"finetune_stage": final} if final.startswith("retriever") else {}),

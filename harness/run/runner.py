@@ -13,18 +13,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness import SEED
+from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.core.hardware import declared_present, detect
+from harness.core.hardware import detect
 from harness.core.paths import require_writable_homes
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
 from harness.evaluation.chance import describe as describe_chance
-from harness.evaluation.compare import TRAINING_FREE_FAMILIES, compare, format_comparison_table
+from harness.evaluation.compare import RAN_OTHERWISE, TRAINING_FREE_FAMILIES, compare, format_comparison_table
 from harness.evaluation.measures import evaluate_benchmark, normalise_subset_ids
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
-from harness.pipelines.context import RunContext, StageLog
+from harness.pipelines.context import STOP, RunContext, StageLog
 from harness.records.tracking import (
     Tracker,
     log_parent_summary,
@@ -37,6 +38,7 @@ from harness.run.scores import Scored, score_variants
 from harness.run.validation import require_valid
 from harness.spec.conditions import run_conditions
 from harness.spec.method import MethodSpec, load_method, profiles_of
+from harness.spec.stage_settings import PretrainSettings, StageSettings
 from harness.stages.artifacts import config_hash
 from harness.stages.graph import FAMILIES, StopAfterStage, resolve
 
@@ -52,31 +54,95 @@ def score_run_file(run_path: Path, bench: Any) -> Any:
     return evaluate_benchmark(run, bench, bench.eval_split)
 
 
-def stage_conditions(spec: MethodSpec, variant: str, final: str) -> dict[str, Any]:
+def stage_conditions(spec: MethodSpec, variant: str, final: str, batch_changed: str = "") -> dict[str, Any]:
     """What a run's stage states about its setting, for comparison with the papers' cells: the
-    conditions derived from its resolved spec (``harness.spec.conditions``) and which fine-tuning stage
-    (of how many) it is."""
+    conditions derived from its resolved spec (``harness.spec.conditions``), which fine-tuning stage
+    (of how many) it is, and what the run changed of the spec's batches (:func:`batch_changes`)."""
 
     conditions = run_conditions(spec.config, spec.name, spec.profile)
     if variant.startswith("retriever"):
         conditions.update(finetune_stage=variant, final_stage=final)
+    if batch_changed:
+        conditions[RAN_OTHERWISE] = batch_changed
     return conditions
 
 
+RETRIEVERS = ("retriever1", "retriever2", "retriever3")
+
+
+def batch_changes(spec: MethodSpec, entries: list[dict[str, Any]]) -> str:
+    """What the run's training stages changed of the spec's global batches ("" when every one kept
+    its batch): what ran, from each stage's output, not what the spec says, so a run whose processes
+    could not share the batch evenly is not graded against the paper's cells."""
+    changed = []
+    for entry in entries:
+        out, stage = entry.get("output") or {}, entry["stage"]
+        if stage in RETRIEVERS and out.get("effective_batch"):
+            settings = StageSettings.from_spec(spec, stage)
+            want = settings.global_queries * settings.passages_per_query
+            if out["effective_batch"] != want:
+                changed.append(f"{stage} trained on {out['effective_batch']} passages per step, the spec's global "
+                               f"batch is {want}")
+        if stage == "pretrain" and out.get("global_batch"):
+            want = PretrainSettings.from_spec(spec).global_batch
+            if out["global_batch"] != want:
+                changed.append(f"pretrain trained on {out['global_batch']} examples per step, the spec's is {want}")
+    return "; ".join(dict.fromkeys(changed))
+
+
 def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
-    """`paper` where the declared hardware is present; otherwise the CPU profile that learns
-    (`mini`) where the method has one, else `tiny`. Returns (profile, why)."""
+    """`paper` on a GPU machine where the paper run's data and checkpoints are present (fewer GPUs than
+    declared keep the global batch by accumulation); otherwise the CPU profile that learns (`mini`)
+    where the method has one, else `tiny`. Returns (profile, why): why names what was missing."""
 
     if requested:
         return requested, "requested with --profile"
     paper = load_method(spec_name, "paper")
     require_valid(paper)  # the choice reads its declared hardware
     hw = detect()
-    if declared_present(paper.get("hardware"), hw):
+    declared = paper.get("hardware") or {}
+    if declared.get("device_type", "cpu") == "cpu":
         return "paper", f"declared hardware is present ({hw.describe()})"
     fallback = "mini" if "mini" in profiles_of(spec_name) else "tiny"
-    return fallback, (f"declared hardware {paper.get('hardware.devices')} x {paper.get('hardware.device_type')} "
-                      f"is not present ({hw.describe()})")
+    if hw.device_type != "cuda":
+        return fallback, (f"declared hardware {declared.get('devices')} x {declared.get('device_type')} "
+                          f"is not present ({hw.describe()})")
+    missing = paper_run_missing(paper)
+    if missing:
+        return fallback, f"GPU present ({hw.describe()}) but the paper run's inputs are missing: {'; '.join(missing)}"
+    return "paper", (f"GPU present ({hw.describe()}; {declared.get('devices')} declared: the global batch is kept) "
+                     "with the paper run's data and checkpoints")
+
+
+def paper_run_missing(spec: MethodSpec) -> list[str]:
+    """What a run of `spec` would stop at for want of data or a checkpoint (its dry-run's stops)."""
+    with data_setting(spec):
+        ctx = plan_method(spec, list(spec.get("datasets", [])))
+    stops = [text[len(STOP):] for _, text in ctx.plan_notes if text.startswith(STOP)]
+    return list(dict.fromkeys(text.split(" (", 1)[0].split(". ", 1)[0] for text in stops))  # the what, not the how
+
+
+def declared_hardware(method: str, profile: str | None) -> dict[str, Any]:
+    """The hardware the run's profile declares (the one :func:`choose_profile` picks when none is asked)."""
+    return dict(load_method(method, choose_profile(method, profile)[0]).get("hardware") or {})
+
+
+def join_ranks() -> None:
+    """A launched worker joins its process group before the first stage: the stage hand-overs of
+    :meth:`RunContext.cached_stage` and DDP training need it (single-process runs skip this)."""
+    if ranks.launched_world_size() > 1:
+        from harness.training import distributed as D
+
+        info = D.init_distributed()
+        if info.is_main:
+            print(f"ranks: {info.world_size} processes on {info.backend} ({info.device.type}); rank 0 records the run")
+
+
+def rank_tracker(spec: MethodSpec, run_id: str, tags: dict[str, str], required: bool = False) -> Tracker:
+    """Rank 0's MLflow run; the other ranks of a launched run log nothing (one MLflow run per run)."""
+    if not ranks.is_main():
+        return Tracker(experiment=spec.name, run_name=f"rank {ranks.rank()}", tags={}, enabled=False)
+    return parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, tags, required=required)
 
 
 Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
@@ -111,8 +177,7 @@ def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
-    tracker = parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, {**run_tags(spec), "stage": stage},
-                             required=track_required)
+    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
     ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
     started = time.time()
     output = None
@@ -188,17 +253,21 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
                 "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
     require_writable_homes()
+    join_ranks()
     if stage is not None:
         return run_until(spec, datasets, stage, force, track_required)
 
     run_id = new_run_id(method, profile)
-    tracker = parent_tracker(method, method, profile, SEED, run_id, run_tags(spec), required=track_required)
+    tracker = rank_tracker(spec, run_id, run_tags(spec), track_required)
     ctx = RunContext(spec, tracker, StageLog(), force)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
         tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
         variants = pipeline(ctx, datasets)
+        if not ranks.is_main():  # rank 0 scores, compares and records; every stage is finished here
+            return {"method": method, "profile": profile, "run_id": None, "stages": ctx.stages.entries,
+                    "metrics": {}, "comparison": [], "run_record": None, "mlflow": None}
 
         def score(variant: str, name: str) -> Scored:
             return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
@@ -211,7 +280,7 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         cells = [c for c in reported if c.benchmark in scores.metrics]
         comparisons = []
         for variant in variants:
-            conditions = stage_conditions(spec, variant, final)
+            conditions = stage_conditions(spec, variant, final, batch_changes(spec, ctx.stages.entries))
             exact = spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed spread
             for comp in compare(scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions,
                                 exact=exact):

@@ -122,6 +122,8 @@ class StageSettings(Settings):
                                         NUMBER)
     representation: str = setting("sparse representation; only splade-max is implemented", "splade-max",
                                   one_of("splade-max"))
+    checkpoint_every: int = setting("steps between resumable checkpoints (besides epoch ends; a preempted run "
+                                    "also saves one when it stops)", 1000, WHOLE, keyed=False)
 
     @classmethod
     def from_spec(cls, spec: Any, stage: str) -> "StageSettings":
@@ -134,7 +136,8 @@ class StageSettings(Settings):
         return {"queries_per_device": max(1, self.global_queries // world_size),
                 "passages_per_query": self.passages_per_query, "lr": self.lr, "epochs": self.epochs,
                 "warmup_ratio": self.warmup_ratio, "weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
-                "max_q_len": self.max_q_len, "max_p_len": self.max_p_len, "precision": self.precision}
+                "max_q_len": self.max_q_len, "max_p_len": self.max_p_len, "precision": self.precision,
+                "checkpoint_every": self.checkpoint_every}
 
     def splade_kwargs(self, world_size: int) -> dict[str, Any]:
         """The SPLADE trainer's settings (harness.finetune.splade.SpladeTrainConfig) but ``distill``, which

@@ -11,6 +11,9 @@ its output (:class:`harness.stages.artifacts.StageCache`), its MLflow child run,
 - ``step``: the entry of a spec's ``stages:`` outline that runs it, and ``families`` the
   pipelines that can (:data:`FAMILY_STEPS` and the outline's rules derive from these);
 - ``resumable``: whether an interrupted build continues from its own checkpoints;
+- ``ranks``: in a multi-process run, :data:`EVERY_RANK` when every rank runs its build together (DDP
+  training), else :data:`MAIN_RANK`: rank 0 builds it alone while the others wait
+  (:meth:`harness.pipelines.context.RunContext.cached_stage`);
 - ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for the
   stages of one ``details_group`` (BM25 index and search share theirs);
 - ``cost``: its row of the dry-run's projection (:mod:`harness.run.projection`), :data:`NOT_PROJECTED`,
@@ -33,6 +36,7 @@ from typing import Any, Callable
 
 DENSE, SPARSE, LEXICAL = "dense", "learned-sparse", "lexical"
 TRAINED = (DENSE, SPARSE)
+EVERY_RANK, MAIN_RANK = "every rank", "rank 0"  # Stage.ranks
 NOT_PROJECTED = "not projected"  # Stage.cost: listed in the projection without FLOPs (no measured step of its kind)
 
 
@@ -51,6 +55,7 @@ class Stage:
     needs: tuple[str, ...] = ()
     families: tuple[str, ...] = TRAINED
     resumable: bool = False
+    ranks: str = MAIN_RANK
     details: str | None = None
     details_group: str = ""  # stages that share their settings lines; "" = its own name
     cost: str | None = None
@@ -90,7 +95,8 @@ GRAPH: tuple[Stage, ...] = (
     Stage("qgen", "generate queries per passage (query-as-context)", "corpus", ("passages", "qgen_model"),
           resumable=True, details=f"{PLAN}:qgen_details", cost=NOT_PROJECTED),
     Stage("pretrain", "pre-train the encoder with the objective, export it as a plain BERT", "pretrain",
-          ("tokenizer", "passages", "qgen"), resumable=True, details=f"{PLAN}:pretrain_details",
+          ("tokenizer", "passages", "qgen"), resumable=True, ranks=EVERY_RANK,
+          details=f"{PLAN}:pretrain_details",
           cost=f"{COST}:pretrain_cost"),
     Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",)),
     Stage("index", "Lucene BM25 index of the corpus", "index", families=(LEXICAL, *TRAINED),
@@ -100,7 +106,7 @@ GRAPH: tuple[Stage, ...] = (
     Stage("bm25_negatives", "the training queries' BM25 negatives from a published file (data.bm25_negatives)",
           "finetune_r1"),
     Stage("retriever1", "retriever 1: fine-tune on BM25 negatives", "finetune_r1",
-          ("pretrain", "random_init", "retrieve", "bm25_negatives"), resumable=True,
+          ("pretrain", "random_init", "retrieve", "bm25_negatives"), resumable=True, ranks=EVERY_RANK,
           details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
     Stage("dense_retrieve", "encode the queries, exact inner-product top-k over the corpus vectors (encoded once "
           "per model and corpus: harness/retrieval/corpus_vectors.py)", "evaluate",
@@ -112,16 +118,17 @@ GRAPH: tuple[Stage, ...] = (
           families=(SPARSE,), details=f"{PLAN}:impact_details", details_group="impact"),
     Stage("retriever2", "retriever 2: fine-tune on mined negatives", "finetune_r2",
           ("pretrain", "random_init", "retriever1", "retrieve", "bm25_negatives", "dense_retrieve", "impact_search"),
-          resumable=True, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
+          resumable=True, ranks=EVERY_RANK, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
     Stage("reranker", "train the tiny cross-encoder teacher", "finetune_r3",
           ("pretrain", "random_init", "retrieve", "bm25_negatives"), families=(SPARSE,), resumable=True,
+          ranks=EVERY_RANK,
           details=f"{PLAN}:teacher_details", details_group="teacher", cost=NOT_PROJECTED),
     Stage("teacher_scores", "score the mined candidates with the teacher", "finetune_r3",
           ("reranker", "impact_search"), families=(SPARSE,),
           details=f"{PLAN}:teacher_details", details_group="teacher", cost=f"{COST}:teacher_scores_cost"),
     Stage("retriever3", "retriever 3: distil the reranker's scores", "finetune_r3",
           ("pretrain", "random_init", "retriever1", "retriever2", "teacher_scores"), families=(SPARSE,),
-          resumable=True, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
+          resumable=True, ranks=EVERY_RANK, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
     Stage("merge_parts", "merge the runs of a benchmark's parts (cqadupstack's 12 forums) into one", "evaluate",
           ("retrieve", "dense_retrieve", "impact_search"), families=(LEXICAL, *TRAINED)),
     Stage("evaluate", "score the run with the benchmark's measures; compare with the papers", "evaluate",

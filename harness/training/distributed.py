@@ -3,20 +3,32 @@
 A run is distributed when torchrun (``python -m torch.distributed.run``) set ``WORLD_SIZE``
 > 1 in the environment (with ``RANK`` and ``LOCAL_RANK``). The backend is nccl on CUDA and
 gloo on CPU, so the same code path is tested here on CPU. Without torchrun every helper
-degrades to the single-process answer (rank 0 of 1), so callers never branch on it.
+degrades to the single-process answer (rank 0 of 1), so callers never branch on it; so does a
+block one rank runs alone (:func:`harness.core.ranks.solo`).
+
+Two timeouts: the training collectives fail after ``HARNESS_PG_TIMEOUT`` seconds (default 1800),
+so a hung rank cannot hold the others for ever; the stage hand-overs of
+:meth:`harness.pipelines.context.RunContext.cached_stage` (ranks waiting while rank 0 builds a
+data stage, which can take hours at MS MARCO scale) go through a gloo :func:`control_group`
+whose timeout is ``HARNESS_STAGE_WAIT`` seconds (default 7 days). A rank that dies is noticed
+by the launcher, which stops the others (:mod:`harness.run.launch`).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Iterable
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
+
+_CONTROL: list[Any] = []  # the gloo group for stage hand-overs, made once per process group
 
 
 @dataclass(frozen=True)
@@ -54,8 +66,8 @@ def init_distributed(device: str | None = None) -> DistInfo:
     ``device`` overrides the automatic choice (``cuda:LOCAL_RANK`` when CUDA is present,
     else ``cpu``); the backend follows the device type.
     """
-    world_size = _env_int("WORLD_SIZE", 1)
-    rank = _env_int("RANK", 0)
+    world_size = ranks.world_size()
+    rank = ranks.rank()
     local_rank = _env_int("LOCAL_RANK", 0)
     if device is None:
         dev = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
@@ -74,32 +86,50 @@ def init_distributed(device: str | None = None) -> DistInfo:
                 "WORLD_SIZE > 1 but MASTER_ADDR/MASTER_PORT are not set: launch multi-process "
                 "training with torchrun (python -m torch.distributed.run --nproc_per_node N ...)"
             )
-        dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+        dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=_env_int("HARNESS_PG_TIMEOUT", 1800)))
     else:
         backend = dist.get_backend()
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev, backend)
+
+
+def control_group() -> Any:
+    """The gloo group with the long timeout for stage hand-overs (made on first use, by every rank in
+    the same order, as :func:`torch.distributed.new_group` requires); ``None`` when not distributed."""
+    if not _active():
+        return None
+    if not _CONTROL:
+        _CONTROL.append(dist.new_group(backend="gloo",
+                                       timeout=timedelta(seconds=_env_int("HARNESS_STAGE_WAIT", 7 * 86400))))
+    return _CONTROL[0]
 
 
 def cleanup() -> None:
     """Leave the process group (call once at the end of a torchrun script)."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    _CONTROL.clear()
 
 
 def _active() -> bool:
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    return (not ranks.in_solo() and dist.is_available() and dist.is_initialized()
+            and dist.get_world_size() > 1)
 
 
 def get_rank() -> int:
+    if ranks.in_solo():
+        return 0
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
-    return _env_int("RANK", 0)
+    return ranks.rank()
 
 
 def get_world_size() -> int:
+    if ranks.in_solo():
+        return 1
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size()
-    return _env_int("WORLD_SIZE", 1)
+    return ranks.world_size()
 
 
 def is_main() -> bool:
@@ -110,6 +140,21 @@ def is_main() -> bool:
 def barrier() -> None:
     if _active():
         dist.barrier()
+
+
+def control_barrier() -> None:
+    """Wait for every rank on the control group (the long timeout: a rank may be building a data stage)."""
+    if _active():
+        dist.barrier(group=control_group())
+
+
+def control_broadcast(obj: Any, src: int = 0) -> Any:
+    """Rank ``src``'s (picklable) object on every rank, through the control group."""
+    if not _active():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src, group=control_group())
+    return box[0]
 
 
 def all_reduce_mean(value: torch.Tensor | float) -> torch.Tensor | float:

@@ -23,6 +23,12 @@ Weight change
     ``on_fresh_start`` (or the resumed checkpoint): a stage that left its weights where they started
     trained nothing, and the gate fails its record (harness.gate.grading.movement_rows). A run whose
     every step would take lr 0 (one step under linear warm-up) is refused before it starts.
+Preemption
+    SIGTERM, SIGUSR1 or SIGHUP during training (a cluster's preemption notice, ``scancel``, a closed
+    terminal) lets the step in flight finish; every rank learns of it in the step's metrics
+    collective, so all stop after the same step, save a checkpoint and raise
+    :class:`harness.core.procs.Terminated` (the CLI's "interrupted" line, exit 143). The next run
+    resumes from that checkpoint. A second signal stops at once.
 Metrics
     ``task.step`` returns scalar tensors (this rank's means); the engine averages them over ranks
     in one collective and adds ``lr`` (of the step just taken) and ``grad_norm`` (when clipping).
@@ -36,6 +42,7 @@ import contextlib
 import math
 import os
 import random
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +53,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
@@ -224,6 +232,12 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
     optimizer = build_optimizer(model, config)
     scheduler = linear_schedule(optimizer, total, warmup_steps(total, config.warmup_ratio))
     scaler = grad_scaler(precision)
+    if info.device.type == "cuda":  # what makes the GPU step fast, said once in the stage's notes
+        attention = {getattr(getattr(m, "config", None), "_attn_implementation", None) for m in model.modules()}
+        notes.say(f"on {torch.cuda.get_device_name(info.device)}: {precision}"
+                  f"{' with loss scaling' if scaler is not None else ''}, "
+                  f"{'fused' if optimizer.defaults.get('fused') else 'foreach'} AdamW, attention "
+                  f"{'/'.join(sorted(a for a in attention if a)) or 'eager'}, {info.world_size} process(es)")
     layout = {"world_size": info.world_size, **(layout or {})}
 
     if info.is_main:
@@ -286,10 +300,11 @@ def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.opt
     result.stopped_early = config.stop_after is not None and config.stop_after <= step < total
     bar = tqdm(total=total, initial=step, desc=task.name, unit="step", dynamic_ncols=True,
                disable=not (config.progress and info.is_main))
-    try:
+    with _stop_requests() as asked, contextlib.closing(bar):
         while step < total and not result.stopped_early:
             optimizer.zero_grad(set_to_none=True)
             local = task.step(step, ctx)
+            local[_STOP] = torch.tensor(1.0 if asked else 0.0)
             if scaler is not None:
                 scaler.unscale_(optimizer)
             grad_norm = None
@@ -305,6 +320,7 @@ def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.opt
             step += 1
 
             metrics = _reduce(local)
+            preempted = metrics.pop(_STOP) > 0  # some rank was asked to stop: all stop after this step
             if not math.isfinite(metrics["loss"]):
                 raise HarnessError(f"the {task.name} loss became {metrics['loss']} at step {step}; lower lr, "
                                    f"enable grad_clip or use fp32/bf16 (the last good checkpoint is {result.checkpoint})")
@@ -320,7 +336,7 @@ def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.opt
 
             stop_here = config.stop_after is not None and step >= config.stop_after and step < total
             periodic = bool(config.checkpoint_every) and step % config.checkpoint_every == 0
-            if stop_here or (step < total and (periodic or task.epoch_end(step))) or (
+            if preempted or stop_here or (step < total and (periodic or task.epoch_end(step))) or (
                     step == total and task.checkpoint_at_end):
                 trainer_state = {"step": step, "identity": identity, "layout": layout, "config": config.to_dict(),
                                  "precision": ctx.precision, "metrics": result.metrics, "task": task.state()}
@@ -335,8 +351,36 @@ def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.opt
             if stop_here:
                 result.stopped_early = True
                 notes.say(f"stopped after step {step} as asked (stop_after); run again to resume")
+            if preempted:
+                notes.say(f"stopped by a signal after step {step}; checkpoint {result.checkpoint}; run again to resume")
+                raise procs.Terminated(asked[0] if asked else signal.SIGTERM)
+
+
+_STOP = "_stop_requested"  # the metrics key that carries a rank's stop request through the step's collective
+
+
+@contextlib.contextmanager
+def _stop_requests() -> Iterator[list[int]]:
+    """The signals received during training (see Preemption in the module docstring); a second one
+    raises at once. Outside the main thread (no handlers there) nothing is caught."""
+    asked: list[int] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        if asked:
+            raise procs.Terminated(signum)
+        asked.append(signum)
+
+    old: dict[int, Any] = {}
+    for name in ("SIGTERM", "SIGUSR1", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+                old[signum] = signal.signal(signum, handler)
+    try:
+        yield asked
     finally:
-        bar.close()
+        for signum, previous in old.items():
+            signal.signal(signum, previous)
 
 
 def _reduce(local: dict[str, Tensor]) -> dict[str, float]:

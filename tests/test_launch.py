@@ -1,0 +1,227 @@
+"""Several processes: the launch flags, the world size a global batch is shared over, rank roles,
+and (slow) whole tiny runs under the elastic launcher on one node and on two nodes of 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.core import hardware, ranks
+from harness.core.errors import HarnessError
+from harness.core.hardware import Hardware, default_processes
+from harness.run.launch import Layout, inside_worker, worker_argv
+from harness.spec.method import load_method
+from harness.spec.stage_settings import StageSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+EIGHT_GPUS = Hardware("cuda", 8, ("H100",) * 8, 16)
+
+
+def test_worker_argv_drops_the_launch_flags_in_both_spellings():
+    argv = ["run", "--method", "cotmae", "--nproc-per-node", "2", "--nnodes=2", "--node-rank", "1",
+            "--rdzv-endpoint=127.0.0.1:29500", "--profile", "tiny"]
+    assert worker_argv(argv) == ["run", "--method", "cotmae", "--profile", "tiny"]
+
+
+@pytest.mark.parametrize("layout, fragment", [
+    (Layout(2, nnodes=2), "needs --rdzv-endpoint"),
+    (Layout(1, nnodes=2, node_rank=2, rdzv_endpoint="h:1"), "--node-rank 2 is outside 0..1"),
+    (Layout(1, rdzv_endpoint="nohost"), "is not HOST:PORT"),
+    (Layout(0), "whole numbers >= 1"),
+])
+def test_an_impossible_layout_is_one_line(layout, fragment):
+    with pytest.raises(HarnessError, match=fragment):
+        layout.check()
+
+
+def test_default_processes_every_gpu_up_to_the_declared_count():
+    assert default_processes(EIGHT_GPUS, {"device_type": "cuda", "devices": 16}) == 8
+    assert default_processes(EIGHT_GPUS, {"device_type": "cuda", "devices": 4}) == 4
+    assert default_processes(EIGHT_GPUS, {"device_type": "cpu", "devices": 1}) == 1  # a CPU profile
+    assert default_processes(Hardware("cpu", 1, (), 2), {"device_type": "cuda", "devices": 8}) == 1
+
+
+def test_one_process_keeps_the_papers_global_batch_whatever_gpus_are_present(monkeypatch):
+    """The 1/N shrink is gone: a single process on an 8-GPU machine trains the spec's whole batch;
+    the batch divides by the processes that train together (WORLD_SIZE), never by GPUs detected."""
+    monkeypatch.setattr(hardware, "detect", lambda: EIGHT_GPUS)
+    for name in ("WORLD_SIZE", "RANK", hardware.PLANNED_WORLD):
+        monkeypatch.delenv(name, raising=False)
+    settings = StageSettings.from_spec(load_method("cotmae", "paper"), "retriever1")
+    assert ranks.world_size() == 1 and not inside_worker()
+    assert settings.trainer_kwargs(ranks.world_size())["queries_per_device"] == settings.global_queries
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("RANK", "3")
+    assert settings.trainer_kwargs(ranks.world_size())["queries_per_device"] * 8 == settings.global_queries
+    assert inside_worker() and not ranks.is_main()
+    with ranks.solo():  # a data stage rank 0 builds alone counts as one process
+        assert ranks.world_size() == 1 and ranks.rank() == 0
+    assert ranks.world_size() == 8
+
+
+def test_on_a_gpu_machine_the_default_profile_says_which_paper_inputs_are_missing(monkeypatch):
+    from harness.run import runner
+
+    monkeypatch.setattr(runner, "detect", lambda: EIGHT_GPUS)
+    profile, why = runner.choose_profile("cotmae", None)
+    assert profile == "mini" and "GPU present (8 x H100) but the paper run's inputs are missing" in why
+    assert "bert-base-uncased" in why and len(why) < 600
+    assert runner.choose_profile("bm25", None)[0] == "paper"  # BM25 declares a CPU
+
+
+def test_a_run_that_did_not_keep_the_global_batch_is_not_comparable():
+    from harness.evaluation.compare import comparability
+    from harness.run.runner import batch_changes, stage_conditions
+
+    spec = load_method("cotmae", "paper")
+    s = StageSettings.from_spec(spec, "retriever1")
+    assert batch_changes(spec, [{"stage": "retriever1",
+                                 "output": {"effective_batch": s.global_queries * s.passages_per_query}}]) == ""
+    why = batch_changes(spec, [{"stage": "retriever1", "output": {"effective_batch": 128}},
+                               {"stage": "pretrain", "output": {"global_batch": 16384}}])
+    assert why == "retriever1 trained on 128 passages per step, the spec's global batch is 1024"
+    reason, _ = comparability(None, {}, stage_conditions(spec, "retriever1", "retriever2", why))
+    assert reason == f"the run did not train as its spec declares: {why}"
+    assert comparability(None, {}, stage_conditions(spec, "retriever2", "retriever2"))[0] == ""
+
+
+def _plan(monkeypatch, capsys, *flags: str) -> str:
+    from harness.cli import main
+
+    monkeypatch.setattr(hardware, "detect", lambda: EIGHT_GPUS)
+    import harness.run.plan as plan
+
+    monkeypatch.setattr(plan, "detect", lambda: EIGHT_GPUS)
+    monkeypatch.delenv(hardware.PLANNED_WORLD, raising=False)
+    assert main(["run", "--method", "cotmae", "--profile", "paper", "--dry-run", *flags]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_plan_shares_the_batch_over_the_processes_the_run_starts(monkeypatch, capsys):
+    one = _plan(monkeypatch, capsys, "--nproc-per-node", "1")
+    assert "(1 device(s) x 64 queries each)" in one
+    assert "here:     global batch 16384 = 64 per device x 1 device(s) x 256 accumulation step(s)" in one
+    eight = _plan(monkeypatch, capsys, "--nproc-per-node", "8")
+    assert "(8 device(s) x 8 queries each)" in eight
+    assert "here:     global batch 16384 = 64 per device x 8 device(s) x 32 accumulation step(s)" in eight
+
+
+# --- whole runs under the launcher (slow) -------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MLFLOW_TRACKING_URI")}
+    env.update(HARNESS_CACHE_DIR=str(tmp / "cache"), HARNESS_RUNS_DIR=str(tmp / "runs"),
+               OMP_NUM_THREADS="1")
+    return env
+
+
+def _harness(args: list[str], env: dict[str, str], timeout: int = 1200) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: int = 1200) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+def _records(tmp: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((tmp / "runs" / "records").glob("*.json"))]
+
+
+def _reference(method: str) -> dict:
+    """The newest committed one-process tiny reference of `method`."""
+    path = sorted((ROOT / "runs" / "records").glob(f"{method}__tiny__*.json"))[-1]
+    return json.loads(path.read_text())
+
+
+def _outputs(record: dict) -> dict[str, dict]:
+    return {e["stage"]: e.get("output") or {} for e in record["stages"] if e["stage"] in ("pretrain", "retriever1",
+                                                                                         "retriever2")}
+
+
+def _worker_pids(launcher: int) -> dict[int, int]:
+    """{rank: pid} of the workers a launcher process started (their environment says their rank)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) != launcher:
+                continue
+            env = dict(kv.split("=", 1) for kv in (stat.parent / "environ").read_text().split("\0") if "=" in kv)
+        except (OSError, ValueError, IndexError):
+            continue
+        if "RANK" in env:
+            found[int(env["RANK"])] = int(stat.parent.name)
+    return found
+
+
+@pytest.mark.slow
+def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_path):
+    """A worker killed mid-pre-training ends every rank with a line naming it; `run` again resumes
+    from the checkpoint and finishes one run, trained as the one-process reference was."""
+    args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2"]
+    first = _harness(args, _env(tmp_path))
+    deadline = time.time() + 1200
+    while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/checkpoints/step-*")) \
+            and time.time() < deadline:
+        assert first.poll() is None, first.communicate()[0][-3000:]
+        time.sleep(1)
+    os.kill(_worker_pids(first.pid)[1], signal.SIGKILL)
+    out, _ = first.communicate(timeout=600)  # every rank stopped, well within the process-group timeout
+    assert first.returncode not in (0, None) and "run: rank 1 (pid" in out and "the other ranks were stopped" in out
+    assert not _records(tmp_path)
+
+    out = _finish(_harness([*args, "--json", str(tmp_path / "run.json")], _env(tmp_path)))
+    assert "[pretrain] resuming from" in out
+    assert "this node runs ranks 0-1" in out and "ranks: 2 processes on gloo" in out
+    [record] = _records(tmp_path)  # one record, written by rank 0
+    assert record["hardware"]["processes"] == 2 and json.loads((tmp_path / "run.json").read_text())["run_id"]
+    assert record["mlflow"].get("run_id")  # one MLflow run, rank 0's
+    got, ref = _outputs(record), _outputs(_reference("cotmae"))
+    assert got["pretrain"]["plan"] == "global batch 32 = 16 per device x 2 device(s) x 1 accumulation step(s)"
+    assert got["pretrain"]["world_size"] == 2 and got["pretrain"]["global_batch"] == 32
+    assert "32 per device x 1 device(s)" in ref["pretrain"]["plan"]
+    for stage, key in (("pretrain", "loss_first10"), ("pretrain", "loss_last10"), ("retriever1", "loss_last"),
+                       ("retriever2", "loss_last")):
+        assert got[stage][key] == pytest.approx(ref[stage][key], rel=0.10), (stage, key)
+    for stage in ("retriever1", "retriever2"):
+        assert got[stage]["effective_batch"] == ref[stage]["effective_batch"]
+    logs = list((tmp_path / "cache" / "logs" / "ranks").rglob("stdout.log"))
+    assert logs and any("[pretrain] rank 1: training with the other ranks" in p.read_text() for p in logs)
+
+
+@pytest.mark.slow
+def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path):
+    """Two `run` invocations, one per node, meet at the endpoint and finish one run. They start from
+    the tiny reference's pre-trained encoder (copied in) so the nodes fine-tune and evaluate together."""
+    seed = tmp_path / "seed"
+    _finish(_harness(["run", "--method", "cotmae", "--profile", "tiny", "--stage", "pretrain"], _env(seed)))
+    env = _env(tmp_path)
+    shutil.copytree(seed / "cache", tmp_path / "cache")
+    endpoint = f"127.0.0.1:{_free_port()}"
+    common = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus", "--nnodes", "2",
+              "--nproc-per-node", "1", "--rdzv-endpoint", endpoint]
+    nodes = [_harness([*common, "--node-rank", str(r)], env) for r in (0, 1)]
+    outs = [_finish(p) for p in nodes]
+    assert "this node runs ranks 0-0" in outs[0] and "this node runs ranks 1-1" in outs[1]
+    [record] = _records(tmp_path)
+    assert record["hardware"]["processes"] == 2 and "nfcorpus" in record["metrics"]
+    trained = {e["stage"]: e for e in record["stages"] if e["stage"].startswith("retriever")}
+    assert trained and all(not e["cached"] for e in trained.values())
