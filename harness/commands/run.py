@@ -8,6 +8,7 @@ import sys
 
 from harness import SEED
 from harness.commands._output import name_list, write_json
+from harness.run.precision import FLAG_CHOICES
 from harness.run.runner import run_method
 from harness.stages.graph import STOPPABLE
 
@@ -40,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=_seed, default=None, metavar="N",
                    help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
                         "apart and its record goes to runs/seeds/, never among the gated records")
+    p.add_argument("--precision", choices=FLAG_CHOICES, default=None,
+                   help="what the profile's `precision: auto` resolves to, instead of measuring bf16 autocast "
+                        "against fp32 on this CPU (re-running a reference: its recorded precision)")
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
     p.set_defaults(func=_run)
 
@@ -58,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
 
     datasets = name_list(args.dataset, "--dataset")
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
-                        dry_run=args.dry_run)
+                        dry_run=args.dry_run, precision=args.precision)
     if args.json:
         write_json(args.json, {
             "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],

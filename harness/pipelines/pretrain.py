@@ -17,7 +17,7 @@ from harness.data.catalog import benchmark_split, get_benchmark
 from harness.pipelines.context import input_key
 from harness.pretrain.objectives import build_objective
 from harness.spec.block_settings import CorpusSettings, QgenSettings, TokenizerSettings
-from harness.spec.stage_settings import PretrainSettings
+from harness.spec.stage_settings import PretrainSettings, precision_source
 from harness.stages.checkpoints import resolve_checkpoint
 
 if TYPE_CHECKING:
@@ -263,6 +263,7 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         print(f"  pre-training loss: first 10 steps {head:.3f} -> last 10 steps {tail:.3f} ({result.step} steps)")
         return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
                 "resumed_from": result.resumed_from, "notes": result.notes, "precision": result.precision,
+                "precision_source": precision_source(ctx.spec, "pretrain"),
                 "weight_change": result.weight_change}
 
     return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2").dir / "encoder"

@@ -31,6 +31,7 @@ from harness.records.tracking import (
     parent_tracker,
 )
 from harness.run.plan import describe
+from harness.run.precision import resolve_precision
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
 from harness.run.validation import require_valid
@@ -148,13 +149,17 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
 
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
-               force: bool = False, stage: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+               force: bool = False, stage: str | None = None, dry_run: bool = False,
+               precision: str | None = None) -> dict[str, Any]:
+    """``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring."""
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
     # Every check a stage would make of the spec's values, before the first stage (and in a dry-run):
     # a wrong value stops the run now, not hours in when the stage that reads it starts.
     require_valid(spec)
+    # Before any key is computed (a dry-run's too): the keys hold the resolved precision, never `auto`.
+    spec = resolve_precision(spec, precision)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
         return _run_spec(spec, why, datasets, force, stage, dry_run)

@@ -1,0 +1,156 @@
+"""``precision: auto`` on a CPU: bf16 autocast or fp32, decided by timing both here, at the profile's shapes.
+
+Whether bf16 autocast is faster than fp32 on a CPU depends on the CPU and on the shapes: on one AMD
+EPYC (AVX512-BF16, no AMX) it ran a 4608x384 @ 384x1536 matmul 2.55x faster, yet a tiny-profile run
+took 24.0 s against fp32's 14.6 s; on one Intel CPU (family 6 model 207) bf16 ran at 0.6x. Machines
+of one kind differ from day to day, so no rule keyed on CPU flags can say: :func:`choose` times a
+matmul and one encoder forward at the profile's shapes in both precisions (a few seconds) and keeps
+bf16 where it is at least :data:`BF16_MIN_SPEEDUP` times faster. The answer is cached per CPU identity
+(model, family/model/stepping, the features the kernels dispatch on, torch's thread count and
+version) and shapes, as a small JSON under the cache folder, so a machine measures once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.core.fsutil import atomic_write_text
+from harness.core.hardware import cpu_identity
+
+# bf16 must beat fp32 by this much: a smaller gain is within a short measurement's noise on a shared
+# machine, and does not pay for a run that differs from the fp32 references (harness.gate.grading).
+BF16_MIN_SPEEDUP = 1.2
+# Each timing repeats its work for at least this long (best repetition kept), at most REPEATS times.
+MIN_SECONDS = 0.3
+REPEATS = 5
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """What the profile's encoder computes on: a BERT encoder's dimensions and a batch of sequences."""
+
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    batch: int
+    seq_len: int
+    vocab: int = 30522
+
+    def describe(self) -> str:
+        return (f"{self.layers} layers x {self.hidden} hidden, batch {self.batch} x {self.seq_len} tokens")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Seconds of one matmul and one encoder forward, fp32 and bf16 autocast (best repetition each)."""
+
+    matmul_fp32: float
+    matmul_bf16: float
+    forward_fp32: float
+    forward_bf16: float
+
+    @property
+    def speedup(self) -> float:
+        """fp32 time over bf16 time, matmul and forward together (> 1: bf16 faster)."""
+        return (self.matmul_fp32 + self.forward_fp32) / max(1e-12, self.matmul_bf16 + self.forward_bf16)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``auto`` resolved to, and from where: measured here now, or read from this machine's cache."""
+
+    precision: str
+    speedup: float | None  # None: nothing was measured (torch has no bf16 kernels for this CPU)
+    cached: bool
+    path: Path | None
+
+    def line(self, shapes: Shapes) -> str:
+        """The one line a run prints."""
+        if self.speedup is None:
+            return "precision auto: fp32 (torch computes no bf16 on this CPU; nothing measured)"
+        when = f"measured earlier on this CPU, {self.path}" if self.cached else "measured now"
+        return (f"precision auto: bf16 autocast ran {self.speedup:.2f}x fp32 at {shapes.describe()} "
+                f"({when}; bf16 needs >= {BF16_MIN_SPEEDUP}x): {self.precision}")
+
+
+def _best(fn: Callable[[], Any]) -> float:
+    """Best seconds of ``fn`` after one warm-up call, over repetitions lasting at least MIN_SECONDS."""
+    fn()
+    best, spent, n = float("inf"), 0.0, 0
+    while n < REPEATS and (spent < MIN_SECONDS or n < 2):
+        started = time.perf_counter()
+        fn()
+        took = time.perf_counter() - started
+        best, spent, n = min(best, took), spent + took, n + 1
+    return best
+
+
+def measure(shapes: Shapes) -> Measurement:
+    """Time a (batch x seq) x hidden @ hidden x intermediate matmul and one forward pass of a randomly
+    initialised BERT encoder of ``shapes``, each in fp32 and under CPU bf16 autocast."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from harness.training.precision import autocast
+
+    cpu = torch.device("cpu")
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(shapes.batch * shapes.seq_len, shapes.hidden, generator=gen)
+    b = torch.randn(shapes.hidden, shapes.intermediate, generator=gen)
+    config = BertConfig(vocab_size=shapes.vocab, hidden_size=shapes.hidden, num_hidden_layers=shapes.layers,
+                        num_attention_heads=shapes.heads, intermediate_size=shapes.intermediate,
+                        max_position_embeddings=max(512, shapes.seq_len))
+    model = BertModel(config, add_pooling_layer=False).eval()
+    ids = torch.randint(0, shapes.vocab, (shapes.batch, shapes.seq_len), generator=gen)
+
+    def timed(precision: str) -> tuple[float, float]:
+        with torch.inference_mode(), autocast(precision, cpu):
+            return _best(lambda: a @ b), _best(lambda: model(input_ids=ids))
+
+    mm32, fw32 = timed("fp32")
+    mm16, fw16 = timed("bf16")
+    return Measurement(round(mm32, 6), round(mm16, 6), round(fw32, 6), round(fw16, 6))
+
+
+def identity(shapes: Shapes) -> dict[str, Any]:
+    """What the answer depends on: the CPU, torch's threads and version, and the shapes."""
+    import torch
+
+    return {**cpu_identity(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+            "shapes": asdict(shapes)}
+
+
+def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurement] | None = None) -> Choice:
+    """bf16 or fp32 for ``shapes`` on this CPU: the cached answer under ``folder``, else measured now
+    (``measure_fn``, :func:`measure` by default) and cached."""
+    from harness.training.precision import cpu_bf16
+
+    if not cpu_bf16():
+        return Choice("fp32", None, False, None)
+    ident = identity(shapes)
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+    path = folder / f"{digest}.json"
+    if path.exists():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            speedup = Measurement(**saved["measurement"]).speedup
+            return Choice(_decide(speedup), round(speedup, 2), True, path)
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged file: measured again and rewritten
+    found = (measure_fn or measure)(shapes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({"identity": ident, "measurement": asdict(found),
+                                        "speedup": round(found.speedup, 3), "choice": _decide(found.speedup),
+                                        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                                       indent=1) + "\n")
+    return Choice(_decide(found.speedup), round(found.speedup, 2), False, path)
+
+
+def _decide(speedup: float) -> str:
+    return "bf16" if speedup >= BF16_MIN_SPEEDUP else "fp32"
