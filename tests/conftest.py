@@ -26,7 +26,8 @@ def fp32_measures_faster(monkeypatch):
     whatever this busy machine's timing says (tests/test_precision_auto.py patches the measurement itself)."""
     from harness.training import autoprecision
 
-    slow_bf16 = autoprecision.Measurement(matmul_fp32=1.0, matmul_bf16=2.0, forward_fp32=1.0, forward_bf16=2.0)
+    slow_bf16 = autoprecision.Measurement(matmul_fp32=1.0, matmul_bf16=2.0, forward_fp32=1.0, forward_bf16=2.0,
+                                           step_fp32=1.0, step_bf16=2.0)
     monkeypatch.setattr(autoprecision, "measure", lambda shapes: slow_bf16)
     return slow_bf16
 

@@ -4,8 +4,11 @@ Whether bf16 autocast is faster than fp32 on a CPU depends on the CPU and on the
 EPYC (AVX512-BF16, no AMX) it ran a 4608x384 @ 384x1536 matmul 2.55x faster, yet a tiny-profile run
 took 24.0 s against fp32's 14.6 s; on one Intel CPU (family 6 model 207) bf16 ran at 0.6x. Machines
 of one kind differ from day to day, so no rule keyed on CPU flags can say: :func:`choose` times a
-matmul and one encoder forward at the profile's shapes in both precisions (a few seconds) and keeps
-bf16 where it is at least :data:`BF16_MIN_SPEEDUP` times faster. The answer is cached per CPU identity
+matmul, one encoder forward and one training step (forward and backward) at the profile's shapes in
+both precisions (a few seconds) and keeps bf16 where its training step is at least
+:data:`BF16_MIN_SPEEDUP` times faster. The training step decides because ``auto`` sets the training
+stages' precision, and the forward alone misleads there: on the AMD machine, at the tiny profile's
+shapes, bf16 ran the forward 2.5x faster and the forward with its backward 0.93x (2026-11-26, busy). The answer is cached per CPU identity
 (model, family/model/stepping, the features the kernels dispatch on, torch's thread count and
 version) and shapes, as a small JSON under the cache folder, so a machine measures once.
 """
@@ -26,8 +29,8 @@ from harness.core.hardware import cpu_identity
 # machine, and does not pay for a run that differs from the fp32 references (harness.gate.grading).
 BF16_MIN_SPEEDUP = 1.2
 # Each timing repeats its work for at least this long (best repetition kept), at most REPEATS times.
-MIN_SECONDS = 0.3
-REPEATS = 5
+MIN_SECONDS = 0.2
+REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -48,17 +51,25 @@ class Shapes:
 
 @dataclass(frozen=True)
 class Measurement:
-    """Seconds of one matmul and one encoder forward, fp32 and bf16 autocast (best repetition each)."""
+    """Seconds of one matmul, one encoder forward and one training step (forward + backward), in fp32
+    and under bf16 autocast (best repetition each)."""
 
     matmul_fp32: float
     matmul_bf16: float
     forward_fp32: float
     forward_bf16: float
+    step_fp32: float
+    step_bf16: float
 
     @property
     def speedup(self) -> float:
-        """fp32 time over bf16 time, matmul and forward together (> 1: bf16 faster)."""
-        return (self.matmul_fp32 + self.forward_fp32) / max(1e-12, self.matmul_bf16 + self.forward_bf16)
+        """fp32 time over bf16 time of the training step, which decides (> 1: bf16 faster)."""
+        return self.step_fp32 / max(1e-12, self.step_bf16)
+
+    def ratios(self) -> str:
+        """fp32 / bf16 of each timing, e.g. 'matmul 2.55x, forward 1.64x, step 1.38x'."""
+        return ", ".join(f"{name} {getattr(self, name + '_fp32') / max(1e-12, getattr(self, name + '_bf16')):.2f}x"
+                         for name in ("matmul", "forward", "step"))
 
 
 @dataclass(frozen=True)
@@ -66,17 +77,21 @@ class Choice:
     """What ``auto`` resolved to, and from where: measured here now, or read from this machine's cache."""
 
     precision: str
-    speedup: float | None  # None: nothing was measured (torch has no bf16 kernels for this CPU)
+    measurement: Measurement | None  # None: nothing was measured (torch has no bf16 kernels for this CPU)
     cached: bool
     path: Path | None
 
     def line(self, shapes: Shapes) -> str:
         """The one line a run prints."""
-        if self.speedup is None:
+        if self.measurement is None:
             return "precision auto: fp32 (torch computes no bf16 on this CPU; nothing measured)"
-        when = f"measured earlier on this CPU, {self.path}" if self.cached else "measured now"
-        return (f"precision auto: bf16 autocast ran {self.speedup:.2f}x fp32 at {shapes.describe()} "
-                f"({when}; bf16 needs >= {BF16_MIN_SPEEDUP}x): {self.precision}")
+        when = f"measured earlier on this CPU: {self.path}" if self.cached else "measured now"
+        return (f"precision auto: {self.precision} -- bf16 autocast vs fp32 at {shapes.describe()}: "
+                f"{self.measurement.ratios()} ({when}; bf16 where the training step is >= {BF16_MIN_SPEEDUP}x)")
+
+    @property
+    def speedup(self) -> float | None:
+        return None if self.measurement is None else self.measurement.speedup
 
 
 def _best(fn: Callable[[], Any]) -> float:
@@ -92,8 +107,9 @@ def _best(fn: Callable[[], Any]) -> float:
 
 
 def measure(shapes: Shapes) -> Measurement:
-    """Time a (batch x seq) x hidden @ hidden x intermediate matmul and one forward pass of a randomly
-    initialised BERT encoder of ``shapes``, each in fp32 and under CPU bf16 autocast."""
+    """Time a (batch x seq) x hidden @ hidden x intermediate matmul, one forward pass of a randomly
+    initialised BERT encoder of ``shapes`` and one forward + backward of it, each in fp32 and under
+    CPU bf16 autocast (the loss in fp32, as the objectives compute theirs)."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -106,16 +122,22 @@ def measure(shapes: Shapes) -> Measurement:
     config = BertConfig(vocab_size=shapes.vocab, hidden_size=shapes.hidden, num_hidden_layers=shapes.layers,
                         num_attention_heads=shapes.heads, intermediate_size=shapes.intermediate,
                         max_position_embeddings=max(512, shapes.seq_len))
-    model = BertModel(config, add_pooling_layer=False).eval()
+    model = BertModel(config, add_pooling_layer=False)
     ids = torch.randint(0, shapes.vocab, (shapes.batch, shapes.seq_len), generator=gen)
 
-    def timed(precision: str) -> tuple[float, float]:
-        with torch.inference_mode(), autocast(precision, cpu):
-            return _best(lambda: a @ b), _best(lambda: model(input_ids=ids))
+    def step(precision: str) -> None:
+        with autocast(precision, cpu):
+            hidden = model(input_ids=ids).last_hidden_state
+        hidden.float().square().mean().backward()
+        model.zero_grad(set_to_none=True)
 
-    mm32, fw32 = timed("fp32")
-    mm16, fw16 = timed("bf16")
-    return Measurement(round(mm32, 6), round(mm16, 6), round(fw32, 6), round(fw16, 6))
+    def timed(precision: str) -> tuple[float, float, float]:
+        with torch.inference_mode(), autocast(precision, cpu):
+            mm, fw = _best(lambda: a @ b), _best(lambda: model(input_ids=ids))
+        return mm, fw, _best(lambda: step(precision))
+
+    fp32, bf16 = timed("fp32"), timed("bf16")
+    return Measurement(*(round(t, 6) for pair in zip(fp32, bf16) for t in pair))
 
 
 def identity(shapes: Shapes) -> dict[str, Any]:
@@ -138,18 +160,19 @@ def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurem
     path = folder / f"{digest}.json"
     if path.exists():
         try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-            speedup = Measurement(**saved["measurement"]).speedup
-            return Choice(_decide(speedup), round(speedup, 2), True, path)
+            saved = Measurement(**json.loads(path.read_text(encoding="utf-8"))["measurement"])
+            return Choice(_decide(saved.speedup), saved, True, path)
         except (ValueError, KeyError, TypeError):
             pass  # a damaged file: measured again and rewritten
+    started = time.perf_counter()
     found = (measure_fn or measure)(shapes)
+    seconds = round(time.perf_counter() - started, 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"identity": ident, "measurement": asdict(found),
                                         "speedup": round(found.speedup, 3), "choice": _decide(found.speedup),
-                                        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                                        "seconds": seconds, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                        indent=1) + "\n")
-    return Choice(_decide(found.speedup), round(found.speedup, 2), False, path)
+    return Choice(_decide(found.speedup), found, False, path)
 
 
 def _decide(speedup: float) -> str:
