@@ -243,13 +243,6 @@ def precision_difference(record: RunRecord, ref: RunRecord) -> str:
                      if stage in mine and mine[stage] != theirs[stage])
 
 
-def precision_difference(record: RunRecord, ref: RunRecord) -> str:
-    """'pretrain bf16 -> fp32; ...' for the stages both records name with different precisions, else ''."""
-    mine, theirs = stage_precisions(record), stage_precisions(ref)
-    return "; ".join(f"{stage} {theirs[stage]} -> {mine[stage]}" for stage in theirs
-                     if stage in mine and mine[stage] != theirs[stage])
-
-
 def hardware_difference(record: RunRecord, ref: RunRecord) -> str:
     """A note naming how the two runs' machines differ, where the records say (training is
     bit-identical only on the same CPU model, instruction sets and thread count)."""

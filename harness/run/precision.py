@@ -67,10 +67,11 @@ def profile_shapes(spec: MethodSpec) -> Shapes:
     return Shapes(**arch, batch=stage.global_queries * stage.passages_per_query, seq_len=stage.max_p_len)
 
 
-def resolve_precision(spec: MethodSpec, flag: str | None = None,
-                      say: Callable[[str], None] = print) -> MethodSpec:
+def resolve_precision(spec: MethodSpec, flag: str | None = None, say: Callable[[str], None] = print,
+                      save: bool = True) -> MethodSpec:
     """``spec`` with what its ``auto`` precision resolves to here (and how), said in one line; a spec
-    without ``auto`` is returned as it is (the flag then changes nothing, and says so)."""
+    without ``auto`` is returned as it is (the flag then changes nothing, and says so). ``save=False``
+    (a dry-run): a measurement is not cached."""
     if flag is not None and flag not in FLAG_CHOICES:
         raise HarnessError(f"--precision {flag}: choose one of {', '.join(FLAG_CHOICES)}")
     if not declares_auto(spec):
@@ -84,6 +85,6 @@ def resolve_precision(spec: MethodSpec, flag: str | None = None,
         say("precision auto: fp32 (a GPU profile runs auto in fp32; its paper's precision is stated where it has one)")
         return dataclasses.replace(spec, precision="fp32", precision_source="spec")
     shapes = profile_shapes(spec)
-    choice = choose(shapes, cache_dir() / "precision")
+    choice = choose(shapes, cache_dir() / "precision", save=save)
     say(choice.line(shapes))
     return dataclasses.replace(spec, precision=choice.precision, precision_source="measured")

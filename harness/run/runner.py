@@ -159,7 +159,7 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
     # a wrong value stops the run now, not hours in when the stage that reads it starts.
     require_valid(spec)
     # Before any key is computed (a dry-run's too): the keys hold the resolved precision, never `auto`.
-    spec = resolve_precision(spec, precision)
+    spec = resolve_precision(spec, precision, save=not dry_run)  # a dry-run writes nothing
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
         return _run_spec(spec, why, datasets, force, stage, dry_run)

@@ -148,9 +148,11 @@ def identity(shapes: Shapes) -> dict[str, Any]:
             "shapes": asdict(shapes)}
 
 
-def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurement] | None = None) -> Choice:
+def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurement] | None = None,
+           save: bool = True) -> Choice:
     """bf16 or fp32 for ``shapes`` on this CPU: the cached answer under ``folder``, else measured now
-    (``measure_fn``, :func:`measure` by default) and cached."""
+    (``measure_fn``, :func:`measure` by default) and cached there unless ``save`` is False (a dry-run
+    writes nothing)."""
     from harness.training.precision import cpu_bf16
 
     if not cpu_bf16():
@@ -167,6 +169,8 @@ def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurem
     started = time.perf_counter()
     found = (measure_fn or measure)(shapes)
     seconds = round(time.perf_counter() - started, 1)
+    if not save:
+        return Choice(_decide(found.speedup), found, False, None)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"identity": ident, "measurement": asdict(found),
                                         "speedup": round(found.speedup, 3), "choice": _decide(found.speedup),
