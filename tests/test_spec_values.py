@@ -224,7 +224,8 @@ def test_a_trainer_config_reports_every_range_problem_with_its_field():
 
     from harness.spec.stage_settings import PretrainSettings
 
-    settings = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0)
+    settings = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0,
+                                precision="fp32")  # a run resolves the default `auto` before training
     with pytest.raises(ConfigError) as err:
         TrainConfig(**settings.trainer_kwargs(0), output_dir=".")
     assert [key for key, _ in err.value.problems] == ["lr", "warmup_ratio", "steps"]

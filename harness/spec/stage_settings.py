@@ -36,7 +36,6 @@ BI_ENCODER_TEACHER = "bi-encoder"
 # else fp32 (harness.training.autoprecision; `run --precision` overrides); a GPU profile's `auto` is fp32.
 # A stage's cache key holds the precision `auto` resolved to (MethodSpec.precision), never `auto`.
 AUTO = "auto"
-PRECISIONS = (AUTO, "fp32", "fp16", "bf16")
 PRECISION_MEANING = ("training precision: auto (CPU: bf16 where measured faster here, else fp32; GPU: fp32), "
                      "fp32, fp16 (CUDA) or bf16 (CUDA, or a CPU whose torch computes bf16)")
 
@@ -97,7 +96,7 @@ class PretrainSettings(BlockSettings):
     weight_decay: float = setting("AdamW weight decay", 0.01, NUMBER)
     grad_clip: float | None = setting("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
     max_length: int = setting("input length in tokens", 144, WHOLE)
-    precision: str = setting(PRECISION_MEANING, AUTO, one_of(*PRECISIONS))
+    precision: str = setting(PRECISION_MEANING, AUTO, TEXT)
     log_every: int = setting("steps between logged losses", 10, WHOLE, keyed=False)
     checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE, keyed=False)
     objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
@@ -144,7 +143,7 @@ class StageSettings(Settings):
     negative_depth: int = setting("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH,
                                   POSITIVE_WHOLE)
     grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
-    precision: str = setting(PRECISION_MEANING, AUTO, one_of(*PRECISIONS))
+    precision: str = setting(PRECISION_MEANING, AUTO, TEXT)
     flops_lambda: float = setting("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
     query_flops_ratio: float = setting("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75,
                                        NUMBER)
