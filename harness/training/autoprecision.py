@@ -28,8 +28,8 @@ from harness.core.hardware import cpu_identity
 # bf16 must beat fp32 by this much: a smaller gain is within a short measurement's noise on a shared
 # machine, and does not pay for a run that differs from the fp32 references (harness.gate.grading).
 BF16_MIN_SPEEDUP = 1.2
-# Each timing repeats its work for at least this long (best repetition kept), at most REPEATS times.
-MIN_SECONDS = 0.2
+# Each pair of timings alternates fp32 and bf16 this many times after a warm-up of each (best kept):
+# alternating, a machine whose load changes during the measurement slows both sides alike.
 REPEATS = 3
 
 
@@ -94,16 +94,16 @@ class Choice:
         return None if self.measurement is None else self.measurement.speedup
 
 
-def _best(fn: Callable[[], Any]) -> float:
-    """Best seconds of ``fn`` after one warm-up call, over repetitions lasting at least MIN_SECONDS."""
-    fn()
-    best, spent, n = float("inf"), 0.0, 0
-    while n < REPEATS and (spent < MIN_SECONDS or n < 2):
-        started = time.perf_counter()
-        fn()
-        took = time.perf_counter() - started
-        best, spent, n = min(best, took), spent + took, n + 1
-    return best
+def _best_pair(fp32: Callable[[], Any], bf16: Callable[[], Any]) -> tuple[float, float]:
+    """Best seconds of each of two calls, timed in turn REPEATS times after one warm-up call each."""
+    fp32(), bf16()
+    best = [float("inf"), float("inf")]
+    for _ in range(REPEATS):
+        for i, fn in enumerate((fp32, bf16)):
+            started = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - started)
+    return best[0], best[1]
 
 
 def measure(shapes: Shapes) -> Measurement:
@@ -125,19 +125,29 @@ def measure(shapes: Shapes) -> Measurement:
     model = BertModel(config, add_pooling_layer=False)
     ids = torch.randint(0, shapes.vocab, (shapes.batch, shapes.seq_len), generator=gen)
 
-    def step(precision: str) -> None:
-        with autocast(precision, cpu):
-            hidden = model(input_ids=ids).last_hidden_state
-        hidden.float().square().mean().backward()
-        model.zero_grad(set_to_none=True)
+    def matmul(precision: str) -> Callable[[], Any]:
+        def run() -> None:  # ten in a row: one matmul at the tiny shapes takes well under a millisecond
+            with torch.inference_mode(), autocast(precision, cpu):
+                for _ in range(10):
+                    a @ b
+        return run
 
-    def timed(precision: str) -> tuple[float, float, float]:
-        with torch.inference_mode(), autocast(precision, cpu):
-            mm, fw = _best(lambda: a @ b), _best(lambda: model(input_ids=ids))
-        return mm, fw, _best(lambda: step(precision))
+    def forward(precision: str) -> Callable[[], Any]:
+        def run() -> None:
+            with torch.inference_mode(), autocast(precision, cpu):
+                model(input_ids=ids)
+        return run
 
-    fp32, bf16 = timed("fp32"), timed("bf16")
-    return Measurement(*(round(t, 6) for pair in zip(fp32, bf16) for t in pair))
+    def step(precision: str) -> Callable[[], Any]:
+        def run() -> None:
+            with autocast(precision, cpu):
+                hidden = model(input_ids=ids).last_hidden_state
+            hidden.float().square().mean().backward()
+            model.zero_grad(set_to_none=True)
+        return run
+
+    pairs = [_best_pair(kind("fp32"), kind("bf16")) for kind in (matmul, forward, step)]
+    return Measurement(*(round(t, 6) for pair in pairs for t in pair))
 
 
 def identity(shapes: Shapes) -> dict[str, Any]:
