@@ -79,8 +79,18 @@ def test_without_bf16_kernels_nothing_is_measured(tmp_path, monkeypatch):
     assert choice.precision == "fp32" and choice.measurement is None and "nothing measured" in choice.line(SHAPES)
 
 
+def auto_spec(method: str = "cotmae_qc", profile: str = "tiny"):
+    """The profile with ``precision: auto`` stated for pre-training and fine-tuning (the profiles state fp32
+    until bf16's accuracy on mini is checked against fp32's seed spread)."""
+    spec = load_method(method, profile)
+    config = json.loads(json.dumps(spec.config))
+    config["pretrain"]["precision"] = "auto"
+    config["finetune"]["precision"] = "auto"
+    return type(spec)(spec.name, spec.profile, spec.path, config)
+
+
 def test_auto_resolves_the_stage_settings_and_keys_and_the_flag_overrides(monkeypatch, capsys):
-    spec = load_method("cotmae_qc", "tiny")
+    spec = auto_spec()
     assert PretrainSettings.from_spec(spec).precision == "auto"  # unresolved: the spec says auto
     monkeypatch.setattr(autoprecision, "measure", Counting(FAST_BF16))
     fast = run_precision.resolve_precision(spec)
@@ -106,10 +116,10 @@ def test_fp32_chosen_gives_the_keys_of_the_fp32_profile(monkeypatch):
     fp32 every stage key and the spec hash are theirs."""
     monkeypatch.setattr(autoprecision, "measure", Counting(SLOW_BF16))
     for profile in ("tiny", "mini"):
-        spec = load_method("cotmae_qc", profile)
+        spec = auto_spec("cotmae_qc", profile)
         resolved = run_precision.resolve_precision(spec, say=lambda line: None)
         config = json.loads(json.dumps(spec.config))
-        config["pretrain"]["precision"] = "fp32"
+        config["pretrain"]["precision"] = config["finetune"]["precision"] = "fp32"
         assert resolved.precision == "fp32" and settings_hash(config) == spec.spec_hash
         assert PretrainSettings.from_spec(resolved).key() == PretrainSettings.from_mapping(config["pretrain"], "p").key()
         assert StageSettings.from_spec(resolved, "retriever1").key()["precision"] == "fp32"

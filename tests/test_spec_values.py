@@ -81,6 +81,13 @@ CASES = [
          "-1 is out of range: must be > 0 (e.g. quantization: 100)"),
     Case("lexmae", "max_query_terms: 64}", "max_query_terms: 2048}", "retrieval.max_query_terms",
          "2048 is out of range: must be in [1, 1024]", "mini", "  mini:", True),
+    # non-finite numbers and sizes no machine holds (issue 40): `lr: .inf` ran to a NaN loss at step 2
+    Case("cotmae", "lr: 4.0e-4", "lr: .inf", "pretrain.lr", "inf is not a finite number"),
+    Case("cotmae", "lr: 4.0e-4", "lr: .nan", "pretrain.lr", "nan is not a finite number"),
+    Case("cotmae", "  global_queries: 64", "  global_queries: 99999999999999999999999", "finetune.global_queries",
+         "99999999999999999999999 is out of range: must be in [1, 1e+12]"),
+    Case("cotmae", "  seed: 42", "  seed: 99999999999999999999999", "corpus.seed",
+         "is out of range: must be in [0, 4294967295]"),
     # unknown names, each with a did-you-mean where one is close
     Case("cotmae", "objective: cotmae", "objective: cotmea", "pretrain.objective",
          "unknown objective 'cotmea' (did you mean cotmae?; known: cocondenser, cotmae, cpdae, lexmae, mlm, none)"),
@@ -224,8 +231,7 @@ def test_a_trainer_config_reports_every_range_problem_with_its_field():
 
     from harness.spec.stage_settings import PretrainSettings
 
-    settings = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0,
-                                precision="fp32")  # a run resolves the default `auto` before training
+    settings = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0)
     with pytest.raises(ConfigError) as err:
         TrainConfig(**settings.trainer_kwargs(0), output_dir=".")
     assert [key for key, _ in err.value.problems] == ["lr", "warmup_ratio", "steps"]

@@ -161,8 +161,7 @@ def test_trainer_identities_leave_out_run_controls_only():
     controls = {f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("run_control")}
     assert controls == {"checkpoint_every", "keep_checkpoints", "stop_after", "log_every", "progress", "device",
                         "output_dir", "find_unused_parameters"}
-    stage = StageSettings.from_mapping({"lr": 1e-4, "global_queries": 4, "passages_per_query": 4, "epochs": 1,
-                                        "precision": "fp32"}, "x")  # a run resolves the default `auto`
+    stage = StageSettings.from_mapping({"lr": 1e-4, "global_queries": 4, "passages_per_query": 4, "epochs": 1}, "x")
     config = DenseTrainConfig(**stage.trainer_kwargs(1))
     base = config.identity()
     for f in dataclasses.fields(LoopConfig):

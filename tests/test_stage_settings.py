@@ -18,7 +18,7 @@ BASE = {"lr": 1e-5, "global_queries": 8, "passages_per_query": 4, "epochs": 1}
 def test_absent_keys_take_the_declared_defaults_and_a_null_clip_is_off():
     s = StageSettings.from_mapping(BASE, "spec.yaml: finetune.retriever1")
     assert (s.max_q_len, s.max_p_len, s.warmup_ratio, s.weight_decay, s.negative_depth) == (32, 144, 0.1, 0.0, 200)
-    assert s.grad_clip == 1.0 and s.precision == "auto" and s.start_terms is None
+    assert s.grad_clip == 1.0 and s.precision == "fp32" and s.start_terms is None
     assert StageSettings.from_mapping({**BASE, "grad_clip": None}, "x").grad_clip is None
     assert StageSettings.from_mapping({**BASE, "max_q_len": None}, "x").max_q_len == 32  # null = default
 

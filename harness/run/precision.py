@@ -38,8 +38,8 @@ def finetune_stages(spec: MethodSpec) -> list[str]:
 
 def declares_auto(spec: MethodSpec) -> bool:
     """Whether a training stage of the spec says ``precision: auto`` (stated, or by default)."""
-    stated = [PretrainSettings.values(spec).get("precision", AUTO)] if pretrains(spec) else []
-    stated += [finetune_settings(spec, stage).get("precision", AUTO) for stage in finetune_stages(spec)]
+    stated = [PretrainSettings.values(spec).get("precision", "fp32")] if pretrains(spec) else []
+    stated += [finetune_settings(spec, stage).get("precision", "fp32") for stage in finetune_stages(spec)]
     return AUTO in stated
 
 

@@ -57,7 +57,7 @@ def precision_source(spec: Any, stage: str) -> str:
     """How ``stage``'s precision (pretrain, retriever1..3) was chosen, for its record: "measured" or
     "flag" where it says ``auto`` (MethodSpec.precision_source), else "spec" (stated)."""
     block = (spec.get("pretrain") or {}) if stage == "pretrain" else finetune_settings(spec, stage)
-    if block.get("precision", AUTO) != AUTO:
+    if block.get("precision", "fp32") != AUTO:
         return "spec"
     return getattr(spec, "precision_source", None) or "spec"
 
@@ -96,7 +96,7 @@ class PretrainSettings(BlockSettings):
     weight_decay: float = setting("AdamW weight decay", 0.01, NUMBER)
     grad_clip: float | None = setting("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
     max_length: int = setting("input length in tokens", 144, WHOLE)
-    precision: str = setting(PRECISION_MEANING, AUTO, TEXT)
+    precision: str = setting(PRECISION_MEANING, "fp32", TEXT)
     log_every: int = setting("steps between logged losses", 10, WHOLE, keyed=False)
     checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE, keyed=False)
     objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
@@ -143,7 +143,7 @@ class StageSettings(Settings):
     negative_depth: int = setting("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH,
                                   POSITIVE_WHOLE)
     grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
-    precision: str = setting(PRECISION_MEANING, AUTO, TEXT)
+    precision: str = setting(PRECISION_MEANING, "fp32", TEXT)
     flops_lambda: float = setting("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
     query_flops_ratio: float = setting("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75,
                                        NUMBER)
