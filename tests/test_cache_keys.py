@@ -35,8 +35,9 @@ PLAN_SCRIPT = """
 import json, sys
 from harness.run.runner import run_method
 plans = json.loads(sys.argv[1])
-print(json.dumps([[(e["stage"], e["dataset"], e.get("key")) for e in run_method(m, p, dry_run=True)["stages"]]
-                  for m, p in plans]))
+# precision fixed: `auto` would be measured in each process (a dry-run caches nothing), and the keys hold it
+print(json.dumps([[(e["stage"], e["dataset"], e.get("key"))
+                   for e in run_method(m, p, dry_run=True, precision="fp32")["stages"]] for m, p in plans]))
 """
 
 

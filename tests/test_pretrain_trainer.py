@@ -155,11 +155,11 @@ def test_mixed_precision_on_cpu_is_bf16_where_native_else_fp32(tok, tmp_path, ca
 
     res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "fp16", steps=1, warmup_ratio=0.0, precision="fp16"))
     assert res.precision == "fp32" and any("fp16 needs CUDA" in n for n in res.notes)
-    monkeypatch.setattr(precision, "cpu_bf16", lambda: None)
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: False)
     res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "none", steps=1, warmup_ratio=0.0, precision="bf16"))
     assert res.precision == "fp32" and any("AVX512-BF16 or AMX" in n for n in res.notes)
     assert "AVX512-BF16 or AMX" in capsys.readouterr().err
-    monkeypatch.setattr(precision, "cpu_bf16", lambda: "amx")
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
     seen = []
     real = precision.torch.autocast
     monkeypatch.setattr(precision.torch, "autocast", lambda **kw: seen.append(kw) or real(**kw))

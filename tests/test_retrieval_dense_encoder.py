@@ -190,10 +190,10 @@ def test_bf16_on_a_cpu_is_autocast_where_native_else_fp32(tiny, monkeypatch, cap
 
     texts = ["a query about retrieval", "passages about dense vectors and their training"] * 3
     reference = load_encoder(tiny, device="cpu").encode(texts, show_progress=False)
-    monkeypatch.setattr(precision, "cpu_bf16", lambda: None)
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: False)
     fallback = load_encoder(tiny, device="cpu", precision="bf16")
     assert fallback.precision == "fp32" and "AVX512-BF16 or AMX" in capsys.readouterr().err
-    monkeypatch.setattr(precision, "cpu_bf16", lambda: "amx")
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
     enc = load_encoder(tiny, device="cpu", precision="bf16")
     assert enc.precision == "bf16" and enc.settings()["precision"] == "bf16"
     assert next(enc.model.parameters()).dtype == torch.float32  # autocast, not cast weights

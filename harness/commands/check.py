@@ -95,7 +95,7 @@ def _rerun(args: argparse.Namespace) -> int:
         cache_dir().mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="rerun-", dir=cache_dir()))
     started = time.monotonic()
-    fresh, timings = run_fresh(reruns, scratch)
+    fresh, timings = run_fresh(reruns, scratch, committed=committed)
     tolerance = RERUN_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
     # strict: a fresh record with no reference, or a NEAR, is a failure of the re-run gate
     result = run_gate(fresh, strict=True, reported=args.reported, tiny_tolerance=tolerance,

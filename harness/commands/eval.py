@@ -98,7 +98,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--save-run", metavar="PATH", default=None, help="write the TREC run that was scored")
     g.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     g.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default=_MODEL_DEFAULTS["precision"],
-                   help="encoding precision: fp16 on CUDA; bf16 on CUDA or a CPU with AVX512-BF16/AMX (default: %(default)s)")
+                   help="encoding precision: fp16 on CUDA; bf16 on CUDA or a CPU whose torch computes bf16 (default: %(default)s)")
     g.add_argument("--no-cache", action="store_true",
                    help="encode the corpus even if its embeddings are cached (and do not cache them)")
     g.add_argument("--no-track", action="store_true", help="do not log to MLflow")

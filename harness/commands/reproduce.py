@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--depth", type=int, default=1000, metavar="K", help="documents retrieved per query (default: %(default)s)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32",
-                   help="encoding precision: fp16 on CUDA; bf16 on CUDA or a CPU with AVX512-BF16/AMX (default: %(default)s)")
+                   help="encoding precision: fp16 on CUDA; bf16 on CUDA or a CPU whose torch computes bf16 (default: %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="encode corpora even if their embeddings are cached")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     p.add_argument("--reported", metavar="JSON", default=None,

@@ -14,6 +14,7 @@ from harness.core.hardware import PLANNED_WORLD, default_processes, detect
 from harness.core.paths import cache_dir
 from harness.run import launch
 from harness.run.launch import Layout
+from harness.run.precision import FLAG_CHOICES
 from harness.run.runner import declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
@@ -48,6 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=_seed, default=None, metavar="N",
                    help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
                         "apart and its record goes to runs/seeds/, never among the gated records")
+    p.add_argument("--precision", choices=FLAG_CHOICES, default=None,
+                   help="what the profile's `precision: auto` resolves to, instead of measuring bf16 autocast "
+                        "against fp32 on this CPU (re-running a reference: its recorded precision)")
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
     p.add_argument("--track", choices=["best-effort", "required"], default="best-effort",
                    help="MLflow tracking: best-effort (default: a slow or failing server is one warning and the "
@@ -109,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     json_target(args.json)  # a run refused its summary only after its last stage
     required = args.track == "required"
     result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
-                        dry_run=args.dry_run, track_required=required)
+                        dry_run=args.dry_run, track_required=required, precision=args.precision)
     if not ranks.is_main():
         return 0  # rank 0 prints, records and writes --json
     if args.json:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -55,3 +57,20 @@ def world_size(hw: Hardware, declared: dict[str, Any] | None = None) -> int:
             return int(raw)
     return default_processes(hw, declared)
 
+
+# CPU features that change which matmul kernels run (oneDNN / MKL dispatch on them).
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The CPU model and the instruction-set features the math libraries dispatch on (Linux)."""
+    with contextlib.suppress(OSError):
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+        fields = dict(line.split(":", 1) for line in text.split("\n\n", 1)[0].splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        flags = set(fields.get("flags", "").split())
+        # Cloud CPUs often report a generic name ("Intel(R) Xeon(R) Processor"): keep family/model/stepping.
+        numbers = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
+        return {"cpu_model": f"{fields.get('model name', '')} ({numbers})",
+                "cpu_features": [f for f in CPU_FEATURES if f in flags]}
+    return {}

@@ -43,6 +43,7 @@ from harness.papers.released import (
     get_checkpoint,
     map_cells,
 )
+from harness.core.errors import HarnessError
 from harness.records.store import RunRecord
 from harness.spec.hashing import settings_hash
 
@@ -177,7 +178,8 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
     if differ:
         return [GateRow(NOT_COMPARABLE, **base, note=(
             f"trained in another precision than the reference ({differ}): a different condition, not compared; "
-            "a machine without native bf16 trains a bf16 profile in fp32 (harness/training/precision.py)"))]
+            f"re-run with `--precision {'/'.join(sorted(set(stage_precisions(ref).values())))}` "
+            "(what the reference used; CI's re-runs ask for it)"))]
     rows = []
     for dataset, values in ref.metrics.items():
         for measure, expected in values.items():
@@ -201,16 +203,43 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
 HARDWARE_IDENTITY = ("cpu_model", "cpu_features", "torch_threads", "torch_cpu_capability", "cuda_devices")
 
 
+# The stages whose precision a record states (their outputs' `precision`, and `precision_source`).
+TRAINING_STAGES = ("pretrain", "retriever1", "retriever2", "retriever3")
+
+
 def stage_precisions(record: RunRecord) -> dict[str, str]:
-    """The precision each training stage used, where its record says (records before 2026-11-25 do not)."""
-    return {str(e.get("stage")): str(e["output"]["precision"]) for e in record.stages
-            if isinstance(e.get("output"), dict) and e["output"].get("precision")}
+    """The precision each training stage used. A record made before stages stated it (2026-11-25) trained
+    in fp32: the CPU engine trained nothing else then, and every profile run on a CPU stated fp32."""
+    stated = {str(e.get("stage")): str(e["output"]["precision"]) for e in record.stages
+              if isinstance(e.get("output"), dict) and e["output"].get("precision")}
+    if stated:
+        return stated
+    return {str(e.get("stage")): "fp32" for e in record.stages if e.get("stage") in TRAINING_STAGES}
+
+
+def recorded_precision(record: RunRecord) -> str | None:
+    """The one precision a record's training stages used (what a re-run asks `auto` for with
+    ``--precision``); None for a record that trained nothing (BM25)."""
+    used = set(stage_precisions(record).values())
+    if len(used) > 1:
+        raise HarnessError(f"{record.run_id}: its training stages used several precisions "
+                           f"({', '.join(sorted(used))}): no one --precision re-runs it")
+    return used.pop() if used else None
+
+
+def _source(record: RunRecord, stage: str) -> str:
+    """" (measured)" / " (flag)" where the stage says how its precision was chosen, else ""."""
+    for e in record.stages:
+        if e.get("stage") == stage and isinstance(e.get("output"), dict) and e["output"].get("precision_source"):
+            return f" ({e['output']['precision_source']})"
+    return ""
 
 
 def precision_difference(record: RunRecord, ref: RunRecord) -> str:
-    """'pretrain bf16 -> fp32; ...' for the stages both records name with different precisions, else ''."""
+    """'pretrain fp32 -> bf16 (measured); ...' for the stages both records name with different
+    precisions (reference's first), else ''."""
     mine, theirs = stage_precisions(record), stage_precisions(ref)
-    return "; ".join(f"{stage} {theirs[stage]} -> {mine[stage]}" for stage in theirs
+    return "; ".join(f"{stage} {theirs[stage]} -> {mine[stage]}{_source(record, stage)}" for stage in theirs
                      if stage in mine and mine[stage] != theirs[stage])
 
 

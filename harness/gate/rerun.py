@@ -4,7 +4,9 @@ Each method in ``RERUNS`` runs through the real CLI (``python -m harness run``) 
 process whose cache and records live in a scratch folder, so nothing committed or cached is
 reused or touched. The fresh records are then gated: paper-profile ones against the papers'
 cells, the others against the committed reference of their (method, profile) within
-``RERUN_TOLERANCE`` points.
+``RERUN_TOLERANCE`` points. A re-run asks for its reference's recorded precision (``run --precision``)
+instead of measuring which is faster here (``precision: auto``): a machine where bf16 measures faster
+would otherwise train in another precision than the fp32 references, which the gate does not compare.
 
 Why the tiny tolerance is wider than float noise (measured, not guessed): the same code and
 seed re-run on another machine of the same kind trains through different float rounding
@@ -27,6 +29,8 @@ from pathlib import Path
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
+from harness.gate.grading import recorded_precision
+from harness.records.store import RunRecord, load_record, load_references
 from harness.spec.method import profiles_of
 
 
@@ -77,15 +81,36 @@ def parse_reruns(text: str | None) -> tuple[Rerun, ...]:
     return tuple(out)
 
 
-def run_fresh(reruns: tuple[Rerun, ...], scratch: Path, log: bool = True) -> tuple[Path, dict[str, float]]:
-    """Run each method from an empty cache under ``scratch``; returns (records folder, seconds per run)."""
+def reference_precision(item: Rerun, committed: Path | None) -> str | None:
+    """The precision the committed reference of ``item`` trained in; None where there is none to ask for
+    (no reference, or one that trained nothing)."""
+    if committed is None:
+        return None
+    entry = load_references(committed).get((item.method, item.profile))
+    if entry is None:
+        return None
+    ref = load_record(committed / f"{entry['run_id']}.json")
+    return recorded_precision(ref) if isinstance(ref, RunRecord) else None
+
+
+def rerun_command(item: Rerun, committed: Path | None) -> list[str]:
+    """The CLI arguments of one re-run (after ``python -m harness``)."""
+    cmd = ["run", "--method", item.method, "--profile", item.profile]
+    if item.datasets:
+        cmd += ["--dataset", ",".join(item.datasets)]
+    precision = reference_precision(item, committed)
+    return cmd + (["--precision", precision] if precision else [])
+
+
+def run_fresh(reruns: tuple[Rerun, ...], scratch: Path, log: bool = True,
+              committed: Path | None = None) -> tuple[Path, dict[str, float]]:
+    """Run each method from an empty cache under ``scratch``, in the precision of its reference in
+    ``committed`` (the committed records folder); returns (records folder, seconds per run)."""
     scratch.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HARNESS_CACHE_DIR=str(scratch / "cache"), HARNESS_RUNS_DIR=str(scratch / "runs"))
     timings: dict[str, float] = {}
     for item in reruns:
-        cmd = [sys.executable, "-m", "harness", "run", "--method", item.method, "--profile", item.profile]
-        if item.datasets:
-            cmd += ["--dataset", ",".join(item.datasets)]
+        cmd = [sys.executable, "-m", "harness", *rerun_command(item, committed)]
         log_path = scratch / f"{item.method}__{item.profile}.log"
         if log:
             print(f"[rerun] {item.label}: {' '.join(cmd[1:])} (log {log_path})", flush=True)

@@ -29,7 +29,7 @@ from harness.pipelines.chain import (
 from harness.pipelines.context import input_key
 from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
 from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, load_encoder
-from harness.spec.stage_settings import StageSettings
+from harness.spec.stage_settings import StageSettings, precision_source
 from harness.stages.checkpoints import model_fingerprint
 
 if TYPE_CHECKING:
@@ -60,7 +60,8 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
               f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else f"  {stage}: {len(examples)} groups")
         return {"groups": len(examples), "effective_batch": stats.get("effective_batch"),
                 "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-                "precision": stats.get("precision"), "weight_change": stats.get("weight_change")}
+                "precision": stats.get("precision"), "precision_source": precision_source(ctx.spec, stage),
+                "weight_change": stats.get("weight_change")}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"

@@ -82,6 +82,7 @@ from harness.spec.stage_settings import (
     TINY_RERANKER,
     RerankerSettings,
     StageSettings,
+    precision_source,
 )
 from harness.stages.checkpoints import WEIGHT_SUFFIXES, resolve_checkpoint, weights_sha256
 from harness.stages.graph import PRETRAINING
@@ -200,6 +201,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
                 "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"), "start_bias_shift": stats.get("start_bias_shift"),
                 "head_fit": stats.get("head_fit"),
                 "notes": stats.get("notes"), "precision": stats.get("precision"),
+                "precision_source": precision_source(ctx.spec, stage),
                 "weight_change": stats.get("weight_change")}
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}

@@ -19,7 +19,7 @@ from harness.data.catalog import benchmark_split, get_benchmark
 from harness.pipelines.context import input_key
 from harness.pretrain.objectives import build_objective
 from harness.spec.block_settings import CorpusSettings, QgenSettings, TokenizerSettings
-from harness.spec.stage_settings import PretrainSettings
+from harness.spec.stage_settings import PretrainSettings, precision_source
 from harness.stages.checkpoints import resolve_checkpoint
 
 if TYPE_CHECKING:
@@ -283,6 +283,7 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
                 "per_device_batch": result.plan["per_device_batch"],
                 "accumulation_steps": result.plan["accumulation_steps"],
                 "resumed_from": result.resumed_from, "notes": result.notes, "precision": result.precision,
+                "precision_source": precision_source(ctx.spec, "pretrain"),
                 "weight_change": result.weight_change}
 
     return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2").dir / "encoder"

@@ -47,6 +47,7 @@ from harness.gate.labels import source_label, system_axes
 from harness.papers.registry import load_reported_cells, paper_key
 from harness.records.store import RunRecord, load_records, load_references, records_dir
 from harness.run import projection
+from harness.run.precision import resolve_precision
 from harness.run.runner import plan_method
 from harness.spec.method import load_method
 
@@ -197,7 +198,7 @@ def projected_cost(method: str, datasets: tuple[str, ...] = ()) -> str:
     declared hardware, as one line; computed once per process (planning imports torch)."""
 
     try:
-        spec = load_method(method, "paper")
+        spec = resolve_precision(load_method(method, "paper"), say=lambda line: None)  # a GPU profile: no measuring
         names = list(datasets) or list(spec.get("datasets") or [])
         # every stage as if nothing were cached: the cost of the run on a fresh machine
         entries = [dict(e, plan="to run") for e in plan_method(spec, names).stages.entries]

@@ -45,6 +45,7 @@ from harness import DEFAULT_SEED, SEED, __version__
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, exclusive_lock
+from harness.core.hardware import CPU_FEATURES, cpu_identity  # noqa: F401 - part of a record's hardware
 from harness.core.paths import PROJECT_ROOT, runs_dir
 from harness.core.statuses import VERDICTS
 from harness.records.integrity import seal
@@ -418,24 +419,6 @@ def hardware() -> dict[str, Any]:
         with contextlib.suppress(AttributeError, RuntimeError):
             info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     return info
-
-
-# CPU features that change which matmul kernels run (oneDNN / MKL dispatch on them).
-CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-
-
-def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
-    """The CPU model and the instruction-set features the math libraries dispatch on (Linux)."""
-    with contextlib.suppress(OSError):
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-        fields = dict(line.split(":", 1) for line in text.split("\n\n", 1)[0].splitlines() if ":" in line)
-        fields = {k.strip(): v.strip() for k, v in fields.items()}
-        flags = set(fields.get("flags", "").split())
-        # Cloud CPUs often report a generic name ("Intel(R) Xeon(R) Processor"): keep family/model/stepping.
-        numbers = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
-        return {"cpu_model": f"{fields.get('model name', '')} ({numbers})",
-                "cpu_features": [f for f in CPU_FEATURES if f in flags]}
-    return {}
 
 
 def new_run_id(method: str, profile: str) -> str:

@@ -41,6 +41,7 @@ from harness.spec.stage_settings import (
     RerankerSettings,
     StageSettings,
     finetune_settings,
+    precision_source,
 )
 from harness.stages.graph import MINING_DETAILS, STAGES, resolve
 
@@ -254,18 +255,22 @@ def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> l
         lines.append(f"here:     {here['note']}")
     except Exception as exc:  # noqa: BLE001 - the plan reports the problem instead of failing
         lines.append(f"batch mapping problem: {exc}")
-    precision = pre.precision
-    if precision != "fp32" and hw.device_type != "cuda":
+    lines.append(precision_line(pre.precision, precision_source(spec, "pretrain"), hw))
+    return lines
+
+
+def precision_line(precision: str, source: str, hw: Hardware) -> str:
+    """The precision a training stage runs in here, and why (``auto`` as measured or flagged)."""
+    how = {"measured": "auto, measured on this CPU", "flag": "auto, set by --precision"}.get(source, "stated")
+    if precision not in ("fp32", "auto") and hw.device_type != "cuda":
         import torch
 
         from harness.training.precision import resolve_precision
 
         said: list[str] = []
         here = resolve_precision(precision, torch.device("cpu"), said.append)
-        lines.append(f"precision: {precision} declared; {here} here" + (f" ({said[0]})" if said else ""))
-    else:
-        lines.append(f"precision: {precision}")
-    return lines
+        return f"precision: {precision} ({how}); {here} here" + (f" ({said[0]})" if said else "")
+    return f"precision: {precision} ({how})"
 
 
 def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str]:
@@ -281,4 +286,5 @@ def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str
     for key in ("flops_lambda", "distill", "contrastive_weight"):
         if key in merged:
             lines.append(f"{key} {merged[key]}")
+    lines.append(precision_line(s.precision, precision_source(spec, retriever), hw))
     return lines

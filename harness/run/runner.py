@@ -33,6 +33,7 @@ from harness.records.tracking import (
     parent_tracker,
 )
 from harness.run.plan import describe
+from harness.run.precision import resolve_precision
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
 from harness.run.validation import require_valid
@@ -138,6 +139,15 @@ def join_ranks() -> None:
             print(f"ranks: {info.world_size} processes on {info.backend} ({info.device.type}); rank 0 records the run")
 
 
+def shared_by_ranks(value: Any) -> Any:
+    """Rank 0's `value` on every rank of a launched run (itself in a single-process run)."""
+    if ranks.launched_world_size() == 1:
+        return value
+    from harness.training import distributed as D
+
+    return D.control_broadcast(value)
+
+
 def rank_tracker(spec: MethodSpec, run_id: str, tags: dict[str, str], required: bool = False) -> Tracker:
     """Rank 0's MLflow run; the other ranks of a launched run log nothing (one MLflow run per run)."""
     if not ranks.is_main():
@@ -217,15 +227,23 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
                force: bool = False, stage: str | None = None, dry_run: bool = False,
-               track_required: bool = False) -> dict[str, Any]:
+               track_required: bool = False, precision: str | None = None) -> dict[str, Any]:
     """Run ``method`` end to end (or up to ``stage``, or only plan it); ``track_required``: a tracking
-    failure fails the run (before its first stage when the server fails at the start) instead of a warning."""
+    failure fails the run (before its first stage when the server fails at the start) instead of a warning;
+    ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring."""
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
     # Every check a stage would make of the spec's values, before the first stage (and in a dry-run):
     # a wrong value stops the run now, not hours in when the stage that reads it starts.
     require_valid(spec)
+    if not dry_run:
+        join_ranks()
+    # Before any key is computed (a dry-run's too): the keys hold the resolved precision, never `auto`.
+    # Rank 0 measures; every rank trains in what it chose.
+    if ranks.is_main():
+        spec = resolve_precision(spec, precision, save=not dry_run)  # a dry-run writes nothing
+    spec = shared_by_ranks(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
         return _run_spec(spec, why, datasets, force, stage, dry_run, track_required)
@@ -253,7 +271,6 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
                 "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
                 "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
     require_writable_homes()
-    join_ranks()
     if stage is not None:
         return run_until(spec, datasets, stage, force, track_required)
 

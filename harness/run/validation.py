@@ -46,6 +46,7 @@ from harness.spec.stage_settings import (
     RerankerSettings,
     RerankerTrainSettings,
     StageSettings,
+    checkable,
     finetune_settings,
 )
 from harness.training.config import ConfigError, every_step_at_zero_lr
@@ -172,7 +173,8 @@ def _pretrain(spec: MethodSpec) -> list[Finding]:
                   for key, problem in objective_problems(objective, pre.get("objective_params") or {})]
     if any(key != "objective_params" for key, _ in kinds):
         return found  # a config of values of the wrong kind cannot be built
-    settings = PretrainSettings.from_mapping({k: v for k, v in pre.items() if k != "objective_params"}, "pretrain")
+    settings = checkable(PretrainSettings.from_mapping({k: v for k, v in pre.items() if k != "objective_params"},
+                                                       "pretrain"))
     if settings.steps is None and settings.epochs is None:
         return found + [Finding(("pretrain", "steps"), "is required: set steps (optimiser steps, e.g. steps: 400) or "
                                                        "epochs (passes over the passages)", (("pretrain",),))]
@@ -241,7 +243,7 @@ def _stage(spec: MethodSpec, stage: str, family: Any) -> list[Finding]:
     if found:
         return found
 
-    settings = StageSettings.from_mapping(values, stage)
+    settings = checkable(StageSettings.from_mapping(values, stage))
     try:  # queries per device from global_queries, >= 1 on any device count
         if family == "learned-sparse":  # as harness.pipelines.learned_sparse.splade_train_stage
             from harness.finetune.splade import SpladeTrainConfig

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.spec.schema import DOCUMENTATION_KEYS
-from harness.spec.stage_settings import NEGATIVE_DEPTH, finetune_settings
+from harness.spec.stage_settings import AUTO, NEGATIVE_DEPTH, finetune_settings
 from harness.stages.artifacts import config_hash
 
 
@@ -26,6 +26,21 @@ def _without_redundant_mine(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "finetune": {k: v for k, v in finetune.items() if k != "mine"}}
 
 
+def _auto_as_fp32(config: dict[str, Any]) -> dict[str, Any]:
+    """``precision: auto`` hashed as ``fp32``: the CPU profiles stated fp32 before ``auto`` replaced it
+    (2026-11-26), so their references still compare. Which precision a run in fact used is the gate's
+    condition, stage by stage (harness.gate.grading.precision_difference), not the spec's."""
+    def canonical(block: Any) -> Any:
+        if not isinstance(block, dict):
+            return block
+        return {k: ("fp32" if k == "precision" and v == AUTO else canonical(v) if k != "precision" else v)
+                for k, v in block.items()}
+
+    return {k: canonical(v) if k in ("pretrain", "finetune") else v for k, v in config.items()}
+
+
 def settings_hash(config: dict[str, Any]) -> str:
-    """16 hex digits of the settings that run (documentation keys left out, a redundant retired block too)."""
-    return config_hash({k: v for k, v in _without_redundant_mine(config or {}).items() if k not in DOCUMENTATION_KEYS})
+    """16 hex digits of the settings that run (documentation keys left out, a redundant retired block too,
+    ``precision: auto`` as fp32)."""
+    config = _auto_as_fp32(_without_redundant_mine(config or {}))
+    return config_hash({k: v for k, v in config.items() if k not in DOCUMENTATION_KEYS})

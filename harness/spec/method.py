@@ -39,6 +39,11 @@ class MethodSpec:
     profile: str
     path: Path
     config: dict[str, Any] = field(repr=False)
+    # What `precision: auto` resolved to for this run (harness.run.precision) and how: "measured" (timed
+    # on this CPU), "flag" (`run --precision`) or "spec" (a GPU profile's fp32); None: not resolved.
+    # The config keeps `auto`, so the spec hash is the same whatever a machine chose.
+    precision: str | None = field(default=None, compare=False)
+    precision_source: str | None = field(default=None, compare=False)
 
     @property
     def spec_hash(self) -> str:

@@ -12,6 +12,7 @@ is derived from them too (:meth:`harness.spec.settings.Settings.key`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -29,6 +30,36 @@ PAIR_KINDS = ("span", "qc", "mixed", "single")
 TINY_RERANKER = "tiny-cross-encoder"
 CONFIGURED_RERANKER = "configured-checkpoint"
 BI_ENCODER_TEACHER = "bi-encoder"
+
+
+# Training precision. `auto`: on a CPU profile, bf16 autocast where it measures faster than fp32 here,
+# else fp32 (harness.training.autoprecision; `run --precision` overrides); a GPU profile's `auto` is fp32.
+# A stage's cache key holds the precision `auto` resolved to (MethodSpec.precision), never `auto`.
+AUTO = "auto"
+PRECISION_MEANING = ("training precision: auto (CPU: bf16 where measured faster here, else fp32; GPU: fp32), "
+                     "fp32, fp16 (CUDA) or bf16 (CUDA, or a CPU whose torch computes bf16)")
+
+
+def resolved_precision(settings: Any, spec: Any) -> Any:
+    """``settings`` with ``precision: auto`` replaced by what this run resolved it to (the spec's
+    ``precision``), so keys and trainers see a concrete precision; unchanged where nothing was resolved."""
+    chosen = getattr(spec, "precision", None)
+    return dataclasses.replace(settings, precision=chosen) if settings.precision == AUTO and chosen else settings
+
+
+def checkable(settings: Any) -> Any:
+    """``settings`` with ``auto`` as fp32, for the trainer configs' range checks before a run resolves it
+    (``auto`` resolves to fp32 or bf16, each valid wherever the other is)."""
+    return dataclasses.replace(settings, precision="fp32") if settings.precision == AUTO else settings
+
+
+def precision_source(spec: Any, stage: str) -> str:
+    """How ``stage``'s precision (pretrain, retriever1..3) was chosen, for its record: "measured" or
+    "flag" where it says ``auto`` (MethodSpec.precision_source), else "spec" (stated)."""
+    block = (spec.get("pretrain") or {}) if stage == "pretrain" else finetune_settings(spec, stage)
+    if block.get("precision", "fp32") != AUTO:
+        return "spec"
+    return getattr(spec, "precision_source", None) or "spec"
 
 
 SCORING = ("teacher_scores",)  # the stage where stage 3's teacher scores the mined candidates
@@ -65,10 +96,15 @@ class PretrainSettings(BlockSettings):
     weight_decay: float = setting("AdamW weight decay", 0.01, NUMBER)
     grad_clip: float | None = setting("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
     max_length: int = setting("input length in tokens", 144, WHOLE)
-    precision: str = setting("fp32 | fp16 (CUDA) | bf16 (CUDA, CPU with AVX512-BF16/AMX)", "fp32", TEXT)
+    precision: str = setting(PRECISION_MEANING, "fp32", TEXT)
     log_every: int = setting("steps between logged losses", 10, WHOLE, keyed=False)
     checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE, keyed=False)
     objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> "PretrainSettings":
+        """The block's settings, ``precision: auto`` resolved where the run resolved it (:func:`resolved_precision`)."""
+        return resolved_precision(super().from_spec(spec), spec)
 
     def total_steps(self, n_examples: int) -> int:
         """``steps``, or ``epochs`` over ``n_examples`` in global batches."""
@@ -107,7 +143,7 @@ class StageSettings(Settings):
     negative_depth: int = setting("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH,
                                   POSITIVE_WHOLE)
     grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
-    precision: str = setting("training precision: fp32, fp16 (CUDA) or bf16 (CUDA, CPU with AVX512-BF16/AMX)", "fp32", TEXT)
+    precision: str = setting(PRECISION_MEANING, "fp32", TEXT)
     flops_lambda: float = setting("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
     query_flops_ratio: float = setting("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75,
                                        NUMBER)
@@ -128,7 +164,8 @@ class StageSettings(Settings):
     @classmethod
     def from_spec(cls, spec: Any, stage: str) -> "StageSettings":
         """The stage's settings; a missing required key or a value of the wrong type names file and key path."""
-        return cls.from_mapping(finetune_settings(spec, stage), f"{getattr(spec, 'path', 'spec')}: finetune.{stage}")
+        settings = cls.from_mapping(finetune_settings(spec, stage), f"{getattr(spec, 'path', 'spec')}: finetune.{stage}")
+        return resolved_precision(settings, spec)
 
     def trainer_kwargs(self, world_size: int) -> dict[str, Any]:
         """The bi-encoder trainer settings (harness.finetune.groups.BiEncoderTrainConfig) of this stage,

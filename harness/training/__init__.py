@@ -8,7 +8,8 @@ The engine owns the rest, once:
 - ``config.py``: :class:`LoopConfig`, the hyper-parameters every loop shares (lr, schedule,
   clipping, precision, checkpoints, logging), with their defaults and checks declared once;
 - ``optim.py``: AdamW without decay on biases and norms, the linear warm-up/decay schedule;
-- ``precision.py``: fp32 / bf16 / fp16 (with loss scaling) on CUDA, fp32 on CPU, said in one line;
+- ``precision.py``: fp32 / bf16 / fp16 (with loss scaling) on CUDA, bf16 autocast or fp32 on CPU, said in one line;
+- ``autoprecision.py``: ``precision: auto`` on a CPU: bf16 or fp32 as timed here at the profile's shapes, cached;
 - ``engine.py``: the loop: seeding, resume from the newest checkpoint with an identity check,
   DDP, clipping, metrics reduced over ranks, progress bar, logging, ``stop_after``;
 - ``checkpoint.py``: atomic checkpoints with per-rank RNG state (exact resume);

@@ -93,8 +93,11 @@ class LoopConfig:
         self.need(0.0 <= self.warmup_ratio <= 1.0, "warmup_ratio", "must be in [0, 1]")
         self.need(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         self.need(self.grad_clip is None or self.grad_clip > 0, "grad_clip", "must be positive or None (off)")
+        # `auto` (a spec's) is resolved by the run before a trainer is built (harness.run.precision)
         self.need(self.precision in PRECISIONS, "precision", f"must be one of {', '.join(PRECISIONS)}, "
-                                                             f"got {self.precision!r}")
+                                                             f"got {self.precision!r}" + (
+                                                                 " (auto is resolved by `run` before training)"
+                                                                 if self.precision == "auto" else ""))
         self.need(self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0")
         self.need(self.stop_after is None or self.stop_after > 0, "stop_after", "must be positive")
 

@@ -1,45 +1,27 @@
-"""Mixed precision: bf16 or fp16 (with loss scaling) on CUDA, bf16 on a CPU with native bf16; else fp32.
+"""Mixed precision: bf16 or fp16 (with loss scaling) on CUDA, bf16 on a CPU whose torch computes bf16; else fp32.
 
-A CPU runs bf16 autocast when it has bf16 instructions (AVX512-BF16, or AMX tiles; :func:`cpu_bf16`
-reads them at run time): matmuls in bf16, reductions, softmax and layer norms in fp32, as on a GPU.
-fp16 stays CUDA-only (no loss scaler and no fast kernels on CPU). Whether bf16 is *faster* depends
-on the CPU: with AMX the matmuls run on tiles; with AVX512-BF16 alone they were measured slower
-than fp32 (``bench/bench_precision.py``), which is said in one line, and why the profiles that run on
-such CPUs declare fp32. The precision used is what a record states, and a condition of the gate.
+A CPU runs bf16 autocast when torch's oneDNN has bf16 kernels for it (:func:`cpu_bf16`):
+matmuls in bf16, reductions, softmax and layer norms in fp32, as on a GPU. fp16 stays CUDA-only
+(no loss scaler and no fast kernels on CPU). Whether bf16 is *faster* depends on the CPU and on the
+shapes (2.55x fp32 on one AMD CPU's matmuls, 0.6x on one Intel CPU's): no rule here says which; a
+profile's ``precision: auto`` measures it (:mod:`harness.training.autoprecision`). The precision
+used is what a record states, and a condition of the gate.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-from pathlib import Path
 from typing import Callable
 
 import torch
 
 
-@functools.lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (Linux /proc/cpuinfo; empty elsewhere)."""
+def cpu_bf16() -> bool:
+    """Whether torch computes bf16 on this CPU with its own kernels (oneDNN's check; says nothing of speed)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-def cpu_bf16() -> str | None:
-    """"amx" or "avx512_bf16" when this CPU computes bf16 natively (and torch can use it), else None."""
-    flags = cpu_flags()
-    native = "amx" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else None
-    if native is None:
-        return None
-    try:
-        return native if torch.ops.mkldnn._is_mkldnn_bf16_supported() else None
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
-        return None
+        return False
 
 
 def resolve_precision(requested: str, device: torch.device, say: Callable[[str], None],
@@ -67,12 +49,9 @@ def _cpu_precision(requested: str, say: Callable[[str], None]) -> str:
     if requested == "fp16":
         say("precision fp16 needs CUDA; training in fp32 on cpu")
         return "fp32"
-    native = cpu_bf16()
-    if native is None:
-        say("precision bf16 needs a CPU with AVX512-BF16 or AMX; fp32 on this CPU")
+    if not cpu_bf16():
+        say("precision bf16 needs a CPU whose torch computes bf16 (oneDNN: AVX512-BF16 or AMX); fp32 on this CPU")
         return "fp32"
-    if native != "amx":
-        say("bf16 on this CPU (AVX512-BF16 without AMX) was measured slower than fp32 (bench/bench_precision.py)")
     return "bf16"
 
 
@@ -87,7 +66,7 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
 def for_inference(model: torch.nn.Module, precision: str, device: torch.device,
                   say: Callable[[str], None]) -> tuple[torch.nn.Module, str]:
     """(model, precision used) for encoding: on CUDA the weights are cast to fp16/bf16; a CPU keeps
-    fp32 weights and runs bf16 autocast where it has native bf16 (:func:`encode_autocast`), else fp32."""
+    fp32 weights and runs bf16 autocast where torch computes bf16 (:func:`encode_autocast`), else fp32."""
     if precision == "fp32":
         return model, "fp32"
     if device.type != "cuda":
