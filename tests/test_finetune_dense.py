@@ -152,6 +152,33 @@ def test_resume_after_interrupted_epoch_gives_the_same_weights(tmp_path, one_thr
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_sigterm_mid_fine_tuning_leaves_a_checkpoint_the_next_run_resumes(tmp_path, one_thread):
+    """A preemption notice in the middle of fine-tuning (no epoch end or periodic checkpoint due):
+    the step in flight finishes, a checkpoint is saved, Terminated is raised (the CLI's exit 143), and
+    the next run resumes from it and ends with the weights of an uninterrupted run."""
+    import os
+    import signal
+
+    from harness.core.procs import Terminated
+
+    init = make_tiny_bert(tmp_path / "init")
+    examples, passages = fruit_data(per_fruit=2)  # 5 steps per epoch
+    config = dense_config(queries_per_device=4, passages_per_query=3, lr=1e-3, epochs=2, log_every=1)
+    full = train_dense(init, examples, config, tmp_path / "full", passages=passages)
+
+    def preempt(step, metrics):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Terminated):
+        train_dense(init, examples, config, tmp_path / "run", passages=passages, logger=preempt)
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*")] == ["step-000000004"]
+    done = train_dense(init, examples, config, tmp_path / "run", passages=passages)
+    assert done["resumed_from"] == 4 and done["loss_history"] == full["loss_history"]
+    a, b = weights(tmp_path / "full"), weights(tmp_path / "run")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_examples_are_checked(tmp_path):
     init = make_tiny_bert(tmp_path / "init")
     examples, passages = fruit_data(per_fruit=1)

@@ -179,7 +179,7 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
-    while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/checkpoints/step-*")) \
+    while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) \
             and time.time() < deadline:
         assert first.poll() is None, first.communicate()[0][-3000:]
         time.sleep(1)
