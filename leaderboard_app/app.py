@@ -18,6 +18,7 @@ import streamlit as st  # noqa: E402
 
 from leaderboard_app import data as lb_data  # noqa: E402
 from leaderboard_app import glance, plots, tables  # noqa: E402
+from harness.gate.run import YOUR_RUNS  # noqa: E402
 from harness.present import overview  # noqa: E402
 
 st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
@@ -82,6 +83,10 @@ if data.skipped:
                "see the 'Skipped records' tab.")
 if not data.records:
     st.info(f"No run records in {data.records_dir} yet: run `python -m harness run --method bm25`.")
+if data.yours is not None:
+    st.info(f"{YOUR_RUNS.capitalize()}: {len(data.your_records)} record(s) in {data.yours.records_dir}, which "
+            f"{'would pass' if data.yours.passed else 'would fail'} the gate once added; listed on the "
+            "'CI gate' tab, never counted in the gate.")
 
 comparisons = tables.comparison_frame(data.records, data.comparisons, papers=papers, profiles=profiles,
                                       benchmarks=benchmarks)
@@ -255,6 +260,13 @@ with tab_gate:
             f"gate {gate.verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"))
     _table(tables.gate_frame(gate), "gate", "gate",
            "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.")
+    if data.yours is not None:
+        st.subheader(f"{YOUR_RUNS.capitalize()} (`{data.yours.records_dir}`: not gated)")
+        st.caption("Your own runs, graded as `check` grades a committed record but never counted in the gate: "
+                   "`python -m harness check --add RUN_ID` moves one into runs/records/ to contribute it "
+                   "(docs/contributing-runs.md).")
+        _table(tables.runs_frame(data.your_records, role=tables.YOURS), "your runs", "your_runs")
+        _table(tables.gate_frame(data.yours), "your runs graded", "your_gate")
 
 with tab_checks:
     st.subheader("Reported-scores registry: consistency report (`python -m harness validate`)")

@@ -146,13 +146,17 @@ def _commit(rec: RunRecord) -> str:
     return f"{commit} (dirty)" if commit and git.get("dirty") else commit
 
 
-def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = ()) -> pd.DataFrame:
+YOURS = "your run"  # the role of a record in runs/local/ (a user's own run, not gated)
+
+
+def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = (), role: str | None = None) -> pd.DataFrame:
     """One row per run: where (hardware) and when (date) it ran, its commit, and whether it is the
-    accepted reference of its method and profile or a run gated against it (contributed or not)."""
+    accepted reference of its method and profile or a run gated against it (contributed or not);
+    ``role`` names every row's role instead (``YOURS`` for the user's own runs)."""
     refs = set(references)
     rows = [{"run_id": r.run_id, "method": r.method, "profile": r.profile, "date": run_date(r),
              "hardware": hardware_summary(r), "git commit": _commit(r),
-             "role": "reference" if r.run_id in refs else "run", "scores": _scores(r)}
+             "role": role or ("reference" if r.run_id in refs else "run"), "scores": _scores(r)}
             for r in sorted(records, key=lambda r: (r.created, r.run_id), reverse=True)]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 

@@ -51,4 +51,4 @@ def test_stage_flag_runs_up_to_that_stage_and_writes_no_record(tmp_path, monkeyp
     out = capsys.readouterr().out
     assert "cotmae [tiny] stopped after stage tokenizer as asked" in out
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["tokenizer"]  # nothing after it ran
-    assert not (tmp_path / "runs" / "records").exists() or not list((tmp_path / "runs" / "records").glob("*.json"))
+    assert not (tmp_path / "runs" / "local").exists() or not list((tmp_path / "runs" / "local").glob("*.json"))

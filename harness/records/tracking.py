@@ -38,7 +38,7 @@ from harness import DEFAULT_SEED, SEED, __version__
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, exclusive_lock
-from harness.core.paths import PROJECT_ROOT, runs_dir
+from harness.core.paths import PROJECT_ROOT, local_runs_dir, runs_dir
 from harness.core.statuses import VERDICTS
 from harness.records.integrity import seal
 
@@ -377,10 +377,13 @@ def new_run_id(method: str, profile: str) -> str:
 
 
 def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
-    """Atomically write a run record; returns its path (runs/records/<run_id>.json)."""
+    """Atomically write a run record; returns its path (runs/local/<run_id>.json by default).
 
-    # A record under another seed measures spread; it is never one of the gated records.
-    directory = directory or runs_dir() / ("records" if SEED == DEFAULT_SEED else "seeds")
+    A run's own record goes to the git-ignored runs/local/, never straight into the committed, gated
+    runs/records/ (`check --accept` / `check --add` move it there); one under another seed measures
+    spread and goes to runs/seeds/."""
+
+    directory = directory or (local_runs_dir() if SEED == DEFAULT_SEED else runs_dir() / "seeds")
     directory.mkdir(parents=True, exist_ok=True)
     # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
     record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))
