@@ -12,8 +12,8 @@ the paper plan executes on the GPU, with its time and memory.
     python bench/rehearsal_device.py [--methods cotmae cotmae_qc ...] [--json PATH] [--records DIR]
 
 ``--records DIR`` copies each new run record there (they are written to the runs folder the
-harness uses, ``HARNESS_RUNS_DIR`` or ``runs/``, and are not gated: ``check`` finds them only
-if they land in ``runs/records/``).
+harness uses, ``<HARNESS_RUNS_DIR or runs/>/local/``, and are not gated: ``check --add RUN_ID``
+moves one into ``runs/records/``).
 """
 
 from __future__ import annotations

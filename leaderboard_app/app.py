@@ -71,8 +71,9 @@ st.sidebar.caption(f"Records: `{data.records_dir}`")
 
 # ----------------------------------------------------------------------------- header
 st.title("Retrieval pre-training leaderboard")
-st.caption(f"{len(data.records)} run record(s) · {len(data.cells)} reported cells from {len(data.papers)} paper "
-           f"file(s) · {len(data.skipped)} record(s) skipped. Numbers in points (100 × fraction); delta = "
+st.caption(f"{data.n_records} run record(s) ({len(data.records)} shown as results, {len(data.apart)} set apart) · "
+           f"{len(data.cells)} reported cells from {len(data.papers)} paper file(s) · {len(data.skipped)} record(s) "
+           "skipped. Numbers in points (100 × fraction); delta = "
            "reproduced − reported. States, one rule for every cell (harness/evaluation/verdict.py), shown as "
            "these badges on every page:")
 st.markdown(glance.CSS + glance.legend_html(), unsafe_allow_html=True)
@@ -148,10 +149,12 @@ with tab_main:
            "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
            "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).")
     if data.apart:
-        st.subheader("Runs apart: unknown or changed spec (not compared with the papers or a reference)")
+        st.subheader("Runs apart: unknown or changed spec, or superseded on an older spec (not compared with the "
+                     "papers or a reference)")
         _table(tables.apart_frame(data.apart), "runs apart", "apart",
                "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
-               "the method has no spec here (UNKNOWN-METHOD): what they ran is not what the rows above ran.")
+               "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
+               "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.")
 
 with tab_beir:
     st.subheader("BEIR zero-shot: nDCG@10 (points)")

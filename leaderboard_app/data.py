@@ -36,7 +36,7 @@ class Apart(NamedTuple):
     changed (the gate's word for it, and why)."""
 
     record: RunRecord
-    status: str  # UNKNOWN_METHOD | SPEC_CHANGED
+    status: str  # UNKNOWN_METHOD | SPEC_CHANGED | SUPERSEDED (older than its reference, of an older spec)
     reason: str
 
 
@@ -55,6 +55,12 @@ class LeaderboardData:
     # in ``records``, the gate's verdict or its counts. None: none there (or another folder is shown).
     yours: GateResult | None = None
     your_records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def n_records(self) -> int:
+        """Every record file read as a record: the count `check` and the report give (the gate's own
+        when it ran), whether shown as a result, set apart or skipped for its seal or data."""
+        return self.gate.n_records if self.gate is not None else len(self.records) + len(self.apart)
 
     @property
     def profiles(self) -> list[str]:

@@ -17,6 +17,7 @@ from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
+from harness.gate.run import row_numbers
 from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
 from harness.records.tracking import flatten
@@ -413,11 +414,14 @@ def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]],
 # ----------------------------------------------------------------------------- gate, skipped, registry
 
 def gate_frame(gate: Any) -> pd.DataFrame:
-    cols = ["status", "run_id", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tolerance",
-            "ci_low", "ci_high", "note"]
+    """The gate's rows with their numbers as `check` prints them (``harness.gate.run.row_numbers``)."""
+    cols = ["status", "run_id", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta",
+            "tolerance", "CI (delta)", "note"]
     if gate is None:
         return pd.DataFrame(columns=cols)
-    return pd.DataFrame([{k: getattr(r, k) for k in cols} for r in gate.rows], columns=cols)
+    return pd.DataFrame([{"status": r.status, "run_id": r.run_id, "benchmark": r.benchmark, "stage": r.stage or "-",
+                          "measure": r.measure, "against": r.against,
+                          **dict(zip(cols[6:11], row_numbers(r))), "note": r.note} for r in gate.rows], columns=cols)
 
 
 def skipped_frame(skipped: Sequence[Any]) -> pd.DataFrame:

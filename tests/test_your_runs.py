@@ -163,3 +163,23 @@ def test_accept_takes_a_run_of_yours_into_the_records(fresh_clone: dict[str, Any
     assert (records_dir() / path.name).exists() and not path.exists()
     entry = read_references(records_dir())["references"][f"{fresh_clone['method']}/{fresh_clone['profile']}"]
     assert entry["run_id"] == path.stem
+
+
+def test_one_word_and_one_count_for_a_record_set_apart(fresh_clone: dict[str, Any], tmp_path: Path) -> None:
+    """A record older than its reference and of another spec: `check` says SUPERSEDED, and so do the
+    leaderboard (set apart) and the report; all three count it."""
+    from harness.core.statuses import SUPERSEDED
+    from harness.gate.run import run_gate
+    from harness.records.integrity import seal
+
+    old = _users_run(fresh_clone, "20200101T000000-0000ab", created="2020-01-01T00:00:00Z")
+    old["spec"] = {**old["spec"], "test_only_setting": 1}  # a setting the current spec does not have
+    (records_dir() / f"{old['run_id']}.json").write_text(json.dumps(seal({"schema_version": 1, **old})))
+    gate = run_gate(records_dir())
+    assert {r.status for r in gate.rows if r.run_id == old["run_id"]} == {SUPERSEDED}
+    data = lb_data.load()
+    assert [(a.record.run_id, a.status) for a in data.apart] == [(old["run_id"], SUPERSEDED)]
+    assert "older than the reference" in data.apart[0].reason and "spec settings" in data.apart[0].reason
+    assert data.n_records == gate.n_records == 2
+    _, summary = write_report(tmp_path / "report")
+    assert "over 2 record(s)" in summary

@@ -66,9 +66,13 @@ LOSS_TOLERANCE = 2.0  # percent of the reference's loss
 PAPER_GRADED = ("paper", CHECKPOINT_PROFILE)  # profiles compared with the papers' cells
 
 
+POINTS, LOSS = "points", "loss"  # a GateRow's unit
+
+
 @dataclass
 class GateRow:
-    """One gated number (or one record-level line). Numbers in points."""
+    """One gated number (or one record-level line). Numbers in points, except a loss row's
+    (``unit`` LOSS: expected and reproduced are losses, delta and tolerance percent of the expected)."""
 
     status: str
     run_id: str
@@ -84,6 +88,9 @@ class GateRow:
     ci_low: float | None = None
     ci_high: float | None = None
     note: str = ""
+    stage: str = ""    # which of the run's retrievers the number is (retriever1/2/3), where it is one of several
+    printed: str = ""  # the paper's cell as printed ("0.340"): `expected` is it in points
+    unit: str = POINTS
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,6 +160,7 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
             measure=str(c.get("measure") or ""), against=source_label(c, axes), expected=c.get("reported"),
             reproduced=c.get("reproduced"), delta=c.get("delta"), tolerance=c.get("tolerance"),
             ci_low=c.get("ci_low"), ci_high=c.get("ci_high"), note=str(c.get("reason") or c.get("notes") or ""),
+            stage=str(c.get("finetune_stage") or ""), printed=str(c.get("value") or ""),
         ))
     return rows
 
@@ -173,7 +181,8 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
 
     ``cross_machine``: the tolerance when the records name different machines (a wider one than
     ``tolerance``; each row then says so); None keeps ``tolerance`` whatever the machines."""
-    base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
+    base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}",
+                stage=record.finetune_stage or "")
 
     # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
     # (documentation, not settings) never makes a reference stale.
@@ -279,7 +288,7 @@ def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERAN
         delta = 100.0 * (got - expected) / abs(expected)
         rows.append(GateRow(PASS if abs(delta) <= tolerance else FAIL, **base, benchmark=f"{stage} (loss)",
                             measure=key, expected=expected, reproduced=got, delta=delta, tolerance=tolerance,
-                            note="training loss; delta and tolerance in % of the reference"))
+                            note="training loss; delta and tolerance in % of the reference", unit=LOSS))
     return rows
 
 

@@ -72,6 +72,7 @@ from typing import Any
 
 from harness.core.fsutil import is_temp
 from harness.core.paths import local_runs_dir
+from harness.core.points import fmt, points_decimals, reported_text
 
 # Every status word, which fail the gate and the order rows are counted in: declared once there.
 from harness.core.statuses import (
@@ -81,6 +82,7 @@ from harness.core.statuses import (
     FAILING,
     IN_PROGRESS,
     NO_REFERENCE,
+    NOT_COMPARABLE,
     REFERENCE,
     SPEC_CHANGED,
     STATUSES,
@@ -93,6 +95,7 @@ from harness.core.text_table import format_table
 from harness.gate.admission import data_mismatches, spec_change, unknown_checkpoint
 from harness.gate.grading import (
     CROSS_MACHINE_TOLERANCE,
+    LOSS,
     PAPER_GRADED,
     TINY_TOLERANCE,
     TRAINING_FREE_FAMILIES,
@@ -300,22 +303,28 @@ def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
     result.n_records -= 1
 
 
-def _pts(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
+def row_numbers(r: GateRow) -> list[str]:
+    """expected, reproduced, delta, tol, CI of a row as printed: points (the paper's cell at its printed
+    precision, with the printed fraction beside it), a loss row's losses with delta and tol in %,
+    no delta on a NOT-COMPARABLE row, "-" for what is missing."""
+    graded = r.status != NOT_COMPARABLE
+    ci = "-" if r.ci_low is None or r.ci_high is None or not graded else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+    if r.unit == LOSS:
+        loss = (lambda v: "-" if v is None else f"{v:.4g}")
+        return [loss(r.expected), loss(r.reproduced), fmt(r.delta, 2, True) + "%" if r.delta is not None else "-",
+                f"{r.tolerance:g}%" if r.tolerance is not None else "-", ci]
+    digits = points_decimals(r.printed, r.expected) if r.printed else 2
+    expected = reported_text(r.expected, r.printed) if r.printed else fmt(r.expected)
+    return [expected, fmt(r.reproduced, digits), fmt(r.delta, digits, True) if graded else "-", fmt(r.tolerance), ci]
 
 
 def format_gate(result: GateResult, apart: bool = False) -> str:
     """One plain-text table of every gated number (and of every file not gated), then the verdict
     (``apart``: records outside the gate, a user's own runs: what the gate would say once added)."""
-    headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
+    headers = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol",
                "CI(delta)", "note"]
-    rows = []
-    for r in result.rows:
-        ci = "-" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
-        rows.append([r.status, r.run_id, r.benchmark, r.measure, r.against, _pts(r.expected), _pts(r.reproduced),
-                     _pts(r.delta, True), _pts(r.tolerance), ci, r.note])
+    rows = [[r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note]
+            for r in result.rows]
     lines = []
     if rows:
         lines.append(format_table(headers, rows))

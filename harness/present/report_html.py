@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
 from harness.gate.grading import GateRow
-from harness.gate.run import YOUR_RUNS, GateResult, run_gate, your_runs
+from harness.gate.run import YOUR_RUNS, GateResult, row_numbers, run_gate, your_runs
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.present.glance_html import (
     CSS,
@@ -27,12 +27,10 @@ from harness.present.glance_html import (
     counts_html,
     esc,
     headline_html,
-    interval,
     learned_html,
     legend_html,
     matrix_html,
     profiles,
-    pts,
     table,
 )
 from harness.present.overview import (
@@ -78,17 +76,17 @@ def gate_command(row: GateRow, records: dict[str, RunRecord] | None = None) -> s
 
 
 def gate_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
-    headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
+    headers = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol",
                "CI (delta)", "note", "reproduce with"]
     by_id = {rec.run_id: rec for rec in records}
     rows = []
     for r in gate.rows:
         command = gate_command(r, by_id)
-        rows.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.measure), esc(r.against),
-                     pts(r.expected), pts(r.reproduced), pts(r.delta, True), pts(r.tolerance),
-                     interval(r.ci_low, r.ci_high, True), esc(r.note),
+        # the numbers exactly as `check` prints them: points, the paper's precision, no delta where not comparable
+        rows.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.stage or "-"), esc(r.measure),
+                     esc(r.against), *(esc(x) for x in row_numbers(r)), esc(r.note),
                      f"<code>{esc(command)}</code>" if command else ""])
-    return table(headers, rows, numeric=(5, 6, 7, 8, 9))
+    return table(headers, rows, numeric=(6, 7, 8, 9, 10))
 
 
 def records_html(records: Sequence[RunRecord]) -> str:
@@ -171,7 +169,7 @@ def render(glance: Glance, gate: GateResult, records: Sequence[RunRecord], *, re
 <link rel="stylesheet" href="{STYLE}">
 </head><body>
 <h1>Retrieval pre-training: reproduction report</h1>
-<p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {len(records)} run
+<p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {gate.n_records} run
 record(s) in <code>{esc(records_dir)}</code> and the papers' cells of <code>{esc(reported)}</code>. Numbers in
 points (100 x fraction); hover a reported number for it as the paper printed it.</p>
 <h2>What each state means</h2>
@@ -232,7 +230,7 @@ def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
     with atomic_dir(out) as work:
         (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")
         (work / INDEX).write_text(page, encoding="utf-8")
-    return out / INDEX, summary_line(glance, gate, len(records), len(mine))
+    return out / INDEX, summary_line(glance, gate, gate.n_records, len(mine))
 
 
 def _refuse_foreign(out: Path) -> None:
