@@ -113,6 +113,6 @@ def test_killed_run_resumes_to_the_uninterrupted_result_and_reruns_from_cache(sp
 
     # 4. A second identical invocation is served from the cache.
     out, seconds = _run(tmp, "cache_a", tmp / "again.json")
-    assert "[pretrain] cached" in out and "resuming from" not in out
+    assert "stage pretrain: cached" in out and "resuming from" not in out
     assert seconds < 60
     assert _metrics(tmp / "again.json") == resumed
