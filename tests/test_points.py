@@ -22,6 +22,7 @@ def test_a_printed_fraction_reads_in_points_with_the_printed_value() -> None:
     assert points_decimals("0.3865", 38.65) == 2 and points_decimals("38", 38.0) == 0
     assert reported_text(None, "n/a") == "n/a" and reported_text(None, None) == "-"
     assert fmt(None) == "-" and fmt(float("nan")) == "-" and fmt(1.234, 1, True) == "+1.2"
+    assert fmt(-0.03, 1, True) == "+0.0"
 
 
 def _cell(value: str, score: float, stage: str | None = None) -> dict:

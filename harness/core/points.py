@@ -46,6 +46,7 @@ def fmt(value: float | None, digits: int = 2, signed: bool = False) -> str:
     """A number in points at ``digits`` decimals; "-" when missing (None or NaN)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    value = round(value, digits) + 0.0  # no "-0.0": a difference that rounds to nothing has no sign
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
