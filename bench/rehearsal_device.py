@@ -12,8 +12,8 @@ the paper plan executes on the GPU, with its time and memory.
     python bench/rehearsal_device.py [--methods cotmae cotmae_qc ...] [--json PATH] [--records DIR]
 
 ``--records DIR`` copies each new run record there (they are written to the runs folder the
-harness uses, ``HARNESS_RUNS_DIR`` or ``runs/``, and are not gated: ``check`` finds them only
-if they land in ``runs/records/``).
+harness uses, ``<HARNESS_RUNS_DIR or runs/>/local/``, and are not gated: ``check --add RUN_ID``
+moves one into ``runs/records/``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.core.paths import runs_dir  # noqa: E402
+from harness.core.paths import local_runs_dir  # noqa: E402
 from harness.records.store import load_references  # noqa: E402
 
 DENSE = ["cotmae", "cotmae_qc", "cocondenser", "cocondenser_qc"]
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if args.records:
             args.records.mkdir(parents=True, exist_ok=True)
-            shutil.copy(runs_dir() / "records" / f"{record['run_id']}.json", args.records)
+            shutil.copy(local_runs_dir() / f"{record['run_id']}.json", args.records)
         ref = reference_record(method)
         stages = [s for s in record["stages"] if not s.get("cached")]
         for s in stages:

@@ -18,6 +18,7 @@ import streamlit as st  # noqa: E402
 
 from leaderboard_app import data as lb_data  # noqa: E402
 from leaderboard_app import glance, plots, tables  # noqa: E402
+from harness.gate.run import YOUR_RUNS  # noqa: E402
 from harness.present import overview  # noqa: E402
 
 st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
@@ -70,8 +71,9 @@ st.sidebar.caption(f"Records: `{data.records_dir}`")
 
 # ----------------------------------------------------------------------------- header
 st.title("Retrieval pre-training leaderboard")
-st.caption(f"{len(data.records)} run record(s) · {len(data.cells)} reported cells from {len(data.papers)} paper "
-           f"file(s) · {len(data.skipped)} record(s) skipped. Numbers in points (100 × fraction); delta = "
+st.caption(f"{data.n_records} run record(s) ({len(data.records)} shown as results, {len(data.apart)} set apart) · "
+           f"{len(data.cells)} reported cells from {len(data.papers)} paper file(s) · {len(data.skipped)} record(s) "
+           "skipped. Numbers in points (100 × fraction); delta = "
            "reproduced − reported. States, one rule for every cell (harness/evaluation/verdict.py), shown as "
            "these badges on every page:")
 st.markdown(glance.CSS + glance.legend_html(), unsafe_allow_html=True)
@@ -82,6 +84,10 @@ if data.skipped:
                "see the 'Skipped records' tab.")
 if not data.records:
     st.info(f"No run records in {data.records_dir} yet: run `python -m harness run --method bm25`.")
+if data.yours is not None:
+    st.info(f"{YOUR_RUNS.capitalize()}: {len(data.your_records)} record(s) in {data.yours.records_dir}, which "
+            f"{'would pass' if data.yours.passed else 'would fail'} the gate once added; listed on the "
+            "'CI gate' tab, never counted in the gate.")
 
 comparisons = tables.comparison_frame(data.records, data.comparisons, papers=papers, profiles=profiles,
                                       benchmarks=benchmarks)
@@ -143,10 +149,12 @@ with tab_main:
            "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
            "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).")
     if data.apart:
-        st.subheader("Runs apart: unknown or changed spec (not compared with the papers or a reference)")
+        st.subheader("Runs apart: unknown or changed spec, or superseded on an older spec (not compared with the "
+                     "papers or a reference)")
         _table(tables.apart_frame(data.apart), "runs apart", "apart",
                "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
-               "the method has no spec here (UNKNOWN-METHOD): what they ran is not what the rows above ran.")
+               "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
+               "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.")
 
 with tab_beir:
     st.subheader("BEIR zero-shot: nDCG@10 (points)")
@@ -255,6 +263,13 @@ with tab_gate:
             f"gate {gate.verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"))
     _table(tables.gate_frame(gate), "gate", "gate",
            "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.")
+    if data.yours is not None:
+        st.subheader(f"{YOUR_RUNS.capitalize()} (`{data.yours.records_dir}`: not gated)")
+        st.caption("Your own runs, graded as `check` grades a committed record but never counted in the gate: "
+                   "`python -m harness check --add RUN_ID` moves one into runs/records/ to contribute it "
+                   "(docs/contributing-runs.md).")
+        _table(tables.runs_frame(data.your_records, role=tables.YOURS), "your runs", "your_runs")
+        _table(tables.gate_frame(data.yours), "your runs graded", "your_gate")
 
 with tab_checks:
     st.subheader("Reported-scores registry: consistency report (`python -m harness validate`)")

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.core.errors import HarnessError
-from harness.core.paths import REPORTED_DIR
+from harness.core.paths import REPORTED_DIR, local_runs_dir
 from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
-from harness.gate.run import GateResult, run_gate
+from harness.gate.run import GateResult, run_gate, your_runs
 from harness.papers.registry import load_reported_cells
 from harness.records.store import (
     RunRecord,
@@ -36,7 +36,7 @@ class Apart(NamedTuple):
     changed (the gate's word for it, and why)."""
 
     record: RunRecord
-    status: str  # UNKNOWN_METHOD | SPEC_CHANGED
+    status: str  # UNKNOWN_METHOD | SPEC_CHANGED | SUPERSEDED (older than its reference, of an older spec)
     reason: str
 
 
@@ -51,6 +51,16 @@ class LeaderboardData:
     gate: GateResult | None = None
     references: set[str] = field(default_factory=set)  # run ids named in references.json
     apart: list[Apart] = field(default_factory=list)  # records of an unknown or changed spec (not in ``records``)
+    # The user's own runs (runs/local/, git-ignored), graded as `check` would and shown apart: never
+    # in ``records``, the gate's verdict or its counts. None: none there (or another folder is shown).
+    yours: GateResult | None = None
+    your_records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def n_records(self) -> int:
+        """Every record file read as a record: the count `check` and the report give (the gate's own
+        when it ran), whether shown as a result, set apart or skipped for its seal or data."""
+        return self.gate.n_records if self.gate is not None else len(self.records) + len(self.apart)
 
     @property
     def profiles(self) -> list[str]:
@@ -147,6 +157,13 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
             data.gate = run_gate(directory, cells=cells, reported=snapshot)  # None: the gate falls back to stored comparisons
         except HarnessError:  # an unreadable references.json stops the gate; its message is in cells_error above
             data.gate = None
+    if directory.resolve() == records_dir().resolve():  # runs/local/ sits beside the committed records only
+        try:
+            data.yours = your_runs(directory, cells=cells, reported=snapshot)
+        except HarnessError:
+            data.yours = None
+        if data.yours is not None:
+            data.your_records = load_records(data.yours.records_dir)[0]
     return data
 
 
@@ -163,7 +180,7 @@ def signature(records: str | Path | None = None, reported: str | Path | None = N
 
     directory = Path(records) if records is not None else default_records_dir()
     paths: list[Path] = []
-    for folder, pattern in ((directory, "*.json*"), (REPORTED_DIR, "*.yaml")):
+    for folder, pattern in ((directory, "*.json*"), (local_runs_dir(), "*.json*"), (REPORTED_DIR, "*.yaml")):
         if folder.is_dir():
             paths.extend(sorted(folder.glob(pattern)))
     snap = reported if reported is not None else default_reported()

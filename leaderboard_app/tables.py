@@ -17,6 +17,7 @@ from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
+from harness.gate.run import row_numbers
 from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
 from harness.records.tracking import flatten
@@ -146,13 +147,17 @@ def _commit(rec: RunRecord) -> str:
     return f"{commit} (dirty)" if commit and git.get("dirty") else commit
 
 
-def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = ()) -> pd.DataFrame:
+YOURS = "your run"  # the role of a record in runs/local/ (a user's own run, not gated)
+
+
+def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = (), role: str | None = None) -> pd.DataFrame:
     """One row per run: where (hardware) and when (date) it ran, its commit, and whether it is the
-    accepted reference of its method and profile or a run gated against it (contributed or not)."""
+    accepted reference of its method and profile or a run gated against it (contributed or not);
+    ``role`` names every row's role instead (``YOURS`` for the user's own runs)."""
     refs = set(references)
     rows = [{"run_id": r.run_id, "method": r.method, "profile": r.profile, "date": run_date(r),
              "hardware": hardware_summary(r), "git commit": _commit(r),
-             "role": "reference" if r.run_id in refs else "run", "scores": _scores(r)}
+             "role": role or ("reference" if r.run_id in refs else "run"), "scores": _scores(r)}
             for r in sorted(records, key=lambda r: (r.created, r.run_id), reverse=True)]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
@@ -409,11 +414,14 @@ def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]],
 # ----------------------------------------------------------------------------- gate, skipped, registry
 
 def gate_frame(gate: Any) -> pd.DataFrame:
-    cols = ["status", "run_id", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tolerance",
-            "ci_low", "ci_high", "note"]
+    """The gate's rows with their numbers as `check` prints them (``harness.gate.run.row_numbers``)."""
+    cols = ["status", "run_id", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta",
+            "tolerance", "CI (delta)", "note"]
     if gate is None:
         return pd.DataFrame(columns=cols)
-    return pd.DataFrame([{k: getattr(r, k) for k in cols} for r in gate.rows], columns=cols)
+    return pd.DataFrame([{"status": r.status, "run_id": r.run_id, "benchmark": r.benchmark, "stage": r.stage or "-",
+                          "measure": r.measure, "against": r.against,
+                          **dict(zip(cols[6:11], row_numbers(r))), "note": r.note} for r in gate.rows], columns=cols)
 
 
 def skipped_frame(skipped: Sequence[Any]) -> pd.DataFrame:

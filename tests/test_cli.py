@@ -50,5 +50,8 @@ def test_stage_flag_runs_up_to_that_stage_and_writes_no_record(tmp_path, monkeyp
     assert main(["run", "--method", "cotmae", "--profile", "tiny", "--stage", "tokenizer"]) == 0
     out = capsys.readouterr().out
     assert "cotmae [tiny] stopped after stage tokenizer as asked" in out
+    assert "[1/1] stage tokenizer: running" in out  # every stage says where the run is, the first one too
+    assert main(["run", "--method", "cotmae", "--profile", "tiny", "--stage", "tokenizer"]) == 0
+    assert "[1/1] stage tokenizer: cached (" in capsys.readouterr().out
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["tokenizer"]  # nothing after it ran
-    assert not (tmp_path / "runs" / "records").exists() or not list((tmp_path / "runs" / "records").glob("*.json"))
+    assert not (tmp_path / "runs" / "local").exists() or not list((tmp_path / "runs" / "local").glob("*.json"))

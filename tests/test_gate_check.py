@@ -13,7 +13,7 @@ import pytest
 from harness.core.errors import HarnessError
 
 from harness.commands import check
-from harness.gate.grading import TINY_TOLERANCE, reference_rows
+from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE, reference_rows
 from harness.gate.labels import system_label
 from harness.gate.references import accept_reference
 from harness.gate.run import format_gate, run_gate
@@ -154,10 +154,16 @@ def test_a_failed_row_names_how_the_machines_differ(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
     _edit(folder / REF, cpu("Xeon A (6/143/8)", 2), reseal=True)
     accept_reference(REF[:-5], folder)  # the reference as recorded on machine A
-    _edit(folder / TINY, lambda d: (cpu("Xeon B (6/207/2)", 4)(d), _shift(d, "scifact", "nDCG@10", -0.02)), reseal=True)
+    # 7 points: beyond even the cross-machine tolerance (a 2-point move across machines passes there)
+    _edit(folder / TINY, lambda d: (cpu("Xeon B (6/207/2)", 4)(d), _shift(d, "scifact", "nDCG@10", -0.07)), reseal=True)
     bad = [r for r in run_gate(folder).rows if r.status == "FAIL"]
     assert len(bad) == 1 and "another machine than the reference's" in bad[0].note
     assert "cpu_model 'Xeon A (6/143/8)' -> 'Xeon B (6/207/2)'" in bad[0].note and "torch_threads 2 -> 4" in bad[0].note
+    assert bad[0].tolerance == CROSS_MACHINE_TOLERANCE and "cross-machine tolerance" in bad[0].note
+    # on the reference's own machine a 2-point move fails at the tighter tolerance
+    _edit(folder / TINY, lambda d: (cpu("Xeon A (6/143/8)", 2)(d), _shift(d, "scifact", "nDCG@10", 0.05)), reseal=True)
+    rows = [r for r in run_gate(folder).rows if (r.benchmark, r.measure) == ("scifact", "nDCG@10") and r.tolerance]
+    assert rows[0].status == "FAIL" and rows[0].tolerance == TINY_TOLERANCE
 
 
 def test_tiny_near_passes_unless_strict(tmp_path):

@@ -75,8 +75,9 @@ def test_the_report_holds_checks_rows_and_nothing_from_outside(site) -> None:
     parsed.feed(page)
     assert parsed.links == ["style.css"] and "script" not in parsed.tags and "@import" not in page
     assert "url(" not in (folder / "style.css").read_text()
-    shown = [(r[0], r[1], r[2], r[3]) for r in _gate_rows(parsed.tables)]
-    assert shown == [(r["status"], r["run_id"], r["benchmark"], r["measure"]) for r in checked["rows"]]
+    shown = [(r[0], r[1], r[2], r[3], r[4]) for r in _gate_rows(parsed.tables)]
+    assert shown == [(r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"])
+                     for r in checked["rows"]]
     assert "<svg" in page and "<circle" in page  # the mini runs' plot, inline
     # each record's seal and hardware
     for path in sorted(RECORDS.glob("*__mini__*.json"))[:3]:
@@ -113,7 +114,7 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, tmp_path)
         while time.monotonic() < deadline:
             state = tools.call("Runtime.evaluate", returnByValue=True, expression=(
                 "document.readyState == 'complete' ? Array.from(document.querySelectorAll('#gate + p + div tbody tr'))"
-                ".map(r => Array.from(r.querySelectorAll('td')).slice(0, 4).map(c => c.innerText.trim())) : null"))
+                ".map(r => Array.from(r.querySelectorAll('td')).slice(0, 5).map(c => c.innerText.trim())) : null"))
             rows = state["result"].get("value")
             if rows:
                 break
@@ -123,7 +124,7 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, tmp_path)
         text = tools.text()
         screenshot(tools, "report.png", full_page=False)
     assert rows, "the gate table did not render"
-    assert [tuple(r) for r in rows] == [(r["status"], r["run_id"], r["benchmark"], r["measure"])
+    assert [tuple(r) for r in rows] == [(r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"])
                                         for r in checked["rows"]]
     assert styled == "4px"  # style.css loaded from the folder
     assert "The papers' headline numbers" in text and re.search(r"NOT-YET-RUN|REPRODUCED", text)

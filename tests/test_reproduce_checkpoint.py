@@ -196,7 +196,7 @@ def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsy
     rc, out, err = _cli(capsys, "--checkpoint", "all-minilm-l6-v2", "--reported", cells, "--no-track",
                         "--json", tmp_path / "summary.json")
     assert rc == 0, err
-    (rec,), skipped = load_records(tmp_path / "runs" / "records")
+    (rec,), skipped = load_records(tmp_path / "runs" / "local")
     assert not skipped and rec.profile == "checkpoint" and rec.get("checkpoint")["name"] == "all-minilm-l6-v2"
     assert not rec.integrity_problems
     ndcg = {b: 100 * rec.metrics[b]["nDCG@10"] for b in ("nfcorpus", "scifact")}
@@ -213,7 +213,7 @@ def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsy
     assert "[released checkpoint]" in out and rec.run_id in out
 
     # check: the record is re-graded against the cells, never against a reference
-    gate = run_gate(tmp_path / "runs" / "records", reported=cells)
+    gate = run_gate(tmp_path / "runs" / "local", reported=cells)
     rows = {(r.benchmark, r.against.split(" · ")[-1]): r for r in gate.rows if r.run_id == rec.run_id}
     assert {k for k, r in rows.items() if r.status != "NOT-COMPARABLE"} == {
         ("nfcorpus", "all-MiniLM-L6-v2"), ("scifact", "all-MiniLM-L6-v2")}
@@ -222,7 +222,7 @@ def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsy
     # the leaderboard shows it as its own source
     from test_ui_browser import render_leaderboard
 
-    text = render_leaderboard(tmp_path, tmp_path / "runs" / "records", cells,
+    text = render_leaderboard(tmp_path, tmp_path / "runs" / "local", cells,
                               ["Released checkpoints (scored as published", "BEIR zero-shot: nDCG@10 (points)",
                                f"released checkpoint all-minilm-l6-v2 ({rec.run_id}): " + "; ".join(
                                    f"{b} {100 * rec.metrics[b]['nDCG@10']:.2f}" for b in rec.metrics),
@@ -310,7 +310,7 @@ def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(
                               cwd=Path(__file__).resolve().parent.parent)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         outputs[label] = proc.stdout + proc.stderr
-        (records[label],), skipped = load_records(tmp_path / label / "runs" / "records")
+        (records[label],), skipped = load_records(tmp_path / label / "runs" / "local")
         assert not skipped and not records[label].integrity_problems
     assert "rank 1/2: shards encoded" in outputs["two"] and "[sharded] rank 1/2" in outputs["two"]
     assert "[sharded] rank 0/1" in outputs["one"]
@@ -320,4 +320,4 @@ def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(
     for measure, value in one.metrics["msmarco-dl19-subset"].items():
         assert two.metrics["msmarco-dl19-subset"][measure] == pytest.approx(value, abs=1e-9), measure
     assert not [p for p in (tmp_path / "two" / "cache" / "embeddings").iterdir() if is_temp(p)]  # merged, removed
-    assert os.listdir(tmp_path / "two" / "runs" / "records") == [f"{two.run_id}.json"]  # rank 0 alone records
+    assert os.listdir(tmp_path / "two" / "runs" / "local") == [f"{two.run_id}.json"]  # rank 0 alone records

@@ -106,13 +106,13 @@ def test_killed_run_resumes_to_the_uninterrupted_result_and_reruns_from_cache(sp
     _run(tmp, "cache_b", tmp / "clean.json")
     assert _metrics(tmp / "clean.json") == resumed
     # Retriever 1 encoded the corpus once: mining wrote the shared corpus vectors, its evaluation read them.
-    record = json.loads(max((tmp / "runs" / "records").glob("mini__tiny__*.json")).read_text())
+    record = json.loads(max((tmp / "runs" / "local").glob("mini__tiny__*.json")).read_text())
     cached = {s["dataset"]: s["output"]["corpus_cached"] for s in record["stages"] if s["stage"] == "dense_retrieve"}
     assert cached == {"scifact/train/mine": False, "scifact/test/retriever1": True, "scifact/test/retriever2": False}
     assert len(list((tmp / "cache_b" / "embeddings").iterdir())) == 2  # retriever 1's and retriever 2's
 
     # 4. A second identical invocation is served from the cache.
     out, seconds = _run(tmp, "cache_a", tmp / "again.json")
-    assert "[pretrain] cached" in out and "resuming from" not in out
+    assert "stage pretrain: cached" in out and "resuming from" not in out
     assert seconds < 60
     assert _metrics(tmp / "again.json") == resumed

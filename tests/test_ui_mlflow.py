@@ -184,9 +184,9 @@ def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged
     # The compare view's rows: the same <benchmark>/<measure> keys on every parent, final stage only.
     keys = {"scifact/nDCG_at_10", "scifact/R_at_100", "nfcorpus/nDCG_at_10", "nfcorpus/R_at_100"}
     assert all(set(_metrics(r)) == keys for r in parents.values()), {k: sorted(_metrics(r)) for k, r in parents.items()}
-    assert _metrics(parents["cotmae"])["scifact/nDCG_at_10"] == pytest.approx(0.45)  # retriever2, not retriever1
+    assert _metrics(parents["cotmae"])["scifact/nDCG_at_10"] == pytest.approx(45.0)  # points; retriever2, not retriever1
     delta = _metrics(parents["bm25_b"])["scifact/nDCG_at_10"] - _metrics(parents["bm25_a"])["scifact/nDCG_at_10"]
-    assert delta == pytest.approx(-0.0035)
+    assert delta == pytest.approx(-0.35)  # points
 
     # Stage metrics stay on the nested runs.
     nested = [r for r in runs if _tags(r).get("mlflow.parentRunId") == logged["cotmae"][0]]
@@ -273,7 +273,7 @@ def test_parent_run_naming_and_keys():
     assert [mlflow_key(m) for m in ("nDCG@10", "R@1000", "AP(rel=2)", "MRR@10")] == [
         "nDCG_at_10", "R_at_1000", "AP_rel_2_", "MRR_at_10"]
     assert parent_metrics({"nfcorpus": {"nDCG@10": 0.32}, "msmarco-dev": {"RR@10": 0.38}}) == {
-        "nfcorpus/nDCG_at_10": 0.32, "msmarco-dev/RR_at_10": 0.38}
+        "nfcorpus/nDCG_at_10": 32.0, "msmarco-dev/RR_at_10": 38.0}  # points, as every table prints them
     tags = parent_tags({"run_id": "r", "method": "bm25", "profile": "paper", "seed": 42,
                         "comparison": [{"status": "REPRODUCED"}] * 2 + [{"status": "NOT-COMPARABLE"}] * 4,
                         "git": {"commit": "abc123", "dirty": False},

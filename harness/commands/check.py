@@ -10,12 +10,12 @@ from pathlib import Path
 
 from harness.commands._output import json_target, records_folder, write_json
 from harness.core.errors import HarnessError
-from harness.core.paths import cache_dir
+from harness.core.paths import cache_dir, local_runs_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
-from harness.gate.grading import TINY_TOLERANCE
-from harness.gate.references import accept_reference
+from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
+from harness.gate.references import accept_reference, admit_local
 from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
-from harness.gate.run import format_gate, run_gate
+from harness.gate.run import GateResult, YOUR_RUNS, format_gate, run_gate, your_runs
 from harness.records.store import records_dir
 
 
@@ -24,14 +24,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "check",
         help="regression gate: record integrity, records vs the papers (paper) and vs accepted references (tiny)",
         description=(
-            "Check every run record in runs/records/: its content seal and its aggregates recomputed from its "
+            "Check every run record in runs/records/ (your own runs, in runs/local/, are graded too and "
+            "listed apart, but never fail the gate: `--add RUN_ID` or `--accept RUN_ID` moves one in): its content seal and its aggregates recomputed from its "
             "per-query scores (an edited record is CORRUPT), its data checksums against the catalog's "
             "(DATA-MISMATCH names the dataset and file) and, for a record it grades, its spec against the "
             "method's current one or its reference's (SPEC-CHANGED: not gated; docs/contributing-runs.md), "
             "then paper-profile records against the papers' "
             "reported cells (REPRODUCED / DIFFERENT-BELOW / DIFFERENT-ABOVE / INCONCLUSIVE / NOT-COMPARABLE, "
             "harness/evaluation/verdict.py) and other profiles against the reference run named in "
-            f"runs/records/references.json, within {TINY_TOLERANCE} points per metric (PASS / NEAR / FAIL). A "
+            f"runs/records/references.json, within {TINY_TOLERANCE} points per metric ({CROSS_MACHINE_TOLERANCE} when "
+            "the reference ran on another machine; the row says so) (PASS / NEAR / FAIL). A "
             "reference named there but absent is MISSING, one whose record is of another method or profile "
             "WRONG-REFERENCE; a record in which a training stage left its weights where they started is UNTRAINED. "
             "A file that cannot be read as a record is UNREADABLE (files still being written, "
@@ -53,6 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--accept", metavar="RUN_ID",
                    help="make this run the reference of its method and profile (writes references.json; "
                         "refuses a record that is unsealed or fails its seal); commit both")
+    p.add_argument("--add", metavar="RUN_ID",
+                   help="move your run's record from runs/local/ into the records folder, where the gate checks "
+                        "it (refuses an unsealed or edited record); commit it to contribute the run")
     p.add_argument("--rerun", nargs="?", const="", default=None, metavar="M[:P],...",
                    help="re-run methods from an empty cache into a scratch folder and gate the fresh records "
                         "(default: " + ", ".join(f"{r.method}:{r.profile}" for r in RERUNS) + ")")
@@ -76,14 +81,43 @@ def _check(args: argparse.Namespace) -> int:
         print(f"accepted {entry['run_id']} as the reference (sha256 {entry['sha256'][:12]}...) in {path}; "
               f"commit it with the record")
         return 0
+    if args.add:
+        return _add(args.add, args.records)
     if args.rerun is not None:
         return _rerun(args)
     tolerance = TINY_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
-    result = run_gate(args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance)
+    cross = CROSS_MACHINE_TOLERANCE if args.tiny_tolerance is None else None  # an explicit tolerance holds
+    result = run_gate(args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance,
+                      cross_machine=cross)
     print(format_gate(result))
+    yours = _your_runs(args, tolerance, cross)
     if args.json:
-        write_json(args.json, result.to_dict())
+        write_json(args.json, {**result.to_dict(), **({"your_runs": yours.to_dict()} if yours else {})})
     return result.exit_code
+
+
+def _add(run_id: str, records: str | None) -> int:
+    target = admit_local(run_id, records)
+    if target is None:
+        raise HarnessError(f"{local_runs_dir() / (run_id + '.json')}: no such record of your runs; "
+                           f"`python -m harness check` lists them under 'your runs'")
+    print(f"added {run_id} to {target.parent} (moved from {local_runs_dir()}); run `python -m harness check`, "
+          "then commit the record to contribute it (docs/contributing-runs.md)")
+    return 0
+
+
+def _your_runs(args: argparse.Namespace, tolerance: float, cross: float | None) -> GateResult | None:
+    """The user's own records (runs/local/) graded like the committed ones, against the committed
+    references, and printed apart: they never change the gate's verdict or exit status."""
+    if args.records is not None:  # another folder is gated: runs/local/ is not beside it
+        return None
+    yours = your_runs(strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross)
+    if yours is not None:
+        print()
+        print(f"{YOUR_RUNS} ({yours.records_dir}; not gated: `python -m harness check --add RUN_ID` moves one "
+              "into runs/records/)")
+        print(format_gate(yours, apart=True))
+    return yours
 
 
 def _rerun(args: argparse.Namespace) -> int:
@@ -99,7 +133,7 @@ def _rerun(args: argparse.Namespace) -> int:
     tolerance = RERUN_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
     # strict: a fresh record with no reference, or a NEAR, is a failure of the re-run gate
     result = run_gate(fresh, strict=True, reported=args.reported, tiny_tolerance=tolerance,
-                      references_from=committed)
+                      references_from=committed, cross_machine=None if args.tiny_tolerance is not None else tolerance)
     print(format_gate(result))
     print("re-run times: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
           + f"; total {time.monotonic() - started:.0f}s (fresh records in {fresh})")

@@ -6,6 +6,7 @@ import argparse
 
 from harness.commands._output import name_list, write_json
 from harness.core.errors import HarnessError
+from harness.core.points import fmt
 from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
 from harness.evaluation.chance import describe
@@ -93,7 +94,8 @@ def summary_line(record: dict) -> str:
     for c in graded:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     verdict = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
-    scores = "; ".join(f"{b} {next(iter(m))} {100 * next(iter(m.values())):.2f}" for b, m in record["metrics"].items())
+    scores = "; ".join(f"{b} {next(iter(m))} {fmt(100 * next(iter(m.values())))} points"
+                       for b, m in record["metrics"].items())
     mlflow = record.get("mlflow") or {}
     where = f"MLflow run {mlflow['run_id']}" if mlflow.get("run_id") else "MLflow off"
     return (f"{record['checkpoint']['name']} [released checkpoint]: {scores}; vs the papers: {verdict} "

@@ -20,6 +20,11 @@ from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
 
 
+# Fresh-cache wall times of cotmae_qc, from its committed records (the README says the same).
+MINI_TIME = "about 13 minutes on 2 CPU cores (755 s measured on a 2-core Intel Xeon (6/207/2), 2026-11-25)"
+TINY_TIME = "4 to 7 minutes on 2 CPU cores (251 to 433 s measured, 2026-11-22/23)"
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
@@ -27,16 +32,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "Run a method spec (baselines/<method>.yaml): its stages, evaluation with the "
             "papers' conventions, comparison with the papers' reported cells, MLflow logging "
-            "and a run record under runs/records/. Finished stages are cached under cache/, so "
-            "an interrupted run resumes where it stopped."
+            "and a run record under runs/local/ (your runs: git-ignored, never gated; `check --add RUN_ID` "
+            "moves one into runs/records/). Finished stages are cached under cache/, so "
+            "an interrupted run resumes where it stopped. Each stage prints one '[k/N] stage ...' line."
         ),
     )
     p.add_argument("--method", default="bm25", help="method name (see `python -m harness ls`; default: bm25)")
     p.add_argument("--profile", choices=["paper", "rehearsal", "mini", "tiny"], default=None,
                    help="settings profile: paper (the papers' settings), mini (CPU, MiniLM init: learns in "
-                        "about 20 minutes), tiny (CPU, 2-layer random init: the fast code-path check); default: "
-                        "paper on a GPU machine holding the paper run's data and checkpoints, else mini where the "
-                        "method has it, else tiny")
+                        f"{MINI_TIME}), tiny (CPU, 2-layer random init: the fast code-path check, {TINY_TIME}); "
+                        "default: paper on a GPU machine holding the paper run's data and checkpoints, else mini "
+                        "where the method has it, else tiny")
     p.add_argument("--dataset", action="append", default=None, metavar="NAME",
                    help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets")
     p.add_argument("--stage", choices=STOPPABLE, default=None, metavar="STAGE",
@@ -102,6 +108,9 @@ def _run(args: argparse.Namespace) -> int:
         os.environ["HARNESS_SEED"] = str(args.seed)
         os.execv(sys.executable, [sys.executable, "-m", "harness", *args.argv])
 
+    # A run prints one line per stage; the libraries' own bars (transformers' "Writing model shards",
+    # the hub's downloads) are noise there. Read when transformers / huggingface_hub are imported.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     layout = _layout(args)
     layout.check()
     if args.dry_run and args.nproc_per_node is not None:

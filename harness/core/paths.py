@@ -24,6 +24,13 @@ def runs_dir() -> Path:
     return Path(os.environ.get("HARNESS_RUNS_DIR", PROJECT_ROOT / "runs"))
 
 
+def local_runs_dir() -> Path:
+    """A user's own run records (<runs_dir>/local, git-ignored): `run` and `reproduce` write there, so
+    a run on a fresh clone never changes what the gate checks; `check --accept` / `check --add` move
+    one into runs/records/ (docs/contributing-runs.md)."""
+    return runs_dir() / "local"
+
+
 def cache_dir() -> Path:
     """Stage outputs, indexes and downloads (HARNESS_CACHE_DIR overrides)."""
     return Path(os.environ.get("HARNESS_CACHE_DIR", PROJECT_ROOT / "cache"))

@@ -81,6 +81,15 @@ def _read_existing(path: Path) -> dict[str, list[str]]:
     return done
 
 
+def sample_text(sample: dict[str, Any], width: int = 70) -> str:
+    """One generated sample as a person reads it: 'passage 123 "The cell ..." -> q1 | q2' (the
+    passage cut to ``width`` characters; the raw dict is what the MLflow artifact keeps)."""
+    passage = " ".join(str(sample.get("passage") or "").split())
+    shown = f' "{passage[:width]}{"..." if len(passage) > width else ""}"' if passage else ""
+    queries = " | ".join(str(q) for q in sample.get("queries") or []) or "(none)"
+    return f"passage {sample.get('pid')}{shown} -> {queries}"
+
+
 def load_queries(path: str | Path) -> dict[str, list[str]]:
     """{pid: queries} from one JSONL file, or from all ``*.jsonl`` shards in a folder."""
     path = Path(path)
@@ -175,8 +184,9 @@ def generate_queries(
     samples: list[dict[str, Any]] = []
     generated = 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    bar = tqdm(total=len(batches), initial=len(batches) - len(todo), desc=f"qgen rank {rank}",
-               unit="batch", disable=not show_progress)
+    desc = "generating queries" + (f" (rank {rank} of {world_size})" if world_size > 1 else "")
+    bar = tqdm(total=len(batches), initial=len(batches) - len(todo), desc=desc, unit="batch",
+               disable=not show_progress)
     with open(path, "a", encoding="utf-8") as out:
         for b_no, batch in enumerate(todo):
             if stop_after_batches is not None and b_no >= stop_after_batches:

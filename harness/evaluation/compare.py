@@ -33,6 +33,7 @@ from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
+from harness.core.points import fmt, points_decimals, reported_text
 from harness.core.text_table import format_table
 
 STATUSES = VERDICTS
@@ -252,22 +253,22 @@ def inconclusive_note(comp: Comparison) -> str:
 
 # ---------------------------------------------------------------------------- display
 
-def _pts(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
-
-
 def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
-    """Plain-text table (points) plus a one-line status count."""
-    headers = ["verdict", "benchmark", "measure", "method", "source", "reported", "reproduced", "d", "+-Delta",
-               "90% CI(d)", "note"]
+    """Plain-text table plus a one-line status count. Every number in points, the reported one at the
+    paper's printed precision with the printed value beside it where the paper printed a fraction
+    (``harness.core.points``), the reproduced one and the delta at that precision too; which of the
+    run's retrievers a row is (stage); no delta on a NOT-COMPARABLE row."""
+    headers = ["verdict", "benchmark", "stage", "measure", "method", "source", "reported", "reproduced", "delta",
+               "+-Delta", "90% CI(delta)", "note"]
     rows = []
     for c in comparisons:
-        ci = "-" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
+        graded = c.status != NOT_COMPARABLE
+        ci = "-" if c.ci_low is None or c.ci_high is None or not graded else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
         source = " ".join(x for x in (c.paper_file, c.version, c.table) if x)
-        rows.append([c.status, c.benchmark, c.measure, c.method, source, c.value or _pts(c.reported),
-                     _pts(c.reproduced), _pts(c.delta, signed=True), _pts(c.tolerance), ci,
+        digits = points_decimals(c.value, c.reported)
+        rows.append([c.status, c.benchmark, c.finetune_stage or "-", c.measure, c.method, source,
+                     reported_text(c.reported, c.value), fmt(c.reproduced, digits),
+                     fmt(c.delta, digits, signed=True) if graded else "-", fmt(c.tolerance), ci,
                      c.reason or c.notes or (inconclusive_note(c) if c.status == rule.INCONCLUSIVE else "")])
     counts = {s: sum(c.status == s for c in comparisons) for s in STATUSES}
     summary = ", ".join(f"{s} {n}" for s, n in counts.items() if n) or "no cells"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.statuses import SPEC_CHANGED, UNKNOWN_METHOD
+from harness.core.statuses import SPEC_CHANGED, SUPERSEDED, UNKNOWN_METHOD
 from harness.data.checksums import mismatches
 from harness.papers.released import CHECKPOINT_PROFILE, load_checkpoints
 from harness.records.store import RunRecord
@@ -53,8 +53,10 @@ def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] 
     """(status, why) when ``rec`` must be shown apart: a method without a spec here, or spec settings
     that are neither the method's current ones nor its reference's (:func:`spec_change`, the
     gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
-    of an older spec is never a row beside the papers'. Without a readable manifest only the method
-    is checked (the reference's spec cannot be known)."""
+    of an older spec is never a row beside the papers'. One older than its reference is SUPERSEDED
+    whatever its spec, the word `check` gives it (its why says the spec changed too), so the
+    leaderboard, the report and `check` name each record alike. Without a readable manifest only the
+    method is checked (the reference's spec cannot be known)."""
 
     if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
         return None
@@ -63,7 +65,10 @@ def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] 
     if references is None:
         return None
     entry = references.get((rec.method, rec.profile))
-    why = spec_change(rec, by_id.get(entry["run_id"]) if entry else None)
+    ref = by_id.get(entry["run_id"]) if entry else None
+    why = spec_change(rec, ref)
+    if why and ref is not None and (rec.created, rec.run_id) < (ref.created, ref.run_id):
+        return SUPERSEDED, f"older than the reference {ref.run_id}, and {why}"
     return (SPEC_CHANGED, why) if why else None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,16 +18,49 @@ from typing import Any
 
 from harness.core.errors import HarnessError, UnknownNameError
 from harness.core.fsutil import atomic_write_text
+from harness.core.paths import local_runs_dir
 from harness.core.statuses import CORRUPT, MISSING, WRONG_REFERENCE
 from harness.gate.admission import acceptance_problem
 from harness.gate.grading import GateRow
 from harness.records.store import (
     REFERENCES_FILE,
     RunRecord,
+    Skipped,
+    load_record,
     load_records,
     read_references,
     records_dir,
 )
+
+
+def admit_local(run_id: str, directory: str | Path | None = None, local: str | Path | None = None) -> Path | None:
+    """Move a user's own record ``run_id`` from ``local`` (default runs/local/) into the records
+    folder ``directory`` (default runs/records/), where the gate checks it; None when ``local``
+    holds no such record (it may be in ``directory`` already).
+
+    Only a record that passes :func:`~harness.gate.admission.acceptance_problem` moves (sealed,
+    untouched, the catalog's data): the gate fails on any other, so it stays where it was."""
+
+    directory = Path(directory) if directory is not None else records_dir()
+    local = Path(local) if local is not None else local_runs_dir()
+    source = local / f"{run_id}.json"
+    if not source.is_file():
+        return None
+    rec = load_record(source)
+    if isinstance(rec, Skipped):
+        raise HarnessError(f"{source}: cannot be added: {rec.reason}")
+    if rec.run_id != run_id:
+        raise HarnessError(f"{source}: holds run {rec.run_id}, not {run_id}; add the file the run wrote")
+    why = acceptance_problem(rec)
+    if why:
+        raise HarnessError(f"{source}: {why.replace('as a reference', 'into ' + str(directory))}")
+    target = directory / source.name
+    if target.exists():
+        raise HarnessError(f"{target}: already exists; remove {source} instead of adding it twice")
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)  # copy, then remove: runs/local may be on another file system
+    source.unlink()
+    return target
 
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
@@ -40,6 +74,7 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
 
     directory = Path(directory) if directory is not None else records_dir()
     data = read_references(directory)  # first: an unreadable manifest must not be overwritten
+    admit_local(run_id, directory)  # a user's own run (runs/local/) joins the committed records first
     records, skipped = load_records(directory)
     rec = next((r for r in records if r.run_id == run_id), None)
     if rec is None:

@@ -13,7 +13,8 @@
 * Every other profile (``tiny``, ``mini``) is compared with its **reference**: the run named for its
   (method, profile) in ``references.json`` in the records folder. A reference is made only
   explicitly (``check --accept RUN_ID``), never because a record is the newest. Each metric of
-  the reference must be matched within ``TINY_TOLERANCE`` points in either direction; a record
+  the reference must be matched within ``TINY_TOLERANCE`` points in either direction
+  (``CROSS_MACHINE_TOLERANCE`` when the records name different machines, and the row says so); a record
   older than its reference is SUPERSEDED; a changed spec hash is STALE-REFERENCE (re-run and accept). A
   ``paper`` record whose method has a reference (BM25) is gated against both; a method without
   training must match its reference within ``TRAINING_FREE_TOLERANCE`` (float printing only).
@@ -70,6 +71,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.fsutil import is_temp
+from harness.core.paths import local_runs_dir
+from harness.core.points import fmt, points_decimals, reported_text
 
 # Every status word, which fail the gate and the order rows are counted in: declared once there.
 from harness.core.statuses import (
@@ -79,6 +82,7 @@ from harness.core.statuses import (
     FAILING,
     IN_PROGRESS,
     NO_REFERENCE,
+    NOT_COMPARABLE,
     REFERENCE,
     SPEC_CHANGED,
     STATUSES,
@@ -90,6 +94,8 @@ from harness.core.statuses import (
 from harness.core.text_table import format_table
 from harness.gate.admission import data_mismatches, spec_change, unknown_checkpoint
 from harness.gate.grading import (
+    CROSS_MACHINE_TOLERANCE,
+    LOSS,
     PAPER_GRADED,
     TINY_TOLERANCE,
     TRAINING_FREE_FAMILIES,
@@ -163,13 +169,16 @@ class GateResult:
 def run_gate(directory: str | Path | None = None, *, strict: bool = False,
              cells: Sequence[Mapping[str, Any]] | None = None, reported: str | Path | None = None,
              tiny_tolerance: float = TINY_TOLERANCE, references_from: str | Path | None = None,
-             known_methods: Sequence[str] | None = None) -> GateResult:
+             known_methods: Sequence[str] | None = None,
+             cross_machine: float | None = CROSS_MACHINE_TOLERANCE) -> GateResult:
     """Gate every record in ``directory`` (default runs/records).
 
     ``cells`` (dicts) overrides the registry; ``reported`` names a JSON snapshot of cells;
     ``references_from`` is the folder whose ``references.json`` and reference records to use
     (default ``directory``: a fresh re-run in a scratch folder is gated against the committed
-    references this way; then missing references are not expected in the scratch folder).
+    references this way; then missing references are not expected in the scratch folder);
+    ``cross_machine``: the tolerance of a trained record against a reference made on another
+    machine (None: ``tiny_tolerance`` whatever the machines).
     """
     directory = Path(directory) if directory is not None else records_dir()
     ref_dir = Path(references_from) if references_from is not None else directory
@@ -258,12 +267,32 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                 try:
                     training_free = (rec.get("spec") or {}).get("family") in TRAINING_FREE_FAMILIES
                     tolerance = TRAINING_FREE_TOLERANCE if training_free else tiny_tolerance
-                    result.rows.extend(reference_rows(rec, ref, tolerance))
+                    result.rows.extend(reference_rows(rec, ref, tolerance, None if training_free else cross_machine))
                     result.rows.extend(loss_rows(rec, ref))
                 except Exception as exc:  # noqa: BLE001
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
     return result
+
+
+YOUR_RUNS = "your runs"  # what check, the report and the leaderboard call the records in runs/local/
+
+
+def your_runs(references_from: str | Path | None = None, *, strict: bool = False,
+              cells: Sequence[Mapping[str, Any]] | None = None, reported: str | Path | None = None,
+              tiny_tolerance: float = TINY_TOLERANCE,
+              cross_machine: float | None = CROSS_MACHINE_TOLERANCE) -> GateResult | None:
+    """The user's own records (runs/local/, git-ignored) graded as the gate would grade them,
+    against the references of ``references_from`` (default runs/records); None when there are none.
+
+    `check`, the report and the leaderboard show the result as "your runs", apart: a run made on a
+    fresh clone never changes the gate's verdict (``check --add`` / ``--accept`` moves one in)."""
+    local = local_runs_dir()
+    if not local.is_dir() or not any(p.suffix == ".json" for p in local.iterdir()):
+        return None
+    ref_dir = Path(references_from) if references_from is not None else records_dir()
+    return run_gate(local, strict=strict, cells=cells, reported=reported, tiny_tolerance=tiny_tolerance,
+                    references_from=ref_dir, cross_machine=cross_machine)
 
 
 def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
@@ -274,21 +303,28 @@ def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
     result.n_records -= 1
 
 
-def _pts(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
+def row_numbers(r: GateRow) -> list[str]:
+    """expected, reproduced, delta, tol, CI of a row as printed: points (the paper's cell at its printed
+    precision, with the printed fraction beside it), a loss row's losses with delta and tol in %,
+    no delta on a NOT-COMPARABLE row, "-" for what is missing."""
+    graded = r.status != NOT_COMPARABLE
+    ci = "-" if r.ci_low is None or r.ci_high is None or not graded else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+    if r.unit == LOSS:
+        loss = (lambda v: "-" if v is None else f"{v:.4g}")
+        return [loss(r.expected), loss(r.reproduced), fmt(r.delta, 2, True) + "%" if r.delta is not None else "-",
+                f"{r.tolerance:g}%" if r.tolerance is not None else "-", ci]
+    digits = points_decimals(r.printed, r.expected) if r.printed else 2
+    expected = reported_text(r.expected, r.printed) if r.printed else fmt(r.expected)
+    return [expected, fmt(r.reproduced, digits), fmt(r.delta, digits, True) if graded else "-", fmt(r.tolerance), ci]
 
 
-def format_gate(result: GateResult) -> str:
-    """One plain-text table of every gated number (and of every file not gated), then the verdict."""
-    headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
+def format_gate(result: GateResult, apart: bool = False) -> str:
+    """One plain-text table of every gated number (and of every file not gated), then the verdict
+    (``apart``: records outside the gate, a user's own runs: what the gate would say once added)."""
+    headers = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol",
                "CI(delta)", "note"]
-    rows = []
-    for r in result.rows:
-        ci = "-" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
-        rows.append([r.status, r.run_id, r.benchmark, r.measure, r.against, _pts(r.expected), _pts(r.reproduced),
-                     _pts(r.delta, True), _pts(r.tolerance), ci, r.note])
+    rows = [[r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note]
+            for r in result.rows]
     lines = []
     if rows:
         lines.append(format_table(headers, rows))
@@ -297,6 +333,7 @@ def format_gate(result: GateResult) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
     why = f" ({len(result.failures())} failing row(s))" if not result.passed else ""
     mode = " [strict: NEAR, ungated records and unfinished writes fail]" if result.strict else ""
-    lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> gate {result.verdict}"
-                 f"{why}{mode}")
+    verdict = (f"would {'pass' if result.passed else 'fail'} the gate once added (not gated now)" if apart
+               else f"gate {result.verdict}")
+    lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> {verdict}{why}{mode}")
     return "\n".join(lines)

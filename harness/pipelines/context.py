@@ -84,9 +84,18 @@ class StageLog:
     """What happened in each stage, for the run record and the final summary."""
 
     entries: list[dict[str, Any]] = field(default_factory=list)
+    total: int = 0  # stages the run's plan holds (0: unknown): the N of "[k/N] stage ..."
+    announced: int = 0
 
     def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
         self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra})
+
+    def announce(self, label: str, what: str) -> None:
+        """'[k/N] stage <label>: <what>' as a stage starts (built, cached or scored): a run says where
+        it is at every stage, the first ones included."""
+        self.announced += 1
+        of = f"/{max(self.total, self.announced)}" if self.total else ""
+        print(f"[{self.announced}{of}] stage {label}: {what}", flush=True)
 
 
 def _cached_outputs(cache: StageCache) -> dict[str, Any]:
@@ -149,6 +158,7 @@ class RunContext:
         with exclusive_lock(cache.lock_path, label) as waited:
             if self._reuse(cache, dataset, waited, label, tags):
                 return self._stop_if_asked(name, cache)
+            self.stages.announce(label, "running")
             with cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
                 self._build(cache, dataset, config, build, label, work, True, tags)
         return self._stop_if_asked(name, cache)
@@ -165,7 +175,7 @@ class RunContext:
                    and not (waited and cache.meta().get("finished", 0) >= self.started))
         self.forced.add(cache.key)
         if done and not rebuild:
-            print(f"[{label}] cached ({cache.dir})")
+            self.stages.announce(label, f"cached ({cache.dir})")
             self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags, **_cached_outputs(cache))
             return True
         return False
@@ -207,6 +217,8 @@ class RunContext:
         with exclusive_lock(cache.lock_path, label) if main else contextlib.nullcontext(False) as waited:
             reuse = D.control_broadcast(self._reuse(cache, dataset, waited, label, tags) if main else None)
             self.forced.add(cache.key)
+            if not reuse and main:
+                self.stages.announce(label, "running")
             if reuse:
                 if not main:
                     self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags,

@@ -106,7 +106,7 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
 def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> Path:
     """Generated queries per passage: a local doc2query checkpoint, or a tiny T5 trained here."""
     from harness.corpus.passages import load_passages
-    from harness.corpus.qgen import generate_queries
+    from harness.corpus.qgen import generate_queries, sample_text
 
     q = QgenSettings.from_spec(ctx.spec)
     if q.model == "term-sampler":
@@ -125,7 +125,7 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
                                   input_prefix=q.input_prefix, max_new_tokens=q.max_new_tokens, seed=SEED,
                                   out_path=work / "queries.jsonl", batch_size=q.batch_size)
         for sample in result.samples[:3]:
-            print(f"  sample query: {sample}")
+            print(f"  sample queries: {sample_text(sample)}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
         grounding = report_grounding(passages, work / "queries.jsonl")
         return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
@@ -165,6 +165,7 @@ def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> 
     """Queries from the learned term sampler (harness/corpus/term_qgen.py), which stands in
     for doc2query-T5 where none is available; fitted on training pairs only."""
     from harness.corpus.passages import load_passages
+    from harness.corpus.qgen import sample_text
     from harness.corpus.term_qgen import (
         fit_term_model,
         sample_queries,
@@ -181,7 +182,7 @@ def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> 
         samples = [{"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], SEED)}
                    for p in passages[:3]]
         for sample in samples:
-            print(f"  sample query: {sample}")
+            print(f"  sample queries: {sample_text(sample)}")
         ctx.tracker.log_text("\n".join(map(str, samples)), "qgen_samples.txt")
         return {"passages": len(passages), "training_pairs": model.pairs, "samples": [str(s) for s in samples],
                 **report_grounding(passages, work / "queries.jsonl")}

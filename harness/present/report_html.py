@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
 from harness.gate.grading import GateRow
-from harness.gate.run import GateResult, run_gate
+from harness.gate.run import YOUR_RUNS, GateResult, row_numbers, run_gate, your_runs
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.present.glance_html import (
     CSS,
@@ -27,12 +27,10 @@ from harness.present.glance_html import (
     counts_html,
     esc,
     headline_html,
-    interval,
     learned_html,
     legend_html,
     matrix_html,
     profiles,
-    pts,
     table,
 )
 from harness.present.overview import (
@@ -78,17 +76,17 @@ def gate_command(row: GateRow, records: dict[str, RunRecord] | None = None) -> s
 
 
 def gate_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
-    headers = ["status", "run", "benchmark", "measure", "against", "expected", "reproduced", "delta", "tol",
+    headers = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol",
                "CI (delta)", "note", "reproduce with"]
     by_id = {rec.run_id: rec for rec in records}
     rows = []
     for r in gate.rows:
         command = gate_command(r, by_id)
-        rows.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.measure), esc(r.against),
-                     pts(r.expected), pts(r.reproduced), pts(r.delta, True), pts(r.tolerance),
-                     interval(r.ci_low, r.ci_high, True), esc(r.note),
+        # the numbers exactly as `check` prints them: points, the paper's precision, no delta where not comparable
+        rows.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.stage or "-"), esc(r.measure),
+                     esc(r.against), *(esc(x) for x in row_numbers(r)), esc(r.note),
                      f"<code>{esc(command)}</code>" if command else ""])
-    return table(headers, rows, numeric=(5, 6, 7, 8, 9))
+    return table(headers, rows, numeric=(6, 7, 8, 9, 10))
 
 
 def records_html(records: Sequence[RunRecord]) -> str:
@@ -145,9 +143,21 @@ def learned_svg(rows: Sequence[LearnedRow], profile: str = "mini") -> str:
     return "".join(parts)
 
 
+def yours_html(yours: GateResult | None, records: Sequence[RunRecord]) -> str:
+    """The user's own runs (runs/local/), graded as the gate would, apart from it ('' when none)."""
+    if yours is None:
+        return ""
+    verdict = "would pass" if yours.passed else "would fail"
+    counts = ", ".join(f"{k} {v}" for k, v in yours.counts().items()) or "nothing graded"
+    return (f'<h2 id="yours">{esc(YOUR_RUNS.capitalize())} (<code>{esc(str(yours.records_dir))}</code>): '
+            f"not gated</h2>\n<p class=\"caption\">{len(records)} record(s) of your own; {esc(counts)}: they "
+            f"{verdict} the gate once added (<code>python -m harness check --add RUN_ID</code>). They never "
+            "change the gate's verdict above.</p>\n" + gate_html(yours, records))
+
+
 def render(glance: Glance, gate: GateResult, records: Sequence[RunRecord], *, records_dir: str,
-           reported: str) -> str:
-    """The whole index.html."""
+           reported: str, yours: GateResult | None = None, your_records: Sequence[RunRecord] = ()) -> str:
+    """The whole index.html (``yours``: the user's own runs graded apart, :func:`harness.gate.run.your_runs`)."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     counts = ", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"
     learned = "".join(f"<h3>Profile {esc(p)}</h3>{learned_html(glance.learned, p)}" for p in profiles(glance.learned))
@@ -159,7 +169,7 @@ def render(glance: Glance, gate: GateResult, records: Sequence[RunRecord], *, re
 <link rel="stylesheet" href="{STYLE}">
 </head><body>
 <h1>Retrieval pre-training: reproduction report</h1>
-<p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {len(records)} run
+<p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {gate.n_records} run
 record(s) in <code>{esc(records_dir)}</code> and the papers' cells of <code>{esc(reported)}</code>. Numbers in
 points (100 x fraction); hover a reported number for it as the paper printed it.</p>
 <h2>What each state means</h2>
@@ -183,20 +193,22 @@ command and its projected cost on the spec's declared hardware.</p>
 <h2 id="gate">CI gate (<code>python -m harness check</code>): {esc(gate.verdict)}</h2>
 <p class="caption">{esc(counts)}; the same rows and statuses as <code>check --json</code>.</p>
 {gate_html(gate, records)}
+{yours_html(yours, your_records)}
 <h2 id="records">Run records: integrity and hardware</h2>
 {records_html(records)}
 </body></html>
 """
 
 
-def summary_line(glance: Glance, gate: GateResult, records: int) -> str:
+def summary_line(glance: Glance, gate: GateResult, records: int, yours: int = 0) -> str:
     """What the report says, in one line: the states of the headline cells and claims, the gate."""
     def states(counts: dict[str, int]) -> str:
         return ", ".join(f"{state} {n}" for state, n in counts.items()) or "none"
 
     return (f"{len(glance.headline)} headline cells ({states(glance.counts(glance.headline))}); "
             f"{len(glance.claims)} printed effects ({states(glance.counts(glance.claims))}); "
-            f"gate {gate.verdict} over {records} record(s)")
+            f"gate {gate.verdict} over {records} record(s)"
+            + (f"; {yours} of {YOUR_RUNS} (runs/local/, not gated)" if yours else ""))
 
 
 def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
@@ -210,11 +222,15 @@ def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
     glance = from_folder(folder, reported)
     gate = run_gate(folder, reported=reported)
     records = [r for r in load_records(folder)[0] if not r.integrity_problems]
-    page = render(glance, gate, records, records_dir=str(folder), reported=str(reported or "baselines/reported/"))
+    # runs/local/ sits beside the committed records only: a report of another folder leaves it out
+    yours = your_runs(folder, reported=reported) if folder.resolve() == default_records().resolve() else None
+    mine = load_records(yours.records_dir)[0] if yours is not None else []
+    page = render(glance, gate, records, records_dir=str(folder), reported=str(reported or "baselines/reported/"),
+                  yours=yours, your_records=mine)
     with atomic_dir(out) as work:
         (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")
         (work / INDEX).write_text(page, encoding="utf-8")
-    return out / INDEX, summary_line(glance, gate, len(records))
+    return out / INDEX, summary_line(glance, gate, gate.n_records, len(mine))
 
 
 def _refuse_foreign(out: Path) -> None:

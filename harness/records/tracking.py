@@ -26,6 +26,7 @@ import contextlib
 import datetime as _dt
 import importlib.metadata as md
 import json
+import logging
 import os
 import platform
 import re
@@ -46,7 +47,7 @@ from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, exclusive_lock
 from harness.core.hardware import CPU_FEATURES, cpu_identity  # noqa: F401 - part of a record's hardware
-from harness.core.paths import PROJECT_ROOT, runs_dir
+from harness.core.paths import PROJECT_ROOT, local_runs_dir, runs_dir
 from harness.core.statuses import VERDICTS
 from harness.records.integrity import seal
 
@@ -190,6 +191,9 @@ class Tracker:
         try:
             import mlflow
 
+            # The store's set-up chatter ("Creating initial MLflow database tables...", "Updating
+            # database tables", "Experiment ... does not exist") is not the run's news; warnings still show.
+            logging.getLogger("mlflow").setLevel(logging.WARNING)
             self._mlflow = mlflow
             setup_lock: contextlib.AbstractContextManager = contextlib.nullcontext()
             if self.uri.startswith("sqlite:///"):
@@ -339,11 +343,17 @@ def parent_run_name(name: str, profile: str, seed: int) -> str:
     return f"{name}/{profile}/{seed}"
 
 
+def in_points(aggregate: Mapping[str, float]) -> dict[str, float]:
+    """A benchmark's measures (fractions, as records keep them) in points, as MLflow shows them: the
+    unit every table of the harness and the papers' tables use (0.0098 read beside 31.9 misleads)."""
+    return {measure: 100.0 * float(value) for measure, value in aggregate.items()}
+
+
 def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """A record's (final stage's) ``{benchmark: {measure: value}}`` as ``<benchmark>/<measure>`` keys,
-    e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
-    return {f"{mlflow_key(bench)}/{mlflow_key(measure)}": float(value)
-            for bench, values in metrics.items() for measure, value in values.items()}
+    """A record's (final stage's) ``{benchmark: {measure: fraction}}`` as ``<benchmark>/<measure>`` keys in
+    points, e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
+    return {f"{mlflow_key(bench)}/{mlflow_key(measure)}": value
+            for bench, values in metrics.items() for measure, value in in_points(values).items()}
 
 
 def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
@@ -431,10 +441,13 @@ def new_run_id(method: str, profile: str) -> str:
 
 
 def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
-    """Atomically write a run record; returns its path (runs/records/<run_id>.json)."""
+    """Atomically write a run record; returns its path (runs/local/<run_id>.json by default).
 
-    # A record under another seed measures spread; it is never one of the gated records.
-    directory = directory or runs_dir() / ("records" if SEED == DEFAULT_SEED else "seeds")
+    A run's own record goes to the git-ignored runs/local/, never straight into the committed, gated
+    runs/records/ (`check --accept` / `check --add` move it there); one under another seed measures
+    spread and goes to runs/seeds/."""
+
+    directory = directory or (local_runs_dir() if SEED == DEFAULT_SEED else runs_dir() / "seeds")
     directory.mkdir(parents=True, exist_ok=True)
     # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
     record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))

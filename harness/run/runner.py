@@ -17,6 +17,7 @@ from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import detect
 from harness.core.paths import require_writable_homes
+from harness.core.points import fmt
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
@@ -188,7 +189,8 @@ def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
     tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
-    ctx = RunContext(spec, tracker, StageLog(), force, stop_after=stage)
+    ctx = RunContext(spec, tracker, StageLog(total=planned_stages(spec, datasets, force, stage)), force,
+                     stop_after=stage)
     started = time.time()
     output = None
     with tracker.run():
@@ -223,6 +225,15 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
         for name in runs:
             ctx.stages.add("evaluate", f"{variant}/{name}", False, 0.0, plan="to run")
     return ctx
+
+
+def planned_stages(spec: MethodSpec, datasets: list[str], force: bool, stage: str | None = None) -> int:
+    """How many stages (built, cached or scored) a run will go through: the N of its "[k/N] stage"
+    lines, from its own plan (0, "unknown", when the plan cannot be made: the run then says why)."""
+    try:
+        return len(plan_method(spec, datasets, force, stage).stages.entries)
+    except Exception:  # noqa: BLE001 - a progress count must never stop a run
+        return 0
 
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
@@ -276,7 +287,7 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
 
     run_id = new_run_id(method, profile)
     tracker = rank_tracker(spec, run_id, run_tags(spec), track_required)
-    ctx = RunContext(spec, tracker, StageLog(), force)
+    ctx = RunContext(spec, tracker, StageLog(total=planned_stages(spec, datasets, force)), force)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
@@ -319,12 +330,18 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
 
 
 def summary_line(record: dict[str, Any], path: Path) -> str:
+    """The run's last line: its final retriever's primary measure per benchmark, in points (out of 100:
+    "nDCG@10 1.0 points" is a chance-level score, not a perfect one), with that cell's verdict."""
+    final = record.get("finetune_stage")
+    statuses = {(c["benchmark"], c["measure"]): c["status"] for c in record["comparison"]
+                if c.get("finetune_stage") in (None, final)}
     parts = []
-    statuses = {(c["benchmark"], c["measure"]): c["status"] for c in record["comparison"]}
     for ds, values in record["metrics"].items():
         primary = next(iter(values))
         status = statuses.get((ds, primary), "no reported cell")
-        parts.append(f"{ds} {primary} {100 * values[primary]:.1f} ({status})")
+        parts.append(f"{ds} {primary} {fmt(100 * values[primary], 1)} points ({status})")
     mlflow = record["mlflow"]
     where = f"MLflow run {mlflow['run_id']} at {mlflow['tracking_uri']}" if mlflow.get("run_id") else "MLflow off"
-    return f"{record['method']} [{record['profile']}] " + "; ".join(parts) + f" in {record['seconds']}s -- record {path}; {where}"
+    stage = f" {final}:" if final else ""
+    return (f"{record['method']} [{record['profile']}]{stage} " + "; ".join(parts)
+            + f" in {record['seconds']}s -- record {path}; {where}")

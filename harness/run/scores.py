@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.evaluation.chance import chance_check
+from harness.records.tracking import in_points
 
 if TYPE_CHECKING:
     from harness.pipelines.context import StageLog
@@ -72,10 +73,11 @@ def score_variants(tracker: "Tracker", stages: "StageLog", benchmarks: Mapping[s
     scores = RunScores(final=list(variants)[-1])
     for variant, datasets in variants.items():
         for name in datasets:
+            stages.announce(f"evaluate/{variant}/{name}", "scoring")
             t0 = time.time()
             with tracker.stage(f"evaluate/{variant}/{name}", {"benchmark": name, "finetune_stage": variant}):
                 scored = score(variant, name)
-                tracker.log_metrics(scored.result.aggregate)
+                tracker.log_metrics(in_points(scored.result.aggregate))  # MLflow shows points
                 tracker.log_artifact(scored.run_path, subdir=f"runs/{variant}/{name}")
             stages.add("evaluate", f"{variant}/{name}", scored.cached, time.time() - t0)
             # Its metrics stay on the stage run: the parent gets only the final variant's, under keys
