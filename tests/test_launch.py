@@ -143,7 +143,7 @@ def _finish(proc: subprocess.Popen, timeout: int = 1200) -> str:
 
 
 def _records(tmp: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((tmp / "runs" / "records").glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted((tmp / "runs" / "local").glob("*.json"))]
 
 
 def _reference(method: str) -> dict:
