@@ -5,7 +5,6 @@ and gives the same file."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 

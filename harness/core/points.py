@@ -6,15 +6,14 @@ line, `check`) shows points, and where the paper printed a fraction the printed 
 ("34.0 (printed 0.340)"), so neither a fraction beside a point nor "1.0" read as a perfect score
 can mislead. A missing number is "-".
 
-Run records keep fractions (ir-measures and trec_eval report 0-1); MLflow's metrics show points too
-(:func:`to_points`), so one helper does the conversion and nobody multiplies twice.
+Run records keep fractions (ir-measures and trec_eval report 0-1); MLflow's metrics show points too,
+converted in one place (harness.records.tracking.in_points) for live runs and loaded records alike.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 
 _NUMBER = re.compile(r"[-+]?(\d+(?:\.(\d*))?|\.(\d+))")
 
@@ -63,13 +62,3 @@ def reported_text(reported: float | None, printed: str | None) -> str:
     text = fmt(reported, digits)
     return f"{text} (printed {printed.strip()})" if printed and printed_as_fraction(printed, reported) else text
 
-
-def to_points(fraction: float) -> float:
-    """``0.3105`` -> ``31.05``."""
-    return 100.0 * float(fraction)
-
-
-def metrics_in_points(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """A record's ``{benchmark: {measure: fraction}}`` in points, keys unchanged."""
-    return {bench: {measure: to_points(value) for measure, value in values.items()}
-            for bench, values in metrics.items()}

@@ -25,13 +25,13 @@ from typing import Any
 
 from harness.core.fsutil import exclusive_lock
 from harness.core.paths import PROJECT_ROOT, runs_dir
-from harness.core.points import to_points
 from harness.records.store import RunRecord, Skipped, load_records
 from harness.records.tracking import (
     PARAMS_PER_BATCH,
     TAG_VALUE_LIMIT,
     mlflow_key,
     param_entries,
+    parent_metrics,
     parent_run_name,
     parent_tags,
 )
@@ -68,13 +68,6 @@ def committed_records(root: Path | None = None) -> tuple[list[RunRecord], list[S
         skipped += bad
     records.sort(key=lambda r: (r.created, r.run_id))
     return records, skipped
-
-
-def parent_metrics_in_points(record: RunRecord) -> dict[str, float]:
-    """The record's final metrics as its parent run carries them: ``<benchmark>/<measure>`` keys
-    (:func:`harness.records.tracking.parent_metrics`' naming), values in points."""
-    return {f"{mlflow_key(bench)}/{mlflow_key(measure)}": to_points(value)
-            for bench, values in record.metrics.items() for measure, value in values.items()}
 
 
 def run_name(record: RunRecord) -> str:
@@ -161,7 +154,7 @@ def _log(client: Any, experiment_id: str, record: RunRecord) -> None:
     for i in range(0, len(params), PARAMS_PER_BATCH):
         client.log_batch(run_id, params=params[i:i + PARAMS_PER_BATCH])
     stamp = end if end is not None else 0
-    metrics = [Metric(k, v, stamp, 0) for k, v in parent_metrics_in_points(record).items()]
+    metrics = [Metric(k, v, stamp, 0) for k, v in parent_metrics(record.metrics).items()]
     if metrics:
         client.log_batch(run_id, metrics=metrics)
     with contextlib.suppress(OSError):  # the record is the run's source, not what the compare view needs
