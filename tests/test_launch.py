@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import pytest
 from harness.core import hardware, ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import Hardware, default_processes
-from harness.run.launch import Layout, inside_worker, worker_argv
+from harness.run.launch import Layout, free_port, inside_worker, worker_argv
 from harness.spec.method import load_method
 from harness.spec.stage_settings import StageSettings
 
@@ -118,12 +117,6 @@ def test_the_plan_shares_the_batch_over_the_processes_the_run_starts(monkeypatch
 # --- whole runs under the launcher (slow) -------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MLFLOW_TRACKING_URI")}
     env.update(HARNESS_CACHE_DIR=str(tmp / "cache"), HARNESS_RUNS_DIR=str(tmp / "runs"),
@@ -218,7 +211,7 @@ def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path):
     _finish(_harness(["run", "--method", "cotmae", "--profile", "tiny", "--stage", "pretrain"], _env(seed)))
     env = _env(tmp_path)
     shutil.copytree(seed / "cache", tmp_path / "cache")
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     common = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus", "--nnodes", "2",
               "--nproc-per-node", "1", "--rdzv-endpoint", endpoint]
     nodes = [_harness([*common, "--node-rank", str(r)], env) for r in (0, 1)]

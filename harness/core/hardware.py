@@ -47,7 +47,7 @@ def default_processes(hw: Hardware, declared: dict[str, Any] | None) -> int:
 PLANNED_WORLD = "HARNESS_PLANNED_WORLD_SIZE"  # set by `run --dry-run --nproc-per-node N --nnodes M`
 
 
-def world_size(hw: Hardware, declared: dict[str, Any] | None = None) -> int:
+def planned_world_size(hw: Hardware, declared: dict[str, Any] | None = None) -> int:
     """Processes the run trains on together: the launcher's ``WORLD_SIZE`` inside a launched run; in a
     plan, what ``run`` would start (its flags, else :func:`default_processes`). A global batch is
     shared over these, never over the GPUs merely present."""

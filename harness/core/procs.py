@@ -59,6 +59,15 @@ def terminate_raises(signums: tuple[int, ...] | None = None) -> Iterator[None]:
         signal.signal(signum, signal.SIG_DFL)
         raise Terminated(signum)
 
+    with signal_handlers(signums, handler):
+        yield
+
+
+@contextlib.contextmanager
+def signal_handlers(signums: tuple[int, ...], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """`handler` for these signals within the block, the previous handlers back after it. A signal the
+    caller ignores (``nohup``) stays ignored; outside the main thread, or for a signal this platform
+    lacks, nothing is installed."""
     old: dict[int, Any] = {}
     for signum in signums:
         with contextlib.suppress(ValueError, OSError):  # not the main thread, or no such signal here

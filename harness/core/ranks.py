@@ -21,19 +21,20 @@ from harness.core.errors import HarnessError
 _SOLO = [0]  # depth of nested solo() blocks in this process
 
 
-def _env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int) -> int:
+    """An integer from the environment (the launcher's RANK / WORLD_SIZE, a timeout); `default` when unset."""
     raw = os.environ.get(name, "")
     if raw == "":
         return default
     try:
         return int(raw)
     except ValueError as exc:
-        raise HarnessError(f"environment variable {name}={raw!r} is not an integer (the launcher sets it)") from exc
+        raise HarnessError(f"environment variable {name}={raw!r} is not an integer") from exc
 
 
 def launched_world_size() -> int:
     """Processes in the run the launcher started (1 without a launcher), whatever :func:`solo` says."""
-    return max(1, _env_int("WORLD_SIZE", 1))
+    return max(1, env_int("WORLD_SIZE", 1))
 
 
 def world_size() -> int:
@@ -42,16 +43,16 @@ def world_size() -> int:
 
 
 def rank() -> int:
-    return 0 if _SOLO[0] else _env_int("RANK", 0)
+    return 0 if _SOLO[0] else env_int("RANK", 0)
 
 
 def local_rank() -> int:
-    return _env_int("LOCAL_RANK", 0)
+    return env_int("LOCAL_RANK", 0)
 
 
 def is_main() -> bool:
     """True on global rank 0 (and in single-process runs): the rank that prints, tracks and records."""
-    return _env_int("RANK", 0) == 0
+    return env_int("RANK", 0) == 0
 
 
 def in_solo() -> bool:

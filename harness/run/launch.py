@@ -83,7 +83,8 @@ def worker_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port nothing on 127.0.0.1 listens on now (the single-node rendezvous; tests)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -101,7 +102,7 @@ def launch(layout: Layout, argv: list[str], log_dir: Path) -> int:
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     layout.check()
-    endpoint = layout.rdzv_endpoint or f"127.0.0.1:{_free_port()}"
+    endpoint = layout.rdzv_endpoint or f"127.0.0.1:{free_port()}"
     first = layout.node_rank * layout.nproc_per_node
     log_dir.mkdir(parents=True, exist_ok=True)
     quiet = {r: Std.ALL for r in range(1, layout.nproc_per_node)}  # local rank 0 keeps the terminal

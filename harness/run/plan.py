@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness import SEED
-from harness.core.hardware import Hardware, detect, world_size
+from harness.core.hardware import Hardware, detect, planned_world_size
 from harness.data.requirements import missing_inputs
 from harness.evaluation.compare import comparability
 from harness.papers.registry import cells_for
@@ -241,7 +241,7 @@ def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> l
 
     pre = PretrainSettings.from_spec(spec)
     cls = objective_class(pre.objective)
-    n = world_size(hw, spec.get("hardware"))
+    n = planned_world_size(hw, spec.get("hardware"))
     lines = [f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
              f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "
              f"lr {pre.lr}, warm-up {pre.warmup_ratio}, max length {pre.max_length}"]
@@ -276,7 +276,7 @@ def precision_line(precision: str, source: str, hw: Hardware) -> str:
 def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str]:
     merged = finetune_settings(spec, retriever)
     s = StageSettings.from_spec(spec, retriever)
-    n = world_size(hw, spec.get("hardware"))
+    n = planned_world_size(hw, spec.get("hardware"))
     q, p = s.global_queries, s.passages_per_query
     lines = [f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
              f"depth {s.negative_depth}, epochs {s.epochs}, lr {s.lr}"]

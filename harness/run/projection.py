@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.hardware import world_size
+from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
 from harness.pretrain.objectives import objective_class
@@ -294,7 +294,7 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     here_name = hw.names[0] if hw.names else ""
     here_gpu = _gpu_peak(here_name) if hw.device_type == "cuda" else None
     here_scale = calibration(_gpu_type(here_name), spec.name)[0] if here_gpu else 1.0
-    here_devices = world_size(hw, declared) if here_gpu else 1  # the processes the run will start
+    here_devices = planned_world_size(hw, declared) if here_gpu else 1  # the processes the run will start
     cpu = 0.0 if here_gpu else cpu_tflops() * CPU_UTILISATION
     here = "here" + (f" ({hw.describe()})" if here_gpu else f" (CPU, {cpu:.2f} TFLOP/s)")
     decl = f"{devices} x {gpu}" if gpu else "declared"

@@ -50,16 +50,6 @@ class DistInfo:
         return self.world_size > 1
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise HarnessError(f"environment variable {name}={raw!r} is not an integer (set by torchrun)") from exc
-
-
 def init_distributed(device: str | None = None) -> DistInfo:
     """Join the torchrun process group if there is one (idempotent) and pick the device.
 
@@ -68,7 +58,7 @@ def init_distributed(device: str | None = None) -> DistInfo:
     """
     world_size = ranks.world_size()
     rank = ranks.rank()
-    local_rank = _env_int("LOCAL_RANK", 0)
+    local_rank = ranks.local_rank()
     if device is None:
         dev = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     else:
@@ -87,7 +77,7 @@ def init_distributed(device: str | None = None) -> DistInfo:
                 "training with torchrun (python -m torch.distributed.run --nproc_per_node N ...)"
             )
         dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=_env_int("HARNESS_PG_TIMEOUT", 1800)))
+                                timeout=timedelta(seconds=ranks.env_int("HARNESS_PG_TIMEOUT", 1800)))
     else:
         backend = dist.get_backend()
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev, backend)
@@ -100,7 +90,7 @@ def control_group() -> Any:
         return None
     if not _CONTROL:
         _CONTROL.append(dist.new_group(backend="gloo",
-                                       timeout=timedelta(seconds=_env_int("HARNESS_STAGE_WAIT", 7 * 86400))))
+                                       timeout=timedelta(seconds=ranks.env_int("HARNESS_STAGE_WAIT", 7 * 86400))))
     return _CONTROL[0]
 
 

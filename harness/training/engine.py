@@ -370,17 +370,9 @@ def _stop_requests() -> Iterator[list[int]]:
             raise procs.Terminated(signum)
         asked.append(signum)
 
-    old: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGUSR1", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        with contextlib.suppress(ValueError, OSError, TypeError):
-            if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
-                old[signum] = signal.signal(signum, handler)
-    try:
+    preemption = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1", "SIGHUP") if hasattr(signal, name))
+    with procs.signal_handlers(preemption, handler):
         yield asked
-    finally:
-        for signum, previous in old.items():
-            signal.signal(signum, previous)
 
 
 def _reduce(local: dict[str, Tensor]) -> dict[str, float]:
