@@ -58,8 +58,13 @@ def site(tmp_path_factory) -> tuple[Path, dict]:
     """The report and `check --json`'s answer over the same committed records."""
     out = tmp_path_factory.mktemp("report")
     check_json = out / "check.json"
-    assert cli.main(["check", "--records", str(RECORDS), "--json", str(check_json)]) in (0, 1)
-    assert cli.main(["report", "--html", str(out / "site"), "--records", str(RECORDS)]) == 0
+    # A module fixture runs before conftest's per-test isolation: keep the checkout's runs/ (a user's own
+    # runs in runs/local/ included) out of it, as every test does.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HARNESS_RUNS_DIR", str(out / "runs"))
+        mp.setenv("HARNESS_CACHE_DIR", str(out / "cache"))
+        assert cli.main(["check", "--records", str(RECORDS), "--json", str(check_json)]) in (0, 1)
+        assert cli.main(["report", "--html", str(out / "site"), "--records", str(RECORDS)]) == 0
     return out / "site", json.loads(check_json.read_text())
 
 
