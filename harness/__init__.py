@@ -6,6 +6,7 @@ papers' reported cells and records everything to MLflow and ``runs/``.
 """
 
 import os
+import sys
 
 __version__ = "0.1.0"
 DEFAULT_SEED = 42
@@ -18,7 +19,10 @@ def _seed_from_env() -> int:
     if not text:
         return DEFAULT_SEED
     if not text.isdigit() or int(text) > 2**32 - 1:  # the range numpy's and torch's generators take
-        raise SystemExit(f"error: HARNESS_SEED={text!r} is not an integer in [0, 4294967295]; unset it or give e.g. 43")
+        # Exit 2, the code of every other usage error (argparse's), not SystemExit(str)'s 1.
+        print(f"error: HARNESS_SEED={text!r} is not an integer in [0, 4294967295]; unset it or give e.g. 43",
+              file=sys.stderr)
+        raise SystemExit(2)
     return int(text)
 
 
