@@ -65,3 +65,14 @@ def test_a_child_process_peak_is_recorded_beside_the_stage(tmp_path):
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=root)
     assert float(out.stdout.strip()) >= 0.75 * BIG_MIB, out
+
+
+@pytest.mark.skipif(not memory.reset_high_water_mark(), reason="needs Linux's /proc/self/clear_refs")
+def test_a_stage_built_inside_another_keeps_the_outer_peak():
+    """The inner stage's reset must not hide what the outer stage held before it."""
+    with memory.measure_peak() as outer:
+        block = _hold(BIG_MIB)
+        del block
+        with memory.measure_peak() as inner:
+            pass
+    assert outer.peak_mib >= inner.peak_mib + 0.75 * BIG_MIB, (outer, inner)

@@ -61,6 +61,7 @@ class PeakRSS:
     peak_mib: float | None = None
     children_mib: float | None = None  # a child of this stage (largest child finished during it)
     _children_before: float = field(default=0.0, repr=False)
+    _seen_mib: float = field(default=0.0, repr=False)  # marks read before a nested measurement reset them
 
     def fields(self) -> dict[str, Any]:
         """The stage entry's fields: ``peak_rss_mib`` (with ``peak_rss_basis`` when it is the process's
@@ -87,16 +88,32 @@ class PeakRSS:
 @contextlib.contextmanager
 def measure_peak(clear_refs: Path = CLEAR_REFS, status: Path = STATUS) -> Iterator[PeakRSS]:
     """Measure the peak resident memory of the code in the ``with`` block (module docstring)."""
+    _note_mark(status)  # an enclosing measurement keeps the mark this one is about to reset
     peak = PeakRSS(STAGE if reset_high_water_mark(clear_refs, status) else CUMULATIVE)
     peak._children_before = _maxrss_mib(resource.RUSAGE_CHILDREN)
+    _OPEN.append(peak)
     try:
         yield peak
     finally:
+        _OPEN.remove(peak)
         hwm = _status_kib("VmHWM", status) if peak.basis == STAGE else None
-        peak.peak_mib = hwm / 1024 if hwm is not None else _maxrss_mib(resource.RUSAGE_SELF)
+        own = hwm / 1024 if hwm is not None else _maxrss_mib(resource.RUSAGE_SELF)
+        peak.peak_mib = max(own, peak._seen_mib)
         if hwm is None:
             peak.basis = CUMULATIVE
+        for outer in _OPEN:
+            outer._seen_mib = max(outer._seen_mib, peak.peak_mib)
         children = _maxrss_mib(resource.RUSAGE_CHILDREN)
         if children > peak._children_before:
             peak.children_mib = children
+
+
+_OPEN: list[PeakRSS] = []  # the measurements under way, outermost first (a stage built inside another's)
+
+
+def _note_mark(status: Path) -> None:
+    """Before a nested measurement resets the mark: every enclosing one keeps the mark reached so far."""
+    if _OPEN and (hwm := _status_kib("VmHWM", status)) is not None:
+        for outer in _OPEN:
+            outer._seen_mib = max(outer._seen_mib, hwm / 1024)
 
