@@ -81,3 +81,16 @@ def test_the_dry_run_prints_it_from_the_committed_bench_result():
     assert footprint.newest_results() is not None
     text = "\n".join(footprint.describe(spec, entries))
     assert "memory and disk of the data stages" in text and "bench/results/bench_scale_cpu_" in text
+
+
+def test_a_run_warns_before_its_first_stage(tmp_path, monkeypatch, capsys):
+    """The run itself, not only its dry-run, names a stage that would not fit before anything runs."""
+    from harness.run import runner
+
+    results = _bench(tmp_path, [("passages", 10_000, 100 + 10_000 / 1024, 1.0),
+                                ("passages", 100_000, 100 + 100_000 / 1024, 10.0)])
+    monkeypatch.setattr(footprint, "newest_results", lambda folder=footprint.RESULTS: results)
+    monkeypatch.setattr(runner, "total_memory_gib", lambda: 4.0)
+    spec = load_method("cotmae", "paper")
+    assert runner.planned_stages(spec, list(spec.get("datasets")), False) > 0
+    assert "would not fit: passages needs" in capsys.readouterr().out

@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.core.hardware import total_memory_gib
 from harness.core.paths import PROJECT_ROOT, cache_dir
+from harness.data import sampled
 from harness.data.sampled import base_name
 from harness.run.projection import BEIR_CORPUS, MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size
 
@@ -76,6 +77,12 @@ def newest_results(folder: Path = RESULTS) -> Path | None:
     """The newest bench_scale result on CPU (dated names sort by date); None when there is none."""
     found = sorted(folder.glob(PATTERN))
     return found[-1] if found else None
+
+
+def measured_slopes(results: Path | None = None) -> dict[str, Slopes]:
+    """The fitted lines of the newest (or the given) bench_scale result; {} when there is none."""
+    results = results or newest_results()
+    return fit(json.loads(results.read_text())["rows"]) if results else {}
 
 
 def fit(rows: Iterable[dict[str, Any]]) -> dict[str, Slopes]:
@@ -135,7 +142,8 @@ def is_mining(entry: dict[str, Any]) -> bool:
 def stage_passages(spec: Any, entry: dict[str, Any]) -> int | None:
     """The corpus size a planned stage works over: the pre-training corpus for passages and pre-training
     (capped by ``corpus.max_passages``), MS MARCO's for the training queries' negatives and teacher
-    scores, else its benchmark's corpus (a cqadupstack forum: the 12 forums' together, an upper bound)."""
+    scores, else its benchmark's corpus (a cqadupstack forum: the 12 forums' together, an upper bound; a
+    rehearsal's sample: its size bound)."""
     stage, dataset = entry["stage"], str(entry.get("dataset") or "")
     if stage in ("passages", "pretrain"):
         source = spec.get("corpus.source")
@@ -148,6 +156,8 @@ def stage_passages(spec: Any, entry: dict[str, Any]) -> int | None:
         return min(total, int(cap)) if cap else total
     if stage in ("bm25_negatives", "teacher_scores"):
         return MSMARCO_PASSAGES
+    if dataset.split("/")[0].endswith(sampled.SUFFIX):  # a rehearsal's sample: its judged + distractors at most
+        return sampled.QUERIES * sampled.JUDGED_PER_QUERY + sampled.DISTRACTORS
     size = corpus_size(dataset) if dataset else None
     if size is None and base_name(dataset.split("/")[0]).startswith("cqadupstack-"):
         return BEIR_CORPUS["cqadupstack"]
@@ -191,8 +201,8 @@ def _row_label(entry: dict[str, Any], mining: bool) -> str:
     left out; cqadupstack's forums as one), mining apart from evaluation."""
     if not entry.get("dataset"):
         return entry["stage"]
-    name = base_name(str(entry["dataset"]).split("/")[0])
-    name = "cqadupstack-*" if name.startswith("cqadupstack-") else name
+    name = str(entry["dataset"]).split("/")[0]
+    name = "cqadupstack-*" if base_name(name).startswith("cqadupstack-") else name
     return f"{entry['stage']}/{name}" + (" (mining)" if mining else "")
 
 
@@ -209,7 +219,7 @@ def describe(spec: Any, entries: list[dict[str, Any]], results: Path | None = No
              memory_gib: float | None = None, free_gib: float | None = None) -> list[str]:
     """The plan's lines: each data stage's projected peak memory and disk, and what would not fit."""
     results = results or newest_results()
-    feet = project(spec, entries, fit(json.loads(results.read_text())["rows"]) if results else {})
+    feet = project(spec, entries, measured_slopes(results))
     if not feet:
         return []
     memory_gib = memory_gib if memory_gib is not None else total_memory_gib()
