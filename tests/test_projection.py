@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from harness.run import projection
+from harness.run import model_shape, projection
 from harness.core.hardware import Hardware
 from harness.run.runner import plan_method
 from harness.spec.method import MethodSpec, load_method, pretraining_methods
@@ -89,3 +89,31 @@ def test_teacher_scoring_counts_the_pairs_the_code_scores_and_grad_cache_its_for
     cocondenser = _costs(load_method("cocondenser", "paper"))["pretrain"]
     assert "gradient caching" in cocondenser.note
     assert projection.grad_cache_factor(load_method("cotmae", "paper")) == 1.0  # accumulation: no extra forward
+
+
+def _with_model(spec: MethodSpec, **model) -> MethodSpec:
+    config = copy.deepcopy(spec.config)
+    config["model"] = {**config.get("model", {}), **model}
+    return MethodSpec(spec.name, spec.profile, spec.path, config)
+
+
+def test_the_flops_follow_the_specs_own_model_size() -> None:
+    """Issue 41 item 7: a 2-layer tiny spec was projected with bert-base's FLOPs. The same paper plan
+    (same steps, batches, corpora) with the tiny model is projected far cheaper, and its retriever
+    stages (encoder layers only) scale exactly with the layer count."""
+    paper = load_method("cotmae", "paper")
+    tiny_model = {"init": "scratch", "layers": 2, "hidden": 128, "heads": 2, "intermediate": 512}
+    full, small = _costs(paper), _costs(_with_model(paper, **tiny_model))
+    # the vocabulary head (bert-base's 30,522 words here) keeps pre-training's share larger
+    assert small["pretrain"].tflop < 0.05 * full["pretrain"].tflop
+    assert small["retriever1"].tflop < 0.01 * full["retriever1"].tflop
+    deeper = _costs(_with_model(paper, **{**tiny_model, "layers": 4}))
+    assert deeper["retriever1"].tflop == pytest.approx(2 * small["retriever1"].tflop)
+    # pre-training: two more layers' work on top of 2 layers + 1 decoder layer + the vocabulary head
+    shape = model_shape.shape_of(_with_model(paper, **tiny_model))
+    layer, head = model_shape.layer_flops(shape, 144), model_shape.head_flops(shape, 144)
+    assert deeper["pretrain"].tflop / small["pretrain"].tflop == pytest.approx((5 * layer + head) / (3 * layer + head))
+    # the tiny profile itself: its own model block, far below the paper plan's per-sequence cost
+    tiny = load_method("cotmae", "tiny")
+    assert "2 layers, hidden 128" in projection.shape_line(tiny)
+    assert projection.flop_ratio(tiny, "cotmae") < 0.02 and projection.flop_ratio(paper, "cotmae") == 1.0

@@ -58,6 +58,18 @@ def planned_world_size(hw: Hardware, declared: dict[str, Any] | None = None) -> 
     return default_processes(hw, declared)
 
 
+def total_memory_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
+    """The machine's physical memory in GiB (/proc/meminfo; elsewhere sysconf where it answers; else None):
+    what a dry-run sets each stage's projected peak memory against."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return None
+
+
 # CPU features that change which matmul kernels run (oneDNN / MKL dispatch on them).
 CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 

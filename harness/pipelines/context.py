@@ -19,6 +19,7 @@ from typing import Any, Callable
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.fsutil import exclusive_lock
+from harness.core.memory import measure_peak
 from harness.core.paths import cache_dir
 from harness.records.tracking import Tracker
 from harness.spec.method import MethodSpec
@@ -193,15 +194,19 @@ class RunContext:
         started = time.time()
         if (cuda := _cuda()) is not None:
             cuda.reset_peak_memory_stats()
-        with self.tracker.stage(label, {"stage": cache.stage, "dataset": dataset, **config}):
+        with self.tracker.stage(label, {"stage": cache.stage, "dataset": dataset, **config}), \
+                measure_peak() as rss:
             meta = build(work) or {}
             if finish:
                 cache.mark_finished(work, {**meta, BUILD_SECONDS: round(time.time() - started, 2)})
             self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
         cuda = _cuda()  # the stage may have imported torch itself
         peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}
-        self.stages.add(cache.stage, dataset, False, time.time() - started, key=cache.key, **tags, output=meta,
-                        **peak)
+        elapsed = time.time() - started
+        # Peak RSS is an observation of this machine, kept in the log entry and never in the stage's key.
+        self.stages.add(cache.stage, dataset, False, elapsed, key=cache.key, **tags, output=meta,
+                        **rss.fields(), **peak)
+        print(f"[{label}] done in {elapsed:.1f} s{rss.describe()}", flush=True)
 
     def _ranked_stage(self, stage: Stage, cache: StageCache, dataset: str | None, config: dict[str, Any],
                       build: Callable[[Path], dict[str, Any] | None], label: str,

@@ -24,7 +24,8 @@ from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import STOP
 from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
 from harness.pretrain.objectives import objective_class
-from harness.run import projection
+from harness.run import footprint, projection
+from harness.run.footprint import is_mining
 from harness.spec.block_settings import (
     CorpusSettings,
     QgenSettings,
@@ -49,12 +50,6 @@ from harness.stages.graph import MINING_DETAILS, STAGES, resolve
 def entry_label(entry: dict[str, Any]) -> str:
     """`stage[/dataset]`, as the stage's own progress lines name it."""
     return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else entry["stage"]
-
-
-def is_mining(entry: dict[str, Any]) -> bool:
-    """A search of the training queries with a retriever, for the next retriever's hard negatives."""
-    dataset = str(entry.get("dataset") or "")
-    return dataset.endswith("/mine") or "/mine-" in dataset
 
 
 def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]],
@@ -107,6 +102,7 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
     lines.append(f"  benchmarks: {', '.join(datasets)}")
 
     lines.extend(projection.describe(spec, stages, hw))
+    lines.extend(footprint.describe(spec, stages))
 
     missing = missing_inputs(spec, datasets)
     if missing:

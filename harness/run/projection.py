@@ -20,6 +20,8 @@ Assumptions, stated with every projection:
   step: 4/3 of a plain step's FLOPs;
 * the CPU present runs at half of the fp32 matrix-multiply rate measured when the plan is printed;
 * memory: the measured peak scaled linearly with the per-device batch (activations dominate);
+* model: the measured steps scaled to the spec's own encoder shape and sequence lengths by the ratio
+  of their analytic FLOPs (harness/run/model_shape.py; exactly 1 at bert-base and the measured lengths);
 * sizes: corpora as published (MS MARCO 8,841,823 passages; BEIR: Thakur et al. 2021, Table 1).
 Stages not projected (query generation with T5, the reranker's training) say so.
 """
@@ -37,6 +39,7 @@ from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
 from harness.pretrain.objectives import objective_class
+from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
 from harness.spec.method import load_method, pretraining_methods
 from harness.spec.stage_settings import RerankerSettings, StageSettings
 from harness.stages.graph import NOT_PROJECTED, STAGES, resolve
@@ -152,7 +155,8 @@ def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     factor = grad_cache_factor(spec)
     if factor != 1.0:
         note = "; ".join(filter(None, [note, "gradient caching: one extra forward per step (x4/3)"]))
-    return Cost(_label(entry), sequences * _per_sequence(objective) * factor if objective and sequences else None,
+    per_sequence = _per_sequence(objective) * flop_ratio(spec, objective) if objective else 0.0
+    return Cost(_label(entry), sequences * per_sequence * factor if objective and sequences else None,
                 objective or "", int(spec.get("pretrain.per_device_batch") or 0), note)
 
 
@@ -181,7 +185,8 @@ def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     if queries is None:
         return Cost(_label(entry), None, "finetune", note="training queries not counted")
     steps = s.epochs * math.ceil(queries / s.global_queries)
-    tflop = steps * s.global_queries * s.passages_per_query * _per_sequence("finetune") / 16
+    tflop = (steps * s.global_queries * s.passages_per_query * _per_sequence("finetune")
+             * flop_ratio(spec, "finetune") / 16)
     devices = int(spec.get("hardware.devices") or 1)
     per_device = max(1, s.global_queries // devices) * s.passages_per_query / 16  # measured: queries of 16
     return Cost(_label(entry), tflop, "finetune", per_device)
@@ -204,7 +209,8 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
         size = BEIR_CORPUS["cqadupstack"]  # the 12 forums together, once per retriever
         counted.add(f"cqadupstack/{retriever}")
     factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
-    return Cost(_label(entry), size * factor * _per_sequence("encode") if size else None, "encode", 512)
+    per_sequence = _per_sequence("encode") * flop_ratio(spec, "encode")
+    return Cost(_label(entry), size * factor * per_sequence if size else None, "encode", 512)
 
 
 def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
@@ -238,7 +244,7 @@ def _stated_pretraining(method: str) -> tuple[str, float, float] | None:
     steps, batch = spec.get("pretrain.steps"), spec.get("pretrain.global_batch")
     if not (gpu and hours and steps and batch) or objective not in measured():
         return None
-    tflop = int(steps) * int(batch) * _per_sequence(objective) * grad_cache_factor(spec)
+    tflop = int(steps) * int(batch) * _per_sequence(objective) * flop_ratio(spec, objective) * grad_cache_factor(spec)
     implied = tflop / (float(hours) * 3600 * int(hw.get("devices") or 1) * GPU_PEAK[gpu])
     return gpu, float(hours), implied / _utilisation(objective)
 
@@ -286,6 +292,7 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     costs = stage_costs(spec, entries)
     if not costs:
         return []
+    measured_shape = is_bert_base(shape_of(spec))  # the memory measurement is not scaled to another shape
     declared = spec.get("hardware") or {}
     devices = int(declared.get("devices") or 1)
     gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
@@ -299,7 +306,8 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     here = "here" + (f" ({hw.describe()})" if here_gpu else f" (CPU, {cpu:.2f} TFLOP/s)")
     decl = f"{devices} x {gpu}" if gpu else "declared"
     lines = [f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
-             f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}):",
+             f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model):",
+             f"    model: {shape_line(spec)}",
              f"    {'stage':<44} {'PFLOP':>9}  {decl:>16}  {here:>30}  {'peak GiB/device':>15}"]
     total_decl = total_here = 0.0
     for c in costs:
@@ -310,7 +318,7 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
         t_decl = c.tflop / (devices * peak * util * scale) if peak else None
         t_here = c.tflop / (here_devices * here_gpu * util * here_scale) if here_gpu else c.tflop / cpu
         row = measured()[c.kind]
-        mem = row["peak_gib"] * c.batch / row["batch"] if c.batch else None
+        mem = row["peak_gib"] * c.batch / row["batch"] if c.batch and measured_shape else None
         total_decl += t_decl or 0.0
         total_here += t_here
         lines.append(f"    {c.stage:<44} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
@@ -328,6 +336,22 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
                  f"scaling over devices ({here_devices} here); the CPU at half its measured fp32 matmul rate; peak "
                  "memory scaled from the H100 bf16 measurement by the per-device batch")
     return lines
+
+
+def shape_line(spec: Any) -> str:
+    """The model the FLOPs are scaled to, and by how much (harness/run/model_shape.py)."""
+    shape = shape_of(spec)
+    if is_bert_base(shape):
+        return f"{shape.describe()}: the measured shape"
+    kinds = [str(spec.get("pretrain.objective"))] if str(spec.get("pretrain.objective")) in measured() else []
+    ratios = ", ".join(f"{kind} x{flop_ratio(spec, kind):.3g}" for kind in [*kinds, "finetune", "encode"])
+    return (f"{shape.describe()}; FLOPs per sequence against bert-base at the measured lengths: {ratios}; "
+            "peak memory not projected (measured at bert-base only)")
+
+
+def is_bert_base(shape: Any) -> bool:
+    return (shape.layers, shape.hidden, shape.intermediate, shape.vocab) == (
+        BERT_BASE.layers, BERT_BASE.hidden, BERT_BASE.intermediate, BERT_BASE.vocab)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.core.hardware import detect
+from harness.core.hardware import detect, total_memory_gib
 from harness.core.paths import require_writable_homes
 from harness.core.points import fmt
 from harness.data.catalog import get_benchmark
@@ -33,6 +33,7 @@ from harness.records.tracking import (
     new_run_id,
     parent_tracker,
 )
+from harness.run import footprint
 from harness.run.plan import describe
 from harness.run.precision import resolve_precision
 from harness.run.record import build_record, write_record
@@ -231,9 +232,25 @@ def planned_stages(spec: MethodSpec, datasets: list[str], force: bool, stage: st
     """How many stages (built, cached or scored) a run will go through: the N of its "[k/N] stage"
     lines, from its own plan (0, "unknown", when the plan cannot be made: the run then says why)."""
     try:
-        return len(plan_method(spec, datasets, force, stage).stages.entries)
+        entries = plan_method(spec, datasets, force, stage).stages.entries
     except Exception:  # noqa: BLE001 - a progress count must never stop a run
         return 0
+    if ranks.is_main():
+        warn_if_too_big(spec, entries)
+    return len(entries)
+
+
+def warn_if_too_big(spec: MethodSpec, entries: list[dict[str, Any]]) -> None:
+    """Before anything runs: the data stages whose projected memory or disk exceeds this machine
+    (harness/run/footprint.py; the dry-run prints the whole table). A warning, never a stop: the
+    projection extends bench_scale's slopes, it does not measure this run."""
+    try:
+        lines = footprint.would_not_fit(footprint.project(spec, entries, footprint.measured_slopes()),
+                                        total_memory_gib(), footprint.free_disk_gib())
+    except Exception:  # noqa: BLE001 - a warning must never stop a run
+        return
+    for line in lines:
+        print(f"  ! {line} (projected from bench_scale's slopes; run --dry-run for each stage)", flush=True)
 
 
 def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,

@@ -1,0 +1,96 @@
+"""The dry-run's memory and disk of each data stage at the paper's corpus sizes, from bench_scale's
+measured slopes (issue 39 item 4): a stage whose slope exceeds the machine is named before anything
+runs; a stage without measurements says so; the line goes through the two largest sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.run import footprint
+from harness.run.projection import MSMARCO_PASSAGES, PRETRAIN_PASSAGES
+from harness.run.runner import plan_method
+from harness.spec.method import load_method
+
+
+def _bench(tmp_path, rows):
+    path = tmp_path / "bench_scale_cpu_2099-01-01.json"
+    path.write_text(json.dumps({"rows": [dict(zip(("stage", "passages", "peak_rss_mib", "disk_mib"), r),
+                                              seconds=1.0) for r in rows]}))
+    return path
+
+
+def _entries(method: str, profile: str = "paper"):
+    spec = load_method(method, profile)
+    return spec, plan_method(spec, list(spec.get("datasets"))).stages.entries
+
+
+def test_the_line_goes_through_the_two_largest_sizes():
+    slopes = footprint.fit([{"stage": "index", "passages": n, "peak_rss_mib": m, "disk_mib": d}
+                            for n, m, d in ((1_000, 900.0, 1.0), (10_000, 100.0, 10.0), (100_000, 190.0, 100.0))])
+    line = slopes["index"].rss
+    assert line.sizes == (10_000, 100_000)  # the 1,000 row (a start-up outlier here) is not used
+    assert line.slope == pytest.approx(90 / 90_000) and line.at(1_000_000) == pytest.approx(1_090.0)
+    assert slopes["index"].disk.at(MSMARCO_PASSAGES) == pytest.approx(MSMARCO_PASSAGES / 1_000)
+    flat = footprint.fit([{"stage": "s", "passages": n, "peak_rss_mib": m} for n, m in ((10, 50.0), (100, 49.0))])
+    assert flat["s"].rss.at(10**7) == 49.0  # a slope negative in noise never projects below the measured
+    assert footprint.fit([{"stage": "one", "passages": 10, "peak_rss_mib": 5.0}]) == {}  # one size: no slope
+
+
+def test_a_stage_whose_slope_exceeds_memory_is_named_and_unmeasured_stages_say_so(tmp_path):
+    # passages: 1 KiB per passage (8.8M passages: ~8.4 GiB); vector_store and search: flat
+    results = _bench(tmp_path, [("passages", 10_000, 100 + 10_000 / 1024, 1.0),
+                                ("passages", 100_000, 100 + 100_000 / 1024, 10.0),
+                                ("vector_store", 10_000, 60.0, 5.0), ("vector_store", 100_000, 60.0, 50.0),
+                                ("search", 10_000, 60.0, 5.0), ("search", 100_000, 60.0, 50.0)])
+    spec, entries = _entries("cotmae")
+    text = "\n".join(footprint.describe(spec, entries, results, memory_gib=4.0, free_gib=1_000.0))
+    expected = (100 + MSMARCO_PASSAGES / 1024) / 1024
+    assert f"would not fit: passages needs ~{expected:,.1f} GiB of memory, this machine has 4.0 GiB" in text
+    assert "dense_retrieve" not in text.split("would not fit", 1)[1]  # 60 MiB fits
+    rows = {line.split()[0]: line for line in text.splitlines()[2:] if line.startswith("    ")}
+    assert "not measured" in rows["pretrain"] and "not measured" in rows["bm25_negatives/msmarco-passage-train"]
+    assert "not measured: encode" in rows["dense_retrieve/msmarco-dev"]  # measured in part: says which part
+    # the same slopes on a machine with enough memory: nothing named
+    roomy = "\n".join(footprint.describe(spec, entries, results, memory_gib=64.0, free_gib=1_000.0))
+    assert "would not fit" not in roomy
+
+
+def test_the_disk_the_stages_write_is_set_against_the_free_disk(tmp_path):
+    results = _bench(tmp_path, [("vector_store", 10_000, 60.0, 10.0), ("vector_store", 100_000, 60.0, 100.0)])
+    spec, entries = _entries("cotmae")
+    feet = footprint.project(spec, entries, footprint.fit(json.loads(results.read_text())["rows"]))
+    written = sum(f.disk_gib or 0.0 for f in feet)
+    # two retrievers, one encoding of MS MARCO each (shared by mining, dev, DL19, DL20): 2 x 8.8M x 1 KiB
+    assert written == pytest.approx(2 * MSMARCO_PASSAGES * 100 / 100_000 / 1024)
+    lines = footprint.describe(spec, entries, results, memory_gib=64.0, free_gib=written / 2)
+    assert any("would not fit: the data stages write" in line for line in lines)
+
+
+def test_a_plan_that_pre_trains_on_wikipedia_is_projected_at_psgs_w100(tmp_path):
+    results = _bench(tmp_path, [("passages", 10_000, 100.0, 1.0), ("passages", 100_000, 100.0, 10.0)])
+    spec, entries = _entries("cpdae")
+    text = "\n".join(footprint.describe(spec, entries, results, memory_gib=64.0, free_gib=1_000.0))
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["passages"])
+    assert f"{PRETRAIN_PASSAGES['wikipedia']:,}" in row  # 21,015,324: psgs_w100, not MS MARCO
+
+
+def test_the_dry_run_prints_it_from_the_committed_bench_result():
+    spec, entries = _entries("cotmae")
+    assert footprint.newest_results() is not None
+    text = "\n".join(footprint.describe(spec, entries))
+    assert "memory and disk of the data stages" in text and "bench/results/bench_scale_cpu_" in text
+
+
+def test_a_run_warns_before_its_first_stage(tmp_path, monkeypatch, capsys):
+    """The run itself, not only its dry-run, names a stage that would not fit before anything runs."""
+    from harness.run import runner
+
+    results = _bench(tmp_path, [("passages", 10_000, 100 + 10_000 / 1024, 1.0),
+                                ("passages", 100_000, 100 + 100_000 / 1024, 10.0)])
+    monkeypatch.setattr(footprint, "newest_results", lambda folder=footprint.RESULTS: results)
+    monkeypatch.setattr(runner, "total_memory_gib", lambda: 4.0)
+    spec = load_method("cotmae", "paper")
+    assert runner.planned_stages(spec, list(spec.get("datasets")), False) > 0
+    assert "would not fit: passages needs" in capsys.readouterr().out
