@@ -1,11 +1,13 @@
 """`python -m harness report --html DIR`: a static site over the committed records whose gate rows
-are `check --json`'s, that names nothing outside its folder, escapes every text, and renders in
-headless Chromium from a file:// URL with no emoji."""
+are `check --json`'s, that opens with the gate's verdict and its failing rows, folds the rows that
+grade nothing, names nothing outside its folder, escapes every text, and renders in headless
+Chromium from a file:// URL with no emoji and the command column in view."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -16,9 +18,12 @@ from browser import EMOJI, chromium, screenshot
 from harness import cli
 from harness.core.errors import HarnessError
 from harness.gate.grading import GateRow
+from harness.gate.run import GateResult
 from harness.core.paths import PROJECT_ROOT
 from harness.present.report_html import gate_command, gate_html, write_report
-from harness.core.statuses import PASS
+from harness.core.statuses import FAILING, PASS
+from harness.records.integrity import seal
+from harness.records.store import read_references
 
 RECORDS = PROJECT_ROOT / "runs" / "records"  # named: the tests' default runs folder is an empty tmp one
 
@@ -29,6 +34,7 @@ class _Rows(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.tables: list[list[list[str]]] = []
+        self.headers: list[list[str]] = []
         self.links: list[str] = []
         self.tags: set[str] = set()
         self._cell: list[str] | None = None
@@ -38,14 +44,16 @@ class _Rows(HTMLParser):
         self.links += [v for k, v in attrs if k in ("src", "href") and v]
         if tag == "table":
             self.tables.append([])
+            self.headers.append([])
         elif tag == "tr":
             self.tables[-1].append([])
-        elif tag == "td":
+        elif tag in ("td", "th"):
             self._cell = []
 
     def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
-            self.tables[-1][-1].append("".join(self._cell).strip())
+        if tag in ("td", "th") and self._cell is not None:
+            text = "".join(self._cell).strip()
+            (self.tables[-1][-1] if tag == "td" else self.headers[-1]).append(text)
             self._cell = None
 
     def handle_data(self, data):
@@ -53,36 +61,91 @@ class _Rows(HTMLParser):
             self._cell.append(data)
 
 
+def _parsed(html: str) -> _Rows:
+    parsed = _Rows()
+    parsed.feed(html)
+    return parsed
+
+
+def _section(page: str, start: str, end: str) -> str:
+    """The page from the element with id ``start`` to the one with id ``end``."""
+    return page.split(f'id="{start}"', 1)[1].split(f'id="{end}"', 1)[0]
+
+
+def _body(page: str) -> str:
+    return page.split("<body>", 1)[1]
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> tuple[Path, dict]:
     """The report and `check --json`'s answer over the same committed records."""
     out = tmp_path_factory.mktemp("report")
+    return _site(out, RECORDS)
+
+
+def _site(out: Path, records: Path) -> tuple[Path, dict]:
     check_json = out / "check.json"
     # A module fixture runs before conftest's per-test isolation: keep the checkout's runs/ (a user's own
     # runs in runs/local/ included) out of it, as every test does.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HARNESS_RUNS_DIR", str(out / "runs"))
         mp.setenv("HARNESS_CACHE_DIR", str(out / "cache"))
-        assert cli.main(["check", "--records", str(RECORDS), "--json", str(check_json)]) in (0, 1)
-        assert cli.main(["report", "--html", str(out / "site"), "--records", str(RECORDS)]) == 0
+        assert cli.main(["check", "--records", str(records), "--json", str(check_json)]) in (0, 1)
+        assert cli.main(["report", "--html", str(out / "site"), "--records", str(records)]) == 0
     return out / "site", json.loads(check_json.read_text())
 
 
-def _gate_rows(tables: list[list[list[str]]]) -> list[list[str]]:
-    return [r for r in tables[-2] if r]  # the gate table is the last but one (then the records)
+@pytest.fixture(scope="module")
+def failed_site(tmp_path_factory) -> tuple[Path, dict]:
+    """The committed records and one re-run of the smallest tiny reference whose every per-query score
+    of one measure is 0 or 1, whichever is further from the reference: the gate FAILS on it."""
+    out = tmp_path_factory.mktemp("failed")
+    records = out / "records"
+    shutil.copytree(RECORDS, records)
+    refs = {k: e for k, e in read_references(records)["references"].items() if k.endswith("/tiny")}
+    entry = min(refs.values(), key=lambda e: (records / f"{e['run_id']}.json").stat().st_size)
+    rec = json.loads((records / f"{entry['run_id']}.json").read_text())
+    for key in ("integrity", "schema_version"):
+        rec.pop(key, None)
+    rec.update(run_id=f"{rec['method']}__{rec['profile']}__20991231T000000-0000aa", created="2099-12-31T00:00:00Z")
+    # every stage's numbers, so the record stays consistent whichever stage its top-level scores are
+    stages = [(rec["metrics"], rec["per_query"])]
+    by_stage = rec.get("per_query_by_stage") or {}
+    stages += [(m, by_stage.get(s, {})) for s, m in (rec.get("metrics_by_stage") or {}).items()]
+    for metrics, per_query in stages:
+        for dataset, values in metrics.items():
+            for measure, value in values.items():
+                far = 1.0 if value < 0.5 else 0.0
+                values[measure] = far
+                if measure in per_query.get(dataset, {}):
+                    per_query[dataset][measure] = {q: far for q in per_query[dataset][measure]}
+    (records / f"{rec['run_id']}.json").write_text(json.dumps(seal({"schema_version": 1, **rec})))
+    folder, checked = _site(out, records)
+    assert not checked["passed"], "the fixture meant to fail the gate passed it"
+    return folder, checked
+
+
+def _arranged(rows: list[dict]) -> list[tuple[str, ...]]:
+    """check's rows in the order the report shows them: failing first, then the others in check's
+    order, then the folded SUPERSEDED / REFERENCE rows."""
+    def group(r: dict) -> int:
+        return 0 if r["status"] in FAILING else 2 if r["status"] in ("SUPERSEDED", "REFERENCE") else 1
+    return [(r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"])
+            for r in sorted(rows, key=group)]
+
+
+def _shown(html: str) -> list[tuple[str, ...]]:
+    return [tuple(r[:5]) for t in _parsed(html).tables for r in t if r]
 
 
 def test_the_report_holds_checks_rows_and_nothing_from_outside(site) -> None:
     folder, checked = site
     assert sorted(p.name for p in folder.iterdir()) == ["index.html", "style.css"]
     page = (folder / "index.html").read_text(encoding="utf-8")
-    parsed = _Rows()
-    parsed.feed(page)
+    parsed = _parsed(page)
     assert parsed.links == ["style.css"] and "script" not in parsed.tags and "@import" not in page
     assert "url(" not in (folder / "style.css").read_text()
-    shown = [(r[0], r[1], r[2], r[3], r[4]) for r in _gate_rows(parsed.tables)]
-    assert shown == [(r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"])
-                     for r in checked["rows"]]
+    assert _shown(_section(page, "gate", "records")) == _arranged(checked["rows"])
     assert "<svg" in page and "<circle" in page  # the mini runs' plot, inline
     # each record's seal and hardware
     for path in sorted(RECORDS.glob("*__mini__*.json"))[:3]:
@@ -91,9 +154,57 @@ def test_the_report_holds_checks_rows_and_nothing_from_outside(site) -> None:
     assert not EMOJI.findall(page)
 
 
+def test_a_passed_gate_opens_the_page_and_folds_what_grades_nothing(site) -> None:
+    folder, checked = site
+    page = (folder / "index.html").read_text(encoding="utf-8")
+    assert checked["passed"]
+    first = _body(page).lstrip()
+    assert first.startswith('<p id="verdict"')
+    assert re.match(rf'<p id="verdict"[^>]*>Gate PASSED: 0 failing row\(s\) of {len(checked["rows"])}\b', first)
+    folded = [r for r in checked["rows"] if r["status"] in ("SUPERSEDED", "REFERENCE")]
+    assert folded, "the committed records have no SUPERSEDED or REFERENCE row to fold"
+    gate = _section(page, "gate", "records")
+    details = re.findall(r"<details( open)?[^>]*><summary>(\d+) row\(s\) folded", gate)
+    assert details == [("", str(len(folded)))]  # one element, collapsed, that says how many it holds
+    inside = gate.split("<details", 1)[1].split("</details>", 1)[0]
+    assert sorted(_shown(inside)) == sorted(_arranged(folded))
+    assert not {r[0] for r in _shown(gate.split("<details", 1)[0])} & {"SUPERSEDED", "REFERENCE"}
+
+
+def test_a_failed_gate_says_so_first_and_lists_its_failing_rows_first(failed_site) -> None:
+    folder, checked = failed_site
+    page = (folder / "index.html").read_text(encoding="utf-8")
+    failing = [r for r in checked["rows"] if r["status"] in FAILING]
+    first = _body(page).lstrip()
+    assert re.match(rf'<p id="verdict"[^>]*>Gate FAILED: {len(failing)} failing row\(s\) of '
+                    rf'{len(checked["rows"])} \(FAIL \d+', first), first[:300]
+    # the failing rows right under the verdict, before anything else of the page
+    top = first.split("</p>", 1)[1].split("<h1>", 1)[0]
+    assert _shown(top) == _arranged(failing)
+    # and first in the gate table, before every passing row
+    shown = _shown(_section(page, "gate", "records"))
+    assert shown == _arranged(checked["rows"])
+    statuses = [r[0] for r in shown]
+    assert set(statuses[:len(failing)]) <= set(FAILING) and PASS in statuses[len(failing):]
+    assert not set(statuses[len(failing):]) & set(FAILING)
+
+
+def test_every_gate_table_ends_with_the_command_that_reproduces_its_rows(failed_site) -> None:
+    folder, checked = failed_site
+    page = (folder / "index.html").read_text(encoding="utf-8")
+    parsed = _parsed(_section(page, "verdict", "records"))
+    gate_tables = [(h, t) for h, t in zip(parsed.headers, parsed.tables) if h[:2] == ["status", "run"]]
+    assert len(gate_tables) == 3  # the failing rows, the gate, the folded rows
+    for headers, rows in gate_tables:
+        assert headers[-1] == "reproduce with"
+        assert all(r[-1].startswith("python -m harness ") for r in rows if r), [r for r in rows if r and not r[-1]]
+    css = (folder / "style.css").read_text()
+    assert re.search(r"td:last-child \{position: sticky; right: 0", css)  # pinned in view when a table scrolls
+
+
 def test_every_text_is_escaped_and_commands_name_the_run() -> None:
     row = GateRow(PASS, "x__tiny__1", "cotmae", "tiny", "scifact", "nDCG@10", note="<script>alert(1)</script>")
-    shown = gate_html(type("G", (), {"rows": [row]})())
+    shown = gate_html(GateResult(Path("records"), [row], []))
     assert "<script>" not in shown and "&lt;script&gt;" in shown
     assert gate_command(row) == "python -m harness run --method cotmae --profile tiny"
     effect = GateRow(PASS, "cotmae - nopretrain [mini]", "cotmae", "mini")
@@ -108,29 +219,61 @@ def test_a_folder_that_is_not_a_report_is_refused(tmp_path) -> None:
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
+# In the browser: the verdict, the gate table's rows (the folded ones apart), whether the folded
+# element is open, and where the gate table's command column sits against its scroll box and the window.
+_LAYOUT = """(() => {
+  if (document.readyState != 'complete') return null;
+  const box = document.querySelector('#gate + p + div');
+  const rows = Array.from(box.querySelectorAll('tbody tr'))
+    .map(r => Array.from(r.querySelectorAll('td')).slice(0, 5).map(c => c.innerText.trim()));
+  const folded = document.querySelector('#gate ~ details.folded');
+  const command = box.querySelector('thead th:last-child');
+  const at = command.getBoundingClientRect();  // the box as it opens: scrolled fully left
+  const first = document.body.firstElementChild;
+  return {first: first.id, verdict: first.innerText, top: first.getBoundingClientRect().top, rows: rows,
+          folded_open: folded ? folded.open : null, command: command.innerText, at: {left: at.left, right: at.right},
+          box: {left: box.getBoundingClientRect().left, right: box.getBoundingClientRect().right,
+                overflows: box.scrollWidth > box.clientWidth},
+          width: window.innerWidth};
+})()"""
+
+
 @pytest.mark.slow
-def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, tmp_path) -> None:
+def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_site, tmp_path) -> None:
     folder, checked = site
     deadline = time.monotonic() + 60
-    # no network at all: every host name fails to resolve, so a reference outside the folder would show
-    with chromium(tmp_path, deadline, flags=["--host-resolver-rules=MAP * ~NOTFOUND"]) as tools:
+    # no network at all: every host name fails to resolve, so a reference outside the folder would show;
+    # a window narrower than the gate table, so it must scroll sideways with its commands in view
+    with chromium(tmp_path, deadline, window="1100,1400", flags=["--host-resolver-rules=MAP * ~NOTFOUND"]) as tools:
         tools.call("Page.navigate", url=(folder / "index.html").resolve().as_uri())
-        rows = None
+        layout = None
         while time.monotonic() < deadline:
-            state = tools.call("Runtime.evaluate", returnByValue=True, expression=(
-                "document.readyState == 'complete' ? Array.from(document.querySelectorAll('#gate + p + div tbody tr'))"
-                ".map(r => Array.from(r.querySelectorAll('td')).slice(0, 5).map(c => c.innerText.trim())) : null"))
-            rows = state["result"].get("value")
-            if rows:
+            layout = tools.call("Runtime.evaluate", returnByValue=True, expression=_LAYOUT)["result"].get("value")
+            if layout and layout["rows"]:
                 break
             time.sleep(0.3)
         styled = tools.call("Runtime.evaluate", returnByValue=True, expression=(
             "getComputedStyle(document.querySelector('.badge')).borderRadius"))["result"]["value"]
         text = tools.text()
-        screenshot(tools, "report.png", full_page=False)
-    assert rows, "the gate table did not render"
-    assert [tuple(r) for r in rows] == [(r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"])
-                                        for r in checked["rows"]]
+        screenshot(tools, "report.png", full_page=False)  # the page as it opens: the verdict on top
+        tools.call("Page.navigate", url=(failed_site[0] / "index.html").resolve().as_uri())
+        failed = None
+        while time.monotonic() < deadline and not (failed and failed["rows"]):
+            time.sleep(0.3)
+            failed = tools.call("Runtime.evaluate", returnByValue=True, expression=_LAYOUT)["result"].get("value")
+        screenshot(tools, "report-failed.png", full_page=False)  # the verdict, then the failing rows
+    assert layout and layout["rows"], "the gate table did not render"
+    assert layout["first"] == "verdict" and layout["verdict"].startswith("Gate PASSED: 0 failing row(s)")
+    assert 0 <= layout["top"] < 100
+    unfolded = [r for r in checked["rows"] if r["status"] not in ("SUPERSEDED", "REFERENCE")]
+    assert [tuple(r) for r in layout["rows"]] == _arranged(unfolded)
+    assert layout["folded_open"] is False
+    # the gate table is wider than its box, and its command column is inside the box and the window
+    assert layout["box"]["overflows"], layout
+    assert layout["command"] == "reproduce with"
+    assert layout["box"]["left"] <= layout["at"]["left"] < layout["at"]["right"] <= layout["box"]["right"] + 1
+    assert layout["box"]["right"] <= layout["width"]
+    assert failed and failed["first"] == "verdict" and failed["verdict"].startswith("Gate FAILED: ")
     assert styled == "4px"  # style.css loaded from the folder
     assert "The papers' headline numbers" in text and re.search(r"NOT-YET-RUN|REPRODUCED", text)
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))

@@ -16,9 +16,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "report",
         help="write the results as a self-contained static site (index.html) that opens without a server",
         description=(
-            "Write a static site into DIR: the papers' headline numbers and printed effects with their states "
+            "Write a static site into DIR that opens with the gate's verdict and its failing rows: the papers' "
+            "headline numbers and printed effects with their states "
             "(as on the leaderboard's 'At a glance' tab), the small learned runs with their CIs and an SVG plot "
-            "of the mini runs, every row of the CI gate exactly as `python -m harness check` grades it, and each "
+            "of the mini runs, every row of the CI gate exactly as `python -m harness check` grades it (failing rows "
+            "first, SUPERSEDED / REFERENCE rows folded), and each "
             "record's integrity hash and hardware; every row gives the command that reproduces it. No server, "
             "no network, no external CSS, script or font: open DIR/index.html in any browser, or attach the "
             "folder. DIR is replaced whole (atomically); a folder holding anything but an earlier report is "

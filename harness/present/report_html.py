@@ -3,6 +3,11 @@ at-a-glance tables (harness/present/overview.py), the claims, the CI gate's rows
 grades them (``gate.run.run_gate``, never re-graded here), an inline SVG of the mini runs with their
 CIs, and per record its integrity hash and hardware; every row says how to reproduce it.
 
+The page opens with the gate's verdict and its failing rows (issue 41: a FAIL row used to sit in a
+scroll box among dozens of SUPERSEDED/REFERENCE rows); the gate table lists failing rows first and
+folds the rows that grade nothing into a collapsed ``<details>``; a wide table scrolls sideways with
+its last column, the command that reproduces the row, pinned in view.
+
 One ``index.html`` and one ``style.css``: no server, no network, no script, no external font, so
 the folder opens from a file:// URL on a machine without internet. Every text is escaped.
 """
@@ -15,6 +20,7 @@ from pathlib import Path
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
+from harness.core.statuses import FAIL, PASS, REFERENCE, STATUSES, SUPERSEDED
 from harness.gate.grading import GateRow
 from harness.gate.run import YOUR_RUNS, GateResult, row_numbers, run_gate, your_runs
 from harness.papers.released import CHECKPOINT_PROFILE
@@ -49,7 +55,17 @@ GENERATOR = '<meta name="generator" content="python -m harness report --html">' 
 PAGE_CSS = """body {font-family: sans-serif; margin: 1.5rem auto; max-width: 1400px; padding: 0 1rem; color: #222}
 h1 {font-size: 1.6rem} h2 {font-size: 1.25rem; margin-top: 2rem} .caption {color: #555; font-size: 0.85rem}
 svg text {font-family: sans-serif; font-size: 11px}
+.verdict {font-size: 1.15rem; font-weight: 600; padding: 0.6rem 0.9rem; border-radius: 4px; color: #fff}
+.verdict code {font-size: 0.9rem}
+.wide {overflow-x: auto}
+.glance-table th:last-child, .glance-table td:last-child {position: sticky; right: 0; background: #fff;
+  box-shadow: -3px 0 3px -2px #bbb; min-width: 14rem; max-width: 24rem}
+.glance-table td:last-child code {white-space: normal; overflow-wrap: anywhere}
+details.folded > summary {cursor: pointer; margin: 0.5rem 0; color: #444}
 """
+# Every table of the report ends with its command column ("reproduce with"; the matrix's run for the
+# untried cells), which the last-child rules pin to the right edge of its scroll box and wrap.
+FOLDED = (SUPERSEDED, REFERENCE)  # gate rows that grade nothing now: kept in the page, collapsed
 
 
 def record_command(rec: RunRecord) -> str:
@@ -75,18 +91,57 @@ def gate_command(row: GateRow, records: dict[str, RunRecord] | None = None) -> s
     return run_command(row.method, row.profile)
 
 
-def gate_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
-    headers = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol",
-               "CI (delta)", "note", "reproduce with"]
-    by_id = {rec.run_id: rec for rec in records}
-    rows = []
-    for r in gate.rows:
+GATE_HEADERS = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta",
+                "tol", "CI (delta)", "note", "reproduce with"]
+
+
+def _gate_table(rows: Sequence[GateRow], by_id: dict[str, RunRecord], scroll: bool = True) -> str:
+    cells = []
+    for r in rows:
         command = gate_command(r, by_id)
         # the numbers exactly as `check` prints them: points, the paper's precision, no delta where not comparable
-        rows.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.stage or "-"), esc(r.measure),
-                     esc(r.against), *(esc(x) for x in row_numbers(r)), esc(r.note),
-                     f"<code>{esc(command)}</code>" if command else ""])
-    return table(headers, rows, numeric=(6, 7, 8, 9, 10))
+        cells.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.stage or "-"), esc(r.measure),
+                      esc(r.against), *(esc(x) for x in row_numbers(r)), esc(r.note),
+                      f"<code>{esc(command)}</code>" if command else ""])
+    return table(GATE_HEADERS, cells, numeric=(6, 7, 8, 9, 10), scroll=scroll)
+
+
+def _counted(rows: Sequence[GateRow]) -> str:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return ", ".join(f"{status} {n}" for status, n in counts.items())
+
+
+def gate_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
+    """The gate's rows: failing ones first, then the rest in `check`'s order, and the SUPERSEDED /
+    REFERENCE rows (which grade nothing) folded in a collapsed element that says how many it holds."""
+    by_id = {rec.run_id: rec for rec in records}
+    failing = gate.failures()
+    failed = set(map(id, failing))
+    shown = failing + [r for r in gate.rows if id(r) not in failed and r.status not in FOLDED]
+    folded = [r for r in gate.rows if id(r) not in failed and r.status in FOLDED]
+    out = f'<div class="wide">{_gate_table(shown, by_id, scroll=False)}</div>'
+    if folded:
+        out += (f'\n<details class="folded"><summary>{len(folded)} row(s) folded ({esc(_counted(folded))}): older '
+                "records and the references the others are graded against, not graded themselves; open to "
+                "list them</summary>\n"
+                f'<div class="wide">{_gate_table(folded, by_id, scroll=False)}</div></details>')
+    return out
+
+
+def verdict_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
+    """The page's first line: the gate's word, how many of its rows fail, and those rows at once."""
+    failing = gate.failures()
+    colour = STATUSES[PASS if gate.passed else FAIL].colour
+    where = ", listed first below" if failing else ""
+    what = f" ({esc(_counted(failing))})" if failing else ""
+    line = (f'<p id="verdict" class="verdict" style="background:{colour}">Gate {gate.verdict}: '
+            f"{len(failing)} failing row(s) of {len(gate.rows)}{what}{where} (<code>python -m harness check</code>)</p>")
+    if not failing:
+        return line
+    by_id = {rec.run_id: rec for rec in records}
+    return f'{line}\n<div class="wide" id="failing">{_gate_table(failing, by_id, scroll=False)}</div>'
 
 
 def records_html(records: Sequence[RunRecord]) -> str:
@@ -152,7 +207,8 @@ def yours_html(yours: GateResult | None, records: Sequence[RunRecord]) -> str:
     return (f'<h2 id="yours">{esc(YOUR_RUNS.capitalize())} (<code>{esc(str(yours.records_dir))}</code>): '
             f"not gated</h2>\n<p class=\"caption\">{len(records)} record(s) of your own; {esc(counts)}: they "
             f"{verdict} the gate once added (<code>python -m harness check --add RUN_ID</code>). They never "
-            "change the gate's verdict above.</p>\n" + gate_html(yours, records))
+            "change the gate's verdict above.</p>\n"
+            + _gate_table(yours.rows, {rec.run_id: rec for rec in records}))
 
 
 def render(glance: Glance, gate: GateResult, records: Sequence[RunRecord], *, records_dir: str,
@@ -168,6 +224,7 @@ def render(glance: Glance, gate: GateResult, records: Sequence[RunRecord], *, re
 <title>Retrieval pre-training: reproduction report</title>
 <link rel="stylesheet" href="{STYLE}">
 </head><body>
+{verdict_html(gate, records)}
 <h1>Retrieval pre-training: reproduction report</h1>
 <p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {gate.n_records} run
 record(s) in <code>{esc(records_dir)}</code> and the papers' cells of <code>{esc(reported)}</code>. Numbers in
@@ -191,7 +248,8 @@ command and its projected cost on the spec's declared hardware.</p>
 {learned_svg(glance.learned)}
 {learned}
 <h2 id="gate">CI gate (<code>python -m harness check</code>): {esc(gate.verdict)}</h2>
-<p class="caption">{esc(counts)}; the same rows and statuses as <code>check --json</code>.</p>
+<p class="caption">{esc(counts)}; the same rows and statuses as <code>check --json</code>, failing rows
+first, rows that grade nothing folded.</p>
 {gate_html(gate, records)}
 {yours_html(yours, your_records)}
 <h2 id="records">Run records: integrity and hardware</h2>
