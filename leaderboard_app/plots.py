@@ -30,6 +30,7 @@ from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.gate.labels import system_axes, system_label
 from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
+from leaderboard_app import display
 from leaderboard_app.tables import source_of
 
 STATUS_COLOURS = {v: STATUSES[v].colour for v in VERDICTS}  # a cell's verdict, as its badge is coloured
@@ -125,6 +126,15 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
     return pd.DataFrame(rows, columns=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"])
 
 
+def efficiency_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """An efficiency_frame as the page's table shows it: effectiveness at 2 decimals, queries per second
+    at 1 with thousands separated, the index size with its unit ("27 GB", "1.86 MB"), "-" where missing."""
+    out = display.text_frame(frame.drop(columns=["qps", "index_gb"]))
+    out["qps"] = [display.MISSING if display.missing(q) else f"{float(q):,.1f}" for q in frame["qps"]]
+    out["index size"] = [display.size_text(gb) for gb in frame["index_gb"]]
+    return out
+
+
 def log_scale(values: pd.Series) -> alt.Scale:
     """A log scale that spans at least a decade around the points: one point (LexMAE's 45.83 QPS, the
     only rate a paper prints) gave Vega a zero-width domain, and an axis with one odd tick."""
@@ -210,8 +220,19 @@ def delta_frame(comparisons: pd.DataFrame) -> pd.DataFrame:
     """Comparable rows of a comparison_frame, labelled for a per-dataset bar chart."""
     frame = comparisons[comparisons["status"] != NOT_COMPARABLE].copy()
     frame["against"] = frame["paper"].astype(str) + " " + frame["table"].astype(str) + " · " + frame["row"].astype(str)
-    return frame[["run_id", "benchmark", "measure", "against", "reported", "reproduced", "delta", "tolerance",
-                  "status"]].reset_index(drop=True)
+    return frame[["run_id", "stage", "benchmark", "measure", "against", "printed", "reported", "reproduced", "delta",
+                  "tolerance", "status"]].reset_index(drop=True)
+
+
+def delta_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """A delta_frame as text at the precision each cell was printed at (tables.comparison_view's rule)."""
+    out = display.text_frame(frame.astype(object))
+    for i, (_, row) in enumerate(frame.iterrows()):
+        d = display.cell_decimals({"value": row.get("printed"), "reported": row["reported"]})
+        for column in ("reported", "reproduced", "tolerance"):
+            out.at[i, column] = display.number(row[column], d)
+        out.at[i, "delta"] = display.number(row["delta"], d, True)
+    return out
 
 
 def delta_chart(frame: pd.DataFrame) -> alt.Chart:
