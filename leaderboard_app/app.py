@@ -62,7 +62,9 @@ data = _load(str(records_dir), reported, lb_data.signature(records_dir, reported
 # ----------------------------------------------------------------------------- filters
 st.sidebar.header("Filters")
 profiles = st.sidebar.multiselect("Profile", data.profiles, default=data.profiles, key="f_profiles",
-                                  help="Run records of these profiles (empty: all).")
+                                  help="Run records of these profiles (empty: all). The tables comparing runs with "
+                                       "the papers add the small profiles (tiny, mini, rehearsal) only with the "
+                                       "switch below.")
 benchmarks = st.sidebar.multiselect("Benchmark", [*tables.MAIN_BENCHMARKS, *tables.BEIR_DATASETS], default=[],
                                     key="f_benchmarks", help="Columns / datasets shown (empty: all).")
 papers = st.sidebar.multiselect("Paper version", data.papers, default=data.papers, key="f_papers",
@@ -180,13 +182,13 @@ with tab_main:
     _table(tables.runs_frame(grid, data.references), "runs", "runs",
            "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
            "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).")
-    if data.apart:
-        st.subheader("Runs apart: unknown or changed spec, or superseded on an older spec (not compared with the "
-                     "papers or a reference)")
-        _table(tables.apart_frame(data.apart), "runs apart", "apart",
-               "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
-               "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
-               "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.")
+    if data.apart:  # folded: never rows beside the papers', open on request
+        with st.expander(f"Runs apart ({len(data.apart)}): unknown or changed spec, or superseded on an older "
+                         "spec (not compared with the papers or a reference)"):
+            _table(tables.apart_frame(data.apart), "runs apart", "apart",
+                   "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
+                   "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
+                   "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.")
 
 with tab_beir:
     st.subheader("BEIR zero-shot: nDCG@10 (points)")
@@ -284,9 +286,9 @@ with tab_plots:
     else:
         st.info("No two records of one profile to compare (e.g. a method and nopretrain).")
     _table(effects, "effects", "effects", digits={"p_value": display.P_DIGITS, "queries": 0},
-           signed=("delta", "ci_low", "ci_high"), caption="Paired bootstrap over the shared queries (seed 42), points; runs of one "
-           "profile only, so like is compared with like. A paper-profile effect is shown beside the difference a "
-           "paper printed, with its source, and graded by the same rule as a cell (REPRODUCED, "
+           signed=("delta", "ci_low", "ci_high"), caption="Paired bootstrap over the shared queries (seed 42), "
+           "points; runs of one profile only, so like is compared with like. A paper-profile effect is shown "
+           "beside the difference a paper printed, with its source, and graded by the same rule as a cell (REPRODUCED, "
            "DIFFERENT-BELOW/-ABOVE, INCONCLUSIVE). A mini or tiny effect is a learning check (does the method "
            "learn at that scale?): it is never set beside, nor graded against, the papers' effects. "
            "`python -m harness effects` prints the same table.")

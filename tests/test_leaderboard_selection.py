@@ -138,5 +138,5 @@ def test_efficiency_table_shows_sizes_with_units(lb):
     lex = view[view["label"] == "lexmae · BM25"].iloc[0]
     assert lex["index size"] == "4.3 GB" and lex["effectiveness"] == "18.50"
     run = view[(view["label"] == BM25) & (view["benchmark"] == "msmarco-dev")].iloc[0]
-    assert run["qps"] == "142.0" and run["index size"] == "2.3 GB"
+    assert run["qps"] == "142.00" and run["index size"] == "2.3 GB"
     assert not view.isin(["None", "nan", ""]).any().any()
