@@ -179,7 +179,7 @@ with tab_main:
     # Contributed runs (docs/contributing-runs.md): every run says where and when it ran; a record of an
     # unknown or changed spec is listed on its own, never among the rows compared above.
     st.subheader("Runs: hardware and date")
-    _table(tables.runs_frame(grid, data.references), "runs", "runs",
+    _table(tables.runs_frame(grid, data.references, superseded=superseded), "runs", "runs",
            "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
            "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).")
     if data.apart:  # folded: never rows beside the papers', open on request

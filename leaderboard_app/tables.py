@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
+from harness.core.statuses import SUPERSEDED
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
 from harness.gate.run import row_numbers
@@ -144,14 +145,17 @@ def _commit(rec: RunRecord) -> str:
 YOURS = "your run"  # the role of a record in runs/local/ (a user's own run, not gated)
 
 
-def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = (), role: str | None = None) -> pd.DataFrame:
+def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = (), role: str | None = None,
+               superseded: Iterable[str] = ()) -> pd.DataFrame:
     """One row per run: where (hardware) and when (date) it ran, its commit, and whether it is the
-    accepted reference of its method and profile or a run gated against it (contributed or not);
-    ``role`` names every row's role instead (``YOURS`` for the user's own runs)."""
-    refs = set(references)
+    accepted reference of its method and profile, older than it (``superseded``, when the page shows
+    those) or a run gated against it (contributed or not); ``role`` names every row's role instead
+    (``YOURS`` for the user's own runs)."""
+    refs, old = set(references), set(superseded)
     rows = [{"run_id": r.run_id, "method": r.method, "profile": r.profile, "date": run_date(r),
              "hardware": hardware_summary(r), "git commit": _commit(r),
-             "role": role or ("reference" if r.run_id in refs else "run"), "scores": _scores(r)}
+             "role": role or ("reference" if r.run_id in refs else SUPERSEDED if r.run_id in old else "run"),
+             "scores": _scores(r)}
             for r in sorted(records, key=lambda r: (r.created, r.run_id), reverse=True)]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 

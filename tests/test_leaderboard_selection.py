@@ -67,6 +67,8 @@ def test_superseded_runs_are_the_ones_older_than_their_reference(lb):
     old = selection.superseded_ids(recs, {newer.run_id})
     assert old == {BM25}
     assert [r.run_id for r in selection.grid_records(recs, superseded=old)] == [newer.run_id]
+    roles = tables.runs_frame(recs, {newer.run_id}, superseded=old).set_index("run_id")["role"]
+    assert (roles[BM25], roles[newer.run_id]) == ("SUPERSEDED", "reference")
 
 
 def test_small_profiles_shown_carry_their_caveat(lb):
