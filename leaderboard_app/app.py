@@ -17,7 +17,7 @@ if _ROOT not in sys.path:
 import streamlit as st  # noqa: E402
 
 from leaderboard_app import data as lb_data  # noqa: E402
-from leaderboard_app import glance, plots, tables  # noqa: E402
+from leaderboard_app import display, glance, plots, selection, tables  # noqa: E402
 from harness.gate.run import YOUR_RUNS  # noqa: E402
 from harness.present import overview  # noqa: E402
 
@@ -42,10 +42,13 @@ def _inconsistencies(signature: tuple) -> tuple[list[dict], str | None]:
     return lb_data.inconsistency_report()
 
 
-def _table(frame, name: str, key: str, caption: str | None = None) -> None:
-    """A table with its CSV download (every table on the page can be downloaded)."""
+def _table(frame, name: str, key: str, caption: str | None = None, shown=None, digits: dict | None = None,
+           signed: tuple[str, ...] = ()) -> None:
+    """A table with its CSV download (every table on the page can be downloaded). The page shows ``shown``
+    (else ``frame`` as text: rounded, "-" where missing, never "None"); the CSV keeps ``frame``'s numbers."""
+    shown = display.text_frame(frame if shown is None else shown, digits, signed=signed)
     # Tall enough to show up to 20 rows without scrolling: a reproduced row sits under the paper's row.
-    st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * max(1, len(frame)), 38 + 35 * 20))
+    st.dataframe(shown, hide_index=True, width="stretch", height=min(38 + 35 * max(1, len(shown)), 38 + 35 * 20))
     if caption:
         st.caption(caption)
     st.download_button(f"Download {name} (CSV)", tables.to_csv(frame), file_name=f"{key}.csv", mime="text/csv",
@@ -59,7 +62,9 @@ data = _load(str(records_dir), reported, lb_data.signature(records_dir, reported
 # ----------------------------------------------------------------------------- filters
 st.sidebar.header("Filters")
 profiles = st.sidebar.multiselect("Profile", data.profiles, default=data.profiles, key="f_profiles",
-                                  help="Run records of these profiles (empty: all).")
+                                  help="Run records of these profiles (empty: all). The tables comparing runs with "
+                                       "the papers add the small profiles (tiny, mini, rehearsal) only with the "
+                                       "switch below.")
 benchmarks = st.sidebar.multiselect("Benchmark", [*tables.MAIN_BENCHMARKS, *tables.BEIR_DATASETS], default=[],
                                     key="f_benchmarks", help="Columns / datasets shown (empty: all).")
 papers = st.sidebar.multiselect("Paper version", data.papers, default=data.papers, key="f_papers",
@@ -67,6 +72,12 @@ papers = st.sidebar.multiselect("Paper version", data.papers, default=data.paper
                                 help="Reported cells of these registry files, e.g. qc-v1 vs qc-v2 (empty: all).")
 main_only = st.sidebar.checkbox("Only each paper's Table 1", value=True, key="f_main_only",
                                 help="Untick to add every other table with MS MARCO / TREC DL columns (ablations).")
+small = st.sidebar.toggle(selection.SMALL_SWITCH, value=False, key="f_small",
+                          help="The tables comparing runs with the papers show paper-profile runs and released "
+                               "checkpoints only; this adds the small profiles, with what each one is.")
+show_old = st.sidebar.toggle(selection.SUPERSEDED_SWITCH, value=False, key="f_superseded",
+                             help="Runs older than the accepted reference of their method and profile (SUPERSEDED "
+                                  "in `check`): folded by default.")
 st.sidebar.caption(f"Records: `{data.records_dir}`")
 
 # ----------------------------------------------------------------------------- header
@@ -89,8 +100,27 @@ if data.yours is not None:
             f"{'would pass' if data.yours.passed else 'would fail'} the gate once added; listed on the "
             "'CI gate' tab, never counted in the gate.")
 
-comparisons = tables.comparison_frame(data.records, data.comparisons, papers=papers, profiles=profiles,
-                                      benchmarks=benchmarks)
+# The runs every paper-comparison grid shows (selection.py): paper / checkpoint profiles unless the switch
+# says otherwise, superseded runs folded; what is hidden and, when shown, each small profile's caveat.
+selected = tables.filter_records(data.records, profiles)
+superseded = selection.superseded_ids(data.records, data.references)
+switches = dict(small=small, superseded=superseded, show_superseded=show_old)
+grid = selection.grid_records(selected, **switches)
+hidden = selection.hidden_note(selected, **switches)
+caveats = selection.shown_caveats(grid)
+
+
+def _grid_notes() -> None:
+    """Under a paper-comparison grid's title: what the switches hide, and the caveat of every small
+    profile shown (on the same screen as its numbers)."""
+    if hidden:
+        st.caption(hidden)
+    if caveats:
+        st.warning("Small-profile runs are shown: NOT comparable with the papers, whatever their numbers.\n\n"
+                   + "\n\n".join(f"- {c}" for c in caveats))
+
+
+comparisons = tables.comparison_frame(grid, data.comparisons, papers=papers, benchmarks=benchmarks)
 tab_glance, tab_main, tab_beir, tab_method, tab_plots, tab_gate, tab_checks, tab_skipped = st.tabs(
     ["At a glance", "MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate", "Registry checks", "Skipped records"])
 
@@ -118,6 +148,7 @@ with tab_glance:
     st.caption(glance.LEARNED_CAPTION)
     for profile in glance.profiles(at_glance.learned):
         st.markdown(f"**Profile {profile}** (`python -m harness run --method M --profile {profile}`)")
+        st.caption(f"What this profile is: {selection.caveat(profile)}.")
         st.markdown(glance.learned_html(at_glance.learned, profile), unsafe_allow_html=True)
     for name, frame in glance.frames(at_glance).items():
         st.download_button(f"Download the glance's {name} rows (CSV)", tables.to_csv(frame),
@@ -126,12 +157,13 @@ with tab_glance:
 
 with tab_main:
     st.subheader("Table 1: MS MARCO dev and TREC DL")
-    main = tables.main_table(data.cells, data.records, data.comparisons, papers=papers, profiles=profiles,
-                             benchmarks=benchmarks, main_only=main_only)
+    _grid_notes()
+    main = tables.main_table(data.cells, grid, data.comparisons, papers=papers, benchmarks=benchmarks,
+                             main_only=main_only)
     _table(main, "Table 1", "table1", "Reported rows as printed (papers that print fractions shown × 100); each "
            f"'{tables.UNDER}reproduced' row compares a run with the row above it: value (delta status). Runs on "
            "their own are listed at the bottom.")
-    released = [r for r in tables.filter_records(data.records, profiles) if r.profile == "checkpoint"]
+    released = [r for r in grid if r.profile == "checkpoint"]
     if released:
         st.subheader("Released checkpoints (scored as published, `python -m harness reproduce`)")
         for line in tables.checkpoint_summaries(released, data.comparisons):
@@ -141,30 +173,33 @@ with tab_main:
                "checkpoints.yaml); every other cell of its method is listed with the reason it is not graded.")
     st.subheader("Every comparison with a reported cell")
     _table(comparisons, "comparisons", "comparisons",
-           "ci_low / ci_high: 95% bootstrap interval of the delta over the run's per-query scores.")
+           "Points at the precision the paper printed each cell; ci_low / ci_high: 95% bootstrap interval of the "
+           "delta over the run's per-query scores. A NOT-COMPARABLE row has no delta: the run does not share the "
+           "cell's setting (the reason column says how).", shown=tables.comparison_view(comparisons))
     # Contributed runs (docs/contributing-runs.md): every run says where and when it ran; a record of an
     # unknown or changed spec is listed on its own, never among the rows compared above.
     st.subheader("Runs: hardware and date")
-    _table(tables.runs_frame(tables.filter_records(data.records, profiles), data.references), "runs", "runs",
+    _table(tables.runs_frame(grid, data.references, superseded=superseded), "runs", "runs",
            "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
            "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).")
-    if data.apart:
-        st.subheader("Runs apart: unknown or changed spec, or superseded on an older spec (not compared with the "
-                     "papers or a reference)")
-        _table(tables.apart_frame(data.apart), "runs apart", "apart",
-               "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
-               "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
-               "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.")
+    if data.apart:  # folded: never rows beside the papers', open on request
+        with st.expander(f"Runs apart ({len(data.apart)}): unknown or changed spec, or superseded on an older "
+                         "spec (not compared with the papers or a reference)"):
+            _table(tables.apart_frame(data.apart), "runs apart", "apart",
+                   "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
+                   "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
+                   "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.")
 
 with tab_beir:
     st.subheader("BEIR zero-shot: nDCG@10 (points)")
-    _table(tables.beir_table(data.cells, data.records, papers=papers, profiles=profiles, benchmarks=benchmarks),
+    _grid_notes()
+    _table(tables.beir_table(data.cells, grid, papers=papers, benchmarks=benchmarks),
            "BEIR table", "beir",
            "Computed averages appear only for columns with every dataset they average: all 14, or LexMAE's 12 "
            "(without cqadupstack and quora). Printed averages are the papers' own.")
     st.subheader("Reproduced vs reported on BEIR")
-    beir_cmp = comparisons[comparisons["benchmark"].isin(tables.BEIR_DATASETS)]
-    _table(beir_cmp, "BEIR comparisons", "beir_comparisons")
+    beir_cmp = comparisons[comparisons["benchmark"].isin(tables.BEIR_DATASETS)].reset_index(drop=True)
+    _table(beir_cmp, "BEIR comparisons", "beir_comparisons", shown=tables.comparison_view(beir_cmp))
 
 with tab_method:
     if not data.records:
@@ -175,6 +210,8 @@ with tab_method:
         run_id = st.selectbox("Run", [r.run_id for r in runs], key="m_run")
         rec = next(r for r in runs if r.run_id == run_id)
         st.subheader(f"{rec.method} · {rec.profile} · {rec.run_id}")
+        if rec.profile not in selection.PAPER_COMPARABLE:
+            st.warning(f"Not comparable with the papers: {selection.caveat(rec.profile)}.")
         st.caption(f"spec hash `{rec.spec_hash}` · created {rec.created} · command `{rec.get('command', '')}`"
                    + (" · reference record" if rec.run_id in data.references else ""))
         for title, items in (("Substituted in this profile (recorded with the run)", rec.get("substitutions") or []),
@@ -194,9 +231,10 @@ with tab_method:
             st.markdown("**Hyper-parameters (resolved spec)**")
             _table(tables.hyperparameters_frame(rec), "hyper-parameters", f"spec_{rec.run_id}")
         st.markdown("**Metrics with bootstrap 95% confidence intervals**")
-        _table(tables.metric_ci_frame(rec), "metrics", f"metrics_{rec.run_id}")
+        _table(tables.metric_ci_frame(rec), "metrics", f"metrics_{rec.run_id}", digits={"queries": 0})
         st.markdown("**Reported cells: delta and its bootstrap confidence interval**")
-        _table(tables.cell_ci_frame(data.comparisons.get(rec.run_id, []), data.cells), "cells", f"cells_{rec.run_id}")
+        _table(tables.cell_ci_frame(data.comparisons.get(rec.run_id, []), data.cells), "cells", f"cells_{rec.run_id}",
+               signed=("delta", "ci_low", "ci_high"))
         with_pq = [d for d in rec.per_query if rec.per_query[d]]
         if with_pq:
             st.markdown("**Per-query score distribution**")
@@ -210,8 +248,8 @@ with tab_method:
 
 with tab_plots:
     st.subheader("Effectiveness vs efficiency (LexMAE Figure 3 / Table 4)")
-    eff = plots.efficiency_frame(tables.filter_cells(data.cells, papers),
-                                 tables.filter_records(data.records, profiles))
+    _grid_notes()
+    eff = plots.efficiency_frame(tables.filter_cells(data.cells, papers), grid)
     c1, c2 = st.columns(2)
     axis = c1.radio("x axis", ["qps", "index_gb"], horizontal=True, key="p_x",
                     format_func={"qps": "queries per second", "index_gb": "index size (GB)"}.get)
@@ -223,16 +261,15 @@ with tab_plots:
         st.altair_chart(plots.efficiency_chart(shown, axis), width="stretch")
     else:
         st.info("No efficiency numbers for this axis yet (run records gain an 'efficiency' block when measured).")
-    _table(eff, "efficiency points", "efficiency")
+    _table(eff, "efficiency points", "efficiency", shown=plots.efficiency_view(eff))
 
     st.subheader("Retriever 1 vs retriever 2")
-    r12 = plots.retriever_frame(tables.filter_cells(data.cells, papers),
-                                tables.filter_records(data.records, profiles))
+    r12 = plots.retriever_frame(tables.filter_cells(data.cells, papers), grid)
     if len(r12):
         st.altair_chart(plots.retriever_chart(r12), width="stretch")
     else:
         st.info("No retriever 1 / retriever 2 pairs in the selection.")
-    _table(r12, "retriever pairs", "retrievers")
+    _table(r12, "retriever pairs", "retrievers", signed=("gain",))
 
     st.subheader("Per-dataset deltas (reproduced − reported)")
     deltas = plots.delta_frame(comparisons)
@@ -240,7 +277,7 @@ with tab_plots:
         st.altair_chart(plots.delta_chart(deltas), width="stretch")
     else:
         st.info("No comparable reported cells for the selected runs.")
-    _table(deltas, "deltas", "deltas")
+    _table(deltas, "deltas", "deltas", shown=plots.delta_view(deltas))
 
     st.subheader("Effects: each method vs the control, QC vs non-QC, fine-tuning vs its start")
     effects = plots.effects_frame(data.records, profiles)
@@ -248,9 +285,10 @@ with tab_plots:
         st.altair_chart(plots.effects_chart(effects), width="stretch")
     else:
         st.info("No two records of one profile to compare (e.g. a method and nopretrain).")
-    _table(effects, "effects", "effects", "Paired bootstrap over the shared queries (seed 42), points; runs of one "
-           "profile only, so like is compared with like. A paper-profile effect is shown beside the difference a "
-           "paper printed, with its source, and graded by the same rule as a cell (REPRODUCED, "
+    _table(effects, "effects", "effects", digits={"p_value": display.P_DIGITS, "queries": 0},
+           signed=("delta", "ci_low", "ci_high"), caption="Paired bootstrap over the shared queries (seed 42), "
+           "points; runs of one profile only, so like is compared with like. A paper-profile effect is shown "
+           "beside the difference a paper printed, with its source, and graded by the same rule as a cell (REPRODUCED, "
            "DIFFERENT-BELOW/-ABOVE, INCONCLUSIVE). A mini or tiny effect is a learning check (does the method "
            "learn at that scale?): it is never set beside, nor graded against, the papers' effects. "
            "`python -m harness effects` prints the same table.")

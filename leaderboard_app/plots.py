@@ -30,6 +30,7 @@ from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.gate.labels import system_axes, system_label
 from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
+from leaderboard_app import display
 from leaderboard_app.tables import source_of
 
 STATUS_COLOURS = {v: STATUSES[v].colour for v in VERDICTS}  # a cell's verdict, as its badge is coloured
@@ -38,6 +39,9 @@ _SIZE_UNITS = {"tb": 1e3, "t": 1e3, "gb": 1.0, "g": 1.0, "mb": 1e-3, "m": 1e-3, 
                "bytes": 1e-9, "b": 1e-9}
 # A printed number: thousands separated by commas ("3,072", "17,203") or not, then an optional unit
 # ("27G", "4.3 GB", "45.83 QPS"); a qualifier before it ("Avg 17,203", "Upto 768") is read past.
+# Tick labels of an axis in points: at most 2 decimals, trailing zeros dropped ("42.6", "20"). Vega's own
+# choice for a one-point domain was "42.600000".
+POINTS_AXIS = alt.Axis(format=",.2~f")
 _NUMBER = re.compile(r"^\s*(?:[A-Za-z]+\.?\s+)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d*\.?\d+)\s*([A-Za-z]*)\s*$")
 
 
@@ -125,6 +129,16 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
     return pd.DataFrame(rows, columns=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"])
 
 
+def efficiency_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """An efficiency_frame as the page's table shows it: effectiveness at 2 decimals, queries per second
+    at 2 with thousands separated (LexMAE prints 45.83), the index size with its unit ("27 GB",
+    "1.86 MB"), "-" where missing."""
+    out = display.text_frame(frame.drop(columns=["qps", "index_gb"]))
+    out["qps"] = [display.MISSING if display.missing(q) else f"{float(q):,.2f}" for q in frame["qps"]]
+    out["index size"] = [display.size_text(gb) for gb in frame["index_gb"]]
+    return out
+
+
 def log_scale(values: pd.Series) -> alt.Scale:
     """A log scale that spans at least a decade around the points: one point (LexMAE's 45.83 QPS, the
     only rate a paper prints) gave Vega a zero-width domain, and an axis with one odd tick."""
@@ -145,7 +159,8 @@ def efficiency_chart(frame: pd.DataFrame, x: str = "qps") -> alt.Chart:
     what = f"{pairs[0][1]} on {pairs[0][0]}" if len(pairs) == 1 else "primary measure"
     return alt.Chart(data).mark_point(filled=True, size=90).encode(
         x=alt.X(f"{x}:Q", scale=log_scale(data[x]), title=title, axis=alt.Axis(format=",~g")),
-        y=alt.Y("effectiveness:Q", title=f"effectiveness ({what}, points)", scale=alt.Scale(zero=False)),
+        y=alt.Y("effectiveness:Q", title=f"effectiveness ({what}, points)", scale=alt.Scale(zero=False),
+                  axis=POINTS_AXIS),
         color=alt.Color("source:N"), shape=alt.Shape("benchmark:N"),
         tooltip=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"],
     ).properties(height=380)
@@ -198,8 +213,10 @@ def retriever_chart(frame: pd.DataFrame) -> alt.LayerChart:
     diagonal = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(strokeDash=[4, 4],
                                                                                  color="#9e9e9e").encode(x="x:Q", y="y:Q")
     points = alt.Chart(frame).mark_point(filled=True, size=80).encode(
-        x=alt.X("retriever1:Q", title="retriever 1 (BM25 negatives), points", scale=alt.Scale(zero=False)),
-        y=alt.Y("retriever2:Q", title="retriever 2 (mined negatives), points", scale=alt.Scale(zero=False)),
+        x=alt.X("retriever1:Q", title="retriever 1 (BM25 negatives), points", scale=alt.Scale(zero=False),
+                  axis=POINTS_AXIS),
+        y=alt.Y("retriever2:Q", title="retriever 2 (mined negatives), points", scale=alt.Scale(zero=False),
+                  axis=POINTS_AXIS),
         color="method:N", shape="measure:N",
         tooltip=["label", "source", "benchmark", "measure", "retriever1", "retriever2", "gain"],
     )
@@ -210,14 +227,25 @@ def delta_frame(comparisons: pd.DataFrame) -> pd.DataFrame:
     """Comparable rows of a comparison_frame, labelled for a per-dataset bar chart."""
     frame = comparisons[comparisons["status"] != NOT_COMPARABLE].copy()
     frame["against"] = frame["paper"].astype(str) + " " + frame["table"].astype(str) + " · " + frame["row"].astype(str)
-    return frame[["run_id", "benchmark", "measure", "against", "reported", "reproduced", "delta", "tolerance",
-                  "status"]].reset_index(drop=True)
+    return frame[["run_id", "stage", "benchmark", "measure", "against", "printed", "reported", "reproduced", "delta",
+                  "tolerance", "status"]].reset_index(drop=True)
+
+
+def delta_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """A delta_frame as text at the precision each cell was printed at (tables.comparison_view's rule)."""
+    out = display.text_frame(frame.astype(object))
+    for i, (_, row) in enumerate(frame.iterrows()):
+        d = display.cell_decimals({"value": row.get("printed"), "reported": row["reported"]})
+        for column in ("reported", "reproduced", "tolerance"):
+            out.at[i, column] = display.number(row[column], d)
+        out.at[i, "delta"] = display.number(row["delta"], d, True)
+    return out
 
 
 def delta_chart(frame: pd.DataFrame) -> alt.Chart:
     statuses = list(STATUS_COLOURS)
     return alt.Chart(frame).mark_bar().encode(
-        x=alt.X("delta:Q", title="reproduced - reported (points)"),
+        x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS),
         y=alt.Y("benchmark:N", title=None),
         yOffset="against:N",
         color=alt.Color("status:N", scale=alt.Scale(domain=statuses, range=[STATUS_COLOURS[s] for s in statuses])),
@@ -258,7 +286,8 @@ def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.D
 def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     """Each effect's paired delta (points) with its 95% CI, one row per effect, one panel per dataset."""
     base = alt.Chart().encode(y=alt.Y("effect:N", title=None))
-    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", title="A - B (points), 95% CI"), x2="ci_high:Q")
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", title="A - B (points), 95% CI", axis=POINTS_AXIS),
+                                                x2="ci_high:Q")
     points = base.mark_point(filled=True, size=60).encode(
         x="delta:Q", tooltip=["profile", "effect", "dataset", "measure", "a_value", "b_value", "delta", "ci_low",
                               "ci_high", "p_value", "queries", "paper_claims", "vs_claim"])

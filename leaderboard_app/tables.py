@@ -7,7 +7,6 @@ points in the BEIR view (the papers print BEIR as 0.441 or as 44.1).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ import pandas as pd
 
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
+from harness.core.statuses import SUPERSEDED
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
 from harness.gate.run import row_numbers
@@ -22,6 +22,7 @@ from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
 from harness.records.tracking import flatten
 from harness.spec.paper_profiles import paper_deviations as all_deviations
+from leaderboard_app.display import MISSING, P_DIGITS, cell_decimals, column_decimals, number, text_frame
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).
 MAIN_COLUMNS: list[tuple[str, str, str]] = [
@@ -50,12 +51,6 @@ def badge(status: str | None) -> str:
     """A verdict shown as its own word (harness/core/statuses.py): no emoji, which render as
     empty boxes where no emoji font is installed (Debian's Chromium)."""
     return status or NOT_COMPARABLE
-
-
-def pts(value: float | None, signed: bool = False, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
 def source_of(rec: RunRecord) -> str:
@@ -137,7 +132,7 @@ def run_date(rec: RunRecord) -> str:
 
 
 def _scores(rec: RunRecord) -> str:
-    return "; ".join(f"{b} {m} {pts(100.0 * v)}" for b, values in rec.metrics.items()
+    return "; ".join(f"{b} {m} {number(100.0 * v)}" for b, values in rec.metrics.items()
                      for m, v in list(values.items())[:1])
 
 
@@ -150,14 +145,17 @@ def _commit(rec: RunRecord) -> str:
 YOURS = "your run"  # the role of a record in runs/local/ (a user's own run, not gated)
 
 
-def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = (), role: str | None = None) -> pd.DataFrame:
+def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = (), role: str | None = None,
+               superseded: Iterable[str] = ()) -> pd.DataFrame:
     """One row per run: where (hardware) and when (date) it ran, its commit, and whether it is the
-    accepted reference of its method and profile or a run gated against it (contributed or not);
-    ``role`` names every row's role instead (``YOURS`` for the user's own runs)."""
-    refs = set(references)
+    accepted reference of its method and profile, older than it (``superseded``, when the page shows
+    those) or a run gated against it (contributed or not); ``role`` names every row's role instead
+    (``YOURS`` for the user's own runs)."""
+    refs, old = set(references), set(superseded)
     rows = [{"run_id": r.run_id, "method": r.method, "profile": r.profile, "date": run_date(r),
              "hardware": hardware_summary(r), "git commit": _commit(r),
-             "role": role or ("reference" if r.run_id in refs else "run"), "scores": _scores(r)}
+             "role": role or ("reference" if r.run_id in refs else SUPERSEDED if r.run_id in old else "run"),
+             "scores": _scores(r)}
             for r in sorted(records, key=lambda r: (r.created, r.run_id), reverse=True)]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
@@ -175,15 +173,18 @@ def apart_frame(apart: Sequence[Any]) -> pd.DataFrame:
 
 def checkpoint_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]
                      ) -> pd.DataFrame:
-    """One row per (released-checkpoint record, cell): graded cells first, then the NOT-COMPARABLE ones."""
+    """One row per (released-checkpoint record, cell): graded cells first, then the NOT-COMPARABLE ones
+    (without a delta); numbers as text at the cell's printed precision."""
     rows = []
     for rec in records:
         if rec.profile != "checkpoint":
             continue
         name = (rec.get("checkpoint") or {}).get("name", "?")
         for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == NOT_COMPARABLE):
+            d, graded = cell_decimals(x), x.get("status") != NOT_COMPARABLE
             rows.append({"checkpoint": name, "benchmark": x.get("benchmark"), "measure": x.get("measure"),
-                         "reproduced": x.get("reproduced"), "reported": x.get("reported"), "delta": x.get("delta"),
+                         "reproduced": number(x.get("reproduced"), d), "reported": number(x.get("reported"), d),
+                         "delta": number(x.get("delta"), d, True) if graded else MISSING,
                          "status": badge(x.get("status")), "against": f"{paper_key(x)} {x.get('table')} · {x.get('row')}",
                          "why not graded": x.get("reason") if x.get("status") == NOT_COMPARABLE else "",
                          "run_id": rec.run_id})
@@ -206,7 +207,7 @@ def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str,
         reasons = sorted({str(x.get("reason")).split(": ", 1)[-1] for x in comps
                           if x.get("status") == NOT_COMPARABLE and x.get("reason")})
         graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
-        scored = "; ".join(f"{b} {pts(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
+        scored = "; ".join(f"{b} {number(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
         name = (rec.get("checkpoint") or {}).get("name", "?")
         # the run id in a code span: its double underscores would otherwise render as bold
         lines.append(f"released checkpoint {name} (`{rec.run_id}`): {scored} · graded {graded}"
@@ -220,9 +221,11 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
                comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *, papers: Sequence[str] | None = None,
                profiles: Sequence[str] | None = None, benchmarks: Sequence[str] | None = None,
                main_only: bool = True) -> pd.DataFrame:
-    """The papers' Table 1 shape: every reported row (in points, as printed or x100 for papers
-    that print fractions), then under it each reproduced run compared with it
-    ("value (delta badge)"), then every reproduced run on its own.
+    """The papers' Table 1 shape: every reported row (in points at the printed precision), then under it
+    each reproduced run compared with it ("value (delta badge)", at the cell's precision; one row per
+    retriever stage a run was compared at), then every reproduced run on its own (one row per stage
+    when it has several). A NOT-COMPARABLE comparison is no row: its delta would mean nothing.
+    Missing numbers are "-"; the stage column is there only when some run has a stage.
 
     ``main_only`` keeps each paper's Table 1; otherwise every table with these columns.
     """
@@ -235,67 +238,105 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
         line: dict[str, Any] = {"source": "reported", "paper": paper, "version": version, "table": table,
                                 "row": row, "method": group[0].get("method") or ""}
         for c in group:
-            line[_column_for(c["benchmark"], c["measure"])] = reported_points(c)
+            line[_column_for(c["benchmark"], c["measure"])] = reported_points(c) or MISSING
         line["status"] = ""
         rows.append(line)
         for rec in recs:
             comps = [x for x in comparisons.get(rec.run_id, []) if paper_key(x) == paper
                      and str(x.get("table")) == table and str(x.get("row")) == row
                      and x.get("status") not in (None, NOT_COMPARABLE)]
-            if not comps:
-                continue
-            vs: dict[str, Any] = {"source": source_of(rec), "paper": paper, "version": version, "table": table,
-                                  "row": f"{UNDER}{run_label(rec)}", "method": rec.method}
+            by_stage: dict[str, list[Mapping[str, Any]]] = {}
             for x in comps:
-                col = _column_for(x.get("benchmark"), x.get("measure"))
-                if col in columns:
-                    vs[col] = f"{pts(x.get('reproduced'))} ({pts(x.get('delta'), True)} {badge(x.get('status'))})"
-            vs["status"] = badge(worst(x["status"] for x in comps))
-            rows.append(vs)
+                by_stage.setdefault(str(x.get("finetune_stage") or ""), []).append(x)
+            for stage, group_at in by_stage.items():
+                vs: dict[str, Any] = {"source": source_of(rec), "paper": paper, "version": version, "table": table,
+                                      "row": f"{UNDER}{run_label(rec)}", "method": rec.method, "stage": stage}
+                for x in group_at:
+                    col = _column_for(x.get("benchmark"), x.get("measure"))
+                    if col in columns:
+                        d = cell_decimals(x)
+                        vs[col] = (f"{number(x.get('reproduced'), d)} ({number(x.get('delta'), d, True)} "
+                                   f"{badge(x.get('status'))})")
+                vs["status"] = badge(worst(x["status"] for x in group_at))
+                rows.append(vs)
+    decimals = {label: column_decimals(cells, bench, measure) for bench, measure, label in MAIN_COLUMNS}
     for rec in recs:
-        line = {"source": source_of(rec), "paper": "", "version": "", "table": "", "row": rec.run_id,
-                "method": rec.method, "status": f"profile {rec.profile}"}
-        has_any = False
-        for bench, measure, label in MAIN_COLUMNS:
-            value = rec.metrics.get(bench, {}).get(measure)
-            if label in columns and value is not None:
-                line[label] = pts(100.0 * value)
-                has_any = True
-        if has_any:
-            rows.append(line)
-    frame = pd.DataFrame(rows, columns=["source", "paper", "version", "table", "row", "method", *columns, "status"])
-    empty = [c for c in columns if frame[c].isna().all()]
-    return frame.drop(columns=empty).fillna("")
+        for stage, metrics in stage_metrics(rec).items():
+            line = {"source": source_of(rec), "paper": "", "version": "", "table": "", "row": rec.run_id,
+                    "method": rec.method, "stage": stage, "status": f"profile {rec.profile}"}
+            has_any = False
+            for bench, measure, label in MAIN_COLUMNS:
+                value = metrics.get(bench, {}).get(measure)
+                if label in columns and value is not None:
+                    line[label] = number(100.0 * value, decimals[label])
+                    has_any = True
+            if has_any:
+                rows.append(line)
+    frame = pd.DataFrame(rows, columns=["source", "paper", "version", "table", "row", "method", "stage", *columns,
+                                        "status"])
+    empty = [c for c in [*columns, "stage"] if frame[c].isna().all() or (frame[c].fillna("") == "").all()]
+    frame = frame.drop(columns=empty)
+    numbers = [c for c in columns if c in frame.columns]
+    frame[numbers] = frame[numbers].fillna(MISSING)
+    return frame.fillna("")
+
+
+def stage_metrics(rec: RunRecord) -> dict[str, dict[str, dict[str, float]]]:
+    """A run's metrics per retriever stage ("" for a run without stages): every stage when the run has
+    several (LexMAE's three), else its final metrics."""
+    by_stage = rec.get("metrics_by_stage") or {}
+    if len(by_stage) > 1:
+        return by_stage
+    return {str(rec.finetune_stage or ""): rec.metrics}
 
 
 # ----------------------------------------------------------------------------- comparisons
 
-COMPARISON_COLUMNS = ["run_id", "method", "profile", "paper", "version", "table", "row", "column", "benchmark",
-                      "measure", "printed", "reported", "reproduced", "delta", "tolerance", "status", "ci_low",
-                      "ci_high", "p_equivalent", "seeds_needed", "reason"]
+COMPARISON_COLUMNS = ["run_id", "method", "profile", "paper", "version", "table", "row", "column", "stage",
+                      "benchmark", "measure", "printed", "reported", "reproduced", "delta", "tolerance", "status",
+                      "ci_low", "ci_high", "p_equivalent", "seeds_needed", "reason"]
+# What a NOT-COMPARABLE row leaves out: a difference from a cell of another setting means nothing.
+GRADED_ONLY = ("delta", "tolerance", "ci_low", "ci_high", "p_equivalent", "seeds_needed")
 
 
 def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *,
                      papers: Sequence[str] | None = None, profiles: Sequence[str] | None = None,
                      benchmarks: Sequence[str] | None = None, comparable_only: bool = False) -> pd.DataFrame:
-    """One row per (run, reported cell): numbers in points, the status and the CI of the delta."""
+    """One row per (run, reported cell, retriever stage): numbers in points, the status and the CI of
+    the delta; a NOT-COMPARABLE row has no delta, tolerance or interval (None)."""
     rows = []
     for rec in filter_records(records, profiles):
         for x in comparisons.get(rec.run_id, []):
             if not _keep(papers, paper_key(x)) or not _keep(benchmarks, str(x.get("benchmark"))):
                 continue
-            if comparable_only and x.get("status") in (None, NOT_COMPARABLE):
+            graded = x.get("status") not in (None, NOT_COMPARABLE)
+            if comparable_only and not graded:
                 continue
-            rows.append({
+            row = {
                 "run_id": rec.run_id, "method": rec.method, "profile": rec.profile, "paper": paper_key(x),
                 "version": x.get("version"), "table": x.get("table"), "row": x.get("row"), "column": x.get("column"),
-                "benchmark": x.get("benchmark"), "measure": x.get("measure"), "printed": x.get("value"),
-                "reported": x.get("reported"), "reproduced": x.get("reproduced"), "delta": x.get("delta"),
-                "tolerance": x.get("tolerance"), "status": x.get("status"), "ci_low": x.get("ci_low"),
-                "ci_high": x.get("ci_high"), "p_equivalent": x.get("p_equivalent"),
-                "seeds_needed": x.get("seeds_needed"), "reason": x.get("reason") or x.get("notes") or "",
-            })
+                "stage": x.get("finetune_stage") or "", "benchmark": x.get("benchmark"), "measure": x.get("measure"),
+                "printed": x.get("value"), "reported": x.get("reported"), "reproduced": x.get("reproduced"),
+                "status": x.get("status"), "reason": x.get("reason") or x.get("notes") or "",
+            }
+            row.update({k: x.get(k) if graded else None for k in GRADED_ONLY})
+            rows.append(row)
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def comparison_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """A comparison_frame as the page shows it: each row's numbers at the precision its paper printed the
+    cell (in points), p-values at 3 decimals, "-" where there is no number; the stage column only
+    when some run has a stage."""
+    out = text_frame(frame.astype(object), {"p_equivalent": P_DIGITS, "seeds_needed": 0})
+    for i, (_, row) in enumerate(frame.iterrows()):
+        d = cell_decimals({"value": row["printed"], "reported": row["reported"]})
+        for column in ("reported", "reproduced", "tolerance", "ci_low", "ci_high"):
+            out.at[i, column] = number(row[column], d)
+        out.at[i, "delta"] = number(row["delta"], d, True)
+    if (out["stage"] == MISSING).all():
+        out = out.drop(columns=["stage"])
+    return out
 
 
 # ----------------------------------------------------------------------------- BEIR view
@@ -303,14 +344,18 @@ def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
 def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord], *,
                papers: Sequence[str] | None = None, profiles: Sequence[str] | None = None,
                benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
-    """nDCG@10 (points) per BEIR dataset: one column per reported system and per reproduced run,
-    plus the computed 14-dataset and LexMAE 12-dataset averages and the printed averages.
+    """nDCG@10 (points) per BEIR dataset: one column per reported system and per reproduced run (a run
+    with several retriever stages: its final one, named in the column), plus the computed 14-dataset
+    and LexMAE 12-dataset averages and the printed averages. Text: a reported cell at its printed
+    precision, a run's number and a computed average at the precision the papers print that row, "-"
+    where a column has no number.
 
     A computed average is shown only when the column has every dataset it averages.
     """
     datasets = [d for d in BEIR_DATASETS if _keep(benchmarks, d)]
     axes = system_axes(cells)
     columns: dict[str, dict[str, float]] = {}
+    printed: dict[str, dict[str, int]] = {}  # column -> row -> the cell's decimals in points
     for c in cells:
         bench, score = c.get("benchmark"), c.get("score")
         if c.get("measure") != "nDCG@10" or score is None or not _keep(papers, paper_key(c)):
@@ -318,19 +363,23 @@ def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
         if bench not in BEIR_DATASETS and bench not in PRINTED:
             continue
         name = f"{paper_key(c)} {c.get('table')} · {system_label(c, axes)}"
-        columns.setdefault(name, {})[PRINTED.get(bench, bench)] = round(100.0 * float(score), 2)
+        columns.setdefault(name, {})[PRINTED.get(bench, bench)] = 100.0 * float(score)
+        printed.setdefault(name, {})[PRINTED.get(bench, bench)] = cell_decimals(c)
     for rec in filter_records(records, profiles):
-        values = {d: round(100.0 * v["nDCG@10"], 2) for d, v in rec.metrics.items()
-                  if d in BEIR_DATASETS and "nDCG@10" in v}
+        values = {d: 100.0 * v["nDCG@10"] for d, v in rec.metrics.items() if d in BEIR_DATASETS and "nDCG@10" in v}
         if values:
-            columns[run_label(rec)] = values
+            several = len(rec.get("metrics_by_stage") or {}) > 1
+            columns[run_label(rec) + (f" · {rec.finetune_stage}" if several and rec.finetune_stage else "")] = values
     for values in columns.values():
         for name, aggregate in AGGREGATES.items():
             if all(d in values for d in aggregate.members):
-                values[COMPUTED[name]] = round(sum(values[d] for d in aggregate.members) / len(aggregate.members), 2)
+                values[COMPUTED[name]] = sum(values[d] for d in aggregate.members) / len(aggregate.members)
+    row_decimals = {d: column_decimals(cells, d, "nDCG@10") for d in BEIR_DATASETS}
+    for name in AGGREGATES:
+        row_decimals[COMPUTED[name]] = row_decimals[PRINTED[name]] = column_decimals(cells, name, "nDCG@10")
     index = [*datasets, *(label for name in AGGREGATES for label in (COMPUTED[name], PRINTED[name]))]
-    frame = pd.DataFrame({name: [vals.get(i) for i in index] for name, vals in columns.items()}, index=index,
-                         dtype=float)
+    frame = pd.DataFrame({name: [number(vals.get(i), printed.get(name, {}).get(i, row_decimals[i])) for i in index]
+                          for name, vals in columns.items()}, index=index, dtype=object)
     frame.index.name = "dataset"
     return frame.reset_index()
 

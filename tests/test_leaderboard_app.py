@@ -85,7 +85,7 @@ def test_page_shows_table1_with_reported_and_reproduced_rows(page):
     assert reported[MRR] == "18.7" and reported["DL20 nDCG@10"] == "47.7"
     mine = t1[t1["row"] == f"{tables.UNDER}reproduced {BM25}"]
     assert list(mine["paper"]) == ["cpdae"]  # under the one BM25 row a paper ran itself (the others are cited)
-    assert set(mine[MRR]) == {"18.40 (-0.30 REPRODUCED)"}
+    assert set(mine[MRR]) == {"18.4 (-0.3 REPRODUCED)"}  # at CPDAE's printed precision (0.187)
     assert "coCondenser (120K) - retriever 2 †" in set(t1["row"])
     assert "3 run record(s) skipped" in _text(at)
 
@@ -93,11 +93,13 @@ def test_page_shows_table1_with_reported_and_reproduced_rows(page):
 def test_beir_table_and_comparisons(page):
     at = page
     beir = _frame(at, "lexmae Table 3 · LexMAE").set_index("dataset")
-    assert beir.loc["scifact", "lexmae Table 3 · LexMAE"] == pytest.approx(71.7)
-    assert beir.loc["average (12, printed)", "lexmae Table 3 · LexMAE"] == pytest.approx(48.7)
-    assert beir.loc["scifact", f"reproduced {BM25}"] == pytest.approx(66.47)
+    assert beir.loc["scifact", "lexmae Table 3 · LexMAE"] == "71.7"
+    assert beir.loc["average (12, printed)", "lexmae Table 3 · LexMAE"] == "48.7"
+    assert beir.loc["scifact", f"reproduced {BM25}"] == "66.5"
+    assert not any(c.startswith("reproduced cotmae__tiny") for c in beir.columns)  # tiny: behind the switch
     cmp_ = _frame(at, "p_equivalent")
-    assert set(cmp_["status"]) == {"REPRODUCED", "NOT-COMPARABLE"}
+    assert set(cmp_["status"]) == {"REPRODUCED", "NOT-COMPARABLE"} and set(cmp_["profile"]) == {"paper"}
+    assert (cmp_.loc[cmp_["status"] == "NOT-COMPARABLE", "delta"] == "-").all()
 
 
 def test_every_table_can_be_downloaded(page):
@@ -116,7 +118,14 @@ def test_profile_filter_removes_paper_runs(app):
     t1 = _frame(at, MRR)
     assert not t1["row"].str.contains("reproduced").any()
     beir = _frame(at, "lexmae Table 3 · LexMAE")
+    assert not [c for c in beir.columns if c.startswith("reproduced")]  # tiny stays behind its switch
+    assert any("2 small-profile run(s)" in c.value for c in at.caption)
+    at.sidebar.toggle(key="f_small").set_value(True).run()
+    beir = _frame(at, "lexmae Table 3 · LexMAE")
     assert f"reproduced {BM25}" not in beir.columns and "reproduced cotmae__tiny__20261121T110000" in beir.columns
+    # shown, the small profile says what it is on the same screen (each grid tab)
+    said = [w.value for w in at.warning if "NOT comparable with the papers" in w.value]
+    assert len(said) == 3 and all("**tiny**" in w for w in said)
 
 
 def test_paper_version_and_benchmark_filters(app):
@@ -124,7 +133,7 @@ def test_paper_version_and_benchmark_filters(app):
     at.sidebar.multiselect(key="f_papers").set_value(["qc-v1"])
     at.sidebar.multiselect(key="f_benchmarks").set_value(["msmarco-dev"]).run()
     t1 = _frame(at, MRR)
-    assert set(t1.loc[t1["paper"] != "", "paper"]) == {"qc-v1"}
+    assert set(t1.loc[t1["paper"] != "-", "paper"]) == {"qc-v1"}
     assert "DL19 nDCG@10" not in t1.columns
     at.sidebar.checkbox(key="f_main_only").uncheck().run()
     assert not at.exception
@@ -141,7 +150,9 @@ def test_method_page_shows_stages_hardware_and_per_query_scores(app):
     params = _frame(at, "parameter").set_index("parameter")["value"]
     assert params["pretrain.objective"] == "cotmae"
     ci = _frame(at, "queries")
-    assert set(ci["benchmark"]) == {"nfcorpus", "scifact"} and (ci["ci_low"] < ci["ci_high"]).all()
+    assert set(ci["benchmark"]) == {"nfcorpus", "scifact"}
+    assert (ci["ci_low"].astype(float) < ci["ci_high"].astype(float)).all()  # shown as text, 2 decimals
+    assert any("Not comparable with the papers: tiny" in w.value for w in at.warning)
     at.selectbox(key="m_dataset").set_value("scifact").run()
     assert "300 queries" in _text(at)
     assert any("papers leave unstated" in m.value and "1 layer" in m.value for m in at.markdown)

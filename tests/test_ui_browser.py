@@ -98,7 +98,7 @@ def test_leaderboard_renders_in_headless_chromium(tmp_path):
     text = render_leaderboard(tmp_path, FIXTURES / "runs", FIXTURES / "reported_cells.json",
                               ["Retrieval pre-training leaderboard", "Table 1: MS MARCO dev and TREC DL",
                                "3 run record(s) skipped", "Skipped records", "BEIR zero-shot: nDCG@10 (points)",
-                               "18.40 (-0.30 REPRODUCED)", "coCondenser (120K) - retriever 2 †",
+                               "18.4 (-0.3 REPRODUCED)", "coCondenser (120K) - retriever 2 †",
                                "Effectiveness vs efficiency", "Retriever 1 vs retriever 2"],
                               screenshot="leaderboard.png", tab="MS MARCO & TREC DL")
     # verdicts are text badges: no glyph the page's fonts may lack

@@ -195,8 +195,9 @@ def _check_claims(cells: list[ReportedCell], papers: list[PaperInfo]) -> list[In
         if r.status == "ok":
             continue
         stated = f"states {r.stated}" if r.stated is not None else "states a comparison"
+        found = f"found {r.found}" if r.found is not None else "no number found"  # never the word None
         out.append(Inconsistency(r.paper, None, f"claim_{r.status}",
-                                 f"claim '{r.claim_id}' ({r.text!r}) {stated}; found {r.found}: {r.detail}", r.cells))
+                                 f"claim '{r.claim_id}' ({r.text!r}) {stated}; {found}: {r.detail}", r.cells))
     return out
 
 

@@ -1,0 +1,94 @@
+"""Numbers as the leaderboard shows them: text, rounded, "-" where missing.
+
+``st.dataframe`` prints a float with every digit it has (32.54498643686864) and a missing value as
+the word "None"; a page that does either is a dump. So every grid is handed to it as text made
+here: points at the paper's printed precision (harness/core/points.py), sizes with their unit,
+p-values at 3 decimals, and "-" for a missing number. The numeric frames stay as they are for the
+charts and the CSV downloads. No streamlit import: app.py displays what this returns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from harness.core.points import fmt, points_decimals
+
+MISSING = "-"
+POINTS_DIGITS = 2  # a run's number without a paper cell beside it: 2 decimals, the finest any paper prints
+P_DIGITS = 3  # p-values, as `check` prints them
+
+
+def missing(value: Any) -> bool:
+    """None, NaN or empty text: shown as "-"."""
+    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and
+                                                                                  not value.strip())
+
+
+def number(value: Any, digits: int = POINTS_DIGITS, signed: bool = False) -> str:
+    """A number at ``digits`` decimals; "-" when missing; text that is not a number stays as is."""
+    if missing(value):
+        return MISSING
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return fmt(float(value), digits, signed)
+
+
+def cell_decimals(cell: Mapping[str, Any]) -> int:
+    """Decimals in points of a reported cell or a comparison with one ("0.340" -> 1, "66.47" -> 2)."""
+    reported = cell.get("reported")
+    if reported is None and cell.get("score") is not None:
+        reported = 100.0 * float(cell["score"])
+    return points_decimals(str(cell.get("value") or ""), reported, POINTS_DIGITS)
+
+
+def column_decimals(cells: Iterable[Mapping[str, Any]], benchmark: str, measure: str) -> int:
+    """The precision the papers print a (benchmark, measure) at, in points (the most common one), for a
+    run's number that has no cell beside it; 2 when no paper prints it."""
+    seen = Counter(cell_decimals(c) for c in cells
+                   if c.get("benchmark") == benchmark and c.get("measure") == measure and c.get("value"))
+    return seen.most_common(1)[0][0] if seen else POINTS_DIGITS
+
+
+def size_text(gb: Any) -> str:
+    """An index size with its unit at 3 significant digits: "27 GB", "0.9 GB", "1.86 MB"; "-" when
+    missing (a tiny run's index is a few MB: in GB at 2 decimals it would read 0.00)."""
+    if missing(gb):
+        return MISSING
+    gb = float(gb)
+    # from 0.1 of a unit on (the papers print "0.2 GB"), except TB, which starts at 1,000 GB
+    for unit, scale, floor in (("TB", 1e3, 1e3), ("GB", 1.0, 0.1), ("MB", 1e-3, 1e-4)):
+        if abs(gb) >= floor:
+            return f"{gb / scale:.3g} {unit}"
+    return f"{gb / 1e-6:.3g} KB"
+
+
+def text_frame(frame: pd.DataFrame, digits: Mapping[str, int] | None = None, default: int = POINTS_DIGITS,
+               signed: Iterable[str] = ()) -> pd.DataFrame:
+    """Every cell as text: floats at ``digits[column]`` (else ``default``) decimals, integers and text as
+    they are, missing values as "-". ``signed`` columns get a sign (a delta, an effect)."""
+    digits = dict(digits or {})
+    signed = set(signed)
+    out = pd.DataFrame(index=frame.index)
+    for column in frame.columns:
+        places, sign = digits.get(column, default), column in signed
+        out[column] = [_text(v, places, sign) for v in frame[column]]
+    return out.reset_index(drop=True)
+
+
+def _text(value: Any, places: int, signed: bool) -> str:
+    if missing(value):
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and places == 0):
+        return f"{int(value):+d}" if signed else str(int(value))
+    if isinstance(value, float):
+        return fmt(value, places, signed)
+    if hasattr(value, "item"):  # numpy scalars
+        return _text(value.item(), places, signed)
+    return str(value)

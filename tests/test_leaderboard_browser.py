@@ -1,0 +1,208 @@
+"""Issue 41, done-when 2: the leaderboard over the committed records (runs/records, as `harness
+leaderboard` serves it) read in headless Chromium, every tab, as a person sees it.
+
+One server, one browser, every tab in turn: its text, every cell of its data grids (a grid puts in
+the page only the cells in view, so each is scrolled through), and a screenshot under
+test-artifacts/ (git-ignored, like the other browser tests' pictures). On every tab:
+
+* no "None" / "nan" text: a missing number reads "-";
+* no unrounded float. The rule: no number anywhere with 4 or more decimals (a raw float has ~15;
+  the finest a person is shown is a paper's printed fraction, "0.340", or a p-value, "0.004", at 3),
+  and in the paper-comparison grids no number in points with more than 2 decimals (the finest any
+  paper prints, "66.47"; only the "printed" column keeps a paper's fraction as printed).
+
+And by default every paper-comparison grid (the MS MARCO & TREC DL and BEIR tabs) holds only runs of
+the profiles a paper can be compared with (paper, checkpoint), and the Plots tab's LexMAE points
+(the efficiency chart's data, shown as its table) have LexMAE Table 4's printed index sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from browser import CHROMIUM, chromium, free_port, screenshot, stop
+from harness.core.paths import PROJECT_ROOT
+from test_leaderboard_tables import LEXMAE_TABLE4_INDEX_GB
+
+pytestmark = pytest.mark.slow
+
+RECORDS = PROJECT_ROOT / "runs" / "records"
+# Each tab: a text its panel shows once the script has run, and how many grids it paints (the glance's
+# tables are HTML; the runs set apart are folded in a closed expander).
+TABS = {"At a glance": ("Each method against the papers", 0),
+        "MS MARCO & TREC DL": ("Every comparison with a reported cell", 3),
+        "BEIR": ("Reproduced vs reported on BEIR", 2), "Method": ("Metrics with bootstrap 95% confidence intervals", 5),
+        "Plots": ("Effectiveness vs efficiency", 4), "CI gate": ("CI regression gate", 1),
+        "Registry checks": ("consistency report", 1), "Skipped records": ("Skipped run records", 0)}
+PAPER_GRIDS = ("MS MARCO & TREC DL", "BEIR")
+MISSING_WORDS = re.compile(r"\b(None|nan|NaN)\b")
+RAW_FLOAT = re.compile(r"\d\.\d{4,}")
+OVER_POINTS = re.compile(r"\d\.\d{3,}")
+SMALL_RUN = re.compile(r"__(tiny|mini|rehearsal)__")
+SECONDS = 90
+
+# The shown tab's panel (hidden panels have no layout).
+PANEL = "Array.from(document.querySelectorAll('[role=tabpanel]')).find(p => p.offsetParent !== null)"
+# The shown panel's grids, but those folded in a closed expander (not painted).
+SHOWN_GRIDS = ("Array.from(%s.querySelectorAll('[data-testid=stDataFrame]')).filter(d => d.offsetParent !== null "
+               "&& !d.closest('details:not([open])'))" % PANEL)
+# Every cell of every painted grid in the shown panel, scrolled through: [{header, rows, rowcount}].
+GRIDS = """(async () => {
+  const out = [];
+  for (const grid of %s) {
+    const table = grid.querySelector('table[role=grid]'), scroller = grid.querySelector('.dvn-scroller');
+    const cols = +table.getAttribute('aria-colcount'), rows = +table.getAttribute('aria-rowcount');
+    const cells = {};
+    for (let top = 0; ; top += Math.max(1, scroller.clientHeight - 80)) {
+      for (let left = 0; ; left += Math.max(1, scroller.clientWidth - 80)) {
+        // the grid redraws its accessible cells a moment after a scroll: wait until they change
+        const seen = () => Array.from(grid.querySelectorAll('table[role=grid] td')).map(c => c.id).join();
+        const before = seen(), at = [scroller.scrollLeft, scroller.scrollTop];
+        scroller.scrollTo(left, top);
+        if (scroller.scrollLeft != at[0] || scroller.scrollTop != at[1]) {
+          for (let i = 0; i < 40 && seen() == before; i++) await new Promise(r => setTimeout(r, 50));
+          await new Promise(r => setTimeout(r, 50));
+        }
+        for (const tr of grid.querySelectorAll('table[role=grid] tr')) {
+          const r = +tr.getAttribute('aria-rowindex');
+          for (const c of tr.querySelectorAll('th, td')) {
+            cells[r + ',' + c.getAttribute('aria-colindex')] = c.textContent;
+          }
+        }
+        if (left + scroller.clientWidth >= scroller.scrollWidth) break;
+      }
+      if (top + scroller.clientHeight >= scroller.scrollHeight) break;
+    }
+    scroller.scrollTo(0, 0);
+    const line = r => Array.from({length: cols}, (_, i) => cells[r + ',' + (i + 1)]);
+    out.push({header: line(1), rows: Array.from({length: rows - 1}, (_, i) => line(i + 2)), rowcount: rows});
+  }
+  return out;
+})()""" % SHOWN_GRIDS
+
+
+def _evaluate(tools, expression: str, awaiting: bool = False):
+    result = tools.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=awaiting)
+    return result["result"].get("value")
+
+
+def _click_tab(tools, label: str) -> None:
+    _evaluate(tools, "Array.from(document.querySelectorAll('[role=tab]')).filter(b => b.innerText.trim() == "
+                     f"{json.dumps(label)} && b.getAttribute('aria-selected') != 'true').forEach(b => b.click())")
+
+
+def _wait(deadline: float, ready, what: str):
+    while time.monotonic() < deadline:
+        value = ready()
+        if value:
+            return value
+        time.sleep(0.3)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _shown_tab(tools, label: str, wanted: str, n_grids: int, deadline: float) -> str:
+    """Open a tab and wait until its text and its ``n_grids`` grids are painted; return the panel's text."""
+    painted = ("(() => { const p = %s; if (!p) return null; const g = %s; return g.length == %d && "
+               "g.every(d => d.querySelector('table[role=grid] td')) ? p.innerText : null; })()"
+               % (PANEL, SHOWN_GRIDS, n_grids))
+
+    def ready():
+        _click_tab(tools, label)
+        text = _evaluate(tools, painted)
+        return text if text and wanted in text else None
+
+    return _wait(deadline, ready, f"the {label!r} tab")
+
+
+def _size_gb(text: str) -> float:
+    number, unit = text.split()
+    return float(number) * {"TB": 1e3, "GB": 1.0, "MB": 1e-3, "KB": 1e-6}[unit]
+
+
+def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
+    started = time.monotonic()
+    deadline = started + SECONDS
+    port = free_port()
+    log = tmp_path / "server.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "harness", "leaderboard", "--port", str(port), "--records", str(RECORDS)],
+            cwd=PROJECT_ROOT, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True)
+    texts: dict[str, str] = {}
+    grids: dict[str, list[dict]] = {}
+    try:
+        with chromium(tmp_path, deadline, window="1600,2400") as tools:
+            def loaded():
+                if server.poll() is not None:
+                    pytest.fail(f"leaderboard exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+                try:
+                    tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
+                except RuntimeError:  # not listening yet
+                    return False
+                return _wait(min(deadline, time.monotonic() + 20),
+                             lambda: "Retrieval pre-training leaderboard" in tools.text(), "the page")
+
+            _wait(deadline, loaded, "the leaderboard to serve")
+            for label, (wanted, n_grids) in TABS.items():
+                texts[label] = _shown_tab(tools, label, wanted, n_grids, deadline)
+                grids[label] = _evaluate(tools, GRIDS, awaiting=True)
+                screenshot(tools, f"leaderboard-{re.sub(r'[^a-z]+', '-', label.lower()).strip('-')}.png")
+            # LexMAE Table 4's points drawn against index size: the chart's other axis
+            _shown_tab(tools, "Plots", *TABS["Plots"], deadline)
+            _evaluate(tools, "Array.from(document.querySelectorAll('[data-testid=stRadio] label')).filter(l => "
+                             "l.innerText.includes('index size')).forEach(l => l.click())")
+            _wait(deadline, lambda: "index size, GB (log)" in (_evaluate(tools, f"{PANEL}.innerText") or ""),
+                  "the chart against index size")
+            time.sleep(0.5)  # its points are drawn a moment after its axes
+            screenshot(tools, "leaderboard-plots-index-size.png")
+            texts["sidebar and header"] = tools.text().split("At a glance")[0]
+    finally:
+        stop(server)
+    assert server.poll() is not None
+    assert time.monotonic() - started < SECONDS
+
+    for label, text in texts.items():
+        assert "Traceback" not in text, label
+        cells = [c or "" for g in grids.get(label, []) for row in [g["header"], *g["rows"]] for c in row]
+        for where in (text, *cells):
+            assert not MISSING_WORDS.search(where), (label, MISSING_WORDS.search(where).group(0), where[:300])
+            hit = RAW_FLOAT.search(where)
+            assert not hit, (label, hit and where[max(0, hit.start() - 200):hit.end() + 100])
+    for label, found in grids.items():
+        for grid in found:  # every row was scrolled into view and read
+            missing = [(i, [j for j, c in enumerate(row) if c is None])
+                       for i, row in enumerate(grid["rows"]) if None in row]
+            assert not missing, (label, grid["header"], grid["rowcount"], missing[:5])
+            assert len(grid["rows"]) == grid["rowcount"] - 1
+
+    for label in PAPER_GRIDS:
+        assert "switches in the sidebar" in texts[label]  # says what it hides
+        assert grids[label], label
+        for grid in grids[label]:
+            assert not any(SMALL_RUN.search(h) for h in grid["header"]), (label, grid["header"])
+            printed = grid["header"].index("printed") if "printed" in grid["header"] else None
+            for row in grid["rows"]:
+                assert not any(SMALL_RUN.search(c) for c in row), (label, row)
+                assert not any(OVER_POINTS.search(c) for i, c in enumerate(row) if i != printed), (label, row)
+                if "profile" in grid["header"]:
+                    assert row[grid["header"].index("profile")] in ("paper", "checkpoint"), (label, row)
+    comparisons = [g for g in grids["MS MARCO & TREC DL"] if "p_equivalent" in g["header"]]
+    assert comparisons and all(len(g["rows"]) for g in comparisons)  # the paper runs are there
+
+    efficiency = next(g for g in grids["Plots"] if "index size" in g["header"])
+    col = {h: i for i, h in enumerate(efficiency["header"])}
+    sizes = {row[col["label"]].split(" · ", 1)[1]: _size_gb(row[col["index size"]]) for row in efficiency["rows"]
+             if row[col["label"]].startswith("lexmae · ") and row[col["index size"]] != "-"}
+    assert sizes == pytest.approx(LEXMAE_TABLE4_INDEX_GB)
+    assert Path(PROJECT_ROOT / "test-artifacts" / "leaderboard-plots.png").is_file()
