@@ -18,6 +18,7 @@ from harness.finetune.negatives import (
     write_negative_pool,
 )
 from harness.retrieval import bm25
+from harness.retrieval.encoder import passage_text
 
 
 def _fixture_run(queries: int = 40, depth: int = 30) -> dict[str, dict[str, float]]:
@@ -83,3 +84,21 @@ def test_json_collection_streamed_from_pairs_is_the_dict_one(tmp_path):
         assert bm25.write_json_collection(corpus, a, multifield) == 50
         assert bm25.write_json_collection(iter(corpus.items()), b, multifield) == 50
         assert (a / "docs.jsonl").read_bytes() == (b / "docs.jsonl").read_bytes()
+
+
+def test_teacher_pairs_in_chunks_are_the_whole_list_in_order():
+    from harness.finetune.teacher_pairs import iter_pair_chunks
+
+    rng = random.Random(9)
+    passages = {f"d{i}": {"title": f"T{i}" if i % 2 else "", "text": f"passage {i}"} for i in range(60)}
+    queries = {f"q{i}": f"query {i}" for i in range(12)}
+    candidates = {q: [f"d{rng.randrange(60)}" for _ in range(rng.randint(1, 15))] for q in queries}
+    whole = [([(q, d)], [(queries[q], passage_text(passages[d], " | "))])
+             for q, docs in candidates.items() for d in dict.fromkeys(docs)]
+    one = list(iter_pair_chunks(queries, candidates, passages, " | "))
+    assert len(one) == 1 and one[0][0] == [k for k, _ in whole for k in k] and one[0][1] == [p for _, p in whole for p in p]
+    chunks = list(iter_pair_chunks(queries, candidates, passages, " | ", chunk=7))
+    assert all(len(k) == len(p) == 7 for k, p in chunks[:-1]) and 1 <= len(chunks[-1][0]) <= 7
+    assert [k for keys, _ in chunks for k in keys] == one[0][0]
+    assert [p for _, pairs in chunks for p in pairs] == one[0][1]
+    assert inspect.isgeneratorfunction(iter_pair_chunks)
