@@ -233,13 +233,10 @@ def synthetic_run(size: int, queries: int, depth: int) -> Iterator[tuple[str, di
 
 
 def synthetic_qrels(queries: int, size: int) -> dict[str, dict[str, int]]:
-    """One judged positive per query: its rank-``q % 8`` document, or one outside its run for q % 10 == 9."""
+    """One judged positive per query: its rank-``q % 8`` document, or one its run lacks for q % 10 == 9."""
     stride = 104_729 if size % 104_729 else 1_299_709
-    out = {}
-    for q in range(queries):
-        j = q % 8 if q % 10 != 9 else 100_003
-        out[f"q{q:08d}"] = {f"doc{((q * 7_919) % size + j * stride) % size}": 1}
-    return out
+    return {f"q{q:08d}": {f"doc{((q * 7_919) % size + (q % 8) * stride) % size}" if q % 10 != 9 else f"pos{q}": 1}
+            for q in range(queries)}
 
 
 def run_negatives(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
