@@ -397,6 +397,52 @@ def _sizes(values: list[str]) -> dict[str, tuple[int, ...]]:
     return out
 
 
+PROJECT_TO = (8_800_000, 21_000_000)  # MS MARCO passages; DPR Wikipedia psgs_w100
+
+
+def projections(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per stage, from its two largest sizes: slopes per 1M passages (seconds, MiB of RSS, MiB of disk),
+    the growth ratios Done-when 1 bounds (RSS <= 1.5x and <= 4 GiB over 10x; seconds at most linear),
+    and the straight-line values at PROJECT_TO (RSS never projected below the larger size's)."""
+    out = []
+    for stage in STAGES:
+        mine = sorted((r for r in rows if r["stage"] == stage), key=lambda r: r["passages"])
+        if len(mine) < 2:
+            continue
+        a, b = mine[-2], mine[-1]
+        span = (b["passages"] - a["passages"]) / 1e6
+        slope = {k: (b[k] - a[k]) / span for k in ("seconds", "peak_rss_mib", "disk_mib")}
+        row = {"stage": stage, "from": a["passages"], "to": b["passages"],
+               "size_ratio": b["passages"] / a["passages"],
+               "rss_ratio": b["peak_rss_mib"] / a["peak_rss_mib"],
+               "seconds_ratio": b["seconds"] / a["seconds"] if a["seconds"] else math.inf,
+               **{f"{k}_per_1m": v for k, v in slope.items()}}
+        row["rss_bound_holds"] = row["rss_ratio"] <= 1.5 and b["peak_rss_mib"] <= 4096
+        row["seconds_bound_holds"] = row["seconds_ratio"] <= row["size_ratio"] * 1.1  # 10% for timing noise
+        for n in PROJECT_TO:
+            more = (n - b["passages"]) / 1e6
+            row[f"at_{n}"] = {"seconds": b["seconds"] + slope["seconds"] * more,
+                              "peak_rss_mib": max(b["peak_rss_mib"], b["peak_rss_mib"] + slope["peak_rss_mib"] * more),
+                              "disk_mib": b["disk_mib"] + slope["disk_mib"] * more}
+        out.append(row)
+    return out
+
+
+def print_projections(rows: list[dict[str, Any]]) -> None:
+    from harness.core.text_table import format_table
+
+    table = []
+    for p in projections(rows):
+        m, w = p[f"at_{PROJECT_TO[0]}"], p[f"at_{PROJECT_TO[1]}"]
+        table.append([p["stage"], f"{p['from']:,}->{p['to']:,}", f"{p['seconds_ratio']:.2f}", f"{p['rss_ratio']:.2f}",
+                      "yes" if p["rss_bound_holds"] else "NO", "yes" if p["seconds_bound_holds"] else "NO",
+                      f"{p['seconds_per_1m']:.0f}", f"{p['peak_rss_mib_per_1m']:.0f}", f"{p['disk_mib_per_1m']:.0f}",
+                      f"{m['seconds'] / 3600:.2f} h / {m['peak_rss_mib'] / 1024:.1f} GiB / {m['disk_mib'] / 1024:.1f} GiB",
+                      f"{w['seconds'] / 3600:.2f} h / {w['peak_rss_mib'] / 1024:.1f} GiB / {w['disk_mib'] / 1024:.1f} GiB"])
+    print(format_table(["stage", "sizes", "time x", "RSS x", "RSS bound", "time bound", "s/1M", "RSS MiB/1M",
+                        "disk MiB/1M", "8.8M: time / RSS / disk", "21M: time / RSS / disk"], table))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
@@ -417,7 +463,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tmp", default=None, help="folder for the stages' files (default: the system's)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds one (stage, size) may take")
     parser.add_argument("--json", type=Path, default=None, help='write {"rows": [...]} here (after every row)')
+    parser.add_argument("--project", type=Path, default=None,
+                        help="measure nothing: print the slopes and 8.8M / 21M projections of this JSON's rows")
     args = parser.parse_args(argv)
+    if args.project:
+        print_projections(json.loads(args.project.read_text(encoding="utf-8"))["rows"])
+        return 0
     sizes = _sizes(args.size)
 
     from harness.core.text_table import format_table
@@ -439,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(["stage", "size", "seconds", "peak RSS MiB", "disk MiB", "items"],
                        [[r["stage"], f"{r['passages']:,}", f"{r['seconds']:.2f}", f"{r['peak_rss_mib']:.1f}",
                          f"{r['disk_mib']:.1f}", f"{r.get('items', '')}"] for r in rows]))
+    print()
+    print_projections(rows)
     if args.json:
         print(f"wrote {args.json}")
     return 0

@@ -59,7 +59,10 @@ def test_iter_trec_run_is_lazy_and_checks_grouping(tmp_path):
     with pytest.raises(DataFormatError):
         list(stream)
     path.write_text("q1 Q0 d1 1 2.0 t\nq2 Q0 d1 1 1.0 t\nq1 Q0 d2 2 1.0 t\n")
-    with pytest.raises(DataFormatError, match="appears again"):
+    with pytest.raises(DataFormatError, match="do not ascend"):
+        list(iter_trec_run(path))
+    path.write_text("q2 Q0 d1 1 2.0 t\nq1 Q0 d1 1 1.0 t\n")
+    with pytest.raises(DataFormatError, match="do not ascend"):
         list(iter_trec_run(path))
 
 

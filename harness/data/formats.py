@@ -271,22 +271,21 @@ def iter_trec_run(path: str | Path) -> Iterator[tuple[str, dict[str, float]]]:
     :func:`read_trec_run` holds whole, in the same order, with one query's ranking in memory (a
     depth-200 run of MS MARCO's 502,939 training queries is a 100M-entry dict read whole).
 
-    The file must keep each query's lines together, as :func:`write_trec_run` writes them; a query
-    seen again after another is an error (the set of seen query ids is the one thing that grows).
+    The file must list its queries in ascending id order, each query's lines together, as
+    :func:`write_trec_run` writes them (checked, so nothing that grows with the run is kept); a file
+    in another order is read with :func:`read_trec_run`.
     """
     path = Path(path)
-    seen: set[str] = set()
     qid_now: str | None = None
     ranking: dict[str, float] = {}
     for lineno, line in iter_lines(path):
         qid, docid, value = _run_line(path, lineno, line)
         if qid != qid_now:
             if qid_now is not None:
+                if qid < qid_now:
+                    raise DataFormatError(path, lineno, f"query '{qid}' after '{qid_now}': the query ids do not "
+                                          "ascend", "write the run with write_trec_run, or read it with read_trec_run")
                 yield qid_now, ranking
-            if qid in seen:
-                raise DataFormatError(path, lineno, f"query '{qid}' appears again after other queries",
-                                      "keep each query's lines together (as write_trec_run does), or use read_trec_run")
-            seen.add(qid)
             qid_now, ranking = qid, {}
         if docid in ranking:
             raise DataFormatError(path, lineno, f"duplicate (qid, docid) ('{qid}', '{docid}')",
