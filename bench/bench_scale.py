@@ -19,9 +19,10 @@ tail of longer documents; training queries are one per ``--passages-per-query`` 
   as the retrieve stage does (the index is built first, untimed, when ``index`` did not run);
 - ``negatives``: a depth-200 run of the training queries (written untimed) turned into training
   negatives as the fine-tuning stages do: iter_trec_run -> iter_negative_pool -> a pool file;
-- ``pretrain_data``: passages.jsonl (written untimed) loaded (harness.corpus.passages.load_passages),
-  one epoch of span pairs drawn (harness.corpus.pairs.make_examples) and every pair tokenised in
-  batches of 256 (the trainer's collate tokenises per micro-batch); this stage does not stream yet;
+- ``pretrain_data``: passages.jsonl (written untimed) opened as the pretrain stage does
+  (harness.corpus.passage_file.PassageFile), one epoch of span pairs drawn lazily
+  (harness.corpus.epoch_examples.EpochExamples) and every pair built and tokenised in batches of 256
+  (the trainer's collate tokenises per micro-batch);
 - ``teacher_pairs``: the stage-3 teacher's (query, passage text) pairs, ``--teacher-candidates`` per
   training query, in chunks (harness.finetune.teacher_pairs.iter_pair_chunks; texts from a cycle of
   4,096 synthetic passages, not a corpus dict);
@@ -64,7 +65,7 @@ STAGES = ("passages", "index", "retrieve", "negatives", "pretrain_data", "teache
 # Default sizes per stage: three non-neural stages reach 1M passages; the others stop where their
 # cost on a 2-core machine does (Punkt ~3 ms a document, JSON impacts, a model), always 10x apart.
 SIZES = {"passages": (10_000, 100_000), "index": (100_000, 1_000_000), "retrieve": (100_000, 1_000_000),
-         "negatives": (100_000, 1_000_000), "pretrain_data": (10_000, 100_000),
+         "negatives": (100_000, 1_000_000), "pretrain_data": (100_000, 1_000_000),
          "teacher_pairs": (100_000, 1_000_000), "impact_index": (10_000, 100_000), "encode": (1_000, 10_000),
          "vector_store": (100_000, 1_000_000), "search": (100_000, 1_000_000)}
 VOCAB = 20_000
@@ -253,8 +254,9 @@ def run_negatives(size: int, folder: Path, args: argparse.Namespace) -> dict[str
 
 
 def run_pretrain_data(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from harness.corpus.pairs import make_examples
-    from harness.corpus.passages import Passage, load_passages, load_tokenizer, passage_line
+    from harness.corpus.epoch_examples import EpochExamples
+    from harness.corpus.passage_file import PassageFile
+    from harness.corpus.passages import Passage, load_tokenizer, passage_line
     from harness.corpus.tokenizer import train_wordpiece
 
     sample = [d["title"] + " " + d["text"] for _, d in documents(min(size, 2000))]
@@ -263,8 +265,8 @@ def run_pretrain_data(size: int, folder: Path, args: argparse.Namespace) -> dict
         for i, (doc_id, d) in enumerate(documents(size)):
             f.write(passage_line(Passage(pid=str(i), doc_id=doc_id, text=d["text"])))
     started = time.perf_counter()
-    passages = load_passages(folder / "passages.jsonl")
-    examples = make_examples("span", passages, None, epoch=0, seed=42)
+    passages = PassageFile(folder / "passages.jsonl")  # as pretrain_stage reads them: lazily
+    examples = EpochExamples("span", passages, None, epoch=0, seed=42)
     tokens = 0
     for start in range(0, len(examples), 256):
         batch = examples[start:start + 256]

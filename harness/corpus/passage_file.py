@@ -2,8 +2,9 @@
 
 :func:`harness.corpus.passages.load_passages` builds every :class:`Passage` up front: ~10 GiB a
 process for MS MARCO's 8.8M passages, once per DDP rank. :class:`PassageFile` keeps one file offset
-per passage (8 bytes) and a read-only memory map; ``pf[i]`` parses line ``i`` when asked, so a rank
-touches the passages of its own share (and the page cache holds the file once for every rank).
+per passage (8 bytes); ``pf[i]`` reads and parses line ``i`` when asked (``os.pread``, no memory
+map whose touched pages would count in the process's RSS), so a rank reads the passages of its own
+share and the kernel's page cache holds the file once for every rank.
 :meth:`PassageFile.doc_codes` numbers the documents in order of first appearance, as
 :func:`harness.corpus.pairs._doc_positions` groups them, with one integer per passage.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
+import os
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,15 +44,14 @@ class PassageFile(Sequence[Passage]):
         self._size = pos
         self._codes: np.ndarray | None = None
         self._file = open(self.path, "rb")
-        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if pos else None
 
     def __len__(self) -> int:
         return len(self._offsets)
 
     def _record(self, i: int) -> dict:
         start = int(self._offsets[i])
-        end = self._map.find(b"\n", start)
-        raw = self._map[start: end if end >= 0 else self._size]
+        end = int(self._offsets[i + 1]) if i + 1 < len(self._offsets) else self._size
+        raw = os.pread(self._file.fileno(), end - start, start)  # the line, and any blank lines after it
         try:
             record = json.loads(raw)
             str(record["pid"]), str(record["doc_id"]), str(record["text"])
@@ -102,6 +102,4 @@ class PassageFile(Sequence[Passage]):
         return codes
 
     def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
         self._file.close()
