@@ -62,7 +62,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 STAGES = ("passages", "index", "retrieve", "negatives", "pretrain_data", "teacher_pairs", "impact_index", "encode",
           "vector_store", "search")
-# Default sizes per stage: three non-neural stages reach 1M passages; the others stop where their
+# Default sizes per stage: seven stages reach 1M passages; the others stop where their
 # cost on a 2-core machine does (Punkt ~3 ms a document, JSON impacts, a model), always 10x apart.
 SIZES = {"passages": (10_000, 100_000), "index": (100_000, 1_000_000), "retrieve": (100_000, 1_000_000),
          "negatives": (100_000, 1_000_000), "pretrain_data": (100_000, 1_000_000),
