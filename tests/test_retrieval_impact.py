@@ -21,6 +21,7 @@ from harness.retrieval.impact import (
     quantise,
     search_impact,
     sparsify_topk,
+    write_vector_collection,
 )
 from harness.retrieval.splade_model import splade_max, write_lexical_settings
 
@@ -154,3 +155,28 @@ def test_impact_index_ranks_exactly_like_a_brute_force_dot_product(tmp_path, mod
     top3, _ = search_impact(tmp_path / "index", {"model-q0": queries["model-q0"]}, k=3)
     assert set(top3["model-q0"]) <= set(expected["model-q0"]) and len(top3["model-q0"]) == min(3, len(expected["model-q0"]))
     json.dumps(search_stats)  # records must be able to keep it
+
+
+@pytest.mark.slow
+def test_an_impact_collection_in_several_files_gives_the_same_runs_ties_at_the_cut_included(tmp_path):
+    """One file per thread changes Lucene's internal document order, not the runs: tied scores at the
+    k-th hit are cut by external doc id (the brute-force order), whichever file a document was in."""
+    rng = random.Random(21)
+    terms = ["a", "b", "c", "d"]
+    docs = {f"d{rng.randrange(10**6):06d}": {t: rng.randint(1, 2) for t in rng.sample(terms, rng.randint(1, 3))}
+            for _ in range(300)}  # few distinct scores: long runs of ties
+    queries = {f"q{i}": {t: 1 for t in rng.sample(terms, rng.randint(1, 2))} for i in range(12)}
+    one = write_vector_collection(docs, tmp_path / "one" / "docs.jsonl", files=1)
+    four = write_vector_collection(docs, tmp_path / "four" / "docs.jsonl", files=4)
+    assert one == four and len(list((tmp_path / "four").iterdir())) == 4
+    runs = {}
+    for threads in (1, 4):
+        build_impact_index(docs, tmp_path / f"index{threads}", threads=threads)
+        runs[threads], _ = search_impact(tmp_path / f"index{threads}", queries, k=25, threads=threads)
+    expected = brute_force_search(docs, queries, k=25)
+    every = brute_force_search(docs, queries, k=len(docs))
+    cut_ties = [q for q in queries if sum(s == min(expected[q].values()) for s in every[q].values())
+                > sum(s == min(expected[q].values()) for s in expected[q].values())]
+    assert len(cut_ties) >= len(queries) // 2  # the data has ties across the k-th hit
+    for qid in queries:
+        assert runs[1][qid] == runs[4][qid] == expected[qid], qid

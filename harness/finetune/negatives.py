@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from harness import SEED
 from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_path
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -45,21 +48,48 @@ def positives(qrels: Qrels, qid: str, min_rel: int = 1) -> list[str]:
     return sorted(d for d, rel in qrels.get(qid, {}).items() if rel >= min_rel)
 
 
-def negative_pool(run: Run, qrels: Qrels, depth: int = 200, min_rel: int = 1) -> Pool:
+def iter_negative_pool(run: Run | Iterable[tuple[str, Mapping[str, float]]], qrels: Qrels, depth: int = 200,
+                       min_rel: int = 1) -> Iterator[tuple[str, list[str]]]:
+    """:func:`negative_pool` one query at a time, in the run's order: with
+    :func:`harness.data.formats.iter_trec_run` as ``run``, only one query's ranking is in memory,
+    not the depth-200 run of every training query (100M entries for MS MARCO)."""
+    if depth < 1:
+        raise HarnessError(f"negative depth must be positive, got {depth}")
+    for qid, ranking in (run.items() if isinstance(run, Mapping) else run):
+        pos = set(positives(qrels, qid, min_rel))
+        if not pos:
+            continue
+        yield qid, [d for d in ranked(ranking)[:depth] if d not in pos]
+
+
+def negative_pool(run: Run | Iterable[tuple[str, Mapping[str, float]]], qrels: Qrels, depth: int = 200,
+                  min_rel: int = 1) -> Pool:
     """Top-``depth`` doc ids of each judged query, judged positives (rel >= ``min_rel``) removed.
 
     Queries with no positive are left out (they cannot form a training group). A document
     judged but non-relevant (rel < ``min_rel``) stays a candidate negative, as in Tevatron.
+    ``run`` is a whole run or ``(qid, ranking)`` pairs (:func:`harness.data.formats.iter_trec_run`).
     """
-    if depth < 1:
-        raise HarnessError(f"negative depth must be positive, got {depth}")
-    pool: Pool = {}
-    for qid, ranking in run.items():
-        pos = set(positives(qrels, qid, min_rel))
-        if not pos:
-            continue
-        pool[qid] = [d for d in ranked(ranking)[:depth] if d not in pos]
-    return pool
+    return dict(iter_negative_pool(run, qrels, depth, min_rel))
+
+
+def write_negative_pool(pool: Iterable[tuple[str, Sequence[str]]], path: Path) -> int:
+    """Pools as lines ``qid<TAB>doc id<TAB>doc id...`` (rank order), written as they come: the
+    training negatives on disk, one query in memory. Returns the number of queries written."""
+    count = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        for qid, negs in pool:
+            fh.write("\t".join((qid, *negs)) + "\n")
+            count += 1
+    return count
+
+
+def iter_negative_pool_file(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """The pools :func:`write_negative_pool` wrote, one query at a time."""
+    with open(path, encoding="utf-8", newline="\n") as fh:
+        for line in fh:
+            qid, *negs = line.rstrip("\n").split("\t")
+            yield qid, negs
 
 
 def _query_seed(seed: int, qid: str) -> int:

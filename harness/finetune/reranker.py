@@ -48,10 +48,10 @@ from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text
 from harness.core.numerics import upcast
 from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
+from harness.finetune.teacher_pairs import PAIR_CHUNK, iter_pair_chunks
 from harness.retrieval.encoder import (
     DEFAULT_TITLE_SEPARATOR,
     load_zero_shot_encoder,
-    passage_text,
 )
 from harness.stages.checkpoints import load_pretrained
 from harness.training.config import required
@@ -280,20 +280,16 @@ def score_candidates(
     max_length: int | None = None,
     device: str | None = None,
     show_progress: bool = True,
+    pair_chunk: int = PAIR_CHUNK,
 ) -> dict[str, dict[str, float]]:
     """``teacher_scores[qid][docid]`` for every candidate doc id of every query (stage 3's teacher)."""
     _check_candidates(queries, candidates, passages)
     encoder = model_dir if isinstance(model_dir, CrossEncoder) else load_cross_encoder(model_dir, max_length, device)
-    keys: list[tuple[str, str]] = []
-    pairs: list[tuple[str, str]] = []
-    for qid, docs in candidates.items():
-        for d in dict.fromkeys(docs):
-            keys.append((qid, d))
-            pairs.append((queries[qid], passage_text(passages[d], encoder.title_separator)))
-    scores = encoder.score(pairs, batch_size, show_progress)
     out: dict[str, dict[str, float]] = {}
-    for (qid, d), s in zip(keys, scores):
-        out.setdefault(qid, {})[d] = s
+    # In chunks of pairs (harness.finetune.teacher_pairs): one chunk's texts in memory, not all ~36M.
+    for keys, pairs in iter_pair_chunks(queries, candidates, passages, encoder.title_separator, pair_chunk):
+        for (qid, d), s in zip(keys, encoder.score(pairs, batch_size, show_progress)):
+            out.setdefault(qid, {})[d] = s
     return out
 
 

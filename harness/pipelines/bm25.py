@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.data import download
 from harness.data.catalog import Benchmark, get_benchmark
-from harness.data.formats import write_trec_run
+from harness.data.formats import stream_trec_run, write_trec_run
 from harness.data.negatives import NEGATIVE_SOURCES, read_published_negatives
 from harness.retrieval import bm25
 from harness.spec.block_settings import RetrievalSettings
@@ -28,16 +28,16 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     corpus_inputs = bench.corpus_files()
     index = ctx.cached_stage(
         "index", dataset, {"engine": "lucene", **cfg.key("index")}, corpus_inputs,
-        lambda work: bm25.build_index(bench.corpus(), work / "index", fields, cfg.threads),
+        lambda work: bm25.build_index(bench.iter_corpus(), work / "index", fields, cfg.threads),
     )
     search_cfg = {**cfg.key("retrieve"), "depth": depth, "split": split}
     query_inputs = {"index": index.key, **{k: v for k, v in bench.files().items() if k not in corpus_inputs}}
 
     def retrieve(work: Path) -> dict[str, float]:
         queries = bench.queries(split)
-        run = bm25.search(index.dir / "index", queries, depth, cfg.k1, cfg.b, fields, cfg.threads)
-        write_trec_run(run, work / "run.trec", tag=f"bm25-{dataset}")
-        return {"queries": len(run)}
+        # Streamed: one batch of queries' hits in memory, written in the bytes write_trec_run writes.
+        hits = bm25.iter_search(index.dir / "index", queries, depth, cfg.k1, cfg.b, fields, cfg.threads)
+        return {"queries": stream_trec_run(hits, work / "run.trec", tag=f"bm25-{dataset}")}
 
     label = dataset if split == bench.eval_split else f"{dataset}/{split}"
     return ctx.cached_stage("retrieve", label, search_cfg, query_inputs, retrieve).dir / "run.trec"

@@ -15,7 +15,7 @@ from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
-from harness.data.formats import read_trec_run
+from harness.data.formats import iter_trec_run
 from harness.data.requirements import train_split
 from harness.evaluation.dense_run import retrieve
 from harness.finetune.negatives import make_examples, negative_pool
@@ -48,7 +48,7 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, config["max_train_queries"])
         depth = settings.negative_depth
-        examples = make_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, depth) for p in pools])
+        examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
         train_cfg = DenseTrainConfig(**settings.trainer_kwargs(ranks.world_size()), seed=SEED)

@@ -47,7 +47,7 @@ from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
-from harness.data.formats import read_trec_run, write_trec_run
+from harness.data.formats import iter_trec_run, write_trec_run
 from harness.data.requirements import train_split
 from harness.finetune.negatives import (
     make_examples,
@@ -181,7 +181,7 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
             examples = [tuple(g) for g in groups]
         else:
             queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
-            examples = grouped_examples(queries, qrels, [negative_pool(read_trec_run(p), qrels, settings.negative_depth)
+            examples = grouped_examples(queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth)
                                                          for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
@@ -290,7 +290,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
-        examples = make_examples(queries, qrels, [negative_pool(read_trec_run(bm25_train), qrels, depth)])
+        examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(bm25_train), qrels, depth)])
         train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
         stats = train_cross_encoder(encoder_dir, examples, train_cfg, work / "model",
                                     passages=bench.corpus(),
@@ -321,7 +321,7 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
-        pool = negative_pool(read_trec_run(mined), qrels, config["negative_depth"])
+        pool = negative_pool(iter_trec_run(mined), qrels, config["negative_depth"])
         groups = []
         for qid, query, pos, negs in grouped_examples(queries, qrels, [pool]):
             # Seeded samples: what training would draw over its epochs, so the teacher scores no unused pair.

@@ -244,8 +244,8 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
 
 
 def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, queries_file: Path | None) -> Path:
-    from harness.corpus.pairs import make_examples
-    from harness.corpus.passages import load_passages
+    from harness.corpus.epoch_examples import EpochExamples
+    from harness.corpus.passage_file import PassageFile
     from harness.corpus.qgen import load_queries
     from harness.pretrain.export import export_encoder
     from harness.pretrain.trainer import TrainConfig, train
@@ -257,12 +257,14 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
               "queries": input_key(queries_file) if queries_file else ""}
 
     def build(work: Path) -> dict[str, Any]:
-        passages = load_passages(passages_file)
+        # Read lazily: one file offset per passage, a pair built when the trainer indexes it (each rank
+        # its share); the same examples as corpus.pairs.make_examples (tests/test_epoch_examples.py).
+        passages = PassageFile(passages_file)
         queries = load_queries(queries_file) if queries_file else None
         objective, tokenizer = build_objective_for(ctx.spec, tokenizer_dir)
 
-        def examples_fn(epoch: int, rank: int = 0, world_size: int = 1) -> list[tuple[str, str]]:
-            return make_examples(context, passages, queries, epoch=epoch, seed=SEED)
+        def examples_fn(epoch: int, rank: int = 0, world_size: int = 1) -> EpochExamples:
+            return EpochExamples(context, passages, queries, epoch=epoch, seed=SEED)
 
         train_cfg = TrainConfig(**settings.trainer_kwargs(settings.total_steps(len(passages))), seed=SEED,
                                 output_dir=work / "checkpoints")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+
 from tqdm.auto import tqdm
 
 from harness.core import procs
@@ -22,21 +24,27 @@ Corpus = dict[str, dict[str, str]]
 Run = dict[str, dict[str, float]]
 
 
-def write_json_collection(corpus: Corpus, out_dir: Path, multifield: bool) -> int:
-    """Pyserini JsonCollection: one JSON object per line with id, contents (and title)."""
+def write_json_collection(corpus: Corpus | Iterable[tuple[str, dict[str, str]]], out_dir: Path,
+                          multifield: bool) -> int:
+    """Pyserini JsonCollection: one JSON object per line with id, contents (and title).
+
+    ``corpus`` is a dict or ``(doc_id, doc)`` pairs (a benchmark's ``iter_corpus()``): written as it
+    is read, so indexing MS MARCO does not hold its 8.8M passages in memory first."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    n = 0
     with (out_dir / "docs.jsonl").open("w") as fh:
-        for doc_id, doc in corpus.items():
+        for doc_id, doc in (corpus.items() if isinstance(corpus, Mapping) else corpus):
             title, text = doc.get("title", "") or "", doc.get("text", "") or ""
             if multifield:
                 row = {"id": doc_id, "contents": text, "title": title}
             else:
                 row = {"id": doc_id, "contents": f"{title} {text}".strip()}
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return len(corpus)
+            n += 1
+    return n
 
 
-def build_index(corpus: Corpus, index_dir: Path, fields: dict[str, float], threads: int = 2) -> dict[str, float]:
+def build_index(corpus: Corpus | Iterable[tuple[str, dict[str, str]]], index_dir: Path, fields: dict[str, float], threads: int = 2) -> dict[str, float]:
     """Build a Lucene index with pyserini's indexer (a JVM subprocess that dies with the harness)."""
     ensure_java_home()
     multifield = any(f != "contents" for f in fields)
@@ -66,20 +74,28 @@ def build_index(corpus: Corpus, index_dir: Path, fields: dict[str, float], threa
     return {"documents": n, "seconds": round(time.time() - started, 2)}
 
 
-def search(index_dir: Path, queries: dict[str, str], k: int, k1: float, b: float,
-           fields: dict[str, float], threads: int = 2, batch: int = 128) -> Run:
-    """Top-k BM25 for every query; deterministic (Lucene breaks ties by doc id)."""
+def iter_search(index_dir: Path, queries: Mapping[str, str], k: int, k1: float, b: float,
+                fields: dict[str, float], threads: int = 2, batch: int = 128,
+                progress: bool = True) -> Iterator[tuple[str, dict[str, float]]]:
+    """Top-k BM25 per query, ``(qid, {docid: score})`` in ascending qid order, one batch of queries
+    in memory at a time (what :func:`harness.data.formats.stream_trec_run` writes as it comes).
+    Deterministic: Lucene breaks ties by doc id, and a query's hits do not depend on its batch."""
     ensure_java_home()
     from pyserini.search.lucene import LuceneSearcher
 
     searcher = LuceneSearcher(str(index_dir))
     searcher.set_bm25(k1=k1, b=b)
-    qids = list(queries)
-    run: Run = {}
+    qids = sorted(queries)
     use_fields = fields if set(fields) != {"contents"} else {}
-    for start in tqdm(range(0, len(qids), batch), desc="BM25 search", unit="batch"):
+    for start in tqdm(range(0, len(qids), batch), desc="BM25 search", unit="batch", disable=not progress):
         chunk = qids[start:start + batch]
         hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=k, threads=threads, fields=use_fields)
         for qid in chunk:
-            run[qid] = {h.docid: float(h.score) for h in hits.get(qid, [])}
-    return run
+            yield qid, {h.docid: float(h.score) for h in hits.get(qid, [])}
+
+
+def search(index_dir: Path, queries: dict[str, str], k: int, k1: float, b: float,
+           fields: dict[str, float], threads: int = 2, batch: int = 128) -> Run:
+    """Top-k BM25 for every query, whole (:func:`iter_search` streams it); deterministic."""
+    run = dict(iter_search(index_dir, queries, k, k1, b, fields, threads, batch))
+    return {q: run[q] for q in queries}  # the queries' order, as callers have had it

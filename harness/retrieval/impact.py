@@ -7,7 +7,7 @@ Pipeline
        "top-K sparsifying" of documents, Fig. 3; ties at the k-th weight broken by ``torch.topk``).
     2. :func:`quantise`: ``floor(100 x w)`` per term, zeros dropped (§4.3: "virtual frequencies").
     3. :func:`build_impact_index`: a pyserini ``JsonVectorCollection`` (one
-       ``{"id", "contents", "vector": {term: int}}`` per line) indexed with
+       ``{"id", "contents", "vector": {term: int}}`` per line, in one file per thread) indexed with
        ``--impact --pretokenized``: Anserini writes each term ``w`` times into a pseudo-document,
        splits it with Lucene's whitespace analyzer and keeps frequencies only, so a term's
        frequency in a document *is* its impact.
@@ -246,14 +246,27 @@ def _pairs(vectors: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mappin
 
 
 def write_vector_collection(
-    doc_vectors: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]], path: str | Path
+    doc_vectors: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]], path: str | Path,
+    files: int = 1,
 ) -> dict[str, Any]:
-    """Write a JsonVectorCollection file (streaming); documents with no non-zero impact are left out."""
+    """Write a JsonVectorCollection (streaming); documents with no non-zero impact are left out.
+
+    ``files`` > 1: ``path``'s folder gets ``files`` files (``docs-00.jsonl``...), documents dealt
+    round-robin, so Anserini's ``--threads`` indexes that many files at once (one file is one
+    thread whatever ``--threads`` says). The index holds the same documents in another internal
+    order, and searches return the same runs: Anserini sorts hits by score, then by the external
+    doc id (``BREAK_SCORE_TIES_BY_DOCID``), also at the k-th hit. The seen-id set is the one thing
+    that grows with the corpus (a repeated id is an error).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if files < 1:
+        raise HarnessError(f"an impact collection needs at least one file, got {files}")
+    paths = [path] if files == 1 else [path.parent / f"docs-{i:02d}.jsonl" for i in range(files)]
     docs = empty = postings = impact_sum = 0
     seen: set[str] = set()
-    with path.open("w", encoding="utf-8") as fh:
+    handles = [p.open("w", encoding="utf-8") for p in paths]
+    try:
         for doc_id, vector in _pairs(doc_vectors):
             doc_id = str(doc_id)
             if doc_id in seen:
@@ -263,10 +276,14 @@ def write_vector_collection(
             if not terms:
                 empty += 1  # Anserini skips empty documents; they would score 0 for every query anyway
                 continue
-            fh.write(json.dumps({"id": doc_id, "contents": "", "vector": terms}, ensure_ascii=False) + "\n")
+            handles[docs % files].write(json.dumps({"id": doc_id, "contents": "", "vector": terms},
+                                                   ensure_ascii=False) + "\n")
             docs += 1
             postings += len(terms)
             impact_sum += sum(terms.values())
+    finally:
+        for fh in handles:
+            fh.close()
     return {"documents": docs, "empty_documents": empty, "postings": postings, "impact_sum": impact_sum,
             "avg_doc_nonzeros": postings / docs if docs else 0.0}
 
@@ -326,7 +343,8 @@ def build_impact_index(
     shutil.rmtree(work, ignore_errors=True)
     started = time.time()
     try:
-        written = write_vector_collection(doc_vectors, work / "docs.jsonl")
+        # One file per thread: Anserini indexes files in parallel (the runs do not change; see above).
+        written = write_vector_collection(doc_vectors, work / "docs.jsonl", files=threads)
         if not written["documents"]:
             raise HarnessError("no document has a non-zero impact: nothing to index")
         built = index_collection(work, index_dir, threads, optimize, written["documents"])
