@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -129,6 +130,50 @@ def test_training_lowers_loss_and_saves_a_loadable_model(tmp_path, one_thread):
     assert again["cached"] and again["final_loss"] == stats["final_loss"]
     with pytest.raises(HarnessError, match="already holds"):
         train_dense(init, examples[:-4], config, tmp_path / "out", passages=passages)
+
+
+def test_bf16_fine_tuning_keeps_fp32_weights_vectors_loss_and_scores(tmp_path, one_thread, monkeypatch):
+    """bf16 on a CPU (``precision: auto`` where bf16 measures faster): the encoder's matmuls run under
+    bf16 autocast, while the master weights, the pooled vectors, the InfoNCE scores and the loss stay
+    float32, and the saved model is float32 (what mini's bf16 accuracy check relies on)."""
+    from harness.finetune import dense
+    from harness.training import precision
+
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: True)  # autocast runs bf16 on any CPU torch
+    init = make_tiny_bert(tmp_path / "init", dropout=0.0)
+    examples, passages = fruit_data(per_fruit=1)  # 10 queries: 2 steps of 4
+    seen: dict[str, list] = {"params": [], "autocast": [], "pooled": [], "scores": [], "loss": []}
+    real_embed, real_loss = dense.BiEncoder.embed, dense.info_nce_loss
+
+    def embed(self, batch):
+        seen["params"] += [p.dtype for p in self.parameters()]
+        seen["autocast"].append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        out = real_embed(self, batch)
+        seen["pooled"].append(out.dtype)
+        return out
+
+    def loss(q_reps, p_reps, *args, **kwargs):
+        out = real_loss(q_reps, p_reps, *args, **kwargs)
+        seen["scores"].append((dense.upcast(q_reps) @ dense.upcast(p_reps).T).dtype)
+        seen["loss"].append(out.dtype)
+        return out
+
+    monkeypatch.setattr(dense.BiEncoder, "embed", embed)
+    monkeypatch.setattr(dense, "info_nce_loss", loss)
+    config = dense_config(queries_per_device=4, passages_per_query=4, lr=2e-3, epochs=1)
+    bf16 = train_dense(init, examples, dataclasses.replace(config, precision="bf16"), tmp_path / "bf16",
+                       passages=passages)
+    assert bf16["precision"] == "bf16"
+    assert set(seen["autocast"]) == {(True, torch.bfloat16)}  # the encoder ran under bf16 autocast
+    assert set(seen["params"]) == {torch.float32}  # fp32 master weights, stepped by the optimiser
+    assert set(seen["pooled"]) == set(seen["scores"]) == set(seen["loss"]) == {torch.float32}
+    assert {t.dtype for t in weights(tmp_path / "bf16").values()} == {torch.float32}
+
+    fp32 = train_dense(init, examples, config, tmp_path / "fp32", passages=passages)
+    assert fp32["precision"] == "fp32"
+    # bf16 matmuls really ran (the losses differ), and the first loss agrees to bf16's resolution.
+    assert bf16["loss_history"] != fp32["loss_history"]
+    assert bf16["loss_history"][0] == pytest.approx(fp32["loss_history"][0], rel=2e-2)
 
 
 def test_resume_after_interrupted_epoch_gives_the_same_weights(tmp_path, one_thread):

@@ -90,7 +90,9 @@ class BiEncoder(nn.Module):
         self.encoder, self.pooling = encoder, pooling
 
     def embed(self, batch: Mapping[str, Tensor]) -> Tensor:
-        hidden = self.encoder(**batch).last_hidden_state
+        # Pooled in float32 under bf16/fp16 autocast (a no-op in fp32), as the retrieval encoder pools:
+        # the vectors and the scores of the loss never depend on the autocast's list of fp32 ops.
+        hidden = upcast(self.encoder(**batch).last_hidden_state)
         return pool(hidden, batch["attention_mask"], self.pooling, normalize=False)
 
     def forward(self, queries: Mapping[str, Tensor], passages: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
