@@ -28,8 +28,8 @@ tail of longer documents; training queries are one per ``--passages-per-query`` 
   4,096 synthetic passages, not a corpus dict);
 - ``impact_index``: ``--impact-terms`` quantised impacts per document written as a
   JsonVectorCollection and indexed by Lucene (harness.retrieval.impact.build_impact_index);
-- ``encode``: a tiny BERT (2 layers, hidden 32) encodes the corpus into chunk files
-  (harness.retrieval.sharded.encode_corpus_sharded, as corpus_vectors does);
+- ``encode``: a tiny BERT (2 layers, hidden 32) encodes the corpus, read as a stream, into chunk files
+  (harness.retrieval.sharded.encode_corpus_sharded, as corpus_vectors does with ``iter_corpus``);
 - ``vector_store``: ``size`` float32 vectors (``--dim``) written in chunk files as an encoding does,
   then merged into the cache's one .npy through a memory map (harness.retrieval.sharded);
 - ``search``: exact top-``--k`` of ``--queries`` queries over that memory-mapped file in chunks
@@ -340,13 +340,12 @@ def run_encode(size: int, folder: Path, args: argparse.Namespace) -> dict[str, A
     BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=256)).save_pretrained(tok_dir)
     encoder = load_encoder(tok_dir, query_max_length=32, passage_max_length=144, device="cpu")
-    corpus = dict(documents(size))
-    started = time.perf_counter()
-    encode_corpus_sharded(encoder, corpus, folder / "chunks", rank=0, world_size=1, shard_size=CHUNK,
-                          batch_size=64, show_progress=False)
+    started = time.perf_counter()  # the corpus read as a stream, as corpus_vectors reads iter_corpus
+    encode_corpus_sharded(encoder, lambda: documents(size), folder / "chunks", rank=0, world_size=1,
+                          shard_size=CHUNK, batch_size=64, show_progress=False)
     seconds = time.perf_counter() - started
     shutil.rmtree(tok_dir)
-    return {"seconds": seconds, "items": size}
+    return {"seconds": seconds, "items": size, "dim": encoder.dim}
 
 
 RUNNERS = {"passages": run_passages, "index": run_index, "retrieve": run_retrieve, "negatives": run_negatives,
@@ -385,7 +384,7 @@ def measure(stage: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
     return {"stage": stage, "passages": size, "seconds": round(result["seconds"], 3),
             "peak_rss_mib": round(result["peak_rss_mib"], 1), "disk_mib": round(result["disk_mib"], 1),
             **{k: round(result[k], 1) if k == "child_rss_mib" else result[k]
-               for k in ("items", "chunks", "queries", "postings", "tokens", "child_rss_mib") if k in result}}
+               for k in ("items", "chunks", "chunk_rows", "dim", "queries", "postings", "tokens", "child_rss_mib") if k in result}}
 
 
 def _sizes(values: list[str]) -> dict[str, tuple[int, ...]]:
