@@ -33,7 +33,9 @@ tail of longer documents; training queries are one per ``--passages-per-query`` 
 - ``vector_store``: ``size`` float32 vectors (``--dim``) written in chunk files as an encoding does,
   then merged into the cache's one .npy through a memory map (harness.retrieval.sharded);
 - ``search``: exact top-``--k`` of ``--queries`` queries over that memory-mapped file in chunks
-  (harness.retrieval.dense.search_vectors; ``--chunk-rows`` forces chunking at small sizes).
+  (harness.retrieval.dense.search_vectors) in chunks of SEARCH_CHUNK_BYTES (32 MiB; runs use 2 GiB:
+  search's memory is one chunk, so the bench's chunk is set below its smallest size; ``--chunk-rows``
+  overrides); the row says ``chunk_rows``.
 
     python bench/bench_scale.py [--stages ...] [--size STAGE=N,N ...] [--json FILE]
     (sizes per stage: see SIZES; ``--size index=10000,100000`` overrides one stage's)
@@ -70,6 +72,11 @@ SIZES = {"passages": (10_000, 100_000), "index": (100_000, 1_000_000), "retrieve
          "vector_store": (100_000, 1_000_000), "search": (100_000, 1_000_000)}
 VOCAB = 20_000
 CHUNK = 10_000  # vectors per chunk file, as harness.retrieval.corpus_vectors.CHUNK_PASSAGES
+# search's memory is one chunk of vectors (its mapped pages) plus the top-k arrays, whatever the corpus.
+# Runs read 2 GiB chunks (harness.retrieval.dense.CHUNK_BYTES): at dim 128 that is 4.2M rows, more than
+# the sizes measured here, so the bench reads 32 MiB chunks (65,536 rows at dim 128), smaller than its
+# smallest size, so both sizes search several chunks and the bound shows.
+SEARCH_CHUNK_BYTES = 32 * 2**20
 
 
 def _word(rank: int) -> str:
@@ -131,28 +138,32 @@ def _vectors(start: int, end: int, dim: int) -> Any:
 
 
 def run_vector_store(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Chunk files as harness.retrieval.sharded writes them (manifest + .npy + .json), then the merge."""
+    """Chunk files as harness.retrieval.sharded writes them (manifest + .npy + .json; the ids hashed as
+    they are made, no list of them), then the merge into the cache's .npy and doc_ids.json."""
     from harness.core.fsutil import atomic_write_text
     from harness.retrieval import sharded
-    from harness.stages.artifacts import hash_texts
+    from harness.stages.artifacts import TextHasher, hash_texts
 
     chunks = folder / "chunks"
     chunks.mkdir(parents=True)
-    ids = [f"doc{i}" for i in range(size)]
+    every = TextHasher()
     names = {}
     for k, start in enumerate(range(0, size, CHUNK)):
         end = min(size, start + CHUNK)
         name = f"rank0-chunk{k:05d}"
-        sharded._write_chunk(chunks, name, ids[start:end], start, end, _vectors(start, end, args.dim))
-        names[name] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids[start:end])}
+        ids = [f"doc{i}" for i in range(start, end)]
+        for doc_id in ids:
+            every.update(doc_id)
+        sharded._write_chunk(chunks, name, ids, start, end, _vectors(start, end, args.dim))
+        names[name] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids)}
     atomic_write_text(chunks / sharded.MANIFEST, json.dumps({
-        "format": sharded.FORMAT, "passages": size, "ids_sha256": hash_texts(ids), "chunks": names}))
+        "format": sharded.FORMAT, "passages": size, "ids_sha256": every.hexdigest(), "chunks": names}))
     del ids
     started = time.perf_counter()
-    sharded.merge_shards_to_file(chunks, folder / "embeddings.npy")
+    sharded.merge_shards_to_file(chunks, folder / "embeddings.npy", folder / "doc_ids.json")
     seconds = time.perf_counter() - started
     shutil.rmtree(chunks)
-    return {"seconds": seconds, "items": size}
+    return {"seconds": seconds, "items": size, "dim": args.dim}
 
 
 def run_search(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -166,10 +177,11 @@ def run_search(size: int, folder: Path, args: argparse.Namespace) -> dict[str, A
             f.write(_vectors(start, min(size, start + CHUNK), args.dim).tobytes())
     docs = np.load(folder / "embeddings.npy", mmap_mode="r")
     queries = np.random.default_rng(7).standard_normal((args.queries, args.dim), dtype=np.float32)
-    rows = args.chunk_rows or chunk_rows(args.dim)
+    rows = args.chunk_rows or chunk_rows(args.dim, SEARCH_CHUNK_BYTES)
     started = time.perf_counter()
     search_vectors(docs, queries, args.k, rows=rows)
-    return {"seconds": time.perf_counter() - started, "items": size, "chunks": math.ceil(size / rows)}
+    return {"seconds": time.perf_counter() - started, "items": size, "chunks": math.ceil(size / rows),
+            "chunk_rows": rows, "dim": args.dim}
 
 
 FIELDS = {"contents": 1.0, "title": 1.0}  # the papers' BM25 setting (multifield)
@@ -452,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=128, help="vector dimension (768 for BERT-base: 6x the disk)")
     parser.add_argument("--queries", type=int, default=200, help="dense search: queries")
     parser.add_argument("--k", type=int, default=100, help="dense search: top k")
-    parser.add_argument("--chunk-rows", type=int, default=None, help="rows per search chunk (default: 2 GiB)")
+    parser.add_argument("--chunk-rows", type=int, default=None,
+                        help="rows per search chunk (default: 32 MiB of vectors; runs use 2 GiB)")
     parser.add_argument("--threads", type=int, default=2, help="Lucene (and torch) threads")
     parser.add_argument("--bm25-queries", type=int, default=1000, help="retrieve: the fixed query set's size")
     parser.add_argument("--depth", type=int, default=1000, help="retrieve: BM25 results per query")

@@ -36,7 +36,9 @@ def test_bench_scale_rows_for_the_pure_python_stages(tmp_path, monkeypatch):
     assert neg[4000]["queries"] == 200 and neg[4000]["items"] == 200  # one query per 20 passages, each with a pool
     teacher = next(r for r in rows if r["stage"] == "teacher_pairs")
     assert teacher["items"] == 20 * 72 and teacher["chunks"] == 1
-    assert next(r for r in rows if r["stage"] == "search")["chunks"] == 3
+    search = next(r for r in rows if r["stage"] == "search")
+    assert (search["chunks"], search["chunk_rows"], search["dim"]) == (3, 1000, 128)  # the row says its chunk
+    assert next(r for r in rows if r["stage"] == "vector_store")["dim"] == 128  # the footprint scales by it
     assert list(tmp_path.iterdir()) == [out]  # every stage's folder removed
 
 
