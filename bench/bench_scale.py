@@ -24,8 +24,10 @@ tail of longer documents; training queries are one per ``--passages-per-query`` 
   (harness.corpus.epoch_examples.EpochExamples) and every pair built and tokenised in batches of 256
   (the trainer's collate tokenises per micro-batch);
 - ``teacher_pairs``: the stage-3 teacher's (query, passage text) pairs, ``--teacher-candidates`` per
-  training query, in chunks (harness.finetune.teacher_pairs.iter_pair_chunks; texts from a cycle of
-  4,096 synthetic passages, not a corpus dict);
+  training query, the candidates a stream, in chunks (harness.finetune.teacher_pairs.iter_pair_chunks;
+  texts from a cycle of 4,096 synthetic passages, not a corpus dict), scored by text length (no model)
+  and written one query at a time as teacher_stage writes scores.json (iter_query_scores,
+  write_scores_json);
 - ``impact_index``: ``--impact-terms`` quantised impacts per document written as a
   JsonVectorCollection and indexed by Lucene (harness.retrieval.impact.build_impact_index);
 - ``encode``: a tiny BERT (2 layers, hidden 32) encodes the corpus, read as a stream, into chunk files
@@ -303,21 +305,25 @@ class _CyclePassages(dict):
 
 
 def run_teacher_pairs(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from harness.finetune.teacher_pairs import iter_pair_chunks
+    from harness.finetune.teacher_pairs import iter_pair_chunks, iter_query_scores, write_scores_json
 
     queries_n = _training_queries(size, args)
-    queries = bm25_queries(queries_n, seed=13)
+    queries = bm25_queries(queries_n, seed=13)  # the stage holds the training queries' texts too
     stride = 104_729 if size % 104_729 else 1_299_709
-    candidates = {q: [f"doc{(i * 7_919 + j * stride) % size}" for j in range(args.teacher_candidates)]
-                  for i, q in enumerate(queries)}
+    candidates = ((q, [f"doc{(i * 7_919 + j * stride) % size}" for j in range(args.teacher_candidates)])
+                  for i, q in enumerate(queries))  # a stream, as teacher_stage makes them from its groups
     passages = _CyclePassages()
+    counts = {"chunks": 0}
+
+    def scored() -> Iterator[tuple[list[tuple[str, str]], list[float]]]:
+        """A stand-in teacher (score = text length), so what is measured is the data's path, not a model."""
+        for keys, chunk in iter_pair_chunks(queries, candidates, passages, " [SEP] "):
+            counts["chunks"] += 1
+            yield keys, [float(len(q) + len(p)) for q, p in chunk]
+
     started = time.perf_counter()
-    pairs = chars = chunks = 0
-    for keys, chunk in iter_pair_chunks(queries, candidates, passages, " [SEP] "):
-        chunks += 1
-        pairs += len(keys)
-        chars += sum(len(q) + len(p) for q, p in chunk)
-    return {"seconds": time.perf_counter() - started, "items": pairs, "chunks": chunks, "queries": queries_n}
+    pairs = write_scores_json(iter_query_scores(scored()), folder / "scores.json")
+    return {"seconds": time.perf_counter() - started, "items": pairs, "chunks": counts["chunks"], "queries": queries_n}
 
 
 def impact_vectors(size: int, terms: int) -> Iterator[tuple[str, dict[str, int]]]:
