@@ -56,6 +56,7 @@ from harness.finetune.negatives import (
     positives,
     sample_group,
 )
+from harness.finetune.teacher_pairs import write_scores_json
 from harness.pipelines.chain import (
     Family,
     Runs,
@@ -310,7 +311,6 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
 def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
     """Stage-3 groups (positives + retriever-2 negatives) and the teacher's score for each of their items."""
     from harness.finetune.reranker import iter_candidate_scores, score_candidates_bi_encoder
-    from harness.finetune.teacher_pairs import write_scores_json
 
     stage = StageSettings.from_spec(ctx.spec, "retriever3")
     name, split = train_split(ctx.spec)
