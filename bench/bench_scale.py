@@ -17,8 +17,12 @@ tail of longer documents; training queries are one per ``--passages-per-query`` 
 - ``retrieve``: BM25 top-``--depth`` of a fixed set of ``--bm25-queries`` queries (the same at every
   size) through harness.retrieval.bm25.iter_search, written with harness.data.formats.stream_trec_run
   as the retrieve stage does (the index is built first, untimed, when ``index`` did not run);
-- ``negatives``: a depth-200 run of the training queries (written untimed) turned into training
-  negatives as the fine-tuning stages do: iter_trec_run -> iter_negative_pool -> a pool file;
+- ``negatives``: a depth-200 run of ``--negatives-queries`` training queries (the same at every size,
+  written untimed) turned into training negatives as the fine-tuning stages do: iter_trec_run ->
+  iter_negative_pool -> a pool file. The query set is held fixed because the bound is about the corpus:
+  the run, the pools and the qrels lookup grow with the queries (each query's positives are looked up
+  in the benchmark's qrels dict, which every fine-tuning stage loads whole), not with the passages;
+  ``--negatives-queries 0`` scales them with the corpus instead (one per ``--passages-per-query``);
 - ``pretrain_data``: passages.jsonl (written untimed) opened as the pretrain stage does
   (harness.corpus.passage_file.PassageFile), one epoch of span pairs drawn lazily
   (harness.corpus.epoch_examples.EpochExamples) and every pair built and tokenised in batches of 256
@@ -258,7 +262,7 @@ def run_negatives(size: int, folder: Path, args: argparse.Namespace) -> dict[str
     from harness.data.formats import iter_trec_run, stream_trec_run
     from harness.finetune.negatives import iter_negative_pool, write_negative_pool
 
-    queries = _training_queries(size, args)
+    queries = args.negatives_queries or _training_queries(size, args)
     stream_trec_run(synthetic_run(size, queries, 200), folder / "run.trec", tag="bm25-bench")
     qrels = synthetic_qrels(queries, size)
     started = time.perf_counter()
@@ -476,7 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bm25-queries", type=int, default=1000, help="retrieve: the fixed query set's size")
     parser.add_argument("--depth", type=int, default=1000, help="retrieve: BM25 results per query")
     parser.add_argument("--passages-per-query", type=int, default=20,
-                        help="training queries = size / this (negatives, teacher_pairs; MS MARCO: 17.5)")
+                        help="training queries = size / this (teacher_pairs; MS MARCO: 17.5)")
+    parser.add_argument("--negatives-queries", type=int, default=50_000,
+                        help="negatives: training queries at every size (0: size / --passages-per-query)")
     parser.add_argument("--teacher-candidates", type=int, default=72,
                         help="teacher_pairs: candidates per query (MS MARCO stage 3: ~36M pairs / 502,939 queries)")
     parser.add_argument("--impact-terms", type=int, default=100, help="impact_index: terms drawn per document")
