@@ -17,8 +17,9 @@ says "not measured"; one measured in part names the parts missing.
 
 The vector stages (:data:`VECTOR_PARTS`) were measured at the row's ``dim`` (bench_scale's 128 for the
 store and the search, its tiny model's 32 for encoding); a plan's vectors have its encoder's hidden size
-(:func:`harness.run.model_shape.shape_of`: 768 for bert-base). Their disk is scaled by (the plan's dim /
-the row's dim); their memory is the measured line plus the difference in the vectors they hold at once
+(:func:`harness.run.model_shape.shape_of`: 768 for bert-base). Their disk is the measured line with the
+float32 vectors' bytes at the plan's dim instead of the row's (passages x dim x 4; the doc ids beside
+them do not scale); their memory is the measured line plus the difference in the vectors they hold at once
 (:func:`held_mib`): the search one chunk of :data:`harness.retrieval.dense.CHUNK_BYTES` (2 GiB in a run,
 where the bench reads smaller chunks: the row's ``chunk_rows``), the store and the encoding one chunk of
 :data:`harness.retrieval.corpus_vectors.CHUNK_PASSAGES` passages. The encoding's model is the bench's
@@ -103,12 +104,13 @@ def held_mib(part: str, dim: int, passages: int, chunk_rows: int | None = None) 
 
 def at_dim(part: str, slopes: Slopes, passages: int, dim: int | None) -> tuple[float, float]:
     """(peak RSS MiB, disk MiB) of a bench stage at ``passages`` with vectors of ``dim`` (the module
-    docstring: disk scaled by the dimension, memory by the vectors held at once)."""
+    docstring: the vectors' bytes on disk at that dimension, memory by the vectors held at once)."""
     rss, disk = slopes.rss.at(passages), slopes.disk.at(passages)
     if part not in VECTOR_PARTS or not slopes.dim or not dim or dim == slopes.dim:
         return rss, disk
     measured = held_mib(part, slopes.dim, slopes.rss.sizes[1], slopes.chunk_rows)
-    return rss - measured + held_mib(part, dim, passages), disk * dim / slopes.dim
+    vectors = passages * (dim - slopes.dim) * 4 / MIB  # the float32 vectors' bytes; the doc ids do not scale
+    return rss - measured + held_mib(part, dim, passages), disk + vectors
 
 
 def newest_results(folder: Path = RESULTS) -> Path | None:
@@ -288,7 +290,7 @@ def describe(spec: Any, entries: list[dict[str, Any]], results: Path | None = No
         lines.append(f"    {foot.label:<48} {size:>11}  {_gib(foot.rss_gib):>9}  {disk:>9}"
                      + (f"  ({'; '.join(notes)})" if notes else ""))
     lines.append("    assumptions: bench_scale's synthetic corpus; vectors at the plan's encoder dimension (the "
-                 "bench's disk scaled by it, memory plus the vectors held at once: a search's 2 GiB chunk, a "
+                 "vectors' bytes on disk at it, memory plus the vectors held at once: a search's 2 GiB chunk, a "
                  "store's or an encoding's chunk); the encoding's model memory is the bench's tiny model's; a "
                  "stage's memory is its largest part's, its disk what it writes (shared corpus vectors once); "
                  "xN: N planned stages over that corpus, the largest peak and all their disk")
