@@ -17,23 +17,31 @@ tail of longer documents; training queries are one per ``--passages-per-query`` 
 - ``retrieve``: BM25 top-``--depth`` of a fixed set of ``--bm25-queries`` queries (the same at every
   size) through harness.retrieval.bm25.iter_search, written with harness.data.formats.stream_trec_run
   as the retrieve stage does (the index is built first, untimed, when ``index`` did not run);
-- ``negatives``: a depth-200 run of the training queries (written untimed) turned into training
-  negatives as the fine-tuning stages do: iter_trec_run -> iter_negative_pool -> a pool file;
+- ``negatives``: a depth-200 run of ``--negatives-queries`` training queries (the same at every size,
+  written untimed) turned into training negatives as the fine-tuning stages do: iter_trec_run ->
+  iter_negative_pool -> a pool file. The query set is held fixed because the bound is about the corpus:
+  the run, the pools and the qrels lookup grow with the queries (each query's positives are looked up
+  in the benchmark's qrels dict, which every fine-tuning stage loads whole), not with the passages;
+  ``--negatives-queries 0`` scales them with the corpus instead (one per ``--passages-per-query``);
 - ``pretrain_data``: passages.jsonl (written untimed) opened as the pretrain stage does
   (harness.corpus.passage_file.PassageFile), one epoch of span pairs drawn lazily
   (harness.corpus.epoch_examples.EpochExamples) and every pair built and tokenised in batches of 256
   (the trainer's collate tokenises per micro-batch);
 - ``teacher_pairs``: the stage-3 teacher's (query, passage text) pairs, ``--teacher-candidates`` per
-  training query, in chunks (harness.finetune.teacher_pairs.iter_pair_chunks; texts from a cycle of
-  4,096 synthetic passages, not a corpus dict);
+  training query, the candidates a stream, in chunks (harness.finetune.teacher_pairs.iter_pair_chunks;
+  texts from a cycle of 4,096 synthetic passages, not a corpus dict), scored by text length (no model)
+  and written one query at a time as teacher_stage writes scores.json (iter_query_scores,
+  write_scores_json);
 - ``impact_index``: ``--impact-terms`` quantised impacts per document written as a
   JsonVectorCollection and indexed by Lucene (harness.retrieval.impact.build_impact_index);
-- ``encode``: a tiny BERT (2 layers, hidden 32) encodes the corpus into chunk files
-  (harness.retrieval.sharded.encode_corpus_sharded, as corpus_vectors does);
+- ``encode``: a tiny BERT (2 layers, hidden 32) encodes the corpus, read as a stream, into chunk files
+  (harness.retrieval.sharded.encode_corpus_sharded, as corpus_vectors does with ``iter_corpus``);
 - ``vector_store``: ``size`` float32 vectors (``--dim``) written in chunk files as an encoding does,
   then merged into the cache's one .npy through a memory map (harness.retrieval.sharded);
 - ``search``: exact top-``--k`` of ``--queries`` queries over that memory-mapped file in chunks
-  (harness.retrieval.dense.search_vectors; ``--chunk-rows`` forces chunking at small sizes).
+  (harness.retrieval.dense.search_vectors) in chunks of SEARCH_CHUNK_BYTES (32 MiB; runs use 2 GiB:
+  search's memory is one chunk, so the bench's chunk is set below its smallest size; ``--chunk-rows``
+  overrides); the row says ``chunk_rows``.
 
     python bench/bench_scale.py [--stages ...] [--size STAGE=N,N ...] [--json FILE]
     (sizes per stage: see SIZES; ``--size index=10000,100000`` overrides one stage's)
@@ -70,6 +78,11 @@ SIZES = {"passages": (10_000, 100_000), "index": (100_000, 1_000_000), "retrieve
          "vector_store": (100_000, 1_000_000), "search": (100_000, 1_000_000)}
 VOCAB = 20_000
 CHUNK = 10_000  # vectors per chunk file, as harness.retrieval.corpus_vectors.CHUNK_PASSAGES
+# search's memory is one chunk of vectors (its mapped pages) plus the top-k arrays, whatever the corpus.
+# Runs read 2 GiB chunks (harness.retrieval.dense.CHUNK_BYTES): at dim 128 that is 4.2M rows, more than
+# the sizes measured here, so the bench reads 32 MiB chunks (65,536 rows at dim 128), smaller than its
+# smallest size, so both sizes search several chunks and the bound shows.
+SEARCH_CHUNK_BYTES = 32 * 2**20
 
 
 def _word(rank: int) -> str:
@@ -131,28 +144,32 @@ def _vectors(start: int, end: int, dim: int) -> Any:
 
 
 def run_vector_store(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Chunk files as harness.retrieval.sharded writes them (manifest + .npy + .json), then the merge."""
+    """Chunk files as harness.retrieval.sharded writes them (manifest + .npy + .json; the ids hashed as
+    they are made, no list of them), then the merge into the cache's .npy and doc_ids.json."""
     from harness.core.fsutil import atomic_write_text
     from harness.retrieval import sharded
-    from harness.stages.artifacts import hash_texts
+    from harness.stages.artifacts import TextHasher, hash_texts
 
     chunks = folder / "chunks"
     chunks.mkdir(parents=True)
-    ids = [f"doc{i}" for i in range(size)]
+    every = TextHasher()
     names = {}
     for k, start in enumerate(range(0, size, CHUNK)):
         end = min(size, start + CHUNK)
         name = f"rank0-chunk{k:05d}"
-        sharded._write_chunk(chunks, name, ids[start:end], start, end, _vectors(start, end, args.dim))
-        names[name] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids[start:end])}
+        ids = [f"doc{i}" for i in range(start, end)]
+        for doc_id in ids:
+            every.update(doc_id)
+        sharded._write_chunk(chunks, name, ids, start, end, _vectors(start, end, args.dim))
+        names[name] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids)}
     atomic_write_text(chunks / sharded.MANIFEST, json.dumps({
-        "format": sharded.FORMAT, "passages": size, "ids_sha256": hash_texts(ids), "chunks": names}))
+        "format": sharded.FORMAT, "passages": size, "ids_sha256": every.hexdigest(), "chunks": names}))
     del ids
     started = time.perf_counter()
-    sharded.merge_shards_to_file(chunks, folder / "embeddings.npy")
+    sharded.merge_shards_to_file(chunks, folder / "embeddings.npy", folder / "doc_ids.json")
     seconds = time.perf_counter() - started
     shutil.rmtree(chunks)
-    return {"seconds": seconds, "items": size}
+    return {"seconds": seconds, "items": size, "dim": args.dim}
 
 
 def run_search(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -166,10 +183,11 @@ def run_search(size: int, folder: Path, args: argparse.Namespace) -> dict[str, A
             f.write(_vectors(start, min(size, start + CHUNK), args.dim).tobytes())
     docs = np.load(folder / "embeddings.npy", mmap_mode="r")
     queries = np.random.default_rng(7).standard_normal((args.queries, args.dim), dtype=np.float32)
-    rows = args.chunk_rows or chunk_rows(args.dim)
+    rows = args.chunk_rows or chunk_rows(args.dim, SEARCH_CHUNK_BYTES)
     started = time.perf_counter()
     search_vectors(docs, queries, args.k, rows=rows)
-    return {"seconds": time.perf_counter() - started, "items": size, "chunks": math.ceil(size / rows)}
+    return {"seconds": time.perf_counter() - started, "items": size, "chunks": math.ceil(size / rows),
+            "chunk_rows": rows, "dim": args.dim}
 
 
 FIELDS = {"contents": 1.0, "title": 1.0}  # the papers' BM25 setting (multifield)
@@ -244,7 +262,7 @@ def run_negatives(size: int, folder: Path, args: argparse.Namespace) -> dict[str
     from harness.data.formats import iter_trec_run, stream_trec_run
     from harness.finetune.negatives import iter_negative_pool, write_negative_pool
 
-    queries = _training_queries(size, args)
+    queries = args.negatives_queries or _training_queries(size, args)
     stream_trec_run(synthetic_run(size, queries, 200), folder / "run.trec", tag="bm25-bench")
     qrels = synthetic_qrels(queries, size)
     started = time.perf_counter()
@@ -291,21 +309,25 @@ class _CyclePassages(dict):
 
 
 def run_teacher_pairs(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from harness.finetune.teacher_pairs import iter_pair_chunks
+    from harness.finetune.teacher_pairs import iter_pair_chunks, iter_query_scores, write_scores_json
 
     queries_n = _training_queries(size, args)
-    queries = bm25_queries(queries_n, seed=13)
+    queries = bm25_queries(queries_n, seed=13)  # the stage holds the training queries' texts too
     stride = 104_729 if size % 104_729 else 1_299_709
-    candidates = {q: [f"doc{(i * 7_919 + j * stride) % size}" for j in range(args.teacher_candidates)]
-                  for i, q in enumerate(queries)}
+    candidates = ((q, [f"doc{(i * 7_919 + j * stride) % size}" for j in range(args.teacher_candidates)])
+                  for i, q in enumerate(queries))  # a stream, as teacher_stage makes them from its groups
     passages = _CyclePassages()
+    counts = {"chunks": 0}
+
+    def scored() -> Iterator[tuple[list[tuple[str, str]], list[float]]]:
+        """A stand-in teacher (score = text length), so what is measured is the data's path, not a model."""
+        for keys, chunk in iter_pair_chunks(queries, candidates, passages, " [SEP] "):
+            counts["chunks"] += 1
+            yield keys, [float(len(q) + len(p)) for q, p in chunk]
+
     started = time.perf_counter()
-    pairs = chars = chunks = 0
-    for keys, chunk in iter_pair_chunks(queries, candidates, passages, " [SEP] "):
-        chunks += 1
-        pairs += len(keys)
-        chars += sum(len(q) + len(p) for q, p in chunk)
-    return {"seconds": time.perf_counter() - started, "items": pairs, "chunks": chunks, "queries": queries_n}
+    pairs = write_scores_json(iter_query_scores(scored()), folder / "scores.json")
+    return {"seconds": time.perf_counter() - started, "items": pairs, "chunks": counts["chunks"], "queries": queries_n}
 
 
 def impact_vectors(size: int, terms: int) -> Iterator[tuple[str, dict[str, int]]]:
@@ -340,13 +362,12 @@ def run_encode(size: int, folder: Path, args: argparse.Namespace) -> dict[str, A
     BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=256)).save_pretrained(tok_dir)
     encoder = load_encoder(tok_dir, query_max_length=32, passage_max_length=144, device="cpu")
-    corpus = dict(documents(size))
-    started = time.perf_counter()
-    encode_corpus_sharded(encoder, corpus, folder / "chunks", rank=0, world_size=1, shard_size=CHUNK,
-                          batch_size=64, show_progress=False)
+    started = time.perf_counter()  # the corpus read as a stream, as corpus_vectors reads iter_corpus
+    encode_corpus_sharded(encoder, lambda: documents(size), folder / "chunks", rank=0, world_size=1,
+                          shard_size=CHUNK, batch_size=64, show_progress=False)
     seconds = time.perf_counter() - started
     shutil.rmtree(tok_dir)
-    return {"seconds": seconds, "items": size}
+    return {"seconds": seconds, "items": size, "dim": encoder.dim}
 
 
 RUNNERS = {"passages": run_passages, "index": run_index, "retrieve": run_retrieve, "negatives": run_negatives,
@@ -385,7 +406,7 @@ def measure(stage: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
     return {"stage": stage, "passages": size, "seconds": round(result["seconds"], 3),
             "peak_rss_mib": round(result["peak_rss_mib"], 1), "disk_mib": round(result["disk_mib"], 1),
             **{k: round(result[k], 1) if k == "child_rss_mib" else result[k]
-               for k in ("items", "chunks", "queries", "postings", "tokens", "child_rss_mib") if k in result}}
+               for k in ("items", "chunks", "chunk_rows", "dim", "queries", "postings", "tokens", "child_rss_mib") if k in result}}
 
 
 def _sizes(values: list[str]) -> dict[str, tuple[int, ...]]:
@@ -453,12 +474,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=128, help="vector dimension (768 for BERT-base: 6x the disk)")
     parser.add_argument("--queries", type=int, default=200, help="dense search: queries")
     parser.add_argument("--k", type=int, default=100, help="dense search: top k")
-    parser.add_argument("--chunk-rows", type=int, default=None, help="rows per search chunk (default: 2 GiB)")
+    parser.add_argument("--chunk-rows", type=int, default=None,
+                        help="rows per search chunk (default: 32 MiB of vectors; runs use 2 GiB)")
     parser.add_argument("--threads", type=int, default=2, help="Lucene (and torch) threads")
     parser.add_argument("--bm25-queries", type=int, default=1000, help="retrieve: the fixed query set's size")
     parser.add_argument("--depth", type=int, default=1000, help="retrieve: BM25 results per query")
     parser.add_argument("--passages-per-query", type=int, default=20,
-                        help="training queries = size / this (negatives, teacher_pairs; MS MARCO: 17.5)")
+                        help="training queries = size / this (teacher_pairs; MS MARCO: 17.5)")
+    parser.add_argument("--negatives-queries", type=int, default=50_000,
+                        help="negatives: training queries at every size (0: size / --passages-per-query)")
     parser.add_argument("--teacher-candidates", type=int, default=72,
                         help="teacher_pairs: candidates per query (MS MARCO stage 3: ~36M pairs / 502,939 queries)")
     parser.add_argument("--impact-terms", type=int, default=100, help="impact_index: terms drawn per document")

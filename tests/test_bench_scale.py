@@ -26,6 +26,7 @@ def test_bench_scale_rows_for_the_pure_python_stages(tmp_path, monkeypatch):
     assert bench.main(["--stages", "negatives", "teacher_pairs", "vector_store", "search",
                        "--size", "negatives=400,4000", "--size", "teacher_pairs=400",
                        "--size", "vector_store=3000", "--size", "search=3000", "--chunk-rows", "1000",
+                       "--negatives-queries", "150",
                        "--tmp", str(tmp_path), "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["stage"], r["passages"]) for r in rows] == [
@@ -33,10 +34,13 @@ def test_bench_scale_rows_for_the_pure_python_stages(tmp_path, monkeypatch):
     for r in rows:
         assert r["seconds"] >= 0 and r["peak_rss_mib"] > 0 and r["disk_mib"] >= 0, r
     neg = {r["passages"]: r for r in rows if r["stage"] == "negatives"}
-    assert neg[4000]["queries"] == 200 and neg[4000]["items"] == 200  # one query per 20 passages, each with a pool
+    # the query set is held fixed while the corpus grows; every query has a judged positive, so a pool
+    assert [(neg[n]["queries"], neg[n]["items"]) for n in (400, 4000)] == [(150, 150), (150, 150)]
     teacher = next(r for r in rows if r["stage"] == "teacher_pairs")
     assert teacher["items"] == 20 * 72 and teacher["chunks"] == 1
-    assert next(r for r in rows if r["stage"] == "search")["chunks"] == 3
+    search = next(r for r in rows if r["stage"] == "search")
+    assert (search["chunks"], search["chunk_rows"], search["dim"]) == (3, 1000, 128)  # the row says its chunk
+    assert next(r for r in rows if r["stage"] == "vector_store")["dim"] == 128  # the footprint scales by it
     assert list(tmp_path.iterdir()) == [out]  # every stage's folder removed
 
 

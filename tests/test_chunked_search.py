@@ -98,7 +98,8 @@ def test_non_finite_vectors_in_a_later_chunk_are_refused():
 
 
 def test_the_merged_store_is_the_file_np_save_writes(tmp_path):
-    """harness.retrieval.sharded.merge_shards_to_file appends chunk by chunk: the bytes of np.save."""
+    """harness.retrieval.sharded.merge_shards_to_file appends chunk by chunk: the bytes of np.save, and the
+    doc ids the bytes of json.dumps (three chunks, the last short)."""
     import io
     import json
 
@@ -115,7 +116,8 @@ def test_the_merged_store_is_the_file_np_save_writes(tmp_path):
                                          "ids_sha256": hash_texts(ids[start:end])}
     (tmp_path / sharded.MANIFEST).write_text(json.dumps({"format": sharded.FORMAT, "passages": len(docs),
                                                           "ids_sha256": hash_texts(ids), "chunks": chunks}))
-    assert sharded.merge_shards_to_file(tmp_path, tmp_path / "v.npy") == ids
+    assert sharded.merge_shards_to_file(tmp_path, tmp_path / "v.npy", tmp_path / "ids.json") == len(ids)
+    assert (tmp_path / "ids.json").read_text(encoding="utf-8") == json.dumps(ids)  # written chunk by chunk
     buf = io.BytesIO()
     np.save(buf, docs)
     assert (tmp_path / "v.npy").read_bytes() == buf.getvalue()

@@ -94,3 +94,28 @@ def test_a_run_warns_before_its_first_stage(tmp_path, monkeypatch, capsys):
     spec = load_method("cotmae", "paper")
     assert runner.planned_stages(spec, list(spec.get("datasets")), False) > 0
     assert "would not fit: passages needs" in capsys.readouterr().out
+
+
+def test_vector_stages_are_projected_at_the_plans_dimension():
+    """bench_scale measures vectors at dim 128 (the row says so); a bert-base plan's are 768 wide: 8.8M x 768
+    float32 on disk (25 GiB, not the 4.2 GiB of dim 128), and the search holds a run's 2 GiB chunk, not
+    the bench's 32 MiB one."""
+    from harness.retrieval.dense import chunk_rows
+    from harness.run.model_shape import shape_of
+
+    vectors = MSMARCO_PASSAGES * 128 * 4 / 2**20  # MiB at dim 128
+    rows = [{"stage": s, "passages": n, "peak_rss_mib": 100.0, "disk_mib": vectors * n / MSMARCO_PASSAGES,
+             "dim": 128, **({"chunk_rows": 65_536} if s == "search" else {})}
+            for s in ("vector_store", "search") for n in (100_000, 1_000_000)]
+    spec, entries = _entries("cotmae")
+    assert shape_of(spec).hidden == 768
+    feet = {f.label: f for f in footprint.project(spec, entries, footprint.fit(rows))}
+    mining = feet["dense_retrieve/msmarco-passage-train (mining)"]
+    assert mining.disk_gib == pytest.approx(MSMARCO_PASSAGES * 768 * 4 / 2**30)
+    # the search's memory: the measured 100 MiB less its 32 MiB chunk, plus a run's 2 GiB chunk
+    assert mining.rss_gib == pytest.approx((100.0 - 32.0 + chunk_rows(768) * 768 * 4 / 2**20) / 1024)
+    assert mining.rss_gib > 2.0
+    # rows without a dim (or at the plan's) are taken as measured
+    same = footprint.fit([{**r, "dim": 768} for r in rows])
+    plain = footprint.project(spec, entries, same)
+    assert next(f for f in plain if f.label == mining.label).disk_gib == pytest.approx(vectors / 1024)

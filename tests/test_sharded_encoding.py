@@ -110,11 +110,62 @@ class _ToyBenchmark:
     def corpus(self):
         return self._corpus
 
+    def iter_corpus(self):
+        return iter(self._corpus.items())
+
     def corpus_files(self):
         return {"corpus": "toy"}
 
     def sub_benchmarks(self):
         return []
+
+
+class _StreamOnlyBenchmark(_ToyBenchmark):
+    """A benchmark whose corpus can only be streamed: the cached path must never ask for the dict."""
+
+    def corpus(self):
+        raise AssertionError("the whole corpus dict was asked for")
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_a_streamed_corpus_writes_the_files_a_dict_writes(encoder, tmp_path, world_size):
+    """encode_corpus_sharded reads a stream (iter_corpus) one chunk at a time: the manifest and every chunk
+    file are the bytes the dict gives, whatever the ranks' layout (23 passages, chunks of 4)."""
+    corpus = toy_corpus()
+    encode_all(encoder, corpus, tmp_path / "dict", world_size=world_size)
+    reads = []
+
+    def stream():
+        reads.append(1)
+        return iter(corpus.items())
+
+    encode_all(encoder, stream, tmp_path / "stream", world_size=world_size)
+    assert snapshot(tmp_path / "stream") == snapshot(tmp_path / "dict")
+    assert len(reads) == world_size * (2 if world_size == 1 else 3)  # survey (+ ids), encode: per rank
+
+
+def test_a_stream_that_changes_between_passes_is_refused(encoder, tmp_path):
+    corpus = toy_corpus()
+    changed = {k if k != "d6" else "x6": v for k, v in corpus.items()}  # the second pass renames one id
+    sources = iter([corpus.items(), changed.items()])
+    with pytest.raises(HarnessError, match="corpus changed while .*chunk rank0-chunk00001"):
+        sharded.encode_corpus_sharded(encoder, lambda: iter(next(sources)), tmp_path, rank=0, world_size=1,
+                                      shard_size=4, show_progress=False)
+
+
+def test_a_corpus_of_one_chunk_is_encoded_as_one_call_byte_for_byte(encoder, tmp_path, monkeypatch):
+    """Tiny and mini corpora fit in one chunk (CHUNK_PASSAGES): the streamed, cached path sorts the same
+    window longest first and gives the very vectors Encoder.encode_corpus gives for the whole dict."""
+    from harness.retrieval import corpus_vectors
+
+    monkeypatch.setattr(corpus_vectors, "CHUNK_PASSAGES", 23)
+    bench = _StreamOnlyBenchmark(toy_corpus())
+    ids, emb, info = corpus_vectors.corpus_embeddings(encoder, bench, "fp", 5, show_progress=False)
+    ref_ids, ref = encoder.encode_corpus(toy_corpus(), batch_size=5, show_progress=False)
+    assert ids == ref_ids and not info["cached"]
+    assert np.asarray(emb).tobytes() == ref.tobytes()
+    cached = corpus_vectors.corpus_embeddings(encoder, bench, "fp", 5, show_progress=False)
+    assert cached[2]["cached"] and np.asarray(cached[1]).tobytes() == ref.tobytes()
 
 
 def test_chunks_of_torchrun_ranks_are_merged_by_the_zero_shot_cache(encoder, tmp_path, monkeypatch, capsys):

@@ -105,3 +105,38 @@ def test_teacher_pairs_in_chunks_are_the_whole_list_in_order():
     assert [k for keys, _ in chunks for k in keys] == one[0][0]
     assert [p for _, pairs in chunks for p in pairs] == one[0][1]
     assert inspect.isgeneratorfunction(iter_pair_chunks)
+
+
+def test_teacher_scores_stream_per_query_and_write_the_bytes_of_json_dumps(tmp_path):
+    """Candidates read as a stream, scores grouped per query across chunk boundaries, written one query at a
+    time: the same dict and the same scores.json bytes as scoring the whole dict at once."""
+    import json
+
+    from harness.finetune.teacher_pairs import iter_pair_chunks, iter_query_scores, write_scores_json
+
+    rng = random.Random(3)
+    passages = {f"d{i}": {"title": "", "text": f"passage {i}"} for i in range(40)}
+    queries = {f"q{i}": f"query {i}" for i in range(9)}
+    candidates = {q: [f"d{rng.randrange(40)}" for _ in range(rng.randint(1, 11))] for q in queries}
+
+    def score(pairs):
+        return [len(q) * 0.25 + len(p) / 3 for q, p in pairs]
+
+    whole: dict[str, dict[str, float]] = {}
+    for keys, pairs in iter_pair_chunks(queries, candidates, passages, " "):
+        for (q, d), s in zip(keys, score(pairs)):
+            whole.setdefault(q, {})[d] = s
+    made = []
+
+    def stream():
+        for q, docs in candidates.items():
+            made.append(q)
+            yield q, docs
+
+    chunks = iter_pair_chunks(queries, stream(), passages, " ", chunk=4)
+    first = next(chunks)
+    assert made == ["q0"] or len(made) < len(queries)  # candidates produced as the chunks need them
+    per_query = iter_query_scores([(first[0], score(first[1]))] + [(k, score(p)) for k, p in chunks])
+    assert write_scores_json(per_query, tmp_path / "scores.json") == sum(len(v) for v in whole.values())
+    assert (tmp_path / "scores.json").read_text(encoding="utf-8") == json.dumps(whole)
+    assert write_scores_json([], tmp_path / "empty.json") == 0 and (tmp_path / "empty.json").read_text() == "{}"

@@ -37,7 +37,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -48,7 +48,7 @@ from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text
 from harness.core.numerics import upcast
 from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
-from harness.finetune.teacher_pairs import PAIR_CHUNK, iter_pair_chunks
+from harness.finetune.teacher_pairs import PAIR_CHUNK, Candidates, iter_pair_chunks, iter_query_scores
 from harness.retrieval.encoder import (
     DEFAULT_TITLE_SEPARATOR,
     load_zero_shot_encoder,
@@ -284,13 +284,28 @@ def score_candidates(
 ) -> dict[str, dict[str, float]]:
     """``teacher_scores[qid][docid]`` for every candidate doc id of every query (stage 3's teacher)."""
     _check_candidates(queries, candidates, passages)
+    return dict(iter_candidate_scores(model_dir, queries, candidates, passages, batch_size, max_length=max_length,
+                                      device=device, show_progress=show_progress, pair_chunk=pair_chunk))
+
+
+def iter_candidate_scores(
+    model_dir: str | Path | CrossEncoder,
+    queries: Mapping[str, str],
+    candidates: Candidates,
+    passages: Mapping[str, Any],
+    batch_size: int = 64,
+    *,
+    max_length: int | None = None,
+    device: str | None = None,
+    show_progress: bool = True,
+    pair_chunk: int = PAIR_CHUNK,
+) -> Iterator[tuple[str, dict[str, float]]]:
+    """:func:`score_candidates` one query at a time, candidates read as a stream (unchecked: a missing
+    text fails with its KeyError), so neither the candidates nor the scores are held whole."""
     encoder = model_dir if isinstance(model_dir, CrossEncoder) else load_cross_encoder(model_dir, max_length, device)
-    out: dict[str, dict[str, float]] = {}
     # In chunks of pairs (harness.finetune.teacher_pairs): one chunk's texts in memory, not all ~36M.
-    for keys, pairs in iter_pair_chunks(queries, candidates, passages, encoder.title_separator, pair_chunk):
-        for (qid, d), s in zip(keys, encoder.score(pairs, batch_size, show_progress)):
-            out.setdefault(qid, {})[d] = s
-    return out
+    chunks = iter_pair_chunks(queries, candidates, passages, encoder.title_separator, pair_chunk)
+    yield from iter_query_scores((keys, encoder.score(pairs, batch_size, show_progress)) for keys, pairs in chunks)
 
 
 def score_candidates_bi_encoder(

@@ -6,13 +6,20 @@ negatives, retriever 3's 3 epochs x 24 passages); built up front, their texts al
 scorer holds one chunk's texts (~40 MB at 2**16 pairs). The default chunk is larger than any tiny or
 mini run's pair count (at most 640 queries x 4 candidates = 2,560): those score exactly the one list
 they always did (the cross-encoder sorts a chunk by length into batches, so another chunking could
-move a pair into another batch, with other padding). What still grows with the queries: the
-candidate ids and the scores (harness.pipelines.learned_sparse.teacher_stage holds both whole).
+move a pair into another batch, with other padding).
+
+The candidates may come as a stream of ``(qid, doc ids)`` (each query's produced when its chunk needs
+it) and the scores leave as one per query (:func:`iter_query_scores`), written as they come
+(:func:`write_scores_json`, the bytes of ``json.dumps`` of the whole dict): neither grows with the
+queries. What still does in harness.pipelines.learned_sparse.teacher_stage: the groups list and the
+corpus dict the texts are looked up in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from harness.retrieval.encoder import passage_text
@@ -22,16 +29,20 @@ Keys = list[tuple[str, str]]
 Pairs = list[tuple[str, str]]
 
 
-def iter_pair_chunks(queries: Mapping[str, str], candidates: Mapping[str, Sequence[str]],
+Candidates = Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]]
+
+
+def iter_pair_chunks(queries: Mapping[str, str], candidates: Candidates,
                      passages: Mapping[str, Any], title_separator: str,
                      chunk: int = PAIR_CHUNK) -> Iterator[tuple[Keys, Pairs]]:
     """``(keys, pairs)`` chunks: ``(qid, doc id)`` and ``(query text, passage text)``, each query's
-    candidates once, in order (a repeated candidate is scored once)."""
+    candidates once, in order (a repeated candidate is scored once). ``candidates``: a dict or a stream
+    of ``(qid, doc ids)``, read as the chunks need it."""
     if chunk < 1:
         raise ValueError(f"chunk must be positive, got {chunk}")
     keys: Keys = []
     pairs: Pairs = []
-    for qid, docs in candidates.items():
+    for qid, docs in (candidates.items() if isinstance(candidates, Mapping) else candidates):
         for d in dict.fromkeys(docs):
             keys.append((qid, d))
             pairs.append((queries[qid], passage_text(passages[d], title_separator)))
@@ -40,3 +51,32 @@ def iter_pair_chunks(queries: Mapping[str, str], candidates: Mapping[str, Sequen
                 keys, pairs = [], []
     if keys:
         yield keys, pairs
+
+
+def iter_query_scores(scored: Iterable[tuple[Keys, Sequence[float]]]) -> Iterator[tuple[str, dict[str, float]]]:
+    """Scored chunks -> ``(qid, {doc id: score})`` one query at a time, in order (a query's pairs are
+    consecutive, possibly across two chunks); only the current query's scores are held."""
+    current: str | None = None
+    scores: dict[str, float] = {}
+    for keys, values in scored:
+        for (qid, d), value in zip(keys, values, strict=True):
+            if qid != current:
+                if current is not None:
+                    yield current, scores
+                current, scores = qid, {}
+            scores[d] = value
+    if current is not None:
+        yield current, scores
+
+
+def write_scores_json(per_query: Iterable[tuple[str, Mapping[str, float]]], path: str | Path) -> int:
+    """``{qid: {doc id: score}}`` written one query at a time: the bytes ``json.dumps`` gives for the
+    whole dict (each qid once, in order); returns the number of pairs."""
+    pairs = 0
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("{")
+        for i, (qid, scores) in enumerate(per_query):
+            f.write((", " if i else "") + json.dumps(qid) + ": " + json.dumps(scores))
+            pairs += len(scores)
+        f.write("}")
+    return pairs

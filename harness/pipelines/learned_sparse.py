@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -55,6 +56,7 @@ from harness.finetune.negatives import (
     positives,
     sample_group,
 )
+from harness.finetune.teacher_pairs import write_scores_json
 from harness.pipelines.chain import (
     Family,
     Runs,
@@ -308,7 +310,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
 
 def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
     """Stage-3 groups (positives + retriever-2 negatives) and the teacher's score for each of their items."""
-    from harness.finetune.reranker import score_candidates, score_candidates_bi_encoder
+    from harness.finetune.reranker import iter_candidate_scores, score_candidates_bi_encoder
 
     stage = StageSettings.from_spec(ctx.spec, "retriever3")
     name, split = train_split(ctx.spec)
@@ -332,22 +334,28 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
             groups.append((qid, query, pos, negs))
         if not groups:
             raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
-        candidates = {qid: [*pos, *negs] for qid, _, pos, negs in groups}
-        if teacher.kind == "bi-encoder":
-            scores = score_candidates_bi_encoder(teacher.path, queries, candidates, bench.corpus(),
-                                                 scale=teacher.scale, passage_max_length=teacher.max_length)
-        else:
-            scores = score_candidates(teacher.path, queries, candidates, bench.corpus())
         (work / "groups.json").write_text(json.dumps(groups, ensure_ascii=False), encoding="utf-8")
-        (work / "scores.json").write_text(json.dumps(scores), encoding="utf-8")
-        # How often the teacher puts a positive above a negative: near 0.5 means it is at chance.
+        candidates = ((qid, [*pos, *negs]) for qid, _, pos, negs in groups)  # made as the chunks need them
+        if teacher.kind == "bi-encoder":
+            scored = score_candidates_bi_encoder(teacher.path, queries, dict(candidates), bench.corpus(),
+                                                 scale=teacher.scale, passage_max_length=teacher.max_length).items()
+        else:
+            scored = iter_candidate_scores(teacher.path, queries, candidates, bench.corpus())
+        # How often the teacher puts a positive above a negative: near 0.5 means it is at chance. Counted
+        # per query as the scores are written (one query's held), in the groups' order.
         wins = total = 0
-        for qid, _, pos, negs in groups:
-            s = scores[qid]
-            wins += sum((s[p] > s[n]) + 0.5 * (s[p] == s[n]) for p in pos for n in negs)
-            total += len(pos) * len(negs)
+        group_of = iter(groups)
+
+        def counted(per_query: Iterable[tuple[str, dict[str, float]]]) -> Iterator[tuple[str, dict[str, float]]]:
+            nonlocal wins, total
+            for qid, s in per_query:
+                _, _, pos, negs = next(g for g in group_of if g[0] == qid)
+                wins += sum((s[p] > s[n]) + 0.5 * (s[p] == s[n]) for p in pos for n in negs)
+                total += len(pos) * len(negs)
+                yield qid, s
+
+        pairs = write_scores_json(counted(scored), work / "scores.json")
         accuracy = wins / total if total else math.nan
-        pairs = sum(len(v) for v in scores.values())
         print(f"  teacher: {pairs} pairs scored for {len(groups)} queries; positive above negative {accuracy:.3f}")
         return {"groups": len(groups), "pairs": pairs, "teacher_pairwise_accuracy": accuracy}
 

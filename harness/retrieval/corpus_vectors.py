@@ -85,8 +85,7 @@ def _write_cache(folder: Path, chunks: Path, info: dict[str, Any]) -> None:
     """The chunk files merged into the cache folder's one ``.npy``, chunk by chunk (never the whole
     matrix in memory)."""
     with atomic_dir(folder) as tmp:  # a complete folder or none
-        ids = merge_shards_to_file(chunks, tmp / EMBEDDINGS_FILE)
-        (tmp / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
+        merge_shards_to_file(chunks, tmp / EMBEDDINGS_FILE, tmp / IDS_FILE)
         mark_finished(tmp, {"key": folder.name, **info})
 
 
@@ -100,11 +99,10 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
         print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
         return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0, "key": folder.name,
                           "original_encode_seconds": info.get("encode_seconds")}
-    corpus = benchmark.corpus()  # a non-embedded corpus is downloaded here (clear error offline)
-    if not corpus:
-        raise HarnessError(f"the corpus of '{benchmark.name}' is empty")
-    print(f"{benchmark.name}: encoding {len(corpus):,} passages (batch {batch_size}, max length "
-          f"{encoder.spec.passage_max_length}, {encoder.device})")
+    # A non-embedded corpus is downloaded on first read (clear error offline); the cached path reads it
+    # as a stream (benchmark.iter_corpus), one chunk of CHUNK_PASSAGES in memory, never the whole dict.
+    print(f"{benchmark.name}: encoding the corpus as a stream (batch {batch_size}, max length "
+          f"{encoder.spec.passage_max_length}, {encoder.device}; counts on stderr)")
     started = time.perf_counter()
     if use_cache:
         # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
@@ -113,15 +111,18 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
 
         chunks = _chunks_folder(folder)
         if not shards_complete(chunks):
-            encode_corpus_sharded(encoder, corpus, chunks, rank=0, world_size=1, shard_size=CHUNK_PASSAGES,
-                                  batch_size=batch_size, show_progress=show_progress)
+            encode_corpus_sharded(encoder, benchmark.iter_corpus, chunks, rank=0, world_size=1,
+                                  shard_size=CHUNK_PASSAGES, batch_size=batch_size, show_progress=show_progress)
         seconds = time.perf_counter() - started
         _write_cache(folder, chunks, {"encode_seconds": seconds, "first_benchmark": benchmark.name,
                                       "settings": vector_settings(encoder), "model": fingerprint})
         shutil.rmtree(chunks, ignore_errors=True)
         ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
         emb = np.load(npy, mmap_mode="r")  # searched in place (harness.retrieval.dense.search_vectors)
-    else:
+    else:  # the vectors are returned whole anyway: the corpus dict is no larger than they are
+        corpus = benchmark.corpus()
+        if not corpus:
+            raise HarnessError(f"the corpus of '{benchmark.name}' is empty")
         ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
         seconds = time.perf_counter() - started
     info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds,
@@ -138,7 +139,7 @@ def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_s
         folder = _embeddings_folder(fingerprint, encoder, part)
         if _read_cached(folder) is not None:
             continue
-        encode_corpus_sharded(encoder, part.corpus(), _chunks_folder(folder), rank=rank, world_size=world_size,
+        encode_corpus_sharded(encoder, part.iter_corpus, _chunks_folder(folder), rank=rank, world_size=world_size,
                               shard_size=CHUNK_PASSAGES, batch_size=batch_size, show_progress=show_progress)
 
 

@@ -41,6 +41,7 @@ fp32 matrix is never held whole.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import io
 import itertools
@@ -51,7 +52,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -69,13 +70,16 @@ from harness.retrieval.encoder import (
     shard_bounds,
     vector_settings,
 )
-from harness.stages.artifacts import hash_json, hash_texts
+from harness.stages.artifacts import TextHasher, hash_json, hash_texts
 from harness.stages.checkpoints import model_fingerprint, resolve_model_path
 
 MANIFEST = "manifest.json"
 FORMAT = 1
 BARRIER_TIMEOUT_S = 48 * 3600
 Passages = Mapping[str, Mapping[str, str] | str]
+# A corpus to encode: a dict, or a function returning a fresh stream of (doc id, doc) pairs in corpus
+# order (a benchmark's ``iter_corpus``), read three times or fewer and never held whole.
+CorpusSource = Passages | Callable[[], Iterable[tuple[str, Mapping[str, str] | str]]]
 
 
 @dataclass
@@ -98,14 +102,66 @@ class ShardReport:
 
 # ---------------------------------------------------------------------------- fingerprints
 
-def corpus_fingerprint(passages: Passages) -> str:
+def _pairs(source: CorpusSource) -> Iterator[tuple[str, Mapping[str, str] | str]]:
+    """A fresh stream of (doc id, doc) pairs in corpus order."""
+    return iter(source.items()) if isinstance(source, Mapping) else iter(source())
+
+
+def _fields(doc_id: str, doc: Mapping[str, str] | str) -> tuple[str, str, str]:
+    return (doc_id, "", doc) if isinstance(doc, str) else (doc_id, doc.get("title") or "", doc.get("text") or "")
+
+
+def corpus_fingerprint(passages: CorpusSource) -> str:
     """sha256 over every (id, title, text) in order: a changed, added or reordered passage changes it."""
+    return hash_texts(itertools.chain.from_iterable(_fields(d, doc) for d, doc in _pairs(passages)))
 
-    def fields(doc_id: str) -> tuple[str, str, str]:
-        doc = passages[doc_id]
-        return (doc_id, "", doc) if isinstance(doc, str) else (doc_id, doc.get("title") or "", doc.get("text") or "")
 
-    return hash_texts(itertools.chain.from_iterable(fields(d) for d in passages))
+@dataclass
+class _Survey:
+    """What the manifest needs of a corpus, read from one stream (two when ``world_size`` > 1)."""
+
+    passages: int
+    corpus: str
+    ids_sha256: str
+    chunk_ids_sha256: dict[str, str]  # chunk name -> hash_texts of its doc ids
+
+
+def _survey(source: CorpusSource, world_size: int, shard_size: int) -> _Survey:
+    """Count and fingerprint the corpus without holding it. One process's chunks start at multiples of
+    ``shard_size``, so their id hashes come from the same pass; with several ranks the layout depends on
+    the count, so a second pass reads the ids again."""
+    corpus, ids, block = TextHasher(), TextHasher(), TextHasher()
+    blocks: list[str] = []
+    n = 0
+    for doc_id, doc in _pairs(source):
+        for text in _fields(doc_id, doc):
+            corpus.update(text)
+        ids.update(doc_id)
+        block.update(doc_id)
+        n += 1
+        if n % shard_size == 0:
+            blocks.append(block.hexdigest())
+            block = TextHasher()
+    if n % shard_size:
+        blocks.append(block.hexdigest())
+    layout = _layout(n, world_size, shard_size)
+    if world_size == 1:
+        chunk_sha = dict(zip(layout, blocks))
+    else:
+        chunk_sha = {}
+        bounds = iter(layout.items())
+        name, (_, a, b) = next(bounds, ("", (0, 0, 0)))
+        hasher = TextHasher()
+        for i, (doc_id, _) in enumerate(_pairs(source)):
+            while name and i >= b:  # empty slices (more ranks than passages) have no chunks
+                name, (_, a, b) = next(bounds, ("", (0, 0, 0)))
+            hasher.update(doc_id)
+            if i == b - 1:
+                chunk_sha[name] = hasher.hexdigest()
+                hasher = TextHasher()
+        if len(chunk_sha) != len(layout):
+            raise HarnessError("the corpus changed while it was read (a second pass gave other passages)")
+    return _Survey(n, corpus.hexdigest(), ids.hexdigest(), chunk_sha)
 
 
 def encoder_fingerprint(encoder: Any) -> str:
@@ -143,13 +199,13 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------- manifest
 
-def _manifest(passages: Passages, ids: list[str], enc_fp: str, encoder: Any, world_size: int,
-              shard_size: int, batch_size: int) -> dict[str, Any]:
+def _manifest(survey: _Survey, enc_fp: str, encoder: Any, world_size: int, shard_size: int,
+              batch_size: int) -> dict[str, Any]:
 
-    chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": hash_texts(ids[a:b])}
-              for name, (r, a, b) in _layout(len(ids), world_size, shard_size).items()}
-    return {"format": FORMAT, "passages": len(ids), "corpus": corpus_fingerprint(passages),
-            "ids_sha256": hash_texts(ids), "encoder": enc_fp, "encoder_settings": vector_settings(encoder),
+    chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": survey.chunk_ids_sha256[name]}
+              for name, (r, a, b) in _layout(survey.passages, world_size, shard_size).items()}
+    return {"format": FORMAT, "passages": survey.passages, "corpus": survey.corpus,
+            "ids_sha256": survey.ids_sha256, "encoder": enc_fp, "encoder_settings": vector_settings(encoder),
             "world_size": world_size, "shard_size": shard_size, "batch_size": batch_size, "chunks": chunks}
 
 
@@ -222,7 +278,7 @@ def _write_chunk(out: Path, name: str, ids: list[str], start: int, end: int, emb
 
 def encode_corpus_sharded(
     encoder: Any,
-    passages: Passages,
+    passages: CorpusSource,
     out_dir: str | Path,
     *,
     rank: int | None = None,
@@ -232,8 +288,13 @@ def encode_corpus_sharded(
     show_progress: bool = True,
     fingerprint: str | None = None,
 ) -> ShardReport:
-    """Encode rank ``rank``'s slice of ``passages`` (``{doc_id: {"title", "text"}}``, corpus order)
-    into chunk files under ``out_dir``, skipping chunks already complete.
+    """Encode rank ``rank``'s slice of ``passages`` (``{doc_id: {"title", "text"}}``, corpus order, or a
+    function returning such (doc id, doc) pairs, e.g. ``benchmark.iter_corpus``) into chunk files under
+    ``out_dir``, skipping chunks already complete.
+
+    The corpus is read as a stream: one pass fingerprints it (two with several ranks), one reads this
+    rank's chunks, each held alone while it is encoded (sorted longest first within the chunk, as before),
+    so memory is one chunk, not the corpus.
 
     ``rank``/``world_size`` default to RANK/WORLD_SIZE (torchrun), else 0 of 1. ``fingerprint``
     (of the encoder) may be given to skip hashing the model folder on every rank.
@@ -242,15 +303,15 @@ def encode_corpus_sharded(
     rank, world_size = _rank_world(rank, world_size)
     if shard_size < 1 or batch_size < 1:
         raise HarnessError(f"shard_size and batch_size must be positive, got {shard_size} and {batch_size}")
-    ids = list(passages)
-    if not ids:
+    survey = _survey(passages, world_size, shard_size)
+    if not survey.passages:
         raise HarnessError("the corpus to encode is empty")
     out = Path(out_dir)
-    manifest = _manifest(passages, ids, fingerprint or encoder_fingerprint(encoder), encoder, world_size,
-                         shard_size, batch_size)
+    manifest = _manifest(survey, fingerprint or encoder_fingerprint(encoder), encoder, world_size, shard_size,
+                         batch_size)
     _check_or_write_manifest(out, manifest)
     mine = {n: c for n, c in _in_order(manifest) if c["rank"] == rank}
-    start, end = shard_bounds(len(ids), rank, world_size)
+    start, end = shard_bounds(survey.passages, rank, world_size)
     with exclusive_lock(out / f".rank{rank}.lock", f"sharded encoding rank {rank}"):
         for stale in out.glob(f".rank{rank}-chunk*"):  # temp files of a killed writer of this rank
             if is_temp(stale):
@@ -263,10 +324,18 @@ def encode_corpus_sharded(
         bar = tqdm(total=end - start, initial=end - start - left, desc=f"encode rank {rank}/{world_size}",
                    unit="passage", disable=not show_progress, dynamic_ncols=True)  # rate + ETA
         started = time.perf_counter()
+        stream, position = _pairs(passages), 0
         try:
-            for name, c in todo:
-                chunk_ids = ids[c["start"]:c["end"]]
-                texts = encoder.passage_texts([passages[d] for d in chunk_ids])
+            for name, c in todo:  # corpus order
+                collections.deque(itertools.islice(stream, c["start"] - position), maxlen=0)  # skip
+                chunk = list(itertools.islice(stream, c["end"] - c["start"]))
+                position = c["end"]
+                chunk_ids = [d for d, _ in chunk]
+                if hash_texts(chunk_ids) != c["ids_sha256"]:
+                    raise HarnessError(f"the corpus changed while {out} was encoded (chunk {name} holds other doc "
+                                       "ids than the first pass read)")
+                texts = encoder.passage_texts([doc for _, doc in chunk])
+                del chunk
                 emb = encoder.encode(texts, batch_size=batch_size, kind="passage", show_progress=False)
                 _write_chunk(out, name, chunk_ids, c["start"], c["end"], emb)
                 bar.update(len(chunk_ids))
@@ -305,7 +374,7 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
 
     out = Path(out_dir)
     manifest = _read_manifest(out)
-    all_ids: list[str] = []
+    all_ids, count = TextHasher(), 0  # the whole corpus's ids checked as a hash: nothing grows with it
     dim: int | None = None
     for name, c in _in_order(manifest):
         meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
@@ -331,10 +400,12 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
         if dim is not None and rows.shape[1] != dim:
             raise HarnessError(f"{out}: chunk {name} has dimension {rows.shape[1]}, others {dim}")
         dim = rows.shape[1]
-        all_ids.extend(chunk_ids)
+        for doc_id in chunk_ids:
+            all_ids.update(doc_id)
+        count += len(chunk_ids)
         yield c["start"], chunk_ids, rows
-    if dim is None or len(all_ids) != manifest["passages"] or hash_texts(all_ids) != manifest["ids_sha256"]:
-        raise HarnessError(f"{out}: the chunks hold {len(all_ids):,} doc ids, not the {manifest['passages']:,} of "
+    if dim is None or count != manifest["passages"] or all_ids.hexdigest() != manifest["ids_sha256"]:
+        raise HarnessError(f"{out}: the chunks hold {count:,} doc ids, not the {manifest['passages']:,} of "
                            f"{MANIFEST} in order; delete the folder and encode again")
 
 
@@ -352,22 +423,26 @@ def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str]
     return ids, emb
 
 
-def merge_shards_to_file(out_dir: str | Path, npy: str | Path, *, verify: bool = True) -> list[str]:
+def merge_shards_to_file(out_dir: str | Path, npy: str | Path, ids_json: str | Path, *, verify: bool = True) -> int:
     """The chunks written into one ``.npy`` file in corpus order (the bytes ``np.save`` writes for the
     merged matrix), one chunk in memory at a time, appended with plain writes (a memory map would keep
-    the written pages in this process's RSS); returns the doc ids. Readers map it
-    (``np.load(mmap_mode="r")``)."""
+    the written pages in this process's RSS), and their doc ids into ``ids_json`` as they come (the bytes
+    of ``json.dumps(ids)``: no id list grows with the corpus); returns the count. Readers map the
+    ``.npy`` (``np.load(mmap_mode="r")``)."""
     passages = int(_read_manifest(Path(out_dir))["passages"])
-    ids: list[str] = []
-    with open(npy, "wb") as f:
+    count = 0
+    with open(npy, "wb") as f, open(ids_json, "w", encoding="utf-8") as g:
+        g.write("[")
         for start, chunk_ids, rows in iter_shards(out_dir, verify=verify):
             if start == 0:  # iter_shards yields in corpus order and refuses an empty folder
                 header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
                           "shape": (passages, rows.shape[1])}
                 np.lib.format.write_array_header_1_0(f, header)
             f.write(np.ascontiguousarray(rows, dtype="<f4").tobytes())
-            ids.extend(chunk_ids)
-    return ids
+            g.write(("" if start == 0 else ", ") + json.dumps(chunk_ids)[1:-1])
+            count += len(chunk_ids)
+        g.write("]")
+    return count
 
 
 # ---------------------------------------------------------------------------- index

@@ -14,6 +14,16 @@ A plan stage is one or more bench stages (:data:`PARTS`): its peak memory is the
 output (a search over the stored vectors) or rewrites it (the encoding's chunks merged into one store)
 counted once in its group (:data:`DISK_GROUP`). A stage none of whose parts was measured at two sizes
 says "not measured"; one measured in part names the parts missing.
+
+The vector stages (:data:`VECTOR_PARTS`) were measured at the row's ``dim`` (bench_scale's 128 for the
+store and the search, its tiny model's 32 for encoding); a plan's vectors have its encoder's hidden size
+(:func:`harness.run.model_shape.shape_of`: 768 for bert-base). Their disk is the measured line with the
+float32 vectors' bytes at the plan's dim instead of the row's (passages x dim x 4; the doc ids beside
+them do not scale); their memory is the measured line plus the difference in the vectors they hold at once
+(:func:`held_mib`): the search one chunk of :data:`harness.retrieval.dense.CHUNK_BYTES` (2 GiB in a run,
+where the bench reads smaller chunks: the row's ``chunk_rows``), the store and the encoding one chunk of
+:data:`harness.retrieval.corpus_vectors.CHUNK_PASSAGES` passages. The encoding's model is the bench's
+tiny one: its memory is not the plan's model's (the line says so).
 """
 
 from __future__ import annotations
@@ -29,6 +39,9 @@ from harness.core.hardware import total_memory_gib
 from harness.core.paths import PROJECT_ROOT, cache_dir
 from harness.data import sampled
 from harness.data.sampled import base_name
+from harness.retrieval.corpus_vectors import CHUNK_PASSAGES
+from harness.retrieval.dense import chunk_rows as search_chunk_rows
+from harness.run.model_shape import shape_of
 from harness.run.projection import BEIR_CORPUS, MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
@@ -50,6 +63,8 @@ PARTS = {
 MINING_PARTS = ("encode", "vector_store", "search", "negatives")
 # parts whose disk is one output: the encoding's chunks become the store that the search reads
 DISK_GROUP = {"encode": "vectors", "vector_store": "vectors", "search": "vectors"}
+VECTOR_PARTS = ("encode", "vector_store", "search")  # measured at the row's dim, scaled to the plan's
+MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,31 @@ class Slopes:
 
     rss: Line
     disk: Line
+    dim: int | None = None  # the vectors' dimension at the larger size (vector stages' rows carry it)
+    chunk_rows: int | None = None  # the search's rows per chunk there
+
+
+def held_mib(part: str, dim: int, passages: int, chunk_rows: int | None = None) -> float:
+    """MiB of float32 vectors a vector stage holds at once: the search one chunk (``chunk_rows``, a run's
+    :func:`harness.retrieval.dense.chunk_rows` by default), capped by the corpus; the store a chunk file read and parsed (two
+    copies); the encoding one chunk's output."""
+    if part == "search":
+        rows = chunk_rows or search_chunk_rows(dim)
+        return min(passages, rows) * dim * 4 / MIB
+    if part == "vector_store":
+        return 2 * min(passages, CHUNK_PASSAGES) * dim * 4 / MIB
+    return min(passages, CHUNK_PASSAGES) * dim * 4 / MIB
+
+
+def at_dim(part: str, slopes: Slopes, passages: int, dim: int | None) -> tuple[float, float]:
+    """(peak RSS MiB, disk MiB) of a bench stage at ``passages`` with vectors of ``dim`` (the module
+    docstring: the vectors' bytes on disk at that dimension, memory by the vectors held at once)."""
+    rss, disk = slopes.rss.at(passages), slopes.disk.at(passages)
+    if part not in VECTOR_PARTS or not slopes.dim or not dim or dim == slopes.dim:
+        return rss, disk
+    measured = held_mib(part, slopes.dim, slopes.rss.sizes[1], slopes.chunk_rows)
+    vectors = passages * (dim - slopes.dim) * 4 / MIB  # the float32 vectors' bytes; the doc ids do not scale
+    return rss - measured + held_mib(part, dim, passages), disk + vectors
 
 
 def newest_results(folder: Path = RESULTS) -> Path | None:
@@ -89,17 +129,22 @@ def fit(rows: Iterable[dict[str, Any]]) -> dict[str, Slopes]:
     """Per bench stage measured at two sizes or more: the lines through its two largest sizes (the
     largest value where a size was measured more than once)."""
     by_stage: dict[str, dict[int, dict[str, float]]] = {}
+    vectors: dict[tuple[str, int], tuple[int | None, int | None]] = {}  # (stage, size) -> (dim, chunk rows)
     for row in rows:
         sizes = by_stage.setdefault(str(row["stage"]), {})
         seen = sizes.setdefault(int(row["passages"]), {"rss": 0.0, "disk": 0.0})
         seen["rss"] = max(seen["rss"], float(row.get("peak_rss_mib") or 0.0))
         seen["disk"] = max(seen["disk"], float(row.get("disk_mib") or 0.0))
+        if row.get("dim"):
+            vectors[(str(row["stage"]), int(row["passages"]))] = (int(row["dim"]), row.get("chunk_rows"))
     out = {}
     for stage, sizes in by_stage.items():
         if len(sizes) < 2:
             continue
         small, large = sorted(sizes)[-2:]
-        out[stage] = Slopes(*(_line(small, sizes[small][k], large, sizes[large][k]) for k in ("rss", "disk")))
+        dim, rows_per_chunk = vectors.get((stage, large), (None, None))
+        out[stage] = Slopes(*(_line(small, sizes[small][k], large, sizes[large][k]) for k in ("rss", "disk")),
+                            dim=dim, chunk_rows=int(rows_per_chunk) if rows_per_chunk else None)
     return out
 
 
@@ -169,6 +214,7 @@ def project(spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes])
     corpus vectors (a dense search's ``vectors`` tag) are written once."""
     out: dict[str, Footprint] = {}
     written: set[str] = set()
+    dim: int | None = None  # the plan's vector dimension, read once a vector stage is projected
     for entry in entries:
         if entry.get("plan", "to run") != "to run" or entry["stage"] not in PARTS:
             continue
@@ -178,11 +224,14 @@ def project(spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes])
         found = [p for p in parts if p in slopes]
         foot = Footprint(_row_label(entry, mining), passages, missing=[p for p in parts if p not in slopes])
         if found and passages:
-            foot.rss_gib = max(slopes[p].rss.at(passages) for p in found) / 1024
+            if dim is None and any(p in VECTOR_PARTS for p in found):
+                dim = shape_of(spec).hidden
+            sized = {p: at_dim(p, slopes[p], passages, dim) for p in found}
+            foot.rss_gib = max(rss for rss, _ in sized.values()) / 1024
             groups: dict[str, float] = {}
             for part in found:
                 group = DISK_GROUP.get(part, part)
-                groups[group] = max(groups.get(group, 0.0), slopes[part].disk.at(passages))
+                groups[group] = max(groups.get(group, 0.0), sized[part][1])
             if entry.get("vectors") and "vectors" in groups:
                 if str(entry["vectors"]) in written:
                     groups["vectors"] = 0.0  # encoded once, by the first search that reads them
@@ -240,10 +289,11 @@ def describe(spec: Any, entries: list[dict[str, Any]], results: Path | None = No
         disk = "shared" if foot.shared else _gib(foot.disk_gib)
         lines.append(f"    {foot.label:<48} {size:>11}  {_gib(foot.rss_gib):>9}  {disk:>9}"
                      + (f"  ({'; '.join(notes)})" if notes else ""))
-    lines.append("    assumptions: bench_scale's own settings (its synthetic corpus, vectors of its --dim): the "
-                 "footprint scales with them; a stage's memory is its largest part's, its disk what it writes "
-                 "(shared corpus vectors once); xN: N planned stages over that corpus, the largest peak and all "
-                 "their disk")
+    lines.append("    assumptions: bench_scale's synthetic corpus; vectors at the plan's encoder dimension (the "
+                 "vectors' bytes on disk at it, memory plus the vectors held at once: a search's 2 GiB chunk, a "
+                 "store's or an encoding's chunk); the encoding's model memory is the bench's tiny model's; a "
+                 "stage's memory is its largest part's, its disk what it writes (shared corpus vectors once); "
+                 "xN: N planned stages over that corpus, the largest peak and all their disk")
     lines.extend(f"  ! {line}" for line in would_not_fit(feet, memory_gib, free_gib))
     return lines
 

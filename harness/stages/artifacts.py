@@ -96,6 +96,22 @@ def hash_texts(texts: Iterable[str]) -> str:
     return h.hexdigest()
 
 
+class TextHasher:
+    """:func:`hash_texts` fed one string at a time, so a stream (a corpus of millions of ids) is hashed
+    without being held: ``TextHasher().update(t)`` for each ``t``, then ``hexdigest()``."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+
+    def update(self, text: str) -> None:
+        b = text.encode("utf-8")
+        self._h.update(len(b).to_bytes(8, "little"))
+        self._h.update(b)
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
 def hash_file(path: str | Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
