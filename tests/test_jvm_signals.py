@@ -23,9 +23,11 @@ from harness.retrieval import java
 # A command whose work is what `run` does around the signal: an in-process BM25 search (the JVM starts),
 # then a torch optimiser loop, as fine-tuning runs one, until the signal comes.
 CHILD = textwrap.dedent('''
-    import argparse, sys
+    import argparse, faulthandler, signal, sys
     from pathlib import Path
     import harness.cli as cli
+
+    faulthandler.register(signal.SIGUSR2)  # the test asks for every thread's stack when the child hangs
 
     def work(args):
         from harness.retrieval.bm25 import search
@@ -96,7 +98,12 @@ def test_a_signal_during_fine_tuning_with_the_jvm_up_is_a_clean_interrupt(signum
         assert child.poll() is None, err.read_text()[-3000:]
         time.sleep(1.0)  # well into the optimiser loop
         child.send_signal(signum)
-        code = child.wait(timeout=60)
+        try:
+            code = child.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it hangs (once seen on a loaded machine, not since)
+            child.send_signal(signal.SIGUSR2)
+            time.sleep(2)
+            pytest.fail(f"no exit 60 s after {signum.name}; the child's threads:\n{err.read_text()[-6000:]}")
     finally:
         if child.poll() is None:
             child.kill()
