@@ -46,7 +46,7 @@ from harness import DEFAULT_SEED, SEED, __version__
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, exclusive_lock
-from harness.core.hardware import CPU_FEATURES, cpu_identity  # noqa: F401 - part of a record's hardware
+from harness.core.hardware import CPU_FEATURES, cpu_identity, total_memory_gib  # noqa: F401 - part of a record's hardware
 from harness.core.paths import PROJECT_ROOT, local_runs_dir, runs_dir
 from harness.core.statuses import VERDICTS
 from harness.records.integrity import seal
@@ -417,9 +417,8 @@ def package_versions() -> dict[str, str]:
 
 def hardware() -> dict[str, Any]:
     info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()}
-    with contextlib.suppress(OSError, ValueError):
-        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        info["memory_gib"] = round(pages * size / 2**30, 1)
+    if (memory := total_memory_gib()) is not None:
+        info["memory_gib"] = round(memory, 1)
     info.update(cpu_identity())
     if "torch" in sys.modules:
         torch = sys.modules["torch"]

@@ -46,7 +46,6 @@ import hashlib
 import io
 import itertools
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -64,6 +63,7 @@ from harness.core.fsutil import (
     exclusive_lock,
     is_temp,
 )
+from harness.core.hardware import total_memory_gib
 from harness.retrieval.dense import Shard, build_index, retrieve
 from harness.retrieval.encoder import (
     load_zero_shot_encoder,
@@ -466,7 +466,7 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
     width = 2 if fp16 else 4
     label = _index_label(fp16)
     print(f"index: {label}: {n:,} x {dim} x {width} B = {_human(n * dim * width)}", flush=True)
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+    ram = (total_memory_gib() or 0) * 2**30
     if not fp16 and ram and n * dim * 4 > 0.8 * ram:
         print(f"index: {_human(n * dim * 4)} is more than 80% of this machine's {_human(ram)} RAM; "
               "fp16 storage halves it", file=sys.stderr)
