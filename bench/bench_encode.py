@@ -5,17 +5,22 @@ the same all-MiniLM-L6-v2 weights, batch size and maximum length (144 tokens, th
 passage length), after one small warm-up batch each. Timings alternate (harness, ST, harness,
 ST, ...) for ``--repeats`` rounds and the best round of each counts. The ratio is harness
 passages/s divided by sentence-transformers passages/s (> 1: the harness is faster). The
-vectors are compared too (max absolute difference), so speed is not bought with wrong output.
+vectors are compared too (max absolute difference), so speed is not bought with wrong output, and
+so are the rankings they give: every SciFact test query (``--queries``) is ranked over the bench's
+passages with each encoder's vectors, and the table says for what share of queries the harness's
+top 10 is sentence-transformers' fp32 top 10 (the same passages in the same order, and the same set).
 
-    python bench/bench_encode.py [--passages 500] [--batch-size 32] [--repeats 1]
+    python bench/bench_encode.py [--passages 500] [--batch-size 32] [--repeats 1] [--precision auto] [--queries 300]
     python bench/bench_encode.py --model random-bert-base --device cuda --precision bf16 --batch-size 256
 
 ``--model random-bert-base`` encodes with a randomly initialised bert-base (12 x 768, the papers'
 encoder shape; no checkpoint needed) saved to a temporary folder, mean pooling on both sides.
-``--precision bf16|fp16`` on CUDA casts both models' weights; ``--precision bf16`` on a CPU with
-native bf16 runs the harness encoder under bf16 autocast against sentence-transformers in fp32
-(harness/training/precision.py). The vectors then agree to about 1e-2, not 1e-4, and the
-agreement check uses that bound.
+``--precision auto`` (the default) is what a run's ``precision: auto`` does: on a CPU, bf16 where
+this CPU measures bf16 faster at the bench's shapes (harness/training/autoprecision.py, cached per
+CPU), else fp32; on CUDA fp32. ``--precision bf16|fp16`` on CUDA casts both models' weights;
+``bf16`` on a CPU with native bf16 runs the harness encoder under bf16 autocast against
+sentence-transformers in fp32 (harness/training/precision.py). The vectors then agree to about
+1e-2, not 1e-4, and the agreement check uses that bound.
 """
 
 from __future__ import annotations
@@ -52,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--model", choices=["minilm", "random-bert-base"], default="minilm")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
+                        help="auto: what a run's `precision: auto` picks here (default)")
+    parser.add_argument("--queries", type=int, default=300, help="SciFact test queries ranked (0: none)")
     args = parser.parse_args(argv)
 
     import tempfile
@@ -74,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         model_path, label = random_bert_base(tmp.name), "random bert-base 12 x 768 (mean pooling)"
         pooling = {"pooling": "mean", "normalize": False}
     docs, source = load_passages(args.passages)
+    if args.precision == "auto":
+        args.precision = auto_precision(model_path, args)
     encoder = load_encoder(model_path, passage_max_length=args.max_length, device=args.device,
                            precision=args.precision, **pooling)
     texts = encoder.passage_texts(docs)  # the same strings go to both encoders
@@ -112,7 +121,57 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(["encoder", "passages", "seconds", "passages/s", "ratio vs ST"], rows))
     bound = 1e-4 if args.precision == "fp32" else 2e-2 * float(np.abs(out["st"]).max())
     print(f"max |harness - sentence-transformers| over all vector entries: {diff:.2e} (bound {bound:.1e})")
+    queries = load_queries(args.queries)
+    if queries:
+        q_harness = encoder.encode(queries, batch_size=args.batch_size, kind="query", show_progress=False)
+        q_st = st.encode(queries, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        same_order, same_set = top10_agreement(q_harness @ out["harness"].T, q_st @ out["st"].T)
+        print(f"rankings of {len(queries)} SciFact test queries over these {n} passages: the harness's top 10 is "
+              f"sentence-transformers' for {100 * same_order:.1f}% of queries (same passages, same order), "
+              f"the same set for {100 * same_set:.1f}%")
     return 0 if diff < bound else 1
+
+
+def auto_precision(model_path: str, args: argparse.Namespace) -> str:
+    """What ``precision: auto`` resolves to here for this encoder at the bench's batch and length."""
+    if args.device.startswith("cuda"):
+        return "fp32"
+    import json
+
+    from harness.core.paths import cache_dir
+    from harness.training.autoprecision import Shapes, choose
+
+    config = json.loads((Path(model_path) / "config.json").read_text())
+    shapes = Shapes(layers=config["num_hidden_layers"], hidden=config["hidden_size"], heads=config["num_attention_heads"],
+                    intermediate=config["intermediate_size"], batch=args.batch_size, seq_len=args.max_length,
+                    vocab=config["vocab_size"])
+    choice = choose(shapes, cache_dir() / "precision")
+    print(choice.line(shapes))
+    return choice.precision
+
+
+def load_queries(n: int) -> list[str]:
+    if n <= 0:
+        return []
+    try:
+        from harness.data.catalog import get_benchmark
+
+        return list(get_benchmark("scifact").queries().values())[:n]
+    except Exception:  # no data module: rank nothing rather than fail the speed figures
+        return []
+
+
+def top10_agreement(scores, reference) -> tuple[float, float]:
+    """Share of rows (queries) whose top 10 by ``scores`` is the top 10 by ``reference``: in the same
+    order, and as a set (ties broken by passage position in both)."""
+    import numpy as np
+
+    k = min(10, scores.shape[1])
+    mine = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    theirs = np.argsort(-reference, axis=1, kind="stable")[:, :k]
+    same_order = float(np.mean([(a == b).all() for a, b in zip(mine, theirs)]))
+    same_set = float(np.mean([set(a) == set(b) for a, b in zip(mine, theirs)]))
+    return same_order, same_set
 
 
 def random_bert_base(folder: str) -> str:

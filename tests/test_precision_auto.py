@@ -5,6 +5,7 @@ re-runs compare like with like (harness.training.autoprecision, harness.run.prec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -165,3 +166,30 @@ def test_the_gate_refuses_a_bf16_rerun_against_an_fp32_reference(tmp_path):
     assert [r.status for r in rows] == ["NOT-COMPARABLE"]
     assert "pretrain fp32 -> bf16 (measured)" in rows[0].note and "--precision fp32" in rows[0].note
     assert {r.status for r in reference_rows(ref, ref)} == {"PASS"}  # same precision: compared
+
+
+def test_a_run_encodes_in_the_precision_its_auto_chose(monkeypatch):
+    """One run, one precision: where auto resolved to bf16 (measured, or the flag) the corpus and the
+    queries are encoded in bf16 too; a stated precision (the papers' fp16 training, the fp32 profiles)
+    and a GPU profile's auto encode in fp32, with the keys they had."""
+    from harness.pipelines.dense import encode_precision
+
+    spec = auto_spec()
+    monkeypatch.setattr(autoprecision, "measure", Counting(FAST_BF16))
+    assert encode_precision(run_precision.resolve_precision(spec, say=lambda line: None)) == "bf16"
+    assert encode_precision(run_precision.resolve_precision(spec, "fp32", lambda line: None)) == "fp32"
+    assert encode_precision(dataclasses.replace(spec, precision="fp32", precision_source="measured")) == "fp32"
+    assert encode_precision(load_method("cotmae_qc", "paper")) == "fp32"
+    assert encode_precision(load_method("cotmae_qc", "tiny")) == "fp32"
+
+
+def test_the_main_job_says_auto_and_its_fp32_references_still_compare():
+    """cotmae_qc [mini] (the README's main job) trains in what this CPU measures faster; its committed
+    fp32 records carry the same settings hash (auto and an unstated fine-tuning precision hash as fp32)."""
+    spec = load_method("cotmae_qc", "mini")
+    assert spec.get("pretrain.precision") == spec.get("finetune.precision") == "auto"
+    assert run_precision.declares_auto(spec)
+    refs = load_references(RECORDS)
+    reference = load_record(RECORDS / f"{refs[('cotmae_qc', 'mini')]['run_id']}.json")
+    assert settings_hash(reference.spec) == spec.spec_hash
+    assert recorded_precision(reference) == "fp32"

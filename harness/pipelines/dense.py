@@ -81,21 +81,31 @@ def start_encoding(spec: Any) -> dict[str, Any]:
 SEARCH_OUTPUTS = ("shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
 
 
+def encode_precision(spec: Any) -> str:
+    """The precision a run encodes in: what its ``precision: auto`` resolved to (bf16 where this CPU
+    measured bf16 faster, or ``--precision``), so one run computes in one precision; fp32 otherwise
+    (a stated precision is the training's: the papers encoded in fp32 after fp16 training)."""
+    return spec.precision if getattr(spec, "precision_source", None) in ("measured", "flag") and spec.precision else "fp32"
+
+
 def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
                    encoding: dict[str, Any] | None = None) -> Path:
     """The split's queries encoded with `model_dir` (``encoding`` overrides what the folder says:
     pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
-    so mining and evaluating with retriever 1 on one corpus encode it once)."""
+    so mining and evaluating with retriever 1 on one corpus encode it once). The run's
+    :func:`encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were."""
 
     bench = get_benchmark(dataset)
+    if (precision := encode_precision(ctx.spec)) != "fp32":
+        encoding = {**(encoding or {}), "precision": precision}
 
     def build(work: Path) -> dict[str, Any]:
         encoder = load_encoder(model_dir, **(encoding or {}))
         ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), DEFAULT_BATCH_SIZE)
         _, stats = retrieve(encoder, bench, split, depth, corpus=(ids, vectors), run_file=work / "run.trec",
                             tag=f"{ctx.spec.name}-{label}")
-        return {**{k: stats[k] for k in SEARCH_OUTPUTS}, "corpus_cached": info["cached"],
+        return {**{k: stats[k] for k in SEARCH_OUTPUTS}, "encode_precision": encoder.precision, "corpus_cached": info["cached"],
                 "corpus_encode_seconds": round(info["encode_seconds"], 2), "corpus_vectors": info["key"]}
 
     inputs = {"model": input_key(model_dir), **bench.files()}

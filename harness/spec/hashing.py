@@ -29,14 +29,20 @@ def _without_redundant_mine(config: dict[str, Any]) -> dict[str, Any]:
 def _auto_as_fp32(config: dict[str, Any]) -> dict[str, Any]:
     """``precision: auto`` hashed as ``fp32``: the CPU profiles stated fp32 before ``auto`` replaced it
     (2026-11-26), so their references still compare. Which precision a run in fact used is the gate's
-    condition, stage by stage (harness.gate.grading.precision_difference), not the spec's."""
-    def canonical(block: Any) -> Any:
+    condition, stage by stage (harness.gate.grading.precision_difference), not the spec's. Fine-tuning
+    trains in fp32 unless a spec says otherwise, so there a stated fp32 (or auto) is hashed as unstated."""
+    def canonical(block: Any, default_fp32: bool) -> Any:
         if not isinstance(block, dict):
             return block
-        return {k: ("fp32" if k == "precision" and v == AUTO else canonical(v) if k != "precision" else v)
-                for k, v in block.items()}
+        out = {}
+        for k, v in block.items():
+            if k != "precision":
+                out[k] = canonical(v, default_fp32)
+            elif not (default_fp32 and v in (AUTO, "fp32")):
+                out[k] = "fp32" if v == AUTO else v
+        return out
 
-    return {k: canonical(v) if k in ("pretrain", "finetune") else v for k, v in config.items()}
+    return {k: canonical(v, k == "finetune") if k in ("pretrain", "finetune") else v for k, v in config.items()}
 
 
 def settings_hash(config: dict[str, Any]) -> str:
