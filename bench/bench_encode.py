@@ -83,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     docs, source = load_passages(args.passages)
     if args.precision == "auto":
         args.precision = auto_precision(model_path, args)
-    encoder = load_encoder(model_path, passage_max_length=args.max_length, device=args.device,
-                           precision=args.precision, **pooling)
+    # queries too are cut at --max-length, as sentence-transformers cuts them (the harness's own
+    # default for queries is 32 tokens, and some SciFact claims are longer)
+    encoder = load_encoder(model_path, passage_max_length=args.max_length, query_max_length=args.max_length,
+                           device=args.device, precision=args.precision, **pooling)
     texts = encoder.passage_texts(docs)  # the same strings go to both encoders
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     st = SentenceTransformer(model_path, device=args.device)

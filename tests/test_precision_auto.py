@@ -33,10 +33,12 @@ RECORDS = PROJECT_ROOT / "runs" / "records"
 
 @pytest.fixture(autouse=True)
 def bf16_capable(monkeypatch):
-    """Every CPU may be asked: the choice is the measurement's, whatever torch says of this one."""
+    """Every CPU may be asked: the choice is the measurement's, whatever torch says of this one; and
+    the machine counts as idle, whatever else CI runs beside the tests."""
     from harness.training import precision
 
     monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
+    monkeypatch.setattr(autoprecision, "machine_load", lambda: 0.0)
 
 
 class Counting:
@@ -69,6 +71,18 @@ def test_the_choice_is_cached_per_cpu_identity_and_shapes(tmp_path, monkeypatch)
     monkeypatch.setattr(autoprecision, "cpu_identity", lambda: {"cpu_model": "another CPU (6/207/1)"})
     choose(SHAPES, tmp_path, measure)  # another CPU: measured
     assert measure.calls == 3
+
+
+def test_a_measurement_on_a_busy_machine_decides_but_is_not_cached(tmp_path, monkeypatch):
+    monkeypatch.setattr(autoprecision, "machine_load", lambda: 2.4)
+    measure = Counting(FAST_BF16)
+    busy = choose(SHAPES, tmp_path, measure)
+    assert busy.precision == "bf16" and busy.path is None and not list(tmp_path.glob("*.json"))
+    assert "not cached: the machine was busy (load average 2.4)" in busy.line(SHAPES)
+    choose(SHAPES, tmp_path, measure)
+    assert measure.calls == 2  # measured again next time
+    monkeypatch.setattr(autoprecision, "machine_load", lambda: 0.3)
+    assert choose(SHAPES, tmp_path, measure).path is not None and choose(SHAPES, tmp_path, measure).cached
 
 
 def test_without_bf16_kernels_nothing_is_measured(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +29,9 @@ from harness.core.hardware import cpu_identity
 # bf16 must beat fp32 by this much: a smaller gain is within a short measurement's noise on a shared
 # machine, and does not pay for a run that differs from the fp32 references (harness.gate.grading).
 BF16_MIN_SPEEDUP = 1.2
+# A measurement begun while the 1-minute load average is at least this (another process keeping a core
+# busy) decides the run at hand but is not cached: a skewed answer is not kept for every later run.
+BUSY_LOAD = 1.0
 # Each pair of timings alternates fp32 and bf16 this many times after a warm-up of each (best kept):
 # alternating, a machine whose load changes during the measurement slows both sides alike.
 REPEATS = 3
@@ -80,12 +84,15 @@ class Choice:
     measurement: Measurement | None  # None: nothing was measured (torch has no bf16 kernels for this CPU)
     cached: bool
     path: Path | None
+    busy_load: float | None = None  # the load average that kept a fresh measurement out of the cache
 
     def line(self, shapes: Shapes) -> str:
         """The one line a run prints."""
         if self.measurement is None:
             return "precision auto: fp32 (torch computes no bf16 on this CPU; nothing measured)"
         when = f"measured earlier on this CPU: {self.path}" if self.cached else "measured now"
+        if self.busy_load is not None:
+            when += f", not cached: the machine was busy (load average {self.busy_load:.1f})"
         return (f"precision auto: {self.precision} -- bf16 autocast vs fp32 at {shapes.describe()}: "
                 f"{self.measurement.ratios()} ({when}; bf16 where the training step is >= {BF16_MIN_SPEEDUP}x)")
 
@@ -176,17 +183,26 @@ def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurem
             return Choice(_decide(saved.speedup), saved, True, path)
         except (ValueError, KeyError, TypeError):
             pass  # a damaged file: measured again and rewritten
+    load = machine_load()
     started = time.perf_counter()
     found = (measure_fn or measure)(shapes)
     seconds = round(time.perf_counter() - started, 1)
-    if not save:
-        return Choice(_decide(found.speedup), found, False, None)
+    if not save or load >= BUSY_LOAD:
+        return Choice(_decide(found.speedup), found, False, None, load if save else None)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"identity": ident, "measurement": asdict(found),
                                         "speedup": round(found.speedup, 3), "choice": _decide(found.speedup),
                                         "seconds": seconds, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                        indent=1) + "\n")
     return Choice(_decide(found.speedup), found, False, path)
+
+
+def machine_load() -> float:
+    """The 1-minute load average (0 where the system gives none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
 
 
 def _decide(speedup: float) -> str:
