@@ -105,8 +105,9 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
         ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), DEFAULT_BATCH_SIZE)
         _, stats = retrieve(encoder, bench, split, depth, corpus=(ids, vectors), run_file=work / "run.trec",
                             tag=f"{ctx.spec.name}-{label}")
-        return {**{k: stats[k] for k in SEARCH_OUTPUTS}, "encode_precision": encoder.precision, "corpus_cached": info["cached"],
-                "corpus_encode_seconds": round(info["encode_seconds"], 2), "corpus_vectors": info["key"]}
+        return {**{k: stats[k] for k in SEARCH_OUTPUTS}, "encode_precision": encoder.precision,
+                "corpus_cached": info["cached"], "corpus_encode_seconds": round(info["encode_seconds"], 2),
+                "corpus_vectors": info["key"]}
 
     inputs = {"model": input_key(model_dir), **bench.files()}
     config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}
