@@ -4,6 +4,7 @@
 #   bash setup.sh              set up only
 #   bash setup.sh run [ARGS]   set up, then `python -m harness run ARGS` (the main job)
 #   bash setup.sh test [ARGS]  set up, then the test suite (what .ci/run calls)
+#   bash setup.sh lint         set up, then ruff (lint and format check) and mypy (what .ci/run calls first)
 #   bash setup.sh harness ARGS set up, then any `python -m harness` command
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -43,6 +44,7 @@ case "$cmd" in
   "") echo "setup: done. Try: .venv/bin/python -m harness --help" ;;
   run) exec .venv/bin/python -m harness run "$@" ;;
   test) exec .venv/bin/python -m pytest "$@" ;;
+  lint) .venv/bin/ruff check --quiet . && .venv/bin/ruff format --check --quiet . && exec .venv/bin/mypy ;;
   harness) exec .venv/bin/python -m harness "$@" ;;
-  *) echo "setup: unknown command '$cmd' (use run, test or harness)" >&2; exit 2 ;;
+  *) echo "setup: unknown command '$cmd' (use run, test, lint or harness)" >&2; exit 2 ;;
 esac

@@ -90,7 +90,7 @@ def bench_harness(corpus, queries, mode: str, threads: int, repeats: int, work: 
     bm25.search(index, {first: queries[first]}, 10, K1, B, fields, threads)  # warm-up: JVM, class loading
     out = {"index_s": index_s}
     for k in DEPTHS:
-        run, secs = best_of(repeats, lambda: bm25.search(index, queries, k, K1, B, fields, threads))
+        run, secs = best_of(repeats, lambda k=k: bm25.search(index, queries, k, K1, B, fields, threads))
         out[k] = (run, secs)
     return out
 
@@ -115,7 +115,7 @@ def bench_bm25s(corpus, queries, stemmer, threads: int, repeats: int) -> dict:
     search(10, qids[:1])  # warm-up
     out = {"index_s": index_s}
     for k in DEPTHS:
-        out[k] = best_of(repeats, lambda: search(k))
+        out[k] = best_of(repeats, lambda k=k: search(k))
     return out
 
 

@@ -43,7 +43,7 @@ def load_passages(n: int) -> tuple[list[dict[str, str]], str]:
 
         corpus = get_benchmark("scifact").corpus()
         return [corpus[d] for d in list(corpus)[:n]], "SciFact corpus (embedded)"
-    except Exception as exc:  # the bench must still run where the data module is unavailable
+    except Exception as exc:  # noqa: BLE001 - the bench must still run where the data module is unavailable
         words = "dense retrieval encodes queries and passages into vectors compared by inner product".split()
         docs = [{"title": "", "text": " ".join(words[(i + j) % len(words)] for j in range(40 + i % 80))} for i in range(n)]
         return docs, f"synthetic text ({type(exc).__name__}: {exc})"
@@ -159,7 +159,7 @@ def load_queries(n: int) -> list[str]:
         from harness.data.catalog import get_benchmark
 
         return list(get_benchmark("scifact").queries().values())[:n]
-    except Exception:  # no data module: rank nothing rather than fail the speed figures
+    except Exception:  # noqa: BLE001 - no data module: rank nothing rather than fail the speed figures
         return []
 
 

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in precisions:
         x, y = (a, w) if p == "fp32" else (a.bfloat16(), w.bfloat16())
         torch.nn.functional.linear(x, y)
-        t = best_of(args.repeats, lambda: [torch.nn.functional.linear(x, y) for _ in range(5)]) / 5
+        t = best_of(args.repeats, lambda x=x, y=y: [torch.nn.functional.linear(x, y) for _ in range(5)]) / 5
         seconds[("matmul", p)] = t
         rows.append(["matmul 4608x384 @ 384x1536", p, f"{t * 1e3:.1f} ms", f"{2 * 4608 * 384 * 1536 / t / 1e9:.0f} GFLOP/s"])
 

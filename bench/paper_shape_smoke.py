@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -120,7 +121,8 @@ def run_finetune(device: str = "cuda", queries: int = 64, passages_per_query: in
         scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         loss_box = [0.0]
 
-        def step() -> None:
+        def step(model: Any = model, optimizer: Any = optimizer, scaler: Any = scaler, precision: str = precision,
+                 loss_box: list[float] = loss_box) -> None:
             optimizer.zero_grad(set_to_none=True)
             with autocast(precision, dev):
                 q_reps, p_reps = model(q, p)
@@ -134,7 +136,7 @@ def run_finetune(device: str = "cuda", queries: int = 64, passages_per_query: in
         seconds = _timed(step, steps, dev)
         rows.append(Row(f"finetune {queries}x{passages_per_query}", precision, str(dev), queries, p_len, seconds,
                         counter.get_total_flops() / 1e12, loss_box[0], _peak_gib(dev)))
-        del model, optimizer
+        del model, optimizer, step
     return rows
 
 
@@ -154,7 +156,7 @@ def run_encode(device: str = "cuda", batch: int = 512, p_len: int = 144, steps: 
         if precision != "fp32":
             model = model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
 
-        def step() -> None:
+        def step(model: Any = model) -> None:
             with torch.inference_mode():
                 model(**data).last_hidden_state[:, 0].float()
 
@@ -163,7 +165,7 @@ def run_encode(device: str = "cuda", batch: int = 512, p_len: int = 144, steps: 
         seconds = _timed(step, steps, dev)
         rows.append(Row("encode", precision, str(dev), batch, p_len, seconds, counter.get_total_flops() / 1e12,
                         batch / seconds, _peak_gib(dev)))
-        del model
+        del model, step
     return rows
 
 

@@ -18,7 +18,7 @@ def _passages(contiguous: bool) -> list[Passage]:
     rng = random.Random(4)
     out = []
     for d in range(40):
-        for k in range(rng.choice((1, 1, 2, 3, 5))):
+        for _ in range(rng.choice((1, 1, 2, 3, 5))):
             words = " ".join(f"w{rng.randrange(50)}" for _ in range(rng.randint(1, 12)))
             out.append(Passage(pid=f"p{len(out)}", doc_id=f"doc{d}", text=words))
     if not contiguous:  # a document whose passages are not together: the exact (dict) grouping path

@@ -60,8 +60,7 @@ def test_a_build_killed_after_shard_k_resumes_from_shard_k_plus_1(tok, tmp_path,
     reads: list[str] = []
 
     def stream():
-        for doc_id, doc in docs.items():
-            yield doc_id, doc
+        yield from docs.items()
 
     class Killed(Exception):
         pass

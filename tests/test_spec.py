@@ -109,7 +109,7 @@ def test_malformed_yaml_names_line(tmp_path):
 def test_a_key_given_twice_is_an_error_with_both_lines(tmp_path):
     # PyYAML keeps the last: a second `pretrain:` would silently replace the first, objective and all
     write(tmp_path, "base", BASE + "pretrain: {steps: 3}\n")
-    first = BASE.splitlines().index(next(l for l in BASE.splitlines() if l.startswith("pretrain"))) + 1
+    first = BASE.splitlines().index(next(line for line in BASE.splitlines() if line.startswith("pretrain"))) + 1
     with pytest.raises(DataFormatError) as err:
         load_method("base", "paper", tmp_path)
     text = str(err.value)

@@ -102,7 +102,7 @@ def test_each_setting_moves_the_keys_of_the_stages_that_read_it(method, profile,
     before = planned_keys(spec)
     planned = {stage for stage, _ in before}
     problems = []
-    for cls, where, settings, reads in blocks_of(spec, planned):
+    for _cls, where, settings, reads in blocks_of(spec, planned):
         for f in dataclasses.fields(settings):  # type: ignore[arg-type]
             readers = planned & set(f.metadata["stages"] or reads)
             if not readers and f.metadata["keyed"]:

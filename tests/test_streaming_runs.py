@@ -69,7 +69,8 @@ def test_iter_trec_run_is_lazy_and_checks_grouping(tmp_path):
 def test_negative_pool_from_a_streamed_run_is_the_in_memory_pool(tmp_path):
     run = _fixture_run()
     rng = random.Random(5)
-    qrels = {q: {f"d{rng.randrange(500)}": 1, f"d{rng.randrange(500)}": rng.choice((0, 1))}
+    # two random judgements per query; when both draw one doc id, the second wins (as a dict literal would)
+    qrels = {q: dict([(f"d{rng.randrange(500)}", 1), (f"d{rng.randrange(500)}", rng.choice((0, 1)))])
              for q in list(run)[::2]}
     path = write_trec_run(run, tmp_path / "run.trec")
     whole = negative_pool(read_trec_run(path), qrels, depth=10)

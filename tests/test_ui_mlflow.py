@@ -176,7 +176,7 @@ def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged
     runs = _search(base, ["bm25", "cotmae_qc"])
     by_id = {r["info"]["run_id"]: r for r in runs}
     parents = {key: by_id[mlflow_id] for key, (mlflow_id, _) in logged.items()}
-    for key, run in parents.items():
+    for run in parents.values():
         assert "mlflow.parentRunId" not in _tags(run) and run["info"]["status"] == "FINISHED"
     assert parents["bm25_a"]["info"]["run_name"] == parents["bm25_b"]["info"]["run_name"] == f"bm25/paper/{SEED}"
     assert parents["cotmae"]["info"]["run_name"] == f"cotmae_qc/mini/{SEED}"

@@ -59,7 +59,7 @@ def fetch_model(name: str) -> str:
         from huggingface_hub import snapshot_download
 
         return snapshot_download(repo_id=name, local_dir=str(target))
-    except Exception as exc:  # the Hub client raises many kinds (offline, not found, HTTP): one line each
+    except Exception as exc:  # noqa: BLE001 - the Hub client raises many kinds (offline, not found, HTTP): one line each
         raise HarnessError(f"could not download the checkpoint {name} from the Hugging Face Hub ({type(exc).__name__}: "
                            f"{str(exc).splitlines()[0] if str(exc) else ''}). Fix: allow the Hub (HF_HUB_OFFLINE=0), "
                            f"or copy the checkpoint's folder to {target} yourself") from None

@@ -265,7 +265,7 @@ def load_passages(path: str | Path) -> list[Passage]:
                 d = json.loads(line)
                 out.append(Passage(pid=str(d["pid"]), doc_id=str(d["doc_id"]), text=str(d["text"])))
             except (ValueError, KeyError, TypeError) as exc:
-                raise DataFormatError(path, n, f"not a passage record ({exc})", 'one JSON object {"pid", "doc_id", "text"} per line')
+                raise DataFormatError(path, n, f"not a passage record ({exc})", 'one JSON object {"pid", "doc_id", "text"} per line') from exc
     return out
 
 

@@ -77,7 +77,7 @@ def _read_existing(path: Path) -> dict[str, list[str]]:
             rec = json.loads(line)
             done[str(rec["pid"])] = [str(q) for q in rec["queries"]]
         except (ValueError, KeyError, TypeError) as exc:
-            raise DataFormatError(path, n, f"not a query record ({exc})", "delete the file to regenerate")
+            raise DataFormatError(path, n, f"not a query record ({exc})", "delete the file to regenerate") from exc
     return done
 
 

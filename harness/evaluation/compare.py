@@ -197,8 +197,8 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
     out, tests = [], []
     for cell in cells:
         conditions = dict(_field(cell, "conditions") or {})
-        comp = Comparison(**{f: "" if _field(cell, f) is None else str(_field(cell, f)) for f in _CELL_FIELDS},
-                          conditions=conditions)
+        texts: dict[str, Any] = {f: "" if _field(cell, f) is None else str(_field(cell, f)) for f in _CELL_FIELDS}
+        comp = Comparison(**texts, conditions=conditions)
         measure = canonical_measure(comp.measure)
         score = _field(cell, "score")
         if score is not None:
@@ -221,6 +221,7 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
         if reason:
             comp.status, comp.reason = NOT_COMPARABLE, reason
             continue
+        assert comp.delta is not None  # both numbers are present once no reason was found
         if exact:
             tol = tolerances.get(comp.benchmark, measure, comp.method or run_conditions.get("method"))
             comp.rule, comp.tolerance, comp.tolerance_why = "exact", tol.points, tol.why
@@ -239,7 +240,7 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
         for (comp, test, k), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t, _ in family])):
             comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
             comp.ci_low, comp.ci_high = test.ci()
-            if status == rule.INCONCLUSIVE:
+            if status == rule.INCONCLUSIVE and comp.sigma is not None:
                 comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family))
     return out
 

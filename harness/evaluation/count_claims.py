@@ -82,11 +82,12 @@ def count_claims_for(pairs: Sequence[tuple[str, str]], papers: Sequence[Any] | N
         chk = claim["check"]
         target = by_name.get(chk.get("paper") or p.paper)
         info = next((t for t in target.tables if t.label == chk["table"]), None) if target else None
-        if info is None:
+        if target is None or info is None:
             continue
         grid = TableGrid(info, [c for c in target.cells if c.table == chk["table"]])
-        cell = (lambda k, o: grid.get(k, o)) if chk["axis"] == "rows" else (lambda k, o: grid.get(o, k))
-        parts = [(cell(chk["a"], o), cell(chk["b"], o)) for o in chk["over"]]
+        rows = chk["axis"] == "rows"
+        parts = [(grid.get(chk["a"], o), grid.get(chk["b"], o)) if rows else (grid.get(o, chk["a"]), grid.get(o, chk["b"]))
+                 for o in chk["over"]]
         if not parts or any(ca is None or cb is None or not own_row(ca) or not own_row(cb) or
                             (ca.method, cb.method) not in wanted for ca, cb in parts):
             continue
@@ -115,10 +116,10 @@ def check_count(claim: CountClaim, checks: Mapping[str, Mapping[str, Any]]) -> C
                      len(claim.parts), NOT_YET_RUN)
     graded, unfit = [], {}
     for part in claim.parts:
-        check = checks.get(part.key)
-        status = check.get("status") if check else None
+        check = checks.get(part.key) or {}
+        status = check.get("status")
         if status == NOT_COMPARABLE:
-            unfit[part.benchmark] = str(check.get("reason") or "")  # type: ignore[union-attr]
+            unfit[part.benchmark] = str(check.get("reason") or "")
         elif status in (None, NOT_YET_RUN):
             why = spec_reason(part)
             if why:

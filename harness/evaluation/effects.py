@@ -162,8 +162,9 @@ def _aggregate(parts: Sequence[Effect], name: str) -> Effect:
                  sum(e.a_value for e in parts) / k, sum(e.b_value for e in parts) / k, delta,
                  delta - Z95 * se, delta + Z95 * se, rule.p_zero(delta, se), sum(e.queries for e in parts),
                  a_stage=first.a_stage, b_stage=first.b_stage, final=first.final)
-    if all(e.seed_sd is not None for e in parts):
-        out.seed_sd = math.sqrt(sum(e.seed_sd ** 2 for e in parts)) / k  # type: ignore[operator]
+    sds = [e.seed_sd for e in parts if e.seed_sd is not None]
+    if len(sds) == len(parts):
+        out.seed_sd = math.sqrt(sum(sd**2 for sd in sds)) / k
         out.seed_why = f"the mean of {k} datasets' seed spreads"
     return out
 

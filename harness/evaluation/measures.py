@@ -77,7 +77,7 @@ def _parse_measures(measures: Iterable[str]) -> dict[str, Any]:
     for text in measures:
         try:
             parsed[text] = ir_measures.parse_measure(text)
-        except Exception as exc:  # ir-measures raises NameError/ValueError/TypeError
+        except Exception as exc:  # noqa: BLE001 - ir-measures raises NameError/ValueError/TypeError
             raise HarnessError(f"cannot parse measure '{text}' ({exc}); use ir-measures names such as "
                                "RR@10, R@1000, nDCG@10, R(rel=2)@1000") from None
     if not parsed:
@@ -245,10 +245,10 @@ def split_subsets(run: Run, qrels: Qrels, conv: Convention) -> dict[str, tuple[d
             raise HarnessError(f"{conv.benchmark}: qrels query id '{qid}' is not of the form "
                                f"<forum>/<qid> with forum one of {', '.join(conv.subsets)}")
         parts[sub][1][bare] = docs
-    for qid, docs in run.items():
+    for qid, scores in run.items():
         sub, bare = subset_of(qid)
         if sub is not None:
-            parts[sub][0][bare] = docs
+            parts[sub][0][bare] = scores
     empty = [s for s, (_, q) in parts.items() if not q]
     if empty:
         raise HarnessError(f"{conv.benchmark} is the mean over {len(conv.subsets)} subsets, but the qrels "

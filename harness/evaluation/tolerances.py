@@ -34,7 +34,7 @@ def canonical_measure(text: str) -> str:
 
     try:
         return str(ir_measures.parse_measure(text))
-    except Exception:
+    except Exception:  # noqa: BLE001 - ir-measures raises several types for a bad string
         return text
 
 
@@ -123,7 +123,7 @@ def _parses(text: str) -> bool:
     try:
         ir_measures.parse_measure(text)
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - ir-measures raises several types for a bad string
         return False
 
 

@@ -148,7 +148,7 @@ def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, 
 
 def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> list[GateRow]:
     """The record's rows against the papers' cells (one NO-CELLS row when none is of its method)."""
-    base = dict(run_id=record.run_id, method=record.method, profile=record.profile)
+    base: dict[str, Any] = dict(run_id=record.run_id, method=record.method, profile=record.profile)
     comps = paper_comparisons(record, cells)
     axes = system_axes(cells) if cells else None
     if not comps:
@@ -182,7 +182,7 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
 
     ``cross_machine``: the tolerance when the records name different machines (a wider one than
     ``tolerance``; each row then says so); None keeps ``tolerance`` whatever the machines."""
-    base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}",
+    base: dict[str, Any] = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}",
                 stage=record.finetune_stage or "")
 
     # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
@@ -212,7 +212,7 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
                 row.note = f"run did not evaluate {measure} on {dataset}"
             else:
                 row.reproduced = 100.0 * got
-                row.delta = row.reproduced - row.expected
+                row.delta = row.reproduced - 100.0 * expected
                 row.status = _reference_status(row.delta, tolerance)
                 row.ci_low, row.ci_high = _paired_ci(record, ref, dataset, measure)
                 if across:
@@ -297,7 +297,7 @@ def stage_outputs(record: RunRecord) -> dict[tuple[str, str], float]:
     records written since cached stages carry their build's outputs; older ones have none for those)."""
     out = {}
     for entry in record.stages:
-        output = entry.get("output") if isinstance(entry.get("output"), dict) else {}
+        output: dict[str, Any] = entry["output"] if isinstance(entry.get("output"), dict) else {}
         for stage, key in LOSS_CHECKPOINTS:
             value = output.get(key)
             if entry.get("stage") == stage and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -307,7 +307,7 @@ def stage_outputs(record: RunRecord) -> dict[tuple[str, str], float]:
 
 def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERANCE) -> list[GateRow]:
     """The run's training losses against the reference's, relative (percent), where both built the stage."""
-    base = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
+    base: dict[str, Any] = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
     mine, theirs = stage_outputs(record), stage_outputs(ref)
     rows = []
     for (stage, key), expected in theirs.items():
@@ -327,7 +327,7 @@ def movement_rows(record: RunRecord) -> list[GateRow]:
     a finished stage) says nothing."""
     rows = []
     for entry in record.stages:
-        output = entry.get("output") if isinstance(entry.get("output"), dict) else {}
+        output: dict[str, Any] = entry["output"] if isinstance(entry.get("output"), dict) else {}
         moved = output.get("weight_change")
         if not isinstance(moved, dict) or not isinstance(moved.get("max_abs"), (int, float)) or moved["max_abs"] > 0:
             continue

@@ -192,7 +192,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         known_methods = list_methods()
     usable = []
     for rec in records:
-        base = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
+        base: dict[str, Any] = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
         if rec.integrity_problems:
             result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}")
                                for problem in rec.integrity_problems)
@@ -259,7 +259,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
             elif rec.run_id == ref.run_id:
                 if rec.profile != "paper":  # a paper reference is gated against the papers above
                     result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)",
-                                               note=f"accepted {entry.get('accepted', '')}".strip()))
+                                               note=f"accepted {(entry or {}).get('accepted', '')}".strip()))
             elif (rec.created, rec.run_id) < (ref.created, ref.run_id):
                 result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}",
                                            note="older than the reference; not gated"))
@@ -310,7 +310,9 @@ def row_numbers(r: GateRow) -> list[str]:
     graded = r.status != NOT_COMPARABLE
     ci = "-" if r.ci_low is None or r.ci_high is None or not graded else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
     if r.unit == LOSS:
-        loss = (lambda v: "-" if v is None else f"{v:.4g}")
+        def loss(v: float | None) -> str:
+            return "-" if v is None else f"{v:.4g}"
+
         return [loss(r.expected), loss(r.reproduced), fmt(r.delta, 2, True) + "%" if r.delta is not None else "-",
                 f"{r.tolerance:g}%" if r.tolerance is not None else "-", ci]
     digits = points_decimals(r.printed, r.expected) if r.printed else 2

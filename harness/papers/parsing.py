@@ -143,7 +143,7 @@ def _check_measure(pr: Problems, measure: Any, keypath: tuple, hint: str) -> Non
 
     try:
         parsed = str(ir_measures.parse_measure(str(measure)))
-    except Exception:  # ir_measures raises several types for bad strings
+    except Exception:  # noqa: BLE001 - ir_measures raises several types for bad strings
         pr.add(keypath, f"'{measure}' is not an ir-measures measure", "use e.g. RR@10, R@1000, nDCG@10", hint)
         return
     if parsed != measure:

@@ -279,7 +279,7 @@ class Tracker:
         items = param_entries(params)
         for i in range(0, len(items), PARAMS_PER_BATCH):
             batch = dict(items[i:i + PARAMS_PER_BATCH])
-            if not self._safe(lambda: self._mlflow.log_params(batch)):
+            if not self._safe(lambda batch=batch: self._mlflow.log_params(batch)):
                 return
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:

@@ -70,7 +70,7 @@ def _entry_problem(key: str, item: Any) -> str | None:
         return ("names no key path of a spec (e.g. pretrain.warmup_ratio, corpus): `about` is the setting the "
                 "entry is about, and so which inherited entry it replaces")
     if key == "deviations":
-        names = [touches] if isinstance(touches, str) else touches
+        names = [touches] if isinstance(touches, str) else list(touches or ())
         unknown = [n for n in names if n != RECIPE and str(n).partition("=")[0] not in CONDITION_KEYS]
         if unknown:
             return (f"touches unknown condition(s) {unknown} (known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
@@ -101,7 +101,8 @@ def _declaration_problems(raw: dict[str, Any], where: Any) -> list[str]:
             if not isinstance(items, list):  # a wrong type is reported with the schema
                 continue
             # looked up (a YAML parse) only for a problem
-            here = lambda k=key: where(("profiles", prefix.split(".")[1], k) if prefix else k)  # noqa: E731
+            def here(k: str = key, prefix: str = prefix) -> Any:
+                return where(("profiles", prefix.split(".")[1], k) if prefix else k)
             # a profile's drop may name an entry of the top level, which is merged under it when it resolves
             inherited = {identity(e) for e in raw.get(key) or [] if not is_drop(e)} if prefix else set()
             seen: set[str] = set()

@@ -23,6 +23,7 @@ def _without_redundant_mine(config: dict[str, Any]) -> dict[str, Any]:
     depth = finetune_settings(config, "retriever2").get("negative_depth") or NEGATIVE_DEPTH
     if mine.get("depth", NEGATIVE_DEPTH) != depth or mine.get("with") not in (None, "retriever1"):
         return config
+    assert isinstance(finetune, dict)  # `mine` came from it
     return {**config, "finetune": {k: v for k, v in finetune.items() if k != "mine"}}
 
 

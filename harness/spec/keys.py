@@ -46,7 +46,7 @@ def typed_keys(cls: type[Settings]) -> Keys:
 
 # What every fine-tuning stage reads (merged from the finetune block and the stage's own block):
 # declared once, typed and with defaults, in harness.spec.stage_settings.StageSettings.
-_STAGE: Keys = StageSettings.meanings()
+_STAGE: Keys = dict(StageSettings.meanings())
 _NEGATIVES = {"negatives": "hard-negative pools: mined and/or bm25 (the dense retriever 2 reads it; "
                            "retriever 1 always trains on BM25 negatives)"}
 _INIT = {"init": "pretrained (default) or an earlier retriever, e.g. retriever1"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 # No machine holds more than this many of anything a setting counts (queries, steps, passages), and no
 # rate or weight is meaningful past it: a larger value is a typo (``global_queries: 99999999999999999999999``
@@ -45,8 +45,9 @@ class Kind:
             return f"{value!r} is not a finite number ({self.range(capped=True)})"
         if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > LIMIT:
             return f"{value!r} is out of range: {self.range(capped=True)}"
-        too_low = self.low is not None and (value < self.low or self.low_open and value == self.low)
-        too_high = self.high is not None and (value > self.high or self.high_open and value == self.high)
+        number = cast(float, value)  # past the type check above, a bounded kind's value is a number
+        too_low = self.low is not None and (number < self.low or self.low_open and number == self.low)
+        too_high = self.high is not None and (number > self.high or self.high_open and number == self.high)
         return f"{value!r} is out of range: {self.range()}" if too_low or too_high else None
 
     def range(self, capped: bool = False) -> str:

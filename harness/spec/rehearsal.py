@@ -100,7 +100,7 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
             out["pretrain"]["per_device_batch"] = MICRO_BATCH
             out["substitutions"].append(
                 f"pre-training memory: the per-device batch of {device_batch} is one optimiser step over "
-                f"{device_batch // MICRO_BATCH} accumulated micro-batches of {MICRO_BATCH} (an fp32 step at "
+                f"{int(device_batch or 0) // MICRO_BATCH} accumulated micro-batches of {MICRO_BATCH} (an fp32 step at "
                 f"{device_batch} x {pretrain.get('max_length')} tokens does not fit a 24 GiB CPU machine); the "
                 "gradient is the same sum")
     if paper.get("family") == "learned-sparse" and not (paper.get("retrieval") or {}).get("topk_sparsify"):
