@@ -57,7 +57,7 @@ def _describe(node: str) -> tuple[str, str, list[str]]:
 
 
 FILE = re.compile(r"(?<![\w$*<>.-])((?:[\w.-]+/)*)(\w+)\.py\b")  # foo.py, harness/cli.py (not *.py)
-BULLET = re.compile(r"^\s*[*-]\s+((?:(?::mod:)?`{1,2}[\w./]+`{1,2}(?:,\s*|\s+and\s+)?)+)", re.M)
+BULLET = re.compile(r"^\s*[*-]\s+((?:(?::mod:)?`{1,2}[\w./]+`{1,2}(?:,\s*|\s+and\s+)?)+)", re.MULTILINE)
 BACKTICKED = re.compile(r"(:\w+:)?`{1,2}~?([\w./]+?)`{1,2}")
 
 
