@@ -144,9 +144,7 @@ def auto_precision(model_path: str, args: argparse.Namespace) -> str:
     from harness.training.autoprecision import Shapes, choose
 
     config = json.loads((Path(model_path) / "config.json").read_text())
-    shapes = Shapes(layers=config["num_hidden_layers"], hidden=config["hidden_size"], heads=config["num_attention_heads"],
-                    intermediate=config["intermediate_size"], batch=args.batch_size, seq_len=args.max_length,
-                    vocab=config["vocab_size"])
+    shapes = Shapes.from_config(config, batch=args.batch_size, seq_len=args.max_length)
     choice = choose(shapes, cache_dir() / "precision")
     print(choice.line(shapes))
     return choice.precision

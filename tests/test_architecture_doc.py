@@ -4,11 +4,25 @@ line and its modules. A package added, moved or described anew fails this test u
 written again::
 
     .venv/bin/python tests/test_architecture_doc.py --write
+
+Every package's ``__init__`` docstring (``harness/`` and ``leaderboard_app/``, subpackages too) may name
+only modules that are there, and a docstring that lists its modules lists them all; what counts as
+naming a module (:func:`docstring_problems`):
+
+* ``name.py`` (in backticks or not): a module of the package; with a path (``harness/cli.py``), a file
+  of the checkout;
+* the backticked names that open a bullet (``* ``passages`` -- ...``, ``- ``config.py``: ...``,
+  ``* ``claims``, ``effects`` -- ...``): modules or subpackages of the package;
+* a dotted name of the checkout's packages in backticks (:mod:`harness.gate.run`, ``harness.x.y``): a module,
+  or with a :mod: role exactly one; other roles (:func:, :class:) and plain backticks also allow one attribute;
+* a docstring that names two or more of its package's modules (any of the above, a backticked ``name`` or
+  ``name/`` too) names every public one (not ``_private``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -42,6 +56,67 @@ def _describe(node: str) -> tuple[str, str, list[str]]:
     return name, doc.strip().splitlines()[0] if doc.strip() else "", modules
 
 
+FILE = re.compile(r"(?<![\w$*<>.-])((?:[\w.-]+/)*)(\w+)\.py\b")  # foo.py, harness/cli.py (not *.py)
+BULLET = re.compile(r"^\s*[*-]\s+((?:(?::mod:)?`{1,2}[\w./]+`{1,2}(?:,\s*|\s+and\s+)?)+)", re.MULTILINE)
+BACKTICKED = re.compile(r"(:\w+:)?`{1,2}~?([\w./]+?)`{1,2}")
+
+
+def _modules(folder: Path) -> set[str]:
+    """The modules and subpackages of a package folder, by bare name."""
+    return {p.stem for p in folder.iterdir() if (p.suffix == ".py" and p.stem != "__init__")
+            or (p.is_dir() and (p / "__init__.py").exists())}
+
+
+def _is_module(dotted: str, root: Path) -> bool:
+    path = root.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def docstring_problems(folder: Path, root: Path = ROOT) -> list[str]:
+    """What a package's ``__init__`` docstring names that is not there, and the modules a docstring
+    that lists its modules leaves out (the rule in this file's docstring)."""
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
+    where, modules = folder.relative_to(root) if folder.is_relative_to(root) else folder, _modules(folder)
+    dotted_package = ".".join(folder.relative_to(root).parts) if folder.is_relative_to(root) else None
+    problems, named = [], set()
+    for prefix, name in FILE.findall(doc):
+        if prefix:
+            if not (root / prefix / f"{name}.py").is_file():
+                problems.append(f"{where}: names {prefix}{name}.py, which is not a file of the checkout")
+        elif name in modules:
+            named.add(name)
+        else:
+            problems.append(f"{where}: names {name}.py, which is not a module of the package")
+    for head in BULLET.findall(doc):
+        for _role, name in BACKTICKED.findall(head):
+            name = name.removesuffix(".py").removesuffix("/")
+            if "." not in name and "/" not in name and name not in modules:
+                problems.append(f"{where}: a bullet names ``{name}``, which is not a module of the package")
+    for role, name in BACKTICKED.findall(doc):
+        bare = name.removesuffix(".py").removesuffix("/")
+        if bare in modules:
+            named.add(bare)
+        parts = name.split(".")
+        if len(parts) < 2 or "/" in name or not (root / parts[0]).is_dir():
+            continue  # not a dotted name of the checkout's packages (a file name, a key, a third-party module)
+        if not (_is_module(name, root) or (role != ":mod:" and _is_module(".".join(parts[:-1]), root))):
+            problems.append(f"{where}: names {role}`{name}`, which is no module of the checkout")
+        elif dotted_package and ".".join(parts[:-1]) == dotted_package and parts[-1] in modules:
+            named.add(parts[-1])
+        elif dotted_package and ".".join(parts[:-2]) == dotted_package and parts[-2] in modules:
+            named.add(parts[-2])  # an attribute of one of its modules
+    public = {m for m in modules if not m.startswith("_")}
+    if len(named & public) >= 2 and public - named:
+        problems.append(f"{where}: lists its modules but not {', '.join(sorted(public - named))}")
+    return problems
+
+
+def packages(root: Path = ROOT) -> list[Path]:
+    """Every package folder of ``harness/`` and ``leaderboard_app/``, subpackages included."""
+    return sorted(p.parent for top in ("harness", "leaderboard_app") for p in (root / top).rglob("__init__.py")
+                  if "__pycache__" not in p.parts)
+
+
 def tree() -> str:
     lines = []
     for level, layer in enumerate(LAYERS):
@@ -71,7 +146,40 @@ def test_every_package_has_a_one_line_description() -> None:
     assert not missing, f"packages without a docstring: {missing}"
 
 
+def test_package_docstrings_name_only_their_own_modules_and_all_of_them() -> None:
+    problems = [problem for folder in packages() for problem in docstring_problems(folder)]
+    assert not problems, "stale package docstrings:\n" + "\n".join(problems)
+
+
+def test_a_docstring_naming_a_module_that_is_not_there_fails(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    for name in ("alpha", "beta", "_private"):
+        (package / f"{name}.py").write_text("", encoding="utf-8")
+
+    def problems(doc: str) -> list[str]:
+        (package / "__init__.py").write_text(f'"""{doc}"""\n', encoding="utf-8")
+        return docstring_problems(package, tmp_path)
+
+    not_modules = "A package.\n\n``alpha.py`` reads, ``beta`` writes; ``train``, ``x.json`` are no modules."
+    assert problems(not_modules) == []
+    assert problems("One line that names no module.") == []
+    assert problems("A package.\n\n* ``alpha`` -- reads\n* ``beta``: writes.") == []
+    moved = problems("A package.\n\n``alpha.py`` reads, ``beta.py`` writes and gamma.py checks.")
+    assert moved and "gamma.py" in moved[0]
+    assert any("``gamma``" in p for p in problems("A package.\n\n* ``alpha``, ``gamma`` -- reads\n* ``beta``"))
+    assert any("pkg.gone" in p for p in problems("See :mod:`pkg.gone`."))
+    assert any("pkg.alpha.run" in p for p in problems("See :mod:`pkg.alpha.run`."))  # :mod: names a module
+    assert problems("See :func:`pkg.alpha.run`, ``pkg.beta`` and ``numpy.linalg``.") == []
+    (package / "delta.py").write_text("", encoding="utf-8")  # a module added, the list not brought up to date
+    listed = problems("A package.\n\n* ``alpha`` -- reads\n* ``beta`` -- writes.")
+    assert any("but not delta" in p for p in listed)
+
+
 if __name__ == "__main__":
+    stale = [problem for folder in packages() for problem in docstring_problems(folder)]
+    if stale:
+        raise SystemExit("stale package docstrings:\n" + "\n".join(stale))
     if sys.argv[1:] == ["--write"]:
         text = DOC.read_text(encoding="utf-8")
         if BEGIN in text:

@@ -9,6 +9,10 @@
 * ``power``       -- what the rule can tell at those: P(verdict) and the seeds that reach a target.
 * ``noise``       -- the harness's own seed-to-seed spread (``noise.yaml``): sigma_rep's floor.
 * ``compare``     -- reproduced vs reported cells, like with like (NOT-COMPARABLE otherwise).
+* ``chance``      -- what a random ranking scores on a benchmark, and whether a run beats it.
+* ``dense_run``   -- one dense retrieval of a benchmark split: queries encoded, exact top-k, the run.
+* ``zero_shot``   -- any local encoder checkpoint encoded, searched and scored on a benchmark.
+* ``sharded``     -- the command line of sharded, resumable corpus encoding (:mod:`harness.retrieval.sharded`).
 * ``claims``, ``count_claims``, ``effects`` -- the papers' printed effects and reproduced ones graded.
 """
 

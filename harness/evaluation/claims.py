@@ -260,15 +260,13 @@ def seeds_to_settle(effect: float, sigma: float, delta: float, claim: Claim, fam
     """The fewest runs per side (averaged) that would grade the claim REPRODUCED or DIFFERENT at the
     same run effect, DIFFERENT needing to pass the whole family at once (Bonferroni: never fewer runs
     than Holm would need); None when none up to ``verdict.MAX_SEEDS`` does."""
-    for n in range(1, rule.MAX_SEEDS + 1):
+    def settles(n: int) -> bool:
         v_effect, v_diff = _variances(claim, n, n)
         test = rule.EffectTest(effect, sigma * math.sqrt(v_effect), claim.delta, sigma * math.sqrt(v_diff), delta)
         status, p_direction, p_different = rule.effect_verdicts([test])[0]
-        if status in rule.DIFFERENT and p_different * family < rule.ALPHA:
-            return n
-        if p_direction < rule.ALPHA:  # the direction (a tie: equivalence) is shown; not corrected
-            return n
-    return None
+        # DIFFERENT must pass the whole family; the direction (a tie: equivalence) shown is not corrected
+        return (status in rule.DIFFERENT and p_different * family < rule.ALPHA) or p_direction < rule.ALPHA
+    return rule.fewest_runs(settles)
 
 
 def grade(pairings: Sequence[Pairing]) -> list[ClaimCheck]:
@@ -332,11 +330,6 @@ def check_claims(claims: Sequence[Claim], a_conditions: Mapping[str, Any], b_con
     av, bv = _by_measure(a_values), _by_measure(b_values)
     return grade([Pairing(c, a_conditions, b_conditions, av.get((c.benchmark, canonical_measure(c.measure))),
                           bv.get((c.benchmark, canonical_measure(c.measure))), a_runs, b_runs) for c in claims])
-
-
-def overall(checks: Sequence[ClaimCheck]) -> str:
-    """The worst status among the claims (empty when there is no claim)."""
-    return rule.worst(c.status for c in checks)
 
 
 # ----------------------------------------------------------------------------- without a run

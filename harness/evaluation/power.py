@@ -47,10 +47,7 @@ def p_different(t: float, se: float, delta: float, family: int = 1) -> float:
 
 def fewest_seeds(target: float, prob, sigma: float, printed_runs: int = 1, most: int = rule.MAX_SEEDS) -> int | None:
     """The fewest runs averaged with ``prob(se) >= target`` (None: none up to ``most``)."""
-    for n in range(1, most + 1):
-        if prob(rule.se_of(sigma, n, printed_runs)) >= target:
-            return n
-    return None
+    return rule.fewest_runs(lambda n: prob(rule.se_of(sigma, n, printed_runs)) >= target, most)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ tolerance (``tolerances.yaml``), else DIFFERENT-BELOW / -ABOVE.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 # The rule's outcomes: their words, meanings and order are declared in harness.core.statuses.
@@ -51,7 +51,7 @@ WORST_FIRST = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_C
 LEGEND = {v: STATUSES[v].meaning for v in VERDICTS}
 
 ALPHA = 0.05
-MAX_SEEDS = 20  # seeds_to_resolve looks no further: beyond it a re-run campaign is not a plan
+MAX_SEEDS = 20  # fewest_runs looks no further: beyond it a re-run campaign is not a plan
 
 
 def phi(x: float) -> float:
@@ -136,18 +136,22 @@ def verdicts(tests: Sequence[Test], alpha: float = ALPHA) -> list[tuple[str, flo
     return out
 
 
+def fewest_runs(settles: Callable[[int], bool], most: int = MAX_SEEDS) -> int | None:
+    """The fewest runs ``n`` (1 to ``most``) with ``settles(n)``; None when none does. The one search
+    behind every seed count: ``seeds_to_resolve``, ``claims.seeds_to_settle``, ``power.fewest_seeds``."""
+    return next((n for n in range(1, most + 1) if settles(n)), None)
+
+
 def seeds_to_resolve(d: float, sigma: float, delta: float, printed_runs: int = 1, family: int = 1,
                      alpha: float = ALPHA, max_seeds: int = MAX_SEEDS) -> int | None:
     """The fewest runs (averaged) that would settle a cell at the same observed ``d``: REPRODUCED if
     |d| < Delta, DIFFERENT if |d| > Delta (Holm's first step over ``family`` cells, the most lenient);
     None when no number up to ``max_seeds`` does (the paper's own seed noise stays in se)."""
-    for n in range(1, max_seeds + 1):
+    def settles(n: int) -> bool:
         se = se_of(sigma, n, printed_runs)
-        if abs(d) < delta and p_equivalent(d, se, delta) < alpha:
-            return n
-        if abs(d) > delta and p_zero(d, se) * family < alpha:
-            return n
-    return None
+        return ((abs(d) < delta and p_equivalent(d, se, delta) < alpha)
+                or (abs(d) > delta and p_zero(d, se) * family < alpha))
+    return fewest_runs(settles, max_seeds)
 
 
 @dataclass(frozen=True)

@@ -229,8 +229,9 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     # its reference ran (STALE-REFERENCE below covers that case); else it is set apart, never graded.
     for rec in list(usable):
         ref = refs.of(rec.method, rec.profile)
-        if rec.profile == CHECKPOINT_PROFILE or (ref is None and rec.profile not in PAPER_GRADED) or (
-                ref is not None and (rec.run_id == ref.run_id or (rec.created, rec.run_id) < (ref.created, ref.run_id))):
+        standing = _standing(rec, ref)
+        if rec.profile == CHECKPOINT_PROFILE or standing in (REFERENCE, SUPERSEDED) or (
+                standing == NO_REFERENCE and rec.profile not in PAPER_GRADED):
             continue  # not graded anyway: NO-REFERENCE, REFERENCE or SUPERSEDED below
         why = spec_change(rec, ref)
         if why:
@@ -252,15 +253,16 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         ref = refs.of(method, profile)
         for rec in group:
             base = dict(run_id=rec.run_id, method=method, profile=profile)
+            standing = _standing(rec, ref)
             if ref is None:
                 result.rows.append(GateRow(NO_REFERENCE, **base, note=(
                     f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
                     f"`python -m harness check --accept {rec.run_id}` makes this run the reference")))
-            elif rec.run_id == ref.run_id:
+            elif standing == REFERENCE:
                 if rec.profile != "paper":  # a paper reference is gated against the papers above
                     result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)",
                                                note=f"accepted {(entry or {}).get('accepted', '')}".strip()))
-            elif (rec.created, rec.run_id) < (ref.created, ref.run_id):
+            elif standing == SUPERSEDED:
                 result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}",
                                            note="older than the reference; not gated"))
             else:
@@ -273,6 +275,16 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
     return result
+
+
+def _standing(rec: RunRecord, ref: RunRecord | None) -> str:
+    """A record against its reference, the one ordering of the two: NO-REFERENCE, REFERENCE (it is the
+    reference), SUPERSEDED (older: by creation time, then run id) or "" (newer: gated against it)."""
+    if ref is None:
+        return NO_REFERENCE
+    if rec.run_id == ref.run_id:
+        return REFERENCE
+    return SUPERSEDED if (rec.created, rec.run_id) < (ref.created, ref.run_id) else ""
 
 
 YOUR_RUNS = "your runs"  # what check, the report and the leaderboard call the records in runs/local/

@@ -5,6 +5,9 @@
 * :mod:`harness.papers.parsing`: one YAML file read and checked, every problem naming its line.
 * :mod:`harness.papers.registry`: every file of ``baselines/reported/`` loaded, cached and queried.
 * :mod:`harness.papers.consistency` and :mod:`harness.papers.text_claims`: the papers' numbers
-  checked against themselves (averages, bold marks, versions, the claims of their text).
+  checked against themselves (averages, bold marks, versions, the claims of their text);
+  :mod:`harness.papers.table_grid` addresses a table's cells by row and column for those findings.
+* :mod:`harness.papers.replication`: pairs of independent runs of one system in the registry, how far
+  two honest runs at paper scale land apart.
 * :mod:`harness.papers.released`: the released checkpoints and the reported rows each one is.
 """

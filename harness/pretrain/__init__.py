@@ -1,4 +1,9 @@
-"""Pre-training: objectives (``objectives/``), the shared training loop, checkpoints, DDP, export.
+"""Pre-training: the objectives (``objectives/``), their trainer and the exported encoder.
+
+``objective_params.py`` is the objectives' registry (each declares its name and parameters once);
+``models.py`` and ``masking.py`` the model pieces and BERT masking they share; ``trainer.py`` runs any
+objective as a task of the one engine (:mod:`harness.training.engine`, which owns checkpoints, resume and
+DDP); ``export.py`` writes the pre-trained encoder as a plain Hugging Face BERT folder.
 
 Public entry points (imported lazily so ``import harness.pretrain`` stays cheap):
 ``train``, ``TrainConfig``, ``TrainResult``, ``plan_batches`` (trainer.py) and

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
@@ -43,17 +43,14 @@ def declares_auto(spec: MethodSpec) -> bool:
     return AUTO in stated
 
 
-def _architecture(spec: MethodSpec) -> dict[str, int]:
-    """layers / hidden / heads / intermediate / vocab of the encoder the spec trains."""
+def _architecture(spec: MethodSpec) -> dict[str, Any]:
+    """The encoder the spec trains, as a Hugging Face ``config.json`` states it: its init checkpoint's."""
     model = spec.get("model") or {}
     if model.get("init", "scratch") == "scratch":
         vocab = TokenizerSettings.from_spec(spec).vocab_size if spec.get("tokenizer.from") == "wordpiece" else 30522
-        return {"layers": model["layers"], "hidden": model["hidden"], "heads": model["heads"],
-                "intermediate": model["intermediate"], "vocab": vocab}
-    config = json.loads((Path(resolve_checkpoint(model["init"], "init checkpoint")) / "config.json").read_text())
-    return {"layers": config["num_hidden_layers"], "hidden": config["hidden_size"],
-            "heads": config["num_attention_heads"], "intermediate": config["intermediate_size"],
-            "vocab": config["vocab_size"]}
+        return {"num_hidden_layers": model["layers"], "hidden_size": model["hidden"],
+                "num_attention_heads": model["heads"], "intermediate_size": model["intermediate"], "vocab_size": vocab}
+    return json.loads((Path(resolve_checkpoint(model["init"], "init checkpoint")) / "config.json").read_text())
 
 
 def profile_shapes(spec: MethodSpec) -> Shapes:
@@ -62,9 +59,9 @@ def profile_shapes(spec: MethodSpec) -> Shapes:
     arch = _architecture(spec)
     if pretrains(spec):
         pre = PretrainSettings.from_spec(spec)
-        return Shapes(**arch, batch=pre.per_device_batch, seq_len=pre.max_length)
+        return Shapes.from_config(arch, batch=pre.per_device_batch, seq_len=pre.max_length)
     stage = StageSettings.from_spec(spec, (finetune_stages(spec) or ["retriever1"])[0])
-    return Shapes(**arch, batch=stage.global_queries * stage.passages_per_query, seq_len=stage.max_p_len)
+    return Shapes.from_config(arch, batch=stage.global_queries * stage.passages_per_query, seq_len=stage.max_p_len)
 
 
 def resolve_precision(spec: MethodSpec, flag: str | None = None, say: Callable[[str], None] = print,

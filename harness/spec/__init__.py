@@ -5,6 +5,7 @@
 ``settings.py`` declares what a typed setting is; ``block_settings.py`` and ``stage_settings.py`` are the
 blocks (each setting's meaning, default, kind and which stages' cache keys hold it); ``keys.py`` derives
 the nested keys a spec may hold; ``kinds.py`` the value kinds; ``conditions.py`` what a run states for
-grading; ``paper_profiles.py`` and ``rehearsal.py`` the paper and rehearsal profiles. The checks that
+grading; ``paper_profiles.py`` and ``rehearsal.py`` the paper and rehearsal profiles, ``declarations.py``
+what a paper profile declares about itself (merged across ``extends:``). The checks that
 build trainer configs live above the trainers, in :mod:`harness.run.validation`.
 """

@@ -21,6 +21,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from harness.core.fsutil import atomic_write_text
@@ -48,6 +49,13 @@ class Shapes:
     batch: int
     seq_len: int
     vocab: int = 30522
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], batch: int, seq_len: int) -> Shapes:
+        """A BERT encoder as its Hugging Face ``config.json`` states it, at ``batch`` sequences of ``seq_len``."""
+        return cls(layers=config["num_hidden_layers"], hidden=config["hidden_size"],
+                   heads=config["num_attention_heads"], intermediate=config["intermediate_size"], batch=batch,
+                   seq_len=seq_len, vocab=config["vocab_size"])
 
     def describe(self) -> str:
         return (f"{self.layers} layers x {self.hidden} hidden, batch {self.batch} x {self.seq_len} tokens")
