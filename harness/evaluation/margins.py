@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from harness.core import benchmarks as declared
 from harness.core.errors import DataFormatError
 from harness.core.paths import runs_dir
 from harness.evaluation import noise
@@ -53,11 +54,9 @@ MIN_DF = 2  # one pair alone (1 df) can print a difference of 0.0: a scope needs
 
 
 def family(benchmark: str) -> str:
-    """msmarco | trec-dl | beir: the group whose evidence stands in where a benchmark has none."""
-    base = noise.base_benchmark(benchmark)
-    if base.startswith("msmarco"):
-        return "msmarco"
-    return "trec-dl" if base in ("dl19", "dl20") else "beir"
+    """msmarco | trec-dl | beir: the group whose evidence stands in where a benchmark has none, as its
+    declaration says (``margin_family``, else its kind); an undeclared benchmark raises UnknownNameError."""
+    return declared.margin_family(benchmark)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.records.store import load_records, load_references
@@ -40,20 +41,15 @@ from harness.spec.hashing import settings_hash
 
 NOISE_FILE = Path(__file__).with_name("noise.yaml")
 CONTROL, PROFILE = "nopretrain", "mini"
-# Judged test queries per benchmark (the qrels the harness scores; BEIR: Thakur et al. 2021, Table 1).
-QUERIES = {
-    "msmarco-dev": 6980, "dl19": 43, "dl20": 54, "trec-covid": 50, "nfcorpus": 323, "nq": 3452,
-    "hotpotqa": 7405, "fiqa": 648, "arguana": 1406, "webis-touche2020": 49, "cqadupstack": 13145,
-    "quora": 10000, "dbpedia-entity": 400, "scidocs": 1000, "fever": 6666, "climate-fever": 1535,
-    "scifact": 300,
-}
+# Judged test queries per benchmark (the qrels the harness scores; BEIR: Thakur et al. 2021, Table 1), as
+# harness/core/benchmarks.yaml declares them.
+QUERIES = {name: d.queries for name, d in declared.declarations(include_user=False).items() if d.queries}
 
 
 def base_benchmark(benchmark: str) -> str:
     """The benchmark a spread is looked up under: a rehearsal sample is its full benchmark, a
     cqadupstack forum is cqadupstack."""
-    base = benchmark.split("@", 1)[0]
-    return "cqadupstack" if base.startswith("cqadupstack-") else base
+    return declared.base_name(benchmark)
 
 
 def measure_kind(measure: str) -> str:
