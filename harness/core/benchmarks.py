@@ -25,8 +25,8 @@ USER_FOLDER = "benchmarks"  # beside the user's specs: one YAML file of declarat
 SAMPLE_MARK = "@"  # <name>@sample: a rehearsal sample of a benchmark (harness.data.sampled)
 READERS = ("trec", "beir", "forums", "msmarco-train", "smoke", "local")
 _KEYS = {"name", "kind", "reader", "description", "eval_split", "splits", "split_aliases", "queries", "passages",
-         "corpus", "topics", "qrels", "embedded", "download", "forums", "note", "extra", "in_tables", "printed",
-         "columns", "terms", "margin_family", "smoke"}
+         "corpus", "corpus_file", "topics", "qrels", "embedded", "download", "forums", "note", "extra", "in_tables",
+         "printed", "columns", "terms", "margin_family", "smoke"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class Declaration:
     queries: int | None = None        # judged evaluation queries
     passages: int | None = None       # corpus size (None: not declared)
     corpus: str | None = None         # a shared corpus (msmarco-passage) instead of one of its own
+    corpus_file: str | None = None    # a user's declaration: its corpus.jsonl, beside the declaration
     topics: str | None = None
     qrels: str | None = None
     embedded: dict[str, str] = field(default_factory=dict)
@@ -90,7 +91,8 @@ def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[st
                               f"the fields are {', '.join(sorted(_KEYS))}")
     reader = str(entry.get("reader") or "")
     if reader not in READERS:
-        raise DataFormatError(where, None, f"benchmark '{name}': reader '{reader}' is not one of {', '.join(READERS)}")
+        raise DataFormatError(where, None, f"benchmark '{name}': reader '{reader}' is not one of "
+                                           f"{', '.join(READERS)}")
     margin_family = str(entry.get("margin_family") or entry["kind"])
     if margin_family not in families:
         raise DataFormatError(where, None, f"benchmark '{name}': margin family '{margin_family}' is not declared",
@@ -101,7 +103,8 @@ def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[st
         name=name, kind=str(entry["kind"]), reader=reader, description=str(entry.get("description") or ""),
         eval_split=eval_split, splits=tuple(entry.get("splits") or ([eval_split] if reader != "beir" else ["test"])),
         split_aliases=dict(entry.get("split_aliases") or {}), queries=entry.get("queries"),
-        passages=entry.get("passages"), corpus=entry.get("corpus"), topics=entry.get("topics"),
+        passages=entry.get("passages"), corpus=entry.get("corpus"), corpus_file=entry.get("corpus_file"),
+        topics=entry.get("topics"),
         qrels=entry.get("qrels"), embedded=dict(entry.get("embedded") or {}), download_md5=download.get("md5"),
         download_sha256=download.get("sha256"), forums=tuple(entry.get("forums") or ()),
         note=str(entry.get("note") or ""), extra=dict(entry.get("extra") or {}),

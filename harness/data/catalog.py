@@ -440,7 +440,7 @@ class LocalBenchmark(Benchmark):
         self._split_aliases = dict(decl.split_aliases)
         folder = decl.folder or Path.cwd()
         self._topics, self._qrels = folder / str(decl.topics), folder / str(decl.qrels)
-        self._corpus = folder / str(decl.embedded.get("corpus") or "corpus.jsonl")
+        self._corpus = folder / str(decl.corpus_file or "corpus.jsonl")
 
     def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         topics = F.read_topics_tsv(self._topics)
