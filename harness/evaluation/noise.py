@@ -94,6 +94,13 @@ def load() -> dict[str, Any]:
     return yaml.safe_load(NOISE_FILE.read_text(encoding="utf-8"))
 
 
+def judged_queries(base: str) -> int:
+    """The judged queries a benchmark declares (one of the user's folder too); an undeclared size: the
+    smallest of the package's, i.e. the widest spread."""
+    decl = declared.find(base)
+    return QUERIES.get(base) or (decl.queries if decl and decl.queries else None) or min(QUERIES.values())
+
+
 def _kind_max(table: dict[str, Any], kind: str, key: str) -> float:
     return max(v[key] for by in table.values() for m, v in by.items() if measure_kind(m) == kind)
 
@@ -105,7 +112,7 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
     kind = measure_kind(measure)
     tau, shared = _kind_max(table, kind, "tau"), _kind_max(table, kind, "shared")
     base = base_benchmark(benchmark)
-    n = QUERIES.get(base) or min(QUERIES.values())  # unknown size: the smallest, i.e. the widest
+    n = judged_queries(base)
     modelled = math.sqrt(shared ** 2 + tau ** 2 / n)
     source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
     measured = table.get(base, {}).get(measure)
@@ -125,7 +132,7 @@ def query_floor(benchmark: str, measure: str, data: dict[str, Any] | None = None
     measured = table.get(base, {}).get(measure)
     if measured:
         return Sigma(measured["sd"], f"the harness's own seeds: {source} on {base}, SD {measured['sd']:.2f}")
-    tau, n = _kind_max(table, kind, "tau"), QUERIES.get(base) or min(QUERIES.values())
+    tau, n = _kind_max(table, kind, "tau"), judged_queries(base)
     return Sigma(tau / math.sqrt(n), f"per-query seed SD {tau:.1f} ({source}, {kind} measures) over {n} queries")
 
 
