@@ -228,11 +228,9 @@ class MsMarcoTrain(Benchmark):
     """MS MARCO passage training data: queries.train.tsv (judged ones) and qrels.train.tsv over the
     passage corpus. It trains retrievers; it is never an evaluation set."""
 
-    kind = "msmarco-train"
-    eval_split = "train"
-
     def __init__(self, decl: declared.Declaration) -> None:
         super().__init__(decl.name, decl.description)
+        self.kind, self.eval_split = decl.kind, decl.eval_split
 
     def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         try:
@@ -263,12 +261,11 @@ class MsMarcoTrain(Benchmark):
 class BeirBenchmark(Benchmark):
     """One BEIR dataset (or one cqadupstack forum)."""
 
-    kind = "beir"
-
     def __init__(self, name: str, dataset: str, forum: str | None = None):
         label = f"BEIR {dataset}" + (f" / {forum}" if forum else "")
         super().__init__(name, f"{label}: test set (nDCG@10)")
         self.dataset, self.forum = dataset, forum
+        self.kind = declared.get(dataset).kind  # a forum's is its archive's
         self._tag = f"{dataset}-{forum}" if forum else dataset
         self._topics_rel = f"{_TOPICS}topics.beir-v1.0.0-{self._tag}.test.tsv.gz"
         self._qrels_rel = f"{_TOPICS}qrels.beir-v1.0.0-{self._tag}.test.txt"
@@ -401,12 +398,12 @@ class CqaDupstack(Benchmark):
 class SmokeSubset(Benchmark):
     """MS MARCO dl19-relevant subset: SMOKE TEST ONLY (not comparable to DL19)."""
 
-    kind = "trec-dl"
     smoke = True
     _DIR = "msmarco-passage/dl19-relevant-subset/"
 
     def __init__(self, decl: declared.Declaration) -> None:
         super().__init__(decl.name, decl.description)
+        self.kind = decl.kind
 
     def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         qpath = embedded.path(self._DIR + "queries.jsonl")

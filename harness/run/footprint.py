@@ -253,7 +253,8 @@ def _row_label(entry: dict[str, Any], mining: bool) -> str:
     if not entry.get("dataset"):
         return entry["stage"]
     name = str(entry["dataset"]).split("/")[0]
-    name = "cqadupstack-*" if base_name(name).startswith("cqadupstack-") else name
+    parent = declared.forum_parent(base_name(name))
+    name = f"{parent}-*" if parent else name
     return f"{entry['stage']}/{name}" + (" (mining)" if mining else "")
 
 
