@@ -101,7 +101,7 @@ def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[st
     download = entry.get("download") or {}
     return Declaration(
         name=name, kind=str(entry["kind"]), reader=reader, description=str(entry.get("description") or ""),
-        eval_split=eval_split, splits=tuple(entry.get("splits") or ([eval_split] if reader != "beir" else ["test"])),
+        eval_split=eval_split, splits=tuple(entry.get("splits") or [eval_split]),
         split_aliases=dict(entry.get("split_aliases") or {}), queries=entry.get("queries"),
         passages=entry.get("passages"), corpus=entry.get("corpus"), corpus_file=entry.get("corpus_file"),
         topics=entry.get("topics"),
