@@ -22,9 +22,12 @@ Conventions (they match the papers' evaluation):
 * Corpora: scifact, nfcorpus and the smoke subset are embedded; the others are downloaded
   (checksummed, cached) by :mod:`harness.data.download` when ``corpus()`` is first called.
 
-The catalog is the benchmark registry: ``REPORTED`` (the benchmarks the papers' results tables
-report, in their order) and ``AGGREGATES`` (the BEIR averages they print) are declared here, and
-the reported-scores registry and the leaderboard take their lists from them.
+The catalog is the benchmark registry, built from the declarations (``harness/core/benchmarks.yaml``,
+through :mod:`harness.core.benchmarks`; each declaration's ``reader`` picks its class below):
+``REPORTED`` (the benchmarks the papers' results tables report, in their order) and ``AGGREGATES``
+(the BEIR averages they print) come from there, and the reported-scores registry and the
+leaderboard take their lists from them. Benchmarks declared in ``benchmarks/`` beside the user's
+specs (``reader: local``) are listed and built too (docs/adding-a-benchmark.md).
 """
 
 from __future__ import annotations
