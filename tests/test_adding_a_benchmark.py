@@ -21,7 +21,7 @@ DOC = PROJECT_ROOT / "docs" / "adding-a-benchmark.md"
 def doc_blocks() -> tuple[dict[str, str], list[str], str]:
     """The page's files (```<lang> file=<path>), commands (```bash run) and check (```python check)."""
     files, commands, checks = {}, [], []
-    for info, body in re.findall(r"```([^\n]*)\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S):
+    for info, body in re.findall(r"```([^\n]*)\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL):
         if (match := re.search(r"(?:^|\s)file=(\S+)", info)):
             files[match.group(1)] = body
         elif info.split() == ["bash", "run"]:
@@ -76,7 +76,7 @@ def test_a_declared_benchmark_is_listed_scored_and_gets_trec_dls_margin(folder, 
         for command in commands:
             run_command(command, monkeypatch)
         out = capsys.readouterr().out
-        assert re.search(r"^dl21-sample +trec-dl +embedded +test$", out, re.M), out
+        assert re.search(r"^dl21-sample +trec-dl +embedded +test$", out, re.MULTILINE), out
         # TREC DL's measures over the 3 judged queries (query 4 has no qrels), the numbers the page shows
         for line in ("nDCG@10 *      0.9034  90.34", "R(rel=2)@1000  1.0000  100.00", "RR(rel=2)@10   0.8333  83.33"):
             assert line in out and line in DOC.read_text(encoding="utf-8"), out

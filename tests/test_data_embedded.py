@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import benchmarks as declared
 from harness.data import catalog, embedded, vendor
+from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError
 from harness.core.paths import EMBEDDED_DATA_DIR
 

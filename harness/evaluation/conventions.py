@@ -47,9 +47,10 @@ import itertools
 from dataclasses import dataclass, field
 
 from harness.core import benchmarks as declared
+from harness.core import names
 from harness.core.errors import UnknownNameError
-from harness.core.names import BEIR_DATASETS as BEIR_NAMES
-from harness.core.names import CQADUPSTACK_FORUMS
+
+BEIR_NAMES, CQADUPSTACK_FORUMS = names.BEIR_DATASETS, names.CQADUPSTACK_FORUMS  # for callers that read them here
 
 Run = dict[str, dict[str, float]]
 
@@ -75,7 +76,7 @@ class Convention:
 def _defaults(kind: str) -> dict:
     """A kind's measures, primary and self-hit rule, as its family declares them (benchmarks.yaml)."""
     fam = declared.family(kind)
-    return dict(measures=fam.measures, primary=fam.primary, drop_self_hits=fam.drop_self_hits)
+    return {"measures": fam.measures, "primary": fam.primary, "drop_self_hits": fam.drop_self_hits}
 
 
 def _convention(decl: declared.Declaration) -> Convention:
