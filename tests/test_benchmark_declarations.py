@@ -93,7 +93,8 @@ def test_margin_families_come_from_the_declarations():
 
     expected = {"msmarco-dev": "msmarco", "msmarco-passage-train": "msmarco", "msmarco-dl19-subset": "msmarco",
                 "dl19": "trec-dl", "dl20": "trec-dl", "dl19@sample": "trec-dl", "cqadupstack-android": "beir",
-                "scifact@sample": "beir", **{b: "beir" for b in declared.beir()}}
+                "scifact@sample": "beir", "beir-avg14": "beir", "beir-avg12": "beir",
+                **{b: "beir" for b in declared.beir()}}
     assert {b: margins.family(b) for b in expected} == expected
     with pytest.raises(UnknownNameError, match="dl21-unknown"):
         margins.family("dl21-unknown")  # never BEIR's margin by default

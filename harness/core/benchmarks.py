@@ -258,6 +258,8 @@ def base_name(name: str) -> str:
 
 
 def margin_family(name: str) -> str:
-    """The margin family (msmarco | trec-dl | beir) of ``name`` (a sample or forum: its benchmark's), as
-    declared; an undeclared benchmark raises rather than borrowing another family's margin."""
-    return get(base_name(name)).margin_family
+    """The margin family (msmarco | trec-dl | beir) of ``name`` (a sample or forum: its benchmark's; a printed
+    average: its members' kind), as declared; an undeclared name raises rather than borrowing another family's."""
+    base = base_name(name)
+    kinds = {str(a["name"]): str(a["kind"]) for a in _package()["aggregates"]}
+    return kinds[base] if base in kinds else get(base).margin_family
