@@ -132,3 +132,16 @@ def test_a_user_declaration_may_not_reuse_a_name(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("HARNESS_SPECS_DIR", str(tmp_path))
     with pytest.raises(DataFormatError, match="declared already"):
         declared.declarations()
+
+
+def test_the_declared_papers_are_those_whose_tables_print_the_benchmark():
+    from harness.papers.registry import load_reported_cells, paper_key
+
+    cells, error = load_reported_cells()
+    assert cells is not None, error
+    printed: dict[str, set[str]] = {}
+    for cell in cells:
+        if cell.get("benchmark"):
+            printed.setdefault(str(cell["benchmark"]), set()).add(paper_key(cell))
+    assert {name: set(papers) for name, papers in declared.papers_printing().items()} == printed
+    assert all(declared.get(name).in_tables for name in printed if declared.find(name))

@@ -26,7 +26,7 @@ SAMPLE_MARK = "@"  # <name>@sample: a rehearsal sample of a benchmark (harness.d
 READERS = ("trec", "beir", "forums", "msmarco-train", "smoke", "local")
 _KEYS = {"name", "kind", "reader", "description", "eval_split", "splits", "split_aliases", "queries", "passages",
          "corpus", "corpus_file", "topics", "qrels", "embedded", "download", "forums", "note", "extra", "in_tables",
-         "printed", "columns", "terms", "margin_family", "smoke"}
+         "papers", "printed", "columns", "terms", "margin_family", "smoke"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class Declaration:
     note: str = ""
     extra: dict[str, str] = field(default_factory=dict)
     in_tables: bool = False
+    papers: tuple[str, ...] = ()      # the papers whose tables print it (baselines/reported/ keys)
     printed: tuple[str, ...] = ()
     columns: dict[str, str] = field(default_factory=dict)
     terms: str = ""
@@ -108,7 +109,7 @@ def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[st
         qrels=entry.get("qrels"), embedded=dict(entry.get("embedded") or {}), download_md5=download.get("md5"),
         download_sha256=download.get("sha256"), forums=tuple(entry.get("forums") or ()),
         note=str(entry.get("note") or ""), extra=dict(entry.get("extra") or {}),
-        in_tables=bool(entry.get("in_tables")), printed=tuple(entry.get("printed") or ()),
+        in_tables=bool(entry.get("in_tables")), papers=tuple(entry.get("papers") or ()), printed=tuple(entry.get("printed") or ()),
         columns=dict(entry.get("columns") or {}), terms=str(entry.get("terms") or ""), margin_family=margin_family,
         smoke=bool(entry.get("smoke")), folder=folder)
 
@@ -236,6 +237,12 @@ def aggregates() -> tuple[tuple[str, tuple[str, ...], str], ...]:
         leave_out = set(a.get("leave_out") or ())
         out.append((str(a["name"]), tuple(n for n in of_kind(a["kind"]) if n not in leave_out), str(a["label"])))
     return tuple(out)
+
+
+def papers_printing() -> dict[str, tuple[str, ...]]:
+    """``{benchmark or printed average: the papers whose tables print it}``, as declared."""
+    out = {n: d.papers for n, d in declarations(False).items() if d.papers}
+    return {**out, **{str(a["name"]): tuple(a.get("papers") or ()) for a in _package()["aggregates"]}}
 
 
 def forum_parent(name: str) -> str | None:
