@@ -16,6 +16,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from harness.core import benchmarks as declared
 from harness.core.statuses import STATUSES
 from harness.evaluation.compare import PAPER_PROFILE
 from harness.evaluation.conventions import primary_measure
@@ -91,7 +92,8 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
     number given only in the text pairs with the method's MRR@10 in the same paper.
     """
     rows: list[dict[str, Any]] = []
-    rr10 = [c for c in cells if c.get("benchmark") == "msmarco-dev" and c.get("measure") == "RR@10"
+    headline, headline_measure = declared.headline()  # MS MARCO dev, RR@10
+    rr10 = [c for c in cells if c.get("benchmark") == headline and c.get("measure") == headline_measure
             and c.get("score") is not None]
     by_row = {(paper_key(c), c.get("table"), c.get("row")): c for c in rr10}
     axes = system_axes(cells)
@@ -111,8 +113,8 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
             continue
         pkey = (key[0], partner.get("table"), partner.get("row"))
         point = points.setdefault(pkey, {
-            "label": f"{key[0]} · {system_label(partner, axes)}", "source": "reported", "benchmark": "msmarco-dev",
-            "measure": "RR@10", "effectiveness": round(100.0 * float(partner["score"]), 2), "qps": None,
+            "label": f"{key[0]} · {system_label(partner, axes)}", "source": "reported", "benchmark": headline,
+            "measure": headline_measure, "effectiveness": round(100.0 * float(partner["score"]), 2), "qps": None,
             "index_gb": None})
         point[kind] = value
     rows.extend(points.values())

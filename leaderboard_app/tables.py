@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.core import benchmarks as declared
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
 from harness.core.statuses import SUPERSEDED
@@ -25,14 +26,9 @@ from harness.spec.paper_profiles import paper_deviations as all_deviations
 from leaderboard_app.display import MISSING, P_DIGITS, cell_decimals, column_decimals, number, text_frame
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).
+# Each declared benchmark's ``columns`` (harness/core/benchmarks.yaml), in the papers' order.
 MAIN_COLUMNS: list[tuple[str, str, str]] = [
-    ("msmarco-dev", "RR@10", "MS MARCO dev MRR@10"),
-    ("msmarco-dev", "R@50", "MS MARCO dev R@50"),
-    ("msmarco-dev", "R@100", "MS MARCO dev R@100"),
-    ("msmarco-dev", "R@1000", "MS MARCO dev R@1k"),
-    ("dl19", "nDCG@10", "DL19 nDCG@10"),
-    ("dl20", "nDCG@10", "DL20 nDCG@10"),
-]
+    (name, measure, label) for name in declared.reported() for measure, label in declared.get(name).columns.items()]
 # The benchmarks the papers report (the catalog's, in their order): MS MARCO and TREC DL here, BEIR in its view.
 MAIN_BENCHMARKS = tuple(name for name in REPORTED if get_benchmark(name).kind != "beir")
 BEIR_DATASETS = tuple(name for name in REPORTED if get_benchmark(name).kind == "beir")

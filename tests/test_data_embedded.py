@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.data import catalog, embedded, vendor
+from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError
 from harness.core.paths import EMBEDDED_DATA_DIR
 
@@ -111,7 +112,6 @@ def test_catalog_load_refuses_corrupted_embedded_file(tmp_path, monkeypatch):
     target = root / "topics-and-qrels/qrels.dl19-passage.txt.gz"
     target.write_bytes(gzip.compress(b"19335 0 1017759 0\n", mtime=0))
     monkeypatch.setattr(embedded, "EMBEDDED_DATA_DIR", root)
-    bench = catalog.TrecBenchmark("dl19", "trec-dl", "topics.dl19-passage.txt", "qrels.dl19-passage.txt",
-                                  "test", "copy")
+    bench = catalog.TrecBenchmark(declared.get("dl19"))  # a fresh one: get_benchmark's is cached
     with pytest.raises(HarnessError, match="qrels.dl19-passage.txt.gz is corrupted"):
         bench.qrels()

@@ -1,4 +1,4 @@
-"""Leaf helpers every layer may use: errors, paths, files and locks, child processes, threads, hardware, status words.
+"""Leaf helpers every layer may use: errors, paths, files and locks, child processes, threads, hardware, status words, the benchmark declarations.
 
 ``errors.py`` the errors the CLI prints as one message; ``paths.py`` where things live; ``fsutil.py``
 atomic files and locks; ``procs.py`` child processes and signals; ``threads.py`` and ``ranks.py`` the cores

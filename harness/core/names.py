@@ -1,9 +1,7 @@
-"""Names written once: the 14 public BEIR datasets (BEIR paper order) and cqadupstack's 12 forums.
+"""Names read from the benchmark declarations (harness/core/benchmarks.yaml): the 14 public BEIR datasets
+(BEIR paper order) and cqadupstack's 12 forums, for callers that want them as tuples."""
 
-Imports nothing, so every layer (catalog, conventions, registry, leaderboard) can use it.
-"""
+from harness.core import benchmarks as _declared
 
-BEIR_DATASETS = ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020",
-                 "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact")
-CQADUPSTACK_FORUMS = ("android", "english", "gaming", "gis", "mathematica", "physics", "programmers",
-                      "stats", "tex", "unix", "webmasters", "wordpress")
+BEIR_DATASETS = _declared.beir()
+CQADUPSTACK_FORUMS = next(_declared.get(n).forums for n in BEIR_DATASETS if _declared.get(n).forums)

@@ -22,9 +22,12 @@ Conventions (they match the papers' evaluation):
 * Corpora: scifact, nfcorpus and the smoke subset are embedded; the others are downloaded
   (checksummed, cached) by :mod:`harness.data.download` when ``corpus()`` is first called.
 
-The catalog is the benchmark registry: ``REPORTED`` (the benchmarks the papers' results tables
-report, in their order) and ``AGGREGATES`` (the BEIR averages they print) are declared here, and
-the reported-scores registry and the leaderboard take their lists from them.
+The catalog is the benchmark registry, built from the declarations (``harness/core/benchmarks.yaml``,
+through :mod:`harness.core.benchmarks`; each declaration's ``reader`` picks its class below):
+``REPORTED`` (the benchmarks the papers' results tables report, in their order) and ``AGGREGATES``
+(the BEIR averages they print) come from there, and the reported-scores registry and the
+leaderboard take their lists from them. Benchmarks declared in ``benchmarks/`` beside the user's
+specs (``reader: local``) are listed and built too (docs/adding-a-benchmark.md).
 """
 
 from __future__ import annotations
@@ -35,26 +38,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError, UnknownNameError
-from harness.core.names import BEIR_DATASETS
-from harness.core.names import CQADUPSTACK_FORUMS as _FORUMS
 from harness.data import download, embedded, sampled
 from harness.data import formats as F
 from harness.data.setting import msmarco_passages
 
-BEIR_NAMES = list(BEIR_DATASETS)
-CQADUPSTACK_FORUMS = list(_FORUMS)
-SMOKE_NAME = "msmarco-dl19-subset"
-
-# Splits of each BEIR zip (BEIR README dataset table). nq's training set is a separate
-# BEIR download (nq-train.zip), so only its test split is listed.
-_BEIR_SPLITS = {
-    "trec-covid": ["test"], "nfcorpus": ["train", "dev", "test"], "nq": ["test"],
-    "hotpotqa": ["train", "dev", "test"], "fiqa": ["train", "dev", "test"], "arguana": ["test"],
-    "webis-touche2020": ["test"], "cqadupstack": ["test"], "quora": ["dev", "test"],
-    "dbpedia-entity": ["dev", "test"], "scidocs": ["test"], "fever": ["train", "dev", "test"],
-    "climate-fever": ["test"], "scifact": ["train", "test"],
-}
+# Every benchmark below is built from its declaration (harness/core/benchmarks.yaml): no name is written here.
+BEIR_NAMES = list(declared.beir())
+_FORUMS_OF = next(declared.get(n) for n in BEIR_NAMES if declared.get(n).forums)  # cqadupstack
+CQADUPSTACK_FORUMS = list(_FORUMS_OF.forums)
+SMOKE_NAME = declared.smoke_name()
 
 _TOPICS = "topics-and-qrels/"
 
@@ -179,12 +173,11 @@ def _download_error(bench: str, what: str, exc: HarnessError) -> HarnessError:
 class TrecBenchmark(Benchmark):
     """MS MARCO dev (small) and TREC DL19/DL20: Anserini topics + TREC qrels, MS MARCO passage corpus."""
 
-    def __init__(self, name: str, kind: str, topics: str, qrels: str, eval_split: str, description: str,
-                 split_aliases: dict[str, str] | None = None):
-        super().__init__(name, description)
-        self.kind, self.eval_split = kind, eval_split
-        self._topics_rel, self._qrels_rel = _TOPICS + topics, _TOPICS + qrels
-        self._split_aliases = split_aliases or {}
+    def __init__(self, decl: declared.Declaration):
+        super().__init__(decl.name, decl.description)
+        self.kind, self.eval_split = decl.kind, decl.eval_split
+        self._topics_rel, self._qrels_rel = _TOPICS + str(decl.topics), _TOPICS + str(decl.qrels)
+        self._split_aliases = dict(decl.split_aliases)
 
     def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         topics_path = embedded.path(self._topics_rel)
@@ -238,12 +231,9 @@ class MsMarcoTrain(Benchmark):
     """MS MARCO passage training data: queries.train.tsv (judged ones) and qrels.train.tsv over the
     passage corpus. It trains retrievers; it is never an evaluation set."""
 
-    kind = "msmarco-train"
-    eval_split = "train"
-
-    def __init__(self) -> None:
-        super().__init__("msmarco-passage-train", "MS MARCO passage training queries and judgements "
-                                                  "(502,939 judged of 808,731 queries)")
+    def __init__(self, decl: declared.Declaration) -> None:
+        super().__init__(decl.name, decl.description)
+        self.kind, self.eval_split = decl.kind, decl.eval_split
 
     def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         try:
@@ -271,36 +261,23 @@ class MsMarcoTrain(Benchmark):
 
 # ------------------------------------------------------------------------------ BEIR
 
-# BEIR files embedded per dataset (relative to embedded/; ".gz" added by the manifest lookup).
-_BEIR_EMBEDDED: dict[str, dict[str, str]] = {
-    "scifact": {"corpus": "beir/scifact/corpus.jsonl", "queries": "beir/scifact/queries.jsonl",
-                "qrels/train": "beir/scifact/qrels/train.tsv", "qrels/test": "beir/scifact/qrels/test.tsv"},
-    "nfcorpus": {"corpus": "beir/nfcorpus/corpus.jsonl", "queries": "beir/nfcorpus/queries.jsonl",
-                 "qrels/train": "beir/nfcorpus/qrels/train.tsv", "qrels/dev": "beir/nfcorpus/qrels/dev.tsv",
-                 "qrels/test": "beir/nfcorpus/qrels/test.tsv"},
-    "fiqa": {"qrels/train": "beir/fiqa/qrels/train.tsv", "qrels/dev": "beir/fiqa/qrels/dev.tsv",
-             "qrels/test": "beir/fiqa/qrels/test.tsv"},
-    "scidocs": {"queries": "beir/scidocs/queries.jsonl", "qrels/test": "beir/scidocs/qrels/test.tsv"},
-}
-
-
 class BeirBenchmark(Benchmark):
     """One BEIR dataset (or one cqadupstack forum)."""
-
-    kind = "beir"
 
     def __init__(self, name: str, dataset: str, forum: str | None = None):
         label = f"BEIR {dataset}" + (f" / {forum}" if forum else "")
         super().__init__(name, f"{label}: test set (nDCG@10)")
         self.dataset, self.forum = dataset, forum
+        self.kind = declared.get(dataset).kind  # a forum's is its archive's
         self._tag = f"{dataset}-{forum}" if forum else dataset
         self._topics_rel = f"{_TOPICS}topics.beir-v1.0.0-{self._tag}.test.tsv.gz"
         self._qrels_rel = f"{_TOPICS}qrels.beir-v1.0.0-{self._tag}.test.txt"
-        self._beir = {} if forum else _BEIR_EMBEDDED.get(dataset, {})
+        # BEIR files embedded (relative to embedded/; ".gz" added by the manifest lookup), as declared
+        self._beir = {} if forum else dict(declared.get(dataset).embedded)
         self._checked = False
 
     def splits(self) -> list[str]:
-        return ["test"] if self.forum else list(_BEIR_SPLITS[self.dataset])
+        return ["test"] if self.forum else list(declared.get(self.dataset).splits)
 
     # -- test split: Anserini files ------------------------------------------------------
     def _test(self) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -380,21 +357,20 @@ class BeirBenchmark(Benchmark):
 
 
 class CqaDupstack(Benchmark):
-    """BEIR cqadupstack: the mean of its 12 sub-forum scores (no qrels of its own)."""
+    """A benchmark scored as the mean of its sub-forum scores (BEIR cqadupstack: 12; no qrels of its own)."""
 
-    kind = "beir"
-
-    def __init__(self) -> None:
-        super().__init__("cqadupstack", "BEIR cqadupstack: mean nDCG@10 over 12 StackExchange sub-forums")
-        self._subs = [BeirBenchmark(f"cqadupstack-{f}", "cqadupstack", f) for f in CQADUPSTACK_FORUMS]
+    def __init__(self, decl: declared.Declaration) -> None:
+        super().__init__(decl.name, decl.description)
+        self.kind = decl.kind
+        self._subs = [BeirBenchmark(sub, decl.name, f) for sub, f in zip(decl.forum_names, decl.forums)]
 
     def sub_benchmarks(self) -> list[Benchmark]:
         return list(self._subs)
 
     def _refuse(self, what: str) -> HarnessError:
-        return HarnessError(f"'cqadupstack' has no {what} of its own: it is scored as the mean over its 12 "
-                            "sub-forums; evaluate each of get_benchmark('cqadupstack').sub_benchmarks() "
-                            "(cqadupstack-android, ...) and average")
+        return HarnessError(f"'{self.name}' has no {what} of its own: it is scored as the mean over its "
+                            f"{len(self._subs)} sub-forums; evaluate each of get_benchmark('{self.name}')"
+                            f".sub_benchmarks() ({self._subs[0].name}, ...) and average")
 
     def queries(self, split: str | None = None) -> dict[str, str]:
         self._split(split)
@@ -414,10 +390,10 @@ class CqaDupstack(Benchmark):
         return out
 
     def corpus_files(self) -> dict[str, str]:
-        return self._download_files("beir/cqadupstack")  # one archive holds every forum
+        return self._download_files(f"beir/{self.name}")  # one archive holds every forum
 
     def sources(self) -> list[str]:
-        return ["beir/cqadupstack"]
+        return [f"beir/{self.name}"]
 
 
 # ------------------------------------------------------------------------------ smoke subset
@@ -425,13 +401,12 @@ class CqaDupstack(Benchmark):
 class SmokeSubset(Benchmark):
     """MS MARCO dl19-relevant subset: SMOKE TEST ONLY (not comparable to DL19)."""
 
-    kind = "trec-dl"
     smoke = True
     _DIR = "msmarco-passage/dl19-relevant-subset/"
 
-    def __init__(self) -> None:
-        super().__init__(SMOKE_NAME, "SMOKE TEST ONLY: 43 judged DL19 queries over 5,000 real MS MARCO passages "
-                                     "(all DL19-relevant ones + 898 distractors); not comparable to DL19")
+    def __init__(self, decl: declared.Declaration) -> None:
+        super().__init__(decl.name, decl.description)
+        self.kind = decl.kind
 
     def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         qpath = embedded.path(self._DIR + "queries.jsonl")
@@ -451,6 +426,41 @@ class SmokeSubset(Benchmark):
 
     def corpus_files(self) -> dict[str, str]:
         return self._embedded_files([self._DIR + "corpus.jsonl"])
+
+
+# ------------------------------------------------------------------------------ a user's own
+
+class LocalBenchmark(Benchmark):
+    """A benchmark declared in a folder of one's own (docs/adding-a-benchmark.md): its topics (TSV ``qid
+    <TAB> text``), TREC qrels and BEIR-style corpus.jsonl lie beside the declaration, named in it."""
+
+    def __init__(self, decl: declared.Declaration) -> None:
+        super().__init__(decl.name, decl.description)
+        self.kind, self.eval_split = decl.kind, decl.eval_split
+        self._split_aliases = dict(decl.split_aliases)
+        folder = decl.folder or Path.cwd()
+        self._topics, self._qrels = folder / str(decl.topics), folder / str(decl.qrels)
+        self._corpus = folder / str(decl.corpus_file or "corpus.jsonl")
+
+    def _read(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+        topics = F.read_topics_tsv(self._topics)
+        qrels = F.read_trec_qrels(self._qrels, topics, self._topics.name)
+        return _judged(topics, qrels), qrels
+
+    def has_corpus(self) -> bool:
+        return self._corpus.is_file()
+
+    def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
+        return F.iter_beir_corpus(self._corpus)
+
+    def _local(self, paths: list[Path]) -> dict[str, str]:
+        return {f"local/{self.name}/{p.name}": embedded.sha256_file(p) for p in paths}
+
+    def files(self) -> dict[str, str]:
+        return {**self._local([self._topics, self._qrels]), **self.corpus_files()}
+
+    def corpus_files(self) -> dict[str, str]:
+        return self._local([self._corpus])
 
 
 # ------------------------------------------------------------------------------ pre-training corpora
@@ -533,39 +543,46 @@ PRETRAIN_CORPORA: dict[str, Callable[[], Benchmark]] = {
 
 # ------------------------------------------------------------------------------ registry
 
+# How each declared ``reader`` builds its benchmark (BEIR: its dataset is its own name).
+_READERS: dict[str, Callable[[declared.Declaration], Benchmark]] = {
+    "trec": TrecBenchmark, "msmarco-train": MsMarcoTrain, "forums": CqaDupstack, "smoke": SmokeSubset,
+    "beir": lambda d: BeirBenchmark(d.name, d.name), "local": LocalBenchmark,
+}
+
+
+def _factories(decls: dict[str, declared.Declaration]) -> dict[str, Callable[[], Benchmark]]:
+    """Each declaration's factory; the forums of a benchmark scored over forums follow the last benchmark
+    of its kind (the catalog lists cqadupstack's 12 after the 14 BEIR sets)."""
+    last_of_kind = {d.kind: name for name, d in decls.items()}
+    forums: dict[str, dict[str, Callable[[], Benchmark]]] = {}
+    for name, decl in decls.items():
+        for sub, forum in zip(decl.forum_names, decl.forums):
+            forums.setdefault(decl.kind, {})[sub] = functools.partial(BeirBenchmark, sub, name, forum)
+    reg: dict[str, Callable[[], Benchmark]] = {}
+    for name, decl in decls.items():
+        reg[name] = functools.partial(_READERS[decl.reader], decl)
+        if last_of_kind[decl.kind] == name:
+            reg.update(forums.get(decl.kind, {}))
+    return reg
+
+
 def _registry() -> tuple[dict[str, Callable[[], Benchmark]], tuple[str, ...]]:
     """Every catalog name with its factory, and the names the papers' results tables report, in the
     order they print them (MS MARCO dev, TREC DL 2019 / 2020, the 14 BEIR sets): not the training
     set, the cqadupstack forums (reported as their mean), the smoke subset or the corpora."""
-    reg: dict[str, Callable[[], Benchmark]] = {}
-    reported: list[str] = []
-
-    def add(name: str, factory: Callable[[], Benchmark], in_tables: bool = False) -> None:
-        reg[name] = factory
-        if in_tables:
-            reported.append(name)
-
-    add("msmarco-dev", lambda: TrecBenchmark(
-        "msmarco-dev", "msmarco", "topics.msmarco-passage.dev-subset.txt", "qrels.msmarco-passage.dev-subset.txt",
-        "dev", "MS MARCO passage dev (small): 6,980 queries (MRR@10, R@50, R@1000)", {"test": "dev"}), True)
-    add("dl19", lambda: TrecBenchmark(
-        "dl19", "trec-dl", "topics.dl19-passage.txt", "qrels.dl19-passage.txt", "test",
-        "TREC DL 2019 passage: 43 judged queries (nDCG@10)"), True)
-    add("dl20", lambda: TrecBenchmark(
-        "dl20", "trec-dl", "topics.dl20.txt", "qrels.dl20-passage.txt", "test",
-        "TREC DL 2020 passage: 54 judged of 200 topics (nDCG@10)"), True)
-    add("msmarco-passage-train", MsMarcoTrain)
-    for name in BEIR_NAMES:
-        add(name, CqaDupstack if name == "cqadupstack" else functools.partial(BeirBenchmark, name, name), True)
-    for forum in CQADUPSTACK_FORUMS:
-        add(f"cqadupstack-{forum}", functools.partial(BeirBenchmark, f"cqadupstack-{forum}", "cqadupstack", forum))
-    add(SMOKE_NAME, SmokeSubset)
-    for name, factory in PRETRAIN_CORPORA.items():
-        add(name, factory)
-    return reg, tuple(reported)
+    reg = _factories(declared.declarations(include_user=False))
+    reg.update(PRETRAIN_CORPORA)
+    return reg, declared.reported()
 
 
 _REGISTRY, REPORTED = _registry()
+
+
+def _user_registry() -> dict[str, Callable[[], Benchmark]]:
+    """The benchmarks declared in the user's folder (``benchmarks/`` beside the specs), read when asked."""
+    builtin = declared.declarations(include_user=False)
+    return {name: functools.partial(_READERS[d.reader], d)
+            for name, d in declared.declarations().items() if name not in builtin}
 
 
 @dataclass(frozen=True)
@@ -579,10 +596,8 @@ class Aggregate:
 
 
 # The averages the papers print, after the benchmarks in their tables.
-AGGREGATES: dict[str, Aggregate] = {a.name: a for a in (
-    Aggregate("beir-avg14", tuple(BEIR_NAMES), "14"),  # the 14 public BEIR sets
-    Aggregate("beir-avg12", tuple(n for n in BEIR_NAMES if n not in ("cqadupstack", "quora")), "12 of LexMAE"),
-)}
+AGGREGATES: dict[str, Aggregate] = {name: Aggregate(name, members, label)
+                                     for name, members, label in declared.aggregates()}
 
 
 def reported_benchmarks() -> list[str]:
@@ -594,10 +609,11 @@ def reported_benchmarks() -> list[str]:
 def benchmark_split(value: str) -> tuple[str, str]:
     """``<benchmark>-<split>`` (nfcorpus-train) -> (benchmark, split); a benchmark's name may hold
     dashes itself, and a training set named alone (msmarco-passage-train) means its train split."""
-    if value in _REGISTRY:
+    known = {**_REGISTRY, **_user_registry()}
+    if value in known:
         return value, "train"
     name, _, split = value.rpartition("-")
-    if name in _REGISTRY:
+    if name in known:
         return name, split
     name, _, split = value.partition("-")
     return name, split or "train"
@@ -605,8 +621,9 @@ def benchmark_split(value: str) -> tuple[str, str]:
 
 def list_benchmarks() -> list[str]:
     """All catalog names: msmarco-dev, dl19, dl20, the 14 BEIR sets, the 12 cqadupstack forums,
-    the smoke subset and the paper profiles' pre-training corpora (kind ``corpus``)."""
-    return list(_REGISTRY)
+    the smoke subset and the paper profiles' pre-training corpora (kind ``corpus``), then any declared in
+    the user's folder (``benchmarks/`` beside the specs)."""
+    return [*_REGISTRY, *(n for n in _user_registry() if n not in _REGISTRY)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -614,8 +631,9 @@ def get_benchmark(name: str) -> Benchmark:
     """The benchmark called ``name`` (UnknownNameError with suggestions otherwise); ``<name>@sample``
     is a seeded rehearsal sample of it (:mod:`harness.data.sampled`)."""
 
-    if name.endswith(sampled.SUFFIX) and sampled.base_name(name) in _REGISTRY:
+    registry = {**_REGISTRY, **_user_registry()}
+    if name.endswith(sampled.SUFFIX) and sampled.base_name(name) in registry:
         return sampled.SampledBenchmark(get_benchmark(sampled.base_name(name)))
-    if name not in _REGISTRY:
-        raise UnknownNameError("benchmark", name, list(_REGISTRY))
-    return _REGISTRY[name]()
+    if name not in registry:
+        raise UnknownNameError("benchmark", name, list(registry))
+    return registry[name]()

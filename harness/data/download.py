@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
 from harness.core.paths import cache_dir
@@ -98,33 +99,17 @@ def fixture_checksums() -> dict[str, str] | None:
         raise HarnessError(f"{manifest}: not a fixture manifest ({exc}); restore it from the repository") from None
 
 
-# md5s as published in the BEIR README dataset table (beir-cellar/beir; the same values appear
-# in the BEIR wiki and in many downstream copies). Only nfcorpus was checked against real bytes
-# here (see embedded/SOURCES.md); the others are as published, unverified locally.
-_BEIR_MD5 = {
-    "msmarco": "444067daf65d982533ea17ebd59501e4",
-    "trec-covid": "ce62140cb23feb9becf6270d0d1fe6d1",
-    "nfcorpus": "a89dba18a62ef92f7d323ec890a0d38d",
-    "nq": "d4d3d2e48787a744b6f6e691ff534307",
-    "hotpotqa": "f412724f78b0d91183a0e86805e16114",
-    "fiqa": "17918ed23cd04fb15047f73e6c3bd9d9",
-    "arguana": "8ad3e3c2a5867cdced806d6503f29b99",
-    "webis-touche2020": "46f650ba5a527fc69e0a6521c5a23563",
-    "cqadupstack": "4e41456d7df8ee7760a7f866133bda78",
-    "quora": "18fb154900ba42a600f84b839c173167",
-    "dbpedia-entity": "c2a39eb420a3164af735795df012ac2c",
-    "scidocs": "38121350fc3a4d2f48850f6aff52e4a9",
-    "fever": "5a818580227bfb4b35bb6fa46d9b6c03",
-    "climate-fever": "8b66f0a9126c521bae2bde127b4dc99d",
-    "scifact": "5f7d1de60b170fc8027bb7898e2efca1",
-}
-_NFCORPUS_SHA256 = "efe5be03f8c5b86a5870102d0599d227c8c6e2484328e68c6522560385671b0b"
+# BEIR's zips: each declared BEIR benchmark's md5 (and sha256 where checked), as harness/core/benchmarks.yaml
+# declares them (BEIR README dataset table), after BEIR's own MS MARCO zip (no benchmark of the harness).
+_BEIR_MSMARCO_MD5 = "444067daf65d982533ea17ebd59501e4"
 
 SOURCES: dict[str, Source] = {
-    f"beir/{name}": Source(f"beir/{name}", BEIR_BASE_URL, f"{name}.zip", md5=md5,
-                           sha256=_NFCORPUS_SHA256 if name == "nfcorpus" else None)
-    for name, md5 in _BEIR_MD5.items()
-}
+    "beir/msmarco": Source("beir/msmarco", BEIR_BASE_URL, "msmarco.zip", md5=_BEIR_MSMARCO_MD5)}
+SOURCES.update({
+    f"beir/{d.name}": Source(f"beir/{d.name}", BEIR_BASE_URL, f"{d.name}.zip", md5=d.download_md5,
+                             sha256=d.download_sha256)
+    for d in declared.declarations(include_user=False).values() if d.download_md5
+})
 # md5 from the MS MARCO passage-ranking download table (also pinned by ir_datasets and by the
 # docTTTTTquery / duoBERT data tables); 1,035,010,048 bytes, holds collection.tsv (8,841,823 lines).
 SOURCES["msmarco-passage/collection"] = Source(

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.core import benchmarks as declared
 from harness.core.paths import EMBEDDED_DATA_DIR
 
 # Folders/files taken from the source, relative to it (trec_eval fixtures are test data
@@ -32,19 +33,17 @@ SMOKE_NOTE = ("SMOKE TEST ONLY: 50 queries, the 4,102 DL19-relevant passages plu
               "judged non-relevant passages are missing, so scores are not comparable to DL19.")
 
 _MSMARCO_TERMS = "MS MARCO terms (Microsoft): non-commercial research use only"
-_DATASET_TERMS = {
-    "msmarco-passage": _MSMARCO_TERMS,
-    "dl19": "TREC DL 2019 judgements (NIST) over MS MARCO; " + _MSMARCO_TERMS,
-    "dl20": "TREC DL 2020 judgements (NIST) over MS MARCO; " + _MSMARCO_TERMS,
-    "scifact": "SciFact: claims/annotations CC BY 4.0, abstracts ODC-By 1.0 (allenai/scifact); "
-               "BEIR lists CC BY-NC 2.0: treat as non-commercial",
-    "nfcorpus": "NFCorpus (StatNLP Heidelberg): free for academic use; consult its page for other uses",
-    "fiqa": "FiQA-2018 (WWW'18 challenge): terms not clearly stated upstream",
-    "scidocs": "SCIDOCS (allenai/scidocs): believed GPL-3.0 (not re-checked)",
-}
+# Each benchmark's terms as declared (harness/core/benchmarks.yaml ``terms``), the MS MARCO passages' too.
+_DATASET_TERMS = {"msmarco-passage": _MSMARCO_TERMS,
+                  **{n: d.terms for n, d in declared.declarations(include_user=False).items() if d.terms}}
 _BEIR_OTHER = "BEIR dataset {ds}: the original dataset's own terms (BEIR grants no licence of its own)"
 _ANSERINI = ("castorini/anserini src/main/resources/topics-and-qrels/ at commit "
              "a7df7fc5d527ede8f34ee60afa41dec4f6b0e93a, copied byte for byte")
+
+
+def _beir_terms(rel: str) -> str:
+    """The declared terms of the BEIR dataset a ``beir/<dataset>/...`` file belongs to."""
+    return _DATASET_TERMS[rel.split("/")[1]]
 
 
 def _origin_and_licence(rel: str) -> tuple[str, str]:
@@ -53,32 +52,29 @@ def _origin_and_licence(rel: str) -> tuple[str, str]:
     if rel.startswith("topics-and-qrels/"):
         if "beir-v1.0.0-" in name:
             ds = name.split("beir-v1.0.0-", 1)[1].split(".test", 1)[0]
-            base = "cqadupstack" if ds.startswith("cqadupstack-") else ds
+            base = declared.forum_parent(ds) or ds
             terms = _DATASET_TERMS.get(base, _BEIR_OTHER.format(ds=base))
-        elif "dl19" in name:
-            terms = _DATASET_TERMS["dl19"]
-        elif "dl20" in name:
-            terms = _DATASET_TERMS["dl20"]
-        else:
-            terms = _DATASET_TERMS["msmarco-passage"]
+        else:  # the benchmark that declares this topics or qrels file; MS MARCO's terms otherwise
+            terms = next((d.terms for d in declared.declarations(include_user=False).values()
+                          if name.removesuffix(".gz") in (d.topics, d.qrels) and d.terms), _MSMARCO_TERMS)
         return _ANSERINI, f"Anserini copy under Apache-2.0; judgements: {terms}"
     if rel.startswith("beir/scifact/corpus"):
         return ("rebuilt from sumithra-p-v/claimverifier data/scifact.zip (corpus_train.csv) at commit "
                 "c89fe399bf3e91aa4502b10d673b07db27891526 into BEIR corpus.jsonl; see SOURCES.md section 2",
-                _DATASET_TERMS["scifact"])
+                _beir_terms(rel))
     if rel.startswith("beir/scifact/"):
         return ("TwistXXF/PaperPilot-Reproduction data/scifact/ at commit "
-                "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SciFact)", _DATASET_TERMS["scifact"])
+                "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SciFact)", _beir_terms(rel))
     if rel.startswith("beir/nfcorpus/"):
         return ("BEIR nfcorpus.zip (md5 a89dba18a62ef92f7d323ec890a0d38d), unzipped unchanged; blob "
                 "7e52caa23568e88a471203e3b091667b2f55c662 of castorini/pyserini docs/collections/nfcorpus.zip "
-                "at commit dd360be5292670beacbd3da1fa8a7886f3074c6d", _DATASET_TERMS["nfcorpus"])
+                "at commit dd360be5292670beacbd3da1fa8a7886f3074c6d", _beir_terms(rel))
     if rel.startswith("beir/fiqa/"):
         return ("moorateeahtashil/Information-Retrieval fiqa/qrels/ at commit "
-                "6e67f048ea403472620fbff4658e1641b8cfc82d, CRLF converted to LF", _DATASET_TERMS["fiqa"])
+                "6e67f048ea403472620fbff4658e1641b8cfc82d, CRLF converted to LF", _beir_terms(rel))
     if rel.startswith("beir/scidocs/"):
         return ("TwistXXF/PaperPilot-Reproduction data/scidocs/ at commit "
-                "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SCIDOCS)", _DATASET_TERMS["scidocs"])
+                "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SCIDOCS)", _beir_terms(rel))
     if rel.startswith("msmarco-passage/dl19-relevant-subset/"):
         return ("agentset-ai/embedding-leaderboard datasets/msmarco/ at commit "
                 "7a1376ca20a006b470e3bbb4a08b17affd380d90", _MSMARCO_TERMS)

@@ -46,10 +46,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from harness.core import benchmarks as declared
+from harness.core import names
 from harness.core.errors import UnknownNameError
 
-from harness.core.names import BEIR_DATASETS as BEIR_NAMES
-from harness.core.names import CQADUPSTACK_FORUMS
+BEIR_NAMES, CQADUPSTACK_FORUMS = names.BEIR_DATASETS, names.CQADUPSTACK_FORUMS  # for callers that read them here
 
 Run = dict[str, dict[str, float]]
 
@@ -72,36 +73,30 @@ class Convention:
         return f"{self.benchmark}-{subset}"
 
 
-_MSMARCO = ("RR@10", "R@50", "R@100", "R@1000", "Success@50", "Success@1000")
-_DL = ("nDCG@10", "R(rel=2)@1000", "RR(rel=2)@10")
-_BEIR = ("nDCG@10", "R@100")
+def _defaults(kind: str) -> dict:
+    """A kind's measures, primary and self-hit rule, as its family declares them (benchmarks.yaml)."""
+    fam = declared.family(kind)
+    return {"measures": fam.measures, "primary": fam.primary, "drop_self_hits": fam.drop_self_hits}
 
-_KIND_DEFAULTS = {
-    "msmarco": dict(measures=_MSMARCO, primary="RR@10"),
-    "trec-dl": dict(measures=_DL, primary="nDCG@10"),
-    "beir": dict(measures=_BEIR, primary="nDCG@10", drop_self_hits=True),
-}
+
+def _convention(decl: declared.Declaration) -> Convention:
+    dropped = "doc id == query id hits dropped" if declared.family(decl.kind).drop_self_hits else ""
+    return Convention(decl.name, decl.kind, subsets=decl.forums, note=decl.note or dropped, extra=dict(decl.extra),
+                      **_defaults(decl.kind))
 
 
 def _build() -> dict[str, Convention]:
-    conv = {
-        "msmarco-dev": Convention(
-            "msmarco-dev", "msmarco", note="official dev (small), 6,980 queries",
-            extra={"R@100": "LexMAE Table 1", "Success@50": "LexMAE Table 2 (its R@50, Eq. 15)",
-                   "Success@1000": "LexMAE Table 2 (its R@1K, Eq. 15)"}, **_KIND_DEFAULTS["msmarco"]),
-        "dl19": Convention("dl19", "trec-dl", note="43 judged queries; binary measures at grade >= 2",
-                           **_KIND_DEFAULTS["trec-dl"]),
-        "dl20": Convention("dl20", "trec-dl", note="54 judged queries; binary measures at grade >= 2",
-                           **_KIND_DEFAULTS["trec-dl"]),
-    }
-    for name in BEIR_NAMES:
-        subsets = CQADUPSTACK_FORUMS if name == "cqadupstack" else ()
-        note = "mean of the 12 sub-forums' means" if subsets else "doc id == query id hits dropped"
-        conv[name] = Convention(name, "beir", subsets=subsets, note=note, **_KIND_DEFAULTS["beir"])
-    for forum in CQADUPSTACK_FORUMS:
-        name = f"cqadupstack-{forum}"
-        conv[name] = Convention(name, "beir", note="one cqadupstack sub-forum", **_KIND_DEFAULTS["beir"])
-    return conv
+    """Every declared evaluation set's convention (not the training set's or the smoke subset's: the smoke
+    subset is scored by its kind's defaults), each forum's after the 14 BEIR sets."""
+    conv: dict[str, Convention] = {}
+    forums: dict[str, Convention] = {}
+    for decl in declared.declarations(include_user=False).values():
+        if decl.kind not in declared.families() or decl.smoke:
+            continue
+        conv[decl.name] = _convention(decl)
+        for name in decl.forum_names:
+            forums[name] = Convention(name, decl.kind, note=f"one {decl.name} sub-forum", **_defaults(decl.kind))
+    return {**conv, **forums}
 
 
 CONVENTIONS: dict[str, Convention] = _build()
@@ -113,8 +108,11 @@ def get_convention(benchmark: str, kind: str | None = None) -> Convention:
     DL19 smoke subset, kind "trec-dl") gets that kind's convention."""
     if benchmark in CONVENTIONS:
         return CONVENTIONS[benchmark]
-    if kind in _KIND_DEFAULTS:
-        return Convention(benchmark, kind, note=f"default conventions of kind '{kind}'", **_KIND_DEFAULTS[kind])
+    decl = declared.find(benchmark)  # one declared in the user's folder
+    if decl is not None and decl.kind in declared.families() and not decl.smoke:
+        return _convention(decl)
+    if kind in declared.families():
+        return Convention(benchmark, kind, note=f"default conventions of kind '{kind}'", **_defaults(kind))
     raise UnknownNameError("benchmark (evaluation conventions)", benchmark, list(CONVENTIONS))
 
 

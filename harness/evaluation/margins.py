@@ -37,7 +37,8 @@ from typing import Any
 
 import yaml
 
-from harness.core.errors import DataFormatError
+from harness.core import benchmarks as declared
+from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.paths import runs_dir
 from harness.evaluation import noise
 from harness.evaluation.tolerances import canonical_measure
@@ -53,11 +54,17 @@ MIN_DF = 2  # one pair alone (1 df) can print a difference of 0.0: a scope needs
 
 
 def family(benchmark: str) -> str:
-    """msmarco | trec-dl | beir: the group whose evidence stands in where a benchmark has none."""
-    base = noise.base_benchmark(benchmark)
-    if base.startswith("msmarco"):
-        return "msmarco"
-    return "trec-dl" if base in ("dl19", "dl20") else "beir"
+    """msmarco | trec-dl | beir: the group whose evidence stands in where a benchmark has none, as its
+    declaration says (``margin_family``, else its kind); an undeclared benchmark raises UnknownNameError."""
+    return declared.margin_family(benchmark)
+
+
+def _evidence_family(benchmark: str) -> str | None:
+    """The family a piece of evidence speaks for; None for a name nothing declares (it stands in for none)."""
+    try:
+        return family(benchmark)
+    except UnknownNameError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -215,8 +222,8 @@ def sigma_rep(benchmark: str, measure: str) -> SigmaRep:
     evidence = all_evidence()
     scopes = [("benchmark", [e for e in evidence
                              if noise.base_benchmark(e.benchmark) == base and e.measure == measure]),
-              ("family", [e for e in evidence if family(e.benchmark) == fam and e.measure == measure]),
-              (f"family, {kind} measures", [e for e in evidence if family(e.benchmark) == fam
+              ("family", [e for e in evidence if _evidence_family(e.benchmark) == fam and e.measure == measure]),
+              (f"family, {kind} measures", [e for e in evidence if _evidence_family(e.benchmark) == fam
                                             and noise.measure_kind(e.measure) == kind])]
     level = float(load_margins()["upper_confidence"])
     floor = noise.query_floor(base, measure)

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.records.store import load_records, load_references
@@ -40,20 +41,15 @@ from harness.spec.hashing import settings_hash
 
 NOISE_FILE = Path(__file__).with_name("noise.yaml")
 CONTROL, PROFILE = "nopretrain", "mini"
-# Judged test queries per benchmark (the qrels the harness scores; BEIR: Thakur et al. 2021, Table 1).
-QUERIES = {
-    "msmarco-dev": 6980, "dl19": 43, "dl20": 54, "trec-covid": 50, "nfcorpus": 323, "nq": 3452,
-    "hotpotqa": 7405, "fiqa": 648, "arguana": 1406, "webis-touche2020": 49, "cqadupstack": 13145,
-    "quora": 10000, "dbpedia-entity": 400, "scidocs": 1000, "fever": 6666, "climate-fever": 1535,
-    "scifact": 300,
-}
+# Judged test queries per benchmark (the qrels the harness scores; BEIR: Thakur et al. 2021, Table 1), as
+# harness/core/benchmarks.yaml declares them.
+QUERIES = {name: d.queries for name, d in declared.declarations(include_user=False).items() if d.queries}
 
 
 def base_benchmark(benchmark: str) -> str:
     """The benchmark a spread is looked up under: a rehearsal sample is its full benchmark, a
     cqadupstack forum is cqadupstack."""
-    base = benchmark.split("@", 1)[0]
-    return "cqadupstack" if base.startswith("cqadupstack-") else base
+    return declared.base_name(benchmark)
 
 
 def measure_kind(measure: str) -> str:
@@ -98,6 +94,13 @@ def load() -> dict[str, Any]:
     return yaml.safe_load(NOISE_FILE.read_text(encoding="utf-8"))
 
 
+def judged_queries(base: str) -> int:
+    """The judged queries a benchmark declares (one of the user's folder too); an undeclared size: the
+    smallest of the package's, i.e. the widest spread."""
+    decl = declared.find(base)
+    return QUERIES.get(base) or (decl.queries if decl and decl.queries else None) or min(QUERIES.values())
+
+
 def _kind_max(table: dict[str, Any], kind: str, key: str) -> float:
     return max(v[key] for by in table.values() for m, v in by.items() if measure_kind(m) == kind)
 
@@ -109,7 +112,7 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
     kind = measure_kind(measure)
     tau, shared = _kind_max(table, kind, "tau"), _kind_max(table, kind, "shared")
     base = base_benchmark(benchmark)
-    n = QUERIES.get(base) or min(QUERIES.values())  # unknown size: the smallest, i.e. the widest
+    n = judged_queries(base)
     modelled = math.sqrt(shared ** 2 + tau ** 2 / n)
     source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
     measured = table.get(base, {}).get(measure)
@@ -129,7 +132,7 @@ def query_floor(benchmark: str, measure: str, data: dict[str, Any] | None = None
     measured = table.get(base, {}).get(measure)
     if measured:
         return Sigma(measured["sd"], f"the harness's own seeds: {source} on {base}, SD {measured['sd']:.2f}")
-    tau, n = _kind_max(table, kind, "tau"), QUERIES.get(base) or min(QUERIES.values())
+    tau, n = _kind_max(table, kind, "tau"), judged_queries(base)
     return Sigma(tau / math.sqrt(n), f"per-query seed SD {tau:.1f} ({source}, {kind} measures) over {n} queries")
 
 

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core import benchmarks as declared
 from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep
 
 TARGET_REPRODUCED = 0.8   # P(REPRODUCED | same recipe)
 TARGET_FALSE = 0.05       # P(DIFFERENT | same recipe), at most
 TARGET_POWER = 0.8        # P(DIFFERENT | true gap of twice the margin)
-# The benchmark/measure pairs the papers print (BEIR: the 14 datasets' nDCG@10).
-BEIR = ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020", "cqadupstack",
-        "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact")
-PRINTED = (("msmarco-dev", "RR@10"), ("msmarco-dev", "R@50"), ("msmarco-dev", "R@1000"), ("dl19", "nDCG@10"),
-           ("dl20", "nDCG@10"), *((b, "nDCG@10") for b in BEIR))
+# The benchmark/measure pairs the papers print, as declared (``printed``, else the primary measure; BEIR:
+# the 14 datasets' nDCG@10).
+BEIR = declared.beir()
+PRINTED = tuple((name, measure) for name in declared.reported()
+                for measure in declared.get(name).printed or (declared.family(declared.get(name).kind).primary,))
 
 
 def p_reproduced(t: float, se: float, delta: float) -> float:

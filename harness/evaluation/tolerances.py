@@ -17,6 +17,7 @@ from typing import Any
 import ir_measures
 import yaml
 
+from harness.core import benchmarks as declared
 from harness.core.errors import DataFormatError
 
 TOLERANCES_FILE = Path(__file__).with_name("tolerances.yaml")
@@ -99,8 +100,9 @@ class ToleranceTable:
     @staticmethod
     def _lookup(table: dict[str, dict[str, Tolerance]], benchmark: str, measure: str) -> Tolerance | None:
         names = [benchmark]
-        if benchmark.startswith("cqadupstack-"):
-            names.append("cqadupstack")
+        parent = declared.forum_parent(benchmark)
+        if parent:
+            names.append(parent)
         names.append("default")  # a method's own default for every benchmark
         for name in names:
             entries = table.get(name, {})

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError
 from harness.core.statuses import NOT_YET_RUN, STATUSES
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
@@ -294,7 +295,8 @@ def _not_run_reason(method: str, benchmark: str, records: Sequence[RunRecord]) -
 
 # ----------------------------------------------------------------------------- 1a: one line per method
 
-MATRIX_COLUMNS = ("msmarco-dev", "dl19", "dl20", "BEIR")  # the papers' headline benchmarks; BEIR's datasets as one
+# the papers' headline benchmarks (those reported that are not BEIR's), then BEIR's datasets as one
+MATRIX_COLUMNS = (*(n for n in declared.reported() if declared.get(n).kind != "beir"), "BEIR")
 
 
 @dataclass

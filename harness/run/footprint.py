@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import benchmarks as declared
 from harness.core.hardware import total_memory_gib
 from harness.core.paths import PROJECT_ROOT, cache_dir
 from harness.data import sampled
@@ -42,7 +43,7 @@ from harness.data.sampled import base_name
 from harness.retrieval.corpus_vectors import CHUNK_PASSAGES
 from harness.retrieval.dense import chunk_rows as search_chunk_rows
 from harness.run.model_shape import shape_of
-from harness.run.projection import BEIR_CORPUS, MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size
+from harness.run.projection import MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 PATTERN = "bench_scale_cpu_*.json"
@@ -204,8 +205,9 @@ def stage_passages(spec: Any, entry: dict[str, Any]) -> int | None:
     if dataset.split("/")[0].endswith(sampled.SUFFIX):  # a rehearsal's sample: its judged + distractors at most
         return sampled.QUERIES * sampled.JUDGED_PER_QUERY + sampled.DISTRACTORS
     size = corpus_size(dataset) if dataset else None
-    if size is None and base_name(dataset.split("/")[0]).startswith("cqadupstack-"):
-        return BEIR_CORPUS["cqadupstack"]
+    parent = declared.forum_parent(base_name(dataset.split("/")[0]))
+    if size is None and parent:
+        return declared.get(parent).passages  # one forum's index holds the whole archive's corpus
     return size
 
 
@@ -251,7 +253,8 @@ def _row_label(entry: dict[str, Any], mining: bool) -> str:
     if not entry.get("dataset"):
         return entry["stage"]
     name = str(entry["dataset"]).split("/")[0]
-    name = "cqadupstack-*" if base_name(name).startswith("cqadupstack-") else name
+    parent = declared.forum_parent(base_name(name))
+    name = f"{parent}-*" if parent else name
     return f"{entry['stage']}/{name}" + (" (mining)" if mining else "")
 
 

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core import benchmarks as declared
 from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
@@ -49,13 +50,10 @@ MEASURED_ON_PEAK = 989.0  # H100 SXM dense bf16 TFLOP/s (NVIDIA's datasheet)
 # Dense fp16/bf16 tensor-core peak TFLOP/s per GPU (NVIDIA datasheets; SXM parts).
 GPU_PEAK = {"V100": 125.0, "A100": 312.0, "H100": 989.0, "H200": 989.0}
 CPU_UTILISATION = 0.5
-MSMARCO_PASSAGES = 8_841_823
+MSMARCO_PASSAGES = declared.corpus_passages("msmarco-passage")
 MSMARCO_TRAIN_QUERIES = 502_939  # judged training queries (qrels.train.tsv)
-# Corpus sizes, BEIR paper (Thakur et al. 2021) Table 1; cqadupstack is the 12 forums together.
-BEIR_CORPUS = {"trec-covid": 171_332, "nfcorpus": 3_633, "nq": 2_681_468, "hotpotqa": 5_233_329, "fiqa": 57_638,
-               "arguana": 8_674, "webis-touche2020": 382_545, "cqadupstack": 457_199, "quora": 522_931,
-               "dbpedia-entity": 4_635_922, "scidocs": 25_657, "fever": 5_416_568, "climate-fever": 5_416_593,
-               "scifact": 5_183}
+# Corpus sizes as declared (BEIR paper, Thakur et al. 2021, Table 1); cqadupstack is the 12 forums together.
+BEIR_CORPUS = {name: declared.get(name).passages for name in declared.beir()}
 # Passages of the pre-training corpora trained on by epochs (DPR's psgs_w100: 21,015,324).
 PRETRAIN_PASSAGES = {"wikipedia": 21_015_324, "msmarco-passage": MSMARCO_PASSAGES}
 # the SPLADE head (768 x 30,522 per token) over a BERT forward: encoding an impact index costs more
@@ -110,11 +108,10 @@ def _per_sequence(kind: str) -> float:
 
 def corpus_size(dataset: str) -> int | None:
     name = base_name(dataset.split("/")[0])
-    if name.startswith("cqadupstack-"):
+    if declared.forum_parent(name):
         return None  # a forum: its share of the 457,199 is not published per forum; counted once below
-    if name in ("msmarco-dev", "dl19", "dl20", "msmarco-passage-train"):
-        return MSMARCO_PASSAGES
-    return BEIR_CORPUS.get(name)
+    decl = declared.find(name)
+    return decl.corpus_passages() if decl else None
 
 
 def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
@@ -203,11 +200,12 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
         counted.add(f"vectors/{entry['vectors']}")
     size = corpus_size(dataset)
     retriever = dataset.rsplit("/", 1)[-1]
-    if size is None and dataset.startswith("cqadupstack-"):
-        if f"cqadupstack/{retriever}" in counted:
+    parent = declared.forum_parent(base_name(dataset.split("/")[0]))
+    if size is None and parent:
+        if f"{parent}/{retriever}" in counted:
             return None
-        size = BEIR_CORPUS["cqadupstack"]  # the 12 forums together, once per retriever
-        counted.add(f"cqadupstack/{retriever}")
+        size = declared.get(parent).passages  # the 12 forums together, once per retriever
+        counted.add(f"{parent}/{retriever}")
     factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
     per_sequence = _per_sequence("encode") * flop_ratio(spec, "encode")
     return Cost(_label(entry), size * factor * per_sequence if size else None, "encode", 512)

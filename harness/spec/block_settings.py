@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import SEED
+from harness.core import benchmarks as declared
 from harness.spec.kinds import MAPPING, NON_NEGATIVE, NUM, POSITIVE, POSITIVE_WHOLE, SEED_KIND, TEXT, Kind
 from harness.spec.settings import BlockSettings, setting
 
@@ -20,7 +21,7 @@ from harness.spec.settings import BlockSettings, setting
 # inside Anserini's search threads and silently returns nothing, so longer queries keep their largest impacts.
 LUCENE_MAX_CLAUSES = 1024
 
-NAMES = Kind((str, list), "a benchmark name or a list of them", "nfcorpus")
+NAMES = Kind((str, list), "a benchmark name or a list of them", declared.with_embedded_corpus("beir")[0])
 SHARE = Kind(NUM, "a number", 0.5, low=0, high=1)  # a share in [0, 1]
 TOP_P = Kind(NUM, "a number", 0.95, low=0, low_open=True, high=1)
 QUERY_TERMS = Kind((int,), "a whole number", 64, low=1, high=LUCENE_MAX_CLAUSES)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.core import benchmarks as declared
 from harness.data.sampled import base_name
 from harness.spec.stage_settings import BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER
 
@@ -84,7 +85,7 @@ def _reads_msmarco_passages(config: Mapping[str, Any]) -> bool:
         return False
     train = str((config.get("finetune") or {}).get("train_queries") or "")
     return train.startswith("msmarco-passage") or any(
-        base_name(str(d)) in ("msmarco-dev", "dl19", "dl20") for d in config.get("datasets") or [])
+        base_name(str(d)) in declared.on_corpus("msmarco-passage") for d in config.get("datasets") or [])
 
 
 def deviations(config: Mapping[str, Any]) -> dict[str, str]:

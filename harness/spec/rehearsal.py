@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from harness.core import benchmarks as declared
 from harness.data import sampled
 from harness.spec.block_settings import LUCENE_MAX_CLAUSES
 
@@ -61,7 +62,9 @@ MICRO_BATCH = 16
 # Terms a learned-sparse document keeps in the rehearsal: as many as a query may (Lucene's clause limit).
 SPARSE_TOPK = LUCENE_MAX_CLAUSES
 # The BEIR sets whose corpora are embedded: the others are downloads this machine cannot make.
-EMBEDDED_BEIR = ("nfcorpus", "scifact")
+EMBEDDED_BEIR = declared.with_embedded_corpus("beir")
+# The evaluation sets over the MS MARCO passages (their corpus is the fixture collection in a rehearsal).
+ON_MSMARCO = declared.on_corpus("msmarco-passage")
 
 
 def device_share(global_queries: int, devices: int) -> int:
@@ -146,9 +149,9 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     # TREC DL's 43/54 judged queries over the fixture collection are small already; MS MARCO dev's
     # 6,980 queries and the BEIR corpora are sampled; BEIR sets whose corpora are downloads are left out.
     datasets = list(paper.get("datasets") or [])
-    if any(d not in ("msmarco-dev", "dl19", "dl20") for d in datasets):
-        datasets = [d for d in datasets if d in ("msmarco-dev", "dl19", "dl20")] + list(EMBEDDED_BEIR)
-    out["datasets"] = [d if d in ("dl19", "dl20") else d + sampled.SUFFIX for d in datasets]
+    if any(d not in ON_MSMARCO for d in datasets):
+        datasets = [d for d in datasets if d in ON_MSMARCO] + list(EMBEDDED_BEIR)
+    out["datasets"] = [d if declared.get(d).kind == "trec-dl" else d + sampled.SUFFIX for d in datasets]
     return out
 
 

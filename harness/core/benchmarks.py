@@ -1,0 +1,272 @@
+"""The benchmark declarations (``benchmarks.yaml`` beside this module), loaded once, as frozen records.
+
+Every fact about a benchmark (its kind and margin family, query and corpus counts, splits, measures,
+files and checksums, the papers' tables that print it) is declared there once; the catalog, the
+conventions, downloads, noise, margins, power, projection, rehearsal and the leaderboard read it here
+instead of naming benchmarks. A folder of one's own adds declarations without editing the package:
+``benchmarks/*.yaml`` beside the user's specs (``HARNESS_SPECS_DIR``), their data files beside them
+(docs/adding-a-benchmark.md). In core so every layer may ask; it reads only YAML and core/paths.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.core.errors import DataFormatError, UnknownNameError
+from harness.core.paths import specs_dir
+
+DECLARATIONS_FILE = Path(__file__).with_name("benchmarks.yaml")
+USER_FOLDER = "benchmarks"  # beside the user's specs: one YAML file of declarations each
+SAMPLE_MARK = "@"  # <name>@sample: a rehearsal sample of a benchmark (harness.data.sampled)
+READERS = ("trec", "beir", "forums", "msmarco-train", "smoke", "local")
+_KEYS = {"name", "kind", "reader", "description", "eval_split", "splits", "split_aliases", "queries", "passages",
+         "corpus", "corpus_file", "topics", "qrels", "embedded", "download", "forums", "note", "extra", "in_tables",
+         "papers", "printed", "columns", "terms", "margin_family", "smoke"}
+
+
+@dataclass(frozen=True)
+class Family:
+    """How a kind of benchmark is scored: its measures (primary first) and BEIR's self-hit rule."""
+
+    name: str
+    measures: tuple[str, ...]
+    primary: str
+    drop_self_hits: bool = False
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One benchmark, as declared (see the header of benchmarks.yaml for each field)."""
+
+    name: str
+    kind: str
+    reader: str
+    description: str = ""
+    eval_split: str = "test"
+    splits: tuple[str, ...] = ()
+    split_aliases: dict[str, str] = field(default_factory=dict)
+    queries: int | None = None        # judged evaluation queries
+    passages: int | None = None       # corpus size (None: not declared)
+    corpus: str | None = None         # a shared corpus (msmarco-passage) instead of one of its own
+    corpus_file: str | None = None    # a user's declaration: its corpus.jsonl, beside the declaration
+    topics: str | None = None
+    qrels: str | None = None
+    embedded: dict[str, str] = field(default_factory=dict)
+    download_md5: str | None = None
+    download_sha256: str | None = None
+    forums: tuple[str, ...] = ()
+    note: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+    in_tables: bool = False
+    papers: tuple[str, ...] = ()      # the papers whose tables print it (baselines/reported/ keys)
+    printed: tuple[str, ...] = ()
+    columns: dict[str, str] = field(default_factory=dict)
+    terms: str = ""
+    margin_family: str = ""
+    smoke: bool = False
+    folder: Path | None = None        # a user's declaration: where its files (topics, qrels, corpus) lie
+
+    @property
+    def forum_names(self) -> tuple[str, ...]:
+        """The benchmarks its score averages (``cqadupstack-android``, ...)."""
+        return tuple(f"{self.name}-{forum}" for forum in self.forums)
+
+    def corpus_passages(self) -> int | None:
+        """Its corpus's size: its own, or the shared corpus's it is judged over."""
+        return corpus_passages(self.corpus) if self.corpus else self.passages
+
+
+def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[str, Family]) -> Declaration:
+    if not isinstance(entry, dict) or not entry.get("name") or not entry.get("kind"):
+        raise DataFormatError(where, None, f"a benchmark needs a name and a kind, got {entry!r}",
+                              "write - {name: <name>, kind: <family>, reader: <reader>, ...}")
+    name = str(entry["name"])
+    unknown = set(entry) - _KEYS
+    if unknown:
+        raise DataFormatError(where, None, f"benchmark '{name}': unknown field(s) {', '.join(sorted(unknown))}",
+                              f"the fields are {', '.join(sorted(_KEYS))}")
+    reader = str(entry.get("reader") or "")
+    if reader not in READERS:
+        raise DataFormatError(where, None, f"benchmark '{name}': reader '{reader}' is not one of "
+                                           f"{', '.join(READERS)}")
+    margin_family = str(entry.get("margin_family") or entry["kind"])
+    if margin_family not in families:
+        raise DataFormatError(where, None, f"benchmark '{name}': margin family '{margin_family}' is not declared",
+                              f"one of {', '.join(families)} (benchmarks.yaml families), or margin_family: <one>")
+    eval_split = str(entry.get("eval_split") or "test")
+    download = entry.get("download") or {}
+    return Declaration(
+        name=name, kind=str(entry["kind"]), reader=reader, description=str(entry.get("description") or ""),
+        eval_split=eval_split, splits=tuple(entry.get("splits") or [eval_split]),
+        split_aliases=dict(entry.get("split_aliases") or {}), queries=entry.get("queries"),
+        passages=entry.get("passages"), corpus=entry.get("corpus"), corpus_file=entry.get("corpus_file"),
+        topics=entry.get("topics"),
+        qrels=entry.get("qrels"), embedded=dict(entry.get("embedded") or {}), download_md5=download.get("md5"),
+        download_sha256=download.get("sha256"), forums=tuple(entry.get("forums") or ()),
+        note=str(entry.get("note") or ""), extra=dict(entry.get("extra") or {}),
+        in_tables=bool(entry.get("in_tables")), papers=tuple(entry.get("papers") or ()), printed=tuple(entry.get("printed") or ()),
+        columns=dict(entry.get("columns") or {}), terms=str(entry.get("terms") or ""), margin_family=margin_family,
+        smoke=bool(entry.get("smoke")), folder=folder)
+
+
+@functools.lru_cache(maxsize=1)
+def _package() -> dict[str, Any]:
+    data = yaml.safe_load(DECLARATIONS_FILE.read_text(encoding="utf-8"))
+    families = {name: Family(name, tuple(f["measures"]), str(f["primary"]), bool(f.get("drop_self_hits")))
+                for name, f in data["families"].items()}
+    return {**data, "families": families,
+            "benchmarks": {d.name: d for d in (_declaration(e, DECLARATIONS_FILE, None, families)
+                                               for e in data["benchmarks"])}}
+
+
+@functools.lru_cache(maxsize=8)
+def _user(folder: str) -> dict[str, Declaration]:
+    """The declarations in ``<folder>/*.yaml`` (``{benchmarks: [...]}``); file paths in them are relative to it."""
+    out: dict[str, Declaration] = {}
+    builtin = _package()["benchmarks"]
+    for path in sorted(Path(folder).glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for entry in data.get("benchmarks") or []:
+            decl = _declaration(entry, path, path.parent, _package()["families"])
+            if decl.name in builtin or decl.name in out:
+                raise DataFormatError(path, None, f"benchmark '{decl.name}' is declared already",
+                                      "give the new benchmark a name of its own")
+            out[decl.name] = decl
+    return out
+
+
+def declarations(include_user: bool = True) -> dict[str, Declaration]:
+    """Every declared benchmark by name: the package's (in the papers' order), then the user folder's."""
+    builtin = _package()["benchmarks"]
+    folder = specs_dir() / USER_FOLDER
+    if not include_user or not folder.is_dir():
+        return dict(builtin)
+    return {**builtin, **_user(str(folder.resolve()))}
+
+
+def families() -> dict[str, Family]:
+    return dict(_package()["families"])
+
+
+def find(name: str) -> Declaration | None:
+    """The declaration of ``name`` (a benchmark, not a forum or sample), or None."""
+    return declarations().get(name)
+
+
+def get(name: str) -> Declaration:
+    """The declaration of ``name``; UnknownNameError (with suggestions) when nothing declares it."""
+    decl = find(name)
+    if decl is None:
+        raise UnknownNameError("benchmark (harness/core/benchmarks.yaml)", name, list(declarations()))
+    return decl
+
+
+def family(name: str) -> Family:
+    """How a benchmark of kind ``name`` is scored."""
+    fams = _package()["families"]
+    if name not in fams:
+        raise UnknownNameError("benchmark family", name, list(fams))
+    return fams[name]
+
+
+def of_kind(kind: str, include_user: bool = False) -> tuple[str, ...]:
+    """The benchmarks of ``kind``, in declaration order (``beir``: the BEIR paper's order)."""
+    return tuple(n for n, d in declarations(include_user).items() if d.kind == kind)
+
+
+def beir() -> tuple[str, ...]:
+    """The 14 public BEIR datasets, in the BEIR paper's order."""
+    return of_kind("beir")
+
+
+def reported() -> tuple[str, ...]:
+    """The benchmarks the papers' results tables report, in the order they print them."""
+    return tuple(n for n, d in declarations(False).items() if d.in_tables)
+
+
+def on_corpus(corpus: str) -> tuple[str, ...]:
+    """The evaluation benchmarks judged over a shared corpus (``msmarco-passage``): not the training set."""
+    return tuple(n for n, d in declarations(False).items()
+                 if d.corpus == corpus and d.eval_split != "train" and not d.smoke)
+
+
+def with_embedded_corpus(kind: str) -> tuple[str, ...]:
+    """The benchmarks of ``kind`` whose corpus is embedded (available offline), in declaration order."""
+    return tuple(n for n, d in declarations(False).items() if d.kind == kind and "corpus" in d.embedded)
+
+
+def smoke_name() -> str:
+    (name,) = (n for n, d in declarations(False).items() if d.smoke)
+    return name
+
+
+def training_set(corpus: str) -> str:
+    """The training set over a shared corpus (the MS MARCO passage training queries)."""
+    (name,) = (n for n, d in declarations(False).items() if d.corpus == corpus and d.eval_split == "train")
+    return name
+
+
+def corpus_passages(corpus: str) -> int:
+    return int(_package()["corpora"][corpus])
+
+
+def shared_corpora() -> tuple[str, ...]:
+    return tuple(_package()["corpora"])
+
+
+def headline() -> tuple[str, str]:
+    """The benchmark and measure a paper's efficiency numbers pair with."""
+    h = _package()["headline"]
+    return str(h["benchmark"]), str(h["measure"])
+
+
+def ci_bm25() -> tuple[str, ...]:
+    """The sets CI re-runs BM25 on against the papers' numbers."""
+    return tuple(_package()["ci_bm25"])
+
+
+def aggregates() -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """(name, members, label) of each average the papers print."""
+    out = []
+    for a in _package()["aggregates"]:
+        leave_out = set(a.get("leave_out") or ())
+        out.append((str(a["name"]), tuple(n for n in of_kind(a["kind"]) if n not in leave_out), str(a["label"])))
+    return tuple(out)
+
+
+def papers_printing() -> dict[str, tuple[str, ...]]:
+    """``{benchmark or printed average: the papers whose tables print it}``, as declared."""
+    out = {n: d.papers for n, d in declarations(False).items() if d.papers}
+    return {**out, **{str(a["name"]): tuple(a.get("papers") or ()) for a in _package()["aggregates"]}}
+
+
+def forum_parent(name: str) -> str | None:
+    """The benchmark whose score averages forum ``name`` (``cqadupstack-android`` -> ``cqadupstack``)."""
+    for decl in declarations().values():
+        if decl.forums and name in decl.forum_names:
+            return decl.name
+    return None
+
+
+def averaged_over_forums() -> tuple[str, ...]:
+    """The benchmarks scored as the mean of their forums' means, not of their queries."""
+    return tuple(n for n, d in declarations().items() if d.forums)
+
+
+def base_name(name: str) -> str:
+    """The declared benchmark a name stands for: a rehearsal sample is its full benchmark, a forum its parent."""
+    base = name.split(SAMPLE_MARK, 1)[0]
+    return forum_parent(base) or base
+
+
+def margin_family(name: str) -> str:
+    """The margin family (msmarco | trec-dl | beir) of ``name`` (a sample or forum: its benchmark's; a printed
+    average: its members' kind), as declared; an undeclared name raises rather than borrowing another family's."""
+    base = base_name(name)
+    kinds = {str(a["name"]): str(a["kind"]) for a in _package()["aggregates"]}
+    return kinds[base] if base in kinds else get(base).margin_family
