@@ -12,8 +12,10 @@ import pytest
 from harness.papers import registry, schema
 from harness.data import catalog
 from harness.core.errors import DataFormatError, UnknownNameError
-from harness.core.names import BEIR_DATASETS
+from harness.core.benchmarks import beir
 from harness.core.paths import REPORTED_DIR
+
+BEIR = beir()
 
 # Tables per paper file and each table's printed grid (rows x value columns), counted by hand
 # from /work/shared/papers (descriptor columns such as "Query Number" are not value columns).
@@ -153,14 +155,14 @@ def test_names_are_harness_names():
     methods = {c.method for c in cells} - {None}
     assert methods == set(schema.KNOWN_METHODS) - {"nopretrain"}  # every method but the control has cells
     assert {c.benchmark for c in cells} - {None} <= set(schema.BENCHMARKS)
-    assert {c.benchmark for c in cells if c.benchmark} >= set(BEIR_DATASETS)
+    assert {c.benchmark for c in cells if c.benchmark} >= set(BEIR)
 
 
 def test_the_benchmarks_a_cell_may_name_come_from_the_catalog():
     """The catalog's benchmarks as the papers' tables print them, then the averages, each declared once."""
-    assert schema.BENCHMARKS == ("msmarco-dev", "dl19", "dl20", *BEIR_DATASETS, "beir-avg14", "beir-avg12")
-    assert catalog.AGGREGATES["beir-avg14"].members == BEIR_DATASETS
-    assert set(BEIR_DATASETS) - set(catalog.AGGREGATES["beir-avg12"].members) == {"cqadupstack", "quora"}
+    assert schema.BENCHMARKS == ("msmarco-dev", "dl19", "dl20", *BEIR, "beir-avg14", "beir-avg12")
+    assert catalog.AGGREGATES["beir-avg14"].members == BEIR
+    assert set(BEIR) - set(catalog.AGGREGATES["beir-avg12"].members) == {"cqadupstack", "quora"}
     assert all(catalog.get_benchmark(name).kind in ("msmarco", "trec-dl", "beir") for name in catalog.REPORTED)
 
 

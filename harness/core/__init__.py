@@ -3,7 +3,7 @@
 ``errors.py`` the errors the CLI prints as one message; ``paths.py`` where things live; ``fsutil.py``
 atomic files and locks; ``procs.py`` child processes and signals; ``threads.py`` and ``ranks.py`` the cores
 and the rank a process has; ``hardware.py`` and ``memory.py`` the machine; ``statuses.py`` every status
-word; ``names.py`` the benchmark names written once; ``points.py`` and ``text_table.py`` numbers and
+word; ``benchmarks.py`` every benchmark, declared once in benchmarks.yaml; ``points.py`` and ``text_table.py`` numbers and
 tables as printed; ``numerics.py`` the numeric helpers every loss shares.
 
 Nothing here imports another package of the harness (tests/test_import_graph.py keeps the layers).

@@ -253,6 +253,11 @@ def forum_parent(name: str) -> str | None:
     return None
 
 
+def beir_forums() -> tuple[str, ...]:
+    """The forums of the BEIR benchmark scored over forums (cqadupstack's 12), in declared order."""
+    return next(get(n).forums for n in beir() if get(n).forums)
+
+
 def averaged_over_forums() -> tuple[str, ...]:
     """The benchmarks scored as the mean of their forums' means, not of their queries."""
     return tuple(n for n, d in declarations().items() if d.forums)

@@ -46,8 +46,7 @@ from harness.data.setting import msmarco_passages
 
 # Every benchmark below is built from its declaration (harness/core/benchmarks.yaml): no name is written here.
 BEIR_NAMES = list(declared.beir())
-_FORUMS_OF = next(declared.get(n) for n in BEIR_NAMES if declared.get(n).forums)  # cqadupstack
-CQADUPSTACK_FORUMS = list(_FORUMS_OF.forums)
+CQADUPSTACK_FORUMS = list(declared.beir_forums())
 SMOKE_NAME = declared.smoke_name()
 
 _TOPICS = "topics-and-qrels/"

@@ -47,10 +47,9 @@ import itertools
 from dataclasses import dataclass, field
 
 from harness.core import benchmarks as declared
-from harness.core import names
 from harness.core.errors import UnknownNameError
 
-BEIR_NAMES, CQADUPSTACK_FORUMS = names.BEIR_DATASETS, names.CQADUPSTACK_FORUMS  # for callers that read them here
+BEIR_NAMES, CQADUPSTACK_FORUMS = declared.beir(), declared.beir_forums()  # for callers that read them here
 
 Run = dict[str, dict[str, float]]
 
