@@ -114,8 +114,8 @@ def _run(args: argparse.Namespace) -> int:
     layout = _layout(args)
     layout.check()
     if args.dry_run and args.nproc_per_node is not None:
-        os.environ[PLANNED_WORLD] = str(layout.world_size)  # the plan shares the global batch over these
-    elif layout.world_size > 1 and not launch.inside_worker():
+        os.environ[PLANNED_WORLD] = str(layout.processes)  # the plan shares the global batch over these
+    elif layout.processes > 1 and not launch.inside_worker():
         return launch.launch(layout, launch.worker_argv(args.argv), cache_dir() / "logs" / "ranks")
 
     datasets = name_list(args.dataset, "--dataset")

@@ -53,7 +53,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from harness.core import procs
+from harness.core import procs, ranks
 from harness.core.errors import HarnessError
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
@@ -78,7 +78,7 @@ class Notes:
 
     def say(self, message: str) -> None:
         self.lines.append(message)
-        if D.is_main():
+        if ranks.is_main():
             print(f"{self.name}: {message}", file=sys.stderr, flush=True)
 
 
