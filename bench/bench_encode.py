@@ -140,16 +140,14 @@ def auto_precision(model_path: str, args: argparse.Namespace) -> str:
         return "fp32"
     import json
 
-    from harness.core.paths import cache_dir
-    from harness.training.autoprecision import Shapes, choose
+    from harness.training.autoprecision import Shapes
+    from harness.training.precision import measured_precision
 
     config = json.loads((Path(model_path) / "config.json").read_text())
     shapes = Shapes(layers=config["num_hidden_layers"], hidden=config["hidden_size"], heads=config["num_attention_heads"],
                     intermediate=config["intermediate_size"], batch=args.batch_size, seq_len=args.max_length,
                     vocab=config["vocab_size"])
-    choice = choose(shapes, cache_dir() / "precision")
-    print(choice.line(shapes))
-    return choice.precision
+    return measured_precision(shapes)
 
 
 def load_queries(n: int) -> list[str]:

@@ -14,7 +14,7 @@ from harness.core.hardware import PLANNED_WORLD, default_processes, detect
 from harness.core.paths import cache_dir
 from harness.run import launch
 from harness.run.launch import Layout
-from harness.run.precision import FLAG_CHOICES
+from harness.training.precision import FLAG_CHOICES
 from harness.run.runner import declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
