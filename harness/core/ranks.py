@@ -1,11 +1,12 @@
-"""Where this process sits in a multi-process run, read from the launcher's environment (no torch).
+"""Where this process sits in a multi-process run: the package's one world size, rank and main rank (no torch).
 
 PyTorch's elastic launcher (``harness run --nproc-per-node N`` starts it, or ``torchrun``) gives each
 worker ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``. Everything that needs to know *who* it is --
 which rank prints, writes the record, logs to MLflow; how a global batch divides; which slice a rank
-encodes; whether a collective has anyone to talk to -- reads it here, without importing torch: this
-module holds the package's only world size, rank and main-rank test. The collectives themselves live in
-:mod:`harness.training.distributed`, whose process group is made from (and checked against) these values.
+encodes; whether a collective has anyone to talk to -- reads it here, without importing torch. The
+collectives live in :mod:`harness.training.distributed`, whose process group is made from these values;
+once a process has joined a group (or a test's workers joined one without the launcher's variables),
+the group's rank and size are the answer, so a collective and its callers never disagree.
 
 :func:`solo` marks a block that one rank runs alone (a data stage built by rank 0 while the others
 wait): inside it the process counts as a single-process run (world size 1, rank 0, main), so a trainer
