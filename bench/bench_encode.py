@@ -140,14 +140,11 @@ def auto_precision(model_path: str, args: argparse.Namespace) -> str:
         return "fp32"
     import json
 
-    from harness.core.paths import cache_dir
-    from harness.training.autoprecision import Shapes, choose
+    from harness.training.autoprecision import Shapes
+    from harness.training.precision import measured_precision
 
     config = json.loads((Path(model_path) / "config.json").read_text())
-    shapes = Shapes.from_config(config, batch=args.batch_size, seq_len=args.max_length)
-    choice = choose(shapes, cache_dir() / "precision")
-    print(choice.line(shapes))
-    return choice.precision
+    return measured_precision(Shapes.from_config(config, batch=args.batch_size, seq_len=args.max_length))
 
 
 def load_queries(n: int) -> list[str]:

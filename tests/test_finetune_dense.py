@@ -250,12 +250,13 @@ import torch
 sys.path.insert(0, {tests!r})
 from test_finetune_dense import dense_config, fruit_data
 from harness.finetune.dense import train_dense
+from harness.core import ranks
 from harness.training import distributed as D
 torch.set_num_threads(1)
 examples, passages = fruit_data(per_fruit=2)
 config = dense_config(queries_per_device=2, passages_per_query=3, lr=1e-3, epochs=1, negatives_across_devices=True)
 stats = train_dense({init!r}, examples, config, {out!r}, passages=passages)
-if D.is_main():
+if ranks.is_main():
     json.dump(stats, open({out!r} + ".json", "w"))
 D.cleanup()
 """

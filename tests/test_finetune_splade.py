@@ -269,11 +269,12 @@ import torch
 sys.path.insert(0, {tests!r})
 from test_finetune_splade import ddp_case
 from harness.finetune.splade import train_splade
+from harness.core import ranks
 from harness.training import distributed as D
 torch.set_num_threads(1)
 examples, passages, teacher, config = ddp_case(queries_per_device=2)
 stats = train_splade({init!r}, examples, config, {out!r}, passages=passages, teacher_scores=teacher)
-if D.is_main():
+if ranks.is_main():
     json.dump(stats, open({out!r} + ".json", "w"))
 D.cleanup()
 """

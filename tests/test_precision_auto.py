@@ -1,7 +1,7 @@
 """``precision: auto``: bf16 or fp32 chosen by a measurement on this CPU (not by its flags), cached per
 CPU identity and shapes, overridden by ``run --precision``; stage keys hold the resolved precision, so
 the tiny and mini keys are those of the fp32 references where fp32 is chosen; the gate and CI's
-re-runs compare like with like (harness.training.autoprecision, harness.run.precision)."""
+re-runs compare like with like (harness.training.autoprecision, harness.training.precision)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from harness.gate import rerun
 from harness.gate.grading import recorded_precision, reference_rows
 from harness.records.integrity import seal
 from harness.records.store import load_record, load_records, load_references
-from harness.run import precision as run_precision
 from harness.spec.hashing import settings_hash
 from harness.spec.method import load_method
 from harness.spec.stage_settings import PretrainSettings, StageSettings
 from harness.training import autoprecision
+from harness.training import precision as owner
 from harness.training.autoprecision import Measurement, Shapes, choose
 
 SHAPES = Shapes(layers=2, hidden=128, heads=2, intermediate=512, batch=32, seq_len=64, vocab=8000)
@@ -88,9 +88,13 @@ def test_a_measurement_on_a_busy_machine_decides_but_is_not_cached(tmp_path, mon
 def test_without_bf16_kernels_nothing_is_measured(tmp_path, monkeypatch):
     from harness.training import precision
 
+    def never(shapes):
+        raise AssertionError("nothing to measure without bf16 kernels")
+
     monkeypatch.setattr(precision, "cpu_bf16", lambda: False)
-    choice = choose(SHAPES, tmp_path, Counting(FAST_BF16))
-    assert choice.precision == "fp32" and choice.measurement is None and "nothing measured" in choice.line(SHAPES)
+    monkeypatch.setattr(autoprecision, "measure", never)
+    said: list[str] = []
+    assert precision.measured_precision(SHAPES, said.append) == "fp32" and "nothing measured" in said[0]
 
 
 def auto_spec(method: str = "cotmae_qc", profile: str = "tiny"):
@@ -107,7 +111,7 @@ def test_auto_resolves_the_stage_settings_and_keys_and_the_flag_overrides(monkey
     spec = auto_spec()
     assert PretrainSettings.from_spec(spec).precision == "auto"  # unresolved: the spec says auto
     monkeypatch.setattr(autoprecision, "measure", Counting(FAST_BF16))
-    fast = run_precision.resolve_precision(spec)
+    fast = owner.resolve_precision(spec)
     assert (fast.precision, fast.precision_source) == ("bf16", "measured")
     assert "precision auto: bf16" in capsys.readouterr().out
     assert StageSettings.from_spec(fast, "retriever2").precision == "bf16"
@@ -118,11 +122,11 @@ def test_auto_resolves_the_stage_settings_and_keys_and_the_flag_overrides(monkey
         raise AssertionError("the flag must not measure")
 
     monkeypatch.setattr(autoprecision, "measure", never)
-    flagged = run_precision.resolve_precision(spec, "fp32")
+    flagged = owner.resolve_precision(spec, "fp32")
     assert (flagged.precision, flagged.precision_source) == ("fp32", "flag")
     assert "--precision fp32" in capsys.readouterr().out
     with pytest.raises(Exception, match="fp32, bf16"):
-        run_precision.resolve_precision(spec, "fp16")
+        owner.resolve_precision(spec, "fp16")
 
 
 def test_fp32_chosen_gives_the_keys_of_the_fp32_profile(monkeypatch):
@@ -131,7 +135,7 @@ def test_fp32_chosen_gives_the_keys_of_the_fp32_profile(monkeypatch):
     monkeypatch.setattr(autoprecision, "measure", Counting(SLOW_BF16))
     for profile in ("tiny", "mini"):
         spec = auto_spec("cotmae_qc", profile)
-        resolved = run_precision.resolve_precision(spec, say=lambda line: None)
+        resolved = owner.resolve_precision(spec, say=lambda line: None)
         config = json.loads(json.dumps(spec.config))
         config["pretrain"]["precision"] = config["finetune"]["precision"] = "fp32"
         assert resolved.precision == "fp32" and settings_hash(config) == spec.spec_hash
@@ -147,7 +151,7 @@ def test_a_stated_precision_is_not_auto(monkeypatch):
     config["finetune"]["precision"] = "fp32"
     stated = type(spec)(spec.name, spec.profile, spec.path, config)
     said: list[str] = []
-    assert run_precision.resolve_precision(stated, "bf16", said.append) is stated and "ignored" in said[0]
+    assert owner.resolve_precision(stated, "bf16", said.append) is stated and "ignored" in said[0]
 
 
 def test_ci_reruns_ask_for_the_reference_precision():
@@ -186,12 +190,12 @@ def test_a_run_encodes_in_the_precision_its_auto_chose(monkeypatch):
     """One run, one precision: where auto resolved to bf16 (measured, or the flag) the corpus and the
     queries are encoded in bf16 too; a stated precision (the papers' fp16 training, the fp32 profiles)
     and a GPU profile's auto encode in fp32, with the keys they had."""
-    from harness.pipelines.dense import encode_precision
+    from harness.training.precision import encode_precision
 
     spec = auto_spec()
     monkeypatch.setattr(autoprecision, "measure", Counting(FAST_BF16))
-    assert encode_precision(run_precision.resolve_precision(spec, say=lambda line: None)) == "bf16"
-    assert encode_precision(run_precision.resolve_precision(spec, "fp32", lambda line: None)) == "fp32"
+    assert encode_precision(owner.resolve_precision(spec, say=lambda line: None)) == "bf16"
+    assert encode_precision(owner.resolve_precision(spec, "fp32", lambda line: None)) == "fp32"
     assert encode_precision(dataclasses.replace(spec, precision="fp32", precision_source="measured")) == "fp32"
     assert encode_precision(load_method("cotmae_qc", "paper")) == "fp32"
     assert encode_precision(load_method("cotmae_qc", "tiny")) == "fp32"
@@ -202,7 +206,7 @@ def test_the_main_job_says_auto_and_its_fp32_references_still_compare():
     fp32 records carry the same settings hash (auto and an unstated fine-tuning precision hash as fp32)."""
     spec = load_method("cotmae_qc", "mini")
     assert spec.get("pretrain.precision") == spec.get("finetune.precision") == "auto"
-    assert run_precision.declares_auto(spec)
+    assert spec.declares_auto_precision()
     refs = load_references(RECORDS)
     reference = load_record(RECORDS / f"{refs[('cotmae_qc', 'mini')]['run_id']}.json")
     assert settings_hash(reference.spec) == spec.spec_hash

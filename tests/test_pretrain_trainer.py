@@ -161,11 +161,11 @@ def test_mixed_precision_on_cpu_is_bf16_where_native_else_fp32(tok, tmp_path, ca
     assert "AVX512-BF16 or AMX" in capsys.readouterr().err
     monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
     seen = []
-    real = precision.torch.autocast
-    monkeypatch.setattr(precision.torch, "autocast", lambda **kw: seen.append(kw) or real(**kw))
+    real = torch.autocast
+    monkeypatch.setattr(torch, "autocast", lambda **kw: seen.append(kw) or real(**kw))
     res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "amx", steps=1, warmup_ratio=0.0, precision="bf16"))
     assert res.precision == "bf16" and seen and seen[0]["device_type"] == "cpu"
-    assert seen[0]["dtype"] is precision.torch.bfloat16 and res.loss_history[0] == res.loss_history[0]  # not NaN
+    assert seen[0]["dtype"] is torch.bfloat16 and res.loss_history[0] == res.loss_history[0]  # not NaN
 
 
 def test_too_few_examples_is_a_clear_error(tok, tmp_path):

@@ -14,7 +14,7 @@ from harness.core.hardware import PLANNED_WORLD, default_processes, detect
 from harness.core.paths import cache_dir
 from harness.run import launch
 from harness.run.launch import Layout
-from harness.run.precision import FLAG_CHOICES
+from harness.training.precision import FLAG_CHOICES
 from harness.run.runner import declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
@@ -114,8 +114,8 @@ def _run(args: argparse.Namespace) -> int:
     layout = _layout(args)
     layout.check()
     if args.dry_run and args.nproc_per_node is not None:
-        os.environ[PLANNED_WORLD] = str(layout.world_size)  # the plan shares the global batch over these
-    elif layout.world_size > 1 and not launch.inside_worker():
+        os.environ[PLANNED_WORLD] = str(layout.processes)  # the plan shares the global batch over these
+    elif layout.processes > 1 and not launch.inside_worker():
         return launch.launch(layout, launch.worker_argv(args.argv), cache_dir() / "logs" / "ranks")
 
     datasets = name_list(args.dataset, "--dataset")

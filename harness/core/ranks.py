@@ -1,19 +1,24 @@
-"""Where this process sits in a multi-process run, read from the launcher's environment (no torch).
+"""Where this process sits in a multi-process run: the package's one world size, rank and main rank (no torch).
 
 PyTorch's elastic launcher (``harness run --nproc-per-node N`` starts it, or ``torchrun``) gives each
-worker ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``. Everything that only needs to know *who* it is --
-which rank prints, writes the record, logs to MLflow; how a global batch divides -- reads it here,
-without importing torch. The collectives themselves live in :mod:`harness.training.distributed`.
+worker ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``. Everything that needs to know *who* it is --
+which rank prints, writes the record, logs to MLflow; how a global batch divides; which slice a rank
+encodes; whether a collective has anyone to talk to -- reads it here, without importing torch. The
+collectives live in :mod:`harness.training.distributed`, whose process group is made from these values;
+once a process has joined a group (or a test's workers joined one without the launcher's variables),
+the group's rank and size are the answer, so a collective and its callers never disagree.
 
 :func:`solo` marks a block that one rank runs alone (a data stage built by rank 0 while the others
-wait): inside it the process counts as a single-process run, so a trainer or encoder it calls never
-starts a collective the other ranks are not in.
+wait): inside it the process counts as a single-process run (world size 1, rank 0, main), so a trainer
+or encoder it calls never starts a collective the other ranks are not in. Only rank 0 enters a solo
+block (:meth:`harness.pipelines.context.RunContext.cached_stage`), so :func:`is_main` is the same inside.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from typing import Iterator
 
 from harness.core.errors import HarnessError
@@ -33,17 +38,37 @@ def env_int(name: str, default: int) -> int:
 
 
 def launched_world_size() -> int:
-    """Processes in the run the launcher started (1 without a launcher), whatever :func:`solo` says."""
+    """Processes in the run the launcher started (1 without a launcher), whatever :func:`solo` says:
+    what a record states and what decides whether to join a process group; work sharing reads
+    :func:`world_size`."""
     return max(1, env_int("WORLD_SIZE", 1))
 
 
+def _joined_group() -> tuple[int, int] | None:
+    """(rank, world size) of the torch process group this process joined, if it joined one: a group
+    made without the launcher's environment (a test's own gloo workers) is still the one the
+    collectives talk to. torch is only looked at where something else imported it."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist.get_rank(), dist.get_world_size()
+
+
 def world_size() -> int:
-    """Processes sharing the work now: 1 inside :func:`solo` or without a launcher."""
-    return 1 if _SOLO[0] else launched_world_size()
+    """Processes sharing the work now: 1 inside :func:`solo` or without a launcher; else the joined
+    process group's size (made from WORLD_SIZE by harness.training.distributed), else WORLD_SIZE."""
+    if _SOLO[0]:
+        return 1
+    group = _joined_group()
+    return group[1] if group else launched_world_size()
 
 
 def rank() -> int:
-    return 0 if _SOLO[0] else env_int("RANK", 0)
+    """This process's global rank: 0 inside :func:`solo` or without a launcher (as :func:`world_size`)."""
+    if _SOLO[0]:
+        return 0
+    group = _joined_group()
+    return group[0] if group else env_int("RANK", 0)
 
 
 def local_rank() -> int:
@@ -51,8 +76,9 @@ def local_rank() -> int:
 
 
 def is_main() -> bool:
-    """True on global rank 0 (and in single-process runs): the rank that prints, tracks and records."""
-    return env_int("RANK", 0) == 0
+    """True on global rank 0 (and in single-process runs and :func:`solo` blocks): the rank that
+    prints, tracks, saves and records."""
+    return rank() == 0
 
 
 def in_solo() -> bool:

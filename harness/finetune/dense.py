@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, normalise_examples
 from harness.core.numerics import upcast
@@ -104,9 +105,9 @@ def gather_with_grad(local: Tensor) -> Tensor:
     """All ranks' rows concatenated in rank order; only this rank's rows carry a gradient."""
     import torch.distributed as dist
 
-    parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    parts = [torch.empty_like(local) for _ in range(ranks.world_size())]
     dist.all_gather(parts, local.detach().contiguous())
-    parts[dist.get_rank()] = local
+    parts[ranks.rank()] = local
     return torch.cat(parts, dim=0)
 
 

@@ -152,7 +152,7 @@ class RunContext:
         if self.plan_only:
             return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable, tags))
         label = f"{name}/{dataset}" if dataset else name
-        if ranks.launched_world_size() > 1 and not ranks.in_solo():
+        if ranks.world_size() > 1:  # a launched run, outside a block rank 0 builds alone
             return self._stop_if_asked(name, self._ranked_stage(stage, cache, dataset, config, build, label, tags))
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.

@@ -31,6 +31,7 @@ from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
 from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, load_encoder
 from harness.spec.stage_settings import StageSettings, precision_source
 from harness.stages.checkpoints import model_fingerprint
+from harness.training.precision import encode_precision
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -81,20 +82,13 @@ def start_encoding(spec: Any) -> dict[str, Any]:
 SEARCH_OUTPUTS = ("shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
 
 
-def encode_precision(spec: Any) -> str:
-    """The precision a run encodes in: what its ``precision: auto`` resolved to (bf16 where this CPU
-    measured bf16 faster, or ``--precision``), so one run computes in one precision; fp32 otherwise
-    (a stated precision is the training's: the papers encoded in fp32 after fp16 training)."""
-    return spec.precision if getattr(spec, "precision_source", None) in ("measured", "flag") and spec.precision else "fp32"
-
-
 def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
                    encoding: dict[str, Any] | None = None) -> Path:
     """The split's queries encoded with `model_dir` (``encoding`` overrides what the folder says:
     pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
     so mining and evaluating with retriever 1 on one corpus encode it once). The run's
-    :func:`encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were."""
+    :func:`~harness.training.precision.encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were."""
 
     bench = get_benchmark(dataset)
     if (precision := encode_precision(ctx.spec)) != "fp32":

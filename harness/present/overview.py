@@ -48,7 +48,7 @@ from harness.gate.labels import source_label, system_axes
 from harness.papers.registry import load_reported_cells, paper_key
 from harness.records.store import RunRecord, load_records, load_references, records_dir
 from harness.run import projection
-from harness.run.precision import resolve_precision
+from harness.training.precision import resolve_precision
 from harness.run.runner import plan_method
 from harness.spec.method import load_method
 

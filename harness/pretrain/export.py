@@ -15,6 +15,7 @@ from typing import Any
 
 from torch import nn
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
 from harness.training import distributed as D
@@ -36,7 +37,7 @@ def export_encoder(
     the folder on every rank follow this with ``distributed.barrier()``.
     """
     out_dir = Path(out_dir)
-    if not D.is_main():
+    if not ranks.is_main():
         return out_dir
     module = D.unwrap(objective)
     encoder_fn = getattr(module, "encoder", None)

@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from harness.core import ranks
 from harness.core.errors import DataFormatError, HarnessError
 from harness.stages.checkpoints import load_pretrained
 
@@ -217,9 +218,11 @@ def gather_embeddings(local: np.ndarray, n_total: int | None = None) -> np.ndarr
     import torch
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    from harness.training import distributed as D
+
+    if not D.active():  # one process, or a block rank 0 runs alone (harness.core.ranks.solo)
         return local
-    world = dist.get_world_size()
+    world = ranks.world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
     dist.all_gather(sizes, torch.tensor([local.shape[0]], dtype=torch.int64, device=device))

@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.fsutil import (
     atomic_write_bytes,
@@ -185,14 +186,8 @@ def _layout(n: int, world_size: int, shard_size: int) -> dict[str, tuple[int, in
 
 
 def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is None or world_size is None:
-        from harness.training.distributed import (  # RANK/WORLD_SIZE when set
-            get_rank,
-            get_world_size,
-        )
-
-        rank = get_rank() if rank is None else rank
-        world_size = get_world_size() if world_size is None else world_size
+    rank = ranks.rank() if rank is None else rank  # RANK / WORLD_SIZE when set
+    world_size = ranks.world_size() if world_size is None else world_size
     shard_bounds(1, rank, world_size)  # validates
     return rank, world_size
 

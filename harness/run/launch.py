@@ -33,7 +33,9 @@ INTERRUPTED = 143  # the exit code of a run stopped by SIGTERM / SIGINT, as the 
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a run's processes go: ``nproc_per_node`` on each of ``nnodes`` nodes, this one ``node_rank``."""
+    """Where a run's processes go: ``nproc_per_node`` on each of ``nnodes`` nodes, this one ``node_rank``.
+    A plan of the processes to start, read before any of them runs; a started process asks
+    :mod:`harness.core.ranks` who it is."""
 
     nproc_per_node: int
     nnodes: int = 1
@@ -41,7 +43,8 @@ class Layout:
     rdzv_endpoint: str | None = None
 
     @property
-    def world_size(self) -> int:
+    def processes(self) -> int:
+        """How many processes the launch starts over all nodes (the workers' WORLD_SIZE)."""
         return self.nproc_per_node * self.nnodes
 
     def check(self) -> None:
@@ -113,7 +116,7 @@ def launch(layout: Layout, argv: list[str], log_dir: Path) -> int:
         max_restarts=0, monitor_interval=0.5, start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=quiet),
     )
-    print(f"run: {layout.world_size} process(es) over {layout.nnodes} node(s); this node runs ranks "
+    print(f"run: {layout.processes} process(es) over {layout.nnodes} node(s); this node runs ranks "
           f"{first}-{first + layout.nproc_per_node - 1}" + (f", ranks other than {first} log under {log_dir}"
                                                           if layout.nproc_per_node > 1 else ""), flush=True)
     try:

@@ -261,10 +261,10 @@ def precision_line(precision: str, source: str, hw: Hardware) -> str:
     if precision not in ("fp32", "auto") and hw.device_type != "cuda":
         import torch
 
-        from harness.training.precision import resolve_precision
+        from harness.training.precision import device_precision
 
         said: list[str] = []
-        here = resolve_precision(precision, torch.device("cpu"), said.append)
+        here = device_precision(precision, torch.device("cpu"), said.append)
         return f"precision: {precision} ({how}); {here} here" + (f" ({said[0]})" if said else "")
     return f"precision: {precision} ({how})"
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import SEED
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
 from harness.data.catalog import get_benchmark
@@ -105,9 +106,7 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
                            + "; ".join(" / ".join(s) for s in missing) + " (check paper, table and row spelling)")
     folder = resolve_checkpoint(ckpt.source, what=f"checkpoint '{name}'")
     enc = ckpt.encoder
-    from harness.training.distributed import get_world_size
-
-    if get_world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
+    if ranks.world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
         if not use_cache:
             raise HarnessError("--no-cache cannot run under torchrun: the ranks hand their shards over "
                                "through the embedding cache")

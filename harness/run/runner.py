@@ -35,7 +35,7 @@ from harness.records.tracking import (
 )
 from harness.run import footprint
 from harness.run.plan import describe
-from harness.run.precision import resolve_precision
+from harness.training.precision import resolve_precision
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
 from harness.run.validation import require_valid

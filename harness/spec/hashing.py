@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.spec.schema import DOCUMENTATION_KEYS
-from harness.spec.stage_settings import AUTO, NEGATIVE_DEPTH, finetune_settings
+from harness.spec.stage_settings import NEGATIVE_DEPTH, finetune_settings
+from harness.training.precision import AUTO
 from harness.stages.artifacts import config_hash
 
 

@@ -31,6 +31,8 @@ from harness.spec.files import (
 )
 from harness.spec.hashing import settings_hash
 from harness.spec.schema import DERIVED_PROFILE, NOT_INHERITED, PROFILES
+from harness.spec.stage_settings import declares_auto, precision_shapes
+from harness.training.autoprecision import Shapes
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class MethodSpec:
     profile: str
     path: Path
     config: dict[str, Any] = field(repr=False)
-    # What `precision: auto` resolved to for this run (harness.run.precision) and how: "measured" (timed
+    # What `precision: auto` resolved to for this run (harness.training.precision) and how: "measured" (timed
     # on this CPU), "flag" (`run --precision`) or "spec" (a GPU profile's fp32); None: not resolved.
     # The config keeps `auto`, so the spec hash is the same whatever a machine chose.
     precision: str | None = field(default=None, compare=False)
@@ -56,6 +58,14 @@ class MethodSpec:
                 return default
             node = node[part]
         return node
+
+    def declares_auto_precision(self) -> bool:
+        """Whether a training stage says ``precision: auto`` (stated, or by default)."""
+        return declares_auto(self)
+
+    def precision_shapes(self) -> Shapes:
+        """The encoder and batch at which ``auto`` measures on a CPU."""
+        return precision_shapes(self)
 
 
 def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:

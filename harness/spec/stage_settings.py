@@ -13,13 +13,19 @@ is derived from them too (:meth:`harness.spec.settings.Settings.key`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.core.errors import HarnessError
+from harness.spec.block_settings import TokenizerSettings
 from harness.spec.kinds import FLAG, MAPPING, NUMBER, POSITIVE, POSITIVE_WHOLE, TEXT, WHOLE, one_of
 from harness.spec.settings import BlockSettings, Settings, setting
+from harness.stages.checkpoints import resolve_checkpoint
+from harness.training.autoprecision import Shapes
+from harness.training.precision import AUTO, PRECISION_MEANING, stage_precision
 
 # Hard negatives come from this many top-ranked passages unless a stage says otherwise; mining searches the
 # training queries to the depth of the stage that trains on the mined run (harness.pipelines.chain).
@@ -32,19 +38,8 @@ CONFIGURED_RERANKER = "configured-checkpoint"
 BI_ENCODER_TEACHER = "bi-encoder"
 
 
-# Training precision. `auto`: on a CPU profile, bf16 autocast where it measures faster than fp32 here,
-# else fp32 (harness.training.autoprecision; `run --precision` overrides); a GPU profile's `auto` is fp32.
-# A stage's cache key holds the precision `auto` resolved to (MethodSpec.precision), never `auto`.
-AUTO = "auto"
-PRECISION_MEANING = ("training precision: auto (CPU: bf16 where measured faster here, else fp32; GPU: fp32), "
-                     "fp32, fp16 (CUDA) or bf16 (CUDA, or a CPU whose torch computes bf16)")
-
-
-def resolved_precision(settings: Any, spec: Any) -> Any:
-    """``settings`` with ``precision: auto`` replaced by what this run resolved it to (the spec's
-    ``precision``), so keys and trainers see a concrete precision; unchanged where nothing was resolved."""
-    chosen = getattr(spec, "precision", None)
-    return dataclasses.replace(settings, precision=chosen) if settings.precision == AUTO and chosen else settings
+# Training precision (`auto`, fp32, fp16, bf16) is decided in harness.training.precision; a stage's
+# cache key holds the precision `auto` resolved to (MethodSpec.precision), never `auto`.
 
 
 def checkable(settings: Any) -> Any:
@@ -103,8 +98,8 @@ class PretrainSettings(BlockSettings):
 
     @classmethod
     def from_spec(cls, spec: Any) -> "PretrainSettings":
-        """The block's settings, ``precision: auto`` resolved where the run resolved it (:func:`resolved_precision`)."""
-        return resolved_precision(super().from_spec(spec), spec)
+        """The block's settings, ``precision: auto`` resolved where the run resolved it (harness.training.precision.stage_precision)."""
+        return stage_precision(super().from_spec(spec), spec)
 
     def total_steps(self, n_examples: int) -> int:
         """``steps``, or ``epochs`` over ``n_examples`` in global batches."""
@@ -165,7 +160,7 @@ class StageSettings(Settings):
     def from_spec(cls, spec: Any, stage: str) -> "StageSettings":
         """The stage's settings; a missing required key or a value of the wrong type names file and key path."""
         settings = cls.from_mapping(finetune_settings(spec, stage), f"{getattr(spec, 'path', 'spec')}: finetune.{stage}")
-        return resolved_precision(settings, spec)
+        return stage_precision(settings, spec)
 
     def trainer_kwargs(self, world_size: int) -> dict[str, Any]:
         """The bi-encoder trainer settings (harness.finetune.groups.BiEncoderTrainConfig) of this stage,
@@ -261,3 +256,45 @@ class RerankerSettings(BlockSettings):
     def train(self) -> RerankerTrainSettings:
         """The tiny cross-encoder's training settings."""
         return RerankerTrainSettings.from_mapping(self.reranker_train or {}, "finetune.retriever3.reranker_train")
+
+
+# What a spec says of its precision, for harness.training.precision.resolve_precision (through MethodSpec).
+
+
+def pretrains(spec: Any) -> bool:
+    return isinstance(spec.get("pretrain"), dict) and spec.get("pretrain.objective") not in (None, "none")
+
+
+def finetune_stages(spec: Any) -> list[str]:
+    """The fine-tuning stages the spec names (its ``stages:`` list says finetune_r1, ...)."""
+    named = set(spec.get("stages") or [])
+    return [f"retriever{n}" for n in (1, 2, 3) if f"finetune_r{n}" in named]
+
+
+def declares_auto(spec: Any) -> bool:
+    """Whether a training stage of the spec says ``precision: auto`` (stated, or by default)."""
+    stated = [PretrainSettings.values(spec).get("precision", "fp32")] if pretrains(spec) else []
+    stated += [finetune_settings(spec, stage).get("precision", "fp32") for stage in finetune_stages(spec)]
+    return AUTO in stated
+
+
+def _architecture(spec: Any) -> dict[str, Any]:
+    """The encoder the spec trains, as a Hugging Face ``config.json`` states it: its init checkpoint's."""
+    model = spec.get("model") or {}
+    if model.get("init", "scratch") == "scratch":
+        vocab = TokenizerSettings.from_spec(spec).vocab_size if spec.get("tokenizer.from") == "wordpiece" else 30522
+        return {"num_hidden_layers": model["layers"], "hidden_size": model["hidden"],
+                "num_attention_heads": model["heads"], "intermediate_size": model["intermediate"], "vocab_size": vocab}
+    config: dict[str, Any] = json.loads((Path(resolve_checkpoint(model["init"], "init checkpoint")) / "config.json").read_text())
+    return config
+
+
+def precision_shapes(spec: Any) -> Shapes:
+    """The encoder of the spec at its first training stage's batch, where ``auto`` measures: pre-training's
+    per-device batch of ``max_length`` tokens, else retriever 1's passages per step of ``max_p_len`` tokens."""
+    arch = _architecture(spec)
+    if pretrains(spec):
+        pre = PretrainSettings.from_spec(spec)
+        return Shapes.from_config(arch, batch=pre.per_device_batch, seq_len=pre.max_length)
+    stage = StageSettings.from_spec(spec, (finetune_stages(spec) or ["retriever1"])[0])
+    return Shapes.from_config(arch, batch=stage.global_queries * stage.passages_per_query, seq_len=stage.max_p_len)

@@ -15,6 +15,7 @@ version) and shapes, as a small JSON under the cache folder, so a machine measur
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -128,7 +129,9 @@ def measure(shapes: Shapes) -> Measurement:
     import torch
     from transformers import BertConfig, BertModel
 
-    from harness.training.precision import autocast
+    def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+        # what harness.training.precision.autocast runs on a CPU (this module is below it)
+        return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
     cpu = torch.device("cpu")
     gen = torch.Generator().manual_seed(0)
@@ -177,11 +180,7 @@ def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurem
            save: bool = True) -> Choice:
     """bf16 or fp32 for ``shapes`` on this CPU: the cached answer under ``folder``, else measured now
     (``measure_fn``, :func:`measure` by default) and cached there unless ``save`` is False (a dry-run
-    writes nothing)."""
-    from harness.training.precision import cpu_bf16
-
-    if not cpu_bf16():
-        return Choice("fp32", None, False, None)
+    writes nothing). Asked only where torch computes bf16 here (harness.training.precision.measured_precision)."""
     ident = identity(shapes)
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
     path = folder / f"{digest}.json"

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.fsutil import PARTIAL, is_temp, replace_dir, temp_name
 from harness.training import distributed as D
@@ -160,7 +161,7 @@ def save_checkpoint(
     root = checkpoint_root(output_dir)
     final = root / step_dirname(step)
     tmp = temp_name(final, PARTIAL)  # one name every rank finds
-    rank = D.get_rank()
+    rank = ranks.rank()
     if rank == 0:
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -224,7 +225,7 @@ def load_checkpoint(
             f"cannot resume from {path}: {exc}. The checkpoint belongs to a different objective or "
             "model size; use a new output directory or delete the old checkpoints"
         ) from exc
-    rng_file = path / f"rng-rank{D.get_rank()}.pt"
+    rng_file = path / f"rng-rank{ranks.rank()}.pt"
     if rng_file.is_file():
         restore_rng(torch.load(rng_file, map_location="cpu", weights_only=True))
         return state, True

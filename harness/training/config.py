@@ -93,7 +93,7 @@ class LoopConfig:
         self.need(0.0 <= self.warmup_ratio <= 1.0, "warmup_ratio", "must be in [0, 1]")
         self.need(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         self.need(self.grad_clip is None or self.grad_clip > 0, "grad_clip", "must be positive or None (off)")
-        # `auto` (a spec's) is resolved by the run before a trainer is built (harness.run.precision)
+        # `auto` (a spec's) is resolved by the run before a trainer is built (harness.training.precision.resolve_precision)
         self.need(self.precision in PRECISIONS, "precision", f"must be one of {', '.join(PRECISIONS)}, "
                                                              f"got {self.precision!r}" + (
                                                                  " (auto is resolved by `run` before training)"

@@ -2,8 +2,10 @@
 
 A run is distributed when torchrun (``python -m torch.distributed.run``) set ``WORLD_SIZE``
 > 1 in the environment (with ``RANK`` and ``LOCAL_RANK``). The backend is nccl on CUDA and
-gloo on CPU, so the same code path is tested here on CPU. Without torchrun every helper
-degrades to the single-process answer (rank 0 of 1), so callers never branch on it; so does a
+gloo on CPU, so the same code path is tested here on CPU. Who a process is (world size, rank, main
+rank) is :mod:`harness.core.ranks`'s to say; this module holds the collectives, and the process group
+it joins is made from those values (which then read the group). Without torchrun
+every collective degrades to the single-process answer, so callers never branch on it; so does a
 block one rank runs alone (:func:`harness.core.ranks.solo`).
 
 Two timeouts: the training collectives fail after ``HARNESS_PG_TIMEOUT`` seconds (default 1800),
@@ -80,13 +82,13 @@ def init_distributed(device: str | None = None) -> DistInfo:
                                 timeout=timedelta(seconds=ranks.env_int("HARNESS_PG_TIMEOUT", 1800)))
     else:
         backend = dist.get_backend()
-    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev, backend)
+    return DistInfo(ranks.rank(), ranks.world_size(), local_rank, dev, backend)  # the joined group's
 
 
 def control_group() -> Any:
     """The gloo group with the long timeout for stage hand-overs (made on first use, by every rank in
     the same order, as :func:`torch.distributed.new_group` requires); ``None`` when not distributed."""
-    if not _active():
+    if not active():
         return None
     if not _CONTROL:
         _CONTROL.append(dist.new_group(backend="gloo",
@@ -101,46 +103,26 @@ def cleanup() -> None:
     _CONTROL.clear()
 
 
-def _active() -> bool:
-    return (not ranks.in_solo() and dist.is_available() and dist.is_initialized()
-            and dist.get_world_size() > 1)
-
-
-def get_rank() -> int:
-    if ranks.in_solo():
-        return 0
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return ranks.rank()
-
-
-def get_world_size() -> int:
-    if ranks.in_solo():
-        return 1
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size()
-    return ranks.world_size()
-
-
-def is_main() -> bool:
-    """True on rank 0 (and in single-process runs): the one that logs, saves and exports."""
-    return get_rank() == 0
+def active() -> bool:
+    """Whether a collective has other ranks to talk to: a joined process group of more than one
+    process, outside :func:`harness.core.ranks.solo`."""
+    return ranks.world_size() > 1 and dist.is_available() and dist.is_initialized()
 
 
 def barrier() -> None:
-    if _active():
+    if active():
         dist.barrier()
 
 
 def control_barrier() -> None:
     """Wait for every rank on the control group (the long timeout: a rank may be building a data stage)."""
-    if _active():
+    if active():
         dist.barrier(group=control_group())
 
 
 def control_broadcast(obj: Any, src: int = 0) -> Any:
     """Rank ``src``'s (picklable) object on every rank, through the control group."""
-    if not _active():
+    if not active():
         return obj
     box = [obj]
     dist.broadcast_object_list(box, src=src, group=control_group())
@@ -149,20 +131,20 @@ def control_broadcast(obj: Any, src: int = 0) -> Any:
 
 def all_reduce_mean(value: torch.Tensor | float) -> torch.Tensor | float:
     """Mean over ranks; returns the same kind it was given (floats stay floats)."""
-    if not _active():
+    if not active():
         return value
     as_float = not isinstance(value, torch.Tensor)
     tensor = torch.tensor(float(value), dtype=torch.float64) if as_float else value.detach().clone()
     if dist.get_backend() == "nccl" and tensor.device.type != "cuda":
         tensor = tensor.cuda()
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    tensor = tensor / dist.get_world_size()
+    tensor = tensor / ranks.world_size()
     return float(tensor.item()) if as_float else tensor.to(value.device)
 
 
 def all_reduce_max(value: int) -> int:
     """Largest integer over ranks (used to check that every rank sees the same data)."""
-    if not _active():
+    if not active():
         return value
     device = torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
     tensor = torch.tensor([value, -value], dtype=torch.int64, device=device)
@@ -171,12 +153,12 @@ def all_reduce_max(value: int) -> int:
 
 
 def all_reduce_min(value: int) -> int:
-    return -all_reduce_max(-value) if _active() else value
+    return -all_reduce_max(-value) if active() else value
 
 
 def broadcast_object(obj: Any, src: int = 0) -> Any:
     """Rank ``src``'s (picklable) object on every rank."""
-    if not _active():
+    if not active():
         return obj
     box = [obj]
     dist.broadcast_object_list(box, src=src)
@@ -185,7 +167,7 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
 
 def broadcast_module(module: nn.Module, src: int = 0) -> None:
     """Copy rank ``src``'s parameters and buffers to every rank (what DDP does at wrap time)."""
-    if not _active():
+    if not active():
         return
     with torch.no_grad():
         for tensor in list(module.parameters()) + list(module.buffers()):
@@ -199,7 +181,7 @@ def all_reduce_gradients(params: Iterable[nn.Parameter]) -> None:
     one that has no gradient on any rank (e.g. an unused pooler) keeps ``grad=None`` so the
     optimizer skips it exactly as in a single-process run.
     """
-    if not _active():
+    if not active():
         return
     params = [p for p in params if p.requires_grad]
     if not params:
@@ -215,7 +197,7 @@ def all_reduce_gradients(params: Iterable[nn.Parameter]) -> None:
             p.grad = torch.zeros_like(p)
     flat = torch.cat([p.grad.reshape(-1) for p in params])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    flat /= dist.get_world_size()
+    flat /= ranks.world_size()
     offset = 0
     for p in params:
         n = p.numel()

@@ -53,13 +53,13 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from harness.core import procs
+from harness.core import procs, ranks
 from harness.core.errors import HarnessError
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
 from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps
 from harness.training.optim import build_optimizer, linear_schedule
-from harness.training.precision import autocast, grad_scaler, resolve_precision
+from harness.training.precision import autocast, device_precision, grad_scaler
 
 Logger = Callable[[int, dict[str, float]], None]
 
@@ -78,7 +78,7 @@ class Notes:
 
     def say(self, message: str) -> None:
         self.lines.append(message)
-        if D.is_main():
+        if ranks.is_main():
             print(f"{self.name}: {message}", file=sys.stderr, flush=True)
 
 
@@ -226,7 +226,7 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
         raise HarnessError(f"{task.name}: warmup_ratio {config.warmup_ratio} leaves its only step at lr 0 (linear "
                            f"warm-up starts at 0), so it would train nothing; set warmup_ratio 0 for a one-step "
                            "stage, or train more steps")
-    precision = resolve_precision(config.precision, info.device, notes.say, task.can_scale_loss)
+    precision = device_precision(config.precision, info.device, notes.say, task.can_scale_loss)
     model = task.model.to(info.device)
     model.train()
     optimizer = build_optimizer(model, config)

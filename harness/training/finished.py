@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from harness.stages.artifacts import canonical_json, finished_meta, hash_texts, mark_finished
 from harness.core.errors import HarnessError
+from harness.core import ranks
 from harness.core.fsutil import atomic_write_text
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
@@ -52,7 +53,7 @@ def finish(out_dir: Path, stats: dict[str, Any], save: Callable[[], None], keep_
     killed before it is trained again. Every rank waits for it and gets ``stats`` back."""
     if stats.get("stopped_early"):
         return stats
-    if D.is_main():
+    if ranks.is_main():
         save()
         if not keep_checkpoints:
             shutil.rmtree(ckpt.checkpoint_root(out_dir), ignore_errors=True)

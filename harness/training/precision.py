@@ -1,32 +1,105 @@
-"""Mixed precision: bf16 or fp16 (with loss scaling) on CUDA, bf16 on a CPU whose torch computes bf16; else fp32.
+"""What a run and each of its stages train and encode in: the one place precision is decided.
 
-A CPU runs bf16 autocast when torch's oneDNN has bf16 kernels for it (:func:`cpu_bf16`):
-matmuls in bf16, reductions, softmax and layer norms in fp32, as on a GPU. fp16 stays CUDA-only
-(no loss scaler and no fast kernels on CPU). Whether bf16 is *faster* depends on the CPU and on the
-shapes (2.55x fp32 on one AMD CPU's matmuls, 0.6x on one Intel CPU's): no rule here says which; a
-profile's ``precision: auto`` measures it (:mod:`harness.training.autoprecision`). The precision
-used is what a record states, and a condition of the gate.
+The run: a spec's ``precision: auto`` resolves once per run (:func:`resolve_precision`) to the
+``--precision`` flag, else fp32 on a GPU profile, else bf16 or fp32 as this CPU measures them at the
+profile's shapes (:func:`measured_precision`; the timing and its cache are
+:mod:`harness.training.autoprecision`'s, the spec's facts -- whether it says ``auto``, its shapes --
+:mod:`harness.spec.stage_settings`'s). The resolved precision goes
+on the spec (``MethodSpec.precision``, with ``precision_source`` saying how), from which each training
+stage's settings, cache key and trainer read it (:func:`stage_precision`) and each encoding stage its
+precision (:func:`encode_precision`); the spec's config keeps ``auto``, so its hash is the same whatever
+this machine chose, and the gate compares the precision each stage used instead
+(harness.gate.grading.precision_difference).
+
+The device: a stage's precision becomes what this device computes (:func:`device_precision`): bf16 or
+fp16 (with loss scaling) on CUDA, bf16 autocast on a CPU whose torch computes bf16 (:func:`cpu_bf16`:
+matmuls in bf16, reductions, softmax and layer norms in fp32, as on a GPU); else fp32. fp16 stays
+CUDA-only (no loss scaler and no fast kernels on CPU). Whether bf16 is *faster* depends on the CPU and on
+the shapes (2.55x fp32 on one AMD CPU's matmuls, 0.6x on one Intel CPU's): no rule here says which; that
+is what ``auto`` measures. The precision used is what a record states, and a condition of the gate.
+
+torch is imported where a function needs it, so the spec layer reads this module without loading torch.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
+from harness.core.errors import HarnessError
+from harness.core.paths import cache_dir
+from harness.training.autoprecision import Choice, Shapes, choose
+
+if TYPE_CHECKING:
+    import torch
+
+# `auto`: on a CPU profile, bf16 autocast where it measures faster than fp32 here, else fp32; a GPU
+# profile's `auto` is fp32 (`run --precision` overrides either). A stage's cache key holds the precision
+# `auto` resolved to (MethodSpec.precision), never `auto`.
+AUTO = "auto"
+PRECISION_MEANING = ("training precision: auto (CPU: bf16 where measured faster here, else fp32; GPU: fp32), "
+                     "fp32, fp16 (CUDA) or bf16 (CUDA, or a CPU whose torch computes bf16)")
+FLAG_CHOICES = ("fp32", "bf16")  # what `run --precision` may set `auto` to
+
+
+def resolve_precision(spec: Any, flag: str | None = None, say: Callable[[str], None] = print,
+                      save: bool = True) -> Any:
+    """``spec`` (a MethodSpec) with what its ``auto`` precision resolves to here (and how), said in one
+    line; a spec without ``auto`` is returned as it is (the flag then changes nothing, and says so).
+    ``save=False`` (a dry-run): a measurement is not cached."""
+    if flag is not None and flag not in FLAG_CHOICES:
+        raise HarnessError(f"--precision {flag}: choose one of {', '.join(FLAG_CHOICES)}")
+    if not spec.declares_auto_precision():
+        if flag is not None:
+            say(f"precision: --precision {flag} ignored: {spec.name} [{spec.profile}] states its precision")
+        return spec
+    if flag is not None:
+        say(f"precision auto: {flag} (--precision {flag}; nothing measured)")
+        return dataclasses.replace(spec, precision=flag, precision_source="flag")
+    if (spec.get("hardware") or {}).get("device_type", "cpu") != "cpu":
+        say("precision auto: fp32 (a GPU profile runs auto in fp32; its paper's precision is stated where it has one)")
+        return dataclasses.replace(spec, precision="fp32", precision_source="spec")
+    return dataclasses.replace(spec, precision=measured_precision(spec.precision_shapes(), say, save),
+                               precision_source="measured")
+
+
+def measured_precision(shapes: Shapes, say: Callable[[str], None] = print, save: bool = True) -> str:
+    """bf16 or fp32 at ``shapes`` on this CPU, said in one line: fp32 without measuring where torch computes
+    no bf16 here, else what the (cached) measurement says (:func:`harness.training.autoprecision.choose`)."""
+    choice = choose(shapes, cache_dir() / "precision", save=save) if cpu_bf16() else Choice("fp32", None, False, None)
+    say(choice.line(shapes))
+    return choice.precision
+
+
+def stage_precision(settings: Any, spec: Any) -> Any:
+    """A training stage's ``settings`` with ``precision: auto`` replaced by what this run resolved it to
+    (the spec's ``precision``), so keys and trainers see a concrete precision; unchanged where nothing
+    was resolved."""
+    chosen = getattr(spec, "precision", None)
+    return dataclasses.replace(settings, precision=chosen) if settings.precision == AUTO and chosen else settings
+
+
+def encode_precision(spec: Any) -> str:
+    """The precision a run encodes in: what its ``precision: auto`` resolved to (bf16 where this CPU
+    measured bf16 faster, or ``--precision``), so one run computes in one precision; fp32 otherwise
+    (a stated precision is the training's: the papers encoded in fp32 after fp16 training)."""
+    return spec.precision if getattr(spec, "precision_source", None) in ("measured", "flag") and spec.precision else "fp32"
 
 
 def cpu_bf16() -> bool:
     """Whether torch computes bf16 on this CPU with its own kernels (oneDNN's check; says nothing of speed)."""
+    import torch
+
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
 
 
-def resolve_precision(requested: str, device: torch.device, say: Callable[[str], None],
-                      can_scale_loss: bool = True) -> str:
-    """The precision a run can use here; every fallback is said in one line.
+def device_precision(requested: str, device: torch.device, say: Callable[[str], None],
+                     can_scale_loss: bool = True) -> str:
+    """The precision a stage can use on ``device``; every fallback is said in one line.
 
     ``can_scale_loss=False``: the step runs its own backward passes without the engine's loss
     scaler (a gradient-caching objective without a ``scaler`` argument), so fp16 is not safe.
@@ -35,6 +108,8 @@ def resolve_precision(requested: str, device: torch.device, say: Callable[[str],
         return "fp32"
     if device.type != "cuda":
         return _cpu_precision(requested, say)
+    import torch
+
     if requested == "bf16" and not torch.cuda.is_bf16_supported():
         say("this GPU does not support bf16; training in fp32")
         return "fp32"
@@ -56,9 +131,11 @@ def _cpu_precision(requested: str, say: Callable[[str], None]) -> str:
 
 
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """Mixed precision for ``precision`` as :func:`resolve_precision` returned it; a no-op for fp32."""
+    """Mixed precision for ``precision`` as :func:`device_precision` returned it; a no-op for fp32."""
     if precision == "fp32":
         return contextlib.nullcontext()
+    import torch
+
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
 
@@ -70,7 +147,9 @@ def for_inference(model: torch.nn.Module, precision: str, device: torch.device,
     if precision == "fp32":
         return model, "fp32"
     if device.type != "cuda":
-        return model, resolve_precision(precision, device, say)
+        return model, device_precision(precision, device, say)
+    import torch
+
     return model.to(torch.float16 if precision == "fp16" else torch.bfloat16), precision
 
 
@@ -80,4 +159,8 @@ def encode_autocast(precision: str, device: torch.device) -> contextlib.Abstract
 
 
 def grad_scaler(precision: str) -> torch.amp.GradScaler | None:
-    return torch.amp.GradScaler("cuda") if precision == "fp16" else None
+    if precision != "fp16":
+        return None
+    import torch
+
+    return torch.amp.GradScaler("cuda")

@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertConfig
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.spec.kinds import POSITIVE, POSITIVE_WHOLE
 from harness.pretrain.models import count_masked, masked_lm_loss, new_layers, run_layers
@@ -59,6 +60,7 @@ from harness.pretrain.objectives.base import (
     Objective,
 )
 from harness.pretrain.objectives.gradcache import grad_cache_backward
+from harness.training import distributed as D
 from harness.core.numerics import upcast
 
 log = logging.getLogger(__name__)
@@ -88,9 +90,9 @@ class _GatherWithGrad(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, local: Tensor) -> Tensor:
-        parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+        parts = [torch.empty_like(local) for _ in range(ranks.world_size())]
         dist.all_gather(parts, local.contiguous())
-        ctx.rank, ctx.n = dist.get_rank(), local.shape[0]
+        ctx.rank, ctx.n = ranks.rank(), local.shape[0]
         return torch.cat(parts)
 
     @staticmethod
@@ -100,23 +102,19 @@ class _GatherWithGrad(torch.autograd.Function):
         return grad[ctx.rank * ctx.n : (ctx.rank + 1) * ctx.n]
 
 
-def _world() -> int:
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
 def gather_reps(reps: Tensor) -> Tensor:
     """The global batch of [CLS] vectors (local ones keep their graph); identity off DDP."""
-    return _GatherWithGrad.apply(reps) if _world() > 1 else reps
+    return _GatherWithGrad.apply(reps) if D.active() else reps
 
 
 def _gather_keep_local(local: Tensor) -> Tensor:
     """All ranks' vectors with this rank's slot being ``local`` itself (its gradient stays
     local: the grad-cache path averages gradients over ranks afterwards)."""
-    if _world() == 1:
+    if not D.active():
         return local
-    parts = [torch.empty_like(local) for _ in range(_world())]
+    parts = [torch.empty_like(local) for _ in range(ranks.world_size())]
     dist.all_gather(parts, local.detach().contiguous())
-    parts[dist.get_rank()] = local
+    parts[ranks.rank()] = local
     return torch.cat(parts)
 
 
@@ -191,6 +189,6 @@ class CoCondenser(Objective):
 
         out = grad_cache_backward(
             n, chunk_size, batch["input_ids"].device, represent, global_part, local_part,
-            scaler=scaler, rep_grad_scale=float(_world()),
+            scaler=scaler, rep_grad_scale=float(ranks.world_size() if D.active() else 1),
         )
         return {"loss": out["mlm"] + out["aux_mlm"] + out["contrastive"], **out}
