@@ -2,8 +2,7 @@
 
 ``runner.py`` drives a method run; ``validation.py`` checks a resolved spec's values before any stage;
 ``plan.py`` and ``projection.py`` are the dry-run's plan and cost, ``model_shape.py`` the encoder shape that
-cost scales with and ``footprint.py`` each data stage's memory and disk; ``precision.py`` resolves
-``precision: auto``; ``launch.py`` starts the worker processes of a multi-process run; ``scores.py`` and
-``record.py`` score the run files and build the record; ``reproduce.py`` scores and grades a released
-checkpoint.
+cost scales with and ``footprint.py`` each data stage's memory and disk; ``launch.py`` starts the worker
+processes of a multi-process run; ``scores.py`` and ``record.py`` score the run files and build the record;
+``reproduce.py`` scores and grades a released checkpoint.
 """
