@@ -9,8 +9,9 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,10 @@ from harness.records.integrity import seal
 from harness.records.store import REFERENCES_FILE, load_record, read_references, records_dir
 from harness.records.tracking import write_run_record
 from harness.spec.method import load_method
-from tests.test_your_runs import _users_run, fresh_clone  # noqa: F401 (fresh_clone: a fixture used by name)
+from tests import test_your_runs
+from tests.test_your_runs import _users_run
+
+fresh_clone = test_your_runs.fresh_clone  # its fixture: runs/records/ as a fresh clone has it
 
 BM25 = (PROJECT_ROOT / "baselines" / "bm25.yaml").read_text(encoding="utf-8")
 

@@ -29,7 +29,7 @@ import shutil
 import stat
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeGuard
 
 from harness.core.errors import HarnessError
 
@@ -132,7 +132,7 @@ def writable_file(path: str | Path, name: str) -> Path:
     return path
 
 
-def is_plain_name(name: object) -> bool:
+def is_plain_name(name: object) -> TypeGuard[str]:
     """Whether ``name`` names an entry directly inside one folder (a run id, a fragment, a spec): text
     without a folder part (``/``, ``\\``), not ``.`` or ``..``, not hidden (temp names start with a dot).
     ``folder / name`` of any other value may leave the folder (``../x``, an absolute path)."""
