@@ -83,6 +83,11 @@ def test_a_run_id_with_a_folder_is_refused_not_flattened(fresh_clone, capsys):
     assert source.exists() and not (records_dir() / "bar.json").exists()
 
 
+def test_a_record_file_name_is_told_to_drop_its_json(fresh_clone, capsys):
+    assert main(["check", "--add", "runs/local/mine.json"]) == 2
+    assert "(fix: give the run id alone, e.g. 'mine'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("run_id", ["../x", "/tmp/x", "a/b", ".hidden", ".."])
 def test_a_record_is_never_written_outside_its_folder(tmp_path, run_id):
     with pytest.raises(HarnessError, match="is not a run id"):

@@ -443,7 +443,7 @@ def record_path(directory: str | Path, run_id: Any) -> Path:
     """``<directory>/<run_id>.json``: a run id is its record's file name, never a path, so no run id
     reads, moves or writes a file outside ``directory`` (``check --add ../x`` once moved a file from
     outside runs/local/ into runs/records/, and ``foo/bar`` became runs/records/bar.json)."""
-    if not is_plain_name(run_id):
+    if not is_plain_name(run_id) or run_id.endswith(".json"):  # "x.json" would look for x.json.json
         stem = Path(str(run_id)).name.removesuffix(".json")
         example = f", e.g. '{stem}'" if is_plain_name(stem) and stem != run_id else ""
         raise HarnessError(f"run id {run_id!r} is not a run id: a run id is a record's file name without folder "
