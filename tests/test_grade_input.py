@@ -66,7 +66,8 @@ def test_a_misspelt_benchmark_gets_did_you_mean(tmp_path, capsys):
     ("msmarco-dev", "mrr@10", "RR@10"),
     ("dl19", "R@1000", "R(rel=2)@1000"),  # the papers print DL's recall at grade >= 2
 ])
-def test_a_measure_the_papers_do_not_print_there_gets_did_you_mean(tmp_path, capsys, bench, measure, suggestion):
+def test_a_measure_the_papers_do_not_print_there_gets_did_you_mean(tmp_path, capsys, bench, measure,
+                                                                   suggestion):
     err = refused(tmp_path, capsys, entry({bench: {measure: 40.0}}))
     assert f"unknown measure on {bench} '{measure}'" in err and f"Did you mean: {suggestion}" in err
 
@@ -106,7 +107,8 @@ def test_inf_and_nan_are_not_finite_numbers(tmp_path, capsys, value):
 
 
 def test_a_number_written_as_text_says_so(tmp_path, capsys):
-    assert "'38.2' is text, not a number" in refused(tmp_path, capsys, entry({"msmarco-dev": {"MRR@10": "38.2"}}))
+    err = refused(tmp_path, capsys, entry({"msmarco-dev": {"MRR@10": "38.2"}}))
+    assert "'38.2' is text, not a number" in err
 
 
 def test_the_problem_is_a_data_format_error_naming_the_file(tmp_path):

@@ -181,7 +181,8 @@ def test_a_spec_or_fragment_that_is_no_file_is_one_line(specs, kind):
 
 
 def test_a_good_fragment_still_loads(specs):
-    shutil.copy(PROJECT_ROOT / "baselines" / "fragments" / "query_as_context.yaml", specs / "fragments" / "own.yaml")
+    fragment = PROJECT_ROOT / "baselines" / "fragments" / "query_as_context.yaml"
+    shutil.copy(fragment, specs / "fragments" / "own.yaml")
     _spec(specs, "mine", "include: [own]")
     assert load_method("mine", "paper").name == "mine"
 

@@ -40,7 +40,8 @@ _BEIR_QRELS_HEADER_FIRST = {"query-id", "query_id", "qid", "query"}
 def _open_binary(path: Path) -> IO[bytes]:
     """Open plain or gzip file for binary reading (gzip detected by magic bytes, not name)."""
     if file_problem(path) == NOT_REGULAR:  # open() of a pipe would wait for a writer forever
-        raise DataFormatError(path, None, NOT_REGULAR, "give the path of a file (write a pipe's output to one first)")
+        raise DataFormatError(path, None, NOT_REGULAR,
+                              "give the path of a file (write a pipe's output to one first)")
     try:
         fh = open(path, "rb")
     except FileNotFoundError:

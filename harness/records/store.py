@@ -301,9 +301,9 @@ def read_references(directory: str | Path) -> dict[str, Any]:
             raise HarnessError(f"{path}: entry '{key}' must be keyed \"<method>/<profile>\"; {fix}")
         if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str) or not entry["run_id"].strip():
             raise HarnessError(f"{path}: entry '{key}' must be {{\"run_id\": \"<run id>\", \"sha256\": ...}}; {fix}")
-        if not is_plain_name(entry["run_id"]):  # it names <records>/<run_id>.json: never a file outside the folder
-            raise HarnessError(f"{path}: entry '{key}' names run id {entry['run_id']!r}, which is not a record's "
-                               f"file name (no folder, no leading dot); {fix}")
+        if not is_plain_name(entry["run_id"]):  # it names <records>/<run_id>.json: never a file outside
+            raise HarnessError(f"{path}: entry '{key}' names run id {entry['run_id']!r}, which is not a "
+                               f"record's file name (no folder, no leading dot); {fix}")
         sha = entry.get("sha256")
         # Without the accepted seal's hash a reference re-sealed after an edit would pass unseen.
         if not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= SHA256_HEX:

@@ -446,8 +446,9 @@ def record_path(directory: str | Path, run_id: Any) -> Path:
     if not is_plain_name(run_id) or run_id.endswith(".json"):  # "x.json" would look for x.json.json
         stem = Path(str(run_id)).name.removesuffix(".json")
         example = f", e.g. '{stem}'" if is_plain_name(stem) and stem != run_id else ""
-        raise HarnessError(f"run id {run_id!r} is not a run id: a run id is a record's file name without folder "
-                           f"or .json (fix: give the run id alone{example}, as `python -m harness check` lists it)")
+        raise HarnessError(f"run id {run_id!r} is not a run id: a run id is a record's file name without "
+                           f"folder or .json (fix: give the run id alone{example}, as `python -m harness check` "
+                           "lists it)")
     return Path(directory) / f"{run_id}.json"
 
 

@@ -295,7 +295,7 @@ def _sources(spec_file: Path) -> list[Path]:
         except HarnessError:
             continue
         for name in reversed([names] if isinstance(names, str) else list(names or [])):
-            found = fragment_file(name, file) if is_plain_name(name) else None  # a path: with_fragments refuses it
+            found = fragment_file(name, file) if is_plain_name(name) else None  # a path: refused on load
             if found is not None and found.is_file():
                 files.append(found)
     return files

@@ -94,8 +94,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if problem == NO_SUCH_FILE:
         raise HarnessError(f"{path}: spec file not found")
     if problem:  # a folder fails with a traceback, a pipe would block the read forever
-        raise HarnessError(f"{path}: {problem}; a spec or fragment is a YAML file (fix: move it away, or put the "
-                           "file itself there)")
+        raise HarnessError(f"{path}: {problem}; a spec or fragment is a YAML file (fix: move it away, or put "
+                           "the file itself there)")
     try:
         text = _read_text(path)
     except FileNotFoundError:  # removed since
@@ -140,7 +140,8 @@ def fragment_file(name: Any, spec_file: Path) -> Path | None:
                               "name a fragment of baselines/fragments/ (or of fragments/ beside the spec), "
                               "e.g. include: [query_as_context]")
     # exists(), not is_file(): a folder or a pipe named like a fragment is load_yaml's one-line error
-    return next((f / f"{name}.yaml" for f in fragment_folders(spec_file) if (f / f"{name}.yaml").exists()), None)
+    found = (f / f"{name}.yaml" for f in fragment_folders(spec_file))
+    return next((path for path in found if path.exists()), None)
 
 
 def with_fragments(raw: dict[str, Any], path: Path) -> dict[str, Any]:
