@@ -17,6 +17,7 @@ from harness.gate.references import accept_reference, admit_local
 from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
 from harness.gate.run import GateResult, YOUR_RUNS, format_gate, run_gate, your_runs
 from harness.records.store import records_dir
+from harness.records.tracking import record_path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -99,7 +100,7 @@ def _check(args: argparse.Namespace) -> int:
 def _add(run_id: str, records: str | None) -> int:
     target = admit_local(run_id, records)
     if target is None:
-        raise HarnessError(f"{local_runs_dir() / (run_id + '.json')}: no such record of your runs; "
+        raise HarnessError(f"{record_path(local_runs_dir(), run_id)}: no such record of your runs; "
                            f"`python -m harness check` lists them under 'your runs'")
     print(f"added {run_id} to {target.parent} (moved from {local_runs_dir()}); run `python -m harness check`, "
           "then commit the record to contribute it (docs/contributing-runs.md)")

@@ -17,11 +17,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "Reads FILE, JSON: {\"runs\": [{\"method\": \"cotmae_qc\", \"profile\": \"paper\", \"stage\": "
             "\"retriever2\", \"seeds\": [42, 43], \"metrics\": {\"msmarco-dev\": {\"MRR@10\": [39.9, 40.3]}}}]}. "
-            "Values are points; a list holds one value per seed. Each run's conditions come from the method's "
-            "spec and profile, as for a record; every cell of its rows is graded by the rule of "
-            "docs/comparing-with-papers.md (REPRODUCED inside the practical margin, DIFFERENT beyond it, "
-            "INCONCLUSIVE with the seeds that would settle it), and with two or more runs the papers' printed "
-            "effects between their methods too."
+            "Values are points; a list holds one value per seed. A run whose values are all at most 1 "
+            "(fractions), a benchmark or measure the papers do not print, a seed listed twice, an unknown "
+            "key or a value that is not a finite number is refused (exit 2). Each run's conditions come "
+            "from the method's spec and profile, as for a record; every cell of its rows is graded by the "
+            "rule of docs/comparing-with-papers.md (REPRODUCED inside the practical margin, DIFFERENT beyond "
+            "it, INCONCLUSIVE with the seeds that would settle it), and with two or more runs the papers' "
+            "printed effects between their methods too."
         ),
     )
     p.add_argument("--metrics", metavar="FILE", required=True, help="your numbers (JSON, see above)")

@@ -26,9 +26,10 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeGuard
 
 from harness.core.errors import HarnessError
 
@@ -129,6 +130,35 @@ def writable_file(path: str | Path, name: str) -> Path:
         raise HarnessError(f"{name} {path} is a folder (fix: give a file path, e.g. {path / 'summary.json'})")
     writable_dir(path.parent, f"{name} {path}: its folder", "give a path in a folder you can write")
     return path
+
+
+def is_plain_name(name: object) -> TypeGuard[str]:
+    """Whether ``name`` names an entry directly inside one folder (a run id, a fragment, a spec): text
+    without a folder part (``/``, ``\\``), not ``.`` or ``..``, not hidden (temp names start with a dot).
+    ``folder / name`` of any other value may leave the folder (``../x``, an absolute path)."""
+    return (isinstance(name, str) and bool(name) and not name.startswith(".")
+            and not any(c in name for c in "/\\\0"))
+
+
+NO_SUCH_FILE = "no such file"
+NOT_REGULAR = "not a regular file (a pipe, socket or device)"
+
+
+def file_problem(path: str | Path) -> str | None:
+    """Why ``path`` is no regular file to read ("no such file", "a folder, not a file", ...), or None
+    (a link to a regular file is one). Asked before opening: opening a pipe (FIFO) waits for a writer
+    forever, and a folder or a device fails with a traceback."""
+    try:
+        mode = Path(path).stat().st_mode  # follows a link
+    except FileNotFoundError:
+        return NO_SUCH_FILE
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if not stat.S_ISREG(mode):
+        return NOT_REGULAR
+    return None
 
 
 # --- atomic files -----------------------------------------------------------------------------

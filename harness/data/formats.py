@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.core.errors import DataFormatError
-from harness.core.fsutil import atomic_path
+from harness.core.fsutil import NOT_REGULAR, atomic_path, file_problem
 
 Corpus = dict[str, dict[str, str]]
 Queries = dict[str, str]
@@ -39,6 +39,9 @@ _BEIR_QRELS_HEADER_FIRST = {"query-id", "query_id", "qid", "query"}
 
 def _open_binary(path: Path) -> IO[bytes]:
     """Open plain or gzip file for binary reading (gzip detected by magic bytes, not name)."""
+    if file_problem(path) == NOT_REGULAR:  # open() of a pipe would wait for a writer forever
+        raise DataFormatError(path, None, NOT_REGULAR,
+                              "give the path of a file (write a pipe's output to one first)")
     try:
         fh = open(path, "rb")
     except FileNotFoundError:

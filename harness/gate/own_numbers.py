@@ -7,7 +7,10 @@ FILE (JSON)::
                "metrics": {"msmarco-dev": {"MRR@10": [40.1, 40.3], "R@1000": 98.9}}}]}
 
 Values are points; a list holds one value per seed (its mean is graded, ``runs`` = its length); a
-single value is the mean of ``seeds`` (one run when ``seeds`` is absent). The run's conditions
+single value is the mean of ``seeds`` (one run when ``seeds`` is absent). What the file cannot mean
+is refused, one line naming the entry: a run whose every value is at most 1 (fractions, not
+points), a benchmark or measure the papers do not print (with did-you-mean), a seed listed twice,
+an unknown key, a value that is not a finite number. The run's conditions
 come from the method's spec and profile, exactly as for a record (``harness.spec.conditions``), with
 ``stage`` as its fine-tuning stage (default: the method's final one). Every cell of the method's
 rows is graded (``harness.evaluation.compare``); with two or more runs, the papers' printed effects
@@ -16,14 +19,17 @@ between their methods are graded too (``harness.evaluation.claims``).
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import DataFormatError
+from harness.core.errors import DataFormatError, UnknownNameError
+from harness.core.fsutil import file_problem
 from harness.core.statuses import INCONCLUSIVE
 from harness.evaluation.claims import Pairing, claim_pairs, claims_for
 from harness.evaluation.claims import grade as grade_claims
@@ -31,11 +37,13 @@ from harness.evaluation.compare import Comparison, compare, inconclusive_note
 from harness.evaluation.tolerances import canonical_measure
 from harness.gate.grading import TRAINING_FREE_FAMILIES
 from harness.papers.registry import cells_for
+from harness.papers.schema import BENCHMARKS
 from harness.spec.conditions import run_conditions
 from harness.spec.method import load_method
 from harness.stages.graph import FINETUNE_STAGES, GRAPH
 
 RUN_KEYS = {"method", "profile", "stage", "seeds", "metrics"}
+FILE_KEYS = {"runs"}
 
 
 @dataclass
@@ -62,11 +70,31 @@ def trained_retrievers(stages: list[str]) -> list[str]:
     return [s.name for s in GRAPH if s.name in FINETUNE_STAGES and s.step in stages]
 
 
+@functools.cache
+def printed_measures() -> dict[str, tuple[str, ...]]:
+    """Benchmark -> the measures (canonical ir-measures names) the papers print on it: a number of
+    any other measure has no cell to be graded against."""
+    found: dict[str, set[str]] = {}
+    for c in cells_for():
+        if c.benchmark and c.measure:
+            found.setdefault(c.benchmark, set()).add(canonical_measure(c.measure))
+    return {b: tuple(sorted(m)) for b, m in found.items()}
+
+
 def _value(path: Path, where: str, raw: Any, seeds: list[Any] | None) -> tuple[float, int]:
     values = raw if isinstance(raw, list) else [raw]
+    for v in values:
+        number = _float(v) if isinstance(v, str) else None
+        if number is not None:  # "39.4" or "inf": a number written as text
+            problem = "is text, not a number" if math.isfinite(number) else "is not a finite number"
+            raise DataFormatError(path, None, f"{where}: {v!r} {problem}",
+                                  "write points as JSON numbers, without quotes, e.g. 39.4")
     if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
         raise DataFormatError(path, None, f"{where}: {raw!r} is not a number or a list of numbers",
                               "write points, e.g. 39.4, or one value per seed, e.g. [39.2, 39.6]")
+    if any(not math.isfinite(v) for v in values):  # JSON's Infinity and NaN parse as floats
+        raise DataFormatError(path, None, f"{where}: {raw!r} is not a finite number",
+                              "write the measured points, e.g. 39.4; leave out a measure not measured")
     if any(not 0 <= v <= 100 for v in values):
         raise DataFormatError(path, None, f"{where}: {raw!r} is outside 0-100",
                               "values are points (100 x a fraction): 39.4, not 0.394")
@@ -77,13 +105,69 @@ def _value(path: Path, where: str, raw: Any, seeds: list[Any] | None) -> tuple[f
     return float(statistics.fmean(values)), runs
 
 
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _seeds(path: Path, where: str, seeds: Any) -> list[int] | None:
+    """``seeds``: distinct integers (a seed listed twice would count one run twice and narrow its
+    uncertainty), or None when absent."""
+    if seeds is None:
+        return None
+    if not isinstance(seeds, list) or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise DataFormatError(path, None, f"{where}.seeds must be a list of integers, got {seeds!r}",
+                              "e.g. [42, 43, 44]")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise DataFormatError(path, None, f"{where}.seeds: {', '.join(map(str, twice))} given more than once "
+                              f"({seeds})", "list each seed once: one per run whose numbers are given")
+    return seeds
+
+
+def _unknown_keys(path: Path, where: str | None, given: Any, known: set[str]) -> None:
+    extra = sorted(str(k) for k in set(given) - known)
+    if extra:  # named as such: it once read "needs method and metrics" with both there
+        unknown = UnknownNameError("key", extra[0], sorted(known))
+        raise DataFormatError(path, None, f"{where}: {unknown}" if where else str(unknown),
+                              f"remove '{extra[0]}' or spell it as one of the known keys")
+
+
+def _measure_name(path: Path, where: str, bench: str, measure: str) -> str:
+    """``measure``'s canonical name, when the papers print it on ``bench`` (else refused, with the
+    measures they print there): an unknown one would leave every cell NOT-COMPARABLE without a word."""
+    printed = printed_measures().get(bench, ())
+    name = canonical_measure(measure)
+    if name not in printed:
+        unknown = UnknownNameError(f"measure on {bench}", measure, list(printed))
+        raise DataFormatError(path, None, f"{where}: {unknown}", "use a measure the papers print there "
+                              "(ir-measures names: MRR@10 is RR@10), or leave this one out")
+    return name
+
+
+def _points_not_fractions(path: Path, where: str, values: dict[tuple[str, str], float]) -> None:
+    """Every value of a run at most 1 is fractions written where points belong (0.382 for 38.2): graded
+    as points they would be DIFFERENT-BELOW everywhere."""
+    if values and max(values.values()) <= 1:
+        (bench, measure), v = max(values.items(), key=lambda item: item[1])
+        raise DataFormatError(path, None, f"{where}: every value is at most 1 (the largest: {bench} "
+                              f"{measure} {v:g}): fractions, not points",
+                              f"give points: multiply each value by 100 ({v:g} -> {100 * v:g})")
+
+
 def load_own_numbers(path: str | Path) -> list[OwnRun]:
     """Read and validate FILE; every problem names the file and the entry."""
     path = Path(path)
+    problem = file_problem(path)  # a pipe would block the read forever, a folder is no file of numbers
+    if problem:
+        raise DataFormatError(path, None, problem, "give the JSON file of your numbers (--metrics FILE)")
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataFormatError(path, None, f"cannot read it ({exc.strerror})", "check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise DataFormatError(path, None, f"cannot read it ({why})", "check the path") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -91,10 +175,13 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
     entries = data.get("runs") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise DataFormatError(path, None, "no 'runs' list", 'write {"runs": [{"method": ..., "metrics": ...}]}')
+    _unknown_keys(path, None, data, FILE_KEYS)
     out = []
     for i, entry in enumerate(entries, 1):
         where = f"runs[{i}]"
-        if not isinstance(entry, dict) or set(entry) - RUN_KEYS or not {"method", "metrics"} <= set(entry):
+        if isinstance(entry, dict):
+            _unknown_keys(path, where, entry, RUN_KEYS)
+        if not isinstance(entry, dict) or not {"method", "metrics"} <= set(entry):
             raise DataFormatError(path, None, f"{where}: needs method and metrics (may have profile, stage, "
                                   f"seeds); got {sorted(entry) if isinstance(entry, dict) else entry!r}",
                                   f"keys: {', '.join(sorted(RUN_KEYS))}")
@@ -107,22 +194,30 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         if stage is not None and stage not in trained:
             raise DataFormatError(path, None, f"{where}: stage {stage!r} is not one {method} trains",
                                   f"use one of {', '.join(trained) or '(none: a training-free method)'}")
-        seeds = entry.get("seeds")
-        if seeds is not None and not isinstance(seeds, list):
-            raise DataFormatError(path, None, f"{where}.seeds must be a list", "e.g. [42, 43, 44]")
+        seeds = _seeds(path, where, entry.get("seeds"))
         metrics: dict[str, dict[str, float]] = {}
+        largest: dict[tuple[str, str], float] = {}
         runs = set()
         if not isinstance(entry["metrics"], dict) or not entry["metrics"]:
             raise DataFormatError(path, None, f"{where}.metrics must map benchmarks to measures",
                                   '{"msmarco-dev": {"MRR@10": 39.4}}')
         for bench, measures in entry["metrics"].items():
+            if bench not in BENCHMARKS:  # a misspelt one graded nothing: "0 cells: nothing to grade"
+                unknown = UnknownNameError("benchmark", bench, list(BENCHMARKS))
+                raise DataFormatError(path, None, f"{where}.metrics: {unknown}",
+                                      "name it as the papers' tables do (`python -m harness reported` "
+                                      "lists them)")
             if not isinstance(measures, dict):
                 raise DataFormatError(path, None, f"{where}.metrics.{bench} must map measures to values",
                                       '{"MRR@10": 39.4}')
             for measure, raw in measures.items():
-                value, n = _value(path, f"{where}.metrics.{bench}.{measure}", raw, seeds)
-                metrics.setdefault(bench, {})[canonical_measure(measure)] = value
+                at = f"{where}.metrics.{bench}.{measure}"
+                name = _measure_name(path, at, bench, measure)
+                value, n = _value(path, at, raw, seeds)
+                metrics.setdefault(bench, {})[name] = value
+                largest[(bench, measure)] = max(raw) if isinstance(raw, list) else raw
                 runs.add(n)
+        _points_not_fractions(path, where, largest)
         conditions = run_conditions(spec.config, method, profile)
         if stage:
             conditions.update(finetune_stage=stage, final_stage=last)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError, UnknownNameError
-from harness.core.fsutil import atomic_write_text
+from harness.core.fsutil import NO_SUCH_FILE, atomic_write_text, file_problem
 from harness.core.paths import local_runs_dir
 from harness.core.statuses import CORRUPT, MISSING, WRONG_REFERENCE
 from harness.gate.admission import acceptance_problem
@@ -31,6 +31,7 @@ from harness.records.store import (
     read_references,
     records_dir,
 )
+from harness.records.tracking import record_path
 
 
 def admit_local(run_id: str, directory: str | Path | None = None, local: str | Path | None = None) -> Path | None:
@@ -43,9 +44,12 @@ def admit_local(run_id: str, directory: str | Path | None = None, local: str | P
 
     directory = Path(directory) if directory is not None else records_dir()
     local = Path(local) if local is not None else local_runs_dir()
-    source = local / f"{run_id}.json"
-    if not source.is_file():
+    source = record_path(local, run_id)  # a run id with a folder part is refused: nothing outside local moves
+    problem = file_problem(source)
+    if problem == NO_SUCH_FILE:
         return None
+    if problem:  # a folder or a pipe named like a record: reading a pipe would wait forever
+        raise HarnessError(f"{source}: cannot be added: {problem}; move it away")
     rec = load_record(source)
     if isinstance(rec, Skipped):
         raise HarnessError(f"{source}: cannot be added: {rec.reason}")
@@ -81,7 +85,7 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
         why = next((s.reason for s in skipped if s.path.stem == run_id), None)
         known = [r.run_id for r in records]
         if why:
-            raise HarnessError(f"{directory / (run_id + '.json')}: cannot be accepted: {why}")
+            raise HarnessError(f"{record_path(directory, run_id)}: cannot be accepted: {why}")
         raise UnknownNameError("run record", run_id, known)
     why = acceptance_problem(rec)
     if why:

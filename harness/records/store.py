@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.core.errors import HarnessError
-from harness.core.fsutil import is_temp
+from harness.core.fsutil import file_problem, is_plain_name, is_temp
 from harness.core.paths import runs_dir
 from harness.records.integrity import problems
 from harness.records.tracking import RECORD_SCHEMA_VERSION
@@ -198,6 +198,9 @@ def load_record(path: str | Path) -> RunRecord | Skipped:
     if is_temp(path):
         return Skipped(path, "unfinished write (a temp file not renamed into place yet): a run in progress, "
                              "or one killed while writing")
+    problem = file_problem(path)
+    if problem:  # a pipe named like a record would block the read forever
+        return Skipped(path, f"cannot be read: {problem}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -282,6 +285,9 @@ def read_references(directory: str | Path) -> dict[str, Any]:
         return {"references": {}}
     fix = ("restore it from git (or delete it, then accept each reference again with "
            "`python -m harness check --accept RUN_ID`)")
+    problem = file_problem(path)
+    if problem:  # a pipe would block the read forever
+        raise HarnessError(f"{path}: cannot be read: {problem}; {fix}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicate_keys)
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
@@ -295,6 +301,9 @@ def read_references(directory: str | Path) -> dict[str, Any]:
             raise HarnessError(f"{path}: entry '{key}' must be keyed \"<method>/<profile>\"; {fix}")
         if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str) or not entry["run_id"].strip():
             raise HarnessError(f"{path}: entry '{key}' must be {{\"run_id\": \"<run id>\", \"sha256\": ...}}; {fix}")
+        if not is_plain_name(entry["run_id"]):  # it names <records>/<run_id>.json: never a file outside
+            raise HarnessError(f"{path}: entry '{key}' names run id {entry['run_id']!r}, which is not a "
+                               f"record's file name (no folder, no leading dot); {fix}")
         sha = entry.get("sha256")
         # Without the accepted seal's hash a reference re-sealed after an edit would pass unseen.
         if not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= SHA256_HEX:

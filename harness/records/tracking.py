@@ -45,7 +45,7 @@ from typing import Any, Iterator
 from harness import DEFAULT_SEED, SEED, __version__
 from harness.core import procs
 from harness.core.errors import HarnessError
-from harness.core.fsutil import atomic_write_text, exclusive_lock
+from harness.core.fsutil import atomic_write_text, exclusive_lock, is_plain_name
 from harness.core.hardware import CPU_FEATURES, cpu_identity, total_memory_gib  # noqa: F401 - part of a record's hardware
 from harness.core.paths import PROJECT_ROOT, local_runs_dir, runs_dir
 from harness.core.statuses import VERDICTS
@@ -439,6 +439,19 @@ def new_run_id(method: str, profile: str) -> str:
     return f"{method}__{profile}__{seed}{stamp}-{secrets.token_hex(3)}"
 
 
+def record_path(directory: str | Path, run_id: Any) -> Path:
+    """``<directory>/<run_id>.json``: a run id is its record's file name, never a path, so no run id
+    reads, moves or writes a file outside ``directory`` (``check --add ../x`` once moved a file from
+    outside runs/local/ into runs/records/, and ``foo/bar`` became runs/records/bar.json)."""
+    if not is_plain_name(run_id) or run_id.endswith(".json"):  # "x.json" would look for x.json.json
+        stem = Path(str(run_id)).name.removesuffix(".json")
+        example = f", e.g. '{stem}'" if is_plain_name(stem) and stem != run_id else ""
+        raise HarnessError(f"run id {run_id!r} is not a run id: a run id is a record's file name without "
+                           f"folder or .json (fix: give the run id alone{example}, as `python -m harness check` "
+                           "lists it)")
+    return Path(directory) / f"{run_id}.json"
+
+
 def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
     """Atomically write a run record; returns its path (runs/local/<run_id>.json by default).
 
@@ -450,7 +463,7 @@ def write_run_record(record: dict[str, Any], directory: Path | None = None) -> P
     directory.mkdir(parents=True, exist_ok=True)
     # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
     record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))
-    path = directory / f"{record['run_id']}.json"
+    path = record_path(directory, record["run_id"])
     if path.exists():  # never overwrite another run's record
         raise HarnessError(f"{path}: a run record with this run_id already exists; refusing to overwrite it")
     atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False) + "\n")

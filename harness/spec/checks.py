@@ -11,15 +11,14 @@ from harness.core.errors import (
     HarnessError,
     UnknownNameError,
 )
-from harness.core.paths import BASELINES_DIR
+from harness.core.fsutil import is_plain_name
 from harness.papers.schema import CONDITION_KEYS
 from harness.spec.conditions import RECIPE
 from harness.spec.declarations import DECLARATIONS, DROP, identity, is_drop
-from harness.spec.files import key_line, list_methods, load_yaml, spec_path
+from harness.spec.files import fragment_file, key_line, list_methods, load_yaml, spec_path
 from harness.spec.keys import BLOCKS, OPEN, Block, Keys
 from harness.spec.schema import (
     BM25_NEGATIVE_SOURCES,
-    FRAGMENTS,
     PROFILE_KEYS,
     PROFILES,
     RETIRED,
@@ -270,7 +269,7 @@ def _lineage(spec_file: Path) -> list[Path]:
             parent = load_yaml(files[-1]).get("extends")
         except HarnessError:
             return files
-        nxt = spec_path(str(parent), spec_file.parent) if parent else None
+        nxt = spec_path(parent, spec_file.parent) if is_plain_name(parent) else None  # a path: refused on load
         if nxt is None or nxt in files or not nxt.exists():
             return files
         files.append(nxt)
@@ -295,10 +294,9 @@ def _sources(spec_file: Path) -> list[Path]:
             names = load_yaml(file).get("include")
         except HarnessError:
             continue
-        folders = [file.parent / FRAGMENTS, BASELINES_DIR / FRAGMENTS]
         for name in reversed([names] if isinstance(names, str) else list(names or [])):
-            found = next((f / f"{name}.yaml" for f in folders if (f / f"{name}.yaml").is_file()), None)
-            if found is not None:
+            found = fragment_file(name, file) if is_plain_name(name) else None  # a path: refused on load
+            if found is not None and found.is_file():
                 files.append(found)
     return files
 

@@ -16,6 +16,7 @@ from harness.core.errors import (
     HarnessError,
     UnknownNameError,
 )
+from harness.core.fsutil import NO_SUCH_FILE, file_problem, is_plain_name
 from harness.core.paths import BASELINES_DIR, specs_dir
 from harness.papers.parsing import yaml_key_lines
 from harness.spec.declarations import DECLARATIONS, merge_declarations
@@ -38,7 +39,7 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def spec_path(name: str, root: Path | None = None) -> Path:
     """``<specs folder>/<name>.yaml``; a name is a file name there, never a path (``../x`` is refused)."""
-    if not name or "/" in name or "\\" in name or name.startswith("."):
+    if not is_plain_name(name):
         raise HarnessError(f"method '{name}': a method is named by its spec's file name in baselines/, without "
                            "folder or .yaml (see `python -m harness ls methods`)")
     return (root or specs_dir()) / f"{name}.yaml"
@@ -89,9 +90,15 @@ def _key_lines(text: str) -> dict[tuple, int]:
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
+    problem = file_problem(path)
+    if problem == NO_SUCH_FILE:
+        raise HarnessError(f"{path}: spec file not found")
+    if problem:  # a folder fails with a traceback, a pipe would block the read forever
+        raise HarnessError(f"{path}: {problem}; a spec or fragment is a YAML file (fix: move it away, or put "
+                           "the file itself there)")
     try:
         text = _read_text(path)
-    except FileNotFoundError:
+    except FileNotFoundError:  # removed since
         raise HarnessError(f"{path}: spec file not found") from None
     try:
         data = copy.deepcopy(_parsed(text))  # a copy: callers may change what they get
@@ -117,6 +124,26 @@ def key_line(path: Path, key: str | tuple[str, ...]) -> int | None:
     return lines.get(parts)  # a repeated key: the last one, as yaml.safe_load keeps
 
 
+def fragment_folders(spec_file: Path) -> list[Path]:
+    """Where a spec's fragments are looked up: beside it (``fragments/``), then among the project's."""
+    return list(dict.fromkeys([spec_file.parent / FRAGMENTS, BASELINES_DIR / FRAGMENTS]))
+
+
+def fragment_file(name: Any, spec_file: Path) -> Path | None:
+    """The file of fragment ``name`` included by ``spec_file`` (None: none there). A fragment is named
+    by its file name in a fragments folder, never by a path: ``include: ../x`` or an absolute path
+    once loaded YAML from outside the spec folder, and is a DataFormatError naming the spec's line."""
+    if not is_plain_name(name):
+        raise DataFormatError(spec_file, key_line(spec_file, "include"),
+                              f"include: {name!r} is not a fragment's name (a fragment is named by its file "
+                              f"name in {FRAGMENTS}/, without folder or .yaml)",
+                              "name a fragment of baselines/fragments/ (or of fragments/ beside the spec), "
+                              "e.g. include: [query_as_context]")
+    # exists(), not is_file(): a folder or a pipe named like a fragment is load_yaml's one-line error
+    found = (f / f"{name}.yaml" for f in fragment_folders(spec_file))
+    return next((path for path in found if path.exists()), None)
+
+
 def with_fragments(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     """``raw`` over the fragments it includes, in order (a later one and the spec itself win). A
     fragment is looked up beside the spec (``fragments/``), then among the project's (so a spec in
@@ -126,11 +153,10 @@ def with_fragments(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     if names is None:
         return raw
     merged: dict[str, Any] = {}
-    folders = list(dict.fromkeys([path.parent / FRAGMENTS, BASELINES_DIR / FRAGMENTS]))  # beside the spec first
     for name in [names] if isinstance(names, str) else list(names):
-        fragment = next((f / f"{name}.yaml" for f in folders if (f / f"{name}.yaml").is_file()), None)
+        fragment = fragment_file(name, path)
         if fragment is None:
-            known = sorted({p.stem for f in folders for p in f.glob("*.yaml")})
+            known = sorted({p.stem for f in fragment_folders(path) for p in f.glob("*.yaml")})
             raise DataFormatError(path, key_line(path, "include"),
                                   f"include: no fragment '{name}' ({UnknownNameError('fragment', str(name), known)})")
         body = load_yaml(fragment)

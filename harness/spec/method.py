@@ -19,6 +19,7 @@ from harness.core.errors import (
     SpecProblems,
     UnknownNameError,
 )
+from harness.core.fsutil import is_plain_name
 from harness.spec import rehearsal
 from harness.spec.checks import check_bm25_negatives, structure_problems
 from harness.spec.files import (
@@ -76,6 +77,11 @@ def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> di
     parent = raw.get("extends")
     if parent is None:
         return raw
+    if not is_plain_name(parent):  # a path would resolve a spec outside the specs folder
+        raise DataFormatError(path, key_line(path, "extends"),
+                              f"extends: {parent!r} is not a spec's name (a spec is named by its file name in "
+                              "the specs folder, without folder or .yaml)",
+                              "name a method of `python -m harness ls methods`, e.g. extends: cotmae")
     if parent in seen + (name,):
         raise DataFormatError(path, key_line(path, "extends"), f"circular extends: {' -> '.join(seen + (name, parent))}")
     if not spec_path(parent, root).exists():
