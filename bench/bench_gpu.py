@@ -40,9 +40,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.run.projection import GPU_PEAK, cpu_tflops  # noqa: E402
-from harness.spec.method import load_method  # noqa: E402
-from harness.spec.stage_settings import StageSettings  # noqa: E402
+from harness.run.projection import GPU_PEAK, cpu_tflops  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.spec.method import load_method  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.spec.stage_settings import StageSettings  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 PINNED_TORCH = "2.13.0"
 SMOKE_SHAPE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 512}

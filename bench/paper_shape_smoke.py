@@ -35,11 +35,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # objective_fixtures: the toy tokenizer
 
-from harness.pretrain.models import bert_config_from_dict  # noqa: E402
-from harness.pretrain.objectives import build_objective  # noqa: E402
-from harness.training.precision import autocast  # noqa: E402
-from harness.spec.method import load_method, objective_specs  # noqa: E402
-from objective_fixtures import WORDS, toy_tokenizer  # noqa: E402
+from harness.pretrain.models import bert_config_from_dict  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.objectives import build_objective  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.training.precision import autocast  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.spec.method import load_method, objective_specs  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from objective_fixtures import WORDS, toy_tokenizer  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
              "intermediate_size": 3072, "max_position_embeddings": 512}
@@ -174,7 +174,9 @@ def run_encode(device: str = "cuda", batch: int = 512, p_len: int = 144, steps: 
 def _examples(n: int, words: int, seed: int) -> list[tuple[str, str]]:
     """(anchor, context) pairs of ``words`` vocabulary words each: every text fills max_length."""
     g = torch.Generator().manual_seed(seed)
-    pick = lambda: " ".join(WORDS[int(i)] for i in torch.randint(len(WORDS), (words,), generator=g))  # noqa: E731
+    def pick() -> str:
+        return " ".join(WORDS[int(i)] for i in torch.randint(len(WORDS), (words,), generator=g))
+
     return [(pick(), pick()) for _ in range(n)]
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.core.paths import local_runs_dir  # noqa: E402
-from harness.records.store import load_references  # noqa: E402
+from harness.core.paths import local_runs_dir  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.records.store import load_references  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 DENSE = ["cotmae", "cotmae_qc", "cocondenser", "cocondenser_qc"]
 

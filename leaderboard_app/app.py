@@ -14,13 +14,13 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-import streamlit as st  # noqa: E402
+import streamlit as st  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
-from leaderboard_app import data as lb_data  # noqa: E402
-from leaderboard_app import display, glance, plots, selection, tables  # noqa: E402
-from harness.core import benchmarks as declared  # noqa: E402
-from harness.gate.run import YOUR_RUNS  # noqa: E402
-from harness.present import overview  # noqa: E402
+from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import display, glance, plots, selection, tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.core import benchmarks as declared  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.gate.run import YOUR_RUNS  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.present import overview  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
 

@@ -59,7 +59,9 @@ def test_exact_rule_with_zero_tolerance():
 
 def test_boundaries_survive_float_noise_end_to_end():
     """A deterministic run (exact rule, 0.2 points for released weights): 38.4 vs 38.2 is the edge."""
-    one = lambda x: compare({"msmarco-dev": {"RR@10": x}}, {}, [Cell()], PAPER_RUN, exact=True)[0].status  # noqa: E731
+    def one(x):
+        return compare({"msmarco-dev": {"RR@10": x}}, {}, [Cell()], PAPER_RUN, exact=True)[0].status
+
     assert one(0.384) == REPRODUCED and one(0.380) == REPRODUCED
     assert one(0.3841) == DIFFERENT_ABOVE and one(0.3799) == DIFFERENT_BELOW
 

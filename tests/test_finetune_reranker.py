@@ -20,7 +20,7 @@ from harness.finetune.reranker import (
 from harness.spec.stage_settings import RerankerTrainSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_finetune_splade import ATTRS, FRUITS, VOCAB, make_tiny_mlm  # noqa: E402
+from test_finetune_splade import ATTRS, FRUITS, VOCAB, make_tiny_mlm  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 
 def _tiny_config() -> dict:

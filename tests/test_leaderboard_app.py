@@ -16,8 +16,8 @@ from streamlit.testing.v1 import AppTest
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard_app import data as lb_data  # noqa: E402
-from leaderboard_app import tables  # noqa: E402
+from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 APP = Path(__file__).resolve().parents[1] / "leaderboard_app" / "app.py"
 FIXTURES = Path(__file__).parent / "fixtures" / "records"

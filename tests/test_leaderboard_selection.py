@@ -17,8 +17,8 @@ from harness.records.store import RunRecord
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard_app import data as lb_data  # noqa: E402
-from leaderboard_app import display, plots, selection, tables  # noqa: E402
+from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import display, plots, selection, tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 BM25 = "bm25__paper__20261121T203000"

@@ -39,7 +39,9 @@ def eq5_by_hand(reps: torch.Tensor, tau: float) -> float:
     total = 0.0
     for x in range(n):
         y = x + 1 if x % 2 == 0 else x - 1
-        sim = lambda a, b: float(reps[a] @ reps[b]) / tau  # noqa: E731
+        def sim(a, b):
+            return float(reps[a] @ reps[b]) / tau
+
         denominator = sum(math.exp(sim(x, k)) for k in range(n) if k != x)
         total += -math.log(math.exp(sim(x, y)) / denominator)
     return total / n

@@ -46,7 +46,9 @@ def word_distribution(z: torch.Tensor) -> list[float]:
 
 def js_by_hand(p: list[float], q: list[float]) -> float:
     m = [(a + b) / 2 for a, b in zip(p, q)]
-    kl = lambda x: sum(a * math.log(a / c) for a, c in zip(x, m))  # noqa: E731
+    def kl(x):
+        return sum(a * math.log(a / c) for a, c in zip(x, m))
+
     return 0.5 * kl(p) + 0.5 * kl(q)
 
 

@@ -21,12 +21,12 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401
+from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.core.errors import HarnessError  # noqa: E402
-from harness.core.fsutil import is_temp, temp_name  # noqa: E402
-from harness.training import checkpoint as ckpt  # noqa: E402
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.core.fsutil import is_temp, temp_name  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.training import checkpoint as ckpt  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 N_EXAMPLES = 20
 

@@ -20,9 +20,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import TIGHT, build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401
+from test_pretrain_toy import TIGHT, build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
+from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 N_EXAMPLES = 24  # 3 steps per epoch: the run crosses an epoch boundary
 F64 = torch.float64

@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread  # noqa: E402,F401
+from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.core.errors import HarnessError  # noqa: E402
-from harness.pretrain.export import export_encoder  # noqa: E402
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.export import export_encoder  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 
 def _cls(model, tokenizer, texts):

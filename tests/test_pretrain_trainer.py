@@ -9,10 +9,10 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import TIGHT, ToyContrastive, build, examples_fn_for, make_tokenizer, one_thread, params_of  # noqa: E402,F401
+from test_pretrain_toy import TIGHT, ToyContrastive, build, examples_fn_for, make_tokenizer, one_thread, params_of  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.core.errors import HarnessError  # noqa: E402
-from harness.pretrain.trainer import TrainConfig, plan_batches, train  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.trainer import TrainConfig, plan_batches, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ import torch
 from transformers import AutoModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import examples_fn_for, make_tokenizer, one_thread, params_of, tiny_config  # noqa: E402,F401
+from test_pretrain_toy import examples_fn_for, make_tokenizer, one_thread, params_of, tiny_config  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.pretrain.export import export_encoder  # noqa: E402
-from harness.pretrain.objectives import build_objective  # noqa: E402
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402
+from harness.pretrain.export import export_encoder  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.objectives import build_objective  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:

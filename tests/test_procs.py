@@ -142,7 +142,7 @@ def test_sigkill_while_indexing_leaves_no_java_process(tmp_path):
 
     try:
         ensure_java_home()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure to start Java means: skip
         pytest.skip(f"no Java: {exc}")
     parent = _start(INDEX_SCRIPT, str(tmp_path / "key.partial"))
     started: list[dict[str, str]] = []

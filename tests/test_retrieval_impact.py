@@ -26,7 +26,7 @@ from harness.retrieval.impact import (
 from harness.retrieval.splade_model import splade_max, write_lexical_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_finetune_splade import VOCAB, make_tiny_mlm  # noqa: E402
+from test_finetune_splade import VOCAB, make_tiny_mlm  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 TEXTS = ["apple pie.", "the sweet mango , lemons", "", "red", "banana tree juice seed sour . a"]
 

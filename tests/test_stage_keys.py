@@ -57,7 +57,7 @@ def blocks_of(spec: MethodSpec, planned: set[str]) -> Iterator[tuple[type[Settin
     that a stage of the plan reads."""
     for cls in BLOCKS:
         if planned & set(cls.reads):
-            yield cls, cls.block, cls.from_spec(spec), cls.reads  # type: ignore[attr-defined]
+            yield cls, cls.block, cls.from_spec(spec), cls.reads  # type: ignore[attr-defined]  # every block class declares `block`
     for stage in RETRIEVERS:
         if stage in planned:
             yield StageSettings, ("finetune", stage), StageSettings.from_spec(spec, stage), (stage,)
@@ -103,7 +103,7 @@ def test_each_setting_moves_the_keys_of_the_stages_that_read_it(method, profile,
     planned = {stage for stage, _ in before}
     problems = []
     for _cls, where, settings, reads in blocks_of(spec, planned):
-        for f in dataclasses.fields(settings):  # type: ignore[arg-type]
+        for f in dataclasses.fields(settings):  # type: ignore[arg-type]  # settings are dataclasses
             readers = planned & set(f.metadata["stages"] or reads)
             if not readers and f.metadata["keyed"]:
                 continue  # no stage of this plan reads it

@@ -11,13 +11,13 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import build, make_tokenizer  # noqa: E402
+from test_pretrain_toy import build, make_tokenizer  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
-from harness.core.errors import HarnessError  # noqa: E402
-from harness.training import checkpoint as ckpt  # noqa: E402
-from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps  # noqa: E402
-from harness.training.engine import Notes, StepContext, Task, run, session  # noqa: E402
-from harness.training.optim import build_optimizer, linear_schedule  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.training import checkpoint as ckpt  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.training.engine import Notes, StepContext, Task, run, session  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.training.optim import build_optimizer, linear_schedule  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 
 # --- optimiser and schedule ------------------------------------------------------------

@@ -87,9 +87,9 @@ class EpochExamples(Sequence[Pair]):
     def __len__(self) -> int:
         return len(self.mine)
 
-    def __getitem__(self, j: int) -> Pair:  # type: ignore[override]
+    def __getitem__(self, j: int) -> Pair:  # type: ignore[override]  # a Sequence's slices, too, as below
         if isinstance(j, slice):
-            return [self[k] for k in range(*j.indices(len(self)))]  # type: ignore[return-value]
+            return [self[k] for k in range(*j.indices(len(self)))]  # type: ignore[return-value]  # the slice case
         i = int(self.mine[j])
         p = self.passages[i]
         if self.kind == "single":

@@ -288,7 +288,7 @@ def grade(pairings: Sequence[Pairing]) -> list[ClaimCheck]:
         if missing:
             check.status, check.reason = NOT_YET_RUN, "; ".join(missing)
             continue
-        a_value, b_value = float(p.a_value), float(p.b_value)  # type: ignore[arg-type]
+        a_value, b_value = float(p.a_value), float(p.b_value)  # type: ignore[arg-type]  # both present: `missing` is empty
         check.effect = a_value - b_value
         check.effect_ratio = rule.effect_ratio(a_value, b_value, c.a_value, c.b_value)
         check.delta_ri = rule.delta_ri(a_value, b_value, c.a_value, c.b_value)

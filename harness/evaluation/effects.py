@@ -93,7 +93,9 @@ class Effect:
 def _effect(profile: str, a: str, b: str, a_run: str, b_run: str, dataset: str, measure: str,
             pq_a: Mapping[str, float], pq_b: Mapping[str, float]) -> Effect:
     res = paired_bootstrap(pq_a, pq_b)
-    mean = lambda pq: 100.0 * sum(pq.values()) / len(pq)  # noqa: E731
+    def mean(pq: Mapping[str, float]) -> float:
+        return 100.0 * sum(pq.values()) / len(pq)
+
     return Effect(profile, a, b, a_run, b_run, dataset, measure, mean(pq_a), mean(pq_b), 100.0 * res.mean_diff,
                   100.0 * res.low, 100.0 * res.high, res.p_value, res.n_queries)
 

@@ -92,7 +92,9 @@ def _search_part(encoder: Any, part: Any, fingerprint: str, split: str | None, d
 
 def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, Any]:
     """Efficiency over all parts (one part except for cqadupstack)."""
-    total = lambda key: sum(float(s[key]) for s in parts.values())  # noqa: E731
+    def total(key: str) -> float:
+        return sum(float(s[key]) for s in parts.values())
+
     docs, queries = int(total("docs")), int(total("queries"))
     encode_s, search_s, query_s = total("encode_seconds"), total("search_seconds"), total("query_encode_seconds")
     cached = [s["cached"] for s in parts.values()]

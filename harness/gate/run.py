@@ -271,7 +271,7 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                     tolerance = TRAINING_FREE_TOLERANCE if training_free else tiny_tolerance
                     result.rows.extend(reference_rows(rec, ref, tolerance, None if training_free else cross_machine))
                     result.rows.extend(loss_rows(rec, ref))
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - any failure to start Java means: skip
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
     return result

@@ -243,7 +243,7 @@ def _pair(first: _Run, second: _Run) -> ReplicationPair:
             unmatched.append(f"{key}={va if va is not None else vb} ({'a' if va is not None else 'b'} only)")
     return ReplicationPair(
         method=str(a.method), benchmark=str(a.benchmark), measure=str(a.measure),
-        a=round(float(a.score) * 100, 6), b=round(float(b.score) * 100, 6),  # type: ignore[arg-type]
+        a=round(float(a.score) * 100, 6), b=round(float(b.score) * 100, 6),  # type: ignore[arg-type]  # paired cells hold scores
         source_a=_source(first), source_b=_source(second),
         runs_a=int(a.conditions.get("runs_averaged") or 1), runs_b=int(b.conditions.get("runs_averaged") or 1),
         setting=tuple(shared), unmatched=tuple(unmatched),

@@ -171,7 +171,9 @@ def learned_svg(rows: Sequence[LearnedRow], profile: str = "mini") -> str:
     top = max(10.0, 10.0 * -(-high // 10))  # the next multiple of 10 points
     left, width, row_h, pad = 170, 600, 18, 30
     height = pad + len(benchmarks) * (len(methods) * row_h + pad) + 20
-    x = lambda v: left + width * v / top  # noqa: E731
+    def x(v: float) -> float:
+        return left + width * v / top
+
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 40}" height="{height}" '
              f'role="img" aria-label="{esc(profile)} runs, points with 95% CI">']
     for tick in range(0, int(top) + 1, 10):

@@ -58,7 +58,7 @@ class Settings:
 
     @classmethod
     def _fields(cls) -> tuple[dataclasses.Field, ...]:
-        return dataclasses.fields(cls)  # type: ignore[arg-type]
+        return dataclasses.fields(cls)  # type: ignore[arg-type]  # every subclass is a dataclass
 
     @classmethod
     def keyed(cls, stage: str | None = None) -> tuple[str, ...]:

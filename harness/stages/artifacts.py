@@ -55,7 +55,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from harness import DEFAULT_SEED, SEED
 # atomic_write_text is re-exported: the builders write through this module.
-from harness.core.fsutil import (PARTIAL, atomic_dir, atomic_write_json, atomic_write_text, is_temp,  # noqa: F401
+from harness.core.fsutil import (PARTIAL, atomic_dir, atomic_write_json, atomic_write_text, is_temp,  # noqa: F401 - re-exported, as said above
                             remove_temps, temp_name)
 from harness.core.paths import cache_dir
 
