@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from harness.core import ranks
 from harness.core.errors import DataFormatError, HarnessError
 from harness.stages.checkpoints import load_pretrained
+from harness.training.precision import encode_autocast, for_inference
 
 POOLINGS = ("cls", "mean")
 KINDS = ("query", "passage")
@@ -340,7 +341,6 @@ class Encoder:
         return out
 
     def _embed(self, batch: list[str], max_length: int) -> Any:
-        from harness.training.precision import encode_autocast
 
         enc = self.tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         enc = {k: v.to(self.device) for k, v in enc.items()}
@@ -437,7 +437,6 @@ def load_encoder(
         if value is not None:
             setattr(spec, name, value)
             spec.sources[name] = "argument"
-    from harness.training.precision import for_inference
 
     dev = _pick_device(device)
     model, tokenizer = load_backbone(spec.model_dir)

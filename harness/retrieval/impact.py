@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.retrieval.java import child_env, ensure_java_home
+from harness.training.precision import encode_autocast, for_inference
 
 Run = dict[str, dict[str, float]]
 SparseVector = dict[str, float]
@@ -121,7 +122,6 @@ class SparseEncoder:
         import torch
 
         from harness.retrieval.splade_model import splade_max
-        from harness.training.precision import encode_autocast
 
         if batch_size < 1:
             raise HarnessError(f"batch_size must be positive, got {batch_size}")
@@ -166,7 +166,6 @@ def load_sparse_encoder(model_dir: str | Path, device: str | None = None, precis
     from transformers import AutoTokenizer
 
     from harness.retrieval.splade_model import load_masked_lm, read_lexical_settings
-    from harness.training.precision import for_inference
 
     if precision not in ("fp32", "fp16", "bf16"):
         raise HarnessError(f"precision must be fp32, fp16 or bf16, got {precision!r}")

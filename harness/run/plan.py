@@ -45,6 +45,7 @@ from harness.spec.stage_settings import (
     precision_source,
 )
 from harness.stages.graph import MINING_DETAILS, STAGES, resolve
+from harness.training.precision import device_precision
 
 
 def entry_label(entry: dict[str, Any]) -> str:
@@ -261,7 +262,6 @@ def precision_line(precision: str, source: str, hw: Hardware) -> str:
     if precision not in ("fp32", "auto") and hw.device_type != "cuda":
         import torch
 
-        from harness.training.precision import device_precision
 
         said: list[str] = []
         here = device_precision(precision, torch.device("cpu"), said.append)
