@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeGuard
 
-from harness.core.errors import HarnessError
+from harness.core.errors import DiskFull, HarnessError, disk_full
 
 TEMP_TAG = ".tmp"
 PARTIAL = "partial"  # the token of a resumable work folder: a fixed name the next attempt finds
@@ -180,9 +180,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        full = _full(exc, path)  # asked before the temp goes: removing it frees the space torch's check needs
         tmp.unlink(missing_ok=True)
+        if full is not None:
+            raise full from exc
         raise
+
+
+def _full(exc: BaseException, path: Path) -> DiskFull | None:
+    """A new DiskFull naming ``path`` (the target, not its temp) if a full disk made the write fail."""
+    if not isinstance(exc, Exception) or isinstance(exc, DiskFull):
+        return None
+    full = disk_full(exc, (path,))
+    return None if full is None else DiskFull(path, full.needs_mib)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -246,9 +257,12 @@ def atomic_dir(path: str | Path, *, keep_partial: bool = False, replace: bool = 
     try:
         yield work
         replace_dir(work, path, replace=replace)
-    except BaseException:
+    except BaseException as exc:
+        full = _full(exc, path)
         if not keep_partial:
             _remove(work)
+        if full is not None:
+            raise full from exc
         raise
 
 
