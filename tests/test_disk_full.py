@@ -79,7 +79,8 @@ def test_enospc_without_a_filename_names_the_fuller_folder(homes, monkeypatch, c
 
 def test_enospc_with_a_filename_names_that_file(homes, monkeypatch, capsys):
     target = homes[0] / "bm25" / "run.trec"
-    status, err = _run_raising(OSError(errno.ENOSPC, "No space left on device", str(target)), monkeypatch, capsys)
+    exc = OSError(errno.ENOSPC, "No space left on device", str(target))
+    status, err = _run_raising(exc, monkeypatch, capsys)
     assert (status, err) == (2, [f"error: no space left on the device holding {target}"])
 
 
@@ -113,7 +114,8 @@ def test_other_errors_are_not_a_full_disk(homes, monkeypatch, capsys):
 
 
 def test_an_estimate_is_said_when_known_and_never_invented(tmp_path):
-    assert str(DiskFull(tmp_path, 1234.4)) == f"no space left on the device holding {tmp_path} (needs ~1234 MiB)"
+    said = f"no space left on the device holding {tmp_path} (needs ~1234 MiB)"
+    assert str(DiskFull(tmp_path, 1234.4)) == said
     full = disk_full(OSError(errno.ENOSPC, "No space left on device"), (tmp_path,))
     assert str(full) == f"no space left on the device holding {tmp_path}"
 

@@ -99,15 +99,15 @@ def disk_full(exc: BaseException, where: Iterable[str | Path] = (), needs_mib: f
     free. The path named: the OSError's file when it has one (a write to an open file has none), else
     the fullest of ``where``."""
     places = [Path(w) for w in where]
-    free = {p: free_mib(p) for p in places}
-    fullest = min(places, key=lambda p: float("inf") if free[p] is None else free[p], default=None)
+    # free MiB per place; one that cannot be asked is never taken as full
+    room = {p: float("inf") if f is None else f for p in places for f in [free_mib(p)]}
+    fullest = min(places, key=room.__getitem__, default=None)
     for e in _chain(exc):
         if isinstance(e, DiskFull):
             return e
         if isinstance(e, OSError) and e.errno in FULL_ERRNOS:
             return DiskFull(e.filename if e.filename is not None else fullest, needs_mib)
         if isinstance(e, RuntimeError) and any(m in str(e) for m in TORCH_WRITE_FAILED):
-            low = [p for p in places if free[p] is not None and free[p] < LOW_MIB]
-            if low:
-                return DiskFull(low[0], needs_mib)
+            if fullest is not None and room[fullest] < LOW_MIB:
+                return DiskFull(fullest, needs_mib)
     return None
