@@ -215,3 +215,29 @@ def test_a_checkpoint_file_cut_by_a_full_disk_names_it(tmp_path, monkeypatch):
     with pytest.raises(DiskFull) as caught:
         checkpoint._fsync_save({"w": 1}, path)
     assert caught.value.path == path and is_temp(path.parent)  # a temp folder: never resumed from
+
+
+def test_a_stage_cut_by_a_full_disk_names_its_output_and_what_the_plan_projected(tmp_path, monkeypatch):
+    from harness.pipelines.context import RunContext, StageLog
+    from harness.records.tracking import Tracker
+    from harness.spec.method import load_method
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+
+    def build(work):
+        with open(work / "run.trec", "wb") as fh:
+            fh.write(b"q1 Q0 d1 1 1.0 bm25\n")
+            raise OSError(errno.ENOSPC, "No space left on device")  # a write to an open file: no filename
+
+    log = StageLog(needs_mib={("retrieve", "some-benchmark"): 2048.4})
+    ctx = RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
+                     log)
+    with pytest.raises(DiskFull) as caught:
+        ctx.cached_stage("retrieve", "some-benchmark", {"k": 1}, {}, build)
+    assert str(caught.value).startswith("no space left on the device holding " + str(tmp_path / "cache"))
+    assert str(caught.value).endswith(" (needs ~2048 MiB)")
+    left = [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and p.suffix != ".lock"]
+    assert left == []  # the stage's work folder is gone: nothing a later run could take as its output
+    with pytest.raises(DiskFull) as caught:  # a stage without an estimate says none
+        ctx.cached_stage("retrieve", "other", {"k": 1}, {}, build)
+    assert "needs" not in str(caught.value)

@@ -61,9 +61,12 @@ class DiskFull(HarnessError):
 
     def __init__(self, path: str | Path | None, needs_mib: float | None = None):
         self.path, self.needs_mib = (Path(path) if path is not None else None), needs_mib
-        where = f"the device holding {path}" if path is not None else "the device"
-        needs = f" (needs ~{max(1, round(needs_mib))} MiB)" if needs_mib else ""
-        super().__init__(f"no space left on {where}{needs}")
+        super().__init__(str(self))
+
+    def __str__(self) -> str:  # from the fields: the stage runner adds its estimate on the way up
+        where = f"the device holding {self.path}" if self.path is not None else "the device"
+        needs = f" (needs ~{max(1, round(self.needs_mib))} MiB)" if self.needs_mib else ""
+        return f"no space left on {where}{needs}"
 
 
 def free_mib(path: str | Path) -> float | None:
