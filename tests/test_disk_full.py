@@ -241,3 +241,18 @@ def test_a_stage_cut_by_a_full_disk_names_its_output_and_what_the_plan_projected
     with pytest.raises(DiskFull) as caught:  # a stage without an estimate says none
         ctx.cached_stage("retrieve", "other", {"k": 1}, {}, build)
     assert "needs" not in str(caught.value)
+
+
+def test_a_file_cut_in_an_atomic_folder_is_named_as_it_would_be_when_finished(tmp_path):
+    target = tmp_path / "index"
+    with pytest.raises(DiskFull) as caught:
+        with atomic_dir(target) as work:
+            with open(work / "segment-0", "wb") as fh:
+                raise OSError(errno.ENOSPC, "No space left on device", str(work / "segment-0"))
+    assert caught.value.path == target / "segment-0" and list(tmp_path.iterdir()) == []
+    with pytest.raises(DiskFull) as caught:  # the same through an atomic file in it: not its temp name
+        with atomic_dir(target) as work:
+            with atomic_path(work / "docids.json") as tmp:
+                tmp.write_bytes(b"[1, 2")
+                raise OSError(errno.ENOSPC, "No space left on device")
+    assert caught.value.path == target / "docids.json" and list(tmp_path.iterdir()) == []

@@ -188,12 +188,17 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def _full(exc: BaseException, path: Path) -> DiskFull | None:
-    """A new DiskFull naming ``path`` (the target, not its temp) if a full disk made the write fail."""
-    if not isinstance(exc, Exception) or isinstance(exc, DiskFull):
+def _full(exc: BaseException, path: Path, work: Path | None = None) -> DiskFull | None:
+    """A new DiskFull naming ``path`` (the target, not its temp; a file in the folder ``work`` that fills
+    ``path``: that file as it would be named when finished) if a full disk made the write fail."""
+    full = disk_full(exc, (path,)) if isinstance(exc, Exception) else None
+    if full is None:
         return None
-    full = disk_full(exc, (path,))
-    return None if full is None else DiskFull(path, full.needs_mib)
+    named = full.path
+    inside = work is not None and named is not None and named.is_relative_to(work)
+    if isinstance(exc, DiskFull) and not inside:
+        return None  # named already, by a writer nearer the file
+    return DiskFull(path / named.relative_to(work) if inside and named and work else path, full.needs_mib)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -258,7 +263,7 @@ def atomic_dir(path: str | Path, *, keep_partial: bool = False, replace: bool = 
         yield work
         replace_dir(work, path, replace=replace)
     except BaseException as exc:
-        full = _full(exc, path)
+        full = _full(exc, path, work)
         if not keep_partial:
             _remove(work)
         if full is not None:
