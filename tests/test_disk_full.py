@@ -230,8 +230,8 @@ def test_a_stage_cut_by_a_full_disk_names_its_output_and_what_the_plan_projected
             raise OSError(errno.ENOSPC, "No space left on device")  # a write to an open file: no filename
 
     log = StageLog(needs_mib={("retrieve", "some-benchmark"): 2048.4})
-    ctx = RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
-                     log)
+    tracker = Tracker(experiment="t", run_name="t", tags={}, enabled=False)
+    ctx = RunContext(load_method("nopretrain", "tiny"), tracker, log)
     with pytest.raises(DiskFull) as caught:
         ctx.cached_stage("retrieve", "some-benchmark", {"k": 1}, {}, build)
     assert str(caught.value).startswith("no space left on the device holding " + str(tmp_path / "cache"))

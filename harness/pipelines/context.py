@@ -156,9 +156,9 @@ class RunContext:
         label = f"{name}/{dataset}" if dataset else name
         with self._says_needs(name, dataset):
             if ranks.world_size() > 1:  # a launched run, outside a block rank 0 builds alone
-                return self._stop_if_asked(name, self._ranked_stage(stage, cache, dataset, config, build, label,
-                                                                    tags))
-            self._one_builder(stage, cache, dataset, config, build, label, tags)
+                cache = self._ranked_stage(stage, cache, dataset, config, build, label, tags)
+            else:
+                self._one_builder(stage, cache, dataset, config, build, label, tags)
         return self._stop_if_asked(name, cache)
 
     @contextlib.contextmanager
@@ -172,7 +172,8 @@ class RunContext:
             raise
 
     def _one_builder(self, stage: Stage, cache: StageCache, dataset: str | None, config: dict[str, Any],
-                     build: Callable[[Path], dict[str, Any] | None], label: str, tags: dict[str, Any]) -> None:
+                     build: Callable[[Path], dict[str, Any] | None], label: str,
+                     tags: dict[str, Any]) -> None:
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.
         with exclusive_lock(cache.lock_path, label) as waited:
