@@ -247,7 +247,7 @@ def test_a_file_cut_in_an_atomic_folder_is_named_as_it_would_be_when_finished(tm
     target = tmp_path / "index"
     with pytest.raises(DiskFull) as caught:
         with atomic_dir(target) as work:
-            with open(work / "segment-0", "wb") as fh:
+            with open(work / "segment-0", "wb"):
                 raise OSError(errno.ENOSPC, "No space left on device", str(work / "segment-0"))
     assert caught.value.path == target / "segment-0" and list(tmp_path.iterdir()) == []
     with pytest.raises(DiskFull) as caught:  # the same through an atomic file in it: not its temp name

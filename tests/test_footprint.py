@@ -97,7 +97,7 @@ def test_a_run_warns_before_its_first_stage(tmp_path, monkeypatch, capsys):
     assert "would not fit: passages needs" in capsys.readouterr().out
     # what a full disk during the stage says it needs: the same projection, in MiB
     passages = footprint.stage_passages(spec, {"stage": "passages", "dataset": None})
-    assert log.needs_mib[("passages", None)] == pytest.approx((10.0 + 9.0 * (passages - 100_000) / 90_000))
+    assert log.needs_mib[("passages", None)] == pytest.approx(10.0 + 9.0 * (passages - 100_000) / 90_000)
 
 
 def test_a_stage_written_by_an_earlier_one_or_unmeasured_has_no_estimate(tmp_path):
