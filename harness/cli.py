@@ -17,7 +17,8 @@ import sys
 from harness.core import procs
 
 from harness.core import threads
-from harness.core.errors import HarnessError, SpecProblems
+from harness.core.errors import HarnessError, SpecProblems, disk_full
+from harness.core.paths import cache_dir, runs_dir
 
 # Order is the order shown in --help.
 # An OSError on a path the user controls (a cache on a full disk, a folder made read-only mid-run) is
@@ -66,10 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `... | head` closed the pipe: not an error; keep Python from reporting it at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except OSError as exc:
-        if exc.errno not in _PLACE_ERRNOS or exc.filename is None:
+    except Exception as exc:
+        # A full disk, whatever raised it (a write to an open file has no filename; torch wraps it in a
+        # RuntimeError): one line naming the file, else the fuller of the folders the stages write into.
+        full = disk_full(exc, (cache_dir(), runs_dir()))
+        if full is not None:
+            print(f"error: {full}", file=sys.stderr)
+            return 2
+        if not isinstance(exc, OSError) or exc.errno not in _PLACE_ERRNOS or exc.filename is None:
             raise
-        print(f"error: {exc.filename}: {exc.strerror} (fix: free space or make it writable, or point "
+        print(f"error: {exc.filename}: {exc.strerror} (fix: make it writable, or point "
               "HARNESS_CACHE_DIR / HARNESS_RUNS_DIR / the flag at a folder you can write)", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:

@@ -92,8 +92,23 @@ def test_a_run_warns_before_its_first_stage(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(footprint, "newest_results", lambda folder=footprint.RESULTS: results)
     monkeypatch.setattr(runner, "total_memory_gib", lambda: 4.0)
     spec = load_method("cotmae", "paper")
-    assert runner.planned_stages(spec, list(spec.get("datasets")), False) > 0
+    log = runner.planned_stages(spec, list(spec.get("datasets")), False)
+    assert log.total > 0
     assert "would not fit: passages needs" in capsys.readouterr().out
+    # what a full disk during the stage says it needs: the same projection, in MiB
+    passages = footprint.stage_passages(spec, {"stage": "passages", "dataset": None})
+    assert log.needs_mib[("passages", None)] == pytest.approx(10.0 + 9.0 * (passages - 100_000) / 90_000)
+
+
+def test_a_stage_written_by_an_earlier_one_or_unmeasured_has_no_estimate(tmp_path):
+    results = _bench(tmp_path, [("vector_store", 10_000, 60.0, 10.0), ("vector_store", 100_000, 60.0, 100.0)])
+    spec, entries = _entries("cotmae")
+    needs = footprint.stage_disk_mib(spec, entries, footprint.fit(json.loads(results.read_text())["rows"]))
+    searches = [e for e in entries if e["stage"] == "dense_retrieve" and e.get("plan", "to run") == "to run"]
+    estimated = [e for e in searches if (e["stage"], e.get("dataset")) in needs]
+    # one estimate per encoding written (the first search over it); no stage but the vector ones was measured
+    assert len(estimated) == len({str(e.get("vectors")) for e in searches}) and estimated
+    assert {stage for stage, _ in needs} == {"dense_retrieve"}
 
 
 def test_vector_stages_are_projected_at_the_plans_dimension():

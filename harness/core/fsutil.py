@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeGuard
 
-from harness.core.errors import HarnessError
+from harness.core.errors import DiskFull, HarnessError, disk_full
 
 TEMP_TAG = ".tmp"
 PARTIAL = "partial"  # the token of a resumable work folder: a fixed name the next attempt finds
@@ -180,9 +180,25 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        full = _full(exc, path)  # asked before the temp goes: removing it frees the space torch's check needs
         tmp.unlink(missing_ok=True)
+        if full is not None:
+            raise full from exc
         raise
+
+
+def _full(exc: BaseException, path: Path, work: Path | None = None) -> DiskFull | None:
+    """A new DiskFull naming ``path`` (the target, not its temp; a file in the folder ``work`` that fills
+    ``path``: that file as it would be named when finished) if a full disk made the write fail."""
+    full = disk_full(exc, (path,)) if isinstance(exc, Exception) else None
+    if full is None:
+        return None
+    named = full.path
+    inside = work is not None and named is not None and named.is_relative_to(work)
+    if isinstance(exc, DiskFull) and not inside:
+        return None  # named already, by a writer nearer the file
+    return DiskFull(path / named.relative_to(work) if inside and named and work else path, full.needs_mib)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -246,9 +262,12 @@ def atomic_dir(path: str | Path, *, keep_partial: bool = False, replace: bool = 
     try:
         yield work
         replace_dir(work, path, replace=replace)
-    except BaseException:
+    except BaseException as exc:
+        full = _full(exc, path, work)
         if not keep_partial:
             _remove(work)
+        if full is not None:
+            raise full from exc
         raise
 
 

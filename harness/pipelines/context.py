@@ -14,10 +14,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from harness.core import ranks
-from harness.core.errors import HarnessError
+from harness.core.errors import DiskFull, HarnessError
 from harness.core.fsutil import exclusive_lock
 from harness.core.memory import measure_peak
 from harness.core.paths import cache_dir
@@ -86,6 +86,8 @@ class StageLog:
 
     entries: list[dict[str, Any]] = field(default_factory=list)
     total: int = 0  # stages the run's plan holds (0: unknown): the N of "[k/N] stage ..."
+    # (stage, dataset) -> MiB it would write, projected (harness/run/footprint.py): a full disk says it
+    needs_mib: dict[tuple[str, str | None], float] = field(default_factory=dict)
     announced: int = 0
 
     def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
@@ -152,17 +154,34 @@ class RunContext:
         if self.plan_only:
             return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable, tags))
         label = f"{name}/{dataset}" if dataset else name
-        if ranks.world_size() > 1:  # a launched run, outside a block rank 0 builds alone
-            return self._stop_if_asked(name, self._ranked_stage(stage, cache, dataset, config, build, label, tags))
+        with self._says_needs(name, dataset):
+            if ranks.world_size() > 1:  # a launched run, outside a block rank 0 builds alone
+                cache = self._ranked_stage(stage, cache, dataset, config, build, label, tags)
+            else:
+                self._one_builder(stage, cache, dataset, config, build, label, tags)
+        return self._stop_if_asked(name, cache)
+
+    @contextlib.contextmanager
+    def _says_needs(self, name: str, dataset: str | None) -> Iterator[None]:
+        """A full disk while the stage builds says what the plan projected it writes, when it did."""
+        try:
+            yield
+        except DiskFull as exc:
+            if exc.needs_mib is None:
+                exc.needs_mib = self.stages.needs_mib.get((name, dataset))
+            raise
+
+    def _one_builder(self, stage: Stage, cache: StageCache, dataset: str | None, config: dict[str, Any],
+                     build: Callable[[Path], dict[str, Any] | None], label: str,
+                     tags: dict[str, Any]) -> None:
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.
         with exclusive_lock(cache.lock_path, label) as waited:
             if self._reuse(cache, dataset, waited, label, tags):
-                return self._stop_if_asked(name, cache)
+                return
             self.stages.announce(label, "running")
             with cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
                 self._build(cache, dataset, config, build, label, work, True, tags)
-        return self._stop_if_asked(name, cache)
 
     def _reuse(self, cache: StageCache, dataset: str | None, waited: bool, label: str,
                tags: dict[str, Any]) -> bool:

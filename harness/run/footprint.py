@@ -247,6 +247,26 @@ def project(spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes])
     return list(out.values())
 
 
+def stage_disk_mib(spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes]
+                   ) -> dict[tuple[str, str | None], float]:
+    """(stage, dataset) -> the MiB a planned data stage would write, each projected on its own: what a full
+    disk's message says the stage needs. Left out rather than guessed: unmeasured stages, and a search
+    over corpus vectors an earlier stage writes (its own share is not measured apart)."""
+    out: dict[tuple[str, str | None], float] = {}
+    written: set[str] = set()
+    for entry in entries:
+        if entry.get("plan", "to run") != "to run" or entry["stage"] not in PARTS:
+            continue
+        vectors = str(entry.get("vectors") or "")
+        if vectors and vectors in written:
+            continue
+        written.add(vectors)
+        feet = project(spec, [entry], slopes)
+        if feet and feet[0].disk_gib:
+            out[(entry["stage"], entry.get("dataset"))] = feet[0].disk_gib * 1024
+    return out
+
+
 def _row_label(entry: dict[str, Any], mining: bool) -> str:
     """The row a planned stage is shown in: its stage and corpus (a benchmark's split and the retriever
     left out; cqadupstack's forums as one), mining apart from evaluation."""

@@ -190,7 +190,7 @@ def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
     tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
-    ctx = RunContext(spec, tracker, StageLog(total=planned_stages(spec, datasets, force, stage)), force,
+    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force, stage), force,
                      stop_after=stage)
     started = time.time()
     output = None
@@ -228,16 +228,21 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
     return ctx
 
 
-def planned_stages(spec: MethodSpec, datasets: list[str], force: bool, stage: str | None = None) -> int:
-    """How many stages (built, cached or scored) a run will go through: the N of its "[k/N] stage"
-    lines, from its own plan (0, "unknown", when the plan cannot be made: the run then says why)."""
+def planned_stages(spec: MethodSpec, datasets: list[str], force: bool, stage: str | None = None) -> StageLog:
+    """The log a run starts with: how many stages (built, cached or scored) it will go through, the N of
+    its "[k/N] stage" lines, from its own plan (0, "unknown", when the plan cannot be made: the run then
+    says why), and what each data stage would write (a full disk says it)."""
     try:
         entries = plan_method(spec, datasets, force, stage).stages.entries
     except Exception:  # noqa: BLE001 - a progress count must never stop a run
-        return 0
+        return StageLog()
     if ranks.is_main():
         warn_if_too_big(spec, entries)
-    return len(entries)
+    try:
+        needs = footprint.stage_disk_mib(spec, entries, footprint.measured_slopes())
+    except Exception:  # noqa: BLE001 - an estimate for a message must never stop a run
+        needs = {}
+    return StageLog(total=len(entries), needs_mib=needs)
 
 
 def warn_if_too_big(spec: MethodSpec, entries: list[dict[str, Any]]) -> None:
@@ -304,7 +309,7 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
 
     run_id = new_run_id(method, profile)
     tracker = rank_tracker(spec, run_id, run_tags(spec), track_required)
-    ctx = RunContext(spec, tracker, StageLog(total=planned_stages(spec, datasets, force)), force)
+    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force), force)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():

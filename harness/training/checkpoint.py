@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from harness.core import ranks
-from harness.core.errors import HarnessError
+from harness.core.errors import DiskFull, HarnessError, disk_full
 from harness.core.fsutil import PARTIAL, is_temp, replace_dir, temp_name
 from harness.training import distributed as D
 
@@ -133,10 +133,17 @@ def _as_tuple(value: Any) -> Any:
 
 
 def _fsync_save(obj: Any, path: Path) -> None:
-    with open(path, "wb") as fh:
-        torch.save(obj, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with open(path, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except Exception as exc:
+        # torch says "unexpected pos N vs M" on a full disk; asked while the short file still holds its space
+        full = disk_full(exc, (path,))
+        if full is None or isinstance(exc, DiskFull):
+            raise
+        raise DiskFull(path, full.needs_mib) from exc
 
 
 def _fsync_write_text(text: str, path: Path) -> None:
