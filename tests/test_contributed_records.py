@@ -241,10 +241,10 @@ def test_a_record_whose_method_or_profile_contradicts_its_spec_or_run_id_is_corr
 
 
 def test_identity_allows_a_day_of_clock_skew():
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from harness.records.integrity import identity_problems
-    now = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 27, 12, tzinfo=UTC)
     rec = {"run_id": "m__tiny__x", "method": "m", "profile": "tiny", "spec": {"name": "m", "profile": "tiny"}}
     assert identity_problems({**rec, "created": "2026-11-28T06:00:00Z"}, "m__tiny__x", now) == []
     assert identity_problems({**rec, "created": "2026-11-29T00:00:00Z"}, "m__tiny__x", now)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from harness.core import benchmarks as declared
@@ -131,7 +131,7 @@ def _created_at(value: Any) -> datetime | None:
         when = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def identity_problems(record: dict[str, Any], stem: str | None = None, now: datetime | None = None) -> list[str]:
@@ -150,7 +150,7 @@ def identity_problems(record: dict[str, Any], stem: str | None = None, now: date
             if key in spec and spec[key] != record.get(field):
                 out.append(f"{field} '{record.get(field)}' differs from its stored spec's {key} '{spec[key]}'")
     created = _created_at(record["created"]) if record.get("created") else None
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if created is not None and created > now + CLOCK_SKEW:
         out.append(f"created {record['created']} is in the future (now {now:%Y-%m-%dT%H:%M:%SZ})")
     return out
