@@ -16,11 +16,11 @@ from streamlit.testing.v1 import AppTest
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.present.glance_html import esc  # noqa: E402 - after the sys.path line above
-from harness.records.integrity import seal  # noqa: E402 - after the sys.path line above
-from harness.records.store import RunRecord  # noqa: E402 - after the sys.path line above
-from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above
-from leaderboard_app import display, selection, tables  # noqa: E402 - after the sys.path line above
+from harness.present.glance_html import esc
+from harness.records.integrity import seal
+from harness.records.store import RunRecord
+from leaderboard_app import data as lb_data
+from leaderboard_app import display, selection, tables
 
 APP = Path(__file__).resolve().parents[1] / "leaderboard_app" / "app.py"
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
