@@ -79,7 +79,7 @@ small = st.sidebar.toggle(selection.SMALL_SWITCH, value=False, key="f_small",
 show_old = st.sidebar.toggle(selection.SUPERSEDED_SWITCH, value=False, key="f_superseded",
                              help="Runs older than the accepted reference of their method and profile (SUPERSEDED "
                                   "in `check`): folded by default.")
-st.sidebar.caption(f"Records: `{data.records_dir}`")
+st.sidebar.caption(f"Records: {display.md_code(data.records_dir)}")
 
 # ----------------------------------------------------------------------------- header
 st.title("Retrieval pre-training leaderboard")
@@ -90,14 +90,16 @@ st.caption(f"{data.n_records} run record(s) ({len(data.records)} shown as result
            "these badges on every page:")
 st.markdown(glance.CSS + glance.legend_html(), unsafe_allow_html=True)
 if data.cells_error:
-    st.warning(f"Reported cells unavailable: {data.cells_error}")
+    st.warning(f"Reported cells unavailable: {display.md_text(data.cells_error)}")
 if data.skipped:
     st.warning(f"{len(data.skipped)} run record(s) skipped (corrupt, partial or from a newer harness): "
                "see the 'Skipped records' tab.")
 if not data.records:
-    st.info(f"No run records in {data.records_dir} yet: run `python -m harness run --method bm25`.")
+    st.info(f"No run records in {display.md_code(data.records_dir)} yet: run "
+            "`python -m harness run --method bm25`.")
 if data.yours is not None:
-    st.info(f"{YOUR_RUNS.capitalize()}: {len(data.your_records)} record(s) in {data.yours.records_dir}, which "
+    st.info(f"{YOUR_RUNS.capitalize()}: {len(data.your_records)} record(s) in "
+            f"{display.md_code(data.yours.records_dir)}, which "
             f"{'would pass' if data.yours.passed else 'would fail'} the gate once added; listed on the "
             "'CI gate' tab, never counted in the gate.")
 
@@ -148,8 +150,9 @@ with tab_glance:
     st.subheader("Learned runs at small scale: not comparable with the papers")
     st.caption(glance.LEARNED_CAPTION)
     for profile in glance.profiles(at_glance.learned):
-        st.markdown(f"**Profile {profile}** (`python -m harness run --method M --profile {profile}`)")
-        st.caption(f"What this profile is: {selection.caveat(profile)}.")
+        command = display.md_code(f"python -m harness run --method M --profile {profile}")
+        st.markdown(f"**Profile {display.md_text(profile)}** ({command})")
+        st.caption(f"What this profile is: {selection.caveat_md(profile)}.")
         st.markdown(glance.learned_html(at_glance.learned, profile), unsafe_allow_html=True)
     for name, frame in glance.frames(at_glance).items():
         st.download_button(f"Download the glance's {name} rows (CSV)", tables.to_csv(frame),
@@ -210,18 +213,17 @@ with tab_method:
         runs = [r for r in reversed(data.records) if r.method == method]
         run_id = st.selectbox("Run", [r.run_id for r in runs], key="m_run")
         rec = next(r for r in runs if r.run_id == run_id)
-        st.subheader(f"{rec.method} · {rec.profile} · {rec.run_id}")
+        st.subheader(display.run_heading(rec))  # record strings as text, never markdown (display.md_text)
         if rec.profile not in selection.PAPER_COMPARABLE:
-            st.warning(f"Not comparable with the papers: {selection.caveat(rec.profile)}.")
-        st.caption(f"spec hash `{rec.spec_hash}` · created {rec.created} · command `{rec.get('command', '')}`"
-                   + (" · reference record" if rec.run_id in data.references else ""))
+            st.warning(f"Not comparable with the papers: {selection.caveat_md(rec.profile)}.")
+        st.caption(display.run_caption(rec, rec.run_id in data.references))
         for title, items in (("Substituted in this profile (recorded with the run)", rec.get("substitutions") or []),
                              ("Where the paper profile departs from the paper (spec `deviations`; the cells they "
                               "touch are NOT-COMPARABLE)", tables.paper_deviations(rec.method)),
                              ("Values the papers leave unstated (spec `assumptions`)",
                               tables.paper_deviations(rec.method, "assumptions"))):
             if items:
-                st.markdown(f"**{title}**\n" + "\n".join(f"- {item}" for item in items))
+                st.markdown(display.md_list(title, items))
         left, right = st.columns(2)
         with left:
             st.markdown("**Stages**")
@@ -304,7 +306,7 @@ with tab_gate:
     _table(tables.gate_frame(gate), "gate", "gate",
            "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.")
     if data.yours is not None:
-        st.subheader(f"{YOUR_RUNS.capitalize()} (`{data.yours.records_dir}`: not gated)")
+        st.subheader(f"{YOUR_RUNS.capitalize()} ({display.md_code(data.yours.records_dir)}: not gated)")
         st.caption("Your own runs, graded as `check` grades a committed record but never counted in the gate: "
                    "`python -m harness check --add RUN_ID` moves one into runs/records/ to contribute it "
                    "(docs/contributing-runs.md).")

@@ -5,11 +5,17 @@ the word "None"; a page that does either is a dump. So every grid is handed to i
 here: points at the paper's printed precision (harness/core/points.py), sizes with their unit,
 p-values at 3 decimals, and "-" for a missing number. The numeric frames stay as they are for the
 charts and the CSV downloads. No streamlit import: app.py displays what this returns.
+
+Text from a record or a spec (a run id, a command, a substitution) is a contributor's text: every
+``st.markdown`` / ``st.caption`` / ``st.subheader`` / ``st.warning`` it reaches goes through
+:func:`md_text` (or :func:`md_code`), so a record holding ``![x](http://host/x.png)`` shows those
+characters instead of making the viewer's browser fetch an image or follow a link.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,8 +25,41 @@ import pandas as pd
 from harness.core.points import fmt, points_decimals
 
 MISSING = "-"
+# Every ASCII punctuation character: CommonMark lets a backslash make any of them literal, and with all of
+# them escaped no link, image, emphasis, code span, HTML tag, autolink ("http\://", "www\."), heading, list,
+# table, math ($) or Streamlit directive (":red[...]") can start.
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 POINTS_DIGITS = 2  # a run's number without a paper cell beside it: 2 decimals, the finest any paper prints
 P_DIGITS = 3  # p-values, as `check` prints them
+
+
+def md_text(value: Any) -> str:
+    """``value`` as markdown that renders as exactly its text, on one line (a newline could start a block)."""
+    return _PUNCTUATION.sub(r"\\\1", " ".join(str("" if value is None else value).split()))
+
+
+def md_code(value: Any) -> str:
+    """``value`` as one markdown code span: its fence is longer than any run of backticks in it, so the text
+    cannot close it (nothing inside a code span is rendered)."""
+    text = " ".join(str("" if value is None else value).split())
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", text)), default=0))
+    return f"{fence} {text} {fence}"
+
+
+def md_list(title: str, items: Iterable[Any]) -> str:
+    """A bold title over a bullet list of record or spec texts (``title`` is the page's own words)."""
+    return f"**{title}**\n" + "\n".join(f"- {md_text(item)}" for item in items)
+
+
+def run_heading(rec: Any) -> str:
+    """The Method tab's title of a run record: method · profile · run id, as text."""
+    return " · ".join(md_text(v) for v in (rec.method, rec.profile, rec.run_id))
+
+
+def run_caption(rec: Any, reference: bool = False) -> str:
+    """The line under it: spec hash, date and command (code spans), and whether it is a reference."""
+    return (f"spec hash {md_code(rec.spec_hash)} · created {md_text(rec.created)} · command "
+            f"{md_code(rec.get('command', ''))}" + (" · reference record" if reference else ""))
 
 
 def missing(value: Any) -> bool:

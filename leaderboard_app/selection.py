@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from harness.gate.grading import PAPER_GRADED
 from harness.records.store import RunRecord
+from leaderboard_app.display import md_text
 
 PAPER_COMPARABLE = tuple(PAPER_GRADED)  # the profiles whose runs are graded against the papers' cells
 SMALL_SWITCH = "Show small-profile runs (tiny, mini, rehearsal: not comparable with the papers)"
@@ -36,6 +37,12 @@ PROFILE_CAVEATS = {
 def caveat(profile: str) -> str:
     """One profile's caveat ("profile X: not comparable with the papers" for one not described)."""
     return PROFILE_CAVEATS.get(profile, f"profile {profile}: not one the papers ran, so not comparable with them")
+
+
+def caveat_md(profile: str) -> str:
+    """``caveat`` as markdown: a described profile's caveat is the page's own text; another one names the
+    record's profile, which is shown as text (display.md_text), never rendered."""
+    return PROFILE_CAVEATS[profile] if profile in PROFILE_CAVEATS else md_text(caveat(profile))
 
 
 def superseded_ids(records: Iterable[RunRecord], references: Iterable[str]) -> set[str]:
@@ -73,4 +80,4 @@ def shown_caveats(records: Iterable[RunRecord]) -> list[str]:
     screen that shows their numbers."""
     profiles = {r.profile for r in records if r.profile not in PAPER_COMPARABLE}
     order = [*PROFILE_CAVEATS, *sorted(profiles - set(PROFILE_CAVEATS))]
-    return [f"**{p}**: {caveat(p)}." for p in order if p in profiles]
+    return [f"**{md_text(p)}**: {caveat_md(p)}." for p in order if p in profiles]

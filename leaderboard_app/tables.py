@@ -23,7 +23,8 @@ from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
 from harness.records.tracking import flatten
 from harness.spec.paper_profiles import paper_deviations as all_deviations
-from leaderboard_app.display import MISSING, P_DIGITS, cell_decimals, column_decimals, number, text_frame
+from leaderboard_app.display import (MISSING, P_DIGITS, cell_decimals, column_decimals, md_code, md_text, number,
+                                      text_frame)
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).
 # Each declared benchmark's ``columns`` (harness/core/benchmarks.yaml), in the papers' order.
@@ -205,9 +206,9 @@ def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str,
         graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
         scored = "; ".join(f"{b} {number(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
         name = (rec.get("checkpoint") or {}).get("name", "?")
-        # the run id in a code span: its double underscores would otherwise render as bold
-        lines.append(f"released checkpoint {name} (`{rec.run_id}`): {scored} · graded {graded}"
-                     + (f" · not graded: {'; '.join(reasons)}" if reasons else ""))
+        # markdown for st.markdown: the record's texts escaped (display.md_text), the run id a code span
+        lines.append(f"released checkpoint {md_text(name)} ({md_code(rec.run_id)}): {md_text(scored)} · graded "
+                     f"{md_text(graded)}" + (f" · not graded: {md_text('; '.join(reasons))}" if reasons else ""))
     return lines
 
 

@@ -40,7 +40,7 @@ def _scores(mean: float, key: str) -> dict[str, float]:
 
 
 def _paper_record(method: str, by_stage: dict[str, dict[str, dict[str, dict[str, float]]]],
-                  created: str = "2026-12-01T00") -> dict:
+                  created: str = "2026-11-27T00") -> dict:
     """A paper-profile record of the committed spec with per-query scores for each stage."""
     final = list(by_stage)[-1]
     means = {s: {b: {m: sum(pq.values()) / len(pq) for m, pq in ms.items()} for b, ms in d.items()}
@@ -234,7 +234,7 @@ def test_the_60_qc_effects_each_have_a_state_or_a_precise_reason(monkeypatch):
 
 def _mini(method: str, mean: float) -> RunRecord:
     pq = _scores(mean, method)
-    return _rec({"schema_version": 1, "run_id": f"{method}__mini__x", "created": "2026-12-01T00", "method": method,
+    return _rec({"schema_version": 1, "run_id": f"{method}__mini__x", "created": "2026-11-27T00", "method": method,
                  "profile": "mini", "metrics": {"scifact": {"nDCG@10": sum(pq.values()) / len(pq)}},
                  "per_query": {"scifact": {"nDCG@10": pq}}})
 
@@ -247,6 +247,7 @@ def test_mini_effect_cis_include_the_seed_spread():
     # each side of the query-only CI widened by the variance of two single runs' difference, 2 sd^2
     for outer, inner in ((e.delta - e.ci_low, e.delta - e.query_ci_low), (e.ci_high - e.delta, e.query_ci_high - e.delta)):
         assert outer ** 2 == pytest.approx(inner ** 2 + Z95 ** 2 * 2 * sd ** 2)
-    tiny = method_effects([_rec({**_mini("nopretrain", 0.5).data, "profile": "tiny"}),
-                           _rec({**_mini("cotmae", 0.55).data, "profile": "tiny"})], "tiny")
+    tiny = method_effects([_rec({**_mini("nopretrain", 0.5).data, "profile": "tiny", "run_id": "nopretrain__tiny__x"}),
+                           _rec({**_mini("cotmae", 0.55).data, "profile": "tiny", "run_id": "cotmae__tiny__x"})],
+                          "tiny")
     assert tiny and all(t.seed_sd is None and t.query_ci_low is None for t in tiny)  # no seed spread measured

@@ -29,7 +29,7 @@ COMMITTED = ROOT / "runs" / "records"
 CELLS_JSON = Path(__file__).parent / "fixtures" / "records" / "reported_cells.json"
 GPUS = ["NVIDIA A100-SXM4-80GB"] * 8
 CPU = "AMD EPYC 7763 64-Core Processor (25/1/1)"
-CREATED, STAMP = "2026-12-01T09:30:00Z", "20261201T093000-c0ffee"
+CREATED, STAMP = "2026-11-27T09:30:00Z", "20261127T093000-c0ffee"
 
 
 def _smallest_reference() -> tuple[str, dict[str, Any]]:
@@ -99,7 +99,7 @@ def test_a_record_made_on_another_machine_passes_check_and_shows_its_hardware(fo
     runs = tables.runs_frame(lb.records, lb.references).set_index("run_id")
     row = runs.loc[rec["run_id"]]
     assert row["hardware"] == f"8 × NVIDIA A100-SXM4-80GB · {CPU} (64 cpus)"
-    assert row["date"] == "2026-12-01 09:30 UTC" and row["git commit"] == "c0ffee0123" and row["role"] == "run"
+    assert row["date"] == "2026-11-27 09:30 UTC" and row["git commit"] == "c0ffee0123" and row["role"] == "run"
     assert runs.loc[next(iter(lb.references)), "role"] == "reference"
 
 
@@ -174,7 +174,9 @@ def test_a_record_of_a_changed_spec_is_kept_apart(folder):
 def test_a_record_of_an_unknown_method_is_kept_apart(folder):
     out, rec = folder
     (out / f"{rec['run_id']}.json").unlink()
-    rec = seal({**rec, "method": "mymethod", "run_id": f"mymethod__{rec['profile']}__{STAMP}"})
+    # as the harness writes it: its stored spec names the method too (else the record contradicts itself)
+    rec = seal({**rec, "method": "mymethod", "run_id": f"mymethod__{rec['profile']}__{STAMP}",
+                "spec": {**rec["spec"], "name": "mymethod"}})
     _write(out, rec)
     rows = _rows(run_gate(out), rec["run_id"])
     assert [r.status for r in rows] == [UNKNOWN_METHOD]
@@ -194,3 +196,55 @@ def test_catalog_checksums_check_files_and_leave_labels_alone():
     assert found.keys() == {"downloads/fiqa.zip", "embedded/beir/nowhere.jsonl.gz"}
     assert found["downloads/fiqa.zip"].startswith("pins md5:17918ed2")  # the BEIR README's md5
     assert found["embedded/beir/nowhere.jsonl.gz"] == "has no such file"
+
+
+# A re-sealed edit passes the seal (anyone can recompute a sha256): these fields must still agree.
+
+def _resealed_is_corrupt(out: Path, rec: dict[str, Any], name: str | None = None) -> list[Any]:
+    """``rec`` re-sealed and written as ``name`` (default ``<run_id>.json``): `check` fails with only
+    CORRUPT rows for it; returns them."""
+    path = _write(out, seal(rec))
+    if name is not None:
+        path = path.rename(out / name)
+    result = run_gate(out)
+    rows = [r for r in result.rows if r.run_id == rec["run_id"]]
+    assert not result.passed and rows and {r.status for r in rows} == {CORRUPT}
+    return rows
+
+
+def test_a_record_whose_run_id_is_not_its_file_name_is_corrupt(folder):
+    out, rec = folder
+    (out / f"{rec['run_id']}.json").unlink()
+    rows = _resealed_is_corrupt(out, rec, name=f"{rec['method']}__{rec['profile']}__20261127T093001-beef00.json")
+    assert any("is not its file's name" in r.note for r in rows)
+
+
+def test_a_record_created_in_the_future_is_corrupt(folder):
+    out, rec = folder
+    rec.pop("integrity")
+    rec["created"] = "2099-12-31T00:00:00Z"
+    rows = _resealed_is_corrupt(out, rec)
+    assert any("created 2099-12-31T00:00:00Z is in the future" in r.note for r in rows)
+
+
+def test_a_record_whose_method_or_profile_contradicts_its_spec_or_run_id_is_corrupt(folder):
+    out, rec = folder
+    rec.pop("integrity")
+    rec["spec"] = {**rec["spec"], "profile": "paper"}  # a tiny run's numbers passed off under the paper plan
+    rows = _resealed_is_corrupt(out, rec)
+    assert any(f"profile '{rec['profile']}' differs from its stored spec's profile 'paper'" in r.note for r in rows)
+    other = {k: v for k, v in rec.items() if k != "spec"}
+    other["run_id"] = f"bm25__paper__{STAMP}"
+    (out / f"{rec['run_id']}.json").unlink()
+    rows = _resealed_is_corrupt(out, other)
+    assert any("does not start with its method and profile" in r.note for r in rows)
+
+
+def test_identity_allows_a_day_of_clock_skew():
+    from datetime import UTC, datetime
+
+    from harness.records.integrity import identity_problems
+    now = datetime(2026, 11, 27, 12, tzinfo=UTC)
+    rec = {"run_id": "m__tiny__x", "method": "m", "profile": "tiny", "spec": {"name": "m", "profile": "tiny"}}
+    assert identity_problems({**rec, "created": "2026-11-28T06:00:00Z"}, "m__tiny__x", now) == []
+    assert identity_problems({**rec, "created": "2026-11-29T00:00:00Z"}, "m__tiny__x", now)

@@ -201,7 +201,8 @@ def test_record_of_an_unknown_method_is_reported_and_fails_strict(tmp_path):
     folder = _copy(tmp_path, REF, TINY)
     shutil.copy(folder / TINY, folder / "foo__tiny__20261121T110000.json")
     _edit(folder / "foo__tiny__20261121T110000.json",
-          lambda d: d.update(method="foo", run_id="foo__tiny__20261121T110000"), reseal=True)
+          lambda d: d.update(method="foo", run_id="foo__tiny__20261121T110000",
+                             spec={**d["spec"], "name": "foo"}), reseal=True)
     result = run_gate(folder)
     unknown = [r for r in result.rows if r.status == "UNKNOWN-METHOD"]
     assert len(unknown) == 1 and "no method spec named 'foo'" in unknown[0].note

@@ -42,7 +42,7 @@ def _users_run(reference: dict[str, Any], stamp: str, **changes: Any) -> dict[st
     rec = json.loads(json.dumps(reference))
     for key in ("integrity", "schema_version"):
         rec.pop(key, None)
-    rec.update(run_id=f"{rec['method']}__{rec['profile']}__{stamp}", created="2026-12-24T10:00:00Z",
+    rec.update(run_id=f"{rec['method']}__{rec['profile']}__{stamp}", created="2026-11-27T10:00:00Z",
                hardware={"declared": None, "detected": {**((reference.get("hardware") or {}).get("detected") or {}),
                                                           **OTHER_CPU}})
     rec.update(changes)
@@ -88,16 +88,16 @@ def test_a_run_writes_its_record_under_runs_local(tmp_path: Path) -> None:
 
 
 def test_check_stays_passed_with_a_failing_run_of_yours(fresh_clone: dict[str, Any], capsys) -> None:
-    write_run_record(_far_off(fresh_clone, "20261224T100000-0000aa"))
+    write_run_record(_far_off(fresh_clone, "20261127T100000-0000aa"))
     assert main(["check"]) == 0
     out = capsys.readouterr().out
     gate_part, yours_part = out.split(f"\n{YOUR_RUNS} (", 1)
-    assert "gate PASSED" in gate_part and "20261224T100000-0000aa" not in gate_part
+    assert "gate PASSED" in gate_part and "20261127T100000-0000aa" not in gate_part
     assert f" {FAIL} " in yours_part and "would fail the gate once added (not gated now)" in yours_part
 
 
 def test_another_cpu_is_gated_at_the_cross_machine_tolerance(fresh_clone: dict[str, Any], capsys) -> None:
-    write_run_record(_users_run(fresh_clone, "20261224T100000-0000bb"))
+    write_run_record(_users_run(fresh_clone, "20261127T100000-0000bb"))
     assert main(["check", "--json", str(local_runs_dir().parent / "gate.json")]) == 0
     yours = json.loads((local_runs_dir().parent / "gate.json").read_text())["your_runs"]
     graded = [r for r in yours["rows"] if r["tolerance"] is not None and "(loss)" not in r["benchmark"]]
@@ -125,21 +125,21 @@ def test_cross_machine_tolerance_decides_the_status(fresh_clone: dict[str, Any])
 
 
 def test_report_and_leaderboard_list_your_runs(fresh_clone: dict[str, Any], tmp_path: Path) -> None:
-    write_run_record(_far_off(fresh_clone, "20261224T100000-0000cc"))
+    write_run_record(_far_off(fresh_clone, "20261127T100000-0000cc"))
     index, summary = write_report(tmp_path / "report")
     page = index.read_text()
     assert "gate PASSED" in summary and f"1 of {YOUR_RUNS}" in summary
-    assert 'id="yours"' in page and "20261224T100000-0000cc" in page.split('id="yours"', 1)[1]
+    assert 'id="yours"' in page and "20261127T100000-0000cc" in page.split('id="yours"', 1)[1]
     data = lb_data.load()
     assert data.gate is not None and data.gate.passed
     assert [r.run_id for r in data.your_records] == [f"{fresh_clone['method']}__{fresh_clone['profile']}"
-                                                     "__20261224T100000-0000cc"]
+                                                     "__20261127T100000-0000cc"]
     assert all(r.run_id != data.your_records[0].run_id for r in data.records)
     assert data.yours is not None and not data.yours.passed
 
 
 def test_add_moves_a_record_into_the_gated_folder(fresh_clone: dict[str, Any], capsys) -> None:
-    path = write_run_record(_users_run(fresh_clone, "20261224T100000-0000dd"))
+    path = write_run_record(_users_run(fresh_clone, "20261127T100000-0000dd"))
     run_id = path.stem
     assert main(["check", "--add", run_id]) == 0
     assert not path.exists() and (records_dir() / path.name).exists()
@@ -149,7 +149,7 @@ def test_add_moves_a_record_into_the_gated_folder(fresh_clone: dict[str, Any], c
 
 
 def test_add_refuses_an_edited_record(fresh_clone: dict[str, Any]) -> None:
-    path = write_run_record(_users_run(fresh_clone, "20261224T100000-0000ee"))
+    path = write_run_record(_users_run(fresh_clone, "20261127T100000-0000ee"))
     data = json.loads(path.read_text())
     data["command"] = "edited"
     path.write_text(json.dumps(data))
@@ -158,7 +158,7 @@ def test_add_refuses_an_edited_record(fresh_clone: dict[str, Any]) -> None:
 
 
 def test_accept_takes_a_run_of_yours_into_the_records(fresh_clone: dict[str, Any]) -> None:
-    path = write_run_record(_users_run(fresh_clone, "20261224T100000-0000ff"))
+    path = write_run_record(_users_run(fresh_clone, "20261127T100000-0000ff"))
     assert main(["check", "--accept", path.stem]) == 0
     assert (records_dir() / path.name).exists() and not path.exists()
     entry = read_references(records_dir())["references"][f"{fresh_clone['method']}/{fresh_clone['profile']}"]

@@ -30,7 +30,10 @@ CSS = """<style>
 
 
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    # Line breaks as character references: Streamlit's st.markdown renders markdown again after a blank
+    # line ends an HTML block, so a record string holding one could turn its tail into a link or an image.
+    text = html.escape("" if value is None else str(value), quote=True)
+    return text.replace("\r", "&#13;").replace("\n", "&#10;")
 
 
 def _text_colour(background: str) -> str:

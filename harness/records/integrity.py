@@ -10,7 +10,14 @@ every read, :func:`problems` re-hashes and re-derives:
 * a field added or removed since sealing -> likewise;
 * no seal at all -> unsealed (it cannot be told apart from an edited one);
 * an aggregate that is not the mean of its own per-query scores -> inconsistent (names the
-  dataset and measure), whether or not the seal was updated along with it.
+  dataset and measure), whether or not the seal was updated along with it;
+* sealed fields that contradict each other or the file (:func:`identity_problems`): a run id that
+  is not its file's name or does not start with ``<method>__<profile>__``, a method or profile
+  other than its stored spec's, a ``created`` date in the future.
+
+The seal is a plain sha256 that anyone can recompute: it catches accidental edits and parts that do
+not belong together, never a deliberate forgery (docs/contributing-runs.md). The identity checks
+hold whether or not the seal was recomputed after an edit.
 
 ``AGGREGATE_TOLERANCE`` is float noise: aggregates are means of at most a few thousand
 float64 per-query values, whose rounding stays below 1e-12; any edit a reader could see in a
@@ -22,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from harness.core import benchmarks as declared
@@ -35,6 +43,7 @@ PART_DEPTH = {
 # (aggregate field, per-query field, levels above the dataset) pairs that must agree.
 AGGREGATE_PAIRS = (("metrics", "per_query", 0), ("metrics_by_stage", "per_query_by_stage", 1))
 NOT_A_MEAN = set(declared.averaged_over_forums())  # the mean of 12 forums' means, not of its per-query scores
+CLOCK_SKEW = timedelta(days=1)  # a record written on a machine whose clock runs ahead is still not "future"
 
 
 def _digest(value: Any) -> str:
@@ -116,6 +125,38 @@ def aggregate_problems(record: dict[str, Any]) -> list[str]:
     return problems
 
 
-def problems(record: dict[str, Any]) -> list[str]:
-    """Every integrity problem of a parsed record: seal first, then aggregates."""
-    return seal_problems(record) + aggregate_problems(record)
+def _created_at(value: Any) -> datetime | None:
+    """``created`` as an aware UTC datetime ("2026-11-21T20:50:02Z"); None when it is no ISO date."""
+    try:
+        when = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def identity_problems(record: dict[str, Any], stem: str | None = None, now: datetime | None = None) -> list[str]:
+    """Sealed fields that contradict each other, the file name ``stem`` or the clock (empty when none).
+
+    A recomputed seal hides an edit from :func:`seal_problems`; these hold whatever the seal says."""
+    out = []
+    run_id, method, profile = (str(record.get(k) or "") for k in ("run_id", "method", "profile"))
+    if stem is not None and run_id != stem:
+        out.append(f"run_id '{run_id}' is not its file's name '{stem}.json' (a record is <run_id>.json)")
+    if not run_id.startswith(f"{method}__{profile}__"):
+        out.append(f"run_id '{run_id}' does not start with its method and profile '{method}__{profile}__'")
+    spec = record.get("spec")
+    if isinstance(spec, dict):
+        for key, field in (("name", "method"), ("profile", "profile")):
+            if key in spec and spec[key] != record.get(field):
+                out.append(f"{field} '{record.get(field)}' differs from its stored spec's {key} '{spec[key]}'")
+    created = _created_at(record["created"]) if record.get("created") else None
+    now = now or datetime.now(UTC)
+    if created is not None and created > now + CLOCK_SKEW:
+        out.append(f"created {record['created']} is in the future (now {now:%Y-%m-%dT%H:%M:%SZ})")
+    return out
+
+
+def problems(record: dict[str, Any], stem: str | None = None) -> list[str]:
+    """Every integrity problem of a parsed record: seal first, then aggregates, then identity (``stem``:
+    the name of the file it was read from, without ``.json``; None skips that check)."""
+    return seal_problems(record) + aggregate_problems(record) + identity_problems(record, stem)

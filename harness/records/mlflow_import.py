@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +98,10 @@ def run_tags(record: RunRecord, source: str) -> dict[str, str]:
                 "source": str(ckpt.get("source") or "")}
     tags.update(parent_tags(record.data))
     tags[LOADED_FROM_TAG] = source
-    tags["mlflow.note.content"] = (f"Loaded by `python -m harness ui` from the committed run record {source}; "
+    # MLflow renders the note as markdown: the record's file name goes in a code span it cannot close
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", source)), default=0))
+    tags["mlflow.note.content"] = (f"Loaded by `python -m harness ui` from the committed run record "
+                                   f"{fence} {' '.join(source.split())} {fence}; "
                                    "metrics are the final stage's, in points (0-100).")
     return {mlflow_key(k) if not k.startswith("mlflow.") else k: str(v)[:TAG_VALUE_LIMIT] for k, v in tags.items()}
 

@@ -116,9 +116,10 @@ class RunRecord:
 
     @functools.cached_property
     def integrity_problems(self) -> list[str]:
-        """Seal and aggregate problems (``harness.records.integrity``); empty for an untouched record."""
+        """Seal, aggregate and identity problems (``harness.records.integrity``); empty for an untouched
+        record read from its own ``<run_id>.json``."""
 
-        return problems(self.data)
+        return problems(self.data, self.path.stem)
 
     def conditions(self) -> dict[str, Any]:
         """Run conditions for comparisons with the papers, derived from the record's own spec
