@@ -199,7 +199,8 @@ def locked_store(fake_pipeline, tmp_path, monkeypatch) -> dict[str, bool]:
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     state = {"locked": False, "recovers": True}
-    get_run, update_run_info, pipeline_for = SqlAlchemyStore._get_run, SqlAlchemyStore.update_run_info, runner.pipeline_for
+    get_run, update_run_info = SqlAlchemyStore._get_run, SqlAlchemyStore.update_run_info
+    pipeline_for = runner.pipeline_for
 
     def locked_get_run(self, *args, **kwargs):
         if state["locked"]:
@@ -253,7 +254,8 @@ def test_a_store_locked_mid_run_is_one_line_and_the_runs_end_failed(locked_store
     statuses = _store_runs(tmp_path)
     assert statuses["cocondenser/tiny/42"] == "FAILED" and "RUNNING" not in statuses.values(), statuses
     last = _run_line(out)
-    assert f"MLflow: not fully tracked ({mlflow['failed_calls']} calls not logged, the first failed: " in last, last
+    calls = mlflow["failed_calls"]
+    assert f"MLflow: not fully tracked ({calls} calls not logged, the first failed: " in last, last
     assert "database is locked" in last and f"partial run {mlflow['run_id']}" in last and "MLflow run " not in last
 
 
@@ -281,8 +283,9 @@ def test_the_last_line_names_a_run_only_when_it_was_tracked_whole():
     assert tracking.tracking_line(info, with_uri=False) == "MLflow run abc"
     assert tracking.tracking_line(None) == tracking.tracking_line({"run_id": None}) == "MLflow off"
     lost = {**info, "failed_calls": 1, "first_failure": "MlflowException: database is locked"}
-    assert tracking.tracking_line(lost, with_uri=False) == ("MLflow: not fully tracked (1 call not logged, the first "
-                                                            "failed: MlflowException: database is locked; partial run abc)")
+    assert tracking.tracking_line(lost, with_uri=False) == (
+        "MLflow: not fully tracked (1 call not logged, the first failed: MlflowException: database is locked; "
+        "partial run abc)")
 
 
 def test_a_failing_call_keeps_mlflows_traceback_off_stderr_and_a_good_one_keeps_its_warnings(capsys):

@@ -188,7 +188,8 @@ def tracking_line(info: Mapping[str, Any] | None, with_uri: bool = True) -> str:
     if lost:
         partial = f"; partial run {run_id}{at}" if run_id else ""
         calls = "call" if lost == 1 else "calls"
-        return f"MLflow: not fully tracked ({lost} {calls} not logged, the first failed: {info.get('first_failure')}{partial})"
+        first = info.get("first_failure")
+        return f"MLflow: not fully tracked ({lost} {calls} not logged, the first failed: {first}{partial})"
     return f"MLflow run {run_id}{at}" if run_id else "MLflow off"
 
 
