@@ -184,3 +184,132 @@ def test_an_mlflow_error_with_a_page_reads_as_its_status_and_url():
     assert tracker.warning == ("MLflow tracking disabled (HTTP 404 from /api/2.0/mlflow/runs/create at "
                                "http://tracking.invalid:5000); the run record is still written.")
     assert tracking.one_line("x" * 1000).endswith(" ...") and len(tracking.one_line("x" * 1000)) < 300
+
+
+@pytest.fixture
+def locked_store(fake_pipeline, tmp_path, monkeypatch) -> dict[str, bool]:
+    """A sqlite store (runs/mlflow.db) that another process locks once the parent run has started and
+    its params are logged: every read of a run then fails as a real lock makes it fail after sqlite's
+    20 s wait (sqlalchemy's OperationalError, which MLflow logs with its traceback and re-raises), at
+    once. ``recovers``: the lock is gone by the time the runs are ended."""
+    import sqlite3
+
+    import sqlalchemy.exc
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    state = {"locked": False, "recovers": True}
+    get_run, update_run_info = SqlAlchemyStore._get_run, SqlAlchemyStore.update_run_info
+    pipeline_for = runner.pipeline_for
+
+    def locked_get_run(self, *args, **kwargs):
+        if state["locked"]:
+            raise sqlalchemy.exc.OperationalError("SELECT runs.run_uuid FROM runs WHERE runs.run_uuid = ?", {},
+                                                  sqlite3.OperationalError("database is locked"))
+        return get_run(self, *args, **kwargs)
+
+    def end(self, *args, **kwargs):
+        if state["recovers"]:
+            state["locked"] = False
+        return update_run_info(self, *args, **kwargs)
+
+    def locking_pipeline(spec):
+        pipeline = pipeline_for(spec)
+
+        def run(ctx, datasets):
+            state["locked"] = not ctx.plan_only
+            return pipeline(ctx, datasets)
+        return run
+
+    monkeypatch.setattr(SqlAlchemyStore, "_get_run", locked_get_run)
+    monkeypatch.setattr(SqlAlchemyStore, "update_run_info", end)
+    monkeypatch.setattr(runner, "pipeline_for", locking_pipeline)
+    return state
+
+
+def _store_runs(tmp_path: Path) -> dict[str, str]:
+    """{run name: status} of the cocondenser experiment in the test's runs/mlflow.db."""
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("cocondenser")
+    return {r.info.run_name: r.info.status for r in client.search_runs([experiment.experiment_id])}
+
+
+def _run_line(out: str) -> str:
+    """The run's last line (its scores, record and tracking; --json's "wrote" line follows it)."""
+    return next(line for line in reversed(out.splitlines()) if " -- record " in line)
+
+
+def test_a_store_locked_mid_run_is_one_line_and_the_runs_end_failed(locked_store, tmp_path, capsys):
+    assert _run(tmp_path) == 0
+    out, err = capsys.readouterr()
+    lines = _warnings(err)
+    assert len(lines) == 1 and "database is locked" in lines[0], err
+    assert "Traceback" not in err and "SELECT" not in err and "sqlalche.me" not in err, err
+    summary = json.loads((tmp_path / "out.json").read_text())
+    assert Path(summary["run_record"]).is_file() and summary["metrics"]  # the run's result is whole
+    mlflow = summary["mlflow"]
+    assert mlflow["failed_calls"] >= 2 and "database is locked" in mlflow["first_failure"]
+    statuses = _store_runs(tmp_path)
+    assert statuses["cocondenser/tiny/42"] == "FAILED" and "RUNNING" not in statuses.values(), statuses
+    last = _run_line(out)
+    calls = mlflow["failed_calls"]
+    assert f"MLflow: not fully tracked ({calls} calls not logged, the first failed: " in last, last
+    assert "database is locked" in last and f"partial run {mlflow['run_id']}" in last and "MLflow run " not in last
+
+
+def test_a_store_that_stays_locked_still_tries_to_end_its_runs(locked_store, tmp_path, capsys):
+    locked_store["recovers"] = False
+    assert _run(tmp_path) == 0
+    out, err = capsys.readouterr()
+    assert len(_warnings(err)) == 1 and "Traceback" not in err, err
+    assert json.loads((tmp_path / "out.json").read_text())["run_record"]
+    locked_store["locked"] = False
+    assert _store_runs(tmp_path)["cocondenser/tiny/42"] == "RUNNING"  # the end was tried: it failed too
+    assert "not fully tracked" in _run_line(out)
+
+
+def test_track_required_fails_the_command_after_the_record_when_the_store_locks(locked_store, tmp_path, capsys):
+    assert _run(tmp_path, "--track", "required") == 2
+    err = capsys.readouterr().err
+    assert "--track required" in err and "database is locked" in err and "Traceback" not in err, err
+    assert json.loads((tmp_path / "out.json").read_text())["run_record"]
+
+
+def test_the_last_line_names_a_run_only_when_it_was_tracked_whole():
+    info = {"run_id": "abc", "tracking_uri": "sqlite:///runs/mlflow.db", "failed_calls": 0}
+    assert tracking.tracking_line(info) == "MLflow run abc at sqlite:///runs/mlflow.db"
+    assert tracking.tracking_line(info, with_uri=False) == "MLflow run abc"
+    assert tracking.tracking_line(None) == tracking.tracking_line({"run_id": None}) == "MLflow off"
+    lost = {**info, "failed_calls": 1, "first_failure": "MlflowException: database is locked"}
+    assert tracking.tracking_line(lost, with_uri=False) == (
+        "MLflow: not fully tracked (1 call not logged, the first failed: MlflowException: database is locked; "
+        "partial run abc)")
+
+
+def test_a_failing_call_keeps_mlflows_traceback_off_stderr_and_a_good_one_keeps_its_warnings(capsys):
+    import logging
+
+    import mlflow  # noqa: F401 - configures the "mlflow" logger's own stderr handler
+
+    tracker = tracking.Tracker("x", "x/tiny/42", {}, uri="sqlite:///unused.db")
+    tracker._mlflow = object()
+    logger = logging.getLogger("mlflow.store.db.utils")
+
+    def fails() -> None:
+        try:
+            raise RuntimeError("database is locked")
+        except RuntimeError:
+            logger.exception("SQLAlchemy database error")
+            raise
+
+    assert tracker._safe(lambda: logger.warning("a warning of a call that worked")) is True
+    assert tracker._safe(fails) is None and tracker._safe(lambda: None) is None
+    err = capsys.readouterr().err
+    assert "a warning of a call that worked" in err and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("warning:")] == [
+        "warning: MLflow tracking disabled (RuntimeError: database is locked); the run record is still written."]
+    assert tracker.failed_calls == 2 and tracker.first_failure == "RuntimeError: database is locked"
+    assert logging.getLogger("mlflow").handlers and not any(isinstance(h, tracking._Hold)
+                                                            for h in logging.getLogger("mlflow").handlers)

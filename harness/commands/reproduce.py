@@ -12,6 +12,7 @@ from harness.core.text_table import format_table
 from harness.evaluation.chance import describe
 from harness.evaluation.compare import Comparison, format_comparison_table
 from harness.papers.released import load_checkpoints
+from harness.records.tracking import tracking_line
 from harness.run.reproduce import reproduce_checkpoint
 
 _EPILOG = """examples:
@@ -96,7 +97,6 @@ def summary_line(record: dict) -> str:
     verdict = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
     scores = "; ".join(f"{b} {next(iter(m))} {fmt(100 * next(iter(m.values())))} points"
                        for b, m in record["metrics"].items())
-    mlflow = record.get("mlflow") or {}
-    where = f"MLflow run {mlflow['run_id']}" if mlflow.get("run_id") else "MLflow off"
+    where = tracking_line(record.get("mlflow"), with_uri=False)
     return (f"{record['checkpoint']['name']} [released checkpoint]: {scores}; vs the papers: {verdict} "
             f"in {record['seconds']}s -- record {record['run_record']}; {where}")

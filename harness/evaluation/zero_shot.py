@@ -45,7 +45,7 @@ from harness.data.formats import write_trec_run
 from harness.evaluation.conventions import get_convention
 from harness.evaluation.dense_run import judged_queries, retrieve
 from harness.evaluation.measures import benchmark_qrels, evaluate, merge_subsets
-from harness.records.tracking import Tracker, parent_metrics
+from harness.records.tracking import Tracker, parent_metrics, tracking_line
 from harness.retrieval.corpus_vectors import corpus_embeddings
 from harness.retrieval.encoder import load_zero_shot_encoder
 from harness.stages.checkpoints import model_fingerprint, resolve_model_path
@@ -228,8 +228,7 @@ def summary_line(summary: dict[str, Any]) -> str:
     value = summary["metrics"][summary["benchmark"]][primary]
     encoded = ("corpus embeddings cached" if eff["corpus_embeddings_cached"] is True
                else f"{eff['docs']:,} passages encoded in {eff['corpus_encode_seconds']:.1f}s")
-    mlflow = summary.get("mlflow") or {}
-    where = f"MLflow run {mlflow['run_id']}" if mlflow.get("run_id") else "MLflow off"
+    where = tracking_line(summary.get("mlflow"), with_uri=False)
     qps = f"{eff['qps']:,.0f}" if eff.get("qps") else "-"
     return (f"zero-shot {summary['model_name']} on {summary['benchmark']}: {primary} {value:.4f} ({100 * value:.2f}) "
             f"-- {enc['pooling']} pooling, {'normalised' if enc['normalize'] else 'not normalised'}, max length "

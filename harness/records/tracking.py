@@ -15,6 +15,12 @@ that accepts connections and never answers costs seconds. With ``required`` (``r
 a server that fails the check stops the run before its first stage, and one that fails later fails the
 command after the record and ``--json`` are written.
 
+A store that fails mid-run (a sqlite ``runs/mlflow.db`` locked by another process, a server gone) is
+one warning line, the first failure's; the calls after it are skipped (a locked sqlite store makes each
+call wait 20 s) and counted, the started runs are still ended (FAILED, or KILLED when interrupted) if
+the store takes that call, and the run's last line says "not fully tracked" (:func:`tracking_line`).
+MLflow's and SQLAlchemy's own log records of a failing call (a 60-line traceback each) are dropped.
+
 Runs end KILLED when the invocation is interrupted (Ctrl-C; SIGTERM / SIGHUP, which the CLI raises
 as KeyboardInterrupt); runs whose process died without unwinding (SIGKILL) are tagged with its host
 and pid, and the next run of the experiment closes them as KILLED.
@@ -133,6 +139,60 @@ def probe(uri: str, timeout: float = PROBE_TIMEOUT) -> str | None:
         return f"tracking server {uri} failed GET {url} ({type(exc).__name__}: {one_line(str(exc))})"
 
 
+# Loggers whose records of a failing call are a traceback per call (mlflow.store.db.utils logs each
+# SQLAlchemy error with its stack): the one warning line says what failed.
+_NOISY_LOGGERS = ("mlflow", "sqlalchemy", "alembic")
+
+
+class _Hold(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _held_logs() -> Iterator[_Hold]:
+    """Hold the MLflow / SQLAlchemy log records emitted inside the block (the loggers' own handlers and
+    propagation are off meanwhile); the caller replays them (:func:`_replay`) when the call succeeded."""
+    hold = _Hold()
+    saved = []
+    for name in _NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.handlers[:], logger.propagate))
+        logger.handlers[:] = [hold]
+        logger.propagate = False
+    try:
+        yield hold
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+
+
+def _replay(hold: _Hold) -> None:
+    """A succeeded call's held records, as they would have been shown (e.g. MLflow's warnings)."""
+    for record in hold.records:
+        logging.getLogger(record.name).handle(record)
+
+
+def tracking_line(info: Mapping[str, Any] | None, with_uri: bool = True) -> str:
+    """Where a run's last line says it was tracked: ``MLflow run <id> at <uri>``, ``MLflow off``, or,
+    when MLflow calls failed mid-run, ``MLflow: not fully tracked (...)``, never a partial run read as whole."""
+    info = info or {}
+    run_id, uri = info.get("run_id"), info.get("tracking_uri")
+    at = f" at {uri}" if with_uri and uri else ""
+    lost = int(info.get("failed_calls") or 0)
+    if lost:
+        partial = f"; partial run {run_id}{at}" if run_id else ""
+        calls = "call" if lost == 1 else "calls"
+        first = info.get("first_failure")
+        return f"MLflow: not fully tracked ({lost} {calls} not logged, the first failed: {first}{partial})"
+    return f"MLflow run {run_id}{at}" if run_id else "MLflow off"
+
+
 def one_line(text: str) -> str:
     """An MLflow error as one short line: its status code and URL when it is an HTTP error (MLflow
     appends the server's whole response body, an HTML page for a 404 or a proxy's 5xx), else its first
@@ -157,6 +217,8 @@ class Tracker:
         self.required = required  # a tracking failure fails the command (at the start: before any stage)
         self.warning: str | None = None
         self.parent_run_id: str | None = None
+        self.failed_calls = 0  # MLflow calls of the run that failed or were skipped after a failure
+        self.first_failure: str | None = None
         self._mlflow: Any = None
 
     def _disable(self, why: str) -> None:
@@ -188,6 +250,7 @@ class Tracker:
             self._refuse_or_disable(problem)
             yield self
             return
+        hold = _Hold()
         try:
             import mlflow
 
@@ -202,7 +265,7 @@ class Tracker:
                 # Two runs starting together would both create the schema and the experiment.
                 setup_lock = exclusive_lock(db.with_name(db.name + ".lock"), "mlflow store set-up")
             mlflow.set_tracking_uri(self.uri)
-            with setup_lock:
+            with setup_lock, _held_logs() as hold:
                 if mlflow.get_experiment_by_name(self.experiment) is None:
                     artifacts = None
                     if self.uri.startswith("sqlite:///"):
@@ -219,14 +282,15 @@ class Tracker:
             self._refuse_or_disable(f"{type(exc).__name__}: {exc}")
             yield self
             return
-        status = "FINISHED"
+        _replay(hold)
+        killed = False
         try:
             yield self
         except BaseException:
-            status = "KILLED"
+            killed = True
             raise
         finally:
-            self._safe(lambda: self._mlflow.end_run(status=status))
+            self._end(killed)
 
     def _close_stale_runs(self, experiment_id: str) -> None:
         """Mark KILLED the experiment's RUNNING runs (parents and stages) whose process is gone: a
@@ -238,8 +302,9 @@ class Tracker:
             stale = [r for r in running if procs.process_gone(r.data.tags)]
             for r in stale:
                 client.set_terminated(r.info.run_id, status="KILLED")
-        except Exception as exc:  # noqa: BLE001
-            print(f"warning: could not close stale MLflow runs ({type(exc).__name__}: {exc})", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - closing old runs is a courtesy: the new run goes on
+            print(f"warning: could not close stale MLflow runs ({one_line(f'{type(exc).__name__}: {exc}')})",
+                  file=sys.stderr)
             return
         if stale:
             pids = sorted({r.data.tags["harness.pid"] for r in stale}, key=int)
@@ -249,29 +314,52 @@ class Tracker:
     @contextlib.contextmanager
     def stage(self, name: str, params: dict[str, Any] | None = None) -> Iterator[None]:
         """A nested run for one stage (no-op when tracking is off)."""
-        started = self.enabled and self._safe(
+        started = self._safe(
             lambda: self._mlflow.start_run(run_name=name, nested=True, tags={**self.tags, "stage": name})
         )
         if started and params:
             self.log_params(params)
-        status = "FINISHED"
+        killed = False
         try:
             yield
         except BaseException:
-            status = "KILLED"
+            killed = True
             raise
         finally:
             if started:
-                self._safe(lambda: self._mlflow.end_run(status=status))
+                self._end(killed)
+
+    def _end(self, killed: bool) -> None:
+        """End the active (stage or parent) run: KILLED when interrupted, FAILED when MLflow calls were
+        lost (the run is not whole), else FINISHED. Tried even after a failure turned logging off, so a
+        run is not left RUNNING when the store takes this call; when it does not, the run carries its
+        process's pid tag and the experiment's next run closes it (:meth:`_close_stale_runs`)."""
+        if self._mlflow is None:
+            return
+        status = "KILLED" if killed else "FAILED" if self.failed_calls else "FINISHED"
+        self._call(lambda: self._mlflow.end_run(status=status))
 
     def _safe(self, fn: Any) -> Any:
+        """``fn()`` (truthy: ``True`` when it returns nothing), or None when tracking is off or the call
+        fails. After a first failure the calls are skipped (a locked store makes each wait) and counted."""
         if not self.enabled or self._mlflow is None:
+            if self.failed_calls:
+                self.failed_calls += 1
             return None
-        try:
-            return fn() or True
-        except Exception as exc:  # noqa: BLE001
-            self._disable(f"{type(exc).__name__}: {exc}")
-            return None
+        return self._call(fn)
+
+    def _call(self, fn: Any) -> Any:
+        with _held_logs() as hold:
+            try:
+                result = fn() or True
+            except Exception as exc:  # noqa: BLE001 - a tracking failure must never stop the run
+                why = one_line(f"{type(exc).__name__}: {exc}")
+                self.failed_calls += 1
+                self.first_failure = self.first_failure or why
+                self._disable(why)  # the one warning line: _disable prints only while tracking was on
+                return None
+        _replay(hold)
+        return result
 
     def log_params(self, params: dict[str, Any]) -> None:
         """Nested dicts flattened to dotted keys (``spec.retrieval.k1``); values over MLflow's length
@@ -322,7 +410,8 @@ class Tracker:
 
     def info(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "tracking_uri": self.uri, "experiment": self.experiment,
-                "run_id": self.parent_run_id, "warning": self.warning}
+                "run_id": self.parent_run_id, "warning": self.warning, "failed_calls": self.failed_calls,
+                "first_failure": self.first_failure}
 
 
 def parent_tracker(experiment: str, name: str, profile: str, seed: int, run_id: str,

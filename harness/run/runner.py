@@ -32,6 +32,7 @@ from harness.records.tracking import (
     log_parent_summary,
     new_run_id,
     parent_tracker,
+    tracking_line,
 )
 from harness.run import footprint
 from harness.run.plan import describe
@@ -203,7 +204,7 @@ def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
     if output is None:  # the plan said the stage runs, so this is a pipeline that skipped it
         raise HarnessError(f"--stage {stage}: the run finished without reaching stage '{stage}'")
     seconds = round(time.time() - started, 1)
-    where = f"MLflow run {tracker.parent_run_id}" if tracker.parent_run_id else "MLflow off"
+    where = tracking_line(tracker.info(), with_uri=False)
     print(f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; {where}")
     return {"method": spec.name, "profile": spec.profile, "run_id": run_id, "spec_hash": spec.spec_hash,
             "output": str(output), "stages": ctx.stages.entries, "mlflow": tracker.info(), "seconds": seconds,
@@ -362,8 +363,7 @@ def summary_line(record: dict[str, Any], path: Path) -> str:
         primary = next(iter(values))
         status = statuses.get((ds, primary), "no reported cell")
         parts.append(f"{ds} {primary} {fmt(100 * values[primary], 1)} points ({status})")
-    mlflow = record["mlflow"]
-    where = f"MLflow run {mlflow['run_id']} at {mlflow['tracking_uri']}" if mlflow.get("run_id") else "MLflow off"
+    where = tracking_line(record["mlflow"])
     stage = f" {final}:" if final else ""
     return (f"{record['method']} [{record['profile']}]{stage} " + "; ".join(parts)
             + f" in {record['seconds']}s -- record {path}; {where}")
