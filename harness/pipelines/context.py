@@ -188,12 +188,16 @@ class RunContext:
         """Whether the finished output is used as it is (logged as a cached entry); the caller holds the lock.
 
         --force rebuilds a stage once per run, unless a concurrent run finished it while we waited
-        (then it is as fresh as ours would be). The old output stays readable until the new one
-        replaces it (StageCache.building)."""
+        (then it is as fresh as ours would be). An output whose files no longer match the digests taken
+        when it was built (:meth:`StageCache.changed_output`) is rebuilt, saying which file changed. The
+        old output stays readable until the new one replaces it (StageCache.building)."""
         done = cache.is_done()
         rebuild = (self.force and done and cache.key not in self.forced
                    and not (waited and cache.meta().get("finished", 0) >= self.started))
         self.forced.add(cache.key)
+        if done and not rebuild and (changed := cache.changed_output()) is not None:
+            print(f"[{label}] cached output changed since it was built ({changed}): rebuilding", flush=True)
+            return False
         if done and not rebuild:
             self.stages.announce(label, f"cached ({cache.dir})")
             self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags, **_cached_outputs(cache))

@@ -21,6 +21,7 @@ call, exactly as ``Encoder.encode_corpus`` would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -39,7 +40,7 @@ from harness.retrieval.sharded import (
     merge_shards_to_file,
     shards_complete,
 )
-from harness.stages.artifacts import finished_meta, hash_json, mark_finished
+from harness.stages.artifacts import DIGESTS, changed_output, finished_meta, hash_json, mark_finished, output_digests
 
 # Bump when a change to encoding makes cached corpus embeddings stale.
 EMBEDDINGS_FORMAT = 1
@@ -68,6 +69,14 @@ def _read_cached(folder: Path) -> tuple[list[str], np.ndarray, dict[str, Any]] |
     if info is None:
         return None
     npy = folder / EMBEDDINGS_FILE
+    # The digests taken when it was written (a sampled one for a paper-scale .npy); a folder written
+    # before they were kept is accepted this once and given them, as stage folders are (StageCache.changed_output).
+    if not isinstance(digests := info.get(DIGESTS), dict):
+        with contextlib.suppress(OSError):  # a read-only cache stays usable, unchecked as before
+            mark_finished(folder, {**info, DIGESTS: output_digests(folder)})
+    elif (changed := changed_output(folder, digests)) is not None:
+        print(f"[embeddings] cached output changed since it was built ({changed}): rebuilding", flush=True)
+        return None
     try:
         emb = np.load(npy, mmap_mode="r")
         ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
@@ -86,7 +95,7 @@ def _write_cache(folder: Path, chunks: Path, info: dict[str, Any]) -> None:
     matrix in memory)."""
     with atomic_dir(folder) as tmp:  # a complete folder or none
         merge_shards_to_file(chunks, tmp / EMBEDDINGS_FILE, tmp / IDS_FILE)
-        mark_finished(tmp, {"key": folder.name, **info})
+        mark_finished(tmp, {"key": folder.name, **info, DIGESTS: output_digests(tmp)})
 
 
 def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True,
