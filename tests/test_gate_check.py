@@ -686,3 +686,25 @@ def test_committed_records_are_all_sealed():
     records, skipped = load_records(PROJECT_ROOT / "runs" / "records")
     assert records and not skipped
     assert [r.run_id for r in records if not isinstance(r.get("integrity"), dict)] == []
+
+
+def test_a_run_file_changed_since_its_stage_wrote_it_makes_the_record_corrupt(tmp_path):
+    """A record naming a run file on this machine is checked against the digest its stage took: a run
+    file cut after the run no longer gives the record's numbers (issue 54)."""
+    from harness.stages.artifacts import DIGESTS, mark_finished, output_digests
+
+    stage = tmp_path / "cache" / "retrieve" / "0123456789abcdef"
+    stage.mkdir(parents=True)
+    run = stage / "run.trec"
+    run.write_text("".join(f"q{i} Q0 d{i} 1 1.0 bm25\n" for i in range(10)))
+    mark_finished(stage, {"key": stage.name, DIGESTS: output_digests(stage)})
+    folder = _copy(tmp_path, REF, TINY)
+    _edit(folder / TINY, lambda d: d.update(run_files={"retriever2": {"scifact": str(run),
+                                                                      "nfcorpus": str(tmp_path / "elsewhere.trec")}}),
+          reseal=True)
+    assert run_gate(folder).exit_code == 0  # untouched; a path not on this machine is not checked
+    run.write_text("".join(run.read_text().splitlines(keepends=True)[:5]))
+    result = run_gate(folder)
+    bad = [r for r in result.rows if r.status == "CORRUPT"]
+    assert result.exit_code == 1 and len(bad) == 1 and bad[0].run_id == TINY[:-5]
+    assert f"run file {run} changed since its stage wrote it (size" in bad[0].note

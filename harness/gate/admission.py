@@ -3,6 +3,9 @@ or ``check --accept`` makes it a reference.
 
 * Its seal and per-query aggregates hold (``RunRecord.integrity_problems``, ``harness.records.integrity``).
 * Its ``datasets`` checksums are the catalog's (``harness.data.checksums``): else DATA-MISMATCH.
+* Each run file it names that is on this machine still matches the digest its stage took when it
+  wrote it (``harness.stages.artifacts.changed_file``): else CORRUPT, since a cut or overwritten run
+  file no longer gives the record's numbers (records from elsewhere name paths not here: unchecked).
 * Its method has a spec here (else UNKNOWN-METHOD), or its checkpoint is in the checkpoint registry.
 * Its spec settings are the method's current ones or its reference's (else SPEC-CHANGED).
 """
@@ -19,6 +22,7 @@ from harness.records.store import RunRecord
 from harness.spec.method import load_method
 from harness.spec.files import list_methods
 from harness.spec.hashing import settings_hash
+from harness.stages.artifacts import changed_file
 
 
 def data_mismatches(rec: RunRecord) -> list[Any]:
@@ -26,6 +30,22 @@ def data_mismatches(rec: RunRecord) -> list[Any]:
     (``harness.data.checksums.Mismatch``; empty when every file the catalog pins matches)."""
 
     return mismatches(rec.get("datasets"))
+
+
+def changed_run_files(rec: RunRecord) -> list[str]:
+    """One line per run file of the record (``run_files``: dataset -> path, or variant -> dataset ->
+    path) that is on this machine and differs from the digest its stage took when it wrote it."""
+
+    def paths(value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        return [p for v in value.values() for p in paths(v)] if isinstance(value, dict) else []
+
+    problems = []
+    for path in sorted(set(paths(rec.get("run_files") or {}))):
+        if (changed := changed_file(path)) is not None:
+            problems.append(f"run file {path} changed since its stage wrote it ({changed})")
+    return problems
 
 
 def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:

@@ -2,7 +2,8 @@
 
 * **Integrity first.** Every record is re-hashed against the seal written with it and its
   aggregates are recomputed from its own per-query scores (``harness/records/integrity.py``); an edited,
-  unsealed or inconsistent record is CORRUPT (always failing), naming the part that changed.
+  unsealed or inconsistent record is CORRUPT (always failing), naming the part that changed; so is
+  one whose run file, on this machine, differs from the digest its stage took when it wrote it.
 * ``paper``-profile records are graded against the papers' reported cells for their method,
   re-computed with the current registry, conditions derived from the record's own spec and the
   one rule of ``harness.evaluation.verdict`` (so neither an edited ``comparison`` block nor a
@@ -92,7 +93,7 @@ from harness.core.statuses import (
     UNREADABLE,
 )
 from harness.core.text_table import format_table
-from harness.gate.admission import data_mismatches, spec_change, unknown_checkpoint
+from harness.gate.admission import changed_run_files, data_mismatches, spec_change, unknown_checkpoint
 from harness.gate.grading import (
     CROSS_MACHINE_TOLERANCE,
     LOSS,
@@ -196,6 +197,10 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         if rec.integrity_problems:
             result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}")
                                for problem in rec.integrity_problems)
+            continue
+        if changed := changed_run_files(rec):  # its numbers no longer follow from the run files it names
+            result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}; re-run to rebuild it")
+                               for problem in changed)
             continue
         data_problems = data_mismatches(rec)
         if data_problems:  # run on other data than the catalog's: none of its numbers can be compared

@@ -203,13 +203,35 @@ def changed_output(folder: str | Path, digests: Mapping[str, Any]) -> str | None
     for name in sorted(set(files) - set(digests)):
         return f"{name} (not there when it was built)"
     for name, want in sorted(digests.items()):
-        size = files[name].stat().st_size
-        if not isinstance(want, Mapping) or want.get("size") != size:
-            return f"{name} (size {size} bytes, built {want.get('size') if isinstance(want, Mapping) else '?'})"
+        if (problem := _size_differs(files[name], want)) is not None:
+            return f"{name} ({problem})"
     for name, want in sorted(digests.items()):
-        got = _file_digest(files[name])
-        if got != dict(want):
+        if _file_digest(files[name]) != dict(want):
             return f"{name} (content differs)"
+    return None
+
+
+def _size_differs(path: Path, want: Any) -> str | None:
+    size = path.stat().st_size
+    built = want.get("size") if isinstance(want, Mapping) else None
+    return None if built == size else f"size {size} bytes, built {built}"
+
+
+def changed_file(path: str | Path) -> str | None:
+    """How the file ``path`` differs from the digest its finished folder (the nearest of its three parent
+    folders whose marker holds digests) took when it was built; None when it matches, or when it is not
+    there or no folder above it holds a digest of it (nothing to check it against)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    for folder in list(path.parents)[:3]:
+        digests = (finished_meta(folder) or {}).get(DIGESTS)
+        if isinstance(digests, dict):
+            want = digests.get(path.relative_to(folder).as_posix())
+            if want is None:
+                return None
+            problem = _size_differs(path, want)
+            return problem if problem is not None or _file_digest(path) == dict(want) else "content differs"
     return None
 
 
