@@ -3,6 +3,7 @@ or `grade` has nothing to resume."""
 
 from __future__ import annotations
 
+import importlib
 import signal
 
 import pytest
@@ -21,8 +22,6 @@ def _interrupt(*_args, **_kwargs):
     (["fetch", "x"], "fetch", "_fetch", "interrupted: finished downloads are kept; re-run the same command to continue."),
 ])
 def test_the_interrupt_line_fits_the_command(monkeypatch, capsys, argv, module, func, said):
-    import importlib
-
     monkeypatch.setattr(importlib.import_module(f"harness.commands.{module}"), func, _interrupt)
     rc = cli.main(argv)
     err = capsys.readouterr().err
