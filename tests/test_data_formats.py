@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import formats as F
 from harness.core.errors import DataFormatError, HarnessError
 from harness.core.fsutil import is_temp
+from harness.data import formats as F
 
 
 def _write(tmp_path: Path, name: str, text: str, compress: bool = False) -> Path:
