@@ -46,9 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _resume_hint(args: argparse.Namespace) -> str:
     """What an interrupted command kept: only the commands that run cached stages (or downloads)
     resume; a Ctrl-C in `check` or `grade` has nothing to resume."""
-    if args.command in ("run", "reproduce") or args.command == "eval" and getattr(args, "model", None) is not None:
+    command = getattr(args, "command", None)
+    if command in ("run", "reproduce") or command == "eval" and getattr(args, "model", None) is not None:
         return ": finished stages are cached; re-run the same command to resume."
-    if args.command == "fetch":
+    if command == "fetch":
         return ": finished downloads are kept; re-run the same command to continue."
     return "."
 
