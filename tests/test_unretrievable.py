@@ -42,3 +42,16 @@ def test_complete_qrels_say_nothing(tmp_path, capsys):
     capsys.readouterr()
     score_run_file(run, bench)
     assert "not in the corpus" not in capsys.readouterr().err
+
+
+def test_the_stages_of_one_run_warn_once(tmp_path, monkeypatch, capsys):
+    bench = get_benchmark("scifact")
+    qrels = bench.qrels()
+    qrels[next(iter(qrels))]["another-missing-doc"] = 1
+    monkeypatch.setattr(bench, "qrels", lambda split=None: {q: dict(d) for q, d in qrels.items()})
+    run = tmp_path / "s.trec"
+    run.write_text("".join(f"{q} Q0 {d} 1 1.0 t\n" for q, docs in qrels.items() for d in list(docs)[:1]))
+    capsys.readouterr()
+    for _ in range(3):  # retriever1, retriever2, reranker: one benchmark, one corpus
+        score_run_file(run, bench)
+    assert capsys.readouterr().err.count("not in the corpus") == 1

@@ -62,11 +62,25 @@ def score_run_file(run_path: Path, bench: Any) -> Any:
     run = read_trec_run(run_path)
     if bench.sub_benchmarks():
         run = normalise_subset_ids(run, bench.name)
-    parts = bench.sub_benchmarks() or [bench]
-    if all(_corpus_here(part) for part in parts):  # the pipeline read it; a test's run file alone need not
-        warn_unretrievable(benchmark_qrels(bench, bench.eval_split),
-                           (doc for part in parts for doc, _ in part.iter_corpus()))
+    _check_judged_documents(bench)
     return evaluate_benchmark(run, bench, bench.eval_split)
+
+
+# (benchmark, judged documents) whose corpus was read for them: a run scores each of its stages on the
+# same benchmark, and reading a corpus (MS MARCO: 8.8M passages) once is enough.
+_CHECKED: set[tuple[str, frozenset[str]]] = set()
+
+
+def _check_judged_documents(bench: Any) -> None:
+    """Warn (once) when the qrels judge documents the corpus does not hold."""
+    parts = bench.sub_benchmarks() or [bench]
+    if not all(_corpus_here(part) for part in parts):  # the pipeline read it; a test's run file alone need not
+        return
+    qrels = benchmark_qrels(bench, bench.eval_split)
+    key = (bench.name, frozenset(doc for docs in qrels.values() for doc in docs))
+    if key not in _CHECKED:
+        _CHECKED.add(key)
+        warn_unretrievable(qrels, (doc for part in parts for doc, _ in part.iter_corpus()))
 
 
 def _corpus_here(bench: Any) -> bool:
