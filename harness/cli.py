@@ -14,9 +14,7 @@ import os
 import signal
 import sys
 
-from harness.core import procs
-
-from harness.core import threads
+from harness.core import procs, threads
 from harness.core.errors import HarnessError, SpecProblems, disk_full
 from harness.core.paths import cache_dir, runs_dir
 
@@ -43,6 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         importlib.import_module(f"harness.commands.{name}").add_parser(sub)
     return parser
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """What an interrupted command kept: only the commands that run cached stages (or downloads)
+    resume; a Ctrl-C in `check` or `grade` has nothing to resume."""
+    command = getattr(args, "command", None)
+    if command in ("run", "reproduce") or command == "eval" and getattr(args, "model", None) is not None:
+        return ": finished stages are cached; re-run the same command to resume."
+    if command == "fetch":
+        return ": finished downloads are kept; re-run the same command to continue."
+    return "."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,5 +89,5 @@ def main(argv: list[str] | None = None) -> int:
               "HARNESS_CACHE_DIR / HARNESS_RUNS_DIR / the flag at a folder you can write)", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        print("interrupted: finished stages are cached; re-run the same command to resume.", file=sys.stderr)
+        print(f"interrupted{_resume_hint(args)}", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)  # the shell's status for death by that signal

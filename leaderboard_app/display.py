@@ -26,16 +26,23 @@ from harness.core.points import fmt, points_decimals
 
 MISSING = "-"
 # Every ASCII punctuation character: CommonMark lets a backslash make any of them literal, and with all of
-# them escaped no link, image, emphasis, code span, HTML tag, autolink ("http\://", "www\."), heading, list,
-# table, math ($) or Streamlit directive (":red[...]") can start.
+# them escaped no link, image, emphasis, code span, HTML tag, <autolink>, heading, list, table, math ($) or
+# Streamlit directive (":red[...]") can start. A bare URL is another matter (_AUTOLINKED).
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# What GFM turns into a link in plain text, escaped or not: a URL, www., an e-mail address.
+_AUTOLINKED = re.compile(r"(?i)https?:|mailto:|xmpp:|www\.|[-.\w+]@[-\w]")
 POINTS_DIGITS = 2  # a run's number without a paper cell beside it: 2 decimals, the finest any paper prints
 P_DIGITS = 3  # p-values, as `check` prints them
 
 
 def md_text(value: Any) -> str:
-    """``value`` as markdown that renders as exactly its text, on one line (a newline could start a block)."""
-    return _PUNCTUATION.sub(r"\\\1", " ".join(str("" if value is None else value).split()))
+    """``value`` as markdown that renders as exactly its text, on one line (a newline could start a block).
+    A text with a URL or an e-mail address in it is a code span (:func:`md_code`): GFM links those after
+    the escapes are read (remark-gfm's autolink transform), so no escape keeps ``http://host`` plain."""
+    text = " ".join(str("" if value is None else value).split())
+    if _AUTOLINKED.search(text):
+        return md_code(text)
+    return _PUNCTUATION.sub(r"\\\1", text)
 
 
 def md_code(value: Any) -> str:

@@ -65,12 +65,15 @@ class DevTools:
         page = next(t for t in targets if t["type"] == "page")
         self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
         self.next_id = 0
+        self.events: list[dict] = []  # what arrived while waiting for answers (e.g. Network.* once enabled)
 
     def call(self, method: str, **params):
         self.next_id += 1
         self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:  # skip events until our answer arrives
+        while True:  # keep events aside until our answer arrives
             msg = json.loads(self.ws.recv(timeout=30))
+            if "method" in msg and "id" not in msg:
+                self.events.append(msg)
             if msg.get("id") == self.next_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")

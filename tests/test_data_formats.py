@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import formats as F
 from harness.core.errors import DataFormatError, HarnessError
 from harness.core.fsutil import is_temp
+from harness.data import formats as F
 
 
 def _write(tmp_path: Path, name: str, text: str, compress: bool = False) -> Path:
@@ -40,12 +40,15 @@ MALFORMED = [
     (F.read_beir_qrels, "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\thigh\n", 2, "non-numeric grade 'high'"),
     (F.read_beir_qrels, "test.tsv", "q1\td1\t1\nq1\td1\t2\n", 2, "duplicate (qid, docid) ('q1', 'd1')"),
     (F.read_trec_qrels, "qrels.txt", "q1 0 d1 1\nq1 0 d2\n", 2, "wrong column count: expected 4"),
-    (F.read_trec_qrels, "qrels.txt", "q1 0 d1 1.5\n", 1, "non-numeric grade '1.5'"),
+    (F.read_trec_qrels, "qrels.txt", "q1 0 d1 1.5\n", 1, "grade '1.5' is not an integer"),
+    (F.read_trec_qrels, "qrels.txt", "q1 0 d1 inf\n", 1, "grade 'inf' is not a finite number"),
     (F.read_trec_qrels, "qrels.txt", "q1 0 d1 x\n", 1, "non-numeric grade 'x'"),
     (F.read_trec_qrels, "qrels.txt", "q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 0\n", 3, "duplicate (qid, docid) ('q1', 'd1')"),
     (F.read_trec_run, "run.trec", "q1 Q0 d1 1 2.5 tag\nq1 Q0 d2 2 1.5\n", 2, "wrong column count: expected 6"),
     (F.read_trec_run, "run.trec", "q1 Q0 d1 1 abc tag\n", 1, "non-numeric score 'abc'"),
-    (F.read_trec_run, "run.trec", "q1 Q0 d1 1 nan tag\n", 1, "non-numeric score 'nan'"),
+    (F.read_trec_run, "run.trec", "q1 Q0 d1 1 nan tag\n", 1, "score 'nan' is not a finite number"),
+    (F.read_trec_run, "run.trec", "q1 Q0 d1 1 inf tag\n", 1, "score 'inf' is not a finite number"),
+    (F.read_trec_run, "run.trec", "q1 Q0 d1 inf 1.0 tag\n", 1, "rank 'inf' is not a finite number"),
     (F.read_trec_run, "run.trec", "q1 Q0 d1 first 1.0 tag\n", 1, "non-numeric rank 'first'"),
     (F.read_trec_run, "run.trec", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq1 Q0 d1 3 0.5 t\n", 3,
      "duplicate (qid, docid) ('q1', 'd1')"),

@@ -159,7 +159,8 @@ def test_cqadupstack_single_file_needs_namespaced_ids(tmp_path, run_cli):
     ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 2.0\n", 2, "wrong column count"),  # 5 columns
     ("156493 Q0 d1 1 3.0 t\n156493 d2 2 2.0\n", 2, "wrong column count"),  # 4 columns
     ("156493 Q0 d1 1 high t\n", 1, "non-numeric score 'high'"),
-    ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 nan t\n", 2, "non-numeric score 'nan'"),
+    ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 nan t\n", 2, "score 'nan' is not a finite number"),
+    ("156493 Q0 d1 1 -inf t\n", 1, "score '-inf' is not a finite number"),
 ])
 def test_malformed_run_files_end_in_one_line_naming_file_and_line(tmp_path, run_cli, content, line, message):
     bad = tmp_path / "bad.trec"

@@ -274,6 +274,16 @@ def test_evaluate_model_api_returns_the_summary(tiny_st_dir, toy):
     json.dumps(s)  # JSON-ready
 
 
+def test_qrels_judging_a_document_the_corpus_lacks_warn_once(tiny_st_dir, toy, monkeypatch, capsys):
+    from harness.evaluation.zero_shot import evaluate_model
+
+    monkeypatch.setitem(QRELS, "q2", {"d2": 2, "d3": 1, "gone": 1})  # before the benchmark reads its qrels
+    evaluate_model(tiny_st_dir, "toy-beir", track=False, show_progress=False)
+    warned = [line for line in capsys.readouterr().err.splitlines() if "not in the corpus" in line]
+    assert warned == ["warning: 1 of 6 judged documents are not in the corpus (e.g. gone): scores count them "
+                      "as unretrievable"]
+
+
 # ---------------------------------------------------------------------------- errors
 
 def test_missing_model_folder_names_the_path(tmp_path, run_cli):

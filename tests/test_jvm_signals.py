@@ -47,7 +47,7 @@ CHILD = textwrap.dedent('''
 
     def parser():
         p = argparse.ArgumentParser()
-        p.set_defaults(func=work)
+        p.set_defaults(func=work, command="run")  # stands for a run: what it finished is cached
         return p
 
     cli.build_parser = parser

@@ -206,3 +206,79 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
              if row[col["label"]].startswith("lexmae · ") and row[col["index size"]] != "-"}
     assert sizes == pytest.approx(LEXMAE_TABLE4_INDEX_GB)
     assert Path(PROJECT_ROOT / "test-artifacts" / "leaderboard-plots.png").is_file()
+
+
+# Issue 54, done-when 3: record strings holding markdown, HTML and links, served and read in Chromium.
+# Port 9 (discard) on this machine: nothing there answers, so a request to it would only be seen, never served.
+ELSEWHERE = "127.0.0.1:9/"
+IMAGE, LINK, TAG = (f"![x](http://{ELSEWHERE}x.png)", f"[link](http://{ELSEWHERE})",
+                    f'<img src="http://{ELSEWHERE}y.png">')
+# Every element's attributes that name ELSEWHERE (an <a href>, <img src>, srcset, style url(...)).
+POINTING_AWAY = ("Array.from(document.querySelectorAll('*')).flatMap(e => Array.from(e.attributes)"
+                 ".filter(a => a.value.includes(%s)).map(a => e.tagName + ' ' + a.name + '=' + a.value))"
+                 % json.dumps(ELSEWHERE))
+
+
+def _hostile_records(folder: Path) -> dict:
+    """A records folder holding one committed record, edited as a contributor could: its command and
+    substitutions hold an image, a link and an HTML tag. Another run id (method__profile__stamp, the file's
+    name) and sealed again, so the leaderboard loads it as any record; alone, so the Method tab opens on it."""
+    from harness.records.integrity import seal
+
+    source = min(RECORDS.glob("*__*__*.json"), key=lambda p: p.stat().st_size)
+    rec = json.loads(source.read_text())
+    rec.pop("integrity")
+    rec.update(run_id=f"{rec['method']}__{rec['profile']}__20261127T093000-c0ffee",
+               command=f"python -m harness run {IMAGE} {LINK} {TAG}", substitutions=[IMAGE, LINK, TAG])
+    folder.mkdir()
+    (folder / f"{rec['run_id']}.json").write_text(json.dumps(seal(rec), indent=1))
+    return rec
+
+
+def test_record_strings_with_markdown_html_and_links_show_as_text_and_fetch_nothing(tmp_path):
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
+    deadline = time.monotonic() + SECONDS
+    rec = _hostile_records(tmp_path / "records")
+    port = free_port()
+    log = tmp_path / "server.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "harness", "leaderboard", "--port", str(port), "--records", str(tmp_path / "records")],
+            cwd=PROJECT_ROOT, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with chromium(tmp_path, deadline, window="1600,2400") as tools:
+            tools.call("Network.enable")  # every request the page makes, refused ones too, is an event
+
+            def loaded():
+                if server.poll() is not None:
+                    pytest.fail(f"leaderboard exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+                try:
+                    tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
+                except RuntimeError:  # not listening yet
+                    return False
+                return _wait(min(deadline, time.monotonic() + 20),
+                             lambda: "Retrieval pre-training leaderboard" in tools.text(), "the page")
+
+            _wait(deadline, loaded, "the leaderboard to serve")
+
+            def method_tab():
+                _click_tab(tools, "Method")
+                text = _evaluate(tools, f"(() => {{ const p = {PANEL}; return p ? p.innerText : null; }})()") or ""
+                return text if rec["run_id"] in text and "Substituted" in text and "Stages" in text else None
+
+            text = _wait(deadline, method_tab, "the Method tab on the edited record")
+            time.sleep(1.0)  # an image would be requested as soon as it is in the page: give it the time
+            screenshot(tools, "leaderboard-method-record-strings.png")
+            pointing = _evaluate(tools, POINTING_AWAY)
+            timed = _evaluate(tools, "performance.getEntriesByType('resource').map(e => e.name)")
+            requested = [e["params"]["request"]["url"] for e in tools.events
+                         if e["method"] == "Network.requestWillBeSent"]
+    finally:
+        stop(server)
+    for raw in (IMAGE, LINK, TAG):  # shown as written: the characters, not an image, a link or a tag
+        assert raw in text, (raw, text[:2000])
+    assert pointing == [], pointing
+    assert any(f"127.0.0.1:{port}/" in url for url in requested), requested[:5]  # the log does see requests
+    assert not [url for url in requested + timed if ELSEWHERE in url], (requested, timed)

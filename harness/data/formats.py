@@ -140,7 +140,19 @@ def _grade(path: Path, lineno: int, value: str) -> int:
         as_float = math.nan
     if math.isfinite(as_float) and as_float == int(as_float):
         return int(as_float)
-    raise DataFormatError(path, lineno, f"non-numeric grade '{value}'", "relevance grades are integers (0, 1, 2, ...)")
+    raise DataFormatError(path, lineno, _not_numeric("grade", value), "relevance grades are integers (0, 1, 2, ...)")
+
+
+def _not_numeric(what: str, value: str) -> str:
+    """Why ``value`` is refused: "non-numeric" only for text; ``inf`` and ``nan`` are numbers, just not
+    finite ones, and 1.5 is a number but not the integer a grade or rank must be."""
+    try:
+        number = float(value)
+    except ValueError:
+        return f"non-numeric {what} '{value}'"
+    if math.isfinite(number):
+        return f"{what} '{value}' is not an integer"
+    return f"{what} '{value}' is not a finite number"
 
 
 def _add_judgement(path: Path, lineno: int, qrels: Qrels, qid: str, docid: str, grade: int,
@@ -242,13 +254,13 @@ def _run_line(path: Path, lineno: int, line: str) -> tuple[str, str, float]:
     try:
         int(rank)
     except ValueError:
-        raise DataFormatError(path, lineno, f"non-numeric rank '{rank}'", "ranks are integers 1, 2, ...") from None
+        raise DataFormatError(path, lineno, _not_numeric("rank", rank), "ranks are integers 1, 2, ...") from None
     try:
         value = float(score)
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise DataFormatError(path, lineno, f"non-numeric score '{score}'", "scores are finite numbers")
+        raise DataFormatError(path, lineno, _not_numeric("score", score), "scores are finite numbers")
     return qid, docid, value
 
 

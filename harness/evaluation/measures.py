@@ -17,6 +17,7 @@ this (first relevant document at rank 11 gives RR@10 = 0).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -291,6 +292,31 @@ def benchmark_qrels(benchmark: Any, split: str | None = None) -> dict[str, dict[
     if subs:
         return merge_subsets({sub.name: sub.qrels(split) for sub in subs})
     return benchmark.qrels(split)
+
+
+def unretrievable_line(qrels: Qrels, corpus_ids: Iterable[str], examples: int = 2) -> str | None:
+    """One line when the qrels judge documents the corpus does not hold (a qrels file of another corpus
+    version, or an edited one): they lower nDCG and recall, since no run can retrieve them. ``corpus_ids``
+    is streamed: only the judged ids are held."""
+
+    judged = {doc for docs in qrels.values() for doc in docs}
+    missing = set(judged)
+    for doc in corpus_ids:
+        if not missing:  # all found: the rest of the corpus need not be read
+            return None
+        missing.discard(doc)
+    if not missing:
+        return None
+    named = ", ".join(sorted(missing)[:examples])
+    return (f"{len(missing)} of {len(judged)} judged documents are not in the corpus (e.g. {named}): "
+            "scores count them as unretrievable")
+
+
+def warn_unretrievable(qrels: Qrels, corpus_ids: Iterable[str]) -> None:
+    """:func:`unretrievable_line` printed once, as a warning, where an evaluation meets its corpus."""
+    line = unretrievable_line(qrels, corpus_ids)
+    if line:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def evaluate_benchmark(run: Run, benchmark: Any, split: str | None = None,

@@ -21,7 +21,7 @@ from harness.data.catalog import get_benchmark
 from harness.data.formats import iter_beir_corpus
 from harness.evaluation.conventions import get_convention
 from harness.evaluation.dense_run import retrieve
-from harness.evaluation.measures import evaluate
+from harness.evaluation.measures import evaluate, warn_unretrievable
 from harness.retrieval.dense import Shard
 from harness.retrieval.sharded import (
     DistributedEncoding,
@@ -37,7 +37,9 @@ def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size:
     doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16)
     run, stats = retrieve(result.encoder, bench, None, depth, corpus=Shard(index, doc_ids), batch_size=batch_size,
                           keep_self_hits=get_convention(bench.name, bench.kind).drop_self_hits, show_progress=False)
-    scored = evaluate(run, bench.qrels(), bench)
+    qrels = bench.qrels()
+    warn_unretrievable(qrels, doc_ids)
+    scored = evaluate(run, qrels, bench)
     return {"benchmark": bench.name, "primary": scored.primary, "metrics": dict(scored.aggregate),
             "index": label, "index_bytes": stats["index_bytes"], "qps": round(stats["qps"], 1)}
 

@@ -35,16 +35,17 @@ the mean of the 12 forum means.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
 from harness.data.formats import write_trec_run
 from harness.evaluation.conventions import get_convention
 from harness.evaluation.dense_run import judged_queries, retrieve
-from harness.evaluation.measures import benchmark_qrels, evaluate, merge_subsets
+from harness.evaluation.measures import benchmark_qrels, evaluate, merge_subsets, warn_unretrievable
 from harness.records.tracking import Tracker, parent_metrics, tracking_line
 from harness.retrieval.corpus_vectors import corpus_embeddings
 from harness.retrieval.encoder import load_zero_shot_encoder
@@ -78,8 +79,9 @@ def run_name_for(path: Path) -> str:
 # ---------------------------------------------------------------------------- search
 
 def _search_part(encoder: Any, part: Any, fingerprint: str, split: str | None, depth: int, batch_size: int,
-                 use_cache: bool, show_progress: bool) -> tuple[Run, dict[str, Any]]:
-    """One corpus (a cqadupstack forum, else the benchmark): its cached vectors, searched at BEIR's depth."""
+                 use_cache: bool, show_progress: bool) -> tuple[Run, dict[str, Any], list[str]]:
+    """One corpus (a cqadupstack forum, else the benchmark): its cached vectors, searched at BEIR's
+    depth; with the corpus's doc ids."""
 
     judged_queries(part, split)  # checked before the corpus is encoded
     doc_ids, doc_emb, corpus_info = corpus_embeddings(encoder, part, fingerprint, batch_size, use_cache, show_progress)
@@ -87,7 +89,7 @@ def _search_part(encoder: Any, part: Any, fingerprint: str, split: str | None, d
     run, stats = retrieve(encoder, part, split, depth, corpus=(doc_ids, doc_emb), batch_size=batch_size,
                           keep_self_hits=self_hits, show_progress=show_progress)
     stats.update(corpus_info)
-    return run, stats
+    return run, stats, list(doc_ids)
 
 
 def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, Any]:
@@ -158,10 +160,13 @@ def run_zero_shot(
     parts = bench.sub_benchmarks() or [bench]
     runs: dict[str, Run] = {}
     stats: dict[str, dict[str, Any]] = {}
+    corpus_ids: dict[str, list[str]] = {}
     for part in parts:
-        runs[part.name], stats[part.name] = _search_part(encoder, part, fingerprint, split, depth, batch_size,
-                                                         use_cache, show_progress)
+        runs[part.name], stats[part.name], corpus_ids[part.name] = _search_part(
+            encoder, part, fingerprint, split, depth, batch_size, use_cache, show_progress)
     run = merge_subsets(runs) if bench.sub_benchmarks() else runs[bench.name]
+    # doc ids are not namespaced by forum: a subset benchmark's corpora are checked pooled
+    warn_unretrievable(qrels, (doc for ids in corpus_ids.values() for doc in ids))
     result = evaluate(run, qrels, bench, measures)
     efficiency = _combine_stats(stats, encoder)
     settings = encoder.settings()

@@ -9,8 +9,9 @@ record) is shared.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness import SEED
 from harness.core import ranks
@@ -18,12 +19,18 @@ from harness.core.errors import HarnessError
 from harness.core.hardware import detect, total_memory_gib
 from harness.core.paths import require_writable_homes
 from harness.core.points import fmt
+from harness.data import download
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
 from harness.evaluation.chance import describe as describe_chance
 from harness.evaluation.compare import RAN_OTHERWISE, TRAINING_FREE_FAMILIES, compare, format_comparison_table
-from harness.evaluation.measures import evaluate_benchmark, normalise_subset_ids
+from harness.evaluation.measures import (
+    benchmark_qrels,
+    evaluate_benchmark,
+    normalise_subset_ids,
+    warn_unretrievable,
+)
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import STOP, RunContext, StageLog
@@ -36,7 +43,6 @@ from harness.records.tracking import (
 )
 from harness.run import footprint
 from harness.run.plan import describe
-from harness.training.precision import resolve_precision
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
 from harness.run.validation import require_valid
@@ -45,6 +51,7 @@ from harness.spec.method import MethodSpec, load_method, profiles_of
 from harness.spec.stage_settings import PretrainSettings, StageSettings
 from harness.stages.artifacts import config_hash
 from harness.stages.graph import FAMILIES, StopAfterStage, resolve
+from harness.training.precision import resolve_precision
 
 
 def score_run_file(run_path: Path, bench: Any) -> Any:
@@ -55,7 +62,31 @@ def score_run_file(run_path: Path, bench: Any) -> Any:
     run = read_trec_run(run_path)
     if bench.sub_benchmarks():
         run = normalise_subset_ids(run, bench.name)
+    _check_judged_documents(bench)
     return evaluate_benchmark(run, bench, bench.eval_split)
+
+
+# (benchmark, judged documents) whose corpus was read for them: a run scores each of its stages on the
+# same benchmark, and reading a corpus (MS MARCO: 8.8M passages) once is enough.
+_CHECKED: set[tuple[str, frozenset[str]]] = set()
+
+
+def _check_judged_documents(bench: Any) -> None:
+    """Warn (once) when the qrels judge documents the corpus does not hold."""
+    parts = bench.sub_benchmarks() or [bench]
+    if not all(_corpus_here(part) for part in parts):  # the pipeline read it; a test's run file alone need not
+        return
+    qrels = benchmark_qrels(bench, bench.eval_split)
+    key = (bench.name, frozenset(doc for docs in qrels.values() for doc in docs))
+    if key not in _CHECKED:
+        _CHECKED.add(key)
+        warn_unretrievable(qrels, (doc for part in parts for doc, _ in part.iter_corpus()))
+
+
+def _corpus_here(bench: Any) -> bool:
+    """Whether ``bench``'s corpus can be read without a download."""
+    sources = bench.sources()
+    return bench.has_corpus() or bool(sources) and all(download.available(key) for key in sources)
 
 
 def stage_conditions(spec: MethodSpec, variant: str, final: str, batch_changed: str = "") -> dict[str, Any]:

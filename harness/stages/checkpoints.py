@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.paths import PROJECT_ROOT
+from harness.core.paths import PROJECT_ROOT, cache_dir
 from harness.stages.artifacts import hash_dir, hash_file
 
 
@@ -165,5 +165,17 @@ def load_pretrained(loader: Any, path: str | Path, what: str, **kwargs: Any) -> 
             first = (str(exc).strip().splitlines() or [""])[0][:160]
         raise HarnessError(
             f"cannot load {what} from {path}: {type(exc).__name__}: {first}. Fix: the folder needs config.json and "
-            "intact weights (model.safetensors or pytorch_model.bin); download the checkpoint again "
-            "(python -m harness fetch --model NAME) or point to an intact copy") from None
+            f"intact weights (model.safetensors or pytorch_model.bin); {_refill_hint(Path(path))}") from None
+
+
+def _refill_hint(path: Path) -> str:
+    """How to get intact weights back: a stage's output in the cache is rebuilt, not downloaded (no Hub
+    holds it); a checkpoint elsewhere is downloaded again or copied."""
+    try:
+        rel = path.resolve().relative_to(cache_dir().resolve())
+    except ValueError:
+        return ("download the checkpoint again (python -m harness fetch --model NAME) or point to an "
+                "intact copy")
+    stage = cache_dir().joinpath(*rel.parts[:2])  # cache/<stage>/<key>/: the stage's whole output
+    return (f"it is a stage's output in the cache: delete {stage} (or re-run with --force) and run "
+            "the same command again to rebuild it")
