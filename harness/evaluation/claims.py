@@ -39,7 +39,7 @@ from typing import Any
 
 from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation import verdict as rule
-from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability
+from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability, settle_note
 from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.tolerances import canonical_measure
 from harness.evaluation.verdict import NOT_COMPARABLE
@@ -316,7 +316,20 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
             if status == rule.INCONCLUSIVE:
                 check.seeds_needed = seeds_to_settle(test.effect, check.sigma or 0.0, test.delta, claim, len(family),
                                                      test.df)
+                check.reason = check.reason or effect_note(check)
     return out
+
+
+def effect_note(check: ClaimCheck | Mapping[str, Any]) -> str:
+    """An INCONCLUSIVE claim in words (a ClaimCheck or its ``to_dict``): the smallest margin around the
+    printed effect its CI lies inside, the runs per side that would settle it, which evidence set
+    sigma_rep."""
+    def get(name: str) -> Any:
+        return check.get(name) if isinstance(check, Mapping) else getattr(check, name)
+    low, high, claimed, sigma = get("ci_low"), get("ci_high"), get("claimed"), get("sigma")
+    within = None if low is None or high is None else max(abs(low - claimed), abs(high - claimed))
+    note = settle_note(within, get("seeds_needed"), None, None, per_side=" per side")
+    return note + (f" (sigma_rep {sigma:.2f}: {get('sigma_source')})" if sigma is not None else "")
 
 
 def _by_measure(values: Mapping[tuple[str, str], float]) -> dict[tuple[str, str], float]:

@@ -271,11 +271,13 @@ def settle_note(within: float | None, seeds: int | None, sigma: float | None, no
     return head + f"no number of seeds up to {rule.MAX_SEEDS} settles it at this difference"
 
 
-def inconclusive_note(comp: Comparison) -> str:
-    """What an INCONCLUSIVE cell needs, in words, and which evidence set its sigma_rep."""
-    note = settle_note(comp.within, comp.seeds_needed, comp.sigma, comp.no_runs_sigma,
-                       int(comp.conditions.get("runs_averaged") or 1))
-    return note + (f" (sigma_rep {comp.sigma:.2f}: {comp.sigma_source})" if comp.sigma is not None else "")
+def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:
+    """What an INCONCLUSIVE cell needs, in words, and which evidence set its sigma_rep (a Comparison or
+    its ``to_dict``)."""
+    sigma, conditions = _field(comp, "sigma"), _field(comp, "conditions") or {}
+    note = settle_note(_field(comp, "within"), _field(comp, "seeds_needed"), sigma, _field(comp, "no_runs_sigma"),
+                       int(conditions.get("runs_averaged") or 1))
+    return note + (f" (sigma_rep {sigma:.2f}: {_field(comp, 'sigma_source')})" if sigma is not None else "")
 
 
 # ---------------------------------------------------------------------------- display

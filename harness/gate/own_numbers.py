@@ -35,7 +35,7 @@ from harness.core.fsutil import file_problem
 from harness.core.statuses import INCONCLUSIVE
 from harness.evaluation.claims import Pairing, claim_pairs, claims_for
 from harness.evaluation.claims import grade as grade_claims
-from harness.evaluation.compare import Comparison, compare, inconclusive_note, settle_note
+from harness.evaluation.compare import Comparison, compare, inconclusive_note
 from harness.evaluation.margins import Evidence, user_seeds
 from harness.evaluation.tolerances import canonical_measure
 from harness.gate.grading import TRAINING_FREE_FAMILIES
@@ -296,16 +296,8 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
                     "ratio_low": check.ratio_low, "ratio_high": check.ratio_high, "delta_ri": check.delta_ri,
                     "margin": check.margin, "sigma_rep": check.sigma, "seeds_needed": check.seeds_needed,
                     "sigma_df": check.sigma_df, "sigma_source": check.sigma_source,
-                    "reason": check.reason or (_effect_note(check) if check.status == INCONCLUSIVE else "")})
+                    "reason": check.reason})
     return out
-
-
-def _effect_note(check: Any) -> str:
-    """An INCONCLUSIVE effect: the smallest margin around the printed effect its CI lies inside, the
-    runs per side that would settle it, and which evidence set sigma_rep."""
-    within = None if check.ci_low is None else max(abs(check.ci_low - check.claimed), abs(check.ci_high - check.claimed))
-    note = settle_note(within, check.seeds_needed, None, None, per_side=" per side")
-    return note + (f" (sigma_rep {check.sigma:.2f}: {check.sigma_source})" if check.sigma is not None else "")
 
 
 def grade(path: str | Path) -> list[dict[str, Any]]:
