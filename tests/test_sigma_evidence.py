@@ -100,3 +100,25 @@ def test_seeds_to_settle_or_why_none_can(sigma, settles):
     assert (n is not None) == settles and (sigma < bound) == settles
     # at the bound, infinitely many runs leave exactly the paper's own seed: CI edge on the margin
     assert d + rule.quantile(0.95, df) * bound == pytest.approx(delta)
+
+
+def test_check_and_the_leaderboard_say_it_too(tmp_path):
+    """A paper record at QC's printed numbers, graded by `check` (the gate) and shown by the leaderboard:
+    every INCONCLUSIVE cell states its smallest passing margin and what would settle it."""
+    from harness.gate.grading import paper_comparisons
+    from harness.gate.run import run_gate
+    from harness.papers.registry import load_reported_cells
+    from harness.records.store import load_records
+    from harness.records.tracking import write_run_record
+    from leaderboard_app.tables import comparison_frame
+    from tests.test_claims_graded import _qc_records
+
+    for data in _qc_records():
+        write_run_record({k: v for k, v in data.items() if k != "schema_version"}, tmp_path)
+    inconclusive = [r for r in run_gate(tmp_path, reported=None).rows if r.status == rule.INCONCLUSIVE]
+    assert inconclusive and all("consistent within +-" in r.note for r in inconclusive), inconclusive
+    records = load_records(tmp_path)[0]
+    cells = load_reported_cells()[0]
+    frame = comparison_frame(records, {r.run_id: paper_comparisons(r, cells) for r in records})
+    shown = frame[frame["status"] == rule.INCONCLUSIVE]
+    assert len(shown) and shown["reason"].str.contains("consistent within +-", regex=False).all()

@@ -277,7 +277,8 @@ def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:
     sigma, conditions = _field(comp, "sigma"), _field(comp, "conditions") or {}
     note = settle_note(_field(comp, "within"), _field(comp, "seeds_needed"), sigma, _field(comp, "no_runs_sigma"),
                        int(conditions.get("runs_averaged") or 1))
-    return note + (f" (sigma_rep {sigma:.2f}: {_field(comp, 'sigma_source')})" if sigma is not None else "")
+    source = _field(comp, "sigma_source")
+    return note + (f" (sigma_rep {sigma:.2f}: {source})" if sigma is not None and source else "")
 
 
 # ---------------------------------------------------------------------------- display

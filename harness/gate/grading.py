@@ -162,8 +162,8 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
             measure=str(c.get("measure") or ""), against=source_label(c, axes), expected=c.get("reported"),
             reproduced=c.get("reproduced"), delta=c.get("delta"), tolerance=c.get("tolerance"),
             ci_low=c.get("ci_low"), ci_high=c.get("ci_high"),
-            note=str(c.get("reason") or c.get("notes") or (inconclusive_note(c) if c.get("status") == INCONCLUSIVE
-                                                           else "")),
+            note=str(c.get("reason") or "; ".join(filter(None, [
+                inconclusive_note(c) if c.get("status") == INCONCLUSIVE else "", c.get("notes") or ""]))),
             stage=str(c.get("finetune_stage") or ""), printed=str(c.get("value") or ""),
         ))
     return rows

@@ -248,7 +248,8 @@ def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
             "value": c.reproduced, "status": c.status, "d": c.delta, "margin": c.tolerance, "sigma_rep": c.sigma,
             "ci_low": c.ci_low, "ci_high": c.ci_high, "runs": run.runs, "seeds_needed": c.seeds_needed,
             "within": c.within, "sigma_df": c.sigma_df, "sigma_source": c.sigma_source,
-            "reason": c.reason or c.notes or (inconclusive_note(c) if c.status == INCONCLUSIVE else "")}
+            "reason": c.reason or "; ".join(filter(None, [inconclusive_note(c) if c.status == INCONCLUSIVE else "",
+                                                          c.notes]))}
 
 
 def grade_cells(run: OwnRun, evidence: tuple[Evidence, ...] | None = None) -> list[dict[str, Any]]:
