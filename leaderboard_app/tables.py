@@ -16,7 +16,8 @@ from harness.core import benchmarks as declared
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
 from harness.core.statuses import SUPERSEDED
-from harness.evaluation.verdict import NOT_COMPARABLE, worst
+from harness.evaluation.compare import inconclusive_note
+from harness.evaluation.verdict import INCONCLUSIVE, NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
 from harness.gate.run import row_numbers
 from harness.papers.registry import paper_key
@@ -314,7 +315,8 @@ def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
                 "version": x.get("version"), "table": x.get("table"), "row": x.get("row"), "column": x.get("column"),
                 "stage": x.get("finetune_stage") or "", "benchmark": x.get("benchmark"), "measure": x.get("measure"),
                 "printed": x.get("value"), "reported": x.get("reported"), "reproduced": x.get("reproduced"),
-                "status": x.get("status"), "reason": x.get("reason") or x.get("notes") or "",
+                "status": x.get("status"), "reason": x.get("reason") or "; ".join(filter(None, [
+                    inconclusive_note(x) if x.get("status") == INCONCLUSIVE else "", x.get("notes") or ""])),
             }
             row.update({k: x.get(k) if graded else None for k in GRADED_ONLY})
             rows.append(row)

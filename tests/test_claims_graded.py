@@ -62,7 +62,7 @@ def _printed(claims, side: str) -> dict[tuple[str, str], float]:
 @pytest.fixture
 def narrow_sigma(monkeypatch):
     """A fixed sigma_rep (points), so the tests read the rule, not today's evidence."""
-    monkeypatch.setattr(claims_mod, "sigma_rep", lambda benchmark, measure: SimpleNamespace(points=0.3))
+    monkeypatch.setattr(claims_mod, "sigma_rep", lambda benchmark, measure, extra=(): SimpleNamespace(points=0.3, tested=0.3, df=math.inf, label="test: fixed"))
 
 
 # ----------------------------------------------------------------------------- check_claims
@@ -187,7 +187,9 @@ def test_recall_and_retriever1_claims_are_graded_from_each_stage():
     assert graded[("v1 Table 1", "retriever2", "R@50")] in GRADED  # the same effect grades v1 and v2
 
 
-def test_a_reversed_recall_effect_at_retriever1_fails_the_gate(tmp_path):
+def test_a_reversed_recall_effect_at_retriever1_fails_the_gate(tmp_path, sharp_evidence):
+    """With paper-scale seed evidence (ten seeds, 9 df): without it the mini transfer's 2 df leave even a
+    12-point reversal short of DIFFERENT after Holm (t on 2 df), INCONCLUSIVE with what would settle it."""
     for data in _qc_records(reverse_r1_recall=True):
         write_run_record({k: v for k, v in data.items() if k != "schema_version"}, tmp_path)
     result = run_gate(tmp_path, reported=None)

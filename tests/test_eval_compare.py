@@ -11,6 +11,7 @@ from harness.core.errors import DataFormatError, HarnessError
 from harness.evaluation.bootstrap import bootstrap_ci, paired_bootstrap
 from harness.evaluation.compare import (NOT_COMPARABLE, Comparison, compare, format_comparison_table,
                                         normalise_condition)
+from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.verdict import DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, REPRODUCED, exact_verdict
 from harness.evaluation.tolerances import TOLERANCES_FILE, ToleranceTable, load_tolerances
@@ -69,7 +70,8 @@ def test_boundaries_survive_float_noise_end_to_end():
 def test_seed_rule_reads_the_declared_margin_and_sigma_rep():
     c = _one(0.382)
     assert c.rule == "seed" and c.tolerance == practical_margin("msmarco-dev", "RR@10").points
-    assert c.sigma == sigma_rep("msmarco-dev", "RR@10").points and c.status != DIFFERENT_BELOW
+    spread = sigma_rep("msmarco-dev", "RR@10")
+    assert (c.sigma, c.sigma_df) == (spread.tested, spread.df) and c.status != DIFFERENT_BELOW
     assert _one(0.30).status == DIFFERENT_BELOW and _one(0.45).status == DIFFERENT_ABOVE
     dl = _one(0.70, Cell(benchmark="dl19", measure="nDCG@10", score=0.731, value="73.1"))
     assert dl.status == INCONCLUSIVE  # 43 queries, one seed: a 3-point gap cannot be told apart
@@ -238,7 +240,7 @@ def test_compare_ci_for_delta_is_seed_noise_not_query_sampling():
     per_query = {"msmarco-dev": {"RR@10": _scores(300)}}
     mean = sum(per_query["msmarco-dev"]["RR@10"].values()) / 300
     c = compare({"msmarco-dev": {"RR@10": mean}}, per_query, [Cell(score=round(mean, 3))], PAPER_RUN)[0]
-    half = 1.6448536 * c.sigma * 2 ** 0.5  # one run against one printed run
+    half = rule.quantile(0.95, c.sigma_df) * c.sigma * 2 ** 0.5  # one run against one printed run, t on its df
     assert (c.ci_low, c.ci_high) == pytest.approx((c.delta - half, c.delta + half), rel=1e-4)
     far = compare({"msmarco-dev": {"RR@10": mean}}, per_query, [Cell(score=0.9)], PAPER_RUN)[0]
     assert far.status == DIFFERENT_BELOW and far.delta < -far.tolerance

@@ -36,16 +36,23 @@ def _num(x: float | None, signed: bool = False) -> str:
     return "-" if x is None else (f"{x:+.2f}" if signed else f"{x:.2f}")
 
 
+def _sigma(row: dict) -> str:
+    """Which evidence set the row's sigma_rep (issue 52: a user's own seeds, or the fallback)."""
+    if row.get("sigma_rep") is None or row["status"] == NOT_COMPARABLE:
+        return "-"
+    return f"{row['sigma_rep']:.2f}: {row.get('sigma_source') or '?'}"
+
+
 def _grade(args: argparse.Namespace) -> int:
     rows = grade(args.metrics)
     shown = [r for r in rows if args.all or r["status"] != NOT_COMPARABLE]
     table = [[r["status"], r["kind"], f"{r['paper']} {r['table']}", r["row"], r["benchmark"], r["measure"],
               _num(r["reported"], r["kind"] == "effect"), _num(r["value"], r["kind"] == "effect"),
-              _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True), r.get("reason") or ""]
+              _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True), _sigma(r), r.get("reason") or ""]
              for r in shown]
     if table:
         print(format_table(["verdict", "kind", "source", "row", "benchmark", "measure", "printed", "yours",
-                            "90% CI", "note"], table))
+                            "90% CI", "sigma_rep from", "note"], table))
     hidden = len(rows) - len(shown)
     print(summarise(rows) + (f" ({hidden} NOT-COMPARABLE rows hidden: --all lists them)" if hidden else ""))
     if args.json:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.evaluation import noise
-from harness.evaluation.margins import practical_margin, sigma_rep
+from harness.evaluation.margins import practical_margin, recipe_drift, sigma_rep
 from harness.evaluation.power import PRINTED, markdown, power_table
 
 
@@ -46,4 +46,9 @@ def margins_report() -> str:
         lines.append(f"{benchmark} {measure}: Delta {margin.points:.1f} ({margin.why})")
         lines.append(f"  sigma_rep {spread.points:.2f}: {spread.why}")
         lines.extend(f"    - {e.source} [{e.benchmark} {e.measure}, {e.df} df]" for e in spread.evidence)
+    drift = recipe_drift()
+    lines += ["", "Recipe drift (re-runs by another team that changed the recipe: never pooled into sigma_rep; "
+              "comparability must catch what they show):"]
+    lines.extend(f"  {e.benchmark} {e.measure}: {e.variance ** 0.5 * 2 ** 0.5:.2f} points apart - {e.source}"
+                 for e in drift)
     return "\n".join(lines) + "\n\n" + markdown(power_table())

@@ -39,7 +39,7 @@ from typing import Any
 
 from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation import verdict as rule
-from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability
+from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability, settle_note
 from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.tolerances import canonical_measure
 from harness.evaluation.verdict import NOT_COMPARABLE
@@ -114,7 +114,9 @@ class ClaimCheck:
     measure: str = ""
     effect: float | None = None        # run A - run B
     margin: float | None = None        # Delta of the measure (points)
-    sigma: float | None = None         # sigma_rep: seed SD of one run's mean (points)
+    sigma: float | None = None         # sigma_rep's estimate the t-test read: seed SD of one run's mean (points)
+    sigma_df: float | None = None      # its degrees of freedom
+    sigma_source: str = ""             # which evidence set it
     se: float | None = None            # seed se of the run effect
     ci_low: float | None = None        # 90% CI of the run effect (what the direction test reads)
     ci_high: float | None = None
@@ -256,21 +258,23 @@ def _variances(claim: Claim, a_runs: int, b_runs: int) -> tuple[float, float]:
     return va + vb, va + vb + ka + kb
 
 
-def seeds_to_settle(effect: float, sigma: float, delta: float, claim: Claim, family: int) -> int | None:
+def seeds_to_settle(effect: float, sigma: float, delta: float, claim: Claim, family: int,
+                    df: float = rule.KNOWN) -> int | None:
     """The fewest runs per side (averaged) that would grade the claim REPRODUCED or DIFFERENT at the
     same run effect, DIFFERENT needing to pass the whole family at once (Bonferroni: never fewer runs
     than Holm would need); None when none up to ``verdict.MAX_SEEDS`` does."""
     def settles(n: int) -> bool:
         v_effect, v_diff = _variances(claim, n, n)
-        test = rule.EffectTest(effect, sigma * math.sqrt(v_effect), claim.delta, sigma * math.sqrt(v_diff), delta)
+        test = rule.EffectTest(effect, sigma * math.sqrt(v_effect), claim.delta, sigma * math.sqrt(v_diff), delta, df)
         status, p_direction, p_different = rule.effect_verdicts([test])[0]
         # DIFFERENT must pass the whole family; the direction (a tie: equivalence) shown is not corrected
         return (status in rule.DIFFERENT and p_different * family < rule.ALPHA) or p_direction < rule.ALPHA
     return rule.fewest_runs(settles)
 
 
-def grade(pairings: Sequence[Pairing]) -> list[ClaimCheck]:
-    """Grade every pairing; the claims of one table (``Claim.source``) are one family (Holm)."""
+def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[ClaimCheck]:
+    """Grade every pairing; the claims of one table (``Claim.source``) are one family (Holm).
+    ``evidence``: same-recipe seed evidence beside what is on file (a user's per-seed lists)."""
     out, tests = [], []
     for p in pairings:
         c = p.claim
@@ -292,12 +296,13 @@ def grade(pairings: Sequence[Pairing]) -> list[ClaimCheck]:
         check.effect = a_value - b_value
         check.effect_ratio = rule.effect_ratio(a_value, b_value, c.a_value, c.b_value)
         check.delta_ri = rule.delta_ri(a_value, b_value, c.a_value, c.b_value)
-        check.sigma = sigma_rep(c.benchmark, c.measure).points
+        spread = sigma_rep(c.benchmark, c.measure, evidence) if evidence else sigma_rep(c.benchmark, c.measure)
+        check.sigma, check.sigma_df, check.sigma_source = spread.tested, spread.df, spread.label
         check.margin = practical_margin(c.benchmark, c.measure).points
         v_effect, v_diff = _variances(c, p.a_runs, p.b_runs)
         check.se = check.sigma * math.sqrt(v_effect)
         tests.append((check, rule.EffectTest(check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff),
-                                             check.margin), c))
+                                             check.margin, spread.df), c))
     by_table: dict[str, list[tuple[ClaimCheck, rule.EffectTest, Claim]]] = defaultdict(list)
     for item in tests:
         by_table[item[0].source].append(item)
@@ -309,8 +314,22 @@ def grade(pairings: Sequence[Pairing]) -> list[ClaimCheck]:
             if ratio:
                 check.ratio_low, check.ratio_high = ratio
             if status == rule.INCONCLUSIVE:
-                check.seeds_needed = seeds_to_settle(test.effect, check.sigma or 0.0, test.delta, claim, len(family))
+                check.seeds_needed = seeds_to_settle(test.effect, check.sigma or 0.0, test.delta, claim, len(family),
+                                                     test.df)
+                check.reason = check.reason or effect_note(check)
     return out
+
+
+def effect_note(check: ClaimCheck | Mapping[str, Any]) -> str:
+    """An INCONCLUSIVE claim in words (a ClaimCheck or its ``to_dict``): the smallest margin around the
+    printed effect its CI lies inside, the runs per side that would settle it, which evidence set
+    sigma_rep."""
+    def get(name: str) -> Any:
+        return check.get(name) if isinstance(check, Mapping) else getattr(check, name)
+    low, high, claimed, sigma = get("ci_low"), get("ci_high"), get("claimed"), get("sigma")
+    within = None if low is None or high is None else max(abs(low - claimed), abs(high - claimed))
+    note = settle_note(within, get("seeds_needed"), None, None, per_side=" per side")
+    return note + (f" (sigma_rep {sigma:.2f}: {get('sigma_source')})" if sigma is not None else "")
 
 
 def _by_measure(values: Mapping[tuple[str, str], float]) -> dict[tuple[str, str], float]:

@@ -71,14 +71,18 @@ class Comparison:
     tolerance_why: str = ""
     status: str = NOT_COMPARABLE
     rule: str = ""                   # "seed" (equivalence test) | "exact" (deterministic system)
-    sigma: float | None = None       # sigma_rep: seed SD of one run's mean at paper scale (points)
+    sigma: float | None = None       # sigma_rep's estimate the t-test read: seed SD of one run's mean (points)
+    sigma_df: float | None = None    # its degrees of freedom
     sigma_why: str = ""
+    sigma_source: str = ""           # which evidence set it, in a few words
     ci_low: float | None = None      # 90% CI of delta from seed noise (points): what TOST reads
     ci_high: float | None = None
     p_equivalent: float | None = None  # TOST, cell by cell
     p_different: float | None = None   # d = 0, Holm-adjusted within the cell's table
     runs: int = 1                      # seeds the reproduced number averages
     seeds_needed: int | None = None    # INCONCLUSIVE: runs that would settle it at the same d (None: none <= 20)
+    within: float | None = None        # the smallest margin the 90% CI lies inside
+    no_runs_sigma: float | None = None  # seeds_needed None: the sigma_rep at which no number of runs can
     reason: str = ""                 # why NOT-COMPARABLE
     notes: str = ""                  # conditions the run did not state, etc.
     finetune_stage: str | None = None  # which of the run's retrievers was compared (retriever1/2/3)
@@ -188,10 +192,12 @@ def _canonical_table(table: Mapping[str, Any]) -> dict[str, Any]:
 def compare(metrics: Mapping[str, Mapping[str, float]],
             per_query: Mapping[str, Mapping[str, Mapping[str, float]]] | None,
             cells: Sequence[Any], run_conditions: Mapping[str, Any], *, exact: bool = False,
-            tolerances: ToleranceTable | None = None, runs: int = 1) -> list[Comparison]:
+            tolerances: ToleranceTable | None = None, runs: int = 1,
+            evidence: tuple[Any, ...] = ()) -> list[Comparison]:
     """Compare every reported cell with the run and grade it (see the module docstring).
 
-    ``runs``: how many seeds the reproduced numbers average (1 for one run)."""
+    ``runs``: how many seeds the reproduced numbers average (1 for one run); ``evidence``: same-recipe
+    seed evidence beside what is on file (``margins.Evidence``: a user's per-seed lists)."""
     tolerances = tolerances or load_tolerances()
     metrics_c = {b: _canonical_table(t) for b, t in metrics.items()}
     out, tests = [], []
@@ -227,12 +233,14 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
             comp.rule, comp.tolerance, comp.tolerance_why = "exact", tol.points, tol.why
             comp.status = rule.exact_verdict(comp.delta, tol.points)
             continue
-        spread, margin = sigma_rep(comp.benchmark, measure), practical_margin(comp.benchmark, measure)
-        comp.rule, comp.sigma, comp.sigma_why, comp.runs = "seed", spread.points, spread.why, runs
+        spread = sigma_rep(comp.benchmark, measure, evidence) if evidence else sigma_rep(comp.benchmark, measure)
+        margin = practical_margin(comp.benchmark, measure)
+        comp.rule, comp.sigma, comp.sigma_why, comp.runs = "seed", spread.tested, spread.why, runs
+        comp.sigma_df, comp.sigma_source = spread.df, spread.label
         comp.tolerance, comp.tolerance_why = margin.points, margin.why
         printed_runs = int(conditions.get("runs_averaged") or 1)
-        tests.append((comp, rule.Test(comp.delta, rule.se_of(spread.points, runs, printed_runs), margin.points),
-                      printed_runs))
+        tests.append((comp, rule.Test(comp.delta, rule.se_of(spread.tested, runs, printed_runs), margin.points,
+                                      spread.df), printed_runs))
     by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test, int]]] = {}
     for comp, test, printed_runs in tests:
         by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test, printed_runs))
@@ -240,16 +248,37 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
         for (comp, test, k), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t, _ in family])):
             comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
             comp.ci_low, comp.ci_high = test.ci()
+            comp.within = rule.within(comp.ci_low, comp.ci_high)
             if status == rule.INCONCLUSIVE and comp.sigma is not None:
-                comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family))
+                comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family),
+                                                          df=test.df)
+                if comp.seeds_needed is None:
+                    comp.no_runs_sigma = rule.sigma_no_runs_can(test.d, test.delta, k, len(family), df=test.df)
     return out
 
 
-def inconclusive_note(comp: Comparison) -> str:
-    """What an INCONCLUSIVE cell needs, in words."""
-    if comp.seeds_needed is None:
-        return "no number of seeds up to 20 settles it at this difference"
-    return f"{comp.seeds_needed} seeds averaged would settle it at this difference"
+def settle_note(within: float | None, seeds: int | None, sigma: float | None, no_runs_sigma: float | None,
+                printed_runs: int = 1, per_side: str = "") -> str:
+    """What an INCONCLUSIVE cell or claim would need, in words: the smallest margin it passes, then the
+    runs that would settle it at the same difference, or why no number of runs can."""
+    head = f"consistent within +-{within:.2f}; " if within is not None else ""
+    if seeds is not None:
+        return head + f"{seeds} seeds averaged{per_side} would settle it at this difference"
+    if no_runs_sigma is not None and sigma is not None and sigma >= no_runs_sigma:
+        printed = "one seed" if printed_runs <= 1 else f"{printed_runs} seeds"
+        return head + (f"no number of runs can: the paper printed {printed} and sigma_rep {sigma:.2f} >= "
+                       f"{no_runs_sigma:.2f}")
+    return head + f"no number of seeds up to {rule.MAX_SEEDS} settles it at this difference"
+
+
+def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:
+    """What an INCONCLUSIVE cell needs, in words, and which evidence set its sigma_rep (a Comparison or
+    its ``to_dict``)."""
+    sigma, conditions = _field(comp, "sigma"), _field(comp, "conditions") or {}
+    note = settle_note(_field(comp, "within"), _field(comp, "seeds_needed"), sigma, _field(comp, "no_runs_sigma"),
+                       int(conditions.get("runs_averaged") or 1))
+    source = _field(comp, "sigma_source")
+    return note + (f" (sigma_rep {sigma:.2f}: {source})" if sigma is not None and source else "")
 
 
 # ---------------------------------------------------------------------------- display

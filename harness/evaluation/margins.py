@@ -6,9 +6,9 @@
   honest runs of one recipe land apart (their difference has SD ``sigma_rep * sqrt(2)``). Pooled from
   the evidence, each piece shown with its source:
 
-  - the registry's own repeated reports of one system (``harness.papers.replication``): two
-    independent runs printed for the same setting, one degree of freedom each (``diff**2 / 2``);
-  - published multi-seed studies (``seed_studies.yaml``): ``seeds - 1`` degrees of freedom each;
+  - published multi-seed studies of one recipe (``seed_studies.yaml``, ``recipe: same``): ``seeds - 1``
+    degrees of freedom each;
+  - a user's own per-seed lists (``grade --metrics``, passed as ``extra``): ``seeds - 1`` each;
   - the harness's own paper-profile runs under several seeds (``run --profile paper --seed N``,
     records in ``runs/seeds/`` beside the reference): ``seeds - 1`` degrees of freedom per method,
     the evidence that makes the rule sharper as paper runs accumulate;
@@ -17,13 +17,24 @@
     (``noise.query_floor``: what averaging over N queries leaves at the least; 43 TREC DL queries
     cannot be steadier than that however few the pairs that say otherwise).
 
+  Never pooled into sigma_rep: re-runs by another team that changed the recipe (the registry's
+  repeated reports of one system, ``harness.papers.replication``: the QC authors' coCondenser re-run
+  pre-trains 120K steps on titled passages; ``recipe: changed`` studies such as Tevatron issue #81, a
+  one-GPU stage-1 run). How far such re-runs land apart is recipe drift, which comparability must
+  catch, not seed noise: :func:`recipe_drift` lists them beside the verdict (``noise --margins``).
+
+  One pair (or set) of runs is one piece of evidence whatever the number of measures and benchmarks
+  it prints (``Evidence.runs``): a scope wider than one benchmark and measure keeps, per set of runs,
+  its widest variance only, so R@50 and R@1000 of the same two runs, or their DL19 and DL20, do not
+  count twice (pseudo-replication).
+
   The narrowest scope with at least :data:`MIN_DF` degrees of freedom is used: the benchmark and
   measure itself, else the family's (MS MARCO, TREC DL, BEIR) for that measure, else the family's
   for every measure of the same kind (rank: nDCG, RR; recall: R); with none at all, the harness's
-  own spread transferred (``noise.sigma``), said so. The declared
-  value is the pooled estimate's one-sided upper confidence bound (``upper_confidence`` in
-  ``margins.yaml``; chi-square on the pooled degrees of freedom), so a spread read from few points
-  errs wide, towards INCONCLUSIVE and away from DIFFERENT.
+  own mini spread transferred (``noise.sigma``, ``seeds - 1`` df), said so. The verdict tests with the
+  pooled estimate and Student's t on its degrees of freedom (``verdict.Test.df``: exact whatever the
+  df); the declared value shown (``SigmaRep.points``) is its one-sided upper confidence bound
+  (``upper_confidence`` in ``margins.yaml``; chi-square on the pooled df), what the power table reads.
 """
 
 from __future__ import annotations
@@ -82,16 +93,33 @@ class Evidence:
     variance: float   # points^2, of one run's mean
     df: int
     source: str
+    runs: str = ""    # the set of runs it comes from: one df per set, whatever it prints ("": its source)
+
+    @property
+    def group(self) -> str:
+        return self.runs or self.source
 
 
 @dataclass(frozen=True)
 class SigmaRep:
-    points: float                 # declared: the upper confidence bound (or the floor)
-    estimate: float | None        # pooled point estimate (None: no evidence)
-    df: int
+    points: float                 # declared: the upper confidence bound of the estimate (or the floor)
+    estimate: float | None        # pooled point estimate, what the test reads (None: no evidence)
+    df: int                       # its degrees of freedom: the test's Student t
     scope: str                    # "benchmark" | "family" | "family, all measures of its kind" | "none"
     evidence: tuple[Evidence, ...]
     why: str
+
+    @property
+    def tested(self) -> float:
+        """The SD the verdict's t-test reads: the estimate (the fallback's own, transferred)."""
+        return self.estimate if self.estimate is not None else self.points
+
+    @property
+    def label(self) -> str:
+        """Which evidence set sigma_rep, in a few words (shown per cell)."""
+        if not self.evidence:
+            return f"no paper-scale evidence: harness mini seeds transferred ({self.df} df)"
+        return f"{'; '.join(sorted({e.group for e in self.evidence}))} ({self.scope}, {self.df} df)"
 
 
 # ---------------------------------------------------------------------------- the margin
@@ -131,9 +159,14 @@ def practical_margin(benchmark: str, measure: str) -> Margin:
 
 # ---------------------------------------------------------------------------- the evidence
 
-@lru_cache(maxsize=1)
 def load_studies() -> tuple[Evidence, ...]:
-    """The published multi-seed studies (``seed_studies.yaml``), one Evidence each."""
+    """The published multi-seed studies of one recipe (``seed_studies.yaml``, ``recipe: same``)."""
+    return tuple(e for e, same in _studies() if same)
+
+
+@lru_cache(maxsize=1)
+def _studies() -> tuple[tuple[Evidence, bool], ...]:
+    """Every study of ``seed_studies.yaml`` with whether its runs share one recipe (``recipe: same``)."""
     if not STUDIES_FILE.exists():
         return ()
     raw = yaml.safe_load(STUDIES_FILE.read_text(encoding="utf-8")) or []
@@ -141,12 +174,16 @@ def load_studies() -> tuple[Evidence, ...]:
     out = []
     for i, e in enumerate(entries):
         try:
-            seeds, sd = int(e["seeds"]), float(e["sd"])
+            seeds, sd, recipe = int(e["seeds"]), float(e["sd"]), str(e["recipe"])
             source = f"{e['citation']} ({e['where']}): {e['system']}, {seeds} seeds, SD {sd:.2f}"
-            out.append(Evidence(str(e["benchmark"]), canonical_measure(str(e["measure"])), sd ** 2, seeds - 1, source))
+            if recipe not in ("same", "changed"):
+                raise ValueError(f"recipe is {recipe!r}, not same or changed")
+            out.append((Evidence(str(e["benchmark"]), canonical_measure(str(e["measure"])), sd ** 2, seeds - 1,
+                                 source, f"{e['citation']}: {e['system']}"), recipe == "same"))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataFormatError(STUDIES_FILE, None, f"entry {i + 1}: {exc!r}",
-                                  "each entry needs citation, where, system, benchmark, measure, seeds, sd") from None
+                                  "each entry needs citation, where, system, benchmark, measure, seeds, sd, "
+                                  "recipe (same: one recipe's seeds; changed: another team's re-run)") from None
         if seeds < 2:
             raise DataFormatError(STUDIES_FILE, None, f"entry {i + 1}: a seed SD needs at least 2 seeds", "")
     return tuple(out)
@@ -169,16 +206,35 @@ def own_paper_seeds(runs: Path | None = None) -> tuple[Evidence, ...]:
                 values = [100.0 * r.metrics[bench][measure] for r in by_seed.values()]
                 out.append(Evidence(bench, canonical_measure(measure), statistics.variance(values), len(values) - 1,
                                     f"harness: {method} [paper] under seeds {sorted(by_seed)}: "
-                                    f"{', '.join(f'{v:.2f}' for v in values)}"))
+                                    f"{', '.join(f'{v:.2f}' for v in values)}",
+                                    f"harness: {method} [paper] seeds {sorted(by_seed)}"))
     return tuple(out)
 
 
 @lru_cache(maxsize=1)
 def all_evidence() -> tuple[Evidence, ...]:
+    """The same-recipe seed evidence on file: what sigma_rep pools (never a recipe-changing re-run)."""
+    return load_studies() + own_paper_seeds()
+
+
+@lru_cache(maxsize=1)
+def recipe_drift() -> tuple[Evidence, ...]:
+    """Re-runs by another team that changed the recipe: the registry's replication pairs (two origins:
+    a cited original against another paper's re-run) and ``recipe: changed`` studies. Shown beside the
+    verdict as how far recipes drift; never pooled into sigma_rep."""
     pairs = tuple(Evidence(p.benchmark, canonical_measure(p.measure), p.diff ** 2 / (1 / p.runs_a + 1 / p.runs_b),
-                           1, f"{p.method}: {p.a:.1f} ({p.source_a}) vs {p.b:.1f} ({p.source_b})")
+                           1, f"{p.method}: {p.a:.1f} ({p.source_a}) vs {p.b:.1f} ({p.source_b})"
+                           + (f"; stated on one side only: {', '.join(p.unmatched)}" if p.unmatched else ""),
+                           f"{p.method}: {p.source_a.split(' row ')[0]} vs {p.source_b}")
                   for p in replication_pairs())
-    return pairs + load_studies() + own_paper_seeds()
+    return pairs + tuple(e for e, same in _studies() if not same)
+
+
+def user_seeds(label: str, benchmark: str, measure: str, values: list[float]) -> Evidence:
+    """A user's per-seed list (points) of one method, profile and benchmark: same-recipe evidence with
+    ``seeds - 1`` degrees of freedom (``grade --metrics``)."""
+    return Evidence(benchmark, canonical_measure(measure), statistics.variance(values), len(values) - 1,
+                    f"your seeds: {label} {', '.join(f'{v:.2f}' for v in values)}", f"your seeds of {label}")
 
 
 def chi2_quantile(q: float, df: int) -> float:
@@ -215,11 +271,22 @@ def _pool(evidence: list[Evidence]) -> tuple[float, int]:
     return math.sqrt(sum(e.variance * e.df for e in evidence) / df), df
 
 
-def sigma_rep(benchmark: str, measure: str) -> SigmaRep:
-    """The declared seed SD of one run's mean on ``benchmark`` / ``measure`` at paper scale."""
+def one_per_runs(evidence: list[Evidence]) -> list[Evidence]:
+    """One piece per set of runs (``Evidence.group``), its widest variance: the measures and benchmarks
+    one pair of runs prints are not independent replicates of its seed spread (pseudo-replication)."""
+    widest: dict[str, Evidence] = {}
+    for e in evidence:
+        if e.group not in widest or e.variance > widest[e.group].variance:
+            widest[e.group] = e
+    return list(widest.values())
+
+
+def sigma_rep(benchmark: str, measure: str, extra: tuple[Evidence, ...] = ()) -> SigmaRep:
+    """The declared seed SD of one run's mean on ``benchmark`` / ``measure`` at paper scale; ``extra``:
+    same-recipe evidence beside what is on file (a user's seeds)."""
     measure = canonical_measure(measure)
     base, fam, kind = noise.base_benchmark(benchmark), family(benchmark), noise.measure_kind(measure)
-    evidence = all_evidence()
+    evidence = all_evidence() + tuple(extra)
     scopes = [("benchmark", [e for e in evidence
                              if noise.base_benchmark(e.benchmark) == base and e.measure == measure]),
               ("family", [e for e in evidence if _evidence_family(e.benchmark) == fam and e.measure == measure]),
@@ -228,15 +295,20 @@ def sigma_rep(benchmark: str, measure: str) -> SigmaRep:
     level = float(load_margins()["upper_confidence"])
     floor = noise.query_floor(base, measure)
     for scope, found in scopes:
+        found = one_per_runs(found)
         if sum(e.df for e in found) >= MIN_DF:
             estimate, df = _pool(found)
             bound = upper_bound(estimate, df, level)
-            why = (f"pooled over {len(found)} report(s) ({scope}: {df} df): {estimate:.2f}, "
-                   f"{level:.0%} upper bound {bound:.2f}")
-            if floor.points > bound:
-                return SigmaRep(floor.points, estimate, df, scope, tuple(found),
-                                f"{why}; raised to the harness's own floor ({floor.why})")
+            why = (f"same-recipe seeds pooled over {len(found)} set(s) of runs ({scope}: {df} df): "
+                   f"{estimate:.2f}, {level:.0%} upper bound {bound:.2f}")
+            if floor.points > estimate:  # the query floor is a lower bound of the true spread
+                return SigmaRep(max(floor.points, bound), floor.points, df, scope, tuple(found),
+                                f"{why}; estimate raised to the harness's own floor ({floor.why})")
             return SigmaRep(bound, estimate, df, scope, tuple(found), why)
     fallback = noise.sigma(base, measure)
-    return SigmaRep(fallback.points, None, 0, "none",
-                    (), f"no published evidence: the harness's own seed spread, {fallback.why}")
+    df = max(1, len(noise.load()["runs"]) - 1)
+    bound = upper_bound(fallback.points, df, level)
+    return SigmaRep(bound, fallback.points, df, "none", (),
+                    f"no same-recipe evidence at paper scale: the harness's own mini seed spread {fallback.points:.2f} "
+                    f"on {df} df, {level:.0%} upper bound {bound:.2f} ({fallback.why}; a MiniLM fine-tuned on 640 "
+                    f"queries, likely wider than paper scale)")

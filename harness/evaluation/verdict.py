@@ -11,7 +11,10 @@ Two declared quantities per benchmark and measure (``harness.evaluation.margins`
 source): ``sigma_rep``, the seed SD of one run's mean at paper scale (how far honest re-runs of one
 recipe land apart), and ``Delta``, the practical margin: the difference the field treats as real,
 chosen in advance and never derived from a standard error. For ``d = run - paper`` from ``n`` runs
-against a number printed as the mean of ``k`` runs, ``se = sigma_rep * sqrt(1/n + 1/k)``.
+against a number printed as the mean of ``k`` runs, ``se = sigma_rep * sqrt(1/n + 1/k)``, sigma_rep
+estimated on ``df`` degrees of freedom: every test reads Student's t on those df (Student 1908; the
+t-based TOST of Schuirmann 1987), so P(false DIFFERENT) and P(false REPRODUCED) stay <= alpha
+whatever the df, not only given the sigma drawn (a z-test on an upper bound gives ~0.054 at 2 df).
 
 A cell, alpha = 0.05:
 
@@ -20,7 +23,8 @@ A cell, alpha = 0.05:
 * DIFFERENT-BELOW / -ABOVE: the two-sided test of d = 0 rejects after Holm over the table's
   comparable cells, and |d| > Delta (a significant difference smaller than the margin is not one
   that matters);
-* INCONCLUSIVE: neither; :func:`seeds_to_resolve` says how many runs would settle it at the same d;
+* INCONCLUSIVE: neither; :func:`within` says the smallest margin the CI lies inside, and
+  :func:`seeds_to_resolve` how many runs would settle it at the same d (or that none can);
 * NOT-COMPARABLE: the run does not share the cell's setting (``compare.comparability``).
 
 An effect (a paper's "A improves on B": printed ``c = A - B``, reproduced ``e`` from two runs):
@@ -41,6 +45,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+from scipy import stats
 
 # The rule's outcomes: their words, meanings and order are declared in harness.core.statuses.
 from harness.core.statuses import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED,
@@ -71,21 +77,33 @@ def z(q: float) -> float:
     return (lo + hi) / 2
 
 
-Z_CI = z(1.0 - ALPHA)  # 1.645: the 90% CI that TOST reads
+Z_CI = z(1.0 - ALPHA)  # 1.645: the 90% CI that TOST reads (sigma known: df infinite)
+KNOWN = math.inf       # df of a spread taken as known
 
 
-def p_equivalent(d: float, se: float, delta: float) -> float:
-    """TOST p-value for H0 |true d| >= delta (the larger of the two one-sided p-values)."""
+def cdf(x: float, df: float = KNOWN) -> float:
+    """Student t CDF on ``df`` degrees of freedom (the normal's when df is infinite)."""
+    return phi(x) if math.isinf(df) else float(stats.t.cdf(x, df))
+
+
+def quantile(q: float, df: float = KNOWN) -> float:
+    """Student t quantile on ``df`` degrees of freedom (the normal's when df is infinite)."""
+    return z(q) if math.isinf(df) else float(stats.t.ppf(q, df))
+
+
+def p_equivalent(d: float, se: float, delta: float, df: float = KNOWN) -> float:
+    """TOST p-value for H0 |true d| >= delta (the larger of the two one-sided p-values; Schuirmann 1987,
+    t on the df of se's sigma)."""
     if se <= 0:
         return 0.0 if abs(d) < delta else 1.0
-    return max(phi((d - delta) / se), 1.0 - phi((d + delta) / se))
+    return max(cdf((d - delta) / se, df), 1.0 - cdf((d + delta) / se, df))
 
 
-def p_zero(d: float, se: float) -> float:
-    """Two-sided p-value for H0 true d = 0."""
+def p_zero(d: float, se: float, df: float = KNOWN) -> float:
+    """Two-sided p-value for H0 true d = 0 (Student's t on the df of se's sigma)."""
     if se <= 0:
         return 0.0 if d else 1.0
-    return 2.0 * (1.0 - phi(abs(d) / se))
+    return 2.0 * (1.0 - cdf(abs(d) / se, df))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -110,22 +128,29 @@ class Test:
     """One comparable quantity: the observed difference, its seed standard error, the margin."""
 
     d: float        # run - paper (points)
-    se: float       # standard error of d from seed noise (points)
+    se: float       # standard error of d from seed noise (points), from sigma_rep's estimate
     delta: float    # Delta, the practical margin (points)
+    df: float = KNOWN  # degrees of freedom of that estimate
 
     def ci(self, alpha: float = ALPHA) -> tuple[float, float]:
         """The (1 - 2 alpha) CI of d: the interval TOST reads."""
-        half = z(1.0 - alpha) * self.se
+        half = quantile(1.0 - alpha, self.df) * self.se
         return self.d - half, self.d + half
+
+
+def within(low: float, high: float) -> float:
+    """The smallest margin the CI [low, high] lies inside ("consistent within +-m"): the margin at
+    which this cell would have been REPRODUCED (TOST's CI inclusion read backwards)."""
+    return max(abs(low), abs(high))
 
 
 def verdicts(tests: Sequence[Test], alpha: float = ALPHA) -> list[tuple[str, float, float]]:
     """(verdict, TOST p-value, Holm-adjusted p-value of d = 0) per test; the tests are one family
     (the comparable cells of one table): Holm applies to "different" only."""
-    p_diff = holm([p_zero(t.d, t.se) for t in tests])
+    p_diff = holm([p_zero(t.d, t.se, t.df) for t in tests])
     out = []
     for t, pd in zip(tests, p_diff):
-        pe = p_equivalent(t.d, t.se, t.delta)
+        pe = p_equivalent(t.d, t.se, t.delta, t.df)
         if pe < alpha:
             verdict = REPRODUCED
         elif pd < alpha and abs(t.d) > t.delta:
@@ -143,15 +168,27 @@ def fewest_runs(settles: Callable[[int], bool], most: int = MAX_SEEDS) -> int | 
 
 
 def seeds_to_resolve(d: float, sigma: float, delta: float, printed_runs: int = 1, family: int = 1,
-                     alpha: float = ALPHA, max_seeds: int = MAX_SEEDS) -> int | None:
+                     alpha: float = ALPHA, max_seeds: int = MAX_SEEDS, df: float = KNOWN) -> int | None:
     """The fewest runs (averaged) that would settle a cell at the same observed ``d``: REPRODUCED if
-    |d| < Delta, DIFFERENT if |d| > Delta (Holm's first step over ``family`` cells, the most lenient);
-    None when no number up to ``max_seeds`` does (the paper's own seed noise stays in se)."""
+    |d| < Delta, DIFFERENT if |d| > Delta (passing the whole ``family`` of cells at once, Bonferroni:
+    the most demanding step of Holm's, so never fewer runs than Holm would need); None when no number
+    up to ``max_seeds`` does (the paper's own seed noise stays in se)."""
     def settles(n: int) -> bool:
         se = se_of(sigma, n, printed_runs)
-        return ((abs(d) < delta and p_equivalent(d, se, delta) < alpha)
-                or (abs(d) > delta and p_zero(d, se) * family < alpha))
+        return ((abs(d) < delta and p_equivalent(d, se, delta, df) < alpha)
+                or (abs(d) > delta and p_zero(d, se, df) * family < alpha))
     return fewest_runs(settles, max_seeds)
+
+
+def sigma_no_runs_can(d: float, delta: float, printed_runs: int = 1, family: int = 1, alpha: float = ALPHA,
+                      df: float = KNOWN) -> float:
+    """The sigma_rep at and above which no number of runs settles a cell at ``d``: with infinitely many
+    runs se is still ``sigma / sqrt(printed_runs)`` (the paper's own seeds). REPRODUCED needs
+    ``|d| + t se < Delta``; DIFFERENT ``|d| > t_{1 - alpha / (2 family)} se``."""
+    k = math.sqrt(max(1, printed_runs))
+    if abs(d) < delta:
+        return (delta - abs(d)) * k / quantile(1.0 - alpha, df)
+    return abs(d) * k / quantile(1.0 - alpha / (2 * family), df)
 
 
 @dataclass(frozen=True)
@@ -163,10 +200,11 @@ class EffectTest:
     claimed: float     # as printed
     se_diff: float     # seed se of effect - claimed (the paper's two runs add theirs)
     delta: float       # Delta of the measure
+    df: float = KNOWN  # degrees of freedom of sigma_rep's estimate
 
     def ci(self, alpha: float = ALPHA) -> tuple[float, float]:
         """The (1 - 2 alpha) CI of the run effect."""
-        half = z(1.0 - alpha) * self.se_effect
+        half = quantile(1.0 - alpha, self.df) * self.se_effect
         return self.effect - half, self.effect + half
 
     def ratio_ci(self, alpha: float = ALPHA) -> tuple[float, float] | None:
@@ -180,16 +218,16 @@ class EffectTest:
 def effect_verdicts(tests: Sequence[EffectTest], alpha: float = ALPHA) -> list[tuple[str, float, float]]:
     """(verdict, p-value of the direction (a tie: TOST), Holm-adjusted p-value of effect = claimed)
     per claim; the tests are one family (the claims of one table)."""
-    p_diff = holm([p_zero(t.effect - t.claimed, t.se_diff) for t in tests])
+    p_diff = holm([p_zero(t.effect - t.claimed, t.se_diff, t.df) for t in tests])
     out = []
     for t, pd in zip(tests, p_diff):
         gap = t.effect - t.claimed
         if t.claimed == 0:
-            p_dir = p_equivalent(t.effect, t.se_effect, t.delta)
+            p_dir = p_equivalent(t.effect, t.se_effect, t.delta, t.df)
             holds, off = p_dir < alpha, abs(t.effect) > t.delta
         else:
             sign = 1.0 if t.claimed > 0 else -1.0
-            p_dir = 1.0 - phi(sign * t.effect / t.se_effect) if t.se_effect > 0 else float(sign * t.effect <= 0)
+            p_dir = 1.0 - cdf(sign * t.effect / t.se_effect, t.df) if t.se_effect > 0 else float(sign * t.effect <= 0)
             holds, off = p_dir < alpha, sign * t.effect < 0 or abs(gap) > t.delta
         if pd < alpha and off:
             verdict = DIFFERENT_ABOVE if gap > 0 else DIFFERENT_BELOW

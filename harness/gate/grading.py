@@ -24,6 +24,7 @@ from typing import Any
 from harness.core.statuses import (
     EFFECT,
     FAIL,
+    INCONCLUSIVE,
     NEAR,
     NEAR_FACTOR,
     NO_CELLS,
@@ -34,7 +35,7 @@ from harness.core.statuses import (
     UNTRAINED,
 )
 from harness.evaluation.bootstrap import paired_bootstrap
-from harness.evaluation.compare import PAPER_PROFILE, TRAINING_FREE_FAMILIES, compare
+from harness.evaluation.compare import PAPER_PROFILE, TRAINING_FREE_FAMILIES, compare, inconclusive_note
 from harness.evaluation.effects import count_checks, method_effects
 from harness.gate.labels import source_label, system_axes
 from harness.papers.released import (
@@ -160,7 +161,9 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
             str(c.get("status") or NOT_COMPARABLE), **base, benchmark=str(c.get("benchmark") or ""),
             measure=str(c.get("measure") or ""), against=source_label(c, axes), expected=c.get("reported"),
             reproduced=c.get("reproduced"), delta=c.get("delta"), tolerance=c.get("tolerance"),
-            ci_low=c.get("ci_low"), ci_high=c.get("ci_high"), note=str(c.get("reason") or c.get("notes") or ""),
+            ci_low=c.get("ci_low"), ci_high=c.get("ci_high"),
+            note=str(c.get("reason") or "; ".join(filter(None, [
+                inconclusive_note(c) if c.get("status") == INCONCLUSIVE else "", c.get("notes") or ""]))),
             stage=str(c.get("finetune_stage") or ""), printed=str(c.get("value") or ""),
         ))
     return rows

@@ -6,8 +6,10 @@ FILE (JSON)::
     {"runs": [{"method": "cotmae_qc", "profile": "paper", "stage": "retriever2", "seeds": [42, 43],
                "metrics": {"msmarco-dev": {"MRR@10": [40.1, 40.3], "R@1000": 98.9}}}]}
 
-Values are points; a list holds one value per seed (its mean is graded, ``runs`` = its length); a
-single value is the mean of ``seeds`` (one run when ``seeds`` is absent). What the file cannot mean
+Values are points; a list holds one value per seed (its mean is graded, ``runs`` = its length, and
+its spread enters sigma_rep as same-recipe evidence with ``seeds - 1`` degrees of freedom for that
+method, profile, stage and benchmark: ``margins.user_seeds``; each graded row names the evidence that
+set its sigma_rep); a single value is the mean of ``seeds`` (one run when ``seeds`` is absent). What the file cannot mean
 is refused, one line naming the entry: a run whose every value is at most 1 (fractions, not
 points), a benchmark or measure the papers do not print (with did-you-mean), a seed listed twice,
 an unknown key, a value that is not a finite number. The run's conditions
@@ -24,7 +26,7 @@ import json
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from harness.core.statuses import INCONCLUSIVE
 from harness.evaluation.claims import Pairing, claim_pairs, claims_for
 from harness.evaluation.claims import grade as grade_claims
 from harness.evaluation.compare import Comparison, compare, inconclusive_note
+from harness.evaluation.margins import Evidence, user_seeds
 from harness.evaluation.tolerances import canonical_measure
 from harness.gate.grading import TRAINING_FREE_FAMILIES
 from harness.papers.registry import cells_for
@@ -58,6 +61,15 @@ class OwnRun:
     metrics: dict[str, dict[str, float]]   # benchmark -> canonical measure -> points (the seeds' mean)
     conditions: dict[str, Any]
     exact: bool                            # a deterministic system: the fixed tolerance, no seeds
+    per_seed: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (benchmark, measure) -> seeds
+
+    def evidence(self) -> tuple[Evidence, ...]:
+        """The run's per-seed lists as same-recipe seed evidence (``seeds - 1`` df each); none for a
+        deterministic system (no seed)."""
+        if self.exact:
+            return ()
+        return tuple(user_seeds(self.label, bench, measure, values)
+                     for (bench, measure), values in sorted(self.per_seed.items()) if len(values) > 1)
 
     @property
     def label(self) -> str:
@@ -197,6 +209,7 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         seeds = _seeds(path, where, entry.get("seeds"))
         metrics: dict[str, dict[str, float]] = {}
         largest: dict[tuple[str, str], float] = {}
+        per_seed: dict[tuple[str, str], list[float]] = {}
         runs = set()
         if not isinstance(entry["metrics"], dict) or not entry["metrics"]:
             raise DataFormatError(path, None, f"{where}.metrics must map benchmarks to measures",
@@ -215,6 +228,8 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
                 name = _measure_name(path, at, bench, measure)
                 value, n = _value(path, at, raw, seeds)
                 metrics.setdefault(bench, {})[name] = value
+                if isinstance(raw, list):
+                    per_seed[(bench, name)] = [float(v) for v in raw]
                 largest[(bench, measure)] = max(raw) if isinstance(raw, list) else raw
                 runs.add(n)
         _points_not_fractions(path, where, largest)
@@ -223,7 +238,7 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
             conditions.update(finetune_stage=stage, final_stage=last)
         # several seed counts in one entry: the fewest, so that se is never narrower than the data allow
         out.append(OwnRun(i, method, profile, stage, min(runs), metrics, conditions,
-                          spec.config.get("family") in TRAINING_FREE_FAMILIES))
+                          spec.config.get("family") in TRAINING_FREE_FAMILIES, per_seed))
     return out
 
 
@@ -232,15 +247,19 @@ def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
             "row": c.row, "benchmark": c.benchmark, "measure": c.measure, "reported": c.reported,
             "value": c.reproduced, "status": c.status, "d": c.delta, "margin": c.tolerance, "sigma_rep": c.sigma,
             "ci_low": c.ci_low, "ci_high": c.ci_high, "runs": run.runs, "seeds_needed": c.seeds_needed,
-            "reason": c.reason or c.notes or (inconclusive_note(c) if c.status == INCONCLUSIVE else "")}
+            "within": c.within, "sigma_df": c.sigma_df, "sigma_source": c.sigma_source,
+            "reason": c.reason or "; ".join(filter(None, [inconclusive_note(c) if c.status == INCONCLUSIVE else "",
+                                                          c.notes]))}
 
 
-def grade_cells(run: OwnRun) -> list[dict[str, Any]]:
-    """Every cell of the run's method, graded against its numbers."""
+def grade_cells(run: OwnRun, evidence: tuple[Evidence, ...] | None = None) -> list[dict[str, Any]]:
+    """Every cell of the run's method, graded against its numbers; ``evidence``: the same-recipe seed
+    evidence of the whole file (default: this run's own per-seed lists)."""
     fractions = {b: {m: v / 100.0 for m, v in t.items()} for b, t in run.metrics.items()}
     cells = [c for c in cells_for(method=run.method) if c.benchmark in fractions]
+    evidence = run.evidence() if evidence is None else evidence
     return [_cell_row(c, run) for c in compare(fractions, None, cells, run.conditions, exact=run.exact,
-                                               runs=run.runs)]
+                                               runs=run.runs, evidence=evidence)]
 
 
 def _stage_fits(claim_stage: str | None, run: OwnRun) -> bool:
@@ -249,7 +268,7 @@ def _stage_fits(claim_stage: str | None, run: OwnRun) -> bool:
     return (claim_stage or final) == run.stage
 
 
-def grade_effects(runs: list[OwnRun]) -> list[dict[str, Any]]:
+def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = None) -> list[dict[str, Any]]:
     """Every printed effect between two runs (A minus B: two methods, or one method's two stages),
     graded together so that the claims of one table are one Holm family."""
     pairings, oriented = [], set(claim_pairs())  # each printed difference once, in its paper's direction
@@ -266,7 +285,8 @@ def grade_effects(runs: list[OwnRun]) -> list[dict[str, Any]]:
                 pairings.append((a, b, Pairing(claim, a.conditions, b.conditions, a_values.get(key),
                                                b_values.get(key), a.runs, b.runs)))
     out = []
-    for (a, b, p), check in zip(pairings, grade_claims([p for _, _, p in pairings])):
+    evidence = tuple(e for r in runs for e in r.evidence()) if evidence is None else evidence
+    for (a, b, p), check in zip(pairings, grade_claims([p for _, _, p in pairings], evidence)):
         claim = p.claim
         paper_file, version, table = claim.source.split(" ", 2)  # "<paper file> <version> <table>"
         out.append({"kind": "effect", "run": f"{a.label} - {b.label}", "paper": paper_file, "version": version,
@@ -276,16 +296,19 @@ def grade_effects(runs: list[OwnRun]) -> list[dict[str, Any]]:
                     "ci_low": check.ci_low, "ci_high": check.ci_high, "effect_ratio": check.effect_ratio,
                     "ratio_low": check.ratio_low, "ratio_high": check.ratio_high, "delta_ri": check.delta_ri,
                     "margin": check.margin, "sigma_rep": check.sigma, "seeds_needed": check.seeds_needed,
-                    "reason": check.reason or (f"{check.seeds_needed} seeds per side would settle it"
-                                               if check.seeds_needed else "")})
+                    "sigma_df": check.sigma_df, "sigma_source": check.sigma_source,
+                    "reason": check.reason})
     return out
 
 
 def grade(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of ``harness grade``: every cell of each run, then the effects between runs."""
+    """The rows of ``harness grade``: every cell of each run, then the effects between runs. Every
+    run's per-seed lists are same-recipe seed evidence for the whole file (pooled per benchmark and
+    measure with what is on file, one df per seed beyond the first)."""
     runs = load_own_numbers(path)
-    rows = [row for run in runs for row in grade_cells(run)]
-    return rows + (grade_effects(runs) if len(runs) > 1 else [])
+    evidence = tuple(e for run in runs for e in run.evidence())
+    rows = [row for run in runs for row in grade_cells(run, evidence)]
+    return rows + (grade_effects(runs, evidence) if len(runs) > 1 else [])
 
 
 def summarise(rows: list[Mapping[str, Any]]) -> str:

@@ -38,6 +38,7 @@ from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.data.sampled import base_name
 from harness.evaluation.bootstrap import bootstrap_ci
 from harness.evaluation.claims import claim_pairs, claims_for, spec_reason
+from harness.evaluation.compare import inconclusive_note
 from harness.evaluation.conventions import primary_measure
 from harness.evaluation.effects import count_checks, latest_by_method, method_effects, scores_by_stage
 from harness.evaluation.tolerances import canonical_measure
@@ -266,7 +267,8 @@ def headline_rows(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecor
             row.runs = sorted({r.run_id for r, _ in comparable})
             row.reproduced, row.delta = x.get("reproduced"), x.get("delta")
             row.ci_low, row.ci_high = x.get("ci_low"), x.get("ci_high")
-            row.reason = str(x.get("notes") or "")
+            row.reason = "; ".join(filter(None, [inconclusive_note(x) if row.state == INCONCLUSIVE else "",
+                                                 str(x.get("notes") or "")]))
             if rec.profile == "checkpoint":  # released weights: re-scored by `reproduce`, not run
                 name = (rec.get("checkpoint") or {}).get("name", "")
                 row.command = (f"python -m harness reproduce --checkpoint {name} "
