@@ -121,3 +121,19 @@ def test_a_signal_during_fine_tuning_with_the_jvm_up_is_a_clean_interrupt(signum
     assert "interrupted: finished stages are cached" in text and "Traceback" not in text, text[-3000:]
     assert not list(work.glob("hs_err*")) and not list(PROJECT_ROOT.glob("hs_err*"))
     assert not list((tmp_path / "cache" / "logs").glob("hs_err*"))  # nor a crash reported where it belongs
+
+
+def test_the_lucene_heap_is_bounded_by_the_index_and_the_machine_and_overridable(tmp_path, monkeypatch):
+    monkeypatch.delenv(java.HEAP_ENV, raising=False)
+    assert java.lucene_heap(None, memory_mib=64 * 1024)[0] == "-Xmx1g"  # not the JVM's default 16g
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "segment").write_bytes(b"\0" * (8 * 2**20))  # 8 MiB on disk: +1 MiB, one more step
+    assert java.lucene_heap(index, memory_mib=64 * 1024)[0] == "-Xmx1280m"
+    heap, why = java.lucene_heap(None, memory_mib=2048)  # a small machine: a quarter, never below 512m
+    assert heap == "-Xmx512m" and "quarter of 2 GiB" in why
+    monkeypatch.setenv(java.HEAP_ENV, "3g")
+    assert java.lucene_heap(index)[0] == "-Xmx3g"
+    monkeypatch.setenv(java.HEAP_ENV, "lots")
+    with pytest.raises(java.HarnessError, match="HARNESS_LUCENE_HEAP"):
+        java.lucene_heap(index)

@@ -80,7 +80,7 @@ def iter_search(index_dir: Path, queries: Mapping[str, str], k: int, k1: float, 
     """Top-k BM25 per query, ``(qid, {docid: score})`` in ascending qid order, one batch of queries
     in memory at a time (what :func:`harness.data.formats.stream_trec_run` writes as it comes).
     Deterministic: Lucene breaks ties by doc id, and a query's hits do not depend on its batch."""
-    ensure_java_home()
+    ensure_java_home(Path(index_dir))  # its heap sized for this index
     from pyserini.search.lucene import LuceneSearcher
 
     searcher = LuceneSearcher(str(index_dir))

@@ -384,7 +384,7 @@ def search_impact(
         raise HarnessError(f"{index_dir} holds no Lucene index; build it with build_impact_index")
     qids = [str(q) for q in query_vectors]
     queries = {str(q): _checked_impacts(v, f"query {q!r}") for q, v in query_vectors.items()}
-    ensure_java_home()
+    ensure_java_home(index_dir)  # its heap sized for this index
     setup_started = time.perf_counter()
     from pyserini.search.lucene import LuceneImpactSearcher
 
