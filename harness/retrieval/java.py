@@ -29,7 +29,6 @@ import jnius_config  # pyjnius's options holder: tiny, and it starts nothing
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
 
-
 HEAP_ENV = "HARNESS_LUCENE_HEAP"
 HEAP_BASE_MIB = 1024          # a BM25 / impact searcher's steady heap, with room for a batch's hits
 HEAP_MIN_MIB = 512
