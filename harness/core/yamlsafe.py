@@ -25,6 +25,8 @@ FAST_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~5
 class AliasBombError(yaml.YAMLError):
     """A document whose aliases expand past the bound (or into themselves)."""
 
+    FIX = "write the values out, or nest fewer aliases of aliases"
+
     def __init__(self, problem: str, mark: Any) -> None:
         super().__init__(problem)
         self.problem = problem
@@ -59,9 +61,8 @@ def check_aliases(node: yaml.Node | None, limit: int = ALIAS_NODES_MAX) -> int:
             size = 1 + sum(expanded[id(c)] for c in _children(current))
             expanded[key] = size
             if size - len(expanded) > limit:  # what aliases add over the distinct nodes seen so far
-                raise AliasBombError(f"its aliases (*name) expand the document past {limit:,} more nodes "
-                                     "(an alias bomb); write the values out or use fewer nested aliases",
-                                     current.start_mark)
+                raise AliasBombError(f"its aliases (*name) expand the document by more than {limit:,} nodes "
+                                     "(an alias bomb)", current.start_mark)
             continue
         if key in expanded:
             continue

@@ -107,7 +107,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
-        fix = "merge the two into one" if "given twice" in problem else "fix the indentation/quoting there"
+        fix = ("merge the two into one" if "given twice" in problem else yamlsafe.AliasBombError.FIX
+               if isinstance(exc, yamlsafe.AliasBombError) else "fix the indentation/quoting there")
         raise DataFormatError(path, line, f"invalid YAML: {problem}", fix) from None
     if not isinstance(data, dict):
         raise DataFormatError(path, 1, "a spec must be a YAML mapping of keys to values")
