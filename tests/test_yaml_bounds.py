@@ -60,3 +60,20 @@ def test_a_registry_and_a_tolerance_file_with_an_alias_bomb_are_refused(tmp_path
     assert info is None and any("alias bomb" in item[1] for item in problems.items)
     with pytest.raises(DataFormatError, match=r"paper\.yaml:\d+: bad YAML .*alias bomb"):
         _read(paper)
+
+
+def test_every_yaml_the_harness_reads_goes_through_the_bounded_loader():
+    import ast
+
+    from harness.core.paths import PROJECT_ROOT
+
+    direct = {"load", "safe_load", "load_all", "safe_load_all", "full_load", "unsafe_load", "compose", "compose_all"}
+    found = []
+    for path in sorted((PROJECT_ROOT / "harness").rglob("*.py")):
+        if path.name == "yamlsafe.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in direct and isinstance(node.value, ast.Name)
+                    and node.value.id == "yaml"):
+                found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}: yaml.{node.attr}")
+    assert found == []
