@@ -24,6 +24,7 @@ stderr every minute what it waits for, and a signal ends it at once (the CLI's "
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import socket
@@ -142,7 +143,12 @@ def _gate(layout: Layout) -> None:
     clock = _Waiting(layout)
     hello = _HELLO + f" {layout.nnodes}\n".encode()
     if layout.node_rank == 0:
-        with socket.create_server(("", port)) as server:
+        try:
+            server = socket.create_server(("", port))
+        except OSError as exc:
+            raise HarnessError(f"node 0 cannot listen at {layout.rdzv_endpoint}: {exc.strerror} (fix: a port free "
+                               "on node 0, the same in every node's --rdzv-endpoint)") from None
+        with server:
             server.settimeout(1.0)  # a signal is handled within a second at worst
             joined: list[socket.socket] = []
             try:
@@ -166,13 +172,12 @@ def _gate(layout: Layout) -> None:
                         continue
                     joined.append(conn)
                 for conn in joined:
-                    conn.sendall(b"go\n")
+                    with contextlib.suppress(OSError):  # a node gone since: torch's rendezvous times out on it
+                        conn.sendall(b"go\n")
                 for conn in joined:  # the others close first: the port is free at once for torch's store
                     conn.settimeout(5.0)
-                    try:
+                    with contextlib.suppress(OSError):
                         conn.recv(8)
-                    except OSError:
-                        pass
             finally:
                 for conn in joined:
                     conn.close()
@@ -186,14 +191,22 @@ def _gate(layout: Layout) -> None:
             time.sleep(min(1.0, max(left, 0.0)))
             continue
         with conn:
-            conn.sendall(hello)
+            try:
+                conn.sendall(hello)
+            except OSError:  # node 0 went away at once: try again while time is left
+                time.sleep(1.0)
+                continue
             while True:
                 left = clock.left("node 0 did not hear from every node")
                 clock.say(f"the other nodes (node 0 is up; {layout.nnodes} nodes in all)")
                 ready, _, _ = select.select([conn], [], [], min(1.0, left))
                 if ready:
                     break
-            if conn.recv(8).startswith(b"go"):
+            try:
+                word = conn.recv(8)
+            except OSError:
+                word = b""
+            if word.startswith(b"go"):
                 return
         # node 0 closed without a word: it stopped, or refused us; try again while time is left
         time.sleep(1.0)
