@@ -137,3 +137,26 @@ def test_the_lucene_heap_is_bounded_by_the_index_and_the_machine_and_overridable
     monkeypatch.setenv(java.HEAP_ENV, "lots")
     with pytest.raises(java.HarnessError, match="HARNESS_LUCENE_HEAP"):
         java.lucene_heap(index)
+
+
+def test_the_heap_is_the_last_search_s_until_the_jvm_starts_and_a_callers_own_stays(tmp_path, monkeypatch, capsys):
+    import jnius_config
+
+    if jnius_config.vm_running:
+        pytest.skip("this process's JVM runs already: its options are fixed")
+    monkeypatch.delenv(java.HEAP_ENV, raising=False)
+    monkeypatch.setattr(jnius_config, "options", [])
+    monkeypatch.setattr(java, "_ours", [])
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "segment").write_bytes(b"\0" * (8 * 2**20))
+    java.configure_jvm(None, heap=False)  # an indexer's child: no heap of this process's yet
+    assert not any(o.startswith("-Xmx") for o in jnius_config.get_options())
+    java.configure_jvm(None)
+    java.configure_jvm(big)
+    heaps = [o for o in jnius_config.get_options() if o.startswith("-Xmx")]
+    assert heaps == ["-Xmx1280m"] and "-Xrs" in jnius_config.get_options()
+    assert capsys.readouterr().err.count("Lucene heap: ") == 2  # said when it changes
+    jnius_config.set_options("-Xmx300m")
+    java.configure_jvm(big)
+    assert [o for o in jnius_config.get_options() if o.startswith("-Xmx")] == ["-Xmx300m"]

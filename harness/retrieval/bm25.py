@@ -46,7 +46,7 @@ def write_json_collection(corpus: Corpus | Iterable[tuple[str, dict[str, str]]],
 
 def build_index(corpus: Corpus | Iterable[tuple[str, dict[str, str]]], index_dir: Path, fields: dict[str, float], threads: int = 2) -> dict[str, float]:
     """Build a Lucene index with pyserini's indexer (a JVM subprocess that dies with the harness)."""
-    ensure_java_home()
+    ensure_java_home(in_process=False)  # the indexer is a child JVM: this process's heap waits for a search
     multifield = any(f != "contents" for f in fields)
     work = index_dir.parent / (index_dir.name + ".collection")
     n = write_json_collection(corpus, work, multifield)

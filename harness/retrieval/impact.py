@@ -300,7 +300,7 @@ def index_collection(collection_dir: str | Path, index_dir: str | Path, threads:
     """Run pyserini's Lucene indexer (a JVM subprocess that dies with the harness) on a folder of
     JsonVectorCollection files."""
 
-    ensure_java_home()
+    ensure_java_home(in_process=False)  # the indexer is a child JVM: this process's heap waits for a search
     index_dir = Path(index_dir)
     cmd = [
         sys.executable, "-m", "pyserini.index.lucene",

@@ -33,7 +33,7 @@ HEAP_ENV = "HARNESS_LUCENE_HEAP"
 HEAP_BASE_MIB = 1024          # a BM25 / impact searcher's steady heap, with room for a batch's hits
 HEAP_MIN_MIB = 512
 HEAP_STEP_MIB = 256
-_stated: list[str] = []       # the heap line, once per process (the JVM starts once)
+_ours: list[str] = []         # the -Xmx this module gave pyjnius (replaced until the JVM starts), as printed
 
 
 def _memory_mib() -> int | None:
@@ -74,9 +74,10 @@ def lucene_heap(index_dir: Path | None = None, memory_mib: int | None = None) ->
     return f"-Xmx{size}", why
 
 
-def ensure_java_home(index_dir: Path | None = None) -> str:
+def ensure_java_home(index_dir: Path | None = None, in_process: bool = True) -> str:
     """JAVA_HOME set (found from ``java`` on the PATH) and this process's JVM options given, its heap
-    sized for ``index_dir`` (the index about to be searched; None: an indexer's child JVM, or no index)."""
+    sized for ``index_dir`` (the index about to be searched); ``in_process=False``: only a child JVM
+    (the indexer) is about to start, and this process's heap is left to its first search."""
     home = os.environ.get("JAVA_HOME")
     if not (home and Path(home, "bin", "java").exists()):
         java = shutil.which("java")
@@ -87,7 +88,7 @@ def ensure_java_home(index_dir: Path | None = None) -> str:
             )
         home = str(Path(java).resolve().parent.parent)
         os.environ["JAVA_HOME"] = home
-    configure_jvm(index_dir)
+    configure_jvm(index_dir, heap=in_process)
     return home
 
 
@@ -102,23 +103,26 @@ def jvm_options() -> list[str]:
     return ["-Xrs", f"-XX:ErrorFile={jvm_log_dir() / 'hs_err_pid%p.log'}"]
 
 
-def configure_jvm(index_dir: Path | None = None) -> None:
-    """Give pyjnius :func:`jvm_options` and the heap bound of :func:`lucene_heap` before it starts this
-    process's JVM (a no-op once it runs: the options of a running JVM cannot change, and the first start
-    already had them). The heap line is printed once, on stderr (stdout may be a --json or a pipe's data)."""
+def configure_jvm(index_dir: Path | None = None, heap: bool = True) -> None:
+    """Give pyjnius :func:`jvm_options` and the heap bound of :func:`lucene_heap` for ``index_dir`` before
+    it starts this process's JVM (a no-op once it runs: the options of a running JVM cannot change, and the
+    first start already had them). A later call before the start replaces this module's bound; a caller's
+    own ``-Xmx`` stays. The heap line goes to stderr (stdout may be a --json or a pipe's data) when it changes."""
     if jnius_config.vm_running:
         return
     jvm_log_dir().mkdir(parents=True, exist_ok=True)
-    have = jnius_config.get_options()
+    have = [o for o in jnius_config.get_options() if o not in _ours]
     missing = [o for o in jvm_options() if o not in have]
-    if not any(o.startswith("-Xmx") for o in have):  # a caller's own bound (a test, a bench) stays
-        heap, why = lucene_heap(index_dir)
-        missing.append(heap)
-        if not _stated:
-            _stated.append(heap)
-            print(f"Lucene heap: {heap} ({why})", file=sys.stderr, flush=True)
-    if missing:
-        jnius_config.add_options(*missing)
+    if any(o.startswith("-Xmx") for o in have):  # a caller's own bound (a test, a bench)
+        _ours.clear()
+    elif heap:
+        bound, why = lucene_heap(index_dir)
+        if _ours != [bound]:
+            print(f"Lucene heap: {bound} ({why})", file=sys.stderr, flush=True)
+        _ours[:] = [bound]
+    options = have + missing + _ours
+    if options != jnius_config.get_options():
+        jnius_config.set_options(*options)
 
 
 def child_env() -> dict[str, str]:
