@@ -13,8 +13,8 @@ machine's memory, and inside the harness's process that heap came on top of the 
 stages peaked at 8.8 GiB RSS, and the bench's BM25 retrieve grew 1,650 -> 2,850 MiB from 100k to 1M
 passages while the searches need a small, steady heap (Lucene reads its index through memory maps,
 outside the heap). The bound is a function of the index searched and the machine's memory, printed
-once as ``Lucene heap: -Xmx...`` when the JVM is configured; ``HARNESS_LUCENE_HEAP`` (e.g. ``4g``)
-overrides it.
+on stderr as ``Lucene heap: -Xmx...`` when it is set (a run's first BM25 or impact search);
+``HARNESS_LUCENE_HEAP`` (e.g. ``4g``) overrides it.
 """
 
 from __future__ import annotations
