@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
-from harness.retrieval.java import child_env, ensure_java_home
+from harness.retrieval.java import child_env, ensure_java_home, release_heap
 
 Corpus = dict[str, dict[str, str]]
 Run = dict[str, dict[str, float]]
@@ -87,11 +87,15 @@ def iter_search(index_dir: Path, queries: Mapping[str, str], k: int, k1: float, 
     searcher.set_bm25(k1=k1, b=b)
     qids = sorted(queries)
     use_fields = fields if set(fields) != {"contents"} else {}
-    for start in tqdm(range(0, len(qids), batch), desc="BM25 search", unit="batch", disable=not progress):
-        chunk = qids[start:start + batch]
-        hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=k, threads=threads, fields=use_fields)
-        for qid in chunk:
-            yield qid, {h.docid: float(h.score) for h in hits.get(qid, [])}
+    try:
+        for start in tqdm(range(0, len(qids), batch), desc="BM25 search", unit="batch", disable=not progress):
+            chunk = qids[start:start + batch]
+            hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=k, threads=threads, fields=use_fields)
+            for qid in chunk:
+                yield qid, {h.docid: float(h.score) for h in hits.get(qid, [])}
+    finally:
+        searcher.close()  # its index's memory maps go now, not when the JVM collects it
+        release_heap()
 
 
 def search(index_dir: Path, queries: dict[str, str], k: int, k1: float, b: float,

@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
-from harness.retrieval.java import child_env, ensure_java_home
+from harness.retrieval.java import child_env, ensure_java_home, release_heap
 from harness.training.precision import encode_autocast, for_inference
 
 Run = dict[str, dict[str, float]]
@@ -410,6 +410,7 @@ def search_impact(
             search_seconds += t1 - t0
     finally:
         searcher.close()
+        release_heap()
     info_file = index_dir / INDEX_INFO_FILE
     index_info = json.loads(info_file.read_text(encoding="utf-8")) if info_file.is_file() else {}
     nonzeros = [len(v) for v in queries.values()]

@@ -125,6 +125,18 @@ def configure_jvm(index_dir: Path | None = None, heap: bool = True) -> None:
         jnius_config.set_options(*options)
 
 
+def release_heap() -> None:
+    """A full collection of this process's JVM after a search: G1 then gives the heap's free part back
+    to the system, which it otherwise keeps for the rest of the run (the fine-tuning stages after a
+    BM25 search). Measured on NFCorpus's index, 3,000 queries at k=1000: 1,714 -> 1,162 MiB RSS within a
+    second (G1 uncommits concurrently)."""
+    if not jnius_config.vm_running:
+        return
+    from jnius import autoclass  # the JVM runs: importing jnius starts nothing new
+
+    autoclass("java.lang.System").gc()
+
+
 def child_env() -> dict[str, str]:
     """The environment of a child process that starts its own JVM (pyserini's indexer): the same
     options, through JAVA_TOOL_OPTIONS (which every JVM reads at its start)."""
