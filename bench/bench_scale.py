@@ -229,7 +229,7 @@ def run_retrieve(size: int, folder: Path, args: argparse.Namespace) -> dict[str,
     index = Path(args.shared) / f"index-{size}"
     if not index.is_dir():
         _bm25_index(size, index, args)
-    ensure_java_home()
+    ensure_java_home(index)  # the heap a run's search of this index gets
     queries = bm25_queries(args.bm25_queries)
     from pyserini.search.lucene import LuceneSearcher  # noqa: F401  the JVM starts here, before the clock
 

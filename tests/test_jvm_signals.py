@@ -121,3 +121,42 @@ def test_a_signal_during_fine_tuning_with_the_jvm_up_is_a_clean_interrupt(signum
     assert "interrupted: finished stages are cached" in text and "Traceback" not in text, text[-3000:]
     assert not list(work.glob("hs_err*")) and not list(PROJECT_ROOT.glob("hs_err*"))
     assert not list((tmp_path / "cache" / "logs").glob("hs_err*"))  # nor a crash reported where it belongs
+
+
+def test_the_lucene_heap_is_bounded_by_the_index_and_the_machine_and_overridable(tmp_path, monkeypatch):
+    monkeypatch.delenv(java.HEAP_ENV, raising=False)
+    assert java.lucene_heap(None, memory_mib=64 * 1024)[0] == "-Xmx1g"  # not the JVM's default 16g
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "segment").write_bytes(b"\0" * (8 * 2**20))  # 8 MiB on disk: +1 MiB, one more step
+    assert java.lucene_heap(index, memory_mib=64 * 1024)[0] == "-Xmx1280m"
+    heap, why = java.lucene_heap(None, memory_mib=2048)  # a small machine: a quarter, never below 512m
+    assert heap == "-Xmx512m" and "quarter of 2 GiB" in why
+    monkeypatch.setenv(java.HEAP_ENV, "3g")
+    assert java.lucene_heap(index)[0] == "-Xmx3g"
+    monkeypatch.setenv(java.HEAP_ENV, "lots")
+    with pytest.raises(java.HarnessError, match="HARNESS_LUCENE_HEAP"):
+        java.lucene_heap(index)
+
+
+def test_the_heap_is_the_last_search_s_until_the_jvm_starts_and_a_callers_own_stays(tmp_path, monkeypatch, capsys):
+    import jnius_config
+
+    if jnius_config.vm_running:
+        pytest.skip("this process's JVM runs already: its options are fixed")
+    monkeypatch.delenv(java.HEAP_ENV, raising=False)
+    monkeypatch.setattr(jnius_config, "options", [])
+    monkeypatch.setattr(java, "_ours", [])
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "segment").write_bytes(b"\0" * (8 * 2**20))
+    java.configure_jvm(None, heap=False)  # an indexer's child: no heap of this process's yet
+    assert not any(o.startswith("-Xmx") for o in jnius_config.get_options())
+    java.configure_jvm(None)
+    java.configure_jvm(big)
+    heaps = [o for o in jnius_config.get_options() if o.startswith("-Xmx")]
+    assert heaps == ["-Xmx1280m"] and "-Xrs" in jnius_config.get_options()
+    assert capsys.readouterr().err.count("Lucene heap: ") == 2  # said when it changes
+    jnius_config.set_options("-Xmx300m")
+    java.configure_jvm(big)
+    assert [o for o in jnius_config.get_options() if o.startswith("-Xmx")] == ["-Xmx300m"]

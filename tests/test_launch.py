@@ -3,6 +3,7 @@ and (slow) whole tiny runs under the elastic launcher on one node and on two nod
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ EIGHT_GPUS = Hardware("cuda", 8, ("H100",) * 8, 16)
 
 def test_worker_argv_drops_the_launch_flags_in_both_spellings():
     argv = ["run", "--method", "cotmae", "--nproc-per-node", "2", "--nnodes=2", "--node-rank", "1",
-            "--rdzv-endpoint=127.0.0.1:29500", "--profile", "tiny"]
+            "--rdzv-endpoint=127.0.0.1:29500", "--rdzv-timeout", "30", "--profile", "tiny"]
     assert worker_argv(argv) == ["run", "--method", "cotmae", "--profile", "tiny"]
 
 
@@ -163,6 +164,63 @@ def _worker_pids(launcher: int) -> dict[int, int]:
         if "RANK" in env:
             found[int(env["RANK"])] = int(stat.parent.name)
     return found
+
+
+def test_the_nodes_meet_at_the_gate_and_leave_the_port_to_torchs_store():
+    import threading
+
+    from torch.distributed import TCPStore
+
+    from harness.run import launch
+
+    port = free_port()
+    nodes = [Layout(1, nnodes=3, node_rank=r, rdzv_endpoint=f"127.0.0.1:{port}", rdzv_timeout=20) for r in range(3)]
+    errors: list[BaseException] = []
+
+    def node(layout: Layout) -> None:
+        try:
+            launch._gate(layout)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test's thread, which asserts on it)
+            errors.append(exc)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=node, args=(layout,)) for layout in nodes[::-1]]  # node 0 last
+    for t in threads:
+        t.start()
+        time.sleep(0.3)
+    for t in threads:
+        t.join(30)
+    assert not errors and time.monotonic() - started < 10
+    TCPStore("127.0.0.1", port, 1, True, timeout=datetime.timedelta(seconds=5))  # the port is free again
+
+
+def _unreachable(tmp_path: Path, timeout: str) -> subprocess.Popen:
+    args = ["run", "--method", "bm25", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "1",
+            "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-timeout", timeout]
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_rendezvous_nobody_answers_times_out_with_one_line(tmp_path):
+    started = time.monotonic()
+    proc = _unreachable(tmp_path, "3")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and time.monotonic() - started < 3 + 15  # the timeout + the CLI's start
+    assert err.startswith("run: waiting for node 0 (1 of 2 nodes) at 127.0.0.1:")  # said at once, then each minute
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "timed out after 3 s, node 0 was not reached (--rdzv-timeout" in errors[0]
+    assert "Traceback" not in err and "c10d" not in err and len(err.splitlines()) == 2, err
+    assert "run:" not in out
+
+
+def test_a_sigterm_during_the_rendezvous_ends_it_at_once(tmp_path):
+    proc = _unreachable(tmp_path, "600")
+    assert proc.stderr is not None and "waiting for node 0" in proc.stderr.readline()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and time.monotonic() - sent < 5
+    assert err.strip().startswith("interrupted") and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.slow

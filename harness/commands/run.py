@@ -73,6 +73,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dist.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
                       help="node 0's address and a free port, the same on every node (several nodes); see "
                            "docs/profiles-and-hardware.md for a SLURM example")
+    dist.add_argument("--rdzv-timeout", type=_seconds, default=launch.RDZV_TIMEOUT, metavar="SECONDS",
+                      help=f"how long the nodes wait for each other before the run fails with one line "
+                           f"(default {launch.RDZV_TIMEOUT} s); the wait says every minute on stderr what it "
+                           "waits for, and SIGTERM / Ctrl-C end it at once")
     p.set_defaults(func=_run)
 
 
@@ -90,6 +94,16 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
 def _layout(args: argparse.Namespace) -> Layout:
     """The processes the run asks for; without --nproc-per-node, every GPU present up to the declared count."""
     nproc = args.nproc_per_node
@@ -99,7 +113,7 @@ def _layout(args: argparse.Namespace) -> Layout:
         else:
             hw = detect()
             nproc = 1 if hw.device_type != "cuda" else default_processes(hw, declared_hardware(args.method, args.profile))
-    return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint)
+    return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_timeout)
 
 
 def _run(args: argparse.Namespace) -> int:

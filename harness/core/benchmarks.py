@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from harness.core import yamlsafe
 from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.paths import specs_dir
 
@@ -116,7 +117,7 @@ def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[st
 
 @functools.lru_cache(maxsize=1)
 def _package() -> dict[str, Any]:
-    data = yaml.safe_load(DECLARATIONS_FILE.read_text(encoding="utf-8"))
+    data = yamlsafe.load(DECLARATIONS_FILE.read_text(encoding="utf-8"))
     families = {name: Family(name, tuple(f["measures"]), str(f["primary"]), bool(f.get("drop_self_hits")))
                 for name, f in data["families"].items()}
     return {**data, "families": families,
@@ -130,7 +131,12 @@ def _user(folder: str) -> dict[str, Declaration]:
     out: dict[str, Declaration] = {}
     builtin = _package()["benchmarks"]
     for path in sorted(Path(folder).glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        try:
+            data = yamlsafe.load(path.read_text(encoding="utf-8")) or {}  # a user's file: aliases bounded
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            raise DataFormatError(path, mark.line + 1 if mark else None,
+                                  f"invalid YAML: {getattr(exc, 'problem', exc)}", "fix the YAML there") from None
         for entry in data.get("benchmarks") or []:
             decl = _declaration(entry, path, path.parent, _package()["families"])
             if decl.name in builtin or decl.name in out:

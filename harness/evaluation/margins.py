@@ -46,9 +46,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.core import benchmarks as declared
+from harness.core import yamlsafe
 from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.paths import runs_dir
 from harness.evaluation import noise
@@ -126,7 +125,7 @@ class SigmaRep:
 
 @lru_cache(maxsize=1)
 def load_margins() -> dict[str, Any]:
-    data = yaml.safe_load(MARGINS_FILE.read_text(encoding="utf-8"))
+    data = yamlsafe.load(MARGINS_FILE.read_text(encoding="utf-8"))
     level = data.get("upper_confidence") if isinstance(data, dict) else None
     if not isinstance(level, (int, float)) or not 0.5 <= level < 1:
         raise DataFormatError(MARGINS_FILE, None, "upper_confidence must be a number in [0.5, 1)",
@@ -169,7 +168,7 @@ def _studies() -> tuple[tuple[Evidence, bool], ...]:
     """Every study of ``seed_studies.yaml`` with whether its runs share one recipe (``recipe: same``)."""
     if not STUDIES_FILE.exists():
         return ()
-    raw = yaml.safe_load(STUDIES_FILE.read_text(encoding="utf-8")) or []
+    raw = yamlsafe.load(STUDIES_FILE.read_text(encoding="utf-8")) or []
     entries = raw.get("studies", []) if isinstance(raw, dict) else raw
     out = []
     for i, e in enumerate(entries):

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from harness.core import benchmarks as declared
+from harness.core import yamlsafe
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.records.store import load_records, load_references
@@ -91,7 +92,7 @@ def measure(records: list[Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def load() -> dict[str, Any]:
-    return yaml.safe_load(NOISE_FILE.read_text(encoding="utf-8"))
+    return yamlsafe.load(NOISE_FILE.read_text(encoding="utf-8"))
 
 
 def judged_queries(base: str) -> int:

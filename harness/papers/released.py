@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from harness.core import yamlsafe
 from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.core.paths import BASELINES_DIR
 from harness.papers.parsing import yaml_key_lines
@@ -125,8 +126,7 @@ def _load(path_str: str, mtime_ns: int) -> Registry:
     path = Path(path_str)
     text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        node, data = yamlsafe.load_with_node(text)  # aliases bounded
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise DataFormatError(path, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None

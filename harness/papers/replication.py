@@ -37,8 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from harness.core import yamlsafe
 from harness.core.paths import BASELINES_DIR
 from harness.papers.registry import load_papers
 from harness.papers.schema import PaperInfo, ReportedCell
@@ -276,7 +275,7 @@ def _spec_family(method: str) -> str | None:
     path = BASELINES_DIR / f"{method}.yaml"
     if not path.is_file():
         return None
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = yamlsafe.load(path.read_text(encoding="utf-8")) or {}
     return data.get("family") if isinstance(data, dict) else None
 
 

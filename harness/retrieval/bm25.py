@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
-from harness.retrieval.java import child_env, ensure_java_home
+from harness.retrieval.java import child_env, ensure_java_home, release_heap
 
 Corpus = dict[str, dict[str, str]]
 Run = dict[str, dict[str, float]]
@@ -46,7 +46,7 @@ def write_json_collection(corpus: Corpus | Iterable[tuple[str, dict[str, str]]],
 
 def build_index(corpus: Corpus | Iterable[tuple[str, dict[str, str]]], index_dir: Path, fields: dict[str, float], threads: int = 2) -> dict[str, float]:
     """Build a Lucene index with pyserini's indexer (a JVM subprocess that dies with the harness)."""
-    ensure_java_home()
+    ensure_java_home(in_process=False)  # the indexer is a child JVM: this process's heap waits for a search
     multifield = any(f != "contents" for f in fields)
     work = index_dir.parent / (index_dir.name + ".collection")
     n = write_json_collection(corpus, work, multifield)
@@ -80,18 +80,22 @@ def iter_search(index_dir: Path, queries: Mapping[str, str], k: int, k1: float, 
     """Top-k BM25 per query, ``(qid, {docid: score})`` in ascending qid order, one batch of queries
     in memory at a time (what :func:`harness.data.formats.stream_trec_run` writes as it comes).
     Deterministic: Lucene breaks ties by doc id, and a query's hits do not depend on its batch."""
-    ensure_java_home()
+    ensure_java_home(Path(index_dir))  # its heap sized for this index
     from pyserini.search.lucene import LuceneSearcher
 
     searcher = LuceneSearcher(str(index_dir))
     searcher.set_bm25(k1=k1, b=b)
     qids = sorted(queries)
     use_fields = fields if set(fields) != {"contents"} else {}
-    for start in tqdm(range(0, len(qids), batch), desc="BM25 search", unit="batch", disable=not progress):
-        chunk = qids[start:start + batch]
-        hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=k, threads=threads, fields=use_fields)
-        for qid in chunk:
-            yield qid, {h.docid: float(h.score) for h in hits.get(qid, [])}
+    try:
+        for start in tqdm(range(0, len(qids), batch), desc="BM25 search", unit="batch", disable=not progress):
+            chunk = qids[start:start + batch]
+            hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=k, threads=threads, fields=use_fields)
+            for qid in chunk:
+                yield qid, {h.docid: float(h.score) for h in hits.get(qid, [])}
+    finally:
+        searcher.close()  # its index's memory maps go now, not when the JVM collects it
+        release_heap()
 
 
 def search(index_dir: Path, queries: dict[str, str], k: int, k1: float, b: float,

@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
-from harness.retrieval.java import child_env, ensure_java_home
+from harness.retrieval.java import child_env, ensure_java_home, release_heap
 from harness.training.precision import encode_autocast, for_inference
 
 Run = dict[str, dict[str, float]]
@@ -300,7 +300,7 @@ def index_collection(collection_dir: str | Path, index_dir: str | Path, threads:
     """Run pyserini's Lucene indexer (a JVM subprocess that dies with the harness) on a folder of
     JsonVectorCollection files."""
 
-    ensure_java_home()
+    ensure_java_home(in_process=False)  # the indexer is a child JVM: this process's heap waits for a search
     index_dir = Path(index_dir)
     cmd = [
         sys.executable, "-m", "pyserini.index.lucene",
@@ -384,7 +384,7 @@ def search_impact(
         raise HarnessError(f"{index_dir} holds no Lucene index; build it with build_impact_index")
     qids = [str(q) for q in query_vectors]
     queries = {str(q): _checked_impacts(v, f"query {q!r}") for q, v in query_vectors.items()}
-    ensure_java_home()
+    ensure_java_home(index_dir)  # its heap sized for this index
     setup_started = time.perf_counter()
     from pyserini.search.lucene import LuceneImpactSearcher
 
@@ -410,6 +410,7 @@ def search_impact(
             search_seconds += t1 - t0
     finally:
         searcher.close()
+        release_heap()
     info_file = index_dir / INDEX_INFO_FILE
     index_info = json.loads(info_file.read_text(encoding="utf-8")) if info_file.is_file() else {}
     nonzeros = [len(v) for v in queries.values()]

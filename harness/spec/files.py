@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from harness.core import yamlsafe
 from harness.core.errors import (
     DataFormatError,
     HarnessError,
@@ -80,12 +81,12 @@ def _read_text(path: Path) -> str:
 def _parsed(text: str) -> Any:
     """A spec text's data, parsed once: validating every profile of every spec resolves each file
     many times (keyed by the text itself, so an edited file is parsed again)."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    return yamlsafe.load(text, _UniqueKeyLoader)  # aliases bounded before it constructs
 
 
 @functools.lru_cache(maxsize=512)
 def _key_lines(text: str) -> dict[tuple, int]:
-    node = yaml.compose(text)
+    node = yamlsafe.compose(text)  # checked: yaml_key_lines walks every alias's expansion
     return {} if node is None else yaml_key_lines(node)
 
 
@@ -106,7 +107,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
-        fix = "merge the two into one" if "given twice" in problem else "fix the indentation/quoting there"
+        fix = ("merge the two into one" if "given twice" in problem else yamlsafe.AliasBombError.FIX
+               if isinstance(exc, yamlsafe.AliasBombError) else "fix the indentation/quoting there")
         raise DataFormatError(path, line, f"invalid YAML: {problem}", fix) from None
     if not isinstance(data, dict):
         raise DataFormatError(path, 1, "a spec must be a YAML mapping of keys to values")
