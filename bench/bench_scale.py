@@ -68,14 +68,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-STAGES = ("passages", "index", "retrieve", "negatives", "pretrain_data", "teacher_pairs", "impact_index", "encode",
-          "vector_store", "search")
+STAGES = (
+    "passages",
+    "index",
+    "retrieve",
+    "negatives",
+    "pretrain_data",
+    "teacher_pairs",
+    "impact_index",
+    "encode",
+    "vector_store",
+    "search",
+)
 # Default sizes per stage: seven stages reach 1M passages; the others stop where their
 # cost on a 2-core machine does (Punkt ~3 ms a document, JSON impacts, a model), always 10x apart.
-SIZES = {"passages": (10_000, 100_000), "index": (100_000, 1_000_000), "retrieve": (100_000, 1_000_000),
-         "negatives": (100_000, 1_000_000), "pretrain_data": (100_000, 1_000_000),
-         "teacher_pairs": (100_000, 1_000_000), "impact_index": (10_000, 100_000), "encode": (1_000, 10_000),
-         "vector_store": (100_000, 1_000_000), "search": (100_000, 1_000_000)}
+SIZES = {
+    "passages": (10_000, 100_000),
+    "index": (100_000, 1_000_000),
+    "retrieve": (100_000, 1_000_000),
+    "negatives": (100_000, 1_000_000),
+    "pretrain_data": (100_000, 1_000_000),
+    "teacher_pairs": (100_000, 1_000_000),
+    "impact_index": (10_000, 100_000),
+    "encode": (1_000, 10_000),
+    "vector_store": (100_000, 1_000_000),
+    "search": (100_000, 1_000_000),
+}
 VOCAB = 20_000
 CHUNK = 10_000  # vectors per chunk file, as harness.retrieval.corpus_vectors.CHUNK_PASSAGES
 # search's memory is one chunk of vectors (its mapped pages) plus the top-k arrays, whatever the corpus.
@@ -109,8 +127,10 @@ def document(i: int, seed: int = 0) -> dict[str, str]:
         picked = rng.choices(WORDS, cum_weights=CUMULATIVE, k=n)
         sentences.append(" ".join(picked).capitalize() + ".")
         left -= n
-    return {"title": " ".join(rng.choices(WORDS, cum_weights=CUMULATIVE, k=rng.randint(0, 6))).title(),
-            "text": " ".join(sentences)}
+    return {
+        "title": " ".join(rng.choices(WORDS, cum_weights=CUMULATIVE, k=rng.randint(0, 6))).title(),
+        "text": " ".join(sentences),
+    }
 
 
 def documents(n: int) -> Iterator[tuple[str, dict[str, str]]]:
@@ -130,8 +150,9 @@ def run_passages(size: int, folder: Path, args: argparse.Namespace) -> dict[str,
     sample = [d["title"] + " " + d["text"] for _, d in documents(min(size, 2000))]
     tok = train_wordpiece(sample, folder / "tokenizer", vocab_size=8000)
     started = time.perf_counter()
-    counts = write_passages(lambda: documents(size), tok, folder / "passages.jsonl", folder / "work", 144,
-                            punkt_train_chars=2_000_000)
+    counts = write_passages(
+        lambda: documents(size), tok, folder / "passages.jsonl", folder / "work", 144, punkt_train_chars=2_000_000
+    )
     seconds = time.perf_counter() - started
     shutil.rmtree(folder / "tokenizer")
     return {"seconds": seconds, "items": counts["passages"]}
@@ -162,8 +183,10 @@ def run_vector_store(size: int, folder: Path, args: argparse.Namespace) -> dict[
             every.update(doc_id)
         sharded._write_chunk(chunks, name, ids, start, end, _vectors(start, end, args.dim))
         names[name] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids)}
-    atomic_write_text(chunks / sharded.MANIFEST, json.dumps({
-        "format": sharded.FORMAT, "passages": size, "ids_sha256": every.hexdigest(), "chunks": names}))
+    atomic_write_text(
+        chunks / sharded.MANIFEST,
+        json.dumps({"format": sharded.FORMAT, "passages": size, "ids_sha256": every.hexdigest(), "chunks": names}),
+    )
     del ids
     started = time.perf_counter()
     sharded.merge_shards_to_file(chunks, folder / "embeddings.npy", folder / "doc_ids.json")
@@ -186,8 +209,13 @@ def run_search(size: int, folder: Path, args: argparse.Namespace) -> dict[str, A
     rows = args.chunk_rows or chunk_rows(args.dim, SEARCH_CHUNK_BYTES)
     started = time.perf_counter()
     search_vectors(docs, queries, args.k, rows=rows)
-    return {"seconds": time.perf_counter() - started, "items": size, "chunks": math.ceil(size / rows),
-            "chunk_rows": rows, "dim": args.dim}
+    return {
+        "seconds": time.perf_counter() - started,
+        "items": size,
+        "chunks": math.ceil(size / rows),
+        "chunk_rows": rows,
+        "dim": args.dim,
+    }
 
 
 FIELDS = {"contents": 1.0, "title": 1.0}  # the papers' BM25 setting (multifield)
@@ -217,8 +245,7 @@ def bm25_queries(n: int, seed: int = 11) -> dict[str, str]:
     tail = CUMULATIVE[50:]
     base = CUMULATIVE[49]
     weights = [c - base for c in tail]
-    return {f"q{i:05d}": " ".join(rng.choices(WORDS[50:], cum_weights=weights, k=rng.randint(2, 8)))
-            for i in range(n)}
+    return {f"q{i:05d}": " ".join(rng.choices(WORDS[50:], cum_weights=weights, k=rng.randint(2, 8))) for i in range(n)}
 
 
 def run_retrieve(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -248,14 +275,19 @@ def synthetic_run(size: int, queries: int, depth: int) -> Iterator[tuple[str, di
     stride = 104_729 if size % 104_729 else 1_299_709
     for q in range(queries):
         first = (q * 7_919) % size
-        yield f"q{q:08d}", {f"doc{(first + j * stride) % size}": float(depth - j) + 0.5 for j in range(min(depth, size))}
+        yield (
+            f"q{q:08d}",
+            {f"doc{(first + j * stride) % size}": float(depth - j) + 0.5 for j in range(min(depth, size))},
+        )
 
 
 def synthetic_qrels(queries: int, size: int) -> dict[str, dict[str, int]]:
     """One judged positive per query: its rank-``q % 8`` document, or one its run lacks for q % 10 == 9."""
     stride = 104_729 if size % 104_729 else 1_299_709
-    return {f"q{q:08d}": {f"doc{((q * 7_919) % size + (q % 8) * stride) % size}" if q % 10 != 9 else f"pos{q}": 1}
-            for q in range(queries)}
+    return {
+        f"q{q:08d}": {f"doc{((q * 7_919) % size + (q % 8) * stride) % size}" if q % 10 != 9 else f"pos{q}": 1}
+        for q in range(queries)
+    }
 
 
 def run_negatives(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -266,8 +298,9 @@ def run_negatives(size: int, folder: Path, args: argparse.Namespace) -> dict[str
     stream_trec_run(synthetic_run(size, queries, 200), folder / "run.trec", tag="bm25-bench")
     qrels = synthetic_qrels(queries, size)
     started = time.perf_counter()
-    written = write_negative_pool(iter_negative_pool(iter_trec_run(folder / "run.trec"), qrels, 200),
-                                  folder / "negatives.tsv")
+    written = write_negative_pool(
+        iter_negative_pool(iter_trec_run(folder / "run.trec"), qrels, 200), folder / "negatives.tsv"
+    )
     return {"seconds": time.perf_counter() - started, "items": written, "queries": queries}
 
 
@@ -287,7 +320,7 @@ def run_pretrain_data(size: int, folder: Path, args: argparse.Namespace) -> dict
     examples = EpochExamples("span", passages, None, epoch=0, seed=42)
     tokens = 0
     for start in range(0, len(examples), 256):
-        batch = examples[start:start + 256]
+        batch = examples[start : start + 256]
         enc = tok([a for a, _ in batch], [c for _, c in batch], truncation=True, max_length=144)
         tokens += sum(len(ids) for ids in enc["input_ids"])
     seconds = time.perf_counter() - started
@@ -314,8 +347,10 @@ def run_teacher_pairs(size: int, folder: Path, args: argparse.Namespace) -> dict
     queries_n = _training_queries(size, args)
     queries = bm25_queries(queries_n, seed=13)  # the stage holds the training queries' texts too
     stride = 104_729 if size % 104_729 else 1_299_709
-    candidates = ((q, [f"doc{(i * 7_919 + j * stride) % size}" for j in range(args.teacher_candidates)])
-                  for i, q in enumerate(queries))  # a stream, as teacher_stage makes them from its groups
+    candidates = (
+        (q, [f"doc{(i * 7_919 + j * stride) % size}" for j in range(args.teacher_candidates)])
+        for i, q in enumerate(queries)
+    )  # a stream, as teacher_stage makes them from its groups
     passages = _CyclePassages()
     counts = {"chunks": 0}
 
@@ -359,20 +394,45 @@ def run_encode(size: int, folder: Path, args: argparse.Namespace) -> dict[str, A
     train_wordpiece(sample, tok_dir, vocab_size=8000)
     vocab = BertTokenizerFast.from_pretrained(tok_dir).vocab_size
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=256)).save_pretrained(tok_dir)
+    BertModel(
+        BertConfig(
+            vocab_size=vocab,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=256,
+        )
+    ).save_pretrained(tok_dir)
     encoder = load_encoder(tok_dir, query_max_length=32, passage_max_length=144, device="cpu")
     started = time.perf_counter()  # the corpus read as a stream, as corpus_vectors reads iter_corpus
-    encode_corpus_sharded(encoder, lambda: documents(size), folder / "chunks", rank=0, world_size=1,
-                          shard_size=CHUNK, batch_size=64, show_progress=False)
+    encode_corpus_sharded(
+        encoder,
+        lambda: documents(size),
+        folder / "chunks",
+        rank=0,
+        world_size=1,
+        shard_size=CHUNK,
+        batch_size=64,
+        show_progress=False,
+    )
     seconds = time.perf_counter() - started
     shutil.rmtree(tok_dir)
     return {"seconds": seconds, "items": size, "dim": encoder.dim}
 
 
-RUNNERS = {"passages": run_passages, "index": run_index, "retrieve": run_retrieve, "negatives": run_negatives,
-           "pretrain_data": run_pretrain_data, "teacher_pairs": run_teacher_pairs, "impact_index": run_impact_index,
-           "encode": run_encode, "vector_store": run_vector_store, "search": run_search}
+RUNNERS = {
+    "passages": run_passages,
+    "index": run_index,
+    "retrieve": run_retrieve,
+    "negatives": run_negatives,
+    "pretrain_data": run_pretrain_data,
+    "teacher_pairs": run_teacher_pairs,
+    "impact_index": run_impact_index,
+    "encode": run_encode,
+    "vector_store": run_vector_store,
+    "search": run_search,
+}
 
 
 def _child(stage: str, size: int, folder: str, args: argparse.Namespace, out: Any) -> None:
@@ -403,10 +463,18 @@ def measure(stage: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
         proc.join()
         if result is None or proc.exitcode:
             raise SystemExit(f"bench_scale: {stage} at {size:,} failed (exit code {proc.exitcode})")
-    return {"stage": stage, "passages": size, "seconds": round(result["seconds"], 3),
-            "peak_rss_mib": round(result["peak_rss_mib"], 1), "disk_mib": round(result["disk_mib"], 1),
-            **{k: round(result[k], 1) if k == "child_rss_mib" else result[k]
-               for k in ("items", "chunks", "chunk_rows", "dim", "queries", "postings", "tokens", "child_rss_mib") if k in result}}
+    return {
+        "stage": stage,
+        "passages": size,
+        "seconds": round(result["seconds"], 3),
+        "peak_rss_mib": round(result["peak_rss_mib"], 1),
+        "disk_mib": round(result["disk_mib"], 1),
+        **{
+            k: round(result[k], 1) if k == "child_rss_mib" else result[k]
+            for k in ("items", "chunks", "chunk_rows", "dim", "queries", "postings", "tokens", "child_rss_mib")
+            if k in result
+        },
+    }
 
 
 def _sizes(values: list[str]) -> dict[str, tuple[int, ...]]:
@@ -415,7 +483,9 @@ def _sizes(values: list[str]) -> dict[str, tuple[int, ...]]:
     for value in values:
         stage, _, sizes = value.partition("=")
         if stage not in SIZES or not sizes:
-            raise SystemExit(f"bench_scale: --size wants STAGE=N[,N...] with a stage of {', '.join(STAGES)}, got {value!r}")
+            raise SystemExit(
+                f"bench_scale: --size wants STAGE=N[,N...] with a stage of {', '.join(STAGES)}, got {value!r}"
+            )
         out[stage] = tuple(int(n.replace("_", "")) for n in sizes.split(","))
     return out
 
@@ -435,18 +505,24 @@ def projections(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         a, b = mine[-2], mine[-1]
         span = (b["passages"] - a["passages"]) / 1e6
         slope = {k: (b[k] - a[k]) / span for k in ("seconds", "peak_rss_mib", "disk_mib")}
-        row = {"stage": stage, "from": a["passages"], "to": b["passages"],
-               "size_ratio": b["passages"] / a["passages"],
-               "rss_ratio": b["peak_rss_mib"] / a["peak_rss_mib"],
-               "seconds_ratio": b["seconds"] / a["seconds"] if a["seconds"] else math.inf,
-               **{f"{k}_per_1m": v for k, v in slope.items()}}
+        row = {
+            "stage": stage,
+            "from": a["passages"],
+            "to": b["passages"],
+            "size_ratio": b["passages"] / a["passages"],
+            "rss_ratio": b["peak_rss_mib"] / a["peak_rss_mib"],
+            "seconds_ratio": b["seconds"] / a["seconds"] if a["seconds"] else math.inf,
+            **{f"{k}_per_1m": v for k, v in slope.items()},
+        }
         row["rss_bound_holds"] = row["rss_ratio"] <= 1.5 and b["peak_rss_mib"] <= 4096
         row["seconds_bound_holds"] = row["seconds_ratio"] <= row["size_ratio"] * 1.1  # 10% for timing noise
         for n in PROJECT_TO:
             more = (n - b["passages"]) / 1e6
-            row[f"at_{n}"] = {"seconds": b["seconds"] + slope["seconds"] * more,
-                              "peak_rss_mib": max(b["peak_rss_mib"], b["peak_rss_mib"] + slope["peak_rss_mib"] * more),
-                              "disk_mib": b["disk_mib"] + slope["disk_mib"] * more}
+            row[f"at_{n}"] = {
+                "seconds": b["seconds"] + slope["seconds"] * more,
+                "peak_rss_mib": max(b["peak_rss_mib"], b["peak_rss_mib"] + slope["peak_rss_mib"] * more),
+                "disk_mib": b["disk_mib"] + slope["disk_mib"] * more,
+            }
         out.append(row)
     return out
 
@@ -457,40 +533,91 @@ def print_projections(rows: list[dict[str, Any]]) -> None:
     table = []
     for p in projections(rows):
         m, w = p[f"at_{PROJECT_TO[0]}"], p[f"at_{PROJECT_TO[1]}"]
-        table.append([p["stage"], f"{p['from']:,}->{p['to']:,}", f"{p['seconds_ratio']:.2f}", f"{p['rss_ratio']:.2f}",
-                      "yes" if p["rss_bound_holds"] else "NO", "yes" if p["seconds_bound_holds"] else "NO",
-                      f"{p['seconds_per_1m']:.0f}", f"{p['peak_rss_mib_per_1m']:.0f}", f"{p['disk_mib_per_1m']:.0f}",
-                      f"{m['seconds'] / 3600:.2f} h / {m['peak_rss_mib'] / 1024:.1f} GiB / {m['disk_mib'] / 1024:.1f} GiB",
-                      f"{w['seconds'] / 3600:.2f} h / {w['peak_rss_mib'] / 1024:.1f} GiB / {w['disk_mib'] / 1024:.1f} GiB"])
-    print(format_table(["stage", "sizes", "time x", "RSS x", "RSS bound", "time bound", "s/1M", "RSS MiB/1M",
-                        "disk MiB/1M", "8.8M: time / RSS / disk", "21M: time / RSS / disk"], table))
+        table.append(
+            [
+                p["stage"],
+                f"{p['from']:,}->{p['to']:,}",
+                f"{p['seconds_ratio']:.2f}",
+                f"{p['rss_ratio']:.2f}",
+                "yes" if p["rss_bound_holds"] else "NO",
+                "yes" if p["seconds_bound_holds"] else "NO",
+                f"{p['seconds_per_1m']:.0f}",
+                f"{p['peak_rss_mib_per_1m']:.0f}",
+                f"{p['disk_mib_per_1m']:.0f}",
+                f"{m['seconds'] / 3600:.2f} h / {m['peak_rss_mib'] / 1024:.1f} GiB / {m['disk_mib'] / 1024:.1f} GiB",
+                f"{w['seconds'] / 3600:.2f} h / {w['peak_rss_mib'] / 1024:.1f} GiB / {w['disk_mib'] / 1024:.1f} GiB",
+            ]
+        )
+    print(
+        format_table(
+            [
+                "stage",
+                "sizes",
+                "time x",
+                "RSS x",
+                "RSS bound",
+                "time bound",
+                "s/1M",
+                "RSS MiB/1M",
+                "disk MiB/1M",
+                "8.8M: time / RSS / disk",
+                "21M: time / RSS / disk",
+            ],
+            table,
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
-    parser.add_argument("--size", action="append", default=[], metavar="STAGE=N,N",
-                        help="one stage's corpus sizes (default: SIZES in this file)")
+    parser.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="STAGE=N,N",
+        help="one stage's corpus sizes (default: SIZES in this file)",
+    )
     parser.add_argument("--dim", type=int, default=128, help="vector dimension (768 for BERT-base: 6x the disk)")
     parser.add_argument("--queries", type=int, default=200, help="dense search: queries")
     parser.add_argument("--k", type=int, default=100, help="dense search: top k")
-    parser.add_argument("--chunk-rows", type=int, default=None,
-                        help="rows per search chunk (default: 32 MiB of vectors; runs use 2 GiB)")
+    parser.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=None,
+        help="rows per search chunk (default: 32 MiB of vectors; runs use 2 GiB)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="Lucene (and torch) threads")
     parser.add_argument("--bm25-queries", type=int, default=1000, help="retrieve: the fixed query set's size")
     parser.add_argument("--depth", type=int, default=1000, help="retrieve: BM25 results per query")
-    parser.add_argument("--passages-per-query", type=int, default=20,
-                        help="training queries = size / this (teacher_pairs; MS MARCO: 17.5)")
-    parser.add_argument("--negatives-queries", type=int, default=50_000,
-                        help="negatives: training queries at every size (0: size / --passages-per-query)")
-    parser.add_argument("--teacher-candidates", type=int, default=72,
-                        help="teacher_pairs: candidates per query (MS MARCO stage 3: ~36M pairs / 502,939 queries)")
+    parser.add_argument(
+        "--passages-per-query",
+        type=int,
+        default=20,
+        help="training queries = size / this (teacher_pairs; MS MARCO: 17.5)",
+    )
+    parser.add_argument(
+        "--negatives-queries",
+        type=int,
+        default=50_000,
+        help="negatives: training queries at every size (0: size / --passages-per-query)",
+    )
+    parser.add_argument(
+        "--teacher-candidates",
+        type=int,
+        default=72,
+        help="teacher_pairs: candidates per query (MS MARCO stage 3: ~36M pairs / 502,939 queries)",
+    )
     parser.add_argument("--impact-terms", type=int, default=100, help="impact_index: terms drawn per document")
     parser.add_argument("--tmp", default=None, help="folder for the stages' files (default: the system's)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds one (stage, size) may take")
     parser.add_argument("--json", type=Path, default=None, help='write {"rows": [...]} here (after every row)')
-    parser.add_argument("--project", type=Path, default=None,
-                        help="measure nothing: print the slopes and 8.8M / 21M projections of this JSON's rows")
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        help="measure nothing: print the slopes and 8.8M / 21M projections of this JSON's rows",
+    )
     args = parser.parse_args(argv)
     if args.project:
         print_projections(json.loads(args.project.read_text(encoding="utf-8"))["rows"])
@@ -506,21 +633,40 @@ def main(argv: list[str] | None = None) -> int:
             for size in sorted(sizes[stage]):
                 rows.append(measure(stage, size, args))
                 r = rows[-1]
-                print(f"{stage:<13} {size:>10,}  {r['seconds']:>9.2f} s  {r['peak_rss_mib']:>8.1f} MiB RSS  "
-                      f"{r['disk_mib']:>9.1f} MiB disk", flush=True)
+                print(
+                    f"{stage:<13} {size:>10,}  {r['seconds']:>9.2f} s  {r['peak_rss_mib']:>8.1f} MiB RSS  "
+                    f"{r['disk_mib']:>9.1f} MiB disk",
+                    flush=True,
+                )
                 if args.json:
                     args.json.write_text(json.dumps({"rows": rows}, indent=2) + "\n", encoding="utf-8")
     print()
-    print(f"dim {args.dim}; search: {args.queries} queries, top {args.k}; retrieve: {args.bm25_queries} queries, "
-          f"depth {args.depth}; {args.threads} threads; one fresh process per row")
-    print(format_table(["stage", "size", "seconds", "peak RSS MiB", "disk MiB", "items"],
-                       [[r["stage"], f"{r['passages']:,}", f"{r['seconds']:.2f}", f"{r['peak_rss_mib']:.1f}",
-                         f"{r['disk_mib']:.1f}", f"{r.get('items', '')}"] for r in rows]))
+    print(
+        f"dim {args.dim}; search: {args.queries} queries, top {args.k}; retrieve: {args.bm25_queries} queries, "
+        f"depth {args.depth}; {args.threads} threads; one fresh process per row"
+    )
+    print(
+        format_table(
+            ["stage", "size", "seconds", "peak RSS MiB", "disk MiB", "items"],
+            [
+                [
+                    r["stage"],
+                    f"{r['passages']:,}",
+                    f"{r['seconds']:.2f}",
+                    f"{r['peak_rss_mib']:.1f}",
+                    f"{r['disk_mib']:.1f}",
+                    f"{r.get('items', '')}",
+                ]
+                for r in rows
+            ],
+        )
+    )
     print()
     print_projections(rows)
     if args.json:
         print(f"wrote {args.json}")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,8 +25,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"vocab_size": 8000, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "intermediate_size": 512, "max_position_embeddings": 512}
+TINY = {
+    "vocab_size": 8000,
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 512,
+    "max_position_embeddings": 512,
+}
 
 
 def worker(steps: int) -> dict[str, float]:
@@ -35,17 +41,18 @@ def worker(steps: int) -> dict[str, float]:
     sys.path.insert(0, str(ROOT / "bench"))
     sys.path.insert(0, str(ROOT / "tests"))  # objective_fixtures: the toy tokenizer
     import torch
+    from objective_fixtures import toy_tokenizer
+    from paper_shape_smoke import _examples, _step
 
     from harness.pretrain.models import bert_config_from_dict
     from harness.pretrain.objectives import build_objective
     from harness.spec.method import load_method
-    from objective_fixtures import toy_tokenizer
-    from paper_shape_smoke import _examples, _step
 
     spec = load_method("cotmae", "tiny")
     torch.manual_seed(42)
-    model = build_objective(spec.get("pretrain.objective"), bert_config_from_dict(TINY),
-                            **dict(spec.get("pretrain.objective_params") or {}))
+    model = build_objective(
+        spec.get("pretrain.objective"), bert_config_from_dict(TINY), **dict(spec.get("pretrain.objective_params") or {})
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
     dev = torch.device("cpu")
     with tempfile.TemporaryDirectory() as tmp:
@@ -60,8 +67,12 @@ def worker(steps: int) -> dict[str, float]:
 
 
 def _launch(n: int, steps: int, env: dict[str, str]) -> list[dict[str, float]]:
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", "--steps", str(steps)], env=env,
-                              stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--steps", str(steps)], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(n)
+    ]
     out = []
     for p in procs:
         stdout, _ = p.communicate()
@@ -75,9 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per worker (default 30)")
     ap.add_argument("--json", type=Path, help="write the rows here")
-    ap.add_argument("--spincount", type=int, default=10000,
-                    help="GOMP_SPINCOUNT of the third row: how long an idle thread spins before it sleeps "
-                         "(libgomp's default is 300000 spins)")
+    ap.add_argument(
+        "--spincount",
+        type=int,
+        default=10000,
+        help="GOMP_SPINCOUNT of the third row: how long an idle thread spins before it sleeps "
+        "(libgomp's default is 300000 spins)",
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -85,17 +100,29 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    policies = {"default": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
-                f"spin {args.spincount}": {"GOMP_SPINCOUNT": str(args.spincount)}}
+    policies = {
+        "default": {},
+        "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+        f"spin {args.spincount}": {"GOMP_SPINCOUNT": str(args.spincount)},
+    }
     for policy, extra in policies.items():
         env = {**base, **extra}
         solo = _launch(1, args.steps, env)[0]
         pair = _launch(2, args.steps, env)
         worst = max(p["median"] for p in pair)
-        rows.append({"policy": policy, "threads": solo["threads"], "solo": solo["median"],
-                     "pair": [p["median"] for p in pair], "ratio": worst / solo["median"]})
-    print(f"tiny CoT-MAE pre-training step (batch 32 x 64 tokens, fp32); {os.cpu_count()} CPUs; "
-          f"median of {args.steps} steps per worker")
+        rows.append(
+            {
+                "policy": policy,
+                "threads": solo["threads"],
+                "solo": solo["median"],
+                "pair": [p["median"] for p in pair],
+                "ratio": worst / solo["median"],
+            }
+        )
+    print(
+        f"tiny CoT-MAE pre-training step (batch 32 x 64 tokens, fp32); {os.cpu_count()} CPUs; "
+        f"median of {args.steps} steps per worker"
+    )
     print(f"{'OpenMP waiting':<16} {'threads':>7} {'alone s/step':>12} {'side by side s/step':>22} {'x alone':>8}")
     for r in rows:
         pair = " / ".join(f"{p:.3f}" for p in r["pair"])

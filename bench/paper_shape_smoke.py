@@ -20,7 +20,6 @@ The test suite runs the same function on CPU for 2 steps at batch 2
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
@@ -35,14 +34,21 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # objective_fixtures: the toy tokenizer
 
-from harness.pretrain.models import bert_config_from_dict  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.pretrain.objectives import build_objective  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.training.precision import autocast  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.spec.method import load_method, objective_specs  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from objective_fixtures import WORDS, toy_tokenizer  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from objective_fixtures import WORDS, toy_tokenizer
 
-BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-             "intermediate_size": 3072, "max_position_embeddings": 512}
+from harness.pretrain.models import bert_config_from_dict
+from harness.pretrain.objectives import build_objective
+from harness.spec.method import load_method, objective_specs
+from harness.training.precision import autocast
+
+BERT_BASE = {
+    "vocab_size": 30522,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 512,
+}
 # One spec per objective the paper profiles pre-train with (cotmae_qc and cocondenser_qc share their
 # family's objective, so cotmae and cocondenser stand for them).
 SPECS = tuple(objective_specs("paper").values())
@@ -103,8 +109,15 @@ def _ids(n: int, length: int, device: torch.device) -> dict[str, torch.Tensor]:
     return {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device)}
 
 
-def run_finetune(device: str = "cuda", queries: int = 64, passages_per_query: int = 16, q_len: int = 32,
-                 p_len: int = 144, steps: int = 5, precisions: tuple[str, ...] | None = None) -> list[Row]:
+def run_finetune(
+    device: str = "cuda",
+    queries: int = 64,
+    passages_per_query: int = 16,
+    q_len: int = 32,
+    p_len: int = 144,
+    steps: int = 5,
+    precisions: tuple[str, ...] | None = None,
+) -> list[Row]:
     """One dense fine-tuning step (the harness's BiEncoder and InfoNCE) at ``queries`` x ``passages_per_query``."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -121,8 +134,13 @@ def run_finetune(device: str = "cuda", queries: int = 64, passages_per_query: in
         scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         loss_box = [0.0]
 
-        def step(model: Any = model, optimizer: Any = optimizer, scaler: Any = scaler, precision: str = precision,
-                 loss_box: list[float] = loss_box) -> None:
+        def step(
+            model: Any = model,
+            optimizer: Any = optimizer,
+            scaler: Any = scaler,
+            precision: str = precision,
+            loss_box: list[float] = loss_box,
+        ) -> None:
             optimizer.zero_grad(set_to_none=True)
             with autocast(precision, dev):
                 q_reps, p_reps = model(q, p)
@@ -134,14 +152,26 @@ def run_finetune(device: str = "cuda", queries: int = 64, passages_per_query: in
         with FlopCounterMode(display=False) as counter:
             step()
         seconds = _timed(step, steps, dev)
-        rows.append(Row(f"finetune {queries}x{passages_per_query}", precision, str(dev), queries, p_len, seconds,
-                        counter.get_total_flops() / 1e12, loss_box[0], _peak_gib(dev)))
+        rows.append(
+            Row(
+                f"finetune {queries}x{passages_per_query}",
+                precision,
+                str(dev),
+                queries,
+                p_len,
+                seconds,
+                counter.get_total_flops() / 1e12,
+                loss_box[0],
+                _peak_gib(dev),
+            )
+        )
         del model, optimizer, step
     return rows
 
 
-def run_encode(device: str = "cuda", batch: int = 512, p_len: int = 144, steps: int = 5,
-               precisions: tuple[str, ...] | None = None) -> list[Row]:
+def run_encode(
+    device: str = "cuda", batch: int = 512, p_len: int = 144, steps: int = 5, precisions: tuple[str, ...] | None = None
+) -> list[Row]:
     """Corpus encoding (forward only, no gradient) at ``batch`` passages of ``p_len`` tokens;
     ``loss`` holds passages/s."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -163,17 +193,27 @@ def run_encode(device: str = "cuda", batch: int = 512, p_len: int = 144, steps: 
         with FlopCounterMode(display=False) as counter:
             step()
         seconds = _timed(step, steps, dev)
-        rows.append(Row("encode", precision, str(dev), batch, p_len, seconds, counter.get_total_flops() / 1e12,
-                        batch / seconds, _peak_gib(dev)))
+        rows.append(
+            Row(
+                "encode",
+                precision,
+                str(dev),
+                batch,
+                p_len,
+                seconds,
+                counter.get_total_flops() / 1e12,
+                batch / seconds,
+                _peak_gib(dev),
+            )
+        )
         del model, step
     return rows
-
-
 
 
 def _examples(n: int, words: int, seed: int) -> list[tuple[str, str]]:
     """(anchor, context) pairs of ``words`` vocabulary words each: every text fills max_length."""
     g = torch.Generator().manual_seed(seed)
+
     def pick() -> str:
         return " ".join(WORDS[int(i)] for i in torch.randint(len(WORDS), (words,), generator=g))
 
@@ -207,8 +247,14 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def run_smoke(device: str = "cuda", batch: int | str = 32, steps: int = 5, max_length: int = 144,
-              objectives: tuple[str, ...] = SPECS, precisions: tuple[str, ...] | None = None) -> list[Row]:
+def run_smoke(
+    device: str = "cuda",
+    batch: int | str = 32,
+    steps: int = 5,
+    max_length: int = 144,
+    objectives: tuple[str, ...] = SPECS,
+    precisions: tuple[str, ...] | None = None,
+) -> list[Row]:
     """Time ``steps`` optimiser steps (after one warm-up step) of each objective in each precision."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -238,8 +284,19 @@ def run_smoke(device: str = "cuda", batch: int | str = 32, steps: int = 5, max_l
                     times.append(time.perf_counter() - t0)
                 if not torch.isfinite(torch.tensor(loss)):
                     raise RuntimeError(f"{name} {precision}: non-finite loss {loss}")
-                rows.append(Row(name, precision, str(dev), n, max_length, statistics.median(times),
-                                counter.get_total_flops() / 1e12, loss, _peak_gib(dev)))
+                rows.append(
+                    Row(
+                        name,
+                        precision,
+                        str(dev),
+                        n,
+                        max_length,
+                        statistics.median(times),
+                        counter.get_total_flops() / 1e12,
+                        loss,
+                        _peak_gib(dev),
+                    )
+                )
                 del model, optimizer
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
@@ -265,12 +322,15 @@ def ddp_step(device: str = "cuda", batch: int = 8, max_length: int = 144, spec_n
             if engine is model:
                 from torch.nn.parallel import DistributedDataParallel
 
-                engine = DistributedDataParallel(model, device_ids=[0] if dev.type == "cuda" else None,
-                                                 find_unused_parameters=True)
+                engine = DistributedDataParallel(
+                    model, device_ids=[0] if dev.type == "cuda" else None, find_unused_parameters=True
+                )
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
             g = torch.Generator().manual_seed(0)
-            data = {k: v.to(dev) for k, v in model.collate(_examples(batch, max_length, 1), tokenizer, max_length,
-                                                            g).items()}
+            data = {
+                k: v.to(dev)
+                for k, v in model.collate(_examples(batch, max_length, 1), tokenizer, max_length, g).items()
+            }
             precision = "bf16" if dev.type == "cuda" else "fp32"
             return _step(model, engine, optimizer, None, data, precision, dev)
     finally:
@@ -280,10 +340,17 @@ def ddp_step(device: str = "cuda", batch: int = 8, max_length: int = 144, spec_n
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--batch", default="32", help="examples per step (pairs: 2 texts each where the objective "
-                   "reads two), or 'paper': each spec's paper per-device batch")
-    p.add_argument("--finetune", default="64x16", help="queries x passages per fine-tuning step (the papers' "
-                   "effective batch, on one device); 'none' skips it")
+    p.add_argument(
+        "--batch",
+        default="32",
+        help="examples per step (pairs: 2 texts each where the objective "
+        "reads two), or 'paper': each spec's paper per-device batch",
+    )
+    p.add_argument(
+        "--finetune",
+        default="64x16",
+        help="queries x passages per fine-tuning step (the papers' effective batch, on one device); 'none' skips it",
+    )
     p.add_argument("--encode-batch", type=int, default=512, help="passages per encoding batch (0 skips it)")
     p.add_argument("--json", type=Path, help="write the rows and the device here")
     p.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up step")
@@ -292,8 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dev = torch.device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU ({os.cpu_count()} cores)"
-    print(f"device: {name}; torch {torch.__version__}; bert-base shape (12 x 768), random init; batch "
-          f"{args.batch} x {args.max_length} tokens; median of {args.steps} steps after a warm-up")
+    print(
+        f"device: {name}; torch {torch.__version__}; bert-base shape (12 x 768), random init; batch "
+        f"{args.batch} x {args.max_length} tokens; median of {args.steps} steps after a warm-up"
+    )
     batch = args.batch if args.batch == "paper" else int(args.batch)
     rows = run_smoke(args.device, batch, args.steps, args.max_length, tuple(args.objectives))
     if args.finetune != "none":
@@ -301,18 +370,31 @@ def main(argv: list[str] | None = None) -> int:
         rows += run_finetune(args.device, nq, npp, p_len=args.max_length, steps=args.steps)
     if args.encode_batch:
         rows += run_encode(args.device, args.encode_batch, args.max_length, steps=args.steps)
-    print(f"{'step':<18} {'precision':<9} {'batch':>6} {'step s':>8} {'TFLOP/step':>10} {'TFLOP/s':>8} "
-          f"{'peak GiB':>8} {'loss':>9}")
+    print(
+        f"{'step':<18} {'precision':<9} {'batch':>6} {'step s':>8} {'TFLOP/step':>10} {'TFLOP/s':>8} "
+        f"{'peak GiB':>8} {'loss':>9}"
+    )
     for r in rows:
         last = f"{r.loss:>7.0f}/s" if r.objective == "encode" else f"{r.loss:>9.3f}"
-        print(f"{r.objective:<18} {r.precision:<9} {r.batch:>6} {r.step_seconds:>8.3f} {r.tflop_per_step:>10.2f} "
-              f"{r.tflops:>8.1f} {r.peak_gib:>8.1f} {last}")
+        print(
+            f"{r.objective:<18} {r.precision:<9} {r.batch:>6} {r.step_seconds:>8.3f} {r.tflop_per_step:>10.2f} "
+            f"{r.tflops:>8.1f} {r.peak_gib:>8.1f} {last}"
+        )
     if args.json:
         import json
         from dataclasses import asdict
 
-        args.json.write_text(json.dumps({"device": name, "torch": torch.__version__, "steps": args.steps,
-                                         "rows": [{**asdict(r), "tflops": r.tflops} for r in rows]}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "device": name,
+                    "torch": torch.__version__,
+                    "steps": args.steps,
+                    "rows": [{**asdict(r), "tflops": r.tflops} for r in rows],
+                },
+                indent=1,
+            )
+        )
     loss = ddp_step(args.device)
     print(f"DDP step ({'NCCL' if dev.type == 'cuda' else 'gloo'}, 1 rank, cotmae): loss {loss:.3f}")
     return 0

@@ -50,8 +50,13 @@ def run_one(method: str, cache: Path, log: Path) -> tuple[dict | None, float, in
     env = {**os.environ, "HARNESS_CACHE_DIR": str(cache / method), "PYTHONUNBUFFERED": "1"}
     started = time.time()
     with log.open("w") as fh:
-        rc = subprocess.call([sys.executable, "-m", "harness", "run", "--method", method, "--profile", "rehearsal",
-                              "--json", str(out)], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        rc = subprocess.call(
+            [sys.executable, "-m", "harness", "run", "--method", method, "--profile", "rehearsal", "--json", str(out)],
+            cwd=ROOT,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     seconds = time.time() - started
     if rc != 0 or not out.exists():
         return None, seconds, rc
@@ -84,9 +89,13 @@ def tied_top10(run_file: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--methods", nargs="+", default=DENSE,
-                    help="trained methods to rehearse (default: the four dense ones, which need no Java: "
-                         "CPDAE builds its own BM25 index and LexMAE its impact indexes with Lucene)")
+    ap.add_argument(
+        "--methods",
+        nargs="+",
+        default=DENSE,
+        help="trained methods to rehearse (default: the four dense ones, which need no Java: "
+        "CPDAE builds its own BM25 index and LexMAE its impact indexes with Lucene)",
+    )
     ap.add_argument("--cache", type=Path, help="stage cache root (default: an empty temporary folder)")
     ap.add_argument("--json", type=Path, help="write the rows here")
     ap.add_argument("--records", type=Path, help="copy each new run record into this folder")
@@ -115,35 +124,52 @@ def main(argv: list[str] | None = None) -> int:
         stages = [s for s in record["stages"] if not s.get("cached")]
         for s in stages:
             rows.append((method, s["stage"], s.get("dataset") or "", s["seconds"], s.get("cuda_peak_gib")))
-        results.append({"method": method, "run_id": record["run_id"], "seconds": round(seconds, 1),
-                        "precision": (record.get("spec", {}).get("pretrain") or {}).get("precision"),
-                        "stages": stages, "headline": headline(record),
-                        "tied_top10": {bench: tied_top10(path) for bench, path in
-                                       (record.get("run_files") or {}).get(record.get("finetune_stage"), {}).items()},
-                        "cpu_reference": ({"run_id": ref["run_id"], "headline": headline(ref),
-                                           "seconds": ref.get("seconds")} if ref else None)})
+        results.append(
+            {
+                "method": method,
+                "run_id": record["run_id"],
+                "seconds": round(seconds, 1),
+                "precision": (record.get("spec", {}).get("pretrain") or {}).get("precision"),
+                "stages": stages,
+                "headline": headline(record),
+                "tied_top10": {
+                    bench: tied_top10(path)
+                    for bench, path in (record.get("run_files") or {}).get(record.get("finetune_stage"), {}).items()
+                },
+                "cpu_reference": (
+                    {"run_id": ref["run_id"], "headline": headline(ref), "seconds": ref.get("seconds")} if ref else None
+                ),
+            }
+        )
         print(f"{method}: {seconds:.0f} s, {len(stages)} stages built", flush=True)
 
     print(f"\n{'method':<15} {'stage':<15} {'dataset':<36} {'seconds':>8} {'peak GiB':>9}")
     for method, stage, dataset, seconds, peak in rows:
-        print(f"{method:<15} {stage:<15} {dataset[:36]:<36} {seconds:>8.2f} {'-' if peak is None else f'{peak:.2f}':>9}")
+        print(
+            f"{method:<15} {stage:<15} {dataset[:36]:<36} {seconds:>8.2f} {'-' if peak is None else f'{peak:.2f}':>9}"
+        )
     print(f"\n{'method':<15} {'total s':>8} {'CPU ref s':>9}  final numbers (this run | CPU reference, points)")
     for r in results:
         if "failed" in r:
             print(f"{r['method']:<15} FAILED (exit {r['failed']})")
             continue
         ref = r["cpu_reference"] or {}
-        pairs = ", ".join(f"{k} {v:.2f} | {(ref.get('headline') or {}).get(k, float('nan')):.2f}"
-                          for k, v in r["headline"].items())
+        pairs = ", ".join(
+            f"{k} {v:.2f} | {(ref.get('headline') or {}).get(k, float('nan')):.2f}" for k, v in r["headline"].items()
+        )
         print(f"{r['method']:<15} {r['seconds']:>8.0f} {ref.get('seconds') or float('nan'):>9.0f}  {pairs}")
-        print(f"{'':<15} {'':>8} {'':>9}  queries with tied scores in their top 10: "
-              + ", ".join(f"{b} {v:.0%}" for b, v in r["tied_top10"].items()))
+        print(
+            f"{'':<15} {'':>8} {'':>9}  queries with tied scores in their top 10: "
+            + ", ".join(f"{b} {v:.0%}" for b, v in r["tied_top10"].items())
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"device": device, "torch": torch.__version__, "runs": results}, indent=1))
     failed = [r["method"] for r in results if "failed" in r]
-    print(f"\nrehearsal on {device}: {len(results) - len(failed)} of {len(results)} methods ran every stage"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"\nrehearsal on {device}: {len(results) - len(failed)} of {len(results)} methods ran every stage"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -20,8 +20,10 @@ def _seed_from_env() -> int:
         return DEFAULT_SEED
     if not text.isdigit() or int(text) > 2**32 - 1:  # the range numpy's and torch's generators take
         # Exit 2, the code of every other usage error (argparse's), not SystemExit(str)'s 1.
-        print(f"error: HARNESS_SEED={text!r} is not an integer in [0, 4294967295]; unset it or give e.g. 43",
-              file=sys.stderr)
+        print(
+            f"error: HARNESS_SEED={text!r} is not an integer in [0, 4294967295]; unset it or give e.g. 43",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     return int(text)
 

@@ -23,8 +23,22 @@ from harness.core.paths import cache_dir, runs_dir
 # the user's to fix: one line naming the path, as for the paths checked up front (harness.core.fsutil.writable_dir).
 _PLACE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EISDIR}
 
-COMMANDS = ["run", "eval", "reproduce", "fetch", "ls", "reported", "validate", "check", "grade", "effects", "noise", "report",
-            "leaderboard", "ui"]
+COMMANDS = [
+    "run",
+    "eval",
+    "reproduce",
+    "fetch",
+    "ls",
+    "reported",
+    "validate",
+    "check",
+    "grade",
+    "effects",
+    "noise",
+    "report",
+    "leaderboard",
+    "ui",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if not isinstance(exc, OSError) or exc.errno not in _PLACE_ERRNOS or exc.filename is None:
             raise
-        print(f"error: {exc.filename}: {exc.strerror} (fix: make it writable, or point "
-              "HARNESS_CACHE_DIR / HARNESS_RUNS_DIR / the flag at a folder you can write)", file=sys.stderr)
+        print(
+            f"error: {exc.filename}: {exc.strerror} (fix: make it writable, or point "
+            "HARNESS_CACHE_DIR / HARNESS_RUNS_DIR / the flag at a folder you can write)",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt as exc:
         print(f"interrupted{_resume_hint(args)}", file=sys.stderr)

@@ -16,11 +16,11 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
-from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from leaderboard_app import display, glance, plots, selection, tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 from harness.core import benchmarks as declared  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 from harness.gate.run import YOUR_RUNS  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 from harness.present import overview  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import display, glance, plots, selection, tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
 
 st.set_page_config(page_title="Retrieval pre-training leaderboard", layout="wide")
 
@@ -43,8 +43,15 @@ def _inconsistencies(signature: tuple) -> tuple[list[dict], str | None]:
     return lb_data.inconsistency_report()
 
 
-def _table(frame, name: str, key: str, caption: str | None = None, shown=None, digits: dict | None = None,
-           signed: tuple[str, ...] = ()) -> None:
+def _table(
+    frame,
+    name: str,
+    key: str,
+    caption: str | None = None,
+    shown=None,
+    digits: dict | None = None,
+    signed: tuple[str, ...] = (),
+) -> None:
     """A table with its CSV download (every table on the page can be downloaded). The page shows ``shown``
     (else ``frame`` as text: rounded, "-" where missing, never "None"); the CSV keeps ``frame``'s numbers."""
     shown = display.text_frame(frame if shown is None else shown, digits, signed=signed)
@@ -52,8 +59,14 @@ def _table(frame, name: str, key: str, caption: str | None = None, shown=None, d
     st.dataframe(shown, hide_index=True, width="stretch", height=min(38 + 35 * max(1, len(shown)), 38 + 35 * 20))
     if caption:
         st.caption(caption)
-    st.download_button(f"Download {name} (CSV)", tables.to_csv(frame), file_name=f"{key}.csv", mime="text/csv",
-                       key=f"csv_{key}", on_click="ignore")
+    st.download_button(
+        f"Download {name} (CSV)",
+        tables.to_csv(frame),
+        file_name=f"{key}.csv",
+        mime="text/csv",
+        key=f"csv_{key}",
+        on_click="ignore",
+    )
 
 
 records_dir = lb_data.default_records_dir()
@@ -62,46 +75,78 @@ data = _load(str(records_dir), reported, lb_data.signature(records_dir, reported
 
 # ----------------------------------------------------------------------------- filters
 st.sidebar.header("Filters")
-profiles = st.sidebar.multiselect("Profile", data.profiles, default=data.profiles, key="f_profiles",
-                                  help="Run records of these profiles (empty: all). The tables comparing runs with "
-                                       "the papers add the small profiles (tiny, mini, rehearsal) only with the "
-                                       "switch below.")
-benchmarks = st.sidebar.multiselect("Benchmark", [*tables.MAIN_BENCHMARKS, *tables.BEIR_DATASETS], default=[],
-                                    key="f_benchmarks", help="Columns / datasets shown (empty: all).")
-papers = st.sidebar.multiselect("Paper version", data.papers, default=data.papers, key="f_papers",
-                                format_func=data.paper_label,
-                                help="Reported cells of these registry files, e.g. qc-v1 vs qc-v2 (empty: all).")
-main_only = st.sidebar.checkbox("Only each paper's Table 1", value=True, key="f_main_only",
-                                help="Untick to add every other table with MS MARCO / TREC DL columns (ablations).")
-small = st.sidebar.toggle(selection.SMALL_SWITCH, value=False, key="f_small",
-                          help="The tables comparing runs with the papers show paper-profile runs and released "
-                               "checkpoints only; this adds the small profiles, with what each one is.")
-show_old = st.sidebar.toggle(selection.SUPERSEDED_SWITCH, value=False, key="f_superseded",
-                             help="Runs older than the accepted reference of their method and profile (SUPERSEDED "
-                                  "in `check`): folded by default.")
+profiles = st.sidebar.multiselect(
+    "Profile",
+    data.profiles,
+    default=data.profiles,
+    key="f_profiles",
+    help="Run records of these profiles (empty: all). The tables comparing runs with "
+    "the papers add the small profiles (tiny, mini, rehearsal) only with the "
+    "switch below.",
+)
+benchmarks = st.sidebar.multiselect(
+    "Benchmark",
+    [*tables.MAIN_BENCHMARKS, *tables.BEIR_DATASETS],
+    default=[],
+    key="f_benchmarks",
+    help="Columns / datasets shown (empty: all).",
+)
+papers = st.sidebar.multiselect(
+    "Paper version",
+    data.papers,
+    default=data.papers,
+    key="f_papers",
+    format_func=data.paper_label,
+    help="Reported cells of these registry files, e.g. qc-v1 vs qc-v2 (empty: all).",
+)
+main_only = st.sidebar.checkbox(
+    "Only each paper's Table 1",
+    value=True,
+    key="f_main_only",
+    help="Untick to add every other table with MS MARCO / TREC DL columns (ablations).",
+)
+small = st.sidebar.toggle(
+    selection.SMALL_SWITCH,
+    value=False,
+    key="f_small",
+    help="The tables comparing runs with the papers show paper-profile runs and released "
+    "checkpoints only; this adds the small profiles, with what each one is.",
+)
+show_old = st.sidebar.toggle(
+    selection.SUPERSEDED_SWITCH,
+    value=False,
+    key="f_superseded",
+    help="Runs older than the accepted reference of their method and profile (SUPERSEDED "
+    "in `check`): folded by default.",
+)
 st.sidebar.caption(f"Records: {display.md_code(data.records_dir)}")
 
 # ----------------------------------------------------------------------------- header
 st.title("Retrieval pre-training leaderboard")
-st.caption(f"{data.n_records} run record(s) ({len(data.records)} shown as results, {len(data.apart)} set apart) · "
-           f"{len(data.cells)} reported cells from {len(data.papers)} paper file(s) · {len(data.skipped)} record(s) "
-           "skipped. Numbers in points (100 × fraction); delta = "
-           "reproduced − reported. States, one rule for every cell (harness/evaluation/verdict.py), shown as "
-           "these badges on every page:")
+st.caption(
+    f"{data.n_records} run record(s) ({len(data.records)} shown as results, {len(data.apart)} set apart) · "
+    f"{len(data.cells)} reported cells from {len(data.papers)} paper file(s) · {len(data.skipped)} record(s) "
+    "skipped. Numbers in points (100 × fraction); delta = "
+    "reproduced − reported. States, one rule for every cell (harness/evaluation/verdict.py), shown as "
+    "these badges on every page:"
+)
 st.markdown(glance.CSS + glance.legend_html(), unsafe_allow_html=True)
 if data.cells_error:
     st.warning(f"Reported cells unavailable: {display.md_text(data.cells_error)}")
 if data.skipped:
-    st.warning(f"{len(data.skipped)} run record(s) skipped (corrupt, partial or from a newer harness): "
-               "see the 'Skipped records' tab.")
+    st.warning(
+        f"{len(data.skipped)} run record(s) skipped (corrupt, partial or from a newer harness): "
+        "see the 'Skipped records' tab."
+    )
 if not data.records:
-    st.info(f"No run records in {display.md_code(data.records_dir)} yet: run "
-            "`python -m harness run --method bm25`.")
+    st.info(f"No run records in {display.md_code(data.records_dir)} yet: run `python -m harness run --method bm25`.")
 if data.yours is not None:
-    st.info(f"{YOUR_RUNS.capitalize()}: {len(data.your_records)} record(s) in "
-            f"{display.md_code(data.yours.records_dir)}, which "
-            f"{'would pass' if data.yours.passed else 'would fail'} the gate once added; listed on the "
-            "'CI gate' tab, never counted in the gate.")
+    st.info(
+        f"{YOUR_RUNS.capitalize()}: {len(data.your_records)} record(s) in "
+        f"{display.md_code(data.yours.records_dir)}, which "
+        f"{'would pass' if data.yours.passed else 'would fail'} the gate once added; listed on the "
+        "'CI gate' tab, never counted in the gate."
+    )
 
 # The runs every paper-comparison grid shows (selection.py): paper / checkpoint profiles unless the switch
 # says otherwise, superseded runs folded; what is hidden and, when shown, each small profile's caveat.
@@ -119,13 +164,16 @@ def _grid_notes() -> None:
     if hidden:
         st.caption(hidden)
     if caveats:
-        st.warning("Small-profile runs are shown: NOT comparable with the papers, whatever their numbers.\n\n"
-                   + "\n\n".join(f"- {c}" for c in caveats))
+        st.warning(
+            "Small-profile runs are shown: NOT comparable with the papers, whatever their numbers.\n\n"
+            + "\n\n".join(f"- {c}" for c in caveats)
+        )
 
 
 comparisons = tables.comparison_frame(grid, data.comparisons, papers=papers, benchmarks=benchmarks)
 tab_glance, tab_main, tab_beir, tab_method, tab_plots, tab_gate, tab_checks, tab_skipped = st.tabs(
-    ["At a glance", "MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate", "Registry checks", "Skipped records"])
+    ["At a glance", "MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate", "Registry checks", "Skipped records"]
+)
 
 with tab_glance:
     # Every record and cell, whatever the sidebar filters: the page's answer to "which published claims
@@ -135,16 +183,20 @@ with tab_glance:
     st.caption(glance.MATRIX_CAPTION)
     st.markdown(glance.matrix_html(overview.method_lines(at_glance.headline)), unsafe_allow_html=True)
     st.subheader("The papers' headline numbers")
-    st.caption("Each paper's Table 1 (MS MARCO dev MRR@10, TREC DL nDCG@10) and BEIR table (nDCG@10), in points "
-               "(100 x fraction; hover a number for it as printed). The state is what `python -m harness check` "
-               "gives the paper-profile and released-checkpoint records on that cell (several records: the "
-               "worst); rows never run give the command and its projected cost on the spec's declared hardware "
-               "(`run --dry-run`).")
+    st.caption(
+        "Each paper's Table 1 (MS MARCO dev MRR@10, TREC DL nDCG@10) and BEIR table (nDCG@10), in points "
+        "(100 x fraction; hover a number for it as printed). The state is what `python -m harness check` "
+        "gives the paper-profile and released-checkpoint records on that cell (several records: the "
+        "worst); rows never run give the command and its projected cost on the spec's declared hardware "
+        "(`run --dry-run`)."
+    )
     st.markdown(glance.counts_html(at_glance.counts(at_glance.headline)), unsafe_allow_html=True)
     st.markdown(glance.headline_html(at_glance.headline), unsafe_allow_html=True)
     st.subheader("The papers' printed effects (A minus B)")
-    st.caption("Each difference a paper printed between two of its rows, graded against the paper-profile runs' "
-               "paired effect by the same rule (`check`'s effect rows).")
+    st.caption(
+        "Each difference a paper printed between two of its rows, graded against the paper-profile runs' "
+        "paired effect by the same rule (`check`'s effect rows)."
+    )
     st.markdown(glance.counts_html(at_glance.counts(at_glance.claims)), unsafe_allow_html=True)
     st.markdown(glance.claims_html(at_glance.claims), unsafe_allow_html=True)
     st.subheader("Learned runs at small scale: not comparable with the papers")
@@ -155,52 +207,85 @@ with tab_glance:
         st.caption(f"What this profile is: {selection.caveat_md(profile)}.")
         st.markdown(glance.learned_html(at_glance.learned, profile), unsafe_allow_html=True)
     for name, frame in glance.frames(at_glance).items():
-        st.download_button(f"Download the glance's {name} rows (CSV)", tables.to_csv(frame),
-                           file_name=f"glance_{name}.csv", mime="text/csv", key=f"csv_glance_{name}",
-                           on_click="ignore")
+        st.download_button(
+            f"Download the glance's {name} rows (CSV)",
+            tables.to_csv(frame),
+            file_name=f"glance_{name}.csv",
+            mime="text/csv",
+            key=f"csv_glance_{name}",
+            on_click="ignore",
+        )
 
 with tab_main:
     st.subheader("Table 1: MS MARCO dev and TREC DL")
     _grid_notes()
-    main = tables.main_table(data.cells, grid, data.comparisons, papers=papers, benchmarks=benchmarks,
-                             main_only=main_only)
-    _table(main, "Table 1", "table1", "Reported rows as printed (papers that print fractions shown × 100); each "
-           f"'{tables.UNDER}reproduced' row compares a run with the row above it: value (delta status). Runs on "
-           "their own are listed at the bottom.")
+    main = tables.main_table(
+        data.cells, grid, data.comparisons, papers=papers, benchmarks=benchmarks, main_only=main_only
+    )
+    _table(
+        main,
+        "Table 1",
+        "table1",
+        "Reported rows as printed (papers that print fractions shown × 100); each "
+        f"'{tables.UNDER}reproduced' row compares a run with the row above it: value (delta status). Runs on "
+        "their own are listed at the bottom.",
+    )
     released = [r for r in grid if r.profile == "checkpoint"]
     if released:
         st.subheader("Released checkpoints (scored as published, `python -m harness reproduce`)")
         for line in tables.checkpoint_summaries(released, data.comparisons):
             st.markdown(f"- {line}")
-        _table(tables.checkpoint_frame(released, data.comparisons), "released checkpoints", "checkpoints",
-               "A checkpoint is graded only against the rows that are that checkpoint (baselines/released/"
-               "checkpoints.yaml); every other cell of its method is listed with the reason it is not graded.")
+        _table(
+            tables.checkpoint_frame(released, data.comparisons),
+            "released checkpoints",
+            "checkpoints",
+            "A checkpoint is graded only against the rows that are that checkpoint (baselines/released/"
+            "checkpoints.yaml); every other cell of its method is listed with the reason it is not graded.",
+        )
     st.subheader("Every comparison with a reported cell")
-    _table(comparisons, "comparisons", "comparisons",
-           "Points at the precision the paper printed each cell; ci_low / ci_high: 95% bootstrap interval of the "
-           "delta over the run's per-query scores. A NOT-COMPARABLE row has no delta: the run does not share the "
-           "cell's setting (the reason column says how).", shown=tables.comparison_view(comparisons))
+    _table(
+        comparisons,
+        "comparisons",
+        "comparisons",
+        "Points at the precision the paper printed each cell; ci_low / ci_high: 95% bootstrap interval of the "
+        "delta over the run's per-query scores. A NOT-COMPARABLE row has no delta: the run does not share the "
+        "cell's setting (the reason column says how).",
+        shown=tables.comparison_view(comparisons),
+    )
     # Contributed runs (docs/contributing-runs.md): every run says where and when it ran; a record of an
     # unknown or changed spec is listed on its own, never among the rows compared above.
     st.subheader("Runs: hardware and date")
-    _table(tables.runs_frame(grid, data.references, superseded=superseded), "runs", "runs",
-           "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
-           "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).")
+    _table(
+        tables.runs_frame(grid, data.references, superseded=superseded),
+        "runs",
+        "runs",
+        "Hardware as each run's record detected it (GPUs, CPU model), its date and commit; role 'run' is "
+        "any run that is not an accepted reference, contributed ones included (docs/contributing-runs.md).",
+    )
     if data.apart:  # folded: never rows beside the papers', open on request
-        with st.expander(f"Runs apart ({len(data.apart)}): unknown or changed spec, or superseded on an older "
-                         "spec (not compared with the papers or a reference)"):
-            _table(tables.apart_frame(data.apart), "runs apart", "apart",
-                   "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
-                   "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
-                   "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.")
+        with st.expander(
+            f"Runs apart ({len(data.apart)}): unknown or changed spec, or superseded on an older "
+            "spec (not compared with the papers or a reference)"
+        ):
+            _table(
+                tables.apart_frame(data.apart),
+                "runs apart",
+                "apart",
+                "Their spec settings are not the method's current ones nor its reference's (SPEC-CHANGED), or "
+                "the method has no spec here (UNKNOWN-METHOD), or they are older than their reference and of an "
+                "older spec (SUPERSEDED, as `check` calls them): what they ran is not what the rows above ran.",
+            )
 
 with tab_beir:
     st.subheader("BEIR zero-shot: nDCG@10 (points)")
     _grid_notes()
-    _table(tables.beir_table(data.cells, grid, papers=papers, benchmarks=benchmarks),
-           "BEIR table", "beir",
-           "Computed averages appear only for columns with every dataset they average: all 14, or LexMAE's 12 "
-           "(without cqadupstack and quora). Printed averages are the papers' own.")
+    _table(
+        tables.beir_table(data.cells, grid, papers=papers, benchmarks=benchmarks),
+        "BEIR table",
+        "beir",
+        "Computed averages appear only for columns with every dataset they average: all 14, or LexMAE's 12 "
+        "(without cqadupstack and quora). Printed averages are the papers' own.",
+    )
     st.subheader("Reproduced vs reported on BEIR")
     beir_cmp = comparisons[comparisons["benchmark"].isin(tables.BEIR_DATASETS)].reset_index(drop=True)
     _table(beir_cmp, "BEIR comparisons", "beir_comparisons", shown=tables.comparison_view(beir_cmp))
@@ -217,11 +302,18 @@ with tab_method:
         if rec.profile not in selection.PAPER_COMPARABLE:
             st.warning(f"Not comparable with the papers: {selection.caveat_md(rec.profile)}.")
         st.caption(display.run_caption(rec, rec.run_id in data.references))
-        for title, items in (("Substituted in this profile (recorded with the run)", rec.get("substitutions") or []),
-                             ("Where the paper profile departs from the paper (spec `deviations`; the cells they "
-                              "touch are NOT-COMPARABLE)", tables.paper_deviations(rec.method)),
-                             ("Values the papers leave unstated (spec `assumptions`)",
-                              tables.paper_deviations(rec.method, "assumptions"))):
+        for title, items in (
+            ("Substituted in this profile (recorded with the run)", rec.get("substitutions") or []),
+            (
+                "Where the paper profile departs from the paper (spec `deviations`; the cells they "
+                "touch are NOT-COMPARABLE)",
+                tables.paper_deviations(rec.method),
+            ),
+            (
+                "Values the papers leave unstated (spec `assumptions`)",
+                tables.paper_deviations(rec.method, "assumptions"),
+            ),
+        ):
             if items:
                 st.markdown(display.md_list(title, items))
         left, right = st.columns(2)
@@ -236,8 +328,12 @@ with tab_method:
         st.markdown("**Metrics with bootstrap 95% confidence intervals**")
         _table(tables.metric_ci_frame(rec), "metrics", f"metrics_{rec.run_id}", digits={"queries": 0})
         st.markdown("**Reported cells: delta and its bootstrap confidence interval**")
-        _table(tables.cell_ci_frame(data.comparisons.get(rec.run_id, []), data.cells), "cells", f"cells_{rec.run_id}",
-               signed=("delta", "ci_low", "ci_high"))
+        _table(
+            tables.cell_ci_frame(data.comparisons.get(rec.run_id, []), data.cells),
+            "cells",
+            f"cells_{rec.run_id}",
+            signed=("delta", "ci_low", "ci_high"),
+        )
         with_pq = [d for d in rec.per_query if rec.per_query[d]]
         if with_pq:
             st.markdown("**Per-query score distribution**")
@@ -246,20 +342,30 @@ with tab_method:
             measure = c2.selectbox("Measure", list(rec.per_query[dataset]), key="m_measure")
             pq = tables.per_query_frame(rec, dataset, measure)
             st.altair_chart(plots.per_query_chart(pq, measure), width="stretch")
-            st.caption(f"{len(pq)} queries; mean {100 * pq['score'].mean():.2f} points; "
-                       f"{(pq['score'] == 0).sum()} queries score 0.")
+            st.caption(
+                f"{len(pq)} queries; mean {100 * pq['score'].mean():.2f} points; "
+                f"{(pq['score'] == 0).sum()} queries score 0."
+            )
 
 with tab_plots:
     st.subheader("Effectiveness vs efficiency (LexMAE Figure 3 / Table 4)")
     _grid_notes()
     eff = plots.efficiency_frame(tables.filter_cells(data.cells, papers), grid)
     c1, c2 = st.columns(2)
-    axis = c1.radio("x axis", ["qps", "index_gb"], horizontal=True, key="p_x",
-                    format_func={"qps": "queries per second", "index_gb": "index size (GB)"}.get)
+    axis = c1.radio(
+        "x axis",
+        ["qps", "index_gb"],
+        horizontal=True,
+        key="p_x",
+        format_func={"qps": "queries per second", "index_gb": "index size (GB)"}.get,
+    )
     benches = sorted(eff["benchmark"].dropna().unique())
     HEADLINE = declared.headline()[0]  # the benchmark the papers' efficiency numbers pair with: shown first
-    bench = c2.selectbox("Benchmark", benches, key="p_bench",
-                         index=benches.index(HEADLINE) if HEADLINE in benches else 0) if benches else None
+    bench = (
+        c2.selectbox("Benchmark", benches, key="p_bench", index=benches.index(HEADLINE) if HEADLINE in benches else 0)
+        if benches
+        else None
+    )
     shown = eff[eff["benchmark"] == bench]
     if shown[axis].notna().any():
         st.altair_chart(plots.efficiency_chart(shown, axis), width="stretch")
@@ -289,27 +395,40 @@ with tab_plots:
         st.altair_chart(plots.effects_chart(effects), width="stretch")
     else:
         st.info("No two records of one profile to compare (e.g. a method and nopretrain).")
-    _table(effects, "effects", "effects", digits={"p_value": display.P_DIGITS, "queries": 0},
-           signed=("delta", "ci_low", "ci_high"), caption="Paired bootstrap over the shared queries (seed 42), "
-           "points; runs of one profile only, so like is compared with like. A paper-profile effect is shown "
-           "beside the difference a paper printed, with its source, and graded by the same rule as a cell (REPRODUCED, "
-           "DIFFERENT-BELOW/-ABOVE, INCONCLUSIVE). A mini or tiny effect is a learning check (does the method "
-           "learn at that scale?): it is never set beside, nor graded against, the papers' effects. "
-           "`python -m harness effects` prints the same table.")
+    _table(
+        effects,
+        "effects",
+        "effects",
+        digits={"p_value": display.P_DIGITS, "queries": 0},
+        signed=("delta", "ci_low", "ci_high"),
+        caption="Paired bootstrap over the shared queries (seed 42), "
+        "points; runs of one profile only, so like is compared with like. A paper-profile effect is shown "
+        "beside the difference a paper printed, with its source, and graded by the same rule as a cell (REPRODUCED, "
+        "DIFFERENT-BELOW/-ABOVE, INCONCLUSIVE). A mini or tiny effect is a learning check (does the method "
+        "learn at that scale?): it is never set beside, nor graded against, the papers' effects. "
+        "`python -m harness effects` prints the same table.",
+    )
 
 with tab_gate:
     st.subheader("CI regression gate (`python -m harness check`)")
     gate = data.gate
     if gate is not None:
         (st.success if gate.passed else st.error)(
-            f"gate {gate.verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"))
-    _table(tables.gate_frame(gate), "gate", "gate",
-           "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.")
+            f"gate {gate.verdict}: " + (", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated")
+        )
+    _table(
+        tables.gate_frame(gate),
+        "gate",
+        "gate",
+        "paper runs vs the papers; tiny runs vs the committed reference of the same method and profile.",
+    )
     if data.yours is not None:
         st.subheader(f"{YOUR_RUNS.capitalize()} ({display.md_code(data.yours.records_dir)}: not gated)")
-        st.caption("Your own runs, graded as `check` grades a committed record but never counted in the gate: "
-                   "`python -m harness check --add RUN_ID` moves one into runs/records/ to contribute it "
-                   "(docs/contributing-runs.md).")
+        st.caption(
+            "Your own runs, graded as `check` grades a committed record but never counted in the gate: "
+            "`python -m harness check --add RUN_ID` moves one into runs/records/ to contribute it "
+            "(docs/contributing-runs.md)."
+        )
         _table(tables.runs_frame(data.your_records, role=tables.YOURS), "your runs", "your_runs")
         _table(tables.gate_frame(data.yours), "your runs graded", "your_gate")
 

@@ -108,8 +108,9 @@ def inconsistency_report() -> tuple[list[dict[str, Any]], str | None]:
     return rows, None
 
 
-def load(records: str | Path | None = None, reported: str | Path | None = None, *,
-         with_gate: bool = True) -> LeaderboardData:
+def load(
+    records: str | Path | None = None, reported: str | Path | None = None, *, with_gate: bool = True
+) -> LeaderboardData:
     """Load records and cells; paper-profile records are compared with the current cells.
 
     The registry's consistency report is separate (``inconsistency_report``): it parses every
@@ -131,8 +132,13 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
         mismatched = data_mismatches(rec)
         if mismatched:  # run on other data: its numbers are not the benchmark's
             recs.remove(rec)
-            skipped.append(Skipped(rec.path, "data checksums differ from the catalog's (DATA-MISMATCH): "
-                                   + "; ".join(m.describe() for m in mismatched[:3])))
+            skipped.append(
+                Skipped(
+                    rec.path,
+                    "data checksums differ from the catalog's (DATA-MISMATCH): "
+                    + "; ".join(m.describe() for m in mismatched[:3]),
+                )
+            )
             continue
         why = set_apart(rec, references, by_id)
         if why is not None:
@@ -154,7 +160,9 @@ def load(records: str | Path | None = None, reported: str | Path | None = None, 
         data.cells_error = f"{data.cells_error}; {manifest_error}" if data.cells_error else manifest_error
     if with_gate:
         try:
-            data.gate = run_gate(directory, cells=cells, reported=snapshot)  # None: the gate falls back to stored comparisons
+            data.gate = run_gate(
+                directory, cells=cells, reported=snapshot
+            )  # None: the gate falls back to stored comparisons
         except HarnessError:  # an unreadable references.json stops the gate; its message is in cells_error above
             data.gate = None
     if directory.resolve() == records_dir().resolve():  # runs/local/ sits beside the committed records only

@@ -65,14 +65,19 @@ def run_heading(rec: Any) -> str:
 
 def run_caption(rec: Any, reference: bool = False) -> str:
     """The line under it: spec hash, date and command (code spans), and whether it is a reference."""
-    return (f"spec hash {md_code(rec.spec_hash)} · created {md_text(rec.created)} · command "
-            f"{md_code(rec.get('command', ''))}" + (" · reference record" if reference else ""))
+    return (
+        f"spec hash {md_code(rec.spec_hash)} · created {md_text(rec.created)} · command "
+        f"{md_code(rec.get('command', ''))}" + (" · reference record" if reference else "")
+    )
 
 
 def missing(value: Any) -> bool:
     """None, NaN or empty text: shown as "-"."""
-    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and
-                                                                                  not value.strip())
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, str) and not value.strip())
+    )
 
 
 def number(value: Any, digits: int = POINTS_DIGITS, signed: bool = False) -> str:
@@ -95,8 +100,11 @@ def cell_decimals(cell: Mapping[str, Any]) -> int:
 def column_decimals(cells: Iterable[Mapping[str, Any]], benchmark: str, measure: str) -> int:
     """The precision the papers print a (benchmark, measure) at, in points (the most common one), for a
     run's number that has no cell beside it; 2 when no paper prints it."""
-    seen = Counter(cell_decimals(c) for c in cells
-                   if c.get("benchmark") == benchmark and c.get("measure") == measure and c.get("value"))
+    seen = Counter(
+        cell_decimals(c)
+        for c in cells
+        if c.get("benchmark") == benchmark and c.get("measure") == measure and c.get("value")
+    )
     return seen.most_common(1)[0][0] if seen else POINTS_DIGITS
 
 
@@ -113,8 +121,12 @@ def size_text(gb: Any) -> str:
     return f"{gb / 1e-6:.3g} KB"
 
 
-def text_frame(frame: pd.DataFrame, digits: Mapping[str, int] | None = None, default: int = POINTS_DIGITS,
-               signed: Iterable[str] = ()) -> pd.DataFrame:
+def text_frame(
+    frame: pd.DataFrame,
+    digits: Mapping[str, int] | None = None,
+    default: int = POINTS_DIGITS,
+    signed: Iterable[str] = (),
+) -> pd.DataFrame:
     """Every cell as text: floats at ``digits[column]`` (else ``default``) decimals, integers and text as
     they are, missing values as "-". ``signed`` columns get a sign (a delta, an effect)."""
     digits = dict(digits or {})

@@ -8,15 +8,41 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from harness.present.glance_html import (CLAIM_HEADERS, CSS, HEADLINE_HEADERS, LEARNED_CAPTION, MATRIX_CAPTION, badge,
-                                 claims_html, counts_html, headline_html, learned_html, legend_html, matrix_html,
-                                 profiles)
+from harness.present.glance_html import (
+    CLAIM_HEADERS,
+    CSS,
+    HEADLINE_HEADERS,
+    LEARNED_CAPTION,
+    MATRIX_CAPTION,
+    badge,
+    claims_html,
+    counts_html,
+    headline_html,
+    learned_html,
+    legend_html,
+    matrix_html,
+    profiles,
+)
 from harness.present.glance_html import learned_matrix as _learned_matrix
 from harness.present.overview import Glance, LearnedRow
 
-__all__ = ["CLAIM_HEADERS", "CSS", "HEADLINE_HEADERS", "LEARNED_CAPTION", "MATRIX_CAPTION", "badge", "claims_html",
-           "counts_html", "frames", "headline_html", "learned_html", "learned_matrix", "legend_html", "matrix_html",
-           "profiles"]
+__all__ = [
+    "CLAIM_HEADERS",
+    "CSS",
+    "HEADLINE_HEADERS",
+    "LEARNED_CAPTION",
+    "MATRIX_CAPTION",
+    "badge",
+    "claims_html",
+    "counts_html",
+    "frames",
+    "headline_html",
+    "learned_html",
+    "learned_matrix",
+    "legend_html",
+    "matrix_html",
+    "profiles",
+]
 
 
 def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> pd.DataFrame:
@@ -27,6 +53,8 @@ def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> pd.DataFrame:
 
 def frames(glance: Glance) -> dict[str, pd.DataFrame]:
     """Every glance list as a DataFrame, for the CSV downloads."""
-    return {"headline": pd.DataFrame([r.to_dict() for r in glance.headline]),
-            "claims": pd.DataFrame([r.to_dict() for r in glance.claims]),
-            "learned": pd.DataFrame([r.to_dict() for r in glance.learned])}
+    return {
+        "headline": pd.DataFrame([r.to_dict() for r in glance.headline]),
+        "claims": pd.DataFrame([r.to_dict() for r in glance.claims]),
+        "learned": pd.DataFrame([r.to_dict() for r in glance.learned]),
+    }

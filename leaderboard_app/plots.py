@@ -36,8 +36,18 @@ from leaderboard_app.tables import source_of
 
 STATUS_COLOURS = {v: STATUSES[v].colour for v in VERDICTS}  # a cell's verdict, as its badge is coloured
 # An index's size in GB per printed unit ("27G", "350MB", or a bare number under a column in GB).
-_SIZE_UNITS = {"tb": 1e3, "t": 1e3, "gb": 1.0, "g": 1.0, "mb": 1e-3, "m": 1e-3, "kb": 1e-6, "k": 1e-6,
-               "bytes": 1e-9, "b": 1e-9}
+_SIZE_UNITS = {
+    "tb": 1e3,
+    "t": 1e3,
+    "gb": 1.0,
+    "g": 1.0,
+    "mb": 1e-3,
+    "m": 1e-3,
+    "kb": 1e-6,
+    "k": 1e-6,
+    "bytes": 1e-9,
+    "b": 1e-9,
+}
 # A printed number: thousands separated by commas ("3,072", "17,203") or not, then an optional unit
 # ("27G", "4.3 GB", "45.83 QPS"); a qualifier before it ("Avg 17,203", "Upto 768") is read past.
 # Tick labels of an axis in points: at most 2 decimals, trailing zeros dropped ("42.6", "20"). Vega's own
@@ -93,8 +103,11 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
     """
     rows: list[dict[str, Any]] = []
     headline, headline_measure = declared.headline()  # MS MARCO dev, RR@10
-    rr10 = [c for c in cells if c.get("benchmark") == headline and c.get("measure") == headline_measure
-            and c.get("score") is not None]
+    rr10 = [
+        c
+        for c in cells
+        if c.get("benchmark") == headline and c.get("measure") == headline_measure and c.get("score") is not None
+    ]
     by_row = {(paper_key(c), c.get("table"), c.get("row")): c for c in rr10}
     axes = system_axes(cells)
     points: dict[tuple, dict[str, Any]] = {}
@@ -112,10 +125,18 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
         if value is None:
             continue
         pkey = (key[0], partner.get("table"), partner.get("row"))
-        point = points.setdefault(pkey, {
-            "label": f"{key[0]} · {system_label(partner, axes)}", "source": "reported", "benchmark": headline,
-            "measure": headline_measure, "effectiveness": round(100.0 * float(partner["score"]), 2), "qps": None,
-            "index_gb": None})
+        point = points.setdefault(
+            pkey,
+            {
+                "label": f"{key[0]} · {system_label(partner, axes)}",
+                "source": "reported",
+                "benchmark": headline,
+                "measure": headline_measure,
+                "effectiveness": round(100.0 * float(partner["score"]), 2),
+                "qps": None,
+                "index_gb": None,
+            },
+        )
         point[kind] = value
     rows.extend(points.values())
     for rec in records:
@@ -125,9 +146,17 @@ def efficiency_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRe
             if value is None:
                 continue
             size = eff.get("index_bytes")
-            rows.append({"label": rec.run_id, "source": f"{source_of(rec)} [{rec.profile}]", "benchmark": bench,
-                         "measure": measure, "effectiveness": round(100.0 * value, 2),
-                         "qps": eff.get("qps"), "index_gb": size / 1e9 if isinstance(size, (int, float)) else None})
+            rows.append(
+                {
+                    "label": rec.run_id,
+                    "source": f"{source_of(rec)} [{rec.profile}]",
+                    "benchmark": bench,
+                    "measure": measure,
+                    "effectiveness": round(100.0 * value, 2),
+                    "qps": eff.get("qps"),
+                    "index_gb": size / 1e9 if isinstance(size, (int, float)) else None,
+                }
+            )
     return pd.DataFrame(rows, columns=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"])
 
 
@@ -151,7 +180,7 @@ def log_scale(values: pd.Series) -> alt.Scale:
     if hi / lo >= 10:
         return alt.Scale(type="log")
     middle = (lo * hi) ** 0.5
-    return alt.Scale(type="log", domain=[min(lo, middle / 10 ** 0.5), max(hi, middle * 10 ** 0.5)])
+    return alt.Scale(type="log", domain=[min(lo, middle / 10**0.5), max(hi, middle * 10**0.5)])
 
 
 def efficiency_chart(frame: pd.DataFrame, x: str = "qps") -> alt.Chart:
@@ -159,13 +188,23 @@ def efficiency_chart(frame: pd.DataFrame, x: str = "qps") -> alt.Chart:
     data = frame.dropna(subset=[x])
     pairs = sorted({(b, m) for b, m in zip(data["benchmark"], data["measure"])})
     what = f"{pairs[0][1]} on {pairs[0][0]}" if len(pairs) == 1 else "primary measure"
-    return alt.Chart(data).mark_point(filled=True, size=90).encode(
-        x=alt.X(f"{x}:Q", scale=log_scale(data[x]), title=title, axis=alt.Axis(format=",~g")),
-        y=alt.Y("effectiveness:Q", title=f"effectiveness ({what}, points)", scale=alt.Scale(zero=False),
-                  axis=POINTS_AXIS),
-        color=alt.Color("source:N"), shape=alt.Shape("benchmark:N"),
-        tooltip=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"],
-    ).properties(height=380)
+    return (
+        alt.Chart(data)
+        .mark_point(filled=True, size=90)
+        .encode(
+            x=alt.X(f"{x}:Q", scale=log_scale(data[x]), title=title, axis=alt.Axis(format=",~g")),
+            y=alt.Y(
+                "effectiveness:Q",
+                title=f"effectiveness ({what}, points)",
+                scale=alt.Scale(zero=False),
+                axis=POINTS_AXIS,
+            ),
+            color=alt.Color("source:N"),
+            shape=alt.Shape("benchmark:N"),
+            tooltip=["label", "source", "benchmark", "measure", "effectiveness", "qps", "index_gb"],
+        )
+        .properties(height=380)
+    )
 
 
 def retriever_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord]) -> pd.DataFrame:
@@ -178,13 +217,28 @@ def retriever_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRec
         stage = stages.get(str(cond.pop("finetune_stage", "")))
         if stage is None or c.get("score") is None:
             continue
-        key = (paper_key(c), c.get("table"), c.get("method") or c.get("row"), c.get("benchmark"), c.get("measure"),
-               tuple(sorted((k, str(v)) for k, v in cond.items())))
+        key = (
+            paper_key(c),
+            c.get("table"),
+            c.get("method") or c.get("row"),
+            c.get("benchmark"),
+            c.get("measure"),
+            tuple(sorted((k, str(v)) for k, v in cond.items())),
+        )
         steps = cond.get("pretrain_steps")
         label = f"{key[0]} · {c.get('method') or c.get('row')}" + (f" ({steps})" if steps else "")
-        pair = pairs.setdefault(key, {"label": label, "source": "reported", "method": c.get("method") or "",
-                                      "benchmark": c.get("benchmark"), "measure": c.get("measure"),
-                                      "retriever1": None, "retriever2": None})
+        pair = pairs.setdefault(
+            key,
+            {
+                "label": label,
+                "source": "reported",
+                "method": c.get("method") or "",
+                "benchmark": c.get("benchmark"),
+                "measure": c.get("measure"),
+                "retriever1": None,
+                "retriever2": None,
+            },
+        )
         pair[stage] = round(100.0 * float(c["score"]), 2)
     newest: dict[tuple[str, str, str], RunRecord] = {}
     for rec in records:  # oldest first, so the newest per stage wins
@@ -199,12 +253,18 @@ def retriever_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRec
                 v2 = other.metrics.get(bench, {}).get(measure)
                 if v2 is not None:
                     pairs[("run", method, profile, bench, measure)] = {
-                        "label": f"{method} [{profile}]", "source": f"reproduced [{profile}]", "method": method,
-                        "benchmark": bench, "measure": measure, "retriever1": round(100 * v1, 2),
-                        "retriever2": round(100 * v2, 2)}
+                        "label": f"{method} [{profile}]",
+                        "source": f"reproduced [{profile}]",
+                        "method": method,
+                        "benchmark": bench,
+                        "measure": measure,
+                        "retriever1": round(100 * v1, 2),
+                        "retriever2": round(100 * v2, 2),
+                    }
     rows = [p for p in pairs.values() if p["retriever1"] is not None and p["retriever2"] is not None]
-    frame = pd.DataFrame(rows, columns=["label", "source", "method", "benchmark", "measure", "retriever1",
-                                        "retriever2"])
+    frame = pd.DataFrame(
+        rows, columns=["label", "source", "method", "benchmark", "measure", "retriever1", "retriever2"]
+    )
     frame["gain"] = frame["retriever2"] - frame["retriever1"]
     return frame
 
@@ -212,15 +272,31 @@ def retriever_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRec
 def retriever_chart(frame: pd.DataFrame) -> alt.LayerChart:
     lo = float(min(frame["retriever1"].min(), frame["retriever2"].min())) if len(frame) else 0.0
     hi = float(max(frame["retriever1"].max(), frame["retriever2"].max())) if len(frame) else 100.0
-    diagonal = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(strokeDash=[4, 4],
-                                                                                 color="#9e9e9e").encode(x="x:Q", y="y:Q")
-    points = alt.Chart(frame).mark_point(filled=True, size=80).encode(
-        x=alt.X("retriever1:Q", title="retriever 1 (BM25 negatives), points", scale=alt.Scale(zero=False),
-                  axis=POINTS_AXIS),
-        y=alt.Y("retriever2:Q", title="retriever 2 (mined negatives), points", scale=alt.Scale(zero=False),
-                  axis=POINTS_AXIS),
-        color="method:N", shape="measure:N",
-        tooltip=["label", "source", "benchmark", "measure", "retriever1", "retriever2", "gain"],
+    diagonal = (
+        alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]}))
+        .mark_line(strokeDash=[4, 4], color="#9e9e9e")
+        .encode(x="x:Q", y="y:Q")
+    )
+    points = (
+        alt.Chart(frame)
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X(
+                "retriever1:Q",
+                title="retriever 1 (BM25 negatives), points",
+                scale=alt.Scale(zero=False),
+                axis=POINTS_AXIS,
+            ),
+            y=alt.Y(
+                "retriever2:Q",
+                title="retriever 2 (mined negatives), points",
+                scale=alt.Scale(zero=False),
+                axis=POINTS_AXIS,
+            ),
+            color="method:N",
+            shape="measure:N",
+            tooltip=["label", "source", "benchmark", "measure", "retriever1", "retriever2", "gain"],
+        )
     )
     return (diagonal + points).properties(height=380)
 
@@ -229,8 +305,21 @@ def delta_frame(comparisons: pd.DataFrame) -> pd.DataFrame:
     """Comparable rows of a comparison_frame, labelled for a per-dataset bar chart."""
     frame = comparisons[comparisons["status"] != NOT_COMPARABLE].copy()
     frame["against"] = frame["paper"].astype(str) + " " + frame["table"].astype(str) + " · " + frame["row"].astype(str)
-    return frame[["run_id", "stage", "benchmark", "measure", "against", "printed", "reported", "reproduced", "delta",
-                  "tolerance", "status"]].reset_index(drop=True)
+    return frame[
+        [
+            "run_id",
+            "stage",
+            "benchmark",
+            "measure",
+            "against",
+            "printed",
+            "reported",
+            "reproduced",
+            "delta",
+            "tolerance",
+            "status",
+        ]
+    ].reset_index(drop=True)
 
 
 def delta_view(frame: pd.DataFrame) -> pd.DataFrame:
@@ -246,23 +335,40 @@ def delta_view(frame: pd.DataFrame) -> pd.DataFrame:
 
 def delta_chart(frame: pd.DataFrame) -> alt.Chart:
     statuses = list(STATUS_COLOURS)
-    return alt.Chart(frame).mark_bar().encode(
-        x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS),
-        y=alt.Y("benchmark:N", title=None),
-        yOffset="against:N",
-        color=alt.Color("status:N", scale=alt.Scale(domain=statuses, range=[STATUS_COLOURS[s] for s in statuses])),
-        tooltip=["run_id", "benchmark", "measure", "against", "reported", "reproduced", "delta", "tolerance",
-                 "status"],
-    ).properties(height=max(160, 28 * len(frame)))
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS),
+            y=alt.Y("benchmark:N", title=None),
+            yOffset="against:N",
+            color=alt.Color("status:N", scale=alt.Scale(domain=statuses, range=[STATUS_COLOURS[s] for s in statuses])),
+            tooltip=[
+                "run_id",
+                "benchmark",
+                "measure",
+                "against",
+                "reported",
+                "reproduced",
+                "delta",
+                "tolerance",
+                "status",
+            ],
+        )
+        .properties(height=max(160, 28 * len(frame)))
+    )
 
 
 def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:
-    return alt.Chart(frame).mark_bar().encode(
-        x=alt.X("score:Q", bin=alt.Bin(maxbins=20), title=f"per-query {measure}"),
-        y=alt.Y("count():Q", title="queries"),
-    ).properties(height=260)
-
-
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("score:Q", bin=alt.Bin(maxbins=20), title=f"per-query {measure}"),
+            y=alt.Y("count():Q", title="queries"),
+        )
+        .properties(height=260)
+    )
 
 
 def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.DataFrame:
@@ -278,22 +384,61 @@ def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.D
         for rec in latest_by_method(records, profile).values():
             effects.extend(stage_effects(rec))
         paper = profile == PAPER_PROFILE
-        rows += [{**e.to_dict(), "effect": e.label, "paper_claims": claimed_text(e) if paper else "",
-                  "vs_claim": (e.claim_status or "-") if paper else LEARNING_CHECK} for e in effects]
-    columns = ["profile", "effect", "dataset", "measure", "a_value", "b_value", "delta", "ci_low", "ci_high",
-               "p_value", "queries", "paper_claims", "vs_claim"]
+        rows += [
+            {
+                **e.to_dict(),
+                "effect": e.label,
+                "paper_claims": claimed_text(e) if paper else "",
+                "vs_claim": (e.claim_status or "-") if paper else LEARNING_CHECK,
+            }
+            for e in effects
+        ]
+    columns = [
+        "profile",
+        "effect",
+        "dataset",
+        "measure",
+        "a_value",
+        "b_value",
+        "delta",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "queries",
+        "paper_claims",
+        "vs_claim",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
 def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     """Each effect's paired delta (points) with its 95% CI, one row per effect, one panel per dataset."""
     base = alt.Chart().encode(y=alt.Y("effect:N", title=None))
-    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", title="A - B (points), 95% CI", axis=POINTS_AXIS),
-                                                x2="ci_high:Q")
+    bars = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("ci_low:Q", title="A - B (points), 95% CI", axis=POINTS_AXIS), x2="ci_high:Q"
+    )
     points = base.mark_point(filled=True, size=60).encode(
-        x="delta:Q", tooltip=["profile", "effect", "dataset", "measure", "a_value", "b_value", "delta", "ci_low",
-                              "ci_high", "p_value", "queries", "paper_claims", "vs_claim"])
+        x="delta:Q",
+        tooltip=[
+            "profile",
+            "effect",
+            "dataset",
+            "measure",
+            "a_value",
+            "b_value",
+            "delta",
+            "ci_low",
+            "ci_high",
+            "p_value",
+            "queries",
+            "paper_claims",
+            "vs_claim",
+        ],
+    )
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(x=alt.datum(0))
     height = max(120, 24 * frame["effect"].nunique())
-    return alt.layer(bars, points, zero, data=frame).properties(height=height).facet(
-        column=alt.Column("dataset:N", title=None))
+    return (
+        alt.layer(bars, points, zero, data=frame)
+        .properties(height=height)
+        .facet(column=alt.Column("dataset:N", title=None))
+    )

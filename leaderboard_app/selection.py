@@ -23,14 +23,20 @@ SUPERSEDED_SWITCH = "Show superseded runs (older than their method's accepted re
 
 # What each small profile is, and why its numbers are not the papers' (docs/profiles-and-hardware.md).
 PROFILE_CAVEATS = {
-    "rehearsal": ("a rehearsal checks shapes, not results: the paper plan at the papers' shapes (bert-base, "
-                  "randomly initialised) takes one optimiser step per stage on 2 CPU cores and is scored on "
-                  "20 sampled queries of the fixture data, so its numbers (0.00 [0.00, 0.00], or one value "
-                  "shared by several methods) say nothing about the method, only that every stage ran"),
-    "tiny": ("tiny is the fast code-path check: a 2-layer BERT (hidden 128) from random init, 3,000 passages, "
-             "a few hundred steps on CPU; it does not learn, so its scores sit near chance"),
-    "mini": ("mini is a CPU miniature that learns: all-MiniLM-L6-v2 continued on a corpus slice and fine-tuned "
-             "on a few hundred queries; it shows whether a method learns at that scale, not the papers' numbers"),
+    "rehearsal": (
+        "a rehearsal checks shapes, not results: the paper plan at the papers' shapes (bert-base, "
+        "randomly initialised) takes one optimiser step per stage on 2 CPU cores and is scored on "
+        "20 sampled queries of the fixture data, so its numbers (0.00 [0.00, 0.00], or one value "
+        "shared by several methods) say nothing about the method, only that every stage ran"
+    ),
+    "tiny": (
+        "tiny is the fast code-path check: a 2-layer BERT (hidden 128) from random init, 3,000 passages, "
+        "a few hundred steps on CPU; it does not learn, so its scores sit near chance"
+    ),
+    "mini": (
+        "mini is a CPU miniature that learns: all-MiniLM-L6-v2 continued on a corpus slice and fine-tuned "
+        "on a few hundred queries; it shows whether a method learns at that scale, not the papers' numbers"
+    ),
 }
 
 
@@ -51,20 +57,27 @@ def superseded_ids(records: Iterable[RunRecord], references: Iterable[str]) -> s
     records = list(records)
     refs = set(references)
     latest = {(r.method, r.profile): r for r in records if r.run_id in refs}
-    return {r.run_id for r in records if (ref := latest.get((r.method, r.profile))) is not None
-            and r.run_id != ref.run_id and (r.created, r.run_id) < (ref.created, ref.run_id)}
+    return {
+        r.run_id
+        for r in records
+        if (ref := latest.get((r.method, r.profile))) is not None
+        and r.run_id != ref.run_id
+        and (r.created, r.run_id) < (ref.created, ref.run_id)
+    }
 
 
-def grid_records(records: Sequence[RunRecord], *, small: bool = False, superseded: Iterable[str] = (),
-                 show_superseded: bool = False) -> list[RunRecord]:
+def grid_records(
+    records: Sequence[RunRecord], *, small: bool = False, superseded: Iterable[str] = (), show_superseded: bool = False
+) -> list[RunRecord]:
     """The runs a paper-comparison grid shows: paper-comparable profiles only unless ``small``, and
     without the ``superseded`` run ids unless ``show_superseded``."""
     folded = set() if show_superseded else set(superseded)
     return [r for r in records if (small or r.profile in PAPER_COMPARABLE) and r.run_id not in folded]
 
 
-def hidden_note(records: Sequence[RunRecord], *, small: bool = False, superseded: Iterable[str] = (),
-                show_superseded: bool = False) -> str:
+def hidden_note(
+    records: Sequence[RunRecord], *, small: bool = False, superseded: Iterable[str] = (), show_superseded: bool = False
+) -> str:
     """What the switches hide from a grid (as ``grid_records`` with the same switches), in one line;
     "" when nothing is hidden."""
     folded = set() if show_superseded else set(superseded)

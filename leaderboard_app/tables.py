@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 
 from harness.core import benchmarks as declared
+from harness.core.statuses import SUPERSEDED
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
-from harness.core.statuses import SUPERSEDED
 from harness.evaluation.compare import inconclusive_note
 from harness.evaluation.verdict import INCONCLUSIVE, NOT_COMPARABLE, worst
 from harness.gate.labels import system_axes, system_label
@@ -24,13 +24,22 @@ from harness.papers.registry import paper_key
 from harness.records.store import RunRecord
 from harness.records.tracking import flatten
 from harness.spec.paper_profiles import paper_deviations as all_deviations
-from leaderboard_app.display import (MISSING, P_DIGITS, cell_decimals, column_decimals, md_code, md_text, number,
-                                      text_frame)
+from leaderboard_app.display import (
+    MISSING,
+    P_DIGITS,
+    cell_decimals,
+    column_decimals,
+    md_code,
+    md_text,
+    number,
+    text_frame,
+)
 
 # The shape of the papers' Table 1 (LexMAE prints R@100 where the QC papers print R@50).
 # Each declared benchmark's ``columns`` (harness/core/benchmarks.yaml), in the papers' order.
 MAIN_COLUMNS: list[tuple[str, str, str]] = [
-    (name, measure, label) for name in declared.reported() for measure, label in declared.get(name).columns.items()]
+    (name, measure, label) for name in declared.reported() for measure, label in declared.get(name).columns.items()
+]
 # The benchmarks the papers report (the catalog's, in their order): MS MARCO and TREC DL here, BEIR in its view.
 MAIN_BENCHMARKS = tuple(name for name in REPORTED if get_benchmark(name).kind != "beir")
 BEIR_DATASETS = tuple(name for name in REPORTED if get_benchmark(name).kind == "beir")
@@ -71,8 +80,9 @@ def filter_cells(cells: Iterable[Mapping[str, Any]], papers: Sequence[str] | Non
     return [c for c in cells if _keep(papers, paper_key(c))]
 
 
-def filter_records(records: Iterable[RunRecord], profiles: Sequence[str] | None = None,
-                   methods: Sequence[str] | None = None) -> list[RunRecord]:
+def filter_records(
+    records: Iterable[RunRecord], profiles: Sequence[str] | None = None, methods: Sequence[str] | None = None
+) -> list[RunRecord]:
     return [r for r in records if _keep(profiles, r.profile) and _keep(methods, r.method)]
 
 
@@ -130,8 +140,9 @@ def run_date(rec: RunRecord) -> str:
 
 
 def _scores(rec: RunRecord) -> str:
-    return "; ".join(f"{b} {m} {number(100.0 * v)}" for b, values in rec.metrics.items()
-                     for m, v in list(values.items())[:1])
+    return "; ".join(
+        f"{b} {m} {number(100.0 * v)}" for b, values in rec.metrics.items() for m, v in list(values.items())[:1]
+    )
 
 
 def _commit(rec: RunRecord) -> str:
@@ -143,34 +154,59 @@ def _commit(rec: RunRecord) -> str:
 YOURS = "your run"  # the role of a record in runs/local/ (a user's own run, not gated)
 
 
-def runs_frame(records: Sequence[RunRecord], references: Iterable[str] = (), role: str | None = None,
-               superseded: Iterable[str] = ()) -> pd.DataFrame:
+def runs_frame(
+    records: Sequence[RunRecord],
+    references: Iterable[str] = (),
+    role: str | None = None,
+    superseded: Iterable[str] = (),
+) -> pd.DataFrame:
     """One row per run: where (hardware) and when (date) it ran, its commit, and whether it is the
     accepted reference of its method and profile, older than it (``superseded``, when the page shows
     those) or a run gated against it (contributed or not); ``role`` names every row's role instead
     (``YOURS`` for the user's own runs)."""
     refs, old = set(references), set(superseded)
-    rows = [{"run_id": r.run_id, "method": r.method, "profile": r.profile, "date": run_date(r),
-             "hardware": hardware_summary(r), "git commit": _commit(r),
-             "role": role or ("reference" if r.run_id in refs else SUPERSEDED if r.run_id in old else "run"),
-             "scores": _scores(r)}
-            for r in sorted(records, key=lambda r: (r.created, r.run_id), reverse=True)]
+    rows = [
+        {
+            "run_id": r.run_id,
+            "method": r.method,
+            "profile": r.profile,
+            "date": run_date(r),
+            "hardware": hardware_summary(r),
+            "git commit": _commit(r),
+            "role": role or ("reference" if r.run_id in refs else SUPERSEDED if r.run_id in old else "run"),
+            "scores": _scores(r),
+        }
+        for r in sorted(records, key=lambda r: (r.created, r.run_id), reverse=True)
+    ]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 def apart_frame(apart: Sequence[Any]) -> pd.DataFrame:
     """Records of an unknown or changed spec (``leaderboard_app.data.Apart``), on their own: never rows
     beside the papers' or a reference's, since what they ran is not the spec those rows ran."""
-    rows = [{"run_id": a.record.run_id, "method": a.record.method, "profile": a.record.profile,
-             "date": run_date(a.record), "hardware": hardware_summary(a.record), "git commit": _commit(a.record),
-             "status": a.status, "why": a.reason, "scores": _scores(a.record)} for a in apart]
+    rows = [
+        {
+            "run_id": a.record.run_id,
+            "method": a.record.method,
+            "profile": a.record.profile,
+            "date": run_date(a.record),
+            "hardware": hardware_summary(a.record),
+            "git commit": _commit(a.record),
+            "status": a.status,
+            "why": a.reason,
+            "scores": _scores(a.record),
+        }
+        for a in apart
+    ]
     return pd.DataFrame(rows, columns=APART_COLUMNS)
 
 
 # ----------------------------------------------------------------------------- released checkpoints
 
-def checkpoint_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]
-                     ) -> pd.DataFrame:
+
+def checkpoint_frame(
+    records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> pd.DataFrame:
     """One row per (released-checkpoint record, cell): graded cells first, then the NOT-COMPARABLE ones
     (without a delta); numbers as text at the cell's printed precision."""
     rows = []
@@ -180,18 +216,40 @@ def checkpoint_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
         name = (rec.get("checkpoint") or {}).get("name", "?")
         for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == NOT_COMPARABLE):
             d, graded = cell_decimals(x), x.get("status") != NOT_COMPARABLE
-            rows.append({"checkpoint": name, "benchmark": x.get("benchmark"), "measure": x.get("measure"),
-                         "reproduced": number(x.get("reproduced"), d), "reported": number(x.get("reported"), d),
-                         "delta": number(x.get("delta"), d, True) if graded else MISSING,
-                         "status": badge(x.get("status")), "against": f"{paper_key(x)} {x.get('table')} · {x.get('row')}",
-                         "why not graded": x.get("reason") if x.get("status") == NOT_COMPARABLE else "",
-                         "run_id": rec.run_id})
-    return pd.DataFrame(rows, columns=["checkpoint", "benchmark", "measure", "reproduced", "reported", "delta",
-                                       "status", "against", "why not graded", "run_id"])
+            rows.append(
+                {
+                    "checkpoint": name,
+                    "benchmark": x.get("benchmark"),
+                    "measure": x.get("measure"),
+                    "reproduced": number(x.get("reproduced"), d),
+                    "reported": number(x.get("reported"), d),
+                    "delta": number(x.get("delta"), d, True) if graded else MISSING,
+                    "status": badge(x.get("status")),
+                    "against": f"{paper_key(x)} {x.get('table')} · {x.get('row')}",
+                    "why not graded": x.get("reason") if x.get("status") == NOT_COMPARABLE else "",
+                    "run_id": rec.run_id,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "checkpoint",
+            "benchmark",
+            "measure",
+            "reproduced",
+            "reported",
+            "delta",
+            "status",
+            "against",
+            "why not graded",
+            "run_id",
+        ],
+    )
 
 
-def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]
-                         ) -> list[str]:
+def checkpoint_summaries(
+    records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[str]:
     """One line per released-checkpoint record: what it scored, its grades, why other cells are not graded."""
     lines = []
     for rec in records:
@@ -202,23 +260,37 @@ def checkpoint_summaries(records: Sequence[RunRecord], comparisons: Mapping[str,
         for x in comps:
             if x.get("status") != NOT_COMPARABLE:
                 counts[str(x.get("status"))] = counts.get(str(x.get("status")), 0) + 1
-        reasons = sorted({str(x.get("reason")).split(": ", 1)[-1] for x in comps
-                          if x.get("status") == NOT_COMPARABLE and x.get("reason")})
+        reasons = sorted(
+            {
+                str(x.get("reason")).split(": ", 1)[-1]
+                for x in comps
+                if x.get("status") == NOT_COMPARABLE and x.get("reason")
+            }
+        )
         graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
         scored = "; ".join(f"{b} {number(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
         name = (rec.get("checkpoint") or {}).get("name", "?")
         # markdown for st.markdown: the record's texts escaped (display.md_text), the run id a code span
-        lines.append(f"released checkpoint {md_text(name)} ({md_code(rec.run_id)}): {md_text(scored)} · graded "
-                     f"{md_text(graded)}" + (f" · not graded: {md_text('; '.join(reasons))}" if reasons else ""))
+        lines.append(
+            f"released checkpoint {md_text(name)} ({md_code(rec.run_id)}): {md_text(scored)} · graded "
+            f"{md_text(graded)}" + (f" · not graded: {md_text('; '.join(reasons))}" if reasons else "")
+        )
     return lines
 
 
 # ----------------------------------------------------------------------------- Table 1 view
 
-def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
-               comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *, papers: Sequence[str] | None = None,
-               profiles: Sequence[str] | None = None, benchmarks: Sequence[str] | None = None,
-               main_only: bool = True) -> pd.DataFrame:
+
+def main_table(
+    cells: Sequence[Mapping[str, Any]],
+    records: Sequence[RunRecord],
+    comparisons: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    papers: Sequence[str] | None = None,
+    profiles: Sequence[str] | None = None,
+    benchmarks: Sequence[str] | None = None,
+    main_only: bool = True,
+) -> pd.DataFrame:
     """The papers' Table 1 shape: every reported row (in points at the printed precision), then under it
     each reproduced run compared with it ("value (delta badge)", at the cell's precision; one row per
     retriever stage a run was compared at), then every reproduced run on its own (one row per stage
@@ -230,38 +302,71 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
     columns = [label for bench, _, label in MAIN_COLUMNS if _keep(benchmarks, bench)]
     recs = filter_records(records, profiles)
     rows: list[dict[str, Any]] = []
-    mine = [c for c in cells if _column_for(c.get("benchmark"), c.get("measure")) in columns
-            and _keep(papers, paper_key(c)) and (not main_only or str(c.get("table")) == "Table 1")]
+    mine = [
+        c
+        for c in cells
+        if _column_for(c.get("benchmark"), c.get("measure")) in columns
+        and _keep(papers, paper_key(c))
+        and (not main_only or str(c.get("table")) == "Table 1")
+    ]
     for (paper, version, table, row), group in _row_groups(mine).items():
-        line: dict[str, Any] = {"source": "reported", "paper": paper, "version": version, "table": table,
-                                "row": row, "method": group[0].get("method") or ""}
+        line: dict[str, Any] = {
+            "source": "reported",
+            "paper": paper,
+            "version": version,
+            "table": table,
+            "row": row,
+            "method": group[0].get("method") or "",
+        }
         for c in group:
             line[_column_for(c["benchmark"], c["measure"])] = reported_points(c) or MISSING
         line["status"] = ""
         rows.append(line)
         for rec in recs:
-            comps = [x for x in comparisons.get(rec.run_id, []) if paper_key(x) == paper
-                     and str(x.get("table")) == table and str(x.get("row")) == row
-                     and x.get("status") not in (None, NOT_COMPARABLE)]
+            comps = [
+                x
+                for x in comparisons.get(rec.run_id, [])
+                if paper_key(x) == paper
+                and str(x.get("table")) == table
+                and str(x.get("row")) == row
+                and x.get("status") not in (None, NOT_COMPARABLE)
+            ]
             by_stage: dict[str, list[Mapping[str, Any]]] = {}
             for x in comps:
                 by_stage.setdefault(str(x.get("finetune_stage") or ""), []).append(x)
             for stage, group_at in by_stage.items():
-                vs: dict[str, Any] = {"source": source_of(rec), "paper": paper, "version": version, "table": table,
-                                      "row": f"{UNDER}{run_label(rec)}", "method": rec.method, "stage": stage}
+                vs: dict[str, Any] = {
+                    "source": source_of(rec),
+                    "paper": paper,
+                    "version": version,
+                    "table": table,
+                    "row": f"{UNDER}{run_label(rec)}",
+                    "method": rec.method,
+                    "stage": stage,
+                }
                 for x in group_at:
                     col = _column_for(x.get("benchmark"), x.get("measure"))
                     if col in columns:
                         d = cell_decimals(x)
-                        vs[col] = (f"{number(x.get('reproduced'), d)} ({number(x.get('delta'), d, True)} "
-                                   f"{badge(x.get('status'))})")
+                        vs[col] = (
+                            f"{number(x.get('reproduced'), d)} ({number(x.get('delta'), d, True)} "
+                            f"{badge(x.get('status'))})"
+                        )
                 vs["status"] = badge(worst(x["status"] for x in group_at))
                 rows.append(vs)
     decimals = {label: column_decimals(cells, bench, measure) for bench, measure, label in MAIN_COLUMNS}
     for rec in recs:
         for stage, metrics in stage_metrics(rec).items():
-            line = {"source": source_of(rec), "paper": "", "version": "", "table": "", "row": rec.run_id,
-                    "method": rec.method, "stage": stage, "status": f"profile {rec.profile}"}
+            line = {
+                "source": source_of(rec),
+                "paper": "",
+                "version": "",
+                "table": "",
+                "row": rec.run_id,
+                "method": rec.method,
+                "stage": stage,
+                "status": f"profile {rec.profile}",
+            }
             has_any = False
             for bench, measure, label in MAIN_COLUMNS:
                 value = metrics.get(bench, {}).get(measure)
@@ -270,8 +375,9 @@ def main_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
                     has_any = True
             if has_any:
                 rows.append(line)
-    frame = pd.DataFrame(rows, columns=["source", "paper", "version", "table", "row", "method", "stage", *columns,
-                                        "status"])
+    frame = pd.DataFrame(
+        rows, columns=["source", "paper", "version", "table", "row", "method", "stage", *columns, "status"]
+    )
     empty = [c for c in [*columns, "stage"] if frame[c].isna().all() or (frame[c].fillna("") == "").all()]
     frame = frame.drop(columns=empty)
     numbers = [c for c in columns if c in frame.columns]
@@ -290,16 +396,43 @@ def stage_metrics(rec: RunRecord) -> dict[str, dict[str, dict[str, float]]]:
 
 # ----------------------------------------------------------------------------- comparisons
 
-COMPARISON_COLUMNS = ["run_id", "method", "profile", "paper", "version", "table", "row", "column", "stage",
-                      "benchmark", "measure", "printed", "reported", "reproduced", "delta", "tolerance", "status",
-                      "ci_low", "ci_high", "p_equivalent", "seeds_needed", "reason"]
+COMPARISON_COLUMNS = [
+    "run_id",
+    "method",
+    "profile",
+    "paper",
+    "version",
+    "table",
+    "row",
+    "column",
+    "stage",
+    "benchmark",
+    "measure",
+    "printed",
+    "reported",
+    "reproduced",
+    "delta",
+    "tolerance",
+    "status",
+    "ci_low",
+    "ci_high",
+    "p_equivalent",
+    "seeds_needed",
+    "reason",
+]
 # What a NOT-COMPARABLE row leaves out: a difference from a cell of another setting means nothing.
 GRADED_ONLY = ("delta", "tolerance", "ci_low", "ci_high", "p_equivalent", "seeds_needed")
 
 
-def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Sequence[Mapping[str, Any]]], *,
-                     papers: Sequence[str] | None = None, profiles: Sequence[str] | None = None,
-                     benchmarks: Sequence[str] | None = None, comparable_only: bool = False) -> pd.DataFrame:
+def comparison_frame(
+    records: Sequence[RunRecord],
+    comparisons: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    papers: Sequence[str] | None = None,
+    profiles: Sequence[str] | None = None,
+    benchmarks: Sequence[str] | None = None,
+    comparable_only: bool = False,
+) -> pd.DataFrame:
     """One row per (run, reported cell, retriever stage): numbers in points, the status and the CI of
     the delta; a NOT-COMPARABLE row has no delta, tolerance or interval (None)."""
     rows = []
@@ -311,12 +444,27 @@ def comparison_frame(records: Sequence[RunRecord], comparisons: Mapping[str, Seq
             if comparable_only and not graded:
                 continue
             row = {
-                "run_id": rec.run_id, "method": rec.method, "profile": rec.profile, "paper": paper_key(x),
-                "version": x.get("version"), "table": x.get("table"), "row": x.get("row"), "column": x.get("column"),
-                "stage": x.get("finetune_stage") or "", "benchmark": x.get("benchmark"), "measure": x.get("measure"),
-                "printed": x.get("value"), "reported": x.get("reported"), "reproduced": x.get("reproduced"),
-                "status": x.get("status"), "reason": x.get("reason") or "; ".join(filter(None, [
-                    inconclusive_note(x) if x.get("status") == INCONCLUSIVE else "", x.get("notes") or ""])),
+                "run_id": rec.run_id,
+                "method": rec.method,
+                "profile": rec.profile,
+                "paper": paper_key(x),
+                "version": x.get("version"),
+                "table": x.get("table"),
+                "row": x.get("row"),
+                "column": x.get("column"),
+                "stage": x.get("finetune_stage") or "",
+                "benchmark": x.get("benchmark"),
+                "measure": x.get("measure"),
+                "printed": x.get("value"),
+                "reported": x.get("reported"),
+                "reproduced": x.get("reproduced"),
+                "status": x.get("status"),
+                "reason": x.get("reason")
+                or "; ".join(
+                    filter(
+                        None, [inconclusive_note(x) if x.get("status") == INCONCLUSIVE else "", x.get("notes") or ""]
+                    )
+                ),
             }
             row.update({k: x.get(k) if graded else None for k in GRADED_ONLY})
             rows.append(row)
@@ -340,9 +488,15 @@ def comparison_view(frame: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- BEIR view
 
-def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord], *,
-               papers: Sequence[str] | None = None, profiles: Sequence[str] | None = None,
-               benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
+
+def beir_table(
+    cells: Sequence[Mapping[str, Any]],
+    records: Sequence[RunRecord],
+    *,
+    papers: Sequence[str] | None = None,
+    profiles: Sequence[str] | None = None,
+    benchmarks: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """nDCG@10 (points) per BEIR dataset: one column per reported system and per reproduced run (a run
     with several retriever stages: its final one, named in the column), plus the computed 14-dataset
     and LexMAE 12-dataset averages and the printed averages. Text: a reported cell at its printed
@@ -377,27 +531,42 @@ def beir_table(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
     for name in AGGREGATES:
         row_decimals[COMPUTED[name]] = row_decimals[PRINTED[name]] = column_decimals(cells, name, "nDCG@10")
     index = [*datasets, *(label for name in AGGREGATES for label in (COMPUTED[name], PRINTED[name]))]
-    frame = pd.DataFrame({name: [number(vals.get(i), printed.get(name, {}).get(i, row_decimals[i])) for i in index]
-                          for name, vals in columns.items()}, index=index, dtype=object)
+    frame = pd.DataFrame(
+        {
+            name: [number(vals.get(i), printed.get(name, {}).get(i, row_decimals[i])) for i in index]
+            for name, vals in columns.items()
+        },
+        index=index,
+        dtype=object,
+    )
     frame.index.name = "dataset"
     return frame.reset_index()
 
 
 # ----------------------------------------------------------------------------- method page
 
+
 def stages_frame(record: RunRecord) -> pd.DataFrame:
     rows = []
     for s in record.stages:
         extra = {k: v for k, v in s.items() if k not in ("stage", "dataset", "cached", "seconds")}
-        rows.append({"stage": s.get("stage"), "dataset": s.get("dataset") or "", "cached": bool(s.get("cached")),
-                     "seconds": s.get("seconds"), "details": ", ".join(f"{k}={v}" for k, v in extra.items())})
+        rows.append(
+            {
+                "stage": s.get("stage"),
+                "dataset": s.get("dataset") or "",
+                "cached": bool(s.get("cached")),
+                "seconds": s.get("seconds"),
+                "details": ", ".join(f"{k}={v}" for k, v in extra.items()),
+            }
+        )
     return pd.DataFrame(rows, columns=["stage", "dataset", "cached", "seconds", "details"])
 
 
 def hyperparameters_frame(record: RunRecord) -> pd.DataFrame:
     flat = flatten(record.spec) if record.spec else {}
-    rows = [{"parameter": k, "value": ", ".join(map(str, v)) if isinstance(v, list) else str(v)}
-            for k, v in flat.items()]
+    rows = [
+        {"parameter": k, "value": ", ".join(map(str, v)) if isinstance(v, list) else str(v)} for k, v in flat.items()
+    ]
     return pd.DataFrame(rows, columns=["parameter", "value"])
 
 
@@ -418,15 +587,15 @@ def hardware_frame(record: RunRecord) -> pd.DataFrame:
         ("memory (GiB)", declared.get("memory_gib"), detected.get("memory_gib")),
         ("platform", None, detected.get("platform")),
     ]
-    frame = pd.DataFrame([{"": k, "declared": "" if d is None else str(d), "actual": "" if a is None else str(a)}
-                          for k, d, a in rows])
+    frame = pd.DataFrame(
+        [{"": k, "declared": "" if d is None else str(d), "actual": "" if a is None else str(a)} for k, d, a in rows]
+    )
     return frame
 
 
 def per_query_frame(record: RunRecord, dataset: str, measure: str) -> pd.DataFrame:
     scores = record.per_query.get(dataset, {}).get(measure) or {}
-    return pd.DataFrame({"qid": list(scores), "score": [float(v) for v in scores.values()]},
-                        columns=["qid", "score"])
+    return pd.DataFrame({"qid": list(scores), "score": [float(v) for v in scores.values()]}, columns=["qid", "score"])
 
 
 def metric_ci_frame(record: RunRecord) -> pd.DataFrame:
@@ -441,45 +610,92 @@ def metric_ci_frame(record: RunRecord) -> pd.DataFrame:
             if scores:
                 ci = bootstrap_ci(scores)
                 low, high = 100.0 * ci.low, 100.0 * ci.high
-            rows.append({"benchmark": dataset, "measure": measure, "value": 100.0 * value, "ci_low": low,
-                         "ci_high": high, "queries": n})
+            rows.append(
+                {
+                    "benchmark": dataset,
+                    "measure": measure,
+                    "value": 100.0 * value,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "queries": n,
+                }
+            )
     return pd.DataFrame(rows, columns=["benchmark", "measure", "value", "ci_low", "ci_high", "queries"])
 
 
-def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]],
-                  cells: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
+def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
     """Per reported cell: the delta and its bootstrap CI (points); comparable cells only."""
     axes = system_axes(cells)
-    rows = [{"cell": f"{paper_key(x)} {x.get('table')} · {system_label(x, axes)}", "benchmark": x.get("benchmark"),
-             "measure": x.get("measure"), "reported": x.get("reported"), "reproduced": x.get("reproduced"),
-             "delta": x.get("delta"), "ci_low": x.get("ci_low"), "ci_high": x.get("ci_high"),
-             "status": badge(x.get("status"))}
-            for x in comparisons if x.get("status") not in (None, NOT_COMPARABLE)]
-    return pd.DataFrame(rows, columns=["cell", "benchmark", "measure", "reported", "reproduced", "delta", "ci_low",
-                                       "ci_high", "status"])
+    rows = [
+        {
+            "cell": f"{paper_key(x)} {x.get('table')} · {system_label(x, axes)}",
+            "benchmark": x.get("benchmark"),
+            "measure": x.get("measure"),
+            "reported": x.get("reported"),
+            "reproduced": x.get("reproduced"),
+            "delta": x.get("delta"),
+            "ci_low": x.get("ci_low"),
+            "ci_high": x.get("ci_high"),
+            "status": badge(x.get("status")),
+        }
+        for x in comparisons
+        if x.get("status") not in (None, NOT_COMPARABLE)
+    ]
+    return pd.DataFrame(
+        rows, columns=["cell", "benchmark", "measure", "reported", "reproduced", "delta", "ci_low", "ci_high", "status"]
+    )
 
 
 # ----------------------------------------------------------------------------- gate, skipped, registry
 
+
 def gate_frame(gate: Any) -> pd.DataFrame:
     """The gate's rows with their numbers as `check` prints them (``harness.gate.run.row_numbers``)."""
-    cols = ["status", "run_id", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta",
-            "tolerance", "CI (delta)", "note"]
+    cols = [
+        "status",
+        "run_id",
+        "benchmark",
+        "stage",
+        "measure",
+        "against",
+        "expected",
+        "reproduced",
+        "delta",
+        "tolerance",
+        "CI (delta)",
+        "note",
+    ]
     if gate is None:
         return pd.DataFrame(columns=cols)
-    return pd.DataFrame([{"status": r.status, "run_id": r.run_id, "benchmark": r.benchmark, "stage": r.stage or "-",
-                          "measure": r.measure, "against": r.against,
-                          **dict(zip(cols[6:11], row_numbers(r))), "note": r.note} for r in gate.rows], columns=cols)
+    return pd.DataFrame(
+        [
+            {
+                "status": r.status,
+                "run_id": r.run_id,
+                "benchmark": r.benchmark,
+                "stage": r.stage or "-",
+                "measure": r.measure,
+                "against": r.against,
+                **dict(zip(cols[6:11], row_numbers(r))),
+                "note": r.note,
+            }
+            for r in gate.rows
+        ],
+        columns=cols,
+    )
 
 
 def skipped_frame(skipped: Sequence[Any]) -> pd.DataFrame:
-    return pd.DataFrame([{"file": s.path.name, "reason": s.reason, "path": str(s.path)} for s in skipped],
-                        columns=["file", "reason", "path"])
+    return pd.DataFrame(
+        [{"file": s.path.name, "reason": s.reason, "path": str(s.path)} for s in skipped],
+        columns=["file", "reason", "path"],
+    )
 
 
 def inconsistency_frame(rows: Sequence[Mapping[str, Any]], papers: Sequence[str] | None = None) -> pd.DataFrame:
-    return pd.DataFrame([dict(r) for r in rows if _keep(papers, str(r.get("paper")))],
-                        columns=["paper", "table", "kind", "message"])
+    return pd.DataFrame(
+        [dict(r) for r in rows if _keep(papers, str(r.get("paper")))], columns=["paper", "table", "kind", "message"]
+    )
 
 
 def to_csv(frame: pd.DataFrame) -> bytes:

@@ -10,8 +10,8 @@ import json
 import os
 import re
 import shutil
-import socket
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -25,8 +25,16 @@ from harness.core.paths import PROJECT_ROOT
 
 ARTIFACTS = PROJECT_ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # Pictographs that Debian's Chromium has no font for: they render as empty boxes (issue 28).
 EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f]")
 
@@ -81,8 +89,11 @@ class DevTools:
 
     def text(self) -> str:
         """All text of the page, including the cells of Streamlit's data grids."""
-        res = self.call("Runtime.evaluate", expression="document.body ? document.body.innerText + '\\n' + "
-                        "document.body.textContent : ''", returnByValue=True)
+        res = self.call(
+            "Runtime.evaluate",
+            expression="document.body ? document.body.innerText + '\\n' + document.body.textContent : ''",
+            returnByValue=True,
+        )
         return res["result"].get("value", "")
 
     def close(self) -> None:
@@ -90,17 +101,28 @@ class DevTools:
 
 
 @contextlib.contextmanager
-def chromium(tmp_path: Path, deadline: float, *, window: str = "1400,1800",
-             flags: Sequence[str] = ()) -> Iterator[DevTools]:
+def chromium(
+    tmp_path: Path, deadline: float, *, window: str = "1400,1800", flags: Sequence[str] = ()
+) -> Iterator[DevTools]:
     """Headless Chromium on a new, empty profile, its page driven through :class:`DevTools`; always
     stopped, with its children, however the test ends."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
     user_data = Path(tempfile.mkdtemp(dir=tmp_path, prefix="chromium-"))
     browser = subprocess.Popen(
-        [CHROMIUM, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={user_data}", "--remote-debugging-port=0",
-         f"--window-size={window}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            CHROMIUM,
+            *CHROMIUM_FLAGS,
+            *flags,
+            f"--user-data-dir={user_data}",
+            "--remote-debugging-port=0",
+            f"--window-size={window}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         tools = DevTools(user_data, deadline)
         try:

@@ -26,8 +26,9 @@ def fp32_measures_faster(monkeypatch):
     whatever this busy machine's timing says (tests/test_precision_auto.py patches the measurement itself)."""
     from harness.training import autoprecision
 
-    slow_bf16 = autoprecision.Measurement(matmul_fp32=1.0, matmul_bf16=2.0, forward_fp32=1.0, forward_bf16=2.0,
-                                           step_fp32=1.0, step_bf16=2.0)
+    slow_bf16 = autoprecision.Measurement(
+        matmul_fp32=1.0, matmul_bf16=2.0, forward_fp32=1.0, forward_bf16=2.0, step_fp32=1.0, step_bf16=2.0
+    )
     monkeypatch.setattr(autoprecision, "measure", lambda shapes: slow_bf16)
     return slow_bf16
 
@@ -51,7 +52,9 @@ def sharp_evidence(monkeypatch):
     re-runs are drift, not seed noise), so this adds to it rather than hiding any; one set of runs."""
     from harness.evaluation import margins
 
-    extra = tuple(margins.Evidence("msmarco-dev", m, 0.15 ** 2, 9, "test: ten paper-scale seeds", "test: ten seeds")
-                  for m in ("RR@10", "R@50", "R@1000"))
+    extra = tuple(
+        margins.Evidence("msmarco-dev", m, 0.15**2, 9, "test: ten paper-scale seeds", "test: ten seeds")
+        for m in ("RR@10", "R@50", "R@1000")
+    )
     on_file = margins.all_evidence()
     monkeypatch.setattr(margins, "all_evidence", lambda: on_file + extra)

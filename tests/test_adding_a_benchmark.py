@@ -22,7 +22,7 @@ def doc_blocks() -> tuple[dict[str, str], list[str], str]:
     """The page's files (```<lang> file=<path>), commands (```bash run) and check (```python check)."""
     files, commands, checks = {}, [], []
     for info, body in re.findall(r"```([^\n]*)\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL):
-        if (match := re.search(r"(?:^|\s)file=(\S+)", info)):
+        if match := re.search(r"(?:^|\s)file=(\S+)", info):
             files[match.group(1)] = body
         elif info.split() == ["bash", "run"]:
             commands += [line for line in body.splitlines() if line.strip()]
@@ -60,9 +60,11 @@ def run_command(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_page_has_a_declaration_its_data_a_run_and_commands():
     files, commands, check = doc_blocks()
-    assert set(files) == {"my-methods/benchmarks/dl21-sample.yaml", "my-methods/bm25.dl21-sample.trec",
-                          *(f"my-methods/benchmarks/dl21-sample/{f}" for f in ("topics.tsv", "qrels.txt",
-                                                                                 "corpus.jsonl"))}
+    assert set(files) == {
+        "my-methods/benchmarks/dl21-sample.yaml",
+        "my-methods/bm25.dl21-sample.trec",
+        *(f"my-methods/benchmarks/dl21-sample/{f}" for f in ("topics.tsv", "qrels.txt", "corpus.jsonl")),
+    }
     assert [c.split("python -m harness ")[1].split()[0] for c in commands] == ["ls", "eval"]
     assert "margins.family" in check
 
@@ -82,7 +84,7 @@ def test_a_declared_benchmark_is_listed_scored_and_gets_trec_dls_margin(folder, 
             assert line in out and line in DOC.read_text(encoding="utf-8"), out
         bench = get_benchmark("dl21-sample")
         assert (bench.kind, len(bench.queries()), len(bench.corpus())) == ("trec-dl", 3, 6)
-        exec(compile(check, str(DOC), "exec"), {})  # noqa: S102 - the page's own check
+        exec(compile(check, str(DOC), "exec"), {})
         assert capsys.readouterr().out.split()[:2] == ["trec-dl", "2.0"]
     finally:
         get_benchmark.cache_clear()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.stages import graph as stages
 from harness.core.paths import PROJECT_ROOT
+from harness.stages import graph as stages
 from harness.stages.graph import Family, Stage
 
 DOC = PROJECT_ROOT / "docs" / "adding-a-method.md"
@@ -31,7 +31,7 @@ def doc_blocks(part: str = "method") -> tuple[dict[str, str], list[str]]:
     method, _, stage = DOC.read_text(encoding="utf-8").partition(STAGE_PART)
     files, commands = {}, []
     for info, body in re.findall(r"```([^\n]*)\n(.*?)```", stage if part == "stage" else method, re.S):
-        if (match := re.search(r"(?:^|\s)file=(\S+)", info)):
+        if match := re.search(r"(?:^|\s)file=(\S+)", info):
             files[match.group(1)] = body
         elif info.split() == ["bash", "run"]:
             commands += [line for line in body.splitlines() if line.strip()]
@@ -60,8 +60,12 @@ def test_a_toy_objective_from_a_folder_of_ones_own_pretrains_on_tiny(tmp_path):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(body, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    env.update(HARNESS_CACHE_DIR=str(tmp_path / "cache"), HARNESS_RUNS_DIR=str(tmp_path / "runs"),
-               PYTHONPATH=str(PROJECT_ROOT), MLFLOW_TRACKING_URI="")
+    env.update(
+        HARNESS_CACHE_DIR=str(tmp_path / "cache"),
+        HARNESS_RUNS_DIR=str(tmp_path / "runs"),
+        PYTHONPATH=str(PROJECT_ROOT),
+        MLFLOW_TRACKING_URI="",
+    )
     # The page's command, run as written from the folder that holds my-methods/.
     command = commands[0].replace("python -m harness", f"{sys.executable} -m harness")
     done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -120,8 +124,11 @@ def test_a_declared_stage_is_listed_and_planned(oracle_declared, monkeypatch, ca
     out = capsys.readouterr().out
     stage, _ = declarations()
     assert re.search(rf"^oracle_run +\[retrieve\] {re.escape(stage.does)}$", out, re.M)
-    assert re.search(rf"1\. oracle_run/scifact +to run  {re.escape(stage.does)}\n +the judged passages of the test "
-                     "queries, by grade\n", out)
+    assert re.search(
+        rf"1\. oracle_run/scifact +to run  {re.escape(stage.does)}\n +the judged passages of the test "
+        "queries, by grade\n",
+        out,
+    )
     assert "evaluate/oracle/scifact" in out
     assert re.search(r"^ +oracle_run/scifact +- +- +- +-  no model: reads the judgements$", out, re.M)
 

@@ -83,8 +83,8 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
 
 def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monkeypatch):
     from harness.pipelines.context import RunContext, StageLog
-    from harness.spec.method import load_method
     from harness.records.tracking import Tracker
+    from harness.spec.method import load_method
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     found: list[list[str]] = []
@@ -111,14 +111,15 @@ def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monk
 
 
 def test_a_stage_name_not_declared_in_the_stage_graph_is_refused(tmp_path, monkeypatch):
-    from harness.pipelines.context import RunContext, StageLog
     from harness.core.errors import HarnessError
-    from harness.spec.method import load_method
+    from harness.pipelines.context import RunContext, StageLog
     from harness.records.tracking import Tracker
+    from harness.spec.method import load_method
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    ctx = RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
-                     StageLog())
+    ctx = RunContext(
+        load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False), StageLog()
+    )
     with pytest.raises(HarnessError, match="stage 'finetune_r3' is not declared in harness/stages/graph.py"):
         ctx.cached_stage("finetune_r3", None, {}, {}, lambda work: {})
 
@@ -127,14 +128,15 @@ def test_a_cached_stage_reports_the_outputs_its_build_returned(tmp_path, monkeyp
     """A resumed run's record carries the losses of the stages it took from the cache (the loss gate
     reads them), and how long their build took."""
     from harness.pipelines.context import RunContext, StageLog
-    from harness.spec.method import load_method
     from harness.records.tracking import Tracker
+    from harness.spec.method import load_method
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     entries = []
     for _ in range(2):
-        ctx = RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
-                         StageLog())
+        ctx = RunContext(
+            load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False), StageLog()
+        )
         ctx.cached_stage("pretrain", None, {"a": 1}, {}, lambda work: {"loss_first10": 4.5, "steps": 3})
         entries.append(ctx.stages.entries[0])
     built, cached = entries
@@ -205,7 +207,7 @@ def test_a_large_vector_store_gets_a_sampled_digest_that_still_finds_damage(tmp_
     assert "sampled" in digests["embeddings.npy"] and "sha256" not in digests["embeddings.npy"]
     assert sc.changed_output(folder, digests) is None
     data = bytearray(npy.read_bytes())
-    data[len(data) // 2 - 20000:len(data) // 2 + 20000] = bytes(40000)  # longer than the gap between samples
+    data[len(data) // 2 - 20000 : len(data) // 2 + 20000] = bytes(40000)  # longer than the gap between samples
     npy.write_bytes(bytes(data))
     assert sc.changed_output(folder, digests) == "embeddings.npy (content differs)"
     npy.write_bytes(bytes(range(256)) * 1000)
@@ -217,8 +219,9 @@ def _stage_ctx():
     from harness.records.tracking import Tracker
     from harness.spec.method import load_method
 
-    return RunContext(load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False),
-                      StageLog())
+    return RunContext(
+        load_method("nopretrain", "tiny"), Tracker(experiment="t", run_name="t", tags={}, enabled=False), StageLog()
+    )
 
 
 def test_a_damaged_cached_stage_is_rebuilt_saying_which_file_changed(tmp_path, monkeypatch, capsys):
@@ -239,8 +242,9 @@ def test_a_damaged_cached_stage_is_rebuilt_saying_which_file_changed(tmp_path, m
     ctx = _stage_ctx()
     ctx.cached_stage("retrieve", "ds", {"a": 1}, {}, build)
     assert len(builds) == 2 and not ctx.stages.entries[0]["cached"]
-    assert ("[retrieve/ds] cached output changed since it was built (run.trec (size 17 bytes, built 34)): "
-            "rebuilding") in capsys.readouterr().out
+    assert (
+        "[retrieve/ds] cached output changed since it was built (run.trec (size 17 bytes, built 34)): rebuilding"
+    ) in capsys.readouterr().out
     assert (cache.dir / "run.trec").read_text().count("\n") == 2
     ctx = _stage_ctx()
     ctx.cached_stage("retrieve", "ds", {"a": 1}, {}, build)

@@ -23,14 +23,42 @@ def _module(monkeypatch):
 def test_bench_scale_rows_for_the_pure_python_stages(tmp_path, monkeypatch):
     bench = _module(monkeypatch)
     out = tmp_path / "scale.json"
-    assert bench.main(["--stages", "negatives", "teacher_pairs", "vector_store", "search",
-                       "--size", "negatives=400,4000", "--size", "teacher_pairs=400",
-                       "--size", "vector_store=3000", "--size", "search=3000", "--chunk-rows", "1000",
-                       "--negatives-queries", "150",
-                       "--tmp", str(tmp_path), "--json", str(out)]) == 0
+    assert (
+        bench.main(
+            [
+                "--stages",
+                "negatives",
+                "teacher_pairs",
+                "vector_store",
+                "search",
+                "--size",
+                "negatives=400,4000",
+                "--size",
+                "teacher_pairs=400",
+                "--size",
+                "vector_store=3000",
+                "--size",
+                "search=3000",
+                "--chunk-rows",
+                "1000",
+                "--negatives-queries",
+                "150",
+                "--tmp",
+                str(tmp_path),
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads(out.read_text())["rows"]
     assert [(r["stage"], r["passages"]) for r in rows] == [
-        ("negatives", 400), ("negatives", 4000), ("teacher_pairs", 400), ("vector_store", 3000), ("search", 3000)]
+        ("negatives", 400),
+        ("negatives", 4000),
+        ("teacher_pairs", 400),
+        ("vector_store", 3000),
+        ("search", 3000),
+    ]
     for r in rows:
         assert r["seconds"] >= 0 and r["peak_rss_mib"] > 0 and r["disk_mib"] >= 0, r
     neg = {r["passages"]: r for r in rows if r["stage"] == "negatives"}

@@ -26,8 +26,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                    and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 out.add(id(first.value))
     return out
 
@@ -41,9 +44,14 @@ def benchmark_literals() -> dict[str, list[tuple[int, str]]]:
         for path in sorted((PROJECT_ROOT / root).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             skip = _docstrings(tree)
-            hits = [(node.lineno, node.value) for node in ast.walk(tree)
-                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
-                    and id(node) not in skip]
+            hits = [
+                (node.lineno, node.value)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value in names
+                and id(node) not in skip
+            ]
             if hits:
                 found[path.relative_to(PROJECT_ROOT).as_posix()] = sorted(hits)
     return found
@@ -52,14 +60,19 @@ def benchmark_literals() -> dict[str, list[tuple[int, str]]]:
 def test_benchmark_names_are_written_only_in_the_declarations():
     assert len(ALLOWED) <= MOST_ALLOWED
     outside = {module: hits for module, hits in benchmark_literals().items() if module not in ALLOWED}
-    assert not outside, ("benchmark names written outside harness/core/benchmarks.yaml; ask harness.core.benchmarks "
-                         f"(by kind, family, corpus, ...) instead: {outside}")
+    assert not outside, (
+        "benchmark names written outside harness/core/benchmarks.yaml; ask harness.core.benchmarks "
+        f"(by kind, family, corpus, ...) instead: {outside}"
+    )
 
 
 def test_the_scan_finds_a_name_but_not_a_docstring():
     tree = ast.parse('"""dl19 in a docstring"""\nX = "dl19"\nY = "dl19-passage"\n')
-    hits = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in {"dl19"}
-            and id(n) not in _docstrings(tree)]
+    hits = [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and n.value in {"dl19"} and id(n) not in _docstrings(tree)
+    ]
     assert hits == ["dl19"]
 
 
@@ -67,34 +80,95 @@ def test_the_declarations_keep_the_numbers_the_modules_held():
     from harness.evaluation import noise, power
     from harness.run import projection
 
-    assert declared.beir() == ("trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020",
-                               "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever",
-                               "scifact")
+    assert declared.beir() == (
+        "trec-covid",
+        "nfcorpus",
+        "nq",
+        "hotpotqa",
+        "fiqa",
+        "arguana",
+        "webis-touche2020",
+        "cqadupstack",
+        "quora",
+        "dbpedia-entity",
+        "scidocs",
+        "fever",
+        "climate-fever",
+        "scifact",
+    )
     assert noise.QUERIES == {
-        "msmarco-dev": 6980, "dl19": 43, "dl20": 54, "trec-covid": 50, "nfcorpus": 323, "nq": 3452,
-        "hotpotqa": 7405, "fiqa": 648, "arguana": 1406, "webis-touche2020": 49, "cqadupstack": 13145,
-        "quora": 10000, "dbpedia-entity": 400, "scidocs": 1000, "fever": 6666, "climate-fever": 1535,
-        "scifact": 300}
+        "msmarco-dev": 6980,
+        "dl19": 43,
+        "dl20": 54,
+        "trec-covid": 50,
+        "nfcorpus": 323,
+        "nq": 3452,
+        "hotpotqa": 7405,
+        "fiqa": 648,
+        "arguana": 1406,
+        "webis-touche2020": 49,
+        "cqadupstack": 13145,
+        "quora": 10000,
+        "dbpedia-entity": 400,
+        "scidocs": 1000,
+        "fever": 6666,
+        "climate-fever": 1535,
+        "scifact": 300,
+    }
     assert projection.BEIR_CORPUS == {
-        "trec-covid": 171_332, "nfcorpus": 3_633, "nq": 2_681_468, "hotpotqa": 5_233_329, "fiqa": 57_638,
-        "arguana": 8_674, "webis-touche2020": 382_545, "cqadupstack": 457_199, "quora": 522_931,
-        "dbpedia-entity": 4_635_922, "scidocs": 25_657, "fever": 5_416_568, "climate-fever": 5_416_593,
-        "scifact": 5_183}
+        "trec-covid": 171_332,
+        "nfcorpus": 3_633,
+        "nq": 2_681_468,
+        "hotpotqa": 5_233_329,
+        "fiqa": 57_638,
+        "arguana": 8_674,
+        "webis-touche2020": 382_545,
+        "cqadupstack": 457_199,
+        "quora": 522_931,
+        "dbpedia-entity": 4_635_922,
+        "scidocs": 25_657,
+        "fever": 5_416_568,
+        "climate-fever": 5_416_593,
+        "scifact": 5_183,
+    }
     assert projection.MSMARCO_PASSAGES == 8_841_823
-    assert [projection.corpus_size(n) for n in ("msmarco-dev", "dl20", "msmarco-passage-train",
-                                                  "msmarco-dl19-subset", "cqadupstack-gis", "scifact@sample")] == \
-        [8_841_823, 8_841_823, 8_841_823, None, None, 5_183]
-    assert power.PRINTED == (("msmarco-dev", "RR@10"), ("msmarco-dev", "R@50"), ("msmarco-dev", "R@1000"),
-                             ("dl19", "nDCG@10"), ("dl20", "nDCG@10"), *((b, "nDCG@10") for b in declared.beir()))
+    assert [
+        projection.corpus_size(n)
+        for n in (
+            "msmarco-dev",
+            "dl20",
+            "msmarco-passage-train",
+            "msmarco-dl19-subset",
+            "cqadupstack-gis",
+            "scifact@sample",
+        )
+    ] == [8_841_823, 8_841_823, 8_841_823, None, None, 5_183]
+    assert power.PRINTED == (
+        ("msmarco-dev", "RR@10"),
+        ("msmarco-dev", "R@50"),
+        ("msmarco-dev", "R@1000"),
+        ("dl19", "nDCG@10"),
+        ("dl20", "nDCG@10"),
+        *((b, "nDCG@10") for b in declared.beir()),
+    )
 
 
 def test_margin_families_come_from_the_declarations():
     from harness.evaluation import margins
 
-    expected = {"msmarco-dev": "msmarco", "msmarco-passage-train": "msmarco", "msmarco-dl19-subset": "msmarco",
-                "dl19": "trec-dl", "dl20": "trec-dl", "dl19@sample": "trec-dl", "cqadupstack-android": "beir",
-                "scifact@sample": "beir", "beir-avg14": "beir", "beir-avg12": "beir",
-                **{b: "beir" for b in declared.beir()}}
+    expected = {
+        "msmarco-dev": "msmarco",
+        "msmarco-passage-train": "msmarco",
+        "msmarco-dl19-subset": "msmarco",
+        "dl19": "trec-dl",
+        "dl20": "trec-dl",
+        "dl19@sample": "trec-dl",
+        "cqadupstack-android": "beir",
+        "scifact@sample": "beir",
+        "beir-avg14": "beir",
+        "beir-avg12": "beir",
+        **{b: "beir" for b in declared.beir()},
+    }
     assert {b: margins.family(b) for b in expected} == expected
     with pytest.raises(UnknownNameError, match="dl21-unknown"):
         margins.family("dl21-unknown")  # never BEIR's margin by default
@@ -117,8 +191,10 @@ def test_conventions_and_kinds_agree_with_the_declarations():
         if name in CONVENTIONS:
             conv = get_convention(name)
             assert conv.kind == decl.kind == get_benchmark(name).kind
-            assert (conv.measures, conv.primary) == (declared.family(decl.kind).measures,
-                                                     declared.family(decl.kind).primary)
+            assert (conv.measures, conv.primary) == (
+                declared.family(decl.kind).measures,
+                declared.family(decl.kind).primary,
+            )
     assert get_convention("msmarco-dev").measures[0] == "RR@10"
     assert get_convention("cqadupstack").subsets == declared.get("cqadupstack").forums
 
@@ -128,7 +204,8 @@ def test_a_user_declaration_may_not_reuse_a_name(tmp_path: Path, monkeypatch: py
 
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "mine.yaml").write_text(
-        "benchmarks:\n  - {name: dl19, kind: trec-dl, reader: local, topics: t.tsv, qrels: q.txt}\n")
+        "benchmarks:\n  - {name: dl19, kind: trec-dl, reader: local, topics: t.tsv, qrels: q.txt}\n"
+    )
     monkeypatch.setenv("HARNESS_SPECS_DIR", str(tmp_path))
     with pytest.raises(DataFormatError, match="declared already"):
         declared.declarations()

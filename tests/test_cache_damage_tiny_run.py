@@ -43,10 +43,21 @@ profiles:
 
 
 def _run(tmp: Path, out: Path) -> str:
-    env = {**os.environ, "HARNESS_SPECS_DIR": str(tmp / "specs"), "HARNESS_RUNS_DIR": str(tmp / "runs"),
-           "HARNESS_CACHE_DIR": str(tmp / "cache"), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--method", "mini", "--profile", "tiny",
-                           "--json", str(out)], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "HARNESS_SPECS_DIR": str(tmp / "specs"),
+        "HARNESS_RUNS_DIR": str(tmp / "runs"),
+        "HARNESS_CACHE_DIR": str(tmp / "cache"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--method", "mini", "--profile", "tiny", "--json", str(out)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
 
@@ -69,7 +80,7 @@ def test_damaged_cached_outputs_are_rebuilt_and_the_metrics_are_the_clean_runs(t
     assert len(runs) >= 3  # BM25 negatives' search, mining, the evaluations
     for run in runs:  # cut at a line boundary: every line left is a valid one
         lines = run.read_text().splitlines(keepends=True)
-        run.write_text("".join(lines[:len(lines) // 2]))
+        run.write_text("".join(lines[: len(lines) // 2]))
     (model,) = (cache / "retriever1").glob("*/model/model.safetensors")
     size = model.stat().st_size
     with open(model, "r+b") as fh:  # zeroed in the middle: the header still parses, the size is unchanged
@@ -78,9 +89,13 @@ def test_damaged_cached_outputs_are_rebuilt_and_the_metrics_are_the_clean_runs(t
     assert model.stat().st_size == size
 
     out = _run(tmp_path, tmp_path / "again.json")
-    assert "[retriever1] cached output changed since it was built (model/model.safetensors (content differs)): " \
-           "rebuilding" in out, out
-    changed_runs = [line for line in out.splitlines() if "cached output changed since it was built (run.trec (size" in line]
+    assert (
+        "[retriever1] cached output changed since it was built (model/model.safetensors (content differs)): "
+        "rebuilding" in out
+    ), out
+    changed_runs = [
+        line for line in out.splitlines() if "cached output changed since it was built (run.trec (size" in line
+    ]
     assert len(changed_runs) == len(runs), out
     assert _metrics(tmp_path / "again.json") == clean
     for run in runs:  # rebuilt whole

@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.pipelines.context import input_key
 from harness.core.paths import PROJECT_ROOT
+from harness.pipelines.context import input_key
 
 # A tokenizer trained here (tiny), a packaged checkpoint as init, tokenizer and stage-3 teacher
 # (mini), the learned-sparse chain with its reranker (lexmae tiny).
@@ -25,8 +25,7 @@ PLANS = [("cotmae_qc", "tiny"), ("cocondenser", "mini"), ("lexmae", "tiny"), ("l
 def copy_checkout(dest: Path) -> Path:
     """The package, the specs and the bench figures the plan projects from: what a dry-run reads."""
     for part in ("harness", "baselines", "bench"):
-        shutil.copytree(PROJECT_ROOT / part, dest / part,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(PROJECT_ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest
 
 
@@ -43,10 +42,21 @@ print(json.dumps([[(e["stage"], e["dataset"], e.get("key"))
 
 def planned_keys(checkout: Path, cache: Path) -> list[list[list[str]]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    env.update(PYTHONPATH=str(checkout), HARNESS_CACHE_DIR=str(cache), HARNESS_RUNS_DIR=str(checkout / "runs"),
-               MLFLOW_TRACKING_URI="", PYTHONDONTWRITEBYTECODE="1")
-    done = subprocess.run([sys.executable, "-c", PLAN_SCRIPT, json.dumps(PLANS)], cwd=checkout, env=env, check=True,
-                          capture_output=True, text=True)
+    env.update(
+        PYTHONPATH=str(checkout),
+        HARNESS_CACHE_DIR=str(cache),
+        HARNESS_RUNS_DIR=str(checkout / "runs"),
+        MLFLOW_TRACKING_URI="",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PLAN_SCRIPT, json.dumps(PLANS)],
+        cwd=checkout,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -61,8 +71,10 @@ def test_two_checkouts_in_different_folders_plan_the_same_keys(tmp_path):
 
 def test_input_key_of_a_stage_output_is_its_stage_and_key(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    assert input_key(tmp_path / "cache" / "pretrain" / "0123456789abcdef" / "encoder") == \
-        "pretrain/0123456789abcdef/encoder"
+    assert (
+        input_key(tmp_path / "cache" / "pretrain" / "0123456789abcdef" / "encoder")
+        == "pretrain/0123456789abcdef/encoder"
+    )
 
 
 def test_input_key_of_a_folder_outside_the_cache_is_its_content(tmp_path):

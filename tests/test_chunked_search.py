@@ -79,8 +79,9 @@ def test_fewer_vectors_than_k_are_padded_like_an_index_and_the_run_is_the_same()
     want, want_stats = retrieve(qids, queries, Shard(build_index(docs), ids), k=100)
     got, stats = retrieve_vectors(qids, queries, ids, docs, k=100)
     assert got == want
-    assert {k: stats[k] for k in ("docs", "dim", "index_bytes", "queries", "k", "shards")} == \
-        {k: want_stats[k] for k in ("docs", "dim", "index_bytes", "queries", "k", "shards")}
+    assert {k: stats[k] for k in ("docs", "dim", "index_bytes", "queries", "k", "shards")} == {
+        k: want_stats[k] for k in ("docs", "dim", "index_bytes", "queries", "k", "shards")
+    }
 
 
 def test_chunk_rows_are_whole_faiss_blocks_within_the_budget():
@@ -112,10 +113,15 @@ def test_the_merged_store_is_the_file_np_save_writes(tmp_path):
     for k, start in enumerate(range(0, len(docs), 10)):
         end = min(len(docs), start + 10)
         sharded._write_chunk(tmp_path, f"rank0-chunk{k:05d}", ids[start:end], start, end, docs[start:end])
-        chunks[f"rank0-chunk{k:05d}"] = {"rank": 0, "start": start, "end": end,
-                                         "ids_sha256": hash_texts(ids[start:end])}
-    (tmp_path / sharded.MANIFEST).write_text(json.dumps({"format": sharded.FORMAT, "passages": len(docs),
-                                                          "ids_sha256": hash_texts(ids), "chunks": chunks}))
+        chunks[f"rank0-chunk{k:05d}"] = {
+            "rank": 0,
+            "start": start,
+            "end": end,
+            "ids_sha256": hash_texts(ids[start:end]),
+        }
+    (tmp_path / sharded.MANIFEST).write_text(
+        json.dumps({"format": sharded.FORMAT, "passages": len(docs), "ids_sha256": hash_texts(ids), "chunks": chunks})
+    )
     assert sharded.merge_shards_to_file(tmp_path, tmp_path / "v.npy", tmp_path / "ids.json") == len(ids)
     assert (tmp_path / "ids.json").read_text(encoding="utf-8") == json.dumps(ids)  # written chunk by chunk
     buf = io.BytesIO()

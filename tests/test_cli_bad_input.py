@@ -16,8 +16,14 @@ CASES = [
     (["run", "--method", "../baselines/bm25", "--dry-run"], "a method is named by its spec's file name"),
     (["reproduce", "--list", "--checkpoint", "x"], "give it without --checkpoint"),
     (["run", "--method", "bm25", "--dataset", ",", "--dry-run"], "--dataset ',' names nothing"),
-    (["reproduce", "--checkpoint", "co-condenser-marco-retriever", "--benchmark", " , "], "--benchmark ' , ' names nothing"),
-    (["leaderboard", "--host", "203.0.113.7", "--port", "8599"], "--host 203.0.113.7 is not an address of this machine"),
+    (
+        ["reproduce", "--checkpoint", "co-condenser-marco-retriever", "--benchmark", " , "],
+        "--benchmark ' , ' names nothing",
+    ),
+    (
+        ["leaderboard", "--host", "203.0.113.7", "--port", "8599"],
+        "--host 203.0.113.7 is not an address of this machine",
+    ),
     (["ui", "--host", "no-such-host.invalid", "--port", "8599"], "--host no-such-host.invalid: not a host name"),
     (["noise", "--runs", "/nonexistent/runs"], "no reference record of nopretrain [mini] in /nonexistent/runs/records"),
 ]
@@ -26,8 +32,10 @@ ARGPARSE_CASES = [
     (["leaderboard", "--port", "0"], "0 is not a TCP port"),
     (["effects", "--profile", "nonsense"], "invalid choice: 'nonsense'"),
     # numpy's seeding refused it only when fine-tuning started, and the dry-run accepted it (issue 40)
-    (["run", "--method", "bm25", "--seed", "99999999999999999999999", "--dry-run"],
-     "99999999999999999999999 is out of range: a seed must be in [0, 4294967295]"),
+    (
+        ["run", "--method", "bm25", "--seed", "99999999999999999999999", "--dry-run"],
+        "99999999999999999999999 is out of range: a seed must be in [0, 4294967295]",
+    ),
 ]
 
 
@@ -52,26 +60,45 @@ def test_bad_flag_value_is_refused_by_the_parser(argv, message, capsys):
 # `{tmp}` is a scratch folder holding `a-file` (a file) and `a-folder` (an empty folder).
 UNWRITABLE = "/sys/harness-probe"  # refused even to root (sysfs takes no new folders): chmod binds no root
 PLACE_CASES = [
-    ({"HARNESS_CACHE_DIR": "{tmp}/a-file"}, ["run", "--method", "nopretrain", "--profile", "tiny"],
-     "the cache folder {tmp}/a-file is a file, not a folder (fix: point HARNESS_CACHE_DIR at a folder"),
-    ({"HARNESS_CACHE_DIR": UNWRITABLE}, ["run", "--method", "nopretrain", "--profile", "tiny"],
-     f"the cache folder {UNWRITABLE}: cannot write there"),
-    ({"HARNESS_RUNS_DIR": "{tmp}/a-file"}, ["run", "--method", "nopretrain", "--profile", "tiny"],
-     "the runs folder {tmp}/a-file is a file, not a folder (fix: point HARNESS_RUNS_DIR at a folder"),
-    ({}, ["run", "--method", "nopretrain", "--profile", "tiny", "--dry-run", "--json", "{tmp}/a-folder"],
-     "--json {tmp}/a-folder is a folder (fix: give a file path"),
-    ({}, ["run", "--method", "nopretrain", "--profile", "tiny", "--dry-run", "--json", "{tmp}/a-file/out.json"],
-     "--json {tmp}/a-file/out.json: its folder {tmp}/a-file is a file, not a folder"),
-    ({}, ["eval", "--run", "{tmp}/no-run.trec", "--benchmark", "dl19", "--json", "{tmp}/a-folder"],
-     "--json {tmp}/a-folder is a folder"),
+    (
+        {"HARNESS_CACHE_DIR": "{tmp}/a-file"},
+        ["run", "--method", "nopretrain", "--profile", "tiny"],
+        "the cache folder {tmp}/a-file is a file, not a folder (fix: point HARNESS_CACHE_DIR at a folder",
+    ),
+    (
+        {"HARNESS_CACHE_DIR": UNWRITABLE},
+        ["run", "--method", "nopretrain", "--profile", "tiny"],
+        f"the cache folder {UNWRITABLE}: cannot write there",
+    ),
+    (
+        {"HARNESS_RUNS_DIR": "{tmp}/a-file"},
+        ["run", "--method", "nopretrain", "--profile", "tiny"],
+        "the runs folder {tmp}/a-file is a file, not a folder (fix: point HARNESS_RUNS_DIR at a folder",
+    ),
+    (
+        {},
+        ["run", "--method", "nopretrain", "--profile", "tiny", "--dry-run", "--json", "{tmp}/a-folder"],
+        "--json {tmp}/a-folder is a folder (fix: give a file path",
+    ),
+    (
+        {},
+        ["run", "--method", "nopretrain", "--profile", "tiny", "--dry-run", "--json", "{tmp}/a-file/out.json"],
+        "--json {tmp}/a-file/out.json: its folder {tmp}/a-file is a file, not a folder",
+    ),
+    (
+        {},
+        ["eval", "--run", "{tmp}/no-run.trec", "--benchmark", "dl19", "--json", "{tmp}/a-folder"],
+        "--json {tmp}/a-folder is a folder",
+    ),
     ({}, ["report", "--html", f"{UNWRITABLE}/report"], f"--html {UNWRITABLE}/report: its folder {UNWRITABLE}: cannot"),
     ({}, ["check", "--records", "{tmp}/a-file"], "--records {tmp}/a-file is a file, not a folder"),
     ({}, ["effects", "--records", "{tmp}/a-file"], "--records {tmp}/a-file is a file, not a folder"),
 ]
 
 
-@pytest.mark.parametrize("env,argv,message", PLACE_CASES, ids=[" ".join(c[1][:1] + list(c[0]) + c[1][-2:])
-                                                                for c in PLACE_CASES])
+@pytest.mark.parametrize(
+    "env,argv,message", PLACE_CASES, ids=[" ".join(c[1][:1] + list(c[0]) + c[1][-2:]) for c in PLACE_CASES]
+)
 def test_an_unusable_place_is_one_line_and_exit_2(env, argv, message, tmp_path, monkeypatch, capsys):
     (tmp_path / "a-file").write_text("not a folder")
     (tmp_path / "a-folder").mkdir()
@@ -116,7 +143,15 @@ def test_a_bad_harness_seed_is_one_line_and_exit_2():
     import sys
 
     env = {**os.environ, "HARNESS_SEED": "abc"}
-    done = subprocess.run([sys.executable, "-m", "harness", "run", "--method", "bm25", "--dry-run"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--method", "bm25", "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == "error: HARNESS_SEED='abc' is not an integer in [0, 4294967295]; unset it or give e.g. 43"
+    assert (
+        done.stderr.strip()
+        == "error: HARNESS_SEED='abc' is not an integer in [0, 4294967295]; unset it or give e.g. 43"
+    )

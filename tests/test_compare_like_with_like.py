@@ -10,8 +10,11 @@ from harness.papers.registry import cells_for
 from harness.run.runner import stage_conditions
 from harness.spec.method import load_method
 
-STAGES = {"cocondenser": ["retriever1", "retriever2"], "cpdae": ["retriever1"],  # CPDAE: one stage, as in its paper
-          "lexmae": ["retriever1", "retriever2", "retriever3"]}
+STAGES = {
+    "cocondenser": ["retriever1", "retriever2"],
+    "cpdae": ["retriever1"],  # CPDAE: one stage, as in its paper
+    "lexmae": ["retriever1", "retriever2", "retriever3"],
+}
 
 
 def _compare_all(method: str, without_deviations: bool = False, teacher_sha256: str | None = None) -> dict[str, list]:
@@ -44,8 +47,10 @@ def test_lexmae_sparsified_and_beir_pretrained_cells_are_never_graded():
         sparsified = [c for c in comparisons if "sparsify_top_k" in c.conditions]  # Table 4: top-1 = 1.9 MRR@10
         assert len(sparsified) >= 9 and all(c.status == NOT_COMPARABLE for c in sparsified), stage
     final = by_stage["retriever3"]
-    assert all("pretrain_corpus=BEIR collections; declared deviation: BEIR (Table 3)" in c.reason
-               for c in _where(final, table="Table 3"))
+    assert all(
+        "pretrain_corpus=BEIR collections; declared deviation: BEIR (Table 3)" in c.reason
+        for c in _where(final, table="Table 3")
+    )
     assert all("sparsify_top_k" in c.reason for c in final if "sparsify_top_k" in c.conditions)
     assert all(c.status != NOT_COMPARABLE for c in _where(final, table="Table 1", benchmark="msmarco-dev"))
     # the cells name the paper's teacher; a run's teacher is that one only when the spec identifies its weights
@@ -67,16 +72,26 @@ def test_cpdae_low_resource_cells_are_never_graded_against_a_full_data_run():
 def test_a_recipe_deviation_makes_every_cell_of_the_method_not_comparable():
     # CPDAE's spec fine-tunes with InfoNCE on raw BM25 negatives, not the paper's pairwise loss
     (comparisons,) = _compare_all("cpdae").values()
-    assert comparisons and all(c.status == NOT_COMPARABLE and "declared deviation: fine-tuning loss" in c.reason
-                               for c in comparisons)
+    assert comparisons and all(
+        c.status == NOT_COMPARABLE and "declared deviation: fine-tuning loss" in c.reason for c in comparisons
+    )
 
 
 def test_a_headline_cell_without_a_stage_is_not_graded_against_an_earlier_stage():
     spec = load_method("cocondenser", "paper")
-    cell = {"cell_id": "x", "method": "cocondenser", "benchmark": "msmarco-dev", "measure": "RR@10", "score": 0.382,
-            "value": "38.2", "conditions": {"pretrain_steps": "120K"}}
-    early, final = (compare({"msmarco-dev": {"RR@10": 0.38}}, {}, [cell], stage_conditions(spec, s, "retriever2"))[0]
-                    for s in ("retriever1", "retriever2"))
+    cell = {
+        "cell_id": "x",
+        "method": "cocondenser",
+        "benchmark": "msmarco-dev",
+        "measure": "RR@10",
+        "score": 0.382,
+        "value": "38.2",
+        "conditions": {"pretrain_steps": "120K"},
+    }
+    early, final = (
+        compare({"msmarco-dev": {"RR@10": 0.38}}, {}, [cell], stage_conditions(spec, s, "retriever2"))[0]
+        for s in ("retriever1", "retriever2")
+    )
     assert early.status == NOT_COMPARABLE and "final retriever, retriever2" in early.reason
     assert final.status != NOT_COMPARABLE
 
@@ -86,8 +101,9 @@ def test_cocondenser_is_graded_against_one_origin_only(stage, target):
     """Cited rows (38.2, the original coCondenser) and LexMAE's run of the released checkpoint
     (35.7 at stage 1) are 0.6-1.3 points from the QC paper's 120K reproduction the spec follows."""
     comparisons = _compare_all("cocondenser")[stage]
-    graded = [c for c in comparisons if c.status != NOT_COMPARABLE and c.benchmark == "msmarco-dev"
-              and c.measure == "RR@10"]
+    graded = [
+        c for c in comparisons if c.status != NOT_COMPARABLE and c.benchmark == "msmarco-dev" and c.measure == "RR@10"
+    ]
     assert graded and {c.reported for c in graded} == {target}
     assert all("reproduction_by_authors" in c.notes for c in graded)  # provenance only: a note
     cited = [c for c in comparisons if "cited" in c.conditions]

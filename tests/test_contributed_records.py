@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.data import checksums
 from harness.core.errors import HarnessError
+from harness.core.statuses import CORRUPT, DATA_MISMATCH, PASS, SPEC_CHANGED, UNKNOWN_METHOD
+from harness.data import checksums
 from harness.gate.references import accept_reference
 from harness.gate.run import run_gate
+from harness.present import overview
 from harness.records.integrity import seal
 from harness.records.store import REFERENCES_FILE, read_references
-from harness.present import overview
-from harness.core.statuses import CORRUPT, DATA_MISMATCH, PASS, SPEC_CHANGED, UNKNOWN_METHOD
 from leaderboard_app import data as lb_data
 from leaderboard_app import tables
 
@@ -48,14 +48,27 @@ def _contributed(reference: dict[str, Any], **changes: Any) -> dict[str, Any]:
     rec = json.loads(json.dumps(reference))
     rec.pop("integrity")
     method, profile = rec["method"], rec["profile"]
-    rec.update(run_id=f"{method}__{profile}__{STAMP}", created=CREATED,
-               command=f"python -m harness run --method {method} --profile {profile}",
-               git={"commit": "c0ffee0123456789abcdef0123456789abcdef01", "dirty": False})
+    rec.update(
+        run_id=f"{method}__{profile}__{STAMP}",
+        created=CREATED,
+        command=f"python -m harness run --method {method} --profile {profile}",
+        git={"commit": "c0ffee0123456789abcdef0123456789abcdef01", "dirty": False},
+    )
     rec["packages"] = {**(rec.get("packages") or {}), "torch": "2.5.1+cu124"}
-    rec["hardware"] = {"declared": (rec.get("hardware") or {}).get("declared"), "detected": {
-        "platform": "Linux-5.15.0-122-generic-x86_64-with-glibc2.35", "machine": "x86_64", "cpus": 64,
-        "memory_gib": 1007.7, "cpu_model": CPU, "cpu_features": ["avx2"], "cuda_devices": GPUS,
-        "torch_threads": 64, "torch_cpu_capability": "AVX2"}}
+    rec["hardware"] = {
+        "declared": (rec.get("hardware") or {}).get("declared"),
+        "detected": {
+            "platform": "Linux-5.15.0-122-generic-x86_64-with-glibc2.35",
+            "machine": "x86_64",
+            "cpus": 64,
+            "memory_gib": 1007.7,
+            "cpu_model": CPU,
+            "cpu_features": ["avx2"],
+            "cuda_devices": GPUS,
+            "torch_threads": 64,
+            "torch_cpu_capability": "AVX2",
+        },
+    }
     rec.update(changes)
     return seal(rec)
 
@@ -120,8 +133,9 @@ def test_a_tampered_record_is_corrupt_naming_the_part(folder):
 
 def test_a_record_run_on_other_data_is_rejected_naming_the_dataset_and_file(folder):
     out, rec = folder
-    dataset, file = next((d, f) for d, files in rec["datasets"].items() for f in files
-                         if f.startswith(checksums.EMBEDDED_PREFIX))
+    dataset, file = next(
+        (d, f) for d, files in rec["datasets"].items() for f in files if f.startswith(checksums.EMBEDDED_PREFIX)
+    )
     rec["datasets"][dataset][file] = "0" * 64
     _write(out, seal(rec))  # re-sealed: the seal passes, the catalog does not
     result = run_gate(out)
@@ -175,8 +189,14 @@ def test_a_record_of_an_unknown_method_is_kept_apart(folder):
     out, rec = folder
     (out / f"{rec['run_id']}.json").unlink()
     # as the harness writes it: its stored spec names the method too (else the record contradicts itself)
-    rec = seal({**rec, "method": "mymethod", "run_id": f"mymethod__{rec['profile']}__{STAMP}",
-                "spec": {**rec["spec"], "name": "mymethod"}})
+    rec = seal(
+        {
+            **rec,
+            "method": "mymethod",
+            "run_id": f"mymethod__{rec['profile']}__{STAMP}",
+            "spec": {**rec["spec"], "name": "mymethod"},
+        }
+    )
     _write(out, rec)
     rows = _rows(run_gate(out), rec["run_id"])
     assert [r.status for r in rows] == [UNKNOWN_METHOD]
@@ -187,8 +207,14 @@ def test_a_record_of_an_unknown_method_is_kept_apart(folder):
 def test_catalog_checksums_check_files_and_leave_labels_alone():
     embedded_file = next(iter(checksums.embedded.manifest()))
     good = checksums.embedded.manifest()[embedded_file]["sha256"]
-    datasets = {"scifact": {f"embedded/{embedded_file}": good, "msmarco_passages": "titled", "forum": "android",
-                            "downloads/fiqa.zip": "md5:17918ed23cd04fb15047f73e6c3bd9d9"}}
+    datasets = {
+        "scifact": {
+            f"embedded/{embedded_file}": good,
+            "msmarco_passages": "titled",
+            "forum": "android",
+            "downloads/fiqa.zip": "md5:17918ed23cd04fb15047f73e6c3bd9d9",
+        }
+    }
     assert checksums.mismatches(datasets) == []
     datasets["scifact"]["downloads/fiqa.zip"] = "md5:" + "0" * 32
     datasets["scifact"]["embedded/beir/nowhere.jsonl.gz"] = "1" * 64
@@ -199,6 +225,7 @@ def test_catalog_checksums_check_files_and_leave_labels_alone():
 
 
 # A re-sealed edit passes the seal (anyone can recompute a sha256): these fields must still agree.
+
 
 def _resealed_is_corrupt(out: Path, rec: dict[str, Any], name: str | None = None) -> list[Any]:
     """``rec`` re-sealed and written as ``name`` (default ``<run_id>.json``): `check` fails with only
@@ -244,6 +271,7 @@ def test_identity_allows_a_day_of_clock_skew():
     from datetime import UTC, datetime
 
     from harness.records.integrity import identity_problems
+
     now = datetime(2026, 11, 27, 12, tzinfo=UTC)
     rec = {"run_id": "m__tiny__x", "method": "m", "profile": "tiny", "spec": {"name": "m", "profile": "tiny"}}
     assert identity_problems({**rec, "created": "2026-11-28T06:00:00Z"}, "m__tiny__x", now) == []

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
+from harness.core.errors import HarnessError, UnknownNameError
 from harness.corpus.pairs import example_kinds, halves, make_examples
 from harness.corpus.passages import Passage
-from harness.core.errors import HarnessError, UnknownNameError
 
 
 def _passages(n_docs: int = 60) -> list[Passage]:
@@ -64,8 +64,9 @@ def test_qc_picks_one_candidate_deterministic_and_epoch_dependent():
     other_seed = make_examples("qc", PASSAGES, QUERIES, epoch=0, seed=7, shuffle=False)
     assert other_seed != e0
     # Uniform over the C candidates in aggregate.
-    counts = Counter(ctx.split()[0] for ep in range(10)
-                     for _, ctx in make_examples("qc", PASSAGES, QUERIES, epoch=ep, shuffle=False))
+    counts = Counter(
+        ctx.split()[0] for ep in range(10) for _, ctx in make_examples("qc", PASSAGES, QUERIES, epoch=ep, shuffle=False)
+    )
     assert set(counts) == {f"q{j}" for j in range(5)}
     assert max(counts.values()) / min(counts.values()) < 1.4
 
@@ -101,8 +102,7 @@ def test_single():
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_sharding_disjoint_and_covering(kind, world_size):
     full = make_examples(kind, PASSAGES, QUERIES, epoch=2)
-    shards = [make_examples(kind, PASSAGES, QUERIES, epoch=2, rank=r, world_size=world_size)
-              for r in range(world_size)]
+    shards = [make_examples(kind, PASSAGES, QUERIES, epoch=2, rank=r, world_size=world_size) for r in range(world_size)]
     assert sum(len(s) for s in shards) == len(full)
     assert Counter(x for s in shards for x in s) == Counter(full)
     assert max(map(len, shards)) - min(map(len, shards)) <= 1

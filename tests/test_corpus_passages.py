@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from harness.stages import artifacts
+from harness.core.errors import HarnessError, UnknownNameError
 from harness.corpus.passages import (
     Passage,
     build_passages,
@@ -18,7 +18,7 @@ from harness.corpus.passages import (
 )
 from harness.corpus.sentences import train_punkt
 from harness.corpus.tokenizer import train_wordpiece
-from harness.core.errors import HarnessError, UnknownNameError
+from harness.stages import artifacts
 
 WORDS = (
     "aspirin stroke risk vitamin blood levels trial patients placebo dose effect cohort "
@@ -101,7 +101,7 @@ def test_max_passages_takes_whole_documents_in_a_seeded_order(tok, splitter):
     docs = list(dict.fromkeys(p.doc_id for p in some))
     for doc_id in docs[:-1]:
         assert [p for p in some if p.doc_id == doc_id] == [p for p in full if p.doc_id == doc_id]
-    assert build_passages(corpus, tok, 16, splitter=splitter, max_passages=10 ** 6) == full
+    assert build_passages(corpus, tok, 16, splitter=splitter, max_passages=10**6) == full
     with pytest.raises(HarnessError, match="max_passages"):
         build_passages(corpus, tok, 16, splitter=splitter, max_passages=0)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import nltk
 import pytest
 
-from harness.stages import artifacts
 from harness.corpus.sentences import SentenceSplitter, load_or_train_punkt, train_punkt
+from harness.stages import artifacts
 
 TRAIN = [
     "Dr. Smith studied aspirin in 120 patients. The risk of stroke fell by a third. "

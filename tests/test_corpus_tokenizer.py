@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from harness.stages import artifacts
-from harness.corpus.tokenizer import SPECIAL_TOKENS, train_wordpiece
 from harness.core.errors import HarnessError
+from harness.corpus.tokenizer import SPECIAL_TOKENS, train_wordpiece
+from harness.stages import artifacts
 
 TEXTS = [
     "Aspirin lowers the risk of stroke in older patients.",

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import pytest
 
+from harness.core.errors import HarnessError, UnknownNameError
 from harness.data import catalog
 from harness.data.catalog import get_benchmark, list_benchmarks
-from harness.core.errors import HarnessError, UnknownNameError
 
-COMMON_NAMES = ["msmarco-dev", "dl19", "dl20", "trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana",
-                "webis-touche2020", "cqadupstack", "quora", "dbpedia-entity", "scidocs", "fever", "climate-fever",
-                "scifact"]
+COMMON_NAMES = [
+    "msmarco-dev",
+    "dl19",
+    "dl20",
+    "trec-covid",
+    "nfcorpus",
+    "nq",
+    "hotpotqa",
+    "fiqa",
+    "arguana",
+    "webis-touche2020",
+    "cqadupstack",
+    "quora",
+    "dbpedia-entity",
+    "scidocs",
+    "fever",
+    "climate-fever",
+    "scifact",
+]
 
 
 def _lines(qrels: dict) -> int:
@@ -29,8 +45,10 @@ def test_names():
     assert all(kinds[n] == "beir" for n in catalog.BEIR_NAMES)
 
 
-@pytest.mark.parametrize("typo,expected", [("scifcat", "scifact"), ("dl-19", "dl19"), ("msmarco_dev", "msmarco-dev"),
-                                           ("trec_covid", "trec-covid")])
+@pytest.mark.parametrize(
+    "typo,expected",
+    [("scifcat", "scifact"), ("dl-19", "dl19"), ("msmarco_dev", "msmarco-dev"), ("trec_covid", "trec-covid")],
+)
 def test_unknown_name_suggests(typo, expected):
     with pytest.raises(UnknownNameError) as info:
         get_benchmark(typo)
@@ -90,9 +108,19 @@ def test_anserini_and_beir_copies_agree_and_disagreement_is_caught():
 
 
 def test_beir_test_sets():
-    expected = {"trec-covid": 50, "nq": 3452, "hotpotqa": 7405, "fiqa": 648, "arguana": 1406,
-                "webis-touche2020": 49, "quora": 10000, "dbpedia-entity": 400, "scidocs": 1000,
-                "fever": 6666, "climate-fever": 1535}
+    expected = {
+        "trec-covid": 50,
+        "nq": 3452,
+        "hotpotqa": 7405,
+        "fiqa": 648,
+        "arguana": 1406,
+        "webis-touche2020": 49,
+        "quora": 10000,
+        "dbpedia-entity": 400,
+        "scidocs": 1000,
+        "fever": 6666,
+        "climate-fever": 1535,
+    }
     for name, n in expected.items():
         b = get_benchmark(name)
         queries = b.queries()
@@ -132,15 +160,18 @@ def test_files_are_checksums_of_embedded_files():
     assert "embedded/topics-and-qrels/qrels.beir-v1.0.0-scifact.test.txt.gz" in files
     assert all(len(v) == 64 for v in files.values()) and len(files) == 6
     assert get_benchmark("scifact").corpus_files() == {
-        "embedded/beir/scifact/corpus.jsonl.gz": files["embedded/beir/scifact/corpus.jsonl.gz"]}
+        "embedded/beir/scifact/corpus.jsonl.gz": files["embedded/beir/scifact/corpus.jsonl.gz"]
+    }
     # a download is identified by the checksum it is verified against, before and after fetching it
     assert get_benchmark("dl20").files() == {
         "embedded/topics-and-qrels/topics.dl20.txt.gz": files_of("topics-and-qrels/topics.dl20.txt.gz"),
         "embedded/topics-and-qrels/qrels.dl20-passage.txt.gz": files_of("topics-and-qrels/qrels.dl20-passage.txt.gz"),
-        "downloads/collection.tar.gz": "md5:87dd01826da3e2ad45447ba5af577628"}
+        "downloads/collection.tar.gz": "md5:87dd01826da3e2ad45447ba5af577628",
+    }
     assert get_benchmark("fiqa").corpus_files() == {"downloads/fiqa.zip": "md5:17918ed23cd04fb15047f73e6c3bd9d9"}
     assert get_benchmark("cqadupstack").corpus_files() == {
-        "downloads/cqadupstack.zip": "md5:4e41456d7df8ee7760a7f866133bda78"}
+        "downloads/cqadupstack.zip": "md5:4e41456d7df8ee7760a7f866133bda78"
+    }
 
 
 def test_returned_dicts_are_copies():

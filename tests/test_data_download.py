@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import catalog, download
 from harness.core.errors import DataFormatError, HarnessError
+from harness.data import catalog, download
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ class _Server:
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, directory=str(folder), **kwargs)
 
-            def do_GET(self):  # noqa: N802 (http.server API)
+            def do_GET(self):
                 hits.append(self.path)
                 super().do_GET()
 
@@ -81,8 +81,10 @@ def test_fetch_file_url_verifies_and_caches(tmp_path):
     assert download.recorded_sha256(got) == _sha(payload)
     src.unlink()  # a second call must not need the source
     assert download.fetch(src.as_uri(), dest_dir, sha256=_sha(payload)) == got
-    assert sorted(p.name for p in dest_dir.iterdir() if not p.name.startswith(".")) == ["data.bin",
-                                                                                       "data.bin.verified.json"]
+    assert sorted(p.name for p in dest_dir.iterdir() if not p.name.startswith(".")) == [
+        "data.bin",
+        "data.bin.verified.json",
+    ]
 
 
 def test_fetch_file_url_bad_checksum_removes_file(tmp_path):
@@ -154,13 +156,16 @@ def test_extract_refuses_escaping_members(tmp_path):
 
 
 def _fake_hotpotqa(qrels_train: str = "q1\td1\t1\n") -> bytes:
-    return _zip_bytes({
-        "hotpotqa/corpus.jsonl": "".join(json.dumps({"_id": f"d{i}", "title": f"T{i}", "text": f"text {i}"}) + "\n"
-                                         for i in range(3)),
-        "hotpotqa/queries.jsonl": '{"_id": "q1", "text": "first"}\n{"_id": "q2", "text": "second"}\n',
-        "hotpotqa/qrels/train.tsv": "query-id\tcorpus-id\tscore\n" + qrels_train,
-        "hotpotqa/qrels/dev.tsv": "query-id\tcorpus-id\tscore\nq2\td2\t1\n",
-    })
+    return _zip_bytes(
+        {
+            "hotpotqa/corpus.jsonl": "".join(
+                json.dumps({"_id": f"d{i}", "title": f"T{i}", "text": f"text {i}"}) + "\n" for i in range(3)
+            ),
+            "hotpotqa/queries.jsonl": '{"_id": "q1", "text": "first"}\n{"_id": "q2", "text": "second"}\n',
+            "hotpotqa/qrels/train.tsv": "query-id\tcorpus-id\tscore\n" + qrels_train,
+            "hotpotqa/qrels/dev.tsv": "query-id\tcorpus-id\tscore\nq2\td2\t1\n",
+        }
+    )
 
 
 def _use_mirror(monkeypatch, tmp_path: Path, files: dict[str, bytes], pin: dict[str, str] | None = None) -> Path:
@@ -170,8 +175,9 @@ def _use_mirror(monkeypatch, tmp_path: Path, files: dict[str, bytes], pin: dict[
         (mirror / name).write_bytes(data)
     monkeypatch.setenv(download.MIRROR_ENV, mirror.as_uri())
     for key, name in (pin or {}).items():  # test archives are not the upstream bytes: pin their md5
-        monkeypatch.setitem(download.SOURCES, key,
-                            dataclasses.replace(download.SOURCES[key], md5=_md5(files[name]), sha256=None))
+        monkeypatch.setitem(
+            download.SOURCES, key, dataclasses.replace(download.SOURCES[key], md5=_md5(files[name]), sha256=None)
+        )
     return mirror
 
 
@@ -221,12 +227,17 @@ def test_msmarco_corpus_through_mirror(tmp_path, monkeypatch):
         info = tarfile.TarInfo("collection.tsv")
         info.size = len(tsv)
         tf.addfile(info, io.BytesIO(tsv))
-    _use_mirror(monkeypatch, tmp_path, {"collection.tar.gz": buf.getvalue()},
-                {"msmarco-passage/collection": "collection.tar.gz"})
+    _use_mirror(
+        monkeypatch,
+        tmp_path,
+        {"collection.tar.gz": buf.getvalue()},
+        {"msmarco-passage/collection": "collection.tar.gz"},
+    )
     corpus = catalog.get_benchmark("dl19").corpus()
     assert corpus["1"] == {"title": "", "text": "The Manhattan Project."} and len(corpus) == 2
     assert catalog.get_benchmark("msmarco-dev").corpus_files() == {
-        "downloads/collection.tar.gz": f"md5:{download.SOURCES['msmarco-passage/collection'].md5}"}
+        "downloads/collection.tar.gz": f"md5:{download.SOURCES['msmarco-passage/collection'].md5}"
+    }
 
 
 def test_registry_urls_and_checksums():
@@ -244,12 +255,15 @@ def test_no_download_at_import(tmp_path):
     import subprocess
     import sys
 
-    code = ("import socket\n"
-            "def refuse(*a, **k): raise SystemExit('network used at import')\n"
-            "socket.socket.connect = refuse\n"
-            "import harness.data.catalog, harness.data.download, harness.data.formats\n"
-            "assert 'tqdm' not in __import__('sys').modules\n")
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k): raise SystemExit('network used at import')\n"
+        "socket.socket.connect = refuse\n"
+        "import harness.data.catalog, harness.data.download, harness.data.formats\n"
+        "assert 'tqdm' not in __import__('sys').modules\n"
+    )
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60,
-                   cwd=Path(catalog.__file__).resolve().parents[2])
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env=env, timeout=60, cwd=Path(catalog.__file__).resolve().parents[2]
+    )
     assert not (tmp_path / "cache").exists()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import catalog, embedded, vendor
 from harness.core import benchmarks as declared
 from harness.core.errors import HarnessError
 from harness.core.paths import EMBEDDED_DATA_DIR
+from harness.data import catalog, embedded, vendor
 
 EXTRA_FILES = {"MANIFEST.json", "SOURCES.md", "msmarco-passage/dl19-relevant-subset/SMOKE-TEST-ONLY.txt"}
 

@@ -19,22 +19,36 @@ def _write(tmp_path: Path, name: str, text: str, compress: bool = False) -> Path
     return path
 
 
-CORPUS_OK = ('{"_id": "d1", "title": "T1", "text": "one", "metadata": {"x": 1}}\n'
-             '{"_id": 2, "text": "two"}\n')
+CORPUS_OK = '{"_id": "d1", "title": "T1", "text": "one", "metadata": {"x": 1}}\n{"_id": 2, "text": "two"}\n'
 
 # (reader, file name, content, expected line, expected problem text)
 MALFORMED = [
     (F.read_beir_corpus, "corpus.jsonl", '{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": \n', 2, "bad JSON line"),
     (F.read_beir_corpus, "corpus.jsonl", '["d1", "a"]\n', 1, "bad JSON line"),
-    (F.read_beir_corpus, "corpus.jsonl", '{"_id": "d1", "text": "a"}\n{"title": "t", "text": "b"}\n', 2,
-     "missing field '_id'"),
+    (
+        F.read_beir_corpus,
+        "corpus.jsonl",
+        '{"_id": "d1", "text": "a"}\n{"title": "t", "text": "b"}\n',
+        2,
+        "missing field '_id'",
+    ),
     (F.read_beir_corpus, "corpus.jsonl", '{"_id": "d1", "title": "t"}\n', 1, "missing field 'text'"),
     (F.read_beir_corpus, "corpus.jsonl", '{"_id": "d1", "text": 5}\n', 1, "field 'text' must be a string"),
-    (F.read_beir_corpus, "corpus.jsonl", '{"_id": "d1", "text": "a"}\n\n{"_id": "d1", "text": "b"}\n', 3,
-     "duplicate doc id 'd1'"),
+    (
+        F.read_beir_corpus,
+        "corpus.jsonl",
+        '{"_id": "d1", "text": "a"}\n\n{"_id": "d1", "text": "b"}\n',
+        3,
+        "duplicate doc id 'd1'",
+    ),
     (F.read_beir_queries, "queries.jsonl", '{"_id": "q1", "text": "a"}\n{"_id": "q2"}\n', 2, "missing field 'text'"),
-    (F.read_beir_queries, "queries.jsonl", '{"_id": "q1", "text": "a"}\n{"_id": "q1", "text": "b"}\n', 2,
-     "duplicate query id 'q1'"),
+    (
+        F.read_beir_queries,
+        "queries.jsonl",
+        '{"_id": "q1", "text": "a"}\n{"_id": "q1", "text": "b"}\n',
+        2,
+        "duplicate query id 'q1'",
+    ),
     (F.read_beir_queries, "queries.jsonl", '{"_id": "q1", "text": "a"\n', 1, "bad JSON line"),
     (F.read_beir_qrels, "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\n", 3, "wrong column count"),
     (F.read_beir_qrels, "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\thigh\n", 2, "non-numeric grade 'high'"),
@@ -50,8 +64,13 @@ MALFORMED = [
     (F.read_trec_run, "run.trec", "q1 Q0 d1 1 inf tag\n", 1, "score 'inf' is not a finite number"),
     (F.read_trec_run, "run.trec", "q1 Q0 d1 inf 1.0 tag\n", 1, "rank 'inf' is not a finite number"),
     (F.read_trec_run, "run.trec", "q1 Q0 d1 first 1.0 tag\n", 1, "non-numeric rank 'first'"),
-    (F.read_trec_run, "run.trec", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq1 Q0 d1 3 0.5 t\n", 3,
-     "duplicate (qid, docid) ('q1', 'd1')"),
+    (
+        F.read_trec_run,
+        "run.trec",
+        "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq1 Q0 d1 3 0.5 t\n",
+        3,
+        "duplicate (qid, docid) ('q1', 'd1')",
+    ),
     (F.read_topics_tsv, "topics.tsv", "1\tfirst query\n2 second query\n", 2, "wrong column count: expected 2"),
     (F.read_topics_tsv, "topics.tsv", "1\tfirst\tquery\n", 1, "wrong column count: expected 2"),
     (F.read_topics_tsv, "topics.tsv", "1\tfirst\n1\tagain\n", 2, "duplicate query id '1'"),
@@ -61,8 +80,9 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("compress", [False, True], ids=["plain", "gz"])
-@pytest.mark.parametrize("reader,name,content,line,problem", MALFORMED,
-                         ids=[f"{m[0].__name__}-{i}" for i, m in enumerate(MALFORMED)])
+@pytest.mark.parametrize(
+    "reader,name,content,line,problem", MALFORMED, ids=[f"{m[0].__name__}-{i}" for i, m in enumerate(MALFORMED)]
+)
 def test_malformed_input_names_file_line_and_problem(tmp_path, reader, name, content, line, problem, compress):
     path = _write(tmp_path, name + (".gz" if compress else ""), content, compress)
     with pytest.raises(DataFormatError) as info:
@@ -116,16 +136,22 @@ def test_valid_files_plain_and_gz(tmp_path):
         sfx = ".gz" if compress else ""
         corpus = F.read_beir_corpus(_write(tmp_path, "c.jsonl" + sfx, CORPUS_OK, compress))
         assert corpus == {"d1": {"title": "T1", "text": "one"}, "2": {"title": "", "text": "two"}}
-        queries = F.read_beir_queries(_write(tmp_path, "q.jsonl" + sfx,
-                                             '{"_id": "q1", "text": "hello", "metadata": {}}\n', compress))
+        queries = F.read_beir_queries(
+            _write(tmp_path, "q.jsonl" + sfx, '{"_id": "q1", "text": "hello", "metadata": {}}\n', compress)
+        )
         assert queries == {"q1": "hello"}
-        qrels = F.read_beir_qrels(_write(tmp_path, "t.tsv" + sfx,
-                                         "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t2\t0\n", compress))
+        qrels = F.read_beir_qrels(
+            _write(tmp_path, "t.tsv" + sfx, "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t2\t0\n", compress)
+        )
         assert qrels == {"q1": {"d1": 1, "2": 0}}
-        assert F.read_trec_qrels(_write(tmp_path, "q.txt" + sfx, "q1 0 d1 2\r\nq2 Q0 d3 0\n", compress)) == \
-            {"q1": {"d1": 2}, "q2": {"d3": 0}}
-        assert F.read_topics_tsv(_write(tmp_path, "t.tsv" + sfx, "\ufeff1\tfirst q\n2\tsecond\n", compress)) == \
-            {"1": "first q", "2": "second"}
+        assert F.read_trec_qrels(_write(tmp_path, "q.txt" + sfx, "q1 0 d1 2\r\nq2 Q0 d3 0\n", compress)) == {
+            "q1": {"d1": 2},
+            "q2": {"d3": 0},
+        }
+        assert F.read_topics_tsv(_write(tmp_path, "t.tsv" + sfx, "\ufeff1\tfirst q\n2\tsecond\n", compress)) == {
+            "1": "first q",
+            "2": "second",
+        }
         coll = F.read_msmarco_collection(_write(tmp_path, "coll.tsv" + sfx, "0\tzero\r here\n1\tone\n", compress))
         assert coll == {"0": {"title": "", "text": "zero\r here"}, "1": {"title": "", "text": "one"}}
     # header-less BEIR qrels (as in the smoke subset) and auto-detection

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import HarnessError
+from harness.core.paths import PROJECT_ROOT
 from harness.data import download
 from harness.data.catalog import get_benchmark
 from harness.data.negatives import read_published_negatives
 from harness.data.requirements import missing_inputs, required_sources
 from harness.data.setting import PASSAGES_ENV
-from harness.core.errors import HarnessError
-from harness.core.paths import PROJECT_ROOT
 from harness.spec.method import load_method, pretraining_methods
 
 FIXTURE = PROJECT_ROOT / "tests" / "fixtures" / "msmarco_mirror"
@@ -42,8 +42,11 @@ def test_fixture_mirror_is_what_its_builder_writes() -> None:
     spec.loader.exec_module(builder)
     manifest = json.loads((FIXTURE / download.FIXTURE_MANIFEST).read_text())["files"]
     for name, data in builder.build().items():
-        assert hashlib.sha256(data).hexdigest() == manifest[name]["sha256"] == \
-            hashlib.sha256((FIXTURE / name).read_bytes()).hexdigest(), name
+        assert (
+            hashlib.sha256(data).hexdigest()
+            == manifest[name]["sha256"]
+            == hashlib.sha256((FIXTURE / name).read_bytes()).hexdigest()
+        ), name
 
 
 def test_training_queries_qrels_and_corpus_from_the_mirror(mirror: Path) -> None:
@@ -137,7 +140,9 @@ def test_failed_transfer_keeps_the_partial_file(tmp_path, monkeypatch) -> None:
             self.fh.close()
 
     real_open = download._open
-    monkeypatch.setattr(download, "_open", lambda url, offset: (lambda s, t, r: (Cut(s), t, r))(*real_open(url, offset)))
+    monkeypatch.setattr(
+        download, "_open", lambda url, offset: (lambda s, t, r: (Cut(s), t, r))(*real_open(url, offset))
+    )
     with pytest.raises(HarnessError, match="the next try continues it"):
         download.fetch(src.as_uri(), tmp_path / "dest")
     assert (tmp_path / "dest" / "big.bin.part").stat().st_size == 2 << 20
@@ -172,8 +177,14 @@ def test_paper_dry_run_lists_missing_downloads_with_fetch_commands(monkeypatch) 
     with data_setting(spec):
         keys = required_sources(spec, spec.get("datasets"))
         lines = missing_inputs(spec, spec.get("datasets"))
-    assert keys == ["msmarco-docs", "msmarco-passage/queries", "msmarco-passage/qrels-train",
-                    "msmarco-passage/collection", "rocketqa/marco", "msmarco-passage/triples"]
+    assert keys == [
+        "msmarco-docs",
+        "msmarco-passage/queries",
+        "msmarco-passage/qrels-train",
+        "msmarco-passage/collection",
+        "rocketqa/marco",
+        "msmarco-passage/triples",
+    ]
     assert len(lines) == len(keys) and all("fetch: python -m harness fetch " in line for line in lines)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import download, structure
 from harness.core.errors import HarnessError
+from harness.data import download, structure
 
 DOCS = "D1\thttp://a\tA title\tA body.\nD2\thttp://b\tB title\tB body.\n"
 
@@ -31,12 +31,15 @@ def _verified(name: str) -> bool:
     return download.recorded_sha256(download.downloads_dir() / name) is not None
 
 
-@pytest.mark.parametrize("payload, problem", [
-    (b"<html>mirror error page</html>", "not an intact gzip file"),
-    (gzip.compress(DOCS.encode())[:-12], "not an intact gzip file"),          # cut short: no CRC trailer
-    (gzip.compress(b"D1\thttp://a\tonly three\n"), "line 1 has 3 tab-separated fields, expected 4"),
-    (gzip.compress(DOCS.encode() * 2), "4 data lines, the publisher's file has 2"),
-])
+@pytest.mark.parametrize(
+    "payload, problem",
+    [
+        (b"<html>mirror error page</html>", "not an intact gzip file"),
+        (gzip.compress(DOCS.encode())[:-12], "not an intact gzip file"),  # cut short: no CRC trailer
+        (gzip.compress(b"D1\thttp://a\tonly three\n"), "line 1 has 3 tab-separated fields, expected 4"),
+        (gzip.compress(DOCS.encode() * 2), "4 data lines, the publisher's file has 2"),
+    ],
+)
 def test_a_bad_unpinned_download_is_refused_and_not_kept(plain_mirror: Path, payload: bytes, problem: str) -> None:
     (plain_mirror / "msmarco-docs.tsv.gz").write_bytes(payload)
     with pytest.raises(HarnessError) as err:

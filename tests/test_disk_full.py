@@ -21,8 +21,9 @@ from harness.core.fsutil import atomic_dir, atomic_path, atomic_write_bytes, is_
 Usage = namedtuple("Usage", "total used free")
 ENOSPC = OSError(errno.ENOSPC, "No space left on device")  # as a write to an open file raises it: no filename
 TORCH_POS = "[enforce fail at inline_container.cc:603] . unexpected pos 8832 vs 8724"
-TORCH_WRITE = ("[enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing file "
-               "data/2: file write failed")
+TORCH_WRITE = (
+    "[enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing file data/2: file write failed"
+)
 
 
 @pytest.fixture
@@ -42,13 +43,16 @@ def _free(monkeypatch, free_of):
     def usage(path):
         total, used, _ = real(path)
         return Usage(total, used, free_of(Path(path)))
+
     monkeypatch.setattr(shutil, "disk_usage", usage)
 
 
 def _run_raising(exc: BaseException, monkeypatch, capsys) -> tuple[int, list[str]]:
     """The CLI's main on a command whose work raises ``exc``: its status and its stderr lines."""
+
     def boom(args):
         raise exc
+
     parser = argparse.ArgumentParser()
     parser.set_defaults(func=boom)
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
@@ -125,10 +129,12 @@ def test_an_estimate_is_said_when_known_and_never_invented(tmp_path):
 
 def _half_then_enospc(monkeypatch):
     """Path.write_bytes writes half of its data, then fails as a full disk does."""
+
     def write_bytes(self, data):
         with open(self, "wb") as fh:
             fh.write(data[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(Path, "write_bytes", write_bytes)
 
 
@@ -210,6 +216,7 @@ def test_a_checkpoint_file_cut_by_a_full_disk_names_it(tmp_path, monkeypatch):
     def short_save(obj, fh):
         fh.write(b"PK" * 10)
         raise RuntimeError(TORCH_POS)
+
     monkeypatch.setattr(torch, "save", short_save)
     _free(monkeypatch, lambda p: 0)
     with pytest.raises(DiskFull) as caught:

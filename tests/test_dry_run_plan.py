@@ -12,16 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.stages.artifacts import StageCache
-from harness.pipelines.context import RunContext
-from harness.records.store import load_references
 from harness.core.paths import PROJECT_ROOT, cache_dir
-from harness.stages.graph import STAGES
-from harness.records.store import RunRecord, load_record, load_records
+from harness.pipelines.context import RunContext
+from harness.records.store import RunRecord, load_record, load_records, load_references
 from harness.run.runner import run_method
-from harness.spec.method import load_method, pretraining_methods, profiles_of
 from harness.spec.files import list_methods
 from harness.spec.hashing import settings_hash
+from harness.spec.method import load_method, pretraining_methods, profiles_of
+from harness.stages.artifacts import StageCache
+from harness.stages.graph import STAGES
 
 RECORDS = PROJECT_ROOT / "runs" / "records"
 # Names of the spec's `stages:` list: they say which fine-tuning stages a pipeline runs, but no
@@ -51,15 +50,23 @@ def references() -> dict[str, RunRecord]:
 
 REFERENCES = references()
 # the settings that run (documentation keys left out), as the gate's STALE-REFERENCE compares them
-COMPARABLE = {key: rec for key, rec in REFERENCES.items()
-              if settings_hash(rec.spec) == load_method(rec.method, rec.profile).spec_hash}
+COMPARABLE = {
+    key: rec
+    for key, rec in REFERENCES.items()
+    if settings_hash(rec.spec) == load_method(rec.method, rec.profile).spec_hash
+}
 
 
 def test_the_comparable_references_cover_bm25_and_several_methods_tiny_and_mini():
     for key, rec in REFERENCES.items():
-        why = "compared" if key in COMPARABLE else (
-            f"not compared: spec changed since (record {settings_hash(rec.spec)}, spec now "
-            f"{load_method(rec.method, rec.profile).spec_hash})")
+        why = (
+            "compared"
+            if key in COMPARABLE
+            else (
+                f"not compared: spec changed since (record {settings_hash(rec.spec)}, spec now "
+                f"{load_method(rec.method, rec.profile).spec_hash})"
+            )
+        )
         print(f"{key:<22} {rec.run_id:<46} {why}")
     assert "bm25/paper" in COMPARABLE
     for profile in ("tiny", "mini"):
@@ -75,8 +82,6 @@ def test_dry_run_lists_the_stages_the_reference_run_executed(key, capsys):
     assert pairs(result["stages"]) == pairs(rec.stages)
 
 
-
-
 def record_cache_dir(rec: RunRecord) -> str | None:
     """The cache folder a run used: its run files are <cache>/<stage>/<key>/run.trec."""
     for runs in (rec.get("run_files") or {}).values():
@@ -87,16 +92,18 @@ def record_cache_dir(rec: RunRecord) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("key", sorted(k for k, rec in COMPARABLE.items()
-                                        if rec.profile == "tiny" and record_cache_dir(rec)))
+@pytest.mark.parametrize(
+    "key", sorted(k for k, rec in COMPARABLE.items() if rec.profile == "tiny" and record_cache_dir(rec))
+)
 def test_planned_keys_equal_the_tiny_reference_runs_keys(key, monkeypatch, capsys):
     """A tiny run trains its tokenizer into the cache, and the passages stage keys the tokenizer by its path:
     pointed at the reference's (absent) cache folder, the plan computes every key that run computed."""
     rec = COMPARABLE[key]
     monkeypatch.setenv("HARNESS_CACHE_DIR", record_cache_dir(rec))  # read only: a dry-run writes nothing
     stages = dry_run(rec.method, rec.profile)["stages"]
-    assert [(e["stage"], e["dataset"], e.get("key")) for e in stages] == \
-        [(e["stage"], e["dataset"], e.get("key")) for e in rec.stages]
+    assert [(e["stage"], e["dataset"], e.get("key")) for e in stages] == [
+        (e["stage"], e["dataset"], e.get("key")) for e in rec.stages
+    ]
 
 
 def all_specs_and_profiles() -> list[tuple[str, str]]:
@@ -143,8 +150,9 @@ def test_dry_run_works_for_every_spec_and_profile_on_an_empty_cache(method, prof
 
     # What is printed is that list, numbered, in order.
     printed = re.findall(r"^\s+\d+\. (\S+)\s+(to run|cached|reused)", out, re.M)
-    assert [label for label, _ in printed] == [f"{e['stage']}/{e['dataset']}" if e["dataset"] else e["stage"]
-                                               for e in stages]
+    assert [label for label, _ in printed] == [
+        f"{e['stage']}/{e['dataset']}" if e["dataset"] else e["stage"] for e in stages
+    ]
     assert not cache_dir().exists(), "a dry-run wrote into the cache"
 
 

@@ -9,19 +9,23 @@ from pathlib import Path
 import pytest
 
 from harness.evaluation.claims import claims_for
-from harness.evaluation.verdict import DIFFERENT, DIFFERENT_BELOW, NOT_COMPARABLE
 from harness.evaluation.effects import method_effects
+from harness.evaluation.verdict import DIFFERENT, DIFFERENT_BELOW, NOT_COMPARABLE
 from harness.gate.grading import effect_rows
 from harness.gate.run import run_gate
 from harness.records.integrity import seal
 from harness.records.store import RunRecord
-from harness.spec.method import load_method
 from harness.records.tracking import write_run_record
+from harness.spec.method import load_method
 
 QIDS = [f"q{i}" for i in range(2000)]
 # What the grading reads of a spec: the settings its conditions are derived from (harness/spec/conditions.py).
-BASE_SPEC = {"family": "dense", "pretrain": {"objective": "cocondenser", "steps": 120000},
-             "datasets": ["msmarco-dev"], "data": {"msmarco_passages": "titled"}}
+BASE_SPEC = {
+    "family": "dense",
+    "pretrain": {"objective": "cocondenser", "steps": 120000},
+    "datasets": ["msmarco-dev"],
+    "data": {"msmarco_passages": "titled"},
+}
 SPEC = {**BASE_SPEC, "pretrain": {**BASE_SPEC["pretrain"], "context": "qc"}, "qgen": {"num_queries": 5}}
 
 
@@ -31,17 +35,26 @@ def _scores(mean: float, seed: int) -> dict[str, float]:
 
 
 def _record(method: str, pq: dict[str, float], profile: str = "paper", created: str = "2026-11-23T00") -> RunRecord:
-    data = {"schema_version": 1, "run_id": f"{method}__{profile}__{created}", "created": created, "method": method,
-            "profile": profile, "spec": SPEC if method == "cocondenser_qc" else BASE_SPEC,
-            "finetune_stage": "retriever2",
-            "metrics": {"msmarco-dev": {"RR@10": sum(pq.values()) / len(pq)}},
-            "per_query": {"msmarco-dev": {"RR@10": pq}}}
+    data = {
+        "schema_version": 1,
+        "run_id": f"{method}__{profile}__{created}",
+        "created": created,
+        "method": method,
+        "profile": profile,
+        "spec": SPEC if method == "cocondenser_qc" else BASE_SPEC,
+        "finetune_stage": "retriever2",
+        "metrics": {"msmarco-dev": {"RR@10": sum(pq.values()) / len(pq)}},
+        "per_query": {"msmarco-dev": {"RR@10": pq}},
+    }
     return RunRecord(Path(f"{data['run_id']}.json"), seal(data))
 
 
 def test_claims_come_from_one_tables_own_rows():
-    claims = [c for c in claims_for([("cocondenser_qc", "cocondenser")])
-              if c.benchmark == "msmarco-dev" and c.measure == "RR@10"]
+    claims = [
+        c
+        for c in claims_for([("cocondenser_qc", "cocondenser")])
+        if c.benchmark == "msmarco-dev" and c.measure == "RR@10"
+    ]
     by_source = {(c.source, dict(c.a_conditions)["finetune_stage"]): c.delta for c in claims}
     assert by_source[("qc-pretraining-v2.txt v2 Table 1", "retriever2")] == pytest.approx(0.6)  # 39.4 - 38.8
     assert by_source[("qc-pretraining-v2.txt v2 Table 1", "retriever1")] == pytest.approx(0.4)  # 37.4 - 37.0
@@ -64,7 +77,9 @@ def test_paper_runs_grade_a_reproduced_effect_and_a_reversed_one(tmp_path):
     bad = method_effects([_record("cocondenser", base), _record("cocondenser_qc", minus)], "paper")
     assert bad[0].claim_status == DIFFERENT_BELOW and bad[0].ci_high < 0.6
     rows = effect_rows([_record("cocondenser", base), _record("cocondenser_qc", minus)])
-    assert rows[0].status == DIFFERENT_BELOW and rows[0].against.startswith("qc-pretraining-v") and rows[0].expected == 0.6
+    assert (
+        rows[0].status == DIFFERENT_BELOW and rows[0].against.startswith("qc-pretraining-v") and rows[0].expected == 0.6
+    )
 
 
 def test_other_profiles_show_the_effect_but_never_grade_it():

@@ -23,9 +23,15 @@ def scores(shift: float, seed: int) -> dict[str, float]:
 
 def record(method: str, profile: str, created: str, pq: dict[str, float], stages: dict | None = None) -> RunRecord:
     per_query = {"nfcorpus": {"nDCG@10": pq}}
-    data = {"schema_version": 1, "run_id": f"{method}__{profile}__{created}", "created": created, "method": method,
-            "profile": profile, "metrics": {"nfcorpus": {"nDCG@10": sum(pq.values()) / len(pq)}},
-            "per_query": per_query}
+    data = {
+        "schema_version": 1,
+        "run_id": f"{method}__{profile}__{created}",
+        "created": created,
+        "method": method,
+        "profile": profile,
+        "metrics": {"nfcorpus": {"nDCG@10": sum(pq.values()) / len(pq)}},
+        "per_query": per_query,
+    }
     if stages:
         data["per_query_by_stage"] = {s: {"nfcorpus": {"nDCG@10": v}} for s, v in stages.items()}
         data["metrics_by_stage"] = {s: {"nfcorpus": {"nDCG@10": sum(v.values()) / len(v)}} for s, v in stages.items()}
@@ -35,9 +41,12 @@ def record(method: str, profile: str, created: str, pq: dict[str, float], stages
 def test_method_minus_control_is_paired_and_only_within_a_profile():
     control = scores(0.1, 1)
     better = {q: min(1.0, v + 0.1) for q, v in control.items()}
-    records = [record("nopretrain", "mini", "2026-11-22T01", control), record("cotmae", "mini", "2026-11-22T02", better),
-               record("cotmae", "mini", "2026-11-21T00", control),  # older: not the one compared
-               record("cotmae_qc", "tiny", "2026-11-22T03", better)]  # other profile: never paired with mini
+    records = [
+        record("nopretrain", "mini", "2026-11-22T01", control),
+        record("cotmae", "mini", "2026-11-22T02", better),
+        record("cotmae", "mini", "2026-11-21T00", control),  # older: not the one compared
+        record("cotmae_qc", "tiny", "2026-11-22T03", better),
+    ]  # other profile: never paired with mini
     assert latest_by_method(records, "mini")["cotmae"].created == "2026-11-22T02"
     effects = method_effects(records, "mini")
     assert [(e.a, e.b, e.dataset, e.measure) for e in effects] == [("cotmae", "nopretrain", "nfcorpus", "nDCG@10")]
@@ -54,9 +63,16 @@ def test_the_effects_are_the_specs_comparisons():
     from harness.spec.method import comparisons, pretraining_methods
 
     pairs = comparisons()
-    before = {("cotmae", "nopretrain"), ("cotmae_qc", "nopretrain"), ("cocondenser", "nopretrain"),
-              ("cocondenser_qc", "nopretrain"), ("cpdae", "nopretrain"), ("lexmae", "nopretrain"),
-              ("cotmae_qc", "cotmae"), ("cocondenser_qc", "cocondenser")}
+    before = {
+        ("cotmae", "nopretrain"),
+        ("cotmae_qc", "nopretrain"),
+        ("cocondenser", "nopretrain"),
+        ("cocondenser_qc", "nopretrain"),
+        ("cpdae", "nopretrain"),
+        ("lexmae", "nopretrain"),
+        ("cotmae_qc", "cotmae"),
+        ("cocondenser_qc", "cocondenser"),
+    }
     methods = {m for pair in before for m in pair}
     assert {(a, b) for a, b in pairs if {a, b} <= methods} == before  # a method added later adds its own pairs
     assert len(pairs) == len(set(pairs))

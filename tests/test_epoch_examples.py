@@ -37,14 +37,17 @@ def test_lazy_examples_are_make_examples(tmp_path, contiguous):
     for kind in ("span", "qc", "mixed", "single"):
         for rank, world in ((0, 1), (0, 3), (2, 3)):
             for epoch, shuffle in ((0, True), (3, True), (1, False)):
-                want = make_examples(kind, passages, queries, epoch=epoch, seed=7, rank=rank, world_size=world,
-                                     shuffle=shuffle)
-                lazy = EpochExamples(kind, pf, queries, epoch=epoch, seed=7, rank=rank, world_size=world,
-                                     shuffle=shuffle)
+                want = make_examples(
+                    kind, passages, queries, epoch=epoch, seed=7, rank=rank, world_size=world, shuffle=shuffle
+                )
+                lazy = EpochExamples(
+                    kind, pf, queries, epoch=epoch, seed=7, rank=rank, world_size=world, shuffle=shuffle
+                )
                 assert len(lazy) == len(want)
                 assert list(lazy) == want, (kind, rank, world, epoch)
-                in_memory = EpochExamples(kind, passages, queries, epoch=epoch, seed=7, rank=rank,
-                                          world_size=world, shuffle=shuffle)
+                in_memory = EpochExamples(
+                    kind, passages, queries, epoch=epoch, seed=7, rank=rank, world_size=world, shuffle=shuffle
+                )
                 assert list(in_memory) == want
     pf.close()
 
@@ -54,8 +57,9 @@ def test_lazy_examples_hold_no_text_and_check_queries(tmp_path):
     save_passages(passages, tmp_path / "passages.jsonl")
     pf = PassageFile(tmp_path)
     lazy = EpochExamples("span", pf, epoch=0)
-    assert not any(isinstance(v, (list, tuple, str)) for v in vars(lazy).values()
-                   if v is not pf and not isinstance(v, str))  # arrays and the file, no text lists
+    assert not any(
+        isinstance(v, (list, tuple, str)) for v in vars(lazy).values() if v is not pf and not isinstance(v, str)
+    )  # arrays and the file, no text lists
     assert lazy[len(lazy) - 1] == make_examples("span", passages)[-1]
     with pytest.raises(Exception, match="no non-empty generated query"):
         EpochExamples("qc", pf, {passages[0].pid: ["x"]})

@@ -40,8 +40,9 @@ def _perfect(qrels, keep=None):
 def test_eval_dl19_end_to_end(tmp_path, run_cli):
     qrels = get_benchmark("dl19").qrels()
     run_path = write_trec_run(_perfect(qrels), tmp_path / "dl19.trec")
-    rc, out, err = run_cli("--run", run_path, "--benchmark", "dl19", "--json", tmp_path / "out" / "s.json",
-                           "--per-query")
+    rc, out, err = run_cli(
+        "--run", run_path, "--benchmark", "dl19", "--json", tmp_path / "out" / "s.json", "--per-query"
+    )
     assert rc == 0, err
     assert "43 judged queries, run ranks 43" in out and "nDCG@10 *" in out
     summary = json.loads((tmp_path / "out" / "s.json").read_text())
@@ -58,8 +59,9 @@ def test_eval_dl19_partial_run_warns_and_scores_missing_as_zero(tmp_path, run_cl
     qrels = get_benchmark("dl19").qrels()
     keep = sorted(qrels)[:20]
     run = _perfect(qrels, keep) | {"999999": {"x": 1.0}}  # one unjudged query
-    rc, out, err = run_cli("--run", write_trec_run(run, tmp_path / "r.trec"), "--benchmark", "dl19",
-                           "--json", tmp_path / "s.json")
+    rc, out, err = run_cli(
+        "--run", write_trec_run(run, tmp_path / "r.trec"), "--benchmark", "dl19", "--json", tmp_path / "s.json"
+    )
     assert rc == 0
     assert "23 judged queries have no ranking" in err and "1 run queries have no qrels" in err
     assert json.loads((tmp_path / "s.json").read_text())["metrics"]["dl19"]["nDCG@10"] == pytest.approx(20 / 43)
@@ -68,8 +70,18 @@ def test_eval_dl19_partial_run_warns_and_scores_missing_as_zero(tmp_path, run_cl
 def test_eval_against_a_temp_qrels(tmp_path, run_cli):
     qrels = write_trec_qrels({"q1": {"a": 1, "b": 0}, "q2": {"c": 1}}, tmp_path / "qrels.txt")
     run = write_trec_run({"q1": {"b": 2.0, "a": 1.0}, "q2": {"c": 5.0}, "q3": {"z": 1.0}}, tmp_path / "r.trec")
-    rc, out, err = run_cli("--run", run, "--benchmark", "msmarco-dev", "--qrels", qrels, "--json",
-                           tmp_path / "s.json", "--per-query", tmp_path / "pq.tsv")
+    rc, out, err = run_cli(
+        "--run",
+        run,
+        "--benchmark",
+        "msmarco-dev",
+        "--qrels",
+        qrels,
+        "--json",
+        tmp_path / "s.json",
+        "--per-query",
+        tmp_path / "pq.tsv",
+    )
     assert rc == 0, err
     metrics = json.loads((tmp_path / "s.json").read_text())["metrics"]["msmarco-dev"]
     assert metrics["RR@10"] == 0.75 and metrics["R@1000"] == 1.0
@@ -79,8 +91,9 @@ def test_eval_against_a_temp_qrels(tmp_path, run_cli):
 def test_eval_extra_measures_and_beir_self_hits(tmp_path, run_cli):
     qrels = write_trec_qrels({"q1": {"d1": 1}}, tmp_path / "qrels.txt")
     run = write_trec_run({"q1": {"q1": 9.0, "d1": 1.0}}, tmp_path / "r.trec")
-    rc, out, err = run_cli("--run", run, "--benchmark", "arguana", "--qrels", qrels, "--measure", "P@1",
-                           "--measure", "nDCG@10")
+    rc, out, err = run_cli(
+        "--run", run, "--benchmark", "arguana", "--qrels", qrels, "--measure", "P@1", "--measure", "nDCG@10"
+    )
     assert rc == 0
     assert "dropped 1 hits" in err
     assert "P@1" in out and "1.0000" in out
@@ -94,12 +107,15 @@ def test_bad_run_file_names_the_line(tmp_path, run_cli):
     assert err.startswith(f"error: {bad}:3: wrong column count") and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--benchmark", "dl91"], "unknown benchmark 'dl91'"),
-    (["--benchmark", "scifact"], "none of the run's 1 queries has qrels"),
-    (["--benchmark", "dl19", "--split", "train"], "unknown split of benchmark 'dl19'"),
-    (["--benchmark", "dl19", "--measure", "Foo@3"], "cannot parse measure 'Foo@3'"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--benchmark", "dl91"], "unknown benchmark 'dl91'"),
+        (["--benchmark", "scifact"], "none of the run's 1 queries has qrels"),
+        (["--benchmark", "dl19", "--split", "train"], "unknown split of benchmark 'dl19'"),
+        (["--benchmark", "dl19", "--measure", "Foo@3"], "cannot parse measure 'Foo@3'"),
+    ],
+)
 def test_user_errors_are_one_line(tmp_path, run_cli, argv, message):
     run = write_trec_run({"156493": {"x": 1.0}}, tmp_path / "r.trec")
     rc, _, err = run_cli("--run", run, *argv)
@@ -130,8 +146,7 @@ def test_cqadupstack_from_a_folder_of_forum_runs(tmp_path, run_cli):
     for i, sub in enumerate(subs[:6]):
         name = sub.name if i % 2 else sub.name.split("-", 1)[1]  # both file name styles
         write_trec_run(_perfect(sub.qrels()), folder / f"{name}.trec")
-    rc, out, err = run_cli("--run", folder, "--benchmark", "cqadupstack", "--json", tmp_path / "s.json",
-                           "--per-query")
+    rc, out, err = run_cli("--run", folder, "--benchmark", "cqadupstack", "--json", tmp_path / "s.json", "--per-query")
     assert rc == 0, err
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["metrics"]["cqadupstack"]["nDCG@10"] == pytest.approx(0.5)
@@ -147,21 +162,30 @@ def test_cqadupstack_single_file_needs_namespaced_ids(tmp_path, run_cli):
     rc, _, err = run_cli("--run", plain, "--benchmark", "cqadupstack")
     assert rc == 2 and "<forum>/<qid>" in err
     namespaced = {f"android/{q}": docs for q, docs in _perfect(android).items()}
-    rc, out, err = run_cli("--run", write_trec_run(namespaced, tmp_path / "ns.trec"), "--benchmark", "cqadupstack",
-                           "--json", tmp_path / "s.json")
+    rc, out, err = run_cli(
+        "--run",
+        write_trec_run(namespaced, tmp_path / "ns.trec"),
+        "--benchmark",
+        "cqadupstack",
+        "--json",
+        tmp_path / "s.json",
+    )
     assert rc == 0, err
     metrics = json.loads((tmp_path / "s.json").read_text())["metrics"]
     assert metrics["cqadupstack-android"]["nDCG@10"] == pytest.approx(1.0)
     assert metrics["cqadupstack"]["nDCG@10"] == pytest.approx(1 / 12)
 
 
-@pytest.mark.parametrize("content,line,message", [
-    ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 2.0\n", 2, "wrong column count"),  # 5 columns
-    ("156493 Q0 d1 1 3.0 t\n156493 d2 2 2.0\n", 2, "wrong column count"),  # 4 columns
-    ("156493 Q0 d1 1 high t\n", 1, "non-numeric score 'high'"),
-    ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 nan t\n", 2, "score 'nan' is not a finite number"),
-    ("156493 Q0 d1 1 -inf t\n", 1, "score '-inf' is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "content,line,message",
+    [
+        ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 2.0\n", 2, "wrong column count"),  # 5 columns
+        ("156493 Q0 d1 1 3.0 t\n156493 d2 2 2.0\n", 2, "wrong column count"),  # 4 columns
+        ("156493 Q0 d1 1 high t\n", 1, "non-numeric score 'high'"),
+        ("156493 Q0 d1 1 3.0 t\n156493 Q0 d2 2 nan t\n", 2, "score 'nan' is not a finite number"),
+        ("156493 Q0 d1 1 -inf t\n", 1, "score '-inf' is not a finite number"),
+    ],
+)
 def test_malformed_run_files_end_in_one_line_naming_file_and_line(tmp_path, run_cli, content, line, message):
     bad = tmp_path / "bad.trec"
     bad.write_text(content)

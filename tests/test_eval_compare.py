@@ -8,13 +8,12 @@ from typing import Any
 import pytest
 
 from harness.core.errors import DataFormatError, HarnessError
-from harness.evaluation.bootstrap import bootstrap_ci, paired_bootstrap
-from harness.evaluation.compare import (NOT_COMPARABLE, Comparison, compare, format_comparison_table,
-                                        normalise_condition)
 from harness.evaluation import verdict as rule
+from harness.evaluation.bootstrap import bootstrap_ci, paired_bootstrap
+from harness.evaluation.compare import NOT_COMPARABLE, Comparison, compare, format_comparison_table, normalise_condition
 from harness.evaluation.margins import practical_margin, sigma_rep
-from harness.evaluation.verdict import DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, REPRODUCED, exact_verdict
 from harness.evaluation.tolerances import TOLERANCES_FILE, ToleranceTable, load_tolerances
+from harness.evaluation.verdict import DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, REPRODUCED, exact_verdict
 
 
 @dataclass
@@ -44,10 +43,19 @@ def _one(reproduced: float, cell: Cell | None = None, run: dict | None = None, p
 
 # ---------------------------------------------------------------------------- status rules
 
-@pytest.mark.parametrize("delta,status", [
-    (0.0, REPRODUCED), (0.5, REPRODUCED), (-0.5, REPRODUCED), (0.500001, DIFFERENT_ABOVE), (3.0, DIFFERENT_ABOVE),
-    (-0.500001, DIFFERENT_BELOW), (-5.0, DIFFERENT_BELOW),
-])
+
+@pytest.mark.parametrize(
+    "delta,status",
+    [
+        (0.0, REPRODUCED),
+        (0.5, REPRODUCED),
+        (-0.5, REPRODUCED),
+        (0.500001, DIFFERENT_ABOVE),
+        (3.0, DIFFERENT_ABOVE),
+        (-0.500001, DIFFERENT_BELOW),
+        (-5.0, DIFFERENT_BELOW),
+    ],
+)
 def test_exact_rule_boundaries(delta, status):
     assert exact_verdict(delta, 0.5) == status
 
@@ -60,6 +68,7 @@ def test_exact_rule_with_zero_tolerance():
 
 def test_boundaries_survive_float_noise_end_to_end():
     """A deterministic run (exact rule, 0.2 points for released weights): 38.4 vs 38.2 is the edge."""
+
     def one(x):
         return compare({"msmarco-dev": {"RR@10": x}}, {}, [Cell()], PAPER_RUN, exact=True)[0].status
 
@@ -84,18 +93,32 @@ def test_seed_rule_reproduces_where_the_evidence_allows(sharp_evidence):
 
 # ---------------------------------------------------------------------------- NOT-COMPARABLE
 
-@pytest.mark.parametrize("run,cell,reason", [
-    ({"profile": "tiny", "method": "cocondenser", "finetune_stage": "retriever2"}, Cell(), "run profile is 'tiny'"),
-    ({"method": "cocondenser", "finetune_stage": "retriever2"}, Cell(), "run profile not stated"),
-    ({"profile": "paper", "method": "cotmae", "finetune_stage": "retriever2"}, Cell(), "cell is for method 'cocondenser'"),
-    ({"profile": "paper", "method": "cocondenser", "finetune_stage": "retriever1"}, Cell(),
-     "cell reports finetune_stage=retriever2, run has finetune_stage=retriever1"),
-    ({**PAPER_RUN, "pretrain_steps": 120000}, Cell(conditions={"pretrain_steps": "1200k"}),
-     "cell reports pretrain_steps=1200k"),
-    (PAPER_RUN, Cell(conditions={"profile": "tiny"}), "cell is for profile 'tiny'"),
-    (PAPER_RUN, Cell(score=None, value="-"), "reported value '-' is not a number"),
-    (PAPER_RUN, Cell(measure="R@50"), "run did not evaluate R@50 on msmarco-dev"),
-])
+
+@pytest.mark.parametrize(
+    "run,cell,reason",
+    [
+        ({"profile": "tiny", "method": "cocondenser", "finetune_stage": "retriever2"}, Cell(), "run profile is 'tiny'"),
+        ({"method": "cocondenser", "finetune_stage": "retriever2"}, Cell(), "run profile not stated"),
+        (
+            {"profile": "paper", "method": "cotmae", "finetune_stage": "retriever2"},
+            Cell(),
+            "cell is for method 'cocondenser'",
+        ),
+        (
+            {"profile": "paper", "method": "cocondenser", "finetune_stage": "retriever1"},
+            Cell(),
+            "cell reports finetune_stage=retriever2, run has finetune_stage=retriever1",
+        ),
+        (
+            {**PAPER_RUN, "pretrain_steps": 120000},
+            Cell(conditions={"pretrain_steps": "1200k"}),
+            "cell reports pretrain_steps=1200k",
+        ),
+        (PAPER_RUN, Cell(conditions={"profile": "tiny"}), "cell is for profile 'tiny'"),
+        (PAPER_RUN, Cell(score=None, value="-"), "reported value '-' is not a number"),
+        (PAPER_RUN, Cell(measure="R@50"), "run did not evaluate R@50 on msmarco-dev"),
+    ],
+)
 def test_not_comparable_reasons(run, cell, reason):
     metrics = {"msmarco-dev": {"RR@10": 0.382}}
     c = compare(metrics, {}, [cell], run)[0]
@@ -117,7 +140,10 @@ def test_equivalent_condition_spellings_are_comparable():
 def test_a_condition_the_run_does_not_state_blocks_unless_it_is_provenance_only():
     cell = Cell(conditions={"finetune_stage": "retriever2", "finetune_queries": "1k"})
     c = _one(0.382, cell, PAPER_RUN)
-    assert c.status == NOT_COMPARABLE and c.reason == "cell reports finetune_queries=1k, run does not state finetune_queries"
+    assert (
+        c.status == NOT_COMPARABLE
+        and c.reason == "cell reports finetune_queries=1k, run does not state finetune_queries"
+    )
     cell = Cell(conditions={"finetune_stage": "retriever2", "reproduction_by_authors": True, "runs_averaged": 3})
     c = _one(0.382, cell, PAPER_RUN)
     assert c.status != NOT_COMPARABLE and "reproduction_by_authors: True" in c.notes and "runs_averaged: 3" in c.notes
@@ -125,19 +151,30 @@ def test_a_condition_the_run_does_not_state_blocks_unless_it_is_provenance_only(
 
 def test_a_cell_without_a_stage_is_compared_with_the_final_stage_only():
     cell = Cell(conditions={})
-    assert _one(0.382, cell, {**PAPER_RUN, "finetune_stage": "retriever2", "final_stage": "retriever2"}).status != NOT_COMPARABLE
+    assert (
+        _one(0.382, cell, {**PAPER_RUN, "finetune_stage": "retriever2", "final_stage": "retriever2"}).status
+        != NOT_COMPARABLE
+    )
     c = _one(0.382, cell, {**PAPER_RUN, "finetune_stage": "retriever1", "final_stage": "retriever2"})
     assert c.status == NOT_COMPARABLE and "final retriever, retriever2" in c.reason
 
 
 def test_measure_aliases_and_cell_mappings():
-    cell = {"cell_id": "x", "benchmark": "msmarco-dev", "measure": "MRR@10", "score": 0.382, "value": "38.2",
-            "method": "cocondenser", "conditions": {}}
+    cell = {
+        "cell_id": "x",
+        "benchmark": "msmarco-dev",
+        "measure": "MRR@10",
+        "score": 0.382,
+        "value": "38.2",
+        "method": "cocondenser",
+        "conditions": {},
+    }
     c = compare({"msmarco-dev": {"RR@10": 0.382}}, None, [cell], PAPER_RUN)[0]
     assert c.status != NOT_COMPARABLE and c.paper_file == "" and c.measure == "MRR@10"
 
 
 # ---------------------------------------------------------------------------- tolerances
+
 
 def test_tolerance_lookup_order():
     t = load_tolerances()
@@ -158,6 +195,7 @@ def test_every_tolerance_is_justified():
     assert len(entries) >= 5
     assert all(e.why and e.points >= 0 for e in entries)
     from harness.evaluation.conventions import CONVENTIONS
+
     assert set(table.benchmarks) <= set(CONVENTIONS)
 
 
@@ -170,23 +208,33 @@ def test_no_tolerance_is_below_its_own_standard_error_without_a_reason():
     with_se = [e for e in entries if "se" in e]
     assert len(with_se) >= 2
     assert all(e["tolerance"] >= e["se"] or e.get("below_se_because") for e in with_se)
-    bad = {"global_default": {"tolerance": 1.0, "why": "x"},
-           "benchmarks": {"dl19": {"nDCG@10": {"tolerance": 2.0, "why": "x", "se": 3.0}}}}
+    bad = {
+        "global_default": {"tolerance": 1.0, "why": "x"},
+        "benchmarks": {"dl19": {"nDCG@10": {"tolerance": 2.0, "why": "x", "se": 3.0}}},
+    }
     with pytest.raises(DataFormatError, match="benchmarks.dl19.nDCG@10: tolerance 2.0 is below its own standard error"):
         ToleranceTable(bad)
     bad["benchmarks"]["dl19"]["nDCG@10"]["below_se_because"] = "a stated reason"
     assert ToleranceTable(bad).get("dl19", "nDCG@10").points == 2.0
 
 
-@pytest.mark.parametrize("raw,problem", [
-    ({"benchmarks": {}}, "missing 'global_default'"),
-    ({"global_default": {"tolerance": 1.0}}, "needs 'tolerance' and 'why'"),
-    ({"global_default": {"tolerance": -1, "why": "x"}}, "number >= 0"),
-    ({"global_default": {"tolerance": 1, "why": " "}}, "non-empty"),
-    ({"global_default": {"tolerance": 1, "why": "x"}, "benchmarks": {"dl19": {"Foo@3": {"tolerance": 1, "why": "x"}}}},
-     "not an ir-measures measure"),
-    ({"global_default": {"tolerance": 1, "why": "x"}, "extra": 1}, "unknown top-level keys"),
-])
+@pytest.mark.parametrize(
+    "raw,problem",
+    [
+        ({"benchmarks": {}}, "missing 'global_default'"),
+        ({"global_default": {"tolerance": 1.0}}, "needs 'tolerance' and 'why'"),
+        ({"global_default": {"tolerance": -1, "why": "x"}}, "number >= 0"),
+        ({"global_default": {"tolerance": 1, "why": " "}}, "non-empty"),
+        (
+            {
+                "global_default": {"tolerance": 1, "why": "x"},
+                "benchmarks": {"dl19": {"Foo@3": {"tolerance": 1, "why": "x"}}},
+            },
+            "not an ir-measures measure",
+        ),
+        ({"global_default": {"tolerance": 1, "why": "x"}, "extra": 1}, "unknown top-level keys"),
+    ],
+)
 def test_bad_tolerance_tables_are_rejected(raw, problem):
     with pytest.raises(DataFormatError, match=problem):
         ToleranceTable(raw, "t.yaml")
@@ -206,6 +254,7 @@ def test_custom_tolerance_table_is_used():
 
 
 # ---------------------------------------------------------------------------- bootstrap
+
 
 def _scores(n: int, offset: float = 0.0) -> dict[str, float]:
     import numpy as np
@@ -240,7 +289,7 @@ def test_compare_ci_for_delta_is_seed_noise_not_query_sampling():
     per_query = {"msmarco-dev": {"RR@10": _scores(300)}}
     mean = sum(per_query["msmarco-dev"]["RR@10"].values()) / 300
     c = compare({"msmarco-dev": {"RR@10": mean}}, per_query, [Cell(score=round(mean, 3))], PAPER_RUN)[0]
-    half = rule.quantile(0.95, c.sigma_df) * c.sigma * 2 ** 0.5  # one run against one printed run, t on its df
+    half = rule.quantile(0.95, c.sigma_df) * c.sigma * 2**0.5  # one run against one printed run, t on its df
     assert (c.ci_low, c.ci_high) == pytest.approx((c.delta - half, c.delta + half), rel=1e-4)
     far = compare({"msmarco-dev": {"RR@10": mean}}, per_query, [Cell(score=0.9)], PAPER_RUN)[0]
     assert far.status == DIFFERENT_BELOW and far.delta < -far.tolerance
@@ -263,12 +312,31 @@ def test_paired_bootstrap():
 
 # ---------------------------------------------------------------------------- output
 
+
 def test_comparison_to_dict_and_table():
     comps = [_one(0.3865), _one(0.30), _one(0.382, run={"profile": "tiny"})]
     d = comps[0].to_dict()
-    for key in ("cell_id", "paper_file", "version", "table", "row", "column", "method", "benchmark", "measure",
-                "value", "conditions", "reproduced", "reported", "delta", "tolerance", "status", "ci_low",
-                "ci_high", "reason"):
+    for key in (
+        "cell_id",
+        "paper_file",
+        "version",
+        "table",
+        "row",
+        "column",
+        "method",
+        "benchmark",
+        "measure",
+        "value",
+        "conditions",
+        "reproduced",
+        "reported",
+        "delta",
+        "tolerance",
+        "status",
+        "ci_low",
+        "ci_high",
+        "reason",
+    ):
         assert key in d
     text = format_comparison_table(comps)
     assert "INCONCLUSIVE" in text and "DIFFERENT-BELOW" in text and "NOT-COMPARABLE" in text

@@ -5,10 +5,16 @@ from __future__ import annotations
 import pytest
 
 from harness.core.errors import HarnessError, UnknownNameError
-from harness.evaluation.conventions import (BEIR_NAMES, CONVENTIONS, CQADUPSTACK_FORUMS, get_convention,
-                                            primary_measure)
-from harness.evaluation.measures import (EvalResult, canonical_ranking, combine_subsets, evaluate,
-                                         evaluate_benchmark, evaluate_measures, merge_subsets)
+from harness.evaluation.conventions import BEIR_NAMES, CONVENTIONS, CQADUPSTACK_FORUMS, get_convention, primary_measure
+from harness.evaluation.measures import (
+    EvalResult,
+    canonical_ranking,
+    combine_subsets,
+    evaluate,
+    evaluate_benchmark,
+    evaluate_measures,
+    merge_subsets,
+)
 
 
 def _ranked(*docs: str) -> dict[str, float]:
@@ -17,6 +23,7 @@ def _ranked(*docs: str) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------- conventions
+
 
 def test_conventions_match_the_papers():
     assert get_convention("msmarco-dev").measures[:1] == ("RR@10",)
@@ -65,6 +72,7 @@ def test_the_primary_measure_is_the_conventions_own():
 
 # ---------------------------------------------------------------------------- measures
 
+
 def test_rr_at_10_honours_the_cutoff():
     """First relevant document at rank 11: RR@10 = 0 (pytrec_eval's recip_rank would give 1/11)."""
     docs = [f"n{i:02d}" for i in range(10)] + ["rel"]
@@ -106,9 +114,9 @@ def test_missing_queries_score_zero_and_unjudged_run_queries_are_ignored():
 def test_dl_binary_measures_use_grade_2_and_ndcg_uses_grades():
     qrels = {"q": {"g1": 1, "g3": 3}}
     result = evaluate({"q": _ranked("g1", "g3")}, qrels, "dl19")
-    assert result.aggregate["RR(rel=2)@10"] == 0.5          # grade-1 doc is not relevant here
+    assert result.aggregate["RR(rel=2)@10"] == 0.5  # grade-1 doc is not relevant here
     assert result.aggregate["R(rel=2)@1000"] == 1.0
-    ideal = 3 + 1 / 1.5849625007211563                      # gains 3, 1 at ranks 1, 2
+    ideal = 3 + 1 / 1.5849625007211563  # gains 3, 1 at ranks 1, 2
     assert result.aggregate["nDCG@10"] == pytest.approx((1 + 3 / 1.5849625007211563) / ideal)
 
 
@@ -145,6 +153,7 @@ def test_to_dict_is_json_ready():
 
 
 # ---------------------------------------------------------------------------- cqadupstack
+
 
 def _forum_data(perfect_forums: set[str]):
     """Forum i has i+1 queries; forums in ``perfect_forums`` are ranked perfectly, others badly."""

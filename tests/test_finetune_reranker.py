@@ -20,13 +20,20 @@ from harness.finetune.reranker import (
 from harness.spec.stage_settings import RerankerTrainSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_finetune_splade import ATTRS, FRUITS, VOCAB, make_tiny_mlm  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from test_finetune_splade import ATTRS, FRUITS, VOCAB, make_tiny_mlm
 
 
 def _tiny_config() -> dict:
-    return dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                attention_probs_dropout_prob=0.0)
+    return dict(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
 
 
 def sweet_data() -> tuple[list, dict]:
@@ -48,14 +55,19 @@ def sweet_data() -> tuple[list, dict]:
 def test_cross_encoder_trains_from_random_init_and_scores(tmp_path, one_thread):
     tok_dir = make_tiny_mlm(tmp_path / "tok")  # only its tokenizer is used
     examples, passages = sweet_data()
-    settings = RerankerTrainSettings(queries_per_device=4, passages_per_query=4, lr=5e-3, epochs=4, warmup_ratio=0.0,
-                                     max_length=24, progress=False)
+    settings = RerankerTrainSettings(
+        queries_per_device=4, passages_per_query=4, lr=5e-3, epochs=4, warmup_ratio=0.0, max_length=24, progress=False
+    )
     cfg = RerankerTrainConfig(**settings.trainer_kwargs())
     stats = train_cross_encoder(_tiny_config(), examples, cfg, tmp_path / "rk", passages=passages, tokenizer=tok_dir)
     assert stats["init"] == "random" and stats["steps"] == 16
     assert stats["epoch_losses"][-1] < 0.8 * stats["epoch_losses"][0]
-    assert train_cross_encoder(_tiny_config(), examples, cfg, tmp_path / "rk", passages=passages,
-                               tokenizer=tok_dir)["cached"] is True
+    assert (
+        train_cross_encoder(_tiny_config(), examples, cfg, tmp_path / "rk", passages=passages, tokenizer=tok_dir)[
+            "cached"
+        ]
+        is True
+    )
 
     pairs = [("apple red", "apple sweet pie"), ("apple red", "mango sour seed"), ("lemon", "lemon tree")]
     scores = score_pairs(tmp_path / "rk", pairs, batch_size=2)
@@ -95,15 +107,17 @@ def test_bi_encoder_teacher_scores_are_scaled_similarities_and_rank_the_relevant
     (it puts the passage that answers the query above unrelated ones)."""
     import numpy as np
 
-    from harness.stages.checkpoints import resolve_checkpoint
     from harness.finetune.reranker import score_candidates_bi_encoder
     from harness.retrieval.encoder import load_zero_shot_encoder
+    from harness.stages.checkpoints import resolve_checkpoint
 
     path = resolve_checkpoint("all-minilm-l6-v2")
     queries = {"q1": "does vitamin d reduce the risk of bone fractures", "q2": "what do honey bees eat"}
-    passages = {"p1": {"title": "Vitamin D", "text": "Vitamin D supplements lower hip fracture risk in the elderly."},
-                "p2": {"title": "", "text": "Bees feed on nectar and pollen collected from flowers."},
-                "p3": {"title": "Trains", "text": "The railway timetable changes every December."}}
+    passages = {
+        "p1": {"title": "Vitamin D", "text": "Vitamin D supplements lower hip fracture risk in the elderly."},
+        "p2": {"title": "", "text": "Bees feed on nectar and pollen collected from flowers."},
+        "p3": {"title": "Trains", "text": "The railway timetable changes every December."},
+    }
     cands = {"q1": ["p1", "p2", "p3"], "q2": ["p3", "p2", "p1", "p2"]}
     scores = score_candidates_bi_encoder(path, queries, cands, passages, scale=20.0, passage_max_length=64)
     assert set(scores["q1"]) == {"p1", "p2", "p3"} and set(scores["q2"]) == {"p1", "p2", "p3"}

@@ -15,8 +15,8 @@ from harness.finetune.splade import (
     SpladeTrainConfig,
     flops,
     flops_weight,
-    splade_loss,
     sparse_start_shift,
+    splade_loss,
     train_splade,
 )
 from harness.retrieval.splade_model import SETTINGS_FILE, load_masked_lm, splade_max
@@ -33,9 +33,16 @@ def make_tiny_mlm(folder: Path, encoder_only: bool = False, seed: int = 0, dtype
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model = BertForMaskedLM(config).to(dtype)
     (model.bert if encoder_only else model).save_pretrained(folder)
     BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB)}, do_lower_case=True).save_pretrained(folder)
@@ -79,8 +86,10 @@ def test_splade_max_encoding_path_equals_the_masked_max():
     max (also for an all-padding row and a left-padded batch, which takes the masked path)."""
     torch.manual_seed(2)
     logits = torch.randn(4, 6, 7) * 3
-    for mask in (torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0], [0] * 6]),
-                 torch.tensor([[0, 0, 1, 1, 1, 1]] * 4)):
+    for mask in (
+        torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0], [0] * 6]),
+        torch.tensor([[0, 0, 1, 1, 1, 1]] * 4),
+    ):
         with_grad = splade_max(logits.clone().requires_grad_(), mask).detach()
         with torch.inference_mode():
             assert torch.equal(splade_max(logits, mask), with_grad)
@@ -143,8 +152,16 @@ def test_stage3_loss_is_kl_plus_gamma_contrastive_plus_flops():
 
 def _config(**overrides) -> SpladeTrainConfig:
     """A config as a stage builds it (the stage settings' declared defaults under these values)."""
-    stage = StageSettings(lr=2e-3, global_queries=4, passages_per_query=3, epochs=4, warmup_ratio=0.0,
-                          flops_lambda=0.002, max_p_len=16, max_q_len=8)
+    stage = StageSettings(
+        lr=2e-3,
+        global_queries=4,
+        passages_per_query=3,
+        epochs=4,
+        warmup_ratio=0.0,
+        flops_lambda=0.002,
+        max_p_len=16,
+        max_q_len=8,
+    )
     return SpladeTrainConfig(**{**stage.splade_kwargs(1), "progress": False, **overrides})
 
 
@@ -154,8 +171,14 @@ def test_training_lowers_loss_and_saves_a_loadable_masked_lm(tmp_path, one_threa
     init = make_tiny_mlm(tmp_path / "init")
     examples, passages = fruit_data()
     logged = []
-    stats = train_splade(init, examples, _config(log_every=2), tmp_path / "out",
-                          logger=lambda s, m: logged.append((s, m)), passages=passages)
+    stats = train_splade(
+        init,
+        examples,
+        _config(log_every=2),
+        tmp_path / "out",
+        logger=lambda s, m: logged.append((s, m)),
+        passages=passages,
+    )
     assert stats["steps"] == 16 and stats["effective_batch"] == 12 and stats["mlm_head"] == "loaded"
     assert stats["epoch_losses"][-1] < stats["epoch_losses"][0]
     assert stats["avg_doc_nonzeros"] > 0 and stats["avg_query_nonzeros"] > 0
@@ -183,7 +206,10 @@ def test_resume_after_interruption_gives_the_same_weights(tmp_path, one_thread):
     resumed = train_splade(init, examples, _config(epochs=2), tmp_path / "part", passages=passages)
     assert resumed["resumed_from"] == 3 and resumed["steps"] == 8
     assert resumed["loss_history"] == pytest.approx(full["loss_history"], rel=1e-12)
-    a, b = load_file(str(tmp_path / "full" / "model.safetensors")), load_file(str(tmp_path / "part" / "model.safetensors"))
+    a, b = (
+        load_file(str(tmp_path / "full" / "model.safetensors")),
+        load_file(str(tmp_path / "part" / "model.safetensors")),
+    )
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-9, atol=1e-11, msg=k)
 
@@ -236,8 +262,10 @@ def test_distillation_stage_uses_teacher_scores(tmp_path, one_thread):
     init = make_tiny_mlm(tmp_path / "init")
     examples, passages = fruit_data(with_ids=True)
     # A teacher that likes the fruit named by the query; one query's negatives are partly unscored.
-    teacher = {qid: {d: (3.0 if d.startswith(q.split()[0]) else -float(i % 3))
-                     for i, d in enumerate(pos + negs)} for qid, q, pos, negs in examples}
+    teacher = {
+        qid: {d: (3.0 if d.startswith(q.split()[0]) else -float(i % 3)) for i, d in enumerate(pos + negs)}
+        for qid, q, pos, negs in examples
+    }
     first_qid, _, _, negs = examples[0]
     del teacher[first_qid][negs[0]], teacher[first_qid][negs[1]]
     cfg = _config(distill=True, flops_lambda=0.008, epochs=2)
@@ -283,10 +311,12 @@ D.cleanup()
 def ddp_case(queries_per_device: int) -> tuple[list, dict, dict, SpladeTrainConfig]:
     """Stage 3 with FLOPS off: KL (per rank) + gamma x InfoNCE over the gathered batch."""
     examples, passages = fruit_data(with_ids=True)
-    teacher = {qid: {d: float(len(d) % 4) - (2.0 if d in negs else 0.0) for d in pos + negs}
-               for qid, _, pos, negs in examples}
-    config = _config(queries_per_device=queries_per_device, epochs=1, distill=True, flops_lambda=0.0,
-                     negatives_across_devices=True)
+    teacher = {
+        qid: {d: float(len(d) % 4) - (2.0 if d in negs else 0.0) for d in pos + negs} for qid, _, pos, negs in examples
+    }
+    config = _config(
+        queries_per_device=queries_per_device, epochs=1, distill=True, flops_lambda=0.0, negatives_across_devices=True
+    )
     return examples, passages, teacher, config
 
 
@@ -311,9 +341,21 @@ def test_ddp_distillation_with_gathered_negatives_equals_one_big_batch(tmp_path,
     out = str(tmp_path / "ddp")
     script.write_text(_DDP_SCRIPT.format(tests=str(Path(__file__).parent), init=str(init), out=out))
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
-         str(script)],
-        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc_per_node",
+            "2",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
         cwd=str(Path(__file__).parents[1]),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

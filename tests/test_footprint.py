@@ -16,8 +16,11 @@ from harness.spec.method import load_method
 
 def _bench(tmp_path, rows):
     path = tmp_path / "bench_scale_cpu_2099-01-01.json"
-    path.write_text(json.dumps({"rows": [dict(zip(("stage", "passages", "peak_rss_mib", "disk_mib"), r),
-                                              seconds=1.0) for r in rows]}))
+    path.write_text(
+        json.dumps(
+            {"rows": [dict(zip(("stage", "passages", "peak_rss_mib", "disk_mib"), r), seconds=1.0) for r in rows]}
+        )
+    )
     return path
 
 
@@ -27,8 +30,12 @@ def _entries(method: str, profile: str = "paper"):
 
 
 def test_the_line_goes_through_the_two_largest_sizes():
-    slopes = footprint.fit([{"stage": "index", "passages": n, "peak_rss_mib": m, "disk_mib": d}
-                            for n, m, d in ((1_000, 900.0, 1.0), (10_000, 100.0, 10.0), (100_000, 190.0, 100.0))])
+    slopes = footprint.fit(
+        [
+            {"stage": "index", "passages": n, "peak_rss_mib": m, "disk_mib": d}
+            for n, m, d in ((1_000, 900.0, 1.0), (10_000, 100.0, 10.0), (100_000, 190.0, 100.0))
+        ]
+    )
     line = slopes["index"].rss
     assert line.sizes == (10_000, 100_000)  # the 1,000 row (a start-up outlier here) is not used
     assert line.slope == pytest.approx(90 / 90_000) and line.at(1_000_000) == pytest.approx(1_090.0)
@@ -40,10 +47,17 @@ def test_the_line_goes_through_the_two_largest_sizes():
 
 def test_a_stage_whose_slope_exceeds_memory_is_named_and_unmeasured_stages_say_so(tmp_path):
     # passages: 1 KiB per passage (8.8M passages: ~8.4 GiB); vector_store and search: flat
-    results = _bench(tmp_path, [("passages", 10_000, 100 + 10_000 / 1024, 1.0),
-                                ("passages", 100_000, 100 + 100_000 / 1024, 10.0),
-                                ("vector_store", 10_000, 60.0, 5.0), ("vector_store", 100_000, 60.0, 50.0),
-                                ("search", 10_000, 60.0, 5.0), ("search", 100_000, 60.0, 50.0)])
+    results = _bench(
+        tmp_path,
+        [
+            ("passages", 10_000, 100 + 10_000 / 1024, 1.0),
+            ("passages", 100_000, 100 + 100_000 / 1024, 10.0),
+            ("vector_store", 10_000, 60.0, 5.0),
+            ("vector_store", 100_000, 60.0, 50.0),
+            ("search", 10_000, 60.0, 5.0),
+            ("search", 100_000, 60.0, 50.0),
+        ],
+    )
     spec, entries = _entries("cotmae")
     text = "\n".join(footprint.describe(spec, entries, results, memory_gib=4.0, free_gib=1_000.0))
     expected = (100 + MSMARCO_PASSAGES / 1024) / 1024
@@ -87,8 +101,9 @@ def test_a_run_warns_before_its_first_stage(tmp_path, monkeypatch, capsys):
     """The run itself, not only its dry-run, names a stage that would not fit before anything runs."""
     from harness.run import runner
 
-    results = _bench(tmp_path, [("passages", 10_000, 100 + 10_000 / 1024, 1.0),
-                                ("passages", 100_000, 100 + 100_000 / 1024, 10.0)])
+    results = _bench(
+        tmp_path, [("passages", 10_000, 100 + 10_000 / 1024, 1.0), ("passages", 100_000, 100 + 100_000 / 1024, 10.0)]
+    )
     monkeypatch.setattr(footprint, "newest_results", lambda folder=footprint.RESULTS: results)
     monkeypatch.setattr(runner, "total_memory_gib", lambda: 4.0)
     spec = load_method("cotmae", "paper")
@@ -119,9 +134,18 @@ def test_vector_stages_are_projected_at_the_plans_dimension():
     from harness.run.model_shape import shape_of
 
     vectors = MSMARCO_PASSAGES * 128 * 4 / 2**20  # MiB at dim 128
-    rows = [{"stage": s, "passages": n, "peak_rss_mib": 100.0, "disk_mib": vectors * n / MSMARCO_PASSAGES,
-             "dim": 128, **({"chunk_rows": 65_536} if s == "search" else {})}
-            for s in ("vector_store", "search") for n in (100_000, 1_000_000)]
+    rows = [
+        {
+            "stage": s,
+            "passages": n,
+            "peak_rss_mib": 100.0,
+            "disk_mib": vectors * n / MSMARCO_PASSAGES,
+            "dim": 128,
+            **({"chunk_rows": 65_536} if s == "search" else {}),
+        }
+        for s in ("vector_store", "search")
+        for n in (100_000, 1_000_000)
+    ]
     spec, entries = _entries("cotmae")
     assert shape_of(spec).hidden == 768
     feet = {f.label: f for f in footprint.project(spec, entries, footprint.fit(rows))}

@@ -30,8 +30,12 @@ README_TINY = ["run", "--method", "cotmae_qc", "--profile", "tiny"]  # `bash set
 
 def _fresh_copy(dest: Path) -> None:
     """What a clone of this working tree holds: git's tracked files plus new ones it does not ignore."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=PROJECT_ROOT, check=True, capture_output=True).stdout.decode()
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=PROJECT_ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
     for name in filter(None, listed.split("\0")):
         source = PROJECT_ROOT / name
         if source.is_file():  # a tracked file deleted in the working tree is not in the copy either
@@ -43,14 +47,14 @@ def _harness(copy: Path, *args: str, timeout: float = 120) -> subprocess.Complet
     """``python -m harness ARGS`` in the copy as a user runs it there: its own runs/ and cache/ (the
     tests' HARNESS_* folders dropped), so the copy's package and the copy's folders are the ones used."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_") and k != "MLFLOW_TRACKING_URI"}
-    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_readmes_tiny_run_on_a_fresh_copy_keeps_the_gate_passed(tmp_path: Path) -> None:
     readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
-    assert "bash setup.sh run --method cotmae_qc" in readme and "`--profile tiny`" in readme, \
+    assert "bash setup.sh run --method cotmae_qc" in readme and "`--profile tiny`" in readme, (
         "the README no longer gives the command this test runs"
+    )
     copy = tmp_path / "clone"
     _fresh_copy(copy)
     assert not (copy / "cache").exists() and not (copy / "runs" / "local").exists()
@@ -78,10 +82,14 @@ def test_the_readmes_tiny_run_on_a_fresh_copy_keeps_the_gate_passed(tmp_path: Pa
     assert run_id not in page.split('id="yours"', 1)[0] and run_id in page.split('id="yours"', 1)[1]
 
     # the leaderboard's data function, imported from the copy (its package, its runs/)
-    board = _harness(copy, "-c", "import json; from leaderboard_app import data; d = data.load(); "
-                                 "print(json.dumps({'passed': d.gate.passed, "
-                                 "'yours': [r.run_id for r in d.your_records], "
-                                 "'gated': [r.run_id for r in d.records]}))")
+    board = _harness(
+        copy,
+        "-c",
+        "import json; from leaderboard_app import data; d = data.load(); "
+        "print(json.dumps({'passed': d.gate.passed, "
+        "'yours': [r.run_id for r in d.your_records], "
+        "'gated': [r.run_id for r in d.records]}))",
+    )
     assert board.returncode == 0, board.stderr[-2000:]
     shown = json.loads(board.stdout.strip().splitlines()[-1])
     assert shown["passed"] and shown["yours"] == [run_id] and run_id not in shown["gated"]

@@ -13,10 +13,18 @@ import textwrap
 import numpy as np
 import pytest
 
-from harness.stages import artifacts
-from harness.core.fsutil import (atomic_dir, atomic_path, atomic_write_text, is_temp, is_temp_of, remove_temps,
-                            replace_dir, temp_name)
+from harness.core.fsutil import (
+    atomic_dir,
+    atomic_path,
+    atomic_write_text,
+    is_temp,
+    is_temp_of,
+    remove_temps,
+    replace_dir,
+    temp_name,
+)
 from harness.core.paths import PROJECT_ROOT
+from harness.stages import artifacts
 
 RUNS = PROJECT_ROOT / "runs" / "records"
 
@@ -147,8 +155,9 @@ KILLED_WRITER = textwrap.dedent("""
 
 def test_a_killed_writer_leaves_no_folder_that_looks_finished(tmp_path):
     target = tmp_path / "cache" / "stage" / "abc"
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(target)], stdout=subprocess.PIPE, text=True,
-                            cwd=PROJECT_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(target)], stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(signal.SIGKILL)

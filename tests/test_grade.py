@@ -21,8 +21,12 @@ def printed_row(method: str, stage: str = "retriever2") -> dict[str, dict[str, f
     """The method's QC v2 Table 1 row at ``stage`` as printed (points), from the registry."""
     out: dict[str, dict[str, float]] = {}
     for c in cells_for(method=method):
-        if (c.paper_file, c.table) == ("qc-pretraining-v2.txt", "Table 1") and c.score is not None \
-                and c.conditions.get("finetune_stage") == stage and "cited" not in c.conditions:
+        if (
+            (c.paper_file, c.table) == ("qc-pretraining-v2.txt", "Table 1")
+            and c.score is not None
+            and c.conditions.get("finetune_stage") == stage
+            and "cited" not in c.conditions
+        ):
             out.setdefault(c.benchmark, {})[c.measure] = round(100 * c.score, 4)
     assert out, f"no printed {method} {stage} row in QC v2 Table 1"
     return out
@@ -49,8 +53,9 @@ def test_the_printed_row_is_never_different_and_says_what_would_settle_it(tmp_pa
     assert not [r for r in graded if r["status"] in DIFFERENT]
     for r in graded:  # without same-recipe evidence at paper scale one run cannot confirm a point
         if r["status"] != REPRODUCED:
-            assert "consistent within +-" in r["reason"] and ("seeds" in r["reason"] or "no number of runs can"
-                                                              in r["reason"]), r
+            assert "consistent within +-" in r["reason"] and (
+                "seeds" in r["reason"] or "no number of runs can" in r["reason"]
+            ), r
             assert r["sigma_source"] and r["within"] >= r["margin"], r
 
 
@@ -66,14 +71,20 @@ SPREAD = (-0.2, 0.1, 0.25, -0.05, -0.1)  # five seeds around 0: SD 0.18
 def five_seeds(method: str, row: dict[str, dict[str, float]] | None = None) -> dict:
     """The method's printed row (or ``row``) as five seeds sitting on it, SD 0.18 on MS MARCO dev."""
     row = row or printed_row(method)
-    metrics = {b: {m: ([round(v + e, 4) for e in SPREAD] if b == "msmarco-dev" else v) for m, v in t.items()}
-               for b, t in row.items()}
+    metrics = {
+        b: {m: ([round(v + e, 4) for e in SPREAD] if b == "msmarco-dev" else v) for m, v in t.items()}
+        for b, t in row.items()
+    }
     return run(method, {"msmarco-dev": metrics["msmarco-dev"]}, seeds=[42, 43, 44, 45, 46])
 
 
 def _mrr(rows: list[dict], who: str = "cotmae_qc") -> dict:
-    return next(r for r in rows if (r["benchmark"], r["measure"], r["status"] != "NOT-COMPARABLE")
-                == ("msmarco-dev", "RR@10", True) and r["run"].startswith(who))
+    return next(
+        r
+        for r in rows
+        if (r["benchmark"], r["measure"], r["status"] != "NOT-COMPARABLE") == ("msmarco-dev", "RR@10", True)
+        and r["run"].startswith(who)
+    )
 
 
 @pytest.mark.parametrize("shift, different", [(-3.0, True), (-0.3, False)])
@@ -120,8 +131,13 @@ def test_five_seed_rows_leave_the_effect_standing_and_swapped_make_it_different(
 
 
 def _qc_mrr_claim(rows: list[dict]) -> dict:
-    effects = [r for r in v2_table1(rows, "effect") if (r["benchmark"], r["measure"]) == ("msmarco-dev", "RR@10")
-               and r["run"].startswith("cotmae_qc") and r["status"] != "NOT-COMPARABLE"]
+    effects = [
+        r
+        for r in v2_table1(rows, "effect")
+        if (r["benchmark"], r["measure"]) == ("msmarco-dev", "RR@10")
+        and r["run"].startswith("cotmae_qc")
+        and r["status"] != "NOT-COMPARABLE"
+    ]
     claim = [r for r in effects if r["reported"] == pytest.approx(1.4)]
     assert len(claim) == 1, effects
     return claim[0]
@@ -151,14 +167,23 @@ def test_seeds_are_averaged_and_counted(tmp_path):
     assert own.runs == 2 and own.metrics["msmarco-dev"]["RR@10"] == pytest.approx(40.2)
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"method": "cotmae_qc", "metrics": {"msmarco-dev": {"MRR@10": 0.402}}}, "fractions, not points"),
-    ({"method": "cotmae_qc", "metrics": {"msmarco-dev": {"MRR@10": "high"}}}, "not a number"),
-    ({"method": "cotmae_qc", "metrics": {"msmarco-dev": {"MRR@10": 140}}}, "outside 0-100"),
-    ({"method": "cotmae_qc", "stage": "retriever3", "metrics": {"dl19": {"nDCG@10": 70}}}, "not one cotmae_qc trains"),
-    ({"method": "cotmae_qc", "seeds": [1, 2], "metrics": {"dl19": {"nDCG@10": [70, 71, 72]}}}, "3 values for 2 seeds"),
-    ({"metrics": {}}, "needs method and metrics"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"method": "cotmae_qc", "metrics": {"msmarco-dev": {"MRR@10": 0.402}}}, "fractions, not points"),
+        ({"method": "cotmae_qc", "metrics": {"msmarco-dev": {"MRR@10": "high"}}}, "not a number"),
+        ({"method": "cotmae_qc", "metrics": {"msmarco-dev": {"MRR@10": 140}}}, "outside 0-100"),
+        (
+            {"method": "cotmae_qc", "stage": "retriever3", "metrics": {"dl19": {"nDCG@10": 70}}},
+            "not one cotmae_qc trains",
+        ),
+        (
+            {"method": "cotmae_qc", "seeds": [1, 2], "metrics": {"dl19": {"nDCG@10": [70, 71, 72]}}},
+            "3 values for 2 seeds",
+        ),
+        ({"metrics": {}}, "needs method and metrics"),
+    ],
+)
 def test_bad_files_get_one_line_naming_the_file(tmp_path, entry, message):
     path = write(tmp_path, entry)
     with pytest.raises(DataFormatError, match=message) as exc:
@@ -168,8 +193,12 @@ def test_bad_files_get_one_line_naming_the_file(tmp_path, entry, message):
 
 def test_cli_prints_a_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "graded.json"
-    assert main(["grade", "--metrics", str(write(tmp_path, run("cotmae_qc", printed_row("cotmae_qc")))),
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            ["grade", "--metrics", str(write(tmp_path, run("cotmae_qc", printed_row("cotmae_qc")))), "--json", str(out)]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "qc-pretraining-v2.txt Table 1" in text and "cells" in text.splitlines()[-2]
     rows = json.loads(out.read_text())["rows"]

@@ -21,8 +21,17 @@ def grade_file(tmp_path: Path, text: str | dict) -> Path:
 
 
 def entry(metrics: dict | None = None, **extra) -> dict:
-    return {"runs": [{"method": "cotmae_qc", "profile": "paper", "stage": "retriever2",
-                      "metrics": metrics or {"msmarco-dev": {"MRR@10": 38.2, "R@1000": 98.5}}, **extra}]}
+    return {
+        "runs": [
+            {
+                "method": "cotmae_qc",
+                "profile": "paper",
+                "stage": "retriever2",
+                "metrics": metrics or {"msmarco-dev": {"MRR@10": 38.2, "R@1000": 98.5}},
+                **extra,
+            }
+        ]
+    }
 
 
 def refused(tmp_path: Path, capsys, text: str | dict) -> str:
@@ -40,11 +49,14 @@ def test_points_are_graded(tmp_path, capsys):
     assert "cells" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("metrics", [
-    {"msmarco-dev": {"MRR@10": 0.382, "R@1000": 0.985}},
-    {"msmarco-dev": {"MRR@10": [0.38, 0.386]}},
-    {"dl19": {"nDCG@10": 0.7}},
-])
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        {"msmarco-dev": {"MRR@10": 0.382, "R@1000": 0.985}},
+        {"msmarco-dev": {"MRR@10": [0.38, 0.386]}},
+        {"dl19": {"nDCG@10": 0.7}},
+    ],
+)
 def test_fractions_where_points_belong_are_refused_with_the_fix(tmp_path, capsys, metrics):
     err = refused(tmp_path, capsys, entry(metrics))
     assert "runs[1]: every value is at most 1" in err and "fractions, not points" in err
@@ -61,13 +73,15 @@ def test_a_misspelt_benchmark_gets_did_you_mean(tmp_path, capsys):
     assert "unknown benchmark 'msmarco-dv'" in err and "Did you mean: msmarco-dev" in err
 
 
-@pytest.mark.parametrize("bench, measure, suggestion", [
-    ("msmarco-dev", "MRR@1O", "RR@10"),
-    ("msmarco-dev", "mrr@10", "RR@10"),
-    ("dl19", "R@1000", "R(rel=2)@1000"),  # the papers print DL's recall at grade >= 2
-])
-def test_a_measure_the_papers_do_not_print_there_gets_did_you_mean(tmp_path, capsys, bench, measure,
-                                                                   suggestion):
+@pytest.mark.parametrize(
+    "bench, measure, suggestion",
+    [
+        ("msmarco-dev", "MRR@1O", "RR@10"),
+        ("msmarco-dev", "mrr@10", "RR@10"),
+        ("dl19", "R@1000", "R(rel=2)@1000"),  # the papers print DL's recall at grade >= 2
+    ],
+)
+def test_a_measure_the_papers_do_not_print_there_gets_did_you_mean(tmp_path, capsys, bench, measure, suggestion):
     err = refused(tmp_path, capsys, entry({bench: {measure: 40.0}}))
     assert f"unknown measure on {bench} '{measure}'" in err and f"Did you mean: {suggestion}" in err
 

@@ -21,7 +21,11 @@ def test_records_name_the_cpu_model_its_features_and_the_kernels_torch_picked():
 
 def test_cpu_identity_reads_the_first_processor_block(tmp_path):
     fake = tmp_path / "cpuinfo"
-    fake.write_text("processor\t: 0\nmodel name\t: Some CPU\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n"
-                    "flags\t\t: fpu avx2 avx512f amx_tile\n\nprocessor\t: 1\nflags\t\t: fpu\n")
-    assert tracking.cpu_identity(fake) == {"cpu_model": "Some CPU (6/143/8)",
-                                           "cpu_features": ["avx2", "avx512f", "amx_tile"]}
+    fake.write_text(
+        "processor\t: 0\nmodel name\t: Some CPU\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n"
+        "flags\t\t: fpu avx2 avx512f amx_tile\n\nprocessor\t: 1\nflags\t\t: fpu\n"
+    )
+    assert tracking.cpu_identity(fake) == {
+        "cpu_model": "Some CPU (6/143/8)",
+        "cpu_features": ["avx2", "avx512f", "amx_tile"],
+    }

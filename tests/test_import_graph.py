@@ -43,17 +43,17 @@ SHOWN = 6  # import lines quoted per edge of a cycle
 # The packages in layers, bottom first: a package imports only packages of lower layers (its own
 # modules aside). docs/architecture.md draws the same list (tests/test_architecture_doc.py checks it).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("harness", "harness.core"),                      # the seed, errors, paths, files, processes, statuses
-    ("harness.data", "harness.stages"),               # benchmarks and their files; the stage graph and cache
-    ("harness.papers", "harness.training"),           # the papers' numbers; the shared training loop
-    ("harness.spec", "harness.retrieval"),            # a method's declaration; search and encoding
+    ("harness", "harness.core"),  # the seed, errors, paths, files, processes, statuses
+    ("harness.data", "harness.stages"),  # benchmarks and their files; the stage graph and cache
+    ("harness.papers", "harness.training"),  # the papers' numbers; the shared training loop
+    ("harness.spec", "harness.retrieval"),  # a method's declaration; search and encoding
     ("harness.corpus", "harness.finetune", "harness.pretrain", "harness.records"),
-    ("harness.evaluation",),                          # measures, comparisons, verdicts
-    ("harness.pipelines", "harness.gate"),            # each family's stages in order; grading and the gate
-    ("harness.run",),                                 # one invocation: plan, run, score, record; reproduce
-    ("harness.present",),                             # what people read: glance, report
+    ("harness.evaluation",),  # measures, comparisons, verdicts
+    ("harness.pipelines", "harness.gate"),  # each family's stages in order; grading and the gate
+    ("harness.run",),  # one invocation: plan, run, score, record; reproduce
+    ("harness.present",),  # what people read: glance, report
     ("harness.commands", "leaderboard_app", "bench"),  # the commands, the Streamlit app, the benchmarks
-    ("harness.cli",),                                 # the argument parser, which dispatches to the commands
+    ("harness.cli",),  # the argument parser, which dispatches to the commands
     ("harness.__main__",),
 )
 
@@ -103,7 +103,8 @@ def _resolve_relative(module: str, path: Path, level: int, target: str | None) -
 def _is_type_checking(test: ast.expr) -> bool:
     """``if TYPE_CHECKING:`` or ``if typing.TYPE_CHECKING:``."""
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def import_statements(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
@@ -177,8 +178,7 @@ def _project_edges() -> tuple[Edge, ...]:
     return tuple(import_edges())
 
 
-def import_graph(root: Path = ROOT, packages: Iterable[str] = PACKAGES,
-                 edges: Iterable[Edge] | None = None) -> Graph:
+def import_graph(root: Path = ROOT, packages: Iterable[str] = PACKAGES, edges: Iterable[Edge] | None = None) -> Graph:
     """module -> the modules it imports (self-imports kept, so they can be reported); `edges`: those
     of :func:`import_edges` if already parsed."""
     graph: Graph = {name: set() for name in all_modules(root, packages)}
@@ -195,7 +195,9 @@ def package_node(module: str) -> str:
     return ".".join(parts[:2]) if parts[0] == PACKAGE else parts[0]
 
 
-def package_graph(edges: Iterable[Edge], modules: Iterable[str] = ()) -> tuple[Graph, dict[tuple[str, str], list[Edge]]]:
+def package_graph(
+    edges: Iterable[Edge], modules: Iterable[str] = ()
+) -> tuple[Graph, dict[tuple[str, str], list[Edge]]]:
     """(node -> nodes it imports, (node, node) -> the import lines behind that edge); imports within
     one node and imports under ``if TYPE_CHECKING:`` are left out. `modules` adds nodes that import nothing."""
     graph: Graph = {package_node(m): set() for m in modules}
@@ -273,8 +275,11 @@ def _in_cli_layer(module: str) -> bool:
 
 def commands_importers(edges: Iterable[Edge]) -> list[Edge]:
     """Imports of ``harness.commands`` by modules below the CLI layer (``if TYPE_CHECKING:`` ones too)."""
-    return [e for e in edges if (e.target == COMMANDS or e.target.startswith(COMMANDS + "."))
-            and not _in_cli_layer(e.source)]
+    return [
+        e
+        for e in edges
+        if (e.target == COMMANDS or e.target.startswith(COMMANDS + ".")) and not _in_cli_layer(e.source)
+    ]
 
 
 def _describe(group: list[str], graph: Mapping[str, set[str]]) -> str:
@@ -283,8 +288,9 @@ def _describe(group: list[str], graph: Mapping[str, set[str]]) -> str:
     return "\n".join([f"  {{{', '.join(group)}}}", *edges])
 
 
-def _describe_packages(group: list[str], graph: Mapping[str, set[str]],
-                       lines: Mapping[tuple[str, str], list[Edge]], root: Path = ROOT) -> str:
+def _describe_packages(
+    group: list[str], graph: Mapping[str, set[str]], lines: Mapping[tuple[str, str], list[Edge]], root: Path = ROOT
+) -> str:
     """The group's nodes, then each edge inside it with the import lines that make it: removing every
     line of one edge on each of its cycles breaks the group."""
     members = set(group)
@@ -309,14 +315,19 @@ def test_cycle_detection_finds_a_known_cycle() -> None:
 
 
 def test_edges_follow_the_import_rules(tmp_path: Path) -> None:
-    _write(tmp_path, {
-        "harness/__init__.py": "",
-        "harness/b.py": "",
-        "harness/a.py": "from . import b\nfrom .sub import c\nfrom harness.sub import thing\n",
-        "harness/sub/__init__.py": "from ..a import x\n",
-        "harness/sub/c.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.a import y\n"
-                             "def f():\n    import harness.b\n    import os\n"),
-    })
+    _write(
+        tmp_path,
+        {
+            "harness/__init__.py": "",
+            "harness/b.py": "",
+            "harness/a.py": "from . import b\nfrom .sub import c\nfrom harness.sub import thing\n",
+            "harness/sub/__init__.py": "from ..a import x\n",
+            "harness/sub/c.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.a import y\n"
+                "def f():\n    import harness.b\n    import os\n"
+            ),
+        },
+    )
     assert import_graph(tmp_path) == {
         "harness": set(),
         "harness.a": {"harness.b", "harness.sub.c", "harness.sub"},
@@ -328,25 +339,34 @@ def test_edges_follow_the_import_rules(tmp_path: Path) -> None:
 
 
 def test_package_graph_counts_function_imports_but_not_type_checking_ones(tmp_path: Path) -> None:
-    _write(tmp_path, {
-        "harness/__init__.py": "",
-        "harness/top.py": "from harness.low.deep import x\n",
-        "harness/low/__init__.py": "",
-        "harness/low/deep.py": ("import typing\nfrom harness.low import sibling\nif typing.TYPE_CHECKING:\n"
-                                "    from harness import top\nelse:\n    pass\n"
-                                "class A:\n    def f(self):\n        if True:\n            from harness.high import y\n"),
-        "harness/low/sibling.py": "",
-        "harness/high/__init__.py": "from harness.low import deep\n",
-        "harness/commands/__init__.py": "",
-        "harness/commands/run.py": "from harness.high import y\n",
-        "leaderboard_app/__init__.py": "",
-        "leaderboard_app/tables.py": "def f():\n    from harness.commands.run import z\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "harness/__init__.py": "",
+            "harness/top.py": "from harness.low.deep import x\n",
+            "harness/low/__init__.py": "",
+            "harness/low/deep.py": (
+                "import typing\nfrom harness.low import sibling\nif typing.TYPE_CHECKING:\n"
+                "    from harness import top\nelse:\n    pass\n"
+                "class A:\n    def f(self):\n        if True:\n            from harness.high import y\n"
+            ),
+            "harness/low/sibling.py": "",
+            "harness/high/__init__.py": "from harness.low import deep\n",
+            "harness/commands/__init__.py": "",
+            "harness/commands/run.py": "from harness.high import y\n",
+            "leaderboard_app/__init__.py": "",
+            "leaderboard_app/tables.py": "def f():\n    from harness.commands.run import z\n",
+        },
+    )
     edges = import_edges(tmp_path)
     graph, lines = package_graph(edges, all_modules(tmp_path))
     assert graph == {
-        "harness": set(), "harness.top": {"harness.low"}, "harness.low": {"harness.high"},
-        "harness.high": {"harness.low"}, "harness.commands": {"harness.high"}, "leaderboard_app": {"harness.commands"},
+        "harness": set(),
+        "harness.top": {"harness.low"},
+        "harness.low": {"harness.high"},
+        "harness.high": {"harness.low"},
+        "harness.commands": {"harness.high"},
+        "leaderboard_app": {"harness.commands"},
     }
     assert [e.where(tmp_path) for e in lines["harness.low", "harness.high"]] == ["harness/low/deep.py:10"]
     assert cycle_groups(graph) == [["harness.high", "harness.low"]]
@@ -363,8 +383,9 @@ def test_no_import_cycles() -> None:
 def test_no_package_cycles() -> None:
     graph, lines = package_graph(_project_edges(), all_modules())
     groups = cycle_groups(graph)
-    assert not groups, ("package import cycles (in-function imports included):\n"
-                        + "\n".join(_describe_packages(g, graph, lines) for g in groups))
+    assert not groups, "package import cycles (in-function imports included):\n" + "\n".join(
+        _describe_packages(g, graph, lines) for g in groups
+    )
 
 
 def layer_of(node: str) -> int | None:
@@ -375,13 +396,15 @@ def upward_edges(edges: Iterable[Edge], modules: Iterable[str] = ()) -> list[str
     """Each package edge that does not point to a lower layer (sideways or up), with its import lines,
     and each package the layers do not place."""
     graph, lines = package_graph(edges, modules)
-    found = [f"{node}: in no layer of LAYERS (tests/test_import_graph.py): place it" for node in sorted(graph)
-             if layer_of(node) is None]
+    found = [
+        f"{node}: in no layer of LAYERS (tests/test_import_graph.py): place it"
+        for node in sorted(graph)
+        if layer_of(node) is None
+    ]
     for (a, b), where in sorted(lines.items()):
         la, lb = layer_of(a), layer_of(b)
         if la is not None and lb is not None and lb >= la:
-            found.append(f"{a} (layer {la}) imports {b} (layer {lb}): "
-                         + ", ".join(e.where() for e in where[:SHOWN]))
+            found.append(f"{a} (layer {la}) imports {b} (layer {lb}): " + ", ".join(e.where() for e in where[:SHOWN]))
     return found
 
 
@@ -393,21 +416,26 @@ def test_imports_point_down_the_layers() -> None:
 def test_only_the_cli_layer_imports_commands() -> None:
     found = commands_importers(_project_edges())
     assert not found, "below the CLI, imports of harness.commands:\n" + "\n".join(
-        f"  {e.where()}: {e.source} imports {e.target}" for e in found)
+        f"  {e.where()}: {e.source} imports {e.target}" for e in found
+    )
 
 
 def main() -> int:
     edges = import_edges()
     graph = import_graph(edges=edges)
     groups = cycle_groups(graph)
-    print(f"modules of {', '.join(PACKAGES)}: {len(graph)} modules, {sum(map(len, graph.values()))} edges, "
-          f"{len(groups)} cycle group(s)")
+    print(
+        f"modules of {', '.join(PACKAGES)}: {len(graph)} modules, {sum(map(len, graph.values()))} edges, "
+        f"{len(groups)} cycle group(s)"
+    )
     for group in groups:
         print(_describe(group, graph))
     packages, lines = package_graph(edges, all_modules())
     package_groups = cycle_groups(packages)
-    print(f"packages of {', '.join(PACKAGES)}: {len(packages)} nodes, {len(lines)} edges "
-          f"({sum(map(len, lines.values()))} import lines), {len(package_groups)} cycle group(s)")
+    print(
+        f"packages of {', '.join(PACKAGES)}: {len(packages)} nodes, {len(lines)} edges "
+        f"({sum(map(len, lines.values()))} import lines), {len(package_groups)} cycle group(s)"
+    )
     for group in package_groups:
         print(_describe_packages(group, packages, lines))
     upward = commands_importers(edges)

@@ -17,8 +17,19 @@ OURS = ("harness", "leaderboard_app")
 # Seconds to import, measured alone: torch 1.27, mlflow 1.26, nltk 1.29, transformers 0.71, pyserini's
 # Lucene searcher 5.7 (it starts the JVM), pandas 0.25, altair 0.23, faiss 0.18; numpy (0.10), tqdm (0.08)
 # and the standard library are below the 0.15 s line.
-SLOW = {"torch", "transformers", "mlflow", "nltk", "pandas", "altair", "faiss", "streamlit",
-        "sentence_transformers", "pyserini", "jnius"}
+SLOW = {
+    "torch",
+    "transformers",
+    "mlflow",
+    "nltk",
+    "pandas",
+    "altair",
+    "faiss",
+    "streamlit",
+    "sentence_transformers",
+    "pyserini",
+    "jnius",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -108,7 +119,11 @@ def deferred_without_reason() -> list[str]:
             if isinstance(node, ast.Try):
                 guarded |= {id(s) for s in node.body}
             for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
-                if isinstance(block, list) and block and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in block):
+                if (
+                    isinstance(block, list)
+                    and block
+                    and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in block)
+                ):
                     guarded |= {id(s) for s in block}  # a block of imports only: moving them would empty it
         for function in ast.walk(tree(module)):
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -128,9 +143,11 @@ def deferred_without_reason() -> list[str]:
 
 def test_imports_inside_functions_load_something_slow() -> None:
     found = deferred_without_reason()
-    assert not found, ("imports inside functions that cost no start-up time: move them to the module's top "
-                       "(tests/test_import_placement.py says when an import may stay inside):\n"
-                       + "\n".join(f"  {line}" for line in found))
+    assert not found, (
+        "imports inside functions that cost no start-up time: move them to the module's top "
+        "(tests/test_import_placement.py says when an import may stay inside):\n"
+        + "\n".join(f"  {line}" for line in found)
+    )
 
 
 def test_a_slow_import_is_found_through_our_modules() -> None:

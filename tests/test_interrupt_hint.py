@@ -15,12 +15,20 @@ def _interrupt(*_args, **_kwargs):
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("argv, module, func, said", [
-    (["check"], "check", "_check", "interrupted."),
-    (["grade", "--metrics", "x.json"], "grade", "_grade", "interrupted."),
-    (["run"], "run", "_run", "interrupted: finished stages are cached; re-run the same command to resume."),
-    (["fetch", "x"], "fetch", "_fetch", "interrupted: finished downloads are kept; re-run the same command to continue."),
-])
+@pytest.mark.parametrize(
+    "argv, module, func, said",
+    [
+        (["check"], "check", "_check", "interrupted."),
+        (["grade", "--metrics", "x.json"], "grade", "_grade", "interrupted."),
+        (["run"], "run", "_run", "interrupted: finished stages are cached; re-run the same command to resume."),
+        (
+            ["fetch", "x"],
+            "fetch",
+            "_fetch",
+            "interrupted: finished downloads are kept; re-run the same command to continue.",
+        ),
+    ],
+)
 def test_the_interrupt_line_fits_the_command(monkeypatch, capsys, argv, module, func, said):
     monkeypatch.setattr(importlib.import_module(f"harness.commands.{module}"), func, _interrupt)
     rc = cli.main(argv)

@@ -22,7 +22,7 @@ from harness.retrieval import java
 
 # A command whose work is what `run` does around the signal: an in-process BM25 search (the JVM starts),
 # then a torch optimiser loop, as fine-tuning runs one, until the signal comes.
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import argparse, faulthandler, signal, sys
     from pathlib import Path
     import harness.cli as cli
@@ -52,7 +52,7 @@ CHILD = textwrap.dedent('''
 
     cli.build_parser = parser
     sys.exit(cli.main([]))
-''')
+""")
 
 
 def test_every_jvm_the_harness_starts_leaves_signals_to_python_and_crash_files_under_the_cache(tmp_path):
@@ -71,8 +71,9 @@ def small_index(tmp_path_factory) -> Path:
     from harness.retrieval.bm25 import build_index
 
     root = tmp_path_factory.mktemp("jvm-index")
-    corpus = {f"d{i}": {"title": f"t{i}", "text": f"hello world document number {i} about topic {i % 7}"}
-              for i in range(200)}
+    corpus = {
+        f"d{i}": {"title": f"t{i}", "text": f"hello world document number {i} about topic {i % 7}"} for i in range(200)
+    }
     build_index(corpus, root / "index", {"contents": 1.0})
     return root / "index"
 
@@ -87,8 +88,11 @@ def _terminal_dispositions() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM] * 5 + [signal.SIGINT, signal.SIGHUP],
-                         ids=[f"SIGTERM-{i}" for i in range(1, 6)] + ["SIGINT", "SIGHUP"])
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGTERM] * 5 + [signal.SIGINT, signal.SIGHUP],
+    ids=[f"SIGTERM-{i}" for i in range(1, 6)] + ["SIGINT", "SIGHUP"],
+)
 def test_a_signal_during_fine_tuning_with_the_jvm_up_is_a_clean_interrupt(signum, small_index, tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
@@ -98,8 +102,14 @@ def test_a_signal_during_fine_tuning_with_the_jvm_up_is_a_clean_interrupt(signum
     env.pop("JAVA_TOOL_OPTIONS", None)
     out, err = work / "out.txt", work / "err.txt"
     with out.open("w") as fout, err.open("w") as ferr:
-        child = subprocess.Popen([sys.executable, str(script), str(small_index)], cwd=work, env=env,
-                                 stdout=fout, stderr=ferr, preexec_fn=_terminal_dispositions)
+        child = subprocess.Popen(
+            [sys.executable, str(script), str(small_index)],
+            cwd=work,
+            env=env,
+            stdout=fout,
+            stderr=ferr,
+            preexec_fn=_terminal_dispositions,
+        )
     try:
         deadline = time.monotonic() + 180
         while "training" not in out.read_text() and child.poll() is None and time.monotonic() < deadline:

@@ -27,17 +27,33 @@ EIGHT_GPUS = Hardware("cuda", 8, ("H100",) * 8, 16)
 
 
 def test_worker_argv_drops_the_launch_flags_in_both_spellings():
-    argv = ["run", "--method", "cotmae", "--nproc-per-node", "2", "--nnodes=2", "--node-rank", "1",
-            "--rdzv-endpoint=127.0.0.1:29500", "--rdzv-timeout", "30", "--profile", "tiny"]
+    argv = [
+        "run",
+        "--method",
+        "cotmae",
+        "--nproc-per-node",
+        "2",
+        "--nnodes=2",
+        "--node-rank",
+        "1",
+        "--rdzv-endpoint=127.0.0.1:29500",
+        "--rdzv-timeout",
+        "30",
+        "--profile",
+        "tiny",
+    ]
     assert worker_argv(argv) == ["run", "--method", "cotmae", "--profile", "tiny"]
 
 
-@pytest.mark.parametrize("layout, fragment", [
-    (Layout(2, nnodes=2), "needs --rdzv-endpoint"),
-    (Layout(1, nnodes=2, node_rank=2, rdzv_endpoint="h:1"), "--node-rank 2 is outside 0..1"),
-    (Layout(1, rdzv_endpoint="nohost"), "is not HOST:PORT"),
-    (Layout(0), "whole numbers >= 1"),
-])
+@pytest.mark.parametrize(
+    "layout, fragment",
+    [
+        (Layout(2, nnodes=2), "needs --rdzv-endpoint"),
+        (Layout(1, nnodes=2, node_rank=2, rdzv_endpoint="h:1"), "--node-rank 2 is outside 0..1"),
+        (Layout(1, rdzv_endpoint="nohost"), "is not HOST:PORT"),
+        (Layout(0), "whole numbers >= 1"),
+    ],
+)
 def test_an_impossible_layout_is_one_line(layout, fragment):
     with pytest.raises(HarnessError, match=fragment):
         layout.check()
@@ -84,10 +100,19 @@ def test_a_run_that_did_not_keep_the_global_batch_is_not_comparable():
 
     spec = load_method("cotmae", "paper")
     s = StageSettings.from_spec(spec, "retriever1")
-    assert batch_changes(spec, [{"stage": "retriever1",
-                                 "output": {"effective_batch": s.global_queries * s.passages_per_query}}]) == ""
-    why = batch_changes(spec, [{"stage": "retriever1", "output": {"effective_batch": 128}},
-                               {"stage": "pretrain", "output": {"global_batch": 16384}}])
+    assert (
+        batch_changes(
+            spec, [{"stage": "retriever1", "output": {"effective_batch": s.global_queries * s.passages_per_query}}]
+        )
+        == ""
+    )
+    why = batch_changes(
+        spec,
+        [
+            {"stage": "retriever1", "output": {"effective_batch": 128}},
+            {"stage": "pretrain", "output": {"global_batch": 16384}},
+        ],
+    )
     assert why == "retriever1 trained on 128 passages per step, the spec's global batch is 1024"
     reason, _ = comparability(None, {}, stage_conditions(spec, "retriever1", "retriever2", why))
     assert reason == f"the run did not train as its spec declares: {why}"
@@ -120,14 +145,19 @@ def test_the_plan_shares_the_batch_over_the_processes_the_run_starts(monkeypatch
 
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MLFLOW_TRACKING_URI")}
-    env.update(HARNESS_CACHE_DIR=str(tmp / "cache"), HARNESS_RUNS_DIR=str(tmp / "runs"),
-               OMP_NUM_THREADS="1")
+    env.update(HARNESS_CACHE_DIR=str(tmp / "cache"), HARNESS_RUNS_DIR=str(tmp / "runs"), OMP_NUM_THREADS="1")
     return env
 
 
 def _harness(args: list[str], env: dict[str, str], timeout: int = 1200) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _finish(proc: subprocess.Popen, timeout: int = 1200) -> str:
@@ -147,8 +177,11 @@ def _reference(method: str) -> dict:
 
 
 def _outputs(record: dict) -> dict[str, dict]:
-    return {e["stage"]: e.get("output") or {} for e in record["stages"] if e["stage"] in ("pretrain", "retriever1",
-                                                                                         "retriever2")}
+    return {
+        e["stage"]: e.get("output") or {}
+        for e in record["stages"]
+        if e["stage"] in ("pretrain", "retriever1", "retriever2")
+    }
 
 
 def _worker_pids(launcher: int) -> dict[int, int]:
@@ -195,10 +228,29 @@ def test_the_nodes_meet_at_the_gate_and_leave_the_port_to_torchs_store():
 
 
 def _unreachable(tmp_path: Path, timeout: str) -> subprocess.Popen:
-    args = ["run", "--method", "bm25", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "1",
-            "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-timeout", timeout]
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "run",
+        "--method",
+        "bm25",
+        "--nproc-per-node",
+        "1",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{free_port()}",
+        "--rdzv-timeout",
+        timeout,
+    ]
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_a_rendezvous_nobody_answers_times_out_with_one_line(tmp_path):
@@ -230,8 +282,7 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
-    while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) \
-            and time.time() < deadline:
+    while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
         assert first.poll() is None, first.communicate()[0][-3000:]
         time.sleep(1)
     os.kill(_worker_pids(first.pid)[1], signal.SIGKILL)
@@ -252,8 +303,12 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     # Pre-training's losses are means over 10 steps: within 10% (measured: 0.0% and -1.1%). A retriever's
     # last loss is one step's, under another dropout stream and pre-trained encoder: measured -2.7% and
     # +9.9% on the AMD EPYC here, so 15% keeps the check about the batch, not about one step's noise.
-    for stage, key, rel in (("pretrain", "loss_first10", 0.10), ("pretrain", "loss_last10", 0.10),
-                            ("retriever1", "loss_last", 0.15), ("retriever2", "loss_last", 0.15)):
+    for stage, key, rel in (
+        ("pretrain", "loss_first10", 0.10),
+        ("pretrain", "loss_last10", 0.10),
+        ("retriever1", "loss_last", 0.15),
+        ("retriever2", "loss_last", 0.15),
+    ):
         assert got[stage][key] == pytest.approx(ref[stage][key], rel=rel), (stage, key)
     for stage in ("retriever1", "retriever2"):
         assert got[stage]["effective_batch"] == ref[stage]["effective_batch"]
@@ -270,8 +325,21 @@ def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path):
     env = _env(tmp_path)
     shutil.copytree(seed / "cache", tmp_path / "cache")
     endpoint = f"127.0.0.1:{free_port()}"
-    common = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus", "--nnodes", "2",
-              "--nproc-per-node", "1", "--rdzv-endpoint", endpoint]
+    common = [
+        "run",
+        "--method",
+        "cotmae",
+        "--profile",
+        "tiny",
+        "--dataset",
+        "nfcorpus",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-endpoint",
+        endpoint,
+    ]
     nodes = [_harness([*common, "--node-rank", str(r)], env) for r in (0, 1)]
     outs = [_finish(p) for p in nodes]
     assert "this node runs ranks 0-0" in outs[0] and "this node runs ranks 1-1" in outs[1]

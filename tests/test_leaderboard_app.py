@@ -16,8 +16,8 @@ from streamlit.testing.v1 import AppTest
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from leaderboard_app import tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import data as lb_data
+from leaderboard_app import tables
 
 APP = Path(__file__).resolve().parents[1] / "leaderboard_app" / "app.py"
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
@@ -25,9 +25,15 @@ RUNS = FIXTURES / "runs"
 CELLS_JSON = FIXTURES / "reported_cells.json"
 BM25 = "bm25__paper__20261121T203000"
 MRR = "MS MARCO dev MRR@10"
-FINDINGS = [{"paper": "qc-v2", "table": "Table 3", "kind": "bold_not_best",
-             "message": "Table 3: 37.4 is bold for coCondenser with 5 queries although 37.7 is higher"},
-            {"paper": "lexmae", "table": "Table 1", "kind": "column_shift", "message": "BM25 R@100 58.5 looks like R@50"}]
+FINDINGS = [
+    {
+        "paper": "qc-v2",
+        "table": "Table 3",
+        "kind": "bold_not_best",
+        "message": "Table 3: 37.4 is bold for coCondenser with 5 queries although 37.7 is higher",
+    },
+    {"paper": "lexmae", "table": "Table 1", "kind": "column_shift", "message": "BM25 R@100 58.5 looks like R@50"},
+]
 
 
 def _setup(mp: pytest.MonkeyPatch) -> None:
@@ -62,7 +68,9 @@ def _frame(at: AppTest, column: str) -> pd.DataFrame:
     for df in at.dataframe:
         if column in df.value.columns:
             return df.value
-    raise AssertionError(f"no table with column {column!r}; tables: {[list(d.value.columns)[:4] for d in at.dataframe]}")
+    raise AssertionError(
+        f"no table with column {column!r}; tables: {[list(d.value.columns)[:4] for d in at.dataframe]}"
+    )
 
 
 def _text(at: AppTest) -> str:
@@ -75,8 +83,16 @@ def test_page_shows_table1_with_reported_and_reproduced_rows(page):
     at = page
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Retrieval pre-training leaderboard"
-    assert [t.label for t in at.tabs] == ["At a glance", "MS MARCO & TREC DL", "BEIR", "Method", "Plots", "CI gate",
-                                          "Registry checks", "Skipped records"]
+    assert [t.label for t in at.tabs] == [
+        "At a glance",
+        "MS MARCO & TREC DL",
+        "BEIR",
+        "Method",
+        "Plots",
+        "CI gate",
+        "Registry checks",
+        "Skipped records",
+    ]
     glance = "\n".join(m.value for m in at.tabs[0].markdown)
     # the fixture's BM25 paper run reproduces its cells; text badges with their colours, no symbols
     assert 'class="badge"' in glance and "REPRODUCED" in glance and "NOT-YET-RUN" in glance
@@ -200,7 +216,11 @@ def test_plots_tab_draws_the_four_charts(page):
     titles = {json.dumps(s["encoding"]["x"].get("title")) for s in specs if "encoding" in s}
     titles |= {json.dumps(layer["encoding"]["x"].get("title")) for s in specs for layer in s.get("layer", [])}
     assert len(specs) == 4
-    assert {'"queries per second (log)"', '"reproduced - reported (points)"',
-            '"retriever 1 (BM25 negatives), points"', '"per-query nDCG@10"'} <= titles
+    assert {
+        '"queries per second (log)"',
+        '"reproduced - reported (points)"',
+        '"retriever 1 (BM25 negatives), points"',
+        '"per-query nDCG@10"',
+    } <= titles
     eff = _frame(at, "qps")
     assert set(eff["label"]) >= {"lexmae · BM25", BM25}

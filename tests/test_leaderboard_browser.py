@@ -27,21 +27,26 @@ import time
 from pathlib import Path
 
 import pytest
-
 from browser import CHROMIUM, chromium, free_port, screenshot, stop
-from harness.core.paths import PROJECT_ROOT
 from test_leaderboard_tables import LEXMAE_TABLE4_INDEX_GB
+
+from harness.core.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
 RECORDS = PROJECT_ROOT / "runs" / "records"
 # Each tab: a text its panel shows once the script has run, and how many grids it paints (the glance's
 # tables are HTML; the runs set apart are folded in a closed expander).
-TABS = {"At a glance": ("Each method against the papers", 0),
-        "MS MARCO & TREC DL": ("Every comparison with a reported cell", 3),
-        "BEIR": ("Reproduced vs reported on BEIR", 2), "Method": ("Metrics with bootstrap 95% confidence intervals", 5),
-        "Plots": ("Effectiveness vs efficiency", 4), "CI gate": ("CI regression gate", 1),
-        "Registry checks": ("consistency report", 1), "Skipped records": ("Skipped run records", 0)}
+TABS = {
+    "At a glance": ("Each method against the papers", 0),
+    "MS MARCO & TREC DL": ("Every comparison with a reported cell", 3),
+    "BEIR": ("Reproduced vs reported on BEIR", 2),
+    "Method": ("Metrics with bootstrap 95% confidence intervals", 5),
+    "Plots": ("Effectiveness vs efficiency", 4),
+    "CI gate": ("CI regression gate", 1),
+    "Registry checks": ("consistency report", 1),
+    "Skipped records": ("Skipped run records", 0),
+}
 PAPER_GRIDS = ("MS MARCO & TREC DL", "BEIR")
 MISSING_WORDS = re.compile(r"\b(None|nan|NaN)\b")
 RAW_FLOAT = re.compile(r"\d\.\d{4,}")
@@ -52,10 +57,13 @@ SECONDS = 90
 # The shown tab's panel (hidden panels have no layout).
 PANEL = "Array.from(document.querySelectorAll('[role=tabpanel]')).find(p => p.offsetParent !== null)"
 # The shown panel's grids, but those folded in a closed expander (not painted).
-SHOWN_GRIDS = ("Array.from(%s.querySelectorAll('[data-testid=stDataFrame]')).filter(d => d.offsetParent !== null "
-               "&& !d.closest('details:not([open])'))" % PANEL)
+SHOWN_GRIDS = (
+    "Array.from(%s.querySelectorAll('[data-testid=stDataFrame]')).filter(d => d.offsetParent !== null "
+    "&& !d.closest('details:not([open])'))" % PANEL
+)
 # Every cell of every painted grid in the shown panel, scrolled through: [{header, rows, rowcount}].
-GRIDS = """(async () => {
+GRIDS = (
+    """(async () => {
   const out = [];
   for (const grid of %s) {
     const table = grid.querySelector('table[role=grid]'), scroller = grid.querySelector('.dvn-scroller');
@@ -86,7 +94,9 @@ GRIDS = """(async () => {
     out.push({header: line(1), rows: Array.from({length: rows - 1}, (_, i) => line(i + 2)), rowcount: rows});
   }
   return out;
-})()""" % SHOWN_GRIDS
+})()"""
+    % SHOWN_GRIDS
+)
 
 
 def _evaluate(tools, expression: str, awaiting: bool = False):
@@ -95,8 +105,11 @@ def _evaluate(tools, expression: str, awaiting: bool = False):
 
 
 def _click_tab(tools, label: str) -> None:
-    _evaluate(tools, "Array.from(document.querySelectorAll('[role=tab]')).filter(b => b.innerText.trim() == "
-                     f"{json.dumps(label)} && b.getAttribute('aria-selected') != 'true').forEach(b => b.click())")
+    _evaluate(
+        tools,
+        "Array.from(document.querySelectorAll('[role=tab]')).filter(b => b.innerText.trim() == "
+        f"{json.dumps(label)} && b.getAttribute('aria-selected') != 'true').forEach(b => b.click())",
+    )
 
 
 def _wait(deadline: float, ready, what: str):
@@ -110,9 +123,11 @@ def _wait(deadline: float, ready, what: str):
 
 def _shown_tab(tools, label: str, wanted: str, n_grids: int, deadline: float) -> str:
     """Open a tab and wait until its text and its ``n_grids`` grids are painted; return the panel's text."""
-    painted = ("(() => { const p = %s; if (!p) return null; const g = %s; return g.length == %d && "
-               "g.every(d => d.querySelector('table[role=grid] td')) ? p.innerText : null; })()"
-               % (PANEL, SHOWN_GRIDS, n_grids))
+    painted = (
+        "(() => { const p = %s; if (!p) return null; const g = %s; return g.length == %d && "
+        "g.every(d => d.querySelector('table[role=grid] td')) ? p.innerText : null; })()"
+        % (PANEL, SHOWN_GRIDS, n_grids)
+    )
 
     def ready():
         _click_tab(tools, label)
@@ -137,12 +152,17 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
     with log.open("w") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "harness", "leaderboard", "--port", str(port), "--records", str(RECORDS)],
-            cwd=PROJECT_ROOT, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=PROJECT_ROOT,
+            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     texts: dict[str, str] = {}
     grids: dict[str, list[dict]] = {}
     try:
         with chromium(tmp_path, deadline, window="1600,2400") as tools:
+
             def loaded():
                 if server.poll() is not None:
                     pytest.fail(f"leaderboard exited with {server.returncode}:\n{log.read_text()[-3000:]}")
@@ -150,8 +170,11 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
                     tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
                 except RuntimeError:  # not listening yet
                     return False
-                return _wait(min(deadline, time.monotonic() + 20),
-                             lambda: "Retrieval pre-training leaderboard" in tools.text(), "the page")
+                return _wait(
+                    min(deadline, time.monotonic() + 20),
+                    lambda: "Retrieval pre-training leaderboard" in tools.text(),
+                    "the page",
+                )
 
             _wait(deadline, loaded, "the leaderboard to serve")
             for label, (wanted, n_grids) in TABS.items():
@@ -160,10 +183,16 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
                 screenshot(tools, f"leaderboard-{re.sub(r'[^a-z]+', '-', label.lower()).strip('-')}.png")
             # LexMAE Table 4's points drawn against index size: the chart's other axis
             _shown_tab(tools, "Plots", *TABS["Plots"], deadline)
-            _evaluate(tools, "Array.from(document.querySelectorAll('[data-testid=stRadio] label')).filter(l => "
-                             "l.innerText.includes('index size')).forEach(l => l.click())")
-            _wait(deadline, lambda: "index size, GB (log)" in (_evaluate(tools, f"{PANEL}.innerText") or ""),
-                  "the chart against index size")
+            _evaluate(
+                tools,
+                "Array.from(document.querySelectorAll('[data-testid=stRadio] label')).filter(l => "
+                "l.innerText.includes('index size')).forEach(l => l.click())",
+            )
+            _wait(
+                deadline,
+                lambda: "index size, GB (log)" in (_evaluate(tools, f"{PANEL}.innerText") or ""),
+                "the chart against index size",
+            )
             time.sleep(0.5)  # its points are drawn a moment after its axes
             screenshot(tools, "leaderboard-plots-index-size.png")
             texts["sidebar and header"] = tools.text().split("At a glance")[0]
@@ -178,11 +207,12 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
         for where in (text, *cells):
             assert not MISSING_WORDS.search(where), (label, MISSING_WORDS.search(where).group(0), where[:300])
             hit = RAW_FLOAT.search(where)
-            assert not hit, (label, hit and where[max(0, hit.start() - 200):hit.end() + 100])
+            assert not hit, (label, hit and where[max(0, hit.start() - 200) : hit.end() + 100])
     for label, found in grids.items():
         for grid in found:  # every row was scrolled into view and read
-            missing = [(i, [j for j, c in enumerate(row) if c is None])
-                       for i, row in enumerate(grid["rows"]) if None in row]
+            missing = [
+                (i, [j for j, c in enumerate(row) if c is None]) for i, row in enumerate(grid["rows"]) if None in row
+            ]
             assert not missing, (label, grid["header"], grid["rowcount"], missing[:5])
             assert len(grid["rows"]) == grid["rowcount"] - 1
 
@@ -202,8 +232,11 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
 
     efficiency = next(g for g in grids["Plots"] if "index size" in g["header"])
     col = {h: i for i, h in enumerate(efficiency["header"])}
-    sizes = {row[col["label"]].split(" · ", 1)[1]: _size_gb(row[col["index size"]]) for row in efficiency["rows"]
-             if row[col["label"]].startswith("lexmae · ") and row[col["index size"]] != "-"}
+    sizes = {
+        row[col["label"]].split(" · ", 1)[1]: _size_gb(row[col["index size"]])
+        for row in efficiency["rows"]
+        if row[col["label"]].startswith("lexmae · ") and row[col["index size"]] != "-"
+    }
     assert sizes == pytest.approx(LEXMAE_TABLE4_INDEX_GB)
     assert Path(PROJECT_ROOT / "test-artifacts" / "leaderboard-plots.png").is_file()
 
@@ -211,12 +244,16 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
 # Issue 54, done-when 3: record strings holding markdown, HTML and links, served and read in Chromium.
 # Port 9 (discard) on this machine: nothing there answers, so a request to it would only be seen, never served.
 ELSEWHERE = "127.0.0.1:9/"
-IMAGE, LINK, TAG = (f"![x](http://{ELSEWHERE}x.png)", f"[link](http://{ELSEWHERE})",
-                    f'<img src="http://{ELSEWHERE}y.png">')
+IMAGE, LINK, TAG = (
+    f"![x](http://{ELSEWHERE}x.png)",
+    f"[link](http://{ELSEWHERE})",
+    f'<img src="http://{ELSEWHERE}y.png">',
+)
 # Every element's attributes that name ELSEWHERE (an <a href>, <img src>, srcset, style url(...)).
-POINTING_AWAY = ("Array.from(document.querySelectorAll('*')).flatMap(e => Array.from(e.attributes)"
-                 ".filter(a => a.value.includes(%s)).map(a => e.tagName + ' ' + a.name + '=' + a.value))"
-                 % json.dumps(ELSEWHERE))
+POINTING_AWAY = (
+    "Array.from(document.querySelectorAll('*')).flatMap(e => Array.from(e.attributes)"
+    ".filter(a => a.value.includes(%s)).map(a => e.tagName + ' ' + a.name + '=' + a.value))" % json.dumps(ELSEWHERE)
+)
 
 
 def _hostile_records(folder: Path) -> dict:
@@ -228,8 +265,11 @@ def _hostile_records(folder: Path) -> dict:
     source = min(RECORDS.glob("*__*__*.json"), key=lambda p: p.stat().st_size)
     rec = json.loads(source.read_text())
     rec.pop("integrity")
-    rec.update(run_id=f"{rec['method']}__{rec['profile']}__20261127T093000-c0ffee",
-               command=f"python -m harness run {IMAGE} {LINK} {TAG}", substitutions=[IMAGE, LINK, TAG])
+    rec.update(
+        run_id=f"{rec['method']}__{rec['profile']}__20261127T093000-c0ffee",
+        command=f"python -m harness run {IMAGE} {LINK} {TAG}",
+        substitutions=[IMAGE, LINK, TAG],
+    )
     folder.mkdir()
     (folder / f"{rec['run_id']}.json").write_text(json.dumps(seal(rec), indent=1))
     return rec
@@ -244,9 +284,22 @@ def test_record_strings_with_markdown_html_and_links_show_as_text_and_fetch_noth
     log = tmp_path / "server.log"
     with log.open("w") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "harness", "leaderboard", "--port", str(port), "--records", str(tmp_path / "records")],
-            cwd=PROJECT_ROOT, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "leaderboard",
+                "--port",
+                str(port),
+                "--records",
+                str(tmp_path / "records"),
+            ],
+            cwd=PROJECT_ROOT,
+            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         with chromium(tmp_path, deadline, window="1600,2400") as tools:
             tools.call("Network.enable")  # every request the page makes, refused ones too, is an event
@@ -258,8 +311,11 @@ def test_record_strings_with_markdown_html_and_links_show_as_text_and_fetch_noth
                     tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
                 except RuntimeError:  # not listening yet
                     return False
-                return _wait(min(deadline, time.monotonic() + 20),
-                             lambda: "Retrieval pre-training leaderboard" in tools.text(), "the page")
+                return _wait(
+                    min(deadline, time.monotonic() + 20),
+                    lambda: "Retrieval pre-training leaderboard" in tools.text(),
+                    "the page",
+                )
 
             _wait(deadline, loaded, "the leaderboard to serve")
 
@@ -273,8 +329,9 @@ def test_record_strings_with_markdown_html_and_links_show_as_text_and_fetch_noth
             screenshot(tools, "leaderboard-method-record-strings.png")
             pointing = _evaluate(tools, POINTING_AWAY)
             timed = _evaluate(tools, "performance.getEntriesByType('resource').map(e => e.name)")
-            requested = [e["params"]["request"]["url"] for e in tools.events
-                         if e["method"] == "Network.requestWillBeSent"]
+            requested = [
+                e["params"]["request"]["url"] for e in tools.events if e["method"] == "Network.requestWillBeSent"
+            ]
     finally:
         stop(server)
     for raw in (IMAGE, LINK, TAG):  # shown as written: the characters, not an image, a link or a tag

@@ -23,8 +23,11 @@ def test_fixture_folder_loads_valid_records_and_skips_broken_ones():
     records, skipped = load_records(RUNS)
     assert sorted(r.run_id for r in records) == sorted(VALID)
     reasons = {s.path.name: s.reason for s in skipped}
-    assert set(reasons) == {"corrupt__tiny__20261121T120000.json", "cotmae__tiny__20991231T000000.json",
-                            "bm25__paper__20261121T190000.json"}
+    assert set(reasons) == {
+        "corrupt__tiny__20261121T120000.json",
+        "cotmae__tiny__20991231T000000.json",
+        "bm25__paper__20261121T190000.json",
+    }
     assert reasons["corrupt__tiny__20261121T120000.json"].startswith("not valid JSON")
     assert "schema_version 2 is newer" in reasons["cotmae__tiny__20991231T000000.json"]
     assert "missing required key 'metrics'" in reasons["bm25__paper__20261121T190000.json"]
@@ -41,15 +44,20 @@ def test_records_come_oldest_first_with_accessors():
     assert bm25.conditions() == {"profile": "paper", "method": "bm25"}
     ref = next(r for r in records if r.run_id == "cotmae__tiny__20261120T100000")
     assert not ref.integrity_problems and ref.finetune_stage == "retriever2"
-    assert ref.conditions()["finetune_stage"] == "retriever2" and ref.conditions()["pretrain_steps"] == 200  # derived from its spec
+    assert (
+        ref.conditions()["finetune_stage"] == "retriever2" and ref.conditions()["pretrain_steps"] == 200
+    )  # derived from its spec
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty file"),
-    ("[1, 2]", "not a JSON object"),
-    ('{"schema_version": 1, "run_id": "x"', "not valid JSON"),
-    (b"\xff\xfe{}", "cannot be read"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty file"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"schema_version": 1, "run_id": "x"', "not valid JSON"),
+        (b"\xff\xfe{}", "cannot be read"),
+    ],
+)
 def test_unreadable_files_are_skipped(tmp_path, text, reason):
     path = tmp_path / "r.json"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -57,23 +65,26 @@ def test_unreadable_files_are_skipped(tmp_path, text, reason):
     assert isinstance(loaded, Skipped) and reason in loaded.reason
 
 
-@pytest.mark.parametrize("change, reason", [
-    (lambda d: d.pop("schema_version"), "missing required key 'schema_version'"),
-    (lambda d: d.update(schema_version=True), "is not an integer"),
-    (lambda d: d.update(schema_version=0), "not a known record format"),
-    (lambda d: d.update(schema_version=3), "newer than this harness reads"),
-    (lambda d: d.pop("method"), "missing required key 'method'"),
-    (lambda d: d.update(profile=""), "'profile' is empty"),
-    (lambda d: d.update(metrics=[1]), "'metrics' must be a dict"),
-    (lambda d: d["metrics"].update(scifact={"nDCG@10": "0.5"}), "metrics.scifact.nDCG@10 is not a finite number"),
-    (lambda d: d["metrics"].update(scifact=0.5), "metrics.scifact must be an object"),
-    (lambda d: d.update(comparison={"a": 1}), "'comparison' must be a list"),
-    (lambda d: d.update(per_query={"scifact": [1]}), "per_query.scifact must be an object"),
-    (lambda d: d.update(reference="yes"), "'reference' must be a bool"),
-    (lambda d: d["per_query"]["scifact"]["nDCG@10"].update({"q1": "high"}), "per_query.scifact.nDCG@10.q1 is not"),
-    (lambda d: d.update(comparison=[{"reproduced": "38.2"}]), "comparison[0].reproduced must be a number"),
-    (lambda d: d.update(comparison=[3]), "comparison[0] must be an object"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        (lambda d: d.pop("schema_version"), "missing required key 'schema_version'"),
+        (lambda d: d.update(schema_version=True), "is not an integer"),
+        (lambda d: d.update(schema_version=0), "not a known record format"),
+        (lambda d: d.update(schema_version=3), "newer than this harness reads"),
+        (lambda d: d.pop("method"), "missing required key 'method'"),
+        (lambda d: d.update(profile=""), "'profile' is empty"),
+        (lambda d: d.update(metrics=[1]), "'metrics' must be a dict"),
+        (lambda d: d["metrics"].update(scifact={"nDCG@10": "0.5"}), "metrics.scifact.nDCG@10 is not a finite number"),
+        (lambda d: d["metrics"].update(scifact=0.5), "metrics.scifact must be an object"),
+        (lambda d: d.update(comparison={"a": 1}), "'comparison' must be a list"),
+        (lambda d: d.update(per_query={"scifact": [1]}), "per_query.scifact must be an object"),
+        (lambda d: d.update(reference="yes"), "'reference' must be a bool"),
+        (lambda d: d["per_query"]["scifact"]["nDCG@10"].update({"q1": "high"}), "per_query.scifact.nDCG@10.q1 is not"),
+        (lambda d: d.update(comparison=[{"reproduced": "38.2"}]), "comparison[0].reproduced must be a number"),
+        (lambda d: d.update(comparison=[3]), "comparison[0] must be an object"),
+    ],
+)
 def test_invalid_records_say_why(change, reason):
     data = _good()
     change(data)

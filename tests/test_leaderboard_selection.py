@@ -17,8 +17,8 @@ from harness.records.store import RunRecord
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from leaderboard_app import display, plots, selection, tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import data as lb_data
+from leaderboard_app import display, plots, selection, tables
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 BM25 = "bm25__paper__20261121T203000"
@@ -59,7 +59,8 @@ def test_superseded_runs_are_the_ones_older_than_their_reference(lb):
     unfolded = selection.grid_records(lb.records, small=True, superseded=old, show_superseded=True)
     assert TINY_OLD in {r.run_id for r in unfolded}
     assert selection.hidden_note(lb.records, small=True, superseded=old) == (
-        "Hidden: 1 superseded run(s); the switches in the sidebar show them.")
+        "Hidden: 1 superseded run(s); the switches in the sidebar show them."
+    )
     # a paper run older than the paper reference is folded from the default grid too
     bm25 = next(r for r in lb.records if r.run_id == BM25)
     newer = _record(bm25, run_id="bm25__paper__20261122T000000", created="2026-11-22T00:00:00Z")
@@ -98,12 +99,32 @@ def test_not_comparable_rows_have_no_delta_and_the_view_is_rounded_text(lb):
 def test_runs_with_several_stages_get_a_stage_column(lb):
     bm25 = next(r for r in lb.records if r.run_id == BM25)
     by_stage = {"retriever1": {"dl19": {"nDCG@10": 0.4}}, "retriever2": {"dl19": {"nDCG@10": 0.45}}}
-    staged = _record(bm25, run_id="cotmae__paper__20261122T000000", method="cotmae", finetune_stage="retriever2",
-                     metrics={"dl19": {"nDCG@10": 0.45}}, metrics_by_stage=by_stage)
-    comps = {staged.run_id: [{"paper": "cpdae", "table": "Table 1", "row": "BM25", "benchmark": "dl19",
-                              "measure": "nDCG@10", "value": "0.501", "reported": 50.1, "reproduced": 100 * v,
-                              "delta": 100 * v - 50.1, "status": "INCONCLUSIVE", "finetune_stage": stage}
-                             for stage, v in (("retriever1", 0.4), ("retriever2", 0.45))]}
+    staged = _record(
+        bm25,
+        run_id="cotmae__paper__20261122T000000",
+        method="cotmae",
+        finetune_stage="retriever2",
+        metrics={"dl19": {"nDCG@10": 0.45}},
+        metrics_by_stage=by_stage,
+    )
+    comps = {
+        staged.run_id: [
+            {
+                "paper": "cpdae",
+                "table": "Table 1",
+                "row": "BM25",
+                "benchmark": "dl19",
+                "measure": "nDCG@10",
+                "value": "0.501",
+                "reported": 50.1,
+                "reproduced": 100 * v,
+                "delta": 100 * v - 50.1,
+                "status": "INCONCLUSIVE",
+                "finetune_stage": stage,
+            }
+            for stage, v in (("retriever1", 0.4), ("retriever2", 0.45))
+        ]
+    }
     t = tables.main_table(lb.cells, [staged], comps, papers=["cpdae"])
     under = t[t["row"].str.startswith(tables.UNDER)]
     assert list(under["stage"]) == ["retriever1", "retriever2"]
@@ -121,17 +142,36 @@ def test_numbers_as_text():
     assert display.number(32.54498643686864, 1) == "32.5" and display.number(-0.04, 1, True) == "+0.0"
     assert display.cell_decimals({"value": "0.340", "reported": 34.0}) == 1
     assert display.cell_decimals({"value": "66.47", "score": 0.6647}) == 2
-    assert display.column_decimals([{"benchmark": "dl19", "measure": "nDCG@10", "value": "0.501", "score": 0.501},
-                                    {"benchmark": "dl19", "measure": "nDCG@10", "value": "51.2", "score": 0.512}],
-                                   "dl19", "nDCG@10") == 1
+    assert (
+        display.column_decimals(
+            [
+                {"benchmark": "dl19", "measure": "nDCG@10", "value": "0.501", "score": 0.501},
+                {"benchmark": "dl19", "measure": "nDCG@10", "value": "51.2", "score": 0.512},
+            ],
+            "dl19",
+            "nDCG@10",
+        )
+        == 1
+    )
     assert display.column_decimals([], "dl19", "nDCG@10") == 2
     assert [display.size_text(x) for x in (150.0, 27.0, 0.9, 0.00186, None)] == [
-        "150 GB", "27 GB", "0.9 GB", "1.86 MB", "-"]
-    frame = pd.DataFrame({"v": [1.23456, None], "n": [300, None], "p": [0.0040251, 0.5], "ok": [True, False],
-                          "d": [0.5, -1.0]})
+        "150 GB",
+        "27 GB",
+        "0.9 GB",
+        "1.86 MB",
+        "-",
+    ]
+    frame = pd.DataFrame(
+        {"v": [1.23456, None], "n": [300, None], "p": [0.0040251, 0.5], "ok": [True, False], "d": [0.5, -1.0]}
+    )
     text = display.text_frame(frame, {"n": 0, "p": 3}, signed=("d",))
-    assert text.to_dict("list") == {"v": ["1.23", "-"], "n": ["300", "-"], "p": ["0.004", "0.500"],
-                                    "ok": ["yes", "no"], "d": ["+0.50", "-1.00"]}
+    assert text.to_dict("list") == {
+        "v": ["1.23", "-"],
+        "n": ["300", "-"],
+        "p": ["0.004", "0.500"],
+        "ok": ["yes", "no"],
+        "d": ["+0.50", "-1.00"],
+    }
 
 
 def test_efficiency_table_shows_sizes_with_units(lb):

@@ -16,8 +16,8 @@ from harness.records.store import RunRecord
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard_app import data as lb_data  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from leaderboard_app import plots, tables  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from leaderboard_app import data as lb_data
+from leaderboard_app import plots, tables
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 RUNS = FIXTURES / "runs"
@@ -50,8 +50,21 @@ def test_load_compares_paper_records_with_the_cells(lb):
 
 def test_main_table_has_table1_shape_with_reproduced_rows_under_reported_ones(lb):
     t = tables.main_table(lb.cells, lb.records, lb.comparisons)
-    assert list(t.columns) == ["source", "paper", "version", "table", "row", "method", MRR, R50,
-                               "MS MARCO dev R@100", R1K, DL19, "DL20 nDCG@10", "status"]
+    assert list(t.columns) == [
+        "source",
+        "paper",
+        "version",
+        "table",
+        "row",
+        "method",
+        MRR,
+        R50,
+        "MS MARCO dev R@100",
+        R1K,
+        DL19,
+        "DL20 nDCG@10",
+        "status",
+    ]
     cited = _row(t, paper="qc-v1", row="BM25")  # copied from Qu et al.: no reproduced row under it
     assert (cited[MRR], cited[R50], cited[R1K], cited[DL19]) == ("18.7", "59.2", "85.7", "51.2")
     assert not t.iloc[t.index.get_loc(cited.name) + 1]["row"].startswith(tables.UNDER)
@@ -81,7 +94,7 @@ def test_main_table_filters(lb):
     assert [c for c in dl19.columns if "nDCG" in c or "MARCO" in c] == [DL19]
     all_tables = tables.main_table(lb.cells, lb.records, lb.comparisons, main_only=False)
     assert ((all_tables["table"] == "Table 4") & (all_tables["row"] == "BM25")).any()
-    assert not ((tables.main_table(lb.cells, lb.records, lb.comparisons)["table"] == "Table 4")).any()
+    assert not (tables.main_table(lb.cells, lb.records, lb.comparisons)["table"] == "Table 4").any()
 
 
 def test_comparison_frame_is_numeric_in_points(lb):
@@ -108,8 +121,13 @@ def test_beir_table_has_14_datasets_and_both_averages(lb):
     assert run["scifact"] == "66.5" and run[tables.AVG14] == "-" and run[tables.AVG12] == "-"
     assert not b.isna().any().any() and not b.isin(["None", "nan", ""]).any().any()
     only = tables.beir_table(lb.cells, lb.records, papers=["lexmae"], profiles=["tiny"], benchmarks=["scifact"])
-    assert list(only.columns) == ["dataset", "lexmae Table 3 · BM25", "lexmae Table 3 · LexMAE",
-                                  "reproduced cotmae__tiny__20261120T100000", "reproduced cotmae__tiny__20261121T110000"]
+    assert list(only.columns) == [
+        "dataset",
+        "lexmae Table 3 · BM25",
+        "lexmae Table 3 · LexMAE",
+        "reproduced cotmae__tiny__20261120T100000",
+        "reproduced cotmae__tiny__20261121T110000",
+    ]
     assert only["dataset"].iloc[0] == "scifact"
 
 
@@ -125,7 +143,9 @@ def test_method_page_frames(lb):
     sci = _row(ci, benchmark="scifact", measure="nDCG@10")
     assert sci["queries"] == 300 and sci["ci_low"] < sci["value"] < sci["ci_high"]
     assert not pd.isna(_row(ci, benchmark="msmarco-dev", measure="RR@10")["ci_low"])
-    bare = RunRecord(rec.path, {**rec.data, "per_query": {k: v for k, v in rec.per_query.items() if k != "msmarco-dev"}})
+    bare = RunRecord(
+        rec.path, {**rec.data, "per_query": {k: v for k, v in rec.per_query.items() if k != "msmarco-dev"}}
+    )
     assert pd.isna(_row(tables.metric_ci_frame(bare), benchmark="msmarco-dev", measure="RR@10")["ci_low"])  # none kept
     pq = tables.per_query_frame(rec, "dl19", "nDCG@10")
     assert len(pq) == 43 and pq["score"].mean() == pytest.approx(0.5058, abs=1e-3)
@@ -146,10 +166,30 @@ def test_efficiency_points_pair_size_and_speed_with_mrr(lb):
 
 def test_text_only_qps_pairs_with_the_methods_mrr():
     cells = [
-        {"paper": "lexmae", "table": "Table 1", "row": "LexMAE", "column": "M@10", "method": "lexmae",
-         "benchmark": "msmarco-dev", "measure": "RR@10", "score": 0.426, "value": "42.6", "unit": "points"},
-        {"paper": "lexmae", "table": "text: abstract", "row": "qps", "column": "45.83 QPS", "method": "lexmae",
-         "benchmark": "msmarco-dev", "measure": None, "score": None, "value": "45.83", "unit": "QPS"},
+        {
+            "paper": "lexmae",
+            "table": "Table 1",
+            "row": "LexMAE",
+            "column": "M@10",
+            "method": "lexmae",
+            "benchmark": "msmarco-dev",
+            "measure": "RR@10",
+            "score": 0.426,
+            "value": "42.6",
+            "unit": "points",
+        },
+        {
+            "paper": "lexmae",
+            "table": "text: abstract",
+            "row": "qps",
+            "column": "45.83 QPS",
+            "method": "lexmae",
+            "benchmark": "msmarco-dev",
+            "measure": None,
+            "score": None,
+            "value": "45.83",
+            "unit": "QPS",
+        },
     ]
     eff = plots.efficiency_frame(cells, [])
     assert len(eff) == 1 and eff.iloc[0]["qps"] == pytest.approx(45.83) and eff.iloc[0]["effectiveness"] == 42.6
@@ -235,13 +275,31 @@ def test_unreadable_references_manifest_leaves_the_gate_out_not_the_page(tmp_pat
 # LexMAE Table 4's "Index Size" column as the paper prints it (lexmae-iclr2023.txt, Table 4), in GB; the
 # "Repr Byte" column beside it (bytes per embedded passage, "3,072", "Avg 17,203") is no index size.
 LEXMAE_TABLE4_INDEX_GB = {
-    "ColBERTv2": 150.0, "AR2": 27.0, "SimLM": 27.0, "BM25": 4.3, "SPLADE-max": 2.0, "SPLADE-mask": 5.4,
-    "LexMAE": 3.7, "- top-256 sparsify": 3.5, "- top-128 sparsify": 2.4, "- top-64 sparsify": 1.4,
-    "- top-32 sparsify": 0.9, "- top-16 sparsify": 0.5, "- top-8 sparsify": 0.4, "- top-4 sparsify": 0.3,
-    "- top-2 sparsify": 0.2, "- top-1 sparsify": 0.2,
+    "ColBERTv2": 150.0,
+    "AR2": 27.0,
+    "SimLM": 27.0,
+    "BM25": 4.3,
+    "SPLADE-max": 2.0,
+    "SPLADE-mask": 5.4,
+    "LexMAE": 3.7,
+    "- top-256 sparsify": 3.5,
+    "- top-128 sparsify": 2.4,
+    "- top-64 sparsify": 1.4,
+    "- top-32 sparsify": 0.9,
+    "- top-16 sparsify": 0.5,
+    "- top-8 sparsify": 0.4,
+    "- top-4 sparsify": 0.3,
+    "- top-2 sparsify": 0.2,
+    "- top-1 sparsify": 0.2,
 }
-LEXMAE_TABLE4_MRR = {"ColBERTv2": 39.7, "AR2": 39.5, "SimLM": 41.1, "BM25": 18.5, "- top-32 sparsify": 40.0,
-                     "- top-1 sparsify": 1.9}
+LEXMAE_TABLE4_MRR = {
+    "ColBERTv2": 39.7,
+    "AR2": 39.5,
+    "SimLM": 41.1,
+    "BM25": 18.5,
+    "- top-32 sparsify": 40.0,
+    "- top-1 sparsify": 1.9,
+}
 LEXMAE_QPS = 45.83  # the abstract: "42.6% MRR@10 with 45.83 QPS on a CPU machine"
 
 
@@ -274,8 +332,19 @@ def test_number_parser_reads_units_and_thousands_separators():
 
 
 def test_a_single_query_rate_gets_a_decade_wide_log_axis():
-    one = pd.DataFrame([{"label": "lexmae", "source": "reported", "benchmark": "msmarco-dev", "measure": "RR@10",
-                         "effectiveness": 42.6, "qps": 45.83, "index_gb": None}])
+    one = pd.DataFrame(
+        [
+            {
+                "label": "lexmae",
+                "source": "reported",
+                "benchmark": "msmarco-dev",
+                "measure": "RR@10",
+                "effectiveness": 42.6,
+                "qps": 45.83,
+                "index_gb": None,
+            }
+        ]
+    )
     x = plots.efficiency_chart(one, "qps").to_dict()["encoding"]["x"]
     lo, hi = x["scale"]["domain"]
     assert x["scale"]["type"] == "log" and lo < 45.83 < hi and hi / lo == pytest.approx(10)

@@ -37,9 +37,29 @@ def _live(markdown: str) -> list[str]:
     return found + [u for u in ("http://", "www.") if u in bare]
 
 
-@pytest.mark.parametrize("text", [IMAGE, LINK, TAG, "`x`", "**x**", "*x*", "__x__", "$x$", "# h", "- item",
-                                  "1. item", "a | b", "<http://evil>", "http://evil.com", "www.evil.com",
-                                  "line\n\n![x](http://evil/x.png)", ":red[x]", "a\\b"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        IMAGE,
+        LINK,
+        TAG,
+        "`x`",
+        "**x**",
+        "*x*",
+        "__x__",
+        "$x$",
+        "# h",
+        "- item",
+        "1. item",
+        "a | b",
+        "<http://evil>",
+        "http://evil.com",
+        "www.evil.com",
+        "line\n\n![x](http://evil/x.png)",
+        ":red[x]",
+        "a\\b",
+    ],
+)
 def test_md_text_makes_every_markdown_construct_inert(text):
     out, folded = display.md_text(text), " ".join(text.split())
     assert "\n" not in out
@@ -70,8 +90,13 @@ def test_md_code_fence_outruns_the_text_backticks():
 
 def _hostile_record() -> RunRecord:
     data = json.loads((FIXTURES / "runs" / f"{TINY}.json").read_text())
-    data.update(run_id=f"{TINY}-{IMAGE}", command=f"python -m harness run {HOSTILE}",
-                substitutions=[IMAGE, LINK, TAG], created=f"2026 {LINK}", profile=f"tiny{TAG}")
+    data.update(
+        run_id=f"{TINY}-{IMAGE}",
+        command=f"python -m harness run {HOSTILE}",
+        substitutions=[IMAGE, LINK, TAG],
+        created=f"2026 {LINK}",
+        profile=f"tiny{TAG}",
+    )
     return RunRecord(Path("x.json"), data)
 
 

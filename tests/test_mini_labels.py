@@ -14,8 +14,8 @@ PAGES = ("README.md", "docs/results.md", "docs/profiles-and-hardware.md")
 def _section(text: str, heading: str) -> str:
     """From ``heading`` to the next line that starts a section (``#``) or a paragraph after a list."""
     start = text.index(heading)
-    end = re.search(r"\n#|\n\nEvery row", text[start + 1:])
-    return text[start:start + 1 + end.start()] if end else text[start:]
+    end = re.search(r"\n#|\n\nEvery row", text[start + 1 :])
+    return text[start : start + 1 + end.start()] if end else text[start:]
 
 
 def test_scifact_is_in_mini_s_pre_training_corpus_so_no_page_calls_it_zero_shot():

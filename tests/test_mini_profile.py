@@ -9,13 +9,13 @@ import math
 import pytest
 import torch
 
-from harness.stages.checkpoints import resolve_checkpoint
+from harness.core.errors import HarnessError
 from harness.corpus.passages import Passage
 from harness.corpus.qgen import query_grounding
 from harness.corpus.term_qgen import content_words, fit_term_model, sample_queries, write_term_queries
-from harness.core.errors import HarnessError
 from harness.pretrain.models import load_masked_lm
 from harness.spec.method import load_method, objective_specs
+from harness.stages.checkpoints import resolve_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,9 @@ def test_minilm_body_loads_with_a_new_bert_head_tied_to_the_word_embeddings(mini
     from safetensors.torch import load_file
 
     body = load_file(f"{resolve_checkpoint('all-minilm-l6-v2')}/model.safetensors")
-    torch.testing.assert_close(model.bert.embeddings.word_embeddings.weight, body["embeddings.word_embeddings.weight"],
-                               rtol=0, atol=0)  # the real weights, not a fresh init
+    torch.testing.assert_close(
+        model.bert.embeddings.word_embeddings.weight, body["embeddings.word_embeddings.weight"], rtol=0, atol=0
+    )  # the real weights, not a fresh init
 
 
 def test_pretrained_init_exports_and_reloads_with_its_head(minilm, tmp_path):
@@ -119,8 +120,12 @@ def test_a_passage_without_content_words_still_gets_queries_from_its_own_text(te
 
 
 def test_dependency_figure_is_own_versus_another_documents_passage():
-    passages = [Passage("a#0", "a", "alpha bravo charlie delta"), Passage("b#0", "b", "echo foxtrot golf hotel"),
-                Passage("c#0", "c", "alpha india juliet kilo"), Passage("d#0", "d", "lima mike november oscar")]
+    passages = [
+        Passage("a#0", "a", "alpha bravo charlie delta"),
+        Passage("b#0", "b", "echo foxtrot golf hotel"),
+        Passage("c#0", "c", "alpha india juliet kilo"),
+        Passage("d#0", "d", "lima mike november oscar"),
+    ]
     queries = {"a#0": ["alpha bravo"], "b#0": ["echo zulu"], "c#0": ["alpha"], "d#0": ["oscar"]}
     g = query_grounding(passages, queries)  # passage i is compared with passage i + 2
     assert g["query_word_overlap_own"] == pytest.approx((1 + 0.5 + 1 + 1) / 4)
@@ -162,14 +167,17 @@ def test_every_objective_takes_a_step_from_the_minilm_init(method, minilm):
     model, _ = minilm
     spec = load_method(method, "mini")
     torch.manual_seed(0)
-    objective = build_objective(spec.get("pretrain.objective"), model.config,
-                                **(spec.get("pretrain.objective_params") or {}))
+    objective = build_objective(
+        spec.get("pretrain.objective"), model.config, **(spec.get("pretrain.objective_params") or {})
+    )
     objective.masked_lm().load_state_dict(model.state_dict(), strict=False)
     tokenizer = AutoTokenizer.from_pretrained(resolve_checkpoint("all-minilm-l6-v2"))
-    pairs = [("statin use and breast cancer survival in finland", "statins breast cancer"),
-             ("dietary fibre and colon cancer risk in adults", "fibre colon cancer"),
-             ("alkylphenols in human milk and dietary habits", "milk alkylphenols"),
-             ("vitamin d and bone density in older women", "vitamin d bones")]
+    pairs = [
+        ("statin use and breast cancer survival in finland", "statins breast cancer"),
+        ("dietary fibre and colon cancer risk in adults", "fibre colon cancer"),
+        ("alkylphenols in human milk and dietary habits", "milk alkylphenols"),
+        ("vitamin d and bone density in older women", "vitamin d bones"),
+    ]
     batch = objective.collate(pairs, tokenizer, 32, torch.Generator().manual_seed(1))
     losses = objective(batch)
     losses["loss"].backward()
@@ -220,7 +228,6 @@ def test_fitted_head_predicts_the_input_token_and_solves_the_least_squares(tmp_p
     assert gradient.abs().max() < 1e-2 * (hidden.T @ residual).abs().max()  # weights are stored in fp32
     assert residual.sum(0).abs().max() < 1e-3 * len(hidden)
     assert torch.count_nonzero(model.cls.predictions.bias) == 0  # the bias (a free gauge) is left alone
-
 
 
 def test_the_initial_model_does_not_depend_on_the_process_random_state(tmp_path):

@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from browser import CHROMIUM, chromium, free_port, screenshot, stop
+
 from harness.core.paths import PROJECT_ROOT
 from harness.records.mlflow_import import LOADED_FROM_TAG, committed_records, load_committed, run_name
 from harness.records.tracking import parent_metrics, parent_tracker
@@ -54,8 +54,9 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
 
     client = MlflowClient(tracking_uri=uri)
     for rec in records:
-        runs = client.search_runs([client.get_experiment_by_name(rec.method).experiment_id],
-                                  f"tags.run_id = '{rec.run_id}'")
+        runs = client.search_runs(
+            [client.get_experiment_by_name(rec.method).experiment_id], f"tags.run_id = '{rec.run_id}'"
+        )
         assert len(runs) == 1, rec.run_id
         run = runs[0]
         assert run.info.status == "FINISHED" and "mlflow.parentRunId" not in run.data.tags
@@ -84,17 +85,21 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
 
 def test_a_single_stage_run_is_named_as_such():
     whole = parent_tracker("cotmae_qc", "cotmae_qc", "tiny", 42, "x", {"papers": "qc-v2"}, enabled=False)
-    part = parent_tracker("cotmae_qc", "cotmae_qc", "tiny", 42, "y", {"papers": "qc-v2", "stage": "pretrain"},
-                          enabled=False)
+    part = parent_tracker(
+        "cotmae_qc", "cotmae_qc", "tiny", 42, "y", {"papers": "qc-v2", "stage": "pretrain"}, enabled=False
+    )
     assert whole.run_name == "cotmae_qc/tiny/42"
     assert part.run_name == "cotmae_qc/tiny/42 (--stage pretrain)"
 
 
 def _rest(base: str, path: str, body: dict | None = None, query: str = "") -> dict:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"{base}/api/2.0/mlflow/{path}{query}", data=data,
-                                 headers={"Content-Type": "application/json"},
-                                 method="POST" if body is not None else "GET")
+    req = urllib.request.Request(
+        f"{base}/api/2.0/mlflow/{path}{query}",
+        data=data,
+        headers={"Content-Type": "application/json"},
+        method="POST" if body is not None else "GET",
+    )
     with urllib.request.urlopen(req, timeout=60) as resp:
         return json.loads(resp.read() or b"{}")
 
@@ -113,8 +118,14 @@ def test_ui_on_a_fresh_clone_serves_every_committed_record_and_compares_two_meth
     env.pop("MLFLOW_TRACKING_URI", None)
     log = tmp_path / "ui.log"
     with log.open("w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "harness", "ui", "--port", str(port)], cwd=PROJECT_ROOT,
-                                  env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "harness", "ui", "--port", str(port)],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -130,8 +141,10 @@ def test_ui_on_a_fresh_clone_serves_every_committed_record_and_compares_two_meth
             time.sleep(1)
         assert f"{len(records)} record(s) added to the MLflow store, 0 already there" in log.read_text()
 
-        experiments = {e["name"]: e["experiment_id"] for e in _rest(base, "experiments/search",
-                                                                      query="?max_results=1000")["experiments"]}
+        experiments = {
+            e["name"]: e["experiment_id"]
+            for e in _rest(base, "experiments/search", query="?max_results=1000")["experiments"]
+        }
         parents: dict[str, dict] = {}
         token = None
         while True:
@@ -155,11 +168,15 @@ def test_ui_on_a_fresh_clone_serves_every_committed_record_and_compares_two_meth
 
         if CHROMIUM is None:
             pytest.skip("chromium is not installed (apt-get install chromium)")
-        pick = [next(r for r in reversed(records) if (r.method, r.profile) == want)
-                for want in (("bm25", "paper"), ("cotmae_qc", "mini"))]
+        pick = [
+            next(r for r in reversed(records) if (r.method, r.profile) == want)
+            for want in (("bm25", "paper"), ("cotmae_qc", "mini"))
+        ]
         ids = [parents[r.run_id]["info"]["run_id"] for r in pick]
-        url = (f"{base}/#/compare-runs?runs={json.dumps(ids)}&experiments="
-               f"{json.dumps([experiments['bm25'], experiments['cotmae_qc']])}")
+        url = (
+            f"{base}/#/compare-runs?runs={json.dumps(ids)}&experiments="
+            f"{json.dumps([experiments['bm25'], experiments['cotmae_qc']])}"
+        )
         wanted = ["bm25/paper/42", "cotmae_qc/mini/42", "nfcorpus/nDCG_at_10", "spec_hash"]
         until = time.monotonic() + 180
         with chromium(tmp_path, until, window="1400,1600") as tools:

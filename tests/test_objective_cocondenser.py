@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 from harness.core.errors import HarnessError
 from harness.pretrain.models import run_layers
 from harness.pretrain.objectives import build_objective
 from harness.pretrain.objectives.cocondenser import span_contrastive_loss
-from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -39,6 +39,7 @@ def eq5_by_hand(reps: torch.Tensor, tau: float) -> float:
     total = 0.0
     for x in range(n):
         y = x + 1 if x % 2 == 0 else x - 1
+
         def sim(a, b):
             return float(reps[a] @ reps[b]) / tau
 
@@ -150,8 +151,9 @@ def test_grad_cache_scales_every_backward_with_the_scaler(tokenizer):
 
 def test_grad_cache_replays_dropout(tokenizer):
     """With dropout on, a re-run chunk must see the same dropout masks as the cached pass."""
-    obj, batch = make(tokenizer, config={"hidden_dropout_prob": 0.3, "attention_probs_dropout_prob": 0.2},
-                      dtype=torch.float64)
+    obj, batch = make(
+        tokenizer, config={"hidden_dropout_prob": 0.3, "attention_probs_dropout_prob": 0.2}, dtype=torch.float64
+    )
     obj.train()
     torch.manual_seed(7)
     obj.zero_grad()
@@ -219,9 +221,7 @@ def test_distributed_negatives_span_the_global_batch(tokenizer, tmp_path):
 
     # fork: the children reuse the imported torch/transformers (spawn re-imports them: ~50x
     # slower here). A deadline guards against a hung rendezvous.
-    workers = mp.start_processes(
-        _ddp_worker, args=(2, str(tmp_path)), nprocs=2, join=False, start_method="fork"
-    )
+    workers = mp.start_processes(_ddp_worker, args=(2, str(tmp_path)), nprocs=2, join=False, start_method="fork")
     deadline = time.monotonic() + 120
     while not workers.join(timeout=2):
         if time.monotonic() > deadline:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 from harness.pretrain.models import run_layers
 from harness.pretrain.objectives import build_objective
-from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -88,9 +88,7 @@ def test_decoder_loss_reaches_encoder_layers_only_through_h_cls(tokenizer):
     obj.zero_grad(set_to_none=True)
     h = obj.encoder()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
     decoded = obj.decode(h[:, 0].detach(), batch)
-    F.cross_entropy(
-        obj.lm.cls(decoded).flatten(0, 1), batch["decoder_labels"].flatten(), ignore_index=-100
-    ).backward()
+    F.cross_entropy(obj.lm.cls(decoded).flatten(0, 1), batch["decoder_labels"].flatten(), ignore_index=-100).backward()
     assert all(p.grad is None for p in obj.lm.bert.encoder.parameters())
     assert obj.lm.bert.embeddings.word_embeddings.weight.grad.abs().sum() > 0
 

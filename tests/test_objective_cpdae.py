@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 from harness.core.errors import HarnessError
 from harness.pretrain.objectives import build_objective
@@ -17,7 +18,6 @@ from harness.pretrain.objectives.cpdae import (
     reconstruction_loss,
     view_contrastive_loss,
 )
-from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -46,6 +46,7 @@ def word_distribution(z: torch.Tensor) -> list[float]:
 
 def js_by_hand(p: list[float], q: list[float]) -> float:
     m = [(a + b) / 2 for a, b in zip(p, q)]
+
     def kl(x):
         return sum(a * math.log(a / c) for a, c in zip(x, m))
 
@@ -85,8 +86,10 @@ def test_js_divergence_and_the_papers_eq7():
     assert js == pytest.approx(js_by_hand(p, q), rel=1e-5)
     assert 0.0 < js < math.log(2)
     # Eq. (7) of the paper is -JS without the 1/2 and the constant: E = 2(-JS) + 2 log 2.
-    e7 = -sum(a * math.log(a) for a in p) - sum(b * math.log(b) for b in q) + sum(
-        (a + b) * math.log(a + b) for a, b in zip(p, q)
+    e7 = (
+        -sum(a * math.log(a) for a in p)
+        - sum(b * math.log(b) for b in q)
+        + sum((a + b) * math.log(a + b) for a, b in zip(p, q))
     )
     assert -js == pytest.approx(e7 / 2 - math.log(2), abs=1e-6)
     assert js_divergence(log_p, log_p).item() == pytest.approx(0.0, abs=1e-7)
@@ -220,10 +223,14 @@ def test_prior_bias_init_starts_the_decoder_at_the_word_prior(tokenizer):
     assert rec_plain == pytest.approx(vocab * math.log(2), rel=0.05)  # sigmoid(~0) = 1/2 for every word
     # with z ~ -6 for every word: n_i present words cost softplus(6) each, the other |V| - n_i softplus(-6)
     words = [(ids[ids != -100]).unique().numel() for ids in batch["bow_ids"]]
-    expected = sum(n * F.softplus(torch.tensor(6.0)).item() + (vocab - n) * F.softplus(torch.tensor(-6.0)).item()
-                   for n in words) / len(words)
+    expected = sum(
+        n * F.softplus(torch.tensor(6.0)).item() + (vocab - n) * F.softplus(torch.tensor(-6.0)).item() for n in words
+    ) / len(words)
     assert rec_prior == pytest.approx(expected, rel=0.1)
     # everything but the output bias is initialised identically (same seed)
-    same = [n for n, p in prior.named_parameters() if n != "decoder.out.bias"
-            and torch.equal(p, dict(plain.named_parameters())[n])]
+    same = [
+        n
+        for n, p in prior.named_parameters()
+        if n != "decoder.out.bias" and torch.equal(p, dict(plain.named_parameters())[n])
+    ]
     assert len(same) == len(list(prior.parameters())) - 1

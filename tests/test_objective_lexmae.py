@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 from harness.core.errors import HarnessError
 from harness.pretrain.models import run_layers
 from harness.pretrain.objectives import build_objective, lexmae
 from harness.pretrain.objectives.lexmae import cbow_bottleneck, lexicon_importance
-from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")

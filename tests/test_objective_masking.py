@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from objective_fixtures import single_thread, toy_config, toy_tokenizer
 from torch import nn
 
 from harness.core.errors import HarnessError
@@ -14,7 +15,6 @@ from harness.pretrain.models import (
     new_masked_lm,
     tied_mlm_head,
 )
-from objective_fixtures import single_thread, toy_config, toy_tokenizer
 
 MASK_ID = 4
 SPECIAL = {0, 1, 2, 3, 4}

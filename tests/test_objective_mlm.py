@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 from harness.pretrain.objectives import build_objective
-from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")

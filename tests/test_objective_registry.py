@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 from transformers import BertForMaskedLM, BertModel
 
 from harness.core.errors import HarnessError, UnknownNameError
 from harness.pretrain.objectives import build_objective, objective_params, objectives
-from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 # Every registered objective keeps the contract: the tests below loop over the registry.
 REGISTERED = sorted(objectives())
@@ -34,7 +34,10 @@ def test_registry_names_and_accumulation_flags():
     assert all(callable(getattr(classes[n], "grad_cache_step", None)) for n in no_accumulation)
     assert classes["cocondenser"].gathers_across_ranks and not classes["cotmae"].gathers_across_ranks
     assert objective_params("cotmae") == {
-        "enc_mask_ratio": 0.30, "dec_mask_ratio": 0.45, "n_head_layers": 2, "dec_loss_coef": 1.0,
+        "enc_mask_ratio": 0.30,
+        "dec_mask_ratio": 0.45,
+        "n_head_layers": 2,
+        "dec_loss_coef": 1.0,
     }
 
 

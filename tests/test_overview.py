@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from harness.present import overview
+from harness.core.paths import PROJECT_ROOT
+from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN, REPRODUCED, STATUSES
 from harness.evaluation.effects import method_effects
 from harness.gate.run import run_gate
 from harness.papers.registry import load_reported_cells
-from harness.core.paths import PROJECT_ROOT
+from harness.present import overview
 from harness.records.store import load_records
-from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN, REPRODUCED, STATUSES
-
-from leaderboard_app import glance as page  # noqa: E402  (the tab's HTML over the same rows)
-
+from leaderboard_app import glance as page
 
 # Named, not the default: the tests' own runs folder (conftest) is an empty tmp one.
 RECORDS = PROJECT_ROOT / "runs" / "records"
@@ -40,8 +38,14 @@ def test_every_headline_cell_once_in_points_with_its_printed_value(committed, ce
     assert len(by_id) == len(heads)
     papers = {(r.paper, r.table) for r in committed.headline}
     # each paper's Table 1 and the two BEIR tables (lexmae Table 3, qc-v2 Table 2)
-    assert {("qc-v1", "Table 1"), ("qc-v2", "Table 1"), ("cpdae", "Table 1"), ("lexmae", "Table 1"),
-            ("lexmae", "Table 3"), ("qc-v2", "Table 2")} <= papers
+    assert {
+        ("qc-v1", "Table 1"),
+        ("qc-v2", "Table 1"),
+        ("cpdae", "Table 1"),
+        ("lexmae", "Table 1"),
+        ("lexmae", "Table 3"),
+        ("qc-v2", "Table 2"),
+    } <= papers
     for row, cell in zip(committed.headline, heads):
         assert row.printed == cell["value"] and row.reported == pytest.approx(100 * cell["score"])
         assert row.state in overview.STATES
@@ -55,8 +59,14 @@ def test_graded_states_are_the_gates(committed) -> None:
     graded = [r for r in committed.headline if r.state not in (NOT_YET_RUN, NOT_COMPARABLE)]
     assert graded, "the committed bm25 paper records grade some cells"
     for row in graded:
-        statuses = {g.status for g in gate.rows if g.run_id in row.runs and g.benchmark == row.benchmark
-                    and g.measure == row.measure and g.against == row.source}
+        statuses = {
+            g.status
+            for g in gate.rows
+            if g.run_id in row.runs
+            and g.benchmark == row.benchmark
+            and g.measure == row.measure
+            and g.against == row.source
+        }
         assert statuses and row.state in statuses, (row.source, row.benchmark, statuses)
     bm25 = {r.benchmark: r.state for r in graded if r.method == "bm25" and r.paper == "lexmae"}
     assert bm25 == {"scifact": REPRODUCED, "nfcorpus": REPRODUCED}
@@ -122,8 +132,9 @@ def test_the_tabs_html_escapes_and_uses_text_badges(committed) -> None:
     for state in {r.state for r in committed.headline}:
         assert f">{state}</span>" in text and STATUSES[state].colour in text
     assert 'title="printed: 0.187"' in text  # the printed value stays one hover away
-    row = overview.HeadlineRow("p", "v", "Table 1", "<b>x</b> & y", "c", "m", "dl19", "nDCG@10", "0.5", 50.0,
-                               "s", False, NOT_YET_RUN)
+    row = overview.HeadlineRow(
+        "p", "v", "Table 1", "<b>x</b> & y", "c", "m", "dl19", "nDCG@10", "0.5", 50.0, "s", False, NOT_YET_RUN
+    )
     shown = page.headline_html([row])
     assert "<b>x</b>" not in shown and "&lt;b&gt;x&lt;/b&gt; &amp; y" in shown
     frame = page.learned_matrix(committed.learned, "mini")
@@ -140,10 +151,36 @@ def test_a_claim_takes_the_grade_of_the_paper_runs_effect(monkeypatch) -> None:
     claims = [c for c in claims_for(pairs) if c.benchmark == "msmarco-dev"][:2]
     assert len(claims) == 2
     graded = claims[0]
-    check = {"key": graded.key, "source": graded.source, "a_row": graded.a_row, "b_row": graded.b_row,
-             "claimed": graded.delta, "status": REPRODUCED, "reason": "", "effect": 0.65, "ci_low": -0.4, "ci_high": 0.5}
-    effect = Effect("paper", graded.a, graded.b, "qc_run", "base_run", graded.benchmark, graded.measure, 39.4, 38.8,
-                    0.65, 0.1, 1.2, 0.02, 6980, claims=[check], claim_status=REPRODUCED)
+    check = {
+        "key": graded.key,
+        "source": graded.source,
+        "a_row": graded.a_row,
+        "b_row": graded.b_row,
+        "claimed": graded.delta,
+        "status": REPRODUCED,
+        "reason": "",
+        "effect": 0.65,
+        "ci_low": -0.4,
+        "ci_high": 0.5,
+    }
+    effect = Effect(
+        "paper",
+        graded.a,
+        graded.b,
+        "qc_run",
+        "base_run",
+        graded.benchmark,
+        graded.measure,
+        39.4,
+        38.8,
+        0.65,
+        0.1,
+        1.2,
+        0.02,
+        6980,
+        claims=[check],
+        claim_status=REPRODUCED,
+    )
     monkeypatch.setattr(overview, "method_effects", lambda records, profile, pairs=None: [effect])
     rows = overview.claim_rows([], claims, pairs)
     assert rows[0].state == REPRODUCED and rows[0].effect == 0.65 and rows[0].runs == ["qc_run", "base_run"]

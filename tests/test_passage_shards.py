@@ -23,8 +23,10 @@ def corpus(n: int = 57) -> dict[str, dict[str, str]]:
     def sentence() -> str:
         return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 40))).capitalize() + ". "
 
-    docs = {f"d{i}": {"title": f"Study {i}" if i % 4 else "",
-                      "text": "".join(sentence() for _ in range(rng.randint(0, 9)))} for i in range(n)}
+    docs = {
+        f"d{i}": {"title": f"Study {i}" if i % 4 else "", "text": "".join(sentence() for _ in range(rng.randint(0, 9)))}
+        for i in range(n)
+    }
     docs["Dr. Smith"] = {"title": "", "text": "Dr. Smith et al. found no effect. The trial was stopped."}
     return docs
 
@@ -34,23 +36,46 @@ def tok(tmp_path_factory):
     from transformers import AutoTokenizer
 
     texts = [d["title"] + " " + d["text"] for d in corpus().values()]
-    return AutoTokenizer.from_pretrained(str(train_wordpiece(texts, tmp_path_factory.mktemp("wp"), vocab_size=80,
-                                                             min_frequency=1)))
+    return AutoTokenizer.from_pretrained(
+        str(train_wordpiece(texts, tmp_path_factory.mktemp("wp"), vocab_size=80, min_frequency=1))
+    )
 
 
 @pytest.mark.parametrize("short_span_prob", [0.0, 0.3])
 def test_stream_writes_the_file_build_passages_writes(tok, tmp_path, short_span_prob):
     docs = corpus()
     want = tmp_path / "want.jsonl"
-    save_passages(build_passages(docs, tok, 24, seed=5, short_span_prob=short_span_prob,
-                                 punkt_cache_dir=tmp_path / "w0", punkt_train_chars=3000), want)
+    save_passages(
+        build_passages(
+            docs,
+            tok,
+            24,
+            seed=5,
+            short_span_prob=short_span_prob,
+            punkt_cache_dir=tmp_path / "w0",
+            punkt_train_chars=3000,
+        ),
+        want,
+    )
     got = tmp_path / "got.jsonl"
-    counts = write_passages(lambda: iter(docs.items()), tok, got, tmp_path / "w1", 24, seed=5,
-                            short_span_prob=short_span_prob, punkt_train_chars=3000, shard_docs=10)
+    counts = write_passages(
+        lambda: iter(docs.items()),
+        tok,
+        got,
+        tmp_path / "w1",
+        24,
+        seed=5,
+        short_span_prob=short_span_prob,
+        punkt_train_chars=3000,
+        shard_docs=10,
+    )
     assert got.read_bytes() == want.read_bytes()
     lines = want.read_text().splitlines()
-    assert counts == {"passages": len(lines), "corpus_documents": len(docs),
-                      "documents": len({line.split('"doc_id": ')[1].split(",")[0] for line in lines})}
+    assert counts == {
+        "passages": len(lines),
+        "corpus_documents": len(docs),
+        "documents": len({line.split('"doc_id": ')[1].split(",")[0] for line in lines}),
+    }
     assert not (tmp_path / "w1" / "shards-10").exists()  # the shards are joined, then removed
 
 
@@ -72,8 +97,11 @@ def test_a_build_killed_after_shard_k_resumes_from_shard_k_plus_1(tok, tmp_path,
     with pytest.raises(Killed):
         write_passages(stream, tok, out, work, 24, shard_docs=10, after_shard=kill_after_2)
     assert not out.exists()
-    assert sorted(p.name for p in (work / "shards-10").glob("part-*.json")) == \
-        ["part-000000.json", "part-000001.json", "part-000002.json"]
+    assert sorted(p.name for p in (work / "shards-10").glob("part-*.json")) == [
+        "part-000000.json",
+        "part-000001.json",
+        "part-000002.json",
+    ]
 
     import harness.corpus.passage_shards as shards
 

@@ -58,6 +58,7 @@ def fifo(path: Path) -> Path:
 
 # ------------------------------------------------------------------ run ids (check --add / --accept)
 
+
 def _sealed_with_id(reference: dict[str, Any], run_id: str, where: Path) -> Path:
     """A sealed, acceptable record whose run id is ``run_id``, written at ``where`` (as a writer that
     took a run id for a path would have written it)."""
@@ -105,8 +106,9 @@ def test_a_pipe_named_like_your_record_is_refused_in_one_line(fresh_clone, capsy
 def test_a_references_entry_names_a_record_of_its_folder(tmp_path):
     folder = tmp_path / "records"
     folder.mkdir()
-    (folder / REFERENCES_FILE).write_text(json.dumps(
-        {"references": {"bm25/tiny": {"run_id": "../../elsewhere", "sha256": "0" * 64}}}))
+    (folder / REFERENCES_FILE).write_text(
+        json.dumps({"references": {"bm25/tiny": {"run_id": "../../elsewhere", "sha256": "0" * 64}}})
+    )
     with pytest.raises(HarnessError, match="'../../elsewhere', which is not a record's file name"):
         read_references(folder)
 
@@ -121,6 +123,7 @@ def test_a_pipe_for_references_json_or_a_record_does_not_block(tmp_path):
 
 
 # ------------------------------------------------------------------ include: and extends:
+
 
 @pytest.fixture
 def specs(tmp_path, monkeypatch) -> Path:
@@ -188,6 +191,7 @@ def test_a_good_fragment_still_loads(specs):
 
 
 # ------------------------------------------------------------------ files given on the command line
+
 
 @pytest.mark.parametrize("kind", ["folder", "pipe"])
 def test_grade_metrics_must_be_a_regular_file(tmp_path, capsys, kind):

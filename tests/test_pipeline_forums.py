@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.pipelines.context import RunContext, StageLog
 from harness.data.catalog import get_benchmark
 from harness.data.formats import write_trec_run
+from harness.pipelines.context import RunContext, StageLog
 from harness.pipelines.forums import retrieve_parts
+from harness.records.tracking import Tracker
 from harness.run.runner import plan_method, score_run_file
 from harness.spec.method import load_method
-from harness.records.tracking import Tracker
 
 
 def _ctx(method: str, plan_only: bool = False) -> RunContext:
     spec = load_method(method, "tiny")
-    return RunContext(spec, Tracker(experiment=method, run_name="t", tags={}, enabled=False), StageLog(), False,
-                      plan_only=plan_only)
+    return RunContext(
+        spec, Tracker(experiment=method, run_name="t", tags={}, enabled=False), StageLog(), False, plan_only=plan_only
+    )
 
 
 def test_parts_are_retrieved_one_by_one_and_merged(tmp_path: Path) -> None:
@@ -32,8 +33,23 @@ def test_parts_are_retrieved_one_by_one_and_merged(tmp_path: Path) -> None:
         return path
 
     merged = retrieve_parts(ctx, "retriever1", "cqadupstack", retrieve)
-    assert asked == [f"cqadupstack-{f}" for f in ("android", "english", "gaming", "gis", "mathematica", "physics",
-                                                  "programmers", "stats", "tex", "unix", "webmasters", "wordpress")]
+    assert asked == [
+        f"cqadupstack-{f}"
+        for f in (
+            "android",
+            "english",
+            "gaming",
+            "gis",
+            "mathematica",
+            "physics",
+            "programmers",
+            "stats",
+            "tex",
+            "unix",
+            "webmasters",
+            "wordpress",
+        )
+    ]
     result = score_run_file(merged, get_benchmark("cqadupstack"))
     assert result.aggregate[result.primary] == 1.0 and len(result.subsets) == 12
     assert retrieve_parts(ctx, "retriever1", "scifact", lambda name: tmp_path / name) == tmp_path / "scifact"
@@ -49,5 +65,6 @@ def test_dense_and_learned_sparse_plans_score_cqadupstack_per_forum() -> None:
         assert any(e["stage"] == "evaluate" and e["dataset"].endswith("/cqadupstack") for e in entries)
         if search == "impact_search":  # one index per forum: the archive is shared, the corpora are not
             keys = {e["key"] for e in entries if e["stage"] == "impact_index" and "cqadupstack-" in e["dataset"]}
-            assert len(keys) == 12 * len([k for k in ("retriever1", "retriever2", "retriever3")
-                                          if k in str([e["dataset"] for e in entries])]), len(keys)
+            assert len(keys) == 12 * len(
+                [k for k in ("retriever1", "retriever2", "retriever3") if k in str([e["dataset"] for e in entries])]
+            ), len(keys)

@@ -9,20 +9,20 @@ import time
 
 import pytest
 
-from harness.spec.block_settings import RetrievalSettings
-from harness.pipelines.context import RunContext, StageLog, input_key
+from harness.core.errors import HarnessError
+from harness.core.paths import cache_dir
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
-from harness.core.errors import HarnessError
 from harness.evaluation.measures import evaluate
-from harness.core.paths import cache_dir
+from harness.pipelines.context import RunContext, StageLog, input_key
 from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, run_learned_sparse
+from harness.records.tracking import Tracker
 from harness.run.runner import pipeline_for
-from harness.spec.method import MethodSpec, load_method
+from harness.spec.block_settings import RetrievalSettings
 from harness.spec.conditions import derived
 from harness.spec.files import deep_merge
+from harness.spec.method import MethodSpec, load_method
 from harness.stages.checkpoints import weights_sha256
-from harness.records.tracking import Tracker
 
 # Everything small. The pre-training stages are left out (the control's seeded random init, whose
 # encoder-only folder also exercises the fresh-MLM-head fallback): building the pre-training passages
@@ -36,13 +36,21 @@ SHRINK = {
     "model": {"layers": 1, "hidden": 32, "heads": 2, "intermediate": 64},
     "pretrain": {"objective": "none"},
     "finetune": {
-        "train_queries": "scifact-train", "max_train_queries": 40, "max_p_len": 32, "max_q_len": 16, "lr": 5e-4,
+        "train_queries": "scifact-train",
+        "max_train_queries": 40,
+        "max_p_len": 32,
+        "max_q_len": 16,
+        "lr": 5e-4,
         "retriever1": {"negative_depth": 50, "global_queries": 8, "passages_per_query": 3, "epochs": 1},
         "mine": {"depth": 30},
         "retriever2": {"negative_depth": 30, "global_queries": 8, "passages_per_query": 3, "epochs": 1},
-        "retriever3": {"negative_depth": 30, "global_queries": 8, "passages_per_query": 3, "epochs": 1,
-                       "reranker_train": {"queries_per_device": 8, "passages_per_query": 3, "epochs": 1,
-                                          "max_length": 96}},
+        "retriever3": {
+            "negative_depth": 30,
+            "global_queries": 8,
+            "passages_per_query": 3,
+            "epochs": 1,
+            "reranker_train": {"queries_per_device": 8, "passages_per_query": 3, "epochs": 1, "max_length": 96},
+        },
     },
 }
 
@@ -62,7 +70,12 @@ def test_pipeline_is_registered_for_learned_sparse():
 
 def test_retrieval_settings_are_checked():
     assert RetrievalSettings.from_spec(load_method("lexmae", "paper")).impact() == {
-        "index": "lucene-impact", "quantization": 100, "topk_sparsify": None, "max_query_terms": 1024, "threads": 2}
+        "index": "lucene-impact",
+        "quantization": 100,
+        "topk_sparsify": None,
+        "max_query_terms": 1024,
+        "threads": 2,
+    }
     with pytest.raises(HarnessError, match="topk_sparsify"):
         RetrievalSettings.from_spec(shrunk_spec({"retrieval": {"topk_sparsify": 0}}))
     with pytest.raises(HarnessError, match="max_query_terms"):
@@ -99,15 +112,22 @@ def test_a_teacher_is_the_weights_its_spec_identifies_not_its_folder_name(tmp_pa
     assert configured_reranker(context(paper)).path == folder
     assert f"weights sha256 {intended}, not identified" in capsys.readouterr().out
     assert derived(paper.config)["reranker_teacher"].startswith("zhou2022b-ranker (weights unidentified")
-    identified = MethodSpec(paper.name, paper.profile, paper.path,
-                            deep_merge(paper.config, {"finetune": {"retriever3": {"reranker_sha256": intended}}}))
+    identified = MethodSpec(
+        paper.name,
+        paper.profile,
+        paper.path,
+        deep_merge(paper.config, {"finetune": {"retriever3": {"reranker_sha256": intended}}}),
+    )
     assert derived(identified.config)["reranker_teacher"] == "zhou2022b-ranker"
     assert configured_reranker(context(identified)).path == folder
     (folder / "config.json").write_text('{"re-saved": true}')  # only the weights identify it
     assert configured_reranker(context(identified)).path == folder
     (folder / "model.safetensors").write_bytes(b"another cross-encoder")  # same folder name, other weights
-    with pytest.raises(HarnessError, match=r"zhou2022b-ranker: the stage-3 teacher's weights have sha256 "
-                                           rf"{hashlib.sha256(b'another cross-encoder').hexdigest()}, not the {intended}"):
+    with pytest.raises(
+        HarnessError,
+        match=r"zhou2022b-ranker: the stage-3 teacher's weights have sha256 "
+        rf"{hashlib.sha256(b'another cross-encoder').hexdigest()}, not the {intended}",
+    ):
         configured_reranker(context(identified))
     (folder / "model.safetensors").unlink()
     with pytest.raises(HarnessError, match="no weights file"):
@@ -161,15 +181,28 @@ def test_lexmae_pipeline_end_to_end_and_cached():
         assert "avg_query_nonzeros" in eff
 
     names = [e["stage"] for e in ctx.stages.entries]
-    for stage in ("random_init", "retriever1", "retriever2", "reranker", "teacher_scores", "retriever3",
-                  "impact_index", "impact_search"):
+    for stage in (
+        "random_init",
+        "retriever1",
+        "retriever2",
+        "reranker",
+        "teacher_scores",
+        "retriever3",
+        "impact_index",
+        "impact_search",
+    ):
         assert stage in names, stage
     # One impact index per (retriever, corpus), built once: mining reuses it for evaluation.
     built = sorted(e["dataset"] for e in ctx.stages.entries if e["stage"] == "impact_index" and not e["cached"])
     assert built == ["scifact/retriever1", "scifact/retriever2", "scifact/retriever3"]
     searches = [e["dataset"] for e in ctx.stages.entries if e["stage"] == "impact_search"]
-    assert searches == ["scifact/train/mine-retriever1", "scifact/train/mine-retriever2", "scifact/test/retriever1",
-                        "scifact/test/retriever2", "scifact/test/retriever3"]
+    assert searches == [
+        "scifact/train/mine-retriever1",
+        "scifact/train/mine-retriever2",
+        "scifact/test/retriever1",
+        "scifact/test/retriever2",
+        "scifact/test/retriever3",
+    ]
 
     by_stage = {e["stage"]: e for e in ctx.stages.entries if not e["cached"]}
     teacher = by_stage["teacher_scores"]["output"]
@@ -181,8 +214,10 @@ def test_lexmae_pipeline_end_to_end_and_cached():
     mine_key = next(e["key"] for e in ctx.stages.entries if e["dataset"] == "scifact/train/mine-retriever1")
     mined = read_trec_run(cache_dir() / "impact_search" / mine_key / "run.trec")
     assert 0 < len(mined) <= 40 and max(len(d) for d in mined.values()) <= 30  # the training queries, depth 30
-    print(f"first run {first_seconds:.1f}s; stages:",
-          json.dumps({e["stage"] + "/" + str(e["dataset"]): e["seconds"] for e in ctx.stages.entries}))
+    print(
+        f"first run {first_seconds:.1f}s; stages:",
+        json.dumps({e["stage"] + "/" + str(e["dataset"]): e["seconds"] for e in ctx.stages.entries}),
+    )
 
     again = context(spec)
     runs2 = run_learned_sparse(again, ["scifact"])

@@ -27,14 +27,26 @@ def test_a_printed_fraction_reads_in_points_with_the_printed_value() -> None:
 
 def _cell(value: str, score: float, stage: str | None = None) -> dict:
     conditions = {"finetune_stage": stage} if stage else {}
-    return {"cell_id": f"c-{value}", "paper_file": "p.txt", "version": "v2", "table": "Table 2", "row": "QC",
-            "column": "NFCorpus", "method": "cotmae_qc", "benchmark": "nfcorpus", "measure": "nDCG@10",
-            "value": value, "score": score, "conditions": conditions}
+    return {
+        "cell_id": f"c-{value}",
+        "paper_file": "p.txt",
+        "version": "v2",
+        "table": "Table 2",
+        "row": "QC",
+        "column": "NFCorpus",
+        "method": "cotmae_qc",
+        "benchmark": "nfcorpus",
+        "measure": "nDCG@10",
+        "value": value,
+        "score": score,
+        "conditions": conditions,
+    }
 
 
 def test_closing_table_prints_points_a_stage_and_no_delta_when_not_comparable() -> None:
-    comps = compare({"nfcorpus": {"nDCG@10": 0.0080}}, None, [_cell("0.340", 0.34)],
-                    {"profile": "tiny", "method": "cotmae_qc"})
+    comps = compare(
+        {"nfcorpus": {"nDCG@10": 0.0080}}, None, [_cell("0.340", 0.34)], {"profile": "tiny", "method": "cotmae_qc"}
+    )
     comps[0].finetune_stage = "retriever2"
     text = format_comparison_table(comps)
     header, row = text.splitlines()[0], text.splitlines()[2]
@@ -45,24 +57,66 @@ def test_closing_table_prints_points_a_stage_and_no_delta_when_not_comparable() 
 
 
 def test_last_line_says_points_and_the_final_stage() -> None:
-    record = {"method": "cotmae_qc", "profile": "tiny", "finetune_stage": "retriever2", "seconds": 1.0,
-              "metrics": {"nfcorpus": {"nDCG@10": 0.0098}},
-              "comparison": [{"benchmark": "nfcorpus", "measure": "nDCG@10", "status": "PASS", "finetune_stage":
-                              "retriever1"}, {"benchmark": "nfcorpus", "measure": "nDCG@10",
-                                              "status": NOT_COMPARABLE, "finetune_stage": "retriever2"}],
-              "mlflow": {}}
+    record = {
+        "method": "cotmae_qc",
+        "profile": "tiny",
+        "finetune_stage": "retriever2",
+        "seconds": 1.0,
+        "metrics": {"nfcorpus": {"nDCG@10": 0.0098}},
+        "comparison": [
+            {"benchmark": "nfcorpus", "measure": "nDCG@10", "status": "PASS", "finetune_stage": "retriever1"},
+            {"benchmark": "nfcorpus", "measure": "nDCG@10", "status": NOT_COMPARABLE, "finetune_stage": "retriever2"},
+        ],
+        "mlflow": {},
+    }
     line = summary_line(record, Path("runs/local/x.json"))
     assert "retriever2: nfcorpus nDCG@10 1.0 points (NOT-COMPARABLE)" in line and "runs/local/x.json" in line
 
 
 def test_check_rows_in_points_with_stage_and_losses_apart(tmp_path: Path) -> None:
-    rows = [GateRow(NOT_COMPARABLE, "r", "cotmae_qc", "tiny", "nfcorpus", "nDCG@10", expected=34.0, reproduced=0.8,
-                    delta=-33.2, printed="0.340", stage="retriever2", note="run profile is 'tiny'"),
-            GateRow(PASS, "r", "cotmae_qc", "tiny", "scifact", "R@100", expected=4.73, reproduced=4.70, delta=-0.03,
-                    tolerance=0.5, stage="retriever2"),
-            GateRow(FAIL, "r", "cotmae_qc", "tiny", "pretrain (loss)", "loss_last10", expected=7.1234, reproduced=7.5,
-                    delta=5.29, tolerance=2.0, unit=LOSS),
-            GateRow(PASS, "r", "cotmae_qc", "tiny", "scifact", "R@1000", expected=None, reproduced=None)]
+    rows = [
+        GateRow(
+            NOT_COMPARABLE,
+            "r",
+            "cotmae_qc",
+            "tiny",
+            "nfcorpus",
+            "nDCG@10",
+            expected=34.0,
+            reproduced=0.8,
+            delta=-33.2,
+            printed="0.340",
+            stage="retriever2",
+            note="run profile is 'tiny'",
+        ),
+        GateRow(
+            PASS,
+            "r",
+            "cotmae_qc",
+            "tiny",
+            "scifact",
+            "R@100",
+            expected=4.73,
+            reproduced=4.70,
+            delta=-0.03,
+            tolerance=0.5,
+            stage="retriever2",
+        ),
+        GateRow(
+            FAIL,
+            "r",
+            "cotmae_qc",
+            "tiny",
+            "pretrain (loss)",
+            "loss_last10",
+            expected=7.1234,
+            reproduced=7.5,
+            delta=5.29,
+            tolerance=2.0,
+            unit=LOSS,
+        ),
+        GateRow(PASS, "r", "cotmae_qc", "tiny", "scifact", "R@1000", expected=None, reproduced=None),
+    ]
     lines = format_gate(GateResult(tmp_path, rows, [])).splitlines()
     assert lines[0].split()[:5] == ["status", "run", "benchmark", "stage", "measure"]
     assert "34.0 (printed 0.340)" in lines[2] and "-33.2" not in lines[2] and "retriever2" in lines[2]
@@ -73,7 +127,8 @@ def test_check_rows_in_points_with_stage_and_losses_apart(tmp_path: Path) -> Non
 
 def test_mlflow_metrics_are_points() -> None:
     assert parent_metrics({"nfcorpus": {"nDCG@10": 0.009834886865859713}}) == {
-        "nfcorpus/nDCG_at_10": 0.9834886865859713}
+        "nfcorpus/nDCG_at_10": 0.9834886865859713
+    }
 
 
 def test_progress_lines_count_every_stage(capsys) -> None:
@@ -85,8 +140,10 @@ def test_progress_lines_count_every_stage(capsys) -> None:
     log.announce("pretrain", "running")
     log.announce("evaluate/retriever1/scifact", "scoring")
     assert capsys.readouterr().out.splitlines() == [
-        "[1/3] stage tokenizer: cached (/c)", "[2/3] stage pretrain: running",
-        "[3/3] stage evaluate/retriever1/scifact: scoring"]
+        "[1/3] stage tokenizer: cached (/c)",
+        "[2/3] stage pretrain: running",
+        "[3/3] stage evaluate/retriever1/scifact: scoring",
+    ]
     text = sample_text({"pid": "7", "passage": "Cells  divide\nfast", "queries": ["cell division", "mitosis"]})
     assert text == 'passage 7 "Cells divide fast" -> cell division | mitosis'
     assert sample_text({"pid": "8", "queries": []}) == "passage 8 -> (none)"

@@ -24,10 +24,12 @@ from harness.training import precision as owner
 from harness.training.autoprecision import Measurement, Shapes, choose
 
 SHAPES = Shapes(layers=2, hidden=128, heads=2, intermediate=512, batch=32, seq_len=64, vocab=8000)
-FAST_BF16 = Measurement(matmul_fp32=2.0, matmul_bf16=1.0, forward_fp32=2.0, forward_bf16=1.0,
-                        step_fp32=1.5, step_bf16=1.0)
-SLOW_BF16 = Measurement(matmul_fp32=2.0, matmul_bf16=1.0, forward_fp32=2.0, forward_bf16=1.0,
-                        step_fp32=1.0, step_bf16=1.7)  # a faster forward does not decide: the step does
+FAST_BF16 = Measurement(
+    matmul_fp32=2.0, matmul_bf16=1.0, forward_fp32=2.0, forward_bf16=1.0, step_fp32=1.5, step_bf16=1.0
+)
+SLOW_BF16 = Measurement(
+    matmul_fp32=2.0, matmul_bf16=1.0, forward_fp32=2.0, forward_bf16=1.0, step_fp32=1.0, step_bf16=1.7
+)  # a faster forward does not decide: the step does
 RECORDS = PROJECT_ROOT / "runs" / "records"
 
 
@@ -51,7 +53,10 @@ class Counting:
 
 
 def test_the_measurement_decides_and_a_slow_bf16_keeps_fp32(tmp_path):
-    fast, slow = choose(SHAPES, tmp_path / "a", Counting(FAST_BF16)), choose(SHAPES, tmp_path / "b", Counting(SLOW_BF16))
+    fast, slow = (
+        choose(SHAPES, tmp_path / "a", Counting(FAST_BF16)),
+        choose(SHAPES, tmp_path / "b", Counting(SLOW_BF16)),
+    )
     assert (fast.precision, slow.precision) == ("bf16", "fp32")
     assert fast.speedup == pytest.approx(1.5) and slow.speedup == pytest.approx(1 / 1.7)
     line = slow.line(SHAPES)
@@ -139,7 +144,9 @@ def test_fp32_chosen_gives_the_keys_of_the_fp32_profile(monkeypatch):
         config = json.loads(json.dumps(spec.config))
         config["pretrain"]["precision"] = config["finetune"]["precision"] = "fp32"
         assert resolved.precision == "fp32" and settings_hash(config) == spec.spec_hash
-        assert PretrainSettings.from_spec(resolved).key() == PretrainSettings.from_mapping(config["pretrain"], "p").key()
+        assert (
+            PretrainSettings.from_spec(resolved).key() == PretrainSettings.from_mapping(config["pretrain"], "p").key()
+        )
         assert StageSettings.from_spec(resolved, "retriever1").key()["precision"] == "fp32"
 
 

@@ -21,12 +21,12 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.core.fsutil import is_temp, temp_name  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.training import checkpoint as ckpt  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.core.errors import HarnessError
+from harness.core.fsutil import is_temp, temp_name
+from harness.pretrain.trainer import TrainConfig, train
+from harness.training import checkpoint as ckpt
 
 N_EXAMPLES = 20
 
@@ -111,9 +111,7 @@ def test_resume_after_crash_in_logger_is_bit_identical(reference, tmp_path):
 def test_stop_after_then_resume_is_bit_identical(reference, tmp_path):
     tok = make_tokenizer(reference[0])
     out = tmp_path / "run"
-    first = _one_thread(
-        train, build("toy", tok.vocab_size), examples_fn_for(N_EXAMPLES), tok, cfg(out, stop_after=3)
-    )
+    first = _one_thread(train, build("toy", tok.vocab_size), examples_fn_for(N_EXAMPLES), tok, cfg(out, stop_after=3))
     assert first.stopped_early and first.step == 3 and first.checkpoint.name == "step-000000003"
     assert first.loss_history == reference[2].loss_history[:3]
     same = train(build("toy", tok.vocab_size), examples_fn_for(N_EXAMPLES), tok, cfg(out, stop_after=3))

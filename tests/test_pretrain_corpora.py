@@ -7,24 +7,26 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import io
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from harness.stages.checkpoints import packaged_checkpoint
 from harness.cli import main
-from harness.data import catalog, download, structure
 from harness.core.errors import HarnessError
-from harness.spec.method import load_method
+from harness.data import catalog, download, structure
 from harness.spec.files import list_methods
+from harness.spec.method import load_method
+from harness.stages.checkpoints import packaged_checkpoint
 
-DOCS = "".join(f"D{i}\thttp://example.org/{i}\tTitle {i}\tFirst sentence of document {i} about topic {i % 3}. "
-               f"A second sentence follows here. And a third one closes document {i}.\n" for i in range(40))
-WIKI = "id\ttext\ttitle\n" + "".join(f"{i}\tPassage {i} of the encyclopedia, with some words.\tArticle {i}\n"
-                                     for i in range(1, 6))
+DOCS = "".join(
+    f"D{i}\thttp://example.org/{i}\tTitle {i}\tFirst sentence of document {i} about topic {i % 3}. "
+    f"A second sentence follows here. And a third one closes document {i}.\n"
+    for i in range(40)
+)
+WIKI = "id\ttext\ttitle\n" + "".join(
+    f"{i}\tPassage {i} of the encyclopedia, with some words.\tArticle {i}\n" for i in range(1, 6)
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,21 +49,27 @@ def _mirror(monkeypatch, tmp_path: Path, files: dict[str, bytes], pin: dict[str,
         (mirror / name).write_bytes(data)
     monkeypatch.setenv(download.MIRROR_ENV, str(mirror))
     for key, name in (pin or {}).items():  # a fixture is not the upstream bytes: pin its md5
-        monkeypatch.setitem(download.SOURCES, key, dataclasses.replace(
-            download.SOURCES[key], md5=hashlib.md5(files[name]).hexdigest(), sha256=None))
+        monkeypatch.setitem(
+            download.SOURCES,
+            key,
+            dataclasses.replace(download.SOURCES[key], md5=hashlib.md5(files[name]).hexdigest(), sha256=None),
+        )
 
 
 def test_every_paper_profile_corpus_is_a_catalog_entry():
     for method in list_methods():
         source = load_method(method, "paper").get("corpus.source")
-        for name in ([] if source is None else source if isinstance(source, list) else [source]):
+        for name in [] if source is None else source if isinstance(source, list) else [source]:
             bench = catalog.get_benchmark(name)  # never UnknownNameError
             assert bench.has_corpus() or bench.corpus_files(), (method, name)
 
 
 def test_documents_and_wikipedia_read_through_a_mirror_and_record_their_checksum(tmp_path, monkeypatch):
-    _mirror(monkeypatch, tmp_path, {"msmarco-docs.tsv.gz": gzip.compress(DOCS.encode()),
-                                    "psgs_w100.tsv.gz": gzip.compress(WIKI.encode())})
+    _mirror(
+        monkeypatch,
+        tmp_path,
+        {"msmarco-docs.tsv.gz": gzip.compress(DOCS.encode()), "psgs_w100.tsv.gz": gzip.compress(WIKI.encode())},
+    )
     docs = catalog.get_benchmark("msmarco-passage-docs")
     assert docs.corpus_files() == {"downloads/msmarco-docs.tsv.gz": "unpinned"}  # named before the download
     corpus = docs.corpus()

@@ -20,9 +20,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import TIGHT, build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from test_pretrain_toy import TIGHT, build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.trainer import TrainConfig, train
 
 N_EXAMPLES = 24  # 3 steps per epoch: the run crosses an epoch boundary
 F64 = torch.float64
@@ -76,8 +76,12 @@ def _worker(out_dir: str, tok_dir: str) -> None:
     obj = build("toy", tok.vocab_size, dropout=0.0, seed=info.rank, dtype=F64)  # DDP broadcasts rank 0's init
     dump("acc", obj, train(obj, examples_fn_for(N_EXAMPLES), tok, cfg(out / "acc")))
 
-    train(build("toy", tok.vocab_size, dropout=0.0, dtype=F64), examples_fn_for(N_EXAMPLES), tok,
-          cfg(out / "res", stop_after=3))
+    train(
+        build("toy", tok.vocab_size, dropout=0.0, dtype=F64),
+        examples_fn_for(N_EXAMPLES),
+        tok,
+        cfg(out / "res", stop_after=3),
+    )
     obj = build("toy", tok.vocab_size, dropout=0.0, seed=11, dtype=F64)
     dump("res", obj, train(obj, examples_fn_for(N_EXAMPLES), tok, cfg(out / "res")))
 

@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.pretrain.export import export_encoder  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.core.errors import HarnessError
+from harness.pretrain.export import export_encoder
+from harness.pretrain.trainer import TrainConfig, train
 
 
 def _cls(model, tokenizer, texts):
@@ -30,9 +30,20 @@ def test_export_round_trips_through_automodel(tmp_path):
     tok = make_tokenizer(tmp_path / "tok")
     obj = build("toy", tok.vocab_size)
     cfg = TrainConfig(
-        steps=2, global_batch=4, per_device_batch=4, lr=1e-3, warmup_ratio=0.1, weight_decay=0.01, max_length=32,
-        grad_clip=None, grad_cache_chunk=None, precision="fp32", log_every=10, checkpoint_every=0, progress=False,
-        output_dir=tmp_path / "run"
+        steps=2,
+        global_batch=4,
+        per_device_batch=4,
+        lr=1e-3,
+        warmup_ratio=0.1,
+        weight_decay=0.01,
+        max_length=32,
+        grad_clip=None,
+        grad_cache_chunk=None,
+        precision="fp32",
+        log_every=10,
+        checkpoint_every=0,
+        progress=False,
+        output_dir=tmp_path / "run",
     )
     train(obj, examples_fn_for(8), tok, cfg)  # export trained (not just initial) weights
 

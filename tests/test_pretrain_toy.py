@@ -172,8 +172,9 @@ class ToyContrastive(nn.Module):
         return {"loss": loss.detach()}
 
 
-def build(kind: str, vocab_size: int, dropout: float = 0.1, seed: int = 0,
-          dtype: torch.dtype = torch.float32) -> nn.Module:
+def build(
+    kind: str, vocab_size: int, dropout: float = 0.1, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> nn.Module:
     """A toy objective; equivalence tests ask for float64, where the identities they check hold
     to ~1e-12 whatever the CPU, BLAS kernel or thread count (float32 rounding does not)."""
     torch.manual_seed(seed)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import TIGHT, ToyContrastive, build, examples_fn_for, make_tokenizer, one_thread, params_of  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from test_pretrain_toy import TIGHT, ToyContrastive, build, examples_fn_for, make_tokenizer, one_thread, params_of  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.pretrain.trainer import TrainConfig, plan_batches, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.core.errors import HarnessError
+from harness.pretrain.trainer import TrainConfig, plan_batches, train
 
 
 @pytest.fixture
@@ -153,17 +153,32 @@ def test_grad_cache_path_sees_global_batch_and_matches_full_batch(tok, tmp_path)
 def test_mixed_precision_on_cpu_is_bf16_where_native_else_fp32(tok, tmp_path, capsys, monkeypatch):
     from harness.training import precision
 
-    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "fp16", steps=1, warmup_ratio=0.0, precision="fp16"))
+    res = train(
+        build("toy", tok.vocab_size),
+        examples_fn_for(8),
+        tok,
+        cfg(tmp_path / "fp16", steps=1, warmup_ratio=0.0, precision="fp16"),
+    )
     assert res.precision == "fp32" and any("fp16 needs CUDA" in n for n in res.notes)
     monkeypatch.setattr(precision, "cpu_bf16", lambda: False)
-    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "none", steps=1, warmup_ratio=0.0, precision="bf16"))
+    res = train(
+        build("toy", tok.vocab_size),
+        examples_fn_for(8),
+        tok,
+        cfg(tmp_path / "none", steps=1, warmup_ratio=0.0, precision="bf16"),
+    )
     assert res.precision == "fp32" and any("AVX512-BF16 or AMX" in n for n in res.notes)
     assert "AVX512-BF16 or AMX" in capsys.readouterr().err
     monkeypatch.setattr(precision, "cpu_bf16", lambda: True)
     seen = []
     real = torch.autocast
     monkeypatch.setattr(torch, "autocast", lambda **kw: seen.append(kw) or real(**kw))
-    res = train(build("toy", tok.vocab_size), examples_fn_for(8), tok, cfg(tmp_path / "amx", steps=1, warmup_ratio=0.0, precision="bf16"))
+    res = train(
+        build("toy", tok.vocab_size),
+        examples_fn_for(8),
+        tok,
+        cfg(tmp_path / "amx", steps=1, warmup_ratio=0.0, precision="bf16"),
+    )
     assert res.precision == "bf16" and seen and seen[0]["device_type"] == "cpu"
     assert seen[0]["dtype"] is torch.bfloat16 and res.loss_history[0] == res.loss_history[0]  # not NaN
 

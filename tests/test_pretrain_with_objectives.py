@@ -11,11 +11,11 @@ import torch
 from transformers import AutoModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import examples_fn_for, make_tokenizer, one_thread, params_of, tiny_config  # noqa: E402,F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from test_pretrain_toy import examples_fn_for, make_tokenizer, one_thread, params_of, tiny_config  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
-from harness.pretrain.export import export_encoder  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.pretrain.objectives import build_objective  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.pretrain.trainer import TrainConfig, train  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from harness.pretrain.export import export_encoder
+from harness.pretrain.objectives import build_objective
+from harness.pretrain.trainer import TrainConfig, train
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:
@@ -91,8 +91,9 @@ def test_one_chunk_contrastive_batch_takes_the_plain_step_with_the_same_result(n
     plain_obj = _objective(name, tok.vocab_size, dropout=0.0, dtype=torch.float64)
     cached_obj = _objective(name, tok.vocab_size, dropout=0.0, dtype=torch.float64)
     plain = train(plain_obj, examples_fn_for(16), tok, cfg(tmp_path / "plain", steps=2, per_device_batch=8))
-    cached = train(cached_obj, examples_fn_for(16), tok,
-                   cfg(tmp_path / "cached", steps=2, per_device_batch=8, grad_cache_chunk=4))
+    cached = train(
+        cached_obj, examples_fn_for(16), tok, cfg(tmp_path / "cached", steps=2, per_device_batch=8, grad_cache_chunk=4)
+    )
     assert plain.plan["mode"] == "accumulation" and cached.plan["mode"] == "grad_cache"
     assert plain.loss_history == pytest.approx(cached.loss_history, rel=1e-12)
     for k, v in params_of(plain_obj).items():

@@ -13,8 +13,8 @@ import sys
 import textwrap
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -30,7 +30,7 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[1]), int(fields[2])
 
 
@@ -68,8 +68,14 @@ def _wait_for(what: Callable[[], object], timeout: float, step: float = 0.1) -> 
 
 
 def _start(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], cwd=PROJECT_ROOT,
-                            env=env or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        cwd=PROJECT_ROOT,
+        env=env or dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _child(parent: int, marker: str, timeout: float = 60) -> int:
@@ -214,8 +220,10 @@ def test_sigterm_unwinds_a_run_and_marks_its_mlflow_runs_killed(tmp_path):
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("procs-test").experiment_id])
     assert {r.info.run_id for r in runs if "mlflow.parentRunId" not in r.data.tags} == {run_id}
-    assert sorted((r.data.tags.get("stage", "-"), r.info.status) for r in runs) == [("-", "KILLED"),
-                                                                                    ("index/fake", "KILLED")]
+    assert sorted((r.data.tags.get("stage", "-"), r.info.status) for r in runs) == [
+        ("-", "KILLED"),
+        ("index/fake", "KILLED"),
+    ]
     assert all(r.info.end_time for r in runs)
 
 
@@ -248,10 +256,19 @@ def test_runs_left_running_by_a_dead_process_are_marked_killed(tmp_path, capsys)
     tracker = Tracker("sweep", "next-run", {"method": "x"}, uri=uri)
     with tracker.run():
         assert tracker.enabled, tracker.warning
-        status = {r: client.get_run(r).info.status for r in (killed_parent, killed_stage, live, reused_pid, remote,
-                                                              untagged, finished)}
-    assert status == {killed_parent: "KILLED", killed_stage: "KILLED", live: "RUNNING", reused_pid: "KILLED",
-                      remote: "RUNNING", untagged: "RUNNING", finished: "FINISHED"}
+        status = {
+            r: client.get_run(r).info.status
+            for r in (killed_parent, killed_stage, live, reused_pid, remote, untagged, finished)
+        }
+    assert status == {
+        killed_parent: "KILLED",
+        killed_stage: "KILLED",
+        live: "RUNNING",
+        reused_pid: "KILLED",
+        remote: "RUNNING",
+        untagged: "RUNNING",
+        finished: "FINISHED",
+    }
     assert "3 MLflow run(s) of sweep left RUNNING" in capsys.readouterr().err
     own = client.get_run(tracker.parent_run_id).data.tags
     assert own["harness.pid"] == str(os.getpid()) and not procs.process_gone(own)
@@ -279,8 +296,13 @@ def test_sigkilled_server_command_leaves_nothing_serving(command, health, tmp_pa
     env = dict(os.environ, HARNESS_RUNS_DIR=str(tmp_path / "runs"), MLFLOW_DISABLE_TELEMETRY="true")
     log = tmp_path / "server.log"  # a file, not a pipe: the server's processes hold it open too
     with log.open("w") as out:
-        harness = subprocess.Popen([sys.executable, "-m", "harness", command, "--port", str(port)],
-                                   cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        harness = subprocess.Popen(
+            [sys.executable, "-m", "harness", command, "--port", str(port)],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     started: list[dict[str, str]] = []
     try:
         server = _child(harness.pid, "streamlit" if command == "leaderboard" else "mlflow")

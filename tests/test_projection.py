@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from harness.run import model_shape, projection
 from harness.core.hardware import Hardware
+from harness.run import model_shape, projection
 from harness.run.runner import plan_method
 from harness.spec.method import MethodSpec, load_method, pretraining_methods
 
@@ -61,8 +61,7 @@ def test_cached_stages_cost_nothing() -> None:
 def test_cqadupstack_is_counted_once_per_retriever() -> None:
     spec = load_method("lexmae", "paper")
     entries = plan_method(spec, ["cqadupstack"]).stages.entries
-    forums = [c for c in projection.stage_costs(spec, entries)
-              if c.stage.startswith("impact_index/cqadupstack-")]
+    forums = [c for c in projection.stage_costs(spec, entries) if c.stage.startswith("impact_index/cqadupstack-")]
     assert len(forums) == 3  # retrievers 1, 2 and 3: each encodes the 457,199 documents once
     assert {c.tflop for c in forums} == {457_199 * projection.SPLADE_HEAD_FACTOR * projection._per_sequence("encode")}
 

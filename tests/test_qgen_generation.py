@@ -6,24 +6,45 @@ import json
 
 import pytest
 
-from harness.stages import artifacts
+from harness.core.errors import HarnessError
 from harness.corpus.passages import Passage
 from harness.corpus.qgen import generate_queries, load_queries, query_grounding, shard_path
 from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
 from harness.corpus.tokenizer import train_wordpiece
-from harness.core.errors import HarnessError
+from harness.stages import artifacts
 
 DOCS = {
-    f"d{i}": {"title": f"Topic {i}", "text": f"{w} therapy reduces {v} in patients with {w} disease. The {v} effect was large."}
+    f"d{i}": {
+        "title": f"Topic {i}",
+        "text": f"{w} therapy reduces {v} in patients with {w} disease. The {v} effect was large.",
+    }
     for i, (w, v) in enumerate(
-        [("aspirin", "stroke"), ("insulin", "glucose"), ("statin", "cholesterol"), ("vitamin", "fracture"),
-         ("exercise", "weight"), ("coffee", "fatigue"), ("sleep", "stress"), ("diet", "obesity")]
+        [
+            ("aspirin", "stroke"),
+            ("insulin", "glucose"),
+            ("statin", "cholesterol"),
+            ("vitamin", "fracture"),
+            ("exercise", "weight"),
+            ("coffee", "fatigue"),
+            ("sleep", "stress"),
+            ("diet", "obesity"),
+        ]
     )
 }
 QUERIES = {f"q{i}": f"does {d['text'].split()[0]} reduce {d['text'].split()[3]}" for i, d in enumerate(DOCS.values())}
 QRELS = {f"q{i}": {f"d{i}": 1, "missing-doc": 1} for i in range(len(DOCS))} | {"q-unknown": {"d0": 1}}
-TINY = dict(d_model=32, d_ff=64, num_heads=2, steps=40, batch_size=8, lr=3e-3,
-            max_input_tokens=48, max_target_tokens=12, log_every=0, num_threads=1)
+TINY = dict(
+    d_model=32,
+    d_ff=64,
+    num_heads=2,
+    steps=40,
+    batch_size=8,
+    lr=3e-3,
+    max_input_tokens=48,
+    max_target_tokens=12,
+    log_every=0,
+    num_threads=1,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -85,8 +106,15 @@ def test_tiny_t5_is_a_regular_seq2seq_checkpoint(t5_dir):
 def test_generates_c_queries_per_passage(t5_dir, passages, tmp_path, num_queries):
     _, result = t5_dir
     out = tmp_path / "q.jsonl"
-    res = generate_queries(result.model_dir, passages, num_queries=num_queries, batch_size=4,
-                           max_new_tokens=8, out_path=out, show_progress=False)
+    res = generate_queries(
+        result.model_dir,
+        passages,
+        num_queries=num_queries,
+        batch_size=4,
+        max_new_tokens=8,
+        out_path=out,
+        show_progress=False,
+    )
     got = load_queries(out)
     assert list(got) == [p.pid for p in passages]
     assert all(len(qs) == num_queries and all(isinstance(q, str) for q in qs) for qs in got.values())
@@ -95,8 +123,15 @@ def test_generates_c_queries_per_passage(t5_dir, passages, tmp_path, num_queries
     assert artifacts.finished_meta(tmp_path, name="q.jsonl.done.json")["config"]["top_k"] == 25
     # Finished: a second call generates nothing and leaves the file alone.
     before = out.read_bytes()
-    again = generate_queries(result.model_dir, passages, num_queries=num_queries, batch_size=4,
-                             max_new_tokens=8, out_path=out, show_progress=False)
+    again = generate_queries(
+        result.model_dir,
+        passages,
+        num_queries=num_queries,
+        batch_size=4,
+        max_new_tokens=8,
+        out_path=out,
+        show_progress=False,
+    )
     assert again.num_generated == 0 and out.read_bytes() == before and again.samples
 
 
@@ -120,10 +155,19 @@ def test_resume_gives_identical_file(t5_dir, passages, tmp_path):
 def test_partial_file_from_other_config_is_discarded(t5_dir, passages, tmp_path):
     _, result = t5_dir
     out = tmp_path / "q.jsonl"
-    generate_queries(result.model_dir, passages, num_queries=5, batch_size=3, max_new_tokens=8,
-                     out_path=out, stop_after_batches=1, show_progress=False)
-    generate_queries(result.model_dir, passages, num_queries=1, batch_size=3, max_new_tokens=8,
-                     out_path=out, show_progress=False)
+    generate_queries(
+        result.model_dir,
+        passages,
+        num_queries=5,
+        batch_size=3,
+        max_new_tokens=8,
+        out_path=out,
+        stop_after_batches=1,
+        show_progress=False,
+    )
+    generate_queries(
+        result.model_dir, passages, num_queries=1, batch_size=3, max_new_tokens=8, out_path=out, show_progress=False
+    )
     assert all(len(qs) == 1 for qs in load_queries(out).values())
 
 
@@ -132,8 +176,17 @@ def test_sharded_generation_covers_all_passages(t5_dir, passages, tmp_path):
     out = tmp_path / "shards" / "queries.jsonl"
     files = []
     for rank in range(2):
-        res = generate_queries(result.model_dir, passages, num_queries=2, batch_size=2, max_new_tokens=6,
-                               rank=rank, world_size=2, out_path=out, show_progress=False)
+        res = generate_queries(
+            result.model_dir,
+            passages,
+            num_queries=2,
+            batch_size=2,
+            max_new_tokens=6,
+            rank=rank,
+            world_size=2,
+            out_path=out,
+            show_progress=False,
+        )
         files.append(res.path)
         assert res.path == shard_path(out, rank, 2) and res.num_passages == len(passages[rank::2])
     pids = [[json.loads(line)["pid"] for line in f.read_text().splitlines()] for f in files]
@@ -149,15 +202,35 @@ def test_any_seq2seq_checkpoint_works(t5_dir, passages, tmp_path):
     root, _ = t5_dir
     tok = AutoTokenizer.from_pretrained(str(root / "wp"))
     torch.manual_seed(0)
-    cfg = BartConfig(vocab_size=len(tok), d_model=16, encoder_layers=1, decoder_layers=1,
-                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                     decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=tok.pad_token_id,
-                     bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
-                     decoder_start_token_id=tok.cls_token_id, forced_bos_token_id=None, forced_eos_token_id=None)
+    cfg = BartConfig(
+        vocab_size=len(tok),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=64,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.cls_token_id,
+        eos_token_id=tok.sep_token_id,
+        decoder_start_token_id=tok.cls_token_id,
+        forced_bos_token_id=None,
+        forced_eos_token_id=None,
+    )
     BartForConditionalGeneration(cfg).save_pretrained(str(tmp_path / "bart"))
     tok.save_pretrained(str(tmp_path / "bart"))
-    generate_queries(tmp_path / "bart", passages[:3], num_queries=2, batch_size=2, max_new_tokens=5,
-                     max_input_tokens=60, out_path=tmp_path / "b.jsonl", show_progress=False)
+    generate_queries(
+        tmp_path / "bart",
+        passages[:3],
+        num_queries=2,
+        batch_size=2,
+        max_new_tokens=5,
+        max_input_tokens=60,
+        out_path=tmp_path / "b.jsonl",
+        show_progress=False,
+    )
     assert all(len(qs) == 2 for qs in load_queries(tmp_path / "b.jsonl").values())
 
 
@@ -188,9 +261,17 @@ def test_tiny_t5_training_is_deterministic(t5_dir, tmp_path):
 
 
 def test_query_grounding_tells_copied_words_from_generic_ones():
-    ps = [Passage(f"d{i}#0", f"d{i}", text) for i, text in enumerate(
-        ["vitamin intake and bone density", "statin therapy muscle pain", "soya protein breast cancer",
-         "coffee drinking liver enzymes"])]
+    ps = [
+        Passage(f"d{i}#0", f"d{i}", text)
+        for i, text in enumerate(
+            [
+                "vitamin intake and bone density",
+                "statin therapy muscle pain",
+                "soya protein breast cancer",
+                "coffee drinking liver enzymes",
+            ]
+        )
+    ]
     grounded = {p.pid: [p.text.split()[0] + " effects"] for p in ps}
     generic = {p.pid: ["health effects"] for p in ps}
     g = query_grounding(ps, grounded)

@@ -6,27 +6,49 @@ import os
 
 import pytest
 
-from harness.spec import rehearsal
 from harness.data.catalog import get_benchmark
 from harness.data.sampled import SampledBenchmark
 from harness.data.setting import PASSAGES_ENV, data_setting, msmarco_passages
-from harness.spec.conditions import derived, run_conditions
 from harness.evaluation.compare import comparability
+from harness.spec import rehearsal
+from harness.spec.conditions import derived, run_conditions
 from harness.spec.method import load_method, pretraining_methods, profiles_of
 
 TRAINED = pretraining_methods("paper")  # every method that pre-trains and has a paper profile to rehearse
 
 # Every key the rehearsal may change, relative to the paper profile (anything else would be a shape change).
-ALLOWED = ("model.", "tokenizer.from", "pretrain.steps", "pretrain.epochs", "pretrain.global_batch",
-           "pretrain.per_device_batch", "hardware.devices", "hardware.hours",
-           "corpus.max_passages", "data.mirror", "datasets", "qgen.model", "qgen.train_pairs",
-           "finetune.max_train_queries", "finetune.global_queries", "finetune.epochs",
-           "finetune.retriever1.global_queries", "finetune.retriever1.epochs",
-           "finetune.retriever2.global_queries", "finetune.retriever2.epochs",
-           "finetune.retriever3.global_queries", "finetune.retriever3.epochs",
-           "finetune.retriever3.reranker", "finetune.retriever3.reranker_train", "finetune.warmup_ratio",
-           "finetune.retriever1.warmup_ratio", "finetune.retriever2.warmup_ratio", "finetune.retriever3.warmup_ratio",
-           "pretrain.warmup_ratio", "retrieval.topk_sparsify")
+ALLOWED = (
+    "model.",
+    "tokenizer.from",
+    "pretrain.steps",
+    "pretrain.epochs",
+    "pretrain.global_batch",
+    "pretrain.per_device_batch",
+    "hardware.devices",
+    "hardware.hours",
+    "corpus.max_passages",
+    "data.mirror",
+    "datasets",
+    "qgen.model",
+    "qgen.train_pairs",
+    "finetune.max_train_queries",
+    "finetune.global_queries",
+    "finetune.epochs",
+    "finetune.retriever1.global_queries",
+    "finetune.retriever1.epochs",
+    "finetune.retriever2.global_queries",
+    "finetune.retriever2.epochs",
+    "finetune.retriever3.global_queries",
+    "finetune.retriever3.epochs",
+    "finetune.retriever3.reranker",
+    "finetune.retriever3.reranker_train",
+    "finetune.warmup_ratio",
+    "finetune.retriever1.warmup_ratio",
+    "finetune.retriever2.warmup_ratio",
+    "finetune.retriever3.warmup_ratio",
+    "pretrain.warmup_ratio",
+    "retrieval.topk_sparsify",
+)
 
 
 @pytest.mark.parametrize("method", TRAINED)
@@ -39,10 +61,20 @@ def test_rehearsal_changes_only_steps_weights_and_data(method: str) -> None:
     # shapes the paper run crosses are kept
     # the device's batch is one optimiser step, in micro-batches for memory where the objective accumulates
     assert rehearsed.get("pretrain.global_batch") in (None, paper.get("pretrain.per_device_batch"))
-    for key in ("pretrain.max_length", "pretrain.grad_cache_chunk",
-                "pretrain.objective_params", "pretrain.precision", "finetune.passages_per_query",
-                "finetune.max_p_len", "finetune.max_q_len", "finetune.retriever2.negative_depth", "qgen.num_queries", "stages",
-                "corpus.max_tokens", "data.msmarco_passages"):
+    for key in (
+        "pretrain.max_length",
+        "pretrain.grad_cache_chunk",
+        "pretrain.objective_params",
+        "pretrain.precision",
+        "finetune.passages_per_query",
+        "finetune.max_p_len",
+        "finetune.max_q_len",
+        "finetune.retriever2.negative_depth",
+        "qgen.num_queries",
+        "stages",
+        "corpus.max_tokens",
+        "data.msmarco_passages",
+    ):
         assert rehearsed.get(key) == paper.get(key), key
     assert rehearsed.get("model.hidden") == 768 and rehearsed.get("model.layers") == 12
     # a rehearsal states its own step count, so no paper cell (50K, 120K steps...) is graded against it

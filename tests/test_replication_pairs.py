@@ -32,8 +32,11 @@ def pairs() -> list[ReplicationPair]:
 
 
 def _cell(cells: list[ReportedCell], paper: str, table: str, row: str, measure: str, benchmark: str) -> ReportedCell:
-    found = [c for c in cells if c.paper == paper and c.table == table and c.row == row
-             and c.measure == measure and c.benchmark == benchmark]
+    found = [
+        c
+        for c in cells
+        if c.paper == paper and c.table == table and c.row == row and c.measure == measure and c.benchmark == benchmark
+    ]
     assert len(found) == 1, (paper, table, row, measure, found)
     return found[0]
 
@@ -81,8 +84,15 @@ def test_qc_v1_and_v2_are_the_same_runs(cells):
 
 def test_a_number_equal_to_its_papers_cited_copy_is_that_copy(cells):
     cited = _cell(cells, "lexmae", "Table 1", "coCondenser (Gao & Callan, 2022)", "RR@10", "msmarco-dev")
-    table7 = [c for c in cells if c.paper == "lexmae" and c.table == "Table 7" and c.row == "coCondenser"
-              and c.measure == "RR@10" and c.conditions.get("finetune_stage") == "retriever2"]
+    table7 = [
+        c
+        for c in cells
+        if c.paper == "lexmae"
+        and c.table == "Table 7"
+        and c.row == "coCondenser"
+        and c.measure == "RR@10"
+        and c.conditions.get("finetune_stage") == "retriever2"
+    ]
     assert len(table7) == 1 and table7[0].value == "38.2"
     same_setting = dataclasses.replace(table7[0], conditions={"finetune_stage": "retriever2"})
     assert replication_pairs([cited, same_setting]) == []
@@ -93,8 +103,13 @@ def test_a_number_equal_to_its_papers_cited_copy_is_that_copy(cells):
 
 def test_a_copy_of_a_registry_paper_is_that_papers_run(cells):
     original = _cell(cells, "qc-v1", "Table 1", "w/ query-as-context (50K)", "RR@10", "msmarco-dev")
-    copy = dataclasses.replace(original, paper="lexmae", cell_id="lexmae/copy", paper_file="lexmae-iclr2023.txt",
-                               conditions={**original.conditions, "cited": "Wu, Ma and Hu, 2022"})
+    copy = dataclasses.replace(
+        original,
+        paper="lexmae",
+        cell_id="lexmae/copy",
+        paper_file="lexmae-iclr2023.txt",
+        conditions={**original.conditions, "cited": "Wu, Ma and Hu, 2022"},
+    )
     assert replication_pairs([original, copy]) == []
     other = dataclasses.replace(copy, conditions={**original.conditions, "cited": "Someone et al., 2022"})
     assert len(replication_pairs([original, other])) == 1

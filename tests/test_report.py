@@ -13,15 +13,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from browser import EMOJI, chromium, screenshot
+
 from harness import cli
 from harness.core.errors import HarnessError
+from harness.core.paths import PROJECT_ROOT
+from harness.core.statuses import FAILING, PASS
 from harness.gate.grading import GateRow
 from harness.gate.run import GateResult
-from harness.core.paths import PROJECT_ROOT
 from harness.present.report_html import gate_command, gate_html, write_report
-from harness.core.statuses import FAILING, PASS
 from harness.records.integrity import seal
 from harness.records.store import read_references
 
@@ -128,10 +128,13 @@ def failed_site(tmp_path_factory) -> tuple[Path, dict]:
 def _arranged(rows: list[dict]) -> list[tuple[str, ...]]:
     """check's rows in the order the report shows them: failing first, then the others in check's
     order, then the folded SUPERSEDED / REFERENCE rows."""
+
     def group(r: dict) -> int:
         return 0 if r["status"] in FAILING else 2 if r["status"] in ("SUPERSEDED", "REFERENCE") else 1
-    return [(r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"])
-            for r in sorted(rows, key=group)]
+
+    return [
+        (r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"]) for r in sorted(rows, key=group)
+    ]
 
 
 def _shown(html: str) -> list[tuple[str, ...]]:
@@ -176,8 +179,11 @@ def test_a_failed_gate_says_so_first_and_lists_its_failing_rows_first(failed_sit
     page = (folder / "index.html").read_text(encoding="utf-8")
     failing = [r for r in checked["rows"] if r["status"] in FAILING]
     first = _body(page).lstrip()
-    assert re.match(rf'<p id="verdict"[^>]*>Gate FAILED: {len(failing)} failing row\(s\) of '
-                    rf'{len(checked["rows"])} \(FAIL \d+', first), first[:300]
+    assert re.match(
+        rf'<p id="verdict"[^>]*>Gate FAILED: {len(failing)} failing row\(s\) of '
+        rf"{len(checked['rows'])} \(FAIL \d+",
+        first,
+    ), first[:300]
     # the failing rows right under the verdict, before anything else of the page
     top = first.split("</p>", 1)[1].split("<h1>", 1)[0]
     assert _shown(top) == _arranged(failing)
@@ -185,8 +191,8 @@ def test_a_failed_gate_says_so_first_and_lists_its_failing_rows_first(failed_sit
     shown = _shown(_section(page, "gate", "records"))
     assert shown == _arranged(checked["rows"])
     statuses = [r[0] for r in shown]
-    assert set(statuses[:len(failing)]) <= set(FAILING) and PASS in statuses[len(failing):]
-    assert not set(statuses[len(failing):]) & set(FAILING)
+    assert set(statuses[: len(failing)]) <= set(FAILING) and PASS in statuses[len(failing) :]
+    assert not set(statuses[len(failing) :]) & set(FAILING)
 
 
 def test_every_gate_table_ends_with_the_command_that_reproduces_its_rows(failed_site) -> None:
@@ -208,8 +214,10 @@ def test_every_text_is_escaped_and_commands_name_the_run() -> None:
     assert "<script>" not in shown and "&lt;script&gt;" in shown
     assert gate_command(row) == "python -m harness run --method cotmae --profile tiny"
     effect = GateRow(PASS, "cotmae - nopretrain [mini]", "cotmae", "mini")
-    assert gate_command(effect) == ("python -m harness run --method cotmae --profile mini && "
-                                    "python -m harness run --method nopretrain --profile mini")
+    assert gate_command(effect) == (
+        "python -m harness run --method cotmae --profile mini && "
+        "python -m harness run --method nopretrain --profile mini"
+    )
 
 
 def test_a_folder_that_is_not_a_report_is_refused(tmp_path) -> None:
@@ -252,8 +260,11 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
             if layout and layout["rows"]:
                 break
             time.sleep(0.3)
-        styled = tools.call("Runtime.evaluate", returnByValue=True, expression=(
-            "getComputedStyle(document.querySelector('.badge')).borderRadius"))["result"]["value"]
+        styled = tools.call(
+            "Runtime.evaluate",
+            returnByValue=True,
+            expression=("getComputedStyle(document.querySelector('.badge')).borderRadius"),
+        )["result"]["value"]
         text = tools.text()
         screenshot(tools, "report.png", full_page=False)  # the page as it opens: the verdict on top
         tools.call("Page.navigate", url=(failed_site[0] / "index.html").resolve().as_uri())

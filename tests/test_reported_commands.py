@@ -25,7 +25,12 @@ def test_reported_json_is_a_list(tmp_path, capsys):
     item = data[0]
     assert {"paper_file", "table", "row", "column", "value"} <= set(item)
     assert (item["paper_file"], item["table"], item["row"], item["column"], item["value"]) == (
-        "lexmae-iclr2023.txt", "Table 3", "SciFact", "BM25", "66.5")
+        "lexmae-iclr2023.txt",
+        "Table 3",
+        "SciFact",
+        "BM25",
+        "66.5",
+    )
 
 
 def test_reported_unknown_method_did_you_mean(capsys):
@@ -79,8 +84,12 @@ def test_validate_without_spec_module(monkeypatch, capsys):
 def test_validate_lists_each_paper_profiles_declared_deviations(capsys, tmp_path):
     assert main(["validate", "--json", str(tmp_path / "v.json")]) == 0
     out = capsys.readouterr().out
-    assert "== lexmae [paper]: 1 deviation(s) from the paper" in out and "touches pretrain_corpus: BEIR (Table 3)" in out
-    assert "== lexmae [paper]: 7 assumption(s) where the papers say nothing" in out and "0.75 x the document weight" in out
+    assert (
+        "== lexmae [paper]: 1 deviation(s) from the paper" in out and "touches pretrain_corpus: BEIR (Table 3)" in out
+    )
+    assert (
+        "== lexmae [paper]: 7 assumption(s) where the papers say nothing" in out and "0.75 x the document weight" in out
+    )
     assert "== cpdae [paper]" in out and "pairwise loss with 7 static hard negatives" in out
     assert "nopretrain [paper]: " not in out.split("assumption(s)")[0]  # the control departs from no paper
     import json

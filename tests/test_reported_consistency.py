@@ -21,8 +21,11 @@ def findings(cells):
 
 
 def _find(findings, kind, *needles, paper=None):
-    return [f for f in findings if f.kind == kind and (paper is None or f.paper == paper)
-            and all(n in f.message for n in needles)]
+    return [
+        f
+        for f in findings
+        if f.kind == kind and (paper is None or f.paper == paper) and all(n in f.message for n in needles)
+    ]
 
 
 def _replace(cells, cell_id, **changes):
@@ -100,7 +103,9 @@ def test_improves_on_n_datasets_claims(cells):
 
 def test_within_paper_duplicates_agree_until_doctored(cells, findings):
     assert not [f for f in findings if f.kind == "within_paper_mismatch"]
-    doctored = _replace(cells, "qc-v2/Table 4/coCondenser / mixed ✗/MS-MARCO Retriever-1 MRR@10", value="37.5", score=0.375)
+    doctored = _replace(
+        cells, "qc-v2/Table 4/coCondenser / mixed ✗/MS-MARCO Retriever-1 MRR@10", value="37.5", score=0.375
+    )
     found = _find(consistency.check_papers(doctored), "within_paper_mismatch", "cocondenser_qc")
     assert found and any("Table 1" in f.message and "Table 4" in f.message for f in found)
 

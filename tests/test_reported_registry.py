@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.papers import registry, schema
-from harness.data import catalog
-from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.benchmarks import beir
+from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.paths import REPORTED_DIR
+from harness.data import catalog
+from harness.papers import registry, schema
 
 BEIR = beir()
 
@@ -25,8 +25,14 @@ EXPECTED_SHAPES = {
     "qc-emnlp2023-diff": {"Table 5": (1, 2)},
     "cpdae": {"Table 1": (9, 8), "Table 2": (4, 4), "Table 3": (3, 6), "Table 4": (1, 1)},
     "lexmae": {
-        "Table 1": (22, 5), "Table 2": (7, 3), "Table 3": (15, 11), "Table 4": (16, 3),
-        "Table 5": (6, 2), "Table 6": (5, 1), "Table 7": (3, 6), "Table 8": (1, 8),
+        "Table 1": (22, 5),
+        "Table 2": (7, 3),
+        "Table 3": (15, 11),
+        "Table 4": (16, 3),
+        "Table 5": (6, 2),
+        "Table 6": (5, 1),
+        "Table 7": (3, 6),
+        "Table 8": (1, 8),
     },
 }
 PAPER_FILES = {
@@ -39,7 +45,11 @@ PAPER_FILES = {
 
 
 def cell(paper: str, table: str, row: str, column: str) -> schema.ReportedCell:
-    found = [c for c in registry.load_registry() if (c.paper, c.table, c.row_key, c.column_key) == (paper, table, row, column)]
+    found = [
+        c
+        for c in registry.load_registry()
+        if (c.paper, c.table, c.row_key, c.column_key) == (paper, table, row, column)
+    ]
     assert len(found) == 1, (paper, table, row, column, len(found))
     return found[0]
 
@@ -89,8 +99,13 @@ def test_spot_check_qc_v2_cotmae_qc_retriever2():
     assert (c.value, c.bold, c.unit) == ("40.2", True, "points")
     assert c.score == pytest.approx(0.402)
     assert (c.method, c.benchmark, c.measure) == ("cotmae_qc", "msmarco-dev", "RR@10")
-    assert c.conditions == {"pretrain_steps": "50K", "finetune_stage": "retriever2", "query_number": 5, "mixed": False,
-                            "msmarco_passages": "titled"}
+    assert c.conditions == {
+        "pretrain_steps": "50K",
+        "finetune_stage": "retriever2",
+        "query_number": 5,
+        "mixed": False,
+        "msmarco_passages": "titled",
+    }
     dagger = cell("qc-v2", "Table 1", "CoT-MAE (50K) - retriever 2 †", "MS-MARCO MRR@10")
     assert dagger.conditions["reproduction_by_authors"] is True and not dagger.bold and dagger.value == "38.8"
 
@@ -98,7 +113,12 @@ def test_spot_check_qc_v2_cotmae_qc_retriever2():
 def test_spot_check_lexmae_bm25_beir():
     scifact = cell("lexmae", "Table 3", "SciFact", "BM25")
     assert (scifact.value, scifact.method, scifact.benchmark, scifact.measure, scifact.unit) == (
-        "66.5", "bm25", "scifact", "nDCG@10", "points")
+        "66.5",
+        "bm25",
+        "scifact",
+        "nDCG@10",
+        "points",
+    )
     assert scifact.score == pytest.approx(0.665)
     nfcorpus = cell("lexmae", "Table 3", "NFCorpus", "BM25")
     assert (nfcorpus.value, nfcorpus.benchmark, nfcorpus.score) == ("32.5", "nfcorpus", pytest.approx(0.325))
@@ -126,7 +146,12 @@ def test_spot_checks_across_papers():
     doc = cell("cpdae", "Table 1", "CPDAE", "MARCO Dev Doc MRR@100")
     assert (doc.benchmark, doc.measure, doc.value) == (None, "RR@100", "0.408")
     low = cell("cpdae", "Table 3", "CPDAE", "MARCO Dev Passage 0.1k")
-    assert (low.value, low.benchmark, low.measure, low.conditions["finetune_queries"]) == ("0.708", "msmarco-dev", "R@1000", "0.1k")
+    assert (low.value, low.benchmark, low.measure, low.conditions["finetune_queries"]) == (
+        "0.708",
+        "msmarco-dev",
+        "R@1000",
+        "0.1k",
+    )
     success = cell("lexmae", "Table 2", "LexMAE", "R@50")
     assert (success.measure, success.value) == ("Success@50", "89.6")
     index = cell("lexmae", "Table 4", "BM25", "Index Size")
@@ -180,8 +205,24 @@ def test_cells_for_filters_and_did_you_mean():
 
 def test_to_dict_round_trips_provenance():
     d = cell("lexmae", "Table 3", "SciFact", "BM25").to_dict()
-    for key in ("cell_id", "paper_file", "paper", "version", "table", "row", "column", "value", "score",
-                "unit", "method", "benchmark", "measure", "conditions", "bold", "doubt"):
+    for key in (
+        "cell_id",
+        "paper_file",
+        "paper",
+        "version",
+        "table",
+        "row",
+        "column",
+        "value",
+        "score",
+        "unit",
+        "method",
+        "benchmark",
+        "measure",
+        "conditions",
+        "bold",
+        "doubt",
+    ):
         assert key in d
     assert d["paper_file"] == "lexmae-iclr2023.txt"
 
@@ -197,8 +238,12 @@ def _doctored(tmp_path: Path, name: str, old: str, new: str) -> Path:
 
 
 def test_doctored_value_count_names_file_and_key(tmp_path):
-    root = _doctored(tmp_path, "qc-v2.yaml", 'values: ["18.7", "59.2", "85.7", "51.2", "47.7"]',
-                     'values: ["18.7", "59.2", "85.7", "51.2"]')
+    root = _doctored(
+        tmp_path,
+        "qc-v2.yaml",
+        'values: ["18.7", "59.2", "85.7", "51.2", "47.7"]',
+        'values: ["18.7", "59.2", "85.7", "51.2"]',
+    )
     with pytest.raises(DataFormatError) as err:
         registry.load_registry(root)
     msg = str(err.value)
@@ -212,18 +257,28 @@ def test_doctored_unquoted_number_and_unknown_condition(tmp_path):
     root = _doctored(tmp_path, "lexmae.yaml", '"66.5", "67.5"', '66.5, "67.5"')
     with pytest.raises(DataFormatError, match=r"lexmae\.yaml.*tables\[2\]\.rows\[12\]\.values\[0\].*quoted string"):
         registry.load_registry(root)
-    root2 = _doctored(tmp_path / "b", "qc-v1.yaml", "query_number: 5, mixed: false, msmarco_passages: titled}",
-                      "query_numbr: 5, mixed: false, msmarco_passages: titled}")
+    root2 = _doctored(
+        tmp_path / "b",
+        "qc-v1.yaml",
+        "query_number: 5, mixed: false, msmarco_passages: titled}",
+        "query_numbr: 5, mixed: false, msmarco_passages: titled}",
+    )
     problems = registry.schema_problems(root2)
     assert any("qc-v1.yaml" in p and "query_numbr" in p and "did you mean 'query_number'" in p for p in problems)
 
 
 def test_doctored_unit_is_caught_both_ways(tmp_path):
-    root = _doctored(tmp_path, "lexmae.yaml", "unit: points\n    systems: columns", "unit: fraction\n    systems: columns")
+    root = _doctored(
+        tmp_path, "lexmae.yaml", "unit: points\n    systems: columns", "unit: fraction\n    systems: columns"
+    )
     problems = registry.schema_problems(root)
     assert problems and all("lexmae.yaml" in p for p in problems)
-    assert any("tables[2].rows[0].values[0]" in p and "outside [0, 1]" in p and "check the table's unit" in p for p in problems)
-    root2 = _doctored(tmp_path / "c", "qc-v2.yaml", "unit: fraction\n    systems: columns", "unit: points\n    systems: columns")
+    assert any(
+        "tables[2].rows[0].values[0]" in p and "outside [0, 1]" in p and "check the table's unit" in p for p in problems
+    )
+    root2 = _doctored(
+        tmp_path / "c", "qc-v2.yaml", "unit: fraction\n    systems: columns", "unit: points\n    systems: columns"
+    )
     assert any("looks like a fraction" in p for p in registry.schema_problems(root2))
 
 
@@ -231,12 +286,17 @@ def test_doctored_bad_measure_and_method(tmp_path):
     root = _doctored(tmp_path, "cpdae.yaml", "measure: RR@100}", "measure: MRR@100}")
     assert any("MRR@100" in p and "ir-measures" in p for p in registry.schema_problems(root))
     root2 = _doctored(tmp_path / "d", "cpdae.yaml", "method: cpdae\n        values:", "method: cpdea\n        values:")
-    assert any("unknown harness method 'cpdea'" in p and "did you mean 'cpdae'" in p for p in registry.schema_problems(root2))
+    assert any(
+        "unknown harness method 'cpdea'" in p and "did you mean 'cpdae'" in p for p in registry.schema_problems(root2)
+    )
 
 
 def test_runtime_never_reads_shared_papers():
     harness_dir = Path(registry.__file__).parent.parent
-    for path in [*sorted((harness_dir / "papers").glob("*.py")), harness_dir / "commands/reported.py",
-                 harness_dir / "commands/validate.py"]:
+    for path in [
+        *sorted((harness_dir / "papers").glob("*.py")),
+        harness_dir / "commands/reported.py",
+        harness_dir / "commands/validate.py",
+    ]:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"/work/shared|shared/papers", text), path

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.core.errors import DataFormatError, HarnessError
-from harness.evaluation.verdict import exact_verdict
+from harness.core.errors import DataFormatError
 from harness.core.fsutil import is_temp
+from harness.evaluation.verdict import exact_verdict
 from harness.gate.grading import checkpoint_comparisons
 from harness.papers.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
 
@@ -33,6 +33,7 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 # ---------------------------------------------------------------------------- the real registry
+
 
 def test_every_row_the_registry_names_exists_in_the_reported_cells(real_cells):
     registry = load_checkpoints()
@@ -57,19 +58,29 @@ def test_checkpoint_comparisons_grade_the_cited_rows_and_list_the_rest(real_cell
     comps = checkpoint_comparisons(get_checkpoint(CC), metrics, {}, real_cells)
     graded = {(c["paper_file"][:5], c["row"], c["measure"]): c for c in comps if c["status"] != "NOT-COMPARABLE"}
     rows = {c["row"] for c in graded.values()}
-    assert rows == {"coCondenser (Gao and Callan, 2021b)", "coCondenser [Gao and Callan2021b]",
-                    "coCondenser (Gao & Callan, 2022)"}
-    assert all(c["status"] == "REPRODUCED" and abs(c["delta"]) < 1e-9 and c["rule"] == "exact"
-               for c in graded.values() if c["measure"] == "RR@10")
+    assert rows == {
+        "coCondenser (Gao and Callan, 2021b)",
+        "coCondenser [Gao and Callan2021b]",
+        "coCondenser (Gao & Callan, 2022)",
+    }
+    assert all(
+        c["status"] == "REPRODUCED" and abs(c["delta"]) < 1e-9 and c["rule"] == "exact"
+        for c in graded.values()
+        if c["measure"] == "RR@10"
+    )
     assert all("released checkpoint" in c["notes"] for c in graded.values())
     other = [c for c in comps if c["row"] == "coCondenser (120K)†"]
-    assert other and all(c["status"] == "NOT-COMPARABLE" and c["delta"] is None and "120K" in c["reason"]
-                         for c in other)
+    assert other and all(
+        c["status"] == "NOT-COMPARABLE" and c["delta"] is None and "120K" in c["reason"] for c in other
+    )
     worse = checkpoint_comparisons(get_checkpoint(CC), {"msmarco-dev": {"RR@10": 0.370}}, {}, real_cells)
-    assert {c["status"] for c in worse if c["status"] != "NOT-COMPARABLE"} == {"DIFFERENT-BELOW"}  # 37.0 vs 38.2 (tevatron#80)
+    assert {c["status"] for c in worse if c["status"] != "NOT-COMPARABLE"} == {
+        "DIFFERENT-BELOW"
+    }  # 37.0 vs 38.2 (tevatron#80)
 
 
 # ---------------------------------------------------------------------------- registry errors
+
 
 def _write_registry(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "checkpoints.yaml"
@@ -77,15 +88,29 @@ def _write_registry(tmp_path: Path, body: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("body, line, words", [
-    ("  x:\n    source: a/b\n    kind: retriever\n    encoder: {pooling: cls}\n    benchmark: [scifact]\n", 7,
-     "unknown key 'benchmark'"),
-    ("  x:\n    source: a/b\n    kind: retriever\n    encoder: {pooling: max}\n", 6, "cls or mean"),
-    ("  x:\n    source: a/b\n    kind: pretrained\n    encoder: {pooling: cls}\n    reproduces:\n"
-     "      - {paper: p, table: T, row: r}\n", 7, "cannot reproduce"),
-    ("  x:\n    source: a/b\n    kind: retriever\n    encoder: {pooling: cls}\n    reproduces:\n"
-     "      - {paper: p, table: T}\n", 8, "exactly paper, table, row"),
-])
+@pytest.mark.parametrize(
+    "body, line, words",
+    [
+        (
+            "  x:\n    source: a/b\n    kind: retriever\n    encoder: {pooling: cls}\n    benchmark: [scifact]\n",
+            7,
+            "unknown key 'benchmark'",
+        ),
+        ("  x:\n    source: a/b\n    kind: retriever\n    encoder: {pooling: max}\n", 6, "cls or mean"),
+        (
+            "  x:\n    source: a/b\n    kind: pretrained\n    encoder: {pooling: cls}\n    reproduces:\n"
+            "      - {paper: p, table: T, row: r}\n",
+            7,
+            "cannot reproduce",
+        ),
+        (
+            "  x:\n    source: a/b\n    kind: retriever\n    encoder: {pooling: cls}\n    reproduces:\n"
+            "      - {paper: p, table: T}\n",
+            8,
+            "exactly paper, table, row",
+        ),
+    ],
+)
 def test_malformed_registry_names_file_and_line(tmp_path, body, line, words):
     path = _write_registry(tmp_path, body)
     with pytest.raises(DataFormatError) as err:
@@ -96,9 +121,12 @@ def test_malformed_registry_names_file_and_line(tmp_path, body, line, words):
 def test_cli_lists_and_refuses_in_one_line(capsys, tmp_path, monkeypatch):
     rc, out, _ = _cli(capsys, "--list")
     assert rc == 0 and CC in out and "lexmae: none released" in out
-    for name, words in (("lexmae", "none released"), ("cocondenser", "is a method"),
-                        ("co-condenser-marco", "pre-trained encoder, not a retriever"),
-                        ("co-condenser-marco-retriver", "Did you mean: co-condenser-marco-retriever")):
+    for name, words in (
+        ("lexmae", "none released"),
+        ("cocondenser", "is a method"),
+        ("co-condenser-marco", "pre-trained encoder, not a retriever"),
+        ("co-condenser-marco-retriver", "Did you mean: co-condenser-marco-retriever"),
+    ):
         rc, _, err = _cli(capsys, "--checkpoint", name)
         assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
     monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "models"))
@@ -120,11 +148,13 @@ def test_missing_corpus_says_where_to_put_it(capsys, tmp_path, monkeypatch):
     assert not list((tmp_path / "runs").glob("records/*.json"))  # nothing half-written
 
 
-@pytest.mark.parametrize("weights, payload", [("model.safetensors", b"\x08garbage"),
-                                              ("pytorch_model.bin", b"not a pickle")])
+@pytest.mark.parametrize(
+    "weights, payload", [("model.safetensors", b"\x08garbage"), ("pytorch_model.bin", b"not a pickle")]
+)
 def test_damaged_weights_are_one_line_and_leave_nothing_behind(capsys, tmp_path, monkeypatch, weights, payload):
-    from harness.core.paths import cache_dir
     from test_eval_model import make_tiny_bert
+
+    from harness.core.paths import cache_dir
 
     folder = tmp_path / "models" / "Luyu" / "co-condenser-marco-retriever"
     make_tiny_bert(folder)
@@ -142,8 +172,11 @@ def test_damaged_weights_are_one_line_and_leave_nothing_behind(capsys, tmp_path,
 
 # ---------------------------------------------------------------------------- gate
 
+
 def _minilm_registry(tmp_path: Path) -> Path:
-    return _write_registry(tmp_path, """  all-minilm-l6-v2:
+    return _write_registry(
+        tmp_path,
+        """  all-minilm-l6-v2:
     source: all-minilm-l6-v2
     method: null
     kind: retriever
@@ -154,18 +187,36 @@ def _minilm_registry(tmp_path: Path) -> Path:
       - {paper: test-sbert, table: Table 1, row: all-MiniLM-L6-v2}
     not_comparable:
       - {paper: test-sbert, table: Table 1, row: all-MiniLM-L6-v2 (MS MARCO), reason: "fine-tuned again on MS MARCO"}
-""")
+""",
+    )
 
 
 def _cells(tmp_path: Path) -> Path:
     """Test cells: the sentence-transformers numbers for all-MiniLM-L6-v2 (NFCorpus 31.6, SciFact 64.5)."""
+
     def cell(row: str, bench: str, value: str) -> dict:
-        return {"cell_id": f"test-sbert/Table 1/{row}/{bench}", "paper": "test-sbert", "paper_file": "test-sbert.txt",
-                "version": "test", "table": "Table 1", "row": row, "column": bench, "value": value,
-                "score": float(value) / 100, "unit": "points", "method": None, "benchmark": bench,
-                "measure": "nDCG@10", "conditions": {}}
-    cells = [cell("all-MiniLM-L6-v2", "nfcorpus", "31.6"), cell("all-MiniLM-L6-v2", "scifact", "64.5"),
-             cell("all-MiniLM-L6-v2 (MS MARCO)", "scifact", "60.0")]
+        return {
+            "cell_id": f"test-sbert/Table 1/{row}/{bench}",
+            "paper": "test-sbert",
+            "paper_file": "test-sbert.txt",
+            "version": "test",
+            "table": "Table 1",
+            "row": row,
+            "column": bench,
+            "value": value,
+            "score": float(value) / 100,
+            "unit": "points",
+            "method": None,
+            "benchmark": bench,
+            "measure": "nDCG@10",
+            "conditions": {},
+        }
+
+    cells = [
+        cell("all-MiniLM-L6-v2", "nfcorpus", "31.6"),
+        cell("all-MiniLM-L6-v2", "scifact", "64.5"),
+        cell("all-MiniLM-L6-v2 (MS MARCO)", "scifact", "60.0"),
+    ]
     path = tmp_path / "cells.json"
     path.write_text(json.dumps({"cells": cells}))
     return path
@@ -176,15 +227,24 @@ def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
     from harness.records.tracking import write_run_record
 
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(_minilm_registry(tmp_path)))
-    write_run_record({"run_id": "gone__checkpoint__1", "method": "gone", "profile": "checkpoint",
-                      "checkpoint": {"name": "gone"}, "metrics": {"scifact": {"nDCG@10": 0.5}},
-                      "per_query": {"scifact": {"nDCG@10": {"1": 0.5}}}}, tmp_path / "records")
+    write_run_record(
+        {
+            "run_id": "gone__checkpoint__1",
+            "method": "gone",
+            "profile": "checkpoint",
+            "checkpoint": {"name": "gone"},
+            "metrics": {"scifact": {"nDCG@10": 0.5}},
+            "per_query": {"scifact": {"nDCG@10": {"1": 0.5}}},
+        },
+        tmp_path / "records",
+    )
     result = run_gate(tmp_path / "records", reported=_cells(tmp_path))
     assert [(r.status, "no checkpoint named 'gone'" in r.note) for r in result.rows] == [("UNKNOWN-METHOD", True)]
     assert run_gate(tmp_path / "records", reported=_cells(tmp_path), strict=True).exit_code == 1
 
 
 # ---------------------------------------------------------------------------- end to end (slow)
+
 
 @pytest.mark.slow
 def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsys):
@@ -194,8 +254,16 @@ def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsy
 
     registry, cells = _minilm_registry(tmp_path), _cells(tmp_path)
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(registry))
-    rc, out, err = _cli(capsys, "--checkpoint", "all-minilm-l6-v2", "--reported", cells, "--no-track",
-                        "--json", tmp_path / "summary.json")
+    rc, out, err = _cli(
+        capsys,
+        "--checkpoint",
+        "all-minilm-l6-v2",
+        "--reported",
+        cells,
+        "--no-track",
+        "--json",
+        tmp_path / "summary.json",
+    )
     assert rc == 0, err
     (rec,), skipped = load_records(tmp_path / "runs" / "local")
     assert not skipped and rec.profile == "checkpoint" and rec.get("checkpoint")["name"] == "all-minilm-l6-v2"
@@ -217,18 +285,27 @@ def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsy
     gate = run_gate(tmp_path / "runs" / "local", reported=cells)
     rows = {(r.benchmark, r.against.split(" · ")[-1]): r for r in gate.rows if r.run_id == rec.run_id}
     assert {k for k, r in rows.items() if r.status != "NOT-COMPARABLE"} == {
-        ("nfcorpus", "all-MiniLM-L6-v2"), ("scifact", "all-MiniLM-L6-v2")}
+        ("nfcorpus", "all-MiniLM-L6-v2"),
+        ("scifact", "all-MiniLM-L6-v2"),
+    }
     assert not [r for r in gate.rows if r.status in ("CORRUPT", "UNKNOWN-METHOD", "NO-REFERENCE")]
 
     # the leaderboard shows it as its own source
     from test_ui_browser import render_leaderboard
 
-    text = render_leaderboard(tmp_path, tmp_path / "runs" / "local", cells,
-                              ["Released checkpoints (scored as published", "BEIR zero-shot: nDCG@10 (points)",
-                               f"released checkpoint all-minilm-l6-v2 ({rec.run_id}): " + "; ".join(
-                                   f"{b} {100 * rec.metrics[b]['nDCG@10']:.2f}" for b in rec.metrics),
-                               "not graded: fine-tuned again on MS MARCO"],
-                              env={"HARNESS_CHECKPOINTS": str(registry)})
+    text = render_leaderboard(
+        tmp_path,
+        tmp_path / "runs" / "local",
+        cells,
+        [
+            "Released checkpoints (scored as published",
+            "BEIR zero-shot: nDCG@10 (points)",
+            f"released checkpoint all-minilm-l6-v2 ({rec.run_id}): "
+            + "; ".join(f"{b} {100 * rec.metrics[b]['nDCG@10']:.2f}" for b in rec.metrics),
+            "not graded: fine-tuned again on MS MARCO",
+        ],
+        env={"HARNESS_CHECKPOINTS": str(registry)},
+    )
     assert "Traceback" not in text
 
 
@@ -250,13 +327,21 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(registry))
     cells = json.loads(cells_path.read_text())["cells"]
     metrics = {"nfcorpus": {"nDCG@10": 0.312}, "scifact": {"nDCG@10": 0.620}}
-    per_query = {b: {"nDCG@10": {str(i): v for i in range(50)}} for b, v in
-                 (("nfcorpus", 0.312), ("scifact", 0.620))}
+    per_query = {b: {"nDCG@10": {str(i): v for i in range(50)}} for b, v in (("nfcorpus", 0.312), ("scifact", 0.620))}
     ckpt = get_checkpoint("all-minilm-l6-v2")
     run_id = "all-minilm-l6-v2__checkpoint__20261123T000000-abcdef"
-    write_run_record({"run_id": run_id, "method": ckpt.record_method, "profile": "checkpoint",
-                      "checkpoint": ckpt.to_dict(), "metrics": metrics, "per_query": per_query,
-                      "comparison": checkpoint_comparisons(ckpt, metrics, per_query, cells)}, tmp_path / "records")
+    write_run_record(
+        {
+            "run_id": run_id,
+            "method": ckpt.record_method,
+            "profile": "checkpoint",
+            "checkpoint": ckpt.to_dict(),
+            "metrics": metrics,
+            "per_query": per_query,
+            "comparison": checkpoint_comparisons(ckpt, metrics, per_query, cells),
+        },
+        tmp_path / "records",
+    )
     monkeypatch.setenv(lb_data.RECORDS_ENV, str(tmp_path / "records"))
     monkeypatch.setenv(lb_data.REPORTED_ENV, str(cells_path))
     monkeypatch.setattr(lb_data, "inconsistency_report", lambda: ([], None))
@@ -284,12 +369,15 @@ def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(
     import subprocess
     import sys
 
-    from harness.stages.checkpoints import packaged_checkpoint
-    from harness.records.store import load_records
     from test_sharded_encoding import _env, _torchrun, make_tiny_bert
 
+    from harness.records.store import load_records
+    from harness.stages.checkpoints import packaged_checkpoint
+
     make_tiny_bert(tmp_path / "models" / "tiny-retriever", tokenizer_from=Path(packaged_checkpoint("all-minilm-l6-v2")))
-    registry = _write_registry(tmp_path, """  tiny-retriever:
+    registry = _write_registry(
+        tmp_path,
+        """  tiny-retriever:
     source: tiny-retriever
     method: null
     kind: retriever
@@ -297,19 +385,43 @@ def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(
     benchmarks: [msmarco-dl19-subset]
     reproduces:
       - {paper: test, table: Table 1, row: tiny}
-""")
-    cell = {"cell_id": "test/Table 1/tiny/dl19", "paper": "test", "paper_file": "test.txt", "version": "test",
-            "table": "Table 1", "row": "tiny", "column": "dl19", "value": "1.0", "score": 0.01, "unit": "points",
-            "method": None, "benchmark": "msmarco-dl19-subset", "measure": "nDCG@10", "conditions": {}}
+""",
+    )
+    cell = {
+        "cell_id": "test/Table 1/tiny/dl19",
+        "paper": "test",
+        "paper_file": "test.txt",
+        "version": "test",
+        "table": "Table 1",
+        "row": "tiny",
+        "column": "dl19",
+        "value": "1.0",
+        "score": 0.01,
+        "unit": "points",
+        "method": None,
+        "benchmark": "msmarco-dl19-subset",
+        "measure": "nDCG@10",
+        "conditions": {},
+    }
     cells = tmp_path / "cells.json"
     cells.write_text(json.dumps({"cells": [cell]}))
     args = ["reproduce", "--checkpoint", "tiny-retriever", "--reported", str(cells), "--no-track"]
     outputs, records = {}, {}
     for label, launcher in (("one", [sys.executable, "-m", "harness"]), ("two", _torchrun(["-m", "harness"], []))):
-        env = _env(HARNESS_CHECKPOINTS=str(registry), HARNESS_MODELS_DIR=str(tmp_path / "models"),
-                   HARNESS_CACHE_DIR=str(tmp_path / label / "cache"), HARNESS_RUNS_DIR=str(tmp_path / label / "runs"))
-        proc = subprocess.run([*launcher, *args], env=env, capture_output=True, text=True, timeout=400,
-                              cwd=Path(__file__).resolve().parent.parent)
+        env = _env(
+            HARNESS_CHECKPOINTS=str(registry),
+            HARNESS_MODELS_DIR=str(tmp_path / "models"),
+            HARNESS_CACHE_DIR=str(tmp_path / label / "cache"),
+            HARNESS_RUNS_DIR=str(tmp_path / label / "runs"),
+        )
+        proc = subprocess.run(
+            [*launcher, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         outputs[label] = proc.stdout + proc.stderr
         (records[label],), skipped = load_records(tmp_path / label / "runs" / "local")

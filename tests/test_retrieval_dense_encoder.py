@@ -22,8 +22,16 @@ from harness.retrieval.encoder import (
 )
 
 WORDS = "apple banana cherry grape lemon mango melon peach pear plum red yellow green sweet sour fruit tree".split()
-TEXTS = ["apple", "red sweet apple tree fruit banana lemon", "pear", "green mango melon", "plum plum plum plum plum",
-         "sour lemon", "banana", "cherry grape peach fruit tree sweet red"]
+TEXTS = [
+    "apple",
+    "red sweet apple tree fruit banana lemon",
+    "pear",
+    "green mango melon",
+    "plum plum plum plum plum",
+    "sour lemon",
+    "banana",
+    "cherry grape peach fruit tree sweet red",
+]
 
 
 def make_tiny_bert(folder: Path, layers: int = 2) -> Path:
@@ -32,8 +40,15 @@ def make_tiny_bert(folder: Path, layers: int = 2) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, initializer_range=0.2)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
     BertModel(config).save_pretrained(folder)
     BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(folder)
     return folder
@@ -113,7 +128,9 @@ def _as_sentence_transformers(tiny: Path, folder: Path, pooling: dict, modules: 
     shutil.copytree(tiny, folder / "0_Transformer")
     entries = [{"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"}]
     for i, name in enumerate(modules, start=1):
-        entries.append({"idx": i, "name": str(i), "path": f"{i}_{name}", "type": f"sentence_transformers.models.{name}"})
+        entries.append(
+            {"idx": i, "name": str(i), "path": f"{i}_{name}", "type": f"sentence_transformers.models.{name}"}
+        )
         (folder / f"{i}_{name}").mkdir()
     (folder / "modules.json").write_text(json.dumps(entries))
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 32, **pooling}))
@@ -122,8 +139,9 @@ def _as_sentence_transformers(tiny: Path, folder: Path, pooling: dict, modules: 
 
 
 def test_sentence_transformers_folder_is_read(tiny, tmp_path):
-    folder = _as_sentence_transformers(tiny, tmp_path / "st", {"pooling_mode_mean_tokens": True},
-                                       ["Pooling", "Normalize"])
+    folder = _as_sentence_transformers(
+        tiny, tmp_path / "st", {"pooling_mode_mean_tokens": True}, ["Pooling", "Normalize"]
+    )
     enc = load_encoder(folder)
     assert (enc.spec.kind, enc.pooling, enc.normalize) == ("sentence-transformers", "mean", True)
     assert enc.spec.model_max_length == 16 and enc.spec.model_dir == folder / "0_Transformer"
@@ -136,8 +154,9 @@ def test_sentence_transformers_folder_is_read(tiny, tmp_path):
     with pytest.raises(HarnessError, match="not supported"):
         describe_checkpoint(max_pool)
     assert load_encoder(max_pool, pooling="cls").pooling == "cls"  # an explicit choice overrides
-    dense = _as_sentence_transformers(tiny, tmp_path / "st-dense", {"pooling_mode_mean_tokens": True},
-                                      ["Pooling", "Dense"])
+    dense = _as_sentence_transformers(
+        tiny, tmp_path / "st-dense", {"pooling_mode_mean_tokens": True}, ["Pooling", "Dense"]
+    )
     with pytest.raises(HarnessError, match="only Transformer"):
         describe_checkpoint(dense)
 
@@ -172,8 +191,11 @@ def test_real_minilm_folder_matches_sentence_transformers():
     enc = load_encoder(path)
     assert (enc.spec.kind, enc.pooling, enc.normalize) == ("sentence-transformers", "mean", True)
     assert enc.spec.sources["pooling"] == "1_Pooling/config.json" and enc.spec.model_max_length == 256
-    texts = ["What is the capital of France?", "Paris is the capital and most populous city of France.",
-             "Dense retrieval encodes queries and passages into vectors."]
+    texts = [
+        "What is the capital of France?",
+        "Paris is the capital and most populous city of France.",
+        "Dense retrieval encodes queries and passages into vectors.",
+    ]
     ours = enc.encode(texts, batch_size=2, kind="passage", show_progress=False)
     st = SentenceTransformer(str(path), device="cpu")
     st.max_seq_length = enc.spec.passage_max_length

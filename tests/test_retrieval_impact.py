@@ -26,7 +26,7 @@ from harness.retrieval.impact import (
 from harness.retrieval.splade_model import splade_max, write_lexical_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_finetune_splade import VOCAB, make_tiny_mlm  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from test_finetune_splade import VOCAB, make_tiny_mlm
 
 TEXTS = ["apple pie.", "the sweet mango , lemons", "", "red", "banana tree juice seed sour . a"]
 
@@ -107,15 +107,34 @@ def test_index_input_is_checked(tmp_path):
 def _hand_made() -> tuple[dict, dict]:
     """~20 documents over tokens Lucene could mistreat, plus a term present in every document."""
     rng = random.Random(7)
-    tokens = ["apple", "##s", "##ing", ".", ",", "[CLS]", "[SEP]", "(", ")", "$", "über", "a-b", "x\\y", "a b",
-              "c\td", "10", "the", "'"]
+    tokens = [
+        "apple",
+        "##s",
+        "##ing",
+        ".",
+        ",",
+        "[CLS]",
+        "[SEP]",
+        "(",
+        ")",
+        "$",
+        "über",
+        "a-b",
+        "x\\y",
+        "a b",
+        "c\td",
+        "10",
+        "the",
+        "'",
+    ]
     docs = {}
     for i in range(20):
         vec = {t: rng.randint(1, 40) for t in rng.sample(tokens, rng.randint(3, 9))}
         vec["everywhere"] = rng.randint(1, 5)  # idf 0: pyserini's default min_idf would drop it
         docs[f"doc{i:02d}"] = vec
-    queries = {f"q{i}": {t: rng.randint(1, 30) for t in rng.sample(tokens + ["everywhere", "unseen"], 5)}
-               for i in range(8)}
+    queries = {
+        f"q{i}": {t: rng.randint(1, 30) for t in rng.sample(tokens + ["everywhere", "unseen"], 5)} for i in range(8)
+    }
     queries["q-every"] = {"everywhere": 3}
     queries["q-empty"] = {}
     return docs, queries
@@ -134,8 +153,9 @@ def test_impact_index_ranks_exactly_like_a_brute_force_dot_product(tmp_path, mod
 
     stats = build_impact_index(docs, tmp_path / "index", threads=2)
     assert stats["documents"] == len(docs) - 1 and stats["empty_documents"] == 1
-    assert stats["avg_doc_nonzeros"] == pytest.approx(sum(len(v) for k, v in docs.items() if k != "empty")
-                                                      / (len(docs) - 1))
+    assert stats["avg_doc_nonzeros"] == pytest.approx(
+        sum(len(v) for k, v in docs.items() if k != "empty") / (len(docs) - 1)
+    )
     assert stats["index_bytes"] > 0 and (tmp_path / "index" / INDEX_INFO_FILE).is_file()
     assert not (tmp_path / "index.collection").exists()
 
@@ -153,7 +173,9 @@ def test_impact_index_ranks_exactly_like_a_brute_force_dot_product(tmp_path, mod
     assert search_stats["docs"] == len(docs) - 1 and search_stats["scores_exact"] is True
     # k cuts the list at the top-k of the brute-force order (no ties at the cut in this data).
     top3, _ = search_impact(tmp_path / "index", {"model-q0": queries["model-q0"]}, k=3)
-    assert set(top3["model-q0"]) <= set(expected["model-q0"]) and len(top3["model-q0"]) == min(3, len(expected["model-q0"]))
+    assert set(top3["model-q0"]) <= set(expected["model-q0"]) and len(top3["model-q0"]) == min(
+        3, len(expected["model-q0"])
+    )
     json.dumps(search_stats)  # records must be able to keep it
 
 
@@ -163,8 +185,10 @@ def test_an_impact_collection_in_several_files_gives_the_same_runs_ties_at_the_c
     k-th hit are cut by external doc id (the brute-force order), whichever file a document was in."""
     rng = random.Random(21)
     terms = ["a", "b", "c", "d"]
-    docs = {f"d{rng.randrange(10**6):06d}": {t: rng.randint(1, 2) for t in rng.sample(terms, rng.randint(1, 3))}
-            for _ in range(300)}  # few distinct scores: long runs of ties
+    docs = {
+        f"d{rng.randrange(10**6):06d}": {t: rng.randint(1, 2) for t in rng.sample(terms, rng.randint(1, 3))}
+        for _ in range(300)
+    }  # few distinct scores: long runs of ties
     queries = {f"q{i}": {t: 1 for t in rng.sample(terms, rng.randint(1, 2))} for i in range(12)}
     one = write_vector_collection(docs, tmp_path / "one" / "docs.jsonl", files=1)
     four = write_vector_collection(docs, tmp_path / "four" / "docs.jsonl", files=4)
@@ -175,8 +199,12 @@ def test_an_impact_collection_in_several_files_gives_the_same_runs_ties_at_the_c
         runs[threads], _ = search_impact(tmp_path / f"index{threads}", queries, k=25, threads=threads)
     expected = brute_force_search(docs, queries, k=25)
     every = brute_force_search(docs, queries, k=len(docs))
-    cut_ties = [q for q in queries if sum(s == min(expected[q].values()) for s in every[q].values())
-                > sum(s == min(expected[q].values()) for s in expected[q].values())]
+    cut_ties = [
+        q
+        for q in queries
+        if sum(s == min(expected[q].values()) for s in every[q].values())
+        > sum(s == min(expected[q].values()) for s in expected[q].values())
+    ]
     assert len(cut_ties) >= len(queries) // 2  # the data has ties across the k-th hit
     for qid in queries:
         assert runs[1][qid] == runs[4][qid] == expected[qid], qid

@@ -66,7 +66,9 @@ def test_rerun_uses_cache_and_survives_unreachable_mlflow(use_shared_cache, tmp_
     assert main(["run", "--method", "bm25", "--dataset", "scifact", "--json", str(out)]) == 0
     captured = capsys.readouterr()
     assert "MLflow tracking disabled" in captured.err and "unreachable" in captured.err
-    assert "[1/3] stage index/scifact: cached" in captured.out and "[2/3] stage retrieve/scifact: cached" in captured.out
+    assert (
+        "[1/3] stage index/scifact: cached" in captured.out and "[2/3] stage retrieve/scifact: cached" in captured.out
+    )
     assert "[3/3] stage evaluate/bm25/scifact: scoring" in captured.out
     summary = json.loads(out.read_text())
     assert summary["mlflow"]["enabled"] is False
@@ -80,8 +82,14 @@ def _cli(*args: str, env: dict[str, str]):
 
     from harness.core.paths import PROJECT_ROOT
 
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=PROJECT_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _runs_env(cache, runs) -> dict[str, str]:

@@ -46,8 +46,13 @@ profiles:
 
 
 def _env(tmp: Path, cache: str) -> dict[str, str]:
-    return {**os.environ, "HARNESS_SPECS_DIR": str(tmp / "specs"), "HARNESS_RUNS_DIR": str(tmp / "runs"),
-            "HARNESS_CACHE_DIR": str(tmp / cache), "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "HARNESS_SPECS_DIR": str(tmp / "specs"),
+        "HARNESS_RUNS_DIR": str(tmp / "runs"),
+        "HARNESS_CACHE_DIR": str(tmp / cache),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def _cmd(out: Path) -> list[str]:
@@ -56,8 +61,9 @@ def _cmd(out: Path) -> list[str]:
 
 def _run(tmp: Path, cache: str, out: Path) -> tuple[str, float]:
     started = time.time()
-    proc = subprocess.run(_cmd(out), cwd=PROJECT_ROOT, env=_env(tmp, cache), capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        _cmd(out), cwd=PROJECT_ROOT, env=_env(tmp, cache), capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout, time.time() - started
 
@@ -79,14 +85,22 @@ def test_killed_run_resumes_to_the_uninterrupted_result_and_reruns_from_cache(sp
     tmp = specs
     # 1. Start, wait for a pre-training checkpoint inside the unfinished stage, SIGKILL.
     log = (tmp / "killed.log").open("w")
-    proc = subprocess.Popen(_cmd(tmp / "killed.json"), cwd=PROJECT_ROOT, env=_env(tmp, "cache_a"),
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        _cmd(tmp / "killed.json"),
+        cwd=PROJECT_ROOT,
+        env=_env(tmp, "cache_a"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.time() + 600
     try:
         while not list((tmp / "cache_a" / "pretrain").glob(".*.partial.tmp/**/step-*")):
             if proc.poll() is not None:
-                pytest.fail("the run ended before it could be killed mid pre-training:\n"
-                            + (tmp / "killed.log").read_text()[-3000:])
+                pytest.fail(
+                    "the run ended before it could be killed mid pre-training:\n"
+                    + (tmp / "killed.log").read_text()[-3000:]
+                )
             assert time.time() < deadline, "no pre-training checkpoint within 10 minutes"
             time.sleep(0.05)
     finally:

@@ -12,16 +12,41 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import runner
 from harness.data.catalog import get_benchmark
 from harness.data.formats import write_trec_run
+from harness.run import runner
 
 # A method run's record, field by field in the order it is written (pinned: readers, the seal and the
 # committed records rely on it; `substitutions` comes after `hardware` when a spec has some).
-RUN_FIELDS = ["schema_version", "run_id", "created", "method", "profile", "spec_hash", "spec", "command", "seed",
-              "git", "packages", "hardware", "datasets", "finetune_stage", "metrics", "per_query", "metrics_by_stage",
-              "per_query_by_stage", "efficiency", "efficiency_by_stage", "comparison", "chance", "stages", "run_files",
-              "seconds", "mlflow", "integrity"]
+RUN_FIELDS = [
+    "schema_version",
+    "run_id",
+    "created",
+    "method",
+    "profile",
+    "spec_hash",
+    "spec",
+    "command",
+    "seed",
+    "git",
+    "packages",
+    "hardware",
+    "datasets",
+    "finetune_stage",
+    "metrics",
+    "per_query",
+    "metrics_by_stage",
+    "per_query_by_stage",
+    "efficiency",
+    "efficiency_by_stage",
+    "comparison",
+    "chance",
+    "stages",
+    "run_files",
+    "seconds",
+    "mlflow",
+    "integrity",
+]
 CHECKPOINT_IDENTITY = ["checkpoint", "conditions", "depth"]  # after `spec`
 
 
@@ -30,8 +55,10 @@ def ranked_run(bench_name: str, seed: str, noise: float) -> dict[str, dict[str, 
     qrels = get_benchmark(bench_name).qrels()
     rng = random.Random(seed)
     pool = sorted({d for rel in qrels.values() for d in rel})
-    return {q: {d: rng.random() * noise + (2.0 if d in rel else 0.0) for d in [*rel, *rng.sample(pool, 30)]}
-            for q, rel in qrels.items()}
+    return {
+        q: {d: rng.random() * noise + (2.0 if d in rel else 0.0) for d in [*rel, *rng.sample(pool, 30)]}
+        for q, rel in qrels.items()
+    }
 
 
 @pytest.fixture
@@ -60,7 +87,9 @@ def test_run_record_keeps_its_fields(tmp_path, monkeypatch, mlflow_off):
     assert record["efficiency"] == record["efficiency_by_stage"]["retriever1"]
     assert record["hardware"]["declared"] == out["spec"]["hardware"]
     assert [(s["stage"], s["dataset"], s["cached"]) for s in record["stages"]] == [
-        ("evaluate", "start/scifact", False), ("evaluate", "retriever1/scifact", False)]
+        ("evaluate", "start/scifact", False),
+        ("evaluate", "retriever1/scifact", False),
+    ]
     assert record["run_files"] == {v: {"scifact": str(tmp_path / v / "scifact.trec")} for v in ("start", "retriever1")}
     assert list(record["datasets"]) == ["scifact"] and "scifact" in record["chance"]
 
@@ -69,8 +98,8 @@ def toy_checkpoint(tmp_path: Path, monkeypatch) -> Path:
     """A registered toy retriever whose zero-shot search is a fixed ranking (scored for real), and one
     reported cell it reproduces; returns the cells file."""
     from harness.evaluation import zero_shot
-    from harness.run import reproduce as reproduce_module
     from harness.evaluation.measures import evaluate
+    from harness.run import reproduce as reproduce_module
 
     registry = tmp_path / "checkpoints.yaml"
     registry.write_text("""schema_version: 1
@@ -84,9 +113,22 @@ checkpoints:
     reproduces:
       - {paper: test, table: Table 1, row: toy}
 """)
-    cell = {"cell_id": "test/Table 1/toy/scifact", "paper": "test", "paper_file": "test.txt", "version": "test",
-            "table": "Table 1", "row": "toy", "column": "scifact", "value": "50.0", "score": 0.5, "unit": "points",
-            "method": None, "benchmark": "scifact", "measure": "nDCG@10", "conditions": {}}
+    cell = {
+        "cell_id": "test/Table 1/toy/scifact",
+        "paper": "test",
+        "paper_file": "test.txt",
+        "version": "test",
+        "table": "Table 1",
+        "row": "toy",
+        "column": "scifact",
+        "value": "50.0",
+        "score": 0.5,
+        "unit": "points",
+        "method": None,
+        "benchmark": "scifact",
+        "measure": "nDCG@10",
+        "conditions": {},
+    }
     cells = tmp_path / "cells.json"
     cells.write_text(json.dumps({"cells": [cell]}))
     (tmp_path / "models" / "toy").mkdir(parents=True)
@@ -119,12 +161,15 @@ def test_checkpoint_record_has_the_run_record_shape(tmp_path, monkeypatch, mlflo
     assert record["efficiency_by_stage"] == {"checkpoint": record["efficiency"]}
     assert list(record["efficiency"]) == ["scifact", "nfcorpus"]
     assert [(s["stage"], s["dataset"], s["cached"]) for s in record["stages"]] == [
-        ("evaluate", "checkpoint/scifact", True), ("evaluate", "checkpoint/nfcorpus", True)]
+        ("evaluate", "checkpoint/scifact", True),
+        ("evaluate", "checkpoint/nfcorpus", True),
+    ]
     assert set(record["run_files"]) == {"checkpoint"} and list(record["datasets"]) == ["scifact", "nfcorpus"]
 
     gate = run_gate(Path(out["run_record"]).parent, reported=cells)  # sealed, and re-graded like it was graded
     assert [(r.status, r.benchmark, r.reproduced) for r in gate.rows] == [
-        (c["status"], c["benchmark"], c["reproduced"]) for c in record["comparison"]]
+        (c["status"], c["benchmark"], c["reproduced"]) for c in record["comparison"]
+    ]
     assert [c["benchmark"] for c in record["comparison"]] == ["scifact"]
 
 
@@ -134,8 +179,8 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     from harness import SEED
-    from harness.run.reproduce import reproduce_checkpoint
     from harness.records.tracking import parent_metrics
+    from harness.run.reproduce import reproduce_checkpoint
 
     out = reproduce_checkpoint("toy-retriever", reported=str(toy_checkpoint(tmp_path, monkeypatch)), depth=100)
     assert out["mlflow"]["enabled"] and out["mlflow"]["run_id"], out["mlflow"]
@@ -147,11 +192,17 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     assert all(key.count("/") == 1 for key in parent.data.metrics)  # no variant prefix: stage metrics are nested
     tags = parent.data.tags
     assert (tags["run_id"], tags["checkpoint"], tags["profile"], tags["seed"]) == (
-        out["run_id"], "toy-retriever", "checkpoint", str(SEED))
+        out["run_id"],
+        "toy-retriever",
+        "checkpoint",
+        str(SEED),
+    )
     statuses = [c["status"] for c in out["comparison"]]
     assert tags["verdict.REPRODUCED"] == str(statuses.count("REPRODUCED")) and tags["verdict.INCONCLUSIVE"]
     assert tags["git.commit"] and tags["hardware.cpus"] == str(os.cpu_count())
     assert parent.data.params["depth"] == "100" and parent.data.params["checkpoint.name"] == "toy-retriever"
     nested = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    assert sorted(r.data.tags["stage"] for r in nested) == ["evaluate/checkpoint/nfcorpus",
-                                                            "evaluate/checkpoint/scifact"]
+    assert sorted(r.data.tags["stage"] for r in nested) == [
+        "evaluate/checkpoint/nfcorpus",
+        "evaluate/checkpoint/scifact",
+    ]

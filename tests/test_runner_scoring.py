@@ -23,7 +23,7 @@ def test_a_synthetic_cqadupstack_run_is_scored_as_the_mean_of_its_forums(tmp_pat
             relevant = [d for d, g in docs.items() if g > 0]
             if i % 2 == 0:  # every other forum ranks its relevant documents first: nDCG@10 = 1 there
                 rows += [(f"{forum}/{qid}", d, r + 1, 100.0 - r) for r, d in enumerate(relevant)]
-            else:           # the others retrieve nothing relevant: 0 there
+            else:  # the others retrieve nothing relevant: 0 there
                 rows.append((f"{forum}/{qid}", "not-a-document", 1, 1.0))
         perfect_forums += i % 2 == 0
     result = score_run_file(_write_run(tmp_path / "cqa.trec", rows), bench)

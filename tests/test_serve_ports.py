@@ -34,9 +34,15 @@ def test_free_port_passes_and_taken_port_is_refused(busy_port):
 @pytest.mark.parametrize("command", ["ui", "leaderboard"])
 def test_cli_on_a_busy_port_exits_non_zero_in_one_line(command, busy_port, tmp_path):
     env = dict(os.environ, HARNESS_RUNS_DIR=str(tmp_path / "runs"))
-    proc = subprocess.Popen([sys.executable, "-m", "harness", command, "--port", str(busy_port)], cwd=PROJECT_ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", command, "--port", str(busy_port)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, out + err
     assert "serving" not in out  # it never claims to serve

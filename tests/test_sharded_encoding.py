@@ -47,16 +47,28 @@ def make_tiny_bert(folder: Path, tokenizer_from: Path | None = None) -> Path:
         tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
     tok.save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=160, initializer_range=0.2)
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=160,
+        initializer_range=0.2,
+    )
     BertModel(config).save_pretrained(folder)
     return folder
 
 
 def toy_corpus(n: int = 23, seed: int = 0) -> dict[str, dict[str, str]]:
     rng = random.Random(seed)
-    return {f"d{i}": {"title": rng.choice(["", "fruit", "tree"]),
-                      "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30)))} for i in range(n)}
+    return {
+        f"d{i}": {
+            "title": rng.choice(["", "fruit", "tree"]),
+            "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30))),
+        }
+        for i in range(n)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +83,10 @@ def encoder(model_dir):
 
 def encode_all(encoder, corpus, out, world_size=2, **kw) -> list[sharded.ShardReport]:
     kw = {"shard_size": 4, "batch_size": 3, "show_progress": False, **kw}
-    return [sharded.encode_corpus_sharded(encoder, corpus, out, rank=r, world_size=world_size, **kw)
-            for r in range(world_size)]
+    return [
+        sharded.encode_corpus_sharded(encoder, corpus, out, rank=r, world_size=world_size, **kw)
+        for r in range(world_size)
+    ]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -149,8 +163,9 @@ def test_a_stream_that_changes_between_passes_is_refused(encoder, tmp_path):
     changed = {k if k != "d6" else "x6": v for k, v in corpus.items()}  # the second pass renames one id
     sources = iter([corpus.items(), changed.items()])
     with pytest.raises(HarnessError, match="corpus changed while .*chunk rank0-chunk00001"):
-        sharded.encode_corpus_sharded(encoder, lambda: iter(next(sources)), tmp_path, rank=0, world_size=1,
-                                      shard_size=4, show_progress=False)
+        sharded.encode_corpus_sharded(
+            encoder, lambda: iter(next(sources)), tmp_path, rank=0, world_size=1, shard_size=4, show_progress=False
+        )
 
 
 def test_a_corpus_of_one_chunk_is_encoded_as_one_call_byte_for_byte(encoder, tmp_path, monkeypatch):
@@ -215,12 +230,15 @@ def test_resume_skips_complete_chunks_and_is_byte_identical(encoder, tmp_path):
     assert not [p for p in out.iterdir() if is_temp(p)]
 
 
-@pytest.mark.parametrize("change, expected", [
-    ({"shard_size": 5}, "shard_size 4 -> 5"),
-    ({"world_size": 3}, "world size 2 -> 3"),
-    ({"batch_size": 8}, "batch_size 3 -> 8"),
-    ({"corpus": "edit"}, "corpus "),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"shard_size": 5}, "shard_size 4 -> 5"),
+        ({"world_size": 3}, "world size 2 -> 3"),
+        ({"batch_size": 8}, "batch_size 3 -> 8"),
+        ({"corpus": "edit"}, "corpus "),
+    ],
+)
 def test_other_settings_are_refused_in_one_line(encoder, tmp_path, change, expected):
     corpus = toy_corpus()
     encode_all(encoder, corpus, tmp_path)
@@ -257,8 +275,9 @@ def test_merge_refuses_missing_or_disagreeing_chunks(encoder, tmp_path):
 
 
 def test_progress_line_shows_rate_and_eta(encoder, tmp_path, capsys):
-    sharded.encode_corpus_sharded(encoder, toy_corpus(), tmp_path, rank=0, world_size=1, shard_size=4,
-                                  show_progress=True)
+    sharded.encode_corpus_sharded(
+        encoder, toy_corpus(), tmp_path, rank=0, world_size=1, shard_size=4, show_progress=True
+    )
     err = capsys.readouterr().err
     assert "encode rank 0/1" in err and "passage/s" in err and "<" in err  # tqdm: [elapsed<eta, rate]
     assert "0 already complete, 23 passages to encode" in err and "passages/s)" in err
@@ -318,8 +337,21 @@ def _free_port() -> int:
 
 
 def _torchrun(target: list[str], args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-            "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *target, *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        *target,
+        *args,
+    ]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -359,16 +391,27 @@ def mirrored_corpus(tmp_path, monkeypatch) -> Path:
 
 @pytest.mark.slow
 def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path, mirrored_corpus):
-    from harness.stages.checkpoints import packaged_checkpoint
     from harness.data.formats import iter_beir_corpus
     from harness.retrieval.encoder import load_zero_shot_encoder
+    from harness.stages.checkpoints import packaged_checkpoint
 
     # Random-init tiny BERT with MiniLM's real WordPiece vocabulary: real passages give distinct vectors.
     model = make_tiny_bert(tmp_path / "tiny-real", tokenizer_from=Path(packaged_checkpoint("all-minilm-l6-v2")))
     corpus = dict(iter_beir_corpus(mirrored_corpus))
     assert len(corpus) == 5000
-    common = ["--model", str(model), "--corpus", str(mirrored_corpus), "--dataset", "msmarco-dl19-subset",
-              "--shard-size", "250", "--batch-size", "32", "--no-progress"]
+    common = [
+        "--model",
+        str(model),
+        "--corpus",
+        str(mirrored_corpus),
+        "--dataset",
+        "msmarco-dl19-subset",
+        "--shard-size",
+        "250",
+        "--batch-size",
+        "32",
+        "--no-progress",
+    ]
     full, resumed = tmp_path / "full", tmp_path / "resumed"
 
     started = time.monotonic()
@@ -380,9 +423,15 @@ def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path
     # The run to kill: this file as the torchrun script, whose workers sleep after each chunk.
     pids = tmp_path / "pids"
     cmd = _torchrun([__file__], [*common, "--out", str(resumed)])
-    proc = subprocess.Popen(cmd, env=_env(**{THROTTLE_ENV: "0.5", "SHARDED_TEST_PIDS": str(pids)}),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            cwd=PROJECT_ROOT)
+    proc = subprocess.Popen(
+        cmd,
+        env=_env(**{THROTTLE_ENV: "0.5", "SHARDED_TEST_PIDS": str(pids)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        cwd=PROJECT_ROOT,
+    )
     try:
         deadline = time.monotonic() + 120
         while not _complete(resumed, 1) and proc.poll() is None and time.monotonic() < deadline:
@@ -419,8 +468,10 @@ def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path
     single_pps = len(ref_ids) / (time.perf_counter() - started)
     assert ref_ids == ids_a
     np.testing.assert_allclose(emb_a, ref, atol=1e-5, rtol=0)
-    print(f"\nsharded: 2 ranks {a['passages_per_second']:,.0f} passages/s (encode only), whole torchrun "
-          f"{full_seconds:.1f} s; single process, 1 thread: {single_pps:,.0f} passages/s")
+    print(
+        f"\nsharded: 2 ranks {a['passages_per_second']:,.0f} passages/s (encode only), whole torchrun "
+        f"{full_seconds:.1f} s; single process, 1 thread: {single_pps:,.0f} passages/s"
+    )
 
 
 if __name__ == "__main__":  # a torchrun worker of the killed run: slow down, say who it is, run the CLI

@@ -60,9 +60,8 @@ def test_dense_paper_plan_encodes_the_msmarco_corpus_once_per_model(mirror, caps
 
 
 def _tiny_encoder(folder: Path):
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
     import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
 
     from harness.retrieval.encoder import load_encoder
 
@@ -70,8 +69,16 @@ def _tiny_encoder(folder: Path):
     folder.mkdir(parents=True)
     BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(folder)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=64)).save_pretrained(folder)
+    BertModel(
+        BertConfig(
+            vocab_size=len(vocab),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(folder)
     return load_encoder(folder, query_max_length=16, passage_max_length=16)
 
 
@@ -87,7 +94,9 @@ def test_benchmarks_over_one_corpus_read_one_encoding(mirror, tmp_path):
         vectors[name] = (ids, np.array(emb))
     assert [infos[n]["cached"] for n in MSMARCO] == [False, True, True, True]  # encoded by the first only
     assert len({infos[n]["key"] for n in MSMARCO}) == 1
-    assert all(vectors[n][0] == vectors[MSMARCO[0]][0] and np.array_equal(vectors[n][1], vectors[MSMARCO[0]][1])
-               for n in MSMARCO)
+    assert all(
+        vectors[n][0] == vectors[MSMARCO[0]][0] and np.array_equal(vectors[n][1], vectors[MSMARCO[0]][1])
+        for n in MSMARCO
+    )
     # another corpus (a BEIR set) is another encoding
     assert embeddings_key(fingerprint, encoder, get_benchmark("scifact")) != infos["dl19"]["key"]

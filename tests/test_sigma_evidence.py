@@ -30,8 +30,10 @@ def test_cross_team_re_runs_never_enter_sigma_rep():
 
 def test_a_study_must_say_whether_its_runs_share_one_recipe(monkeypatch, tmp_path):
     bad = tmp_path / "seed_studies.yaml"
-    bad.write_text("- {citation: c, where: w, system: s, benchmark: msmarco-dev, measure: RR@10, seeds: 3, sd: 0.2}\n",
-                   encoding="utf-8")
+    bad.write_text(
+        "- {citation: c, where: w, system: s, benchmark: msmarco-dev, measure: RR@10, seeds: 3, sd: 0.2}\n",
+        encoding="utf-8",
+    )
     monkeypatch.setattr(margins, "STUDIES_FILE", bad)
     margins._studies.cache_clear()
     try:
@@ -44,10 +46,12 @@ def test_a_study_must_say_whether_its_runs_share_one_recipe(monkeypatch, tmp_pat
 def test_one_pair_of_runs_is_one_degree_of_freedom_whatever_it_prints(monkeypatch):
     """R@50 and R@1000 of the same two runs (variances 10x apart), and their DL19 and DL20, are one df."""
     pair = "team A vs team B, one pair of runs"
-    same = (margins.Evidence(MARCO, "R@50", 1.0, 1, "pair R@50", pair),
-            margins.Evidence(MARCO, "R@1000", 0.1, 1, "pair R@1000", pair),
-            margins.Evidence("dl19", "nDCG@10", 0.5, 1, "pair dl19", pair),
-            margins.Evidence("dl20", "nDCG@10", 0.0, 1, "pair dl20", pair))
+    same = (
+        margins.Evidence(MARCO, "R@50", 1.0, 1, "pair R@50", pair),
+        margins.Evidence(MARCO, "R@1000", 0.1, 1, "pair R@1000", pair),
+        margins.Evidence("dl19", "nDCG@10", 0.5, 1, "pair dl19", pair),
+        margins.Evidence("dl20", "nDCG@10", 0.0, 1, "pair dl20", pair),
+    )
     monkeypatch.setattr(margins, "all_evidence", lambda: same)
     spread = margins.sigma_rep(MARCO, "R@100")  # no R@100: the family's recall measures, i.e. this one pair
     assert spread.scope == "none", spread  # one df is under MIN_DF: not two
@@ -79,9 +83,20 @@ def test_a_users_seeds_set_sigma_rep_and_are_named():
 
 
 def test_every_inconclusive_cell_says_its_margin_and_what_would_settle_it():
-    cell = {"cell_id": "x", "paper_file": "p", "version": "v", "table": "T", "row": "r", "column": "c",
-            "method": "cocondenser", "benchmark": MARCO, "measure": "RR@10", "score": 0.382, "value": "38.2",
-            "conditions": {"finetune_stage": "retriever2"}}
+    cell = {
+        "cell_id": "x",
+        "paper_file": "p",
+        "version": "v",
+        "table": "T",
+        "row": "r",
+        "column": "c",
+        "method": "cocondenser",
+        "benchmark": MARCO,
+        "measure": "RR@10",
+        "score": 0.382,
+        "value": "38.2",
+        "conditions": {"finetune_stage": "retriever2"},
+    }
     (c,) = compare({MARCO: {"RR@10": 0.384}}, {}, [cell], PAPER_RUN)
     assert c.status == rule.INCONCLUSIVE  # the mini transfer on 2 df
     note = inconclusive_note(c)

@@ -7,9 +7,9 @@ import textwrap
 import pytest
 
 from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
-from harness.stages.artifacts import config_hash
 from harness.spec.conditions import derived
 from harness.spec.method import load_method, validate_specs
+from harness.stages.artifacts import config_hash
 
 BASE = """\
 name: base
@@ -43,15 +43,24 @@ def test_extends_and_profile_merge(tmp_path):
 def test_include_merges_a_fragment_under_the_spec_and_leaves_no_trace_in_the_hash(tmp_path):
     write(tmp_path, "base", BASE)
     (tmp_path / "fragments").mkdir()
-    write(tmp_path / "fragments", "qc", "qgen: {model: tiny-t5, num_queries: 3}\npretrain: {context: qc, lr: 9.0}\n"
-                                        "profiles: {tiny: {qgen: {steps: 5}}}\n")
-    write(tmp_path, "inline", "name: inline\nextends: base\ndescription: child\nqgen: {model: tiny-t5, num_queries: 3}\n"
-                              "pretrain: {context: qc, lr: 1.0}\nprofiles: {tiny: {qgen: {steps: 5}}}\n")
+    write(
+        tmp_path / "fragments",
+        "qc",
+        "qgen: {model: tiny-t5, num_queries: 3}\npretrain: {context: qc, lr: 9.0}\n"
+        "profiles: {tiny: {qgen: {steps: 5}}}\n",
+    )
+    write(
+        tmp_path,
+        "inline",
+        "name: inline\nextends: base\ndescription: child\nqgen: {model: tiny-t5, num_queries: 3}\n"
+        "pretrain: {context: qc, lr: 1.0}\nprofiles: {tiny: {qgen: {steps: 5}}}\n",
+    )
     write(tmp_path, "included", "name: included\nextends: base\ndescription: child\ninclude: qc\npretrain: {lr: 1.0}\n")
     for profile in ("paper", "tiny"):
         inline, included = load_method("inline", profile, tmp_path), load_method("included", profile, tmp_path)
-        assert {k: v for k, v in included.config.items() if k != "name"} == \
-            {k: v for k, v in inline.config.items() if k != "name"}  # the spec's own lr wins over the fragment's
+        assert {k: v for k, v in included.config.items() if k != "name"} == {
+            k: v for k, v in inline.config.items() if k != "name"
+        }  # the spec's own lr wins over the fragment's
     assert load_method("included", "tiny", tmp_path).get("qgen.steps") == 5
     assert "include" not in load_method("included", "paper", tmp_path).config
 
@@ -82,12 +91,20 @@ def test_query_as_context_conditions_are_derived_and_writing_them_is_an_error(tm
     write(tmp_path, "qc", "name: qc\nextends: base\ndescription: c\nqgen: {num_queries: 10}\npretrain: {context: qc}\n")
     qc = derived(load_method("qc", "paper", tmp_path).config)
     assert (qc["query_number"], qc["mixed"]) == (10, False)
-    write(tmp_path, "mixed", "name: mixed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\npretrain: {context: mixed}\n")
+    write(
+        tmp_path,
+        "mixed",
+        "name: mixed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\npretrain: {context: mixed}\n",
+    )
     mixed = derived(load_method("mixed", "paper", tmp_path).config)
     assert (mixed["query_number"], mixed["mixed"]) == (5, True)
     # a condition typed by hand could disagree with what runs: only deviations are declared
-    write(tmp_path, "typed", "name: typed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\n"
-                             "pretrain: {context: qc}\nconditions: {query_number: 20}\n")
+    write(
+        tmp_path,
+        "typed",
+        "name: typed\nextends: base\ndescription: c\nqgen: {num_queries: 5}\n"
+        "pretrain: {context: qc}\nconditions: {query_number: 20}\n",
+    )
     with pytest.raises(HarnessError, match=r"typed.yaml:6: conditions are derived .*deviations"):
         load_method("typed", "paper", tmp_path)
     assert not {"query_number", "mixed"} & set(derived(load_method("base", "paper", tmp_path).config))
@@ -118,8 +135,11 @@ def test_a_key_given_twice_is_an_error_with_both_lines(tmp_path):
 
 
 def test_stages_that_list_pretrain_need_an_objective(tmp_path):
-    write(tmp_path, "base", BASE.replace("pretrain: {objective: cotmae, lr: 1.0e-4, steps: 10}",
-                                         "pretrain: {lr: 1.0e-4, steps: 10}"))
+    write(
+        tmp_path,
+        "base",
+        BASE.replace("pretrain: {objective: cotmae, lr: 1.0e-4, steps: 10}", "pretrain: {lr: 1.0e-4, steps: 10}"),
+    )
     text = "\n".join(validate_specs(tmp_path))
     assert "stages lists 'pretrain' but pretrain.objective is not set" in text and "base.yaml:" in text
 
@@ -137,20 +157,36 @@ def test_unknown_key_and_wrong_type_are_reported(tmp_path):
 
 def test_a_misspelt_misordered_or_impossible_step_in_stages_is_an_error(tmp_path):
     # a misspelt finetune_r2 would otherwise skip retriever 2 without a word
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
-                                         "stages: [pretrain, finetune_r1, mine, finetune_2, evaluate]"))
+    write(
+        tmp_path,
+        "base",
+        BASE.replace(
+            "stages: [pretrain, finetune_r1, evaluate]", "stages: [pretrain, finetune_r1, mine, finetune_2, evaluate]"
+        ),
+    )
     text = "\n".join(validate_specs(tmp_path))
     assert "base.yaml:5: unknown step 'finetune_2' in stages (did you mean finetune_r2?" in text
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
-                                         "stages: [finetune_r1, pretrain, evaluate]"))
+    write(
+        tmp_path,
+        "base",
+        BASE.replace("stages: [pretrain, finetune_r1, evaluate]", "stages: [finetune_r1, pretrain, evaluate]"),
+    )
     assert "step 'pretrain' comes after 'finetune_r1'" in "\n".join(validate_specs(tmp_path))
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
-                                         "stages: [pretrain, pretrain, evaluate]"))
+    write(
+        tmp_path,
+        "base",
+        BASE.replace("stages: [pretrain, finetune_r1, evaluate]", "stages: [pretrain, pretrain, evaluate]"),
+    )
     with pytest.raises(HarnessError, match="'pretrain' is listed 2 times"):
         load_method("base", "paper", tmp_path)
     # steps the family's pipeline cannot run, or would run unlisted, or without what they need
-    write(tmp_path, "base", BASE.replace("stages: [pretrain, finetune_r1, evaluate]",
-                                         "stages: [pretrain, finetune_r1, finetune_r2, finetune_r3]"))
+    write(
+        tmp_path,
+        "base",
+        BASE.replace(
+            "stages: [pretrain, finetune_r1, evaluate]", "stages: [pretrain, finetune_r1, finetune_r2, finetune_r3]"
+        ),
+    )
     text = "\n".join(validate_specs(tmp_path))
     assert "a dense method cannot run step 'finetune_r3'" in text
     assert "step 'finetune_r2' needs 'mine' before it in stages" in text
@@ -183,8 +219,11 @@ def test_compare_with_is_the_method_s_own_documentation(tmp_path):
     from harness.spec.method import comparisons
 
     write(tmp_path, "base", BASE)
-    write(tmp_path, "control", "name: control\nextends: base\ndescription: c\nstages: [finetune_r1, evaluate]\n"
-                               "pretrain: {objective: none}\n")
+    write(
+        tmp_path,
+        "control",
+        "name: control\nextends: base\ndescription: c\nstages: [finetune_r1, evaluate]\npretrain: {objective: none}\n",
+    )
     write(tmp_path, "child", "name: child\nextends: base\ndescription: c\ncompare_with: [control, base]\n")
     before = load_method("base", "paper", tmp_path).spec_hash
     write(tmp_path, "base", BASE + "compare_with: [control]\n")
@@ -199,8 +238,11 @@ def test_compare_with_is_the_method_s_own_documentation(tmp_path):
 
 def test_compare_with_names_other_known_methods_once(tmp_path):
     write(tmp_path, "base", BASE + "compare_with: [bsae, base, control, control]\n")
-    write(tmp_path, "control", "name: control\nextends: base\ndescription: c\nstages: [finetune_r1, evaluate]\n"
-                               "pretrain: {objective: none}\n")
+    write(
+        tmp_path,
+        "control",
+        "name: control\nextends: base\ndescription: c\nstages: [finetune_r1, evaluate]\npretrain: {objective: none}\n",
+    )
     text = "\n".join(validate_specs(tmp_path))
     assert "compare_with[0]: unknown method 'bsae'" in text and "Did you mean: base?" in text
     assert "compare_with[1]: a method is not compared with itself" in text

@@ -14,9 +14,9 @@ from harness.evaluation.compare import comparability
 from harness.papers.registry import cells_for
 from harness.run.runner import stage_conditions
 from harness.spec.declarations import DECLARATIONS, merge_declarations
+from harness.spec.files import list_methods
 from harness.spec.hashing import settings_hash
 from harness.spec.method import load_method, profiles_of
-from harness.spec.files import list_methods
 from harness.spec.stage_settings import PretrainSettings, StageSettings
 
 BASE = """\
@@ -51,8 +51,15 @@ def whys(spec, key: str = "assumptions") -> list[str]:
 def test_a_child_inherits_replaces_by_about_and_drops_explicitly(tmp_path):
     write(tmp_path, "base", BASE)
     (tmp_path / "fragments").mkdir()
-    write(tmp_path / "fragments", "qc", "profiles: {paper: {assumptions: [{about: qgen.max_new_tokens, why: qc length}]}}\n")
-    write(tmp_path, "child", """\
+    write(
+        tmp_path / "fragments",
+        "qc",
+        "profiles: {paper: {assumptions: [{about: qgen.max_new_tokens, why: qc length}]}}\n",
+    )
+    write(
+        tmp_path,
+        "child",
+        """\
         name: child
         extends: base
         include: qc
@@ -63,7 +70,8 @@ def test_a_child_inherits_replaces_by_about_and_drops_explicitly(tmp_path):
               - {about: finetune.grad_clip, why: child clip}
               - {drop: pretrain.objective_params.dec_mask_ratio}
               - {about: pretrain.weight_decay, why: child decay}
-        """)
+        """,
+    )
     child = load_method("child", "paper", tmp_path)
     # the parent's order, one replaced in place and one dropped; then the fragment's, then the child's own
     assert whys(child) == ["base warm-up", "child clip", "qc length", "child decay"]
@@ -79,18 +87,28 @@ def test_merging_is_by_about_and_a_drop_it_cannot_place_waits_for_a_later_merge(
     assert merge_declarations([a, b], merge_declarations([], [{"drop": "x"}])) == [b]
 
 
-@pytest.mark.parametrize("entry, message", [
-    ("{drop: pretrain.lr}", "{drop: pretrain.lr} drops 'pretrain.lr', which neither the spec it extends"),
-    ("{about: pretrain.warmup_ration, why: typo}",
-     "the entry about 'pretrain.warmup_ration' names no key path of a spec"),
-    ("{about: pretrain.warmup_ratio, why: twice}",
-     "the entry about 'pretrain.warmup_ratio' is declared twice; keep one"),
-    ("{why: no about}", "the entry {'why': 'no about'} must be {about: <key path>, why: text}"),
-    ("a sentence", "the entry 'a sentence' must be {about: <key path>, why: text}"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("{drop: pretrain.lr}", "{drop: pretrain.lr} drops 'pretrain.lr', which neither the spec it extends"),
+        (
+            "{about: pretrain.warmup_ration, why: typo}",
+            "the entry about 'pretrain.warmup_ration' names no key path of a spec",
+        ),
+        (
+            "{about: pretrain.warmup_ratio, why: twice}",
+            "the entry about 'pretrain.warmup_ratio' is declared twice; keep one",
+        ),
+        ("{why: no about}", "the entry {'why': 'no about'} must be {about: <key path>, why: text}"),
+        ("a sentence", "the entry 'a sentence' must be {about: <key path>, why: text}"),
+    ],
+)
 def test_a_malformed_declaration_names_the_file_and_the_fix(tmp_path, entry, message):
     write(tmp_path, "base", BASE)
-    write(tmp_path, "child", f"""\
+    write(
+        tmp_path,
+        "child",
+        f"""\
         name: child
         extends: base
         description: a variant
@@ -99,15 +117,22 @@ def test_a_malformed_declaration_names_the_file_and_the_fix(tmp_path, entry, mes
             assumptions:
               - {{about: pretrain.warmup_ratio, why: child warm-up}}
               - {entry}
-        """)
+        """,
+    )
     with pytest.raises(SpecProblems) as err:
         load_method("child", "paper", tmp_path)
     assert f"child.yaml:6: profiles.paper.assumptions: {message}" in str(err.value)
 
 
 def test_a_deviation_names_what_it_is_about_and_what_it_touches(tmp_path):
-    write(tmp_path, "base", BASE.replace("{about: corpus.source, touches: [pretrain_corpus], why: base corpus}",
-                                         "{touches: [pretrain_corpus], why: base corpus}"))
+    write(
+        tmp_path,
+        "base",
+        BASE.replace(
+            "{about: corpus.source, touches: [pretrain_corpus], why: base corpus}",
+            "{touches: [pretrain_corpus], why: base corpus}",
+        ),
+    )
     with pytest.raises(SpecProblems, match=r"deviations: the entry .* must be \{about: <key path>, touches:"):
         load_method("base", "paper", tmp_path)
 
@@ -124,8 +149,12 @@ def test_declarations_are_no_part_of_the_settings_hash():
 # --- every value the papers leave unstated is an assumption ------------------------------------------
 
 _FINETUNE_UNSTATED = {"finetune.warmup_ratio": 0.1, "finetune.grad_clip": 1.0}
-_COCONDENSER = {"pretrain.warmup_ratio": 0.1, "pretrain.objective_params.mask_ratio": 0.15,
-                "pretrain.objective_params.temperature": 1.0, **_FINETUNE_UNSTATED}
+_COCONDENSER = {
+    "pretrain.warmup_ratio": 0.1,
+    "pretrain.objective_params.mask_ratio": 0.15,
+    "pretrain.objective_params.temperature": 1.0,
+    **_FINETUNE_UNSTATED,
+}
 _COTMAE = {"pretrain.weight_decay": 0.01, "pretrain.objective_params.dec_mask_ratio": 0.45, **_FINETUNE_UNSTATED}
 _QC = {"qgen.max_new_tokens": 32}
 # Key path -> the value the paper profile runs with, for each value issue 37 names as chosen silently
@@ -137,19 +166,32 @@ UNSTATED: dict[str, dict[str, Any]] = {
     "cotmae_qc": {**_COTMAE, **_QC},
     "nopretrain": _FINETUNE_UNSTATED,
     "lexmae": {"pretrain.warmup_ratio": 0.05, "pretrain.weight_decay": 0.01, **_FINETUNE_UNSTATED},
-    "cpdae": {"pretrain.max_length": 144, "corpus.source": "wikipedia", "finetune.retriever1.epochs": 3,
-              "finetune.retriever1.negative_depth": 200, **_FINETUNE_UNSTATED},
+    "cpdae": {
+        "pretrain.max_length": 144,
+        "corpus.source": "wikipedia",
+        "finetune.retriever1.epochs": 3,
+        "finetune.retriever1.negative_depth": 200,
+        **_FINETUNE_UNSTATED,
+    },
 }
 # Values a paper does state, with where: never listed as assumptions, and the spec runs them.
 STATED: dict[str, dict[str, tuple[Any, str]]] = {
-    "cotmae": {"pretrain.warmup_ratio": (0.1, "QC v2 §4.1: 'a linear schedule with a warmup ratio of 0.1'"),
-               "finetune.weight_decay": (0.01, "QC v2 §4.2: 'a weight decay of 0.01'")},
-    "cocondenser": {"pretrain.weight_decay": (0.01, "QC v2 §4.1: coCondenser '... and a weight decay of 0.01'"),
-                    "finetune.max_p_len": (144, "QC v2 §4.2: 'The passage length is also set to 144'")},
-    "cpdae": {"pretrain.warmup_ratio": (0.1, "CPDAE §4.1.3: 'linear warm-up technique over the first 10% steps'"),
-              "pretrain.epochs": (3, "CPDAE §4.1.3: 'We pre-train on Wikipedia for 3 epochs'")},
-    "lexmae": {"finetune.max_q_len": (32, "LexMAE §5: 'max query length is set to 32'"),
-               "pretrain.max_length": (144, "LexMAE §5: 'the max text length is set to 144'")},
+    "cotmae": {
+        "pretrain.warmup_ratio": (0.1, "QC v2 §4.1: 'a linear schedule with a warmup ratio of 0.1'"),
+        "finetune.weight_decay": (0.01, "QC v2 §4.2: 'a weight decay of 0.01'"),
+    },
+    "cocondenser": {
+        "pretrain.weight_decay": (0.01, "QC v2 §4.1: coCondenser '... and a weight decay of 0.01'"),
+        "finetune.max_p_len": (144, "QC v2 §4.2: 'The passage length is also set to 144'"),
+    },
+    "cpdae": {
+        "pretrain.warmup_ratio": (0.1, "CPDAE §4.1.3: 'linear warm-up technique over the first 10% steps'"),
+        "pretrain.epochs": (3, "CPDAE §4.1.3: 'We pre-train on Wikipedia for 3 epochs'"),
+    },
+    "lexmae": {
+        "finetune.max_q_len": (32, "LexMAE §5: 'max query length is set to 32'"),
+        "pretrain.max_length": (144, "LexMAE §5: 'the max text length is set to 144'"),
+    },
 }
 
 
@@ -179,11 +221,12 @@ def test_every_value_the_papers_leave_unstated_is_an_assumption(method):
 def test_cocondenser_qc_masks_as_cocondenser_and_lists_what_it_inherits():
     qc, plain = load_method("cocondenser_qc", "paper"), load_method("cocondenser", "paper")
     assert qc.get("pretrain.objective_params.mask_ratio") == 0.15
-    assert plain.get("assumptions") == qc.get("assumptions")[:len(plain.get("assumptions"))]
+    assert plain.get("assumptions") == qc.get("assumptions")[: len(plain.get("assumptions"))]
     assert not any("30%" in why for why in whys(qc))  # CoT-MAE's encoder mask rate is no part of coCondenser
 
 
 # --- the fresh Condenser head ------------------------------------------------------------------------
+
 
 def test_the_fresh_condenser_head_is_a_deviation_touching_init_only():
     """The head (2 layers, discarded after pre-training) starts from random, not from Condenser's: a cell
@@ -196,6 +239,12 @@ def test_the_fresh_condenser_head_is_a_deviation_touching_init_only():
         assert run["deviations"]["init"] == head["why"]
         reason, _ = comparability(method, {"init": "Luyu/condenser", "finetune_stage": "retriever2"}, run)
         assert "declared deviation: fresh Condenser head" in reason
-        graded = [c for c in cells_for(method=method) if c.score is not None and c.table == "Table 1"
-                  and c.conditions.get("pretrain_steps") == "120K" and c.conditions.get("finetune_stage") == "retriever2"]
+        graded = [
+            c
+            for c in cells_for(method=method)
+            if c.score is not None
+            and c.table == "Table 1"
+            and c.conditions.get("pretrain_steps") == "120K"
+            and c.conditions.get("finetune_stage") == "retriever2"
+        ]
         assert graded and all(comparability(method, c.conditions, run)[0] == "" for c in graded), method

@@ -7,17 +7,18 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
 from harness.core.errors import HarnessError
 from harness.core.paths import BASELINES_DIR, PROJECT_ROOT
-from harness.spec.method import load_method, profiles_of, validate_specs
 from harness.spec.files import key_line, list_methods
 from harness.spec.keys import BLOCKS, Block, Keys
+from harness.spec.method import load_method, profiles_of, validate_specs
 
 HARNESS = PROJECT_ROOT / "harness"
 
@@ -35,7 +36,7 @@ def edit(path: Path, old: str, new: str, after: str = "") -> int:
     """Replace the first `old` (after the first `after`) in `path`; the 1-based line of the change."""
     text = path.read_text()
     at = text.index(old, text.index(after) if after else 0)
-    path.write_text(text[:at] + new + text[at + len(old):])
+    path.write_text(text[:at] + new + text[at + len(old) :])
     return text.count("\n", 0, at) + 1
 
 
@@ -103,27 +104,34 @@ def test_misspelt_objective_param(root: Path, monkeypatch):
     monkeypatch.setenv("HARNESS_SPECS_DIR", str(root))
     line = edit(root / "cotmae.yaml", "dec_mask_ratio: 0.45", "dec_mask_ration: 0.45")
     problems = value_problems(load_method("cotmae", "tiny"))
-    assert any(p.startswith(f"{root / 'cotmae.yaml'}:{line}: pretrain.objective_params.dec_mask_ration: objective "
-                            "cotmae has no parameter 'dec_mask_ration' (did you mean dec_mask_ratio?") for p in problems)
+    assert any(
+        p.startswith(
+            f"{root / 'cotmae.yaml'}:{line}: pretrain.objective_params.dec_mask_ration: objective "
+            "cotmae has no parameter 'dec_mask_ration' (did you mean dec_mask_ratio?"
+        )
+        for p in problems
+    )
 
 
 def test_misspelt_top_level_key_of_a_profile(root: Path):
-    line = edit(root / "lexmae.yaml", "datasets: [nfcorpus, scifact]", "datasetz: [nfcorpus, scifact]",
-                after="  tiny:")
+    line = edit(root / "lexmae.yaml", "datasets: [nfcorpus, scifact]", "datasetz: [nfcorpus, scifact]", after="  tiny:")
     message = load_error("lexmae", "tiny", root)
     assert f"lexmae.yaml:{line}: unknown key 'datasetz' in profile 'tiny' (did you mean datasets?)" in message
 
 
 def test_misspelt_key_in_fields_and_deviations(root: Path):
     edit(root / "bm25.yaml", "fields: {contents: 1.0, title: 1.0}", "fields: {contents: 1.0, titel: 1.0}")
-    assert "unknown key 'retrieval.fields.titel' (did you mean retrieval.fields.title?)" in load_error("bm25", "paper", root)
+    assert "unknown key 'retrieval.fields.titel' (did you mean retrieval.fields.title?)" in load_error(
+        "bm25", "paper", root
+    )
     edit(root / "cpdae.yaml", "touches: recipe,", "touches: [recipie],")
     assert "touches unknown condition(s) ['recipie'] (known: recipe, " in load_error("cpdae", "paper", root)
 
 
 def test_a_block_that_must_be_a_mapping(root: Path):
-    line = edit(root / "cotmae.yaml", "retriever1: {negatives: [bm25], negative_depth: 200, epochs: 3}",
-                "retriever1: 3")
+    line = edit(
+        root / "cotmae.yaml", "retriever1: {negatives: [bm25], negative_depth: 200, epochs: 3}", "retriever1: 3"
+    )
     message = load_error("cotmae", "paper", root)
     assert f"cotmae.yaml:{line}: 'finetune.retriever1' must be a mapping (" in message and "not int" in message
     line = edit(root / "cotmae.yaml", "hardware: {device_type: cpu, devices: 1}", "hardware: 3", after="  tiny:")
@@ -135,7 +143,9 @@ def test_validation_adds_nothing_to_the_config():
     schema default is added (the conditions a run states are derived apart, harness/spec/conditions.py)."""
     files = [*BASELINES_DIR.glob("*.yaml"), *(BASELINES_DIR / "fragments").glob("*.yaml")]
     raws = [yaml.safe_load(p.read_text()) for p in files]
-    written = {path for raw in raws for top in [raw, *(raw.get("profiles") or {}).values()] for path in yaml_paths(top, ())}
+    written = {
+        path for raw in raws for top in [raw, *(raw.get("profiles") or {}).values()] for path in yaml_paths(top, ())
+    }
     from harness.spec import rehearsal
 
     for name in list_methods():
@@ -168,7 +178,7 @@ def schema_paths(keys: Keys, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str
 
 
 def yaml_paths(node: Any, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    for key, value in (node.items() if isinstance(node, dict) else ()):
+    for key, value in node.items() if isinstance(node, dict) else ():
         yield prefix + (key,)
         yield from yaml_paths(value, prefix + (key,))
 
@@ -198,8 +208,12 @@ KWARG_BLOCKS = (("pretrain", "objective_params"), ("finetune", "retriever3", "re
 def test_no_declared_key_is_dead():
     source = "\n".join(p.read_text() for p in HARNESS.rglob("*.py") if p.name not in ("spec.py", "spec_keys.py"))
     used = used_in_baselines()
-    dead = [".".join(path) for block, keys in BLOCKS.items() for path in schema_paths(keys, (block,))
-            if path not in used and not quoted_in_code(path[-1], source) and path[:-1] not in KWARG_BLOCKS]
+    dead = [
+        ".".join(path)
+        for block, keys in BLOCKS.items()
+        for path in schema_paths(keys, (block,))
+        if path not in used and not quoted_in_code(path[-1], source) and path[:-1] not in KWARG_BLOCKS
+    ]
     assert dead == []
 
 

@@ -18,8 +18,8 @@ import pytest
 from harness.cli import main
 from harness.core.errors import HarnessError, SpecProblems
 from harness.core.paths import BASELINES_DIR
-from harness.spec.method import load_method, profiles_of
 from harness.spec.files import list_methods
+from harness.spec.method import load_method, profiles_of
 
 
 class Case(NamedTuple):
@@ -35,80 +35,250 @@ class Case(NamedTuple):
 
 CASES = [
     # values of the wrong type
-    Case("cotmae", "steps: 50000", "steps: four hundred", "pretrain.steps",
-         "'four hundred' is not a whole number (e.g. steps: 400)"),
-    Case("cotmae", "enc_mask_ratio: 0.30", "enc_mask_ratio: high", "pretrain.objective_params.enc_mask_ratio",
-         "'high' is not a number"),
+    Case(
+        "cotmae",
+        "steps: 50000",
+        "steps: four hundred",
+        "pretrain.steps",
+        "'four hundred' is not a whole number (e.g. steps: 400)",
+    ),
+    Case(
+        "cotmae",
+        "enc_mask_ratio: 0.30",
+        "enc_mask_ratio: high",
+        "pretrain.objective_params.enc_mask_ratio",
+        "'high' is not a number",
+    ),
     Case("cotmae", "lr: 4.0e-4", 'lr: "fast"', "pretrain.lr", "'fast' is not a number (e.g. lr: 1.0e-4)"),
     # a ValueError (int('two')) only when the decoder was built, after the corpus stages
-    Case("cotmae", "n_head_layers: 1", "n_head_layers: two", "pretrain.objective_params.n_head_layers",
-         "'two' is not a whole number"),
-    Case("cpdae", "contrast_on: words", "contrast_on: tokens", "pretrain.objective_params.contrast_on",
-         "'tokens' is not one of words, cls"),
-    Case("lexmae", "retriever1: {negatives: [bm25], negative_depth: 1000",
-         "retriever1: {negatives: [bm25], negative_depth: deep", "finetune.retriever1.negative_depth",
-         "'deep' is not a whole number"),
-    Case("cotmae", "retriever1: {negatives: [bm25], negative_depth: 200", "retriever1: {negatives: [bm25], "
-         "negative_depth: two hundred", "finetune.retriever1.negative_depth", "is not a whole number"),
+    Case(
+        "cotmae",
+        "n_head_layers: 1",
+        "n_head_layers: two",
+        "pretrain.objective_params.n_head_layers",
+        "'two' is not a whole number",
+    ),
+    Case(
+        "cpdae",
+        "contrast_on: words",
+        "contrast_on: tokens",
+        "pretrain.objective_params.contrast_on",
+        "'tokens' is not one of words, cls",
+    ),
+    Case(
+        "lexmae",
+        "retriever1: {negatives: [bm25], negative_depth: 1000",
+        "retriever1: {negatives: [bm25], negative_depth: deep",
+        "finetune.retriever1.negative_depth",
+        "'deep' is not a whole number",
+    ),
+    Case(
+        "cotmae",
+        "retriever1: {negatives: [bm25], negative_depth: 200",
+        "retriever1: {negatives: [bm25], negative_depth: two hundred",
+        "finetune.retriever1.negative_depth",
+        "is not a whole number",
+    ),
     Case("cotmae", "devices: 16", "devices: sixteen", "hardware.devices", "'sixteen' is not a whole number"),
-    Case("lexmae", "teacher_scale: 20", "teacher_scale: big", "finetune.retriever3.teacher_scale", "is not a number",
-         "mini", "  mini:", True),
+    Case(
+        "lexmae",
+        "teacher_scale: 20",
+        "teacher_scale: big",
+        "finetune.retriever3.teacher_scale",
+        "is not a number",
+        "mini",
+        "  mini:",
+        True,
+    ),
     # values out of range: the trainer configs' own checks
     Case("cotmae", "steps: 50000", "steps: -5", "pretrain.steps", "-5 is out of range: must be a positive integer"),
     Case("cotmae", "lr: 4.0e-4", "lr: -1", "pretrain.lr", "-1 is out of range: must be positive"),
-    Case("cotmae", "warmup_ratio: 0.1", "warmup_ratio: 2", "pretrain.warmup_ratio", "2 is out of range: must be in [0, 1]"),
-    Case("cotmae", "  warmup_ratio: 0.1", "  warmup_ratio: 2", "finetune.warmup_ratio", "must be in [0, 1]",
-         after="finetune:"),
+    Case(
+        "cotmae",
+        "warmup_ratio: 0.1",
+        "warmup_ratio: 2",
+        "pretrain.warmup_ratio",
+        "2 is out of range: must be in [0, 1]",
+    ),
+    Case(
+        "cotmae",
+        "  warmup_ratio: 0.1",
+        "  warmup_ratio: 2",
+        "finetune.warmup_ratio",
+        "must be in [0, 1]",
+        after="finetune:",
+    ),
     Case("cotmae", "epochs: 3}", "epochs: 0}", "finetune.retriever1.epochs", "0 is out of range: must be a positive"),
-    Case("cotmae", "retriever1: {epochs: 2}", "retriever1: {epochs: -1}", "finetune.retriever1.epochs",
-         "must be a positive integer", "tiny", "  tiny:", True),
-    Case("cotmae", "pretrain: {steps: 400,", "pretrain: {steps: 0,", "pretrain.steps", "0 is out of range", "tiny",
-         "  tiny:", True),
-    Case("cotmae", "  global_queries: 64", "  global_queries: 0", "finetune.global_queries", "0 is out of range: must be >= 1"),
+    Case(
+        "cotmae",
+        "retriever1: {epochs: 2}",
+        "retriever1: {epochs: -1}",
+        "finetune.retriever1.epochs",
+        "must be a positive integer",
+        "tiny",
+        "  tiny:",
+        True,
+    ),
+    Case(
+        "cotmae",
+        "pretrain: {steps: 400,",
+        "pretrain: {steps: 0,",
+        "pretrain.steps",
+        "0 is out of range",
+        "tiny",
+        "  tiny:",
+        True,
+    ),
+    Case(
+        "cotmae",
+        "  global_queries: 64",
+        "  global_queries: 0",
+        "finetune.global_queries",
+        "0 is out of range: must be >= 1",
+    ),
     Case("cotmae", "precision: fp16", "precision: fp8", "pretrain.precision", "must be one of fp32, bf16, fp16"),
-    Case("lexmae", "query_flops_ratio: 0.75", "query_flops_ratio: -1", "finetune.query_flops_ratio",
-         "-1 is out of range: must be >= 0"),
-    Case("lexmae", "contrastive_weight: 0.2,", "contrastive_weight: -0.2,", "finetune.retriever3.contrastive_weight",
-         "-0.2 is out of range: must be >= 0"),
+    Case(
+        "lexmae",
+        "query_flops_ratio: 0.75",
+        "query_flops_ratio: -1",
+        "finetune.query_flops_ratio",
+        "-1 is out of range: must be >= 0",
+    ),
+    Case(
+        "lexmae",
+        "contrastive_weight: 0.2,",
+        "contrastive_weight: -0.2,",
+        "finetune.retriever3.contrastive_weight",
+        "-0.2 is out of range: must be >= 0",
+    ),
     # values out of range: declared with the setting (no trainer config holds them)
     Case("cotmae", "steps: 50000", "epochs: 0", "pretrain.epochs", "0 is out of range: must be > 0"),
-    Case("cotmae", "enc_mask_ratio: 0.30", "enc_mask_ratio: 1.5", "pretrain.objective_params.enc_mask_ratio",
-         "1.5 is out of range: must be in (0, 1)"),
-    Case("cocondenser", "mask_ratio: 0.15", "mask_ratio: 0", "pretrain.objective_params.mask_ratio", "must be in (0, 1)"),
-    Case("lexmae", "dec_mask_ratio: 0.50", "dec_mask_ratio: 0.20", "pretrain.objective_params.dec_mask_ratio",
-         "must be >= enc_mask_ratio (0.3)"),
-    Case("lexmae", "quantization: 100", "quantization: -1", "retrieval.quantization",
-         "-1 is out of range: must be > 0 (e.g. quantization: 100)"),
-    Case("lexmae", "max_query_terms: 64}", "max_query_terms: 2048}", "retrieval.max_query_terms",
-         "2048 is out of range: must be in [1, 1024]", "mini", "  mini:", True),
+    Case(
+        "cotmae",
+        "enc_mask_ratio: 0.30",
+        "enc_mask_ratio: 1.5",
+        "pretrain.objective_params.enc_mask_ratio",
+        "1.5 is out of range: must be in (0, 1)",
+    ),
+    Case(
+        "cocondenser", "mask_ratio: 0.15", "mask_ratio: 0", "pretrain.objective_params.mask_ratio", "must be in (0, 1)"
+    ),
+    Case(
+        "lexmae",
+        "dec_mask_ratio: 0.50",
+        "dec_mask_ratio: 0.20",
+        "pretrain.objective_params.dec_mask_ratio",
+        "must be >= enc_mask_ratio (0.3)",
+    ),
+    Case(
+        "lexmae",
+        "quantization: 100",
+        "quantization: -1",
+        "retrieval.quantization",
+        "-1 is out of range: must be > 0 (e.g. quantization: 100)",
+    ),
+    Case(
+        "lexmae",
+        "max_query_terms: 64}",
+        "max_query_terms: 2048}",
+        "retrieval.max_query_terms",
+        "2048 is out of range: must be in [1, 1024]",
+        "mini",
+        "  mini:",
+        True,
+    ),
     # non-finite numbers and sizes no machine holds (issue 40): `lr: .inf` ran to a NaN loss at step 2
     Case("cotmae", "lr: 4.0e-4", "lr: .inf", "pretrain.lr", "inf is not a finite number"),
     Case("cotmae", "lr: 4.0e-4", "lr: .nan", "pretrain.lr", "nan is not a finite number"),
-    Case("cotmae", "  global_queries: 64", "  global_queries: 99999999999999999999999", "finetune.global_queries",
-         "99999999999999999999999 is out of range: must be in [1, 1e+12]"),
-    Case("cotmae", "  seed: 42", "  seed: 99999999999999999999999", "corpus.seed",
-         "is out of range: must be in [0, 4294967295]"),
+    Case(
+        "cotmae",
+        "  global_queries: 64",
+        "  global_queries: 99999999999999999999999",
+        "finetune.global_queries",
+        "99999999999999999999999 is out of range: must be in [1, 1e+12]",
+    ),
+    Case(
+        "cotmae",
+        "  seed: 42",
+        "  seed: 99999999999999999999999",
+        "corpus.seed",
+        "is out of range: must be in [0, 4294967295]",
+    ),
     # unknown names, each with a did-you-mean where one is close
-    Case("cotmae", "objective: cotmae", "objective: cotmea", "pretrain.objective",
-         "unknown objective 'cotmea' (did you mean cotmae?; known: cocondenser, cotmae, cpdae, lexmae, mlm, none)"),
-    Case("cotmae", "dec_loss_coef: 1.0}", "dec_loss_coef: 1.0, mask_ratio: 0.3}", "pretrain.objective_params.mask_ratio",
-         "objective cotmae has no parameter 'mask_ratio' (did you mean enc_mask_ratio?; it takes: enc_mask_ratio=0.3"),
+    Case(
+        "cotmae",
+        "objective: cotmae",
+        "objective: cotmea",
+        "pretrain.objective",
+        "unknown objective 'cotmea' (did you mean cotmae?; known: cocondenser, cotmae, cpdae, lexmae, mlm, none)",
+    ),
+    Case(
+        "cotmae",
+        "dec_loss_coef: 1.0}",
+        "dec_loss_coef: 1.0, mask_ratio: 0.3}",
+        "pretrain.objective_params.mask_ratio",
+        "objective cotmae has no parameter 'mask_ratio' (did you mean enc_mask_ratio?; it takes: enc_mask_ratio=0.3",
+    ),
     Case("cotmae", "papers: [qc-v2, qc-v1]", "papers: [qc-v2, qc-v9]", "papers", "unknown paper 'qc-v9' (did you mean"),
     Case("cotmae", "papers: [qc-v2, qc-v1]", "papers: [qc-v2, {qc-v1: table 1}]", "papers", "is not a paper key"),
-    Case("cotmae", "datasets: [msmarco-dev, dl19, dl20]", "datasets: [msmarco-dev, dl19, dl2O]", "datasets",
-         "unknown benchmark 'dl2O' (did you mean dl20?"),
-    Case("cotmae", "train_queries: msmarco-passage-train", "train_queries: msmarco-pasage-train",
-         "finetune.train_queries", "unknown benchmark 'msmarco-pasage-train' (did you mean msmarco-passage-train?"),
-    Case("cotmae", "train_queries: nfcorpus-train", "train_queries: nfcorpus-tran", "finetune.train_queries",
-         "the catalog has no 'tran' queries of 'nfcorpus'", "mini", "  mini:", True),
-    Case("cocondenser", "retriever2: {init: pretrained,", "retriever2: {init: retriver1,", "finetune.retriever2.init",
-         "'retriver1' is not one of pretrained, retriever1"),
-    Case("cotmae", "negatives: [mined]", "negatives: [mind]", "finetune.retriever2.negatives",
-         "'mind' is not one of mined, bm25", "mini", "retriever2: {"),  # the paper profile sets its own
-    Case("cotmae", "data: {msmarco_passages: titled", "data: {msmarco_passages: title", "data.msmarco_passages",
-         "'title' is not one of plain, titled", in_profile=True),
-    Case("lexmae", "reranker: bi-encoder, reranker_checkpoint: all-minilm-l6-v2,", "reranker: bi-encoder,",
-         "finetune.retriever3.reranker_checkpoint", "is required with reranker: bi-encoder", "mini", "  mini:", True),
+    Case(
+        "cotmae",
+        "datasets: [msmarco-dev, dl19, dl20]",
+        "datasets: [msmarco-dev, dl19, dl2O]",
+        "datasets",
+        "unknown benchmark 'dl2O' (did you mean dl20?",
+    ),
+    Case(
+        "cotmae",
+        "train_queries: msmarco-passage-train",
+        "train_queries: msmarco-pasage-train",
+        "finetune.train_queries",
+        "unknown benchmark 'msmarco-pasage-train' (did you mean msmarco-passage-train?",
+    ),
+    Case(
+        "cotmae",
+        "train_queries: nfcorpus-train",
+        "train_queries: nfcorpus-tran",
+        "finetune.train_queries",
+        "the catalog has no 'tran' queries of 'nfcorpus'",
+        "mini",
+        "  mini:",
+        True,
+    ),
+    Case(
+        "cocondenser",
+        "retriever2: {init: pretrained,",
+        "retriever2: {init: retriver1,",
+        "finetune.retriever2.init",
+        "'retriver1' is not one of pretrained, retriever1",
+    ),
+    Case(
+        "cotmae",
+        "negatives: [mined]",
+        "negatives: [mind]",
+        "finetune.retriever2.negatives",
+        "'mind' is not one of mined, bm25",
+        "mini",
+        "retriever2: {",
+    ),  # the paper profile sets its own
+    Case(
+        "cotmae",
+        "data: {msmarco_passages: titled",
+        "data: {msmarco_passages: title",
+        "data.msmarco_passages",
+        "'title' is not one of plain, titled",
+        in_profile=True,
+    ),
+    Case(
+        "lexmae",
+        "reranker: bi-encoder, reranker_checkpoint: all-minilm-l6-v2,",
+        "reranker: bi-encoder,",
+        "finetune.retriever3.reranker_checkpoint",
+        "is required with reranker: bi-encoder",
+        "mini",
+        "  mini:",
+        True,
+    ),
 ]
 
 
@@ -126,7 +296,7 @@ def edit(path: Path, old: str, new: str, after: str = "") -> int:
     """Replace the first `old` (after the first `after`) in `path`; the 1-based line of the change."""
     text = path.read_text()
     at = text.index(old, text.index(after) if after else 0)
-    path.write_text(text[:at] + new + text[at + len(old):])
+    path.write_text(text[:at] + new + text[at + len(old) :])
     return text.count("\n", 0, at) + 1
 
 
@@ -137,7 +307,9 @@ def error_lines(err: str) -> list[str]:
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.method}:{c.new}" for c in CASES])
 def test_a_wrong_value_fails_validate_and_the_run_before_its_first_stage(case: Case, specs: Path, capsys):
     line = edit(specs / f"{case.method}.yaml", case.old, case.new, case.after)
-    where = f"{specs / case.method}.yaml:{line}: {case.key}" + (f" in profile '{case.profile}'" if case.in_profile else "")
+    where = f"{specs / case.method}.yaml:{line}: {case.key}" + (
+        f" in profile '{case.profile}'" if case.in_profile else ""
+    )
 
     assert main(["validate"]) == 1
     out = capsys.readouterr().out
@@ -177,8 +349,10 @@ def test_run_refuses_a_spec_with_a_problem_before_anything_runs(specs: Path, mon
     for profile in ("tiny", None):  # with no profile, the paper profile's declared hardware picks one
         with pytest.raises(SpecProblems) as err:
             runner.run_method("cotmae", profile)
-        assert [p.split(": ", 2)[1] for p in err.value.problems] == ["pretrain.objective_params.enc_mask_ratio",
-                                                                       "pretrain.objective_params.dec_mask_ratio"]
+        assert [p.split(": ", 2)[1] for p in err.value.problems] == [
+            "pretrain.objective_params.enc_mask_ratio",
+            "pretrain.objective_params.dec_mask_ratio",
+        ]
 
 
 def test_a_spec_file_that_is_not_utf8_is_one_line_naming_it(specs: Path, capsys):
@@ -216,8 +390,9 @@ def test_an_objective_takes_its_parameters_from_its_declaration_only():
 
 
 def test_an_objective_is_built_only_with_parameters_of_their_declared_kind():
-    from harness.pretrain.objectives import build_objective
     from objective_fixtures import toy_config
+
+    from harness.pretrain.objectives import build_objective
 
     with pytest.raises(HarnessError, match=r"objective cotmae: n_head_layers: 'two' is not a whole number"):
         build_objective("cotmae", toy_config(), n_head_layers="two")
@@ -227,16 +402,17 @@ def test_an_objective_is_built_only_with_parameters_of_their_declared_kind():
 
 def test_a_trainer_config_reports_every_range_problem_with_its_field():
     from harness.pretrain.trainer import TrainConfig
-    from harness.training.config import ConfigError
-
     from harness.spec.stage_settings import PretrainSettings
+    from harness.training.config import ConfigError
 
     settings = PretrainSettings(objective="mlm", global_batch=8, per_device_batch=8, lr=-1.0, warmup_ratio=2.0)
     with pytest.raises(ConfigError) as err:
         TrainConfig(**settings.trainer_kwargs(0), output_dir=".")
     assert [key for key, _ in err.value.problems] == ["lr", "warmup_ratio", "steps"]
-    assert str(err.value) == ("invalid training config: lr must be positive; warmup_ratio must be in [0, 1]; "
-                              "steps must be a positive integer, got 0")
+    assert str(err.value) == (
+        "invalid training config: lr must be positive; warmup_ratio must be in [0, 1]; "
+        "steps must be a positive integer, got 0"
+    )
 
 
 def test_every_key_with_a_kind_is_a_declared_spec_key():
@@ -255,8 +431,16 @@ def test_the_settings_kinds_cover_every_field():
     from harness.spec.settings import default_of, spec_key
     from harness.spec.stage_settings import PretrainSettings, RerankerSettings, RerankerTrainSettings, StageSettings
 
-    for cls in (PretrainSettings, StageSettings, RerankerSettings, RerankerTrainSettings,
-                TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings):
+    for cls in (
+        PretrainSettings,
+        StageSettings,
+        RerankerSettings,
+        RerankerTrainSettings,
+        TokenizerSettings,
+        CorpusSettings,
+        QgenSettings,
+        RetrievalSettings,
+    ):
         for f in dataclasses.fields(cls):
             key = spec_key(f)
             assert isinstance(f.metadata["kind"], Kind), f.name
@@ -290,13 +474,19 @@ def test_one_step_fine_tuning_stages_and_teacher_are_refused_under_warm_up(specs
     # 16 training queries: retrievers 1 and 2 take one step of 16; retriever 3 two of 8
     edit(specs / "lexmae.yaml", "max_train_queries: 600", "max_train_queries: 16", "  tiny:")
     problems = value_problems(load_method("lexmae", "tiny"))
-    assert [p.split(": ", 2)[1].split()[0] for p in problems] == ["finetune.retriever1.warmup_ratio",
-                                                       "finetune.retriever2.warmup_ratio"]
+    assert [p.split(": ", 2)[1].split()[0] for p in problems] == [
+        "finetune.retriever1.warmup_ratio",
+        "finetune.retriever2.warmup_ratio",
+    ]
     assert "retriever1's only optimiser step (1 epoch(s) of at most 16 training groups, 16 a step)" in problems[0]
     # no warm-up on the retrievers; the tiny cross-encoder teacher in one step of 16 queries
     edit(specs / "lexmae.yaml", "max_train_queries: 16", "max_train_queries: 16\n      warmup_ratio: 0", "  tiny:")
-    edit(specs / "lexmae.yaml", "retriever3: {reranker: tiny-cross-encoder,",
-         "retriever3: {reranker: tiny-cross-encoder, reranker_train: {epochs: 1, queries_per_device: 16},", "  tiny:")
+    edit(
+        specs / "lexmae.yaml",
+        "retriever3: {reranker: tiny-cross-encoder,",
+        "retriever3: {reranker: tiny-cross-encoder, reranker_train: {epochs: 1, queries_per_device: 16},",
+        "  tiny:",
+    )
     problems = value_problems(load_method("lexmae", "tiny"))
     assert [p.split(": ", 2)[1].split()[0] for p in problems] == ["finetune.retriever3.reranker_train.warmup_ratio"]
 
@@ -307,7 +497,9 @@ def test_a_stage_on_two_negative_pools_is_not_refused_for_one_query_batch(specs:
 
     edit(specs / "cotmae.yaml", "max_train_queries: 600", "max_train_queries: 16", "  tiny:")
     edit(specs / "cotmae.yaml", "retriever1: {epochs: 2}", "retriever1: {epochs: 1}", "  tiny:")
-    edit(specs / "cotmae.yaml", "retriever2: {epochs: 2}", "retriever2: {epochs: 1, negatives: [mined, bm25]}", "  tiny:")
+    edit(
+        specs / "cotmae.yaml", "retriever2: {epochs: 2}", "retriever2: {epochs: 1, negatives: [mined, bm25]}", "  tiny:"
+    )
     spec = load_method("cotmae", "tiny")
     assert spec.get("finetune.retriever2.negatives") == ["mined", "bm25"] and spec.get("finetune.global_queries") == 16
     problems = value_problems(spec)  # retriever 1 (BM25 negatives only): one step of its 16 groups

@@ -15,23 +15,35 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-from harness.data.setting import data_setting
 from harness.core.errors import HarnessError
-from harness.spec.kinds import MAPPING
+from harness.data.setting import data_setting
 from harness.run.runner import plan_method
-from harness.spec.settings import Settings, default_of, spec_key
-from harness.spec.method import MethodSpec, load_method, profiles_of
+from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
 from harness.spec.files import list_methods
-from harness.spec.stage_settings import (PretrainSettings, RerankerSettings, RerankerTrainSettings,
-                                    StageSettings, finetune_settings)
+from harness.spec.kinds import MAPPING
+from harness.spec.method import MethodSpec, load_method, profiles_of
+from harness.spec.settings import Settings, default_of, spec_key
+from harness.spec.stage_settings import (
+    PretrainSettings,
+    RerankerSettings,
+    RerankerTrainSettings,
+    StageSettings,
+    finetune_settings,
+)
 
-BLOCKS: tuple[type[Settings], ...] = (TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings,
-                                      PretrainSettings, RerankerSettings)
+BLOCKS: tuple[type[Settings], ...] = (
+    TokenizerSettings,
+    CorpusSettings,
+    QgenSettings,
+    RetrievalSettings,
+    PretrainSettings,
+    RerankerSettings,
+)
 RETRIEVERS = ("retriever1", "retriever2", "retriever3")
 # Settings of a block that a family's stages never read, with why.
 NOT_READ_BY = {
@@ -51,8 +63,9 @@ def planned_keys(spec: MethodSpec) -> dict[tuple[str, str | None], str]:
     return {(e["stage"], e["dataset"]): e["key"] for e in ctx.stages.entries if e.get("key")}
 
 
-def blocks_of(spec: MethodSpec, planned: set[str]) -> Iterator[tuple[type[Settings], tuple[str, ...], Settings,
-                                                                     tuple[str, ...]]]:
+def blocks_of(
+    spec: MethodSpec, planned: set[str]
+) -> Iterator[tuple[type[Settings], tuple[str, ...], Settings, tuple[str, ...]]]:
     """(class, where the block sits in the spec, its settings, the stages that read it), for each block
     that a stage of the plan reads."""
     for cls in BLOCKS:
@@ -62,8 +75,12 @@ def blocks_of(spec: MethodSpec, planned: set[str]) -> Iterator[tuple[type[Settin
         if stage in planned:
             yield StageSettings, ("finetune", stage), StageSettings.from_spec(spec, stage), (stage,)
     if "reranker" in planned:
-        yield (RerankerTrainSettings, ("finetune", "retriever3", "reranker_train"),
-               RerankerSettings.from_spec(spec).train(), RerankerTrainSettings.reads)
+        yield (
+            RerankerTrainSettings,
+            ("finetune", "retriever3", "reranker_train"),
+            RerankerSettings.from_spec(spec).train(),
+            RerankerTrainSettings.reads,
+        )
 
 
 def candidates(f: dataclasses.Field, value: Any) -> list[Any]:
@@ -80,8 +97,9 @@ def candidates(f: dataclasses.Field, value: Any) -> list[Any]:
         found = [{k: v for k, v in list(value.items())[:-1]}, {**value, "lr": 0.5}, {"x": 1}]
     else:  # text, or unset
         found = [*kind.choices, f.metadata["example"], default_of(f), kind.example, "bf16", "scifact-train", "x"]
-    return [c for c in found if c is not None and c is not dataclasses.MISSING and c != value
-            and kind.problem(c) is None]
+    return [
+        c for c in found if c is not None and c is not dataclasses.MISSING and c != value and kind.problem(c) is None
+    ]
 
 
 def with_value(spec: MethodSpec, where: tuple[str, ...], key: str, value: Any) -> MethodSpec:
@@ -159,8 +177,16 @@ def test_trainer_identities_leave_out_run_controls_only():
     from harness.training.config import LoopConfig
 
     controls = {f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("run_control")}
-    assert controls == {"checkpoint_every", "keep_checkpoints", "stop_after", "log_every", "progress", "device",
-                        "output_dir", "find_unused_parameters"}
+    assert controls == {
+        "checkpoint_every",
+        "keep_checkpoints",
+        "stop_after",
+        "log_every",
+        "progress",
+        "device",
+        "output_dir",
+        "find_unused_parameters",
+    }
     stage = StageSettings.from_mapping({"lr": 1e-4, "global_queries": 4, "passages_per_query": 4, "epochs": 1}, "x")
     config = DenseTrainConfig(**stage.trainer_kwargs(1))
     base = config.identity()

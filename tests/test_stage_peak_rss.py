@@ -42,7 +42,8 @@ def test_a_stage_holding_memory_peaks_above_a_later_stage_that_holds_none(tmp_pa
         "ctx.cached_stage('tokenizer', None, {'small': 1}, {}, lambda work: {'held': 0})\n"
         "big, small = ctx.stages.entries\n"
         "assert 'peak_rss_basis' not in big and 'peak_rss_basis' not in small  # each its own, not cumulative\n"
-        "print(big['peak_rss_mib'], small['peak_rss_mib'])\n")
+        "print(big['peak_rss_mib'], small['peak_rss_mib'])\n"
+    )
     big, small = _fresh(script)  # the stages' progress lines come before
     # The big stage held 400 MiB above whatever the process held before; the small one, run after it,
     # must not show that peak again. Margins wide: the baseline RSS (imports) is in both.
@@ -66,7 +67,8 @@ def test_a_child_process_peak_is_recorded_beside_the_stage(tmp_path):
         "from harness.core import memory\n"
         "with memory.measure_peak() as rss:\n"
         f"    subprocess.run([sys.executable, '-c', 'b = bytes([1]) * ({BIG_MIB} * 2**20)'], check=True)\n"
-        "print(rss.fields().get('children_peak_rss_mib', 0))\n")
+        "print(rss.fields().get('children_peak_rss_mib', 0))\n"
+    )
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=root)
     assert float(out.stdout.strip()) >= 0.75 * BIG_MIB, out
@@ -75,12 +77,16 @@ def test_a_child_process_peak_is_recorded_beside_the_stage(tmp_path):
 @pytest.mark.skipif(not memory.reset_high_water_mark(), reason="needs Linux's /proc/self/clear_refs")
 def test_a_stage_built_inside_another_keeps_the_outer_peak():
     """The inner stage's reset must not hide what the outer stage held before it."""
-    outer, inner = _fresh(HOLD + (
-        "from harness.core import memory\n"
-        "with memory.measure_peak() as outer:\n"
-        f"    block = hold({BIG_MIB})\n"
-        "    del block\n"
-        "    with memory.measure_peak() as inner:\n"
-        "        pass\n"
-        "print(outer.peak_mib, inner.peak_mib)\n"))
+    outer, inner = _fresh(
+        HOLD
+        + (
+            "from harness.core import memory\n"
+            "with memory.measure_peak() as outer:\n"
+            f"    block = hold({BIG_MIB})\n"
+            "    del block\n"
+            "    with memory.measure_peak() as inner:\n"
+            "        pass\n"
+            "print(outer.peak_mib, inner.peak_mib)\n"
+        )
+    )
     assert outer >= inner + 0.75 * BIG_MIB, (outer, inner)

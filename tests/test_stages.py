@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pipelines.context import declared_stage
 from harness.core.errors import HarnessError
-from harness.stages.graph import (FAMILIES, FAMILY_STEPS, FINETUNE_STAGES, GRAPH, MINING_DETAILS, NOT_PROJECTED, PRETRAINING,
-                            STAGES, outline, resolve)
+from harness.pipelines.context import declared_stage
+from harness.stages.graph import (
+    FAMILIES,
+    FAMILY_STEPS,
+    FINETUNE_STAGES,
+    GRAPH,
+    MINING_DETAILS,
+    NOT_PROJECTED,
+    PRETRAINING,
+    STAGES,
+    outline,
+    resolve,
+)
 
 
 def test_every_need_is_a_declared_stage_met_earlier_or_a_retriever_of_the_chain():
@@ -37,8 +47,15 @@ def test_an_input_from_an_undeclared_stage_is_refused():
 
 def test_resumable_stages_are_the_trainers_and_the_passages_builder():
     # passages: its shards (harness/corpus/passage_shards.py); the others: their checkpoints or partial files
-    assert {s.name for s in GRAPH if s.resumable} == {"passages", "qgen", "pretrain", "retriever1", "retriever2",
-                                                      "reranker", "retriever3"}
+    assert {s.name for s in GRAPH if s.resumable} == {
+        "passages",
+        "qgen",
+        "pretrain",
+        "retriever1",
+        "retriever2",
+        "reranker",
+        "retriever3",
+    }
     assert "retriever2" in outline() and "(resumable)" in outline()
 
 

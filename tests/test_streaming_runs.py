@@ -70,8 +70,9 @@ def test_negative_pool_from_a_streamed_run_is_the_in_memory_pool(tmp_path):
     run = _fixture_run()
     rng = random.Random(5)
     # two random judgements per query; when both draw one doc id, the second wins (as a dict literal would)
-    qrels = {q: dict([(f"d{rng.randrange(500)}", 1), (f"d{rng.randrange(500)}", rng.choice((0, 1)))])
-             for q in list(run)[::2]}
+    qrels = {
+        q: dict([(f"d{rng.randrange(500)}", 1), (f"d{rng.randrange(500)}", rng.choice((0, 1)))]) for q in list(run)[::2]
+    }
     path = write_trec_run(run, tmp_path / "run.trec")
     whole = negative_pool(read_trec_run(path), qrels, depth=10)
     streamed = negative_pool(iter_trec_run(path), qrels, depth=10)
@@ -97,10 +98,17 @@ def test_teacher_pairs_in_chunks_are_the_whole_list_in_order():
     passages = {f"d{i}": {"title": f"T{i}" if i % 2 else "", "text": f"passage {i}"} for i in range(60)}
     queries = {f"q{i}": f"query {i}" for i in range(12)}
     candidates = {q: [f"d{rng.randrange(60)}" for _ in range(rng.randint(1, 15))] for q in queries}
-    whole = [([(q, d)], [(queries[q], passage_text(passages[d], " | "))])
-             for q, docs in candidates.items() for d in dict.fromkeys(docs)]
+    whole = [
+        ([(q, d)], [(queries[q], passage_text(passages[d], " | "))])
+        for q, docs in candidates.items()
+        for d in dict.fromkeys(docs)
+    ]
     one = list(iter_pair_chunks(queries, candidates, passages, " | "))
-    assert len(one) == 1 and one[0][0] == [k for k, _ in whole for k in k] and one[0][1] == [p for _, p in whole for p in p]
+    assert (
+        len(one) == 1
+        and one[0][0] == [k for k, _ in whole for k in k]
+        and one[0][1] == [p for _, p in whole for p in p]
+    )
     chunks = list(iter_pair_chunks(queries, candidates, passages, " | ", chunk=7))
     assert all(len(k) == len(p) == 7 for k, p in chunks[:-1]) and 1 <= len(chunks[-1][0]) <= 7
     assert [k for keys, _ in chunks for k in keys] == one[0][0]

@@ -11,8 +11,8 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -20,7 +20,6 @@ from harness.cli import main
 from harness.data.formats import write_trec_run
 from harness.records import tracking
 from harness.run import runner
-
 from tests.test_run_record import ranked_run
 
 
@@ -77,8 +76,11 @@ def _page_server(health: int, api: int) -> tuple[http.server.ThreadingHTTPServer
     class Handler(http.server.BaseHTTPRequestHandler):
         def _answer(self) -> None:
             code = health if self.path.startswith("/health") else api
-            body = (b"<html><head><title>Oops</title></head><body>" + b"<p>not here</p>" * 50 + b"</body></html>"
-                    if code != 200 else b"OK")
+            body = (
+                b"<html><head><title>Oops</title></head><body>" + b"<p>not here</p>" * 50 + b"</body></html>"
+                if code != 200
+                else b"OK"
+            )
             self.send_response(code)
             self.send_header("Content-Type", "text/html" if code != 200 else "text/plain")
             self.send_header("Content-Length", str(len(body)))
@@ -96,16 +98,29 @@ def _page_server(health: int, api: int) -> tuple[http.server.ThreadingHTTPServer
 
 
 def _run(tmp_path: Path, *extra: str) -> int:
-    return main(["run", "--method", "cocondenser", "--profile", "tiny", "--dataset", "scifact",
-                 "--json", str(tmp_path / "out.json"), *extra])
+    return main(
+        [
+            "run",
+            "--method",
+            "cocondenser",
+            "--profile",
+            "tiny",
+            "--dataset",
+            "scifact",
+            "--json",
+            str(tmp_path / "out.json"),
+            *extra,
+        ]
+    )
 
 
 def _warnings(err: str) -> list[str]:
     return [line for line in err.splitlines() if "MLflow" in line or "tracking" in line]
 
 
-def test_a_server_that_never_answers_costs_seconds_not_the_result(fake_pipeline, silent_server, tmp_path,
-                                                                  monkeypatch, capsys):
+def test_a_server_that_never_answers_costs_seconds_not_the_result(
+    fake_pipeline, silent_server, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", silent_server)
     started = time.monotonic()
     assert _run(tmp_path) == 0
@@ -120,8 +135,9 @@ def test_a_server_that_never_answers_costs_seconds_not_the_result(fake_pipeline,
 
 
 @pytest.mark.parametrize("health,api,says", [(404, 404, "HTTP 404"), (503, 503, "HTTP 503")])
-def test_an_error_page_is_one_line_with_its_status_and_url(health, api, says, fake_pipeline, tmp_path,
-                                                           monkeypatch, capsys):
+def test_an_error_page_is_one_line_with_its_status_and_url(
+    health, api, says, fake_pipeline, tmp_path, monkeypatch, capsys
+):
     server, uri = _page_server(health, api)
     try:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -135,8 +151,7 @@ def test_an_error_page_is_one_line_with_its_status_and_url(health, api, says, fa
     assert json.loads((tmp_path / "out.json").read_text())["run_record"]
 
 
-def test_an_api_that_fails_after_a_healthy_check_is_one_line_and_bounded(fake_pipeline, tmp_path, monkeypatch,
-                                                                         capsys):
+def test_an_api_that_fails_after_a_healthy_check_is_one_line_and_bounded(fake_pipeline, tmp_path, monkeypatch, capsys):
     """/health answers OK, every API call a 500 page: MLflow's own (bounded) retries, then one line."""
     server, uri = _page_server(200, 500)
     try:
@@ -153,8 +168,7 @@ def test_an_api_that_fails_after_a_healthy_check_is_one_line_and_bounded(fake_pi
     assert json.loads((tmp_path / "out.json").read_text())["run_record"]
 
 
-def test_track_required_stops_before_the_first_stage(fake_pipeline, silent_server, tmp_path, monkeypatch,
-                                                     capsys):
+def test_track_required_stops_before_the_first_stage(fake_pipeline, silent_server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", silent_server)
     assert _run(tmp_path, "--track", "required") == 2
     err = capsys.readouterr().err
@@ -176,13 +190,17 @@ def test_mlflow_requests_are_bounded_unless_the_user_set_them(monkeypatch):
 
 
 def test_an_mlflow_error_with_a_page_reads_as_its_status_and_url():
-    text = ("API request to endpoint /api/2.0/mlflow/runs/create failed with error code 404 != 200. "
-            "Response body: '<!DOCTYPE html>\n<html><body>Not Found</body></html>'")
+    text = (
+        "API request to endpoint /api/2.0/mlflow/runs/create failed with error code 404 != 200. "
+        "Response body: '<!DOCTYPE html>\n<html><body>Not Found</body></html>'"
+    )
     assert tracking.one_line(text) == "HTTP 404 from /api/2.0/mlflow/runs/create"
     tracker = tracking.Tracker("x", "x/tiny/42", {}, uri="http://tracking.invalid:5000")
     tracker._disable(f"MlflowException: {text}")
-    assert tracker.warning == ("MLflow tracking disabled (HTTP 404 from /api/2.0/mlflow/runs/create at "
-                               "http://tracking.invalid:5000); the run record is still written.")
+    assert tracker.warning == (
+        "MLflow tracking disabled (HTTP 404 from /api/2.0/mlflow/runs/create at "
+        "http://tracking.invalid:5000); the run record is still written."
+    )
     assert tracking.one_line("x" * 1000).endswith(" ...") and len(tracking.one_line("x" * 1000)) < 300
 
 
@@ -204,8 +222,11 @@ def locked_store(fake_pipeline, tmp_path, monkeypatch) -> dict[str, bool]:
 
     def locked_get_run(self, *args, **kwargs):
         if state["locked"]:
-            raise sqlalchemy.exc.OperationalError("SELECT runs.run_uuid FROM runs WHERE runs.run_uuid = ?", {},
-                                                  sqlite3.OperationalError("database is locked"))
+            raise sqlalchemy.exc.OperationalError(
+                "SELECT runs.run_uuid FROM runs WHERE runs.run_uuid = ?",
+                {},
+                sqlite3.OperationalError("database is locked"),
+            )
         return get_run(self, *args, **kwargs)
 
     def end(self, *args, **kwargs):
@@ -219,6 +240,7 @@ def locked_store(fake_pipeline, tmp_path, monkeypatch) -> dict[str, bool]:
         def run(ctx, datasets):
             state["locked"] = not ctx.plan_only
             return pipeline(ctx, datasets)
+
         return run
 
     monkeypatch.setattr(SqlAlchemyStore, "_get_run", locked_get_run)
@@ -285,7 +307,8 @@ def test_the_last_line_names_a_run_only_when_it_was_tracked_whole():
     lost = {**info, "failed_calls": 1, "first_failure": "MlflowException: database is locked"}
     assert tracking.tracking_line(lost, with_uri=False) == (
         "MLflow: not fully tracked (1 call not logged, the first failed: MlflowException: database is locked; "
-        "partial run abc)")
+        "partial run abc)"
+    )
 
 
 def test_a_failing_call_keeps_mlflows_traceback_off_stderr_and_a_good_one_keeps_its_warnings(capsys):
@@ -309,7 +332,9 @@ def test_a_failing_call_keeps_mlflows_traceback_off_stderr_and_a_good_one_keeps_
     err = capsys.readouterr().err
     assert "a warning of a call that worked" in err and "Traceback" not in err, err
     assert [line for line in err.splitlines() if line.startswith("warning:")] == [
-        "warning: MLflow tracking disabled (RuntimeError: database is locked); the run record is still written."]
+        "warning: MLflow tracking disabled (RuntimeError: database is locked); the run record is still written."
+    ]
     assert tracker.failed_calls == 2 and tracker.first_failure == "RuntimeError: database is locked"
-    assert logging.getLogger("mlflow").handlers and not any(isinstance(h, tracking._Hold)
-                                                            for h in logging.getLogger("mlflow").handlers)
+    assert logging.getLogger("mlflow").handlers and not any(
+        isinstance(h, tracking._Hold) for h in logging.getLogger("mlflow").handlers
+    )

@@ -11,14 +11,13 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_pretrain_toy import build, make_tokenizer  # noqa: E402 - after the sys.path line above, which makes the checkout importable
+from test_pretrain_toy import build, make_tokenizer
 
-from harness.core.errors import HarnessError  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.training import checkpoint as ckpt  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.training.engine import Notes, StepContext, Task, run, session  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-from harness.training.optim import build_optimizer, linear_schedule  # noqa: E402 - after the sys.path line above, which makes the checkout importable
-
+from harness.core.errors import HarnessError
+from harness.training import checkpoint as ckpt
+from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps
+from harness.training.engine import Notes, StepContext, Task, run, session
+from harness.training.optim import build_optimizer, linear_schedule
 
 # --- optimiser and schedule ------------------------------------------------------------
 
@@ -38,8 +37,9 @@ def test_no_weight_decay_on_bias_and_layernorm(tmp_path):
 def test_t5_layer_norms_and_relative_attention_bias_get_the_right_groups():
     from transformers import T5Config, T5ForConditionalGeneration
 
-    model = T5ForConditionalGeneration(T5Config(vocab_size=20, d_model=8, d_kv=4, d_ff=16, num_layers=1,
-                                                num_decoder_layers=1, num_heads=2))
+    model = T5ForConditionalGeneration(
+        T5Config(vocab_size=20, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_decoder_layers=1, num_heads=2)
+    )
     opt = build_optimizer(model, LoopConfig(lr=1e-3, weight_decay=0.01))
     names = {id(p): n for n, p in model.named_parameters()}
     plain = {names[id(p)] for p in opt.param_groups[1]["params"]}
@@ -95,8 +95,15 @@ def _run(task: Task, out: Path, **overrides):
     config = LoopConfig(**{"lr": 1e-2, "progress": False, "log_every": 2, **overrides})
     logged: list[tuple[int, dict[str, float]]] = []
     with session(config) as info:
-        result = run(task, config, info, out, Notes("test"), identity={"data": "toy"},
-                     logger=lambda step, metrics: logged.append((step, metrics)))
+        result = run(
+            task,
+            config,
+            info,
+            out,
+            Notes("test"),
+            identity={"data": "toy"},
+            logger=lambda step, metrics: logged.append((step, metrics)),
+        )
     return result, logged
 
 
@@ -138,7 +145,10 @@ def test_checkpoints_at_epoch_ends_not_after_the_last_step_unless_asked(tmp_path
 def test_resume_with_another_identity_names_what_changed(tmp_path):
     _run(Regression(), tmp_path / "run", stop_after=2)
     config = LoopConfig(lr=1e-2, progress=False)
-    with session(config) as info, pytest.raises(HarnessError, match=r"data or settings changed \(data: 'toy' -> 'other'\)"):
+    with (
+        session(config) as info,
+        pytest.raises(HarnessError, match=r"data or settings changed \(data: 'toy' -> 'other'\)"),
+    ):
         run(Regression(), config, info, tmp_path / "run", Notes("test"), identity={"data": "other"})
 
 
@@ -214,8 +224,11 @@ def test_a_one_step_run_under_warm_up_is_refused_before_it_starts(tmp_path):
     assert every_step_at_zero_lr(1, 0.1) and every_step_at_zero_lr(1, 0.05)
     assert not every_step_at_zero_lr(1, 0.0) and not every_step_at_zero_lr(2, 1.0)
     assert not every_step_at_zero_lr(10, 0.1)
-    with pytest.raises(HarnessError, match=r"toy regression: warmup_ratio 0.1 leaves its only step at lr 0.*"
-                                           r"set warmup_ratio 0"):
+    with pytest.raises(
+        HarnessError,
+        match=r"toy regression: warmup_ratio 0.1 leaves its only step at lr 0.*"
+        r"set warmup_ratio 0",
+    ):
         _run(Regression(steps=1), tmp_path / "warm", warmup_ratio=0.1)
     result, _ = _run(Regression(steps=1), tmp_path / "cold", warmup_ratio=0.0)
     assert result.metrics[0]["lr"] == 1e-2  # the one step at the peak lr

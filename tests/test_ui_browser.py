@@ -15,9 +15,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from browser import CHROMIUM, EMOJI, chromium, free_port, stop as _stop
+from browser import CHROMIUM, EMOJI, chromium, free_port
 from browser import screenshot as take_screenshot
+from browser import stop as _stop
+
 from harness.core.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
@@ -43,10 +44,19 @@ def _wait_http(url: str, deadline: float, proc: subprocess.Popen, log: Path) -> 
     pytest.fail(f"{url} did not answer in time:\n{log.read_text()[-3000:]}")
 
 
-def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wanted: list[str], *,
-                       env: dict[str, str] | None = None, screenshot: str | None = None,
-                       evaluate: str | None = None, results: dict | None = None, seconds: float = 90,
-                       tab: str | None = None) -> str:
+def render_leaderboard(
+    tmp_path: Path,
+    records: Path,
+    reported: Path | None,
+    wanted: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    screenshot: str | None = None,
+    evaluate: str | None = None,
+    results: dict | None = None,
+    seconds: float = 90,
+    tab: str | None = None,
+) -> str:
     """Serve the leaderboard over ``records`` (and ``reported``, a snapshot; None: the registry),
     render it in headless Chromium until every ``wanted`` text is on the page (fails naming the
     missing ones), and return the page text. ``tab``: the label of a tab to open first (a data
@@ -63,7 +73,12 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wan
     with log.open("w") as out:
         server = subprocess.Popen(
             _leaderboard_command("--port", str(port), *inputs),
-            cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", deadline, server, log)
         with chromium(tmp_path, deadline) as tools:
@@ -71,9 +86,13 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wan
             text = ""
             while time.monotonic() < deadline:
                 if tab is not None:  # clicked until it is selected: the tabs appear with the page
-                    tools.call("Runtime.evaluate", expression=(
-                        "Array.from(document.querySelectorAll('[role=tab]')).filter(b => b.innerText.trim() == "
-                        f"{json.dumps(tab)} && b.getAttribute('aria-selected') != 'true').forEach(b => b.click())"))
+                    tools.call(
+                        "Runtime.evaluate",
+                        expression=(
+                            "Array.from(document.querySelectorAll('[role=tab]')).filter(b => b.innerText.trim() == "
+                            f"{json.dumps(tab)} && b.getAttribute('aria-selected') != 'true').forEach(b => b.click())"
+                        ),
+                    )
                 text = tools.text()
                 if all(w in text for w in wanted) and "Every comparison" in text:
                     break
@@ -95,21 +114,35 @@ def render_leaderboard(tmp_path: Path, records: Path, reported: Path | None, wan
 
 
 def test_leaderboard_renders_in_headless_chromium(tmp_path):
-    text = render_leaderboard(tmp_path, FIXTURES / "runs", FIXTURES / "reported_cells.json",
-                              ["Retrieval pre-training leaderboard", "Table 1: MS MARCO dev and TREC DL",
-                               "3 run record(s) skipped", "Skipped records", "BEIR zero-shot: nDCG@10 (points)",
-                               "18.4 (-0.3 REPRODUCED)", "coCondenser (120K) - retriever 2 †",
-                               "Effectiveness vs efficiency", "Retriever 1 vs retriever 2"],
-                              screenshot="leaderboard.png", tab="MS MARCO & TREC DL")
+    text = render_leaderboard(
+        tmp_path,
+        FIXTURES / "runs",
+        FIXTURES / "reported_cells.json",
+        [
+            "Retrieval pre-training leaderboard",
+            "Table 1: MS MARCO dev and TREC DL",
+            "3 run record(s) skipped",
+            "Skipped records",
+            "BEIR zero-shot: nDCG@10 (points)",
+            "18.4 (-0.3 REPRODUCED)",
+            "coCondenser (120K) - retriever 2 †",
+            "Effectiveness vs efficiency",
+            "Retriever 1 vs retriever 2",
+        ],
+        screenshot="leaderboard.png",
+        tab="MS MARCO & TREC DL",
+    )
     # verdicts are text badges: no glyph the page's fonts may lack
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
 
 
 # Each row of the glance's HTML tables as the texts of its cells (in order: one line per method, the
 # headline cells, the claims, then one learned table per profile, mini first).
-GLANCE_ROWS = ("Array.from(document.querySelectorAll('table.glance-table')).map(t => "
-               "Array.from(t.querySelectorAll('tbody tr')).map(r => "
-               "Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim())))")
+GLANCE_ROWS = (
+    "Array.from(document.querySelectorAll('table.glance-table')).map(t => "
+    "Array.from(t.querySelectorAll('tbody tr')).map(r => "
+    "Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim())))"
+)
 
 
 def test_glance_tab_over_the_committed_records(tmp_path):
@@ -121,12 +154,26 @@ def test_glance_tab_over_the_committed_records(tmp_path):
     records = PROJECT_ROOT / "runs" / "records"
     expected = overview.from_folder(records, None)
     results: dict = {}
-    text = render_leaderboard(tmp_path, records, None,
-                              ["At a glance", "The papers' headline numbers", "The papers' printed effects",
-                               "Learned runs at small scale: not comparable with the papers", "Profile mini",
-                               "Each method against the papers",
-                               "NOT-YET-RUN", "REPRODUCED", "python -m harness run --method cotmae_qc --profile paper"],
-                              screenshot="glance.png", evaluate=GLANCE_ROWS, results=results, seconds=240)
+    text = render_leaderboard(
+        tmp_path,
+        records,
+        None,
+        [
+            "At a glance",
+            "The papers' headline numbers",
+            "The papers' printed effects",
+            "Learned runs at small scale: not comparable with the papers",
+            "Profile mini",
+            "Each method against the papers",
+            "NOT-YET-RUN",
+            "REPRODUCED",
+            "python -m harness run --method cotmae_qc --profile paper",
+        ],
+        screenshot="glance.png",
+        evaluate=GLANCE_ROWS,
+        results=results,
+        seconds=240,
+    )
     tables = results["evaluate"]
     by_method = {r.method: r for r in overview.method_lines(expected.headline)}
     assert [r[0] for r in tables[0]] == list(by_method) and "bm25" in by_method

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from browser import CHROMIUM, chromium, free_port, screenshot, stop
+
 from harness.commands import ui
 from harness.core.paths import PROJECT_ROOT
 
@@ -33,8 +33,9 @@ def _ui_command(*args: str) -> list[str]:
 def _rest(base: str, path: str, body: dict | None = None, query: dict | None = None) -> dict:
     url = f"{base}/api/2.0/mlflow/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
-                                 method="POST" if body is not None else "GET")
+    req = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"}, method="POST" if body is not None else "GET"
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"{}")
 
@@ -74,8 +75,14 @@ def mlflow_server(tmp_path_factory):
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HARNESS_RUNS_DIR": str(root / "runs")}
     env.pop("MLFLOW_TRACKING_URI", None)
     with log.open("w") as out:
-        server = subprocess.Popen(_ui_command("--port", str(port), "--workers", "1"), cwd=PROJECT_ROOT, env=env,
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            _ui_command("--port", str(port), "--workers", "1"),
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         __import__("mlflow")  # a slow import, done while the server starts
 
@@ -100,15 +107,22 @@ def mlflow_server(tmp_path_factory):
         urllib.request.urlopen(f"{base}/health", timeout=2)
 
 
-def log_like_a_run(base: str, method: str, profile: str, variants: dict[str, dict[str, dict[str, float]]],
-                   statuses: list[str], scratch: Path, past_limits: bool = False) -> tuple[str, str]:
+def log_like_a_run(
+    base: str,
+    method: str,
+    profile: str,
+    variants: dict[str, dict[str, dict[str, float]]],
+    statuses: list[str],
+    scratch: Path,
+    past_limits: bool = False,
+) -> tuple[str, str]:
     """One `run` as the pipeline logs it: parent tracker, params, a nested evaluate run per (variant,
     dataset) with its metrics, then the parent summary from the record; the last variant is the final
     one. Returns (MLflow run id, harness run_id)."""
     from harness import SEED
+    from harness.records.tracking import git_commit, hardware, log_parent_summary, new_run_id, parent_tracker
     from harness.run.runner import run_params, run_tags
     from harness.spec.method import load_method
-    from harness.records.tracking import git_commit, hardware, log_parent_summary, new_run_id, parent_tracker
 
     spec = load_method(method, profile)
     run_id = new_run_id(method, profile)
@@ -121,9 +135,16 @@ def log_like_a_run(base: str, method: str, profile: str, variants: dict[str, dic
             for dataset, values in by_dataset.items():
                 with tracker.stage(f"evaluate/{variant}/{dataset}", {"benchmark": dataset, "finetune_stage": variant}):
                     tracker.log_metrics(values)
-        record = {"run_id": run_id, "method": method, "profile": profile, "seed": SEED,
-                  "metrics": variants[list(variants)[-1]], "comparison": [{"status": s} for s in statuses],
-                  "git": git_commit(), "hardware": {"declared": None, "detected": hardware()}}
+        record = {
+            "run_id": run_id,
+            "method": method,
+            "profile": profile,
+            "seed": SEED,
+            "metrics": variants[list(variants)[-1]],
+            "comparison": [{"status": s} for s in statuses],
+            "git": git_commit(),
+            "hardware": {"declared": None, "detected": hardware()},
+        }
         log_parent_summary(tracker, record)
         path = scratch / f"{run_id}.json"
         path.write_text(json.dumps(record))
@@ -139,20 +160,26 @@ def logged(mlflow_server, tmp_path_factory):
     scratch = tmp_path_factory.mktemp("records")
     bm25 = {"bm25": {"scifact": {"nDCG@10": 0.6647, "R@100": 0.908}, "nfcorpus": {"nDCG@10": 0.3218, "R@100": 0.246}}}
     bm25_b = {"bm25": {"scifact": {"nDCG@10": 0.6612, "R@100": 0.905}, "nfcorpus": {"nDCG@10": 0.3190, "R@100": 0.244}}}
-    cotmae = {"retriever1": {"scifact": {"nDCG@10": 0.41, "R@100": 0.70}, "nfcorpus": {"nDCG@10": 0.21, "R@100": 0.15}},
-              "retriever2": {"scifact": {"nDCG@10": 0.45, "R@100": 0.74}, "nfcorpus": {"nDCG@10": 0.23, "R@100": 0.17}}}
+    cotmae = {
+        "retriever1": {"scifact": {"nDCG@10": 0.41, "R@100": 0.70}, "nfcorpus": {"nDCG@10": 0.21, "R@100": 0.15}},
+        "retriever2": {"scifact": {"nDCG@10": 0.45, "R@100": 0.74}, "nfcorpus": {"nDCG@10": 0.23, "R@100": 0.17}},
+    }
     return {
-        "bm25_a": log_like_a_run(mlflow_server.base, "bm25", "paper", bm25,
-                                 ["REPRODUCED", "REPRODUCED"] + ["NOT-COMPARABLE"] * 4, scratch),
-        "bm25_b": log_like_a_run(mlflow_server.base, "bm25", "paper", bm25_b, ["REPRODUCED", "INCONCLUSIVE"], scratch,
-                                 past_limits=True),
+        "bm25_a": log_like_a_run(
+            mlflow_server.base, "bm25", "paper", bm25, ["REPRODUCED", "REPRODUCED"] + ["NOT-COMPARABLE"] * 4, scratch
+        ),
+        "bm25_b": log_like_a_run(
+            mlflow_server.base, "bm25", "paper", bm25_b, ["REPRODUCED", "INCONCLUSIVE"], scratch, past_limits=True
+        ),
         "cotmae": log_like_a_run(mlflow_server.base, "cotmae_qc", "mini", cotmae, ["NOT-COMPARABLE"] * 6, scratch),
     }
 
 
 def _search(base: str, experiment_names: list[str]) -> list[dict]:
-    ids = [_rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
-           for n in experiment_names]
+    ids = [
+        _rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
+        for n in experiment_names
+    ]
     return _rest(base, "runs/search", {"experiment_ids": ids, "max_results": 200})["runs"]
 
 
@@ -184,22 +211,34 @@ def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged
     # The compare view's rows: the same <benchmark>/<measure> keys on every parent, final stage only.
     keys = {"scifact/nDCG_at_10", "scifact/R_at_100", "nfcorpus/nDCG_at_10", "nfcorpus/R_at_100"}
     assert all(set(_metrics(r)) == keys for r in parents.values()), {k: sorted(_metrics(r)) for k, r in parents.items()}
-    assert _metrics(parents["cotmae"])["scifact/nDCG_at_10"] == pytest.approx(45.0)  # points; retriever2, not retriever1
+    assert _metrics(parents["cotmae"])["scifact/nDCG_at_10"] == pytest.approx(
+        45.0
+    )  # points; retriever2, not retriever1
     delta = _metrics(parents["bm25_b"])["scifact/nDCG_at_10"] - _metrics(parents["bm25_a"])["scifact/nDCG_at_10"]
     assert delta == pytest.approx(-0.35)  # points
 
     # Stage metrics stay on the nested runs.
     nested = [r for r in runs if _tags(r).get("mlflow.parentRunId") == logged["cotmae"][0]]
-    assert sorted(_tags(r)["stage"] for r in nested) == ["evaluate/retriever1/nfcorpus", "evaluate/retriever1/scifact",
-                                                         "evaluate/retriever2/nfcorpus", "evaluate/retriever2/scifact"]
+    assert sorted(_tags(r)["stage"] for r in nested) == [
+        "evaluate/retriever1/nfcorpus",
+        "evaluate/retriever1/scifact",
+        "evaluate/retriever2/nfcorpus",
+        "evaluate/retriever2/scifact",
+    ]
     assert all(set(_metrics(r)) == {"nDCG_at_10", "R_at_100"} for r in nested)
 
     # Tags: identity, papers, verdict counts (every verdict, zeros included), git, hardware.
     for key, run in parents.items():
         t = _tags(run)
         assert t["run_id"] == logged[key][1] and t["seed"] == str(SEED)
-        assert {"git.commit", "git.dirty", "hardware.cpu_model", "hardware.cpus", "hardware.cuda_devices",
-                "spec_hash"} <= set(t)
+        assert {
+            "git.commit",
+            "git.dirty",
+            "hardware.cpu_model",
+            "hardware.cpus",
+            "hardware.cuda_devices",
+            "spec_hash",
+        } <= set(t)
         assert t["hardware.cpus"] == str(os.cpu_count())
     a, b, c = (_tags(parents[k]) for k in ("bm25_a", "bm25_b", "cotmae"))
     assert a["run_id"] != b["run_id"]
@@ -222,8 +261,9 @@ def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged
     listed = _rest(base, "artifacts/list", query={"run_id": mlflow_id, "path": "record"})
     assert [f["path"] for f in listed["files"]] == [f"record/{logged['bm25_a'][1]}.json"]
     assert len(list((mlflow_server.runs / "mlartifacts").rglob("*.json"))) == 3
-    with urllib.request.urlopen(f"{base}/get-artifact?path=record/{logged['bm25_a'][1]}.json&run_uuid={mlflow_id}",
-                                timeout=30) as resp:
+    with urllib.request.urlopen(
+        f"{base}/get-artifact?path=record/{logged['bm25_a'][1]}.json&run_uuid={mlflow_id}", timeout=30
+    ) as resp:
         assert json.loads(resp.read())["run_id"] == logged["bm25_a"][1]
 
 
@@ -242,8 +282,10 @@ def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logg
     from harness import SEED
 
     base = mlflow_server.base
-    experiments = [_rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
-                   for n in ("bm25", "cotmae_qc")]
+    experiments = [
+        _rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
+        for n in ("bm25", "cotmae_qc")
+    ]
     url = compare_url(base, [logged["bm25_a"][0], logged["cotmae"][0]], experiments)
     wanted = [f"bm25/paper/{SEED}", f"cotmae_qc/mini/{SEED}", "nfcorpus/nDCG_at_10", "spec.retrieval.k1"]
     deadline = time.monotonic() + 120  # the UI's bundle is large and the machine may be busy
@@ -268,18 +310,48 @@ def test_parent_run_naming_and_keys():
     assert parent_run_name("cotmae_qc", "mini", 42) == "cotmae_qc/mini/42"
     tracker = parent_tracker("bm25", "bm25", "paper", 43, "bm25__paper__x", {"papers": "lexmae"}, enabled=False)
     assert tracker.run_name == "bm25/paper/43"
-    assert tracker.tags == {"method": "bm25", "profile": "paper", "seed": "43", "run_id": "bm25__paper__x",
-                            "papers": "lexmae"}
+    assert tracker.tags == {
+        "method": "bm25",
+        "profile": "paper",
+        "seed": "43",
+        "run_id": "bm25__paper__x",
+        "papers": "lexmae",
+    }
     assert [mlflow_key(m) for m in ("nDCG@10", "R@1000", "AP(rel=2)", "MRR@10")] == [
-        "nDCG_at_10", "R_at_1000", "AP_rel_2_", "MRR_at_10"]
+        "nDCG_at_10",
+        "R_at_1000",
+        "AP_rel_2_",
+        "MRR_at_10",
+    ]
     assert parent_metrics({"nfcorpus": {"nDCG@10": 0.32}, "msmarco-dev": {"RR@10": 0.38}}) == {
-        "nfcorpus/nDCG_at_10": 32.0, "msmarco-dev/RR_at_10": 38.0}  # points, as every table prints them
-    tags = parent_tags({"run_id": "r", "method": "bm25", "profile": "paper", "seed": 42,
-                        "comparison": [{"status": "REPRODUCED"}] * 2 + [{"status": "NOT-COMPARABLE"}] * 4,
-                        "git": {"commit": "abc123", "dirty": False},
-                        "hardware": {"detected": {"cpu_model": "Xeon (6/207/2)", "cpus": 2, "cuda_devices": []}}})
-    assert tags == {"verdict.REPRODUCED": "2", "verdict.DIFFERENT-BELOW": "0", "verdict.DIFFERENT-ABOVE": "0",
-                    "verdict.INCONCLUSIVE": "0", "verdict.NOT-COMPARABLE": "4", "method": "bm25",
-                    "profile": "paper", "seed": "42", "run_id": "r", "git.commit": "abc123", "git.dirty": "false",
-                    "hardware.cpu_model": "Xeon (6/207/2)", "hardware.cpus": "2", "hardware.memory_gib": "unknown",
-                    "hardware.cuda_devices": "none"}
+        "nfcorpus/nDCG_at_10": 32.0,
+        "msmarco-dev/RR_at_10": 38.0,
+    }  # points, as every table prints them
+    tags = parent_tags(
+        {
+            "run_id": "r",
+            "method": "bm25",
+            "profile": "paper",
+            "seed": 42,
+            "comparison": [{"status": "REPRODUCED"}] * 2 + [{"status": "NOT-COMPARABLE"}] * 4,
+            "git": {"commit": "abc123", "dirty": False},
+            "hardware": {"detected": {"cpu_model": "Xeon (6/207/2)", "cpus": 2, "cuda_devices": []}},
+        }
+    )
+    assert tags == {
+        "verdict.REPRODUCED": "2",
+        "verdict.DIFFERENT-BELOW": "0",
+        "verdict.DIFFERENT-ABOVE": "0",
+        "verdict.INCONCLUSIVE": "0",
+        "verdict.NOT-COMPARABLE": "4",
+        "method": "bm25",
+        "profile": "paper",
+        "seed": "42",
+        "run_id": "r",
+        "git.commit": "abc123",
+        "git.dirty": "false",
+        "hardware.cpu_model": "Xeon (6/207/2)",
+        "hardware.cpus": "2",
+        "hardware.memory_gib": "unknown",
+        "hardware.cuda_devices": "none",
+    }

@@ -11,8 +11,9 @@ from harness.run.runner import score_run_file
 def test_the_line_counts_and_names_the_missing_documents():
     qrels = {"q1": {"d1": 1, "gone-a": 1}, "q2": {"d2": 0, "gone-b": 2, "gone-c": 1}}
     line = unretrievable_line(qrels, iter(["d1", "d2", "d3"]))
-    assert line == ("3 of 5 judged documents are not in the corpus (e.g. gone-a, gone-b): "
-                    "scores count them as unretrievable")
+    assert line == (
+        "3 of 5 judged documents are not in the corpus (e.g. gone-a, gone-b): scores count them as unretrievable"
+    )
     assert unretrievable_line(qrels, ["d1", "d2", "gone-a", "gone-b", "gone-c"]) is None
     assert unretrievable_line({}, []) is None
 
@@ -31,8 +32,10 @@ def test_a_run_scored_on_qrels_naming_absent_documents_warns_once(tmp_path, monk
     err = capsys.readouterr().err
     warnings = [line for line in err.splitlines() if "not in the corpus" in line]
     judged = len({d for docs in qrels.values() for d in docs})
-    assert warnings == [f"warning: 1 of {judged} judged documents are not in the corpus (e.g. no-such-doc): "
-                        "scores count them as unretrievable"], err
+    assert warnings == [
+        f"warning: 1 of {judged} judged documents are not in the corpus (e.g. no-such-doc): "
+        "scores count them as unretrievable"
+    ], err
 
 
 def test_complete_qrels_say_nothing(tmp_path, capsys):

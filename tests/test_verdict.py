@@ -12,14 +12,17 @@ from harness.evaluation import verdict as rule
 from harness.evaluation.noise import NOISE_FILE, load, sigma
 
 
-@pytest.mark.parametrize("d, se, delta, want", [
-    (0.0, 0.2, 1.0, rule.REPRODUCED),         # CI [-0.33, 0.33] inside +-1
-    (0.8, 0.2, 1.0, rule.INCONCLUSIVE),       # CI [0.47, 1.13] straddles +1; d = 0 rejected but |d| < Delta
-    (-2.0, 0.2, 1.0, rule.DIFFERENT_BELOW),   # d = 0 rejected and |d| > Delta
-    (2.0, 0.2, 1.0, rule.DIFFERENT_ABOVE),    # far above the paper is not a reproduction either
-    (0.0, 2.0, 1.0, rule.INCONCLUSIVE),       # too noisy to tell anything
-    (-1.5, 1.0, 1.0, rule.INCONCLUSIVE),      # beyond Delta but not significant
-])
+@pytest.mark.parametrize(
+    "d, se, delta, want",
+    [
+        (0.0, 0.2, 1.0, rule.REPRODUCED),  # CI [-0.33, 0.33] inside +-1
+        (0.8, 0.2, 1.0, rule.INCONCLUSIVE),  # CI [0.47, 1.13] straddles +1; d = 0 rejected but |d| < Delta
+        (-2.0, 0.2, 1.0, rule.DIFFERENT_BELOW),  # d = 0 rejected and |d| > Delta
+        (2.0, 0.2, 1.0, rule.DIFFERENT_ABOVE),  # far above the paper is not a reproduction either
+        (0.0, 2.0, 1.0, rule.INCONCLUSIVE),  # too noisy to tell anything
+        (-1.5, 1.0, 1.0, rule.INCONCLUSIVE),  # beyond Delta but not significant
+    ],
+)
 def test_cell_verdicts(d, se, delta, want):
     assert rule.verdicts([rule.Test(d, se, delta)])[0][0] == want
 
@@ -53,9 +56,14 @@ def test_seeds_to_resolve_counts_runs_and_knows_when_none_can():
 def test_effect_direction_reversal_and_tie():
     sigma = 0.3
     one_each = dict(se_effect=rule.se_of(sigma), se_diff=2 * sigma, delta=1.0)
-    held, reversed_, nothing, tie = rule.effect_verdicts([
-        rule.EffectTest(1.4, claimed=1.4, **one_each), rule.EffectTest(-1.4, claimed=1.4, **one_each),
-        rule.EffectTest(0.2, claimed=1.4, **one_each), rule.EffectTest(0.1, claimed=0.0, **one_each)])
+    held, reversed_, nothing, tie = rule.effect_verdicts(
+        [
+            rule.EffectTest(1.4, claimed=1.4, **one_each),
+            rule.EffectTest(-1.4, claimed=1.4, **one_each),
+            rule.EffectTest(0.2, claimed=1.4, **one_each),
+            rule.EffectTest(0.1, claimed=0.0, **one_each),
+        ]
+    )
     assert held[0] == rule.REPRODUCED and reversed_[0] == rule.DIFFERENT_BELOW
     assert nothing[0] == rule.INCONCLUSIVE and tie[0] == rule.REPRODUCED
     test = rule.EffectTest(0.7, claimed=1.4, **one_each)
@@ -77,11 +85,12 @@ def test_effect_ratio_and_delta_ri_as_breuer_et_al_define_them():
 
 def test_noise_file_matches_the_records_it_names():
     """noise.yaml is written from run records, never typed: regenerate it and compare."""
-    from harness.evaluation import noise
     from harness.core.paths import PROJECT_ROOT
+    from harness.evaluation import noise
 
-    assert noise.report(PROJECT_ROOT / "runs").strip() == NOISE_FILE.read_text(encoding="utf-8").strip(), \
+    assert noise.report(PROJECT_ROOT / "runs").strip() == NOISE_FILE.read_text(encoding="utf-8").strip(), (
         "noise.yaml is stale: python -m harness noise --write"
+    )
 
 
 def test_sigma_is_never_below_the_measured_spread_and_grows_with_fewer_queries():

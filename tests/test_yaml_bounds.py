@@ -12,8 +12,13 @@ import yaml
 from harness.core import yamlsafe
 from harness.core.errors import DataFormatError
 
-LAUGHS = "\n".join(['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-                   + [f"{c}: &{c} [{','.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]) + "\n"
+LAUGHS = (
+    "\n".join(
+        ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+        + [f"{c}: &{c} [{','.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    )
+    + "\n"
+)
 
 
 def _maxrss_mib() -> float:
@@ -73,7 +78,11 @@ def test_every_yaml_the_harness_reads_goes_through_the_bounded_loader():
         if path.name == "yamlsafe.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Attribute) and node.attr in direct and isinstance(node.value, ast.Name)
-                    and node.value.id == "yaml"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in direct
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "yaml"
+            ):
                 found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}: yaml.{node.attr}")
     assert found == []

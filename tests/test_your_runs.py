@@ -24,15 +24,23 @@ from harness.records.tracking import write_run_record
 from leaderboard_app import data as lb_data
 
 COMMITTED = PROJECT_ROOT / "runs" / "records"
-OTHER_CPU = {"cpu_model": "AMD EPYC 7763 64-Core Processor", "cpu_features": ["avx2"], "torch_threads": 64,
-             "torch_cpu_capability": "AVX2", "cuda_devices": []}
+OTHER_CPU = {
+    "cpu_model": "AMD EPYC 7763 64-Core Processor",
+    "cpu_features": ["avx2"],
+    "torch_threads": 64,
+    "torch_cpu_capability": "AVX2",
+    "cuda_devices": [],
+}
 
 
 def _smallest_tiny_reference() -> tuple[str, dict[str, Any]]:
     """The smallest committed reference gated by a tolerance (a trained method, not a paper profile):
     found, not named, so a reference accepted later keeps the test valid."""
-    entries = {k: e for k, e in read_references(COMMITTED)["references"].items()
-               if not k.endswith("/paper") and not k.startswith("bm25")}
+    entries = {
+        k: e
+        for k, e in read_references(COMMITTED)["references"].items()
+        if not k.endswith("/paper") and not k.startswith("bm25")
+    }
     key = min(entries, key=lambda k: (COMMITTED / f"{entries[k]['run_id']}.json").stat().st_size)
     return key, entries[key]
 
@@ -42,9 +50,14 @@ def _users_run(reference: dict[str, Any], stamp: str, **changes: Any) -> dict[st
     rec = json.loads(json.dumps(reference))
     for key in ("integrity", "schema_version"):
         rec.pop(key, None)
-    rec.update(run_id=f"{rec['method']}__{rec['profile']}__{stamp}", created="2026-11-27T10:00:00Z",
-               hardware={"declared": None, "detected": {**((reference.get("hardware") or {}).get("detected") or {}),
-                                                          **OTHER_CPU}})
+    rec.update(
+        run_id=f"{rec['method']}__{rec['profile']}__{stamp}",
+        created="2026-11-27T10:00:00Z",
+        hardware={
+            "declared": None,
+            "detected": {**((reference.get("hardware") or {}).get("detected") or {}), **OTHER_CPU},
+        },
+    )
     rec.update(changes)
     return rec
 
@@ -65,8 +78,10 @@ def _far_off(reference: dict[str, Any], stamp: str) -> dict[str, Any]:
     """A run whose every per-query score of one measure is 0 or 1, whichever is further from the
     reference's mean: far outside any tolerance."""
     rec = _users_run(reference, stamp)
-    dataset, measure = min(((d, m) for d, values in rec["metrics"].items() for m in values),
-                           key=lambda dm: abs(rec["metrics"][dm[0]][dm[1]] - 0.5))
+    dataset, measure = min(
+        ((d, m) for d, values in rec["metrics"].items() for m in values),
+        key=lambda dm: abs(rec["metrics"][dm[0]][dm[1]] - 0.5),
+    )
     value = 1.0 if rec["metrics"][dataset][measure] < 0.5 else 0.0
     rec["per_query"][dataset][measure] = {q: value for q in rec["per_query"][dataset][measure]}
     rec["metrics"][dataset][measure] = value
@@ -132,8 +147,9 @@ def test_report_and_leaderboard_list_your_runs(fresh_clone: dict[str, Any], tmp_
     assert 'id="yours"' in page and "20261127T100000-0000cc" in page.split('id="yours"', 1)[1]
     data = lb_data.load()
     assert data.gate is not None and data.gate.passed
-    assert [r.run_id for r in data.your_records] == [f"{fresh_clone['method']}__{fresh_clone['profile']}"
-                                                     "__20261127T100000-0000cc"]
+    assert [r.run_id for r in data.your_records] == [
+        f"{fresh_clone['method']}__{fresh_clone['profile']}__20261127T100000-0000cc"
+    ]
     assert all(r.run_id != data.your_records[0].run_id for r in data.records)
     assert data.yours is not None and not data.yours.passed
 

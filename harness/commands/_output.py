@@ -18,8 +18,10 @@ def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     try:
         atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
     except OSError as exc:
-        raise HarnessError(f"--json {path}: cannot write it ({exc.strerror or exc}) (fix: give a path in a "
-                           "folder you can write, on a disk with room)") from None
+        raise HarnessError(
+            f"--json {path}: cannot write it ({exc.strerror or exc}) (fix: give a path in a "
+            "folder you can write, on a disk with room)"
+        ) from None
     print(f"wrote {path}")
 
 
@@ -42,8 +44,9 @@ def records_folder(path: str | None) -> None:
     try:
         next(os.scandir(folder), None)
     except OSError as exc:
-        raise HarnessError(f"--records {path}: cannot list it ({exc.strerror or exc}); give a folder of run "
-                           "records you can read") from None
+        raise HarnessError(
+            f"--records {path}: cannot list it ({exc.strerror or exc}); give a folder of run records you can read"
+        ) from None
 
 
 def port_number(text: str) -> int:
@@ -66,6 +69,5 @@ def name_list(values: list[str] | str | None, flag: str) -> list[str] | None:
     items = [values] if isinstance(values, str) else values
     names = [n.strip() for item in items for n in item.split(",") if n.strip()]
     if not names:
-
         raise HarnessError(f"{flag} {','.join(items)!r} names nothing: give one or more names, comma-separated")
     return names

@@ -15,7 +15,7 @@ from harness.core.statuses import FAILING, STRICT_ONLY
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
 from harness.gate.references import accept_reference, admit_local
 from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
-from harness.gate.run import GateResult, YOUR_RUNS, format_gate, run_gate, your_runs
+from harness.gate.run import YOUR_RUNS, GateResult, format_gate, run_gate, your_runs
 from harness.records.store import records_dir
 from harness.records.tracking import record_path
 
@@ -44,26 +44,53 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "points for tiny: the measured spread between machines)."
         ),
     )
-    p.add_argument("--strict", action="store_true",
-                   help="also fail on NEAR, unknown methods, records without a reference or with a stale one, "
-                        "records of a changed spec, and files still being written")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail on NEAR, unknown methods, records without a reference or with a stale one, "
+        "records of a changed spec, and files still being written",
+    )
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
-    p.add_argument("--reported", metavar="JSON", default=None,
-                   help="compare with a JSON snapshot of reported cells instead of baselines/reported/")
-    p.add_argument("--tiny-tolerance", metavar="POINTS", type=float, default=None,
-                   help=f"tolerance against a reference, in points (default {TINY_TOLERANCE}; "
-                        f"with --rerun {RERUN_TOLERANCE})")
-    p.add_argument("--accept", metavar="RUN_ID",
-                   help="make this run the reference of its method and profile (writes references.json; "
-                        "refuses a record that is unsealed or fails its seal); commit both")
-    p.add_argument("--add", metavar="RUN_ID",
-                   help="move your run's record from runs/local/ into the records folder, where the gate checks "
-                        "it (refuses an unsealed or edited record); commit it to contribute the run")
-    p.add_argument("--rerun", nargs="?", const="", default=None, metavar="M[:P],...",
-                   help="re-run methods from an empty cache into a scratch folder and gate the fresh records "
-                        "(default: " + ", ".join(f"{r.method}:{r.profile}" for r in RERUNS) + ")")
-    p.add_argument("--scratch", metavar="DIR", default=None,
-                   help="scratch folder for --rerun (default: a new folder under the cache dir)")
+    p.add_argument(
+        "--reported",
+        metavar="JSON",
+        default=None,
+        help="compare with a JSON snapshot of reported cells instead of baselines/reported/",
+    )
+    p.add_argument(
+        "--tiny-tolerance",
+        metavar="POINTS",
+        type=float,
+        default=None,
+        help=f"tolerance against a reference, in points (default {TINY_TOLERANCE}; with --rerun {RERUN_TOLERANCE})",
+    )
+    p.add_argument(
+        "--accept",
+        metavar="RUN_ID",
+        help="make this run the reference of its method and profile (writes references.json; "
+        "refuses a record that is unsealed or fails its seal); commit both",
+    )
+    p.add_argument(
+        "--add",
+        metavar="RUN_ID",
+        help="move your run's record from runs/local/ into the records folder, where the gate checks "
+        "it (refuses an unsealed or edited record); commit it to contribute the run",
+    )
+    p.add_argument(
+        "--rerun",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="M[:P],...",
+        help="re-run methods from an empty cache into a scratch folder and gate the fresh records "
+        "(default: " + ", ".join(f"{r.method}:{r.profile}" for r in RERUNS) + ")",
+    )
+    p.add_argument(
+        "--scratch",
+        metavar="DIR",
+        default=None,
+        help="scratch folder for --rerun (default: a new folder under the cache dir)",
+    )
     p.add_argument("--json", metavar="PATH", help="write every row, the skipped records and the verdict as JSON")
     p.set_defaults(func=_check)
 
@@ -75,12 +102,16 @@ def _check(args: argparse.Namespace) -> int:
     records_folder(args.records)
     json_target(args.json)
     if args.reported is not None and not Path(args.reported).is_file():
-        raise HarnessError(f"--reported {args.reported}: no such file; give a JSON snapshot written by "
-                           "`python -m harness reported --json PATH`")
+        raise HarnessError(
+            f"--reported {args.reported}: no such file; give a JSON snapshot written by "
+            "`python -m harness reported --json PATH`"
+        )
     if args.accept:
         path, entry = accept_reference(args.accept, args.records)
-        print(f"accepted {entry['run_id']} as the reference (sha256 {entry['sha256'][:12]}...) in {path}; "
-              f"commit it with the record")
+        print(
+            f"accepted {entry['run_id']} as the reference (sha256 {entry['sha256'][:12]}...) in {path}; "
+            f"commit it with the record"
+        )
         return 0
     if args.add:
         return _add(args.add, args.records)
@@ -88,8 +119,9 @@ def _check(args: argparse.Namespace) -> int:
         return _rerun(args)
     tolerance = TINY_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
     cross = CROSS_MACHINE_TOLERANCE if args.tiny_tolerance is None else None  # an explicit tolerance holds
-    result = run_gate(args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance,
-                      cross_machine=cross)
+    result = run_gate(
+        args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross
+    )
     print(format_gate(result))
     yours = _your_runs(args, tolerance, cross)
     if args.json:
@@ -100,10 +132,14 @@ def _check(args: argparse.Namespace) -> int:
 def _add(run_id: str, records: str | None) -> int:
     target = admit_local(run_id, records)
     if target is None:
-        raise HarnessError(f"{record_path(local_runs_dir(), run_id)}: no such record of your runs; "
-                           f"`python -m harness check` lists them under 'your runs'")
-    print(f"added {run_id} to {target.parent} (moved from {local_runs_dir()}); run `python -m harness check`, "
-          "then commit the record to contribute it (docs/contributing-runs.md)")
+        raise HarnessError(
+            f"{record_path(local_runs_dir(), run_id)}: no such record of your runs; "
+            f"`python -m harness check` lists them under 'your runs'"
+        )
+    print(
+        f"added {run_id} to {target.parent} (moved from {local_runs_dir()}); run `python -m harness check`, "
+        "then commit the record to contribute it (docs/contributing-runs.md)"
+    )
     return 0
 
 
@@ -115,8 +151,10 @@ def _your_runs(args: argparse.Namespace, tolerance: float, cross: float | None) 
     yours = your_runs(strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross)
     if yours is not None:
         print()
-        print(f"{YOUR_RUNS} ({yours.records_dir}; not gated: `python -m harness check --add RUN_ID` moves one "
-              "into runs/records/)")
+        print(
+            f"{YOUR_RUNS} ({yours.records_dir}; not gated: `python -m harness check --add RUN_ID` moves one "
+            "into runs/records/)"
+        )
         print(format_gate(yours, apart=True))
     return yours
 
@@ -133,14 +171,22 @@ def _rerun(args: argparse.Namespace) -> int:
     fresh, timings = run_fresh(reruns, scratch, committed=committed)
     tolerance = RERUN_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
     # strict: a fresh record with no reference, or a NEAR, is a failure of the re-run gate
-    result = run_gate(fresh, strict=True, reported=args.reported, tiny_tolerance=tolerance,
-                      references_from=committed, cross_machine=None if args.tiny_tolerance is not None else tolerance)
+    result = run_gate(
+        fresh,
+        strict=True,
+        reported=args.reported,
+        tiny_tolerance=tolerance,
+        references_from=committed,
+        cross_machine=None if args.tiny_tolerance is not None else tolerance,
+    )
     print(format_gate(result))
-    print("re-run times: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
-          + f"; total {time.monotonic() - started:.0f}s (fresh records in {fresh})")
+    print(
+        "re-run times: "
+        + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
+        + f"; total {time.monotonic() - started:.0f}s (fresh records in {fresh})"
+    )
     if args.json:
         write_json(args.json, {**result.to_dict(), "rerun_seconds": timings, "scratch": str(scratch)})
     if result.passed and not args.scratch:  # a failed re-run keeps its logs, caches and records to look at
-
         shutil.rmtree(scratch, ignore_errors=True)
     return result.exit_code

@@ -28,8 +28,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "zero-shot start where a run scored it (the control in the mini profile). Numbers in points."
         ),
     )
-    p.add_argument("--profile", default="mini", choices=["paper", "rehearsal", "mini", "tiny"],
-                   help="profile whose records to compare (default: mini)")
+    p.add_argument(
+        "--profile",
+        default="mini",
+        choices=["paper", "rehearsal", "mini", "tiny"],
+        help="profile whose records to compare (default: mini)",
+    )
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
     p.add_argument("--json", metavar="PATH", help="write the effects as JSON")
     p.set_defaults(func=_effects)
@@ -42,8 +46,10 @@ def _effects(args: argparse.Namespace) -> int:
     for rec in latest_by_method(records, args.profile).values():
         effects.extend(stage_effects(rec))
     if not effects:
-        print(f"no two comparable {args.profile} records (need e.g. a method and nopretrain, or a run that "
-              "scored its start)")
+        print(
+            f"no two comparable {args.profile} records (need e.g. a method and nopretrain, or a run that "
+            "scored its start)"
+        )
         return 0
     print(format_effects(effects))
     significant = sum(e.significant for e in effects)
@@ -53,6 +59,12 @@ def _effects(args: argparse.Namespace) -> int:
     for c in counts:
         print(f"count claim {c.key} ({c.a} - {c.b}, {c.measure}): {c.status}; {c.reason}")
     if args.json:
-        write_json(args.json, {"profile": args.profile, "effects": [e.to_dict() for e in effects],
-                               "counts": [c.to_dict() for c in counts]})
+        write_json(
+            args.json,
+            {
+                "profile": args.profile,
+                "effects": [e.to_dict() for e in effects],
+                "counts": [c.to_dict() for c in counts],
+            },
+        )
     return 0

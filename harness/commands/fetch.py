@@ -12,18 +12,26 @@ from harness.data import download
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "fetch", help="download and verify data files (or a checkpoint) ahead of a run",
+        "fetch",
+        help="download and verify data files (or a checkpoint) ahead of a run",
         description=(
             "Download registered data files (`fetch --list` names them; a run's --dry-run lists the ones it "
             "lacks) into the cache, verified against the publisher's checksum where one is published (else "
             "the sha256 of the first download is recorded and checked afterwards). An interrupted download "
             "continues where it stopped. HARNESS_DATA_MIRROR replaces every publisher's base URL by a folder "
             "or URL holding the same file names. `--model NAME` downloads a Hugging Face checkpoint into "
-            "models/NAME (this needs the Hub; the paper profiles' inits and teachers)."))
+            "models/NAME (this needs the Hub; the paper profiles' inits and teachers)."
+        ),
+    )
     p.add_argument("names", nargs="*", metavar="NAME", help="download names (see --list)")
     p.add_argument("--list", action="store_true", help="list the registered downloads and whether each is here")
-    p.add_argument("--model", action="append", default=[], metavar="NAME",
-                   help="a Hugging Face checkpoint to download into models/NAME (repeatable)")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Hugging Face checkpoint to download into models/NAME (repeatable)",
+    )
     p.set_defaults(func=_fetch)
 
 
@@ -60,6 +68,8 @@ def fetch_model(name: str) -> str:
 
         return snapshot_download(repo_id=name, local_dir=str(target))
     except Exception as exc:  # noqa: BLE001 - the Hub client raises many kinds (offline, not found, HTTP): one line each
-        raise HarnessError(f"could not download the checkpoint {name} from the Hugging Face Hub ({type(exc).__name__}: "
-                           f"{str(exc).splitlines()[0] if str(exc) else ''}). Fix: allow the Hub (HF_HUB_OFFLINE=0), "
-                           f"or copy the checkpoint's folder to {target} yourself") from None
+        raise HarnessError(
+            f"could not download the checkpoint {name} from the Hugging Face Hub ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}). Fix: allow the Hub (HF_HUB_OFFLINE=0), "
+            f"or copy the checkpoint's folder to {target} yourself"
+        ) from None

@@ -15,8 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "grade",
         help="grade your own numbers (e.g. from the official code) against the papers by the harness's rule",
         description=(
-            "Reads FILE, JSON: {\"runs\": [{\"method\": \"cotmae_qc\", \"profile\": \"paper\", \"stage\": "
-            "\"retriever2\", \"seeds\": [42, 43], \"metrics\": {\"msmarco-dev\": {\"MRR@10\": [39.9, 40.3]}}}]}. "
+            'Reads FILE, JSON: {"runs": [{"method": "cotmae_qc", "profile": "paper", "stage": '
+            '"retriever2", "seeds": [42, 43], "metrics": {"msmarco-dev": {"MRR@10": [39.9, 40.3]}}}]}. '
             "Values are points; a list holds one value per seed. A run whose values are all at most 1 "
             "(fractions), a benchmark or measure the papers do not print, a seed listed twice, an unknown "
             "key or a value that is not a finite number is refused (exit 2). Each run's conditions come "
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--metrics", metavar="FILE", required=True, help="your numbers (JSON, see above)")
-    p.add_argument("--json", metavar="OUT", help="write every graded row as JSON: {\"rows\": [...]}")
+    p.add_argument("--json", metavar="OUT", help='write every graded row as JSON: {"rows": [...]}')
     p.add_argument("--all", action="store_true", help="also list NOT-COMPARABLE rows (hidden by default)")
     p.set_defaults(func=_grade)
 
@@ -46,13 +46,41 @@ def _sigma(row: dict) -> str:
 def _grade(args: argparse.Namespace) -> int:
     rows = grade(args.metrics)
     shown = [r for r in rows if args.all or r["status"] != NOT_COMPARABLE]
-    table = [[r["status"], r["kind"], f"{r['paper']} {r['table']}", r["row"], r["benchmark"], r["measure"],
-              _num(r["reported"], r["kind"] == "effect"), _num(r["value"], r["kind"] == "effect"),
-              _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True), _sigma(r), r.get("reason") or ""]
-             for r in shown]
+    table = [
+        [
+            r["status"],
+            r["kind"],
+            f"{r['paper']} {r['table']}",
+            r["row"],
+            r["benchmark"],
+            r["measure"],
+            _num(r["reported"], r["kind"] == "effect"),
+            _num(r["value"], r["kind"] == "effect"),
+            _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True),
+            _sigma(r),
+            r.get("reason") or "",
+        ]
+        for r in shown
+    ]
     if table:
-        print(format_table(["verdict", "kind", "source", "row", "benchmark", "measure", "printed", "yours",
-                            "90% CI", "sigma_rep from", "note"], table))
+        print(
+            format_table(
+                [
+                    "verdict",
+                    "kind",
+                    "source",
+                    "row",
+                    "benchmark",
+                    "measure",
+                    "printed",
+                    "yours",
+                    "90% CI",
+                    "sigma_rep from",
+                    "note",
+                ],
+                table,
+            )
+        )
     hidden = len(rows) - len(shown)
     print(summarise(rows) + (f" ({hidden} NOT-COMPARABLE rows hidden: --all lists them)" if hidden else ""))
     if args.json:

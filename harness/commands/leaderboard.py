@@ -31,20 +31,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=port_number, default=8501, help="port (default 8501)")
     p.add_argument("--records", metavar="DIR", default=None, help="run records folder (default: runs/records)")
-    p.add_argument("--reported", metavar="JSON", default=None,
-                   help="show a JSON snapshot of reported cells instead of baselines/reported/")
+    p.add_argument(
+        "--reported",
+        metavar="JSON",
+        default=None,
+        help="show a JSON snapshot of reported cells instead of baselines/reported/",
+    )
     p.add_argument("--open-browser", action="store_true", help="open a browser tab (default: headless)")
     p.set_defaults(func=_leaderboard)
 
 
 def streamlit_command(host: str, port: int, headless: bool = True) -> list[str]:
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.address", host, "--server.port", str(port),
-        "--server.headless", "true" if headless else "false",
-        "--server.fileWatcherType", "none",
-        "--browser.gatherUsageStats", "false",
-        "--client.toolbarMode", "viewer",
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true" if headless else "false",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
     ]
 
 
@@ -59,8 +74,10 @@ def ensure_port_free(host: str, port: int) -> None:
             raise HarnessError(f"--host {host}: not a host name or address ({exc.strerror})") from None
         except OSError as exc:
             if exc.errno == errno.EADDRNOTAVAIL:
-                raise HarnessError(f"--host {host} is not an address of this machine ({exc.strerror}): use 127.0.0.1, "
-                                   "or 0.0.0.0 to serve on every interface") from None
+                raise HarnessError(
+                    f"--host {host} is not an address of this machine ({exc.strerror}): use 127.0.0.1, "
+                    "or 0.0.0.0 to serve on every interface"
+                ) from None
             raise HarnessError(
                 f"port {port} on {host} is already in use ({exc.strerror}): stop what is serving there "
                 f"or pick another with --port"

@@ -22,11 +22,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--write", action="store_true", help="rewrite harness/evaluation/noise.yaml from the records")
-    p.add_argument("--margins", action="store_true",
-                   help="print what every verdict reads instead: Delta and sigma_rep per benchmark and measure, "
-                        "each piece of evidence behind sigma_rep, and the rule's power")
-    p.add_argument("--runs", metavar="DIR", type=Path, default=None,
-                   help="the runs folder holding records/ and seeds/ (default: runs/)")
+    p.add_argument(
+        "--margins",
+        action="store_true",
+        help="print what every verdict reads instead: Delta and sigma_rep per benchmark and measure, "
+        "each piece of evidence behind sigma_rep, and the rule's power",
+    )
+    p.add_argument(
+        "--runs",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="the runs folder holding records/ and seeds/ (default: runs/)",
+    )
     p.set_defaults(func=_noise)
 
 
@@ -47,8 +55,12 @@ def margins_report() -> str:
         lines.append(f"  sigma_rep {spread.points:.2f}: {spread.why}")
         lines.extend(f"    - {e.source} [{e.benchmark} {e.measure}, {e.df} df]" for e in spread.evidence)
     drift = recipe_drift()
-    lines += ["", "Recipe drift (re-runs by another team that changed the recipe: never pooled into sigma_rep; "
-              "comparability must catch what they show):"]
-    lines.extend(f"  {e.benchmark} {e.measure}: {e.variance ** 0.5 * 2 ** 0.5:.2f} points apart - {e.source}"
-                 for e in drift)
+    lines += [
+        "",
+        "Recipe drift (re-runs by another team that changed the recipe: never pooled into sigma_rep; "
+        "comparability must catch what they show):",
+    ]
+    lines.extend(
+        f"  {e.benchmark} {e.measure}: {e.variance**0.5 * 2**0.5:.2f} points apart - {e.source}" for e in drift
+    )
     return "\n".join(lines) + "\n\n" + markdown(power_table())

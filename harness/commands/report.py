@@ -30,8 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--html", metavar="DIR", required=True, help="folder to write index.html and style.css into")
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
-    p.add_argument("--reported", metavar="JSON", default=None,
-                   help="grade against a JSON snapshot of reported cells instead of baselines/reported/")
+    p.add_argument(
+        "--reported",
+        metavar="JSON",
+        default=None,
+        help="grade against a JSON snapshot of reported cells instead of baselines/reported/",
+    )
     p.set_defaults(func=_report)
 
 
@@ -40,8 +44,10 @@ def _report(args: argparse.Namespace) -> int:
     out = Path(args.html)  # the report is renamed into place beside it: that folder must take a new folder
     writable_dir(out.absolute().parent, f"--html {args.html}: its folder", "give a folder under one you can write")
     if args.reported is not None and not Path(args.reported).is_file():
-        raise HarnessError(f"--reported {args.reported}: no such file; give a JSON snapshot written by "
-                           "`python -m harness reported --json PATH`")
+        raise HarnessError(
+            f"--reported {args.reported}: no such file; give a JSON snapshot written by "
+            "`python -m harness reported --json PATH`"
+        )
     index, summary = write_report(args.html, args.records, args.reported)
     print(f"report: {summary} -- wrote {index} (open it in a browser; the folder is self-contained)")
     return 0

@@ -14,11 +14,10 @@ from harness.core.hardware import PLANNED_WORLD, default_processes, detect
 from harness.core.paths import cache_dir
 from harness.run import launch
 from harness.run.launch import Layout
-from harness.training.precision import FLAG_CHOICES
 from harness.run.runner import declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import STOPPABLE
-
+from harness.training.precision import FLAG_CHOICES
 
 # Fresh-cache wall times of cotmae_qc, from its committed records (the README says the same).
 MINI_TIME = "about 13 minutes on 2 CPU cores (755 s measured on a 2-core Intel Xeon (6/207/2), 2026-11-25)"
@@ -38,45 +37,91 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--method", default="bm25", help="method name (see `python -m harness ls`; default: bm25)")
-    p.add_argument("--profile", choices=["paper", "rehearsal", "mini", "tiny"], default=None,
-                   help="settings profile: paper (the papers' settings), mini (CPU, MiniLM init: learns in "
-                        f"{MINI_TIME}), tiny (CPU, 2-layer random init: the fast code-path check, {TINY_TIME}); "
-                        "default: paper on a GPU machine holding the paper run's data and checkpoints, else mini "
-                        "where the method has it, else tiny")
-    p.add_argument("--dataset", action="append", default=None, metavar="NAME",
-                   help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets")
-    p.add_argument("--stage", choices=STOPPABLE, default=None, metavar="STAGE",
-                   help="run the stages up to and including the first one of this name, then stop (e.g. pretrain: "
-                        "export the pre-trained encoder; retriever1: fine-tune retriever 1). Names: "
-                        + ", ".join(STOPPABLE) + "; --dry-run shows which a method runs")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the stage plan and the hardware mapping (declared vs detected) without running")
+    p.add_argument(
+        "--profile",
+        choices=["paper", "rehearsal", "mini", "tiny"],
+        default=None,
+        help="settings profile: paper (the papers' settings), mini (CPU, MiniLM init: learns in "
+        f"{MINI_TIME}), tiny (CPU, 2-layer random init: the fast code-path check, {TINY_TIME}); "
+        "default: paper on a GPU machine holding the paper run's data and checkpoints, else mini "
+        "where the method has it, else tiny",
+    )
+    p.add_argument(
+        "--dataset",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="benchmark to evaluate (repeatable or comma-separated); default: the spec's datasets",
+    )
+    p.add_argument(
+        "--stage",
+        choices=STOPPABLE,
+        default=None,
+        metavar="STAGE",
+        help="run the stages up to and including the first one of this name, then stop (e.g. pretrain: "
+        "export the pre-trained encoder; retriever1: fine-tune retriever 1). Names: "
+        + ", ".join(STOPPABLE)
+        + "; --dry-run shows which a method runs",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the stage plan and the hardware mapping (declared vs detected) without running",
+    )
     p.add_argument("--force", action="store_true", help="ignore cached stage outputs and recompute them")
-    p.add_argument("--seed", type=_seed, default=None, metavar="N",
-                   help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
-                        "apart and its record goes to runs/seeds/, never among the gated records")
-    p.add_argument("--precision", choices=FLAG_CHOICES, default=None,
-                   help="what the profile's `precision: auto` resolves to, instead of measuring bf16 autocast "
-                        "against fp32 on this CPU (re-running a reference: its recorded precision)")
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        default=None,
+        metavar="N",
+        help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
+        "apart and its record goes to runs/seeds/, never among the gated records",
+    )
+    p.add_argument(
+        "--precision",
+        choices=FLAG_CHOICES,
+        default=None,
+        help="what the profile's `precision: auto` resolves to, instead of measuring bf16 autocast "
+        "against fp32 on this CPU (re-running a reference: its recorded precision)",
+    )
     p.add_argument("--json", metavar="PATH", help="write a machine-readable summary (metrics + comparison cells)")
-    p.add_argument("--track", choices=["best-effort", "required"], default="best-effort",
-                   help="MLflow tracking: best-effort (default: a slow or failing server is one warning and the "
-                        "run goes on untracked) or required (a server failing its check stops the run before its "
-                        "first stage; a later failure fails the command once the record and --json are written)")
+    p.add_argument(
+        "--track",
+        choices=["best-effort", "required"],
+        default="best-effort",
+        help="MLflow tracking: best-effort (default: a slow or failing server is one warning and the "
+        "run goes on untracked) or required (a server failing its check stops the run before its "
+        "first stage; a later failure fails the command once the record and --json are written)",
+    )
     dist = p.add_argument_group(
-        "several devices and nodes (torchrun's meanings; workers start through PyTorch's elastic launcher)")
-    dist.add_argument("--nproc-per-node", type=_count, default=None, metavar="N",
-                      help="worker processes on this node, one per device (default: every GPU present up to the "
-                           "spec's declared count; 1 on a CPU machine, where N > 1 runs gloo workers)")
+        "several devices and nodes (torchrun's meanings; workers start through PyTorch's elastic launcher)"
+    )
+    dist.add_argument(
+        "--nproc-per-node",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="worker processes on this node, one per device (default: every GPU present up to the "
+        "spec's declared count; 1 on a CPU machine, where N > 1 runs gloo workers)",
+    )
     dist.add_argument("--nnodes", type=_count, default=1, metavar="N", help="nodes in the run (default 1)")
     dist.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank, 0..nnodes-1")
-    dist.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
-                      help="node 0's address and a free port, the same on every node (several nodes); see "
-                           "docs/profiles-and-hardware.md for a SLURM example")
-    dist.add_argument("--rdzv-timeout", type=_seconds, default=launch.RDZV_TIMEOUT, metavar="SECONDS",
-                      help=f"how long the nodes wait for each other before the run fails with one line "
-                           f"(default {launch.RDZV_TIMEOUT} s); the wait says every minute on stderr what it "
-                           "waits for, and SIGTERM / Ctrl-C end it at once")
+    dist.add_argument(
+        "--rdzv-endpoint",
+        default=None,
+        metavar="HOST:PORT",
+        help="node 0's address and a free port, the same on every node (several nodes); see "
+        "docs/profiles-and-hardware.md for a SLURM example",
+    )
+    dist.add_argument(
+        "--rdzv-timeout",
+        type=_seconds,
+        default=launch.RDZV_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long the nodes wait for each other before the run fails with one line "
+        f"(default {launch.RDZV_TIMEOUT} s); the wait says every minute on stderr what it "
+        "waits for, and SIGTERM / Ctrl-C end it at once",
+    )
     p.set_defaults(func=_run)
 
 
@@ -112,7 +157,9 @@ def _layout(args: argparse.Namespace) -> Layout:
             nproc = 1
         else:
             hw = detect()
-            nproc = 1 if hw.device_type != "cuda" else default_processes(hw, declared_hardware(args.method, args.profile))
+            nproc = (
+                1 if hw.device_type != "cuda" else default_processes(hw, declared_hardware(args.method, args.profile))
+            )
     return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_timeout)
 
 
@@ -135,23 +182,41 @@ def _run(args: argparse.Namespace) -> int:
     datasets = name_list(args.dataset, "--dataset")
     json_target(args.json)  # a run refused its summary only after its last stage
     required = args.track == "required"
-    result = run_method(args.method, args.profile, datasets, force=args.force, stage=args.stage,
-                        dry_run=args.dry_run, track_required=required, precision=args.precision)
+    result = run_method(
+        args.method,
+        args.profile,
+        datasets,
+        force=args.force,
+        stage=args.stage,
+        dry_run=args.dry_run,
+        track_required=required,
+        precision=args.precision,
+    )
     if not ranks.is_main():
         return 0  # rank 0 prints, records and writes --json
     if args.json:
-        write_json(args.json, {
-            "method": result["method"], "profile": result["profile"], "run_id": result["run_id"],
-            "spec_hash": result["spec_hash"], "metrics": result["metrics"],
-            **({"metrics_by_stage": result["metrics_by_stage"]} if result.get("metrics_by_stage") else {}),
-            "comparison": result["comparison"],
-            "run_record": result["run_record"], "mlflow": result["mlflow"],
-            **({"encoder": result["encoder"]} if "encoder" in result else {}),
-            # each stage with its cache key (a dry-run's: planned, with `plan`: cached / to run / reused)
-            "stages": result["stages"], **({"dry_run": True} if result.get("dry_run") else {}),
-        })
+        write_json(
+            args.json,
+            {
+                "method": result["method"],
+                "profile": result["profile"],
+                "run_id": result["run_id"],
+                "spec_hash": result["spec_hash"],
+                "metrics": result["metrics"],
+                **({"metrics_by_stage": result["metrics_by_stage"]} if result.get("metrics_by_stage") else {}),
+                "comparison": result["comparison"],
+                "run_record": result["run_record"],
+                "mlflow": result["mlflow"],
+                **({"encoder": result["encoder"]} if "encoder" in result else {}),
+                # each stage with its cache key (a dry-run's: planned, with `plan`: cached / to run / reused)
+                "stages": result["stages"],
+                **({"dry_run": True} if result.get("dry_run") else {}),
+            },
+        )
     warning = (result.get("mlflow") or {}).get("warning")
     if required and warning:  # the record and the summary are written: only the tracking is missing
-        raise HarnessError(f"--track required: {warning.removesuffix('; the run record is still written.')} "
-                           f"(record {result.get('run_record') or result.get('output')})")
+        raise HarnessError(
+            f"--track required: {warning.removesuffix('; the run record is still written.')} "
+            f"(record {result.get('run_record') or result.get('output')})"
+        )
     return 0

@@ -41,13 +41,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=port_number, default=5000, help="port (default 5000)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="server worker processes (default 1, right for a laptop or a 2-core machine)")
-    p.add_argument("--store", metavar="URI", default=None,
-                   help="backend store URI (default: the harness's store, sqlite:///<runs>/mlflow.db)")
-    p.add_argument("--no-load", dest="load", action="store_false",
-                   help="serve the store as it is, without first adding the committed run records "
-                        "(runs/records/, runs/seeds/) that it does not hold yet")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server worker processes (default 1, right for a laptop or a 2-core machine)",
+    )
+    p.add_argument(
+        "--store",
+        metavar="URI",
+        default=None,
+        help="backend store URI (default: the harness's store, sqlite:///<runs>/mlflow.db)",
+    )
+    p.add_argument(
+        "--no-load",
+        dest="load",
+        action="store_false",
+        help="serve the store as it is, without first adding the committed run records "
+        "(runs/records/, runs/seeds/) that it does not hold yet",
+    )
     p.set_defaults(func=_ui)
 
 
@@ -56,7 +68,6 @@ def store_uri() -> str:
 
     uri = default_tracking_uri()
     if uri.startswith(("http://", "https://")):  # a remote server already serves its own UI
-
         return f"sqlite:///{runs_dir() / 'mlflow.db'}"
     return uri
 
@@ -64,9 +75,21 @@ def store_uri() -> str:
 def server_command(store: str, artifacts: Path, host: str, port: int, workers: int) -> list[str]:
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     launcher = [str(mlflow_bin)] if mlflow_bin.exists() else [sys.executable, "-m", "mlflow"]
-    return [*launcher, "server", "--backend-store-uri", store, "--serve-artifacts",
-            "--artifacts-destination", artifacts.resolve().as_uri(), "--host", host, "--port", str(port),
-            "--workers", str(workers)]
+    return [
+        *launcher,
+        "server",
+        "--backend-store-uri",
+        store,
+        "--serve-artifacts",
+        "--artifacts-destination",
+        artifacts.resolve().as_uri(),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
 
 
 def load_records(store: str, artifacts: Path) -> None:
@@ -76,8 +99,11 @@ def load_records(store: str, artifacts: Path) -> None:
     try:
         report = load_committed(store, artifacts=artifacts)
     except Exception as exc:  # noqa: BLE001 - the UI still serves the user's own runs
-        print(f"warning: committed records not loaded ({type(exc).__name__}: {one_line(str(exc))}); "
-              "the UI shows what the store already holds", file=sys.stderr)
+        print(
+            f"warning: committed records not loaded ({type(exc).__name__}: {one_line(str(exc))}); "
+            "the UI shows what the store already holds",
+            file=sys.stderr,
+        )
         return
     print(report.summary(), flush=True)
 
@@ -87,7 +113,7 @@ def _ui(args: argparse.Namespace) -> int:
         raise HarnessError(f"--workers must be at least 1, got {args.workers}")
     store = args.store or store_uri()
     if store.startswith("sqlite:///"):
-        Path(store[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(store[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     artifacts = runs_dir() / "mlartifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -98,5 +124,10 @@ def _ui(args: argparse.Namespace) -> int:
     print(f"MLflow store {store}; artifacts {artifacts}")
     if args.load:
         load_records(store, artifacts)
-    return serve(server_command(store, artifacts, args.host, args.port, args.workers), env,
-                 f"http://{args.host}:{args.port}/", args.host, args.port)
+    return serve(
+        server_command(store, artifacts, args.host, args.port, args.workers),
+        env,
+        f"http://{args.host}:{args.port}/",
+        args.host,
+        args.port,
+    )

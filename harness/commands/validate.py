@@ -25,13 +25,13 @@ from harness.spec.paper_profiles import paper_deviations, paper_profiles
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "validate", help="validate the reported-scores registry and method specs; list the papers' inconsistencies",
+        "validate",
+        help="validate the reported-scores registry and method specs; list the papers' inconsistencies",
         description="Schema-check baselines/reported/*.yaml and the method specs, then list every internal "
-                    "inconsistency found in the papers (averages, bold marks, claims in the text, versions).",
+        "inconsistency found in the papers (averages, bold marks, claims in the text, versions).",
     )
     p.add_argument("--json", metavar="PATH", help="also write the findings as JSON")
-    p.add_argument("--registry", metavar="DIR", default=None,
-                   help="registry folder (default: baselines/reported)")
+    p.add_argument("--registry", metavar="DIR", default=None, help="registry folder (default: baselines/reported)")
     p.set_defaults(func=_validate)
 
 
@@ -49,7 +49,6 @@ def rehearsal_changes(papers: list[Any] | None = None) -> dict[str, list[str]]:
 
     out = {}
     for paper in paper_profiles() if papers is None else papers:
-
         try:
             own = load_method(paper.name, "rehearsal", paper.path.parent)
             out[paper.name] = rehearsal.differences(paper.config, own.config)
@@ -84,8 +83,10 @@ def _validate(args: argparse.Namespace) -> int:
     paper_specs = paper_profiles()
     deviations = paper_deviations(papers=paper_specs)
     for method, items in deviations.items():
-        print(f"== {method} [paper]: {len(items)} deviation(s) from the paper (cells stating what they touch "
-              "are NOT-COMPARABLE)")
+        print(
+            f"== {method} [paper]: {len(items)} deviation(s) from the paper (cells stating what they touch "
+            "are NOT-COMPARABLE)"
+        )
         for d in items:
             print(f"  {d}")
     assumptions = paper_deviations("assumptions", paper_specs)
@@ -110,21 +111,28 @@ def _validate(args: argparse.Namespace) -> int:
         + (f" ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})" if kinds else "")
         + (f"; claims: {claim_status.get('ok', 0)} of {len(claims)} agree with the tables" if claims else "")
         + f"; paper profiles: {sum(map(len, deviations.values()))} declared deviation(s), "
-          f"{sum(map(len, assumptions.values()))} assumption(s)"
-        + (f"; rehearsals: {len(changes)}, each changing {min(map(len, changes.values()))}-"
-           f"{max(map(len, changes.values()))} keys" if changes else "")
+        f"{sum(map(len, assumptions.values()))} assumption(s)"
+        + (
+            f"; rehearsals: {len(changes)}, each changing {min(map(len, changes.values()))}-"
+            f"{max(map(len, changes.values()))} keys"
+            if changes
+            else ""
+        )
     )
     print(summary)
     if args.json:
-        write_json(args.json, {
-            "ok": not schema and not specs,
-            "schema_problems": schema,
-            "spec_problems": specs,
-            "deviations": deviations,
-            "assumptions": assumptions,
-            "rehearsal_changes": changes,
-            "inconsistencies": [f.to_dict() for f in findings],
-            "claims": [r.__dict__ | {"cells": list(r.cells)} for r in claims],
-            "summary": summary,
-        })
+        write_json(
+            args.json,
+            {
+                "ok": not schema and not specs,
+                "schema_problems": schema,
+                "spec_problems": specs,
+                "deviations": deviations,
+                "assumptions": assumptions,
+                "rehearsal_changes": changes,
+                "inconsistencies": [f.to_dict() for f in findings],
+                "claims": [r.__dict__ | {"cells": list(r.cells)} for r in claims],
+                "summary": summary,
+            },
+        )
     return 1 if schema or specs else 0

@@ -25,9 +25,33 @@ DECLARATIONS_FILE = Path(__file__).with_name("benchmarks.yaml")
 USER_FOLDER = "benchmarks"  # beside the user's specs: one YAML file of declarations each
 SAMPLE_MARK = "@"  # <name>@sample: a rehearsal sample of a benchmark (harness.data.sampled)
 READERS = ("trec", "beir", "forums", "msmarco-train", "smoke", "local")
-_KEYS = {"name", "kind", "reader", "description", "eval_split", "splits", "split_aliases", "queries", "passages",
-         "corpus", "corpus_file", "topics", "qrels", "embedded", "download", "forums", "note", "extra", "in_tables",
-         "papers", "printed", "columns", "terms", "margin_family", "smoke"}
+_KEYS = {
+    "name",
+    "kind",
+    "reader",
+    "description",
+    "eval_split",
+    "splits",
+    "split_aliases",
+    "queries",
+    "passages",
+    "corpus",
+    "corpus_file",
+    "topics",
+    "qrels",
+    "embedded",
+    "download",
+    "forums",
+    "note",
+    "extra",
+    "in_tables",
+    "papers",
+    "printed",
+    "columns",
+    "terms",
+    "margin_family",
+    "smoke",
+}
 
 
 @dataclass(frozen=True)
@@ -51,10 +75,10 @@ class Declaration:
     eval_split: str = "test"
     splits: tuple[str, ...] = ()
     split_aliases: dict[str, str] = field(default_factory=dict)
-    queries: int | None = None        # judged evaluation queries
-    passages: int | None = None       # corpus size (None: not declared)
-    corpus: str | None = None         # a shared corpus (msmarco-passage) instead of one of its own
-    corpus_file: str | None = None    # a user's declaration: its corpus.jsonl, beside the declaration
+    queries: int | None = None  # judged evaluation queries
+    passages: int | None = None  # corpus size (None: not declared)
+    corpus: str | None = None  # a shared corpus (msmarco-passage) instead of one of its own
+    corpus_file: str | None = None  # a user's declaration: its corpus.jsonl, beside the declaration
     topics: str | None = None
     qrels: str | None = None
     embedded: dict[str, str] = field(default_factory=dict)
@@ -64,13 +88,13 @@ class Declaration:
     note: str = ""
     extra: dict[str, str] = field(default_factory=dict)
     in_tables: bool = False
-    papers: tuple[str, ...] = ()      # the papers whose tables print it (baselines/reported/ keys)
+    papers: tuple[str, ...] = ()  # the papers whose tables print it (baselines/reported/ keys)
     printed: tuple[str, ...] = ()
     columns: dict[str, str] = field(default_factory=dict)
     terms: str = ""
     margin_family: str = ""
     smoke: bool = False
-    folder: Path | None = None        # a user's declaration: where its files (topics, qrels, corpus) lie
+    folder: Path | None = None  # a user's declaration: where its files (topics, qrels, corpus) lie
 
     @property
     def forum_names(self) -> tuple[str, ...]:
@@ -84,45 +108,79 @@ class Declaration:
 
 def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[str, Family]) -> Declaration:
     if not isinstance(entry, dict) or not entry.get("name") or not entry.get("kind"):
-        raise DataFormatError(where, None, f"a benchmark needs a name and a kind, got {entry!r}",
-                              "write - {name: <name>, kind: <family>, reader: <reader>, ...}")
+        raise DataFormatError(
+            where,
+            None,
+            f"a benchmark needs a name and a kind, got {entry!r}",
+            "write - {name: <name>, kind: <family>, reader: <reader>, ...}",
+        )
     name = str(entry["name"])
     unknown = set(entry) - _KEYS
     if unknown:
-        raise DataFormatError(where, None, f"benchmark '{name}': unknown field(s) {', '.join(sorted(unknown))}",
-                              f"the fields are {', '.join(sorted(_KEYS))}")
+        raise DataFormatError(
+            where,
+            None,
+            f"benchmark '{name}': unknown field(s) {', '.join(sorted(unknown))}",
+            f"the fields are {', '.join(sorted(_KEYS))}",
+        )
     reader = str(entry.get("reader") or "")
     if reader not in READERS:
-        raise DataFormatError(where, None, f"benchmark '{name}': reader '{reader}' is not one of "
-                                           f"{', '.join(READERS)}")
+        raise DataFormatError(where, None, f"benchmark '{name}': reader '{reader}' is not one of {', '.join(READERS)}")
     margin_family = str(entry.get("margin_family") or entry["kind"])
     if margin_family not in families:
-        raise DataFormatError(where, None, f"benchmark '{name}': margin family '{margin_family}' is not declared",
-                              f"one of {', '.join(families)} (benchmarks.yaml families), or margin_family: <one>")
+        raise DataFormatError(
+            where,
+            None,
+            f"benchmark '{name}': margin family '{margin_family}' is not declared",
+            f"one of {', '.join(families)} (benchmarks.yaml families), or margin_family: <one>",
+        )
     eval_split = str(entry.get("eval_split") or "test")
     download = entry.get("download") or {}
     return Declaration(
-        name=name, kind=str(entry["kind"]), reader=reader, description=str(entry.get("description") or ""),
-        eval_split=eval_split, splits=tuple(entry.get("splits") or [eval_split]),
-        split_aliases=dict(entry.get("split_aliases") or {}), queries=entry.get("queries"),
-        passages=entry.get("passages"), corpus=entry.get("corpus"), corpus_file=entry.get("corpus_file"),
+        name=name,
+        kind=str(entry["kind"]),
+        reader=reader,
+        description=str(entry.get("description") or ""),
+        eval_split=eval_split,
+        splits=tuple(entry.get("splits") or [eval_split]),
+        split_aliases=dict(entry.get("split_aliases") or {}),
+        queries=entry.get("queries"),
+        passages=entry.get("passages"),
+        corpus=entry.get("corpus"),
+        corpus_file=entry.get("corpus_file"),
         topics=entry.get("topics"),
-        qrels=entry.get("qrels"), embedded=dict(entry.get("embedded") or {}), download_md5=download.get("md5"),
-        download_sha256=download.get("sha256"), forums=tuple(entry.get("forums") or ()),
-        note=str(entry.get("note") or ""), extra=dict(entry.get("extra") or {}),
-        in_tables=bool(entry.get("in_tables")), papers=tuple(entry.get("papers") or ()), printed=tuple(entry.get("printed") or ()),
-        columns=dict(entry.get("columns") or {}), terms=str(entry.get("terms") or ""), margin_family=margin_family,
-        smoke=bool(entry.get("smoke")), folder=folder)
+        qrels=entry.get("qrels"),
+        embedded=dict(entry.get("embedded") or {}),
+        download_md5=download.get("md5"),
+        download_sha256=download.get("sha256"),
+        forums=tuple(entry.get("forums") or ()),
+        note=str(entry.get("note") or ""),
+        extra=dict(entry.get("extra") or {}),
+        in_tables=bool(entry.get("in_tables")),
+        papers=tuple(entry.get("papers") or ()),
+        printed=tuple(entry.get("printed") or ()),
+        columns=dict(entry.get("columns") or {}),
+        terms=str(entry.get("terms") or ""),
+        margin_family=margin_family,
+        smoke=bool(entry.get("smoke")),
+        folder=folder,
+    )
 
 
 @functools.lru_cache(maxsize=1)
 def _package() -> dict[str, Any]:
     data = yamlsafe.load(DECLARATIONS_FILE.read_text(encoding="utf-8"))
-    families = {name: Family(name, tuple(f["measures"]), str(f["primary"]), bool(f.get("drop_self_hits")))
-                for name, f in data["families"].items()}
-    return {**data, "families": families,
-            "benchmarks": {d.name: d for d in (_declaration(e, DECLARATIONS_FILE, None, families)
-                                               for e in data["benchmarks"])}}
+    families = {
+        name: Family(name, tuple(f["measures"]), str(f["primary"]), bool(f.get("drop_self_hits")))
+        for name, f in data["families"].items()
+    }
+    return {
+        **data,
+        "families": families,
+        "benchmarks": {
+            d.name: d for d in (_declaration(e, DECLARATIONS_FILE, None, families) for e in data["benchmarks"])
+        },
+    }
 
 
 @functools.lru_cache(maxsize=8)
@@ -135,13 +193,21 @@ def _user(folder: str) -> dict[str, Declaration]:
             data = yamlsafe.load(path.read_text(encoding="utf-8")) or {}  # a user's file: aliases bounded
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            raise DataFormatError(path, mark.line + 1 if mark else None,
-                                  f"invalid YAML: {getattr(exc, 'problem', exc)}", "fix the YAML there") from None
+            raise DataFormatError(
+                path,
+                mark.line + 1 if mark else None,
+                f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                "fix the YAML there",
+            ) from None
         for entry in data.get("benchmarks") or []:
             decl = _declaration(entry, path, path.parent, _package()["families"])
             if decl.name in builtin or decl.name in out:
-                raise DataFormatError(path, None, f"benchmark '{decl.name}' is declared already",
-                                      "give the new benchmark a name of its own")
+                raise DataFormatError(
+                    path,
+                    None,
+                    f"benchmark '{decl.name}' is declared already",
+                    "give the new benchmark a name of its own",
+                )
             out[decl.name] = decl
     return out
 
@@ -197,8 +263,9 @@ def reported() -> tuple[str, ...]:
 
 def on_corpus(corpus: str) -> tuple[str, ...]:
     """The evaluation benchmarks judged over a shared corpus (``msmarco-passage``): not the training set."""
-    return tuple(n for n, d in declarations(False).items()
-                 if d.corpus == corpus and d.eval_split != "train" and not d.smoke)
+    return tuple(
+        n for n, d in declarations(False).items() if d.corpus == corpus and d.eval_split != "train" and not d.smoke
+    )
 
 
 def with_embedded_corpus(kind: str) -> tuple[str, ...]:

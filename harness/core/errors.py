@@ -94,8 +94,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         todo += [c for c in (e.__cause__, e.__context__) if c is not None]
 
 
-def disk_full(exc: BaseException, where: Iterable[str | Path] = (), needs_mib: float | None = None
-              ) -> DiskFull | None:
+def disk_full(exc: BaseException, where: Iterable[str | Path] = (), needs_mib: float | None = None) -> DiskFull | None:
     """``exc`` as a :class:`DiskFull` if a full disk caused it, else None: an ENOSPC/EDQUOT OSError
     anywhere in its chain (Python's and numpy's writes), or torch's write-failed message while one of
     ``where`` (the file being written, or the folders the work writes into) has under :data:`LOW_MIB`

@@ -28,8 +28,9 @@ import secrets
 import shutil
 import stat
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeGuard
+from typing import Any, TypeGuard
 
 from harness.core.errors import DiskFull, HarnessError, disk_full
 
@@ -63,7 +64,7 @@ def is_temp_of(candidate: str | Path, path: str | Path) -> bool:
     name = candidate.name
     if candidate.parent != path.parent or not (name.startswith(head) and name.endswith(tail)):
         return False
-    token = name[len(head):len(name) - len(tail)]
+    token = name[len(head) : len(name) - len(tail)]
     return bool(token) and "." not in token
 
 
@@ -136,8 +137,7 @@ def is_plain_name(name: object) -> TypeGuard[str]:
     """Whether ``name`` names an entry directly inside one folder (a run id, a fragment, a spec): text
     without a folder part (``/``, ``\\``), not ``.`` or ``..``, not hidden (temp names start with a dot).
     ``folder / name`` of any other value may leave the folder (``../x``, an absolute path)."""
-    return (isinstance(name, str) and bool(name) and not name.startswith(".")
-            and not any(c in name for c in "/\\\0"))
+    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")
 
 
 NO_SUCH_FILE = "no such file"
@@ -289,8 +289,11 @@ def exclusive_lock(lock_path: str | Path, label: str) -> Iterator[bool]:
             waited = True
             fh.seek(0)
             holder = fh.read().strip() or "?"
-            print(f"[{label}] another process (pid {holder}) is building this; waiting for it to finish",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[{label}] another process (pid {holder}) is building this; waiting for it to finish",
+                file=sys.stderr,
+                flush=True,
+            )
             fcntl.flock(fh, fcntl.LOCK_EX)
         fh.seek(0)
         fh.truncate()

@@ -83,6 +83,8 @@ def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
         flags = set(fields.get("flags", "").split())
         # Cloud CPUs often report a generic name ("Intel(R) Xeon(R) Processor"): keep family/model/stepping.
         numbers = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
-        return {"cpu_model": f"{fields.get('model name', '')} ({numbers})",
-                "cpu_features": [f for f in CPU_FEATURES if f in flags]}
+        return {
+            "cpu_model": f"{fields.get('model name', '')} ({numbers})",
+            "cpu_features": [f for f in CPU_FEATURES if f in flags],
+        }
     return {}

@@ -26,8 +26,8 @@ from typing import Any
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
-STAGE = "stage"            # basis: the stage's own high-water mark (VmHWM after a reset)
-CUMULATIVE = "process"     # basis: the process's peak since it started (ru_maxrss), the stage's at most
+STAGE = "stage"  # basis: the stage's own high-water mark (VmHWM after a reset)
+CUMULATIVE = "process"  # basis: the process's peak since it started (ru_maxrss), the stage's at most
 
 
 def _maxrss_mib(who: int) -> float:
@@ -116,4 +116,3 @@ def _note_mark(status: Path) -> None:
     if _OPEN and (hwm := _status_kib("VmHWM", status)) is not None:
         for outer in _OPEN:
             outer._seen_mib = max(outer._seen_mib, hwm / 1024)
-

@@ -40,6 +40,8 @@ def require_writable_homes() -> None:
     """The cache and runs folders exist (made here) and take files: checked before a run's first stage,
     so a file, a read-only or immutable folder or a full disk there is one line naming the folder and
     its variable instead of a traceback from whichever stage first writes."""
-    for var, name, where in (("HARNESS_CACHE_DIR", "the cache folder", cache_dir()),
-                             ("HARNESS_RUNS_DIR", "the runs folder", runs_dir())):
+    for var, name, where in (
+        ("HARNESS_CACHE_DIR", "the cache folder", cache_dir()),
+        ("HARNESS_RUNS_DIR", "the runs folder", runs_dir()),
+    ):
         writable_dir(where, name, f"point {var} at a folder you can write, on a disk with room")

@@ -61,4 +61,3 @@ def reported_text(reported: float | None, printed: str | None) -> str:
     digits = points_decimals(printed, reported)
     text = fmt(reported, digits)
     return f"{text} (printed {printed.strip()})" if printed and printed_as_fraction(printed, reported) else text
-

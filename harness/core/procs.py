@@ -29,8 +29,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _prctl_fn: Any = None
@@ -81,6 +82,7 @@ def signal_handlers(signums: tuple[int, ...], handler: Callable[[int, Any], None
 
 
 # --- children in a group of their own -------------------------------------------------------------
+
 
 def _prctl() -> Any:
     """libc's prctl, looked up before any fork (the forked child must not load libraries)."""
@@ -138,7 +140,9 @@ def _start_watchdog(pgid: int, stop_signal: int, grace: float) -> subprocess.Pop
     try:
         return subprocess.Popen(
             [sys.executable, "-I", str(Path(__file__).resolve()), str(pgid), str(int(stop_signal)), str(grace)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,  # neither Ctrl-C on the terminal nor stopping the group reach it
         )
     except OSError:
@@ -160,15 +164,20 @@ def _dismiss_watchdog(watchdog: subprocess.Popen | None) -> None:
 
 
 @contextlib.contextmanager
-def child_group(cmd: list[str], *, stop_signal: int = signal.SIGTERM, grace: float = 10.0,
-                death_signal: int | None = None, **popen: Any) -> Iterator[subprocess.Popen]:
+def child_group(
+    cmd: list[str],
+    *,
+    stop_signal: int = signal.SIGTERM,
+    grace: float = 10.0,
+    death_signal: int | None = None,
+    **popen: Any,
+) -> Iterator[subprocess.Popen]:
     """Start ``cmd`` (``subprocess.Popen`` keywords in ``popen``) as the first process of a new
     session and yield it; on leaving the block, by any path, stop its whole group (see the module
     docstring). ``death_signal`` (default ``stop_signal``) is what the child gets if the harness
     dies: SIGTERM lets a server or a nested harness run shut down cleanly, SIGKILL suits a worker
     whose output is discarded anyway."""
-    proc = subprocess.Popen(cmd, start_new_session=True,
-                            preexec_fn=_death_signal(death_signal or stop_signal), **popen)
+    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_death_signal(death_signal or stop_signal), **popen)
     watchdog = None
     try:
         watchdog = _start_watchdog(proc.pid, stop_signal, grace)
@@ -183,17 +192,20 @@ def child_group(cmd: list[str], *, stop_signal: int = signal.SIGTERM, grace: flo
         _dismiss_watchdog(watchdog)
 
 
-def run(cmd: list[str], *, stop_signal: int = signal.SIGKILL, grace: float = 10.0,
-        **popen: Any) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], *, stop_signal: int = signal.SIGKILL, grace: float = 10.0, **popen: Any
+) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd, capture_output=True, text=True)`` for a child that must not outlive
     the harness (its output is captured as text)."""
-    with child_group(cmd, stop_signal=stop_signal, grace=grace, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     text=True, **popen) as proc:
+    with child_group(
+        cmd, stop_signal=stop_signal, grace=grace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    ) as proc:
         out, err = proc.communicate()
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 # --- is a recorded process still running? ---------------------------------------------------------
+
 
 def _boot_id() -> str:
     with contextlib.suppress(OSError):
@@ -207,7 +219,7 @@ def _stat(pid: int) -> tuple[str, str] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
     return fields[0], fields[19]
 
 
@@ -243,6 +255,7 @@ def process_gone(tags: dict[str, str]) -> bool:
 
 
 # --- the watchdog ---------------------------------------------------------------------------------
+
 
 def _watchdog(argv: list[str]) -> int:
     """``procs.py PGID SIGNAL GRACE``: wait for the harness to say "done" on stdin; EOF before that

@@ -48,13 +48,13 @@ def cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
         return None
 
 
-def available_cores(environ: dict[str, str] | os._Environ = os.environ,
-                    cgroup_root: Path = Path("/sys/fs/cgroup")) -> tuple[int, str]:
+def available_cores(
+    environ: dict[str, str] | os._Environ = os.environ, cgroup_root: Path = Path("/sys/fs/cgroup")
+) -> tuple[int, str]:
     """(threads, where the number came from): ``HARNESS_THREADS``, else min(affinity, cgroup quota)."""
     raw = environ.get(ENV, "").strip()
     if raw:
         if not raw.isdigit() or int(raw) < 1:
-
             raise HarnessError(f"{ENV}={raw!r}: give a positive whole number of threads")
         return int(raw), ENV
     try:

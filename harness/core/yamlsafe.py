@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-ALIAS_NODES_MAX = 1_000_000   # nodes aliases may add; the project's largest file uses none (~10^5 nodes)
+ALIAS_NODES_MAX = 1_000_000  # nodes aliases may add; the project's largest file uses none (~10^5 nodes)
 FAST_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~50x faster where built
 
 
@@ -61,14 +61,17 @@ def check_aliases(node: yaml.Node | None, limit: int = ALIAS_NODES_MAX) -> int:
             size = 1 + sum(expanded[id(c)] for c in _children(current))
             expanded[key] = size
             if size - len(expanded) > limit:  # what aliases add over the distinct nodes seen so far
-                raise AliasBombError(f"its aliases (*name) expand the document by more than {limit:,} nodes "
-                                     "(an alias bomb)", current.start_mark)
+                raise AliasBombError(
+                    f"its aliases (*name) expand the document by more than {limit:,} nodes (an alias bomb)",
+                    current.start_mark,
+                )
             continue
         if key in expanded:
             continue
         if key in open_:
-            raise AliasBombError("an alias (*name) refers to a node that contains it (a recursive document)",
-                                 current.start_mark)
+            raise AliasBombError(
+                "an alias (*name) refers to a node that contains it (a recursive document)", current.start_mark
+            )
         open_.add(key)
         stack.append((current, True))
         stack.extend((c, False) for c in _children(current) if id(c) not in expanded)

@@ -18,12 +18,12 @@ import numpy as np
 
 from harness.core.errors import HarnessError, UnknownNameError
 from harness.corpus.pairs import (
-    KINDS,
-    MIX_PROB_QC,
     _STREAM_MIX,
     _STREAM_ORDER,
     _STREAM_QUERY,
     _STREAM_SPAN,
+    KINDS,
+    MIX_PROB_QC,
     _rng,
     halves,
 )
@@ -44,8 +44,17 @@ def _doc_layout(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class EpochExamples(Sequence[Pair]):
     """``make_examples(kind, passages, queries_by_pid, epoch, seed, rank, world_size, shuffle)``, lazily."""
 
-    def __init__(self, kind: str, passages: Any, queries_by_pid: Mapping[str, Sequence[str]] | None = None,
-                 epoch: int = 0, seed: int = 42, rank: int = 0, world_size: int = 1, shuffle: bool = True):
+    def __init__(
+        self,
+        kind: str,
+        passages: Any,
+        queries_by_pid: Mapping[str, Sequence[str]] | None = None,
+        epoch: int = 0,
+        seed: int = 42,
+        rank: int = 0,
+        world_size: int = 1,
+        shuffle: bool = True,
+    ):
         if kind not in KINDS:
             raise UnknownNameError("pair kind", kind, list(KINDS))
         if world_size < 1 or not 0 <= rank < world_size:
@@ -82,7 +91,8 @@ class EpochExamples(Sequence[Pair]):
             raise HarnessError(
                 f"{len(missing)} of {len(self.passages)} passages have no non-empty generated query (e.g. "
                 f"{missing[:3]}); run query generation for this passage set first, or fix the query source that "
-                "left them empty")
+                "left them empty"
+            )
 
     def __len__(self) -> int:
         return len(self.mine)
@@ -110,5 +120,4 @@ class EpochExamples(Sequence[Pair]):
 def _codes(passages: Sequence[Any]) -> np.ndarray:
     """Document numbers by first appearance for an in-memory passage list."""
     first: dict[str, int] = {}
-    return np.fromiter((first.setdefault(p.doc_id, len(first)) for p in passages), dtype=np.int64,
-                       count=len(passages))
+    return np.fromiter((first.setdefault(p.doc_id, len(first)) for p in passages), dtype=np.int64, count=len(passages))

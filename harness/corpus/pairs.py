@@ -23,12 +23,12 @@ of one document -- and sharded by ``rank::world_size`` (disjoint and covering).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from harness.corpus.passages import Passage
 from harness.core.errors import HarnessError, UnknownNameError
+from harness.corpus.passages import Passage
 from harness.spec.stage_settings import PAIR_KINDS
 
 KINDS = PAIR_KINDS  # declared with the setting that names them (pretrain.context), so validation knows them

@@ -56,8 +56,12 @@ class PassageFile(Sequence[Passage]):
             record = json.loads(raw)
             str(record["pid"]), str(record["doc_id"]), str(record["text"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise DataFormatError(self.path, int(self._lines[i]), f"not a passage record ({exc})",
-                                  'one JSON object {"pid", "doc_id", "text"} per line') from None
+            raise DataFormatError(
+                self.path,
+                int(self._lines[i]),
+                f"not a passage record ({exc})",
+                'one JSON object {"pid", "doc_id", "text"} per line',
+            ) from None
         return record
 
     @overload

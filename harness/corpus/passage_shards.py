@@ -58,8 +58,10 @@ def _shards(docs: Docs, size: int) -> Iterator[list[tuple[str, Mapping[str, str]
     for doc_id, doc in docs:
         doc_id = str(doc_id)
         if doc_id in seen:
-            raise HarnessError(f"document id {doc_id!r} occurs twice in the corpus; passages need unique ids "
-                               "(fix the corpus file, or build from a deduplicated copy)")
+            raise HarnessError(
+                f"document id {doc_id!r} occurs twice in the corpus; passages need unique ids "
+                "(fix the corpus file, or build from a deduplicated copy)"
+            )
         seen.add(doc_id)
         shard.append((doc_id, doc))
         if len(shard) == size:
@@ -109,10 +111,13 @@ def write_passages(
         lines, with_passages, passages = [], 0, 0
         for doc_id, doc in shard:
             rng = doc_rng(seed, doc_id) if short_span_prob > 0 else None
-            groups = group_sentences(document_sentences(doc, splitter, title_mode), tokenizer, max_tokens,
-                                     short_span_prob, rng)
-            lines.extend(passage_line(Passage(pid=f"{doc_id}#{i}", doc_id=doc_id, text=" ".join(g)))
-                         for i, g in enumerate(groups))
+            groups = group_sentences(
+                document_sentences(doc, splitter, title_mode), tokenizer, max_tokens, short_span_prob, rng
+            )
+            lines.extend(
+                passage_line(Passage(pid=f"{doc_id}#{i}", doc_id=doc_id, text=" ".join(g)))
+                for i, g in enumerate(groups)
+            )
             with_passages += bool(groups)
             passages += len(groups)
         atomic_write_text(folder / f"part-{k:06d}.jsonl", "".join(lines))
@@ -125,6 +130,8 @@ def write_passages(
             with open(folder / f"part-{k:06d}.jsonl", "rb") as part:
                 shutil.copyfileobj(part, joined, 1 << 20)
     shutil.rmtree(folder, ignore_errors=True)
-    return {"passages": sum(c["passages"] for c in counts),
-            "documents": sum(c["with_passages"] for c in counts),
-            "corpus_documents": sum(c["documents"] for c in counts)}
+    return {
+        "passages": sum(c["passages"] for c in counts),
+        "documents": sum(c["with_passages"] for c in counts),
+        "corpus_documents": sum(c["documents"] for c in counts),
+    }

@@ -28,13 +28,14 @@ import hashlib
 import json
 import logging
 import random
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from harness.stages import artifacts
-from harness.corpus.sentences import SentenceSplitter, load_or_train_punkt
 from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.corpus.sentences import SentenceSplitter, load_or_train_punkt
+from harness.stages import artifacts
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,9 @@ def load_tokenizer(tokenizer: Any):
 
         path = Path(tokenizer)
         if not path.is_dir():
-            raise HarnessError(f"tokenizer folder not found: {path} (build it first, e.g. with harness.corpus.tokenizer)")
+            raise HarnessError(
+                f"tokenizer folder not found: {path} (build it first, e.g. with harness.corpus.tokenizer)"
+            )
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if not getattr(tokenizer, "is_fast", False):
         raise HarnessError("passage building needs a fast (tokenizers-backed) tokenizer for character offsets")
@@ -186,7 +189,7 @@ def document_sentences(doc: Mapping[str, str], splitter: SentenceSplitter, title
 
 def doc_rng(seed: int, doc_id: str) -> random.Random:
     """The seeded draw of one document's short spans (its passages do not depend on the others')."""
-    digest = hashlib.sha256(f"{seed}\0{doc_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}\0{doc_id}".encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "little"))
 
 
@@ -235,8 +238,9 @@ def build_passages(
             break
         doc_id, doc = doc_ids[i], docs[i]
         rng = doc_rng(seed, doc_id) if short_span_prob > 0 else None
-        groups = group_sentences(document_sentences(doc, splitter, title_mode), tokenizer, max_tokens,
-                                 short_span_prob, rng)
+        groups = group_sentences(
+            document_sentences(doc, splitter, title_mode), tokenizer, max_tokens, short_span_prob, rng
+        )
         by_doc[i] = [Passage(pid=f"{doc_id}#{k}", doc_id=doc_id, text=" ".join(g)) for k, g in enumerate(groups)]
         total += len(by_doc[i])
     out = [p for i in sorted(by_doc) for p in by_doc[i]]
@@ -265,7 +269,9 @@ def load_passages(path: str | Path) -> list[Passage]:
                 d = json.loads(line)
                 out.append(Passage(pid=str(d["pid"]), doc_id=str(d["doc_id"]), text=str(d["text"])))
             except (ValueError, KeyError, TypeError) as exc:
-                raise DataFormatError(path, n, f"not a passage record ({exc})", 'one JSON object {"pid", "doc_id", "text"} per line') from exc
+                raise DataFormatError(
+                    path, n, f"not a passage record ({exc})", 'one JSON object {"pid", "doc_id", "text"} per line'
+                ) from exc
     return out
 
 
@@ -299,11 +305,26 @@ def build_passages_cached(
         return load_passages(out_dir / PASSAGES_FILE)
     artifacts.clear_finished(out_dir)
     passages = build_passages(
-        corpus, tokenizer, max_tokens, splitter=splitter, title_mode=title_mode,
-        short_span_prob=short_span_prob, seed=seed, punkt_cache_dir=out_dir,
+        corpus,
+        tokenizer,
+        max_tokens,
+        splitter=splitter,
+        title_mode=title_mode,
+        short_span_prob=short_span_prob,
+        seed=seed,
+        punkt_cache_dir=out_dir,
     )
     save_passages(passages, out_dir / PASSAGES_FILE)
-    artifacts.mark_finished(out_dir, {"key": key, "config": config, "inputs": inputs,
-                                      "n_docs": len(corpus), "n_passages": len(passages), "file": PASSAGES_FILE})
+    artifacts.mark_finished(
+        out_dir,
+        {
+            "key": key,
+            "config": config,
+            "inputs": inputs,
+            "n_docs": len(corpus),
+            "n_passages": len(passages),
+            "file": PASSAGES_FILE,
+        },
+    )
     log.info("built %d passages from %d documents", len(passages), len(corpus))
     return passages

@@ -21,9 +21,10 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -153,9 +154,17 @@ def generate_queries(
     indices = list(range(rank, len(passages), world_size))  # global indices of this shard
     shard = [passages[i] for i in indices]
     config = {
-        "stage": "qgen", "num_queries": num_queries, "top_k": top_k, "top_p": top_p,
-        "batch_size": batch_size, "input_prefix": input_prefix, "max_new_tokens": max_new_tokens,
-        "max_input_tokens": max_input_tokens, "seed": seed, "rank": rank, "world_size": world_size,
+        "stage": "qgen",
+        "num_queries": num_queries,
+        "top_k": top_k,
+        "top_p": top_p,
+        "batch_size": batch_size,
+        "input_prefix": input_prefix,
+        "max_new_tokens": max_new_tokens,
+        "max_input_tokens": max_input_tokens,
+        "seed": seed,
+        "rank": rank,
+        "world_size": world_size,
     }
     inputs = {"model": model_fingerprint(model_dir), "passages": _passages_fingerprint(passages)}
     key = artifacts.builder_key(config, inputs)
@@ -185,8 +194,7 @@ def generate_queries(
     generated = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     desc = "generating queries" + (f" (rank {rank} of {world_size})" if world_size > 1 else "")
-    bar = tqdm(total=len(batches), initial=len(batches) - len(todo), desc=desc, unit="batch",
-               disable=not show_progress)
+    bar = tqdm(total=len(batches), initial=len(batches) - len(todo), desc=desc, unit="batch", disable=not show_progress)
     with open(path, "a", encoding="utf-8") as out:
         for b_no, batch in enumerate(todo):
             if stop_after_batches is not None and b_no >= stop_after_batches:
@@ -198,8 +206,13 @@ def generate_queries(
             torch.manual_seed(seed + indices[batch[0]])
             with torch.no_grad():
                 outs = model.generate(
-                    **enc, do_sample=True, top_k=top_k, top_p=top_p,
-                    num_return_sequences=num_queries, max_new_tokens=max_new_tokens, min_new_tokens=1,
+                    **enc,
+                    do_sample=True,
+                    top_k=top_k,
+                    top_p=top_p,
+                    num_return_sequences=num_queries,
+                    max_new_tokens=max_new_tokens,
+                    min_new_tokens=1,
                 )
             decoded = [" ".join(q.split()) for q in tokenizer.batch_decode(outs, skip_special_tokens=True)]
             for n, j in enumerate(batch):
@@ -216,12 +229,16 @@ def generate_queries(
             bar.update(1)
         else:
             bar.close()
-            artifacts.mark_finished(path.parent, {"key": key, "config": config, "inputs": inputs,
-                                                  "num_passages": len(shard), "file": path.name}, name=done_name)
+            artifacts.mark_finished(
+                path.parent,
+                {"key": key, "config": config, "inputs": inputs, "num_passages": len(shard), "file": path.name},
+                name=done_name,
+            )
             key_file.unlink(missing_ok=True)
             if not samples:  # everything came from the file: show what is there
-                samples = [{"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])}
-                           for p in shard[:num_samples]]
+                samples = [
+                    {"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])} for p in shard[:num_samples]
+                ]
             for s in samples:
                 log.info("qgen sample %s: %s -> %s", s["pid"], s["passage"][:80], s["queries"])
             return QGenResult(path, len(shard), generated, len(existing), samples)

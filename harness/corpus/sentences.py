@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
@@ -29,9 +30,44 @@ log = logging.getLogger(__name__)
 
 # Abbreviation types as Punkt stores them: lower case, no final period.
 DEFAULT_ABBREVIATIONS: tuple[str, ...] = (
-    "e.g", "i.e", "al", "etc", "vs", "cf", "fig", "figs", "eq", "ref", "refs", "approx", "ca",
-    "dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr", "inc", "ltd", "co", "corp", "dept",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    "e.g",
+    "i.e",
+    "al",
+    "etc",
+    "vs",
+    "cf",
+    "fig",
+    "figs",
+    "eq",
+    "ref",
+    "refs",
+    "approx",
+    "ca",
+    "dr",
+    "mr",
+    "mrs",
+    "ms",
+    "prof",
+    "st",
+    "jr",
+    "sr",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "dept",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
 )
 # Texts are fed to the trainer in chunks this large: bounded memory, same result every run.
 TRAIN_CHUNK_CHARS = 1_000_000
@@ -82,14 +118,14 @@ class SentenceSplitter:
         return _params_to_json(self.params)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "SentenceSplitter":
+    def from_json(cls, d: dict[str, Any]) -> SentenceSplitter:
         return cls(_params_from_json(d))
 
     def save(self, path: str | Path) -> None:
         artifacts.atomic_write_text(path, json.dumps(self.to_json(), ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "SentenceSplitter":
+    def load(cls, path: str | Path) -> SentenceSplitter:
         return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
 

@@ -24,13 +24,13 @@ import json
 import random
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from harness.corpus.passages import Passage
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text
+from harness.corpus.passages import Passage
 
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # Function words never make a query word on their own (doc2query keeps them, but they carry no
@@ -96,8 +96,9 @@ def sample_queries(model: TermModel, passage: Passage, num_queries: int, seed: i
     return queries
 
 
-def write_term_queries(model: TermModel, passages: Sequence[Passage], num_queries: int, seed: int,
-                       out_path: Path) -> None:
+def write_term_queries(
+    model: TermModel, passages: Sequence[Passage], num_queries: int, seed: int, out_path: Path
+) -> None:
     """The queries of every passage as JSONL ``{"pid", "queries"}`` (the format ``load_queries`` reads)."""
     if num_queries < 1:
         raise HarnessError(f"num_queries must be >= 1, got {num_queries}")

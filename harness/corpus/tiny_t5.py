@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from harness.stages import artifacts
-from harness.corpus.qgen import DOC2QUERY_PREFIX
 from harness.core.errors import HarnessError
+from harness.corpus.qgen import DOC2QUERY_PREFIX
+from harness.stages import artifacts
 from harness.training.checkpoint import checkpoint_root
 from harness.training.config import LoopConfig
 from harness.training.engine import Notes, StepContext, Task, run, session
@@ -112,11 +113,22 @@ def train_tiny_t5(
     if not tokenizer_dir.is_dir():
         raise HarnessError(f"tokenizer folder not found: {tokenizer_dir}")
     config = {
-        "stage": "tiny_t5", "d_model": d_model, "d_ff": d_ff, "num_layers": num_layers,
-        "num_decoder_layers": num_decoder_layers, "num_heads": num_heads, "dropout": dropout,
-        "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_ratio": warmup_ratio,
-        "weight_decay": weight_decay, "max_input_tokens": max_input_tokens,
-        "max_target_tokens": max_target_tokens, "input_prefix": input_prefix, "seed": seed,
+        "stage": "tiny_t5",
+        "d_model": d_model,
+        "d_ff": d_ff,
+        "num_layers": num_layers,
+        "num_decoder_layers": num_decoder_layers,
+        "num_heads": num_heads,
+        "dropout": dropout,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "warmup_ratio": warmup_ratio,
+        "weight_decay": weight_decay,
+        "max_input_tokens": max_input_tokens,
+        "max_target_tokens": max_target_tokens,
+        "input_prefix": input_prefix,
+        "seed": seed,
     }
     inputs = {
         "pairs": artifacts.hash_texts(t for q, p in pairs for t in (q, p)),
@@ -133,26 +145,43 @@ def train_tiny_t5(
 
     def encode(idx: list[int]) -> tuple[list[list[int]], list[list[int]]]:
         # Per batch, so cost follows steps x batch_size, not the number of pairs.
-        src = tokenizer([input_prefix + pairs[i][1] for i in idx], truncation=True,
-                        max_length=max_input_tokens)["input_ids"]
-        tgt = tokenizer([pairs[i][0] for i in idx], add_special_tokens=False, truncation=True,
-                        max_length=max_target_tokens - 1)["input_ids"]
+        src = tokenizer([input_prefix + pairs[i][1] for i in idx], truncation=True, max_length=max_input_tokens)[
+            "input_ids"
+        ]
+        tgt = tokenizer(
+            [pairs[i][0] for i in idx], add_special_tokens=False, truncation=True, max_length=max_target_tokens - 1
+        )["input_ids"]
         return src, [t + [eos] for t in tgt]
 
     old_threads = torch.get_num_threads()
     if num_threads:
         torch.set_num_threads(num_threads)
-    loop = LoopConfig(lr=lr, warmup_ratio=warmup_ratio, weight_decay=weight_decay, grad_clip=1.0, seed=seed,
-                      log_every=log_every or 100)
+    loop = LoopConfig(
+        lr=lr,
+        warmup_ratio=warmup_ratio,
+        weight_decay=weight_decay,
+        grad_clip=1.0,
+        seed=seed,
+        log_every=log_every or 100,
+    )
     notes = Notes("tiny T5")
     try:
         with session(loop) as info:
             torch.manual_seed(seed)
             cfg = T5Config(
-                vocab_size=len(tokenizer), d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff,
-                num_layers=num_layers, num_decoder_layers=num_decoder_layers, num_heads=num_heads,
-                dropout_rate=dropout, feed_forward_proj="relu", tie_word_embeddings=True,
-                pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=start,
+                vocab_size=len(tokenizer),
+                d_model=d_model,
+                d_kv=d_model // num_heads,
+                d_ff=d_ff,
+                num_layers=num_layers,
+                num_decoder_layers=num_decoder_layers,
+                num_heads=num_heads,
+                dropout_rate=dropout,
+                feed_forward_proj="relu",
+                tie_word_embeddings=True,
+                pad_token_id=pad,
+                eos_token_id=eos,
+                decoder_start_token_id=start,
             )
             task = _T5Task(T5ForConditionalGeneration(cfg), len(pairs), steps, batch_size, seed, encode, pad)
 
@@ -173,9 +202,12 @@ def train_tiny_t5(
     tokenizer.save_pretrained(str(out_dir))
     shutil.rmtree(checkpoint_root(out_dir), ignore_errors=True)
     moved = out.weight_change.to_dict() if out.weight_change else None
-    artifacts.atomic_write_json(out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs), "weight_change": moved})
-    artifacts.mark_finished(out_dir, {"key": key, "config": config, "inputs": inputs, "num_pairs": len(pairs),
-                                      "final_loss": losses[-1]})
+    artifacts.atomic_write_json(
+        out_dir / TRAIN_LOG, {"losses": losses, "num_pairs": len(pairs), "weight_change": moved}
+    )
+    artifacts.mark_finished(
+        out_dir, {"key": key, "config": config, "inputs": inputs, "num_pairs": len(pairs), "final_loss": losses[-1]}
+    )
     return TinyT5Result(out_dir, losses, cached=False, weight_change=moved)
 
 
@@ -184,8 +216,16 @@ class _T5Task(Task):
 
     name = "tiny T5 (query generator)"
 
-    def __init__(self, model: Any, n_pairs: int, steps: int, batch_size: int, seed: int,
-                 encode: Callable[[list[int]], tuple[list[list[int]], list[list[int]]]], pad: int):
+    def __init__(
+        self,
+        model: Any,
+        n_pairs: int,
+        steps: int,
+        batch_size: int,
+        seed: int,
+        encode: Callable[[list[int]], tuple[list[list[int]], list[list[int]]]],
+        pad: int,
+    ):
         self.model, self.total_steps, self.batch_size, self.seed = model, steps, batch_size, seed
         self.n_pairs, self.encode, self.pad = n_pairs, encode, pad
         self.steps_per_epoch = max(1, n_pairs // batch_size)  # the incomplete last batch is dropped

@@ -18,8 +18,8 @@ import logging
 import re
 import unicodedata
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from tokenizers import (
     Tokenizer,
@@ -80,8 +80,9 @@ def train_wordpiece(
 
     counts = count_words(texts, lowercase)
     vocab = learn_wordpiece_vocab(counts, vocab_size, min_frequency, limit_alphabet)
-    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]",
-                                     continuing_subword_prefix="##"))
+    tok = Tokenizer(
+        models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]", continuing_subword_prefix="##")
+    )
     tok.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
     )
@@ -95,15 +96,23 @@ def train_wordpiece(
     )
     fast = BertTokenizerFast(
         tokenizer_object=tok,
-        unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
-        do_lower_case=lowercase, strip_accents=None, tokenize_chinese_chars=True,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        do_lower_case=lowercase,
+        strip_accents=None,
+        tokenize_chinese_chars=True,
         model_max_length=model_max_length,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))
     artifacts.atomic_write_text(out_dir / "vocab.txt", "".join(t + "\n" for t in vocab))
-    artifacts.mark_finished(out_dir, {"key": key, "config": config, "inputs": inputs,
-                                      "actual_vocab_size": len(vocab), "num_words": len(counts)})
+    artifacts.mark_finished(
+        out_dir,
+        {"key": key, "config": config, "inputs": inputs, "actual_vocab_size": len(vocab), "num_words": len(counts)},
+    )
     log.info("trained WordPiece vocabulary of %d tokens -> %s", len(vocab), out_dir)
     return out_dir
 
@@ -131,7 +140,7 @@ def count_words(texts: Sequence[str], lowercase: bool = True) -> Counter[str]:
 
 
 def _merged(a: str, b: str) -> str:
-    return a + b[len(PREFIX):]
+    return a + b[len(PREFIX) :]
 
 
 def learn_wordpiece_vocab(

@@ -169,6 +169,7 @@ def _download_error(bench: str, what: str, exc: HarnessError) -> HarnessError:
 
 # ------------------------------------------------------------------------------ MS MARCO / TREC DL
 
+
 class TrecBenchmark(Benchmark):
     """MS MARCO dev (small) and TREC DL19/DL20: Anserini topics + TREC qrels, MS MARCO passage corpus."""
 
@@ -248,8 +249,11 @@ class MsMarcoTrain(Benchmark):
         return iter_msmarco_passages(self.name)
 
     def files(self) -> dict[str, str]:
-        return {**self._download_files("msmarco-passage/queries"),
-                **self._download_files("msmarco-passage/qrels-train"), **self.corpus_files()}
+        return {
+            **self._download_files("msmarco-passage/queries"),
+            **self._download_files("msmarco-passage/qrels-train"),
+            **self.corpus_files(),
+        }
 
     def corpus_files(self) -> dict[str, str]:
         return msmarco_corpus_files()
@@ -259,6 +263,7 @@ class MsMarcoTrain(Benchmark):
 
 
 # ------------------------------------------------------------------------------ BEIR
+
 
 class BeirBenchmark(Benchmark):
     """One BEIR dataset (or one cqadupstack forum)."""
@@ -303,7 +308,8 @@ class BeirBenchmark(Benchmark):
         if problems:
             raise HarnessError(
                 f"embedded data for '{self.name}' is inconsistent: Anserini and BEIR copies disagree "
-                f"({'; '.join(problems)}); restore harness/data/embedded from the repository")
+                f"({'; '.join(problems)}); restore harness/data/embedded from the repository"
+            )
 
     # -- other splits: BEIR files, embedded or downloaded ---------------------------------
     def _beir_dir(self) -> Path:
@@ -318,8 +324,10 @@ class BeirBenchmark(Benchmark):
             return embedded.path(self._beir[key])
         path = self._beir_dir() / (key + ".tsv" if key.startswith("qrels/") else key + ".jsonl")
         if not path.is_file():
-            raise HarnessError(f"BEIR {self.dataset} download has no {path.name} at {path}; delete "
-                               f"{download.downloads_dir() / 'beir' / self.dataset} and retry")
+            raise HarnessError(
+                f"BEIR {self.dataset} download has no {path.name} at {path}; delete "
+                f"{download.downloads_dir() / 'beir' / self.dataset} and retry"
+            )
         return path
 
     def _other(self, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -367,9 +375,11 @@ class CqaDupstack(Benchmark):
         return list(self._subs)
 
     def _refuse(self, what: str) -> HarnessError:
-        return HarnessError(f"'{self.name}' has no {what} of its own: it is scored as the mean over its "
-                            f"{len(self._subs)} sub-forums; evaluate each of get_benchmark('{self.name}')"
-                            f".sub_benchmarks() ({self._subs[0].name}, ...) and average")
+        return HarnessError(
+            f"'{self.name}' has no {what} of its own: it is scored as the mean over its "
+            f"{len(self._subs)} sub-forums; evaluate each of get_benchmark('{self.name}')"
+            f".sub_benchmarks() ({self._subs[0].name}, ...) and average"
+        )
 
     def queries(self, split: str | None = None) -> dict[str, str]:
         self._split(split)
@@ -397,6 +407,7 @@ class CqaDupstack(Benchmark):
 
 # ------------------------------------------------------------------------------ smoke subset
 
+
 class SmokeSubset(Benchmark):
     """MS MARCO dl19-relevant subset: SMOKE TEST ONLY (not comparable to DL19)."""
 
@@ -420,14 +431,17 @@ class SmokeSubset(Benchmark):
         return F.iter_beir_corpus(embedded.path(self._DIR + "corpus.jsonl"))
 
     def files(self) -> dict[str, str]:
-        return {**self._embedded_files([self._DIR + f for f in ("queries.jsonl", "qrels/test.tsv")]),
-                **self.corpus_files()}
+        return {
+            **self._embedded_files([self._DIR + f for f in ("queries.jsonl", "qrels/test.tsv")]),
+            **self.corpus_files(),
+        }
 
     def corpus_files(self) -> dict[str, str]:
         return self._embedded_files([self._DIR + "corpus.jsonl"])
 
 
 # ------------------------------------------------------------------------------ a user's own
+
 
 class LocalBenchmark(Benchmark):
     """A benchmark declared in a folder of one's own (docs/adding-a-benchmark.md): its topics (TSV ``qid
@@ -464,14 +478,21 @@ class LocalBenchmark(Benchmark):
 
 # ------------------------------------------------------------------------------ pre-training corpora
 
+
 class PretrainCorpus(Benchmark):
     """A corpus a paper profile pre-trains on: documents only (no queries, no qrels), downloaded
     on first use (``HARNESS_DATA_MIRROR`` points at a local copy)."""
 
     kind = "corpus"
 
-    def __init__(self, name: str, source: str, reader: Callable[[Path], Iterator[tuple[str, dict[str, str]]]],
-                 description: str, fetch: Callable[[], Path] | None = None):
+    def __init__(
+        self,
+        name: str,
+        source: str,
+        reader: Callable[[Path], Iterator[tuple[str, dict[str, str]]]],
+        description: str,
+        fetch: Callable[[], Path] | None = None,
+    ):
         super().__init__(name, description)
         self._source, self._reader = source, reader
         self._fetch = fetch or (lambda: download.fetch_source(source))
@@ -505,19 +526,20 @@ class PretrainCorpus(Benchmark):
 def _iter_msmarco_docs(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """msmarco-docs.tsv(.gz): ``docid <TAB> url <TAB> title <TAB> body`` per line."""
 
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             parts = line.rstrip("\n").split("\t")
             if len(parts) != 4:
-                raise HarnessError(f"{path}:{n}: expected 4 tab-separated fields (docid, url, title, body), "
-                                   f"got {len(parts)}")
+                raise HarnessError(
+                    f"{path}:{n}: expected 4 tab-separated fields (docid, url, title, body), got {len(parts)}"
+                )
             yield parts[0], {"title": parts[2], "text": parts[3]}
 
 
 def _iter_dpr_wikipedia(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """psgs_w100.tsv(.gz): a header ``id text title``, then one 100-word passage per line."""
 
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             parts = line.rstrip("\n").split("\t")
             if n == 1 and parts[:1] == ["id"]:
@@ -529,14 +551,24 @@ def _iter_dpr_wikipedia(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 PRETRAIN_CORPORA: dict[str, Callable[[], Benchmark]] = {
     "msmarco-passage": lambda: PretrainCorpus(
-        "msmarco-passage", "msmarco-passage/collection", F.iter_msmarco_collection,
-        "MS MARCO passage collection (8.8M passages; LexMAE pre-training)", fetch=download.msmarco_collection_path),
+        "msmarco-passage",
+        "msmarco-passage/collection",
+        F.iter_msmarco_collection,
+        "MS MARCO passage collection (8.8M passages; LexMAE pre-training)",
+        fetch=download.msmarco_collection_path,
+    ),
     "msmarco-passage-docs": lambda: PretrainCorpus(
-        "msmarco-passage-docs", "msmarco-docs", _iter_msmarco_docs,
-        "MS MARCO documents (3.2M), split into passages for span pairs (coCondenser, CoT-MAE)"),
+        "msmarco-passage-docs",
+        "msmarco-docs",
+        _iter_msmarco_docs,
+        "MS MARCO documents (3.2M), split into passages for span pairs (coCondenser, CoT-MAE)",
+    ),
     "wikipedia": lambda: PretrainCorpus(
-        "wikipedia", "wikipedia-dpr", _iter_dpr_wikipedia,
-        "English Wikipedia, DPR's 21M 100-word passages (CPDAE pre-training)"),
+        "wikipedia",
+        "wikipedia-dpr",
+        _iter_dpr_wikipedia,
+        "English Wikipedia, DPR's 21M 100-word passages (CPDAE pre-training)",
+    ),
 }
 
 
@@ -544,8 +576,12 @@ PRETRAIN_CORPORA: dict[str, Callable[[], Benchmark]] = {
 
 # How each declared ``reader`` builds its benchmark (BEIR: its dataset is its own name).
 _READERS: dict[str, Callable[[declared.Declaration], Benchmark]] = {
-    "trec": TrecBenchmark, "msmarco-train": MsMarcoTrain, "forums": CqaDupstack, "smoke": SmokeSubset,
-    "beir": lambda d: BeirBenchmark(d.name, d.name), "local": LocalBenchmark,
+    "trec": TrecBenchmark,
+    "msmarco-train": MsMarcoTrain,
+    "forums": CqaDupstack,
+    "smoke": SmokeSubset,
+    "beir": lambda d: BeirBenchmark(d.name, d.name),
+    "local": LocalBenchmark,
 }
 
 
@@ -580,8 +616,11 @@ _REGISTRY, REPORTED = _registry()
 def _user_registry() -> dict[str, Callable[[], Benchmark]]:
     """The benchmarks declared in the user's folder (``benchmarks/`` beside the specs), read when asked."""
     builtin = declared.declarations(include_user=False)
-    return {name: functools.partial(_READERS[d.reader], d)
-            for name, d in declared.declarations().items() if name not in builtin}
+    return {
+        name: functools.partial(_READERS[d.reader], d)
+        for name, d in declared.declarations().items()
+        if name not in builtin
+    }
 
 
 @dataclass(frozen=True)
@@ -595,8 +634,9 @@ class Aggregate:
 
 
 # The averages the papers print, after the benchmarks in their tables.
-AGGREGATES: dict[str, Aggregate] = {name: Aggregate(name, members, label)
-                                     for name, members, label in declared.aggregates()}
+AGGREGATES: dict[str, Aggregate] = {
+    name: Aggregate(name, members, label) for name, members, label in declared.aggregates()
+}
 
 
 def reported_benchmarks() -> list[str]:
@@ -625,7 +665,7 @@ def list_benchmarks() -> list[str]:
     return [*_REGISTRY, *(n for n in _user_registry() if n not in _REGISTRY)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_benchmark(name: str) -> Benchmark:
     """The benchmark called ``name`` (UnknownNameError with suggestions otherwise); ``<name>@sample``
     is a seeded rehearsal sample of it (:mod:`harness.data.sampled`)."""

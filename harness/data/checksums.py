@@ -21,8 +21,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from harness.data import download, embedded
 from harness.core.paths import PROJECT_ROOT
+from harness.data import download, embedded
 
 EMBEDDED_PREFIX, DOWNLOADS_PREFIX = "embedded/", "downloads/"
 FIXTURE_PREFIX, MD5_PREFIX = "fixture-sha256:", "md5:"
@@ -39,8 +39,10 @@ class Mismatch(NamedTuple):
     expected: str  # what the catalog pins, or why it has nothing for this file
 
     def describe(self) -> str:
-        return (f"dataset '{self.dataset}', file {self.file}: the record says {_short(self.recorded)}, "
-                f"the catalog {self.expected}")
+        return (
+            f"dataset '{self.dataset}', file {self.file}: the record says {_short(self.recorded)}, "
+            f"the catalog {self.expected}"
+        )
 
 
 def _short(value: str) -> str:
@@ -80,10 +82,10 @@ def expected_checksum(key: str, value: str) -> str | None:
     """The catalog's checksum for a record's file ``key`` (in the form of ``value``); "" when the
     catalog has no such file; None when ``key`` is a label or the catalog pins nothing for it."""
     if key.startswith(EMBEDDED_PREFIX):
-        entry = embedded.manifest().get(key[len(EMBEDDED_PREFIX):])
+        entry = embedded.manifest().get(key[len(EMBEDDED_PREFIX) :])
         return str(entry["sha256"]) if entry else ""
     if key.startswith(DOWNLOADS_PREFIX):
-        return _expected_download(key[len(DOWNLOADS_PREFIX):], value)
+        return _expected_download(key[len(DOWNLOADS_PREFIX) :], value)
     return None
 
 
@@ -98,6 +100,9 @@ def mismatches(datasets: Mapping[str, Any] | None) -> list[Mismatch]:
             expected = expected_checksum(str(key), str(value))
             if expected is None or expected == str(value):
                 continue
-            out.append(Mismatch(str(dataset), str(key), str(value),
-                                f"pins {_short(expected)}" if expected else "has no such file"))
+            out.append(
+                Mismatch(
+                    str(dataset), str(key), str(value), f"pins {_short(expected)}" if expected else "has no such file"
+                )
+            )
     return out

@@ -68,8 +68,10 @@ class Source:
         fixture = fixture_checksums()
         if fixture is not None:
             if self.filename not in fixture:
-                raise HarnessError(f"the fixture mirror {os.environ.get(MIRROR_ENV)} has no {self.filename} "
-                                   f"(its {FIXTURE_MANIFEST} lists {', '.join(sorted(fixture))})")
+                raise HarnessError(
+                    f"the fixture mirror {os.environ.get(MIRROR_ENV)} has no {self.filename} "
+                    f"(its {FIXTURE_MANIFEST} lists {', '.join(sorted(fixture))})"
+                )
             return None, fixture[self.filename]
         return self.md5, self.sha256
 
@@ -104,53 +106,83 @@ def fixture_checksums() -> dict[str, str] | None:
 _BEIR_MSMARCO_MD5 = "444067daf65d982533ea17ebd59501e4"
 
 SOURCES: dict[str, Source] = {
-    "beir/msmarco": Source("beir/msmarco", BEIR_BASE_URL, "msmarco.zip", md5=_BEIR_MSMARCO_MD5)}
-SOURCES.update({
-    f"beir/{d.name}": Source(f"beir/{d.name}", BEIR_BASE_URL, f"{d.name}.zip", md5=d.download_md5,
-                             sha256=d.download_sha256)
-    for d in declared.declarations(include_user=False).values() if d.download_md5
-})
+    "beir/msmarco": Source("beir/msmarco", BEIR_BASE_URL, "msmarco.zip", md5=_BEIR_MSMARCO_MD5)
+}
+SOURCES.update(
+    {
+        f"beir/{d.name}": Source(
+            f"beir/{d.name}", BEIR_BASE_URL, f"{d.name}.zip", md5=d.download_md5, sha256=d.download_sha256
+        )
+        for d in declared.declarations(include_user=False).values()
+        if d.download_md5
+    }
+)
 # md5 from the MS MARCO passage-ranking download table (also pinned by ir_datasets and by the
 # docTTTTTquery / duoBERT data tables); 1,035,010,048 bytes, holds collection.tsv (8,841,823 lines).
 SOURCES["msmarco-passage/collection"] = Source(
-    "msmarco-passage/collection", MSMARCO_BASE_URL, "collection.tar.gz",
-    md5="87dd01826da3e2ad45447ba5af577628")
+    "msmarco-passage/collection", MSMARCO_BASE_URL, "collection.tar.gz", md5="87dd01826da3e2ad45447ba5af577628"
+)
 # Pre-training corpora of the paper profiles. Their publishers give no checksum that could be
 # checked here, so they are unpinned: the first download's sha256 is recorded beside the file and
 # every later use is checked against it (and named in run records).
 SOURCES["msmarco-docs"] = Source(
-    "msmarco-docs", MSMARCO_BASE_URL, "msmarco-docs.tsv.gz", structure="msmarco-docs",
-    note="MS MARCO document collection (3.2M documents: docid, url, title, body); coCondenser / CoT-MAE span pairs")
+    "msmarco-docs",
+    MSMARCO_BASE_URL,
+    "msmarco-docs.tsv.gz",
+    structure="msmarco-docs",
+    note="MS MARCO document collection (3.2M documents: docid, url, title, body); coCondenser / CoT-MAE span pairs",
+)
 SOURCES["wikipedia-dpr"] = Source(
-    "wikipedia-dpr", "https://dl.fbaipublicfiles.com/dpr/wikipedia_split", "psgs_w100.tsv.gz",
+    "wikipedia-dpr",
+    "https://dl.fbaipublicfiles.com/dpr/wikipedia_split",
+    "psgs_w100.tsv.gz",
     structure="wikipedia-dpr",
-    note="DPR's English Wikipedia (Dec. 2018) in 21M passages of 100 words (id, text, title); CPDAE pre-training")
+    note="DPR's English Wikipedia (Dec. 2018) in 21M passages of 100 words (id, text, title); CPDAE pre-training",
+)
 
 
 # MS MARCO passage training data (the fine-tuning of every paper profile). md5s from the MS MARCO
 # passage-ranking download table, also pinned by ir_datasets (msmarco-passage train queries, train
 # qrels, train docpairs v2).
 SOURCES["msmarco-passage/queries"] = Source(
-    "msmarco-passage/queries", MSMARCO_BASE_URL, "queries.tar.gz", md5="c177b2795d5f2dcc524cf00fcd973be1",
-    note="MS MARCO passage queries (queries.train.tsv: 808,731; dev; eval); 18,882,551 bytes")
+    "msmarco-passage/queries",
+    MSMARCO_BASE_URL,
+    "queries.tar.gz",
+    md5="c177b2795d5f2dcc524cf00fcd973be1",
+    note="MS MARCO passage queries (queries.train.tsv: 808,731; dev; eval); 18,882,551 bytes",
+)
 SOURCES["msmarco-passage/qrels-train"] = Source(
-    "msmarco-passage/qrels-train", MSMARCO_BASE_URL, "qrels.train.tsv", md5="733fb9fe12d93e497f7289409316eccf",
-    note="MS MARCO passage training judgements (532,761 over 502,939 queries); 10,589,532 bytes")
+    "msmarco-passage/qrels-train",
+    MSMARCO_BASE_URL,
+    "qrels.train.tsv",
+    md5="733fb9fe12d93e497f7289409316eccf",
+    note="MS MARCO passage training judgements (532,761 over 502,939 queries); 10,589,532 bytes",
+)
 SOURCES["msmarco-passage/triples"] = Source(
-    "msmarco-passage/triples", MSMARCO_BASE_URL, "qidpidtriples.train.full.2.tsv.gz",
+    "msmarco-passage/triples",
+    MSMARCO_BASE_URL,
+    "qidpidtriples.train.full.2.tsv.gz",
     md5="219083e80a0a751c08b968c2f31a4e0b",
     note="the official BM25 training triples (qid, positive pid, negative pid; 397,768,673 lines); "
-         "coCondenser's and Tevatron's MS MARCO recipe takes each query's negatives from them")
+    "coCondenser's and Tevatron's MS MARCO recipe takes each query's negatives from them",
+)
 # Published without a checksum: unpinned (the first download's sha256 is recorded and named in records).
 SOURCES["rocketqa/marco"] = Source(
-    "rocketqa/marco", "https://rocketqa.bj.bcebos.com/corpus", "marco.tar.gz", structure="rocketqa-marco",
+    "rocketqa/marco",
+    "https://rocketqa.bj.bcebos.com/corpus",
+    "marco.tar.gz",
+    structure="rocketqa-marco",
     note="RocketQA's MS MARCO release; marco/para.title.txt (pid, title) gives the titles Tevatron's "
-         "coCondenser / CoT-MAE fine-tuning joins to the passages (texttron/tevatron#106)")
+    "coCondenser / CoT-MAE fine-tuning joins to the passages (texttron/tevatron#106)",
+)
 SOURCES["tevatron/msmarco-passage"] = Source(
-    "tevatron/msmarco-passage", "https://huggingface.co/datasets/Tevatron/msmarco-passage/resolve/main",
-    "train.jsonl.gz", structure="tevatron-train",
+    "tevatron/msmarco-passage",
+    "https://huggingface.co/datasets/Tevatron/msmarco-passage/resolve/main",
+    "train.jsonl.gz",
+    structure="tevatron-train",
     note="Tevatron's self-contained MS MARCO training set (query, positives, BM25 negatives with titles); "
-         "known to lack ~100k of the training queries (texttron/tevatron#81)")
+    "known to lack ~100k of the training queries (texttron/tevatron#81)",
+)
 
 
 def downloads_dir() -> Path:
@@ -166,6 +198,7 @@ def _mirror_base(mirror: str) -> str:
 
 # ---------------------------------------------------------------------------- fetch
 
+
 def _hashes(path: Path) -> tuple[str, str]:
     md5, sha = hashlib.md5(usedforsecurity=False), hashlib.sha256()
     with open(path, "rb") as fh:
@@ -179,8 +212,9 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".verified.json")
 
 
-def _check(path: Path, url: str, md5: str | None, sha256: str | None, got_md5: str, got_sha: str,
-           label: str | None = None) -> None:
+def _check(
+    path: Path, url: str, md5: str | None, sha256: str | None, got_md5: str, got_sha: str, label: str | None = None
+) -> None:
     """Raise (after removing the file) if a given checksum does not match."""
     for kind, want, got in (("md5", md5, got_md5), ("sha256", sha256, got_sha)):
         if want and want.lower() != got:
@@ -189,7 +223,8 @@ def _check(path: Path, url: str, md5: str | None, sha256: str | None, got_md5: s
             raise HarnessError(
                 f"checksum mismatch for {label or path.name} from {url}: {kind} {got}, expected {want}; the bad file "
                 f"was removed. Fix: retry (the transfer may have been cut), or check that {MIRROR_ENV} "
-                "points at an unmodified copy of the upstream file")
+                "points at an unmodified copy of the upstream file"
+            )
 
 
 def _cached(dest: Path, url: str, md5: str | None, sha256: str | None, structure: str | None = None) -> bool:
@@ -218,8 +253,9 @@ def _cached(dest: Path, url: str, md5: str | None, sha256: str | None, structure
     return True
 
 
-def _check_structure(path: Path, url: str, md5: str | None, sha256: str | None, structure: str | None,
-                     label: str | None = None) -> None:
+def _check_structure(
+    path: Path, url: str, md5: str | None, sha256: str | None, structure: str | None, label: str | None = None
+) -> None:
     """Unpinned files only (a checksum says more): raise, after removing the file, if it fails its
     structural check, so a damaged or wrong file is never marked verified."""
     if md5 or sha256 or not structure:
@@ -233,7 +269,8 @@ def _check_structure(path: Path, url: str, md5: str | None, sha256: str | None, 
         _sidecar(path).unlink(missing_ok=True)
         raise HarnessError(
             f"{label or path.name} from {url} is not the publisher's file: {exc}; it was removed. Fix: retry (the "
-            f"transfer may have been cut), or check that {MIRROR_ENV} points at an unmodified copy") from None
+            f"transfer may have been cut), or check that {MIRROR_ENV} points at an unmodified copy"
+        ) from None
 
 
 def recorded_sha256(path: Path) -> str | None:
@@ -282,8 +319,14 @@ def _locked(lock: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | None = None,
-          filename: str | None = None, structure: str | None = None) -> Path:
+def fetch(
+    url: str,
+    dest_dir: str | Path,
+    sha256: str | None = None,
+    md5: str | None = None,
+    filename: str | None = None,
+    structure: str | None = None,
+) -> Path:
     """Download ``url`` into ``dest_dir`` (cached) and return the local path.
 
     Supports ``http://``, ``https://`` and ``file://``. The file is verified against
@@ -322,30 +365,49 @@ def fetch(url: str, dest_dir: str | Path, sha256: str | None = None, md5: str | 
                             md5_h.update(block)
                             sha_h.update(block)
                     print(f"  download: resuming {name} at {offset:,} bytes")
-                with open(part, "ab" if resumed else "wb") as out, \
-                        tqdm(total=total, initial=offset if resumed else 0, unit="B", unit_scale=True,
-                             unit_divisor=1024, desc=name, disable=None, leave=False) as bar:
+                with (
+                    open(part, "ab" if resumed else "wb") as out,
+                    tqdm(
+                        total=total,
+                        initial=offset if resumed else 0,
+                        unit="B",
+                        unit_scale=True,
+                        unit_divisor=1024,
+                        desc=name,
+                        disable=None,
+                        leave=False,
+                    ) as bar,
+                ):
                     for block in iter(lambda: stream.read(_CHUNK), b""):
                         out.write(block)
                         md5_h.update(block)
                         sha_h.update(block)
                         bar.update(len(block))
             if total and part.stat().st_size != total:
-                raise HarnessError(f"download of {url} was cut short ({part.stat().st_size:,} of {total:,} bytes); "
-                                   "run the command again to continue it")
+                raise HarnessError(
+                    f"download of {url} was cut short ({part.stat().st_size:,} of {total:,} bytes); "
+                    "run the command again to continue it"
+                )
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
-            kept = f" ({part.stat().st_size:,} bytes kept in {part.name}: the next try continues it)" \
-                if part.is_file() and part.stat().st_size else ""
+            kept = (
+                f" ({part.stat().st_size:,} bytes kept in {part.name}: the next try continues it)"
+                if part.is_file() and part.stat().st_size
+                else ""
+            )
             raise HarnessError(
                 f"could not download {url}: {reason}{kept}. Fix: check the network connection, or put {name} "
-                f"into {dest_dir} yourself, or set {MIRROR_ENV} to a folder or URL that holds {name}") from None
+                f"into {dest_dir} yourself, or set {MIRROR_ENV} to a folder or URL that holds {name}"
+            ) from None
         _check(part, url, md5, sha256, md5_h.hexdigest(), sha_h.hexdigest(), label=name)
         _check_structure(part, url, md5, sha256, structure, label=name)
         os.replace(part, dest)
         st = dest.stat()
-        _sidecar(dest).write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                              "md5": md5_h.hexdigest(), "sha256": sha_h.hexdigest()}))
+        _sidecar(dest).write_text(
+            json.dumps(
+                {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "md5": md5_h.hexdigest(), "sha256": sha_h.hexdigest()}
+            )
+        )
     return dest
 
 
@@ -353,11 +415,13 @@ def fetch_source(key: str, dest_dir: str | Path | None = None) -> Path:
     """Fetch a registered :data:`SOURCES` entry into ``downloads_dir()`` (or ``dest_dir``)."""
     src = SOURCES[key]
     md5, sha256 = src.expected()
-    return fetch(src.url(), dest_dir or downloads_dir(), sha256=sha256, md5=md5, filename=src.filename,
-                 structure=src.structure)
+    return fetch(
+        src.url(), dest_dir or downloads_dir(), sha256=sha256, md5=md5, filename=src.filename, structure=src.structure
+    )
 
 
 # ---------------------------------------------------------------------------- extraction
+
 
 def _inside(root: Path, member: str) -> bool:
     target = (root / member).resolve()
@@ -432,6 +496,7 @@ def extract_tar(archive: str | Path, dest_dir: str | Path, members: list[str] | 
 
 
 # ---------------------------------------------------------------------------- dataset helpers
+
 
 def beir_dataset_dir(name: str) -> Path:
     """Folder holding BEIR ``<name>``'s ``corpus.jsonl`` (downloaded and extracted on first use).

@@ -39,11 +39,13 @@ def manifest(root: Path | None = None) -> dict[str, dict[str, Any]]:
         except FileNotFoundError:
             raise HarnessError(
                 f"embedded data manifest {mpath} is missing; restore harness/data/embedded from the "
-                "repository (git checkout -- harness/data/embedded) or reinstall the harness") from None
+                "repository (git checkout -- harness/data/embedded) or reinstall the harness"
+            ) from None
         except (ValueError, KeyError, TypeError) as exc:
             raise HarnessError(
                 f"embedded data manifest {mpath} is unreadable ({exc}); restore it with "
-                "git checkout -- harness/data/embedded/MANIFEST.json") from None
+                "git checkout -- harness/data/embedded/MANIFEST.json"
+            ) from None
     return _manifests[key]
 
 
@@ -70,7 +72,8 @@ def path(rel: str, root: Path | None = None) -> Path:
     except FileNotFoundError:
         raise HarnessError(
             f"embedded data file {full} is missing; restore it with "
-            f"git checkout -- harness/data/embedded/{rel} (or reinstall the harness)") from None
+            f"git checkout -- harness/data/embedded/{rel} (or reinstall the harness)"
+        ) from None
     key = (str(full.resolve()), st.st_size, st.st_mtime_ns)
     if key not in _verified:
         expected = entries[rel]["sha256"]
@@ -79,7 +82,8 @@ def path(rel: str, root: Path | None = None) -> Path:
             raise HarnessError(
                 f"embedded data file {full} is corrupted or was modified: sha256 {actual} does not match "
                 f"{expected} in {base / MANIFEST_NAME}; restore it with "
-                f"git checkout -- harness/data/embedded/{rel} (or rebuild all with python -m harness.data.vendor)")
+                f"git checkout -- harness/data/embedded/{rel} (or rebuild all with python -m harness.data.vendor)"
+            )
         _verified.add(key)
     return full
 

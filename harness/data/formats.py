@@ -37,11 +37,11 @@ _BEIR_QRELS_HEADER_FIRST = {"query-id", "query_id", "qid", "query"}
 
 # ---------------------------------------------------------------------------- low level
 
+
 def _open_binary(path: Path) -> IO[bytes]:
     """Open plain or gzip file for binary reading (gzip detected by magic bytes, not name)."""
     if file_problem(path) == NOT_REGULAR:  # open() of a pipe would wait for a writer forever
-        raise DataFormatError(path, None, NOT_REGULAR,
-                              "give the path of a file (write a pipe's output to one first)")
+        raise DataFormatError(path, None, NOT_REGULAR, "give the path of a file (write a pipe's output to one first)")
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
@@ -65,16 +65,18 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             try:
                 raw = next(lines, None)
             except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as exc:
-                raise DataFormatError(path, lineno + 1, f"corrupt or truncated gzip data ({exc})",
-                                      "re-create or re-download the file") from None
+                raise DataFormatError(
+                    path, lineno + 1, f"corrupt or truncated gzip data ({exc})", "re-create or re-download the file"
+                ) from None
             if raw is None:
                 return
             lineno += 1
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DataFormatError(path, lineno, f"not valid UTF-8 (byte {exc.start})",
-                                      "re-encode the file as UTF-8") from None
+                raise DataFormatError(
+                    path, lineno, f"not valid UTF-8 (byte {exc.start})", "re-encode the file as UTF-8"
+                ) from None
             if lineno == 1:
                 line = line.lstrip("\ufeff")
             line = line.rstrip("\n").rstrip("\r")
@@ -91,11 +93,13 @@ def _json_object(path: Path, lineno: int, line: str) -> dict:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise DataFormatError(path, lineno, f"bad JSON line ({exc.msg} at column {exc.colno})",
-                              "each line must be one JSON object") from None
+        raise DataFormatError(
+            path, lineno, f"bad JSON line ({exc.msg} at column {exc.colno})", "each line must be one JSON object"
+        ) from None
     if not isinstance(obj, dict):
-        raise DataFormatError(path, lineno, f"bad JSON line (a {type(obj).__name__}, not an object)",
-                              "each line must be one JSON object")
+        raise DataFormatError(
+            path, lineno, f"bad JSON line (a {type(obj).__name__}, not an object)", "each line must be one JSON object"
+        )
     return obj
 
 
@@ -104,8 +108,9 @@ def _id_field(path: Path, lineno: int, obj: dict, key: str = "_id") -> str:
         raise DataFormatError(path, lineno, f"missing field '{key}'", f"every line needs '{key}'")
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
-        raise DataFormatError(path, lineno, f"field '{key}' must be a non-empty string, got {value!r}",
-                              f"write '{key}' as a string")
+        raise DataFormatError(
+            path, lineno, f"field '{key}' must be a non-empty string, got {value!r}", f"write '{key}' as a string"
+        )
     return str(value)
 
 
@@ -116,16 +121,21 @@ def _text_field(path: Path, lineno: int, obj: dict, key: str, required: bool) ->
         return ""
     value = obj[key]
     if not isinstance(value, str):
-        raise DataFormatError(path, lineno, f"field '{key}' must be a string, got {type(value).__name__}",
-                              f"write '{key}' as a string")
+        raise DataFormatError(
+            path, lineno, f"field '{key}' must be a string, got {type(value).__name__}", f"write '{key}' as a string"
+        )
     return value
 
 
 def _columns(path: Path, lineno: int, line: str, expected: int, layout: str) -> list[str]:
     cols = _split_columns(line)
     if len(cols) != expected:
-        raise DataFormatError(path, lineno, f"wrong column count: expected {expected} ({layout}), got {len(cols)}",
-                              f"each line must be: {layout}")
+        raise DataFormatError(
+            path,
+            lineno,
+            f"wrong column count: expected {expected} ({layout}), got {len(cols)}",
+            f"each line must be: {layout}",
+        )
     return cols
 
 
@@ -155,20 +165,34 @@ def _not_numeric(what: str, value: str) -> str:
     return f"{what} '{value}' is not a finite number"
 
 
-def _add_judgement(path: Path, lineno: int, qrels: Qrels, qid: str, docid: str, grade: int,
-                   known_queries: Collection[str] | None, topics_source: str | None) -> None:
+def _add_judgement(
+    path: Path,
+    lineno: int,
+    qrels: Qrels,
+    qid: str,
+    docid: str,
+    grade: int,
+    known_queries: Collection[str] | None,
+    topics_source: str | None,
+) -> None:
     if known_queries is not None and qid not in known_queries:
         src = f" ({topics_source})" if topics_source else ""
-        raise DataFormatError(path, lineno, f"qrels for query '{qid}' unknown to the topics{src}",
-                              "use the topics file that belongs to these qrels")
+        raise DataFormatError(
+            path,
+            lineno,
+            f"qrels for query '{qid}' unknown to the topics{src}",
+            "use the topics file that belongs to these qrels",
+        )
     per_query = qrels.setdefault(qid, {})
     if docid in per_query:
-        raise DataFormatError(path, lineno, f"duplicate (qid, docid) ('{qid}', '{docid}')",
-                              "keep one judgement per query and document")
+        raise DataFormatError(
+            path, lineno, f"duplicate (qid, docid) ('{qid}', '{docid}')", "keep one judgement per query and document"
+        )
     per_query[docid] = grade
 
 
 # ---------------------------------------------------------------------------- BEIR
+
 
 def iter_beir_corpus(path: str | Path) -> Iterator[tuple[str, dict[str, str]]]:
     """Stream a BEIR ``corpus.jsonl``: ``_id`` and ``text`` required, ``title`` optional (as in
@@ -178,8 +202,10 @@ def iter_beir_corpus(path: str | Path) -> Iterator[tuple[str, dict[str, str]]]:
     for lineno, line in iter_lines(path):
         obj = _json_object(path, lineno, line)
         doc_id = _id_field(path, lineno, obj)
-        doc = {"title": _text_field(path, lineno, obj, "title", required=False),
-               "text": _text_field(path, lineno, obj, "text", required=True)}
+        doc = {
+            "title": _text_field(path, lineno, obj, "title", required=False),
+            "text": _text_field(path, lineno, obj, "text", required=True),
+        }
         if doc_id in seen:
             raise DataFormatError(path, lineno, f"duplicate doc id '{doc_id}'", "document ids must be unique")
         seen.add(doc_id)
@@ -205,8 +231,9 @@ def read_beir_queries(path: str | Path) -> Queries:
     return queries
 
 
-def read_beir_qrels(path: str | Path, known_queries: Collection[str] | None = None,
-                    topics_source: str | None = None) -> Qrels:
+def read_beir_qrels(
+    path: str | Path, known_queries: Collection[str] | None = None, topics_source: str | None = None
+) -> Qrels:
     """BEIR ``qrels/<split>.tsv`` (``query-id corpus-id score``; the header line is optional).
 
     With ``known_queries``, a judged query missing from them raises (with its line).
@@ -220,15 +247,18 @@ def read_beir_qrels(path: str | Path, known_queries: Collection[str] | None = No
             first = False
             continue
         first = False
-        _add_judgement(path, lineno, qrels, cols[0], cols[1], _grade(path, lineno, cols[2]),
-                       known_queries, topics_source)
+        _add_judgement(
+            path, lineno, qrels, cols[0], cols[1], _grade(path, lineno, cols[2]), known_queries, topics_source
+        )
     return qrels
 
 
 # ---------------------------------------------------------------------------- TREC
 
-def read_trec_qrels(path: str | Path, known_queries: Collection[str] | None = None,
-                    topics_source: str | None = None) -> Qrels:
+
+def read_trec_qrels(
+    path: str | Path, known_queries: Collection[str] | None = None, topics_source: str | None = None
+) -> Qrels:
     """TREC qrels ``qid iteration docid grade`` (whitespace separated)."""
     path = Path(path)
     qrels: Qrels = {}
@@ -238,8 +268,9 @@ def read_trec_qrels(path: str | Path, known_queries: Collection[str] | None = No
     return qrels
 
 
-def read_qrels(path: str | Path, known_queries: Collection[str] | None = None,
-               topics_source: str | None = None) -> Qrels:
+def read_qrels(
+    path: str | Path, known_queries: Collection[str] | None = None, topics_source: str | None = None
+) -> Qrels:
     """Qrels in either layout: 4 columns on the first data line -> TREC, otherwise BEIR tsv."""
     for _, line in iter_lines(path):
         if len(_split_columns(line)) == 4:
@@ -275,8 +306,12 @@ def read_trec_run(path: str | Path) -> Run:
         qid, docid, value = _run_line(path, lineno, line)
         per_query = run.setdefault(qid, {})
         if docid in per_query:
-            raise DataFormatError(path, lineno, f"duplicate (qid, docid) ('{qid}', '{docid}')",
-                                  "a document may appear once per query in a run")
+            raise DataFormatError(
+                path,
+                lineno,
+                f"duplicate (qid, docid) ('{qid}', '{docid}')",
+                "a document may appear once per query in a run",
+            )
         per_query[docid] = value
     return run
 
@@ -298,13 +333,21 @@ def iter_trec_run(path: str | Path) -> Iterator[tuple[str, dict[str, float]]]:
         if qid != qid_now:
             if qid_now is not None:
                 if qid < qid_now:
-                    raise DataFormatError(path, lineno, f"query '{qid}' after '{qid_now}': the query ids do not "
-                                          "ascend", "write the run with write_trec_run, or read it with read_trec_run")
+                    raise DataFormatError(
+                        path,
+                        lineno,
+                        f"query '{qid}' after '{qid_now}': the query ids do not ascend",
+                        "write the run with write_trec_run, or read it with read_trec_run",
+                    )
                 yield qid_now, ranking
             qid_now, ranking = qid, {}
         if docid in ranking:
-            raise DataFormatError(path, lineno, f"duplicate (qid, docid) ('{qid}', '{docid}')",
-                                  "a document may appear once per query in a run")
+            raise DataFormatError(
+                path,
+                lineno,
+                f"duplicate (qid, docid) ('{qid}', '{docid}')",
+                "a document may appear once per query in a run",
+            )
         ranking[docid] = value
     if qid_now is not None:
         yield qid_now, ranking
@@ -325,8 +368,7 @@ def _atomic_write_lines(path: Path, lines: Iterator[str]) -> Path:
     return path
 
 
-def _trec_lines(rankings: Iterable[tuple[str, Mapping[str, float]]], tag: str,
-                depth: int | None) -> Iterator[str]:
+def _trec_lines(rankings: Iterable[tuple[str, Mapping[str, float]]], tag: str, depth: int | None) -> Iterator[str]:
     """The lines of :func:`write_trec_run`; query ids must come in ascending order (checked)."""
     if not tag or any(c.isspace() for c in tag):
         raise ValueError(f"run tag must be one non-empty word, got {tag!r}")
@@ -342,8 +384,9 @@ def _trec_lines(rankings: Iterable[tuple[str, Mapping[str, float]]], tag: str,
             yield f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
 
 
-def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "harness",
-                   depth: int | None = None) -> Path:
+def write_trec_run(
+    run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "harness", depth: int | None = None
+) -> Path:
     """Write a TREC run file: queries in sorted order, documents by descending score
     (ties broken by doc id, so the file is deterministic), ranks from 1, at most ``depth`` per query."""
     if not tag or any(c.isspace() for c in tag):
@@ -351,8 +394,12 @@ def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag
     return _atomic_write_lines(Path(path), _trec_lines(((q, run[q]) for q in sorted(run)), tag, depth))
 
 
-def stream_trec_run(rankings: Iterable[tuple[str, Mapping[str, float]]], path: str | Path, tag: str = "harness",
-                    depth: int | None = None) -> int:
+def stream_trec_run(
+    rankings: Iterable[tuple[str, Mapping[str, float]]],
+    path: str | Path,
+    tag: str = "harness",
+    depth: int | None = None,
+) -> int:
     """:func:`write_trec_run` from ``(qid, ranking)`` pairs in ascending qid order, one query at a
     time: the same bytes without the whole run in memory. Returns the number of queries written."""
     count = 0
@@ -369,6 +416,7 @@ def stream_trec_run(rankings: Iterable[tuple[str, Mapping[str, float]]], path: s
 
 def write_trec_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> Path:
     """Write TREC qrels (``qid 0 docid grade``), sorted by query then document id."""
+
     def lines() -> Iterator[str]:
         for qid in sorted(qrels):
             for docid in sorted(qrels[qid]):
@@ -379,6 +427,7 @@ def write_trec_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -
 
 # ---------------------------------------------------------------------------- TSV topics / MS MARCO
 
+
 def read_topics_tsv(path: str | Path) -> Queries:
     """Topics ``qid<TAB>text`` (Anserini topics, MS MARCO ``queries.*.tsv``) -> ``{qid: text}``."""
     path = Path(path)
@@ -386,8 +435,12 @@ def read_topics_tsv(path: str | Path) -> Queries:
     for lineno, line in iter_lines(path):
         cols = line.split("\t")
         if len(cols) != 2:
-            raise DataFormatError(path, lineno, f"wrong column count: expected 2 (qid<TAB>text), got {len(cols)}",
-                                  "each line must be: qid<TAB>text, with no tab inside the text")
+            raise DataFormatError(
+                path,
+                lineno,
+                f"wrong column count: expected 2 (qid<TAB>text), got {len(cols)}",
+                "each line must be: qid<TAB>text, with no tab inside the text",
+            )
         qid, text = cols[0].strip(), cols[1]
         if not qid:
             raise DataFormatError(path, lineno, "empty query id", "each line must be: qid<TAB>text")
@@ -407,8 +460,12 @@ def iter_msmarco_collection(path: str | Path) -> Iterator[tuple[str, dict[str, s
     for lineno, line in iter_lines(path):
         cols = line.split("\t")
         if len(cols) != 2:
-            raise DataFormatError(path, lineno, f"wrong column count: expected 2 (pid<TAB>text), got {len(cols)}",
-                                  "each line must be: pid<TAB>passage text")
+            raise DataFormatError(
+                path,
+                lineno,
+                f"wrong column count: expected 2 (pid<TAB>text), got {len(cols)}",
+                "each line must be: pid<TAB>passage text",
+            )
         pid = cols[0].strip()
         if not pid:
             raise DataFormatError(path, lineno, "empty passage id", "each line must be: pid<TAB>passage text")
@@ -418,8 +475,9 @@ def iter_msmarco_collection(path: str | Path) -> Iterator[tuple[str, dict[str, s
         yield pid, {"title": "", "text": cols[1]}
 
 
-def join_titles(passages: Iterator[tuple[str, dict[str, str]]], titles_path: str | Path
-                ) -> Iterator[tuple[str, dict[str, str]]]:
+def join_titles(
+    passages: Iterator[tuple[str, dict[str, str]]], titles_path: str | Path
+) -> Iterator[tuple[str, dict[str, str]]]:
     """Give each MS MARCO passage its title from RocketQA's ``para.title.txt`` (``pid<TAB>title``, in
     collection order; "-" means no title). Read in step with the collection, so the 8.8M titles are
     never held in memory; the titles file may list passages the collection lacks, never the reverse."""
@@ -430,12 +488,20 @@ def join_titles(passages: Iterator[tuple[str, dict[str, str]]], titles_path: str
             try:
                 lineno, line = next(rows)
             except StopIteration:
-                raise DataFormatError(titles_path, None, f"no title for passage '{pid}' (the file ended)",
-                                      "use the para.title.txt that belongs to this collection.tsv") from None
+                raise DataFormatError(
+                    titles_path,
+                    None,
+                    f"no title for passage '{pid}' (the file ended)",
+                    "use the para.title.txt that belongs to this collection.tsv",
+                ) from None
             cols = line.split("\t")
             if len(cols) > 2:
-                raise DataFormatError(titles_path, lineno, f"wrong column count: expected 2 (pid<TAB>title), "
-                                      f"got {len(cols)}", "each line must be: pid<TAB>title")
+                raise DataFormatError(
+                    titles_path,
+                    lineno,
+                    f"wrong column count: expected 2 (pid<TAB>title), got {len(cols)}",
+                    "each line must be: pid<TAB>title",
+                )
             if cols[0].strip() == pid:
                 title = cols[1].strip() if len(cols) == 2 else ""
                 yield pid, {"title": "" if title == "-" else title, "text": doc["text"]}
@@ -449,8 +515,10 @@ def read_msmarco_collection(path: str | Path) -> Corpus:
 
 # ---------------------------------------------------------------------------- cross-file checks
 
-def check_qrels_topics(qrels: Mapping[str, Mapping[str, int]], queries: Collection[str],
-                       qrels_path: str | Path, topics_path: str | Path) -> None:
+
+def check_qrels_topics(
+    qrels: Mapping[str, Mapping[str, int]], queries: Collection[str], qrels_path: str | Path, topics_path: str | Path
+) -> None:
     """Raise if a judged query is absent from the topics (for data loaded separately).
 
     Readers given ``known_queries`` do this while reading and can name the line; this
@@ -459,6 +527,9 @@ def check_qrels_topics(qrels: Mapping[str, Mapping[str, int]], queries: Collecti
     missing = sorted(q for q in qrels if q not in queries)
     if missing:
         shown = ", ".join(f"'{q}'" for q in missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise DataFormatError(qrels_path, None,
-                              f"qrels for {len(missing)} queries unknown to the topics ({topics_path}): {shown}",
-                              "use the topics file that belongs to these qrels")
+        raise DataFormatError(
+            qrels_path,
+            None,
+            f"qrels for {len(missing)} queries unknown to the topics ({topics_path}): {shown}",
+            "use the topics file that belongs to these qrels",
+        )

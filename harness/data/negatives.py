@@ -15,16 +15,17 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.data.formats import iter_lines
 from harness.core.errors import DataFormatError
+from harness.data.formats import iter_lines
 
 # data.bm25_negatives -> the download it is read from (``own``: the harness's own BM25,
 # harness.pipelines.bm25.bm25_run).
 NEGATIVE_SOURCES = {"msmarco-triples": "msmarco-passage/triples", "tevatron": "tevatron/msmarco-passage"}
 
 
-def read_published_negatives(source: str, path: Path, qrels: Mapping[str, Mapping[str, int]],
-                             depth: int) -> dict[str, list[str]]:
+def read_published_negatives(
+    source: str, path: Path, qrels: Mapping[str, Mapping[str, int]], depth: int
+) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     seen: dict[str, set[str]] = {}
 
@@ -40,8 +41,12 @@ def read_published_negatives(source: str, path: Path, qrels: Mapping[str, Mappin
         if source == "msmarco-triples":
             cols = line.split("\t")
             if len(cols) != 3:
-                raise DataFormatError(path, lineno, f"wrong column count: expected 3 (qid, positive pid, negative "
-                                      f"pid), got {len(cols)}", "use the official qidpidtriples.train.full.2.tsv.gz")
+                raise DataFormatError(
+                    path,
+                    lineno,
+                    f"wrong column count: expected 3 (qid, positive pid, negative pid), got {len(cols)}",
+                    "use the official qidpidtriples.train.full.2.tsv.gz",
+                )
             add(cols[0].strip(), cols[2].strip())
         else:
             try:
@@ -49,8 +54,12 @@ def read_published_negatives(source: str, path: Path, qrels: Mapping[str, Mappin
                 qid = str(row["query_id"])
                 negatives = [str(p["docid"]) for p in row["negative_passages"]]
             except (ValueError, KeyError, TypeError) as exc:
-                raise DataFormatError(path, lineno, f"not a Tevatron training row ({exc})",
-                                      "each line must be a JSON object with query_id and negative_passages") from None
+                raise DataFormatError(
+                    path,
+                    lineno,
+                    f"not a Tevatron training row ({exc})",
+                    "each line must be a JSON object with query_id and negative_passages",
+                ) from None
             for pid in negatives:
                 add(qid, pid)
     return out

@@ -45,6 +45,8 @@ def missing_inputs(spec: Any, datasets: list[str]) -> list[str]:
     for key in required_sources(spec, datasets):
         if not download.available(key):
             src = download.SOURCES[key]
-            lines.append(f"missing download {key} ({src.filename}{': ' + src.note if src.note else ''}); "
-                         f"fetch: {src.fetch_command()}")
+            lines.append(
+                f"missing download {key} ({src.filename}{': ' + src.note if src.note else ''}); "
+                f"fetch: {src.fetch_command()}"
+            )
     return lines

@@ -42,15 +42,22 @@ class SampledBenchmark:
 
     smoke = True
 
-    def __init__(self, base: Any, queries: int = QUERIES, distractors: int = DISTRACTORS,
-                 judged_per_query: int = JUDGED_PER_QUERY):
+    def __init__(
+        self,
+        base: Any,
+        queries: int = QUERIES,
+        distractors: int = DISTRACTORS,
+        judged_per_query: int = JUDGED_PER_QUERY,
+    ):
         self.base, self.n_queries, self.n_distractors = base, queries, distractors
         self.judged_per_query = judged_per_query
         self.name = base.name + SUFFIX
         self.kind, self.eval_split = base.kind, base.eval_split
-        self.description = (f"REHEARSAL SAMPLE of {base.name}: {queries} seeded judged queries over <= "
-                            f"{judged_per_query} judged documents each + {distractors} distractors; not comparable "
-                            f"to {base.name}")
+        self.description = (
+            f"REHEARSAL SAMPLE of {base.name}: {queries} seeded judged queries over <= "
+            f"{judged_per_query} judged documents each + {distractors} distractors; not comparable "
+            f"to {base.name}"
+        )
         self._picked: tuple[dict[str, str], dict[str, dict[str, int]]] | None = None
 
     def __repr__(self) -> str:
@@ -72,7 +79,6 @@ class SampledBenchmark:
 
     def _check_split(self, split: str | None) -> None:
         if split is not None and not self.has_split(split):
-
             raise UnknownNameError(f"split of benchmark '{self.name}'", split, self.splits())
 
     def queries(self, split: str | None = None) -> dict[str, str]:
@@ -94,8 +100,11 @@ class SampledBenchmark:
 
     def iter_corpus(self) -> Iterator[tuple[str, dict[str, str]]]:
         """The judged documents of the sampled queries and the distractors, in corpus order."""
-        judged = {doc for docs in self._sample()[1].values()
-                  for doc in sorted(docs, key=lambda d: (-docs[d], d))[: self.judged_per_query]}
+        judged = {
+            doc
+            for docs in self._sample()[1].values()
+            for doc in sorted(docs, key=lambda d: (-docs[d], d))[: self.judged_per_query]
+        }
         every_judged = {doc for docs in self._sample()[1].values() for doc in docs}
         kept: list[tuple[int, str, dict[str, str]]] = []
         heap: list[tuple[int, int, str, dict[str, str]]] = []  # (-rank, position, id, doc): the smallest ranks
@@ -118,8 +127,10 @@ class SampledBenchmark:
         return dict(self.iter_corpus())
 
     def _marker(self) -> dict[str, str]:
-        return {f"sample/{self.base.name}": f"queries={self.n_queries},judged_per_query={self.judged_per_query},"
-                                            f"distractors={self.n_distractors},seed={SEED}"}
+        return {
+            f"sample/{self.base.name}": f"queries={self.n_queries},judged_per_query={self.judged_per_query},"
+            f"distractors={self.n_distractors},seed={SEED}"
+        }
 
     def files(self) -> dict[str, str]:
         return {**self.base.files(), **self._marker()}

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from harness.data.download import MIRROR_ENV
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
+from harness.data.download import MIRROR_ENV
 
 PASSAGES_ENV = "HARNESS_MSMARCO_PASSAGES"
 PASSAGE_VARIANTS = ("plain", "titled")
@@ -40,8 +40,10 @@ def resolve_mirror(value: str) -> str:
         return value
     path = (PROJECT_ROOT / value).resolve()
     if not path.is_dir():
-        raise HarnessError(f"data.mirror {value}: no such folder ({path}); restore it from the repository "
-                           "(git checkout -- tests/fixtures) or point data.mirror at a copy of the upstream files")
+        raise HarnessError(
+            f"data.mirror {value}: no such folder ({path}); restore it from the repository "
+            "(git checkout -- tests/fixtures) or point data.mirror at a copy of the upstream files"
+        )
     return str(path)
 
 
@@ -70,6 +72,8 @@ def data_setting(spec: Any) -> Iterator[None]:
         print(f"  data: {spec.profile} reads its files from {mirror} (its data.mirror), not {MIRROR_ENV}={before}")
     passages = spec.get("data.msmarco_passages")
     if passages is not None and passages not in PASSAGE_VARIANTS:
-        raise HarnessError(f"{spec.path}: data.msmarco_passages {passages!r} is not one of {', '.join(PASSAGE_VARIANTS)}")
+        raise HarnessError(
+            f"{spec.path}: data.msmarco_passages {passages!r} is not one of {', '.join(PASSAGE_VARIANTS)}"
+        )
     with _env(MIRROR_ENV, resolved), _env(PASSAGES_ENV, passages or "plain"):
         yield

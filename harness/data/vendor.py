@@ -26,19 +26,31 @@ from harness.core.paths import EMBEDDED_DATA_DIR
 
 # Folders/files taken from the source, relative to it (trec_eval fixtures are test data
 # owned by the evaluation tests, not part of the runtime data).
-SELECTED = ("beir/scifact", "beir/nfcorpus", "beir/fiqa/qrels", "beir/scidocs",
-            "topics-and-qrels", "msmarco-passage/dl19-relevant-subset")
+SELECTED = (
+    "beir/scifact",
+    "beir/nfcorpus",
+    "beir/fiqa/qrels",
+    "beir/scidocs",
+    "topics-and-qrels",
+    "msmarco-passage/dl19-relevant-subset",
+)
 
-SMOKE_NOTE = ("SMOKE TEST ONLY: 50 queries, the 4,102 DL19-relevant passages plus 898 distractors; "
-              "judged non-relevant passages are missing, so scores are not comparable to DL19.")
+SMOKE_NOTE = (
+    "SMOKE TEST ONLY: 50 queries, the 4,102 DL19-relevant passages plus 898 distractors; "
+    "judged non-relevant passages are missing, so scores are not comparable to DL19."
+)
 
 _MSMARCO_TERMS = "MS MARCO terms (Microsoft): non-commercial research use only"
 # Each benchmark's terms as declared (harness/core/benchmarks.yaml ``terms``), the MS MARCO passages' too.
-_DATASET_TERMS = {"msmarco-passage": _MSMARCO_TERMS,
-                  **{n: d.terms for n, d in declared.declarations(include_user=False).items() if d.terms}}
+_DATASET_TERMS = {
+    "msmarco-passage": _MSMARCO_TERMS,
+    **{n: d.terms for n, d in declared.declarations(include_user=False).items() if d.terms},
+}
 _BEIR_OTHER = "BEIR dataset {ds}: the original dataset's own terms (BEIR grants no licence of its own)"
-_ANSERINI = ("castorini/anserini src/main/resources/topics-and-qrels/ at commit "
-             "a7df7fc5d527ede8f34ee60afa41dec4f6b0e93a, copied byte for byte")
+_ANSERINI = (
+    "castorini/anserini src/main/resources/topics-and-qrels/ at commit "
+    "a7df7fc5d527ede8f34ee60afa41dec4f6b0e93a, copied byte for byte"
+)
 
 
 def _beir_terms(rel: str) -> str:
@@ -55,29 +67,51 @@ def _origin_and_licence(rel: str) -> tuple[str, str]:
             base = declared.forum_parent(ds) or ds
             terms = _DATASET_TERMS.get(base, _BEIR_OTHER.format(ds=base))
         else:  # the benchmark that declares this topics or qrels file; MS MARCO's terms otherwise
-            terms = next((d.terms for d in declared.declarations(include_user=False).values()
-                          if name.removesuffix(".gz") in (d.topics, d.qrels) and d.terms), _MSMARCO_TERMS)
+            terms = next(
+                (
+                    d.terms
+                    for d in declared.declarations(include_user=False).values()
+                    if name.removesuffix(".gz") in (d.topics, d.qrels) and d.terms
+                ),
+                _MSMARCO_TERMS,
+            )
         return _ANSERINI, f"Anserini copy under Apache-2.0; judgements: {terms}"
     if rel.startswith("beir/scifact/corpus"):
-        return ("rebuilt from sumithra-p-v/claimverifier data/scifact.zip (corpus_train.csv) at commit "
-                "c89fe399bf3e91aa4502b10d673b07db27891526 into BEIR corpus.jsonl; see SOURCES.md section 2",
-                _beir_terms(rel))
+        return (
+            "rebuilt from sumithra-p-v/claimverifier data/scifact.zip (corpus_train.csv) at commit "
+            "c89fe399bf3e91aa4502b10d673b07db27891526 into BEIR corpus.jsonl; see SOURCES.md section 2",
+            _beir_terms(rel),
+        )
     if rel.startswith("beir/scifact/"):
-        return ("TwistXXF/PaperPilot-Reproduction data/scifact/ at commit "
-                "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SciFact)", _beir_terms(rel))
+        return (
+            "TwistXXF/PaperPilot-Reproduction data/scifact/ at commit "
+            "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SciFact)",
+            _beir_terms(rel),
+        )
     if rel.startswith("beir/nfcorpus/"):
-        return ("BEIR nfcorpus.zip (md5 a89dba18a62ef92f7d323ec890a0d38d), unzipped unchanged; blob "
-                "7e52caa23568e88a471203e3b091667b2f55c662 of castorini/pyserini docs/collections/nfcorpus.zip "
-                "at commit dd360be5292670beacbd3da1fa8a7886f3074c6d", _beir_terms(rel))
+        return (
+            "BEIR nfcorpus.zip (md5 a89dba18a62ef92f7d323ec890a0d38d), unzipped unchanged; blob "
+            "7e52caa23568e88a471203e3b091667b2f55c662 of castorini/pyserini docs/collections/nfcorpus.zip "
+            "at commit dd360be5292670beacbd3da1fa8a7886f3074c6d",
+            _beir_terms(rel),
+        )
     if rel.startswith("beir/fiqa/"):
-        return ("moorateeahtashil/Information-Retrieval fiqa/qrels/ at commit "
-                "6e67f048ea403472620fbff4658e1641b8cfc82d, CRLF converted to LF", _beir_terms(rel))
+        return (
+            "moorateeahtashil/Information-Retrieval fiqa/qrels/ at commit "
+            "6e67f048ea403472620fbff4658e1641b8cfc82d, CRLF converted to LF",
+            _beir_terms(rel),
+        )
     if rel.startswith("beir/scidocs/"):
-        return ("TwistXXF/PaperPilot-Reproduction data/scidocs/ at commit "
-                "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SCIDOCS)", _beir_terms(rel))
+        return (
+            "TwistXXF/PaperPilot-Reproduction data/scidocs/ at commit "
+            "2936d5047e8733ebde8a3fc94820a48f9dcc99d2 (BEIR SCIDOCS)",
+            _beir_terms(rel),
+        )
     if rel.startswith("msmarco-passage/dl19-relevant-subset/"):
-        return ("agentset-ai/embedding-leaderboard datasets/msmarco/ at commit "
-                "7a1376ca20a006b470e3bbb4a08b17affd380d90", _MSMARCO_TERMS)
+        return (
+            "agentset-ai/embedding-leaderboard datasets/msmarco/ at commit 7a1376ca20a006b470e3bbb4a08b17affd380d90",
+            _MSMARCO_TERMS,
+        )
     raise ValueError(f"no origin recorded for {rel}; add it to SOURCES.md and to this tool")
 
 
@@ -129,7 +163,7 @@ def build(source: Path, dest: Path) -> dict:
         (smoke_dir / "SMOKE-TEST-ONLY.txt").write_text(SMOKE_NOTE + "\n")
     manifest = {
         "description": "Embedded real data for the harness; see SOURCES.md for origin, transformation "
-                       "and licence. Stored files are gzip -9 -n; sha256 is of the stored file.",
+        "and licence. Stored files are gzip -9 -n; sha256 is of the stored file.",
         "files": entries,
     }
     (dest / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")

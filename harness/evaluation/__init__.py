@@ -21,5 +21,15 @@ from harness.evaluation.compare import Comparison, compare, format_comparison_ta
 from harness.evaluation.conventions import Convention, get_convention
 from harness.evaluation.measures import EvalResult, evaluate, evaluate_measures
 
-__all__ = ["Comparison", "Convention", "EvalResult", "bootstrap_ci", "compare", "evaluate", "evaluate_measures",
-           "format_comparison_table", "get_convention", "paired_bootstrap"]
+__all__ = [
+    "Comparison",
+    "Convention",
+    "EvalResult",
+    "bootstrap_ci",
+    "compare",
+    "evaluate",
+    "evaluate_measures",
+    "format_comparison_table",
+    "get_convention",
+    "paired_bootstrap",
+]

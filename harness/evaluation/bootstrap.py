@@ -60,8 +60,9 @@ def _check(n_resamples: int, confidence: float) -> None:
         raise HarnessError(f"confidence must be in (0, 1), got {confidence}")
 
 
-def _resampled_means(values: np.ndarray, groups: list[np.ndarray], n_resamples: int,
-                     rng: np.random.Generator) -> np.ndarray:
+def _resampled_means(
+    values: np.ndarray, groups: list[np.ndarray], n_resamples: int, rng: np.random.Generator
+) -> np.ndarray:
     """Bootstrap distribution of the mean (of stratum means when there are several groups)."""
     stats = np.zeros(n_resamples)
     for idx in groups:
@@ -83,8 +84,13 @@ def _point(values: np.ndarray, groups: list[np.ndarray]) -> float:
     return float(np.mean([values[idx].mean() for idx in groups]))
 
 
-def bootstrap_ci(per_query: Mapping[str, float], n_resamples: int = DEFAULT_RESAMPLES, seed: int = SEED,
-                 confidence: float = 0.95, strata: Callable[[str], str] | None = None) -> BootstrapCI:
+def bootstrap_ci(
+    per_query: Mapping[str, float],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = 0.95,
+    strata: Callable[[str], str] | None = None,
+) -> BootstrapCI:
     """Percentile CI for the mean of ``per_query`` (``strata(qid)`` names a query's stratum)."""
     _check(n_resamples, confidence)
     if not per_query:
@@ -98,9 +104,14 @@ def bootstrap_ci(per_query: Mapping[str, float], n_resamples: int = DEFAULT_RESA
     return BootstrapCI(_point(values, groups), float(low), float(high), len(keys), n_resamples, confidence, seed)
 
 
-def paired_bootstrap(per_query_a: Mapping[str, float], per_query_b: Mapping[str, float],
-                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = SEED, confidence: float = 0.95,
-                     strata: Callable[[str], str] | None = None) -> PairedResult:
+def paired_bootstrap(
+    per_query_a: Mapping[str, float],
+    per_query_b: Mapping[str, float],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = 0.95,
+    strata: Callable[[str], str] | None = None,
+) -> PairedResult:
     """Paired bootstrap of mean(A - B) over the queries both runs scored.
 
     The p-value is two-sided, from the bootstrap distribution shifted to the null
@@ -120,5 +131,6 @@ def paired_bootstrap(per_query_a: Mapping[str, float], per_query_b: Mapping[str,
     low, high = np.quantile(stats, [alpha, 1.0 - alpha])
     extreme = np.count_nonzero(np.abs(stats - observed) >= abs(observed) - 1e-15)
     p_value = (extreme + 1) / (n_resamples + 1)
-    return PairedResult(observed, float(low), float(high), float(min(1.0, p_value)), len(shared),
-                        n_resamples, confidence, seed)
+    return PairedResult(
+        observed, float(low), float(high), float(min(1.0, p_value)), len(shared), n_resamples, confidence, seed
+    )

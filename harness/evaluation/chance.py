@@ -9,14 +9,17 @@ is compared with it by a paired bootstrap over the judged queries.
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from harness import SEED
 from harness.evaluation.bootstrap import paired_bootstrap
 from harness.evaluation.measures import evaluate
 
 
-def random_run(doc_ids: list[str], query_ids: list[str], depth: int = 1000, seed: int = SEED) -> dict[str, dict[str, float]]:
+def random_run(
+    doc_ids: list[str], query_ids: list[str], depth: int = 1000, seed: int = SEED
+) -> dict[str, dict[str, float]]:
     """Each query ranks ``depth`` documents drawn uniformly without replacement (seeded)."""
     rng = random.Random(seed)
     depth = min(depth, len(doc_ids))
@@ -32,11 +35,19 @@ def chance_check(bench: Any, per_query: Mapping[str, float], measure: str, seed:
     qrels = bench.qrels(bench.eval_split)
     chance = evaluate(random_run(sorted(bench.corpus()), sorted(qrels), seed=seed), qrels, bench)
     diff = paired_bootstrap(per_query, chance.per_query[measure])
-    return {"measure": measure, "chance": chance.aggregate[measure], "delta": diff.mean_diff, "low": diff.low,
-            "high": diff.high, "above_chance": diff.low > 0}
+    return {
+        "measure": measure,
+        "chance": chance.aggregate[measure],
+        "delta": diff.mean_diff,
+        "low": diff.low,
+        "high": diff.high,
+        "above_chance": diff.low > 0,
+    }
 
 
 def describe(dataset: str, check: Mapping[str, Any], value: float) -> str:
     verdict = "above chance" if check["above_chance"] else "NOT above chance (a random ranking does as well)"
-    return (f"{dataset} {check['measure']} {100 * value:.2f} vs random ranking {100 * check['chance']:.2f}: "
-            f"{100 * check['delta']:+.2f} [{100 * check['low']:+.2f}, {100 * check['high']:+.2f}], {verdict}")
+    return (
+        f"{dataset} {check['measure']} {100 * value:.2f} vs random ranking {100 * check['chance']:.2f}: "
+        f"{100 * check['delta']:+.2f} [{100 * check['low']:+.2f}, {100 * check['high']:+.2f}], {verdict}"
+    )

@@ -67,15 +67,15 @@ class Claim:
     b: str
     benchmark: str
     measure: str
-    source: str             # "qc-pretraining-v2.txt v2 Table 1"
+    source: str  # "qc-pretraining-v2.txt v2 Table 1"
     a_row: str
     b_row: str
     a_value: float
     b_value: float
     a_conditions: tuple[tuple[str, Any], ...]
     b_conditions: tuple[tuple[str, Any], ...]
-    doubt: str = ""              # an extraction doubt of either cell: shown, never graded
-    a_printed_runs: int = 1      # each printed number is the mean of this many runs (``runs_averaged``)
+    doubt: str = ""  # an extraction doubt of either cell: shown, never graded
+    a_printed_runs: int = 1  # each printed number is the mean of this many runs (``runs_averaged``)
     b_printed_runs: int = 1
 
     @property
@@ -93,8 +93,17 @@ class Claim:
     @property
     def key(self) -> str:
         """One claim's identity (two columns of one benchmark and measure differ in conditions)."""
-        return " | ".join((self.source, self.a_row, self.b_row, self.benchmark, self.measure,
-                           repr(self.a_conditions), repr(self.b_conditions)))
+        return " | ".join(
+            (
+                self.source,
+                self.a_row,
+                self.b_row,
+                self.benchmark,
+                self.measure,
+                repr(self.a_conditions),
+                repr(self.b_conditions),
+            )
+        )
 
 
 @dataclass
@@ -107,28 +116,28 @@ class ClaimCheck:
     claimed: float
     status: str
     reason: str = ""
-    key: str = ""                      # Claim.key
+    key: str = ""  # Claim.key
     a: str = ""
     b: str = ""
     benchmark: str = ""
     measure: str = ""
-    effect: float | None = None        # run A - run B
-    margin: float | None = None        # Delta of the measure (points)
-    sigma: float | None = None         # sigma_rep's estimate the t-test read: seed SD of one run's mean (points)
-    sigma_df: float | None = None      # its degrees of freedom
-    sigma_source: str = ""             # which evidence set it
-    se: float | None = None            # seed se of the run effect
-    ci_low: float | None = None        # 90% CI of the run effect (what the direction test reads)
+    effect: float | None = None  # run A - run B
+    margin: float | None = None  # Delta of the measure (points)
+    sigma: float | None = None  # sigma_rep's estimate the t-test read: seed SD of one run's mean (points)
+    sigma_df: float | None = None  # its degrees of freedom
+    sigma_source: str = ""  # which evidence set it
+    se: float | None = None  # seed se of the run effect
+    ci_low: float | None = None  # 90% CI of the run effect (what the direction test reads)
     ci_high: float | None = None
-    p_direction: float | None = None   # one-sided p of "the effect has the printed sign" (a tie: TOST)
-    p_different: float | None = None   # Holm-adjusted p of "run effect = printed effect"
+    p_direction: float | None = None  # one-sided p of "the effect has the printed sign" (a tie: TOST)
+    p_different: float | None = None  # Holm-adjusted p of "run effect = printed effect"
     effect_ratio: float | None = None  # Breuer et al. 2020: reproduced / claimed improvement
-    ratio_low: float | None = None     # its 90% CI (the run effect's CI over the printed effect)
+    ratio_low: float | None = None  # its 90% CI (the run effect's CI over the printed effect)
     ratio_high: float | None = None
-    delta_ri: float | None = None      # Breuer et al. 2020: RI(paper) - RI(run)
-    a_runs: int = 1                    # seeds averaged on each side of the run effect
+    delta_ri: float | None = None  # Breuer et al. 2020: RI(paper) - RI(run)
+    a_runs: int = 1  # seeds averaged on each side of the run effect
     b_runs: int = 1
-    seeds_needed: int | None = None    # INCONCLUSIVE: runs per side that would settle it at this effect
+    seeds_needed: int | None = None  # INCONCLUSIVE: runs per side that would settle it at this effect
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,10 +145,16 @@ class ClaimCheck:
 
 # ----------------------------------------------------------------------------- which claims
 
+
 def own_row(cell: Any) -> bool:
     """A number of a harness method that the paper itself ran (not cited, not an ablation)."""
-    return (cell.score is not None and bool(cell.method) and bool(cell.benchmark) and bool(cell.measure)
-            and not _NOT_OWN & set(cell.conditions or {}))
+    return (
+        cell.score is not None
+        and bool(cell.method)
+        and bool(cell.benchmark)
+        and bool(cell.measure)
+        and not _NOT_OWN & set(cell.conditions or {})
+    )
 
 
 def _stage_rank(cell: Any) -> int | None:
@@ -150,10 +165,22 @@ def _stage_rank(cell: Any) -> int | None:
 def claim_from(ca: Any, cb: Any) -> Claim:
     """Cell A minus cell B (registry cells of one table, benchmark and measure)."""
     doubts = "; ".join(dict.fromkeys(str(c.doubt) for c in (ca, cb) if c.doubt))
-    return Claim(ca.method, cb.method, ca.benchmark, ca.measure, f"{ca.paper_file} {ca.version} {ca.table}",
-                 ca.row, cb.row, round(100 * ca.score, 6), round(100 * cb.score, 6),
-                 tuple(sorted(ca.conditions.items())), tuple(sorted(cb.conditions.items())), doubts,
-                 int(ca.conditions.get("runs_averaged") or 1), int(cb.conditions.get("runs_averaged") or 1))
+    return Claim(
+        ca.method,
+        cb.method,
+        ca.benchmark,
+        ca.measure,
+        f"{ca.paper_file} {ca.version} {ca.table}",
+        ca.row,
+        cb.row,
+        round(100 * ca.score, 6),
+        round(100 * cb.score, 6),
+        tuple(sorted(ca.conditions.items())),
+        tuple(sorted(cb.conditions.items())),
+        doubts,
+        int(ca.conditions.get("runs_averaged") or 1),
+        int(cb.conditions.get("runs_averaged") or 1),
+    )
 
 
 def _groups(cells: Sequence[Any], ignored: frozenset[str]) -> dict[tuple, list[Any]]:
@@ -210,16 +237,21 @@ def claim_pairs(cells: Sequence[Any] | None = None) -> list[tuple[str, str]]:
     for table in by_table.values():
         listed = list(dict.fromkeys(c.method for c in table))  # table order: the baselines come first
         for i, b in enumerate(listed):
-            for a in listed[i + 1:]:
+            for a in listed[i + 1 :]:
                 if a not in variants and b not in variants and (a, b) not in seen:
                     out.append((a, b))
                     seen |= {(a, b), (b, a)}
-    staged = {c.method for table in by_table.values() for c in table
-              if len({_stage_rank(x) for x in table if x.method == c.method} - {None}) > 1}
+    staged = {
+        c.method
+        for table in by_table.values()
+        for c in table
+        if len({_stage_rank(x) for x in table if x.method == c.method} - {None}) > 1
+    }
     return out + [(m, m) for m in sorted(staged)]
 
 
 # ----------------------------------------------------------------------------- grading
+
 
 @dataclass(frozen=True)
 class Pairing:
@@ -258,17 +290,20 @@ def _variances(claim: Claim, a_runs: int, b_runs: int) -> tuple[float, float]:
     return va + vb, va + vb + ka + kb
 
 
-def seeds_to_settle(effect: float, sigma: float, delta: float, claim: Claim, family: int,
-                    df: float = rule.KNOWN) -> int | None:
+def seeds_to_settle(
+    effect: float, sigma: float, delta: float, claim: Claim, family: int, df: float = rule.KNOWN
+) -> int | None:
     """The fewest runs per side (averaged) that would grade the claim REPRODUCED or DIFFERENT at the
     same run effect, DIFFERENT needing to pass the whole family at once (Bonferroni: never fewer runs
     than Holm would need); None when none up to ``verdict.MAX_SEEDS`` does."""
+
     def settles(n: int) -> bool:
         v_effect, v_diff = _variances(claim, n, n)
         test = rule.EffectTest(effect, sigma * math.sqrt(v_effect), claim.delta, sigma * math.sqrt(v_diff), delta, df)
         status, p_direction, p_different = rule.effect_verdicts([test])[0]
         # DIFFERENT must pass the whole family; the direction (a tie: equivalence) shown is not corrected
         return (status in rule.DIFFERENT and p_different * family < rule.ALPHA) or p_direction < rule.ALPHA
+
     return rule.fewest_runs(settles)
 
 
@@ -278,17 +313,33 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
     out, tests = [], []
     for p in pairings:
         c = p.claim
-        check = ClaimCheck(c.source, c.a_row, c.b_row, c.delta, NOT_COMPARABLE, key=c.key, a=c.a, b=c.b,
-                           benchmark=c.benchmark, measure=c.measure, a_runs=p.a_runs, b_runs=p.b_runs)
+        check = ClaimCheck(
+            c.source,
+            c.a_row,
+            c.b_row,
+            c.delta,
+            NOT_COMPARABLE,
+            key=c.key,
+            a=c.a,
+            b=c.b,
+            benchmark=c.benchmark,
+            measure=c.measure,
+            a_runs=p.a_runs,
+            b_runs=p.b_runs,
+        )
         out.append(check)
-        check.reason = (comparability(c.a, dict(c.a_conditions), p.a_conditions)[0]
-                        or comparability(c.b, dict(c.b_conditions), p.b_conditions)[0]
-                        or (f"doubtful cell, not graded: {c.doubt}" if c.doubt else ""))
+        check.reason = (
+            comparability(c.a, dict(c.a_conditions), p.a_conditions)[0]
+            or comparability(c.b, dict(c.b_conditions), p.b_conditions)[0]
+            or (f"doubtful cell, not graded: {c.doubt}" if c.doubt else "")
+        )
         if check.reason:
             continue
-        missing = [f"run {who} ({_side(cond, m)}) has no {c.benchmark} {c.measure}"
-                   for who, m, cond, v in (("A", c.a, p.a_conditions, p.a_value), ("B", c.b, p.b_conditions, p.b_value))
-                   if v is None]
+        missing = [
+            f"run {who} ({_side(cond, m)}) has no {c.benchmark} {c.measure}"
+            for who, m, cond, v in (("A", c.a, p.a_conditions, p.a_value), ("B", c.b, p.b_conditions, p.b_value))
+            if v is None
+        ]
         if missing:
             check.status, check.reason = NOT_YET_RUN, "; ".join(missing)
             continue
@@ -301,21 +352,31 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
         check.margin = practical_margin(c.benchmark, c.measure).points
         v_effect, v_diff = _variances(c, p.a_runs, p.b_runs)
         check.se = check.sigma * math.sqrt(v_effect)
-        tests.append((check, rule.EffectTest(check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff),
-                                             check.margin, spread.df), c))
+        tests.append(
+            (
+                check,
+                rule.EffectTest(
+                    check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff), check.margin, spread.df
+                ),
+                c,
+            )
+        )
     by_table: dict[str, list[tuple[ClaimCheck, rule.EffectTest, Claim]]] = defaultdict(list)
     for item in tests:
         by_table[item[0].source].append(item)
     for family in by_table.values():
-        for (check, test, claim), (status, p_dir, p_diff) in zip(family, rule.effect_verdicts([t for _, t, _ in family])):
+        for (check, test, claim), (status, p_dir, p_diff) in zip(
+            family, rule.effect_verdicts([t for _, t, _ in family])
+        ):
             check.status, check.p_direction, check.p_different = status, p_dir, p_diff
             check.ci_low, check.ci_high = test.ci()
             ratio = test.ratio_ci()
             if ratio:
                 check.ratio_low, check.ratio_high = ratio
             if status == rule.INCONCLUSIVE:
-                check.seeds_needed = seeds_to_settle(test.effect, check.sigma or 0.0, test.delta, claim, len(family),
-                                                     test.df)
+                check.seeds_needed = seeds_to_settle(
+                    test.effect, check.sigma or 0.0, test.delta, claim, len(family), test.df
+                )
                 check.reason = check.reason or effect_note(check)
     return out
 
@@ -324,8 +385,10 @@ def effect_note(check: ClaimCheck | Mapping[str, Any]) -> str:
     """An INCONCLUSIVE claim in words (a ClaimCheck or its ``to_dict``): the smallest margin around the
     printed effect its CI lies inside, the runs per side that would settle it, which evidence set
     sigma_rep."""
+
     def get(name: str) -> Any:
         return check.get(name) if isinstance(check, Mapping) else getattr(check, name)
+
     low, high, claimed, sigma = get("ci_low"), get("ci_high"), get("claimed"), get("sigma")
     within = None if low is None or high is None else max(abs(low - claimed), abs(high - claimed))
     note = settle_note(within, get("seeds_needed"), None, None, per_side=" per side")
@@ -336,9 +399,16 @@ def _by_measure(values: Mapping[tuple[str, str], float]) -> dict[tuple[str, str]
     return {(benchmark, canonical_measure(measure)): v for (benchmark, measure), v in values.items()}
 
 
-def check_claims(claims: Sequence[Claim], a_conditions: Mapping[str, Any], b_conditions: Mapping[str, Any],
-                 a_values: Mapping[tuple[str, str], float], b_values: Mapping[tuple[str, str], float], *,
-                 a_runs: int = 1, b_runs: int = 1) -> list[ClaimCheck]:
+def check_claims(
+    claims: Sequence[Claim],
+    a_conditions: Mapping[str, Any],
+    b_conditions: Mapping[str, Any],
+    a_values: Mapping[tuple[str, str], float],
+    b_values: Mapping[tuple[str, str], float],
+    *,
+    a_runs: int = 1,
+    b_runs: int = 1,
+) -> list[ClaimCheck]:
     """Grade run A minus run B against ``claims`` (one check each, in order).
 
     ``a_values`` / ``b_values``: ``{(benchmark, measure): points}``, every measure a run has (the
@@ -347,11 +417,24 @@ def check_claims(claims: Sequence[Claim], a_conditions: Mapping[str, Any], b_con
     (``finetune_stage``), so a stage claim takes the run at retriever 2 as A and at retriever 1 as B.
     A claim whose benchmark or measure a side lacks is NOT-YET-RUN, naming what is missing."""
     av, bv = _by_measure(a_values), _by_measure(b_values)
-    return grade([Pairing(c, a_conditions, b_conditions, av.get((c.benchmark, canonical_measure(c.measure))),
-                          bv.get((c.benchmark, canonical_measure(c.measure))), a_runs, b_runs) for c in claims])
+    return grade(
+        [
+            Pairing(
+                c,
+                a_conditions,
+                b_conditions,
+                av.get((c.benchmark, canonical_measure(c.measure))),
+                bv.get((c.benchmark, canonical_measure(c.measure))),
+                a_runs,
+                b_runs,
+            )
+            for c in claims
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- without a run
+
 
 def spec_conditions(method: str, stage: str | None) -> dict[str, Any] | None:
     """What a paper-profile run of ``method``'s committed spec would state at ``stage`` (None: no
@@ -366,7 +449,10 @@ def spec_conditions(method: str, stage: str | None) -> dict[str, Any] | None:
 def spec_reason(claim: Claim) -> str:
     """Why no paper run of the committed specs can ever grade ``claim`` ("" when one can): a
     condition of either row that the spec does not share, a declared deviation, an extraction doubt."""
-    for method, cell, stage in ((claim.a, claim.a_conditions, claim.a_stage), (claim.b, claim.b_conditions, claim.b_stage)):
+    for method, cell, stage in (
+        (claim.a, claim.a_conditions, claim.a_stage),
+        (claim.b, claim.b_conditions, claim.b_stage),
+    ):
         conditions = spec_conditions(method, stage)
         if conditions is None:
             return f"no paper profile of {method} in the specs: it cannot be run for the papers"

@@ -29,12 +29,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.core.points import fmt, points_decimals, reported_text
+from harness.core.text_table import format_table
 from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
-from harness.core.points import fmt, points_decimals, reported_text
-from harness.core.text_table import format_table
 
 STATUSES = VERDICTS
 PAPER_PROFILE = "paper"
@@ -45,8 +45,7 @@ TRAINING_FREE_FAMILIES = ("lexical",)
 # not share evenly). Every cell is NOT-COMPARABLE with such a run, the reason naming the stage.
 RAN_OTHERWISE = "ran_otherwise"
 
-_CELL_FIELDS = ("cell_id", "paper_file", "version", "table", "row", "column", "method", "benchmark", "measure",
-                "value")
+_CELL_FIELDS = ("cell_id", "paper_file", "version", "table", "row", "column", "method", "benchmark", "measure", "value")
 
 
 @dataclass
@@ -62,29 +61,29 @@ class Comparison:
     method: str
     benchmark: str
     measure: str
-    value: str                       # as printed in the paper
+    value: str  # as printed in the paper
     conditions: dict[str, Any] = field(default_factory=dict)
     reproduced: float | None = None
     reported: float | None = None
     delta: float | None = None
-    tolerance: float | None = None   # +-Delta, the practical margin (exact rule: the tolerance)
+    tolerance: float | None = None  # +-Delta, the practical margin (exact rule: the tolerance)
     tolerance_why: str = ""
     status: str = NOT_COMPARABLE
-    rule: str = ""                   # "seed" (equivalence test) | "exact" (deterministic system)
-    sigma: float | None = None       # sigma_rep's estimate the t-test read: seed SD of one run's mean (points)
-    sigma_df: float | None = None    # its degrees of freedom
+    rule: str = ""  # "seed" (equivalence test) | "exact" (deterministic system)
+    sigma: float | None = None  # sigma_rep's estimate the t-test read: seed SD of one run's mean (points)
+    sigma_df: float | None = None  # its degrees of freedom
     sigma_why: str = ""
-    sigma_source: str = ""           # which evidence set it, in a few words
-    ci_low: float | None = None      # 90% CI of delta from seed noise (points): what TOST reads
+    sigma_source: str = ""  # which evidence set it, in a few words
+    ci_low: float | None = None  # 90% CI of delta from seed noise (points): what TOST reads
     ci_high: float | None = None
     p_equivalent: float | None = None  # TOST, cell by cell
-    p_different: float | None = None   # d = 0, Holm-adjusted within the cell's table
-    runs: int = 1                      # seeds the reproduced number averages
-    seeds_needed: int | None = None    # INCONCLUSIVE: runs that would settle it at the same d (None: none <= 20)
-    within: float | None = None        # the smallest margin the 90% CI lies inside
+    p_different: float | None = None  # d = 0, Holm-adjusted within the cell's table
+    runs: int = 1  # seeds the reproduced number averages
+    seeds_needed: int | None = None  # INCONCLUSIVE: runs that would settle it at the same d (None: none <= 20)
+    within: float | None = None  # the smallest margin the 90% CI lies inside
     no_runs_sigma: float | None = None  # seeds_needed None: the sigma_rep at which no number of runs can
-    reason: str = ""                 # why NOT-COMPARABLE
-    notes: str = ""                  # conditions the run did not state, etc.
+    reason: str = ""  # why NOT-COMPARABLE
+    notes: str = ""  # conditions the run did not state, etc.
     finetune_stage: str | None = None  # which of the run's retrievers was compared (retriever1/2/3)
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,8 +133,9 @@ def touched_by(touch: str, key: str, value: Any) -> bool:
     return name == key and (not eq or normalise_condition(wanted) == normalise_condition(value))
 
 
-def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
-                  run_conditions: Mapping[str, Any]) -> tuple[str, str]:
+def comparability(
+    cell_method: str | None, cell_conditions: Mapping[str, Any], run_conditions: Mapping[str, Any]
+) -> tuple[str, str]:
     """``(reason, notes)``: a non-empty reason makes the cell NOT-COMPARABLE.
 
     Like with like only: every condition a cell states must be stated by the run with an equal
@@ -156,8 +156,12 @@ def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
     if cell_method and run_method and cell_method != run_method:
         return f"cell is for method '{cell_method}', run is '{run_method}'", ""
     stage, final = run_conditions.get("finetune_stage"), run_conditions.get("final_stage")
-    if "finetune_stage" not in cell_conditions and stage and final and \
-            normalise_condition(stage) != normalise_condition(final):
+    if (
+        "finetune_stage" not in cell_conditions
+        and stage
+        and final
+        and normalise_condition(stage) != normalise_condition(final)
+    ):
         return f"cell states no fine-tuning stage (the method's final retriever, {final}), run stage is {stage}", ""
     if "recipe" in touched:
         return f"declared deviation: {touched['recipe']}", ""
@@ -185,15 +189,22 @@ def comparability(cell_method: str | None, cell_conditions: Mapping[str, Any],
 
 # ---------------------------------------------------------------------------- compare
 
+
 def _canonical_table(table: Mapping[str, Any]) -> dict[str, Any]:
     return {canonical_measure(m): v for m, v in table.items()}
 
 
-def compare(metrics: Mapping[str, Mapping[str, float]],
-            per_query: Mapping[str, Mapping[str, Mapping[str, float]]] | None,
-            cells: Sequence[Any], run_conditions: Mapping[str, Any], *, exact: bool = False,
-            tolerances: ToleranceTable | None = None, runs: int = 1,
-            evidence: tuple[Any, ...] = ()) -> list[Comparison]:
+def compare(
+    metrics: Mapping[str, Mapping[str, float]],
+    per_query: Mapping[str, Mapping[str, Mapping[str, float]]] | None,
+    cells: Sequence[Any],
+    run_conditions: Mapping[str, Any],
+    *,
+    exact: bool = False,
+    tolerances: ToleranceTable | None = None,
+    runs: int = 1,
+    evidence: tuple[Any, ...] = (),
+) -> list[Comparison]:
     """Compare every reported cell with the run and grade it (see the module docstring).
 
     ``runs``: how many seeds the reproduced numbers average (1 for one run); ``evidence``: same-recipe
@@ -239,8 +250,13 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
         comp.sigma_df, comp.sigma_source = spread.df, spread.label
         comp.tolerance, comp.tolerance_why = margin.points, margin.why
         printed_runs = int(conditions.get("runs_averaged") or 1)
-        tests.append((comp, rule.Test(comp.delta, rule.se_of(spread.tested, runs, printed_runs), margin.points,
-                                      spread.df), printed_runs))
+        tests.append(
+            (
+                comp,
+                rule.Test(comp.delta, rule.se_of(spread.tested, runs, printed_runs), margin.points, spread.df),
+                printed_runs,
+            )
+        )
     by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test, int]]] = {}
     for comp, test, printed_runs in tests:
         by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test, printed_runs))
@@ -250,15 +266,20 @@ def compare(metrics: Mapping[str, Mapping[str, float]],
             comp.ci_low, comp.ci_high = test.ci()
             comp.within = rule.within(comp.ci_low, comp.ci_high)
             if status == rule.INCONCLUSIVE and comp.sigma is not None:
-                comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family),
-                                                          df=test.df)
+                comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family), df=test.df)
                 if comp.seeds_needed is None:
                     comp.no_runs_sigma = rule.sigma_no_runs_can(test.d, test.delta, k, len(family), df=test.df)
     return out
 
 
-def settle_note(within: float | None, seeds: int | None, sigma: float | None, no_runs_sigma: float | None,
-                printed_runs: int = 1, per_side: str = "") -> str:
+def settle_note(
+    within: float | None,
+    seeds: int | None,
+    sigma: float | None,
+    no_runs_sigma: float | None,
+    printed_runs: int = 1,
+    per_side: str = "",
+) -> str:
     """What an INCONCLUSIVE cell or claim would need, in words: the smallest margin it passes, then the
     runs that would settle it at the same difference, or why no number of runs can."""
     head = f"consistent within +-{within:.2f}; " if within is not None else ""
@@ -266,8 +287,9 @@ def settle_note(within: float | None, seeds: int | None, sigma: float | None, no
         return head + f"{seeds} seeds averaged{per_side} would settle it at this difference"
     if no_runs_sigma is not None and sigma is not None and sigma >= no_runs_sigma:
         printed = "one seed" if printed_runs <= 1 else f"{printed_runs} seeds"
-        return head + (f"no number of runs can: the paper printed {printed} and sigma_rep {sigma:.2f} >= "
-                       f"{no_runs_sigma:.2f}")
+        return head + (
+            f"no number of runs can: the paper printed {printed} and sigma_rep {sigma:.2f} >= {no_runs_sigma:.2f}"
+        )
     return head + f"no number of seeds up to {rule.MAX_SEEDS} settles it at this difference"
 
 
@@ -275,31 +297,61 @@ def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:
     """What an INCONCLUSIVE cell needs, in words, and which evidence set its sigma_rep (a Comparison or
     its ``to_dict``)."""
     sigma, conditions = _field(comp, "sigma"), _field(comp, "conditions") or {}
-    note = settle_note(_field(comp, "within"), _field(comp, "seeds_needed"), sigma, _field(comp, "no_runs_sigma"),
-                       int(conditions.get("runs_averaged") or 1))
+    note = settle_note(
+        _field(comp, "within"),
+        _field(comp, "seeds_needed"),
+        sigma,
+        _field(comp, "no_runs_sigma"),
+        int(conditions.get("runs_averaged") or 1),
+    )
     source = _field(comp, "sigma_source")
     return note + (f" (sigma_rep {sigma:.2f}: {source})" if sigma is not None and source else "")
 
 
 # ---------------------------------------------------------------------------- display
 
+
 def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
     """Plain-text table plus a one-line status count. Every number in points, the reported one at the
     paper's printed precision with the printed value beside it where the paper printed a fraction
     (``harness.core.points``), the reproduced one and the delta at that precision too; which of the
     run's retrievers a row is (stage); no delta on a NOT-COMPARABLE row."""
-    headers = ["verdict", "benchmark", "stage", "measure", "method", "source", "reported", "reproduced", "delta",
-               "+-Delta", "90% CI(delta)", "note"]
+    headers = [
+        "verdict",
+        "benchmark",
+        "stage",
+        "measure",
+        "method",
+        "source",
+        "reported",
+        "reproduced",
+        "delta",
+        "+-Delta",
+        "90% CI(delta)",
+        "note",
+    ]
     rows = []
     for c in comparisons:
         graded = c.status != NOT_COMPARABLE
         ci = "-" if c.ci_low is None or c.ci_high is None or not graded else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
         source = " ".join(x for x in (c.paper_file, c.version, c.table) if x)
         digits = points_decimals(c.value, c.reported)
-        rows.append([c.status, c.benchmark, c.finetune_stage or "-", c.measure, c.method, source,
-                     reported_text(c.reported, c.value), fmt(c.reproduced, digits),
-                     fmt(c.delta, digits, signed=True) if graded else "-", fmt(c.tolerance), ci,
-                     c.reason or c.notes or (inconclusive_note(c) if c.status == rule.INCONCLUSIVE else "")])
+        rows.append(
+            [
+                c.status,
+                c.benchmark,
+                c.finetune_stage or "-",
+                c.measure,
+                c.method,
+                source,
+                reported_text(c.reported, c.value),
+                fmt(c.reproduced, digits),
+                fmt(c.delta, digits, signed=True) if graded else "-",
+                fmt(c.tolerance),
+                ci,
+                c.reason or c.notes or (inconclusive_note(c) if c.status == rule.INCONCLUSIVE else ""),
+            ]
+        )
     counts = {s: sum(c.status == s for c in comparisons) for s in STATUSES}
     summary = ", ".join(f"{s} {n}" for s, n in counts.items() if n) or "no cells"
     return format_table(headers, rows) + f"\n{len(comparisons)} cells: {summary}"

@@ -59,11 +59,11 @@ class Convention:
     """How one benchmark is scored."""
 
     benchmark: str
-    kind: str                       # "msmarco" | "trec-dl" | "beir"
-    measures: tuple[str, ...]       # ir-measures strings, primary first
+    kind: str  # "msmarco" | "trec-dl" | "beir"
+    measures: tuple[str, ...]  # ir-measures strings, primary first
     primary: str
-    drop_self_hits: bool = False    # BEIR: drop doc id == query id before evaluation
-    subsets: tuple[str, ...] = ()   # cqadupstack: mean of these sub-benchmarks' means
+    drop_self_hits: bool = False  # BEIR: drop doc id == query id before evaluation
+    subsets: tuple[str, ...] = ()  # cqadupstack: mean of these sub-benchmarks' means
     note: str = ""
     extra: dict[str, str] = field(default_factory=dict)  # measure -> where the papers use it
 
@@ -80,8 +80,14 @@ def _defaults(kind: str) -> dict:
 
 def _convention(decl: declared.Declaration) -> Convention:
     dropped = "doc id == query id hits dropped" if declared.family(decl.kind).drop_self_hits else ""
-    return Convention(decl.name, decl.kind, subsets=decl.forums, note=decl.note or dropped, extra=dict(decl.extra),
-                      **_defaults(decl.kind))
+    return Convention(
+        decl.name,
+        decl.kind,
+        subsets=decl.forums,
+        note=decl.note or dropped,
+        extra=dict(decl.extra),
+        **_defaults(decl.kind),
+    )
 
 
 def _build() -> dict[str, Convention]:

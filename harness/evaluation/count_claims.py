@@ -34,11 +34,11 @@ from harness.papers.table_grid import TableGrid
 
 @dataclass(frozen=True)
 class CountClaim:
-    paper: str              # the paper whose text states it
+    paper: str  # the paper whose text states it
     claim_id: str
     text: str
-    stated: int             # N
-    source: str             # the table counted, as ``Claim.source``
+    stated: int  # N
+    source: str  # the table counted, as ``Claim.source``
     a: str
     b: str
     measure: str
@@ -61,8 +61,8 @@ class CountCheck:
     datasets: int
     status: str
     reason: str = ""
-    at_least: int | None = None   # L: datasets where A > B is shown
-    at_most: int | None = None    # M - R: datasets where A > B is still possible
+    at_least: int | None = None  # L: datasets where A > B is shown
+    at_most: int | None = None  # M - R: datasets where A > B is still possible
     missing: list[str] = field(default_factory=list)  # datasets not yet run
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,18 +86,33 @@ def count_claims_for(pairs: Sequence[tuple[str, str]], papers: Sequence[Any] | N
             continue
         grid = TableGrid(info, [c for c in target.cells if c.table == chk["table"]])
         rows = chk["axis"] == "rows"
-        parts = [(grid.get(chk["a"], o), grid.get(chk["b"], o)) if rows else (grid.get(o, chk["a"]), grid.get(o, chk["b"]))
-                 for o in chk["over"]]
-        if not parts or any(ca is None or cb is None or not own_row(ca) or not own_row(cb) or
-                            (ca.method, cb.method) not in wanted for ca, cb in parts):
+        parts = [
+            (grid.get(chk["a"], o), grid.get(chk["b"], o)) if rows else (grid.get(o, chk["a"]), grid.get(o, chk["b"]))
+            for o in chk["over"]
+        ]
+        if not parts or any(
+            ca is None or cb is None or not own_row(ca) or not own_row(cb) or (ca.method, cb.method) not in wanted
+            for ca, cb in parts
+        ):
             continue
         claims = tuple(claim_from(ca, cb) for ca, cb in parts)
         ident = (claims[0].source, claims[0].a, claims[0].b, tuple(c.benchmark for c in claims))
         if ident in seen:
             continue
         seen.add(ident)
-        out.append(CountClaim(p.paper, str(claim["id"]), str(claim["text"]), int(claim["number"]), claims[0].source,
-                              claims[0].a, claims[0].b, claims[0].measure, claims))
+        out.append(
+            CountClaim(
+                p.paper,
+                str(claim["id"]),
+                str(claim["text"]),
+                int(claim["number"]),
+                claims[0].source,
+                claims[0].a,
+                claims[0].b,
+                claims[0].measure,
+                claims,
+            )
+        )
     return out
 
 
@@ -112,8 +127,17 @@ def _p_one_sided(check: Mapping[str, Any], up: bool) -> float:
 def check_count(claim: CountClaim, checks: Mapping[str, Mapping[str, Any]]) -> CountCheck:
     """Grade a count claim from the per-dataset checks (``ClaimCheck.to_dict()`` by ``Claim.key``;
     a dataset without one is unrun unless no run of the specs could grade it)."""
-    out = CountCheck(claim.key, claim.source, claim.text, claim.a, claim.b, claim.measure, claim.stated,
-                     len(claim.parts), NOT_YET_RUN)
+    out = CountCheck(
+        claim.key,
+        claim.source,
+        claim.text,
+        claim.a,
+        claim.b,
+        claim.measure,
+        claim.stated,
+        len(claim.parts),
+        NOT_YET_RUN,
+    )
     graded, unfit = [], {}
     for part in claim.parts:
         check = checks.get(part.key) or {}
@@ -131,15 +155,20 @@ def check_count(claim: CountClaim, checks: Mapping[str, Mapping[str, Any]]) -> C
     if unfit:
         reasons = set(unfit.values())
         out.status = NOT_COMPARABLE
-        out.reason = (f"every dataset: {reasons.pop()}" if len(reasons) == 1 and len(unfit) == len(claim.parts) else
-                      "; ".join(f"{b}: {why}" for b, why in unfit.items()))
+        out.reason = (
+            f"every dataset: {reasons.pop()}"
+            if len(reasons) == 1 and len(unfit) == len(claim.parts)
+            else "; ".join(f"{b}: {why}" for b, why in unfit.items())
+        )
         return out
     up = rule.holm([_p_one_sided(c, True) for c in graded])
     down = rule.holm([_p_one_sided(c, False) for c in graded])
     out.at_least = sum(p < rule.ALPHA for p in up)
     out.at_most = len(claim.parts) - sum(p < rule.ALPHA for p in down)
-    shown = (f"{claim.a} > {claim.b} on at least {out.at_least} and at most {out.at_most} of {len(claim.parts)} "
-             f"datasets (one-sided, Holm over the datasets); the paper counts {claim.stated}")
+    shown = (
+        f"{claim.a} > {claim.b} on at least {out.at_least} and at most {out.at_most} of {len(claim.parts)} "
+        f"datasets (one-sided, Holm over the datasets); the paper counts {claim.stated}"
+    )
     if out.at_least >= claim.stated:
         out.status = REPRODUCED
     elif out.at_most < claim.stated:

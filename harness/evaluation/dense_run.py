@@ -43,10 +43,19 @@ def judged_queries(benchmark: Any, split: str | None) -> dict[str, str]:
     return queries
 
 
-def retrieve(encoder: Any, benchmark: Any, split: str | None, depth: int, *,
-             corpus: CorpusVectors | Shard | None = None, batch_size: int | None = None,
-             keep_self_hits: bool = False, show_progress: bool = True, run_file: Path | None = None,
-             tag: str = "dense") -> tuple[Run, dict[str, Any]]:
+def retrieve(
+    encoder: Any,
+    benchmark: Any,
+    split: str | None,
+    depth: int,
+    *,
+    corpus: CorpusVectors | Shard | None = None,
+    batch_size: int | None = None,
+    keep_self_hits: bool = False,
+    show_progress: bool = True,
+    run_file: Path | None = None,
+    tag: str = "dense",
+) -> tuple[Run, dict[str, Any]]:
     """The run of ``benchmark``'s ``split`` (None: its evaluation split) at ``depth``, and its
     efficiency numbers (:func:`harness.retrieval.dense.retrieve`'s, plus ``query_encode_seconds``
     and ``index_build_seconds``: 0 for vectors, searched in place by
@@ -73,10 +82,8 @@ def retrieve(encoder: Any, benchmark: Any, split: str | None, depth: int, *,
         run, stats = search_vectors(qids, q_emb, doc_ids, doc_emb, k=k)
         timings["index_build_seconds"] = 0.0
     if keep_self_hits:
-
         run = trim_to_depth(run, depth, True)
     if run_file is not None:
-
         write_trec_run(run, run_file, tag=tag)
     stats.update(timings)
     return run, stats

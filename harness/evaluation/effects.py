@@ -61,16 +61,16 @@ class Effect:
     a_value: float  # points
     b_value: float
     delta: float
-    ci_low: float      # 95% CI over the queries, and over the seeds where measured (``seed_sd``)
+    ci_low: float  # 95% CI over the queries, and over the seeds where measured (``seed_sd``)
     ci_high: float
     p_value: float
     queries: int
     claims: list[dict] = field(default_factory=list)  # ClaimCheck dicts: the papers' printed differences
-    claim_status: str = ""                            # worst over the comparable claims; "" without one
-    a_stage: str = ""    # the fine-tuning stage each side's scores come from ("": the run names none)
+    claim_status: str = ""  # worst over the comparable claims; "" without one
+    a_stage: str = ""  # the fine-tuning stage each side's scores come from ("": the run names none)
     b_stage: str = ""
-    final: bool = True   # both sides are their runs' final stage
-    seed_sd: float | None = None       # seed SD of one run's mean folded into the CI (None: queries only)
+    final: bool = True  # both sides are their runs' final stage
+    seed_sd: float | None = None  # seed SD of one run's mean folded into the CI (None: queries only)
     seed_why: str = ""
     query_ci_low: float | None = None  # the bootstrap CI over the queries alone
     query_ci_high: float | None = None
@@ -90,14 +90,38 @@ class Effect:
         return {**asdict(self), "label": self.label}
 
 
-def _effect(profile: str, a: str, b: str, a_run: str, b_run: str, dataset: str, measure: str,
-            pq_a: Mapping[str, float], pq_b: Mapping[str, float]) -> Effect:
+def _effect(
+    profile: str,
+    a: str,
+    b: str,
+    a_run: str,
+    b_run: str,
+    dataset: str,
+    measure: str,
+    pq_a: Mapping[str, float],
+    pq_b: Mapping[str, float],
+) -> Effect:
     res = paired_bootstrap(pq_a, pq_b)
+
     def mean(pq: Mapping[str, float]) -> float:
         return 100.0 * sum(pq.values()) / len(pq)
 
-    return Effect(profile, a, b, a_run, b_run, dataset, measure, mean(pq_a), mean(pq_b), 100.0 * res.mean_diff,
-                  100.0 * res.low, 100.0 * res.high, res.p_value, res.n_queries)
+    return Effect(
+        profile,
+        a,
+        b,
+        a_run,
+        b_run,
+        dataset,
+        measure,
+        mean(pq_a),
+        mean(pq_b),
+        100.0 * res.mean_diff,
+        100.0 * res.low,
+        100.0 * res.high,
+        res.p_value,
+        res.n_queries,
+    )
 
 
 def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, RunRecord]:
@@ -111,14 +135,17 @@ def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, Ru
 
 # ----------------------------------------------------------------------------- the seed spread
 
+
 def seed_spread(dataset: str, measure: str) -> tuple[float, str]:
     """The seed SD of one run's mean (points) that the mini profile's seed records measured on
     ``dataset`` / ``measure`` (``noise.yaml``: ``sd``), else the harness's transfer of it."""
     data = noise.load()
     measured = (data.get("benchmarks") or {}).get(dataset, {}).get(measure)
     if measured:
-        return float(measured["sd"]), (f"seed SD {measured['sd']:.2f} measured: {data['method']} "
-                                       f"[{data['profile']}] x {len(data['runs'])} seeds on {dataset}")
+        return float(measured["sd"]), (
+            f"seed SD {measured['sd']:.2f} measured: {data['method']} "
+            f"[{data['profile']}] x {len(data['runs'])} seeds on {dataset}"
+        )
     sigma = noise.sigma(dataset, measure)
     return sigma.points, f"seed SD {sigma.points:.2f} {sigma.why}"
 
@@ -128,15 +155,16 @@ def widen_by_seeds(effect: Effect, sd: float, why: str, trained_sides: int = 2) 
     that is one trained run (two runs: ``2 sd**2``; a stage minus the untrained start: ``sd**2``);
     the query-only CI is kept."""
     effect.query_ci_low, effect.query_ci_high = effect.ci_low, effect.ci_high
-    seeds = trained_sides * sd ** 2
-    effect.ci_low = effect.delta - math.sqrt(max(0.0, effect.delta - effect.ci_low) ** 2 + Z95 ** 2 * seeds)
-    effect.ci_high = effect.delta + math.sqrt(max(0.0, effect.ci_high - effect.delta) ** 2 + Z95 ** 2 * seeds)
+    seeds = trained_sides * sd**2
+    effect.ci_low = effect.delta - math.sqrt(max(0.0, effect.delta - effect.ci_low) ** 2 + Z95**2 * seeds)
+    effect.ci_high = effect.delta + math.sqrt(max(0.0, effect.ci_high - effect.delta) ** 2 + Z95**2 * seeds)
     se_queries = (effect.query_ci_high - effect.query_ci_low) / (2.0 * Z95)
-    effect.p_value = rule.p_zero(effect.delta, math.sqrt(se_queries ** 2 + seeds))
+    effect.p_value = rule.p_zero(effect.delta, math.sqrt(se_queries**2 + seeds))
     effect.seed_sd, effect.seed_why = sd, why
 
 
 # ----------------------------------------------------------------------------- effects of two runs
+
 
 def scores_by_stage(record: RunRecord) -> tuple[dict[str, dict[str, Any]], str]:
     """The record's per-query scores of each fine-tuning stage, in order, and its final stage (a
@@ -160,10 +188,25 @@ def _aggregate(parts: Sequence[Effect], name: str) -> Effect:
     first = parts[0]
     delta = sum(e.delta for e in parts) / k
     se = math.sqrt(sum(((e.ci_high - e.ci_low) / (2.0 * Z95)) ** 2 for e in parts)) / k
-    out = Effect(first.profile, first.a, first.b, first.a_run, first.b_run, name, first.measure,
-                 sum(e.a_value for e in parts) / k, sum(e.b_value for e in parts) / k, delta,
-                 delta - Z95 * se, delta + Z95 * se, rule.p_zero(delta, se), sum(e.queries for e in parts),
-                 a_stage=first.a_stage, b_stage=first.b_stage, final=first.final)
+    out = Effect(
+        first.profile,
+        first.a,
+        first.b,
+        first.a_run,
+        first.b_run,
+        name,
+        first.measure,
+        sum(e.a_value for e in parts) / k,
+        sum(e.b_value for e in parts) / k,
+        delta,
+        delta - Z95 * se,
+        delta + Z95 * se,
+        rule.p_zero(delta, se),
+        sum(e.queries for e in parts),
+        a_stage=first.a_stage,
+        b_stage=first.b_stage,
+        final=first.final,
+    )
     sds = [e.seed_sd for e in parts if e.seed_sd is not None]
     if len(sds) == len(parts):
         out.seed_sd = math.sqrt(sum(sd**2 for sd in sds)) / k
@@ -171,16 +214,35 @@ def _aggregate(parts: Sequence[Effect], name: str) -> Effect:
     return out
 
 
-def _stage_pair_effects(profile: str, a: str, b: str, ra: RunRecord, rb: RunRecord, xa: str, xb: str,
-                        final: bool, pq_a: Mapping[str, Any], pq_b: Mapping[str, Any]) -> list[Effect]:
+def _stage_pair_effects(
+    profile: str,
+    a: str,
+    b: str,
+    ra: RunRecord,
+    rb: RunRecord,
+    xa: str,
+    xb: str,
+    final: bool,
+    pq_a: Mapping[str, Any],
+    pq_b: Mapping[str, Any],
+) -> list[Effect]:
     """A minus B on every benchmark and measure both scored (A's stage ``xa``, B's ``xb``), and on
     every printed average whose datasets both scored."""
     out = []
     for dataset in (d for d in pq_a if d in pq_b):
         for measure in (m for m in pq_a[dataset] if m in pq_b[dataset]):
             if pq_a[dataset][measure] and pq_b[dataset][measure]:
-                e = _effect(profile, a, b, ra.run_id, rb.run_id, dataset, measure, pq_a[dataset][measure],
-                            pq_b[dataset][measure])
+                e = _effect(
+                    profile,
+                    a,
+                    b,
+                    ra.run_id,
+                    rb.run_id,
+                    dataset,
+                    measure,
+                    pq_a[dataset][measure],
+                    pq_b[dataset][measure],
+                )
                 e.a_stage, e.b_stage, e.final = xa, xb, final
                 if profile in SEED_SPREAD_PROFILES and ra is not rb:
                     widen_by_seeds(e, *seed_spread(dataset, measure))
@@ -190,8 +252,9 @@ def _stage_pair_effects(profile: str, a: str, b: str, ra: RunRecord, rb: RunReco
         if all(members.values()):
             shared = set.intersection(*({e.measure for e in found} for found in members.values()))
             for measure in sorted(shared):
-                out.append(_aggregate([next(e for e in found if e.measure == measure) for found in members.values()],
-                                      name))
+                out.append(
+                    _aggregate([next(e for e in found if e.measure == measure) for found in members.values()], name)
+                )
     return out
 
 
@@ -221,8 +284,9 @@ def _stage_key(a_stage: str | None, b_stage: str | None) -> tuple[str, str]:
     return (a_stage or "", b_stage or "")
 
 
-def method_effects(records: Sequence[RunRecord], profile: str,
-                   pairs: Sequence[tuple[str, str]] | None = None) -> list[Effect]:
+def method_effects(
+    records: Sequence[RunRecord], profile: str, pairs: Sequence[tuple[str, str]] | None = None
+) -> list[Effect]:
     """A minus B on every benchmark and measure both runs scored, for every pair present, each
     graded against the claims the papers printed for it: a claim naming stages on the effect of
     those stages, one naming none on the final stages' effect. ``pairs`` (A, B) default to
@@ -234,8 +298,9 @@ def method_effects(records: Sequence[RunRecord], profile: str,
     latest = latest_by_method(records, profile)
     index: dict[tuple, list[Claim]] = {}
     for c in claims_for(pairs):
-        index.setdefault((c.a, c.b, _stage_key(c.a_stage, c.b_stage), c.benchmark, canonical_measure(c.measure)),
-                         []).append(c)
+        index.setdefault(
+            (c.a, c.b, _stage_key(c.a_stage, c.b_stage), c.benchmark, canonical_measure(c.measure)), []
+        ).append(c)
     out, pairings, owners = [], [], []
     for a, b in pairs:
         for e in pair_effects(records, profile, a, b):
@@ -243,8 +308,15 @@ def method_effects(records: Sequence[RunRecord], profile: str,
             keys = [_stage_key(e.a_stage, e.b_stage)] + ([("", "")] if e.final and (e.a_stage or e.b_stage) else [])
             for stages in keys:
                 for claim in index.get((a, b, stages, e.dataset, canonical_measure(e.measure)), []):
-                    pairings.append(Pairing(claim, _conditions(latest[a], e.a_stage),
-                                            _conditions(latest[b], e.b_stage), e.a_value, e.b_value))
+                    pairings.append(
+                        Pairing(
+                            claim,
+                            _conditions(latest[a], e.a_stage),
+                            _conditions(latest[b], e.b_stage),
+                            e.a_value,
+                            e.b_value,
+                        )
+                    )
                     owners.append(e)
     for e, check in zip(owners, grade(pairings)):  # one grading: the claims of a table are one family
         e.claims.append(check.to_dict())
@@ -266,6 +338,7 @@ def count_checks(effects: Sequence[Effect], pairs: Sequence[tuple[str, str]] | N
 
 # ----------------------------------------------------------------------------- within one run
 
+
 def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
     """Each fine-tuning stage minus ``base`` (the zero-shot start) within one run."""
     by_stage = record.get("per_query_by_stage") or {}
@@ -279,8 +352,17 @@ def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
             measure = primary_measure(dataset)
             pq_a, pq_b = measures.get(measure), by_stage[base].get(dataset, {}).get(measure)
             if pq_a and pq_b:
-                e = _effect(record.profile, f"{record.method} {stage}", f"{record.method} {base}",
-                            record.run_id, record.run_id, dataset, measure, pq_a, pq_b)
+                e = _effect(
+                    record.profile,
+                    f"{record.method} {stage}",
+                    f"{record.method} {base}",
+                    record.run_id,
+                    record.run_id,
+                    dataset,
+                    measure,
+                    pq_a,
+                    pq_b,
+                )
                 if record.profile in SEED_SPREAD_PROFILES:  # the start is untrained: one side's seed only
                     widen_by_seeds(e, *seed_spread(dataset, measure), trained_sides=1)
                 out.append(e)
@@ -293,15 +375,48 @@ LEARNING_CHECK = "learning check, not the papers' effect"  # an effect of a prof
 def format_effects(effects: Sequence[Effect]) -> str:
     """The effects as a table; the papers' printed differences only beside paper-profile runs (a
     mini effect is a learning check, never set beside a paper's claim)."""
+
     def paper(e: Effect) -> bool:
         return e.profile == PAPER_PROFILE
-    rows = [[e.profile, e.label, e.dataset, e.measure, f"{e.a_value:.2f}", f"{e.b_value:.2f}",
-             f"{e.delta:+.2f}", f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]", f"{e.p_value:.3f}", e.queries,
-             "queries" if e.seed_sd is None else f"+ seeds (sd {e.seed_sd:.2f})",
-             "yes" if e.significant else "no", claimed_text(e) if paper(e) else "-",
-             (e.claim_status or "-") if paper(e) else LEARNING_CHECK] for e in effects]
-    return format_table(["profile", "effect", "dataset", "measure", "A", "B", "A-B", "95% CI", "p", "queries",
-                         "CI over", "CI excludes 0", "paper claims", "vs claim"], rows)
+
+    rows = [
+        [
+            e.profile,
+            e.label,
+            e.dataset,
+            e.measure,
+            f"{e.a_value:.2f}",
+            f"{e.b_value:.2f}",
+            f"{e.delta:+.2f}",
+            f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]",
+            f"{e.p_value:.3f}",
+            e.queries,
+            "queries" if e.seed_sd is None else f"+ seeds (sd {e.seed_sd:.2f})",
+            "yes" if e.significant else "no",
+            claimed_text(e) if paper(e) else "-",
+            (e.claim_status or "-") if paper(e) else LEARNING_CHECK,
+        ]
+        for e in effects
+    ]
+    return format_table(
+        [
+            "profile",
+            "effect",
+            "dataset",
+            "measure",
+            "A",
+            "B",
+            "A-B",
+            "95% CI",
+            "p",
+            "queries",
+            "CI over",
+            "CI excludes 0",
+            "paper claims",
+            "vs claim",
+        ],
+        rows,
+    )
 
 
 def claimed_text(effect: Effect) -> str:

@@ -89,10 +89,10 @@ class Evidence:
 
     benchmark: str
     measure: str
-    variance: float   # points^2, of one run's mean
+    variance: float  # points^2, of one run's mean
     df: int
     source: str
-    runs: str = ""    # the set of runs it comes from: one df per set, whatever it prints ("": its source)
+    runs: str = ""  # the set of runs it comes from: one df per set, whatever it prints ("": its source)
 
     @property
     def group(self) -> str:
@@ -101,10 +101,10 @@ class Evidence:
 
 @dataclass(frozen=True)
 class SigmaRep:
-    points: float                 # declared: the upper confidence bound of the estimate (or the floor)
-    estimate: float | None        # pooled point estimate, what the test reads (None: no evidence)
-    df: int                       # its degrees of freedom: the test's Student t
-    scope: str                    # "benchmark" | "family" | "family, all measures of its kind" | "none"
+    points: float  # declared: the upper confidence bound of the estimate (or the floor)
+    estimate: float | None  # pooled point estimate, what the test reads (None: no evidence)
+    df: int  # its degrees of freedom: the test's Student t
+    scope: str  # "benchmark" | "family" | "family, all measures of its kind" | "none"
     evidence: tuple[Evidence, ...]
     why: str
 
@@ -123,28 +123,42 @@ class SigmaRep:
 
 # ---------------------------------------------------------------------------- the margin
 
+
 @lru_cache(maxsize=1)
 def load_margins() -> dict[str, Any]:
     data = yamlsafe.load(MARGINS_FILE.read_text(encoding="utf-8"))
     level = data.get("upper_confidence") if isinstance(data, dict) else None
     if not isinstance(level, (int, float)) or not 0.5 <= level < 1:
-        raise DataFormatError(MARGINS_FILE, None, "upper_confidence must be a number in [0.5, 1)",
-                              "e.g. upper_confidence: 0.8")
-    for where, table in [*((f"families.{f}", t) for f, t in (data.get("families") or {}).items()),
-                         *((f"benchmarks.{b}", t) for b, t in (data.get("benchmarks") or {}).items())]:
+        raise DataFormatError(
+            MARGINS_FILE, None, "upper_confidence must be a number in [0.5, 1)", "e.g. upper_confidence: 0.8"
+        )
+    for where, table in [
+        *((f"families.{f}", t) for f, t in (data.get("families") or {}).items()),
+        *((f"benchmarks.{b}", t) for b, t in (data.get("benchmarks") or {}).items()),
+    ]:
         for measure, entry in table.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("delta"), (int, float)) or \
-                    entry["delta"] <= 0 or not str(entry.get("why") or "").strip():
-                raise DataFormatError(MARGINS_FILE, None, f"{where}.{measure} needs delta > 0 and a why",
-                                      "write {delta: <points>, why: <what the field treats as real>}")
+            if (
+                not isinstance(entry, dict)
+                or not isinstance(entry.get("delta"), (int, float))
+                or entry["delta"] <= 0
+                or not str(entry.get("why") or "").strip()
+            ):
+                raise DataFormatError(
+                    MARGINS_FILE,
+                    None,
+                    f"{where}.{measure} needs delta > 0 and a why",
+                    "write {delta: <points>, why: <what the field treats as real>}",
+                )
     return data
 
 
 def practical_margin(benchmark: str, measure: str) -> Margin:
     """Delta for ``benchmark`` / ``measure`` (points), with why it is the size that matters."""
     data, measure = load_margins(), canonical_measure(measure)
-    tables = [(data.get("benchmarks") or {}).get(noise.base_benchmark(benchmark), {}),
-              (data.get("families") or {}).get(family(benchmark), {})]
+    tables = [
+        (data.get("benchmarks") or {}).get(noise.base_benchmark(benchmark), {}),
+        (data.get("families") or {}).get(family(benchmark), {}),
+    ]
     for table in tables:
         entry = table.get(measure)
         if entry:
@@ -152,11 +166,13 @@ def practical_margin(benchmark: str, measure: str) -> Margin:
     for table in tables:
         if "default" in table:
             return Margin(float(table["default"]["delta"]), table["default"]["why"])
-    raise DataFormatError(MARGINS_FILE, None, f"no margin for {benchmark} {measure}",
-                          f"add families.{family(benchmark)}.default")
+    raise DataFormatError(
+        MARGINS_FILE, None, f"no margin for {benchmark} {measure}", f"add families.{family(benchmark)}.default"
+    )
 
 
 # ---------------------------------------------------------------------------- the evidence
+
 
 def load_studies() -> tuple[Evidence, ...]:
     """The published multi-seed studies of one recipe (``seed_studies.yaml``, ``recipe: same``)."""
@@ -177,12 +193,27 @@ def _studies() -> tuple[tuple[Evidence, bool], ...]:
             source = f"{e['citation']} ({e['where']}): {e['system']}, {seeds} seeds, SD {sd:.2f}"
             if recipe not in ("same", "changed"):
                 raise ValueError(f"recipe is {recipe!r}, not same or changed")
-            out.append((Evidence(str(e["benchmark"]), canonical_measure(str(e["measure"])), sd ** 2, seeds - 1,
-                                 source, f"{e['citation']}: {e['system']}"), recipe == "same"))
+            out.append(
+                (
+                    Evidence(
+                        str(e["benchmark"]),
+                        canonical_measure(str(e["measure"])),
+                        sd**2,
+                        seeds - 1,
+                        source,
+                        f"{e['citation']}: {e['system']}",
+                    ),
+                    recipe == "same",
+                )
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise DataFormatError(STUDIES_FILE, None, f"entry {i + 1}: {exc!r}",
-                                  "each entry needs citation, where, system, benchmark, measure, seeds, sd, "
-                                  "recipe (same: one recipe's seeds; changed: another team's re-run)") from None
+            raise DataFormatError(
+                STUDIES_FILE,
+                None,
+                f"entry {i + 1}: {exc!r}",
+                "each entry needs citation, where, system, benchmark, measure, seeds, sd, "
+                "recipe (same: one recipe's seeds; changed: another team's re-run)",
+            ) from None
         if seeds < 2:
             raise DataFormatError(STUDIES_FILE, None, f"entry {i + 1}: a seed SD needs at least 2 seeds", "")
     return tuple(out)
@@ -191,8 +222,12 @@ def _studies() -> tuple[tuple[Evidence, bool], ...]:
 def own_paper_seeds(runs: Path | None = None) -> tuple[Evidence, ...]:
     """The harness's own paper-profile runs of one method and settings under several seeds."""
     runs = runs or runs_dir()
-    records = [r for d in ("records", "seeds") for r in load_records(runs / d)[0]
-               if r.profile == PAPER_PROFILE and not r.integrity_problems]
+    records = [
+        r
+        for d in ("records", "seeds")
+        for r in load_records(runs / d)[0]
+        if r.profile == PAPER_PROFILE and not r.integrity_problems
+    ]
     groups: dict[tuple[str, str], dict[Any, Any]] = {}
     for r in sorted(records, key=lambda r: r.run_id):  # the newest record of each seed
         groups.setdefault((r.method, settings_hash(r.spec)), {})[r.get("seed")] = r
@@ -203,10 +238,17 @@ def own_paper_seeds(runs: Path | None = None) -> tuple[Evidence, ...]:
         for bench in sorted(set.intersection(*(set(r.metrics) for r in by_seed.values()))):
             for measure in sorted(set.intersection(*(set(r.metrics[bench]) for r in by_seed.values()))):
                 values = [100.0 * r.metrics[bench][measure] for r in by_seed.values()]
-                out.append(Evidence(bench, canonical_measure(measure), statistics.variance(values), len(values) - 1,
-                                    f"harness: {method} [paper] under seeds {sorted(by_seed)}: "
-                                    f"{', '.join(f'{v:.2f}' for v in values)}",
-                                    f"harness: {method} [paper] seeds {sorted(by_seed)}"))
+                out.append(
+                    Evidence(
+                        bench,
+                        canonical_measure(measure),
+                        statistics.variance(values),
+                        len(values) - 1,
+                        f"harness: {method} [paper] under seeds {sorted(by_seed)}: "
+                        f"{', '.join(f'{v:.2f}' for v in values)}",
+                        f"harness: {method} [paper] seeds {sorted(by_seed)}",
+                    )
+                )
     return tuple(out)
 
 
@@ -221,19 +263,32 @@ def recipe_drift() -> tuple[Evidence, ...]:
     """Re-runs by another team that changed the recipe: the registry's replication pairs (two origins:
     a cited original against another paper's re-run) and ``recipe: changed`` studies. Shown beside the
     verdict as how far recipes drift; never pooled into sigma_rep."""
-    pairs = tuple(Evidence(p.benchmark, canonical_measure(p.measure), p.diff ** 2 / (1 / p.runs_a + 1 / p.runs_b),
-                           1, f"{p.method}: {p.a:.1f} ({p.source_a}) vs {p.b:.1f} ({p.source_b})"
-                           + (f"; stated on one side only: {', '.join(p.unmatched)}" if p.unmatched else ""),
-                           f"{p.method}: {p.source_a.split(' row ')[0]} vs {p.source_b}")
-                  for p in replication_pairs())
+    pairs = tuple(
+        Evidence(
+            p.benchmark,
+            canonical_measure(p.measure),
+            p.diff**2 / (1 / p.runs_a + 1 / p.runs_b),
+            1,
+            f"{p.method}: {p.a:.1f} ({p.source_a}) vs {p.b:.1f} ({p.source_b})"
+            + (f"; stated on one side only: {', '.join(p.unmatched)}" if p.unmatched else ""),
+            f"{p.method}: {p.source_a.split(' row ')[0]} vs {p.source_b}",
+        )
+        for p in replication_pairs()
+    )
     return pairs + tuple(e for e, same in _studies() if not same)
 
 
 def user_seeds(label: str, benchmark: str, measure: str, values: list[float]) -> Evidence:
     """A user's per-seed list (points) of one method, profile and benchmark: same-recipe evidence with
     ``seeds - 1`` degrees of freedom (``grade --metrics``)."""
-    return Evidence(benchmark, canonical_measure(measure), statistics.variance(values), len(values) - 1,
-                    f"your seeds: {label} {', '.join(f'{v:.2f}' for v in values)}", f"your seeds of {label}")
+    return Evidence(
+        benchmark,
+        canonical_measure(measure),
+        statistics.variance(values),
+        len(values) - 1,
+        f"your seeds: {label} {', '.join(f'{v:.2f}' for v in values)}",
+        f"your seeds of {label}",
+    )
 
 
 def chi2_quantile(q: float, df: int) -> float:
@@ -286,11 +341,14 @@ def sigma_rep(benchmark: str, measure: str, extra: tuple[Evidence, ...] = ()) ->
     measure = canonical_measure(measure)
     base, fam, kind = noise.base_benchmark(benchmark), family(benchmark), noise.measure_kind(measure)
     evidence = all_evidence() + tuple(extra)
-    scopes = [("benchmark", [e for e in evidence
-                             if noise.base_benchmark(e.benchmark) == base and e.measure == measure]),
-              ("family", [e for e in evidence if _evidence_family(e.benchmark) == fam and e.measure == measure]),
-              (f"family, {kind} measures", [e for e in evidence if _evidence_family(e.benchmark) == fam
-                                            and noise.measure_kind(e.measure) == kind])]
+    scopes = [
+        ("benchmark", [e for e in evidence if noise.base_benchmark(e.benchmark) == base and e.measure == measure]),
+        ("family", [e for e in evidence if _evidence_family(e.benchmark) == fam and e.measure == measure]),
+        (
+            f"family, {kind} measures",
+            [e for e in evidence if _evidence_family(e.benchmark) == fam and noise.measure_kind(e.measure) == kind],
+        ),
+    ]
     level = float(load_margins()["upper_confidence"])
     floor = noise.query_floor(base, measure)
     for scope, found in scopes:
@@ -298,16 +356,30 @@ def sigma_rep(benchmark: str, measure: str, extra: tuple[Evidence, ...] = ()) ->
         if sum(e.df for e in found) >= MIN_DF:
             estimate, df = _pool(found)
             bound = upper_bound(estimate, df, level)
-            why = (f"same-recipe seeds pooled over {len(found)} set(s) of runs ({scope}: {df} df): "
-                   f"{estimate:.2f}, {level:.0%} upper bound {bound:.2f}")
+            why = (
+                f"same-recipe seeds pooled over {len(found)} set(s) of runs ({scope}: {df} df): "
+                f"{estimate:.2f}, {level:.0%} upper bound {bound:.2f}"
+            )
             if floor.points > estimate:  # the query floor is a lower bound of the true spread
-                return SigmaRep(max(floor.points, bound), floor.points, df, scope, tuple(found),
-                                f"{why}; estimate raised to the harness's own floor ({floor.why})")
+                return SigmaRep(
+                    max(floor.points, bound),
+                    floor.points,
+                    df,
+                    scope,
+                    tuple(found),
+                    f"{why}; estimate raised to the harness's own floor ({floor.why})",
+                )
             return SigmaRep(bound, estimate, df, scope, tuple(found), why)
     fallback = noise.sigma(base, measure)
     df = max(1, len(noise.load()["runs"]) - 1)
     bound = upper_bound(fallback.points, df, level)
-    return SigmaRep(bound, fallback.points, df, "none", (),
-                    f"no same-recipe evidence at paper scale: the harness's own mini seed spread {fallback.points:.2f} "
-                    f"on {df} df, {level:.0%} upper bound {bound:.2f} ({fallback.why}; a MiniLM fine-tuned on 640 "
-                    f"queries, likely wider than paper scale)")
+    return SigmaRep(
+        bound,
+        fallback.points,
+        df,
+        "none",
+        (),
+        f"no same-recipe evidence at paper scale: the harness's own mini seed spread {fallback.points:.2f} "
+        f"on {df} df, {level:.0%} upper bound {bound:.2f} ({fallback.why}; a MiniLM fine-tuned on 640 "
+        f"queries, likely wider than paper scale)",
+    )

@@ -51,16 +51,20 @@ class EvalResult:
     aggregate: dict[str, float]
     per_query: dict[str, dict[str, float]]
     primary: str | None = None
-    num_queries: int = 0                       # judged queries averaged over
+    num_queries: int = 0  # judged queries averaged over
     missing_queries: list[str] = field(default_factory=list)  # judged, but no ranking: scored 0
-    dropped_self_hits: int = 0                 # BEIR: hits with doc id == query id removed
+    dropped_self_hits: int = 0  # BEIR: hits with doc id == query id removed
     subsets: dict[str, EvalResult] = field(default_factory=dict)  # cqadupstack forums
 
     def to_dict(self, per_query: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "benchmark": self.benchmark, "primary": self.primary, "measures": list(self.measures),
-            "aggregate": dict(self.aggregate), "num_queries": self.num_queries,
-            "missing_queries": len(self.missing_queries), "dropped_self_hits": self.dropped_self_hits,
+            "benchmark": self.benchmark,
+            "primary": self.primary,
+            "measures": list(self.measures),
+            "aggregate": dict(self.aggregate),
+            "num_queries": self.num_queries,
+            "missing_queries": len(self.missing_queries),
+            "dropped_self_hits": self.dropped_self_hits,
         }
         if self.subsets:
             out["subsets"] = {name: dict(r.aggregate) for name, r in self.subsets.items()}
@@ -71,6 +75,7 @@ class EvalResult:
 
 # ---------------------------------------------------------------------------- helpers
 
+
 def _parse_measures(measures: Iterable[str]) -> dict[str, Any]:
     """``{measure string as given: ir-measures Measure}``; a clear error for a bad string."""
 
@@ -79,8 +84,10 @@ def _parse_measures(measures: Iterable[str]) -> dict[str, Any]:
         try:
             parsed[text] = ir_measures.parse_measure(text)
         except Exception as exc:  # noqa: BLE001 - ir-measures raises NameError/ValueError/TypeError
-            raise HarnessError(f"cannot parse measure '{text}' ({exc}); use ir-measures names such as "
-                               "RR@10, R@1000, nDCG@10, R(rel=2)@1000") from None
+            raise HarnessError(
+                f"cannot parse measure '{text}' ({exc}); use ir-measures names such as "
+                "RR@10, R@1000, nDCG@10, R(rel=2)@1000"
+            ) from None
     if not parsed:
         raise HarnessError("no measures to evaluate")
     return parsed
@@ -136,6 +143,7 @@ def drop_self_hits(run: Run) -> tuple[dict[str, Mapping[str, float]], int]:
 
 # ---------------------------------------------------------------------------- evaluation
 
+
 def evaluate_measures(run: Run, qrels: Qrels, measures: Iterable[str], benchmark: str = "") -> EvalResult:
     """Any ir-measures strings over the queries in ``qrels``.
 
@@ -176,8 +184,14 @@ def evaluate_measures(run: Run, qrels: Qrels, measures: Iterable[str], benchmark
         for value in per_query[text].values():
             agg.add(value)
         aggregate[text] = float(agg.result())
-    return EvalResult(benchmark=benchmark, measures=tuple(parsed), aggregate=aggregate, per_query=per_query,
-                      num_queries=len(judged), missing_queries=missing)
+    return EvalResult(
+        benchmark=benchmark,
+        measures=tuple(parsed),
+        aggregate=aggregate,
+        per_query=per_query,
+        num_queries=len(judged),
+        missing_queries=missing,
+    )
 
 
 def _benchmark_name_kind(benchmark: Any) -> tuple[str, str | None]:
@@ -199,8 +213,9 @@ def evaluate(run: Run, qrels: Qrels, benchmark: Any, measures: Iterable[str] | N
     measures = tuple(measures) if measures is not None else conv.measures
     if conv.subsets:
         parts = split_subsets(run, qrels, conv)
-        results = {sub: _evaluate_plain(r, q, sub, measures, get_convention(sub, conv.kind))
-                   for sub, (r, q) in parts.items()}
+        results = {
+            sub: _evaluate_plain(r, q, sub, measures, get_convention(sub, conv.kind)) for sub, (r, q) in parts.items()
+        }
         return combine_subsets(name, results, primary=conv.primary if conv.primary in measures else None)
     return _evaluate_plain(run, qrels, name, measures, conv)
 
@@ -243,8 +258,10 @@ def split_subsets(run: Run, qrels: Qrels, conv: Convention) -> dict[str, tuple[d
     for qid, docs in qrels.items():
         sub, bare = subset_of(qid)
         if sub is None:
-            raise HarnessError(f"{conv.benchmark}: qrels query id '{qid}' is not of the form "
-                               f"<forum>/<qid> with forum one of {', '.join(conv.subsets)}")
+            raise HarnessError(
+                f"{conv.benchmark}: qrels query id '{qid}' is not of the form "
+                f"<forum>/<qid> with forum one of {', '.join(conv.subsets)}"
+            )
         parts[sub][1][bare] = docs
     for qid, scores in run.items():
         sub, bare = subset_of(qid)
@@ -252,8 +269,10 @@ def split_subsets(run: Run, qrels: Qrels, conv: Convention) -> dict[str, tuple[d
             parts[sub][0][bare] = scores
     empty = [s for s, (_, q) in parts.items() if not q]
     if empty:
-        raise HarnessError(f"{conv.benchmark} is the mean over {len(conv.subsets)} subsets, but the qrels "
-                           f"have no queries for: {', '.join(empty)}")
+        raise HarnessError(
+            f"{conv.benchmark} is the mean over {len(conv.subsets)} subsets, but the qrels "
+            f"have no queries for: {', '.join(empty)}"
+        )
     return parts
 
 
@@ -270,14 +289,21 @@ def combine_subsets(benchmark: str, results: Mapping[str, EvalResult], primary: 
         if r.measures != measures:
             raise HarnessError(f"{benchmark}: subset {sub} was evaluated with {r.measures}, expected {measures}")
     aggregate = {m: sum(r.aggregate[m] for r in results.values()) / len(results) for m in measures}
-    per_query = {m: {f"{sub}{SUBSET_SEP}{qid}": v for sub, r in results.items() for qid, v in r.per_query[m].items()}
-                 for m in measures}
+    per_query = {
+        m: {f"{sub}{SUBSET_SEP}{qid}": v for sub, r in results.items() for qid, v in r.per_query[m].items()}
+        for m in measures
+    }
     return EvalResult(
-        benchmark=benchmark, measures=measures, aggregate=aggregate, per_query=per_query, primary=primary,
+        benchmark=benchmark,
+        measures=measures,
+        aggregate=aggregate,
+        per_query=per_query,
+        primary=primary,
         num_queries=sum(r.num_queries for r in results.values()),
         missing_queries=[f"{sub}{SUBSET_SEP}{q}" for sub, r in results.items() for q in r.missing_queries],
         dropped_self_hits=sum(r.dropped_self_hits for r in results.values()),
-        subsets=dict(results))
+        subsets=dict(results),
+    )
 
 
 def merge_subsets(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -308,8 +334,10 @@ def unretrievable_line(qrels: Qrels, corpus_ids: Iterable[str], examples: int = 
     if not missing:
         return None
     named = ", ".join(sorted(missing)[:examples])
-    return (f"{len(missing)} of {len(judged)} judged documents are not in the corpus (e.g. {named}): "
-            "scores count them as unretrievable")
+    return (
+        f"{len(missing)} of {len(judged)} judged documents are not in the corpus (e.g. {named}): "
+        "scores count them as unretrievable"
+    )
 
 
 def warn_unretrievable(qrels: Qrels, corpus_ids: Iterable[str]) -> None:
@@ -319,10 +347,10 @@ def warn_unretrievable(qrels: Qrels, corpus_ids: Iterable[str]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-def evaluate_benchmark(run: Run, benchmark: Any, split: str | None = None,
-                       measures: Iterable[str] | None = None) -> EvalResult:
+def evaluate_benchmark(
+    run: Run, benchmark: Any, split: str | None = None, measures: Iterable[str] | None = None
+) -> EvalResult:
     """Evaluate ``run`` on a catalog benchmark (name or object) with its conventions."""
     if isinstance(benchmark, str):
-
         benchmark = get_benchmark(benchmark)
     return evaluate(run, benchmark_qrels(benchmark, split), benchmark, measures)

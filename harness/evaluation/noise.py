@@ -61,15 +61,17 @@ def measure_kind(measure: str) -> str:
 
 @dataclass(frozen=True)
 class Sigma:
-    points: float   # seed SD of one run's mean (points)
-    why: str        # where it comes from
+    points: float  # seed SD of one run's mean (points)
+    why: str  # where it comes from
 
 
 def measure(records: list[Any]) -> dict[str, Any]:
     """The measurement block of noise.yaml from records of one spec under different seeds."""
     if len({r.get("seed") for r in records}) < 2:
-        raise HarnessError("a seed spread needs records of at least 2 different seeds: "
-                           f"run --method {CONTROL} --profile {PROFILE} --seed 43")
+        raise HarnessError(
+            "a seed spread needs records of at least 2 different seeds: "
+            f"run --method {CONTROL} --profile {PROFILE} --seed 43"
+        )
     benchmarks: dict[str, dict[str, Any]] = {}
     for dataset in sorted(set.intersection(*(set(r.per_query) for r in records))):
         for name in sorted(set.intersection(*(set(r.per_query[dataset]) for r in records))):
@@ -78,16 +80,25 @@ def measure(records: list[Any]) -> dict[str, Any]:
             means = [100.0 * statistics.fmean(pq[q] for q in queries) for pq in runs]
             tau = math.sqrt(statistics.fmean(statistics.variance([100.0 * pq[q] for pq in runs]) for q in queries))
             sd = statistics.stdev(means)
-            shared = math.sqrt(max(0.0, sd ** 2 - tau ** 2 / len(queries)))
+            shared = math.sqrt(max(0.0, sd**2 - tau**2 / len(queries)))
             benchmarks.setdefault(dataset, {})[name] = {
-                "means": [round(m, 4) for m in means], "sd": round(sd, 4), "tau": round(tau, 4),
-                "shared": round(shared, 4), "queries": len(queries)}
+                "means": [round(m, 4) for m in means],
+                "sd": round(sd, 4),
+                "tau": round(tau, 4),
+                "shared": round(shared, 4),
+                "queries": len(queries),
+            }
 
     hashes = {settings_hash(r.spec) for r in records}
     if len(hashes) != 1:
         raise HarnessError(f"the seed records ran different settings ({', '.join(sorted(hashes))}): one spec only")
-    return {"method": records[0].method, "profile": records[0].profile, "settings_hash": hashes.pop(),
-            "runs": [{"run_id": r.run_id, "seed": r.get("seed")} for r in records], "benchmarks": benchmarks}
+    return {
+        "method": records[0].method,
+        "profile": records[0].profile,
+        "settings_hash": hashes.pop(),
+        "runs": [{"run_id": r.run_id, "seed": r.get("seed")} for r in records],
+        "benchmarks": benchmarks,
+    }
 
 
 @lru_cache(maxsize=1)
@@ -114,7 +125,7 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
     tau, shared = _kind_max(table, kind, "tau"), _kind_max(table, kind, "shared")
     base = base_benchmark(benchmark)
     n = judged_queries(base)
-    modelled = math.sqrt(shared ** 2 + tau ** 2 / n)
+    modelled = math.sqrt(shared**2 + tau**2 / n)
     source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
     measured = table.get(base, {}).get(measure)
     if measured:
@@ -142,10 +153,15 @@ def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
     ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")
     ref = next((r for r in load_records(records_dir)[0] if r.run_id == ref_id), None)
     if ref is None:
-        raise HarnessError(f"no reference record of {CONTROL} [{PROFILE}] in {records_dir}: "
-                           f"run --method {CONTROL} --profile {PROFILE}, then check --accept RUN_ID")
-    others = [r for r in load_records(seeds_dir)[0]
-              if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems]
+        raise HarnessError(
+            f"no reference record of {CONTROL} [{PROFILE}] in {records_dir}: "
+            f"run --method {CONTROL} --profile {PROFILE}, then check --accept RUN_ID"
+        )
+    others = [
+        r
+        for r in load_records(seeds_dir)[0]
+        if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems
+    ]
     latest: dict[Any, Any] = {}
     for r in sorted(others, key=lambda r: r.run_id):
         latest[r.get("seed")] = r
@@ -153,8 +169,10 @@ def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
 
 
 def render(block: dict[str, Any]) -> str:
-    head = ("# Seed-to-seed spread, written by `python -m harness noise --write` from the records it\n"
-            "# names (tests/test_verdict.py fails when it no longer matches them). Points. See noise.py.\n")
+    head = (
+        "# Seed-to-seed spread, written by `python -m harness noise --write` from the records it\n"
+        "# names (tests/test_verdict.py fails when it no longer matches them). Points. See noise.py.\n"
+    )
     return head + yaml.safe_dump(block, sort_keys=False, width=110)
 
 

@@ -27,14 +27,17 @@ from harness.core import benchmarks as declared
 from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep
 
-TARGET_REPRODUCED = 0.8   # P(REPRODUCED | same recipe)
-TARGET_FALSE = 0.05       # P(DIFFERENT | same recipe), at most
-TARGET_POWER = 0.8        # P(DIFFERENT | true gap of twice the margin)
+TARGET_REPRODUCED = 0.8  # P(REPRODUCED | same recipe)
+TARGET_FALSE = 0.05  # P(DIFFERENT | same recipe), at most
+TARGET_POWER = 0.8  # P(DIFFERENT | true gap of twice the margin)
 # The benchmark/measure pairs the papers print, as declared (``printed``, else the primary measure; BEIR:
 # the 14 datasets' nDCG@10).
 BEIR = declared.beir()
-PRINTED = tuple((name, measure) for name in declared.reported()
-                for measure in declared.get(name).printed or (declared.family(declared.get(name).kind).primary,))
+PRINTED = tuple(
+    (name, measure)
+    for name in declared.reported()
+    for measure in declared.get(name).printed or (declared.family(declared.get(name).kind).primary,)
+)
 
 
 QUADRATURE = 400  # chi-square quantile midpoints: the s draws the probabilities average over
@@ -65,6 +68,7 @@ def p_reproduced(t: float, se: float, delta: float, df: float = rule.KNOWN) -> f
         if se <= 0:
             return float(abs(t) < half)
         return max(0.0, rule.phi((half - t) / se) - rule.phi((-half - t) / se))
+
     return _average(df, given)
 
 
@@ -77,6 +81,7 @@ def p_different(t: float, se: float, delta: float, family: int = 1, df: float = 
         if se <= 0:
             return float(abs(t) > cut)
         return 1.0 - rule.phi((cut - t) / se) + rule.phi((-cut - t) / se)
+
     return _average(df, given)
 
 
@@ -89,20 +94,21 @@ def fewest_seeds(target: float, prob, sigma: float, printed_runs: int = 1, most:
 class PowerRow:
     benchmark: str
     measure: str
-    sigma_rep: float         # the estimate the test reads, taken as the true sigma
-    df: float                # its degrees of freedom
+    sigma_rep: float  # the estimate the test reads, taken as the true sigma
+    df: float  # its degrees of freedom
     delta: float
-    reproduced: float        # P(REPRODUCED | t = 0), one run vs one printed run
-    false_different: float   # P(DIFFERENT | t = 0)
-    power: float             # P(DIFFERENT | t = 2 Delta)
-    seeds_reproduced: int | None   # runs for P(REPRODUCED | 0) >= TARGET_REPRODUCED
-    seeds_power: int | None        # runs for P(DIFFERENT | 2 Delta) >= TARGET_POWER
-    sigma_needed: float            # the largest sigma_rep at which one run reaches TARGET_REPRODUCED
+    reproduced: float  # P(REPRODUCED | t = 0), one run vs one printed run
+    false_different: float  # P(DIFFERENT | t = 0)
+    power: float  # P(DIFFERENT | t = 2 Delta)
+    seeds_reproduced: int | None  # runs for P(REPRODUCED | 0) >= TARGET_REPRODUCED
+    seeds_power: int | None  # runs for P(DIFFERENT | 2 Delta) >= TARGET_POWER
+    sigma_needed: float  # the largest sigma_rep at which one run reaches TARGET_REPRODUCED
 
     @property
     def meets(self) -> bool:
-        return (self.reproduced >= TARGET_REPRODUCED and self.false_different <= TARGET_FALSE
-                and self.power >= TARGET_POWER)
+        return (
+            self.reproduced >= TARGET_REPRODUCED and self.false_different <= TARGET_FALSE and self.power >= TARGET_POWER
+        )
 
 
 def power_row(benchmark: str, measure: str, extra: tuple = ()) -> PowerRow:
@@ -110,11 +116,19 @@ def power_row(benchmark: str, measure: str, extra: tuple = ()) -> PowerRow:
     spread = sigma_rep(benchmark, measure, extra)
     sigma, df, delta = spread.tested, spread.df, practical_margin(benchmark, measure).points
     se = rule.se_of(sigma)
-    return PowerRow(benchmark, measure, sigma, df, delta, p_reproduced(0.0, se, delta, df),
-                    p_different(0.0, se, delta, df=df), p_different(2 * delta, se, delta, df=df),
-                    fewest_seeds(TARGET_REPRODUCED, lambda s: p_reproduced(0.0, s, delta, df), sigma),
-                    fewest_seeds(TARGET_POWER, lambda s: p_different(2 * delta, s, delta, df=df), sigma),
-                    sigma_needed(delta, df=df))
+    return PowerRow(
+        benchmark,
+        measure,
+        sigma,
+        df,
+        delta,
+        p_reproduced(0.0, se, delta, df),
+        p_different(0.0, se, delta, df=df),
+        p_different(2 * delta, se, delta, df=df),
+        fewest_seeds(TARGET_REPRODUCED, lambda s: p_reproduced(0.0, s, delta, df), sigma),
+        fewest_seeds(TARGET_POWER, lambda s: p_different(2 * delta, s, delta, df=df), sigma),
+        sigma_needed(delta, df=df),
+    )
 
 
 def sigma_needed(delta: float, target: float = TARGET_REPRODUCED, df: float = rule.KNOWN) -> float:
@@ -136,14 +150,20 @@ def power_table() -> list[PowerRow]:
 
 def markdown(rows: list[PowerRow]) -> str:
     """The docs' table (docs/comparing-with-papers.md, between its power-table markers)."""
+
     def seeds(n: int | None) -> str:
         return "none up to 20" if n is None else str(n)
-    lines = ["| benchmark | measure | sigma_rep | df | Delta | P(REPRODUCED \\| same) | P(DIFFERENT \\| same) | "
-             "P(DIFFERENT \\| 2 Delta off) | seeds for REPRODUCED >= 0.8 | seeds for DIFFERENT >= 0.8 | "
-             "sigma_rep one run needs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    lines = [
+        "| benchmark | measure | sigma_rep | df | Delta | P(REPRODUCED \\| same) | P(DIFFERENT \\| same) | "
+        "P(DIFFERENT \\| 2 Delta off) | seeds for REPRODUCED >= 0.8 | seeds for DIFFERENT >= 0.8 | "
+        "sigma_rep one run needs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r.benchmark} | {r.measure} | {r.sigma_rep:.2f} | {r.df:g} | {r.delta:.1f} | {r.reproduced:.2f} | "
-                     f"{r.false_different:.3f} | {r.power:.2f} | {seeds(r.seeds_reproduced)} | "
-                     f"{seeds(r.seeds_power)} | {r.sigma_needed:.2f} |")
+        lines.append(
+            f"| {r.benchmark} | {r.measure} | {r.sigma_rep:.2f} | {r.df:g} | {r.delta:.1f} | {r.reproduced:.2f} | "
+            f"{r.false_different:.3f} | {r.power:.2f} | {seeds(r.seeds_reproduced)} | "
+            f"{seeds(r.seeds_power)} | {r.sigma_needed:.2f} |"
+        )
     return "\n".join(lines)

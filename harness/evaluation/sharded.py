@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_json
@@ -35,18 +36,34 @@ def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size:
 
     bench = get_benchmark(dataset)
     doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16)
-    run, stats = retrieve(result.encoder, bench, None, depth, corpus=Shard(index, doc_ids), batch_size=batch_size,
-                          keep_self_hits=get_convention(bench.name, bench.kind).drop_self_hits, show_progress=False)
+    run, stats = retrieve(
+        result.encoder,
+        bench,
+        None,
+        depth,
+        corpus=Shard(index, doc_ids),
+        batch_size=batch_size,
+        keep_self_hits=get_convention(bench.name, bench.kind).drop_self_hits,
+        show_progress=False,
+    )
     qrels = bench.qrels()
     warn_unretrievable(qrels, doc_ids)
     scored = evaluate(run, qrels, bench)
-    return {"benchmark": bench.name, "primary": scored.primary, "metrics": dict(scored.aggregate),
-            "index": label, "index_bytes": stats["index_bytes"], "qps": round(stats["qps"], 1)}
+    return {
+        "benchmark": bench.name,
+        "primary": scored.primary,
+        "metrics": dict(scored.aggregate),
+        "index": label,
+        "index_bytes": stats["index_bytes"],
+        "qps": round(stats["qps"], 1),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.evaluation.sharded",
-                                     description="Sharded, resumable corpus encoding (see harness.retrieval.sharded).")
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.evaluation.sharded",
+        description="Sharded, resumable corpus encoding (see harness.retrieval.sharded).",
+    )
     parser.add_argument("--model", required=True, help="local model folder (or a name under models/)")
     parser.add_argument("--out", required=True, help="folder of the chunk files (resumed if it exists)")
     parser.add_argument("--corpus", help="BEIR corpus.jsonl(.gz) to encode (default: the --dataset corpus)")
@@ -61,16 +78,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.corpus:
-
             passages: dict[str, Any] = dict(iter_beir_corpus(args.corpus))
         elif args.dataset:
-
             passages = get_benchmark(args.dataset).corpus()
         else:
             raise HarnessError("give --corpus PATH or --dataset NAME")
-        result = encode_distributed(args.model, passages, args.out, shard_size=args.shard_size,
-                                    batch_size=args.batch_size, device=args.device,
-                                    show_progress=not args.no_progress, merge=False)
+        result = encode_distributed(
+            args.model,
+            passages,
+            args.out,
+            shard_size=args.shard_size,
+            batch_size=args.batch_size,
+            device=args.device,
+            show_progress=not args.no_progress,
+            merge=False,
+        )
         if result.rank != 0:
             return 0
         summary = result.summary
@@ -78,9 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary["evaluation"] = _evaluate(result, args.dataset, args.depth, args.batch_size, args.index_fp16)
             ev = summary["evaluation"]
             print(f"{ev['benchmark']}: {ev['primary']} {ev['metrics'][ev['primary']]:.4f} ({ev['index']})")
-        print(f"sharded encoding: {summary['docs']:,} passages x {summary['dim']} in {args.out}; "
-              f"{summary['passages_encoded']:,} encoded by {summary['world_size']} rank(s) at "
-              f"{summary['passages_per_second'] or 0:,.1f} passages/s; {summary['chunks_skipped']} chunk(s) resumed")
+        print(
+            f"sharded encoding: {summary['docs']:,} passages x {summary['dim']} in {args.out}; "
+            f"{summary['passages_encoded']:,} encoded by {summary['world_size']} rank(s) at "
+            f"{summary['passages_per_second'] or 0:,.1f} passages/s; {summary['chunks_skipped']} chunk(s) resumed"
+        )
         if args.json:
             atomic_write_json(args.json, summary)
         return 0

@@ -46,12 +46,14 @@ class ToleranceTable:
     def __init__(self, data: dict[str, Any], path: str | Path = "<dict>"):
         self.path = str(path)
         if not isinstance(data, dict) or "global_default" not in data:
-            raise DataFormatError(self.path, None, "missing 'global_default'",
-                                  "add global_default: {tolerance: <points>, why: <reason>}")
+            raise DataFormatError(
+                self.path, None, "missing 'global_default'", "add global_default: {tolerance: <points>, why: <reason>}"
+            )
         unknown = set(data) - {"global_default", "benchmarks", "methods"}
         if unknown:
-            raise DataFormatError(self.path, None, f"unknown top-level keys {sorted(unknown)}",
-                                  "use global_default, benchmarks, methods")
+            raise DataFormatError(
+                self.path, None, f"unknown top-level keys {sorted(unknown)}", "use global_default, benchmarks, methods"
+            )
         self.global_default = self._entry(data["global_default"], "global_default")
         self.benchmarks = self._table(data.get("benchmarks") or {}, "benchmarks")
         methods = data.get("methods") or {}
@@ -60,25 +62,47 @@ class ToleranceTable:
         self.methods = {m: self._table(t or {}, f"methods.{m}") for m, t in methods.items()}
 
     def _entry(self, raw: Any, where: str) -> Tolerance:
-        if not isinstance(raw, dict) or not {"tolerance", "why"} <= set(raw) or \
-                set(raw) - {"tolerance", "why", "se", "below_se_because"}:
-            raise DataFormatError(self.path, None, f"{where}: an entry needs 'tolerance' and 'why' (optionally "
-                                  "'se' and 'below_se_because')",
-                                  "write {tolerance: <points>, why: <one-line reason>, se: <points>}")
+        if (
+            not isinstance(raw, dict)
+            or not {"tolerance", "why"} <= set(raw)
+            or set(raw) - {"tolerance", "why", "se", "below_se_because"}
+        ):
+            raise DataFormatError(
+                self.path,
+                None,
+                f"{where}: an entry needs 'tolerance' and 'why' (optionally 'se' and 'below_se_because')",
+                "write {tolerance: <points>, why: <one-line reason>, se: <points>}",
+            )
         tol, why = raw["tolerance"], raw["why"]
         se = raw.get("se")
         if se is not None and (isinstance(se, bool) or not isinstance(se, (int, float)) or se < 0):
-            raise DataFormatError(self.path, None, f"{where}: se must be a number >= 0, got {se!r}",
-                                  "the query-sampling standard error, in points")
+            raise DataFormatError(
+                self.path,
+                None,
+                f"{where}: se must be a number >= 0, got {se!r}",
+                "the query-sampling standard error, in points",
+            )
         if se is not None and isinstance(tol, (int, float)) and tol < se and not raw.get("below_se_because"):
-            raise DataFormatError(self.path, None, f"{where}: tolerance {tol} is below its own standard error {se}",
-                                  "raise it to the SE, or say why in below_se_because")
+            raise DataFormatError(
+                self.path,
+                None,
+                f"{where}: tolerance {tol} is below its own standard error {se}",
+                "raise it to the SE, or say why in below_se_because",
+            )
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0:
-            raise DataFormatError(self.path, None, f"{where}: tolerance must be a number >= 0, got {tol!r}",
-                                  "tolerances are in points, e.g. 0.5")
+            raise DataFormatError(
+                self.path,
+                None,
+                f"{where}: tolerance must be a number >= 0, got {tol!r}",
+                "tolerances are in points, e.g. 0.5",
+            )
         if not isinstance(why, str) or not why.strip():
-            raise DataFormatError(self.path, None, f"{where}: 'why' must be a non-empty string",
-                                  "say in one line why this tolerance is right")
+            raise DataFormatError(
+                self.path,
+                None,
+                f"{where}: 'why' must be a non-empty string",
+                "say in one line why this tolerance is right",
+            )
         return Tolerance(float(tol), why.strip(), where)
 
     def _table(self, raw: Any, where: str) -> dict[str, dict[str, Tolerance]]:
@@ -87,14 +111,22 @@ class ToleranceTable:
         out: dict[str, dict[str, Tolerance]] = {}
         for bench, entries in raw.items():
             if not isinstance(entries, dict):
-                raise DataFormatError(self.path, None, f"{where}.{bench} must be a mapping of measures",
-                                      "write default: {...} and/or <measure>: {...}")
+                raise DataFormatError(
+                    self.path,
+                    None,
+                    f"{where}.{bench} must be a mapping of measures",
+                    "write default: {...} and/or <measure>: {...}",
+                )
             out[bench] = {}
             for measure, entry in entries.items():
                 key = "default" if measure == "default" else canonical_measure(measure)
                 if key != "default" and key == measure and not _parses(measure):
-                    raise DataFormatError(self.path, None, f"{where}.{bench}: '{measure}' is not an ir-measures "
-                                          "measure", "use e.g. RR@10, nDCG@10, R(rel=2)@1000 or 'default'")
+                    raise DataFormatError(
+                        self.path,
+                        None,
+                        f"{where}.{bench}: '{measure}' is not an ir-measures measure",
+                        "use e.g. RR@10, nDCG@10, R(rel=2)@1000 or 'default'",
+                    )
                 out[bench][key] = self._entry(entry, f"{where}.{bench}.{measure}")
         return out
 
@@ -144,8 +176,9 @@ def _read(path: Path) -> ToleranceTable:
         raise DataFormatError(path, None, "file not found", "check the path") from None
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise DataFormatError(path, None if line is None else line + 1, f"bad YAML ({exc})",
-                              "fix the YAML syntax") from None
+        raise DataFormatError(
+            path, None if line is None else line + 1, f"bad YAML ({exc})", "fix the YAML syntax"
+        ) from None
     return ToleranceTable(data, path)
 
 

@@ -49,8 +49,16 @@ from dataclasses import dataclass
 from scipy import stats
 
 # The rule's outcomes: their words, meanings and order are declared in harness.core.statuses.
-from harness.core.statuses import (DIFFERENT_ABOVE, DIFFERENT_BELOW, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED,
-                                   STATUSES, VERDICTS)
+from harness.core.statuses import (
+    DIFFERENT_ABOVE,
+    DIFFERENT_BELOW,
+    INCONCLUSIVE,
+    NOT_COMPARABLE,
+    REPRODUCED,
+    STATUSES,
+    VERDICTS,
+)
+
 DIFFERENT = (DIFFERENT_BELOW, DIFFERENT_ABOVE)
 WORST_FIRST = (DIFFERENT_BELOW, DIFFERENT_ABOVE, INCONCLUSIVE, REPRODUCED, NOT_COMPARABLE)  # what a group shows
 # One line each, for every legend (leaderboard, report, check's footer).
@@ -78,7 +86,7 @@ def z(q: float) -> float:
 
 
 Z_CI = z(1.0 - ALPHA)  # 1.645: the 90% CI that TOST reads (sigma known: df infinite)
-KNOWN = math.inf       # df of a spread taken as known
+KNOWN = math.inf  # df of a spread taken as known
 
 
 def cdf(x: float, df: float = KNOWN) -> float:
@@ -127,9 +135,9 @@ def se_of(sigma: float, runs: int = 1, printed_runs: int = 1) -> float:
 class Test:
     """One comparable quantity: the observed difference, its seed standard error, the margin."""
 
-    d: float        # run - paper (points)
-    se: float       # standard error of d from seed noise (points), from sigma_rep's estimate
-    delta: float    # Delta, the practical margin (points)
+    d: float  # run - paper (points)
+    se: float  # standard error of d from seed noise (points), from sigma_rep's estimate
+    delta: float  # Delta, the practical margin (points)
     df: float = KNOWN  # degrees of freedom of that estimate
 
     def ci(self, alpha: float = ALPHA) -> tuple[float, float]:
@@ -167,21 +175,33 @@ def fewest_runs(settles: Callable[[int], bool], most: int = MAX_SEEDS) -> int | 
     return next((n for n in range(1, most + 1) if settles(n)), None)
 
 
-def seeds_to_resolve(d: float, sigma: float, delta: float, printed_runs: int = 1, family: int = 1,
-                     alpha: float = ALPHA, max_seeds: int = MAX_SEEDS, df: float = KNOWN) -> int | None:
+def seeds_to_resolve(
+    d: float,
+    sigma: float,
+    delta: float,
+    printed_runs: int = 1,
+    family: int = 1,
+    alpha: float = ALPHA,
+    max_seeds: int = MAX_SEEDS,
+    df: float = KNOWN,
+) -> int | None:
     """The fewest runs (averaged) that would settle a cell at the same observed ``d``: REPRODUCED if
     |d| < Delta, DIFFERENT if |d| > Delta (passing the whole ``family`` of cells at once, Bonferroni:
     the most demanding step of Holm's, so never fewer runs than Holm would need); None when no number
     up to ``max_seeds`` does (the paper's own seed noise stays in se)."""
+
     def settles(n: int) -> bool:
         se = se_of(sigma, n, printed_runs)
-        return ((abs(d) < delta and p_equivalent(d, se, delta, df) < alpha)
-                or (abs(d) > delta and p_zero(d, se, df) * family < alpha))
+        return (abs(d) < delta and p_equivalent(d, se, delta, df) < alpha) or (
+            abs(d) > delta and p_zero(d, se, df) * family < alpha
+        )
+
     return fewest_runs(settles, max_seeds)
 
 
-def sigma_no_runs_can(d: float, delta: float, printed_runs: int = 1, family: int = 1, alpha: float = ALPHA,
-                      df: float = KNOWN) -> float:
+def sigma_no_runs_can(
+    d: float, delta: float, printed_runs: int = 1, family: int = 1, alpha: float = ALPHA, df: float = KNOWN
+) -> float:
     """The sigma_rep at and above which no number of runs settles a cell at ``d``: with infinitely many
     runs se is still ``sigma / sqrt(printed_runs)`` (the paper's own seeds). REPRODUCED needs
     ``|d| + t se < Delta``; DIFFERENT ``|d| > t_{1 - alpha / (2 family)} se``."""
@@ -195,11 +215,11 @@ def sigma_no_runs_can(d: float, delta: float, printed_runs: int = 1, family: int
 class EffectTest:
     """A printed effect ``claimed = A - B`` against a reproduced one (points)."""
 
-    effect: float      # run A - run B
-    se_effect: float   # seed se of the run effect (two independent runs)
-    claimed: float     # as printed
-    se_diff: float     # seed se of effect - claimed (the paper's two runs add theirs)
-    delta: float       # Delta of the measure
+    effect: float  # run A - run B
+    se_effect: float  # seed se of the run effect (two independent runs)
+    claimed: float  # as printed
+    se_diff: float  # seed se of effect - claimed (the paper's two runs add theirs)
+    delta: float  # Delta of the measure
     df: float = KNOWN  # degrees of freedom of sigma_rep's estimate
 
     def ci(self, alpha: float = ALPHA) -> tuple[float, float]:

@@ -69,6 +69,7 @@ class ZeroShotOutcome:
 
 # ---------------------------------------------------------------------------- model folder
 
+
 def run_name_for(path: Path) -> str:
     path = path.resolve()
     if path.name.lower() in _GENERIC_NAMES and path.parent.name:
@@ -78,22 +79,40 @@ def run_name_for(path: Path) -> str:
 
 # ---------------------------------------------------------------------------- search
 
-def _search_part(encoder: Any, part: Any, fingerprint: str, split: str | None, depth: int, batch_size: int,
-                 use_cache: bool, show_progress: bool) -> tuple[Run, dict[str, Any], list[str]]:
+
+def _search_part(
+    encoder: Any,
+    part: Any,
+    fingerprint: str,
+    split: str | None,
+    depth: int,
+    batch_size: int,
+    use_cache: bool,
+    show_progress: bool,
+) -> tuple[Run, dict[str, Any], list[str]]:
     """One corpus (a cqadupstack forum, else the benchmark): its cached vectors, searched at BEIR's
     depth; with the corpus's doc ids."""
 
     judged_queries(part, split)  # checked before the corpus is encoded
     doc_ids, doc_emb, corpus_info = corpus_embeddings(encoder, part, fingerprint, batch_size, use_cache, show_progress)
     self_hits = get_convention(part.name, part.kind).drop_self_hits
-    run, stats = retrieve(encoder, part, split, depth, corpus=(doc_ids, doc_emb), batch_size=batch_size,
-                          keep_self_hits=self_hits, show_progress=show_progress)
+    run, stats = retrieve(
+        encoder,
+        part,
+        split,
+        depth,
+        corpus=(doc_ids, doc_emb),
+        batch_size=batch_size,
+        keep_self_hits=self_hits,
+        show_progress=show_progress,
+    )
     stats.update(corpus_info)
     return run, stats, list(doc_ids)
 
 
 def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, Any]:
     """Efficiency over all parts (one part except for cqadupstack)."""
+
     def total(key: str) -> float:
         return sum(float(s[key]) for s in parts.values())
 
@@ -102,8 +121,11 @@ def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, 
     cached = [s["cached"] for s in parts.values()]
     out: dict[str, Any] = {
         "index": next(iter(parts.values()))["index"],
-        "docs": docs, "dim": encoder.dim, "index_bytes": int(total("index_bytes")),
-        "queries": queries, "k": next(iter(parts.values()))["k"],
+        "docs": docs,
+        "dim": encoder.dim,
+        "index_bytes": int(total("index_bytes")),
+        "queries": queries,
+        "k": next(iter(parts.values()))["k"],
         "corpus_embeddings_cached": all(cached) if len(set(cached)) == 1 else "partly",
         "corpus_encode_seconds": round(encode_s, 3),
         "passages_per_second": round(docs / encode_s, 1) if encode_s > 0 else None,
@@ -112,7 +134,8 @@ def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, 
         "search_seconds": round(search_s, 4),
         "qps": round(queries / search_s, 1) if search_s > 0 else None,
         "qps_with_query_encoding": round(queries / (search_s + query_s), 1) if search_s + query_s > 0 else None,
-        "device": str(encoder.device), "precision": encoder.precision,
+        "device": str(encoder.device),
+        "precision": encoder.precision,
         "cache_files": [s["cache_file"] for s in parts.values() if s.get("cache_file")],
     }
     originals = [s.get("original_encode_seconds") for s in parts.values()]
@@ -126,6 +149,7 @@ def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, 
 
 
 # ---------------------------------------------------------------------------- the whole evaluation
+
 
 def run_zero_shot(
     model_path: str | Path,
@@ -163,7 +187,8 @@ def run_zero_shot(
     corpus_ids: dict[str, list[str]] = {}
     for part in parts:
         runs[part.name], stats[part.name], corpus_ids[part.name] = _search_part(
-            encoder, part, fingerprint, split, depth, batch_size, use_cache, show_progress)
+            encoder, part, fingerprint, split, depth, batch_size, use_cache, show_progress
+        )
     run = merge_subsets(runs) if bench.sub_benchmarks() else runs[bench.name]
     # doc ids are not namespaced by forum: a subset benchmark's corpora are checked pooled
     warn_unretrievable(qrels, (doc for ids in corpus_ids.values() for doc in ids))
@@ -171,20 +196,31 @@ def run_zero_shot(
     efficiency = _combine_stats(stats, encoder)
     settings = encoder.settings()
     if save_run:
-
         tag = "zeroshot-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in path.resolve().name)
         write_trec_run(run, save_run, tag=tag)
     metrics = {result.benchmark: dict(result.aggregate)}
     metrics.update({name: dict(r.aggregate) for name, r in result.subsets.items()})
     split_name = bench._split(split)
     summary: dict[str, Any] = {
-        "command": "eval", "source": "model", "benchmark": bench.name, "split": split_name,
-        "model": str(path), "model_name": run_name_for(path), "model_fingerprint": fingerprint,
-        "qrels": f"{bench.name} ({split_name})", "primary": result.primary, "metrics": metrics,
-        "num_queries": result.num_queries, "missing_queries": len(result.missing_queries),
-        "dropped_self_hits": result.dropped_self_hits, "subsets": list(result.subsets),
-        "depth": depth, "run": str(save_run) if save_run else None,
-        "encoder": settings, "efficiency": efficiency, "mlflow": None,
+        "command": "eval",
+        "source": "model",
+        "benchmark": bench.name,
+        "split": split_name,
+        "model": str(path),
+        "model_name": run_name_for(path),
+        "model_fingerprint": fingerprint,
+        "qrels": f"{bench.name} ({split_name})",
+        "primary": result.primary,
+        "metrics": metrics,
+        "num_queries": result.num_queries,
+        "missing_queries": len(result.missing_queries),
+        "dropped_self_hits": result.dropped_self_hits,
+        "subsets": list(result.subsets),
+        "depth": depth,
+        "run": str(save_run) if save_run else None,
+        "encoder": settings,
+        "efficiency": efficiency,
+        "mlflow": None,
     }
     if track:
         summary["mlflow"] = _track(summary, result, save_run)
@@ -207,19 +243,33 @@ def evaluate_model(model_path: str | Path, dataset: str | Any, **options: Any) -
 
 
 def _track(summary: dict[str, Any], result: Any, save_run: str | Path | None) -> dict[str, Any]:
-    tracker = Tracker(experiment=EXPERIMENT, run_name=summary["model_name"],
-                      tags={"model": summary["model"], "dataset": summary["benchmark"], "split": summary["split"]})
+    tracker = Tracker(
+        experiment=EXPERIMENT,
+        run_name=summary["model_name"],
+        tags={"model": summary["model"], "dataset": summary["benchmark"], "split": summary["split"]},
+    )
     eff = summary["efficiency"]
     with tracker.run():
-        tracker.log_params({"model": summary["model"], "model_fingerprint": summary["model_fingerprint"],
-                            "dataset": summary["benchmark"], "split": summary["split"], "depth": summary["depth"],
-                            "encoder": {k: v for k, v in summary["encoder"].items() if k != "sources"},
-                            "encoder_sources": summary["encoder"]["sources"]})
+        tracker.log_params(
+            {
+                "model": summary["model"],
+                "model_fingerprint": summary["model_fingerprint"],
+                "dataset": summary["benchmark"],
+                "split": summary["split"],
+                "depth": summary["depth"],
+                "encoder": {k: v for k, v in summary["encoder"].items() if k != "sources"},
+                "encoder_sources": summary["encoder"]["sources"],
+            }
+        )
         # <benchmark>/<measure>, as a method run's parent: runs on different benchmarks stay on separate rows.
         tracker.log_metrics(parent_metrics({summary["benchmark"]: dict(result.aggregate)}))
-        tracker.log_metrics({k: float(eff[k]) for k in ("qps", "index_bytes", "corpus_encode_seconds",
-                                                        "query_encode_seconds", "search_seconds")
-                             if isinstance(eff.get(k), (int, float))})
+        tracker.log_metrics(
+            {
+                k: float(eff[k])
+                for k in ("qps", "index_bytes", "corpus_encode_seconds", "query_encode_seconds", "search_seconds")
+                if isinstance(eff.get(k), (int, float))
+            }
+        )
         tracker.log_text(json.dumps(summary, indent=1, default=str), "zero_shot_summary.json")
         if save_run:
             tracker.log_artifact(save_run, "runs")
@@ -231,11 +281,16 @@ def summary_line(summary: dict[str, Any]) -> str:
     enc, eff = summary["encoder"], summary["efficiency"]
     primary = summary["primary"] or next(iter(summary["metrics"][summary["benchmark"]]))
     value = summary["metrics"][summary["benchmark"]][primary]
-    encoded = ("corpus embeddings cached" if eff["corpus_embeddings_cached"] is True
-               else f"{eff['docs']:,} passages encoded in {eff['corpus_encode_seconds']:.1f}s")
+    encoded = (
+        "corpus embeddings cached"
+        if eff["corpus_embeddings_cached"] is True
+        else f"{eff['docs']:,} passages encoded in {eff['corpus_encode_seconds']:.1f}s"
+    )
     where = tracking_line(summary.get("mlflow"), with_uri=False)
     qps = f"{eff['qps']:,.0f}" if eff.get("qps") else "-"
-    return (f"zero-shot {summary['model_name']} on {summary['benchmark']}: {primary} {value:.4f} ({100 * value:.2f}) "
-            f"-- {enc['pooling']} pooling, {'normalised' if enc['normalize'] else 'not normalised'}, max length "
-            f"{enc['query_max_length']}/{enc['passage_max_length']}; {encoded}; {eff['queries']:,} queries at "
-            f"{qps} q/s (search); {where}")
+    return (
+        f"zero-shot {summary['model_name']} on {summary['benchmark']}: {primary} {value:.4f} ({100 * value:.2f}) "
+        f"-- {enc['pooling']} pooling, {'normalised' if enc['normalize'] else 'not normalised'}, max length "
+        f"{enc['query_max_length']}/{enc['passage_max_length']}; {encoded}; {eff['queries']:,} queries at "
+        f"{qps} q/s (search); {where}"
+    )

@@ -31,9 +31,10 @@ Data, checkpoints, distribution
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,11 +42,11 @@ from torch import Tensor, nn
 
 from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, normalise_examples
 from harness.core.numerics import upcast
+from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, normalise_examples
 from harness.retrieval.encoder import POOLINGS, describe_checkpoint, load_backbone, pool, write_encoder_config
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
-from harness.training.finished import finish, finished_stats, fingerprint
+from harness.training.finished import fingerprint, finish, finished_stats
 
 Example = tuple[str, Sequence[str], Sequence[str]]
 
@@ -116,8 +117,15 @@ class DenseTask(GroupTask):
 
     name = "finetune"
 
-    def __init__(self, model: BiEncoder, tokenizer: Any, groups: Sequence, passages: Mapping[str, Any] | None,
-                 config: DenseTrainConfig, info: Any):
+    def __init__(
+        self,
+        model: BiEncoder,
+        tokenizer: Any,
+        groups: Sequence,
+        passages: Mapping[str, Any] | None,
+        config: DenseTrainConfig,
+        info: Any,
+    ):
         super().__init__(model, tokenizer, groups, passages, config, info, "train_dense")
         self.across = config.negatives_across_devices and self.world > 1
 
@@ -168,21 +176,37 @@ def train_dense(
         task = DenseTask(BiEncoder(backbone, config.pooling), tokenizer, groups, passages, config, info)
         figures = task.figures()
         candidates = (task.world if task.across else 1) * config.queries_per_device * config.passages_per_query
-        notes.say(f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
-                  f"{config.queries_per_device} queries x {config.passages_per_query} passages (1 positive + "
-                  f"{config.negatives_per_query} negatives); each query is scored against {candidates} passages; "
-                  f"{task.steps_per_epoch} steps/epoch x {config.epochs} epochs")
+        notes.say(
+            f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
+            f"{config.queries_per_device} queries x {config.passages_per_query} passages (1 positive + "
+            f"{config.negatives_per_query} negatives); each query is scored against {candidates} passages; "
+            f"{task.steps_per_epoch} steps/epoch x {config.epochs} epochs"
+        )
         out = run(task, config, info, out_dir, notes, identity={"fingerprint": digest}, logger=logger)
 
-        stats = task.stats(out, started, model_dir=str(out_dir), init_model=str(init), fingerprint=digest,
-                           negatives_across_devices=task.across, in_batch_candidates=candidates,
-                           skipped_examples=skipped)
+        stats = task.stats(
+            out,
+            started,
+            model_dir=str(out_dir),
+            init_model=str(init),
+            fingerprint=digest,
+            negatives_across_devices=task.across,
+            in_batch_candidates=candidates,
+            skipped_examples=skipped,
+        )
 
         def save() -> None:
             backbone.save_pretrained(str(out_dir))
             tokenizer.save_pretrained(str(out_dir))
-            write_encoder_config(out_dir, pooling=config.pooling, normalize=False, similarity="dot",
-                                 query_max_length=config.max_q_len, passage_max_length=config.max_p_len,
-                                 title_separator=config.title_separator, trained_by="harness.finetune.dense")
+            write_encoder_config(
+                out_dir,
+                pooling=config.pooling,
+                normalize=False,
+                similarity="dot",
+                query_max_length=config.max_q_len,
+                passage_max_length=config.max_p_len,
+                title_separator=config.title_separator,
+                trained_by="harness.finetune.dense",
+            )
 
         return finish(out_dir, stats, save, config.keep_checkpoints_at_end)

@@ -13,8 +13,9 @@ positive and negatives for the epoch with Tevatron's rule
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -22,8 +23,8 @@ from harness.core.errors import HarnessError
 from harness.finetune.negatives import sample_group
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 from harness.training.config import LoopConfig, required, run_control
-from harness.training.engine import LoopResult, StepContext, Task
 from harness.training.distributed import DistInfo
+from harness.training.engine import LoopResult, StepContext, Task
 
 Group = tuple[str | None, str, list[Any], list[Any]]  # (qid or None, query, positives, negatives)
 TeacherScores = Mapping[str, Mapping[str, float]]
@@ -41,7 +42,9 @@ class GroupTrainConfig(LoopConfig):
     weight_decay: float = required()
     grad_clip: float | None = required()
     title_separator: str = DEFAULT_TITLE_SEPARATOR  # for passages given as {"title", "text"}
-    keep_checkpoints_at_end: bool = run_control(False)  # checkpoints hold optimizer state (3x the model): dropped when done
+    keep_checkpoints_at_end: bool = run_control(
+        False
+    )  # checkpoints hold optimizer state (3x the model): dropped when done
 
     def check(self) -> None:
         super().check()
@@ -67,24 +70,29 @@ class BiEncoderTrainConfig(GroupTrainConfig):
         self.need_positive_int("max_q_len", "max_p_len")
 
 
-def normalise_examples(examples: Sequence[Any], negatives_per_query: int,
-                       teacher: TeacherScores | None = None) -> tuple[list[Group], int, int]:
+def normalise_examples(
+    examples: Sequence[Any], negatives_per_query: int, teacher: TeacherScores | None = None
+) -> tuple[list[Group], int, int]:
     """(groups as (qid, query, positives, negatives), groups skipped for lack of a positive or a negative,
     items left out for lack of a teacher score)."""
     kept: list[Group] = []
     skipped = dropped = 0
     for n, ex in enumerate(examples):
         if not (isinstance(ex, (tuple, list)) and len(ex) in (3, 4)):
-            raise HarnessError(f"training example {n} is not (query, positives, negatives) or "
-                               f"(qid, query, positives, negatives): {str(ex)[:80]}")
+            raise HarnessError(
+                f"training example {n} is not (query, positives, negatives) or "
+                f"(qid, query, positives, negatives): {str(ex)[:80]}"
+            )
         qid, query, pos, negs = ex if len(ex) == 4 else (None, *ex)
         if isinstance(pos, str) or isinstance(negs, str):
             raise HarnessError(f"training example {n}: positives and negatives must be lists, not strings")
         pos, negs = list(pos), list(negs)
         if teacher is not None:
             if qid is None:
-                raise HarnessError("distillation needs examples as (qid, query, positives, negatives): the "
-                                   "teacher's scores are keyed by query id")
+                raise HarnessError(
+                    "distillation needs examples as (qid, query, positives, negatives): the "
+                    "teacher's scores are keyed by query id"
+                )
             scored = teacher.get(str(qid), {})
             n_before = len(pos) + len(negs)
             pos = [d for d in pos if d in scored]
@@ -100,8 +108,16 @@ def normalise_examples(examples: Sequence[Any], negatives_per_query: int,
 class GroupTask(Task):
     """The data side of group training: the epoch order, this rank's groups of a step, their texts."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, groups: Sequence[Group],
-                 passages: Mapping[str, Any] | None, config: GroupTrainConfig, info: DistInfo, who: str):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        groups: Sequence[Group],
+        passages: Mapping[str, Any] | None,
+        config: GroupTrainConfig,
+        info: DistInfo,
+        who: str,
+    ):
         self.model, self.tokenizer, self.groups, self.passages = model, tokenizer, groups, passages
         self.config, self.who = config, who
         self.rank, self.world = info.rank, info.world_size
@@ -138,16 +154,25 @@ class GroupTask(Task):
             self._order, self._order_epoch = torch.randperm(len(self.groups), generator=gen).tolist(), epoch
         q_per = self.config.queries_per_device
         first = (in_epoch * self.world + self.rank) * q_per
-        return [(self.groups[i][0], self.groups[i][1], self.items(i, epoch)) for i in self._order[first : first + q_per]]
+        return [
+            (self.groups[i][0], self.groups[i][1], self.items(i, epoch)) for i in self._order[first : first + q_per]
+        ]
 
-    def encode(self, batch: list[tuple[str | None, str, list[Any]]],
-               ctx: StepContext) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    def encode(
+        self, batch: list[tuple[str | None, str, list[Any]]], ctx: StepContext
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Queries and their groups' passages, tokenized apart (bi-encoders)."""
         config, tokenizer = self.config, self.tokenizer
-        q_enc = tokenizer([q for _, q, _ in batch], padding=True, truncation=True, max_length=config.max_q_len,
-                          return_tensors="pt")
-        p_enc = tokenizer([self.text(d) for _, _, ids in batch for d in ids], padding=True, truncation=True,
-                          max_length=config.max_p_len, return_tensors="pt")
+        q_enc = tokenizer(
+            [q for _, q, _ in batch], padding=True, truncation=True, max_length=config.max_q_len, return_tensors="pt"
+        )
+        p_enc = tokenizer(
+            [self.text(d) for _, _, ids in batch for d in ids],
+            padding=True,
+            truncation=True,
+            max_length=config.max_p_len,
+            return_tensors="pt",
+        )
         return ctx.to_device(dict(q_enc)), ctx.to_device(dict(p_enc))
 
     def epoch_end(self, step: int) -> bool:
@@ -158,26 +183,43 @@ class GroupTask(Task):
 
     def figures(self) -> dict[str, Any]:
         """The data and batch figures every group trainer reports."""
-        return {"examples": len(self.groups), "steps_per_epoch": self.steps_per_epoch,
-                "total_steps": self.total_steps, "epochs": self.config.epochs, "world_size": self.world,
-                "queries_per_device": self.config.queries_per_device,
-                "passages_per_query": self.config.passages_per_query,
-                "negatives_per_query": self.config.negatives_per_query,
-                "effective_batch": self.world * self.config.queries_per_device * self.config.passages_per_query}
-
+        return {
+            "examples": len(self.groups),
+            "steps_per_epoch": self.steps_per_epoch,
+            "total_steps": self.total_steps,
+            "epochs": self.config.epochs,
+            "world_size": self.world,
+            "queries_per_device": self.config.queries_per_device,
+            "passages_per_query": self.config.passages_per_query,
+            "negatives_per_query": self.config.negatives_per_query,
+            "effective_batch": self.world * self.config.queries_per_device * self.config.passages_per_query,
+        }
 
     def stats(self, out: LoopResult, started: float, **extra: Any) -> dict[str, Any]:
         """The stats of a run (``extra`` first): figures, losses, where and how it ran."""
         losses = out.loss_history
-        return {**extra, **self.figures(), "steps": out.step,
-                "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
-                "epoch_losses": epoch_losses(losses, self.steps_per_epoch), "loss_history": losses,
-                "precision": out.precision, "device": str(next(self.model.parameters()).device),
-                "resumed_from": out.resumed_from, "stopped_early": out.stopped_early,
-                "seconds": time.time() - started, "config": self.config.to_dict(), "notes": out.notes.lines,
-                "weight_change": out.weight_change.to_dict() if out.weight_change else None, "cached": False}
+        return {
+            **extra,
+            **self.figures(),
+            "steps": out.step,
+            "first_loss": losses[0] if losses else None,
+            "final_loss": losses[-1] if losses else None,
+            "epoch_losses": epoch_losses(losses, self.steps_per_epoch),
+            "loss_history": losses,
+            "precision": out.precision,
+            "device": str(next(self.model.parameters()).device),
+            "resumed_from": out.resumed_from,
+            "stopped_early": out.stopped_early,
+            "seconds": time.time() - started,
+            "config": self.config.to_dict(),
+            "notes": out.notes.lines,
+            "weight_change": out.weight_change.to_dict() if out.weight_change else None,
+            "cached": False,
+        }
 
 
 def epoch_losses(losses: Sequence[float], steps_per_epoch: int) -> list[float]:
-    return [sum(losses[e * steps_per_epoch : (e + 1) * steps_per_epoch]) / steps_per_epoch
-            for e in range(len(losses) // steps_per_epoch)]
+    return [
+        sum(losses[e * steps_per_epoch : (e + 1) * steps_per_epoch]) / steps_per_epoch
+        for e in range(len(losses) // steps_per_epoch)
+    ]

@@ -21,7 +21,8 @@ is invisible to the MLM softmax, and ``start_terms`` sets that gauge for SPLADE.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from transformers import BertForMaskedLM
@@ -39,8 +40,9 @@ def identity_accuracy(model: BertForMaskedLM, batch: dict[str, torch.Tensor]) ->
 
 
 @torch.no_grad()
-def fit_head_to_identity(model: BertForMaskedLM, tokenizer: Any, texts: Sequence[str],
-                         max_length: int) -> dict[str, float]:
+def fit_head_to_identity(
+    model: BertForMaskedLM, tokenizer: Any, texts: Sequence[str], max_length: int
+) -> dict[str, float]:
     """Set the MLM head's dense layer by ridge regression (module docstring); returns identity accuracy."""
     was_training = model.training
     model.eval()

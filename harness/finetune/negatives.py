@@ -48,22 +48,24 @@ def positives(qrels: Qrels, qid: str, min_rel: int = 1) -> list[str]:
     return sorted(d for d, rel in qrels.get(qid, {}).items() if rel >= min_rel)
 
 
-def iter_negative_pool(run: Run | Iterable[tuple[str, Mapping[str, float]]], qrels: Qrels, depth: int = 200,
-                       min_rel: int = 1) -> Iterator[tuple[str, list[str]]]:
+def iter_negative_pool(
+    run: Run | Iterable[tuple[str, Mapping[str, float]]], qrels: Qrels, depth: int = 200, min_rel: int = 1
+) -> Iterator[tuple[str, list[str]]]:
     """:func:`negative_pool` one query at a time, in the run's order: with
     :func:`harness.data.formats.iter_trec_run` as ``run``, only one query's ranking is in memory,
     not the depth-200 run of every training query (100M entries for MS MARCO)."""
     if depth < 1:
         raise HarnessError(f"negative depth must be positive, got {depth}")
-    for qid, ranking in (run.items() if isinstance(run, Mapping) else run):
+    for qid, ranking in run.items() if isinstance(run, Mapping) else run:
         pos = set(positives(qrels, qid, min_rel))
         if not pos:
             continue
         yield qid, [d for d in ranked(ranking)[:depth] if d not in pos]
 
 
-def negative_pool(run: Run | Iterable[tuple[str, Mapping[str, float]]], qrels: Qrels, depth: int = 200,
-                  min_rel: int = 1) -> Pool:
+def negative_pool(
+    run: Run | Iterable[tuple[str, Mapping[str, float]]], qrels: Qrels, depth: int = 200, min_rel: int = 1
+) -> Pool:
     """Top-``depth`` doc ids of each judged query, judged positives (rel >= ``min_rel``) removed.
 
     Queries with no positive are left out (they cannot form a training group). A document

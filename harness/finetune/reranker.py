@@ -35,9 +35,10 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -111,16 +112,24 @@ def _new_model(init_or_config: Any, tokenizer: Any | None) -> tuple[Any, Any, st
     path = Path(init_or_config)
     if not (path / "config.json").is_file():
         raise HarnessError(f"{path} holds no Hugging Face model (config.json missing)")
-    model = load_pretrained(AutoModelForSequenceClassification, path, "a cross-encoder", num_labels=1,
-                            ignore_mismatched_sizes=True)
+    model = load_pretrained(
+        AutoModelForSequenceClassification, path, "a cross-encoder", num_labels=1, ignore_mismatched_sizes=True
+    )
     return model, _load_tokenizer(tokenizer or path), str(path)
 
 
-def _encode_pairs(tokenizer: Any, queries: Sequence[str], passages: Sequence[str], max_length: int,
-                  device: torch.device) -> dict[str, torch.Tensor]:
+def _encode_pairs(
+    tokenizer: Any, queries: Sequence[str], passages: Sequence[str], max_length: int, device: torch.device
+) -> dict[str, torch.Tensor]:
     # longest_first: a query longer than max_length is cut too ("only_second" raises on it).
-    enc = tokenizer(list(queries), list(passages), padding=True, truncation="longest_first", max_length=max_length,
-                    return_tensors="pt")
+    enc = tokenizer(
+        list(queries),
+        list(passages),
+        padding=True,
+        truncation="longest_first",
+        max_length=max_length,
+        return_tensors="pt",
+    )
     return {k: v.to(device) for k, v in enc.items()}
 
 
@@ -129,8 +138,15 @@ class RerankerTask(GroupTask):
 
     name = "train reranker"
 
-    def __init__(self, model: Any, tokenizer: Any, groups: Sequence, passages: Mapping[str, Any] | None,
-                 config: RerankerTrainConfig, info: Any):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        groups: Sequence,
+        passages: Mapping[str, Any] | None,
+        config: RerankerTrainConfig,
+        info: Any,
+    ):
         super().__init__(model, tokenizer, groups, passages, config, info, "train_cross_encoder")
 
     def step(self, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
@@ -168,9 +184,15 @@ def train_cross_encoder(
     notes = Notes("reranker")
     with session(config) as info:
         groups, skipped, _ = normalise_examples(examples, config.negatives_per_query)
-        init_name = str(init_or_config) if isinstance(init_or_config, (str, Path)) else json.dumps(
-            init_or_config if isinstance(init_or_config, dict) else init_or_config.to_dict(), sort_keys=True,
-            default=str)
+        init_name = (
+            str(init_or_config)
+            if isinstance(init_or_config, (str, Path))
+            else json.dumps(
+                init_or_config if isinstance(init_or_config, dict) else init_or_config.to_dict(),
+                sort_keys=True,
+                default=str,
+            )
+        )
         digest = fingerprint(init_name, config.identity(), groups)
         done = finished_stats(out_dir, digest, "reranker")
         if done is not None:
@@ -179,15 +201,25 @@ def train_cross_encoder(
         model, tok, init_desc = _new_model(init_or_config, tokenizer)
         task = RerankerTask(model, tok, groups, passages, config, info)
         out = run(task, config, info, out_dir, notes, identity={"fingerprint": digest}, logger=logger)
-        stats = task.stats(out, started, model_dir=str(out_dir), init=init_desc, fingerprint=digest,
-                           skipped_examples=skipped)
+        stats = task.stats(
+            out, started, model_dir=str(out_dir), init=init_desc, fingerprint=digest, skipped_examples=skipped
+        )
 
         def save() -> None:
             model.save_pretrained(str(out_dir))
             tok.save_pretrained(str(out_dir))
-            atomic_write_text(out_dir / SETTINGS_FILE, json.dumps(
-                {"max_length": config.max_length, "title_separator": config.title_separator,
-                 "trained_by": "harness.finetune.reranker"}, indent=1) + "\n")
+            atomic_write_text(
+                out_dir / SETTINGS_FILE,
+                json.dumps(
+                    {
+                        "max_length": config.max_length,
+                        "title_separator": config.title_separator,
+                        "trained_by": "harness.finetune.reranker",
+                    },
+                    indent=1,
+                )
+                + "\n",
+            )
 
         return finish(out_dir, stats, save)
 
@@ -216,11 +248,17 @@ class CrossEncoder:
         self.model.eval()
         try:
             with torch.inference_mode():
-                for start in tqdm(range(0, len(order), batch_size), desc="rerank", unit="batch",
-                                  disable=not show_progress):
+                for start in tqdm(
+                    range(0, len(order), batch_size), desc="rerank", unit="batch", disable=not show_progress
+                ):
                     idx = order[start : start + batch_size]
-                    enc = _encode_pairs(self.tokenizer, [pairs[i][0] or "" for i in idx],
-                                        [pairs[i][1] or "" for i in idx], self.max_length, self.device)
+                    enc = _encode_pairs(
+                        self.tokenizer,
+                        [pairs[i][0] or "" for i in idx],
+                        [pairs[i][1] or "" for i in idx],
+                        self.max_length,
+                        self.device,
+                    )
                     logits = upcast(self.model(**enc).logits)
                     values = logits[:, 0] if labels == 1 else F.log_softmax(logits, dim=-1)[:, 1]
                     for i, v in zip(idx, values.cpu().tolist()):
@@ -236,31 +274,44 @@ def load_cross_encoder(model_dir: str | Path, max_length: int | None = None, dev
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
-        raise HarnessError(f"no reranker at {model_dir}: give a local cross-encoder folder (config.json, weights, "
-                           "tokenizer), e.g. the paper profile's configured checkpoint")
+        raise HarnessError(
+            f"no reranker at {model_dir}: give a local cross-encoder folder (config.json, weights, "
+            "tokenizer), e.g. the paper profile's configured checkpoint"
+        )
     model = load_pretrained(AutoModelForSequenceClassification, model_dir, "a cross-encoder")
     if model.config.num_labels not in (1, 2):
-        raise HarnessError(f"{model_dir}: a reranker has 1 (score) or 2 (not relevant / relevant) outputs, "
-                           f"this one has {model.config.num_labels}")
+        raise HarnessError(
+            f"{model_dir}: a reranker has 1 (score) or 2 (not relevant / relevant) outputs, "
+            f"this one has {model.config.num_labels}"
+        )
     settings_file = model_dir / SETTINGS_FILE
     settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
     limit = int(getattr(model.config, "max_position_embeddings", 512) or 512)
     length = min(int(max_length or settings.get("max_length", 512)), limit)
     dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(dev).eval()
-    return CrossEncoder(model, _load_tokenizer(model_dir), dev, length,
-                        settings.get("title_separator", DEFAULT_TITLE_SEPARATOR))
+    return CrossEncoder(
+        model, _load_tokenizer(model_dir), dev, length, settings.get("title_separator", DEFAULT_TITLE_SEPARATOR)
+    )
 
 
-def score_pairs(model_dir: str | Path | CrossEncoder, pairs: Sequence[tuple[str, str]], batch_size: int = 64,
-                *, max_length: int | None = None, device: str | None = None, show_progress: bool = False) -> list[float]:
+def score_pairs(
+    model_dir: str | Path | CrossEncoder,
+    pairs: Sequence[tuple[str, str]],
+    batch_size: int = 64,
+    *,
+    max_length: int | None = None,
+    device: str | None = None,
+    show_progress: bool = False,
+) -> list[float]:
     """One score per (query, passage text) pair, in order (higher = more relevant)."""
     encoder = model_dir if isinstance(model_dir, CrossEncoder) else load_cross_encoder(model_dir, max_length, device)
     return encoder.score(pairs, batch_size, show_progress)
 
 
-def _check_candidates(queries: Mapping[str, str], candidates: Mapping[str, Sequence[str]],
-                      passages: Mapping[str, Any]) -> None:
+def _check_candidates(
+    queries: Mapping[str, str], candidates: Mapping[str, Sequence[str]], passages: Mapping[str, Any]
+) -> None:
     """Every query with candidates has a text and every candidate a passage (one clear error otherwise)."""
     for qid, docs in candidates.items():
         if qid not in queries:
@@ -284,8 +335,19 @@ def score_candidates(
 ) -> dict[str, dict[str, float]]:
     """``teacher_scores[qid][docid]`` for every candidate doc id of every query (stage 3's teacher)."""
     _check_candidates(queries, candidates, passages)
-    return dict(iter_candidate_scores(model_dir, queries, candidates, passages, batch_size, max_length=max_length,
-                                      device=device, show_progress=show_progress, pair_chunk=pair_chunk))
+    return dict(
+        iter_candidate_scores(
+            model_dir,
+            queries,
+            candidates,
+            passages,
+            batch_size,
+            max_length=max_length,
+            device=device,
+            show_progress=show_progress,
+            pair_chunk=pair_chunk,
+        )
+    )
 
 
 def iter_candidate_scores(

@@ -59,23 +59,23 @@ Output
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from harness.core.errors import HarnessError
+from harness.core.numerics import upcast
 from harness.finetune.dense import gather_with_grad, info_nce_loss
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, TeacherScores, normalise_examples
-from harness.core.numerics import upcast
 from harness.retrieval.splade_model import REPRESENTATION, load_masked_lm, splade_max, write_lexical_settings
 from harness.training.config import required
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
-from harness.training.finished import finish, finished_stats, fingerprint
-
+from harness.training.finished import fingerprint, finish, finished_stats
 
 
 @dataclass(kw_only=True)
@@ -101,10 +101,16 @@ class SpladeTrainConfig(BiEncoderTrainConfig):
         super().check()
         self.need(self.flops_lambda >= 0, "flops_lambda", "must be >= 0")
         self.need(self.query_flops_ratio >= 0, "query_flops_ratio", "must be >= 0")
-        self.need(isinstance(self.flops_warmup_steps, int) and self.flops_warmup_steps >= 0,
-                  "flops_warmup_steps", "must be an integer >= 0")
-        self.need(self.start_terms is None or (isinstance(self.start_terms, int) and self.start_terms > 0),
-                  "start_terms", "must be a positive integer or None")
+        self.need(
+            isinstance(self.flops_warmup_steps, int) and self.flops_warmup_steps >= 0,
+            "flops_warmup_steps",
+            "must be an integer >= 0",
+        )
+        self.need(
+            self.start_terms is None or (isinstance(self.start_terms, int) and self.start_terms > 0),
+            "start_terms",
+            "must be a positive integer or None",
+        )
         self.need(self.contrastive_weight >= 0, "contrastive_weight", "must be >= 0")
 
 
@@ -131,8 +137,12 @@ def group_scores(q_reps: Tensor, p_reps: Tensor, passages_per_query: int) -> Ten
 
 def distill_loss(student: Tensor, teacher: Tensor) -> Tensor:
     """KL(softmax(teacher) || softmax(student)) per query row, averaged over rows (SimLM's KLDivLoss call)."""
-    return F.kl_div(F.log_softmax(upcast(student), dim=-1), F.log_softmax(upcast(teacher), dim=-1),
-                    reduction="batchmean", log_target=True)
+    return F.kl_div(
+        F.log_softmax(upcast(student), dim=-1),
+        F.log_softmax(upcast(teacher), dim=-1),
+        reduction="batchmean",
+        log_target=True,
+    )
 
 
 def splade_loss(
@@ -153,8 +163,9 @@ def splade_loss(
     given are the InfoNCE candidates. With ``teacher`` [Q, P]: ``loss = KL + contrastive_weight x
     InfoNCE + FLOPS`` (Eq. 13), else ``loss = InfoNCE + FLOPS`` (Eq. 11/12).
     """
-    contrastive = info_nce_loss(q_reps if q_all is None else q_all, p_reps if p_all is None else p_all,
-                                passages_per_query)
+    contrastive = info_nce_loss(
+        q_reps if q_all is None else q_all, p_reps if p_all is None else p_all, passages_per_query
+    )
     flops_q, flops_d = flops(q_reps), flops(p_reps)
     regulariser = lambda_q * flops_q + lambda_d * flops_d
     parts = {"contrastive": contrastive, "flops_q": flops_q, "flops_d": flops_d}
@@ -214,8 +225,17 @@ class SpladeTask(GroupTask):
     name = "finetune splade"
     progress_keys = {"q_nnz": "query_nonzeros", "d_nnz": "doc_nonzeros"}
 
-    def __init__(self, mlm: nn.Module, tokenizer: Any, groups: Sequence, passages: Mapping[str, Any] | None,
-                 teacher: TeacherScores | None, config: SpladeTrainConfig, info: Any, notes: Notes):
+    def __init__(
+        self,
+        mlm: nn.Module,
+        tokenizer: Any,
+        groups: Sequence,
+        passages: Mapping[str, Any] | None,
+        teacher: TeacherScores | None,
+        config: SpladeTrainConfig,
+        info: Any,
+        notes: Notes,
+    ):
         super().__init__(SpladeEncoder(mlm), tokenizer, groups, passages, config, info, "train_splade")
         self.mlm, self.teacher, self.notes = mlm, teacher, notes
         self.across = config.negatives_across_devices and self.world > 1
@@ -230,14 +250,18 @@ class SpladeTask(GroupTask):
         config = self.config
         if config.fit_head:
             self.head_fit = _fit_head(self.mlm, self.tokenizer, self)
-            self.notes.say(f"MLM head refitted to predict each token from its own hidden state "
-                           f"({self.head_fit['tokens']} tokens; identity accuracy "
-                           f"{self.head_fit['identity_accuracy_before']:.2f} -> "
-                           f"{self.head_fit['identity_accuracy_after']:.2f})")
+            self.notes.say(
+                f"MLM head refitted to predict each token from its own hidden state "
+                f"({self.head_fit['tokens']} tokens; identity accuracy "
+                f"{self.head_fit['identity_accuracy_before']:.2f} -> "
+                f"{self.head_fit['identity_accuracy_after']:.2f})"
+            )
         if config.start_terms:
             self.start_shift = _shift_to_sparse_start(self.mlm, self.tokenizer, self, ctx.info.device)
-            self.notes.say(f"MLM bias shifted by {-self.start_shift:+.3f} so a training passage starts with "
-                           f"~{config.start_terms} terms (the softmax objectives do not see the shift)")
+            self.notes.say(
+                f"MLM bias shifted by {-self.start_shift:+.3f} so a training passage starts with "
+                f"~{config.start_terms} terms (the softmax objectives do not see the shift)"
+            )
 
     def step(self, step: int, ctx: StepContext) -> dict[str, Tensor]:
         config = self.config
@@ -245,16 +269,27 @@ class SpladeTask(GroupTask):
         q_enc, p_enc = self.encode(batch, ctx)
         teacher_t = None
         if self.teacher is not None:
-            teacher_t = torch.tensor([[float(self.teacher[qid][d]) for d in ids] for qid, _, ids in batch],
-                                     dtype=torch.float32, device=ctx.info.device)
+            teacher_t = torch.tensor(
+                [[float(self.teacher[qid][d]) for d in ids] for qid, _, ids in batch],
+                dtype=torch.float32,
+                device=ctx.info.device,
+            )
         lam_d = flops_weight(config.flops_lambda, step, config.flops_warmup_steps)
         with ctx.autocast():
             q_reps, p_reps = ctx.engine(q_enc, p_enc)
         q_all = gather_with_grad(q_reps) if self.across else None
         p_all = gather_with_grad(p_reps) if self.across else None
-        parts = splade_loss(q_reps, p_reps, config.passages_per_query, lambda_q=lam_d * config.query_flops_ratio,
-                             lambda_d=lam_d, teacher=teacher_t, contrastive_weight=config.contrastive_weight,
-                             q_all=q_all, p_all=p_all)
+        parts = splade_loss(
+            q_reps,
+            p_reps,
+            config.passages_per_query,
+            lambda_q=lam_d * config.query_flops_ratio,
+            lambda_d=lam_d,
+            teacher=teacher_t,
+            contrastive_weight=config.contrastive_weight,
+            q_all=q_all,
+            p_all=p_all,
+        )
         loss = parts["loss"]
         if self.across:
             # Each rank holds the whole InfoNCE over the gathered batch but only its slice's gradient;
@@ -301,9 +336,14 @@ def train_splade(
             notes.say(f"left out {dropped} positive/negative id(s) that have no teacher score")
         if skipped:
             notes.say(f"skipped {skipped} training example(s) without positives or negatives")
-        teacher_items = [] if teacher is None else [
-            [qid, sorted((str(d), float(s)) for d, s in teacher.get(qid, {}).items())]
-            for qid in sorted({g[0] for g in groups if g[0] is not None})]
+        teacher_items = (
+            []
+            if teacher is None
+            else [
+                [qid, sorted((str(d), float(s)) for d, s in teacher.get(qid, {}).items())]
+                for qid in sorted({g[0] for g in groups if g[0] is not None})
+            ]
+        )
         digest = fingerprint(str(init.resolve()), config.identity(), groups, teacher_items)
         done = finished_stats(out_dir, digest, "finished model")
         if done is not None:
@@ -312,8 +352,10 @@ def train_splade(
         seed_everything(config.seed)  # a fresh MLM head (encoder-only init) is initialised reproducibly
         mlm, head = load_masked_lm(init)
         if head == "initialised":
-            notes.say(f"{init} has no MLM head: its projection is the tied word embeddings, transform and bias start "
-                      "fresh (not LexMAE's pre-trained head; export the BertForMaskedLM to use it)")
+            notes.say(
+                f"{init} has no MLM head: its projection is the tied word embeddings, transform and bias start "
+                "fresh (not LexMAE's pre-trained head; export the BertForMaskedLM to use it)"
+            )
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path or init), local_files_only=True)
         except (OSError, ValueError) as exc:
@@ -321,32 +363,52 @@ def train_splade(
         task = SpladeTask(mlm, tokenizer, groups, passages, teacher, config, info, notes)
         figures = task.figures()
         lambda_q = config.flops_lambda * config.query_flops_ratio
-        notes.say(f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
-                  f"{config.queries_per_device} queries x {config.passages_per_query} passages; "
-                  f"FLOPS lambda_d {config.flops_lambda:g}, lambda_q {lambda_q:g}"
-                  + (f", quadratic warm-up over {config.flops_warmup_steps} steps" if config.flops_warmup_steps else "")
-                  + (f"; distillation KL + {config.contrastive_weight:g} x InfoNCE" if teacher is not None else "")
-                  + f"; {task.steps_per_epoch} steps/epoch x {config.epochs} epochs")
+        notes.say(
+            f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
+            f"{config.queries_per_device} queries x {config.passages_per_query} passages; "
+            f"FLOPS lambda_d {config.flops_lambda:g}, lambda_q {lambda_q:g}"
+            + (f", quadratic warm-up over {config.flops_warmup_steps} steps" if config.flops_warmup_steps else "")
+            + (f"; distillation KL + {config.contrastive_weight:g} x InfoNCE" if teacher is not None else "")
+            + f"; {task.steps_per_epoch} steps/epoch x {config.epochs} epochs"
+        )
         out = run(task, config, info, out_dir, notes, identity={"fingerprint": digest}, logger=logger)
 
         history = out.history()
         last_epoch = slice(max(0, out.step - task.steps_per_epoch), out.step)
         stats = task.stats(
-            out, started, model_dir=str(out_dir), init_model=str(init), mlm_head=head, fingerprint=digest,
-            representation=REPRESENTATION, negatives_across_devices=task.across,
-            in_batch_candidates=(task.world if task.across else 1) * config.queries_per_device
+            out,
+            started,
+            model_dir=str(out_dir),
+            init_model=str(init),
+            mlm_head=head,
+            fingerprint=digest,
+            representation=REPRESENTATION,
+            negatives_across_devices=task.across,
+            in_batch_candidates=(task.world if task.across else 1)
+            * config.queries_per_device
             * config.passages_per_query,
-            distill=teacher is not None, flops_lambda_doc=config.flops_lambda, flops_lambda_query=lambda_q,
-            start_bias_shift=task.start_shift, head_fit=task.head_fit, skipped_examples=skipped,
+            distill=teacher is not None,
+            flops_lambda_doc=config.flops_lambda,
+            flops_lambda_query=lambda_q,
+            start_bias_shift=task.start_shift,
+            head_fit=task.head_fit,
+            skipped_examples=skipped,
             unscored_items_dropped=dropped,
             avg_query_nonzeros=_mean(history.get("query_nonzeros", [])[last_epoch]),
-            avg_doc_nonzeros=_mean(history.get("doc_nonzeros", [])[last_epoch]), history=history)
+            avg_doc_nonzeros=_mean(history.get("doc_nonzeros", [])[last_epoch]),
+            history=history,
+        )
 
         def save() -> None:
             mlm.save_pretrained(str(out_dir))
             tokenizer.save_pretrained(str(out_dir))
-            write_lexical_settings(out_dir, query_max_length=config.max_q_len, passage_max_length=config.max_p_len,
-                                   title_separator=config.title_separator, trained_by="harness.finetune.splade")
+            write_lexical_settings(
+                out_dir,
+                query_max_length=config.max_q_len,
+                passage_max_length=config.max_p_len,
+                title_separator=config.title_separator,
+                trained_by="harness.finetune.splade",
+            )
 
         return finish(out_dir, stats, save, config.keep_checkpoints_at_end)
 

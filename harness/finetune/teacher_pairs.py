@@ -32,9 +32,13 @@ Pairs = list[tuple[str, str]]
 Candidates = Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]]
 
 
-def iter_pair_chunks(queries: Mapping[str, str], candidates: Candidates,
-                     passages: Mapping[str, Any], title_separator: str,
-                     chunk: int = PAIR_CHUNK) -> Iterator[tuple[Keys, Pairs]]:
+def iter_pair_chunks(
+    queries: Mapping[str, str],
+    candidates: Candidates,
+    passages: Mapping[str, Any],
+    title_separator: str,
+    chunk: int = PAIR_CHUNK,
+) -> Iterator[tuple[Keys, Pairs]]:
     """``(keys, pairs)`` chunks: ``(qid, doc id)`` and ``(query text, passage text)``, each query's
     candidates once, in order (a repeated candidate is scored once). ``candidates``: a dict or a stream
     of ``(qid, doc ids)``, read as the chunks need it."""
@@ -42,7 +46,7 @@ def iter_pair_chunks(queries: Mapping[str, str], candidates: Candidates,
         raise ValueError(f"chunk must be positive, got {chunk}")
     keys: Keys = []
     pairs: Pairs = []
-    for qid, docs in (candidates.items() if isinstance(candidates, Mapping) else candidates):
+    for qid, docs in candidates.items() if isinstance(candidates, Mapping) else candidates:
         for d in dict.fromkeys(docs):
             keys.append((qid, d))
             pairs.append((queries[qid], passage_text(passages[d], title_separator)))

@@ -19,9 +19,9 @@ from harness.core.statuses import SPEC_CHANGED, SUPERSEDED, UNKNOWN_METHOD
 from harness.data.checksums import mismatches
 from harness.papers.released import CHECKPOINT_PROFILE, load_checkpoints
 from harness.records.store import RunRecord
-from harness.spec.method import load_method
 from harness.spec.files import list_methods
 from harness.spec.hashing import settings_hash
+from harness.spec.method import load_method
 from harness.stages.artifacts import changed_file
 
 
@@ -65,11 +65,12 @@ def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
     if current == mine:
         return ""
     theirs = f" nor the reference {ref.run_id}'s ({settings_hash(ref.spec)})" if ref is not None and ref.spec else ""
-    return (f"spec settings {mine} are not the current {rec.method} [{rec.profile}] spec's ({current}){theirs}")
+    return f"spec settings {mine} are not the current {rec.method} [{rec.profile}] spec's ({current}){theirs}"
 
 
-def set_apart(rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] | None,
-              by_id: dict[str, RunRecord]) -> tuple[str, str] | None:
+def set_apart(
+    rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] | None, by_id: dict[str, RunRecord]
+) -> tuple[str, str] | None:
     """(status, why) when ``rec`` must be shown apart: a method without a spec here, or spec settings
     that are neither the method's current ones nor its reference's (:func:`spec_change`, the
     gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
@@ -111,13 +112,17 @@ def acceptance_problem(rec: RunRecord) -> str:
     and have run on the catalog's data (else every later run on the catalog's data would fail)."""
     problems = rec.integrity_problems
     if problems and problems[0].startswith("unsealed"):
-        return ("not sealed (no integrity block), so it cannot be accepted as a reference: "
-                "a record without its seal cannot be told from an edited one; re-run the method")
+        return (
+            "not sealed (no integrity block), so it cannot be accepted as a reference: "
+            "a record without its seal cannot be told from an edited one; re-run the method"
+        )
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         return f"fails its seal or integrity check, so it cannot be accepted as a reference: {problems[0]}{more}"
     mismatched = data_mismatches(rec)
     if mismatched:
-        return (f"its data checksums are not the catalog's ({mismatched[0].describe()}), "
-                "so it cannot be accepted as a reference: re-run on the catalog's data")
+        return (
+            f"its data checksums are not the catalog's ({mismatched[0].describe()}), "
+            "so it cannot be accepted as a reference: re-run on the catalog's data"
+        )
     return ""

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.core.errors import HarnessError
 from harness.core.statuses import (
     EFFECT,
     FAIL,
@@ -44,7 +45,6 @@ from harness.papers.released import (
     get_checkpoint,
     map_cells,
 )
-from harness.core.errors import HarnessError
 from harness.records.store import RunRecord
 from harness.spec.hashing import settings_hash
 
@@ -90,7 +90,7 @@ class GateRow:
     ci_low: float | None = None
     ci_high: float | None = None
     note: str = ""
-    stage: str = ""    # which of the run's retrievers the number is (retriever1/2/3), where it is one of several
+    stage: str = ""  # which of the run's retrievers the number is (retriever1/2/3), where it is one of several
     printed: str = ""  # the paper's cell as printed ("0.340"): `expected` is it in points
     unit: str = POINTS
 
@@ -99,6 +99,7 @@ class GateRow:
 
 
 # ----------------------------------------------------------------------------- the papers
+
 
 def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """The record against the reported cells of its method (the stored comparison if cells is None).
@@ -128,9 +129,12 @@ def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | No
     return out
 
 
-def checkpoint_comparisons(ckpt: Checkpoint, metrics: Mapping[str, Mapping[str, float]],
-                           per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
-                           cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def checkpoint_comparisons(
+    ckpt: Checkpoint,
+    metrics: Mapping[str, Mapping[str, float]],
+    per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
+    cells: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
     """Every cell of the checkpoint's rows and method on the scored benchmarks, compared or NOT-COMPARABLE."""
 
     out = []
@@ -153,23 +157,46 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
     comps = paper_comparisons(record, cells)
     axes = system_axes(cells) if cells else None
     if not comps:
-        return [GateRow(NO_CELLS, **base, note=(
-            f"no reported cell for {record.method} on {', '.join(record.metrics) or 'any benchmark'}"))]
+        return [
+            GateRow(
+                NO_CELLS,
+                **base,
+                note=(f"no reported cell for {record.method} on {', '.join(record.metrics) or 'any benchmark'}"),
+            )
+        ]
     rows = []
     for c in comps:
-        rows.append(GateRow(
-            str(c.get("status") or NOT_COMPARABLE), **base, benchmark=str(c.get("benchmark") or ""),
-            measure=str(c.get("measure") or ""), against=source_label(c, axes), expected=c.get("reported"),
-            reproduced=c.get("reproduced"), delta=c.get("delta"), tolerance=c.get("tolerance"),
-            ci_low=c.get("ci_low"), ci_high=c.get("ci_high"),
-            note=str(c.get("reason") or "; ".join(filter(None, [
-                inconclusive_note(c) if c.get("status") == INCONCLUSIVE else "", c.get("notes") or ""]))),
-            stage=str(c.get("finetune_stage") or ""), printed=str(c.get("value") or ""),
-        ))
+        rows.append(
+            GateRow(
+                str(c.get("status") or NOT_COMPARABLE),
+                **base,
+                benchmark=str(c.get("benchmark") or ""),
+                measure=str(c.get("measure") or ""),
+                against=source_label(c, axes),
+                expected=c.get("reported"),
+                reproduced=c.get("reproduced"),
+                delta=c.get("delta"),
+                tolerance=c.get("tolerance"),
+                ci_low=c.get("ci_low"),
+                ci_high=c.get("ci_high"),
+                note=str(
+                    c.get("reason")
+                    or "; ".join(
+                        filter(
+                            None,
+                            [inconclusive_note(c) if c.get("status") == INCONCLUSIVE else "", c.get("notes") or ""],
+                        )
+                    )
+                ),
+                stage=str(c.get("finetune_stage") or ""),
+                printed=str(c.get("value") or ""),
+            )
+        )
     return rows
 
 
 # ----------------------------------------------------------------------------- the reference
+
 
 def _reference_status(delta: float, tolerance: float) -> str:
     """Two-sided: a re-run of the same code and seed that moves a number either way has changed
@@ -179,28 +206,48 @@ def _reference_status(delta: float, tolerance: float) -> str:
     return NEAR if abs(delta) <= NEAR_FACTOR * tolerance else FAIL
 
 
-def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE,
-                   cross_machine: float | None = None) -> list[GateRow]:
+def reference_rows(
+    record: RunRecord, ref: RunRecord, tolerance: float = TINY_TOLERANCE, cross_machine: float | None = None
+) -> list[GateRow]:
     """Each metric of ``ref`` reproduced by ``record`` within ``tolerance`` points, either way.
 
     ``cross_machine``: the tolerance when the records name different machines (a wider one than
     ``tolerance``; each row then says so); None keeps ``tolerance`` whatever the machines."""
-    base: dict[str, Any] = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}",
-                stage=record.finetune_stage or "")
+    base: dict[str, Any] = dict(
+        run_id=record.run_id,
+        method=record.method,
+        profile=record.profile,
+        against=f"reference {ref.run_id}",
+        stage=record.finetune_stage or "",
+    )
 
     # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
     # (documentation, not settings) never makes a reference stale.
     mine, theirs = settings_hash(record.spec), settings_hash(ref.spec)
     if record.spec and ref.spec and mine != theirs:
-        return [GateRow(STALE_REFERENCE, **base, note=(
-            f"spec settings changed (hash {mine} vs reference {theirs}): re-run, then "
-            f"`python -m harness check --accept RUN_ID` and commit the new reference"))]
+        return [
+            GateRow(
+                STALE_REFERENCE,
+                **base,
+                note=(
+                    f"spec settings changed (hash {mine} vs reference {theirs}): re-run, then "
+                    f"`python -m harness check --accept RUN_ID` and commit the new reference"
+                ),
+            )
+        ]
     differ = precision_difference(record, ref)
     if differ:
-        return [GateRow(NOT_COMPARABLE, **base, note=(
-            f"trained in another precision than the reference ({differ}): a different condition, not compared; "
-            f"re-run with `--precision {'/'.join(sorted(set(stage_precisions(ref).values())))}` "
-            "(what the reference used; CI's re-runs ask for it)"))]
+        return [
+            GateRow(
+                NOT_COMPARABLE,
+                **base,
+                note=(
+                    f"trained in another precision than the reference ({differ}): a different condition, not compared; "
+                    f"re-run with `--precision {'/'.join(sorted(set(stage_precisions(ref).values())))}` "
+                    "(what the reference used; CI's re-runs ask for it)"
+                ),
+            )
+        ]
     machines = machine_difference(record, ref)
     across = cross_machine is not None and bool(machines) and cross_machine > tolerance
     if across:
@@ -209,8 +256,14 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
     for dataset, values in ref.metrics.items():
         for measure, expected in values.items():
             got = record.metrics.get(dataset, {}).get(measure)
-            row = GateRow(NOT_COMPARABLE, **base, benchmark=dataset, measure=measure, expected=100.0 * expected,
-                          tolerance=tolerance)
+            row = GateRow(
+                NOT_COMPARABLE,
+                **base,
+                benchmark=dataset,
+                measure=measure,
+                expected=100.0 * expected,
+                tolerance=tolerance,
+            )
             if got is None:
                 row.note = f"run did not evaluate {measure} on {dataset}"
             else:
@@ -219,8 +272,10 @@ def reference_rows(record: RunRecord, ref: RunRecord, tolerance: float = TINY_TO
                 row.status = _reference_status(row.delta, tolerance)
                 row.ci_low, row.ci_high = _paired_ci(record, ref, dataset, measure)
                 if across:
-                    row.note = (f"another machine than the reference's ({machines}): cross-machine tolerance "
-                                f"{tolerance:g} points, as `check --rerun`")
+                    row.note = (
+                        f"another machine than the reference's ({machines}): cross-machine tolerance "
+                        f"{tolerance:g} points, as `check --rerun`"
+                    )
                 elif row.status != PASS:
                     row.note = hardware_difference(record, ref)
             rows.append(row)
@@ -238,8 +293,11 @@ TRAINING_STAGES = ("pretrain", "retriever1", "retriever2", "retriever3")
 def stage_precisions(record: RunRecord) -> dict[str, str]:
     """The precision each training stage used. A record made before stages stated it (2026-11-25) trained
     in fp32: the CPU engine trained nothing else then, and every profile run on a CPU stated fp32."""
-    stated = {str(e.get("stage")): str(e["output"]["precision"]) for e in record.stages
-              if isinstance(e.get("output"), dict) and e["output"].get("precision")}
+    stated = {
+        str(e.get("stage")): str(e["output"]["precision"])
+        for e in record.stages
+        if isinstance(e.get("output"), dict) and e["output"].get("precision")
+    }
     if stated:
         return stated
     return {str(e.get("stage")): "fp32" for e in record.stages if e.get("stage") in TRAINING_STAGES}
@@ -250,13 +308,15 @@ def recorded_precision(record: RunRecord) -> str | None:
     ``--precision``); None for a record that trained nothing (BM25)."""
     used = set(stage_precisions(record).values())
     if len(used) > 1:
-        raise HarnessError(f"{record.run_id}: its training stages used several precisions "
-                           f"({', '.join(sorted(used))}): no one --precision re-runs it")
+        raise HarnessError(
+            f"{record.run_id}: its training stages used several precisions "
+            f"({', '.join(sorted(used))}): no one --precision re-runs it"
+        )
     return used.pop() if used else None
 
 
 def _source(record: RunRecord, stage: str) -> str:
-    """" (measured)" / " (flag)" where the stage says how its precision was chosen, else ""."""
+    """ " (measured)" / " (flag)" where the stage says how its precision was chosen, else ""."""
     for e in record.stages:
         if e.get("stage") == stage and isinstance(e.get("output"), dict) and e["output"].get("precision_source"):
             return f" ({e['output']['precision_source']})"
@@ -267,8 +327,11 @@ def precision_difference(record: RunRecord, ref: RunRecord) -> str:
     """'pretrain fp32 -> bf16 (measured); ...' for the stages both records name with different
     precisions (reference's first), else ''."""
     mine, theirs = stage_precisions(record), stage_precisions(ref)
-    return "; ".join(f"{stage} {theirs[stage]} -> {mine[stage]}{_source(record, stage)}" for stage in theirs
-                     if stage in mine and mine[stage] != theirs[stage])
+    return "; ".join(
+        f"{stage} {theirs[stage]} -> {mine[stage]}{_source(record, stage)}"
+        for stage in theirs
+        if stage in mine and mine[stage] != theirs[stage]
+    )
 
 
 def _identity(rec: RunRecord) -> dict[str, Any]:
@@ -280,8 +343,11 @@ def machine_difference(record: RunRecord, ref: RunRecord) -> str:
     """'cpu_model 'A' -> 'B'; ...' for each identity field both records name and that differs, else ''
     (same machine kind, or a record that does not say)."""
     mine, theirs = _identity(record), _identity(ref)
-    return "; ".join(f"{k} {theirs[k]!r} -> {mine[k]!r}" for k in HARDWARE_IDENTITY
-                     if mine[k] is not None and theirs[k] is not None and mine[k] != theirs[k])
+    return "; ".join(
+        f"{k} {theirs[k]!r} -> {mine[k]!r}"
+        for k in HARDWARE_IDENTITY
+        if mine[k] is not None and theirs[k] is not None and mine[k] != theirs[k]
+    )
 
 
 def hardware_difference(record: RunRecord, ref: RunRecord) -> str:
@@ -310,7 +376,9 @@ def stage_outputs(record: RunRecord) -> dict[tuple[str, str], float]:
 
 def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERANCE) -> list[GateRow]:
     """The run's training losses against the reference's, relative (percent), where both built the stage."""
-    base: dict[str, Any] = dict(run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}")
+    base: dict[str, Any] = dict(
+        run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}"
+    )
     mine, theirs = stage_outputs(record), stage_outputs(ref)
     rows = []
     for (stage, key), expected in theirs.items():
@@ -318,9 +386,20 @@ def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERAN
         if got is None or not expected:
             continue
         delta = 100.0 * (got - expected) / abs(expected)
-        rows.append(GateRow(PASS if abs(delta) <= tolerance else FAIL, **base, benchmark=f"{stage} (loss)",
-                            measure=key, expected=expected, reproduced=got, delta=delta, tolerance=tolerance,
-                            note="training loss; delta and tolerance in % of the reference", unit=LOSS))
+        rows.append(
+            GateRow(
+                PASS if abs(delta) <= tolerance else FAIL,
+                **base,
+                benchmark=f"{stage} (loss)",
+                measure=key,
+                expected=expected,
+                reproduced=got,
+                delta=delta,
+                tolerance=tolerance,
+                note="training loss; delta and tolerance in % of the reference",
+                unit=LOSS,
+            )
+        )
     return rows
 
 
@@ -335,11 +414,22 @@ def movement_rows(record: RunRecord) -> list[GateRow]:
         if not isinstance(moved, dict) or not isinstance(moved.get("max_abs"), (int, float)) or moved["max_abs"] > 0:
             continue
         stage = entry.get("stage", "?") + (f" ({entry['dataset']})" if entry.get("dataset") else "")
-        rows.append(GateRow(UNTRAINED, record.run_id, record.method, record.profile, benchmark=stage,
-                            measure="weight change", reproduced=0.0, note=(
-                                f"{record.path.name}: {stage} took {moved.get('steps', '?')} step(s) and left all "
-                                f"{moved.get('parameters', '?')} trainable weights where they started (every step "
-                                "at lr 0, or no gradient); fix the stage's schedule and re-run")))
+        rows.append(
+            GateRow(
+                UNTRAINED,
+                record.run_id,
+                record.method,
+                record.profile,
+                benchmark=stage,
+                measure="weight change",
+                reproduced=0.0,
+                note=(
+                    f"{record.path.name}: {stage} took {moved.get('steps', '?')} step(s) and left all "
+                    f"{moved.get('parameters', '?')} trainable weights where they started (every step "
+                    "at lr 0, or no gradient); fix the stage's schedule and re-run"
+                ),
+            )
+        )
     return rows
 
 
@@ -356,6 +446,7 @@ def _paired_ci(record: RunRecord, ref: RunRecord, dataset: str, measure: str) ->
 
 # ----------------------------------------------------------------------------- effects
 
+
 def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
     """One row per paired effect in each profile, graded against the papers' claims where comparable
     (a reversed or missed claim is DIFFERENT-*, which fails the gate), and in the paper profile one
@@ -368,26 +459,59 @@ def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
             name = f"{e.label} [{profile}]"
             shown = next((c for c in e.claims if c["status"] == e.claim_status), None)
             if shown is None:
-                rows.append(GateRow(EFFECT, name, e.a, profile, e.dataset, e.measure,
-                                    reproduced=e.delta, ci_low=e.ci_low, ci_high=e.ci_high,
-                                    note=f"no printed difference; p={e.p_value:.3f}, {e.queries} queries"))
+                rows.append(
+                    GateRow(
+                        EFFECT,
+                        name,
+                        e.a,
+                        profile,
+                        e.dataset,
+                        e.measure,
+                        reproduced=e.delta,
+                        ci_low=e.ci_low,
+                        ci_high=e.ci_high,
+                        note=f"no printed difference; p={e.p_value:.3f}, {e.queries} queries",
+                    )
+                )
                 continue
             comparable = shown["status"] != NOT_COMPARABLE
             note = shown["reason"] or f"{shown['a_row']} - {shown['b_row']}"
             others = len(e.claims) - 1
             if others:
                 note += f" (+{others} more claim(s))"
-            rows.append(GateRow(e.claim_status, name, e.a, profile, e.dataset, e.measure,
-                                against=shown["source"], expected=shown["claimed"], reproduced=e.delta,
-                                delta=e.delta - shown["claimed"] if comparable else None,
-                                ci_low=e.ci_low, ci_high=e.ci_high, note=note))
+            rows.append(
+                GateRow(
+                    e.claim_status,
+                    name,
+                    e.a,
+                    profile,
+                    e.dataset,
+                    e.measure,
+                    against=shown["source"],
+                    expected=shown["claimed"],
+                    reproduced=e.delta,
+                    delta=e.delta - shown["claimed"] if comparable else None,
+                    ci_low=e.ci_low,
+                    ci_high=e.ci_high,
+                    note=note,
+                )
+            )
         if profile == PAPER_PROFILE:
             ran = {r.method for r in records if r.profile == profile}
             for count in count_checks(effects):
                 if {count.a, count.b} <= ran and count.status != NOT_YET_RUN:
-                    rows.append(GateRow(count.status, f"{count.a} - {count.b} [{profile}, count]", count.a, profile,
-                                        f"{count.datasets} datasets", count.measure, against=count.source,
-                                        expected=float(count.stated),
-                                        reproduced=None if count.at_least is None else float(count.at_least),
-                                        note=f"{count.text!r}: {count.reason}"))
+                    rows.append(
+                        GateRow(
+                            count.status,
+                            f"{count.a} - {count.b} [{profile}, count]",
+                            count.a,
+                            profile,
+                            f"{count.datasets} datasets",
+                            count.measure,
+                            against=count.source,
+                            expected=float(count.stated),
+                            reproduced=None if count.at_least is None else float(count.at_least),
+                            note=f"{count.text!r}: {count.reason}",
+                        )
+                    )
     return rows

@@ -43,8 +43,14 @@ def system_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | 
     if axis:
         return col if axis == "columns" else row
     r, b = _norm(row), _norm(bench)
-    if col and r and b and (r == b or r in b or b in r or r.startswith("average")
-                            or difflib.SequenceMatcher(None, r, b).ratio() >= 0.8):
+    if (
+        col
+        and r
+        and b
+        and (
+            r == b or r in b or b in r or r.startswith("average") or difflib.SequenceMatcher(None, r, b).ratio() >= 0.8
+        )
+    ):
         return col
     return row
 

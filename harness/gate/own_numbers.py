@@ -58,9 +58,9 @@ class OwnRun:
     profile: str
     stage: str | None
     runs: int
-    metrics: dict[str, dict[str, float]]   # benchmark -> canonical measure -> points (the seeds' mean)
+    metrics: dict[str, dict[str, float]]  # benchmark -> canonical measure -> points (the seeds' mean)
     conditions: dict[str, Any]
-    exact: bool                            # a deterministic system: the fixed tolerance, no seeds
+    exact: bool  # a deterministic system: the fixed tolerance, no seeds
     per_seed: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (benchmark, measure) -> seeds
 
     def evidence(self) -> tuple[Evidence, ...]:
@@ -68,8 +68,11 @@ class OwnRun:
         deterministic system (no seed)."""
         if self.exact:
             return ()
-        return tuple(user_seeds(self.label, bench, measure, values)
-                     for (bench, measure), values in sorted(self.per_seed.items()) if len(values) > 1)
+        return tuple(
+            user_seeds(self.label, bench, measure, values)
+            for (bench, measure), values in sorted(self.per_seed.items())
+            if len(values) > 1
+        )
 
     @property
     def label(self) -> str:
@@ -99,20 +102,34 @@ def _value(path: Path, where: str, raw: Any, seeds: list[Any] | None) -> tuple[f
         number = _float(v) if isinstance(v, str) else None
         if number is not None:  # "39.4" or "inf": a number written as text
             problem = "is text, not a number" if math.isfinite(number) else "is not a finite number"
-            raise DataFormatError(path, None, f"{where}: {v!r} {problem}",
-                                  "write points as JSON numbers, without quotes, e.g. 39.4")
+            raise DataFormatError(
+                path, None, f"{where}: {v!r} {problem}", "write points as JSON numbers, without quotes, e.g. 39.4"
+            )
     if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
-        raise DataFormatError(path, None, f"{where}: {raw!r} is not a number or a list of numbers",
-                              "write points, e.g. 39.4, or one value per seed, e.g. [39.2, 39.6]")
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}: {raw!r} is not a number or a list of numbers",
+            "write points, e.g. 39.4, or one value per seed, e.g. [39.2, 39.6]",
+        )
     if any(not math.isfinite(v) for v in values):  # JSON's Infinity and NaN parse as floats
-        raise DataFormatError(path, None, f"{where}: {raw!r} is not a finite number",
-                              "write the measured points, e.g. 39.4; leave out a measure not measured")
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}: {raw!r} is not a finite number",
+            "write the measured points, e.g. 39.4; leave out a measure not measured",
+        )
     if any(not 0 <= v <= 100 for v in values):
-        raise DataFormatError(path, None, f"{where}: {raw!r} is outside 0-100",
-                              "values are points (100 x a fraction): 39.4, not 0.394")
+        raise DataFormatError(
+            path, None, f"{where}: {raw!r} is outside 0-100", "values are points (100 x a fraction): 39.4, not 0.394"
+        )
     if isinstance(raw, list) and seeds is not None and len(seeds) != len(values):
-        raise DataFormatError(path, None, f"{where}: {len(values)} values for {len(seeds)} seeds",
-                              "give one value per seed, or a single mean")
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}: {len(values)} values for {len(seeds)} seeds",
+            "give one value per seed, or a single mean",
+        )
     runs = len(values) if isinstance(raw, list) else max(1, len(seeds or []))
     return float(statistics.fmean(values)), runs
 
@@ -130,12 +147,17 @@ def _seeds(path: Path, where: str, seeds: Any) -> list[int] | None:
     if seeds is None:
         return None
     if not isinstance(seeds, list) or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
-        raise DataFormatError(path, None, f"{where}.seeds must be a list of integers, got {seeds!r}",
-                              "e.g. [42, 43, 44]")
+        raise DataFormatError(
+            path, None, f"{where}.seeds must be a list of integers, got {seeds!r}", "e.g. [42, 43, 44]"
+        )
     twice = sorted({s for s in seeds if seeds.count(s) > 1})
     if twice:
-        raise DataFormatError(path, None, f"{where}.seeds: {', '.join(map(str, twice))} given more than once "
-                              f"({seeds})", "list each seed once: one per run whose numbers are given")
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}.seeds: {', '.join(map(str, twice))} given more than once ({seeds})",
+            "list each seed once: one per run whose numbers are given",
+        )
     return seeds
 
 
@@ -143,8 +165,12 @@ def _unknown_keys(path: Path, where: str | None, given: Any, known: set[str]) ->
     extra = sorted(str(k) for k in set(given) - known)
     if extra:  # named as such: it once read "needs method and metrics" with both there
         unknown = UnknownNameError("key", extra[0], sorted(known))
-        raise DataFormatError(path, None, f"{where}: {unknown}" if where else str(unknown),
-                              f"remove '{extra[0]}' or spell it as one of the known keys")
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}: {unknown}" if where else str(unknown),
+            f"remove '{extra[0]}' or spell it as one of the known keys",
+        )
 
 
 def _measure_name(path: Path, where: str, bench: str, measure: str) -> str:
@@ -154,8 +180,12 @@ def _measure_name(path: Path, where: str, bench: str, measure: str) -> str:
     name = canonical_measure(measure)
     if name not in printed:
         unknown = UnknownNameError(f"measure on {bench}", measure, list(printed))
-        raise DataFormatError(path, None, f"{where}: {unknown}", "use a measure the papers print there "
-                              "(ir-measures names: MRR@10 is RR@10), or leave this one out")
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}: {unknown}",
+            "use a measure the papers print there (ir-measures names: MRR@10 is RR@10), or leave this one out",
+        )
     return name
 
 
@@ -164,9 +194,12 @@ def _points_not_fractions(path: Path, where: str, values: dict[tuple[str, str], 
     as points they would be DIFFERENT-BELOW everywhere."""
     if values and max(values.values()) <= 1:
         (bench, measure), v = max(values.items(), key=lambda item: item[1])
-        raise DataFormatError(path, None, f"{where}: every value is at most 1 (the largest: {bench} "
-                              f"{measure} {v:g}): fractions, not points",
-                              f"give points: multiply each value by 100 ({v:g} -> {100 * v:g})")
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}: every value is at most 1 (the largest: {bench} {measure} {v:g}): fractions, not points",
+            f"give points: multiply each value by 100 ({v:g} -> {100 * v:g})",
+        )
 
 
 def load_own_numbers(path: str | Path) -> list[OwnRun]:
@@ -194,9 +227,13 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         if isinstance(entry, dict):
             _unknown_keys(path, where, entry, RUN_KEYS)
         if not isinstance(entry, dict) or not {"method", "metrics"} <= set(entry):
-            raise DataFormatError(path, None, f"{where}: needs method and metrics (may have profile, stage, "
-                                  f"seeds); got {sorted(entry) if isinstance(entry, dict) else entry!r}",
-                                  f"keys: {', '.join(sorted(RUN_KEYS))}")
+            raise DataFormatError(
+                path,
+                None,
+                f"{where}: needs method and metrics (may have profile, stage, "
+                f"seeds); got {sorted(entry) if isinstance(entry, dict) else entry!r}",
+                f"keys: {', '.join(sorted(RUN_KEYS))}",
+            )
         method, profile = str(entry["method"]), str(entry.get("profile") or "paper")
         spec = load_method(method, profile)  # unknown method or profile: the registry's did-you-mean error
         stages = list(spec.config.get("stages") or [])
@@ -204,25 +241,34 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         last = trained[-1] if trained else None
         stage = entry.get("stage") or last
         if stage is not None and stage not in trained:
-            raise DataFormatError(path, None, f"{where}: stage {stage!r} is not one {method} trains",
-                                  f"use one of {', '.join(trained) or '(none: a training-free method)'}")
+            raise DataFormatError(
+                path,
+                None,
+                f"{where}: stage {stage!r} is not one {method} trains",
+                f"use one of {', '.join(trained) or '(none: a training-free method)'}",
+            )
         seeds = _seeds(path, where, entry.get("seeds"))
         metrics: dict[str, dict[str, float]] = {}
         largest: dict[tuple[str, str], float] = {}
         per_seed: dict[tuple[str, str], list[float]] = {}
         runs = set()
         if not isinstance(entry["metrics"], dict) or not entry["metrics"]:
-            raise DataFormatError(path, None, f"{where}.metrics must map benchmarks to measures",
-                                  '{"msmarco-dev": {"MRR@10": 39.4}}')
+            raise DataFormatError(
+                path, None, f"{where}.metrics must map benchmarks to measures", '{"msmarco-dev": {"MRR@10": 39.4}}'
+            )
         for bench, measures in entry["metrics"].items():
             if bench not in BENCHMARKS:  # a misspelt one graded nothing: "0 cells: nothing to grade"
                 unknown = UnknownNameError("benchmark", bench, list(BENCHMARKS))
-                raise DataFormatError(path, None, f"{where}.metrics: {unknown}",
-                                      "name it as the papers' tables do (`python -m harness reported` "
-                                      "lists them)")
+                raise DataFormatError(
+                    path,
+                    None,
+                    f"{where}.metrics: {unknown}",
+                    "name it as the papers' tables do (`python -m harness reported` lists them)",
+                )
             if not isinstance(measures, dict):
-                raise DataFormatError(path, None, f"{where}.metrics.{bench} must map measures to values",
-                                      '{"MRR@10": 39.4}')
+                raise DataFormatError(
+                    path, None, f"{where}.metrics.{bench} must map measures to values", '{"MRR@10": 39.4}'
+                )
             for measure, raw in measures.items():
                 at = f"{where}.metrics.{bench}.{measure}"
                 name = _measure_name(path, at, bench, measure)
@@ -237,19 +283,48 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         if stage:
             conditions.update(finetune_stage=stage, final_stage=last)
         # several seed counts in one entry: the fewest, so that se is never narrower than the data allow
-        out.append(OwnRun(i, method, profile, stage, min(runs), metrics, conditions,
-                          spec.config.get("family") in TRAINING_FREE_FAMILIES, per_seed))
+        out.append(
+            OwnRun(
+                i,
+                method,
+                profile,
+                stage,
+                min(runs),
+                metrics,
+                conditions,
+                spec.config.get("family") in TRAINING_FREE_FAMILIES,
+                per_seed,
+            )
+        )
     return out
 
 
 def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
-    return {"kind": "cell", "run": run.label, "paper": c.paper_file, "version": c.version, "table": c.table,
-            "row": c.row, "benchmark": c.benchmark, "measure": c.measure, "reported": c.reported,
-            "value": c.reproduced, "status": c.status, "d": c.delta, "margin": c.tolerance, "sigma_rep": c.sigma,
-            "ci_low": c.ci_low, "ci_high": c.ci_high, "runs": run.runs, "seeds_needed": c.seeds_needed,
-            "within": c.within, "sigma_df": c.sigma_df, "sigma_source": c.sigma_source,
-            "reason": c.reason or "; ".join(filter(None, [inconclusive_note(c) if c.status == INCONCLUSIVE else "",
-                                                          c.notes]))}
+    return {
+        "kind": "cell",
+        "run": run.label,
+        "paper": c.paper_file,
+        "version": c.version,
+        "table": c.table,
+        "row": c.row,
+        "benchmark": c.benchmark,
+        "measure": c.measure,
+        "reported": c.reported,
+        "value": c.reproduced,
+        "status": c.status,
+        "d": c.delta,
+        "margin": c.tolerance,
+        "sigma_rep": c.sigma,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "runs": run.runs,
+        "seeds_needed": c.seeds_needed,
+        "within": c.within,
+        "sigma_df": c.sigma_df,
+        "sigma_source": c.sigma_source,
+        "reason": c.reason
+        or "; ".join(filter(None, [inconclusive_note(c) if c.status == INCONCLUSIVE else "", c.notes])),
+    }
 
 
 def grade_cells(run: OwnRun, evidence: tuple[Evidence, ...] | None = None) -> list[dict[str, Any]]:
@@ -258,8 +333,10 @@ def grade_cells(run: OwnRun, evidence: tuple[Evidence, ...] | None = None) -> li
     fractions = {b: {m: v / 100.0 for m, v in t.items()} for b, t in run.metrics.items()}
     cells = [c for c in cells_for(method=run.method) if c.benchmark in fractions]
     evidence = run.evidence() if evidence is None else evidence
-    return [_cell_row(c, run) for c in compare(fractions, None, cells, run.conditions, exact=run.exact,
-                                               runs=run.runs, evidence=evidence)]
+    return [
+        _cell_row(c, run)
+        for c in compare(fractions, None, cells, run.conditions, exact=run.exact, runs=run.runs, evidence=evidence)
+    ]
 
 
 def _stage_fits(claim_stage: str | None, run: OwnRun) -> bool:
@@ -282,22 +359,47 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
                 if not (_stage_fits(claim.a_stage, a) and _stage_fits(claim.b_stage, b)):
                     continue
                 key = (claim.benchmark, canonical_measure(claim.measure))
-                pairings.append((a, b, Pairing(claim, a.conditions, b.conditions, a_values.get(key),
-                                               b_values.get(key), a.runs, b.runs)))
+                pairings.append(
+                    (
+                        a,
+                        b,
+                        Pairing(
+                            claim, a.conditions, b.conditions, a_values.get(key), b_values.get(key), a.runs, b.runs
+                        ),
+                    )
+                )
     out = []
     evidence = tuple(e for r in runs for e in r.evidence()) if evidence is None else evidence
     for (a, b, p), check in zip(pairings, grade_claims([p for _, _, p in pairings], evidence)):
         claim = p.claim
         paper_file, version, table = claim.source.split(" ", 2)  # "<paper file> <version> <table>"
-        out.append({"kind": "effect", "run": f"{a.label} - {b.label}", "paper": paper_file, "version": version,
-                    "table": table,
-                    "row": f"{claim.a_row} - {claim.b_row}", "benchmark": claim.benchmark, "measure": claim.measure,
-                    "reported": claim.delta, "value": check.effect, "status": check.status,
-                    "ci_low": check.ci_low, "ci_high": check.ci_high, "effect_ratio": check.effect_ratio,
-                    "ratio_low": check.ratio_low, "ratio_high": check.ratio_high, "delta_ri": check.delta_ri,
-                    "margin": check.margin, "sigma_rep": check.sigma, "seeds_needed": check.seeds_needed,
-                    "sigma_df": check.sigma_df, "sigma_source": check.sigma_source,
-                    "reason": check.reason})
+        out.append(
+            {
+                "kind": "effect",
+                "run": f"{a.label} - {b.label}",
+                "paper": paper_file,
+                "version": version,
+                "table": table,
+                "row": f"{claim.a_row} - {claim.b_row}",
+                "benchmark": claim.benchmark,
+                "measure": claim.measure,
+                "reported": claim.delta,
+                "value": check.effect,
+                "status": check.status,
+                "ci_low": check.ci_low,
+                "ci_high": check.ci_high,
+                "effect_ratio": check.effect_ratio,
+                "ratio_low": check.ratio_low,
+                "ratio_high": check.ratio_high,
+                "delta_ri": check.delta_ri,
+                "margin": check.margin,
+                "sigma_rep": check.sigma,
+                "seeds_needed": check.seeds_needed,
+                "sigma_df": check.sigma_df,
+                "sigma_source": check.sigma_source,
+                "reason": check.reason,
+            }
+        )
     return out
 
 
@@ -316,5 +418,6 @@ def summarise(rows: list[Mapping[str, Any]]) -> str:
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     cells = sum(r["kind"] == "cell" for r in rows)
-    return (f"{cells} cells, {len(rows) - cells} effects: "
-            + (", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "nothing to grade"))
+    return f"{cells} cells, {len(rows) - cells} effects: " + (
+        ", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "nothing to grade"
+    )

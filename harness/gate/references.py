@@ -92,11 +92,16 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
         raise HarnessError(f"{rec.path}: {why}")
     path = directory / REFERENCES_FILE
     refs = data["references"]
-    entry = {"run_id": rec.run_id, "sha256": rec.get("integrity", {}).get("sha256"),
-             "accepted": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    entry = {
+        "run_id": rec.run_id,
+        "sha256": rec.get("integrity", {}).get("sha256"),
+        "accepted": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     refs[f"{rec.method}/{rec.profile}"] = entry
-    data["about"] = ("The reference run of each (method, profile): `python -m harness check` gates other runs "
-                     "against it and fails when its record is missing. Changed only by `check --accept RUN_ID`.")
+    data["about"] = (
+        "The reference run of each (method, profile): `python -m harness check` gates other runs "
+        "against it and fails when its record is missing. Changed only by `check --accept RUN_ID`."
+    )
     data["references"] = dict(sorted(refs.items()))
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
     return path, entry
@@ -117,8 +122,9 @@ class References:
         return self.records.get(entry["run_id"]) if entry and (method, profile) not in self.wrong else None
 
 
-def resolve_references(entries: dict[tuple[str, str], dict[str, Any]], records: Iterable[RunRecord],
-                       present: set[str] | None = None) -> References:
+def resolve_references(
+    entries: dict[tuple[str, str], dict[str, Any]], records: Iterable[RunRecord], present: set[str] | None = None
+) -> References:
     """The manifest ``entries`` against the usable ``records`` of its folder. ``present`` (the names
     of every file there) is given when the folder is the one gated: then an entry whose record is
     not among ``records`` is MISSING (a scratch re-run's folder is not expected to hold them)."""
@@ -126,24 +132,52 @@ def resolve_references(entries: dict[tuple[str, str], dict[str, Any]], records: 
     if present is not None:
         for (method, profile), entry in sorted(entries.items()):
             if entry["run_id"] not in refs.records:
-                where = ("is here but not usable (its row above says why)" if entry["run_id"] in present
-                         else "is not here")
-                refs.rows.append(GateRow(MISSING, entry["run_id"], method, profile, note=(
-                    f"{REFERENCES_FILE} names {entry['run_id']} as the {method} [{profile}] reference, but its "
-                    f"record {where} (restore it from git, or accept another run)")))
+                where = (
+                    "is here but not usable (its row above says why)" if entry["run_id"] in present else "is not here"
+                )
+                refs.rows.append(
+                    GateRow(
+                        MISSING,
+                        entry["run_id"],
+                        method,
+                        profile,
+                        note=(
+                            f"{REFERENCES_FILE} names {entry['run_id']} as the {method} [{profile}] reference, but its "
+                            f"record {where} (restore it from git, or accept another run)"
+                        ),
+                    )
+                )
     for (method, profile), entry in entries.items():
         ref = refs.records.get(entry["run_id"])
         if ref is not None and (ref.method, ref.profile) != (method, profile):
             # Gating cotmae runs against a cocondenser record would compare unlike with unlike.
-            refs.rows.append(GateRow(WRONG_REFERENCE, ref.run_id, method, profile, note=(
-                f"{REFERENCES_FILE}: '{method}/{profile}' names {ref.path.name}, a record of {ref.method} "
-                f"[{ref.profile}]: accept a {method} [{profile}] run with `python -m harness check --accept RUN_ID`")))
+            refs.rows.append(
+                GateRow(
+                    WRONG_REFERENCE,
+                    ref.run_id,
+                    method,
+                    profile,
+                    note=(
+                        f"{REFERENCES_FILE}: '{method}/{profile}' names {ref.path.name}, a record of {ref.method} "
+                        f"[{ref.profile}]: accept a {method} [{profile}] run with `python -m harness check --accept RUN_ID`"
+                    ),
+                )
+            )
             refs.wrong.add((method, profile))
             continue
         sealed = (ref.get("integrity") or {}).get("sha256") if ref else None
         if ref is not None and sealed != entry["sha256"]:
-            refs.rows.append(GateRow(CORRUPT, ref.run_id, method, profile, note=(
-                f"{ref.path.name}: differs from the record accepted as the reference (sha256 "
-                f"{str(sealed)[:12]}... vs accepted {entry['sha256'][:12]}...): re-sealed after an edit?")))
+            refs.rows.append(
+                GateRow(
+                    CORRUPT,
+                    ref.run_id,
+                    method,
+                    profile,
+                    note=(
+                        f"{ref.path.name}: differs from the record accepted as the reference (sha256 "
+                        f"{str(sealed)[:12]}... vs accepted {entry['sha256'][:12]}...): re-sealed after an edit?"
+                    ),
+                )
+            )
             refs.records.pop(entry["run_id"])
     return refs

@@ -103,8 +103,9 @@ def rerun_command(item: Rerun, committed: Path | None) -> list[str]:
     return cmd + (["--precision", precision] if precision else [])
 
 
-def run_fresh(reruns: tuple[Rerun, ...], scratch: Path, log: bool = True,
-              committed: Path | None = None) -> tuple[Path, dict[str, float]]:
+def run_fresh(
+    reruns: tuple[Rerun, ...], scratch: Path, log: bool = True, committed: Path | None = None
+) -> tuple[Path, dict[str, float]]:
     """Run each method from an empty cache under ``scratch``, in the precision of its reference in
     ``committed`` (the committed records folder); returns (records folder, seconds per run)."""
     scratch.mkdir(parents=True, exist_ok=True)
@@ -118,8 +119,10 @@ def run_fresh(reruns: tuple[Rerun, ...], scratch: Path, log: bool = True,
         started = time.monotonic()
         # SIGTERM on the way out lets the re-run unwind (its MLflow runs marked KILLED, its own
         # indexer stopped); the parent-death signal does the same if this process is killed.
-        with open(log_path, "w") as out, procs.child_group(cmd, cwd=PROJECT_ROOT, env=env, stdout=out,
-                                                          stderr=subprocess.STDOUT, grace=30) as proc:
+        with (
+            open(log_path, "w") as out,
+            procs.child_group(cmd, cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, grace=30) as proc,
+        ):
             code = proc.wait()
         timings[item.label] = round(time.monotonic() - started, 1)
         if code != 0:

@@ -159,19 +159,29 @@ class GateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "records_dir": str(self.records_dir), "strict": self.strict, "passed": self.passed,
-            "exit_code": self.exit_code, "records": self.n_records, "counts": self.counts(),
+            "records_dir": str(self.records_dir),
+            "strict": self.strict,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "records": self.n_records,
+            "counts": self.counts(),
             "rows": [r.to_dict() for r in self.rows],
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in self.skipped],
             "tiny_tolerance": TINY_TOLERANCE,
         }
 
 
-def run_gate(directory: str | Path | None = None, *, strict: bool = False,
-             cells: Sequence[Mapping[str, Any]] | None = None, reported: str | Path | None = None,
-             tiny_tolerance: float = TINY_TOLERANCE, references_from: str | Path | None = None,
-             known_methods: Sequence[str] | None = None,
-             cross_machine: float | None = CROSS_MACHINE_TOLERANCE) -> GateResult:
+def run_gate(
+    directory: str | Path | None = None,
+    *,
+    strict: bool = False,
+    cells: Sequence[Mapping[str, Any]] | None = None,
+    reported: str | Path | None = None,
+    tiny_tolerance: float = TINY_TOLERANCE,
+    references_from: str | Path | None = None,
+    known_methods: Sequence[str] | None = None,
+    cross_machine: float | None = CROSS_MACHINE_TOLERANCE,
+) -> GateResult:
     """Gate every record in ``directory`` (default runs/records).
 
     ``cells`` (dicts) overrides the registry; ``reported`` names a JSON snapshot of cells;
@@ -189,24 +199,32 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
         status = IN_PROGRESS if is_temp(s.path) else UNREADABLE
         result.rows.append(GateRow(status, s.path.stem, "", "", note=f"{s.path.name}: {s.reason}"))
     if known_methods is None:
-
         known_methods = list_methods()
     usable = []
     for rec in records:
         base: dict[str, Any] = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
         if rec.integrity_problems:
-            result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}")
-                               for problem in rec.integrity_problems)
+            result.rows.extend(
+                GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}") for problem in rec.integrity_problems
+            )
             continue
         if changed := changed_run_files(rec):  # its numbers no longer follow from the run files it names
-            result.rows.extend(GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}; re-run to rebuild it")
-                               for problem in changed)
+            result.rows.extend(
+                GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}; re-run to rebuild it")
+                for problem in changed
+            )
             continue
         data_problems = data_mismatches(rec)
         if data_problems:  # run on other data than the catalog's: none of its numbers can be compared
-            result.rows.extend(GateRow(DATA_MISMATCH, **base, benchmark=m.dataset, note=(
-                f"{rec.path.name}: {m.describe()}; re-run on the catalog's data (`python -m harness fetch`)"))
-                for m in data_problems)
+            result.rows.extend(
+                GateRow(
+                    DATA_MISMATCH,
+                    **base,
+                    benchmark=m.dataset,
+                    note=(f"{rec.path.name}: {m.describe()}; re-run on the catalog's data (`python -m harness fetch`)"),
+                )
+                for m in data_problems
+            )
             continue
         if rec.profile == CHECKPOINT_PROFILE:
             unknown = unknown_checkpoint(rec)
@@ -214,20 +232,35 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
                 result.rows.append(GateRow(UNKNOWN_METHOD, **base, note=f"{rec.path.name}: {unknown}; not gated"))
                 continue
         elif rec.method not in known_methods:
-            result.rows.append(GateRow(UNKNOWN_METHOD, **base, note=(
-                f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
-                "not gated")))
+            result.rows.append(
+                GateRow(
+                    UNKNOWN_METHOD,
+                    **base,
+                    note=(
+                        f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
+                        "not gated"
+                    ),
+                )
+            )
             continue
         result.rows.extend(movement_rows(rec))  # any profile, graded or not: it trained nothing
         usable.append(rec)
     if cells is None and any(r.profile in PAPER_GRADED for r in usable):
         cells, error = load_reported_cells(reported)
         if error:  # the papers' cells are what paper records are gated against: no silent fall-back
-            result.rows.append(GateRow(UNREADABLE, str(reported or "baselines/reported"), "-", "-", note=(
-                f"{error}; paper records cannot be graded without the papers' cells")))
+            result.rows.append(
+                GateRow(
+                    UNREADABLE,
+                    str(reported or "baselines/reported"),
+                    "-",
+                    "-",
+                    note=(f"{error}; paper records cannot be graded without the papers' cells"),
+                )
+            )
     present = ({r.path.stem for r in records} | {s.path.stem for s in skipped}) if ref_dir == directory else None
-    refs = resolve_references(load_references(ref_dir), usable if ref_dir == directory else load_records(ref_dir)[0],
-                              present)
+    refs = resolve_references(
+        load_references(ref_dir), usable if ref_dir == directory else load_records(ref_dir)[0], present
+    )
     result.rows.extend(refs.rows)
     references = refs.entries
     # A record the gate would grade must come from a spec it knows: the method's current one, or the one
@@ -235,14 +268,24 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
     for rec in list(usable):
         ref = refs.of(rec.method, rec.profile)
         standing = _standing(rec, ref)
-        if rec.profile == CHECKPOINT_PROFILE or standing in (REFERENCE, SUPERSEDED) or (
-                standing == NO_REFERENCE and rec.profile not in PAPER_GRADED):
+        if (
+            rec.profile == CHECKPOINT_PROFILE
+            or standing in (REFERENCE, SUPERSEDED)
+            or (standing == NO_REFERENCE and rec.profile not in PAPER_GRADED)
+        ):
             continue  # not graded anyway: NO-REFERENCE, REFERENCE or SUPERSEDED below
         why = spec_change(rec, ref)
         if why:
             usable.remove(rec)
-            result.rows.append(GateRow(SPEC_CHANGED, rec.run_id, rec.method, rec.profile, note=(
-                f"{rec.path.name}: {why}; not gated (re-run with the committed spec)")))
+            result.rows.append(
+                GateRow(
+                    SPEC_CHANGED,
+                    rec.run_id,
+                    rec.method,
+                    rec.profile,
+                    note=(f"{rec.path.name}: {why}; not gated (re-run with the committed spec)"),
+                )
+            )
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for rec in usable:
         if rec.profile in PAPER_GRADED:
@@ -260,16 +303,35 @@ def run_gate(directory: str | Path | None = None, *, strict: bool = False,
             base = dict(run_id=rec.run_id, method=method, profile=profile)
             standing = _standing(rec, ref)
             if ref is None:
-                result.rows.append(GateRow(NO_REFERENCE, **base, note=(
-                    f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
-                    f"`python -m harness check --accept {rec.run_id}` makes this run the reference")))
+                result.rows.append(
+                    GateRow(
+                        NO_REFERENCE,
+                        **base,
+                        note=(
+                            f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
+                            f"`python -m harness check --accept {rec.run_id}` makes this run the reference"
+                        ),
+                    )
+                )
             elif standing == REFERENCE:
                 if rec.profile != "paper":  # a paper reference is gated against the papers above
-                    result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)",
-                                               note=f"accepted {(entry or {}).get('accepted', '')}".strip()))
+                    result.rows.append(
+                        GateRow(
+                            REFERENCE,
+                            **base,
+                            against="(is the reference)",
+                            note=f"accepted {(entry or {}).get('accepted', '')}".strip(),
+                        )
+                    )
             elif standing == SUPERSEDED:
-                result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}",
-                                           note="older than the reference; not gated"))
+                result.rows.append(
+                    GateRow(
+                        SUPERSEDED,
+                        **base,
+                        against=f"reference {ref.run_id}",
+                        note="older than the reference; not gated",
+                    )
+                )
             else:
                 try:
                     training_free = (rec.get("spec") or {}).get("family") in TRAINING_FREE_FAMILIES
@@ -295,10 +357,15 @@ def _standing(rec: RunRecord, ref: RunRecord | None) -> str:
 YOUR_RUNS = "your runs"  # what check, the report and the leaderboard call the records in runs/local/
 
 
-def your_runs(references_from: str | Path | None = None, *, strict: bool = False,
-              cells: Sequence[Mapping[str, Any]] | None = None, reported: str | Path | None = None,
-              tiny_tolerance: float = TINY_TOLERANCE,
-              cross_machine: float | None = CROSS_MACHINE_TOLERANCE) -> GateResult | None:
+def your_runs(
+    references_from: str | Path | None = None,
+    *,
+    strict: bool = False,
+    cells: Sequence[Mapping[str, Any]] | None = None,
+    reported: str | Path | None = None,
+    tiny_tolerance: float = TINY_TOLERANCE,
+    cross_machine: float | None = CROSS_MACHINE_TOLERANCE,
+) -> GateResult | None:
     """The user's own records (runs/local/, git-ignored) graded as the gate would grade them,
     against the references of ``references_from`` (default runs/records); None when there are none.
 
@@ -308,8 +375,15 @@ def your_runs(references_from: str | Path | None = None, *, strict: bool = False
     if not local.is_dir() or not any(p.suffix == ".json" for p in local.iterdir()):
         return None
     ref_dir = Path(references_from) if references_from is not None else records_dir()
-    return run_gate(local, strict=strict, cells=cells, reported=reported, tiny_tolerance=tiny_tolerance,
-                    references_from=ref_dir, cross_machine=cross_machine)
+    return run_gate(
+        local,
+        strict=strict,
+        cells=cells,
+        reported=reported,
+        tiny_tolerance=tiny_tolerance,
+        references_from=ref_dir,
+        cross_machine=cross_machine,
+    )
 
 
 def _unusable(result: GateResult, rec: RunRecord, reason: str) -> None:
@@ -327,11 +401,17 @@ def row_numbers(r: GateRow) -> list[str]:
     graded = r.status != NOT_COMPARABLE
     ci = "-" if r.ci_low is None or r.ci_high is None or not graded else f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
     if r.unit == LOSS:
+
         def loss(v: float | None) -> str:
             return "-" if v is None else f"{v:.4g}"
 
-        return [loss(r.expected), loss(r.reproduced), fmt(r.delta, 2, True) + "%" if r.delta is not None else "-",
-                f"{r.tolerance:g}%" if r.tolerance is not None else "-", ci]
+        return [
+            loss(r.expected),
+            loss(r.reproduced),
+            fmt(r.delta, 2, True) + "%" if r.delta is not None else "-",
+            f"{r.tolerance:g}%" if r.tolerance is not None else "-",
+            ci,
+        ]
     digits = points_decimals(r.printed, r.expected) if r.printed else 2
     expected = reported_text(r.expected, r.printed) if r.printed else fmt(r.expected)
     return [expected, fmt(r.reproduced, digits), fmt(r.delta, digits, True) if graded else "-", fmt(r.tolerance), ci]
@@ -340,10 +420,24 @@ def row_numbers(r: GateRow) -> list[str]:
 def format_gate(result: GateResult, apart: bool = False) -> str:
     """One plain-text table of every gated number (and of every file not gated), then the verdict
     (``apart``: records outside the gate, a user's own runs: what the gate would say once added)."""
-    headers = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol",
-               "CI(delta)", "note"]
-    rows = [[r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note]
-            for r in result.rows]
+    headers = [
+        "status",
+        "run",
+        "benchmark",
+        "stage",
+        "measure",
+        "against",
+        "expected",
+        "reproduced",
+        "delta",
+        "tol",
+        "CI(delta)",
+        "note",
+    ]
+    rows = [
+        [r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note]
+        for r in result.rows
+    ]
     lines = []
     if rows:
         lines.append(format_table(headers, rows))
@@ -352,7 +446,10 @@ def format_gate(result: GateResult, apart: bool = False) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
     why = f" ({len(result.failures())} failing row(s))" if not result.passed else ""
     mode = " [strict: NEAR, ungated records and unfinished writes fail]" if result.strict else ""
-    verdict = (f"would {'pass' if result.passed else 'fail'} the gate once added (not gated now)" if apart
-               else f"gate {result.verdict}")
+    verdict = (
+        f"would {'pass' if result.passed else 'fail'} the gate once added (not gated now)"
+        if apart
+        else f"gate {result.verdict}"
+    )
     lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> {verdict}{why}{mode}")
     return "\n".join(lines)

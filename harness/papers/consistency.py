@@ -26,8 +26,9 @@ the printed (rounded) cells by at most one unit of its last digit.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from harness.papers.registry import load_registry
 from harness.papers.schema import PaperInfo, ReportedCell, TableInfo, canonical_label
@@ -77,12 +78,16 @@ def _check_derived(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
                 mean = sum(nums) / len(nums)
                 unit = 10 ** -_decimals(printed.value or "0")
                 if abs(mean - printed.number) > unit + EPS:
-                    out.append(Inconsistency(
-                        paper.paper, info.label, "beir_average",
-                        f"{info.label} {rkey} / {ckey}: printed {printed.value}, but the mean of the "
-                        f"{len(nums)} printed cells is {fmt(mean)}",
-                        (printed.cell_id,) + tuple(p.cell_id for p in parts if p),
-                    ))
+                    out.append(
+                        Inconsistency(
+                            paper.paper,
+                            info.label,
+                            "beir_average",
+                            f"{info.label} {rkey} / {ckey}: printed {printed.value}, but the mean of the "
+                            f"{len(nums)} printed cells is {fmt(mean)}",
+                            (printed.cell_id,) + tuple(p.cell_id for p in parts if p),
+                        )
+                    )
             else:  # count_best: how many rows this column is best (ties count) on
                 wins, involved = 0, []
                 for r in spec["over"]:
@@ -94,12 +99,16 @@ def _check_derived(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
                         wins += 1
                         involved.append(mine.cell_id)
                 if abs(wins - printed.number) > EPS:
-                    out.append(Inconsistency(
-                        paper.paper, info.label, "derived_count",
-                        f"{info.label} {rkey} / {ckey}: printed {printed.value}, but {ckey} is best "
-                        f"(ties included) on {wins} of the {len(spec['over'])} rows by the printed values",
-                        (printed.cell_id,) + tuple(involved),
-                    ))
+                    out.append(
+                        Inconsistency(
+                            paper.paper,
+                            info.label,
+                            "derived_count",
+                            f"{info.label} {rkey} / {ckey}: printed {printed.value}, but {ckey} is best "
+                            f"(ties included) on {wins} of the {len(spec['over'])} rows by the printed values",
+                            (printed.cell_id,) + tuple(involved),
+                        )
+                    )
     return out
 
 
@@ -142,9 +151,15 @@ def _check_marks(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
     groups, outside = _groups(grid)
     if info.bold_extracted:
         for c in outside:
-            out.append(Inconsistency(paper.paper, info.label, "bold_outside_groups",
-                                     f"{info.label}: {c.row_key} / {c.column_key} is bold but outside every comparison group",
-                                     (c.cell_id,)))
+            out.append(
+                Inconsistency(
+                    paper.paper,
+                    info.label,
+                    "bold_outside_groups",
+                    f"{info.label}: {c.row_key} / {c.column_key} is bold but outside every comparison group",
+                    (c.cell_id,),
+                )
+            )
     for name, cells in groups:
         usable = [c for c in cells if c.number is not None and "cell" not in c.doubt_scopes]
         if len(usable) < 2:
@@ -157,15 +172,36 @@ def _check_marks(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
             bold = [c for c in usable if c.bold]
             wrong = [c for c in bold if abs(c.number - best) > EPS]
             if wrong:
-                out.append(Inconsistency(paper.paper, info.label, "bold_not_best",
-                                         f"{where}: bold {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the best; "
-                                         f"{fmt(best)} at {names(tops)} is better", ids))
+                out.append(
+                    Inconsistency(
+                        paper.paper,
+                        info.label,
+                        "bold_not_best",
+                        f"{where}: bold {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the best; "
+                        f"{fmt(best)} at {names(tops)} is better",
+                        ids,
+                    )
+                )
             elif not bold:
-                out.append(Inconsistency(paper.paper, info.label, "best_not_bold",
-                                         f"{where}: nothing is bold although {names(tops)} is better ({fmt(best)})", ids))
+                out.append(
+                    Inconsistency(
+                        paper.paper,
+                        info.label,
+                        "best_not_bold",
+                        f"{where}: nothing is bold although {names(tops)} is better ({fmt(best)})",
+                        ids,
+                    )
+                )
             elif len(tops) > 1 and any(not c.bold for c in tops):
-                out.append(Inconsistency(paper.paper, info.label, "bold_tie",
-                                         f"{where}: {fmt(best)} at {names(tops)} is a tie but only {names(c for c in tops if c.bold)} is bold", ids))
+                out.append(
+                    Inconsistency(
+                        paper.paper,
+                        info.label,
+                        "bold_tie",
+                        f"{where}: {fmt(best)} at {names(tops)} is a tie but only {names(c for c in tops if c.bold)} is bold",
+                        ids,
+                    )
+                )
         if info.underline == "second_best":
             lower = [c.number for c in usable if c.number < best - EPS]
             if not lower:
@@ -175,14 +211,35 @@ def _check_marks(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
             under = [c for c in usable if c.underline]
             wrong = [c for c in under if abs(c.number - second) > EPS]
             if wrong:
-                out.append(Inconsistency(paper.paper, info.label, "underline_not_second",
-                                         f"{where}: underlined {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the second best ({fmt(second)})", ids))
+                out.append(
+                    Inconsistency(
+                        paper.paper,
+                        info.label,
+                        "underline_not_second",
+                        f"{where}: underlined {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the second best ({fmt(second)})",
+                        ids,
+                    )
+                )
             elif under and any(not c.underline for c in seconds):
-                out.append(Inconsistency(paper.paper, info.label, "underline_tie",
-                                         f"{where}: second best {fmt(second)} at {names(seconds)} is a tie but only {names(c for c in seconds if c.underline)} is underlined", ids))
+                out.append(
+                    Inconsistency(
+                        paper.paper,
+                        info.label,
+                        "underline_tie",
+                        f"{where}: second best {fmt(second)} at {names(seconds)} is a tie but only {names(c for c in seconds if c.underline)} is underlined",
+                        ids,
+                    )
+                )
             elif not under:
-                out.append(Inconsistency(paper.paper, info.label, "underline_missing",
-                                         f"{where}: nothing is underlined; the second best is {fmt(second)} at {names(seconds)}", ids))
+                out.append(
+                    Inconsistency(
+                        paper.paper,
+                        info.label,
+                        "underline_missing",
+                        f"{where}: nothing is underlined; the second best is {fmt(second)} at {names(seconds)}",
+                        ids,
+                    )
+                )
     return out
 
 
@@ -196,8 +253,15 @@ def _check_claims(cells: list[ReportedCell], papers: list[PaperInfo]) -> list[In
             continue
         stated = f"states {r.stated}" if r.stated is not None else "states a comparison"
         found = f"found {r.found}" if r.found is not None else "no number found"  # never the word None
-        out.append(Inconsistency(r.paper, None, f"claim_{r.status}",
-                                 f"claim '{r.claim_id}' ({r.text!r}) {stated}; {found}: {r.detail}", r.cells))
+        out.append(
+            Inconsistency(
+                r.paper,
+                None,
+                f"claim_{r.status}",
+                f"claim '{r.claim_id}' ({r.text!r}) {stated}; {found}: {r.detail}",
+                r.cells,
+            )
+        )
     return out
 
 
@@ -218,7 +282,10 @@ def _identity(info: TableInfo, c: ReportedCell) -> tuple:
         where = info.column_groups.get(c.column_key) or info.column_canonical[c.column_key]
         what = ("dataset:" + canonical_label(where), c.measure)
     else:
-        what = ("label", info.column_canonical[c.column_key] if info.systems == "rows" else info.row_canonical[c.row_key])
+        what = (
+            "label",
+            info.column_canonical[c.column_key] if info.systems == "rows" else info.row_canonical[c.row_key],
+        )
     cond = tuple(sorted((k, v) for k, v in c.conditions.items() if k not in _PROVENANCE_CONDITIONS))
     return who, what, cond
 
@@ -279,30 +346,55 @@ def _check_versions(papers: list[PaperInfo], cells: list[ReportedCell]) -> list[
                         continue
                     # A value that sits in another row of the other version, where this version
                     # prints something else, has probably moved rows (e.g. a swapped column).
-                    moved = [c.row_key for c in by_table[(other, olabel)]
-                             if c.column_key == a.column_key and c is not a and c.value == b.value
-                             and b.value not in ("-", "")
-                             and (mine.get(_identity(oinfo, c)) is None or mine[_identity(oinfo, c)].value != b.value)]
+                    moved = [
+                        c.row_key
+                        for c in by_table[(other, olabel)]
+                        if c.column_key == a.column_key
+                        and c is not a
+                        and c.value == b.value
+                        and b.value not in ("-", "")
+                        and (mine.get(_identity(oinfo, c)) is None or mine[_identity(oinfo, c)].value != b.value)
+                    ]
                     hint = f" ({p.paper}'s {b.value} is {other}'s value for {', '.join(moved)})" if moved else ""
-                    out.append(Inconsistency(
-                        p.paper, t.label, "version_mismatch",
-                        f"{pair}: {a.row} / {a.column}: {other} prints {cell_text(a)}, {p.paper} prints {cell_text(b)}{hint}",
-                        (a.cell_id, b.cell_id)))
-                keys = (_line_constant_keys(t, by_table[(p.paper, t.label)])
-                        & _line_constant_keys(oinfo, by_table[(other, olabel)]))
+                    out.append(
+                        Inconsistency(
+                            p.paper,
+                            t.label,
+                            "version_mismatch",
+                            f"{pair}: {a.row} / {a.column}: {other} prints {cell_text(a)}, {p.paper} prints {cell_text(b)}{hint}",
+                            (a.cell_id, b.cell_id),
+                        )
+                    )
+                keys = _line_constant_keys(t, by_table[(p.paper, t.label)]) & _line_constant_keys(
+                    oinfo, by_table[(other, olabel)]
+                )
                 rows_mine = _systems(t, by_table[(p.paper, t.label)], keys)
                 rows_theirs = _systems(oinfo, by_table[(other, olabel)], keys)
-                for name, only in ((p.paper, [rows_mine[k] for k in rows_mine if k not in rows_theirs]),
-                                   (other, [rows_theirs[k] for k in rows_theirs if k not in rows_mine])):
+                for name, only in (
+                    (p.paper, [rows_mine[k] for k in rows_mine if k not in rows_theirs]),
+                    (other, [rows_theirs[k] for k in rows_theirs if k not in rows_mine]),
+                ):
                     if only:
-                        out.append(Inconsistency(p.paper, t.label, "version_rows",
-                                                 f"{pair}: rows only in {name}: {'; '.join(dict.fromkeys(only))}"))
+                        out.append(
+                            Inconsistency(
+                                p.paper,
+                                t.label,
+                                "version_rows",
+                                f"{pair}: rows only in {name}: {'; '.join(dict.fromkeys(only))}",
+                            )
+                        )
         if p.text_differences:
             for item in p.text_differences["items"]:
                 note = f" ({item['note']})" if item.get("note") else ""
-                out.append(Inconsistency(p.paper, None, "version_text_difference",
-                                         f"vs {p.text_differences['against']}, section {item.get('section')}: "
-                                         f"{p.text_differences['against']} has {item.get('other')!r}; this file has {item.get('this')!r}{note}"))
+                out.append(
+                    Inconsistency(
+                        p.paper,
+                        None,
+                        "version_text_difference",
+                        f"vs {p.text_differences['against']}, section {item.get('section')}: "
+                        f"{p.text_differences['against']} has {item.get('other')!r}; this file has {item.get('this')!r}{note}",
+                    )
+                )
     return out
 
 
@@ -322,17 +414,30 @@ def _check_duplicates(papers: list[PaperInfo], cells: list[ReportedCell]) -> lis
         for paper in sorted(papers_here):
             mine = [c for c in members if c.paper == paper]
             if len({c.table for c in mine}) > 1 and any(not _same(mine[0], c) for c in mine[1:]):
-                out.append(Inconsistency(paper, None, "within_paper_mismatch",
-                                         f"{ident[0]} {ident[1]} {dict(ident[2])}: " + "; ".join(f"{c.table} {c.row} / {c.column} = {cell_text(c)}" for c in mine),
-                                         tuple(c.cell_id for c in mine)))
+                out.append(
+                    Inconsistency(
+                        paper,
+                        None,
+                        "within_paper_mismatch",
+                        f"{ident[0]} {ident[1]} {dict(ident[2])}: "
+                        + "; ".join(f"{c.table} {c.row} / {c.column} = {cell_text(c)}" for c in mine),
+                        tuple(c.cell_id for c in mine),
+                    )
+                )
         fams = {family[c.paper] for c in members}
         if not ident[0].startswith("label:") and len(fams) > 1:
             values = {round(c.score, 6) if c.score is not None else c.value for c in members}
             if len(values) > 1:
-                out.append(Inconsistency(sorted(papers_here)[0], None, "cross_paper_mismatch",
-                                         f"{ident[0]} {ident[1]} {dict(ident[2])} differs between papers: "
-                                         + "; ".join(f"{c.paper} {c.table} {c.row} = {cell_text(c)}" for c in members),
-                                         tuple(c.cell_id for c in members)))
+                out.append(
+                    Inconsistency(
+                        sorted(papers_here)[0],
+                        None,
+                        "cross_paper_mismatch",
+                        f"{ident[0]} {ident[1]} {dict(ident[2])} differs between papers: "
+                        + "; ".join(f"{c.paper} {c.table} {c.row} = {cell_text(c)}" for c in members),
+                        tuple(c.cell_id for c in members),
+                    )
+                )
     return out
 
 
@@ -359,7 +464,6 @@ def _doubts(p: PaperInfo, given: set[str]) -> list[Inconsistency]:
 def check_papers(cells: list[ReportedCell] | None = None) -> list[Inconsistency]:
     """Every finding about the papers' own numbers, in paper order."""
     if cells is None:
-
         cells = load_registry()
     cells = list(cells)
     papers = papers_for(cells)
@@ -377,8 +481,11 @@ def check_papers(cells: list[ReportedCell] | None = None) -> list[Inconsistency]
             out += _check_marks(p, grid)
         out += _doubts(p, given)
         for issue in p.known_issues:
-            out.append(Inconsistency(p.paper, issue.get("table"), "known_issue",
-                                     f"[{issue.get('kind', 'note')}] {issue['message']}"))
+            out.append(
+                Inconsistency(
+                    p.paper, issue.get("table"), "known_issue", f"[{issue.get('kind', 'note')}] {issue['message']}"
+                )
+            )
     out += _check_claims(cells, papers)
     out += _check_versions(papers, cells)
     out += _check_duplicates(papers, cells)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import ir_measures  # light ~0.1 s; the authority on measure spelling
 import yaml
@@ -99,7 +100,11 @@ class Problems:
     def raise_first(self) -> None:
         if self.items:
             line, msg, fix = self.items[0]
-            more = f" [and {len(self.items) - 1} more problem(s); run 'python -m harness validate']" if len(self.items) > 1 else ""
+            more = (
+                f" [and {len(self.items) - 1} more problem(s); run 'python -m harness validate']"
+                if len(self.items) > 1
+                else ""
+            )
             raise DataFormatError(self.path, line, msg + more, fix)
 
 
@@ -162,13 +167,21 @@ def _check_axis(pr: Problems, item: Any, keypath: tuple, allowed: set[str], hint
     method = item.get("method")
     if method is not None and method not in KNOWN_METHODS:
         close = difflib.get_close_matches(str(method), KNOWN_METHODS, n=1)
-        pr.add(keypath + ("method",), f"unknown harness method '{method}'",
-               f"did you mean '{close[0]}'?" if close else "use one of " + ", ".join(KNOWN_METHODS) + " or null", hint)
+        pr.add(
+            keypath + ("method",),
+            f"unknown harness method '{method}'",
+            f"did you mean '{close[0]}'?" if close else "use one of " + ", ".join(KNOWN_METHODS) + " or null",
+            hint,
+        )
     bench = item.get("benchmark")
     if bench is not None and bench not in BENCHMARKS:
         close = difflib.get_close_matches(str(bench), BENCHMARKS, n=1)
-        pr.add(keypath + ("benchmark",), f"unknown benchmark '{bench}'",
-               f"did you mean '{close[0]}'?" if close else "use a harness benchmark name or null", hint)
+        pr.add(
+            keypath + ("benchmark",),
+            f"unknown benchmark '{bench}'",
+            f"did you mean '{close[0]}'?" if close else "use a harness benchmark name or null",
+            hint,
+        )
     _check_measure(pr, item.get("measure"), keypath + ("measure",), hint)
     for key in ("doubt", "note", "unit", "group", "section", "canonical", "key"):
         if key in item and item[key] is not None and not isinstance(item[key], str):
@@ -196,15 +209,22 @@ def _parse_cell_value(pr: Problems, raw: Any, keypath: tuple, hint: str) -> dict
         if "value" not in raw:
             pr.add(keypath, "a cell mapping needs 'value' (null when not legible)", hint=hint)
         cell = {
-            "value": raw.get("value"), "bold": raw.get("bold", False), "underline": raw.get("underline", False),
-            "marks": raw.get("marks", "") or "", "doubt": raw.get("doubt"),
+            "value": raw.get("value"),
+            "bold": raw.get("bold", False),
+            "underline": raw.get("underline", False),
+            "marks": raw.get("marks", "") or "",
+            "doubt": raw.get("doubt"),
         }
         for flag in ("bold", "underline"):
             if not isinstance(cell[flag], bool):
                 pr.add(keypath + (flag,), f"'{flag}' must be true or false", hint=hint)
     elif raw is not None and not isinstance(raw, str):
-        pr.add(keypath, f"value {raw!r} must be a quoted string exactly as printed",
-               f"write \"{raw}\" so YAML keeps the printed digits", hint)
+        pr.add(
+            keypath,
+            f"value {raw!r} must be a quoted string exactly as printed",
+            f'write "{raw}" so YAML keeps the printed digits',
+            hint,
+        )
         cell["value"] = str(raw)
     value = cell["value"]
     if value is not None and not isinstance(value, str):
@@ -219,7 +239,11 @@ def _check_bold_groups(pr: Problems, groups: Any, rows: list[str], cols: list[st
     if groups is None:
         return
     if not isinstance(groups, dict):
-        pr.add(keypath, "bold_groups must be a mapping {by: column|row, within: [[keys]], exclude: [keys], rule: text} or null", hint=hint)
+        pr.add(
+            keypath,
+            "bold_groups must be a mapping {by: column|row, within: [[keys]], exclude: [keys], rule: text} or null",
+            hint=hint,
+        )
         return
     _unknown_keys(pr, groups, BOLD_GROUP_KEYS, keypath, hint)
     by = groups.get("by")
@@ -230,15 +254,25 @@ def _check_bold_groups(pr: Problems, groups: Any, rows: list[str], cols: list[st
     for i, part in enumerate(groups.get("within") or []):
         for key in part if isinstance(part, list) else [part]:
             if key not in other:
-                pr.add(keypath + ("within", i), f"'{key}' is not a {'row' if by == 'column' else 'column'} key of this table", hint=hint)
+                pr.add(
+                    keypath + ("within", i),
+                    f"'{key}' is not a {'row' if by == 'column' else 'column'} key of this table",
+                    hint=hint,
+                )
     for key in groups.get("exclude") or []:
         if key not in other:
-            pr.add(keypath + ("exclude",), f"'{key}' is not a {'row' if by == 'column' else 'column'} key of this table", hint=hint)
+            pr.add(
+                keypath + ("exclude",),
+                f"'{key}' is not a {'row' if by == 'column' else 'column'} key of this table",
+                hint=hint,
+            )
     if not isinstance(groups.get("rule"), str):
         pr.add(keypath + ("rule",), "say in 'rule' how the paper forms its comparison groups", hint=hint)
 
 
-def _parse_table(pr: Problems, meta: dict[str, Any], t: Any, tp: tuple) -> tuple[TableInfo, list[ReportedCell], list[Doubt]] | None:
+def _parse_table(
+    pr: Problems, meta: dict[str, Any], t: Any, tp: tuple
+) -> tuple[TableInfo, list[ReportedCell], list[Doubt]] | None:
     """One table of a file: its layout, every cell (with its mapping, conditions and score) and its
     doubts; None when it cannot be read at all (its problems are in ``pr``)."""
     if not isinstance(t, dict):
@@ -261,8 +295,10 @@ def _parse_table(pr: Problems, meta: dict[str, Any], t: Any, tp: tuple) -> tuple
     cells: list[ReportedCell] = []
     doubts: list[Doubt] = []
     col_doubt_cells: dict[int, list[str]] = {j: [] for j in range(len(columns))}
-    col_conds = [_check_conditions(pr, c.get("conditions"), tp + ("columns", j, "conditions"), f"{label} / {col_keys[j]}")
-                 for j, c in enumerate(columns)]
+    col_conds = [
+        _check_conditions(pr, c.get("conditions"), tp + ("columns", j, "conditions"), f"{label} / {col_keys[j]}")
+        for j, c in enumerate(columns)
+    ]
     derived: dict[str, dict[str, Any]] = {}
     for i, (row, rkey) in enumerate(zip(rows, row_keys)):
         rp = tp + ("rows", i)
@@ -274,8 +310,9 @@ def _parse_table(pr: Problems, meta: dict[str, Any], t: Any, tp: tuple) -> tuple
             derived[rkey] = how
         row_cells: list[str] = []
         for j, (col, ckey) in enumerate(zip(columns, col_keys)):
-            cell, doubt = _table_cell(pr, meta, t, table, (row, rkey, rcond, descr), (col, ckey, col_conds[j]), values[j],
-                                      rp + ("values", j))
+            cell, doubt = _table_cell(
+                pr, meta, t, table, (row, rkey, rcond, descr), (col, ckey, col_conds[j]), values[j], rp + ("values", j)
+            )
             cells.append(cell)
             row_cells.append(cell.cell_id)
             col_doubt_cells[j].append(cell.cell_id)
@@ -285,20 +322,30 @@ def _parse_table(pr: Problems, meta: dict[str, Any], t: Any, tp: tuple) -> tuple
             doubts.append(Doubt(meta["paper"], label, "row", rkey, str(row["doubt"]), tuple(row_cells)))
     for j, col in enumerate(columns):
         if col.get("doubt"):
-            doubts.append(Doubt(meta["paper"], label, "column", col_keys[j], str(col["doubt"]), tuple(col_doubt_cells[j])))
+            doubts.append(
+                Doubt(meta["paper"], label, "column", col_keys[j], str(col["doubt"]), tuple(col_doubt_cells[j]))
+            )
     if t.get("doubt"):
         doubts.insert(0, Doubt(meta["paper"], label, "table", label, str(t["doubt"]), tuple(c.cell_id for c in cells)))
     info = TableInfo(
-        paper=meta["paper"], label=label, caption=t["caption"], unit=table["unit"], systems=table["systems"],
-        row_keys=tuple(row_keys), column_keys=tuple(col_keys),
+        paper=meta["paper"],
+        label=label,
+        caption=t["caption"],
+        unit=table["unit"],
+        systems=table["systems"],
+        row_keys=tuple(row_keys),
+        column_keys=tuple(col_keys),
         row_labels={k: r["label"] for k, r in zip(row_keys, rows)},
         column_labels={k: c["label"] for k, c in zip(col_keys, columns)},
         row_canonical={k: r.get("canonical") or canonical_label(r["label"]) for k, r in zip(row_keys, rows)},
         column_canonical={k: c.get("canonical") or canonical_label(k) for k, c in zip(col_keys, columns)},
         column_groups={k: c.get("group") for k, c in zip(col_keys, columns)},
-        descriptor_columns=tuple(table["descriptor_columns"]), bold_groups=t.get("bold_groups"),
-        bold_extracted=bool(t.get("bold_extracted", True)), underline=t.get("underline"),
-        counterparts={str(k): str(v) for k, v in counterparts.items()}, derived=derived,
+        descriptor_columns=tuple(table["descriptor_columns"]),
+        bold_groups=t.get("bold_groups"),
+        bold_extracted=bool(t.get("bold_extracted", True)),
+        underline=t.get("underline"),
+        counterparts={str(k): str(v) for k, v in counterparts.items()},
+        derived=derived,
     )
     return info, cells, doubts
 
@@ -335,8 +382,9 @@ def _table_settings(pr: Problems, t: dict[str, Any], tp: tuple, hint: str) -> di
     return {"label": hint, "unit": unit, "systems": systems, "conditions": conditions, "descriptor_columns": descr_cols}
 
 
-def _table_axes(pr: Problems, t: dict[str, Any], tp: tuple, hint: str
-                ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], list[str]] | None:
+def _table_axes(
+    pr: Problems, t: dict[str, Any], tp: tuple, hint: str
+) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], list[str]] | None:
     """(columns, their keys, rows, their keys), each axis item checked and every key unique; None
     when either list is missing or empty."""
     if not isinstance(t.get("columns"), list) or not t["columns"]:
@@ -364,8 +412,9 @@ def _table_axes(pr: Problems, t: dict[str, Any], tp: tuple, hint: str
     return columns, col_keys, rows, row_keys
 
 
-def _check_table_marks(pr: Problems, t: dict[str, Any], tp: tuple, row_keys: list[str], col_keys: list[str],
-                       hint: str) -> None:
+def _check_table_marks(
+    pr: Problems, t: dict[str, Any], tp: tuple, row_keys: list[str], col_keys: list[str], hint: str
+) -> None:
     """How the table's bold and underline marks are to be read: its ``bold_groups`` (or why it has
     none) and ``underline``."""
     _check_bold_groups(pr, t.get("bold_groups"), row_keys, col_keys, tp + ("bold_groups",), hint)
@@ -375,8 +424,9 @@ def _check_table_marks(pr: Problems, t: dict[str, Any], tp: tuple, row_keys: lis
         pr.add(tp + ("underline",), "underline may only be 'second_best'", hint=hint)
 
 
-def _check_row(pr: Problems, row: dict[str, Any], rp: tuple, rhint: str, n_columns: int, descr_cols: list[str],
-               row_keys: list[str]) -> tuple[dict[str, Any], list[Any], list[Any], dict[str, Any] | None] | None:
+def _check_row(
+    pr: Problems, row: dict[str, Any], rp: tuple, rhint: str, n_columns: int, descr_cols: list[str], row_keys: list[str]
+) -> tuple[dict[str, Any], list[Any], list[Any], dict[str, Any] | None] | None:
     """A row's conditions, values (one per column), descriptors and how it is derived from other
     rows (or None); None when its values cannot be read."""
     rcond = _check_conditions(pr, row.get("conditions"), rp + ("conditions",), rhint)
@@ -389,12 +439,20 @@ def _check_row(pr: Problems, row: dict[str, Any], rp: tuple, rhint: str, n_colum
         return None
     descr = row.get("descriptors") or []
     if len(descr) != len(descr_cols):
-        pr.add(rp + ("descriptors",), f"expected {len(descr_cols)} descriptors ({', '.join(descr_cols) or 'none'}), got {len(descr)}", hint=rhint)
+        pr.add(
+            rp + ("descriptors",),
+            f"expected {len(descr_cols)} descriptors ({', '.join(descr_cols) or 'none'}), got {len(descr)}",
+            hint=rhint,
+        )
         descr = list(descr) + [""] * len(descr_cols)
     how = None
     if row.get("derived") is not None:
         d = row["derived"]
-        if not isinstance(d, dict) or d.get("kind") not in ("mean", "count_best") or not isinstance(d.get("over"), list):
+        if (
+            not isinstance(d, dict)
+            or d.get("kind") not in ("mean", "count_best")
+            or not isinstance(d.get("over"), list)
+        ):
             pr.add(rp + ("derived",), "derived must be {kind: mean|count_best, over: [row keys]}", hint=rhint)
         else:
             for key in d["over"]:
@@ -402,13 +460,22 @@ def _check_row(pr: Problems, row: dict[str, Any], rp: tuple, rhint: str, n_colum
                     pr.add(rp + ("derived", "over"), f"'{key}' is not a row key of this table", hint=rhint)
             how = d
     if row.get("benchmark") in AGGREGATES and not row.get("derived"):
-        pr.add(rp + ("derived",), "a BEIR average row must say how it is derived: {kind: mean, over: [...]}", hint=rhint)
+        pr.add(
+            rp + ("derived",), "a BEIR average row must say how it is derived: {kind: mean, over: [...]}", hint=rhint
+        )
     return rcond, values, descr, how
 
 
-def _table_cell(pr: Problems, meta: dict[str, Any], t: dict[str, Any], table: dict[str, Any],
-                row_of: tuple[dict[str, Any], str, dict[str, Any], list[Any]],
-                col_of: tuple[dict[str, Any], str, dict[str, Any]], raw: Any, vp: tuple) -> tuple[ReportedCell, Any]:
+def _table_cell(
+    pr: Problems,
+    meta: dict[str, Any],
+    t: dict[str, Any],
+    table: dict[str, Any],
+    row_of: tuple[dict[str, Any], str, dict[str, Any], list[Any]],
+    col_of: tuple[dict[str, Any], str, dict[str, Any]],
+    raw: Any,
+    vp: tuple,
+) -> tuple[ReportedCell, Any]:
     """One printed cell with the mapping, unit and conditions its row and column give it, and its
     cell-level doubt. ``row_of``: (row, key, conditions, descriptors); ``col_of``: (column, key, conditions)."""
     (row, rkey, rcond, descr), (col, ckey, ccond) = row_of, col_of
@@ -426,7 +493,12 @@ def _table_cell(pr: Problems, meta: dict[str, Any], t: dict[str, Any], table: di
         pr.add(vp, f"benchmark '{bench}' without a measure", hint=vhint)
     if measure is not None and cunit not in METRIC_UNITS:
         pr.add(vp, f"a retrieval measure needs unit points or fraction, not '{cunit}'", hint=vhint)
-    levels = (("table", t.get("doubt")), ("column", col.get("doubt")), ("row", row.get("doubt")), ("cell", cell["doubt"]))
+    levels = (
+        ("table", t.get("doubt")),
+        ("column", col.get("doubt")),
+        ("row", row.get("doubt")),
+        ("cell", cell["doubt"]),
+    )
     scopes = tuple(s for s, d in levels if d)
     texts = [f"{s}: {d}" for s, d in levels if d]
     value = cell["value"]
@@ -437,18 +509,36 @@ def _table_cell(pr: Problems, meta: dict[str, Any], t: dict[str, Any], table: di
     paper = meta["paper"]
     col_label = f"{col['group']} {col['label']}" if col.get("group") else col["label"]
     return ReportedCell(
-        cell_id=f"{paper}/{label}/{rkey}/{ckey}", paper=paper, paper_file=meta["paper_file"], version=meta["version"],
-        table=label, row=row["label"], column=col_label, value=value, score=score, unit=cunit,
-        method=method, benchmark=bench, measure=measure, conditions=cond, bold=bool(cell["bold"]),
-        underline=bool(cell["underline"]), marks=str(cell["marks"]), doubt="; ".join(texts) or None,
-        row_key=rkey, column_key=ckey, section=row.get("section"),
-        descriptors={d: str(v) for d, v in zip(table["descriptor_columns"], descr)}, doubt_scopes=scopes,
+        cell_id=f"{paper}/{label}/{rkey}/{ckey}",
+        paper=paper,
+        paper_file=meta["paper_file"],
+        version=meta["version"],
+        table=label,
+        row=row["label"],
+        column=col_label,
+        value=value,
+        score=score,
+        unit=cunit,
+        method=method,
+        benchmark=bench,
+        measure=measure,
+        conditions=cond,
+        bold=bool(cell["bold"]),
+        underline=bool(cell["underline"]),
+        marks=str(cell["marks"]),
+        doubt="; ".join(texts) or None,
+        row_key=rkey,
+        column_key=ckey,
+        section=row.get("section"),
+        descriptors={d: str(v) for d, v in zip(table["descriptor_columns"], descr)},
+        doubt_scopes=scopes,
         source=str(pr.path),
     ), cell["doubt"]
 
 
-def _cell_conditions(pr: Problems, table: dict[str, Any], column: dict[str, Any], row: dict[str, Any], vp: tuple,
-                     vhint: str) -> dict[str, Any]:
+def _cell_conditions(
+    pr: Problems, table: dict[str, Any], column: dict[str, Any], row: dict[str, Any], vp: tuple, vhint: str
+) -> dict[str, Any]:
     """The table's conditions, then the column's, then the row's, in the documented order; one axis
     contradicting another is a problem."""
     cond = dict(table)
@@ -469,9 +559,13 @@ def _cell_score(pr: Problems, value: Any, measure: str | None, unit: str, vp: tu
         return None
     score = float(value) / METRIC_UNITS[unit]
     if unit == "points" and "." in value and len(value.split(".")[1]) >= 3:
-        pr.add(vp, f"value {value} has 3+ decimals: it looks like a fraction, not points", "check the table's unit", vhint)
+        pr.add(
+            vp, f"value {value} has 3+ decimals: it looks like a fraction, not points", "check the table's unit", vhint
+        )
     if not 0.0 <= score <= 1.0:
-        pr.add(vp, f"value {value} in unit '{unit}' gives score {score:g} outside [0, 1]", "check the table's unit", vhint)
+        pr.add(
+            vp, f"value {value} in unit '{unit}' gives score {score:g} outside [0, 1]", "check the table's unit", vhint
+        )
     return score
 
 
@@ -560,18 +654,35 @@ def _parse_text_values(pr: Problems, items: Any, meta: dict[str, Any]) -> list[R
                 pr.add(tp + (key,), f"'{key}' must be a string", hint=hint)
         if not all(isinstance(tv.get(k), str) for k in ("id", "source", "text", "value", "unit")):
             continue
-        _check_axis(pr, {"label": tv["id"], **{k: tv.get(k) for k in ("method", "benchmark", "measure")}}, tp, AXIS_KEYS, hint)
+        _check_axis(
+            pr, {"label": tv["id"], **{k: tv.get(k) for k in ("method", "benchmark", "measure")}}, tp, AXIS_KEYS, hint
+        )
         cond = _ordered(_check_conditions(pr, tv.get("conditions"), tp + ("conditions",), hint))
         score = None
         if tv.get("measure") and tv["unit"] in METRIC_UNITS and NUMBER.match(tv["value"]):
             score = float(tv["value"]) / METRIC_UNITS[tv["unit"]]
-        out.append(ReportedCell(
-            cell_id=f"{meta['paper']}/text/{tv['id']}", paper=meta["paper"], paper_file=meta["paper_file"],
-            version=meta["version"], table=f"text: {tv['source']}", row=tv["id"], column=tv["text"],
-            value=tv["value"], score=score, unit=tv["unit"], method=tv.get("method"),
-            benchmark=tv.get("benchmark"), measure=tv.get("measure"), conditions=cond,
-            doubt=tv.get("doubt"), row_key=tv["id"], column_key="value", source=str(pr.path),
-        ))
+        out.append(
+            ReportedCell(
+                cell_id=f"{meta['paper']}/text/{tv['id']}",
+                paper=meta["paper"],
+                paper_file=meta["paper_file"],
+                version=meta["version"],
+                table=f"text: {tv['source']}",
+                row=tv["id"],
+                column=tv["text"],
+                value=tv["value"],
+                score=score,
+                unit=tv["unit"],
+                method=tv.get("method"),
+                benchmark=tv.get("benchmark"),
+                measure=tv.get("measure"),
+                conditions=cond,
+                doubt=tv.get("doubt"),
+                row_key=tv["id"],
+                column_key="value",
+                source=str(pr.path),
+            )
+        )
     return out
 
 
@@ -583,7 +694,11 @@ def parse_file(path: Path) -> tuple[PaperInfo | None, Problems]:
         pr.lines = yaml_key_lines(node) if node is not None else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        fix = yamlsafe.AliasBombError.FIX if isinstance(exc, yamlsafe.AliasBombError) else "fix the quoting/indentation there"
+        fix = (
+            yamlsafe.AliasBombError.FIX
+            if isinstance(exc, yamlsafe.AliasBombError)
+            else "fix the quoting/indentation there"
+        )
         pr.items.append((mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}", fix))
         return None, pr
     if not isinstance(data, dict):
@@ -633,24 +748,43 @@ def parse_file(path: Path) -> tuple[PaperInfo | None, Problems]:
         if not isinstance(issue, dict) or not isinstance(issue.get("message"), str):
             pr.add(("known_issues", i), "a known issue needs {table: label or null, kind: text, message: text}")
     diffs = data.get("text_differences")
-    if diffs is not None and (not isinstance(diffs, dict) or not isinstance(diffs.get("against"), str)
-                              or not isinstance(diffs.get("items"), list)):
-        pr.add(("text_differences",), "text_differences must be {against: paper key, items: [{section, this, other, note}]}")
+    if diffs is not None and (
+        not isinstance(diffs, dict)
+        or not isinstance(diffs.get("against"), str)
+        or not isinstance(diffs.get("items"), list)
+    ):
+        pr.add(
+            ("text_differences",),
+            "text_differences must be {against: paper key, items: [{section, this, other, note}]}",
+        )
     notes = data.get("notes") or []
     if pr.items:
         return None, pr
     return PaperInfo(
-        paper=data["paper"], title=data["title"], authors=tuple(data["authors"]), venue=data["venue"],
-        year=data["year"], paper_file=data["paper_file"], original_file=data["original_file"],
-        version=data["version"], family=data["family"], path=str(path), tables=tuple(tables),
-        cells=tuple(cells), claims=tuple(claims), text_values=tuple(text_values),
-        known_issues=tuple(issues), text_differences=diffs, doubts=tuple(doubts),
+        paper=data["paper"],
+        title=data["title"],
+        authors=tuple(data["authors"]),
+        venue=data["venue"],
+        year=data["year"],
+        paper_file=data["paper_file"],
+        original_file=data["original_file"],
+        version=data["version"],
+        family=data["family"],
+        path=str(path),
+        tables=tuple(tables),
+        cells=tuple(cells),
+        claims=tuple(claims),
+        text_values=tuple(text_values),
+        known_issues=tuple(issues),
+        text_differences=diffs,
+        doubts=tuple(doubts),
         notes=tuple(str(n) for n in notes),
     ), pr
 
 
-def cross_file_problems(p: PaperInfo, by_key: dict[str, PaperInfo], lines: dict[tuple, int],
-                         stems: set[str]) -> Problems:
+def cross_file_problems(
+    p: PaperInfo, by_key: dict[str, PaperInfo], lines: dict[tuple, int], stems: set[str]
+) -> Problems:
     """References between files: counterparts, claims into other papers, text_differences.
 
     A reference to a file that exists (``stems``) but failed its own schema check is not

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
+from harness.core.paths import REPORTED_DIR
 from harness.papers.parsing import cross_file_problems, parse_file
 from harness.papers.schema import BENCHMARKS, KNOWN_METHODS, PaperInfo, ReportedCell
-from harness.core.paths import REPORTED_DIR
 
 
 def _signature(root: Path) -> tuple:
@@ -44,7 +44,9 @@ def load_papers(dir: str | Path = REPORTED_DIR) -> list[PaperInfo]:
     """All registry files, schema-validated (DataFormatError naming file, line and key path)."""
     root = Path(dir)
     if not root.is_dir():
-        raise DataFormatError(root, None, "reported-scores registry folder not found", "pass the baselines/reported folder")
+        raise DataFormatError(
+            root, None, "reported-scores registry folder not found", "pass the baselines/reported folder"
+        )
     signature = _signature(root)
     if not signature:
         raise DataFormatError(root, None, "no *.yaml files in the reported-scores registry")

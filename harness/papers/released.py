@@ -28,8 +28,18 @@ from harness.papers.registry import paper_key
 SCHEMA_VERSION = 1
 CHECKPOINT_PROFILE = "checkpoint"  # the profile of a released checkpoint's run record (`harness reproduce`)
 KINDS = ("retriever", "pretrained")
-_CHECKPOINT_KEYS = {"source", "method", "kind", "description", "encoder", "benchmarks", "reproduces",
-                    "not_comparable", "other_cells", "notes"}
+_CHECKPOINT_KEYS = {
+    "source",
+    "method",
+    "kind",
+    "description",
+    "encoder",
+    "benchmarks",
+    "reproduces",
+    "not_comparable",
+    "other_cells",
+    "notes",
+}
 _ENCODER_KEYS = {"pooling": str, "normalize": bool, "query_max_length": int, "passage_max_length": int}
 _SELECTOR_KEYS = ("paper", "table", "row")
 
@@ -49,7 +59,7 @@ class Checkpoint:
     description: str
     encoder: dict[str, Any]
     benchmarks: tuple[str, ...]
-    reproduces: tuple[tuple[str, str, str], ...]          # (paper, table, row)
+    reproduces: tuple[tuple[str, str, str], ...]  # (paper, table, row)
     not_comparable: dict[tuple[str, str, str], str] = field(default_factory=dict)
     other_cells: str = "not a row of this checkpoint"
     notes: str = ""
@@ -60,9 +70,16 @@ class Checkpoint:
         return self.method or self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "method": self.method, "kind": self.kind,
-                "description": self.description, "encoder": dict(self.encoder), "notes": self.notes,
-                "reproduces": [dict(zip(_SELECTOR_KEYS, s)) for s in self.reproduces]}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "method": self.method,
+            "kind": self.kind,
+            "description": self.description,
+            "encoder": dict(self.encoder),
+            "notes": self.notes,
+            "reproduces": [dict(zip(_SELECTOR_KEYS, s)) for s in self.reproduces],
+        }
 
 
 @dataclass(frozen=True)
@@ -72,12 +89,17 @@ class Registry:
     unreleased: dict[str, str]
 
 
-def _selector(path: Path, lines: Mapping[tuple, int], keypath: tuple, item: Any, extra: Sequence[str] = ()
-              ) -> tuple[str, str, str]:
+def _selector(
+    path: Path, lines: Mapping[tuple, int], keypath: tuple, item: Any, extra: Sequence[str] = ()
+) -> tuple[str, str, str]:
     allowed = (*_SELECTOR_KEYS, *extra)
     if not isinstance(item, dict) or any(k not in item for k in _SELECTOR_KEYS) or set(item) - set(allowed):
-        raise DataFormatError(path, lines.get(keypath), f"{'.'.join(map(str, keypath))} must be a mapping "
-                              f"with exactly {', '.join(allowed)}", "e.g. {paper: qc-v1, table: Table 1, row: ...}")
+        raise DataFormatError(
+            path,
+            lines.get(keypath),
+            f"{'.'.join(map(str, keypath))} must be a mapping with exactly {', '.join(allowed)}",
+            "e.g. {paper: qc-v1, table: Table 1, row: ...}",
+        )
     return (str(item["paper"]), str(item["table"]), str(item["row"]))
 
 
@@ -104,10 +126,14 @@ def _checkpoint(path: Path, lines: Mapping[tuple, int], name: str, raw: Any) -> 
         if k not in _ENCODER_KEYS:
             raise bad(("encoder", k), f"unknown encoder key '{k}'", f"allowed: {', '.join(_ENCODER_KEYS)}")
         if not isinstance(v, _ENCODER_KEYS[k]) or (k == "pooling" and v not in ("cls", "mean")):
-            raise bad(("encoder", k), f"encoder.{k} = {v!r} is not a valid {_ENCODER_KEYS[k].__name__}"
-                      + (" (cls or mean)" if k == "pooling" else ""))
-    reproduces = tuple(_selector(path, lines, key + ("reproduces", i), item)
-                       for i, item in enumerate(raw.get("reproduces") or []))
+            raise bad(
+                ("encoder", k),
+                f"encoder.{k} = {v!r} is not a valid {_ENCODER_KEYS[k].__name__}"
+                + (" (cls or mean)" if k == "pooling" else ""),
+            )
+    reproduces = tuple(
+        _selector(path, lines, key + ("reproduces", i), item) for i, item in enumerate(raw.get("reproduces") or [])
+    )
     not_comparable = {}
     for i, item in enumerate(raw.get("not_comparable") or []):
         sel = _selector(path, lines, key + ("not_comparable", i), item, ("reason",))
@@ -116,9 +142,19 @@ def _checkpoint(path: Path, lines: Mapping[tuple, int], name: str, raw: Any) -> 
         not_comparable[sel] = str(item["reason"])
     if raw["kind"] == "pretrained" and reproduces:
         raise bad(("reproduces",), "a pre-trained (not fine-tuned) checkpoint cannot reproduce a retrieval cell")
-    return Checkpoint(name, str(raw["source"]), raw.get("method"), raw["kind"], str(raw.get("description") or ""),
-                      dict(encoder), tuple(str(b) for b in raw.get("benchmarks") or ()), reproduces, not_comparable,
-                      str(raw.get("other_cells") or Checkpoint.other_cells), str(raw.get("notes") or ""))
+    return Checkpoint(
+        name,
+        str(raw["source"]),
+        raw.get("method"),
+        raw["kind"],
+        str(raw.get("description") or ""),
+        dict(encoder),
+        tuple(str(b) for b in raw.get("benchmarks") or ()),
+        reproduces,
+        not_comparable,
+        str(raw.get("other_cells") or Checkpoint.other_cells),
+        str(raw.get("notes") or ""),
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -136,8 +172,12 @@ def _load(path_str: str, mtime_ns: int) -> Registry:
         raise DataFormatError(path, 1, f"expected a mapping with schema_version: {SCHEMA_VERSION}")
     unknown = sorted(set(data) - {"schema_version", "checkpoints", "unreleased"})
     if unknown:
-        raise DataFormatError(path, lines.get((unknown[0],)), f"unknown top-level key '{unknown[0]}'",
-                              "allowed: schema_version, checkpoints, unreleased")
+        raise DataFormatError(
+            path,
+            lines.get((unknown[0],)),
+            f"unknown top-level key '{unknown[0]}'",
+            "allowed: schema_version, checkpoints, unreleased",
+        )
     checkpoints = {str(n): _checkpoint(path, lines, str(n), raw) for n, raw in (data.get("checkpoints") or {}).items()}
     return Registry(path, checkpoints, {str(k): str(v) for k, v in (data.get("unreleased") or {}).items()})
 
@@ -156,8 +196,10 @@ def get_checkpoint(name: str, registry: Registry | None = None) -> Checkpoint:
     if name in registry.checkpoints:
         return registry.checkpoints[name]
     if name in registry.unreleased:
-        raise HarnessError(f"{name}: {registry.unreleased[name]}; nothing to reproduce "
-                           f"(released checkpoints: {', '.join(registry.checkpoints)})")
+        raise HarnessError(
+            f"{name}: {registry.unreleased[name]}; nothing to reproduce "
+            f"(released checkpoints: {', '.join(registry.checkpoints)})"
+        )
     by_method = [c.name for c in registry.checkpoints.values() if c.method == name]
     if by_method:
         raise HarnessError(f"'{name}' is a method; its released checkpoints are: {', '.join(by_method)}")

@@ -45,18 +45,40 @@ from harness.papers.schema import PaperInfo, ReportedCell
 # Who printed or ran the number, not what was run.
 PROVENANCE_KEYS = frozenset({"cited", "reproduction_by_authors", "runs_averaged"})
 # Absent means not applied (or the method's default): both sides must agree, absence included.
-STRICT_KEYS = frozenset({
-    "pretrain_corpus", "checkpoint", "finetune_data", "finetune_queries", "query_number", "mixed",
-    "sparsify_top_k", "hybrid", "reranker", "reranker_teacher", "init", "ablation",
-})
+STRICT_KEYS = frozenset(
+    {
+        "pretrain_corpus",
+        "checkpoint",
+        "finetune_data",
+        "finetune_queries",
+        "query_number",
+        "mixed",
+        "sparsify_top_k",
+        "hybrid",
+        "reranker",
+        "reranker_teacher",
+        "init",
+        "ablation",
+    }
+)
 # Tables often leave these unstated: they conflict only when both sides state different values.
 STATED_KEYS = frozenset({"pretrain_steps", "finetune_stage", "msmarco_passages", "bm25_negatives"})
 # Conditions that make another system, not another run of it: a pair differing in one is not even a
 # look-alike, so rejected_pairs leaves it out (a retriever-1 row against a retriever-2 row).
-SYSTEM_KEYS = frozenset({
-    "finetune_stage", "finetune_data", "finetune_queries", "query_number", "mixed", "sparsify_top_k",
-    "hybrid", "reranker", "reranker_teacher", "ablation",
-})
+SYSTEM_KEYS = frozenset(
+    {
+        "finetune_stage",
+        "finetune_data",
+        "finetune_queries",
+        "query_number",
+        "mixed",
+        "sparsify_top_k",
+        "hybrid",
+        "reranker",
+        "reranker_teacher",
+        "ablation",
+    }
+)
 # Spec families whose runs are deterministic (no seed): their repeated reports are not replication.
 DETERMINISTIC_FAMILIES = frozenset({"lexical"})
 
@@ -91,7 +113,7 @@ class ReplicationPair:
 @dataclass(frozen=True)
 class _Run:
     cell: ReportedCell
-    origin: str      # whose run the number is: "cited:<authors>" or "paper:<family>"
+    origin: str  # whose run the number is: "cited:<authors>" or "paper:<family>"
     copied_from: str  # the citation a cell silently repeats ("" when it is not a copy)
 
 
@@ -109,7 +131,9 @@ def replication_pairs(cells: Cells | None = None, papers: Sequence[PaperInfo] | 
     return [pair for pair, reason in _candidates(cells, papers) if not reason]
 
 
-def rejected_pairs(cells: Cells | None = None, papers: Sequence[PaperInfo] | None = None) -> list[tuple[ReplicationPair, str]]:
+def rejected_pairs(
+    cells: Cells | None = None, papers: Sequence[PaperInfo] | None = None
+) -> list[tuple[ReplicationPair, str]]:
     """The cross-origin pairs at one system that look like replications but are not, each with the reason."""
     return [(pair, reason) for pair, reason in _candidates(cells, papers) if reason]
 
@@ -155,11 +179,17 @@ def _runs(cells: list[ReportedCell], papers: Sequence[PaperInfo]) -> list[_Run]:
     families = {p.paper: p.family for p in papers}
     scored = [c for c in cells if c.method and c.benchmark and c.measure and c.score is not None]
     # (paper, method, benchmark, measure, printed value) -> citation, for spotting silent copies
-    cited = {(c.paper, c.method, c.benchmark, c.measure, c.value): str(c.conditions["cited"])
-             for c in scored if c.conditions.get("cited")}
+    cited = {
+        (c.paper, c.method, c.benchmark, c.measure, c.value): str(c.conditions["cited"])
+        for c in scored
+        if c.conditions.get("cited")
+    }
     # (family, method, benchmark, measure) a paper family reports as its own run (neither copied nor a †)
-    own = {(families.get(c.paper, c.paper), c.method, c.benchmark, c.measure) for c in scored
-           if not c.conditions.get("cited") and not c.conditions.get("reproduction_by_authors")}
+    own = {
+        (families.get(c.paper, c.paper), c.method, c.benchmark, c.measure)
+        for c in scored
+        if not c.conditions.get("cited") and not c.conditions.get("reproduction_by_authors")
+    }
     out = []
     for c in scored:
         citation = str(c.conditions.get("cited") or "")
@@ -208,9 +238,11 @@ def _citation_key(citation: str) -> str:
 
 def _order(x: _Run, y: _Run) -> tuple[_Run, _Run]:
     """The original first: a cited run before a re-run, a re-run (†) second, else by origin."""
+
     def rank(run: _Run) -> tuple:
         copy = bool(run.cell.conditions.get("cited") or run.copied_from)
         return (not copy, bool(run.cell.conditions.get("reproduction_by_authors")), run.origin, run.cell.cell_id)
+
     return (x, y) if rank(x) <= rank(y) else (y, x)
 
 
@@ -233,19 +265,28 @@ def _reason(a: ReportedCell, b: ReportedCell) -> tuple[str, str]:
 
 def _pair(first: _Run, second: _Run) -> ReplicationPair:
     a, b = first.cell, second.cell
-    shared = sorted((k, str(a.conditions[k])) for k in a.conditions
-                    if k not in PROVENANCE_KEYS and b.conditions.get(k) == a.conditions[k])
+    shared = sorted(
+        (k, str(a.conditions[k]))
+        for k in a.conditions
+        if k not in PROVENANCE_KEYS and b.conditions.get(k) == a.conditions[k]
+    )
     unmatched = []
     for key in sorted(STATED_KEYS):
         va, vb = a.conditions.get(key), b.conditions.get(key)
         if (va is None) != (vb is None):
             unmatched.append(f"{key}={va if va is not None else vb} ({'a' if va is not None else 'b'} only)")
     return ReplicationPair(
-        method=str(a.method), benchmark=str(a.benchmark), measure=str(a.measure),
-        a=round(float(a.score) * 100, 6), b=round(float(b.score) * 100, 6),  # type: ignore[arg-type]  # paired cells hold scores
-        source_a=_source(first), source_b=_source(second),
-        runs_a=int(a.conditions.get("runs_averaged") or 1), runs_b=int(b.conditions.get("runs_averaged") or 1),
-        setting=tuple(shared), unmatched=tuple(unmatched),
+        method=str(a.method),
+        benchmark=str(a.benchmark),
+        measure=str(a.measure),
+        a=round(float(a.score) * 100, 6),
+        b=round(float(b.score) * 100, 6),  # type: ignore[arg-type]  # paired cells hold scores
+        source_a=_source(first),
+        source_b=_source(second),
+        runs_a=int(a.conditions.get("runs_averaged") or 1),
+        runs_b=int(b.conditions.get("runs_averaged") or 1),
+        setting=tuple(shared),
+        unmatched=tuple(unmatched),
     )
 
 
@@ -281,8 +322,10 @@ def _spec_family(method: str) -> str | None:
 
 def _format(pair: ReplicationPair) -> str:
     flags = f"  [unmatched: {', '.join(pair.unmatched)}]" if pair.unmatched else ""
-    return (f"{pair.method:12s} {pair.benchmark:12s} {pair.measure:8s} a={pair.a:6.2f} b={pair.b:6.2f} "
-            f"diff={pair.diff:+.2f}{flags}\n    a: {pair.source_a}\n    b: {pair.source_b}")
+    return (
+        f"{pair.method:12s} {pair.benchmark:12s} {pair.measure:8s} a={pair.a:6.2f} b={pair.b:6.2f} "
+        f"diff={pair.diff:+.2f}{flags}\n    a: {pair.source_a}\n    b: {pair.source_b}"
+    )
 
 
 if __name__ == "__main__":

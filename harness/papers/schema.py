@@ -32,8 +32,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.data.catalog import reported_benchmarks
 from harness.core.paths import BASELINES_DIR
+from harness.data.catalog import reported_benchmarks
 
 SCHEMA_VERSION = 1
 # The methods a cell may name: the committed method specs (one YAML each in baselines/), so a new
@@ -48,11 +48,20 @@ METRIC_UNITS = {"points": 100.0, "fraction": 1.0}
 CONDITION_KEYS: dict[str, tuple[type, str]] = {
     "pretrain_steps": (str, "pre-training steps as printed, e.g. '120K'"),
     "pretrain_corpus": (str, "pre-training corpus when not the method's default"),
-    "checkpoint": (str, "pre-trained weights released by the named authors, not pre-trained in the table's own setting"),
-    "finetune_stage": (str, "retriever1 (BM25 negatives) | retriever2 (mined hard negatives) | retriever3 (reranker-distilled)"),
+    "checkpoint": (
+        str,
+        "pre-trained weights released by the named authors, not pre-trained in the table's own setting",
+    ),
+    "finetune_stage": (
+        str,
+        "retriever1 (BM25 negatives) | retriever2 (mined hard negatives) | retriever3 (reranker-distilled)",
+    ),
     "finetune_data": (str, "fine-tuning data when not the benchmark's own, e.g. BEIR protocol"),
-    "msmarco_passages": (str, "MS MARCO passages fine-tuned and evaluated on: plain (collection.tsv) | titled "
-                              "(RocketQA's titles joined to it, as Tevatron reads MS MARCO)"),
+    "msmarco_passages": (
+        str,
+        "MS MARCO passages fine-tuned and evaluated on: plain (collection.tsv) | titled "
+        "(RocketQA's titles joined to it, as Tevatron reads MS MARCO)",
+    ),
     "finetune_queries": (str, "number of training queries in a low-resource setting, as printed"),
     "query_number": (int, "generated queries per passage (query-as-context)"),
     "mixed": (bool, "passage-query and passage-passage pairs mixed in pre-training"),
@@ -70,16 +79,39 @@ CONDITION_KEYS: dict[str, tuple[type, str]] = {
 
 # The keys each part of a file may hold (True: required).
 TOP_KEYS = {
-    "schema_version": True, "paper": True, "title": True, "authors": True, "venue": True,
-    "year": True, "paper_file": True, "original_file": True, "version": True, "family": True,
-    "tables": True, "notes": False, "claims": False, "text_values": False,
-    "known_issues": False, "text_differences": False,
+    "schema_version": True,
+    "paper": True,
+    "title": True,
+    "authors": True,
+    "venue": True,
+    "year": True,
+    "paper_file": True,
+    "original_file": True,
+    "version": True,
+    "family": True,
+    "tables": True,
+    "notes": False,
+    "claims": False,
+    "text_values": False,
+    "known_issues": False,
+    "text_differences": False,
 }
 TABLE_KEYS = {
-    "label": True, "caption": True, "unit": True, "columns": True, "rows": True,
-    "bold_groups": True, "systems": False, "bold_note": False, "bold_extracted": False,
-    "underline": False, "descriptor_columns": False, "counterparts": False,
-    "conditions": False, "doubt": False, "note": False,
+    "label": True,
+    "caption": True,
+    "unit": True,
+    "columns": True,
+    "rows": True,
+    "bold_groups": True,
+    "systems": False,
+    "bold_note": False,
+    "bold_extracted": False,
+    "underline": False,
+    "descriptor_columns": False,
+    "counterparts": False,
+    "conditions": False,
+    "doubt": False,
+    "note": False,
 }
 AXIS_KEYS = {"label", "key", "method", "benchmark", "measure", "unit", "conditions", "doubt", "note"}
 COLUMN_KEYS = AXIS_KEYS | {"group"}

@@ -6,8 +6,8 @@ Shared by the consistency checks (:mod:`harness.papers.consistency`) and the tex
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from harness.papers.registry import load_papers
 from harness.papers.schema import PaperInfo, ReportedCell, TableInfo

@@ -9,8 +9,9 @@ of ``over``) and ``count_best`` (``target`` is best, ties included, on that many
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from harness.papers.schema import PaperInfo, ReportedCell
 from harness.papers.table_grid import EPS, TableGrid, cell_text, fmt, papers_for
@@ -44,20 +45,34 @@ def evaluate_claims(cells: list[ReportedCell], papers: list[PaperInfo] | None = 
             target = (chk.get("paper") or p.paper, chk["table"])
             info = infos.get(target)
             if info is None:
-                results.append(ClaimResult(p.paper, claim["id"], claim["text"], "unverifiable", claim.get("number"),
-                                           None, f"{target[0]} {target[1]} is not among the checked cells", ()))
+                results.append(
+                    ClaimResult(
+                        p.paper,
+                        claim["id"],
+                        claim["text"],
+                        "unverifiable",
+                        claim.get("number"),
+                        None,
+                        f"{target[0]} {target[1]} is not among the checked cells",
+                        (),
+                    )
+                )
                 continue
             grid = TableGrid(info, by_table.get(target, []))
             results.append(_evaluate(p.paper, claim, chk, grid, target))
     return results
 
 
-def _evaluate(paper: str, claim: dict[str, Any], chk: dict[str, Any], grid: TableGrid, target: tuple[str, str]) -> ClaimResult:
+def _evaluate(
+    paper: str, claim: dict[str, Any], chk: dict[str, Any], grid: TableGrid, target: tuple[str, str]
+) -> ClaimResult:
     kind, stated = chk["kind"], claim.get("number")
     src = f"{target[0]} {target[1]}"
 
     def result(status: str, found: Any, detail: str, cells: Iterable[ReportedCell]) -> ClaimResult:
-        return ClaimResult(paper, claim["id"], claim["text"], status, stated, found, detail, tuple(c.cell_id for c in cells))
+        return ClaimResult(
+            paper, claim["id"], claim["text"], status, stated, found, detail, tuple(c.cell_id for c in cells)
+        )
 
     if kind in ("difference", "greater", "equals"):
         refs = [chk["a"]] + ([chk["b"]] if kind != "equals" else [])
@@ -68,18 +83,30 @@ def _evaluate(paper: str, claim: dict[str, Any], chk: dict[str, Any], grid: Tabl
         a = found_cells[0].number
         if kind == "equals":
             ok = abs(a - stated) <= EPS
-            return result("ok" if ok else "mismatch", a, f"{src} {refs[0][0]} / {refs[0][1]} prints {found_cells[0].value}", found_cells)
+            return result(
+                "ok" if ok else "mismatch",
+                a,
+                f"{src} {refs[0][0]} / {refs[0][1]} prints {found_cells[0].value}",
+                found_cells,
+            )
         b = found_cells[1].number
         if kind == "greater":
             ok = a > b + EPS
             rel = ">" if a > b + EPS else ("=" if abs(a - b) <= EPS else "<")
-            return result("ok" if ok else "mismatch", f"{fmt(a)} {rel} {fmt(b)}",
-                          f"{src}: {refs[0][0]} / {refs[0][1]} = {found_cells[0].value} vs {refs[1][0]} / {refs[1][1]} = {found_cells[1].value}",
-                          found_cells)
+            return result(
+                "ok" if ok else "mismatch",
+                f"{fmt(a)} {rel} {fmt(b)}",
+                f"{src}: {refs[0][0]} / {refs[0][1]} = {found_cells[0].value} vs {refs[1][0]} / {refs[1][1]} = {found_cells[1].value}",
+                found_cells,
+            )
         diff = a - b
         ok = abs(diff - stated) <= 0.05 + EPS  # printed to 0.1 pp
-        return result("ok" if ok else "mismatch", round(diff, 4),
-                      f"{src}: {found_cells[0].value} - {found_cells[1].value} = {fmt(diff)}", found_cells)
+        return result(
+            "ok" if ok else "mismatch",
+            round(diff, 4),
+            f"{src}: {found_cells[0].value} - {found_cells[1].value} = {fmt(diff)}",
+            found_cells,
+        )
 
     axis = chk["axis"]  # a, b, target are keys on this axis; 'over' runs along the other
     other = "columns" if axis == "rows" else "rows"

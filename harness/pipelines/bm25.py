@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
 
 
-def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
+def bm25_run(ctx: RunContext, dataset: str, split: str, depth: int) -> Path:
     """TREC run of BM25 top-`depth` for the split's queries (cached)."""
 
     bench = get_benchmark(dataset)
@@ -27,7 +27,10 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     fields = dict(cfg.fields)
     corpus_inputs = bench.corpus_files()
     index = ctx.cached_stage(
-        "index", dataset, {"engine": "lucene", **cfg.key("index")}, corpus_inputs,
+        "index",
+        dataset,
+        {"engine": "lucene", **cfg.key("index")},
+        corpus_inputs,
         lambda work: bm25.build_index(bench.iter_corpus(), work / "index", fields, cfg.threads),
     )
     search_cfg = {**cfg.key("retrieve"), "depth": depth, "split": split}
@@ -43,7 +46,7 @@ def bm25_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
     return ctx.cached_stage("retrieve", label, search_cfg, query_inputs, retrieve).dir / "run.trec"
 
 
-def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) -> Path:
+def bm25_negatives_run(ctx: RunContext, dataset: str, split: str, depth: int) -> Path:
     """The training queries' BM25 negatives as a TREC run (rank order = the source's order): the
     harness's own BM25 (``data.bm25_negatives: own``, the default) or a published set."""
 
@@ -59,14 +62,24 @@ def bm25_negatives_run(ctx: "RunContext", dataset: str, split: str, depth: int) 
         run = {q: {pid: float(len(pids) - rank) for rank, pid in enumerate(pids)} for q, pids in negatives.items()}
         write_trec_run(run, work / "run.trec", tag=f"{source}-{dataset}")
         missing = len(qrels) - len(run)
-        print(f"  bm25_negatives: {source}: negatives for {len(run):,} of {len(qrels):,} training queries"
-              + (f" ({missing:,} without any: they train on in-batch negatives only)" if missing else ""))
+        print(
+            f"  bm25_negatives: {source}: negatives for {len(run):,} of {len(qrels):,} training queries"
+            + (f" ({missing:,} without any: they train on in-batch negatives only)" if missing else "")
+        )
         return {"queries": len(run), "queries_without_negatives": missing}
 
-    return ctx.cached_stage("bm25_negatives", f"{dataset}/{split}", {"source": source, "depth": depth},
-                            {**bench.files(), **Benchmark._download_files(key)}, build).dir / "run.trec"
+    return (
+        ctx.cached_stage(
+            "bm25_negatives",
+            f"{dataset}/{split}",
+            {"source": source, "depth": depth},
+            {**bench.files(), **Benchmark._download_files(key)},
+            build,
+        ).dir
+        / "run.trec"
+    )
 
 
-def run_bm25(ctx: "RunContext", datasets: list[str]) -> dict[str, dict[str, Path]]:
+def run_bm25(ctx: RunContext, datasets: list[str]) -> dict[str, dict[str, Path]]:
     depth = RetrievalSettings.from_spec(ctx.spec).depth
     return {"bm25": {d: bm25_run(ctx, d, get_benchmark(d).eval_split, depth) for d in datasets}}

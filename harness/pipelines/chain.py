@@ -13,9 +13,10 @@ the two families cannot drift apart. The stages and their reads are declared in 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from harness import SEED
 from harness.core.errors import HarnessError
@@ -56,7 +57,7 @@ class Family:
     zero_shot: Callable[[Path], dict[str, Path]] = lambda encoder: {}
 
 
-def run_chain(ctx: "RunContext", datasets: list[str], family: Family, before: Callable[[], None] = lambda: None) -> Runs:
+def run_chain(ctx: RunContext, datasets: list[str], family: Family, before: Callable[[], None] = lambda: None) -> Runs:
     """Runs per retriever and dataset: {"retriever1": {dataset: run}, "retriever2": {...}, ...}; ``before``
     runs the family's own fail-fast checks first."""
 
@@ -74,16 +75,18 @@ def run_chain(ctx: "RunContext", datasets: list[str], family: Family, before: Ca
         if choice == "pretrained":
             return init0
         if choice not in models:
-            raise HarnessError(f"finetune.{stage}.init: {choice!r} is not pretrained or an earlier retriever "
-                               f"({', '.join(models)})")
+            raise HarnessError(
+                f"finetune.{stage}.init: {choice!r} is not pretrained or an earlier retriever ({', '.join(models)})"
+            )
         return models[choice]
 
     if "finetune_r2" in steps:
         mined = family.mine("retriever1", models["retriever1"], mining_depth(ctx, "retriever2"))
         negatives = finetune_settings(ctx.spec, "retriever2").get("negatives") or []
         pools = [mined] + ([bm25_train] if "bm25" in negatives else [])
-        models["retriever2"] = family.train("retriever2", init_for("retriever2"), pools,
-                                            {"pools": ",".join(input_key(p) for p in pools)})
+        models["retriever2"] = family.train(
+            "retriever2", init_for("retriever2"), pools, {"pools": ",".join(input_key(p) for p in pools)}
+        )
         if "finetune_r3" in steps:
             if family.distil is None:
                 raise HarnessError(f"{ctx.spec.get('family')} methods have no retriever 3")
@@ -92,15 +95,16 @@ def run_chain(ctx: "RunContext", datasets: list[str], family: Family, before: Ca
     out: Runs = {label: {} for label in evaluated}
     for dataset in datasets:
         for label, model in evaluated.items():
-            out[label][dataset] = retrieve_parts(ctx, label, dataset, lambda part, label=label, model=model:
-                                                 family.search(label, model, part))
+            out[label][dataset] = retrieve_parts(
+                ctx, label, dataset, lambda part, label=label, model=model: family.search(label, model, part)
+            )
     return out
 
 
 # --- the start of the chain ---------------------------------------------------------------------
 
 
-def check_train_queries(ctx: "RunContext") -> None:
+def check_train_queries(ctx: RunContext) -> None:
     """Fail fast, before pre-training, when the catalog has no such training queries (the run would
     otherwise stop at the first stage that reads them). A dry-run shows it as a line of its plan
     instead and goes on, so that it lists every stage on any machine."""
@@ -110,9 +114,11 @@ def check_train_queries(ctx: "RunContext") -> None:
     name, split = train_split(ctx.spec)
     bench = get_benchmark(name)  # an unknown name is an error, in a dry-run too
     if not bench.has_split(split):
-        message = (f"finetune.train_queries {ctx.spec.get('finetune.train_queries')}: the catalog has no '{split}' "
-                   f"queries of '{name}' (its splits: {', '.join(bench.splits()) or 'none'}); fine-tuning reads "
-                   "its training queries and qrels from them")
+        message = (
+            f"finetune.train_queries {ctx.spec.get('finetune.train_queries')}: the catalog has no '{split}' "
+            f"queries of '{name}' (its splits: {', '.join(bench.splits()) or 'none'}); fine-tuning reads "
+            "its training queries and qrels from them"
+        )
         if not ctx.plan_only:
             raise HarnessError(message)
         ctx.plan_stop(message)
@@ -122,35 +128,36 @@ def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, 
     """The training queries and qrels, subsampled (seeded) to ``limit`` judged queries."""
     queries, qrels = bench.queries(split), bench.qrels(split)
     if limit and len(qrels) > limit:
-
         keep = set(random.Random(SEED).sample(sorted(qrels), limit))
         qrels = {q: r for q, r in qrels.items() if q in keep}
     return queries, qrels
 
 
-def mining_depth(ctx: "RunContext", stage: str) -> int:
+def mining_depth(ctx: RunContext, stage: str) -> int:
     """How deep the previous retriever searches the training queries for `stage`'s negatives: the
     stage's own ``negative_depth`` (it draws its negatives from no deeper than that)."""
     return StageSettings.from_spec(ctx.spec, stage).negative_depth
 
 
-def training_key(ctx: "RunContext", stage: str, settings: StageSettings) -> dict[str, Any]:
+def training_key(ctx: RunContext, stage: str, settings: StageSettings) -> dict[str, Any]:
     """A fine-tuning stage's cache key: every keyed setting of the stage (harness.spec.settings.Settings.key)
     and which training queries it reads; its init, negatives and teacher are its inputs."""
     name, split = train_split(ctx.spec)
-    return {**settings.key(), "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
-            "train_queries": f"{name}-{split}"}
+    return {
+        **settings.key(),
+        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "train_queries": f"{name}-{split}",
+    }
 
 
-def encoder_stage(ctx: "RunContext") -> Path:
+def encoder_stage(ctx: RunContext) -> Path:
     """The starting encoder: pre-trained by the spec's objective, or the untouched init (control)."""
     if ctx.spec.get("pretrain.objective") not in (None, "none"):
-
         return run_pretrain(ctx)
     return random_init_stage(ctx)
 
 
-def random_init_stage(ctx: "RunContext") -> Path:
+def random_init_stage(ctx: RunContext) -> Path:
     """No pre-training: the same seeded random init the objectives start from, exported as is."""
 
     model = ctx.spec.get("model") or {}
@@ -165,12 +172,15 @@ def random_init_stage(ctx: "RunContext") -> Path:
         from harness.pretrain.models import bert_config_from_dict
 
         tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
-        config = bert_config_from_dict({ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS},
-                                       vocab_size=len(tokenizer))
+        config = bert_config_from_dict(
+            {ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS}, vocab_size=len(tokenizer)
+        )
         torch.manual_seed(SEED)
         BertModel(config, add_pooling_layer=False).save_pretrained(work / "encoder")
         tokenizer.save_pretrained(work / "encoder")
         return {}
 
-    return ctx.cached_stage("random_init", None, {"model": model}, {"tokenizer": input_key(tokenizer_dir)},
-                            build).dir / "encoder"
+    return (
+        ctx.cached_stage("random_init", None, {"model": model}, {"tokenizer": input_key(tokenizer_dir)}, build).dir
+        / "encoder"
+    )

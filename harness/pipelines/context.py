@@ -12,9 +12,10 @@ import contextlib
 import functools
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from harness.core import ranks
 from harness.core.errors import DiskFull, HarnessError
@@ -75,8 +76,10 @@ def declared_stage(name: str, inputs: dict[str, str]) -> Stage:
     for label, value in inputs.items():
         source = str(value).split("/", 1)[0]
         if source in STAGES and source not in stage.needs:
-            raise HarnessError(f"stage '{name}' reads {label} from stage '{source}', which harness/stages/graph.py does "
-                               f"not declare it needs ({', '.join(stage.needs) or 'none'}): declare it there")
+            raise HarnessError(
+                f"stage '{name}' reads {label} from stage '{source}', which harness/stages/graph.py does "
+                f"not declare it needs ({', '.join(stage.needs) or 'none'}): declare it there"
+            )
     return stage
 
 
@@ -91,7 +94,9 @@ class StageLog:
     announced: int = 0
 
     def add(self, name: str, dataset: str | None, cached: bool, elapsed: float, **extra: Any) -> None:
-        self.entries.append({"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra})
+        self.entries.append(
+            {"stage": name, "dataset": dataset, "cached": cached, "seconds": round(elapsed, 2), **extra}
+        )
 
     def announce(self, label: str, what: str) -> None:
         """'[k/N] stage <label>: <what>' as a stage starts (built, cached or scored): a run says where
@@ -135,9 +140,16 @@ class RunContext:
     planned: dict[Path, str] = field(default_factory=dict)
     stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
 
-    def cached_stage(self, name: str, dataset: str | None, config: dict[str, Any], inputs: dict[str, str],
-                     build: Callable[[Path], dict[str, Any] | None], code_version: str = "1",
-                     tags: dict[str, Any] | None = None) -> StageCache:
+    def cached_stage(
+        self,
+        name: str,
+        dataset: str | None,
+        config: dict[str, Any],
+        inputs: dict[str, str],
+        build: Callable[[Path], dict[str, Any] | None],
+        code_version: str = "1",
+        tags: dict[str, Any] | None = None,
+    ) -> StageCache:
         """Run `build(workdir)` unless a finished output with the same hash exists.
 
         ``tags``: fields added to the stage's log entry, in the plan and the record alike, never to its key
@@ -171,9 +183,16 @@ class RunContext:
                 exc.needs_mib = self.stages.needs_mib.get((name, dataset))
             raise
 
-    def _one_builder(self, stage: Stage, cache: StageCache, dataset: str | None, config: dict[str, Any],
-                     build: Callable[[Path], dict[str, Any] | None], label: str,
-                     tags: dict[str, Any]) -> None:
+    def _one_builder(
+        self,
+        stage: Stage,
+        cache: StageCache,
+        dataset: str | None,
+        config: dict[str, Any],
+        build: Callable[[Path], dict[str, Any] | None],
+        label: str,
+        tags: dict[str, Any],
+    ) -> None:
         # One builder per stage output: a second process (another terminal, a second --force)
         # waits here for the first instead of writing into the same .partial folder.
         with exclusive_lock(cache.lock_path, label) as waited:
@@ -183,8 +202,7 @@ class RunContext:
             with cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
                 self._build(cache, dataset, config, build, label, work, True, tags)
 
-    def _reuse(self, cache: StageCache, dataset: str | None, waited: bool, label: str,
-               tags: dict[str, Any]) -> bool:
+    def _reuse(self, cache: StageCache, dataset: str | None, waited: bool, label: str, tags: dict[str, Any]) -> bool:
         """Whether the finished output is used as it is (logged as a cached entry); the caller holds the lock.
 
         --force rebuilds a stage once per run, unless a concurrent run finished it while we waited
@@ -192,8 +210,12 @@ class RunContext:
         when it was built (:meth:`StageCache.changed_output`) is rebuilt, saying which file changed. The
         old output stays readable until the new one replaces it (StageCache.building)."""
         done = cache.is_done()
-        rebuild = (self.force and done and cache.key not in self.forced
-                   and not (waited and cache.meta().get("finished", 0) >= self.started))
+        rebuild = (
+            self.force
+            and done
+            and cache.key not in self.forced
+            and not (waited and cache.meta().get("finished", 0) >= self.started)
+        )
         self.forced.add(cache.key)
         if done and not rebuild and (changed := cache.changed_output()) is not None:
             print(f"[{label}] cached output changed since it was built ({changed}): rebuilding", flush=True)
@@ -210,15 +232,22 @@ class RunContext:
             print(f"[{label}] resuming from {cache.partial}")
         return resume
 
-    def _build(self, cache: StageCache, dataset: str | None, config: dict[str, Any],
-               build: Callable[[Path], dict[str, Any] | None], label: str, work: Path, finish: bool,
-               tags: dict[str, Any]) -> None:
+    def _build(
+        self,
+        cache: StageCache,
+        dataset: str | None,
+        config: dict[str, Any],
+        build: Callable[[Path], dict[str, Any] | None],
+        label: str,
+        work: Path,
+        finish: bool,
+        tags: dict[str, Any],
+    ) -> None:
         """`build(work)` timed and tracked as the stage's MLflow child run; `finish`: mark it finished (rank 0)."""
         started = time.time()
         if (cuda := _cuda()) is not None:
             cuda.reset_peak_memory_stats()
-        with self.tracker.stage(label, {"stage": cache.stage, "dataset": dataset, **config}), \
-                measure_peak() as rss:
+        with self.tracker.stage(label, {"stage": cache.stage, "dataset": dataset, **config}), measure_peak() as rss:
             meta = build(work) or {}
             if finish:
                 cache.mark_finished(work, {**meta, BUILD_SECONDS: round(time.time() - started, 2)})
@@ -227,13 +256,21 @@ class RunContext:
         peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}
         elapsed = time.time() - started
         # Peak RSS is an observation of this machine, kept in the log entry and never in the stage's key.
-        self.stages.add(cache.stage, dataset, False, elapsed, key=cache.key, **tags, output=meta,
-                        **rss.fields(), **peak)
+        self.stages.add(
+            cache.stage, dataset, False, elapsed, key=cache.key, **tags, output=meta, **rss.fields(), **peak
+        )
         print(f"[{label}] done in {elapsed:.1f} s{rss.describe()}", flush=True)
 
-    def _ranked_stage(self, stage: Stage, cache: StageCache, dataset: str | None, config: dict[str, Any],
-                      build: Callable[[Path], dict[str, Any] | None], label: str,
-                      tags: dict[str, Any]) -> StageCache:
+    def _ranked_stage(
+        self,
+        stage: Stage,
+        cache: StageCache,
+        dataset: str | None,
+        config: dict[str, Any],
+        build: Callable[[Path], dict[str, Any] | None],
+        label: str,
+        tags: dict[str, Any],
+    ) -> StageCache:
         """One stage of a multi-process run. Rank 0 alone holds the stage's lock and decides whether the
         cached output is used; every rank hears its answer. A training stage (``ranks`` EVERY_RANK) is
         built by every rank together in rank 0's work folder (DDP; rank 0 writes the model); any other
@@ -249,8 +286,7 @@ class RunContext:
                 self.stages.announce(label, "running")
             if reuse:
                 if not main:
-                    self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags,
-                                    **_cached_outputs(cache))
+                    self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags, **_cached_outputs(cache))
                 return cache
             if stage.ranks == EVERY_RANK:
                 if main:
@@ -258,8 +294,13 @@ class RunContext:
                         D.control_broadcast(str(work))
                         self._build(cache, dataset, config, build, label, work, False, tags)
                         D.control_barrier()  # every rank's share is done before the output is marked
-                        cache.mark_finished(work, {**self.stages.entries[-1].get("output", {}),
-                                                   BUILD_SECONDS: self.stages.entries[-1]["seconds"]})
+                        cache.mark_finished(
+                            work,
+                            {
+                                **self.stages.entries[-1].get("output", {}),
+                                BUILD_SECONDS: self.stages.entries[-1]["seconds"],
+                            },
+                        )
                 else:
                     work = Path(D.control_broadcast(None))
                     print(f"[{label}] rank {ranks.rank()}: training with the other ranks in {work}", flush=True)
@@ -279,8 +320,9 @@ class RunContext:
             raise StopAfterStage(name, cache.dir)
         return cache
 
-    def _plan_stage(self, cache: StageCache, name: str, dataset: str | None, resumable: bool,
-                    tags: dict[str, Any]) -> StageCache:
+    def _plan_stage(
+        self, cache: StageCache, name: str, dataset: str | None, resumable: bool, tags: dict[str, Any]
+    ) -> StageCache:
         """Plan mode: log what a run would do with this stage; build, lock and create nothing.
 
         ``plan`` is ``cached`` (finished in the cache), ``to run``, or ``reused`` (a stage this run

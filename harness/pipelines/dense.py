@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
 
 
-def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path], extra_key: dict[str, str]) -> Path:
+def train_stage(ctx: RunContext, stage: str, init_dir: Path, pools: list[Path], extra_key: dict[str, str]) -> Path:
     """Fine-tune a bi-encoder from `init_dir` on the train queries with negatives from `pools`."""
     from harness.finetune.dense import DenseTrainConfig, train_dense
 
@@ -53,16 +53,30 @@ def train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path]
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
         train_cfg = DenseTrainConfig(**settings.trainer_kwargs(ranks.world_size()), seed=SEED)
-        stats = train_dense(init_dir, examples, train_cfg, work / "model", passages=bench.corpus(),
-                            logger=lambda step, m: ctx.tracker.log_metrics({f"{stage}/{k}": v for k, v in m.items()},
-                                                                         step=step))
+        stats = train_dense(
+            init_dir,
+            examples,
+            train_cfg,
+            work / "model",
+            passages=bench.corpus(),
+            logger=lambda step, m: ctx.tracker.log_metrics({f"{stage}/{k}": v for k, v in m.items()}, step=step),
+        )
         losses = stats.get("loss_history") or []
-        print(f"  {stage}: {len(examples)} groups, effective batch {stats.get('effective_batch')}, "
-              f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else f"  {stage}: {len(examples)} groups")
-        return {"groups": len(examples), "effective_batch": stats.get("effective_batch"),
-                "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-                "precision": stats.get("precision"), "precision_source": precision_source(ctx.spec, stage),
-                "weight_change": stats.get("weight_change")}
+        print(
+            f"  {stage}: {len(examples)} groups, effective batch {stats.get('effective_batch')}, "
+            f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+            if losses
+            else f"  {stage}: {len(examples)} groups"
+        )
+        return {
+            "groups": len(examples),
+            "effective_batch": stats.get("effective_batch"),
+            "loss_first": losses[0] if losses else None,
+            "loss_last": losses[-1] if losses else None,
+            "precision": stats.get("precision"),
+            "precision_source": precision_source(ctx.spec, stage),
+            "weight_change": stats.get("weight_change"),
+        }
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"
@@ -74,16 +88,27 @@ def start_encoding(spec: Any) -> dict[str, Any]:
     as all-MiniLM-L6-v2 would otherwise be read with its own normalised mean pooling, and
     "fine-tuning minus start" would mix in a change of pooling."""
     r1 = StageSettings.from_spec(spec, "retriever1")
-    return {"pooling": "cls", "normalize": False,  # DenseTrainConfig trains with CLS pooling
-            "query_max_length": r1.max_q_len, "passage_max_length": r1.max_p_len}
+    return {
+        "pooling": "cls",
+        "normalize": False,  # DenseTrainConfig trains with CLS pooling
+        "query_max_length": r1.max_q_len,
+        "passage_max_length": r1.max_p_len,
+    }
 
 
 # What a dense_retrieve stage's done.json keeps: the numbers of the search itself.
 SEARCH_OUTPUTS = ("shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
 
 
-def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
-                   encoding: dict[str, Any] | None = None) -> Path:
+def retrieve_stage(
+    ctx: RunContext,
+    label: str,
+    model_dir: Path,
+    dataset: str,
+    split: str,
+    depth: int,
+    encoding: dict[str, Any] | None = None,
+) -> Path:
     """The split's queries encoded with `model_dir` (``encoding`` overrides what the folder says:
     pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
@@ -97,23 +122,35 @@ def retrieve_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str,
     def build(work: Path) -> dict[str, Any]:
         encoder = load_encoder(model_dir, **(encoding or {}))
         ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), DEFAULT_BATCH_SIZE)
-        _, stats = retrieve(encoder, bench, split, depth, corpus=(ids, vectors), run_file=work / "run.trec",
-                            tag=f"{ctx.spec.name}-{label}")
-        return {**{k: stats[k] for k in SEARCH_OUTPUTS}, "encode_precision": encoder.precision,
-                "corpus_cached": info["cached"], "corpus_encode_seconds": round(info["encode_seconds"], 2),
-                "corpus_vectors": info["key"]}
+        _, stats = retrieve(
+            encoder,
+            bench,
+            split,
+            depth,
+            corpus=(ids, vectors),
+            run_file=work / "run.trec",
+            tag=f"{ctx.spec.name}-{label}",
+        )
+        return {
+            **{k: stats[k] for k in SEARCH_OUTPUTS},
+            "encode_precision": encoder.precision,
+            "corpus_cached": info["cached"],
+            "corpus_encode_seconds": round(info["encode_seconds"], 2),
+            "corpus_vectors": info["key"],
+        }
 
     inputs = {"model": input_key(model_dir), **bench.files()}
     config = {"depth": depth, "split": split, **({"encoding": encoding} if encoding else {})}
     # `vectors` (log entry only, not the key): the searches of one model over one corpus share it
     tags = {"vectors": vectors_tag(inputs["model"], encoding, bench)}
     cache = ctx.cached_stage("dense_retrieve", f"{dataset}/{split}/{label}", config, inputs, build, tags=tags)
-    ctx.efficiency.setdefault(label, {})[dataset] = {k: v for k, v in ctx.stage_meta(cache).items()
-                                                     if k in ("qps", "index_bytes", "search_seconds")}
+    ctx.efficiency.setdefault(label, {})[dataset] = {
+        k: v for k, v in ctx.stage_meta(cache).items() if k in ("qps", "index_bytes", "search_seconds")
+    }
     return cache.dir / "run.trec"
 
 
-def run_dense(ctx: "RunContext", datasets: list[str]) -> Runs:
+def run_dense(ctx: RunContext, datasets: list[str]) -> Runs:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": {...}}."""
 
     name, split = train_split(ctx.spec)
@@ -128,8 +165,14 @@ def run_dense(ctx: "RunContext", datasets: list[str]) -> Runs:
         encoding = start_encoding(ctx.spec) if label == "start" else None
         return retrieve_stage(ctx, label, model, dataset, get_benchmark(dataset).eval_split, 1000, encoding)
 
-    return run_chain(ctx, datasets, Family(
-        start=lambda encoder: encoder,
-        train=lambda stage, init, pools, key: train_stage(ctx, stage, init, pools, key),
-        mine=lambda label, model, depth: retrieve_stage(ctx, "mine", model, name, split, depth),
-        search=search, zero_shot=zero_shot))
+    return run_chain(
+        ctx,
+        datasets,
+        Family(
+            start=lambda encoder: encoder,
+            train=lambda stage, init, pools, key: train_stage(ctx, stage, init, pools, key),
+            mine=lambda label, model, depth: retrieve_stage(ctx, "mine", model, name, split, depth),
+            search=search,
+            zero_shot=zero_shot,
+        ),
+    )

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
 
 
-def retrieve_parts(ctx: "RunContext", label: str, dataset: str, retrieve: Callable[[str], Path]) -> Path:
+def retrieve_parts(ctx: RunContext, label: str, dataset: str, retrieve: Callable[[str], Path]) -> Path:
     """``retrieve(name)`` for the benchmark, or for each of its parts and their runs merged."""
 
     parts = get_benchmark(dataset).sub_benchmarks()
@@ -32,4 +32,6 @@ def retrieve_parts(ctx: "RunContext", label: str, dataset: str, retrieve: Callab
         return {"parts": len(runs), "queries": len(merged)}
 
     inputs = {name: input_key(path) for name, path in runs.items()}
-    return ctx.cached_stage("merge_parts", f"{dataset}/{label}", {"parts": sorted(runs)}, inputs, build).dir / "run.trec"
+    return (
+        ctx.cached_stage("merge_parts", f"{dataset}/{label}", {"parts": sorted(runs)}, inputs, build).dir / "run.trec"
+    )

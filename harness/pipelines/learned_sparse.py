@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
@@ -95,15 +95,23 @@ if TYPE_CHECKING:
 
 DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/spec/conditions.py)
 ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
-EFFICIENCY_KEYS = ("qps", "index_bytes", "avg_doc_nonzeros", "avg_query_nonzeros", "search_seconds", "docs",
-                   "capped_queries")
+EFFICIENCY_KEYS = (
+    "qps",
+    "index_bytes",
+    "avg_doc_nonzeros",
+    "avg_query_nonzeros",
+    "search_seconds",
+    "docs",
+    "capped_queries",
+)
 
 
 # --- groups -------------------------------------------------------------------------------------
 
 
-def grouped_examples(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
-                     pools: list[dict[str, list[str]]]) -> list[tuple[str, str, list[str], list[str]]]:
+def grouped_examples(
+    queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]], pools: list[dict[str, list[str]]]
+) -> list[tuple[str, str, list[str], list[str]]]:
     """(qid, query, positive ids, negative ids): one group per (pool, query), as negatives.make_examples."""
 
     out = []
@@ -115,7 +123,7 @@ def grouped_examples(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
     return out
 
 
-def masked_lm_init(encoder_dir: Path, ctx: "RunContext | None" = None) -> Path:
+def masked_lm_init(encoder_dir: Path, ctx: RunContext | None = None) -> Path:
     """The pre-trained masked LM next to the exported encoder, or the encoder itself (fresh MLM head)."""
     mlm = encoder_dir.parent / "mlm"
     builder = ctx.planned_builder(encoder_dir) if ctx is not None else None
@@ -123,8 +131,10 @@ def masked_lm_init(encoder_dir: Path, ctx: "RunContext | None" = None) -> Path:
     # encoder/ (pipelines.pretrain.pretrain_stage), random_init only the encoder.
     if (mlm / "config.json").is_file() if builder is None else builder == "pretrain":
         return mlm
-    note = (f"no pre-trained masked LM at {mlm}; SPLADE fine-tuning starts from the encoder {encoder_dir} "
-            "with an MLM head tied to its word embeddings (transform and bias initialised, not pre-trained)")
+    note = (
+        f"no pre-trained masked LM at {mlm}; SPLADE fine-tuning starts from the encoder {encoder_dir} "
+        "with an MLM head tied to its word embeddings (transform and bias initialised, not pre-trained)"
+    )
     if ctx is not None and ctx.plan_only:
         ctx.plan_note(f"note: {note}")
     else:
@@ -132,7 +142,7 @@ def masked_lm_init(encoder_dir: Path, ctx: "RunContext | None" = None) -> Path:
     return encoder_dir
 
 
-def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
+def encoder_max_positions(ctx: RunContext, encoder_dir: Path) -> int:
     """``max_position_embeddings`` of the encoder in `encoder_dir` (part of the reranker stage's key).
 
     In a dry-run the encoder may not be built yet; its config is then the one its stage will export:
@@ -147,8 +157,9 @@ def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
     if model.get("init") == "scratch":
         from harness.pretrain.models import bert_config_from_dict
 
-        return int(bert_config_from_dict({ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS})
-                   .max_position_embeddings)
+        return int(
+            bert_config_from_dict({ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS}).max_position_embeddings
+        )
 
     try:
         config_file = Path(resolve_checkpoint(model["init"], "initial encoder")) / "config.json"
@@ -160,8 +171,14 @@ def encoder_max_positions(ctx: "RunContext", encoder_dir: Path) -> int:
 # --- training -----------------------------------------------------------------------------------
 
 
-def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: list[Path],
-                        extra_key: dict[str, str], teacher_dir: Path | None = None) -> Path:
+def splade_train_stage(
+    ctx: RunContext,
+    stage: str,
+    init_dir: Path,
+    pools: list[Path],
+    extra_key: dict[str, str],
+    teacher_dir: Path | None = None,
+) -> Path:
     """Fine-tune a SPLADE-max retriever from `init_dir` on negatives from `pools` (TREC runs).
 
     With `teacher_dir` (stage 3) the groups and the reranker's scores come from that folder
@@ -183,28 +200,50 @@ def splade_train_stage(ctx: "RunContext", stage: str, init_dir: Path, pools: lis
             examples = [tuple(g) for g in groups]
         else:
             queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
-            examples = grouped_examples(queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth)
-                                                         for p in pools])
+            examples = grouped_examples(
+                queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth) for p in pools]
+            )
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        train_cfg = SpladeTrainConfig(**settings.splade_kwargs(ranks.world_size()), distill=teacher_dir is not None,
-                                      seed=SEED)
-        stats = train_splade(init_dir, examples, train_cfg, work / "model", passages=passages, teacher_scores=teacher,
-                              logger=lambda step, m: ctx.tracker.log_metrics(
-                                  {f"{stage}/{k}": v for k, v in m.items()}, step=step))
+        train_cfg = SpladeTrainConfig(
+            **settings.splade_kwargs(ranks.world_size()), distill=teacher_dir is not None, seed=SEED
+        )
+        stats = train_splade(
+            init_dir,
+            examples,
+            train_cfg,
+            work / "model",
+            passages=passages,
+            teacher_scores=teacher,
+            logger=lambda step, m: ctx.tracker.log_metrics({f"{stage}/{k}": v for k, v in m.items()}, step=step),
+        )
         losses = stats.get("loss_history") or []
-        nnz = f", nnz q {stats['avg_query_nonzeros']:.0f} / d {stats['avg_doc_nonzeros']:.0f}" \
-            if stats.get("avg_query_nonzeros") is not None else ""
-        print(f"  {stage}: {stats['examples']} groups, effective batch {stats['effective_batch']}, "
-              + (f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "no steps") + nnz)
-        return {"groups": stats["examples"], "effective_batch": stats["effective_batch"], "steps": stats["steps"],
-                "mlm_head": stats["mlm_head"], "loss_first": losses[0] if losses else None,
-                "loss_last": losses[-1] if losses else None, "avg_query_nonzeros": stats.get("avg_query_nonzeros"),
-                "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"), "start_bias_shift": stats.get("start_bias_shift"),
-                "head_fit": stats.get("head_fit"),
-                "notes": stats.get("notes"), "precision": stats.get("precision"),
-                "precision_source": precision_source(ctx.spec, stage),
-                "weight_change": stats.get("weight_change")}
+        nnz = (
+            f", nnz q {stats['avg_query_nonzeros']:.0f} / d {stats['avg_doc_nonzeros']:.0f}"
+            if stats.get("avg_query_nonzeros") is not None
+            else ""
+        )
+        print(
+            f"  {stage}: {stats['examples']} groups, effective batch {stats['effective_batch']}, "
+            + (f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "no steps")
+            + nnz
+        )
+        return {
+            "groups": stats["examples"],
+            "effective_batch": stats["effective_batch"],
+            "steps": stats["steps"],
+            "mlm_head": stats["mlm_head"],
+            "loss_first": losses[0] if losses else None,
+            "loss_last": losses[-1] if losses else None,
+            "avg_query_nonzeros": stats.get("avg_query_nonzeros"),
+            "avg_doc_nonzeros": stats.get("avg_doc_nonzeros"),
+            "start_bias_shift": stats.get("start_bias_shift"),
+            "head_fit": stats.get("head_fit"),
+            "notes": stats.get("notes"),
+            "precision": stats.get("precision"),
+            "precision_source": precision_source(ctx.spec, stage),
+            "weight_change": stats.get("weight_change"),
+        }
 
     inputs = {"init": input_key(init_dir), **extra_key, **bench.files()}
     return ctx.cached_stage(stage, None, config, inputs, build).dir / "model"
@@ -224,7 +263,7 @@ class Teacher:
     max_length: int = 128
 
 
-def configured_reranker(ctx: "RunContext") -> Teacher | None:
+def configured_reranker(ctx: RunContext) -> Teacher | None:
     """The configured stage-3 teacher; None when the spec trains the tiny cross-encoder here.
 
     Called before any training, so a missing checkpoint fails the run at once (a dry-run shows it as
@@ -237,16 +276,23 @@ def configured_reranker(ctx: "RunContext") -> Teacher | None:
     if choice == BI_ENCODER_TEACHER:
         name = r3.reranker_checkpoint
         if not name:
-            raise HarnessError(f"finetune.retriever3: reranker {BI_ENCODER_TEACHER} needs reranker_checkpoint "
-                               "(a local bi-encoder, e.g. all-minilm-l6-v2)")
+            raise HarnessError(
+                f"finetune.retriever3: reranker {BI_ENCODER_TEACHER} needs reranker_checkpoint "
+                "(a local bi-encoder, e.g. all-minilm-l6-v2)"
+            )
         scale, length = float(r3.teacher_scale), r3.teacher_max_length
         path = ctx.checkpoint(name, "stage-3 teacher (bi-encoder)")
         return Teacher(path, f"bi-encoder:{input_key(path)}:scale={scale:g}:len={length}", "bi-encoder", scale, length)
     ckpt_name = (r3.reranker_checkpoint or DEFAULT_RERANKER_NAME) if choice == CONFIGURED_RERANKER else choice
-    path = ctx.checkpoint(ckpt_name, "stage-3 reranker (cross-encoder)", hint=(
-        "\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
-        "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
-        "with finetune.retriever3.reranker_checkpoint in the spec"))
+    path = ctx.checkpoint(
+        ckpt_name,
+        "stage-3 reranker (cross-encoder)",
+        hint=(
+            "\nLexMAE's stage 3 distils the off-the-shelf cross-encoder of Zhou et al. (2022b); put a local "
+            "copy (an AutoModelForSequenceClassification folder with 1 or 2 labels) there, or name another one "
+            "with finetune.retriever3.reranker_checkpoint in the spec"
+        ),
+    )
     check_teacher_weights(path, r3.reranker_sha256)
     return Teacher(path, f"checkpoint:{input_key(path)}")
 
@@ -260,20 +306,26 @@ def check_teacher_weights(path: Path, declared: str | None) -> None:
         return
     found = weights_sha256(path)
     if not declared:
-        print(f"  note: stage-3 teacher {path}: weights sha256 {found or '(no weights file)'}, not identified by "
-              "finetune.retriever3.reranker_sha256, so the run states it as unidentified and no cell of a named "
-              "teacher is graded against it")
+        print(
+            f"  note: stage-3 teacher {path}: weights sha256 {found or '(no weights file)'}, not identified by "
+            "finetune.retriever3.reranker_sha256, so the run states it as unidentified and no cell of a named "
+            "teacher is graded against it"
+        )
         return
     if found is None:
-        raise HarnessError(f"{path}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) to identify the stage-3 teacher "
-                           "by; put the teacher's checkpoint there")
+        raise HarnessError(
+            f"{path}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) to identify the stage-3 teacher "
+            "by; put the teacher's checkpoint there"
+        )
     if found != declared.strip().lower():
-        raise HarnessError(f"{path}: the stage-3 teacher's weights have sha256 {found}, not the {declared} that "
-                           "finetune.retriever3.reranker_sha256 declares: this is another model under the teacher's "
-                           "name; put the declared teacher there, or give this one a folder and sha256 of its own")
+        raise HarnessError(
+            f"{path}: the stage-3 teacher's weights have sha256 {found}, not the {declared} that "
+            "finetune.retriever3.reranker_sha256 declares: this is another model under the teacher's "
+            "name; put the declared teacher there, or give this one a folder and sha256 of its own"
+        )
 
 
-def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Teacher:
+def reranker_stage(ctx: RunContext, encoder_dir: Path, bm25_train: Path) -> Teacher:
     """The tiny cross-encoder trained here on the BM25 groups.
 
     It starts from the pre-trained encoder (`encoder_dir`); the classification head is new.
@@ -287,20 +339,35 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     max_length = min(settings.max_length, encoder_max_positions(ctx, encoder_dir))  # longer: no position embedding
     train = {**settings.key(), "max_length": max_length}
     depth = StageSettings.from_spec(ctx.spec, "retriever1").negative_depth
-    config = {"reranker": TINY_RERANKER, "train": train, "negative_depth": depth,
-              "max_train_queries": ctx.spec.get("finetune.max_train_queries"), "train_queries": f"{name}-{split}"}
+    config = {
+        "reranker": TINY_RERANKER,
+        "train": train,
+        "negative_depth": depth,
+        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "train_queries": f"{name}-{split}",
+    }
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
         examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(bm25_train), qrels, depth)])
         train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
-        stats = train_cross_encoder(encoder_dir, examples, train_cfg, work / "model",
-                                    passages=bench.corpus(),
-                                    logger=lambda step, m: ctx.tracker.log_metrics(
-                                        {f"reranker/{k}": v for k, v in m.items()}, step=step))
+        stats = train_cross_encoder(
+            encoder_dir,
+            examples,
+            train_cfg,
+            work / "model",
+            passages=bench.corpus(),
+            logger=lambda step, m: ctx.tracker.log_metrics({f"reranker/{k}": v for k, v in m.items()}, step=step),
+        )
         print(f"  reranker: {stats['examples']} groups, loss {stats['first_loss']:.3f} -> {stats['final_loss']:.3f}")
-        return {"groups": stats["examples"], "steps": stats["steps"], "loss_first": stats["first_loss"],
-                "loss_last": stats["final_loss"], "init": stats["init"], "weight_change": stats.get("weight_change")}
+        return {
+            "groups": stats["examples"],
+            "steps": stats["steps"],
+            "loss_first": stats["first_loss"],
+            "loss_last": stats["final_loss"],
+            "init": stats["init"],
+            "weight_change": stats.get("weight_change"),
+        }
 
     inputs = {"init": input_key(encoder_dir), "bm25": input_key(bm25_train), **bench.files()}
     # code 2: trained on the shared engine (dropout seeded at step 0 like every trainer): other weights than code 1's.
@@ -308,7 +375,7 @@ def reranker_stage(ctx: "RunContext", encoder_dir: Path, bm25_train: Path) -> Te
     return Teacher(cache.dir / "model", input_key(cache.dir / "model"))
 
 
-def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
+def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
     """Stage-3 groups (positives + retriever-2 negatives) and the teacher's score for each of their items."""
     from harness.finetune.reranker import iter_candidate_scores, score_candidates_bi_encoder
 
@@ -317,9 +384,14 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
     bench = get_benchmark(name)
     r3 = RerankerSettings.from_spec(ctx.spec)
     positives, negatives = r3.scored(stage)
-    config = {**r3.key("teacher_scores"), "negative_depth": stage.negative_depth, "positives": positives,
-              "negatives": negatives, "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
-              "train_queries": f"{name}-{split}"}
+    config = {
+        **r3.key("teacher_scores"),
+        "negative_depth": stage.negative_depth,
+        "positives": positives,
+        "negatives": negatives,
+        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "train_queries": f"{name}-{split}",
+    }
 
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
@@ -327,18 +399,30 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
         groups = []
         for qid, query, pos, negs in grouped_examples(queries, qrels, [pool]):
             # Seeded samples: what training would draw over its epochs, so the teacher scores no unused pair.
-            pos = sorted(pos) if len(pos) <= config["positives"] else \
-                sample_group(pos, config["positives"], SEED, f"teacher-pos/{qid}")
-            negs = negs if len(negs) <= config["negatives"] else \
-                sample_group(negs, config["negatives"], SEED, f"teacher-neg/{qid}")
+            pos = (
+                sorted(pos)
+                if len(pos) <= config["positives"]
+                else sample_group(pos, config["positives"], SEED, f"teacher-pos/{qid}")
+            )
+            negs = (
+                negs
+                if len(negs) <= config["negatives"]
+                else sample_group(negs, config["negatives"], SEED, f"teacher-neg/{qid}")
+            )
             groups.append((qid, query, pos, negs))
         if not groups:
             raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
         (work / "groups.json").write_text(json.dumps(groups, ensure_ascii=False), encoding="utf-8")
         candidates = ((qid, [*pos, *negs]) for qid, _, pos, negs in groups)  # made as the chunks need them
         if teacher.kind == "bi-encoder":
-            scored = score_candidates_bi_encoder(teacher.path, queries, dict(candidates), bench.corpus(),
-                                                 scale=teacher.scale, passage_max_length=teacher.max_length).items()
+            scored = score_candidates_bi_encoder(
+                teacher.path,
+                queries,
+                dict(candidates),
+                bench.corpus(),
+                scale=teacher.scale,
+                passage_max_length=teacher.max_length,
+            ).items()
         else:
             scored = iter_candidate_scores(teacher.path, queries, candidates, bench.corpus())
         # How often the teacher puts a positive above a negative: near 0.5 means it is at chance. Counted
@@ -366,7 +450,7 @@ def teacher_stage(ctx: "RunContext", teacher: Teacher, mined: Path) -> Path:
 # --- impact index and search --------------------------------------------------------------------
 
 
-def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) -> "StageCache":
+def index_stage(ctx: RunContext, label: str, model_dir: Path, dataset: str) -> StageCache:
     """Encode the corpus with `model_dir`, quantise (+ top-k), Lucene impact index; one per (model, corpus)."""
 
     bench = get_benchmark(dataset)
@@ -391,8 +475,9 @@ def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) ->
                     bar.update(len(chunk))
 
         def encode(chunk: list[tuple[str, Any]]):
-            weights = encoder.encode([passage_text(doc, sep) for _, doc in chunk], "passage",
-                                     topk=rcfg.topk_sparsify, show_progress=False)
+            weights = encoder.encode(
+                [passage_text(doc, sep) for _, doc in chunk], "passage", topk=rcfg.topk_sparsify, show_progress=False
+            )
             for (doc_id, _), w in zip(chunk, weights):
                 yield doc_id, quantise(w, rcfg.quantization)
 
@@ -403,8 +488,16 @@ def index_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str) ->
     return ctx.cached_stage("impact_index", f"{dataset}/{label}", config, inputs, build)
 
 
-def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, split: str, depth: int,
-                 record: bool = True, train_only: bool = False) -> Path:
+def search_stage(
+    ctx: RunContext,
+    label: str,
+    model_dir: Path,
+    dataset: str,
+    split: str,
+    depth: int,
+    record: bool = True,
+    train_only: bool = False,
+) -> Path:
     """Top-`depth` impact search of the split's queries; the TREC run (efficiency recorded under `label`).
 
     `train_only` (mining) searches only the training queries (`finetune.max_train_queries` of them).
@@ -432,15 +525,20 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
             vectors[q] = sparsify_topk(vectors[q], max_terms)
         if capped:
             why = "Lucene's clause limit" if max_terms == LUCENE_MAX_CLAUSES else "retrieval.max_query_terms"
-            print(f"  note: {len(capped)} of {len(vectors)} {dataset} queries have more than {max_terms} non-zero "
-                  f"terms ({why}); their {max_terms} largest impacts are searched")
+            print(
+                f"  note: {len(capped)} of {len(vectors)} {dataset} queries have more than {max_terms} non-zero "
+                f"terms ({why}); their {max_terms} largest impacts are searched"
+            )
         run, stats = search_impact(index.dir / "index", vectors, k=depth, threads=rcfg.threads)
         write_trec_run(run, work / "run.trec", tag=f"{ctx.spec.name}-{label}")
         empty = sum(1 for v in vectors.values() if not v)
         if empty:
             print(f"  {label}: {empty} of {len(vectors)} {dataset} queries have no non-zero impact (no results)")
-        return {**{k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
-                "empty_queries": empty, "capped_queries": len(capped)}
+        return {
+            **{k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            "empty_queries": empty,
+            "capped_queries": len(capped),
+        }
 
     inputs = {"index": index.key, **{k: v for k, v in bench.files().items() if k not in bench.corpus_files()}}
     where = f"{dataset}/{split}/{label}" if record else f"{dataset}/{split}/mine-{label}"
@@ -454,7 +552,7 @@ def search_stage(ctx: "RunContext", label: str, model_dir: Path, dataset: str, s
 # --- the pipeline -------------------------------------------------------------------------------
 
 
-def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> Runs:
+def run_learned_sparse(ctx: RunContext, datasets: list[str]) -> Runs:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": ..., "retriever3": ...}."""
 
     steps = ctx.spec.get("stages", [])
@@ -475,10 +573,17 @@ def run_learned_sparse(ctx: "RunContext", datasets: list[str]) -> Runs:
         scored = teacher_stage(ctx, teacher, mine("retriever2", models["retriever2"], mining_depth(ctx, "retriever3")))
         return splade_train_stage(ctx, "retriever3", init, [], {"teacher": input_key(scored)}, teacher_dir=scored)
 
-    return run_chain(ctx, datasets, Family(
-        start=lambda encoder: masked_lm_init(encoder, ctx),
-        train=lambda stage, init, pools, key: splade_train_stage(ctx, stage, init, pools, key),
-        mine=mine,
-        search=lambda label, model, dataset: search_stage(ctx, label, model, dataset,
-                                                          get_benchmark(dataset).eval_split, 1000),
-        distil=distil), before=before)
+    return run_chain(
+        ctx,
+        datasets,
+        Family(
+            start=lambda encoder: masked_lm_init(encoder, ctx),
+            train=lambda stage, init, pools, key: splade_train_stage(ctx, stage, init, pools, key),
+            mine=mine,
+            search=lambda label, model, dataset: search_stage(
+                ctx, label, model, dataset, get_benchmark(dataset).eval_split, 1000
+            ),
+            distil=distil,
+        ),
+        before=before,
+    )

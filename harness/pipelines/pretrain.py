@@ -7,8 +7,8 @@ the pre-training stage resumes from its own checkpoints after a kill.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import SEED
@@ -26,8 +26,12 @@ if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
 
 # Tiny-profile architecture keys in the spec -> BertConfig keys.
-ARCH_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-             "intermediate": "intermediate_size"}
+ARCH_KEYS = {
+    "layers": "num_hidden_layers",
+    "hidden": "hidden_size",
+    "heads": "num_attention_heads",
+    "intermediate": "intermediate_size",
+}
 
 
 def corpus_names(spec_value: Any) -> list[str]:
@@ -58,7 +62,7 @@ def iter_corpora(names: list[str]) -> Iterator[tuple[str, dict[str, str]]]:
             yield f"{name}:{doc_id}", doc
 
 
-def tokenizer_stage(ctx: "RunContext") -> Path:
+def tokenizer_stage(ctx: RunContext) -> Path:
     tok = TokenizerSettings.from_spec(ctx.spec)
     if tok.from_ != "wordpiece":
         return ctx.checkpoint(tok.from_, "tokenizer")
@@ -75,8 +79,9 @@ def tokenizer_stage(ctx: "RunContext") -> Path:
     return ctx.cached_stage("tokenizer", None, config, files, build).dir / "tokenizer"
 
 
-def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
+def passages_stage(ctx: RunContext, tokenizer_dir: Path) -> Path:
     from harness.corpus.passages import build_passages, load_tokenizer, save_passages
+
     corpus = CorpusSettings.from_spec(ctx.spec)
     names = corpus_names(corpus.source)
     files = corpus_checksums(names)
@@ -86,24 +91,39 @@ def passages_stage(ctx: "RunContext", tokenizer_dir: Path) -> Path:
         if config["max_passages"] is None:  # every document: streamed, resumable by shard (same file)
             from harness.corpus.passage_shards import write_passages
 
-            return write_passages(lambda: iter_corpora(names), tokenizer_dir, work / "passages.jsonl", work,
-                                  config["max_tokens"], seed=config["seed"],
-                                  punkt_train_chars=config["punkt_train_chars"])
+            return write_passages(
+                lambda: iter_corpora(names),
+                tokenizer_dir,
+                work / "passages.jsonl",
+                work,
+                config["max_tokens"],
+                seed=config["seed"],
+                punkt_train_chars=config["punkt_train_chars"],
+            )
         corpus = load_corpora(names)
         # max_passages: a fixed, seeded set of whole documents keeps tiny runs short while every
         # method sees the same passages.
-        passages = build_passages(corpus, load_tokenizer(tokenizer_dir), config["max_tokens"], seed=config["seed"],
-                                  punkt_cache_dir=work, max_passages=config["max_passages"],
-                                  punkt_train_chars=config["punkt_train_chars"])
+        passages = build_passages(
+            corpus,
+            load_tokenizer(tokenizer_dir),
+            config["max_tokens"],
+            seed=config["seed"],
+            punkt_cache_dir=work,
+            max_passages=config["max_passages"],
+            punkt_train_chars=config["punkt_train_chars"],
+        )
         save_passages(passages, work / "passages.jsonl")
-        return {"passages": len(passages), "documents": len({p.doc_id for p in passages}),
-                "corpus_documents": len(corpus)}
+        return {
+            "passages": len(passages),
+            "documents": len({p.doc_id for p in passages}),
+            "corpus_documents": len(corpus),
+        }
 
     inputs = {**files, "tokenizer": input_key(tokenizer_dir)}
     return ctx.cached_stage("passages", None, config, inputs, build).dir / "passages.jsonl"
 
 
-def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> Path:
+def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Path:
     """Generated queries per passage: a local doc2query checkpoint, or a tiny T5 trained here."""
     from harness.corpus.passages import load_passages
     from harness.corpus.qgen import generate_queries, sample_text
@@ -121,9 +141,18 @@ def qgen_stage(ctx: "RunContext", passages_file: Path, tokenizer_dir: Path) -> P
 
     def build(work: Path) -> dict[str, Any]:
         passages = load_passages(passages_file)
-        result = generate_queries(model_dir, passages, num_queries=q.num_queries, top_k=q.top_k, top_p=q.top_p,
-                                  input_prefix=q.input_prefix, max_new_tokens=q.max_new_tokens, seed=SEED,
-                                  out_path=work / "queries.jsonl", batch_size=q.batch_size)
+        result = generate_queries(
+            model_dir,
+            passages,
+            num_queries=q.num_queries,
+            top_k=q.top_k,
+            top_p=q.top_p,
+            input_prefix=q.input_prefix,
+            max_new_tokens=q.max_new_tokens,
+            seed=SEED,
+            out_path=work / "queries.jsonl",
+            batch_size=q.batch_size,
+        )
         for sample in result.samples[:3]:
             print(f"  sample queries: {sample_text(sample)}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
@@ -144,8 +173,10 @@ def report_grounding(passages: list[Any], queries_file: Path) -> dict[str, float
     ratio = own / other if other else float("inf")
     grounding["query_word_overlap_ratio"] = round(ratio, 2) if other else None
     verdict = "" if own - other >= 0.05 else " -- the generated queries barely depend on their passage"
-    print(f"  query words found in their own passage {own:.1%}, in another document's passage {other:.1%} "
-          f"({ratio:.1f}x){verdict}")
+    print(
+        f"  query words found in their own passage {own:.1%}, in another document's passage {other:.1%} "
+        f"({ratio:.1f}x){verdict}"
+    )
     return grounding
 
 
@@ -155,13 +186,15 @@ def train_pairs(source: str) -> list[tuple[str, str]]:
 
     name, split = benchmark_split(source)
     if split in ("test", ""):
-        raise HarnessError(f"query generator training pairs '{source}': name a training split (e.g. nfcorpus-train); "
-                           "test queries are never training text")
+        raise HarnessError(
+            f"query generator training pairs '{source}': name a training split (e.g. nfcorpus-train); "
+            "test queries are never training text"
+        )
     bench = get_benchmark(name)
     return pairs_from_qrels(bench.corpus(), bench.queries(split), bench.qrels(split))
 
 
-def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> Path:
+def term_qgen_stage(ctx: RunContext, q: QgenSettings, passages_file: Path) -> Path:
     """Queries from the learned term sampler (harness/corpus/term_qgen.py), which stands in
     for doc2query-T5 where none is available; fitted on training pairs only."""
     from harness.corpus.passages import load_passages
@@ -179,19 +212,24 @@ def term_qgen_stage(ctx: "RunContext", q: QgenSettings, passages_file: Path) -> 
         model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
         passages = load_passages(passages_file)
         write_term_queries(model, passages, config["num_queries"], SEED, work / "queries.jsonl")
-        samples = [{"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], SEED)}
-                   for p in passages[:3]]
+        samples = [
+            {"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], SEED)} for p in passages[:3]
+        ]
         for sample in samples:
             print(f"  sample queries: {sample_text(sample)}")
         ctx.tracker.log_text("\n".join(map(str, samples)), "qgen_samples.txt")
-        return {"passages": len(passages), "training_pairs": model.pairs, "samples": [str(s) for s in samples],
-                **report_grounding(passages, work / "queries.jsonl")}
+        return {
+            "passages": len(passages),
+            "training_pairs": model.pairs,
+            "samples": [str(s) for s in samples],
+            **report_grounding(passages, work / "queries.jsonl"),
+        }
 
     inputs = {"passages": input_key(passages_file), **get_benchmark(benchmark_split(source)[0]).files()}
     return ctx.cached_stage("qgen", None, config, inputs, build).dir / "queries.jsonl"
 
 
-def tiny_t5_stage(ctx: "RunContext", q: QgenSettings, tokenizer_dir: Path) -> Path:
+def tiny_t5_stage(ctx: RunContext, q: QgenSettings, tokenizer_dir: Path) -> Path:
     from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
 
     source = q.train_pairs
@@ -201,10 +239,19 @@ def tiny_t5_stage(ctx: "RunContext", q: QgenSettings, tokenizer_dir: Path) -> Pa
 
     def build(work: Path) -> dict[str, Any]:
         pairs = pairs_from_qrels(bench.corpus(), bench.queries(split or "train"), bench.qrels(split or "train"))
-        result = train_tiny_t5(pairs, tokenizer_dir, work / "model", steps=q.steps, input_prefix=q.input_prefix,
-                               max_input_tokens=q.max_input_tokens)
-        return {"pairs": len(pairs), "final_loss": float(result.losses[-1]) if result.losses else None,
-                "weight_change": result.weight_change}
+        result = train_tiny_t5(
+            pairs,
+            tokenizer_dir,
+            work / "model",
+            steps=q.steps,
+            input_prefix=q.input_prefix,
+            max_input_tokens=q.max_input_tokens,
+        )
+        return {
+            "pairs": len(pairs),
+            "final_loss": float(result.losses[-1]) if result.losses else None,
+            "weight_change": result.weight_change,
+        }
 
     inputs = {**bench.files(), "tokenizer": input_key(tokenizer_dir)}
     # code 2: trained on the shared engine (its schedule and epoch order): other weights than code 1's.
@@ -238,12 +285,14 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
     if any(not k.endswith("position_ids") for k in missing):
         raise HarnessError(f"checkpoint {path} lacks weights the encoder needs: {', '.join(missing[:5])} ...")
     if new_head:
-        print(f"  {model['init']} has no MLM head: a BERT head was added (transform and bias new, decoder tied "
-              "to the word embeddings)")
+        print(
+            f"  {model['init']} has no MLM head: a BERT head was added (transform and bias new, decoder tied "
+            "to the word embeddings)"
+        )
     return objective, tokenizer
 
 
-def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, queries_file: Path | None) -> Path:
+def pretrain_stage(ctx: RunContext, tokenizer_dir: Path, passages_file: Path, queries_file: Path | None) -> Path:
     from harness.corpus.epoch_examples import EpochExamples
     from harness.corpus.passage_file import PassageFile
     from harness.corpus.qgen import load_queries
@@ -253,8 +302,11 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
     settings = PretrainSettings.from_spec(ctx.spec)
     context = settings.context
     config = {"pretrain": settings.key(), "model": ctx.spec.get("model")}
-    inputs = {"passages": input_key(passages_file), "tokenizer": input_key(tokenizer_dir),
-              "queries": input_key(queries_file) if queries_file else ""}
+    inputs = {
+        "passages": input_key(passages_file),
+        "tokenizer": input_key(tokenizer_dir),
+        "queries": input_key(queries_file) if queries_file else "",
+    }
 
     def build(work: Path) -> dict[str, Any]:
         # Read lazily: one file offset per passage, a pair built when the trainer indexes it (each rank
@@ -266,14 +318,25 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         def examples_fn(epoch: int, rank: int = 0, world_size: int = 1) -> EpochExamples:
             return EpochExamples(context, passages, queries, epoch=epoch, seed=SEED)
 
-        train_cfg = TrainConfig(**settings.trainer_kwargs(settings.total_steps(len(passages))), seed=SEED,
-                                output_dir=work / "checkpoints")
-        result = train(objective, examples_fn, tokenizer, train_cfg,
-                       logger=lambda step, metrics: ctx.tracker.log_metrics(
-                           {f"pretrain/{k}": v for k, v in metrics.items()}, step=step))
+        train_cfg = TrainConfig(
+            **settings.trainer_kwargs(settings.total_steps(len(passages))), seed=SEED, output_dir=work / "checkpoints"
+        )
+        result = train(
+            objective,
+            examples_fn,
+            tokenizer,
+            train_cfg,
+            logger=lambda step, metrics: ctx.tracker.log_metrics(
+                {f"pretrain/{k}": v for k, v in metrics.items()}, step=step
+            ),
+        )
         if ranks.is_main():  # every rank holds the same weights after DDP; one writes them
-            export_encoder(objective, tokenizer, work / "encoder", metadata={
-                "method": ctx.spec.name, "profile": ctx.spec.profile, "spec_hash": ctx.spec.spec_hash})
+            export_encoder(
+                objective,
+                tokenizer,
+                work / "encoder",
+                metadata={"method": ctx.spec.name, "profile": ctx.spec.profile, "spec_hash": ctx.spec.spec_hash},
+            )
             # The encoder with its MLM head: learned-sparse fine-tuning (LexMAE) starts from the LM logits.
             objective.masked_lm().save_pretrained(work / "mlm")
             tokenizer.save_pretrained(work / "mlm")
@@ -281,18 +344,26 @@ def pretrain_stage(ctx: "RunContext", tokenizer_dir: Path, passages_file: Path, 
         head = sum(losses[:10]) / max(1, len(losses[:10]))
         tail = sum(losses[-10:]) / max(1, len(losses[-10:]))
         print(f"  pre-training loss: first 10 steps {head:.3f} -> last 10 steps {tail:.3f} ({result.step} steps)")
-        return {"steps": result.step, "loss_first10": head, "loss_last10": tail, "plan": result.plan["note"],
-                "world_size": result.plan["world_size"], "global_batch": result.plan["global_batch"],
-                "per_device_batch": result.plan["per_device_batch"],
-                "accumulation_steps": result.plan["accumulation_steps"],
-                "resumed_from": result.resumed_from, "notes": result.notes, "precision": result.precision,
-                "precision_source": precision_source(ctx.spec, "pretrain"),
-                "weight_change": result.weight_change}
+        return {
+            "steps": result.step,
+            "loss_first10": head,
+            "loss_last10": tail,
+            "plan": result.plan["note"],
+            "world_size": result.plan["world_size"],
+            "global_batch": result.plan["global_batch"],
+            "per_device_batch": result.plan["per_device_batch"],
+            "accumulation_steps": result.plan["accumulation_steps"],
+            "resumed_from": result.resumed_from,
+            "notes": result.notes,
+            "precision": result.precision,
+            "precision_source": precision_source(ctx.spec, "pretrain"),
+            "weight_change": result.weight_change,
+        }
 
     return ctx.cached_stage("pretrain", None, config, inputs, build, code_version="2").dir / "encoder"
 
 
-def run_pretrain(ctx: "RunContext") -> Path:
+def run_pretrain(ctx: RunContext) -> Path:
     """All pre-training stages for the spec; returns the exported encoder folder."""
     init = (ctx.spec.get("model") or {}).get("init")
     if init and init != "scratch":  # a missing init fails now (a dry-run lists it), not after the corpus stages

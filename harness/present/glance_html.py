@@ -13,9 +13,17 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.present.overview import (CONTROL, MATRIX_COLUMNS, NOT_COMPARABLE_WITH_PAPERS, ClaimRow, HeadlineRow, LearnedRow,
-                              MethodLine, legend)
 from harness.core.statuses import STATUSES
+from harness.present.overview import (
+    CONTROL,
+    MATRIX_COLUMNS,
+    NOT_COMPARABLE_WITH_PAPERS,
+    ClaimRow,
+    HeadlineRow,
+    LearnedRow,
+    MethodLine,
+    legend,
+)
 
 CSS = """<style>
 .glance-table {border-collapse: collapse; font-size: 0.85rem; width: 100%; margin-bottom: 0.5rem}
@@ -38,7 +46,7 @@ def esc(value: Any) -> str:
 
 def _text_colour(background: str) -> str:
     """Black on light badges (amber, grey), white on dark ones: legible either way."""
-    rgb = [int(background.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4)]
+    rgb = [int(background.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4)]
     return "#000" if 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 150 else "#fff"
 
 
@@ -47,8 +55,10 @@ def badge(state: str) -> str:
     status = STATUSES.get(state)
     colour = status.colour if status else "#9e9e9e"
     meaning = status.meaning if status else ""
-    return (f'<span class="badge" style="background:{colour};color:{_text_colour(colour)}" '
-            f'title="{esc(meaning)}">{esc(state)}</span>')
+    return (
+        f'<span class="badge" style="background:{colour};color:{_text_colour(colour)}" '
+        f'title="{esc(meaning)}">{esc(state)}</span>'
+    )
 
 
 def pts(value: float | None, signed: bool = False) -> str:
@@ -70,16 +80,20 @@ def counts_html(counts: Mapping[str, int]) -> str:
     return " ".join(f"{badge(state)} {n}" for state, n in counts.items()) or "nothing to show"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (),
-          scroll: bool = True) -> str:
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (), scroll: bool = True
+) -> str:
     """``rows`` hold cell HTML (already escaped); ``numeric`` are right-aligned column indexes; a long
     table scrolls inside its own box unless ``scroll`` is off."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
     box = ' class="glance-scroll"' if scroll else ""
-    return f'<div{box}><table class="glance-table"><thead><tr>{head}</tr></thead>' \
-           f"<tbody>{body}</tbody></table></div>"
+    return f'<div{box}><table class="glance-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _what_to_do(command: str, cost: str) -> str:
@@ -89,48 +103,84 @@ def _what_to_do(command: str, cost: str) -> str:
 
 # ----------------------------------------------------------------------------- 1a
 
-MATRIX_CAPTION = ("One line per method: how many of the papers' headline numbers for it (every paper that "
-                  "prints one, cited rows included) are in each state, on MS MARCO dev (MRR@10), TREC DL19 and "
-                  "DL20 (nDCG@10) and the BEIR datasets (nDCG@10); the last column is the run that would grade "
-                  "the untried ones and its projected cost on the spec's declared hardware. Every cell is "
-                  "listed below.")
+MATRIX_CAPTION = (
+    "One line per method: how many of the papers' headline numbers for it (every paper that "
+    "prints one, cited rows included) are in each state, on MS MARCO dev (MRR@10), TREC DL19 and "
+    "DL20 (nDCG@10) and the BEIR datasets (nDCG@10); the last column is the run that would grade "
+    "the untried ones and its projected cost on the spec's declared hardware. Every cell is "
+    "listed below."
+)
 
 
 def matrix_html(lines: Sequence[MethodLine]) -> str:
     def cell(found: Mapping[str, int]) -> str:
-        return "<br>".join(f'<span style="white-space:nowrap">{badge(state)} {n}</span>'
-                           for state, n in found.items()) or "-"
+        return (
+            "<br>".join(f'<span style="white-space:nowrap">{badge(state)} {n}</span>' for state, n in found.items())
+            or "-"
+        )
 
     def run(line: MethodLine) -> str:  # a long --dataset list wraps here rather than widening the table
         if not line.command:
             return "every headline number graded"
-        return (f'<code style="white-space:normal;word-break:break-all">{esc(line.command)}</code>'
-                f"<br>projected: {esc(line.cost)}")
+        return (
+            f'<code style="white-space:normal;word-break:break-all">{esc(line.command)}</code>'
+            f"<br>projected: {esc(line.cost)}"
+        )
 
-    out = [[f"<b>{esc(line.method)}</b>", *(cell(line.states[c]) for c in MATRIX_COLUMNS), run(line)]
-           for line in lines]
-    return table(["method", "MS MARCO dev", "DL19", "DL20", "BEIR", "paper run for the untried cells"], out,
-                 scroll=False)
+    out = [[f"<b>{esc(line.method)}</b>", *(cell(line.states[c]) for c in MATRIX_COLUMNS), run(line)] for line in lines]
+    return table(
+        ["method", "MS MARCO dev", "DL19", "DL20", "BEIR", "paper run for the untried cells"], out, scroll=False
+    )
 
 
-HEADLINE_HEADERS = ["paper", "row", "benchmark", "reported", "state", "reproduced", "delta", "90% CI (delta)",
-                    "runs / why", "reproduce with"]
+HEADLINE_HEADERS = [
+    "paper",
+    "row",
+    "benchmark",
+    "reported",
+    "state",
+    "reproduced",
+    "delta",
+    "90% CI (delta)",
+    "runs / why",
+    "reproduce with",
+]
 
 
 def headline_html(rows: Sequence[HeadlineRow]) -> str:
     out = []
     for r in rows:
         why = "<br>".join(esc(x) for x in (*r.runs, r.reason) if x)
-        out.append([esc(f"{r.paper} {r.table}"), esc(r.row) + (" (cited)" if r.cited else ""),
-                    esc(f"{r.benchmark} {r.measure}"),
-                    f'<span title="printed: {esc(r.printed)}">{pts(r.reported)}</span>', badge(r.state),
-                    pts(r.reproduced), pts(r.delta, True), interval(r.ci_low, r.ci_high, True), why,
-                    _what_to_do(r.command, r.cost)])
+        out.append(
+            [
+                esc(f"{r.paper} {r.table}"),
+                esc(r.row) + (" (cited)" if r.cited else ""),
+                esc(f"{r.benchmark} {r.measure}"),
+                f'<span title="printed: {esc(r.printed)}">{pts(r.reported)}</span>',
+                badge(r.state),
+                pts(r.reproduced),
+                pts(r.delta, True),
+                interval(r.ci_low, r.ci_high, True),
+                why,
+                _what_to_do(r.command, r.cost),
+            ]
+        )
     return table(HEADLINE_HEADERS, out, numeric=(3, 5, 6, 7))
 
 
-CLAIM_HEADERS = ["source", "A - B", "rows", "benchmark", "claimed", "state", "reproduced", "90% CI (seeds)",
-                 "effect ratio [90% CI]", "runs / why", "reproduce with"]
+CLAIM_HEADERS = [
+    "source",
+    "A - B",
+    "rows",
+    "benchmark",
+    "claimed",
+    "state",
+    "reproduced",
+    "90% CI (seeds)",
+    "effect ratio [90% CI]",
+    "runs / why",
+    "reproduce with",
+]
 
 
 def claims_html(rows: Sequence[ClaimRow]) -> str:
@@ -140,17 +190,33 @@ def claims_html(rows: Sequence[ClaimRow]) -> str:
     for r in rows:
         why = "<br>".join(esc(x) for x in (*r.runs, r.reason) if x)
         if r.kind == "count":
-            claimed, reproduced = f"{r.claimed:.0f} of {esc(r.benchmark)}", "-" if r.effect is None else f"&ge; {r.effect:.0f}"
+            claimed, reproduced = (
+                f"{r.claimed:.0f} of {esc(r.benchmark)}",
+                "-" if r.effect is None else f"&ge; {r.effect:.0f}",
+            )
         else:
             claimed, reproduced = pts(r.claimed, True), pts(r.effect, True)
         ratio = "-" if r.effect_ratio is None else f"{r.effect_ratio:.2f} {interval(r.ratio_low, r.ratio_high)}"
-        out.append([esc(r.source), esc(f"{r.a} - {r.b}"), esc(f"{r.a_row} - {r.b_row}" if r.a_row else "count"),
-                    esc(f"{r.benchmark} {r.measure}"), claimed, badge(r.state), reproduced,
-                    interval(r.ci_low, r.ci_high, True), ratio, why, _what_to_do(r.command, r.cost)])
+        out.append(
+            [
+                esc(r.source),
+                esc(f"{r.a} - {r.b}"),
+                esc(f"{r.a_row} - {r.b_row}" if r.a_row else "count"),
+                esc(f"{r.benchmark} {r.measure}"),
+                claimed,
+                badge(r.state),
+                reproduced,
+                interval(r.ci_low, r.ci_high, True),
+                ratio,
+                why,
+                _what_to_do(r.command, r.cost),
+            ]
+        )
     return table(CLAIM_HEADERS, out, numeric=(4, 6, 7, 8))
 
 
 # ----------------------------------------------------------------------------- 1b
+
 
 def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> tuple[list[str], list[dict[str, str]]]:
     """Method x benchmark for one profile: "value [CI]" and the effect against the control, points.
@@ -162,17 +228,22 @@ def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> tuple[list[str],
         line = table.setdefault(r.method, {"method": r.method, "run": r.run_id, "reproduce with": r.command})
         col = f"{r.benchmark} {r.measure}"
         line[col] = f"{pts(r.value)} {interval(r.ci_low, r.ci_high)}"
-        line[f"{col} vs control"] = ("control" if r.effect is None and r.method == CONTROL else
-                                     "-" if r.effect is None else
-                                     f"{pts(r.effect, True)} {interval(r.effect_low, r.effect_high, True)}")
+        line[f"{col} vs control"] = (
+            "control"
+            if r.effect is None and r.method == CONTROL
+            else "-"
+            if r.effect is None
+            else f"{pts(r.effect, True)} {interval(r.effect_low, r.effect_high, True)}"
+        )
     columns = ["method", *(c for b in benchmarks for c in (b, f"{b} vs control")), "run", "reproduce with"]
     return columns, list(table.values())
 
 
 def learned_html(rows: Sequence[LearnedRow], profile: str) -> str:
     columns, lines = learned_matrix(rows, profile)
-    cells = [[*(esc(line.get(c, "")) for c in columns[:-1]), f"<code>{esc(line['reproduce with'])}</code>"]
-             for line in lines]
+    cells = [
+        [*(esc(line.get(c, "")) for c in columns[:-1]), f"<code>{esc(line['reproduce with'])}</code>"] for line in lines
+    ]
     return table(columns, cells, numeric=tuple(range(1, len(columns) - 2)))
 
 
@@ -182,6 +253,8 @@ def profiles(rows: Sequence[LearnedRow]) -> list[str]:
     return sorted(found, key=lambda p: (p != "mini", p))
 
 
-LEARNED_CAPTION = ("Points (100 x fraction): the benchmark's primary measure with its bootstrap 95% CI over the "
-                   "run's queries; 'vs control': the paired-bootstrap effect against nopretrain's newest run of "
-                   f"the profile on the same queries (`python -m harness effects`). {NOT_COMPARABLE_WITH_PAPERS}.")
+LEARNED_CAPTION = (
+    "Points (100 x fraction): the benchmark's primary measure with its bootstrap 95% CI over the "
+    "run's queries; 'vs control': the paired-bootstrap effect against nopretrain's newest run of "
+    f"the profile on the same queries (`python -m harness effects`). {NOT_COMPARABLE_WITH_PAPERS}."
+)

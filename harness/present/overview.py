@@ -49,17 +49,19 @@ from harness.gate.labels import source_label, system_axes
 from harness.papers.registry import load_reported_cells, paper_key
 from harness.records.store import RunRecord, load_records, load_references, records_dir
 from harness.run import projection
-from harness.training.precision import resolve_precision
 from harness.run.runner import plan_method
 from harness.spec.method import load_method
+from harness.training.precision import resolve_precision
 
 CONTROL = "nopretrain"  # the learned runs' effects are against it (every spec's first compare_with)
 MAIN_TABLE = "Table 1"  # each paper's MS MARCO / TREC DL headline table
 # The states a glance row can have, in the legend's order: the grading rule's verdicts, then "not tried".
 STATES = (*VERDICTS, NOT_YET_RUN)
 GRADED = tuple(v for v in VERDICTS if v != NOT_COMPARABLE)
-NOT_COMPARABLE_WITH_PAPERS = ("not comparable with the papers: smaller data, models and step counts than the "
-                              "papers' (the profile's spec), so no paper's number is a reference for them")
+NOT_COMPARABLE_WITH_PAPERS = (
+    "not comparable with the papers: smaller data, models and step counts than the "
+    "papers' (the profile's spec), so no paper's number is a reference for them"
+)
 
 
 def legend() -> dict[str, tuple[str, str]]:
@@ -83,19 +85,19 @@ class HeadlineRow:
     method: str
     benchmark: str
     measure: str
-    printed: str            # as the paper printed it (0.319 or 31.9)
-    reported: float         # points
-    source: str             # as `check` names it in its "against" column
-    cited: bool             # the paper cites another paper's number in this row
+    printed: str  # as the paper printed it (0.319 or 31.9)
+    reported: float  # points
+    source: str  # as `check` names it in its "against" column
+    cited: bool  # the paper cites another paper's number in this row
     state: str
-    runs: list[str] = field(default_factory=list)   # the records that gave the state
+    runs: list[str] = field(default_factory=list)  # the records that gave the state
     reproduced: float | None = None
     delta: float | None = None
-    ci_low: float | None = None   # 90% CI of the delta from seed noise (what the rule reads)
+    ci_low: float | None = None  # 90% CI of the delta from seed noise (what the rule reads)
     ci_high: float | None = None
     reason: str = ""
-    command: str = ""             # how to reproduce (or re-run) it
-    cost: str = ""                # projected on the declared hardware, NOT-YET-RUN rows only
+    command: str = ""  # how to reproduce (or re-run) it
+    cost: str = ""  # projected on the declared hardware, NOT-YET-RUN rows only
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,9 +114,9 @@ class ClaimRow:
     b_row: str
     benchmark: str
     measure: str
-    claimed: float               # points; a count claim: the number of datasets the paper counts
+    claimed: float  # points; a count claim: the number of datasets the paper counts
     state: str
-    kind: str = "difference"     # "difference" | "count" ("better on 9 of 14 datasets")
+    kind: str = "difference"  # "difference" | "count" ("better on 9 of 14 datasets")
     effect: float | None = None  # the paper runs' A - B
     ci_low: float | None = None  # 90% CI of the run effect, seed noise (what the direction test reads)
     ci_high: float | None = None
@@ -138,12 +140,12 @@ class LearnedRow:
     method: str
     benchmark: str
     measure: str
-    value: float                  # points
-    ci_low: float | None          # bootstrap 95% CI over the run's queries
+    value: float  # points
+    ci_low: float | None  # bootstrap 95% CI over the run's queries
     ci_high: float | None
     queries: int
     run_id: str
-    effect: float | None = None   # minus the control's run on the same queries (points)
+    effect: float | None = None  # minus the control's run on the same queries (points)
     effect_low: float | None = None
     effect_high: float | None = None
     effect_p: float | None = None
@@ -167,9 +169,17 @@ class Glance:
 
 # ----------------------------------------------------------------------------- commands and costs
 
+
 def run_command(method: str, profile: str = "paper", datasets: Sequence[str] = ()) -> str:
-    return " ".join(["python -m harness run --method", method, "--profile", profile,
-                     *([f"--dataset {','.join(datasets)}"] if datasets else [])])
+    return " ".join(
+        [
+            "python -m harness run --method",
+            method,
+            "--profile",
+            profile,
+            *([f"--dataset {','.join(datasets)}"] if datasets else []),
+        ]
+    )
 
 
 def _datasets_of(benchmark: str) -> tuple[str, ...]:
@@ -177,7 +187,7 @@ def _datasets_of(benchmark: str) -> tuple[str, ...]:
     return tuple(aggregate.members) if aggregate else (benchmark,)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _spec_datasets(method: str) -> tuple[str, ...] | None:
     try:
         return tuple(load_method(method, "paper").get("datasets") or ())
@@ -194,7 +204,7 @@ def paper_command(method: str, benchmark: str) -> tuple[str, tuple[str, ...]]:
     return run_command(method, "paper", extra), extra
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def projected_cost(method: str, datasets: tuple[str, ...] = ()) -> str:
     """What ``run --method M --profile paper [--dataset ...] --dry-run`` projects on the spec's
     declared hardware, as one line; computed once per process (planning imports torch)."""
@@ -208,14 +218,18 @@ def projected_cost(method: str, datasets: tuple[str, ...] = ()) -> str:
     except Exception as exc:  # noqa: BLE001 - a cost that cannot be projected is said, not guessed
         return f"not projected ({type(exc).__name__}: {exc})"
     if not total.pflop:
-        return ("no training: indexing and retrieval only, not projected" if spec.get("family") == "lexical"
-                else "not projected (no measured step of its stages)")
+        return (
+            "no training: indexing and retrieval only, not projected"
+            if spec.get("family") == "lexical"
+            else "not projected (no measured step of its stages)"
+        )
     hours = projection.format_hours(total.hours) if total.hours is not None else "time not projected"
     unprojected = f"; not projected: {', '.join(total.unprojected)}" if total.unprojected else ""
     return f"{hours} on {total.hardware} ({total.pflop:,.0f} PFLOP){unprojected}"
 
 
 # ----------------------------------------------------------------------------- 1a: headline cells
+
 
 def _main_tables(cells: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
     """(paper, table) of each paper's headline tables: its Table 1 and every table with a BEIR dataset."""
@@ -242,8 +256,11 @@ def headline_cells(cells: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return out
 
 
-def headline_rows(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
-                  comparisons: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[HeadlineRow]:
+def headline_rows(
+    cells: Sequence[Mapping[str, Any]],
+    records: Sequence[RunRecord],
+    comparisons: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> list[HeadlineRow]:
     """One row per headline cell (``comparisons``: run id -> ``gate.grading.paper_comparisons`` dicts)."""
     graded = [r for r in records if r.profile in PAPER_GRADED]
     by_cell: dict[str, list[tuple[RunRecord, Mapping[str, Any]]]] = {}
@@ -254,10 +271,21 @@ def headline_rows(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecor
     rows = []
     for c in headline_cells(cells):
         conditions = c.get("conditions") or {}
-        row = HeadlineRow(paper_key(c), str(c.get("version") or ""), str(c.get("table")), str(c.get("row")),
-                          str(c.get("column")), str(c.get("method")), str(c.get("benchmark")),
-                          str(c.get("measure")), str(c.get("value")), float(points(c["score"])),
-                          source_label(c, axes), "cited" in conditions, NOT_YET_RUN)
+        row = HeadlineRow(
+            paper_key(c),
+            str(c.get("version") or ""),
+            str(c.get("table")),
+            str(c.get("row")),
+            str(c.get("column")),
+            str(c.get("method")),
+            str(c.get("benchmark")),
+            str(c.get("measure")),
+            str(c.get("value")),
+            float(points(c["score"])),
+            source_label(c, axes),
+            "cited" in conditions,
+            NOT_YET_RUN,
+        )
         found = by_cell.get(str(c.get("cell_id")), [])
         comparable = [(r, x) for r, x in found if x.get("status") in GRADED]
         row.command, extra = paper_command(row.method, row.benchmark)
@@ -267,12 +295,15 @@ def headline_rows(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecor
             row.runs = sorted({r.run_id for r, _ in comparable})
             row.reproduced, row.delta = x.get("reproduced"), x.get("delta")
             row.ci_low, row.ci_high = x.get("ci_low"), x.get("ci_high")
-            row.reason = "; ".join(filter(None, [inconclusive_note(x) if row.state == INCONCLUSIVE else "",
-                                                 str(x.get("notes") or "")]))
+            row.reason = "; ".join(
+                filter(None, [inconclusive_note(x) if row.state == INCONCLUSIVE else "", str(x.get("notes") or "")])
+            )
             if rec.profile == "checkpoint":  # released weights: re-scored by `reproduce`, not run
                 name = (rec.get("checkpoint") or {}).get("name", "")
-                row.command = (f"python -m harness reproduce --checkpoint {name} "
-                               f"--benchmark {','.join(_datasets_of(row.benchmark))}")
+                row.command = (
+                    f"python -m harness reproduce --checkpoint {name} "
+                    f"--benchmark {','.join(_datasets_of(row.benchmark))}"
+                )
         elif found:
             row.state = NOT_COMPARABLE
             row.runs = sorted({r.run_id for r, _ in found})
@@ -291,8 +322,9 @@ def _not_run_reason(method: str, benchmark: str, records: Sequence[RunRecord]) -
     if any(r.method == method and r.profile in PAPER_GRADED for r in records):
         return f"the paper-profile runs of {method} did not score {benchmark}"
     others = sorted({r.profile for r in records if r.method == method})
-    return "no paper-profile run yet" + (f"; the runs so far ({', '.join(others)}) are not comparable with "
-                                         "the papers" if others else "")
+    return "no paper-profile run yet" + (
+        f"; the runs so far ({', '.join(others)}) are not comparable with the papers" if others else ""
+    )
 
 
 # ----------------------------------------------------------------------------- 1a: one line per method
@@ -307,7 +339,7 @@ class MethodLine:
     the paper-profile run that would grade the untried ones with its projected cost."""
 
     method: str
-    states: dict[str, dict[str, int]]   # column -> state -> cells, in the legend's order
+    states: dict[str, dict[str, int]]  # column -> state -> cells, in the legend's order
     command: str = ""
     cost: str = ""
 
@@ -342,8 +374,10 @@ def method_lines(rows: Sequence[HeadlineRow]) -> list[MethodLine]:
 
 # ----------------------------------------------------------------------------- 1a: printed effects
 
-def claim_rows(records: Sequence[RunRecord], claims: Sequence[Any] | None = None,
-               pairs: Sequence[tuple[str, str]] | None = None) -> list[ClaimRow]:
+
+def claim_rows(
+    records: Sequence[RunRecord], claims: Sequence[Any] | None = None, pairs: Sequence[tuple[str, str]] | None = None
+) -> list[ClaimRow]:
     """Every printed difference of ``pairs`` (default ``claims.claim_pairs``: the specs' pairs, the
     methods sharing a table, a method's stages), graded from the paper records' effects as ``check``
     grades them (``gate.grading.effect_rows``: the same effects and checks), then the count claims.
@@ -358,37 +392,65 @@ def claim_rows(records: Sequence[RunRecord], claims: Sequence[Any] | None = None
     latest = latest_by_method(records, "paper")
     rows = []
     for claim in claims:
-        row = ClaimRow(claim.source, claim.a, claim.b, claim.a_row, claim.b_row, claim.benchmark, claim.measure,
-                       claim.delta, NOT_YET_RUN)
+        row = ClaimRow(
+            claim.source,
+            claim.a,
+            claim.b,
+            claim.a_row,
+            claim.b_row,
+            claim.benchmark,
+            claim.measure,
+            claim.delta,
+            NOT_YET_RUN,
+        )
         hit = checks.get(claim.key)
         why = "" if hit else spec_reason(claim)
         if hit is not None:
             effect, check = hit
             row.state, row.effect, row.reason = check["status"], check.get("effect"), check.get("reason") or ""
             row.ci_low, row.ci_high = check.get("ci_low"), check.get("ci_high")
-            row.effect_ratio, row.ratio_low, row.ratio_high = (check.get("effect_ratio"), check.get("ratio_low"),
-                                                               check.get("ratio_high"))
+            row.effect_ratio, row.ratio_low, row.ratio_high = (
+                check.get("effect_ratio"),
+                check.get("ratio_low"),
+                check.get("ratio_high"),
+            )
             if row.state == INCONCLUSIVE and not row.reason:
                 n = check.get("seeds_needed")
-                row.reason = (f"{n} run(s) per side would settle it at this effect" if n else
-                              "no number of runs up to 20 per side settles it at this effect")
+                row.reason = (
+                    f"{n} run(s) per side would settle it at this effect"
+                    if n
+                    else "no number of runs up to 20 per side settles it at this effect"
+                )
             row.runs = list(dict.fromkeys([effect.a_run, effect.b_run]))
             row.command = " && ".join(run_command(m) for m in dict.fromkeys((claim.a, claim.b)))
         elif why:
             row.state, row.reason = NOT_COMPARABLE, why
         else:
             row.reason = _missing(claim, latest)
-            todo = [m for m in dict.fromkeys((claim.a, claim.b)) if m not in latest] or \
-                list(dict.fromkeys((claim.a, claim.b)))
+            todo = [m for m in dict.fromkeys((claim.a, claim.b)) if m not in latest] or list(
+                dict.fromkeys((claim.a, claim.b))
+            )
             row.command = " && ".join(paper_command(m, claim.benchmark)[0] for m in todo)
             row.cost = "; ".join(f"{m}: {projected_cost(m, paper_command(m, claim.benchmark)[1])}" for m in todo)
         rows.append(row)
     for count in count_checks(effects, pairs):
-        rows.append(ClaimRow(count.source, count.a, count.b, "", "", f"{count.datasets} datasets", count.measure,
-                             float(count.stated), count.status, kind="count",
-                             effect=None if count.at_least is None else float(count.at_least),
-                             reason=f"{count.text!r}: {count.reason}",
-                             runs=[latest[m].run_id for m in (count.a, count.b) if m in latest]))
+        rows.append(
+            ClaimRow(
+                count.source,
+                count.a,
+                count.b,
+                "",
+                "",
+                f"{count.datasets} datasets",
+                count.measure,
+                float(count.stated),
+                count.status,
+                kind="count",
+                effect=None if count.at_least is None else float(count.at_least),
+                reason=f"{count.text!r}: {count.reason}",
+                runs=[latest[m].run_id for m in (count.a, count.b) if m in latest],
+            )
+        )
     return rows
 
 
@@ -413,14 +475,16 @@ def _missing(claim: Any, latest: Mapping[str, RunRecord]) -> str:
         if unscored:
             found.append(f"{where} did not score {', '.join(unscored)}{at}")
             continue
-        lacking = [d for d in datasets if canonical_measure(claim.measure) not in
-                   {canonical_measure(m) for m in scores[d]}]
+        lacking = [
+            d for d in datasets if canonical_measure(claim.measure) not in {canonical_measure(m) for m in scores[d]}
+        ]
         if lacking:
             found.append(f"{where} scored {', '.join(lacking)} but not {claim.measure}{at}")
     return "; ".join(dict.fromkeys(found)) or "the paper runs' effect was not computed"
 
 
 # ----------------------------------------------------------------------------- 1b: learned runs
+
 
 def learned_rows(records: Sequence[RunRecord], control: str = CONTROL) -> list[LearnedRow]:
     """The newest run of each method in every profile not graded against the papers, each benchmark's
@@ -440,8 +504,18 @@ def learned_rows(records: Sequence[RunRecord], control: str = CONTROL) -> list[L
                 if measure not in values:
                     continue
                 scores = rec.per_query.get(dataset, {}).get(measure) or {}
-                row = LearnedRow(profile, method, dataset, measure, float(points(values[measure])), None, None,
-                                 len(scores), rec.run_id, command=run_command(method, profile))
+                row = LearnedRow(
+                    profile,
+                    method,
+                    dataset,
+                    measure,
+                    float(points(values[measure])),
+                    None,
+                    None,
+                    len(scores),
+                    rec.run_id,
+                    command=run_command(method, profile),
+                )
                 if scores:
                     ci = bootstrap_ci(scores)
                     row.ci_low, row.ci_high = points(ci.low), points(ci.high)
@@ -455,8 +529,13 @@ def learned_rows(records: Sequence[RunRecord], control: str = CONTROL) -> list[L
 
 # ----------------------------------------------------------------------------- all of it
 
-def build(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRecord],
-          comparisons: Mapping[str, Sequence[Mapping[str, Any]]], claims: Sequence[Any] | None = None) -> Glance:
+
+def build(
+    cells: Sequence[Mapping[str, Any]],
+    records: Sequence[RunRecord],
+    comparisons: Mapping[str, Sequence[Mapping[str, Any]]],
+    claims: Sequence[Any] | None = None,
+) -> Glance:
     """The glance over loaded inputs (records without integrity problems; ``comparisons`` of the
     paper-graded ones from ``gate.grading.paper_comparisons``, as the leaderboard's loader makes them)."""
     return Glance(headline_rows(cells, records, comparisons), claim_rows(records, claims), learned_rows(records))
@@ -474,12 +553,17 @@ def from_folder(records: str | Path | None = None, reported: str | Path | None =
     by_id = {r.run_id: r for r in recs}
     # what the leaderboard shows as results: never an edited record (CORRUPT), one run on other data than
     # the catalog's (DATA-MISMATCH), or one of an unknown or changed spec (set apart)
-    usable = [r for r in recs if not r.integrity_problems and not data_mismatches(r)
-              and set_apart(r, references, by_id) is None]
+    usable = [
+        r
+        for r in recs
+        if not r.integrity_problems and not data_mismatches(r) and set_apart(r, references, by_id) is None
+    ]
     cells, error = load_reported_cells(reported)
     if error or cells is None:
-        raise HarnessError(f"{reported or 'baselines/reported/'}: the papers' cells cannot be loaded ({error}); "
-                           "fix the registry file it names, or pass a snapshot written by "
-                           "`python -m harness reported --json PATH`")
+        raise HarnessError(
+            f"{reported or 'baselines/reported/'}: the papers' cells cannot be loaded ({error}); "
+            "fix the registry file it names, or pass a snapshot written by "
+            "`python -m harness reported --json PATH`"
+        )
     comparisons = {r.run_id: paper_comparisons(r, cells) for r in usable if r.profile in PAPER_GRADED}
     return build(cells, usable, comparisons)

@@ -91,8 +91,21 @@ def gate_command(row: GateRow, records: dict[str, RunRecord] | None = None) -> s
     return run_command(row.method, row.profile)
 
 
-GATE_HEADERS = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta",
-                "tol", "CI (delta)", "note", "reproduce with"]
+GATE_HEADERS = [
+    "status",
+    "run",
+    "benchmark",
+    "stage",
+    "measure",
+    "against",
+    "expected",
+    "reproduced",
+    "delta",
+    "tol",
+    "CI (delta)",
+    "note",
+    "reproduce with",
+]
 
 
 def _gate_table(rows: Sequence[GateRow], by_id: dict[str, RunRecord], scroll: bool = True) -> str:
@@ -100,9 +113,19 @@ def _gate_table(rows: Sequence[GateRow], by_id: dict[str, RunRecord], scroll: bo
     for r in rows:
         command = gate_command(r, by_id)
         # the numbers exactly as `check` prints them: points, the paper's precision, no delta where not comparable
-        cells.append([badge(r.status), esc(r.run_id), esc(r.benchmark), esc(r.stage or "-"), esc(r.measure),
-                      esc(r.against), *(esc(x) for x in row_numbers(r)), esc(r.note),
-                      f"<code>{esc(command)}</code>" if command else ""])
+        cells.append(
+            [
+                badge(r.status),
+                esc(r.run_id),
+                esc(r.benchmark),
+                esc(r.stage or "-"),
+                esc(r.measure),
+                esc(r.against),
+                *(esc(x) for x in row_numbers(r)),
+                esc(r.note),
+                f"<code>{esc(command)}</code>" if command else "",
+            ]
+        )
     return table(GATE_HEADERS, cells, numeric=(6, 7, 8, 9, 10), scroll=scroll)
 
 
@@ -123,10 +146,12 @@ def gate_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
     folded = [r for r in gate.rows if id(r) not in failed and r.status in FOLDED]
     out = f'<div class="wide">{_gate_table(shown, by_id, scroll=False)}</div>'
     if folded:
-        out += (f'\n<details class="folded"><summary>{len(folded)} row(s) folded ({esc(_counted(folded))}): older '
-                "records and the references the others are graded against, not graded themselves; open to "
-                "list them</summary>\n"
-                f'<div class="wide">{_gate_table(folded, by_id, scroll=False)}</div></details>')
+        out += (
+            f'\n<details class="folded"><summary>{len(folded)} row(s) folded ({esc(_counted(folded))}): older '
+            "records and the references the others are graded against, not graded themselves; open to "
+            "list them</summary>\n"
+            f'<div class="wide">{_gate_table(folded, by_id, scroll=False)}</div></details>'
+        )
     return out
 
 
@@ -136,8 +161,10 @@ def verdict_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
     colour = STATUSES[PASS if gate.passed else FAIL].colour
     where = ", listed first below" if failing else ""
     what = f" ({esc(_counted(failing))})" if failing else ""
-    line = (f'<p id="verdict" class="verdict" style="background:{colour}">Gate {gate.verdict}: '
-            f"{len(failing)} failing row(s) of {len(gate.rows)}{what}{where} (<code>python -m harness check</code>)</p>")
+    line = (
+        f'<p id="verdict" class="verdict" style="background:{colour}">Gate {gate.verdict}: '
+        f"{len(failing)} failing row(s) of {len(gate.rows)}{what}{where} (<code>python -m harness check</code>)</p>"
+    )
     if not failing:
         return line
     by_id = {rec.run_id: rec for rec in records}
@@ -146,17 +173,35 @@ def verdict_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
 
 def records_html(records: Sequence[RunRecord]) -> str:
     """Each record's seal and the machine it ran on."""
-    headers = ["run", "method", "profile", "created", "integrity sha256", "cpu model", "cpus", "cuda devices",
-               "reproduce with"]
+    headers = [
+        "run",
+        "method",
+        "profile",
+        "created",
+        "integrity sha256",
+        "cpu model",
+        "cpus",
+        "cuda devices",
+        "reproduce with",
+    ]
     rows = []
     for rec in sorted(records, key=lambda r: (r.method, r.profile, r.created)):
         detected = (rec.get("hardware") or {}).get("detected") or {}
         cuda = detected.get("cuda_devices") or []
         command = record_command(rec)
-        rows.append([esc(rec.run_id), esc(rec.method), esc(rec.profile), esc(rec.created),
-                     f"<code>{esc((rec.get('integrity') or {}).get('sha256') or 'unsealed')}</code>",
-                     esc(detected.get("cpu_model") or "-"), esc(detected.get("cpus") or "-"),
-                     esc(", ".join(map(str, cuda)) or "none"), f"<code>{esc(command)}</code>"])
+        rows.append(
+            [
+                esc(rec.run_id),
+                esc(rec.method),
+                esc(rec.profile),
+                esc(rec.created),
+                f"<code>{esc((rec.get('integrity') or {}).get('sha256') or 'unsealed')}</code>",
+                esc(detected.get("cpu_model") or "-"),
+                esc(detected.get("cpus") or "-"),
+                esc(", ".join(map(str, cuda)) or "none"),
+                f"<code>{esc(command)}</code>",
+            ]
+        )
     return table(headers, rows)
 
 
@@ -171,14 +216,16 @@ def learned_svg(rows: Sequence[LearnedRow], profile: str = "mini") -> str:
     top = max(10.0, 10.0 * -(-high // 10))  # the next multiple of 10 points
     left, width, row_h, pad = 170, 600, 18, 30
     height = pad + len(benchmarks) * (len(methods) * row_h + pad) + 20
+
     def x(v: float) -> float:
         return left + width * v / top
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 40}" height="{height}" '
-             f'role="img" aria-label="{esc(profile)} runs, points with 95% CI">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 40}" height="{height}" '
+        f'role="img" aria-label="{esc(profile)} runs, points with 95% CI">'
+    ]
     for tick in range(0, int(top) + 1, 10):
-        parts.append(f'<line x1="{x(tick):.1f}" y1="{pad - 10}" x2="{x(tick):.1f}" y2="{height - 20}" '
-                     'stroke="#ddd"/>')
+        parts.append(f'<line x1="{x(tick):.1f}" y1="{pad - 10}" x2="{x(tick):.1f}" y2="{height - 20}" stroke="#ddd"/>')
         parts.append(f'<text x="{x(tick):.1f}" y="{height - 5}" text-anchor="middle">{tick}</text>')
     y = pad
     for bench in benchmarks:
@@ -190,11 +237,15 @@ def learned_svg(rows: Sequence[LearnedRow], profile: str = "mini") -> str:
                 continue
             colour = "#616161" if method == CONTROL else "#1565c0"
             parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{esc(method)}</text>')
-            parts.append(f'<line x1="{x(row.ci_low):.1f}" y1="{y}" x2="{x(row.ci_high):.1f}" y2="{y}" '
-                         f'stroke="{colour}" stroke-width="2"/>')
-            parts.append(f'<circle cx="{x(row.value):.1f}" cy="{y}" r="4" fill="{colour}">'
-                         f'<title>{esc(f"{method} {bench}: {row.value:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]")}'
-                         "</title></circle>")
+            parts.append(
+                f'<line x1="{x(row.ci_low):.1f}" y1="{y}" x2="{x(row.ci_high):.1f}" y2="{y}" '
+                f'stroke="{colour}" stroke-width="2"/>'
+            )
+            parts.append(
+                f'<circle cx="{x(row.value):.1f}" cy="{y}" r="4" fill="{colour}">'
+                f"<title>{esc(f'{method} {bench}: {row.value:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]')}"
+                "</title></circle>"
+            )
         y += pad
     parts.append("</svg>")
     return "".join(parts)
@@ -206,17 +257,26 @@ def yours_html(yours: GateResult | None, records: Sequence[RunRecord]) -> str:
         return ""
     verdict = "would pass" if yours.passed else "would fail"
     counts = ", ".join(f"{k} {v}" for k, v in yours.counts().items()) or "nothing graded"
-    return (f'<h2 id="yours">{esc(YOUR_RUNS.capitalize())} (<code>{esc(str(yours.records_dir))}</code>): '
-            f"not gated</h2>\n<p class=\"caption\">{len(records)} record(s) of your own; {esc(counts)}: they "
-            f"{verdict} the gate once added (<code>python -m harness check --add RUN_ID</code>). They never "
-            "change the gate's verdict above.</p>\n"
-            + _gate_table(yours.rows, {rec.run_id: rec for rec in records}))
+    return (
+        f'<h2 id="yours">{esc(YOUR_RUNS.capitalize())} (<code>{esc(str(yours.records_dir))}</code>): '
+        f'not gated</h2>\n<p class="caption">{len(records)} record(s) of your own; {esc(counts)}: they '
+        f"{verdict} the gate once added (<code>python -m harness check --add RUN_ID</code>). They never "
+        "change the gate's verdict above.</p>\n" + _gate_table(yours.rows, {rec.run_id: rec for rec in records})
+    )
 
 
-def render(glance: Glance, gate: GateResult, records: Sequence[RunRecord], *, records_dir: str,
-           reported: str, yours: GateResult | None = None, your_records: Sequence[RunRecord] = ()) -> str:
+def render(
+    glance: Glance,
+    gate: GateResult,
+    records: Sequence[RunRecord],
+    *,
+    records_dir: str,
+    reported: str,
+    yours: GateResult | None = None,
+    your_records: Sequence[RunRecord] = (),
+) -> str:
     """The whole index.html (``yours``: the user's own runs graded apart, :func:`harness.gate.run.your_runs`)."""
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     counts = ", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"
     learned = "".join(f"<h3>Profile {esc(p)}</h3>{learned_html(glance.learned, p)}" for p in profiles(glance.learned))
     return f"""<!DOCTYPE html>
@@ -262,17 +322,21 @@ first, rows that grade nothing folded.</p>
 
 def summary_line(glance: Glance, gate: GateResult, records: int, yours: int = 0) -> str:
     """What the report says, in one line: the states of the headline cells and claims, the gate."""
+
     def states(counts: dict[str, int]) -> str:
         return ", ".join(f"{state} {n}" for state, n in counts.items()) or "none"
 
-    return (f"{len(glance.headline)} headline cells ({states(glance.counts(glance.headline))}); "
-            f"{len(glance.claims)} printed effects ({states(glance.counts(glance.claims))}); "
-            f"gate {gate.verdict} over {records} record(s)"
-            + (f"; {yours} of {YOUR_RUNS} (runs/local/, not gated)" if yours else ""))
+    return (
+        f"{len(glance.headline)} headline cells ({states(glance.counts(glance.headline))}); "
+        f"{len(glance.claims)} printed effects ({states(glance.counts(glance.claims))}); "
+        f"gate {gate.verdict} over {records} record(s)"
+        + (f"; {yours} of {YOUR_RUNS} (runs/local/, not gated)" if yours else "")
+    )
 
 
-def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
-                 reported: str | Path | None = None) -> tuple[Path, str]:
+def write_report(
+    out_dir: str | Path, records_dir: str | Path | None = None, reported: str | Path | None = None
+) -> tuple[Path, str]:
     """Write the site into ``out_dir`` atomically (the folder appears whole or not at all, replacing
     an older report); returns the index.html path and :func:`summary_line`."""
 
@@ -285,8 +349,15 @@ def write_report(out_dir: str | Path, records_dir: str | Path | None = None,
     # runs/local/ sits beside the committed records only: a report of another folder leaves it out
     yours = your_runs(folder, reported=reported) if folder.resolve() == default_records().resolve() else None
     mine = load_records(yours.records_dir)[0] if yours is not None else []
-    page = render(glance, gate, records, records_dir=str(folder), reported=str(reported or "baselines/reported/"),
-                  yours=yours, your_records=mine)
+    page = render(
+        glance,
+        gate,
+        records,
+        records_dir=str(folder),
+        reported=str(reported or "baselines/reported/"),
+        yours=yours,
+        your_records=mine,
+    )
     with atomic_dir(out) as work:
         (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")
         (work / INDEX).write_text(page, encoding="utf-8")
@@ -300,8 +371,14 @@ def _refuse_foreign(out: Path) -> None:
     if not out.exists() or out.is_dir() and next(out.iterdir(), None) is None:
         return
     index = out / INDEX
-    ours = out.is_dir() and {p.name for p in out.iterdir()} <= {INDEX, STYLE} and index.is_file() \
+    ours = (
+        out.is_dir()
+        and {p.name for p in out.iterdir()} <= {INDEX, STYLE}
+        and index.is_file()
         and GENERATOR in index.read_text(encoding="utf-8", errors="replace")
+    )
     if not ours:
-        raise HarnessError(f"{out}: exists and is not an earlier report (the report replaces its folder whole); "
-                           "give a new folder, or remove this one yourself")
+        raise HarnessError(
+            f"{out}: exists and is not an earlier report (the report replaces its folder whole); "
+            "give a new folder, or remove this one yourself"
+        )

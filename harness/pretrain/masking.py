@@ -94,9 +94,7 @@ def mask_tokens(
     ``special_mask`` is True at special tokens and padding (never masked).
     """
     positions = choose_positions(~special_mask.bool(), ratio, generator)
-    return corrupt(input_ids, positions, generator, mask_token_id, random_ids), labels_at(
-        input_ids, positions
-    )
+    return corrupt(input_ids, positions, generator, mask_token_id, random_ids), labels_at(input_ids, positions)
 
 
 def random_token_ids(tokenizer) -> Tensor:

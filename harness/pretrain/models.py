@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Any
 
 import torch
@@ -27,9 +26,9 @@ from transformers import BertConfig, BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer, BertOnlyMLMHead
 
-from harness.stages.checkpoints import load_pretrained
 from harness.core.errors import HarnessError
 from harness.core.numerics import upcast
+from harness.stages.checkpoints import load_pretrained
 
 IGNORE_INDEX = -100
 
@@ -54,9 +53,7 @@ def bert_config_from_dict(values: dict[str, Any] | None = None, **overrides: Any
     known = set(BertConfig().to_dict())
     unknown = sorted(set(merged) - known)
     if unknown:
-        raise HarnessError(
-            f"unknown BERT config key(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}"
-        )
+        raise HarnessError(f"unknown BERT config key(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}")
     if merged["hidden_size"] % merged["num_attention_heads"]:
         raise HarnessError(
             f"hidden_size {merged['hidden_size']} is not a multiple of "
@@ -79,8 +76,10 @@ def load_masked_lm(path: str | Path) -> tuple[BertForMaskedLM, bool]:
     model.tie_weights()
     out, emb = model.get_output_embeddings(), model.get_input_embeddings()
     if out.weight.data_ptr() != emb.weight.data_ptr():
-        raise HarnessError(f"{path}: the MLM decoder is not tied to the word embeddings (tie_word_embeddings is off "
-                           "in its config); the objectives' heads assume BERT's tying")
+        raise HarnessError(
+            f"{path}: the MLM decoder is not tied to the word embeddings (tie_word_embeddings is off "
+            "in its config); the objectives' heads assume BERT's tying"
+        )
     return model, new_head
 
 
@@ -118,16 +117,12 @@ def tied_mlm_head(model: BertForMaskedLM) -> BertOnlyMLMHead:
     return head
 
 
-def run_layers(
-    layers: nn.ModuleList, config: BertConfig, hidden: Tensor, attention_mask: Tensor
-) -> Tensor:
+def run_layers(layers: nn.ModuleList, config: BertConfig, hidden: Tensor, attention_mask: Tensor) -> Tensor:
     """Run ``BertLayer`` s over ``hidden`` [B, L, H] with a 0/1 padding mask [B, L].
 
     The mask is built with the same helper (and attention implementation) as ``BertModel``.
     """
-    mask = create_bidirectional_mask(
-        config=config, inputs_embeds=hidden, attention_mask=attention_mask
-    )
+    mask = create_bidirectional_mask(config=config, inputs_embeds=hidden, attention_mask=attention_mask)
     for layer in layers:
         out = layer(hidden, mask)
         hidden = out[0] if isinstance(out, tuple) else out

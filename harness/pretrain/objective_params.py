@@ -21,8 +21,9 @@ This module is the registry's leaf: it imports no objective and no torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from harness.core.errors import HarnessError, UnknownNameError
 from harness.spec.kinds import Kind, example_text
@@ -61,15 +62,17 @@ class Declared:
 REGISTRY: dict[str, Declared] = {}  # filled by register_objective as the modules are imported
 
 
-def register_objective(name: str, losses: tuple[str, ...], params: dict[str, Param],
-                       checks: tuple[JointCheck, ...] = ()) -> Callable[[type], type]:
+def register_objective(
+    name: str, losses: tuple[str, ...], params: dict[str, Param], checks: tuple[JointCheck, ...] = ()
+) -> Callable[[type], type]:
     """Class decorator: declare objective ``name`` with its parameters (see the module docstring)."""
 
     def register(cls: type) -> type:
         known = REGISTRY.get(name)
         if known is not None and known.module != cls.__module__:
-            raise HarnessError(f"objective '{name}' is registered twice: by {known.module} and by {cls.__module__}; "
-                               "rename one of them")
+            raise HarnessError(
+                f"objective '{name}' is registered twice: by {known.module} and by {cls.__module__}; rename one of them"
+            )
         cls.name = name
         REGISTRY[name] = Declared(name, cls, tuple(losses), dict(params), tuple(checks), cls.__module__)
         return cls

@@ -43,10 +43,10 @@ import contextlib
 import hashlib
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -90,10 +90,12 @@ class TrainConfig(LoopConfig):
         super().check()
         self.need_positive_int("steps", "global_batch", "per_device_batch")
         self.need(self.max_length > 0, "max_length", "must be positive")
-        self.need(self.grad_cache_chunk is None or self.grad_cache_chunk > 0, "grad_cache_chunk",
-                  "must be positive or None")
-        self.need(self.stop_after is None or 0 < self.stop_after <= self.steps, "stop_after",
-                  "must be between 1 and steps")
+        self.need(
+            self.grad_cache_chunk is None or self.grad_cache_chunk > 0, "grad_cache_chunk", "must be positive or None"
+        )
+        self.need(
+            self.stop_after is None or 0 < self.stop_after <= self.steps, "stop_after", "must be between 1 and steps"
+        )
 
 
 @dataclass
@@ -180,10 +182,17 @@ def plan_batches(
         # The whole contrastive batch fits in one pass: gradient caching would only repeat the
         # forward pass, so take the plain full-batch step (the same gradient).
         return {
-            "mode": "accumulation", "global_batch": g, "world_size": 1, "per_device_batch": g, "per_rank_batch": g,
-            "accumulation_steps": 1, "grad_cache_chunk": None, "grad_cache_chunks": None, "contrastive_batch": g,
+            "mode": "accumulation",
+            "global_batch": g,
+            "world_size": 1,
+            "per_device_batch": g,
+            "per_rank_batch": g,
+            "accumulation_steps": 1,
+            "grad_cache_chunk": None,
+            "grad_cache_chunks": None,
+            "contrastive_batch": g,
             "note": f"global batch {g} in one full-batch step on 1 device (the contrastive loss sees all {g}; "
-                    "no gradient caching needed)",
+            "no gradient caching needed)",
         }
     note = (
         f"global batch {g} = {per_rank} per rank x {w} rank(s), no accumulation (the contrastive loss needs the "
@@ -284,8 +293,15 @@ class PretrainTask(Task):
     name = "pretrain"
     checkpoint_at_end = True  # pre-training has no finished-folder marker of its own
 
-    def __init__(self, objective: nn.Module, examples_fn: ExamplesFn, tokenizer: Any, config: TrainConfig,
-                 plan: dict[str, Any], info: D.DistInfo):
+    def __init__(
+        self,
+        objective: nn.Module,
+        examples_fn: ExamplesFn,
+        tokenizer: Any,
+        config: TrainConfig,
+        plan: dict[str, Any],
+        info: D.DistInfo,
+    ):
         self.model, self.tokenizer, self.config, self.plan = objective, tokenizer, config, plan
         self.total_steps = config.steps
         # The grad-cache path runs its own backward passes and syncs gradients itself.
@@ -364,17 +380,39 @@ def train(
         grad_cache = None if supports_acc else getattr(objective, "grad_cache_step", None)
         if not supports_acc and not callable(grad_cache):
             raise HarnessError(f"{type(objective).__name__} cannot accumulate gradients but has no grad_cache_step")
-        plan = plan_batches(config.global_batch, config.per_device_batch, info.world_size, supports_acc,
-                            config.grad_cache_chunk,
-                            gathers_across_ranks=bool(getattr(objective, "gathers_across_ranks", False)))
+        plan = plan_batches(
+            config.global_batch,
+            config.per_device_batch,
+            info.world_size,
+            supports_acc,
+            config.grad_cache_chunk,
+            gathers_across_ranks=bool(getattr(objective, "gathers_across_ranks", False)),
+        )
         notes.say(plan["note"])
         task = PretrainTask(objective, examples_fn, tokenizer, config, plan, info)
         task.can_scale_loss = grad_cache is None or _accepts(grad_cache, "scaler")
         # changing any of it mid-run would make the resumed run a different experiment
         identity = {**config.identity(), "objective": type(objective).__name__}
-        out = run(task, config, info, Path(config.output_dir), notes, identity=identity,
-                  layout={"per_device_batch": plan["per_device_batch"]}, logger=logger)
-    return TrainResult(step=out.step, loss_history=out.loss_history, metrics_history=list(out.metrics), plan=plan,
-                       output_dir=Path(config.output_dir), checkpoint=out.checkpoint, resumed_from=out.resumed_from,
-                       stopped_early=out.stopped_early, precision=out.precision, notes=out.notes.lines,
-                       weight_change=out.weight_change.to_dict() if out.weight_change else None)
+        out = run(
+            task,
+            config,
+            info,
+            Path(config.output_dir),
+            notes,
+            identity=identity,
+            layout={"per_device_batch": plan["per_device_batch"]},
+            logger=logger,
+        )
+    return TrainResult(
+        step=out.step,
+        loss_history=out.loss_history,
+        metrics_history=list(out.metrics),
+        plan=plan,
+        output_dir=Path(config.output_dir),
+        checkpoint=out.checkpoint,
+        resumed_from=out.resumed_from,
+        stopped_early=out.stopped_early,
+        precision=out.precision,
+        notes=out.notes.lines,
+        weight_change=out.weight_change.to_dict() if out.weight_change else None,
+    )

@@ -37,8 +37,12 @@ from harness.core import benchmarks as declared
 AGGREGATE_TOLERANCE = 1e-9
 # field -> how many dict levels its parts go down ({dataset: {measure: value}} -> 2).
 PART_DEPTH = {
-    "metrics": 2, "per_query": 2, "metrics_by_stage": 3, "per_query_by_stage": 3,
-    "efficiency": 2, "efficiency_by_stage": 3,
+    "metrics": 2,
+    "per_query": 2,
+    "metrics_by_stage": 3,
+    "per_query_by_stage": 3,
+    "efficiency": 2,
+    "efficiency_by_stage": 3,
 }
 # (aggregate field, per-query field, levels above the dataset) pairs that must agree.
 AGGREGATE_PAIRS = (("metrics", "per_query", 0), ("metrics_by_stage", "per_query_by_stage", 1))
@@ -77,14 +81,19 @@ def seal_problems(record: dict[str, Any]) -> list[str]:
     """Why the seal does not match the record (empty when it does)."""
     block = record.get("integrity")
     if not isinstance(block, dict) or not isinstance(block.get("parts"), dict):
-        return ["unsealed: no integrity block (it was removed, or the file was not written by the harness); "
-                "a record without its seal cannot be told from an edited one: re-run the method"]
+        return [
+            "unsealed: no integrity block (it was removed, or the file was not written by the harness); "
+            "a record without its seal cannot be told from an edited one: re-run the method"
+        ]
     body = {k: v for k, v in record.items() if k != "integrity"}
     if block.get("sha256") == _digest(body):
         return []
     stored, now = block["parts"], part_hashes(body)
-    problems = [f"{part} was edited after the record was written (content hash mismatch)"
-                for part in sorted(set(stored) & set(now)) if stored[part] != now[part]]
+    problems = [
+        f"{part} was edited after the record was written (content hash mismatch)"
+        for part in sorted(set(stored) & set(now))
+        if stored[part] != now[part]
+    ]
     problems += [f"{part} was added after the record was written" for part in sorted(set(now) - set(stored))]
     problems += [f"{part} was removed after the record was written" for part in sorted(set(stored) - set(now))]
     return problems or ["the record was edited after it was written (content hash mismatch)"]
@@ -99,10 +108,19 @@ def aggregate_problems(record: dict[str, Any]) -> list[str]:
         # final stage, which is the last one the run wrote (the runner's own rule).
         final_pq = record.get("per_query") if stage_levels else None
         final_stage = record.get("finetune_stage") or (list(aggregates)[-1] if aggregates else None)
-        blocks = [("", aggregates, per_query)] if stage_levels == 0 else [
-            (f"{stage}/", aggregates[stage],
-             per_query.get(stage) or (final_pq if stage == final_stage else None) or {})
-            for stage in aggregates if isinstance(aggregates[stage], dict)]
+        blocks = (
+            [("", aggregates, per_query)]
+            if stage_levels == 0
+            else [
+                (
+                    f"{stage}/",
+                    aggregates[stage],
+                    per_query.get(stage) or (final_pq if stage == final_stage else None) or {},
+                )
+                for stage in aggregates
+                if isinstance(aggregates[stage], dict)
+            ]
+        )
         for prefix, agg, pq in blocks:
             for dataset, values in agg.items():
                 if dataset in NOT_A_MEAN or not isinstance(values, dict):
@@ -120,8 +138,9 @@ def aggregate_problems(record: dict[str, Any]) -> list[str]:
                         problems.append(f"{where}: not a number")
                         continue
                     if not abs(got - mean) <= AGGREGATE_TOLERANCE:
-                        problems.append(f"{where} = {got:.6f} but the mean of its {len(scores)} per-query scores "
-                                        f"is {mean:.6f}")
+                        problems.append(
+                            f"{where} = {got:.6f} but the mean of its {len(scores)} per-query scores is {mean:.6f}"
+                        )
     return problems
 
 

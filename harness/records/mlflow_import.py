@@ -53,8 +53,10 @@ class LoadReport:
     def summary(self) -> str:
         text = f"{len(self.added)} record(s) added to the MLflow store, {self.present} already there"
         if self.skipped:
-            text += f"; {len(self.skipped)} unreadable file(s) skipped ({self.skipped[0].path.name}: " \
-                    f"{self.skipped[0].reason}{', ...' if len(self.skipped) > 1 else ''})"
+            text += (
+                f"; {len(self.skipped)} unreadable file(s) skipped ({self.skipped[0].path.name}: "
+                f"{self.skipped[0].reason}{', ...' if len(self.skipped) > 1 else ''})"
+            )
         return text
 
 
@@ -85,8 +87,13 @@ def run_params(record: RunRecord) -> dict[str, Any]:
     if record.profile == CHECKPOINT_PROFILE:
         ckpt = {k: v for k, v in (record.get("checkpoint") or {}).items() if k not in ("folder", "fingerprint")}
         return {"checkpoint": ckpt, "depth": record.get("depth"), "seed": record.get("seed")}
-    return {"method": record.method, "profile": record.profile, "spec_hash": record.spec_hash,
-            "seed": record.get("seed"), "spec": record.spec}
+    return {
+        "method": record.method,
+        "profile": record.profile,
+        "spec_hash": record.spec_hash,
+        "seed": record.get("seed"),
+        "spec": record.spec,
+    }
 
 
 def run_tags(record: RunRecord, source: str) -> dict[str, str]:
@@ -94,15 +101,19 @@ def run_tags(record: RunRecord, source: str) -> dict[str, str]:
     tags = {"spec_hash": str(record.spec_hash), "papers": ",".join(map(str, record.spec.get("papers") or []))}
     if record.profile == CHECKPOINT_PROFILE:
         ckpt = record.get("checkpoint") or {}
-        tags = {"checkpoint": str((record.get("conditions") or {}).get("checkpoint") or ""),
-                "source": str(ckpt.get("source") or "")}
+        tags = {
+            "checkpoint": str((record.get("conditions") or {}).get("checkpoint") or ""),
+            "source": str(ckpt.get("source") or ""),
+        }
     tags.update(parent_tags(record.data))
     tags[LOADED_FROM_TAG] = source
     # MLflow renders the note as markdown: the record's file name goes in a code span it cannot close
     fence = "`" * (1 + max((len(run) for run in re.findall("`+", source)), default=0))
-    tags["mlflow.note.content"] = (f"Loaded by `python -m harness ui` from the committed run record "
-                                   f"{fence} {' '.join(source.split())} {fence}; "
-                                   "metrics are the final stage's, in points (0-100).")
+    tags["mlflow.note.content"] = (
+        f"Loaded by `python -m harness ui` from the committed run record "
+        f"{fence} {' '.join(source.split())} {fence}; "
+        "metrics are the final stage's, in points (0-100)."
+    )
     return {mlflow_key(k) if not k.startswith("mlflow.") else k: str(v)[:TAG_VALUE_LIMIT] for k, v in tags.items()}
 
 
@@ -110,7 +121,7 @@ def _millis(stamp: str) -> int | None:
     with contextlib.suppress(ValueError):
         when = _dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         if when.tzinfo is None:
-            when = when.replace(tzinfo=_dt.timezone.utc)
+            when = when.replace(tzinfo=_dt.UTC)
         return int(when.timestamp() * 1000)
     return None
 
@@ -156,7 +167,7 @@ def _log(client: Any, experiment_id: str, record: RunRecord) -> None:
     run_id = run.info.run_id
     params = [Param(k, v) for k, v in param_entries(run_params(record))]
     for i in range(0, len(params), PARAMS_PER_BATCH):
-        client.log_batch(run_id, params=params[i:i + PARAMS_PER_BATCH])
+        client.log_batch(run_id, params=params[i : i + PARAMS_PER_BATCH])
     stamp = end if end is not None else 0
     metrics = [Metric(k, v, stamp, 0) for k, v in parent_metrics(record.metrics).items()]
     if metrics:
@@ -182,7 +193,7 @@ def load_records_into_store(uri: str, records: Iterable[RunRecord], artifacts: P
         by_method.setdefault(record.method, []).append(record)
     lock: contextlib.AbstractContextManager = contextlib.nullcontext()
     if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
+        db = Path(uri[len("sqlite:///") :])
         db.parent.mkdir(parents=True, exist_ok=True)
         lock = exclusive_lock(db.with_name(db.name + ".lock"), "mlflow store set-up")
     client = MlflowClient(tracking_uri=uri)
@@ -209,4 +220,3 @@ def load_committed(uri: str, root: Path | None = None, artifacts: Path | None = 
     report = load_records_into_store(uri, records, artifacts)
     report.skipped = skipped
     return report
-

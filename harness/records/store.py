@@ -43,9 +43,19 @@ REQUIRED_KEYS: dict[str, tuple[type, str]] = {
 }
 # Optional keys whose type readers rely on when present.
 OPTIONAL_TYPES: dict[str, type | tuple[type, ...]] = {
-    "created": str, "spec_hash": str, "spec": dict, "per_query": dict, "comparison": list, "stages": list,
-    "hardware": dict, "efficiency": dict, "reference": bool, "run_files": dict, "mlflow": dict,
-    "finetune_stage": str, "conditions": dict,
+    "created": str,
+    "spec_hash": str,
+    "spec": dict,
+    "per_query": dict,
+    "comparison": list,
+    "stages": list,
+    "hardware": dict,
+    "efficiency": dict,
+    "reference": bool,
+    "run_files": dict,
+    "mlflow": dict,
+    "finetune_stage": str,
+    "conditions": dict,
 }
 
 
@@ -153,8 +163,10 @@ def validate_record(data: Any) -> str | None:
     if not isinstance(version, int) or isinstance(version, bool):
         return f"schema_version {version!r} is not an integer"
     if version > RECORD_SCHEMA_VERSION:
-        return (f"schema_version {version} is newer than this harness reads ({RECORD_SCHEMA_VERSION}): "
-                "written by a newer harness; upgrade to read it")
+        return (
+            f"schema_version {version} is newer than this harness reads ({RECORD_SCHEMA_VERSION}): "
+            "written by a newer harness; upgrade to read it"
+        )
     if version < 1:
         return f"schema_version {version} is not a known record format"
     for key, (typ, meaning) in REQUIRED_KEYS.items():
@@ -179,8 +191,14 @@ def validate_record(data: Any) -> str | None:
         if not isinstance(by_measure, dict) or not all(isinstance(v, dict) for v in by_measure.values()):
             return f"per_query.{dataset} must be an object {{measure: {{qid: value}}}}"
         for measure, scores in by_measure.items():
-            bad = next((q for q, v in scores.items() if isinstance(v, bool) or not isinstance(v, (int, float))
-                        or not math.isfinite(v)), None)
+            bad = next(
+                (
+                    q
+                    for q, v in scores.items()
+                    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                ),
+                None,
+            )
             if bad is not None:
                 return f"per_query.{dataset}.{measure}.{bad} is not a finite number ({scores[bad]!r})"
     for i, comp in enumerate(data.get("comparison") or []):
@@ -197,8 +215,10 @@ def load_record(path: str | Path) -> RunRecord | Skipped:
     """One record file, validated (never raises for a bad file: returns Skipped)."""
     path = Path(path)
     if is_temp(path):
-        return Skipped(path, "unfinished write (a temp file not renamed into place yet): a run in progress, "
-                             "or one killed while writing")
+        return Skipped(
+            path,
+            "unfinished write (a temp file not renamed into place yet): a run in progress, or one killed while writing",
+        )
     problem = file_problem(path)
     if problem:  # a pipe named like a record would block the read forever
         return Skipped(path, f"cannot be read: {problem}")
@@ -225,8 +245,11 @@ def _unfollowable(path: Path) -> Skipped | None:
         target = path.stat()  # follows a link
     except OSError as exc:
         if path.is_symlink():
-            kind = "a symbolic link loop" if exc.errno == errno.ELOOP else \
-                f"a symbolic link to nothing ({os.readlink(path)}: {exc.strerror})"
+            kind = (
+                "a symbolic link loop"
+                if exc.errno == errno.ELOOP
+                else f"a symbolic link to nothing ({os.readlink(path)}: {exc.strerror})"
+            )
             return Skipped(path, f"cannot be read: {kind}; remove the link or point it at a record")
         return Skipped(path, f"cannot be read: {exc.strerror or exc}")
     if not stat.S_ISREG(target.st_mode):
@@ -246,14 +269,19 @@ def load_records(directory: str | Path | None = None) -> tuple[list[RunRecord], 
     skipped: list[Skipped] = []
     seen: dict[str, Path] = {}
     # Temp files of records are listed too (as skipped, never read): a run still writing one.
-    files = sorted(p for p in directory.iterdir() if p.name != "references.json"
-                   and (p.suffix == ".json" or (is_temp(p) and ".json" in p.name)))
+    files = sorted(
+        p
+        for p in directory.iterdir()
+        if p.name != "references.json" and (p.suffix == ".json" or (is_temp(p) and ".json" in p.name))
+    )
     for path in files:
         loaded = (None if is_temp(path) else _unfollowable(path)) or load_record(path)
         if isinstance(loaded, Skipped):
             skipped.append(loaded)
         elif loaded.run_id in seen:
-            skipped.append(Skipped(path, f"duplicate run_id '{loaded.run_id}' (already loaded from {seen[loaded.run_id].name})"))
+            skipped.append(
+                Skipped(path, f"duplicate run_id '{loaded.run_id}' (already loaded from {seen[loaded.run_id].name})")
+            )
         else:
             seen[loaded.run_id] = path
             records.append(loaded)
@@ -284,8 +312,10 @@ def read_references(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / REFERENCES_FILE
     if not path.exists():
         return {"references": {}}
-    fix = ("restore it from git (or delete it, then accept each reference again with "
-           "`python -m harness check --accept RUN_ID`)")
+    fix = (
+        "restore it from git (or delete it, then accept each reference again with "
+        "`python -m harness check --accept RUN_ID`)"
+    )
     problem = file_problem(path)
     if problem:  # a pipe would block the read forever
         raise HarnessError(f"{path}: cannot be read: {problem}; {fix}")
@@ -294,22 +324,25 @@ def read_references(directory: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise HarnessError(f"{path}: cannot be read as JSON ({exc}); {fix}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("references"), dict):
-        raise HarnessError(f"{path}: not a references manifest (want {{\"references\": {{\"<method>/<profile>\": "
-                           f"{{\"run_id\": ..., \"sha256\": ...}}}}}}); {fix}")
+        raise HarnessError(
+            f'{path}: not a references manifest (want {{"references": {{"<method>/<profile>": '
+            f'{{"run_id": ..., "sha256": ...}}}}}}); {fix}'
+        )
     for key, entry in data["references"].items():
         method, _, profile = key.partition("/")
         if not method or not profile or "/" in profile:
             raise HarnessError(f"{path}: entry '{key}' must be keyed \"<method>/<profile>\"; {fix}")
         if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str) or not entry["run_id"].strip():
-            raise HarnessError(f"{path}: entry '{key}' must be {{\"run_id\": \"<run id>\", \"sha256\": ...}}; {fix}")
+            raise HarnessError(f'{path}: entry \'{key}\' must be {{"run_id": "<run id>", "sha256": ...}}; {fix}')
         if not is_plain_name(entry["run_id"]):  # it names <records>/<run_id>.json: never a file outside
-            raise HarnessError(f"{path}: entry '{key}' names run id {entry['run_id']!r}, which is not a "
-                               f"record's file name (no folder, no leading dot); {fix}")
+            raise HarnessError(
+                f"{path}: entry '{key}' names run id {entry['run_id']!r}, which is not a "
+                f"record's file name (no folder, no leading dot); {fix}"
+            )
         sha = entry.get("sha256")
         # Without the accepted seal's hash a reference re-sealed after an edit would pass unseen.
         if not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= SHA256_HEX:
-            raise HarnessError(f"{path}: entry '{key}' has no sha256 of the accepted record "
-                               f"(got {sha!r}); {fix}")
+            raise HarnessError(f"{path}: entry '{key}' has no sha256 of the accepted record (got {sha!r}); {fix}")
     return data
 
 

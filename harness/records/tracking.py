@@ -44,9 +44,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from harness import DEFAULT_SEED, SEED, __version__
 from harness.core import procs
@@ -59,8 +59,17 @@ from harness.records.integrity import seal
 
 RECORD_SCHEMA_VERSION = 1
 KEY_PACKAGES = (
-    "torch", "transformers", "sentence-transformers", "faiss-cpu", "pyserini", "ir-measures",
-    "pytrec-eval-terrier", "mlflow", "nltk", "tokenizers", "numpy",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "faiss-cpu",
+    "pyserini",
+    "ir-measures",
+    "pytrec-eval-terrier",
+    "mlflow",
+    "nltk",
+    "tokenizers",
+    "numpy",
 )
 
 
@@ -81,7 +90,7 @@ def mlflow_key(name: str) -> str:
 
 def _clip(value: Any, limit: int) -> str:
     text = str(value)
-    return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
+    return text if len(text) <= limit else text[: limit - len(TRUNCATED)] + TRUNCATED
 
 
 def _param_value(value: Any) -> Any:
@@ -102,8 +111,11 @@ def default_tracking_uri() -> str:
 # MLflow's HTTP client, bounded (a user's own setting wins): its defaults are a 120 s timeout and 7
 # retries with backoff, minutes per request, and a server that accepts and never answers hung a run
 # after its last stage. Read by mlflow.utils.rest_utils at each request.
-HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+HTTP_BOUNDS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+}
 PROBE_TIMEOUT = 3.0  # seconds the /health check waits for an answer
 _MESSAGE_LIMIT = 240
 
@@ -128,7 +140,7 @@ def probe(uri: str, timeout: float = PROBE_TIMEOUT) -> str | None:
         return None
     except urllib.error.HTTPError as exc:  # its page is never shown: it buried the warning in HTML
         return f"tracking server answered HTTP {exc.code} {exc.reason} to GET {url}"
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return f"tracking server {uri} did not answer GET {url} within {timeout:g} s"
     except urllib.error.URLError as exc:
         reason = exc.reason
@@ -209,8 +221,15 @@ def one_line(text: str) -> str:
 class Tracker:
     """Thin MLflow wrapper that degrades to a no-op with a warning on any tracking failure."""
 
-    def __init__(self, experiment: str, run_name: str, tags: dict[str, str], uri: str | None = None,
-                 enabled: bool = True, required: bool = False):
+    def __init__(
+        self,
+        experiment: str,
+        run_name: str,
+        tags: dict[str, str],
+        uri: str | None = None,
+        enabled: bool = True,
+        required: bool = False,
+    ):
         self.uri = uri or default_tracking_uri()
         self.experiment, self.run_name, self.tags = experiment, run_name, tags
         self.enabled = enabled
@@ -233,12 +252,14 @@ class Tracker:
     def _refuse_or_disable(self, why: str) -> None:
         """At the start: with ``required``, stop before any stage (nothing is lost); else go on untracked."""
         if self.required:
-            raise HarnessError(f"MLflow tracking is required (--track required) and {one_line(why)}; fix the "
-                               f"server or MLFLOW_TRACKING_URI ({self.uri}), or run with --track best-effort")
+            raise HarnessError(
+                f"MLflow tracking is required (--track required) and {one_line(why)}; fix the "
+                f"server or MLFLOW_TRACKING_URI ({self.uri}), or run with --track best-effort"
+            )
         self._disable(why)
 
     @contextlib.contextmanager
-    def run(self) -> Iterator["Tracker"]:
+    def run(self) -> Iterator[Tracker]:
         """The parent run for one invocation."""
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         bound_mlflow_requests()
@@ -260,7 +281,7 @@ class Tracker:
             self._mlflow = mlflow
             setup_lock: contextlib.AbstractContextManager = contextlib.nullcontext()
             if self.uri.startswith("sqlite:///"):
-                db = Path(self.uri[len("sqlite:///"):])
+                db = Path(self.uri[len("sqlite:///") :])
                 db.parent.mkdir(parents=True, exist_ok=True)
                 # Two runs starting together would both create the schema and the experiment.
                 setup_lock = exclusive_lock(db.with_name(db.name + ".lock"), "mlflow store set-up")
@@ -303,13 +324,18 @@ class Tracker:
             for r in stale:
                 client.set_terminated(r.info.run_id, status="KILLED")
         except Exception as exc:  # noqa: BLE001 - closing old runs is a courtesy: the new run goes on
-            print(f"warning: could not close stale MLflow runs ({one_line(f'{type(exc).__name__}: {exc}')})",
-                  file=sys.stderr)
+            print(
+                f"warning: could not close stale MLflow runs ({one_line(f'{type(exc).__name__}: {exc}')})",
+                file=sys.stderr,
+            )
             return
         if stale:
             pids = sorted({r.data.tags["harness.pid"] for r in stale}, key=int)
-            print(f"note: {len(stale)} MLflow run(s) of {self.experiment} left RUNNING by process(es) "
-                  f"{', '.join(pids)} on this host, which no longer run, marked KILLED", file=sys.stderr)
+            print(
+                f"note: {len(stale)} MLflow run(s) of {self.experiment} left RUNNING by process(es) "
+                f"{', '.join(pids)} on this host, which no longer run, marked KILLED",
+                file=sys.stderr,
+            )
 
     @contextlib.contextmanager
     def stage(self, name: str, params: dict[str, Any] | None = None) -> Iterator[None]:
@@ -366,7 +392,7 @@ class Tracker:
         limit are cut with a marker, and the params go in batches of MLflow's per-request maximum."""
         items = param_entries(params)
         for i in range(0, len(items), PARAMS_PER_BATCH):
-            batch = dict(items[i:i + PARAMS_PER_BATCH])
+            batch = dict(items[i : i + PARAMS_PER_BATCH])
             if not self._safe(lambda batch=batch: self._mlflow.log_params(batch)):
                 return
 
@@ -383,13 +409,14 @@ class Tracker:
 
             client = self._mlflow.MlflowClient()
             for i in range(0, len(items), PARAMS_PER_BATCH):
-                client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in items[i:i + PARAMS_PER_BATCH]])
+                client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in items[i : i + PARAMS_PER_BATCH]])
 
         if self.parent_run_id:
             self._safe(log)
 
     def log_parent_metrics(self, metrics: Mapping[str, float]) -> None:
         """Metrics on the parent run itself, whatever run is active."""
+
         def log() -> None:
             from mlflow.entities import Metric
 
@@ -397,7 +424,7 @@ class Tracker:
             entries = [Metric(mlflow_key(k), float(v), stamp, 0) for k, v in metrics.items()]
             client = self._mlflow.MlflowClient()
             for i in range(0, len(entries), 1000):  # MLflow's maximum metrics per request
-                client.log_batch(self.parent_run_id, metrics=entries[i:i + 1000])
+                client.log_batch(self.parent_run_id, metrics=entries[i : i + 1000])
 
         if self.parent_run_id and metrics:
             self._safe(log)
@@ -409,23 +436,43 @@ class Tracker:
         self._safe(lambda: self._mlflow.log_text(text, name))
 
     def info(self) -> dict[str, Any]:
-        return {"enabled": self.enabled, "tracking_uri": self.uri, "experiment": self.experiment,
-                "run_id": self.parent_run_id, "warning": self.warning, "failed_calls": self.failed_calls,
-                "first_failure": self.first_failure}
+        return {
+            "enabled": self.enabled,
+            "tracking_uri": self.uri,
+            "experiment": self.experiment,
+            "run_id": self.parent_run_id,
+            "warning": self.warning,
+            "failed_calls": self.failed_calls,
+            "first_failure": self.first_failure,
+        }
 
 
-def parent_tracker(experiment: str, name: str, profile: str, seed: int, run_id: str,
-                   tags: Mapping[str, str], *, uri: str | None = None, enabled: bool = True,
-                   required: bool = False) -> Tracker:
+def parent_tracker(
+    experiment: str,
+    name: str,
+    profile: str,
+    seed: int,
+    run_id: str,
+    tags: Mapping[str, str],
+    *,
+    uri: str | None = None,
+    enabled: bool = True,
+    required: bool = False,
+) -> Tracker:
     """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>``
     (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
     ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``. A
     ``run --stage NAME`` run (tag ``stage``) says so in its name: ``cotmae_qc/tiny/42 (--stage pretrain)``,
     so it is never taken for the full run of the same name."""
     name = parent_run_name(name, profile, seed) + (f" (--stage {tags['stage']})" if tags.get("stage") else "")
-    return Tracker(experiment=experiment, run_name=name, uri=uri, enabled=enabled,
-                   required=required,
-                   tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags})
+    return Tracker(
+        experiment=experiment,
+        run_name=name,
+        uri=uri,
+        enabled=enabled,
+        required=required,
+        tags={"method": experiment, "profile": profile, "seed": str(seed), "run_id": run_id, **tags},
+    )
 
 
 def parent_run_name(name: str, profile: str, seed: int) -> str:
@@ -441,8 +488,11 @@ def in_points(aggregate: Mapping[str, float]) -> dict[str, float]:
 def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """A record's (final stage's) ``{benchmark: {measure: fraction}}`` as ``<benchmark>/<measure>`` keys in
     points, e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
-    return {f"{mlflow_key(bench)}/{mlflow_key(measure)}": value
-            for bench, values in metrics.items() for measure, value in in_points(values).items()}
+    return {
+        f"{mlflow_key(bench)}/{mlflow_key(measure)}": value
+        for bench, values in metrics.items()
+        for measure, value in in_points(values).items()
+    }
 
 
 def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
@@ -488,10 +538,15 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def git_commit() -> dict[str, Any]:
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
 
     try:
-        return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        return {
+            "commit": git("rev-parse", "HEAD") or None,
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        }
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
 
@@ -522,7 +577,7 @@ def hardware() -> dict[str, Any]:
 def new_run_id(method: str, profile: str) -> str:
     """``<method>__<profile>__<UTC second>-<6 hex>``: sorts by time, and two runs started in the
     same second (two terminals, a CI matrix) still get different ids and records."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
 
     seed = "" if SEED == DEFAULT_SEED else f"seed{SEED}__"
     return f"{method}__{profile}__{seed}{stamp}-{secrets.token_hex(3)}"
@@ -535,9 +590,11 @@ def record_path(directory: str | Path, run_id: Any) -> Path:
     if not is_plain_name(run_id) or run_id.endswith(".json"):  # "x.json" would look for x.json.json
         stem = Path(str(run_id)).name.removesuffix(".json")
         example = f", e.g. '{stem}'" if is_plain_name(stem) and stem != run_id else ""
-        raise HarnessError(f"run id {run_id!r} is not a run id: a run id is a record's file name without "
-                           f"folder or .json (fix: give the run id alone{example}, as `python -m harness check` "
-                           "lists it)")
+        raise HarnessError(
+            f"run id {run_id!r} is not a run id: a run id is a record's file name without "
+            f"folder or .json (fix: give the run id alone{example}, as `python -m harness check` "
+            "lists it)"
+        )
     return Path(directory) / f"{run_id}.json"
 
 

@@ -24,8 +24,9 @@ Corpus = dict[str, dict[str, str]]
 Run = dict[str, dict[str, float]]
 
 
-def write_json_collection(corpus: Corpus | Iterable[tuple[str, dict[str, str]]], out_dir: Path,
-                          multifield: bool) -> int:
+def write_json_collection(
+    corpus: Corpus | Iterable[tuple[str, dict[str, str]]], out_dir: Path, multifield: bool
+) -> int:
     """Pyserini JsonCollection: one JSON object per line with id, contents (and title).
 
     ``corpus`` is a dict or ``(doc_id, doc)`` pairs (a benchmark's ``iter_corpus()``): written as it
@@ -33,7 +34,7 @@ def write_json_collection(corpus: Corpus | Iterable[tuple[str, dict[str, str]]],
     out_dir.mkdir(parents=True, exist_ok=True)
     n = 0
     with (out_dir / "docs.jsonl").open("w") as fh:
-        for doc_id, doc in (corpus.items() if isinstance(corpus, Mapping) else corpus):
+        for doc_id, doc in corpus.items() if isinstance(corpus, Mapping) else corpus:
             title, text = doc.get("title", "") or "", doc.get("text", "") or ""
             if multifield:
                 row = {"id": doc_id, "contents": text, "title": title}
@@ -44,17 +45,31 @@ def write_json_collection(corpus: Corpus | Iterable[tuple[str, dict[str, str]]],
     return n
 
 
-def build_index(corpus: Corpus | Iterable[tuple[str, dict[str, str]]], index_dir: Path, fields: dict[str, float], threads: int = 2) -> dict[str, float]:
+def build_index(
+    corpus: Corpus | Iterable[tuple[str, dict[str, str]]], index_dir: Path, fields: dict[str, float], threads: int = 2
+) -> dict[str, float]:
     """Build a Lucene index with pyserini's indexer (a JVM subprocess that dies with the harness)."""
     ensure_java_home(in_process=False)  # the indexer is a child JVM: this process's heap waits for a search
     multifield = any(f != "contents" for f in fields)
     work = index_dir.parent / (index_dir.name + ".collection")
     n = write_json_collection(corpus, work, multifield)
     cmd = [
-        sys.executable, "-m", "pyserini.index.lucene",
-        "--collection", "JsonCollection", "--input", str(work), "--index", str(index_dir),
-        "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads),
-        "--storePositions", "--storeDocvectors", "--storeRaw",
+        sys.executable,
+        "-m",
+        "pyserini.index.lucene",
+        "--collection",
+        "JsonCollection",
+        "--input",
+        str(work),
+        "--index",
+        str(index_dir),
+        "--generator",
+        "DefaultLuceneDocumentGenerator",
+        "--threads",
+        str(threads),
+        "--storePositions",
+        "--storeDocvectors",
+        "--storeRaw",
     ]
     extra = [f for f in fields if f != "contents"]
     if extra:
@@ -74,9 +89,17 @@ def build_index(corpus: Corpus | Iterable[tuple[str, dict[str, str]]], index_dir
     return {"documents": n, "seconds": round(time.time() - started, 2)}
 
 
-def iter_search(index_dir: Path, queries: Mapping[str, str], k: int, k1: float, b: float,
-                fields: dict[str, float], threads: int = 2, batch: int = 128,
-                progress: bool = True) -> Iterator[tuple[str, dict[str, float]]]:
+def iter_search(
+    index_dir: Path,
+    queries: Mapping[str, str],
+    k: int,
+    k1: float,
+    b: float,
+    fields: dict[str, float],
+    threads: int = 2,
+    batch: int = 128,
+    progress: bool = True,
+) -> Iterator[tuple[str, dict[str, float]]]:
     """Top-k BM25 per query, ``(qid, {docid: score})`` in ascending qid order, one batch of queries
     in memory at a time (what :func:`harness.data.formats.stream_trec_run` writes as it comes).
     Deterministic: Lucene breaks ties by doc id, and a query's hits do not depend on its batch."""
@@ -89,7 +112,7 @@ def iter_search(index_dir: Path, queries: Mapping[str, str], k: int, k1: float, 
     use_fields = fields if set(fields) != {"contents"} else {}
     try:
         for start in tqdm(range(0, len(qids), batch), desc="BM25 search", unit="batch", disable=not progress):
-            chunk = qids[start:start + batch]
+            chunk = qids[start : start + batch]
             hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=k, threads=threads, fields=use_fields)
             for qid in chunk:
                 yield qid, {h.docid: float(h.score) for h in hits.get(qid, [])}
@@ -98,8 +121,16 @@ def iter_search(index_dir: Path, queries: Mapping[str, str], k: int, k1: float, 
         release_heap()
 
 
-def search(index_dir: Path, queries: dict[str, str], k: int, k1: float, b: float,
-           fields: dict[str, float], threads: int = 2, batch: int = 128) -> Run:
+def search(
+    index_dir: Path,
+    queries: dict[str, str],
+    k: int,
+    k1: float,
+    b: float,
+    fields: dict[str, float],
+    threads: int = 2,
+    batch: int = 128,
+) -> Run:
     """Top-k BM25 for every query, whole (:func:`iter_search` streams it); deterministic."""
     run = dict(iter_search(index_dir, queries, k, k1, b, fields, threads, batch))
     return {q: run[q] for q in queries}  # the queries' order, as callers have had it

@@ -50,8 +50,14 @@ CHUNK_PASSAGES = 10_000  # passages per resumable chunk; corpora up to this size
 def embeddings_key(fingerprint: str, encoder: Any, benchmark: Any) -> str:
     """The cache folder's name: the model's content, its vector settings and the corpus's files, not the
     benchmark's name (every benchmark over one corpus shares the vectors)."""
-    return hash_json({"format": EMBEDDINGS_FORMAT, "model": fingerprint, "settings": vector_settings(encoder),
-                      "corpus": benchmark.corpus_files()})
+    return hash_json(
+        {
+            "format": EMBEDDINGS_FORMAT,
+            "model": fingerprint,
+            "settings": vector_settings(encoder),
+            "corpus": benchmark.corpus_files(),
+        }
+    )
 
 
 def vectors_tag(model_key: str, encoding: dict[str, Any] | None, benchmark: Any) -> str:
@@ -98,20 +104,32 @@ def _write_cache(folder: Path, chunks: Path, info: dict[str, Any]) -> None:
         mark_finished(tmp, {"key": folder.name, **info, DIGESTS: output_digests(tmp)})
 
 
-def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True,
-                      show_progress: bool = True) -> tuple[list[str], np.ndarray, dict[str, Any]]:
+def corpus_embeddings(
+    encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True, show_progress: bool = True
+) -> tuple[list[str], np.ndarray, dict[str, Any]]:
     """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds and the cache path."""
     folder = _embeddings_folder(fingerprint, encoder, benchmark)
     npy = folder / EMBEDDINGS_FILE
     if use_cache and (hit := _read_cached(folder)) is not None:
         ids, emb, info = hit
         print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
-        return ids, emb, {"cached": True, "cache_file": str(npy), "encode_seconds": 0.0, "key": folder.name,
-                          "original_encode_seconds": info.get("encode_seconds")}
+        return (
+            ids,
+            emb,
+            {
+                "cached": True,
+                "cache_file": str(npy),
+                "encode_seconds": 0.0,
+                "key": folder.name,
+                "original_encode_seconds": info.get("encode_seconds"),
+            },
+        )
     # A non-embedded corpus is downloaded on first read (clear error offline); the cached path reads it
     # as a stream (benchmark.iter_corpus), one chunk of CHUNK_PASSAGES in memory, never the whole dict.
-    print(f"{benchmark.name}: encoding the corpus as a stream (batch {batch_size}, max length "
-          f"{encoder.spec.passage_max_length}, {encoder.device}; counts on stderr)")
+    print(
+        f"{benchmark.name}: encoding the corpus as a stream (batch {batch_size}, max length "
+        f"{encoder.spec.passage_max_length}, {encoder.device}; counts on stderr)"
+    )
     started = time.perf_counter()
     if use_cache:
         # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
@@ -120,11 +138,27 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
 
         chunks = _chunks_folder(folder)
         if not shards_complete(chunks):
-            encode_corpus_sharded(encoder, benchmark.iter_corpus, chunks, rank=0, world_size=1,
-                                  shard_size=CHUNK_PASSAGES, batch_size=batch_size, show_progress=show_progress)
+            encode_corpus_sharded(
+                encoder,
+                benchmark.iter_corpus,
+                chunks,
+                rank=0,
+                world_size=1,
+                shard_size=CHUNK_PASSAGES,
+                batch_size=batch_size,
+                show_progress=show_progress,
+            )
         seconds = time.perf_counter() - started
-        _write_cache(folder, chunks, {"encode_seconds": seconds, "first_benchmark": benchmark.name,
-                                      "settings": vector_settings(encoder), "model": fingerprint})
+        _write_cache(
+            folder,
+            chunks,
+            {
+                "encode_seconds": seconds,
+                "first_benchmark": benchmark.name,
+                "settings": vector_settings(encoder),
+                "model": fingerprint,
+            },
+        )
         shutil.rmtree(chunks, ignore_errors=True)
         ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
         emb = np.load(npy, mmap_mode="r")  # searched in place (harness.retrieval.dense.search_vectors)
@@ -134,13 +168,24 @@ def corpus_embeddings(encoder: Any, benchmark: Any, fingerprint: str, batch_size
             raise HarnessError(f"the corpus of '{benchmark.name}' is empty")
         ids, emb = encoder.encode_corpus(corpus, batch_size=batch_size, show_progress=show_progress)
         seconds = time.perf_counter() - started
-    info = {"cached": False, "cache_file": str(npy) if use_cache else None, "encode_seconds": seconds,
-            "key": folder.name}
+    info = {
+        "cached": False,
+        "cache_file": str(npy) if use_cache else None,
+        "encode_seconds": seconds,
+        "key": folder.name,
+    }
     return ids, emb, info
 
 
-def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, rank: int,
-                         world_size: int, show_progress: bool = True) -> None:
+def encode_corpus_shards(
+    encoder: Any,
+    benchmark: Any,
+    fingerprint: str,
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    show_progress: bool = True,
+) -> None:
     """This torchrun rank's slice of ``benchmark``'s corpus into the chunk folder that
     :func:`corpus_embeddings` merges (nothing to do when the embeddings are cached already)."""
 
@@ -148,8 +193,16 @@ def encode_corpus_shards(encoder: Any, benchmark: Any, fingerprint: str, batch_s
         folder = _embeddings_folder(fingerprint, encoder, part)
         if _read_cached(folder) is not None:
             continue
-        encode_corpus_sharded(encoder, part.iter_corpus, _chunks_folder(folder), rank=rank, world_size=world_size,
-                              shard_size=CHUNK_PASSAGES, batch_size=batch_size, show_progress=show_progress)
+        encode_corpus_sharded(
+            encoder,
+            part.iter_corpus,
+            _chunks_folder(folder),
+            rank=rank,
+            world_size=world_size,
+            shard_size=CHUNK_PASSAGES,
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
 
 
 def _embeddings_dir() -> Path:

@@ -25,9 +25,10 @@ from __future__ import annotations
 import json
 import mmap
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,9 @@ def search(index: Any, query_emb: np.ndarray, k: int, batch: int = 1024) -> tupl
     return scores, ids
 
 
-def search_shards(shards: Sequence[Shard], query_emb: np.ndarray, k: int, batch: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+def search_shards(
+    shards: Sequence[Shard], query_emb: np.ndarray, k: int, batch: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k over several indexes: (scores, *global* row ids into the concatenated doc ids)."""
     if not shards:
         raise HarnessError("no index to search")
@@ -134,8 +137,11 @@ def _knn(query: np.ndarray, block: np.ndarray, k: int) -> tuple[np.ndarray, np.n
 def _drop_pages(doc_emb: np.ndarray, start: int, end: int) -> None:
     """Unmap the pages of rows [start, end) of a ``np.load(mmap_mode="r")`` matrix once searched: they stay
     in the page cache, but leave this process's RSS, which then holds one chunk, not the file read so far."""
-    if (not isinstance(doc_emb, np.memmap) or getattr(doc_emb, "_mmap", None) is None
-            or not hasattr(mmap, "MADV_DONTNEED")):
+    if (
+        not isinstance(doc_emb, np.memmap)
+        or getattr(doc_emb, "_mmap", None) is None
+        or not hasattr(mmap, "MADV_DONTNEED")
+    ):
         return  # an in-memory matrix, or a view: nothing to give back
     row = doc_emb.shape[1] * doc_emb.itemsize
     first = doc_emb.offset % mmap.ALLOCATIONGRANULARITY + start * row  # byte of row `start` in the mapping
@@ -155,8 +161,9 @@ def _merge(best: Results, new: Results, k: int) -> Results:
     return np.take_along_axis(scores, top, axis=1), np.take_along_axis(ids, top, axis=1)
 
 
-def search_vectors(doc_emb: np.ndarray, query_emb: np.ndarray, k: int, batch: int = 1024,
-                   rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def search_vectors(
+    doc_emb: np.ndarray, query_emb: np.ndarray, k: int, batch: int = 1024, rows: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (scores, row ids) per query over ``doc_emb`` (an array or a ``np.load(mmap_mode="r")`` memory
     map), best first, read ``rows`` at a time (default :func:`chunk_rows`): memory holds one chunk's pages
     and the running top-k, never a copy of the matrix. Rows past the corpus have id -1."""
@@ -170,17 +177,18 @@ def search_vectors(doc_emb: np.ndarray, query_emb: np.ndarray, k: int, batch: in
     scores = np.full((len(q), k), PAD_SCORE, dtype=np.float32)
     ids = np.full((len(q), k), -1, dtype=np.int64)
     for start in range(0, max(n, 1), rows):
-        block = _as_matrix(doc_emb[start:start + rows], "passage embeddings")  # a float32 map's view: no copy
+        block = _as_matrix(doc_emb[start : start + rows], "passage embeddings")  # a float32 map's view: no copy
         if not len(block):
             break
         for qs in range(0, len(q), batch):
-            s, i = _knn(q[qs:qs + batch], block, k)
+            s, i = _knn(q[qs : qs + batch], block, k)
             i = np.where(i >= 0, i + start, -1)
             if start == 0:
-                scores[qs:qs + batch], ids[qs:qs + batch] = s, i
+                scores[qs : qs + batch], ids[qs : qs + batch] = s, i
             else:
-                scores[qs:qs + batch], ids[qs:qs + batch] = _merge(
-                    (scores[qs:qs + batch], ids[qs:qs + batch]), (s, i), k)
+                scores[qs : qs + batch], ids[qs : qs + batch] = _merge(
+                    (scores[qs : qs + batch], ids[qs : qs + batch]), (s, i), k
+                )
         del block
         _drop_pages(doc_emb, start, min(n, start + rows))
     if n > rows:  # ties in faiss's order: descending score, then descending row id
@@ -189,8 +197,15 @@ def search_vectors(doc_emb: np.ndarray, query_emb: np.ndarray, k: int, batch: in
     return scores, ids
 
 
-def retrieve_vectors(query_ids: Sequence[str], query_emb: np.ndarray, doc_ids: Sequence[str], doc_emb: np.ndarray,
-                     k: int = 1000, batch: int = 1024, rows: int | None = None) -> tuple[Run, dict[str, Any]]:
+def retrieve_vectors(
+    query_ids: Sequence[str],
+    query_emb: np.ndarray,
+    doc_ids: Sequence[str],
+    doc_emb: np.ndarray,
+    k: int = 1000,
+    batch: int = 1024,
+    rows: int | None = None,
+) -> tuple[Run, dict[str, Any]]:
     """:func:`retrieve` over vectors searched where they lie (:func:`search_vectors`), no index built."""
     if len(doc_ids) != len(doc_emb):
         raise HarnessError(f"{len(doc_ids)} doc ids for {len(doc_emb)} passage embeddings")
@@ -199,8 +214,8 @@ def retrieve_vectors(query_ids: Sequence[str], query_emb: np.ndarray, doc_ids: S
     scores, ids = search_vectors(doc_emb, query_emb, k, batch, rows)
     seconds = time.perf_counter() - started
     stats = {
-        "index": "faiss exact inner product (flat) over the stored vectors" + (
-            f", in chunks of {rows:,} rows" if len(doc_emb) > rows else ""),
+        "index": "faiss exact inner product (flat) over the stored vectors"
+        + (f", in chunks of {rows:,} rows" if len(doc_emb) > rows else ""),
         "shards": 1,
         "chunks": max(1, -(-len(doc_emb) // rows)),
         "docs": len(doc_ids),
@@ -256,7 +271,11 @@ def retrieve(
 
 
 def dense_retrieve(
-    query_ids: Sequence[str], query_emb: np.ndarray, doc_ids: Sequence[str], doc_emb: np.ndarray, k: int = 1000,
+    query_ids: Sequence[str],
+    query_emb: np.ndarray,
+    doc_ids: Sequence[str],
+    doc_emb: np.ndarray,
+    k: int = 1000,
     batch: int = 1024,
 ) -> tuple[Run, dict[str, Any]]:
     """Convenience: build one flat index over ``doc_emb`` and :func:`retrieve`."""
@@ -286,5 +305,7 @@ def load_index(folder: str | Path) -> Shard:
         raise HarnessError(f"{folder} holds no complete dense index (index.faiss + doc_ids.json); rebuild it")
     shard = Shard(faiss.read_index(str(index_file)), json.loads(ids_file.read_text(encoding="utf-8")))
     if shard.index.ntotal != len(shard.doc_ids):
-        raise HarnessError(f"{folder}: index holds {shard.index.ntotal} vectors but {len(shard.doc_ids)} ids; rebuild it")
+        raise HarnessError(
+            f"{folder}: index holds {shard.index.ntotal} vectors but {len(shard.doc_ids)} ids; rebuild it"
+        )
     return shard

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -85,7 +86,9 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise DataFormatError(path, exc.lineno, f"not valid JSON ({exc.msg})", "repair or re-download the model folder") from exc
+        raise DataFormatError(
+            path, exc.lineno, f"not valid JSON ({exc.msg})", "repair or re-download the model folder"
+        ) from exc
     except OSError as exc:
         raise HarnessError(f"cannot read {path}: {exc}") from exc
 
@@ -172,8 +175,16 @@ def describe_checkpoint(path: str | Path, pooling: str | None = None) -> Encoder
     if own.is_file():
         spec.kind = "harness" if spec.kind == "huggingface" else spec.kind
         cfg = _read_json(own)
-        for key in ("pooling", "normalize", "query_max_length", "passage_max_length", "title_separator",
-                    "query_prefix", "passage_prefix", "lowercase"):
+        for key in (
+            "pooling",
+            "normalize",
+            "query_max_length",
+            "passage_max_length",
+            "title_separator",
+            "query_prefix",
+            "passage_prefix",
+            "lowercase",
+        ):
             if key in cfg:
                 setattr(spec, key, cfg[key])
                 spec.sources[key] = CONFIG_FILE
@@ -191,9 +202,21 @@ def describe_checkpoint(path: str | Path, pooling: str | None = None) -> Encoder
 
 def write_encoder_config(folder: str | Path, **settings: Any) -> Path:
     """Write ``harness_encoder.json`` so :func:`load_encoder` reads pooling etc. back from the folder."""
-    unknown = sorted(set(settings) - {"pooling", "normalize", "query_max_length", "passage_max_length",
-                                      "title_separator", "query_prefix", "passage_prefix", "lowercase",
-                                      "similarity", "trained_by"})
+    unknown = sorted(
+        set(settings)
+        - {
+            "pooling",
+            "normalize",
+            "query_max_length",
+            "passage_max_length",
+            "title_separator",
+            "query_prefix",
+            "passage_prefix",
+            "lowercase",
+            "similarity",
+            "trained_by",
+        }
+    )
     if unknown:
         raise HarnessError(f"unknown encoder setting(s): {', '.join(unknown)}")
     path = Path(folder) / CONFIG_FILE
@@ -282,11 +305,20 @@ class Encoder:
         """Everything that decides the vectors, for run records."""
         s = self.spec
         return {
-            "model_dir": str(s.model_dir), "format": s.kind, "pooling": s.pooling, "normalize": s.normalize,
-            "similarity": self.similarity, "lowercase": s.lowercase, "query_max_length": s.query_max_length,
-            "passage_max_length": s.passage_max_length, "title_separator": s.title_separator,
-            "query_prefix": s.query_prefix, "passage_prefix": s.passage_prefix, "precision": self.precision,
-            "dim": self.dim, "sources": dict(s.sources),
+            "model_dir": str(s.model_dir),
+            "format": s.kind,
+            "pooling": s.pooling,
+            "normalize": s.normalize,
+            "similarity": self.similarity,
+            "lowercase": s.lowercase,
+            "query_max_length": s.query_max_length,
+            "passage_max_length": s.passage_max_length,
+            "title_separator": s.title_separator,
+            "query_prefix": s.query_prefix,
+            "passage_prefix": s.passage_prefix,
+            "precision": self.precision,
+            "dim": self.dim,
+            "sources": dict(s.sources),
         }
 
     def passage_texts(self, docs: Sequence[Mapping[str, str] | str]) -> list[str]:
@@ -325,7 +357,9 @@ class Encoder:
         out = np.zeros((len(local), self.dim), dtype=np.float32)
         # Longest first; a stable sort keeps equal lengths in input order (deterministic batches).
         order = np.argsort(-np.fromiter((len(t) for t in local), dtype=np.int64, count=len(local)), kind="stable")
-        bar = tqdm(total=len(local), desc=f"encode {kind}s", unit=kind[0], disable=not show_progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=len(local), desc=f"encode {kind}s", unit=kind[0], disable=not show_progress, dynamic_ncols=True
+        )
         was_training = self.model.training
         self.model.eval()
         try:
@@ -352,7 +386,9 @@ class Encoder:
         ids = list(queries)
         return ids, self.encode([queries[q] for q in ids], kind="query", **kwargs)
 
-    def encode_corpus(self, corpus: Mapping[str, Mapping[str, str] | str], **kwargs: Any) -> tuple[list[str], np.ndarray]:
+    def encode_corpus(
+        self, corpus: Mapping[str, Mapping[str, str] | str], **kwargs: Any
+    ) -> tuple[list[str], np.ndarray]:
         """(doc ids, vectors) for a BEIR-style corpus; with rank/world_size, this rank's ids and vectors."""
         ids = list(corpus)
         rank, world = kwargs.get("rank", 0), kwargs.get("world_size", 1)
@@ -432,8 +468,12 @@ def load_encoder(
     if precision not in PRECISIONS:
         raise HarnessError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     spec = describe_checkpoint(path, pooling)
-    for name, value in (("normalize", normalize), ("query_max_length", query_max_length),
-                        ("passage_max_length", passage_max_length), ("title_separator", title_separator)):
+    for name, value in (
+        ("normalize", normalize),
+        ("query_max_length", query_max_length),
+        ("passage_max_length", passage_max_length),
+        ("title_separator", title_separator),
+    ):
         if value is not None:
             setattr(spec, name, value)
             spec.sources[name] = "argument"
@@ -477,8 +517,15 @@ def load_zero_shot_encoder(
             lengths[name] = (spec.model_max_length, "sentence_bert_config.json (max_seq_length)")
         else:
             lengths[name] = (getattr(spec, name), "default (papers: query 32, passage 144)")
-    encoder = load_encoder(path, pooling, normalize, query_max_length=lengths["query_max_length"][0],
-                           passage_max_length=lengths["passage_max_length"][0], device=device, precision=precision)
+    encoder = load_encoder(
+        path,
+        pooling,
+        normalize,
+        query_max_length=lengths["query_max_length"][0],
+        passage_max_length=lengths["passage_max_length"][0],
+        device=device,
+        precision=precision,
+    )
     limit = encoder.spec.model_max_length or getattr(encoder.model.config, "max_position_embeddings", None)
     for name, (value, source) in lengths.items():
         if limit and value > int(limit):
@@ -493,5 +540,16 @@ def load_zero_shot_encoder(
 def vector_settings(encoder: Any) -> dict[str, Any]:
     """Settings that decide the passage vectors (the embedding cache key)."""
     s = encoder.settings()
-    return {k: s[k] for k in ("pooling", "normalize", "lowercase", "passage_max_length", "title_separator",
-                              "passage_prefix", "precision", "dim")}
+    return {
+        k: s[k]
+        for k in (
+            "pooling",
+            "normalize",
+            "lowercase",
+            "passage_max_length",
+            "title_separator",
+            "passage_prefix",
+            "precision",
+            "dim",
+        )
+    }

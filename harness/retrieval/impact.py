@@ -43,9 +43,10 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -116,8 +117,15 @@ class SparseEncoder:
         limit = getattr(self.model.config, "max_position_embeddings", None)
         return min(max_length, int(limit)) if limit else max_length
 
-    def encode(self, texts: Sequence[str], kind: str = "passage", batch_size: int = 64,
-               max_length: int | None = None, topk: int | None = None, show_progress: bool = True) -> list[SparseVector]:
+    def encode(
+        self,
+        texts: Sequence[str],
+        kind: str = "passage",
+        batch_size: int = 64,
+        max_length: int | None = None,
+        topk: int | None = None,
+        show_progress: bool = True,
+    ) -> list[SparseVector]:
         """Weights per text, in the caller's order (see :func:`encode_sparse`)."""
         import torch
 
@@ -134,14 +142,20 @@ class SparseEncoder:
         order = np.argsort(-np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")
         was_training = self.model.training
         self.model.eval()
-        bar = tqdm(total=len(texts), desc=f"encode sparse {'queries' if kind == 'query' else kind + 's'}", unit=kind[0], disable=not show_progress,
-                   dynamic_ncols=True)
+        bar = tqdm(
+            total=len(texts),
+            desc=f"encode sparse {'queries' if kind == 'query' else kind + 's'}",
+            unit=kind[0],
+            disable=not show_progress,
+            dynamic_ncols=True,
+        )
         try:
             with torch.inference_mode():
                 for start in range(0, len(texts), batch_size):
                     idx = order[start : start + batch_size].tolist()
-                    enc = self.tokenizer([texts[j] for j in idx], padding=True, truncation=True, max_length=length,
-                                         return_tensors="pt")
+                    enc = self.tokenizer(
+                        [texts[j] for j in idx], padding=True, truncation=True, max_length=length, return_tensors="pt"
+                    )
                     enc = {k: v.to(self.device) for k, v in enc.items()}
                     with encode_autocast(self.settings.get("precision", "fp32"), self.device):
                         logits = self.model(**enc).logits
@@ -240,12 +254,15 @@ def _checked_impacts(vector: Mapping[str, int], what: str) -> dict[str, int]:
     return out
 
 
-def _pairs(vectors: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]]) -> Iterator[tuple[str, Mapping[str, int]]]:
+def _pairs(
+    vectors: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]],
+) -> Iterator[tuple[str, Mapping[str, int]]]:
     return iter(vectors.items()) if isinstance(vectors, Mapping) else iter(vectors)
 
 
 def write_vector_collection(
-    doc_vectors: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]], path: str | Path,
+    doc_vectors: Mapping[str, Mapping[str, int]] | Iterable[tuple[str, Mapping[str, int]]],
+    path: str | Path,
     files: int = 1,
 ) -> dict[str, Any]:
     """Write a JsonVectorCollection (streaming); documents with no non-zero impact are left out.
@@ -275,16 +292,22 @@ def write_vector_collection(
             if not terms:
                 empty += 1  # Anserini skips empty documents; they would score 0 for every query anyway
                 continue
-            handles[docs % files].write(json.dumps({"id": doc_id, "contents": "", "vector": terms},
-                                                   ensure_ascii=False) + "\n")
+            handles[docs % files].write(
+                json.dumps({"id": doc_id, "contents": "", "vector": terms}, ensure_ascii=False) + "\n"
+            )
             docs += 1
             postings += len(terms)
             impact_sum += sum(terms.values())
     finally:
         for fh in handles:
             fh.close()
-    return {"documents": docs, "empty_documents": empty, "postings": postings, "impact_sum": impact_sum,
-            "avg_doc_nonzeros": postings / docs if docs else 0.0}
+    return {
+        "documents": docs,
+        "empty_documents": empty,
+        "postings": postings,
+        "impact_sum": impact_sum,
+        "avg_doc_nonzeros": postings / docs if docs else 0.0,
+    }
 
 
 def directory_bytes(folder: str | Path, exclude: Sequence[str] = (INDEX_INFO_FILE,)) -> int:
@@ -295,17 +318,34 @@ def directory_bytes(folder: str | Path, exclude: Sequence[str] = (INDEX_INFO_FIL
     return total
 
 
-def index_collection(collection_dir: str | Path, index_dir: str | Path, threads: int = 2,
-                     optimize: bool = False, documents: int | None = None) -> dict[str, Any]:
+def index_collection(
+    collection_dir: str | Path,
+    index_dir: str | Path,
+    threads: int = 2,
+    optimize: bool = False,
+    documents: int | None = None,
+) -> dict[str, Any]:
     """Run pyserini's Lucene indexer (a JVM subprocess that dies with the harness) on a folder of
     JsonVectorCollection files."""
 
     ensure_java_home(in_process=False)  # the indexer is a child JVM: this process's heap waits for a search
     index_dir = Path(index_dir)
     cmd = [
-        sys.executable, "-m", "pyserini.index.lucene",
-        "--collection", "JsonVectorCollection", "--input", str(collection_dir), "--index", str(index_dir),
-        "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads), "--impact", "--pretokenized",
+        sys.executable,
+        "-m",
+        "pyserini.index.lucene",
+        "--collection",
+        "JsonVectorCollection",
+        "--input",
+        str(collection_dir),
+        "--index",
+        str(index_dir),
+        "--generator",
+        "DefaultLuceneDocumentGenerator",
+        "--threads",
+        str(threads),
+        "--impact",
+        "--pretokenized",
     ]
     if optimize:
         cmd.append("--optimize")
@@ -319,8 +359,12 @@ def index_collection(collection_dir: str | Path, index_dir: str | Path, threads:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise HarnessError(f"pyserini impact indexing failed (exit {proc.returncode}):\n{tail}")
-    return {"index_seconds": round(time.time() - started, 2), "index_bytes": directory_bytes(index_dir),
-            "threads": threads, "optimize": optimize}
+    return {
+        "index_seconds": round(time.time() - started, 2),
+        "index_bytes": directory_bytes(index_dir),
+        "threads": threads,
+        "optimize": optimize,
+    }
 
 
 def build_impact_index(
@@ -349,8 +393,12 @@ def build_impact_index(
         built = index_collection(work, index_dir, threads, optimize, written["documents"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    stats = {"index": "Lucene impact index (pyserini 0.22.1, JsonVectorCollection --impact --pretokenized)",
-             **written, **built, "seconds": round(time.time() - started, 2)}
+    stats = {
+        "index": "Lucene impact index (pyserini 0.22.1, JsonVectorCollection --impact --pretokenized)",
+        **written,
+        **built,
+        "seconds": round(time.time() - started, 2),
+    }
     (index_dir / INDEX_INFO_FILE).write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
     return stats
 
@@ -431,8 +479,10 @@ def search_impact(
         "scores_exact": max_score < EXACT_SCORE_LIMIT,
     }
     if max_score >= EXACT_SCORE_LIMIT:
-        print(f"impact: a score reached {max_score:.0f} >= 2^24: Lucene's float32 scores may be off by a few units",
-              file=sys.stderr)
+        print(
+            f"impact: a score reached {max_score:.0f} >= 2^24: Lucene's float32 scores may be off by a few units",
+            file=sys.stderr,
+        )
     return run, stats
 
 

@@ -30,10 +30,10 @@ from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
 
 HEAP_ENV = "HARNESS_LUCENE_HEAP"
-HEAP_BASE_MIB = 1024          # a BM25 / impact searcher's steady heap, with room for a batch's hits
+HEAP_BASE_MIB = 1024  # a BM25 / impact searcher's steady heap, with room for a batch's hits
 HEAP_MIN_MIB = 512
 HEAP_STEP_MIB = 256
-_ours: list[str] = []         # the -Xmx this module gave pyjnius (replaced until the JVM starts), as printed
+_ours: list[str] = []  # the -Xmx this module gave pyjnius (replaced until the JVM starts), as printed
 
 
 def _memory_mib() -> int | None:

@@ -48,10 +48,11 @@ import itertools
 import json
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -102,6 +103,7 @@ class ShardReport:
 
 
 # ---------------------------------------------------------------------------- fingerprints
+
 
 def _pairs(source: CorpusSource) -> Iterator[tuple[str, Mapping[str, str] | str]]:
     """A fresh stream of (doc id, doc) pairs in corpus order."""
@@ -194,14 +196,27 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------- manifest
 
-def _manifest(survey: _Survey, enc_fp: str, encoder: Any, world_size: int, shard_size: int,
-              batch_size: int) -> dict[str, Any]:
 
-    chunks = {name: {"rank": r, "start": a, "end": b, "ids_sha256": survey.chunk_ids_sha256[name]}
-              for name, (r, a, b) in _layout(survey.passages, world_size, shard_size).items()}
-    return {"format": FORMAT, "passages": survey.passages, "corpus": survey.corpus,
-            "ids_sha256": survey.ids_sha256, "encoder": enc_fp, "encoder_settings": vector_settings(encoder),
-            "world_size": world_size, "shard_size": shard_size, "batch_size": batch_size, "chunks": chunks}
+def _manifest(
+    survey: _Survey, enc_fp: str, encoder: Any, world_size: int, shard_size: int, batch_size: int
+) -> dict[str, Any]:
+
+    chunks = {
+        name: {"rank": r, "start": a, "end": b, "ids_sha256": survey.chunk_ids_sha256[name]}
+        for name, (r, a, b) in _layout(survey.passages, world_size, shard_size).items()
+    }
+    return {
+        "format": FORMAT,
+        "passages": survey.passages,
+        "corpus": survey.corpus,
+        "ids_sha256": survey.ids_sha256,
+        "encoder": enc_fp,
+        "encoder_settings": vector_settings(encoder),
+        "world_size": world_size,
+        "shard_size": shard_size,
+        "batch_size": batch_size,
+        "chunks": chunks,
+    }
 
 
 def _read_manifest(out: Path) -> dict[str, Any]:
@@ -222,12 +237,24 @@ def _check_or_write_manifest(out: Path, want: dict[str, Any]) -> None:
     have = _read_manifest(out)
     if have == json.loads(json.dumps(want)):
         return
-    labels = {"corpus": "corpus", "passages": "passages", "encoder": "encoder", "world_size": "world size",
-              "shard_size": "shard_size", "batch_size": "batch_size", "format": "format"}
-    diffs = [f"{label} {_short(have.get(key))} -> {_short(want[key])}" for key, label in labels.items()
-             if have.get(key) != want[key]] or ["chunk layout"]
-    raise HarnessError(f"{out} was encoded with other settings ({'; '.join(diffs)}); resume with the same "
-                       "model, corpus, world size, shard size and batch size, or use a new folder")
+    labels = {
+        "corpus": "corpus",
+        "passages": "passages",
+        "encoder": "encoder",
+        "world_size": "world size",
+        "shard_size": "shard_size",
+        "batch_size": "batch_size",
+        "format": "format",
+    }
+    diffs = [
+        f"{label} {_short(have.get(key))} -> {_short(want[key])}"
+        for key, label in labels.items()
+        if have.get(key) != want[key]
+    ] or ["chunk layout"]
+    raise HarnessError(
+        f"{out} was encoded with other settings ({'; '.join(diffs)}); resume with the same "
+        "model, corpus, world size, shard size and batch size, or use a new folder"
+    )
 
 
 def _in_order(manifest: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -242,6 +269,7 @@ def _short(value: Any) -> str:
 
 # ---------------------------------------------------------------------------- encoding
 
+
 def _chunk_complete(out: Path, name: str, entry: Mapping[str, Any], dim: int) -> bool:
     """True when both files exist and agree with the manifest (a damaged chunk is encoded again)."""
 
@@ -251,9 +279,12 @@ def _chunk_complete(out: Path, name: str, entry: Mapping[str, Any], dim: int) ->
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         rows = np.load(npy_path, mmap_mode="r")  # reads the header only
-        ok = (meta["start"], meta["end"]) == (entry["start"], entry["end"]) \
-            and hash_texts(meta["ids"]) == entry["ids_sha256"] \
-            and rows.dtype == np.float32 and rows.shape == (entry["end"] - entry["start"], dim)
+        ok = (
+            (meta["start"], meta["end"]) == (entry["start"], entry["end"])
+            and hash_texts(meta["ids"]) == entry["ids_sha256"]
+            and rows.dtype == np.float32
+            and rows.shape == (entry["end"] - entry["start"], dim)
+        )
     except (OSError, ValueError, KeyError, TypeError):
         ok = False
     if not ok:
@@ -267,8 +298,9 @@ def _write_chunk(out: Path, name: str, ids: list[str], start: int, end: int, emb
     data = buf.getvalue()
     atomic_write_bytes(out / f"{name}.npy", data)
     # Written last: its presence means the .npy beside it is complete.
-    atomic_write_json(out / f"{name}.json", {"start": start, "end": end, "ids": ids,
-                                             "npy_sha256": hashlib.sha256(data).hexdigest()})
+    atomic_write_json(
+        out / f"{name}.json", {"start": start, "end": end, "ids": ids, "npy_sha256": hashlib.sha256(data).hexdigest()}
+    )
 
 
 def encode_corpus_sharded(
@@ -302,8 +334,9 @@ def encode_corpus_sharded(
     if not survey.passages:
         raise HarnessError("the corpus to encode is empty")
     out = Path(out_dir)
-    manifest = _manifest(survey, fingerprint or encoder_fingerprint(encoder), encoder, world_size, shard_size,
-                         batch_size)
+    manifest = _manifest(
+        survey, fingerprint or encoder_fingerprint(encoder), encoder, world_size, shard_size, batch_size
+    )
     _check_or_write_manifest(out, manifest)
     mine = {n: c for n, c in _in_order(manifest) if c["rank"] == rank}
     start, end = shard_bounds(survey.passages, rank, world_size)
@@ -313,11 +346,20 @@ def encode_corpus_sharded(
                 stale.unlink(missing_ok=True)
         todo = [(n, c) for n, c in mine.items() if not _chunk_complete(out, n, c, encoder.dim)]
         left = sum(c["end"] - c["start"] for _, c in todo)
-        print(f"[sharded] rank {rank}/{world_size}: passages [{start:,}, {end:,}) in {len(mine)} chunk(s) of "
-              f"{shard_size:,}; {len(mine) - len(todo)} already complete, {left:,} passages to encode",
-              file=sys.stderr, flush=True)
-        bar = tqdm(total=end - start, initial=end - start - left, desc=f"encode rank {rank}/{world_size}",
-                   unit="passage", disable=not show_progress, dynamic_ncols=True)  # rate + ETA
+        print(
+            f"[sharded] rank {rank}/{world_size}: passages [{start:,}, {end:,}) in {len(mine)} chunk(s) of "
+            f"{shard_size:,}; {len(mine) - len(todo)} already complete, {left:,} passages to encode",
+            file=sys.stderr,
+            flush=True,
+        )
+        bar = tqdm(
+            total=end - start,
+            initial=end - start - left,
+            desc=f"encode rank {rank}/{world_size}",
+            unit="passage",
+            disable=not show_progress,
+            dynamic_ncols=True,
+        )  # rate + ETA
         started = time.perf_counter()
         stream, position = _pairs(passages), 0
         try:
@@ -327,8 +369,10 @@ def encode_corpus_sharded(
                 position = c["end"]
                 chunk_ids = [d for d, _ in chunk]
                 if hash_texts(chunk_ids) != c["ids_sha256"]:
-                    raise HarnessError(f"the corpus changed while {out} was encoded (chunk {name} holds other doc "
-                                       "ids than the first pass read)")
+                    raise HarnessError(
+                        f"the corpus changed while {out} was encoded (chunk {name} holds other doc "
+                        "ids than the first pass read)"
+                    )
                 texts = encoder.passage_texts([doc for _, doc in chunk])
                 del chunk
                 emb = encoder.encode(texts, batch_size=batch_size, kind="passage", show_progress=False)
@@ -339,8 +383,11 @@ def encode_corpus_sharded(
         seconds = time.perf_counter() - started
     report = ShardReport(rank, world_size, start, end, len(mine), len(mine) - len(todo), left, seconds)
     rate = f"{report.passages_per_second:,.1f} passages/s" if report.passages_per_second else "nothing to encode"
-    print(f"[sharded] rank {rank}/{world_size}: encoded {left:,} passages in {seconds:.1f} s ({rate})",
-          file=sys.stderr, flush=True)
+    print(
+        f"[sharded] rank {rank}/{world_size}: encoded {left:,} passages in {seconds:.1f} s ({rate})",
+        file=sys.stderr,
+        flush=True,
+    )
     return report
 
 
@@ -374,8 +421,10 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
     for name, c in _in_order(manifest):
         meta_path, npy_path = out / f"{name}.json", out / f"{name}.npy"
         if not (meta_path.is_file() and npy_path.is_file()):
-            raise HarnessError(f"{out}: chunk {name} (passages {c['start']:,}-{c['end']:,}, rank {c['rank']}) is "
-                               "missing; run the same encoding command again to resume")
+            raise HarnessError(
+                f"{out}: chunk {name} (passages {c['start']:,}-{c['end']:,}, rank {c['rank']}) is "
+                "missing; run the same encoding command again to resume"
+            )
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             data = npy_path.read_bytes()
@@ -384,14 +433,18 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise HarnessError(f"{out}: chunk {name} is unreadable ({exc}); delete its two files and resume") from None
         if hash_texts(chunk_ids) != c["ids_sha256"] or (meta.get("start"), meta.get("end")) != (c["start"], c["end"]):
-            raise HarnessError(f"{out}: the doc ids of chunk {name} disagree with {MANIFEST}; delete its two files "
-                               "and resume")
+            raise HarnessError(
+                f"{out}: the doc ids of chunk {name} disagree with {MANIFEST}; delete its two files and resume"
+            )
         if rows.ndim != 2 or rows.shape[0] != len(chunk_ids) or rows.dtype != np.float32:
-            raise HarnessError(f"{out}: chunk {name} holds {rows.shape} {rows.dtype} vectors for {len(chunk_ids)} "
-                               "ids; delete its two files and resume")
+            raise HarnessError(
+                f"{out}: chunk {name} holds {rows.shape} {rows.dtype} vectors for {len(chunk_ids)} "
+                "ids; delete its two files and resume"
+            )
         if verify and hashlib.sha256(data).hexdigest() != meta.get("npy_sha256"):
-            raise HarnessError(f"{out}: {name}.npy does not match the sha256 its .json recorded; delete its two "
-                               "files and resume")
+            raise HarnessError(
+                f"{out}: {name}.npy does not match the sha256 its .json recorded; delete its two files and resume"
+            )
         if dim is not None and rows.shape[1] != dim:
             raise HarnessError(f"{out}: chunk {name} has dimension {rows.shape[1]}, others {dim}")
         dim = rows.shape[1]
@@ -400,8 +453,10 @@ def iter_shards(out_dir: str | Path, *, verify: bool = True) -> Iterator[tuple[i
         count += len(chunk_ids)
         yield c["start"], chunk_ids, rows
     if dim is None or count != manifest["passages"] or all_ids.hexdigest() != manifest["ids_sha256"]:
-        raise HarnessError(f"{out}: the chunks hold {count:,} doc ids, not the {manifest['passages']:,} of "
-                           f"{MANIFEST} in order; delete the folder and encode again")
+        raise HarnessError(
+            f"{out}: the chunks hold {count:,} doc ids, not the {manifest['passages']:,} of "
+            f"{MANIFEST} in order; delete the folder and encode again"
+        )
 
 
 def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str], np.ndarray]:
@@ -412,7 +467,7 @@ def merge_shards(out_dir: str | Path, *, verify: bool = True) -> tuple[list[str]
     for start, chunk_ids, rows in iter_shards(out_dir, verify=verify):
         if emb is None:  # one preallocated matrix: no second copy of the corpus at merge time
             emb = np.empty((passages, rows.shape[1]), dtype=np.float32)
-        emb[start:start + len(chunk_ids)] = rows
+        emb[start : start + len(chunk_ids)] = rows
         ids.extend(chunk_ids)
     assert emb is not None  # iter_shards refuses an empty folder
     return ids, emb
@@ -430,8 +485,11 @@ def merge_shards_to_file(out_dir: str | Path, npy: str | Path, ids_json: str | P
         g.write("[")
         for start, chunk_ids, rows in iter_shards(out_dir, verify=verify):
             if start == 0:  # iter_shards yields in corpus order and refuses an empty folder
-                header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
-                          "shape": (passages, rows.shape[1])}
+                header = {
+                    "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                    "fortran_order": False,
+                    "shape": (passages, rows.shape[1]),
+                }
                 np.lib.format.write_array_header_1_0(f, header)
             f.write(np.ascontiguousarray(rows, dtype="<f4").tobytes())
             g.write(("" if start == 0 else ", ") + json.dumps(chunk_ids)[1:-1])
@@ -441,6 +499,7 @@ def merge_shards_to_file(out_dir: str | Path, npy: str | Path, ids_json: str | P
 
 
 # ---------------------------------------------------------------------------- index
+
 
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -463,8 +522,11 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
     print(f"index: {label}: {n:,} x {dim} x {width} B = {_human(n * dim * width)}", flush=True)
     ram = (total_memory_gib() or 0) * 2**30
     if not fp16 and ram and n * dim * 4 > 0.8 * ram:
-        print(f"index: {_human(n * dim * 4)} is more than 80% of this machine's {_human(ram)} RAM; "
-              "fp16 storage halves it", file=sys.stderr)
+        print(
+            f"index: {_human(n * dim * 4)} is more than 80% of this machine's {_human(ram)} RAM; "
+            "fp16 storage halves it",
+            file=sys.stderr,
+        )
     if not fp16:
         return build_index(embeddings), label
     import faiss
@@ -489,10 +551,16 @@ def index_shards(out_dir: str | Path, *, fp16: bool = False, verify: bool = True
         if index is None:
             n, dim = int(manifest["passages"]), rows.shape[1]
             label = _index_label(fp16)
-            print(f"index: {label}: {n:,} x {dim} x {2 if fp16 else 4} B = {_human(n * dim * (2 if fp16 else 4))} "
-                  "(built chunk by chunk)", flush=True)
-            index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT) \
-                if fp16 else faiss.IndexFlatIP(dim)
+            print(
+                f"index: {label}: {n:,} x {dim} x {2 if fp16 else 4} B = {_human(n * dim * (2 if fp16 else 4))} "
+                "(built chunk by chunk)",
+                flush=True,
+            )
+            index = (
+                faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+                if fp16
+                else faiss.IndexFlatIP(dim)
+            )
         if not np.isfinite(rows).all():
             raise HarnessError(f"{out_dir}: passage embeddings contain NaN or infinite values")
         index.add(np.ascontiguousarray(rows, dtype=np.float32))
@@ -501,12 +569,22 @@ def index_shards(out_dir: str | Path, *, fp16: bool = False, verify: bool = True
 
 
 def _index_label(fp16: bool) -> str:
-    return ("faiss.IndexScalarQuantizer fp16 (exhaustive inner product over fp16-stored vectors; scores rounded)"
-            if fp16 else "faiss.IndexFlatIP (exact inner product, fp32)")
+    return (
+        "faiss.IndexScalarQuantizer fp16 (exhaustive inner product over fp16-stored vectors; scores rounded)"
+        if fp16
+        else "faiss.IndexFlatIP (exact inner product, fp32)"
+    )
 
 
-def search_merged(doc_ids: Sequence[str], doc_emb: np.ndarray, query_ids: Sequence[str], query_emb: np.ndarray,
-                  k: int = 1000, *, fp16: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+def search_merged(
+    doc_ids: Sequence[str],
+    doc_emb: np.ndarray,
+    query_ids: Sequence[str],
+    query_emb: np.ndarray,
+    k: int = 1000,
+    *,
+    fp16: bool = False,
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """:func:`harness.retrieval.dense.retrieve` over one index of the merged matrix; stats say which index."""
 
     index, label = build_search_index(doc_emb, fp16=fp16)
@@ -516,6 +594,7 @@ def search_merged(doc_ids: Sequence[str], doc_emb: np.ndarray, query_ids: Sequen
 
 
 # ---------------------------------------------------------------------------- distributed driver
+
 
 def waiting_group(timeout_s: float = BARRIER_TIMEOUT_S) -> Any:
     """A gloo process group for waiting on every rank after encoding: CPU objects on any backend,
@@ -565,8 +644,16 @@ def encode_distributed(
     info = D.init_distributed(device)
     try:
         encoder = load_zero_shot_encoder(resolve_model_path(model), device=str(info.device))
-        report = encode_corpus_sharded(encoder, passages, out_dir, rank=info.rank, world_size=info.world_size,
-                                       shard_size=shard_size, batch_size=batch_size, show_progress=show_progress)
+        report = encode_corpus_sharded(
+            encoder,
+            passages,
+            out_dir,
+            rank=info.rank,
+            world_size=info.world_size,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
         reports = [report]
         if info.distributed:
             group = waiting_group(barrier_timeout_s)
@@ -582,10 +669,16 @@ def encode_distributed(
             seconds = max(r.seconds for r in reports)
             encoded = sum(r.passages_encoded for r in reports)
             result.summary = {
-                "out_dir": str(out_dir), "docs": int(manifest["passages"]), "dim": int(encoder.dim),
-                "world_size": info.world_size, "shard_size": shard_size, "batch_size": batch_size,
-                "device": str(info.device), "passages_encoded": encoded,
-                "chunks_skipped": sum(r.chunks_skipped for r in reports), "encode_seconds": round(seconds, 3),
+                "out_dir": str(out_dir),
+                "docs": int(manifest["passages"]),
+                "dim": int(encoder.dim),
+                "world_size": info.world_size,
+                "shard_size": shard_size,
+                "batch_size": batch_size,
+                "device": str(info.device),
+                "passages_encoded": encoded,
+                "chunks_skipped": sum(r.chunks_skipped for r in reports),
+                "encode_seconds": round(seconds, 3),
                 "passages_per_second": round(encoded / seconds, 1) if seconds > 0 else None,
                 "ranks": [asdict(r) for r in reports],
             }

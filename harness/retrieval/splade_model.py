@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from harness.stages.checkpoints import load_pretrained
 from harness.core.errors import HarnessError
 from harness.core.numerics import upcast
+from harness.stages.checkpoints import load_pretrained
 
 SETTINGS_FILE = "harness_lexical.json"
 REPRESENTATION = "splade_max"
@@ -32,8 +32,10 @@ REPRESENTATION = "splade_max"
 def splade_max(logits: Tensor, attention_mask: Tensor) -> Tensor:
     """Eq. (8): ``max_t log(1 + ReLU(logits[:, t, :]))`` over non-padding positions -> [B, V] float32."""
     if logits.dim() != 3 or attention_mask.shape != logits.shape[:2]:
-        raise HarnessError(f"splade_max wants logits [B, L, V] and a mask [B, L], got {tuple(logits.shape)} "
-                           f"and {tuple(attention_mask.shape)}")
+        raise HarnessError(
+            f"splade_max wants logits [B, L, V] and a mask [B, L], got {tuple(logits.shape)} "
+            f"and {tuple(attention_mask.shape)}"
+        )
     if not torch.is_grad_enabled() and _right_padded(attention_mask):
         # Encoding: each row's max over its own positions, read in place. The same values as the
         # masked max below (a max is exact) without writing a masked [B, L, V] copy, which took a
@@ -71,7 +73,9 @@ def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, 
         raise HarnessError(f"{path} holds no Hugging Face model (config.json missing)")
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     if config.model_type != "bert":
-        raise HarnessError(f"{path}: the lexical retriever needs a BERT masked LM, found model_type {config.model_type!r}")
+        raise HarnessError(
+            f"{path}: the lexical retriever needs a BERT masked LM, found model_type {config.model_type!r}"
+        )
     before = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the expected "missing cls.predictions.*" report is not news
     try:
@@ -81,14 +85,17 @@ def load_masked_lm(path: str | Path, allow_new_head: bool = True) -> tuple[Any, 
     missing = set(info.get("missing_keys", ()))
     encoder_missing = sorted(k for k in missing if not k.startswith("cls."))
     if encoder_missing:
-        raise HarnessError(f"{path}: {len(encoder_missing)} encoder weight(s) missing (e.g. "
-                           f"{', '.join(encoder_missing[:3])}); not a trained BERT checkpoint")
+        raise HarnessError(
+            f"{path}: {len(encoder_missing)} encoder weight(s) missing (e.g. "
+            f"{', '.join(encoder_missing[:3])}); not a trained BERT checkpoint"
+        )
     head_missing = sorted(k for k in missing if k.startswith("cls.") and k != "cls.predictions.decoder.weight")
     if not head_missing:
         return model, "loaded"
     if not allow_new_head:
-        raise HarnessError(f"{path} has no MLM head weights ({', '.join(head_missing[:3])} ...): it is not a "
-                           "trained lexical retriever")
+        raise HarnessError(
+            f"{path} has no MLM head weights ({', '.join(head_missing[:3])} ...): it is not a trained lexical retriever"
+        )
     word = model.bert.embeddings.word_embeddings.weight
     if model.cls.predictions.decoder.weight.data_ptr() != word.data_ptr():
         model.cls.predictions.decoder.weight = word  # config.tie_word_embeddings=False would leave it random

@@ -74,7 +74,7 @@ class Line:
 
     intercept: float
     slope: float
-    largest: float     # the value at the larger size: a projection never goes below it
+    largest: float  # the value at the larger size: a projection never goes below it
     sizes: tuple[int, int]
 
     def at(self, passages: int) -> float:
@@ -144,8 +144,11 @@ def fit(rows: Iterable[dict[str, Any]]) -> dict[str, Slopes]:
             continue
         small, large = sorted(sizes)[-2:]
         dim, rows_per_chunk = vectors.get((stage, large), (None, None))
-        out[stage] = Slopes(*(_line(small, sizes[small][k], large, sizes[large][k]) for k in ("rss", "disk")),
-                            dim=dim, chunk_rows=int(rows_per_chunk) if rows_per_chunk else None)
+        out[stage] = Slopes(
+            *(_line(small, sizes[small][k], large, sizes[large][k]) for k in ("rss", "disk")),
+            dim=dim,
+            chunk_rows=int(rows_per_chunk) if rows_per_chunk else None,
+        )
     return out
 
 
@@ -164,12 +167,12 @@ class Footprint:
     disk_gib: float | None = None
     missing: list[str] = field(default_factory=list)  # its bench stages not measured at two sizes
     shared: bool = False  # it reads corpus vectors an earlier step writes
-    count: int = 1        # planned stages of this kind over this corpus, shown as one row
+    count: int = 1  # planned stages of this kind over this corpus, shown as one row
 
     def measured(self) -> bool:
         return self.rss_gib is not None
 
-    def merge(self, other: "Footprint") -> None:
+    def merge(self, other: Footprint) -> None:
         """Another planned stage of the same kind over the same corpus (e.g. each retriever's impact
         index of one benchmark): one row, the larger peak, the disk of both."""
         self.count += 1
@@ -247,8 +250,9 @@ def project(spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes])
     return list(out.values())
 
 
-def stage_disk_mib(spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes]
-                   ) -> dict[tuple[str, str | None], float]:
+def stage_disk_mib(
+    spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes]
+) -> dict[tuple[str, str | None], float]:
     """(stage, dataset) -> the MiB a planned data stage would write, each projected on its own: what a full
     disk's message says the stage needs. Left out rather than guessed: unmeasured stages, and a search
     over corpus vectors an earlier stage writes (its own share is not measured apart)."""
@@ -287,8 +291,13 @@ def free_disk_gib(folder: Path | None = None) -> float | None:
     return None
 
 
-def describe(spec: Any, entries: list[dict[str, Any]], results: Path | None = None,
-             memory_gib: float | None = None, free_gib: float | None = None) -> list[str]:
+def describe(
+    spec: Any,
+    entries: list[dict[str, Any]],
+    results: Path | None = None,
+    memory_gib: float | None = None,
+    free_gib: float | None = None,
+) -> list[str]:
     """The plan's lines: each data stage's projected peak memory and disk, and what would not fit."""
     results = results or newest_results()
     feet = project(spec, entries, measured_slopes(results))
@@ -297,10 +306,12 @@ def describe(spec: Any, entries: list[dict[str, Any]], results: Path | None = No
     memory_gib = memory_gib if memory_gib is not None else total_memory_gib()
     free_gib = free_gib if free_gib is not None else free_disk_gib()
     source = results.relative_to(PROJECT_ROOT) if results and results.is_relative_to(PROJECT_ROOT) else results
-    here = (f"this machine: {_gib(memory_gib)} memory, {_gib(free_gib)} free under the cache")
-    lines = [f"  memory and disk of the data stages at their corpus sizes (lines through each stage's two largest "
-             f"sizes in {source or 'no bench_scale result'}; {here}):",
-             f"    {'stage':<48} {'passages':>11}  {'peak RSS':>9}  {'disk':>9}"]
+    here = f"this machine: {_gib(memory_gib)} memory, {_gib(free_gib)} free under the cache"
+    lines = [
+        f"  memory and disk of the data stages at their corpus sizes (lines through each stage's two largest "
+        f"sizes in {source or 'no bench_scale result'}; {here}):",
+        f"    {'stage':<48} {'passages':>11}  {'peak RSS':>9}  {'disk':>9}",
+    ]
     for foot in feet:
         size = f"{foot.passages:,}" if foot.passages else "unknown"
         if not foot.measured():
@@ -310,13 +321,17 @@ def describe(spec: Any, entries: list[dict[str, Any]], results: Path | None = No
         notes = [f"x{foot.count}"] if foot.count > 1 else []
         notes += [f"not measured: {', '.join(foot.missing)}"] if foot.missing else []
         disk = "shared" if foot.shared else _gib(foot.disk_gib)
-        lines.append(f"    {foot.label:<48} {size:>11}  {_gib(foot.rss_gib):>9}  {disk:>9}"
-                     + (f"  ({'; '.join(notes)})" if notes else ""))
-    lines.append("    assumptions: bench_scale's synthetic corpus; vectors at the plan's encoder dimension (the "
-                 "vectors' bytes on disk at it, memory plus the vectors held at once: a search's 2 GiB chunk, a "
-                 "store's or an encoding's chunk); the encoding's model memory is the bench's tiny model's; a "
-                 "stage's memory is its largest part's, its disk what it writes (shared corpus vectors once); "
-                 "xN: N planned stages over that corpus, the largest peak and all their disk")
+        lines.append(
+            f"    {foot.label:<48} {size:>11}  {_gib(foot.rss_gib):>9}  {disk:>9}"
+            + (f"  ({'; '.join(notes)})" if notes else "")
+        )
+    lines.append(
+        "    assumptions: bench_scale's synthetic corpus; vectors at the plan's encoder dimension (the "
+        "vectors' bytes on disk at it, memory plus the vectors held at once: a search's 2 GiB chunk, a "
+        "store's or an encoding's chunk); the encoding's model memory is the bench's tiny model's; a "
+        "stage's memory is its largest part's, its disk what it writes (shared corpus vectors once); "
+        "xN: N planned stages over that corpus, the largest peak and all their disk"
+    )
     lines.extend(f"  ! {line}" for line in would_not_fit(feet, memory_gib, free_gib))
     return lines
 
@@ -326,13 +341,18 @@ def would_not_fit(feet: list[Footprint], memory_gib: float | None, free_gib: flo
     stages write together against the free disk."""
     lines = []
     if memory_gib:
-        lines += [f"would not fit: {f.label} needs ~{_gib(f.rss_gib)} of memory, this machine has {_gib(memory_gib)}"
-                  for f in feet if f.rss_gib is not None and f.rss_gib > memory_gib]
+        lines += [
+            f"would not fit: {f.label} needs ~{_gib(f.rss_gib)} of memory, this machine has {_gib(memory_gib)}"
+            for f in feet
+            if f.rss_gib is not None and f.rss_gib > memory_gib
+        ]
     total = sum(f.disk_gib or 0.0 for f in feet)
     if free_gib is not None and total > free_gib:
         biggest = max((f for f in feet if f.disk_gib), key=lambda f: f.disk_gib or 0.0)
-        lines.append(f"would not fit: the data stages write ~{_gib(total)} of disk (the most: {biggest.label}, "
-                     f"~{_gib(biggest.disk_gib)}), {_gib(free_gib)} free under the cache")
+        lines.append(
+            f"would not fit: the data stages write ~{_gib(total)} of disk (the most: {biggest.label}, "
+            f"~{_gib(biggest.disk_gib)}), {_gib(free_gib)} free under the cache"
+        )
     return lines
 
 

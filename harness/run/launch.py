@@ -38,8 +38,8 @@ from harness.core import ranks
 from harness.core.errors import HarnessError
 
 FLAGS = ("--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-timeout")
-RDZV_TIMEOUT = 600      # seconds the nodes wait for each other by default (torch's static rendezvous: 900)
-REPORT_EVERY = 60.0     # seconds between the gate's "waiting for ..." lines
+RDZV_TIMEOUT = 600  # seconds the nodes wait for each other by default (torch's static rendezvous: 900)
+REPORT_EVERY = 60.0  # seconds between the gate's "waiting for ..." lines
 _HELLO = b"harness-rdzv"
 INTERRUPTED = 143  # the exit code of a run stopped by SIGTERM / SIGINT, as the single-process run uses
 
@@ -67,8 +67,10 @@ class Layout:
         if not 0 <= self.node_rank < self.nnodes:
             raise HarnessError(f"--node-rank {self.node_rank} is outside 0..{self.nnodes - 1} (--nnodes {self.nnodes})")
         if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise HarnessError("a run over several nodes needs --rdzv-endpoint HOST:PORT (node 0's address and a "
-                               "free port, the same on every node)")
+            raise HarnessError(
+                "a run over several nodes needs --rdzv-endpoint HOST:PORT (node 0's address and a "
+                "free port, the same on every node)"
+            )
         if self.rdzv_endpoint:
             _host_port(self.rdzv_endpoint)
         if not self.rdzv_timeout > 0:
@@ -122,17 +124,23 @@ class _Waiting:
         """Seconds left before the timeout; HarnessError naming ``what`` once it has passed."""
         left = self.layout.rdzv_timeout - self.elapsed()
         if left <= 0:
-            raise HarnessError(f"the rendezvous at {self.layout.rdzv_endpoint} timed out after "
-                               f"{self.layout.rdzv_timeout:g} s, {what} (--rdzv-timeout; start every node with "
-                               f"--nnodes {self.layout.nnodes} and the same --rdzv-endpoint)")
+            raise HarnessError(
+                f"the rendezvous at {self.layout.rdzv_endpoint} timed out after "
+                f"{self.layout.rdzv_timeout:g} s, {what} (--rdzv-timeout; start every node with "
+                f"--nnodes {self.layout.nnodes} and the same --rdzv-endpoint)"
+            )
         return left
 
     def say(self, what: str) -> None:
         now = self.elapsed()
         if now - self.said >= REPORT_EVERY:
             self.said = now
-            print(f"run: waiting for {what} at {self.layout.rdzv_endpoint} ({now:.0f} s of "
-                  f"{self.layout.rdzv_timeout:g} s)", file=sys.stderr, flush=True)
+            print(
+                f"run: waiting for {what} at {self.layout.rdzv_endpoint} ({now:.0f} s of "
+                f"{self.layout.rdzv_timeout:g} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _gate(layout: Layout) -> None:
@@ -146,8 +154,10 @@ def _gate(layout: Layout) -> None:
         try:
             server = socket.create_server(("", port))
         except OSError as exc:
-            raise HarnessError(f"node 0 cannot listen at {layout.rdzv_endpoint}: {exc.strerror} (fix: a port free "
-                               "on node 0, the same in every node's --rdzv-endpoint)") from None
+            raise HarnessError(
+                f"node 0 cannot listen at {layout.rdzv_endpoint}: {exc.strerror} (fix: a port free "
+                "on node 0, the same in every node's --rdzv-endpoint)"
+            ) from None
         with server:
             server.settimeout(1.0)  # a signal is handled within a second at worst
             joined: list[socket.socket] = []
@@ -167,8 +177,12 @@ def _gate(layout: Layout) -> None:
                         said = b""
                     if said != hello:  # another program, or a node started with another --nnodes
                         conn.close()
-                        print(f"run: refused a connection at {layout.rdzv_endpoint} that is not a node of this "
-                              f"run (--nnodes {layout.nnodes})", file=sys.stderr, flush=True)
+                        print(
+                            f"run: refused a connection at {layout.rdzv_endpoint} that is not a node of this "
+                            f"run (--nnodes {layout.nnodes})",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                         continue
                     joined.append(conn)
                 for conn in joined:
@@ -231,15 +245,24 @@ def launch(layout: Layout, argv: list[str], log_dir: Path) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     quiet = {r: Std.ALL for r in range(1, layout.nproc_per_node)}  # local rank 0 keeps the terminal
     config = LaunchConfig(
-        min_nodes=layout.nnodes, max_nodes=layout.nnodes, nproc_per_node=layout.nproc_per_node,
+        min_nodes=layout.nnodes,
+        max_nodes=layout.nnodes,
+        nproc_per_node=layout.nproc_per_node,
         run_id=f"harness-{uuid.uuid4().hex[:8]}" if layout.nnodes == 1 else "harness",
-        rdzv_backend="static", rdzv_endpoint=endpoint, rdzv_configs={"rank": layout.node_rank, "timeout": int(layout.rdzv_timeout)},
-        max_restarts=0, monitor_interval=0.5, start_method="spawn",
+        rdzv_backend="static",
+        rdzv_endpoint=endpoint,
+        rdzv_configs={"rank": layout.node_rank, "timeout": int(layout.rdzv_timeout)},
+        max_restarts=0,
+        monitor_interval=0.5,
+        start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=quiet),
     )
-    print(f"run: {layout.processes} process(es) over {layout.nnodes} node(s); this node runs ranks "
-          f"{first}-{first + layout.nproc_per_node - 1}" + (f", ranks other than {first} log under {log_dir}"
-                                                          if layout.nproc_per_node > 1 else ""), flush=True)
+    print(
+        f"run: {layout.processes} process(es) over {layout.nnodes} node(s); this node runs ranks "
+        f"{first}-{first + layout.nproc_per_node - 1}"
+        + (f", ranks other than {first} log under {log_dir}" if layout.nproc_per_node > 1 else ""),
+        flush=True,
+    )
     try:
         elastic_launch(config, sys.executable)("-m", "harness", *argv)
     except ChildFailedError as exc:
@@ -249,11 +272,13 @@ def launch(layout: Layout, argv: list[str], log_dir: Path) -> int:
         if abs(code) == 15 or code == INTERRUPTED:
             print(f"run: interrupted (rank {rank} stopped by a signal); `run` again resumes", file=sys.stderr)
             return INTERRUPTED
-        print(f"run: rank {rank} (pid {failure.pid}) failed with exit code {code}; the other ranks were stopped"
-              f"{where}; rank logs under {log_dir}", file=sys.stderr)
+        print(
+            f"run: rank {rank} (pid {failure.pid}) failed with exit code {code}; the other ranks were stopped"
+            f"{where}; rank logs under {log_dir}",
+            file=sys.stderr,
+        )
         return code if 0 < code < 128 else 1
     except SignalException as exc:
-        print(f"run: interrupted ({exc.sigval.name}); the workers were stopped; `run` again resumes",
-              file=sys.stderr)
+        print(f"run: interrupted ({exc.sigval.name}); the workers were stopped; `run` again resumes", file=sys.stderr)
         return INTERRUPTED
     return 0

@@ -42,14 +42,19 @@ class Shape:
     source: str = "bert-base"
 
     def describe(self) -> str:
-        return (f"{self.layers} layers, hidden {self.hidden}, intermediate {self.intermediate}, "
-                f"vocabulary {self.vocab:,} ({self.source})")
+        return (
+            f"{self.layers} layers, hidden {self.hidden}, intermediate {self.intermediate}, "
+            f"vocabulary {self.vocab:,} ({self.source})"
+        )
 
 
 BERT_BASE = Shape(12, 768, 3072, 30_522)
 # Published shapes of the initial checkpoints the specs name, for a machine that has not fetched them.
-KNOWN = {"bert-base-uncased": BERT_BASE, "Luyu/condenser": BERT_BASE,
-         "all-minilm-l6-v2": Shape(6, 384, 1536, 30_522, "all-MiniLM-L6-v2's published config")}
+KNOWN = {
+    "bert-base-uncased": BERT_BASE,
+    "Luyu/condenser": BERT_BASE,
+    "all-minilm-l6-v2": Shape(6, 384, 1536, 30_522, "all-MiniLM-L6-v2's published config"),
+}
 
 
 def _checkpoint_config(name: str) -> dict[str, Any]:
@@ -68,19 +73,36 @@ def shape_of(spec: Any) -> Shape:
     vocab_own = tokenizer.get("vocab_size") if tokenizer.get("from") == "wordpiece" else None
     if model.get("layers") and model.get("hidden"):
         hidden = int(model["hidden"])
-        return Shape(int(model["layers"]), hidden, int(model.get("intermediate") or 4 * hidden),
-                     int(vocab_own or BERT_BASE.vocab), "the spec's model block")
+        return Shape(
+            int(model["layers"]),
+            hidden,
+            int(model.get("intermediate") or 4 * hidden),
+            int(vocab_own or BERT_BASE.vocab),
+            "the spec's model block",
+        )
     config = _checkpoint_config(init) if init and init != "scratch" else {}
     if config.get("num_hidden_layers") and config.get("hidden_size"):
-        return Shape(int(config["num_hidden_layers"]), int(config["hidden_size"]),
-                     int(config.get("intermediate_size") or 4 * config["hidden_size"]),
-                     int(vocab_own or config.get("vocab_size") or BERT_BASE.vocab), f"{init}'s config.json")
+        return Shape(
+            int(config["num_hidden_layers"]),
+            int(config["hidden_size"]),
+            int(config.get("intermediate_size") or 4 * config["hidden_size"]),
+            int(vocab_own or config.get("vocab_size") or BERT_BASE.vocab),
+            f"{init}'s config.json",
+        )
     known = KNOWN.get(init)
     if known is not None:
-        return known if vocab_own is None else Shape(known.layers, known.hidden, known.intermediate, int(vocab_own),
-                                                     known.source)
-    return Shape(BERT_BASE.layers, BERT_BASE.hidden, BERT_BASE.intermediate, int(vocab_own or BERT_BASE.vocab),
-                 f"bert-base assumed: {init or 'no init'} is not on this machine and its shape is not known")
+        return (
+            known
+            if vocab_own is None
+            else Shape(known.layers, known.hidden, known.intermediate, int(vocab_own), known.source)
+        )
+    return Shape(
+        BERT_BASE.layers,
+        BERT_BASE.hidden,
+        BERT_BASE.intermediate,
+        int(vocab_own or BERT_BASE.vocab),
+        f"bert-base assumed: {init or 'no init'} is not on this machine and its shape is not known",
+    )
 
 
 def layer_flops(shape: Shape, tokens: int) -> float:
@@ -91,7 +113,7 @@ def layer_flops(shape: Shape, tokens: int) -> float:
 
 def head_flops(shape: Shape, tokens: int) -> float:
     """A masked-language head (dense transform + vocabulary projection) over `tokens`."""
-    return tokens * (2 * shape.hidden ** 2 + 2 * shape.hidden * shape.vocab)
+    return tokens * (2 * shape.hidden**2 + 2 * shape.hidden * shape.vocab)
 
 
 def _pretrain(shape: Shape, tokens: int, head_layers: int) -> float:
@@ -112,8 +134,9 @@ def flop_ratio(spec: Any, kind: str) -> float:
     if kind == "finetune":
         q_len, p_len = _query_length(spec), _passage_length(spec)
         n = MEASURED_PASSAGES_PER_QUERY
-        return ((_encode(shape, q_len) + n * _encode(shape, p_len))
-                / (_encode(BERT_BASE, MEASURED_QUERY_LENGTH) + n * _encode(BERT_BASE, MEASURED_LENGTH)))
+        return (_encode(shape, q_len) + n * _encode(shape, p_len)) / (
+            _encode(BERT_BASE, MEASURED_QUERY_LENGTH) + n * _encode(BERT_BASE, MEASURED_LENGTH)
+        )
     head_layers = int((spec.get("pretrain.objective_params") or {}).get("n_head_layers") or 0)
     length = int(spec.get("pretrain.max_length") or MEASURED_LENGTH)
     return _pretrain(shape, length, head_layers) / _pretrain(BERT_BASE, MEASURED_LENGTH, head_layers)

@@ -53,27 +53,37 @@ def entry_label(entry: dict[str, Any]) -> str:
     return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else entry["stage"]
 
 
-def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]],
-             notes: list[tuple[int, str]] | None = None, hw: Hardware | None = None) -> str:
+def describe(
+    spec: MethodSpec,
+    datasets: list[str],
+    stages: list[dict[str, Any]],
+    notes: list[tuple[int, str]] | None = None,
+    hw: Hardware | None = None,
+) -> str:
     """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place."""
     hw = hw or detect()
 
     lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {SEED})"]
     declared = spec.get("hardware") or {}
     on_cpu = declared.get("device_type", "cpu") == "cpu"  # a tiny profile inherits the paper's gpu/hours keys
-    decl = (f"{declared.get('devices', 1)} x {'cpu' if on_cpu else declared.get('gpu') or declared.get('device_type')}"
-            + (f", {declared['hours']} h" if declared.get("hours") and not on_cpu else ""))
+    decl = (
+        f"{declared.get('devices', 1)} x {'cpu' if on_cpu else declared.get('gpu') or declared.get('device_type')}"
+        + (f", {declared['hours']} h" if declared.get("hours") and not on_cpu else "")
+    )
     lines.append(f"  hardware: declared {decl}; detected {hw.describe()}")
     built = [e for e in stages if e["stage"] != "evaluate"]
     counts = {s: sum(e.get("plan") == s for e in built) for s in ("to run", "cached", "reused")}
-    lines.append(f"  stages, in the order a run executes them ({counts['to run']} to run, {counts['cached']} cached"
-                 + (f", {counts['reused']} reused" if counts["reused"] else "") + "):")
+    lines.append(
+        f"  stages, in the order a run executes them ({counts['to run']} to run, {counts['cached']} cached"
+        + (f", {counts['reused']} reused" if counts["reused"] else "")
+        + "):"
+    )
     by_index: dict[int, list[str]] = {}
     stops = 0
     for index, text in notes or []:
         if text.startswith(STOP):  # the first one is where a run stops; the others stop it once that is fixed
             stops += 1
-            text = text if stops == 1 else "a run would stop here too: " + text[len(STOP):]
+            text = text if stops == 1 else "a run would stop here too: " + text[len(STOP) :]
         by_index.setdefault(index, []).append("\n         ".join(text.splitlines()))
     helped: set[str] = set()
     described: set[str] = set()
@@ -107,8 +117,10 @@ def describe(spec: MethodSpec, datasets: list[str], stages: list[dict[str, Any]]
 
     missing = missing_inputs(spec, datasets)
     if missing:
-        lines.append(f"  inputs this machine lacks ({len(missing)}; a run downloads each when a stage first reads it, "
-                     "or fetch them ahead):")
+        lines.append(
+            f"  inputs this machine lacks ({len(missing)}; a run downloads each when a stage first reads it, "
+            "or fetch them ahead):"
+        )
         lines.extend(f"    ! {line}" for line in missing)
     else:
         lines.append("  inputs: every data file the run reads is here or on the mirror")
@@ -131,8 +143,10 @@ def vectors_line(step: int, entry: dict[str, Any], readers: dict[str, list[int]]
     if len(steps) < 2:
         return []
     if step == steps[0]:
-        return [f"corpus vectors {entry['vectors'][:8]}: one encoding of this corpus with this model, "
-                f"read by steps {', '.join(map(str, steps))}"]
+        return [
+            f"corpus vectors {entry['vectors'][:8]}: one encoding of this corpus with this model, "
+            f"read by steps {', '.join(map(str, steps))}"
+        ]
     return [f"corpus vectors {entry['vectors'][:8]}: those of step {steps[0]} (not encoded again)"]
 
 
@@ -143,8 +157,11 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
     evaluated = [str(e["dataset"]) for e in stages if e["stage"] == "evaluate"]  # "<variant>/<benchmark>"
     variants = list(dict.fromkeys(name.split("/", 1)[0] for name in evaluated)) or ["final"]
     final = variants[-1]
-    cells = [c for c in (cells_for(method=spec.name) if spec.name in KNOWN_METHODS else [])
-             if c.benchmark in datasets and c.score is not None]
+    cells = [
+        c
+        for c in (cells_for(method=spec.name) if spec.name in KNOWN_METHODS else [])
+        if c.benchmark in datasets and c.score is not None
+    ]
     lines = []
     for variant in variants:
         conditions = run_conditions(spec.config, spec.name, spec.profile)
@@ -154,15 +171,23 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
             if cell.doubt or comparability(cell.method, dict(cell.conditions or {}), conditions)[0]:
                 continue  # a doubtful cell is shown, never graded
             matched = ", ".join(f"{k}={v}" for k, v in sorted((cell.conditions or {}).items())) or "none stated"
-            lines.append(f"    {cell.paper} {cell.table} {cell.row} / {cell.column} ({cell.benchmark} {cell.measure}, "
-                         f"{variant}): {cell.value}; conditions matched: {matched}")
+            lines.append(
+                f"    {cell.paper} {cell.table} {cell.row} / {cell.column} ({cell.benchmark} {cell.measure}, "
+                f"{variant}): {cell.value}; conditions matched: {matched}"
+            )
     head = f"  graded cells: {len(lines)}"
     if not lines:
-        why = ("the profile is not 'paper'" if spec.profile != "paper" else
-               "no reported cell states this run's setting (steps, data, stage, deviations)")
+        why = (
+            "the profile is not 'paper'"
+            if spec.profile != "paper"
+            else "no reported cell states this run's setting (steps, data, stage, deviations)"
+        )
         return [f"{head} ({why}: nothing this run produces is compared with a paper)"]
-    return [head + " (each paper cell this run's numbers will be graded against, by the rule of "
-            "harness/evaluation/verdict.py)", *lines]
+    return [
+        head + " (each paper cell this run's numbers will be graded against, by the rule of "
+        "harness/evaluation/verdict.py)",
+        *lines,
+    ]
 
 
 def detail_kind(entry: dict[str, Any]) -> str:
@@ -183,13 +208,18 @@ def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list
 
 # The declared `details` of harness/stages/graph.py: (spec, plan entry, hardware) -> the stage's settings lines.
 
+
 def mining_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     """Retriever 1 mines for retriever 2, retriever 2 for retriever 3, to the next stage's negative_depth."""
-    miner, reader = ("retriever2", "retriever3") if "mine-retriever2" in (entry.get("dataset") or "") \
+    miner, reader = (
+        ("retriever2", "retriever3")
+        if "mine-retriever2" in (entry.get("dataset") or "")
         else ("retriever1", "retriever2")
+    )
     depth = StageSettings.from_spec(spec, reader).negative_depth
-    return [f"mining: top {depth} of the training queries with {miner} (hard negatives for {reader}, "
-            f"its negative_depth)"]
+    return [
+        f"mining: top {depth} of the training queries with {miner} (hard negatives for {reader}, its negative_depth)"
+    ]
 
 
 def tokenizer_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
@@ -206,8 +236,9 @@ def qgen_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[
     q = QgenSettings.from_spec(spec)
     if q.model == "term-sampler":
         return [f"term sampler fitted on {q.train_pairs}, {q.num_queries} queries/passage"]
-    return [f"model {q.model}, {q.num_queries} queries/passage, top_k {q.top_k}, top_p {q.top_p}, "
-            f"prefix {q.input_prefix!r}"]
+    return [
+        f"model {q.model}, {q.num_queries} queries/passage, top_k {q.top_k}, top_p {q.top_p}, prefix {q.input_prefix!r}"
+    ]
 
 
 def bm25_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
@@ -224,8 +255,11 @@ def teacher_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> li
     ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
     line = f"teacher {r3.reranker}" + (f" ({ckpt})" if ckpt else "")
     if r3.reranker not in (TINY_RERANKER, BI_ENCODER_TEACHER):  # a checkpoint: identified by its weights
-        line += (f", weights sha256 {r3.reranker_sha256} (checked before scoring)" if r3.reranker_sha256 else
-                 ", weights unidentified (no reranker_sha256): no cell of a named teacher is graded")
+        line += (
+            f", weights sha256 {r3.reranker_sha256} (checked before scoring)"
+            if r3.reranker_sha256
+            else ", weights unidentified (no reranker_sha256): no cell of a named teacher is graded"
+        )
     return [line]
 
 
@@ -239,16 +273,30 @@ def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> l
     pre = PretrainSettings.from_spec(spec)
     cls = objective_class(pre.objective)
     n = planned_world_size(hw, spec.get("hardware"))
-    lines = [f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
-             f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "
-             f"lr {pre.lr}, warm-up {pre.warmup_ratio}, max length {pre.max_length}"]
+    lines = [
+        f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
+        f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "
+        f"lr {pre.lr}, warm-up {pre.warmup_ratio}, max length {pre.max_length}",
+    ]
     declared_n = int((spec.get("hardware") or {}).get("devices", 1))
     try:
-        declared_plan = plan_batches(pre.global_batch, pre.per_device_batch, declared_n,
-                                     cls.supports_accumulation, pre.grad_cache_chunk, cls.gathers_across_ranks)
+        declared_plan = plan_batches(
+            pre.global_batch,
+            pre.per_device_batch,
+            declared_n,
+            cls.supports_accumulation,
+            pre.grad_cache_chunk,
+            cls.gathers_across_ranks,
+        )
         lines.append(f"declared: {declared_plan['note']}")
-        here = plan_batches(pre.global_batch, pre.per_device_batch, n, cls.supports_accumulation,
-                            pre.grad_cache_chunk, cls.gathers_across_ranks)
+        here = plan_batches(
+            pre.global_batch,
+            pre.per_device_batch,
+            n,
+            cls.supports_accumulation,
+            pre.grad_cache_chunk,
+            cls.gathers_across_ranks,
+        )
         lines.append(f"here:     {here['note']}")
     except Exception as exc:  # noqa: BLE001 - the plan reports the problem instead of failing
         lines.append(f"batch mapping problem: {exc}")
@@ -262,7 +310,6 @@ def precision_line(precision: str, source: str, hw: Hardware) -> str:
     if precision not in ("fp32", "auto") and hw.device_type != "cuda":
         import torch
 
-
         said: list[str] = []
         here = device_precision(precision, torch.device("cpu"), said.append)
         return f"precision: {precision} ({how}); {here} here" + (f" ({said[0]})" if said else "")
@@ -274,8 +321,10 @@ def finetune_details(spec: MethodSpec, retriever: str, hw: Hardware) -> list[str
     s = StageSettings.from_spec(spec, retriever)
     n = planned_world_size(hw, spec.get("hardware"))
     q, p = s.global_queries, s.passages_per_query
-    lines = [f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
-             f"depth {s.negative_depth}, epochs {s.epochs}, lr {s.lr}"]
+    lines = [
+        f"init {merged.get('init', 'pretrained')}, negatives {merged.get('negatives')}, "
+        f"depth {s.negative_depth}, epochs {s.epochs}, lr {s.lr}"
+    ]
     if q and p:
         per = q // n if q % n == 0 else q / n
         lines.append(f"effective batch {q} queries x {p} passages = {q * p} ({n} device(s) x {per} queries each)")

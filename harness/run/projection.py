@@ -137,6 +137,7 @@ def _label(entry: dict[str, Any]) -> str:
 
 # The declared `cost` of harness/stages/graph.py: (spec, a "to run" plan entry, counted) -> its Cost, or None.
 
+
 def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The measured row of the objective the spec pre-trains with (the QC variants share their family's);
     an objective not measured yet is not projected."""
@@ -153,8 +154,13 @@ def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     if factor != 1.0:
         note = "; ".join(filter(None, [note, "gradient caching: one extra forward per step (x4/3)"]))
     per_sequence = _per_sequence(objective) * flop_ratio(spec, objective) if objective else 0.0
-    return Cost(_label(entry), sequences * per_sequence * factor if objective and sequences else None,
-                objective or "", int(spec.get("pretrain.per_device_batch") or 0), note)
+    return Cost(
+        _label(entry),
+        sequences * per_sequence * factor if objective and sequences else None,
+        objective or "",
+        int(spec.get("pretrain.per_device_batch") or 0),
+        note,
+    )
 
 
 def grad_cache_factor(spec: Any, devices: int | None = None) -> float:
@@ -165,9 +171,14 @@ def grad_cache_factor(spec: Any, devices: int | None = None) -> float:
     objective = spec.get("pretrain.objective")
     try:
         cls = objective_class(str(objective))
-        plan = plan_batches(int(spec.get("pretrain.global_batch")), int(spec.get("pretrain.per_device_batch")),
-                            devices or int(spec.get("hardware.devices") or 1), cls.supports_accumulation,
-                            spec.get("pretrain.grad_cache_chunk"), cls.gathers_across_ranks)
+        plan = plan_batches(
+            int(spec.get("pretrain.global_batch")),
+            int(spec.get("pretrain.per_device_batch")),
+            devices or int(spec.get("hardware.devices") or 1),
+            cls.supports_accumulation,
+            spec.get("pretrain.grad_cache_chunk"),
+            cls.gathers_across_ranks,
+        )
     except Exception:  # noqa: BLE001 - no objective or an impossible layout: the plan's batch lines say so
         return 1.0
     return GRAD_CACHE_FACTOR if plan["mode"] == "grad_cache" else 1.0
@@ -178,12 +189,14 @@ def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
 
     s = StageSettings.from_spec(spec, entry["stage"])
     queries = spec.get("finetune.max_train_queries") or (
-        MSMARCO_TRAIN_QUERIES if str(spec.get("finetune.train_queries")).startswith("msmarco") else None)
+        MSMARCO_TRAIN_QUERIES if str(spec.get("finetune.train_queries")).startswith("msmarco") else None
+    )
     if queries is None:
         return Cost(_label(entry), None, "finetune", note="training queries not counted")
     steps = s.epochs * math.ceil(queries / s.global_queries)
-    tflop = (steps * s.global_queries * s.passages_per_query * _per_sequence("finetune")
-             * flop_ratio(spec, "finetune") / 16)
+    tflop = (
+        steps * s.global_queries * s.passages_per_query * _per_sequence("finetune") * flop_ratio(spec, "finetune") / 16
+    )
     devices = int(spec.get("hardware.devices") or 1)
     per_device = max(1, s.global_queries // devices) * s.passages_per_query / 16  # measured: queries of 16
     return Cost(_label(entry), tflop, "finetune", per_device)
@@ -218,8 +231,13 @@ def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> 
     positives, negatives = RerankerSettings.from_spec(spec).scored(stage)  # what the stage scores per query
     pairs = positives + min(negatives, stage.negative_depth)
     queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
-    return Cost(_label(entry), queries * pairs * _per_sequence("encode"), "encode", 512,
-                f"cross-encoder forward over {pairs} scored pairs per query")
+    return Cost(
+        _label(entry),
+        queries * pairs * _per_sequence("encode"),
+        "encode",
+        512,
+        f"cross-encoder forward over {pairs} scored pairs per query",
+    )
 
 
 def _utilisation(kind: str) -> float:
@@ -256,8 +274,7 @@ def calibration(gpu: str, method: str) -> tuple[float, str]:
         return 1.0, "measured on one H100"
     # One paper per family: a QC variant restates its base method's hours, so it is no independent check.
     family = {m: m.removesuffix("_qc") for m in pretraining_methods("paper")}
-    stated = {family[m]: s for m in sorted(family, reverse=True)
-              if (s := _stated_pretraining(m)) and s[0] == gpu}
+    stated = {family[m]: s for m in sorted(family, reverse=True) if (s := _stated_pretraining(m)) and s[0] == gpu}
     others = {m: s for m, s in stated.items() if m != method.removesuffix("_qc")}
     source = others or stated
     if not source:
@@ -303,10 +320,12 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     cpu = 0.0 if here_gpu else cpu_tflops() * CPU_UTILISATION
     here = "here" + (f" ({hw.describe()})" if here_gpu else f" (CPU, {cpu:.2f} TFLOP/s)")
     decl = f"{devices} x {gpu}" if gpu else "declared"
-    lines = [f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
-             f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model):",
-             f"    model: {shape_line(spec)}",
-             f"    {'stage':<44} {'PFLOP':>9}  {decl:>16}  {here:>30}  {'peak GiB/device':>15}"]
+    lines = [
+        f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
+        f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model):",
+        f"    model: {shape_line(spec)}",
+        f"    {'stage':<44} {'PFLOP':>9}  {decl:>16}  {here:>30}  {'peak GiB/device':>15}",
+    ]
     total_decl = total_here = 0.0
     for c in costs:
         if c.tflop is None:
@@ -319,20 +338,28 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
         mem = row["peak_gib"] * c.batch / row["batch"] if c.batch and measured_shape else None
         total_decl += t_decl or 0.0
         total_here += t_here
-        lines.append(f"    {c.stage:<44} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
-                     f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
-                     + (f"  {c.note}" if c.note else ""))
-    lines.append(f"    {'total of the projected stages':<44} {'':>9}  {(_hours(total_decl) if peak else '-'):>16}  "
-                 f"{_hours(total_here):>30}")
+        lines.append(
+            f"    {c.stage:<44} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
+            f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
+            + (f"  {c.note}" if c.note else "")
+        )
+    lines.append(
+        f"    {'total of the projected stages':<44} {'':>9}  {(_hours(total_decl) if peak else '-'):>16}  "
+        f"{_hours(total_here):>30}"
+    )
     pre = next((c for c in costs if c.stage == "pretrain" and c.tflop), None)
     if declared.get("hours") and pre and peak:
-        lines.append(f"    the paper states {declared['hours']} h of pre-training on {devices} x {gpu} (spec hardware; "
-                     f"projected here: {_hours(pre.tflop / (devices * peak * _utilisation(pre.kind) * scale))})")
-    lines.append("    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
-                 "H100 (11-39%)" + (f"; {scale_why}" if scale_why else "") + "; encoding at the H100's end-to-end "
-                 "rate (1/15 of the forward alone: tokenisation-bound); gradient caching adds a forward; linear "
-                 f"scaling over devices ({here_devices} here); the CPU at half its measured fp32 matmul rate; peak "
-                 "memory scaled from the H100 bf16 measurement by the per-device batch")
+        lines.append(
+            f"    the paper states {declared['hours']} h of pre-training on {devices} x {gpu} (spec hardware; "
+            f"projected here: {_hours(pre.tflop / (devices * peak * _utilisation(pre.kind) * scale))})"
+        )
+    lines.append(
+        "    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
+        "H100 (11-39%)" + (f"; {scale_why}" if scale_why else "") + "; encoding at the H100's end-to-end "
+        "rate (1/15 of the forward alone: tokenisation-bound); gradient caching adds a forward; linear "
+        f"scaling over devices ({here_devices} here); the CPU at half its measured fp32 matmul rate; peak "
+        "memory scaled from the H100 bf16 measurement by the per-device batch"
+    )
     return lines
 
 
@@ -343,22 +370,28 @@ def shape_line(spec: Any) -> str:
         return f"{shape.describe()}: the measured shape"
     kinds = [str(spec.get("pretrain.objective"))] if str(spec.get("pretrain.objective")) in measured() else []
     ratios = ", ".join(f"{kind} x{flop_ratio(spec, kind):.3g}" for kind in [*kinds, "finetune", "encode"])
-    return (f"{shape.describe()}; FLOPs per sequence against bert-base at the measured lengths: {ratios}; "
-            "peak memory not projected (measured at bert-base only)")
+    return (
+        f"{shape.describe()}; FLOPs per sequence against bert-base at the measured lengths: {ratios}; "
+        "peak memory not projected (measured at bert-base only)"
+    )
 
 
 def is_bert_base(shape: Any) -> bool:
     return (shape.layers, shape.hidden, shape.intermediate, shape.vocab) == (
-        BERT_BASE.layers, BERT_BASE.hidden, BERT_BASE.intermediate, BERT_BASE.vocab)
+        BERT_BASE.layers,
+        BERT_BASE.hidden,
+        BERT_BASE.intermediate,
+        BERT_BASE.vocab,
+    )
 
 
 @dataclass(frozen=True)
 class Total:
     """A plan's projected cost on its spec's declared hardware (what ``describe`` sums)."""
 
-    pflop: float            # the projected stages' FLOPs, in PFLOP
-    hours: float | None     # wall time on the declared GPUs; None without a known declared GPU
-    hardware: str           # "16 x V100-32GB", or "declared hardware unknown"
+    pflop: float  # the projected stages' FLOPs, in PFLOP
+    hours: float | None  # wall time on the declared GPUs; None without a known declared GPU
+    hardware: str  # "16 x V100-32GB", or "declared hardware unknown"
     unprojected: tuple[str, ...]  # stages with no measured step (said, never guessed)
 
 
@@ -372,12 +405,22 @@ def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
     peak = _gpu_peak(gpu)
     projected = [c for c in costs if c.tflop is not None]
     scale = calibration(_gpu_type(gpu), spec.name)[0] if peak else 1.0
-    hours = (sum(c.tflop / (devices * peak * scale * _utilisation(c.kind)
-                            * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)) for c in projected) / 3600
-             if peak else None)
-    return Total(sum(c.tflop for c in projected) / 1000, hours,
-                 f"{devices} x {gpu}" if gpu else "declared hardware unknown",
-                 tuple(c.stage for c in costs if c.tflop is None))
+    hours = (
+        sum(
+            c.tflop
+            / (devices * peak * scale * _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0))
+            for c in projected
+        )
+        / 3600
+        if peak
+        else None
+    )
+    return Total(
+        sum(c.tflop for c in projected) / 1000,
+        hours,
+        f"{devices} x {gpu}" if gpu else "declared hardware unknown",
+        tuple(c.stage for c in costs if c.tflop is None),
+    )
 
 
 def format_hours(hours: float) -> str:

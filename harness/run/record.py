@@ -22,15 +22,25 @@ from harness.core import ranks
 from harness.records.tracking import git_commit, hardware, package_versions, write_run_record
 
 if TYPE_CHECKING:
+    from harness.records.tracking import Tracker
     from harness.run.scores import RunScores
     from harness.spec.method import MethodSpec
-    from harness.records.tracking import Tracker
 
 
-def build_record(*, run_id: str, method: str, profile: str, spec: "MethodSpec | None", scores: "RunScores",
-                 comparisons: Sequence[Mapping[str, Any]], efficiency_by_stage: Mapping[str, Mapping[str, Any]],
-                 stages: list[dict[str, Any]], started: float, tracker: "Tracker",
-                 identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def build_record(
+    *,
+    run_id: str,
+    method: str,
+    profile: str,
+    spec: MethodSpec | None,
+    scores: RunScores,
+    comparisons: Sequence[Mapping[str, Any]],
+    efficiency_by_stage: Mapping[str, Mapping[str, Any]],
+    stages: list[dict[str, Any]],
+    started: float,
+    tracker: Tracker,
+    identity: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The record of a finished run (unsealed: :func:`write_record` seals it as it writes it).
 
     ``comparisons``: the cells graded, as dicts; ``efficiency_by_stage``: variant -> dataset ->
@@ -49,8 +59,11 @@ def build_record(*, run_id: str, method: str, profile: str, spec: "MethodSpec | 
         "seed": SEED,
         "git": git_commit(),
         "packages": package_versions(),
-        "hardware": {"declared": spec.get("hardware") if spec is not None else None, "detected": hardware(),
-                     "processes": ranks.launched_world_size()},
+        "hardware": {
+            "declared": spec.get("hardware") if spec is not None else None,
+            "detected": hardware(),
+            "processes": ranks.launched_world_size(),
+        },
         **({"substitutions": list(substitutions)} if substitutions else {}),
         "datasets": scores.datasets,
         **({"finetune_stage": final} if final.startswith("retriever") else {}),
@@ -69,7 +82,7 @@ def build_record(*, run_id: str, method: str, profile: str, spec: "MethodSpec | 
     }
 
 
-def write_record(record: dict[str, Any], tracker: "Tracker") -> Path:
+def write_record(record: dict[str, Any], tracker: Tracker) -> Path:
     """Seal and write the record (runs/records/<run_id>.json), and log it to the run's MLflow run."""
     path = write_run_record(record)
     tracker.log_artifact(path, subdir="record")

@@ -46,8 +46,9 @@ from harness.run.scores import Scored, score_variants
 from harness.stages.checkpoints import model_fingerprint, resolve_checkpoint
 
 
-def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int,
-                              device: str | None, precision: str) -> str | None:
+def encode_shards_distributed(
+    folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int, device: str | None, precision: str
+) -> str | None:
     """Each torchrun rank encodes its slice of every benchmark corpus into the embedding cache's
     chunk folders (:mod:`harness.retrieval.sharded`: atomic, resumed after a kill), then all wait.
 
@@ -60,13 +61,20 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
 
     info = D.init_distributed(device)
     try:
-        encoder = load_zero_shot_encoder(Path(folder), enc.get("pooling"), enc.get("normalize"),
-                                         enc.get("query_max_length"), enc.get("passage_max_length"),
-                                         str(info.device), precision)
+        encoder = load_zero_shot_encoder(
+            Path(folder),
+            enc.get("pooling"),
+            enc.get("normalize"),
+            enc.get("query_max_length"),
+            enc.get("passage_max_length"),
+            str(info.device),
+            precision,
+        )
         fingerprint = model_fingerprint(Path(folder))
         for bench in benches:
-            encode_corpus_shards(encoder, bench, fingerprint, batch_size, info.rank, info.world_size,
-                                 show_progress=info.is_main)
+            encode_corpus_shards(
+                encoder, bench, fingerprint, batch_size, info.rank, info.world_size, show_progress=info.is_main
+            )
         dist.barrier(group=waiting_group())
         if not info.is_main:
             print(f"rank {info.rank}/{info.world_size}: shards encoded; rank 0 merges, searches and records")
@@ -76,10 +84,18 @@ def encode_shards_distributed(folder: str, enc: Mapping[str, Any], benches: Any,
         D.cleanup()
 
 
-def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, batch_size: int = 32,
-                         depth: int = 1000, device: str | None = None, precision: str = "fp32",
-                         use_cache: bool = True, track: bool = True,
-                         reported: str | None = None) -> dict[str, Any] | None:
+def reproduce_checkpoint(
+    name: str,
+    benchmarks: Sequence[str] | None = None,
+    *,
+    batch_size: int = 32,
+    depth: int = 1000,
+    device: str | None = None,
+    precision: str = "fp32",
+    use_cache: bool = True,
+    track: bool = True,
+    reported: str | None = None,
+) -> dict[str, Any] | None:
     """Score, compare, record (see the module docstring); returns the record plus ``run_record`` (its path).
 
     Under torchrun (WORLD_SIZE > 1) the corpora are encoded by all ranks in shards first; only
@@ -90,9 +106,11 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
     ckpt = get_checkpoint(name, registry)
     if ckpt.kind != "retriever":
         method = f" --method {ckpt.method}" if ckpt.method else ""
-        raise HarnessError(f"{name} is a pre-trained encoder, not a retriever: no reported cell scores it as is. "
-                           f"Fine-tune it (python -m harness run{method} --profile paper, with the weights under "
-                           f"models/{ckpt.source})")
+        raise HarnessError(
+            f"{name} is a pre-trained encoder, not a retriever: no reported cell scores it as is. "
+            f"Fine-tune it (python -m harness run{method} --profile paper, with the weights under "
+            f"models/{ckpt.source})"
+        )
     benchmarks = list(benchmarks or ckpt.benchmarks)
     if not benchmarks:
         raise HarnessError(f"{name}: no benchmarks given and none declared in {registry.path}")
@@ -102,48 +120,85 @@ def reproduce_checkpoint(name: str, benchmarks: Sequence[str] | None = None, *, 
         raise HarnessError(error)
     missing = unmatched_selectors(ckpt, cells)
     if missing:
-        raise HarnessError(f"{registry.path}: checkpoint '{name}' names rows no reported cell has: "
-                           + "; ".join(" / ".join(s) for s in missing) + " (check paper, table and row spelling)")
+        raise HarnessError(
+            f"{registry.path}: checkpoint '{name}' names rows no reported cell has: "
+            + "; ".join(" / ".join(s) for s in missing)
+            + " (check paper, table and row spelling)"
+        )
     folder = resolve_checkpoint(ckpt.source, what=f"checkpoint '{name}'")
     enc = ckpt.encoder
     if ranks.world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
         if not use_cache:
-            raise HarnessError("--no-cache cannot run under torchrun: the ranks hand their shards over "
-                               "through the embedding cache")
+            raise HarnessError(
+                "--no-cache cannot run under torchrun: the ranks hand their shards over through the embedding cache"
+            )
         device = encode_shards_distributed(folder, enc, benches.values(), batch_size, device, precision)
         if device is None:
             return None
     run_id = new_run_id(name, CHECKPOINT_PROFILE)
-    print(f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
-          f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "
-          f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}")
+    print(
+        f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
+        f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "
+        f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}"
+    )
     # Named <checkpoint>/checkpoint/<seed>: two checkpoints of one method share its experiment.
-    tracker = parent_tracker(ckpt.record_method, name, CHECKPOINT_PROFILE, SEED, run_id,
-                             {"checkpoint": name, "source": ckpt.source}, enabled=track)
+    tracker = parent_tracker(
+        ckpt.record_method,
+        name,
+        CHECKPOINT_PROFILE,
+        SEED,
+        run_id,
+        {"checkpoint": name, "source": ckpt.source},
+        enabled=track,
+    )
     stages = StageLog()
 
     def score(variant: str, bench_name: str) -> Scored:
         # no folder made ahead: the run file's writer makes it, so a failed load leaves none behind
         run_path = cache_dir() / "reproduce" / run_id / f"{bench_name}.trec"
         outcome = run_zero_shot(
-            folder, benches[bench_name], pooling=enc.get("pooling"), normalize=enc.get("normalize"),
-            query_max_length=enc.get("query_max_length"), passage_max_length=enc.get("passage_max_length"),
-            batch_size=batch_size, depth=depth, save_run=run_path, device=device, precision=precision,
-            use_cache=use_cache, track=False)
+            folder,
+            benches[bench_name],
+            pooling=enc.get("pooling"),
+            normalize=enc.get("normalize"),
+            query_max_length=enc.get("query_max_length"),
+            passage_max_length=enc.get("passage_max_length"),
+            batch_size=batch_size,
+            depth=depth,
+            save_run=run_path,
+            device=device,
+            precision=precision,
+            use_cache=use_cache,
+            track=False,
+        )
         efficiency = outcome.summary["efficiency"]
-        return Scored(outcome.result, run_path, cached=efficiency.get("corpus_embeddings_cached") is True,
-                      efficiency=efficiency)
+        return Scored(
+            outcome.result, run_path, cached=efficiency.get("corpus_embeddings_cached") is True, efficiency=efficiency
+        )
 
     started = time.time()
     with tracker.run():
         tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": SEED, "precision": precision})
         scores = score_variants(tracker, stages, benches, {CHECKPOINT_PROFILE: list(benches)}, score)
         comparisons = checkpoint_comparisons(ckpt, scores.metrics, scores.per_query, cells)
-        identity = {"checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
-                    "conditions": {"checkpoint": name}, "depth": depth}
-        record = build_record(run_id=run_id, method=ckpt.record_method, profile=CHECKPOINT_PROFILE, spec=None,
-                              scores=scores, comparisons=comparisons, efficiency_by_stage=scores.efficiency_by_stage,
-                              stages=stages.entries, started=started, tracker=tracker, identity=identity)
+        identity = {
+            "checkpoint": {**ckpt.to_dict(), "folder": str(folder), "fingerprint": model_fingerprint(folder)},
+            "conditions": {"checkpoint": name},
+            "depth": depth,
+        }
+        record = build_record(
+            run_id=run_id,
+            method=ckpt.record_method,
+            profile=CHECKPOINT_PROFILE,
+            spec=None,
+            scores=scores,
+            comparisons=comparisons,
+            efficiency_by_stage=scores.efficiency_by_stage,
+            stages=stages.entries,
+            started=started,
+            tracker=tracker,
+            identity=identity,
+        )
         log_parent_summary(tracker, record)
         path = write_record(record, tracker)
     record["mlflow"] = tracker.info()

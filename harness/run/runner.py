@@ -116,8 +116,9 @@ def batch_changes(spec: MethodSpec, entries: list[dict[str, Any]]) -> str:
             settings = StageSettings.from_spec(spec, stage)
             want = settings.global_queries * settings.passages_per_query
             if out["effective_batch"] != want:
-                changed.append(f"{stage} trained on {out['effective_batch']} passages per step, the spec's global "
-                               f"batch is {want}")
+                changed.append(
+                    f"{stage} trained on {out['effective_batch']} passages per step, the spec's global batch is {want}"
+                )
         if stage == "pretrain" and out.get("global_batch"):
             want = PretrainSettings.from_spec(spec).global_batch
             if out["global_batch"] != want:
@@ -140,20 +141,24 @@ def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
         return "paper", f"declared hardware is present ({hw.describe()})"
     fallback = "mini" if "mini" in profiles_of(spec_name) else "tiny"
     if hw.device_type != "cuda":
-        return fallback, (f"declared hardware {declared.get('devices')} x {declared.get('device_type')} "
-                          f"is not present ({hw.describe()})")
+        return fallback, (
+            f"declared hardware {declared.get('devices')} x {declared.get('device_type')} "
+            f"is not present ({hw.describe()})"
+        )
     missing = paper_run_missing(paper)
     if missing:
         return fallback, f"GPU present ({hw.describe()}) but the paper run's inputs are missing: {'; '.join(missing)}"
-    return "paper", (f"GPU present ({hw.describe()}; {declared.get('devices')} declared: the global batch is kept) "
-                     "with the paper run's data and checkpoints")
+    return "paper", (
+        f"GPU present ({hw.describe()}; {declared.get('devices')} declared: the global batch is kept) "
+        "with the paper run's data and checkpoints"
+    )
 
 
 def paper_run_missing(spec: MethodSpec) -> list[str]:
     """What a run of `spec` would stop at for want of data or a checkpoint (its dry-run's stops)."""
     with data_setting(spec):
         ctx = plan_method(spec, list(spec.get("datasets", [])))
-    stops = [text[len(STOP):] for _, text in ctx.plan_notes if text.startswith(STOP)]
+    stops = [text[len(STOP) :] for _, text in ctx.plan_notes if text.startswith(STOP)]
     return list(dict.fromkeys(text.split(" (", 1)[0].split(". ", 1)[0] for text in stops))  # the what, not the how
 
 
@@ -207,8 +212,13 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
 def run_params(spec: MethodSpec) -> dict[str, Any]:
     """A run's parent params: its identity and the resolved spec, which the tracker flattens to
     ``spec.<dotted.path>`` keys (``spec.retrieval.k1``)."""
-    return {"method": spec.name, "profile": spec.profile, "spec_hash": spec.spec_hash, "seed": SEED,
-            "spec": spec.config}
+    return {
+        "method": spec.name,
+        "profile": spec.profile,
+        "spec_hash": spec.spec_hash,
+        "seed": SEED,
+        "spec": spec.config,
+    }
 
 
 def run_tags(spec: MethodSpec) -> dict[str, str]:
@@ -216,14 +226,14 @@ def run_tags(spec: MethodSpec) -> dict[str, str]:
     return {"spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
 
 
-def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
-              track_required: bool = False) -> dict[str, Any]:
+def run_until(
+    spec: MethodSpec, datasets: list[str], stage: str, force: bool, track_required: bool = False
+) -> dict[str, Any]:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     run_id = new_run_id(spec.name, spec.profile)
     tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
-    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force, stage), force,
-                     stop_after=stage)
+    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force, stage), force, stop_after=stage)
     started = time.time()
     output = None
     with tracker.run():
@@ -236,14 +246,25 @@ def run_until(spec: MethodSpec, datasets: list[str], stage: str, force: bool,
         raise HarnessError(f"--stage {stage}: the run finished without reaching stage '{stage}'")
     seconds = round(time.time() - started, 1)
     where = tracking_line(tracker.info(), with_uri=False)
-    print(f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; {where}")
-    return {"method": spec.name, "profile": spec.profile, "run_id": run_id, "spec_hash": spec.spec_hash,
-            "output": str(output), "stages": ctx.stages.entries, "mlflow": tracker.info(), "seconds": seconds,
-            "metrics": {}, "comparison": [], "run_record": None}
+    print(
+        f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; {where}"
+    )
+    return {
+        "method": spec.name,
+        "profile": spec.profile,
+        "run_id": run_id,
+        "spec_hash": spec.spec_hash,
+        "output": str(output),
+        "stages": ctx.stages.entries,
+        "mlflow": tracker.info(),
+        "seconds": seconds,
+        "metrics": {},
+        "comparison": [],
+        "run_record": None,
+    }
 
 
-def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False,
-                stage: str | None = None) -> RunContext:
+def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False, stage: str | None = None) -> RunContext:
     """What a run of `spec` on `datasets` would execute, built by nothing: the run's own pipeline in
     plan mode (``RunContext.plan_only``), then the evaluation entries :func:`run_method` adds. The
     context's ``stages.entries`` are in a run record's ``stages`` shape (plus ``plan``: cached, to
@@ -282,17 +303,25 @@ def warn_if_too_big(spec: MethodSpec, entries: list[dict[str, Any]]) -> None:
     (harness/run/footprint.py; the dry-run prints the whole table). A warning, never a stop: the
     projection extends bench_scale's slopes, it does not measure this run."""
     try:
-        lines = footprint.would_not_fit(footprint.project(spec, entries, footprint.measured_slopes()),
-                                        total_memory_gib(), footprint.free_disk_gib())
+        lines = footprint.would_not_fit(
+            footprint.project(spec, entries, footprint.measured_slopes()), total_memory_gib(), footprint.free_disk_gib()
+        )
     except Exception:  # noqa: BLE001 - a warning must never stop a run
         return
     for line in lines:
         print(f"  ! {line} (projected from bench_scale's slopes; run --dry-run for each stage)", flush=True)
 
 
-def run_method(method: str, profile: str | None = None, datasets: list[str] | None = None,
-               force: bool = False, stage: str | None = None, dry_run: bool = False,
-               track_required: bool = False, precision: str | None = None) -> dict[str, Any]:
+def run_method(
+    method: str,
+    profile: str | None = None,
+    datasets: list[str] | None = None,
+    force: bool = False,
+    stage: str | None = None,
+    dry_run: bool = False,
+    track_required: bool = False,
+    precision: str | None = None,
+) -> dict[str, Any]:
     """Run ``method`` end to end (or up to ``stage``, or only plan it); ``track_required``: a tracking
     failure fails the run (before its first stage when the server fails at the start) instead of a warning;
     ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring."""
@@ -314,8 +343,15 @@ def run_method(method: str, profile: str | None = None, datasets: list[str] | No
         return _run_spec(spec, why, datasets, force, stage, dry_run, track_required)
 
 
-def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: bool, stage: str | None,
-              dry_run: bool, track_required: bool = False) -> dict[str, Any]:
+def _run_spec(
+    spec: MethodSpec,
+    why: str,
+    datasets: list[str] | None,
+    force: bool,
+    stage: str | None,
+    dry_run: bool,
+    track_required: bool = False,
+) -> dict[str, Any]:
 
     method, profile = spec.name, spec.profile
     datasets = datasets or list(spec.get("datasets", []))
@@ -326,15 +362,25 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
     if stage is not None:
         planned = list(dict.fromkeys(e["stage"] for e in plan_method(spec, datasets, force).stages.entries))
         if stage not in planned:
-            raise HarnessError(f"--stage {stage}: {method} [{profile}] runs no stage '{stage}' "
-                               f"(its stages: {', '.join(planned)})")
+            raise HarnessError(
+                f"--stage {stage}: {method} [{profile}] runs no stage '{stage}' (its stages: {', '.join(planned)})"
+            )
     if dry_run:
-
         ctx = plan_method(spec, datasets, force, stage)
         print(describe(spec, datasets, ctx.stages.entries, ctx.plan_notes))
-        return {"method": method, "profile": profile, "spec_hash": spec.spec_hash, "dry_run": True,
-                "stages": ctx.stages.entries, "plan_notes": [text for _, text in ctx.plan_notes],
-                "metrics": {}, "comparison": [], "run_record": None, "run_id": None, "mlflow": None}
+        return {
+            "method": method,
+            "profile": profile,
+            "spec_hash": spec.spec_hash,
+            "dry_run": True,
+            "stages": ctx.stages.entries,
+            "plan_notes": [text for _, text in ctx.plan_notes],
+            "metrics": {},
+            "comparison": [],
+            "run_record": None,
+            "run_id": None,
+            "mlflow": None,
+        }
     require_writable_homes()
     if stage is not None:
         return run_until(spec, datasets, stage, force, track_required)
@@ -348,8 +394,16 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
         variants = pipeline(ctx, datasets)
         if not ranks.is_main():  # rank 0 scores, compares and records; every stage is finished here
-            return {"method": method, "profile": profile, "run_id": None, "stages": ctx.stages.entries,
-                    "metrics": {}, "comparison": [], "run_record": None, "mlflow": None}
+            return {
+                "method": method,
+                "profile": profile,
+                "run_id": None,
+                "stages": ctx.stages.entries,
+                "metrics": {},
+                "comparison": [],
+                "run_record": None,
+                "mlflow": None,
+            }
 
         def score(variant: str, name: str) -> Scored:
             return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
@@ -364,13 +418,23 @@ def _run_spec(spec: MethodSpec, why: str, datasets: list[str] | None, force: boo
         for variant in variants:
             conditions = stage_conditions(spec, variant, final, batch_changes(spec, ctx.stages.entries))
             exact = spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed spread
-            for comp in compare(scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions,
-                                exact=exact):
+            for comp in compare(
+                scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions, exact=exact
+            ):
                 comp.finetune_stage = variant
                 comparisons.append(comp)
-        record = build_record(run_id=run_id, method=method, profile=profile, spec=spec, scores=scores,
-                              comparisons=[c.to_dict() for c in comparisons], efficiency_by_stage=ctx.efficiency,
-                              stages=ctx.stages.entries, started=started, tracker=tracker)
+        record = build_record(
+            run_id=run_id,
+            method=method,
+            profile=profile,
+            spec=spec,
+            scores=scores,
+            comparisons=[c.to_dict() for c in comparisons],
+            efficiency_by_stage=ctx.efficiency,
+            stages=ctx.stages.entries,
+            started=started,
+            tracker=tracker,
+        )
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
         path = write_record(record, tracker)
     record["mlflow"] = tracker.info()
@@ -387,8 +451,11 @@ def summary_line(record: dict[str, Any], path: Path) -> str:
     """The run's last line: its final retriever's primary measure per benchmark, in points (out of 100:
     "nDCG@10 1.0 points" is a chance-level score, not a perfect one), with that cell's verdict."""
     final = record.get("finetune_stage")
-    statuses = {(c["benchmark"], c["measure"]): c["status"] for c in record["comparison"]
-                if c.get("finetune_stage") in (None, final)}
+    statuses = {
+        (c["benchmark"], c["measure"]): c["status"]
+        for c in record["comparison"]
+        if c.get("finetune_stage") in (None, final)
+    }
     parts = []
     for ds, values in record["metrics"].items():
         primary = next(iter(values))
@@ -396,5 +463,8 @@ def summary_line(record: dict[str, Any], path: Path) -> str:
         parts.append(f"{ds} {primary} {fmt(100 * values[primary], 1)} points ({status})")
     where = tracking_line(record["mlflow"])
     stage = f" {final}:" if final else ""
-    return (f"{record['method']} [{record['profile']}]{stage} " + "; ".join(parts)
-            + f" in {record['seconds']}s -- record {path}; {where}")
+    return (
+        f"{record['method']} [{record['profile']}]{stage} "
+        + "; ".join(parts)
+        + f" in {record['seconds']}s -- record {path}; {where}"
+    )

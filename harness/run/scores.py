@@ -66,8 +66,13 @@ class RunScores:
             self.efficiency_by_stage.setdefault(variant, {})[dataset] = scored.efficiency
 
 
-def score_variants(tracker: "Tracker", stages: "StageLog", benchmarks: Mapping[str, Any],
-                   variants: Mapping[str, Iterable[str]], score: Callable[[str, str], Scored]) -> RunScores:
+def score_variants(
+    tracker: Tracker,
+    stages: StageLog,
+    benchmarks: Mapping[str, Any],
+    variants: Mapping[str, Iterable[str]],
+    score: Callable[[str, str], Scored],
+) -> RunScores:
     """``score(variant, dataset)`` for each dataset of each variant, in order; the last variant is the final one."""
 
     scores = RunScores(final=list(variants)[-1])

@@ -34,10 +34,10 @@ from harness.data.setting import PASSAGE_VARIANTS, resolve_mirror
 from harness.papers.registry import paper_keys
 from harness.pretrain.objective_params import NONE
 from harness.pretrain.objectives import objective_problems, objectives
+from harness.spec.checks import locate
 from harness.spec.keys import KEY_KINDS, NEGATIVE_POOLS
 from harness.spec.kinds import example_text, one_of
 from harness.spec.method import MethodSpec, validate_specs
-from harness.spec.checks import locate
 from harness.spec.schema import DERIVED_PROFILE
 from harness.spec.stage_settings import (
     BI_ENCODER_TEACHER,
@@ -169,20 +169,29 @@ def _pretrain(spec: MethodSpec) -> list[Finding]:
     if isinstance(objective, str) and objective != NONE and objective not in known:
         found.append(Finding(("pretrain", "objective"), _unknown("objective", objective, [*known, NONE])))
     elif objective in known and isinstance(pre.get("objective_params") or {}, dict):
-        found += [Finding(("pretrain", "objective_params", key), problem)
-                  for key, problem in objective_problems(objective, pre.get("objective_params") or {})]
+        found += [
+            Finding(("pretrain", "objective_params", key), problem)
+            for key, problem in objective_problems(objective, pre.get("objective_params") or {})
+        ]
     if any(key != "objective_params" for key, _ in kinds):
         return found  # a config of values of the wrong kind cannot be built
-    settings = checkable(PretrainSettings.from_mapping({k: v for k, v in pre.items() if k != "objective_params"},
-                                                       "pretrain"))
+    settings = checkable(
+        PretrainSettings.from_mapping({k: v for k, v in pre.items() if k != "objective_params"}, "pretrain")
+    )
     if settings.steps is None and settings.epochs is None:
-        return found + [Finding(("pretrain", "steps"), "is required: set steps (optimiser steps, e.g. steps: 400) or "
-                                                       "epochs (passes over the passages)", (("pretrain",),))]
+        return found + [
+            Finding(
+                ("pretrain", "steps"),
+                "is required: set steps (optimiser steps, e.g. steps: 400) or epochs (passes over the passages)",
+                (("pretrain",),),
+            )
+        ]
     from harness.pretrain.trainer import TrainConfig
 
     try:  # as harness.pipelines.pretrain.pretrain_stage builds it; steps from epochs are at least 1
-        TrainConfig(**settings.trainer_kwargs(1 if settings.steps is None else settings.steps), seed=SEED,
-                    output_dir=".")
+        TrainConfig(
+            **settings.trainer_kwargs(1 if settings.steps is None else settings.steps), seed=SEED, output_dir="."
+        )
     except ConfigError as exc:
         found += _config_findings(("pretrain",), exc, pre)
     return found
@@ -209,9 +218,13 @@ def _finetune_keys(spec: MethodSpec) -> list[Finding]:
                 found.append(_in_stage(spec, stage, "negatives", f"{pool!r} is not one of {', '.join(NEGATIVE_POOLS)}"))
     train = ft.get("train_queries")
     if train is None:
-        found.append(Finding(("finetune", "train_queries"), "is required: the <benchmark>-<split> whose queries and "
-                                                            "qrels train every stage (e.g. nfcorpus-train)",
-                             (("finetune",),)))
+        found.append(
+            Finding(
+                ("finetune", "train_queries"),
+                "is required: the <benchmark>-<split> whose queries and qrels train every stage (e.g. nfcorpus-train)",
+                (("finetune",),),
+            )
+        )
     elif isinstance(train, str):
         found += _train_queries(train)
     return found
@@ -227,11 +240,20 @@ def _train_queries(value: str) -> list[Finding]:
         known = list_benchmarks()  # a misspelt msmarco-passage-train parses as benchmark 'msmarco': match the whole
         close = difflib.get_close_matches(value, known, n=1, cutoff=0.5) or difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]}?; " if close else ""
-        return [Finding(("finetune", "train_queries"), f"unknown benchmark {value!r} ({hint}<benchmark>-<split>, "
-                                                       f"e.g. nfcorpus-train; benchmarks: {', '.join(sorted(known))})")]
+        return [
+            Finding(
+                ("finetune", "train_queries"),
+                f"unknown benchmark {value!r} ({hint}<benchmark>-<split>, "
+                f"e.g. nfcorpus-train; benchmarks: {', '.join(sorted(known))})",
+            )
+        ]
     if not bench.has_split(split):
-        return [Finding(("finetune", "train_queries"), f"the catalog has no '{split}' queries of '{name}' (its "
-                                                       f"splits: {', '.join(bench.splits()) or 'none'})")]
+        return [
+            Finding(
+                ("finetune", "train_queries"),
+                f"the catalog has no '{split}' queries of '{name}' (its splits: {', '.join(bench.splits()) or 'none'})",
+            )
+        ]
     return []
 
 
@@ -254,14 +276,22 @@ def _stage(spec: MethodSpec, stage: str, family: Any) -> list[Finding]:
 
             DenseTrainConfig(**settings.trainer_kwargs(1), seed=SEED)
     except ConfigError as exc:
-        found += [_in_stage(spec, stage, "global_queries" if f.path[0] == "queries_per_device" else f.path[0], f.problem)
-                  for f in _config_findings((), exc, values)]
+        found += [
+            _in_stage(spec, stage, "global_queries" if f.path[0] == "queries_per_device" else f.path[0], f.problem)
+            for f in _config_findings((), exc, values)
+        ]
     if stage == "retriever3":
         found += _reranker_train(spec)
         if values.get("reranker") == BI_ENCODER_TEACHER and not values.get("reranker_checkpoint"):
             # as harness.pipelines.learned_sparse.configured_reranker, before the first stage
-            found.append(_in_stage(spec, stage, "reranker_checkpoint", "is required with reranker: bi-encoder "
-                                                                       "(a local bi-encoder, e.g. all-minilm-l6-v2)"))
+            found.append(
+                _in_stage(
+                    spec,
+                    stage,
+                    "reranker_checkpoint",
+                    "is required with reranker: bi-encoder (a local bi-encoder, e.g. all-minilm-l6-v2)",
+                )
+            )
     return found
 
 
@@ -298,8 +328,14 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
         pre = PretrainSettings.from_spec(spec)
         passages = spec.get("corpus.max_passages")
         steps = pre.steps or (math.ceil(pre.epochs * passages / pre.global_batch) if pre.epochs and passages else None)
-        problem = _zero_lr(pre.warmup_ratio, steps, "pre-training", f"steps {pre.steps}" if pre.steps else
-                           f"{pre.epochs} epoch(s) of at most {passages} passages in batches of {pre.global_batch}")
+        problem = _zero_lr(
+            pre.warmup_ratio,
+            steps,
+            "pre-training",
+            f"steps {pre.steps}"
+            if pre.steps
+            else f"{pre.epochs} epoch(s) of at most {passages} passages in batches of {pre.global_batch}",
+        )
         if problem:
             found.append(Finding(("pretrain", "warmup_ratio"), problem, (("pretrain", "warmup_ratio"), ("pretrain",))))
     most = spec.get("finetune.max_train_queries")
@@ -309,15 +345,23 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
         s = StageSettings.from_spec(spec, stage)
         batch = devices * max(1, s.global_queries // devices)
         groups = most * max(1, len(finetune_settings(spec, stage).get("negatives") or []))
-        problem = _zero_lr(s.warmup_ratio, s.epochs * (groups // batch), stage,
-                           f"{s.epochs} epoch(s) of at most {groups} training groups, {batch} a step")
+        problem = _zero_lr(
+            s.warmup_ratio,
+            s.epochs * (groups // batch),
+            stage,
+            f"{s.epochs} epoch(s) of at most {groups} training groups, {batch} a step",
+        )
         if problem:
             found.append(_in_stage(spec, stage, "warmup_ratio", problem))
         if stage == "retriever3" and RerankerSettings.from_spec(spec).reranker == TINY_RERANKER:
             r = RerankerSettings.from_spec(spec).train()
             batch = devices * r.queries_per_device
-            problem = _zero_lr(r.warmup_ratio, r.epochs * (most // batch), "the stage-3 teacher",
-                               f"{r.epochs} epoch(s) of at most {most} training groups, {batch} a step")
+            problem = _zero_lr(
+                r.warmup_ratio,
+                r.epochs * (most // batch),
+                "the stage-3 teacher",
+                f"{r.epochs} epoch(s) of at most {most} training groups, {batch} a step",
+            )
             path = ("finetune", "retriever3", "reranker_train")
             if problem:
                 found.append(Finding((*path, "warmup_ratio"), problem, ((*path, "warmup_ratio"), path)))
@@ -328,8 +372,10 @@ def _zero_lr(ratio: float, steps: int | None, stage: str, how: str) -> str | Non
     """The problem of ``stage`` taking ``steps`` steps (``how``: where the count comes from) under warm-up ``ratio``."""
     if steps is None or not every_step_at_zero_lr(steps, ratio):
         return None
-    return (f"{ratio!r} leaves {stage}'s only optimiser step ({how}) at lr 0, where linear warm-up starts, so it "
-            "would train nothing; set warmup_ratio: 0 (or train more than one step)")
+    return (
+        f"{ratio!r} leaves {stage}'s only optimiser step ({how}) at lr 0, where linear warm-up starts, so it "
+        "would train nothing; set warmup_ratio: 0 (or train more than one step)"
+    )
 
 
 # --- helpers --------------------------------------------------------------------------------------

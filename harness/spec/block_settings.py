@@ -34,8 +34,7 @@ class TokenizerSettings(BlockSettings):
     block = ("tokenizer",)
     reads = ("tokenizer",)
 
-    from_: str = setting("a checkpoint's tokenizer, or wordpiece (trained on the corpora)", "bert-base-uncased",
-                         TEXT)
+    from_: str = setting("a checkpoint's tokenizer, or wordpiece (trained on the corpora)", "bert-base-uncased", TEXT)
     vocab_size: int = setting("WordPiece vocabulary size", 8000, POSITIVE_WHOLE)
     corpora: Any = setting("benchmarks whose corpora train the WordPiece vocabulary", None, NAMES)
 
@@ -48,12 +47,14 @@ class CorpusSettings(BlockSettings):
     reads = ("passages",)
 
     source: Any = setting("corpus name, or a list of benchmarks whose corpora are united", None, NAMES)
-    splitter: str | None = setting("how documents are split into sentences (not read: always Punkt trained on the "
-                                   "corpus)", None, TEXT, keyed=False)
+    splitter: str | None = setting(
+        "how documents are split into sentences (not read: always Punkt trained on the corpus)", None, TEXT, keyed=False
+    )
     max_tokens: int = setting("passage length in tokens", 144, POSITIVE_WHOLE)
     seed: int = setting("seed of the passage grouping and sampling", SEED, SEED_KIND)
-    max_passages: int | None = setting("keep a seeded set of whole documents up to this many passages", None,
-                                       POSITIVE_WHOLE)
+    max_passages: int | None = setting(
+        "keep a seeded set of whole documents up to this many passages", None, POSITIVE_WHOLE
+    )
     punkt_train_chars: int | None = setting("characters of corpus text that train Punkt", None, POSITIVE_WHOLE)
 
 
@@ -67,25 +68,37 @@ class QgenSettings(BlockSettings):
     block = ("qgen",)
     reads = (*GENERATION, *QGEN_MODEL)
 
-    model: str | None = setting("query generator: a checkpoint, tiny-t5 (trained here) or term-sampler", None, TEXT,
-                                example="tiny-t5", stages=GENERATION)
+    model: str | None = setting(
+        "query generator: a checkpoint, tiny-t5 (trained here) or term-sampler",
+        None,
+        TEXT,
+        example="tiny-t5",
+        stages=GENERATION,
+    )
     input_prefix: str = setting("text put before each passage", "", TEXT, example="text2query: ")
     num_queries: int = setting("queries generated per passage", 5, POSITIVE_WHOLE, stages=GENERATION)
     top_k: int = setting("top-k sampling", 25, POSITIVE_WHOLE, stages=GENERATION)
     top_p: float = setting("nucleus sampling", 0.95, TOP_P, stages=GENERATION)
     max_new_tokens: int = setting("query length in tokens", 64, POSITIVE_WHOLE, stages=GENERATION)
-    batch_size: int = setting("passages per generation batch (seeded per batch, so it changes the queries)", 64,
-                              POSITIVE_WHOLE, stages=GENERATION)
-    train_pairs: str = setting("<benchmark>-<split> whose (query, passage) pairs train tiny-t5 / term-sampler",
-                               "nfcorpus-train", TEXT)
+    batch_size: int = setting(
+        "passages per generation batch (seeded per batch, so it changes the queries)",
+        64,
+        POSITIVE_WHOLE,
+        stages=GENERATION,
+    )
+    train_pairs: str = setting(
+        "<benchmark>-<split> whose (query, passage) pairs train tiny-t5 / term-sampler", "nfcorpus-train", TEXT
+    )
     steps: int = setting("tiny-t5 training steps", 400, POSITIVE_WHOLE, stages=QGEN_MODEL)
     max_input_tokens: int = setting("tiny-t5 passage length in tokens", 144, POSITIVE_WHOLE, stages=QGEN_MODEL)
     smoothing: float = setting("term-sampler smoothing", 2.0, NON_NEGATIVE, stages=GENERATION)
 
 
 # Closed: the indexed collection holds only these two fields (retrieval.bm25.write_json_collection).
-BM25_FIELDS = {"contents": "passage body (with the title prepended when title is not a field)",
-               "title": "passage title as its own field"}
+BM25_FIELDS = {
+    "contents": "passage body (with the title prepended when title is not a field)",
+    "title": "passage title as its own field",
+}
 IMPACT_KEYS = ("index", "quantization", "topk_sparsify", "max_query_terms", "threads")
 
 
@@ -96,21 +109,33 @@ class RetrievalSettings(BlockSettings):
     block = ("retrieval",)
     reads = ("index", "retrieve", "impact_index", "impact_search")
 
-    engine: str | None = setting("the BM25 engine (not read: Lucene through pyserini)", None, TEXT, example="lucene",
-                                 keyed=False)
+    engine: str | None = setting(
+        "the BM25 engine (not read: Lucene through pyserini)", None, TEXT, example="lucene", keyed=False
+    )
     k1: float = setting("BM25 k1", 0.9, NON_NEGATIVE, stages=("retrieve",))
     b: float = setting("BM25 b", 0.4, SHARE, stages=("retrieve",))
-    fields: dict = setting("Lucene fields searched, with their weights", {"contents": 1.0, "title": 1.0}, MAPPING,
-                           keys=BM25_FIELDS, stages=("index", "retrieve"))
+    fields: dict = setting(
+        "Lucene fields searched, with their weights",
+        {"contents": 1.0, "title": 1.0},
+        MAPPING,
+        keys=BM25_FIELDS,
+        stages=("index", "retrieve"),
+    )
     depth: int = setting("BM25 results per query", 1000, POSITIVE_WHOLE, stages=("retrieve",))
     threads: int = setting("Lucene threads", 2, POSITIVE_WHOLE, keyed=False)  # results do not depend on it
     index: str = setting("impact index kind (lucene-impact)", "lucene-impact", TEXT, stages=("impact_index",))
-    quantization: float = setting("impact = floor(quantization x weight)", 100, POSITIVE,
-                                  stages=("impact_index", "impact_search"))
-    topk_sparsify: int | None = setting("documents keep their top-k terms, null for all", None, POSITIVE_WHOLE,
-                                        example=128, stages=("impact_index",))
-    max_query_terms: int = setting(f"a query keeps its largest impacts, at most Lucene's {LUCENE_MAX_CLAUSES} "
-                                   "clauses", LUCENE_MAX_CLAUSES, QUERY_TERMS, stages=("impact_search",))
+    quantization: float = setting(
+        "impact = floor(quantization x weight)", 100, POSITIVE, stages=("impact_index", "impact_search")
+    )
+    topk_sparsify: int | None = setting(
+        "documents keep their top-k terms, null for all", None, POSITIVE_WHOLE, example=128, stages=("impact_index",)
+    )
+    max_query_terms: int = setting(
+        f"a query keeps its largest impacts, at most Lucene's {LUCENE_MAX_CLAUSES} clauses",
+        LUCENE_MAX_CLAUSES,
+        QUERY_TERMS,
+        stages=("impact_search",),
+    )
 
     def impact(self) -> dict[str, Any]:
         """The impact index's and search's settings (the dry-run prints them)."""

@@ -4,8 +4,9 @@ assumptions, BM25 negatives, and every nested key (a misspelt one is an error na
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from harness.core.errors import (
     HarnessError,
@@ -57,23 +58,38 @@ def _entry_problem(key: str, item: Any) -> str | None:
         if not isinstance(item[DROP], str) or extra:
             return f"must be {{{DROP}: <the about of an inherited entry>}}" + (f", not {extra}" if extra else "")
         return None
-    shape = ("{about: <key path>, touches: [conditions] | recipe, why: text}; a departure that touches no graded "
-             "condition is an assumption or a note") if key == "deviations" else "{about: <key path>, why: text}"
+    shape = (
+        (
+            "{about: <key path>, touches: [conditions] | recipe, why: text}; a departure that touches no graded "
+            "condition is an assumption or a note"
+        )
+        if key == "deviations"
+        else "{about: <key path>, why: text}"
+    )
     allowed = {"about", "why", "touches"} if key == "deviations" else {"about", "why"}
     touches = item.get("touches") if isinstance(item, dict) else None
-    if not isinstance(item, dict) or not isinstance(item.get("why"), str) or set(item) - allowed \
-            or not isinstance(item.get("about"), str) or (key == "deviations" and not touches):
+    if (
+        not isinstance(item, dict)
+        or not isinstance(item.get("why"), str)
+        or set(item) - allowed
+        or not isinstance(item.get("about"), str)
+        or (key == "deviations" and not touches)
+    ):
         return f"must be {shape}"
     about = item["about"]
     if not known_key_path(about):
-        return ("names no key path of a spec (e.g. pretrain.warmup_ratio, corpus): `about` is the setting the "
-                "entry is about, and so which inherited entry it replaces")
+        return (
+            "names no key path of a spec (e.g. pretrain.warmup_ratio, corpus): `about` is the setting the "
+            "entry is about, and so which inherited entry it replaces"
+        )
     if key == "deviations":
         names = [touches] if isinstance(touches, str) else list(touches or ())
         unknown = [n for n in names if n != RECIPE and str(n).partition("=")[0] not in CONDITION_KEYS]
         if unknown:
-            return (f"touches unknown condition(s) {unknown} (known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
-                    "'key=value' touches only the cells stating that value)")
+            return (
+                f"touches unknown condition(s) {unknown} (known: {RECIPE}, {', '.join(CONDITION_KEYS)}; "
+                "'key=value' touches only the cells stating that value)"
+            )
     return None
 
 
@@ -90,26 +106,34 @@ def _declaration_problems(raw: dict[str, Any], where: Any) -> list[str]:
     assumption names the key path it is about, once per list; a drop names an entry it inherits."""
 
     problems = []
-    blocks = [("", raw)] + [(f"profiles.{n}.", p) for n, p in (raw.get("profiles") or {}).items() if isinstance(p, dict)]
+    blocks = [("", raw)] + [
+        (f"profiles.{n}.", p) for n, p in (raw.get("profiles") or {}).items() if isinstance(p, dict)
+    ]
     for prefix, block in blocks:
         if "conditions" in block and prefix:
-            problems.append(f"{where(('profiles', prefix.split('.')[1], 'conditions'))}: conditions are derived "
-                            "from the settings that run (harness/spec/conditions.py); remove 'conditions:'")
+            problems.append(
+                f"{where(('profiles', prefix.split('.')[1], 'conditions'))}: conditions are derived "
+                "from the settings that run (harness/spec/conditions.py); remove 'conditions:'"
+            )
         for key in DECLARATIONS:
             items = block.get(key)
             if not isinstance(items, list):  # a wrong type is reported with the schema
                 continue
+
             # looked up (a YAML parse) only for a problem
             def here(k: str = key, prefix: str = prefix) -> Any:
                 return where(("profiles", prefix.split(".")[1], k) if prefix else k)
+
             # a profile's drop may name an entry of the top level, which is merged under it when it resolves
             inherited = {identity(e) for e in raw.get(key) or [] if not is_drop(e)} if prefix else set()
             seen: set[str] = set()
             for item in items:  # merged from several files: an entry is named by what it says, not its index
                 problem = _entry_problem(key, item)
                 if problem is None and is_drop(item) and identity(item) not in inherited:
-                    problem = (f"drops '{identity(item)}', which neither the spec it extends, a fragment it "
-                               "includes nor the top level declares")
+                    problem = (
+                        f"drops '{identity(item)}', which neither the spec it extends, a fragment it "
+                        "includes nor the top level declares"
+                    )
                 elif problem is None and identity(item) in seen:
                     problem = "is declared twice; keep one"
                 if problem:
@@ -128,8 +152,9 @@ def _comparison_problems(raw: dict[str, Any], path: Path, where: Callable[[str],
         if other == path.stem:
             problems.append(f"{where('compare_with')}: compare_with[{i}]: a method is not compared with itself")
         elif not isinstance(other, str) or other not in known:
-            problems.append(f"{where('compare_with')}: compare_with[{i}]: "
-                            f"{UnknownNameError('method', str(other), known)}")
+            problems.append(
+                f"{where('compare_with')}: compare_with[{i}]: {UnknownNameError('method', str(other), known)}"
+            )
         elif others.index(other) < i:
             problems.append(f"{where('compare_with')}: compare_with[{i}]: '{other}' is listed twice")
     return problems
@@ -160,25 +185,33 @@ def structure_problems(raw: dict[str, Any], path: Path) -> list[str]:
         problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
     # the location is looked up (a YAML parse) only for a spec with a problem
     if "conditions" in raw:
-        problems.append(f"{where('conditions')}: conditions are derived from the settings that run "
-                        "(harness/spec/conditions.py: pre-training steps and corpus, init, negatives, ...); remove "
-                        "'conditions:' and declare a departure from the paper as deviations: [{touches, why}]")
+        problems.append(
+            f"{where('conditions')}: conditions are derived from the settings that run "
+            "(harness/spec/conditions.py: pre-training steps and corpus, init, negatives, ...); remove "
+            "'conditions:' and declare a departure from the paper as deviations: [{touches, why}]"
+        )
     problems += _declaration_problems(raw, where)
     problems += _comparison_problems(raw, path, where)
     if isinstance(raw.get("stages"), list):
         problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]
         objective = (raw.get("pretrain") or {}).get("objective") if isinstance(raw.get("pretrain"), dict) else None
         if "pretrain" in raw["stages"] and objective in (None, "none"):
-            problems.append(f"{where('stages')}: stages lists 'pretrain' but pretrain.objective is not set, so a run "
-                            "would fine-tune its initial encoder without pre-training; set pretrain.objective or "
-                            "drop 'pretrain' from stages")
+            problems.append(
+                f"{where('stages')}: stages lists 'pretrain' but pretrain.objective is not set, so a run "
+                "would fine-tune its initial encoder without pre-training; set pretrain.objective or "
+                "drop 'pretrain' from stages"
+            )
         elif objective not in (None, "none") and "pretrain" not in raw["stages"] and raw.get("family") != "lexical":
-            problems.append(f"{where('stages')}: pretrain.objective is {objective!r} but stages does not list "
-                            "'pretrain'; list it (a run pre-trains whenever an objective is set)")
+            problems.append(
+                f"{where('stages')}: pretrain.objective is {objective!r} but stages does not list "
+                "'pretrain'; list it (a run pre-trains whenever an objective is set)"
+            )
     for prof, block in (raw.get("profiles") or {}).items():
         if isinstance(block, dict) and isinstance(block.get("stages"), list):
-            problems += [f"{where(('profiles', prof, 'stages'))}: {p} (profile {prof})"
-                         for p in _step_problems(block["stages"], raw.get("family"))]
+            problems += [
+                f"{where(('profiles', prof, 'stages'))}: {p} (profile {prof})"
+                for p in _step_problems(block["stages"], raw.get("family"))
+            ]
         if prof not in PROFILES:
             problems.append(f"{where('profiles')}: unknown profile '{prof}' (known: {', '.join(PROFILES)})")
     return problems + nested_problems(raw, path)
@@ -197,20 +230,26 @@ def _step_problems(steps: list[Any], family: Any) -> list[str]:
         elif steps.count(step) > 1:
             return problems + [f"step '{step}' is listed {steps.count(step)} times in stages"]
         elif order.index(step) < last:
-            problems.append(f"step '{step}' comes after '{order[last]}' in stages; "
-                            f"the order is {', '.join(order)}")
+            problems.append(f"step '{step}' comes after '{order[last]}' in stages; the order is {', '.join(order)}")
         else:
             last = order.index(step)
     if problems or family not in FAMILY_STEPS:
         return problems
     for step in steps:
         if step not in FAMILY_STEPS[family]:
-            problems.append(f"a {family} method cannot run step '{step}' "
-                            f"(its steps: {', '.join(FAMILY_STEPS[family])})")
-        problems += [f"step '{step}' needs '{need}' before it in stages"
-                     for need in STEP_NEEDS.get(step, ()) if need not in steps]
-    problems += [f"a {family} method always runs step '{step}'; list it in stages"
-                 for step in FAMILIES[family].always if step not in steps]
+            problems.append(
+                f"a {family} method cannot run step '{step}' (its steps: {', '.join(FAMILY_STEPS[family])})"
+            )
+        problems += [
+            f"step '{step}' needs '{need}' before it in stages"
+            for need in STEP_NEEDS.get(step, ())
+            if need not in steps
+        ]
+    problems += [
+        f"a {family} method always runs step '{step}'; list it in stages"
+        for step in FAMILIES[family].always
+        if step not in steps
+    ]
     return problems
 
 
@@ -324,12 +363,14 @@ def nested_problems(raw: dict[str, Any], spec_file: Path) -> list[str]:
     """Unknown or mistyped nested keys, at the top level and in each known profile block."""
     problems = [_message(spec_file, f, None) for f in _blocks(raw)]
     profiles = raw.get("profiles")
-    for name, block in (profiles.items() if isinstance(profiles, dict) else ()):
+    for name, block in profiles.items() if isinstance(profiles, dict) else ():
         if name not in PROFILES or block is None:  # unknown profiles are reported above; null is empty
             continue
         if not isinstance(block, dict):
-            problems.append(f"{_located(spec_file, ('profiles', name))}: profile '{name}' must be a mapping, "
-                            f"not {type(block).__name__}")
+            problems.append(
+                f"{_located(spec_file, ('profiles', name))}: profile '{name}' must be a mapping, "
+                f"not {type(block).__name__}"
+            )
             continue
         problems.extend(_message(spec_file, f, name) for f in _profile_findings(block))
     return problems

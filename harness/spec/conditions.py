@@ -85,7 +85,8 @@ def _reads_msmarco_passages(config: Mapping[str, Any]) -> bool:
         return False
     train = str((config.get("finetune") or {}).get("train_queries") or "")
     return train.startswith("msmarco-passage") or any(
-        base_name(str(d)) in declared.on_corpus("msmarco-passage") for d in config.get("datasets") or [])
+        base_name(str(d)) in declared.on_corpus("msmarco-passage") for d in config.get("datasets") or []
+    )
 
 
 def deviations(config: Mapping[str, Any]) -> dict[str, str]:

@@ -12,7 +12,8 @@ replaces one by declaring an entry ``about`` the same key path, and drops one on
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 DECLARATIONS = ("deviations", "assumptions")
 DROP = "drop"  # {drop: <about>} removes the inherited entry about that key path

@@ -41,8 +41,10 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def spec_path(name: str, root: Path | None = None) -> Path:
     """``<specs folder>/<name>.yaml``; a name is a file name there, never a path (``../x`` is refused)."""
     if not is_plain_name(name):
-        raise HarnessError(f"method '{name}': a method is named by its spec's file name in baselines/, without "
-                           "folder or .yaml (see `python -m harness ls methods`)")
+        raise HarnessError(
+            f"method '{name}': a method is named by its spec's file name in baselines/, without "
+            "folder or .yaml (see `python -m harness ls methods`)"
+        )
     return (root or specs_dir()) / f"{name}.yaml"
 
 
@@ -61,7 +63,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key '{key}' given twice (lines {seen[key]} and {line}); keep one", key_node.start_mark)
+                    None, None, f"key '{key}' given twice (lines {seen[key]} and {line}); keep one", key_node.start_mark
+                )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
@@ -73,8 +76,9 @@ def _read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise DataFormatError(path, line, f"not UTF-8 text (byte 0x{data[exc.start]:02x})",
-                              "save the file as UTF-8") from None
+        raise DataFormatError(
+            path, line, f"not UTF-8 text (byte 0x{data[exc.start]:02x})", "save the file as UTF-8"
+        ) from None
 
 
 @functools.lru_cache(maxsize=512)
@@ -95,8 +99,9 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if problem == NO_SUCH_FILE:
         raise HarnessError(f"{path}: spec file not found")
     if problem:  # a folder fails with a traceback, a pipe would block the read forever
-        raise HarnessError(f"{path}: {problem}; a spec or fragment is a YAML file (fix: move it away, or put "
-                           "the file itself there)")
+        raise HarnessError(
+            f"{path}: {problem}; a spec or fragment is a YAML file (fix: move it away, or put the file itself there)"
+        )
     try:
         text = _read_text(path)
     except FileNotFoundError:  # removed since
@@ -107,8 +112,13 @@ def load_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
-        fix = ("merge the two into one" if "given twice" in problem else yamlsafe.AliasBombError.FIX
-               if isinstance(exc, yamlsafe.AliasBombError) else "fix the indentation/quoting there")
+        fix = (
+            "merge the two into one"
+            if "given twice" in problem
+            else yamlsafe.AliasBombError.FIX
+            if isinstance(exc, yamlsafe.AliasBombError)
+            else "fix the indentation/quoting there"
+        )
         raise DataFormatError(path, line, f"invalid YAML: {problem}", fix) from None
     if not isinstance(data, dict):
         raise DataFormatError(path, 1, "a spec must be a YAML mapping of keys to values")
@@ -136,11 +146,14 @@ def fragment_file(name: Any, spec_file: Path) -> Path | None:
     by its file name in a fragments folder, never by a path: ``include: ../x`` or an absolute path
     once loaded YAML from outside the spec folder, and is a DataFormatError naming the spec's line."""
     if not is_plain_name(name):
-        raise DataFormatError(spec_file, key_line(spec_file, "include"),
-                              f"include: {name!r} is not a fragment's name (a fragment is named by its file "
-                              f"name in {FRAGMENTS}/, without folder or .yaml)",
-                              "name a fragment of baselines/fragments/ (or of fragments/ beside the spec), "
-                              "e.g. include: [query_as_context]")
+        raise DataFormatError(
+            spec_file,
+            key_line(spec_file, "include"),
+            f"include: {name!r} is not a fragment's name (a fragment is named by its file "
+            f"name in {FRAGMENTS}/, without folder or .yaml)",
+            "name a fragment of baselines/fragments/ (or of fragments/ beside the spec), "
+            "e.g. include: [query_as_context]",
+        )
     # exists(), not is_file(): a folder or a pipe named like a fragment is load_yaml's one-line error
     found = (f / f"{name}.yaml" for f in fragment_folders(spec_file))
     return next((path for path in found if path.exists()), None)
@@ -159,8 +172,11 @@ def with_fragments(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         fragment = fragment_file(name, path)
         if fragment is None:
             known = sorted({p.stem for f in fragment_folders(path) for p in f.glob("*.yaml")})
-            raise DataFormatError(path, key_line(path, "include"),
-                                  f"include: no fragment '{name}' ({UnknownNameError('fragment', str(name), known)})")
+            raise DataFormatError(
+                path,
+                key_line(path, "include"),
+                f"include: no fragment '{name}' ({UnknownNameError('fragment', str(name), known)})",
+            )
         body = load_yaml(fragment)
         bad = sorted(set(body) - set(PROFILE_KEYS) - {"profiles"})
         if bad:

@@ -8,8 +8,8 @@ from typing import Any
 
 from harness.spec.schema import DOCUMENTATION_KEYS
 from harness.spec.stage_settings import NEGATIVE_DEPTH, finetune_settings
-from harness.training.precision import AUTO
 from harness.stages.artifacts import config_hash
+from harness.training.precision import AUTO
 
 
 def _without_redundant_mine(config: dict[str, Any]) -> dict[str, Any]:
@@ -33,6 +33,7 @@ def _auto_as_fp32(config: dict[str, Any]) -> dict[str, Any]:
     (2026-11-26), so their references still compare. Which precision a run in fact used is the gate's
     condition, stage by stage (harness.gate.grading.precision_difference), not the spec's. Fine-tuning
     trains in fp32 unless a spec says otherwise, so there a stated fp32 (or auto) is hashed as unstated."""
+
     def canonical(block: Any, default_fp32: bool) -> Any:
         if not isinstance(block, dict):
             return block

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from harness.papers.schema import CONDITION_KEYS
 from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
 from harness.spec.kinds import FLAG, NON_NEGATIVE, POSITIVE_WHOLE, TEXT, Kind, one_of
-from harness.papers.schema import CONDITION_KEYS
 from harness.spec.settings import BlockSettings, Settings
 from harness.spec.stage_settings import PretrainSettings, RerankerSettings, StageSettings
 
@@ -27,7 +27,7 @@ class Block:
     """A nested mapping: its meaning and its allowed keys (key -> meaning, or key -> sub-Block)."""
 
     meaning: str
-    keys: "Keys"
+    keys: Keys
 
 
 Keys = dict[str, "str | Block"]
@@ -40,15 +40,21 @@ OPEN = Block("checked against the spec's objective by harness.run.validation", {
 def typed_keys(cls: type[Settings]) -> Keys:
     """A typed block's keys and meanings; a closed block it holds (``setting(keys=...)``) as a Block."""
     subs = cls.sub_blocks()
-    return {key: Block(meaning, typed_keys(subs[key]) if isinstance(subs[key], type) else dict(subs[key]))
-            if key in subs else meaning for key, meaning in cls.meanings().items()}
+    return {
+        key: Block(meaning, typed_keys(subs[key]) if isinstance(subs[key], type) else dict(subs[key]))
+        if key in subs
+        else meaning
+        for key, meaning in cls.meanings().items()
+    }
 
 
 # What every fine-tuning stage reads (merged from the finetune block and the stage's own block):
 # declared once, typed and with defaults, in harness.spec.stage_settings.StageSettings.
 _STAGE: Keys = dict(StageSettings.meanings())
-_NEGATIVES = {"negatives": "hard-negative pools: mined and/or bm25 (the dense retriever 2 reads it; "
-                           "retriever 1 always trains on BM25 negatives)"}
+_NEGATIVES = {
+    "negatives": "hard-negative pools: mined and/or bm25 (the dense retriever 2 reads it; "
+    "retriever 1 always trains on BM25 negatives)"
+}
 _INIT = {"init": "pretrained (default) or an earlier retriever, e.g. retriever1"}
 
 _RETRIEVER3: Keys = {
@@ -60,8 +66,9 @@ _RETRIEVER3: Keys = {
 }
 
 # A scalar stage key set on the finetune block is the default for every stage (finetune_settings).
-_SHARED: Keys = {k: v for stage in (_STAGE, _NEGATIVES, _INIT, _RETRIEVER3) for k, v in stage.items()
-                 if not isinstance(v, Block)}
+_SHARED: Keys = {
+    k: v for stage in (_STAGE, _NEGATIVES, _INIT, _RETRIEVER3) for k, v in stage.items() if not isinstance(v, Block)
+}
 
 _FINETUNE: Keys = {
     "train_queries": "<benchmark>-<split> whose queries and qrels train every stage",
@@ -78,12 +85,12 @@ _FINETUNE: Keys = {
 BLOCKS: dict[str, Keys] = {
     "data": {
         "mirror": "a folder (relative to the project) or URL serving the upstream data files under their own "
-                  "names, instead of the publishers (sets HARNESS_DATA_MIRROR for the run; docs/data.md)",
+        "names, instead of the publishers (sets HARNESS_DATA_MIRROR for the run; docs/data.md)",
         "msmarco_passages": "plain (collection.tsv) or titled (RocketQA's para.title.txt joined to it, as "
-                            "Tevatron's coCondenser/CoT-MAE fine-tuning and evaluation read MS MARCO)",
+        "Tevatron's coCondenser/CoT-MAE fine-tuning and evaluation read MS MARCO)",
         "bm25_negatives": "where retriever 1's BM25 negatives come from: own (BM25 here over the training "
-                          "queries), msmarco-triples (the official qidpidtriples, coCondenser's / Tevatron's "
-                          "recipe) or tevatron (Tevatron's published training set)",
+        "queries), msmarco-triples (the official qidpidtriples, coCondenser's / Tevatron's "
+        "recipe) or tevatron (Tevatron's published training set)",
     },
     "hardware": {
         "device_type": "cuda | cpu",
@@ -113,8 +120,13 @@ BLOCKS: dict[str, Keys] = {
 
 # The blocks whose kinds harness.run.validation checks key by key (the pretrain block, a fine-tuning
 # stage's keys and the teacher's reranker_train are checked whole, with the trainer config built from them).
-KIND_BLOCKS: tuple[type[BlockSettings], ...] = (TokenizerSettings, CorpusSettings, QgenSettings, RetrievalSettings,
-                                                RerankerSettings)
+KIND_BLOCKS: tuple[type[BlockSettings], ...] = (
+    TokenizerSettings,
+    CorpusSettings,
+    QgenSettings,
+    RetrievalSettings,
+    RerankerSettings,
+)
 # The kinds of the keys above outside the trainer-config blocks: those of the typed blocks, with the setting's
 # example (a closed block they hold is checked by harness.spec.method), and the rest, which the pipelines read or
 # compare when their stage starts; checked with the resolved spec before any stage runs (harness.run.validation).
@@ -125,8 +137,12 @@ KEY_KINDS: dict[tuple[str, ...], Kind] = {
     ("hardware", "hours"): NON_NEGATIVE,
     **{("model", key): POSITIVE_WHOLE for key in ("layers", "hidden", "heads", "intermediate")},
     ("model", "init"): TEXT,
-    **{(*cls.block, key): replace(kind, example=cls.example(key)) for cls in KIND_BLOCKS
-       for key, kind in cls.kinds().items() if key not in cls.sub_blocks()},
+    **{
+        (*cls.block, key): replace(kind, example=cls.example(key))
+        for cls in KIND_BLOCKS
+        for key, kind in cls.kinds().items()
+        if key not in cls.sub_blocks()
+    },
     ("finetune", "train_queries"): TEXT,
     ("finetune", "max_train_queries"): POSITIVE_WHOLE,
     ("finetune", "evaluate_start"): FLAG,

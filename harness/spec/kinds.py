@@ -58,8 +58,10 @@ class Kind:
             low = -LIMIT if low is None else low
             high = LIMIT if high is None else high
         if low is not None and high is not None:
-            return (f"must be in {'(' if self.low_open else '['}{_bound(low)}, {_bound(high)}"
-                    f"{')' if self.high_open else ']'}")
+            return (
+                f"must be in {'(' if self.low_open else '['}{_bound(low)}, {_bound(high)}"
+                f"{')' if self.high_open else ']'}"
+            )
         if low is not None:
             return f"must be {'>' if self.low_open else '>='} {_bound(low)}"
         return f"must be {'<' if self.high_open else '<='} {_bound(high)}" if high is not None else ""

@@ -9,9 +9,10 @@ exactly what ran.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.core.errors import (
     DataFormatError,
@@ -78,12 +79,17 @@ def _resolve_raw(name: str, root: Path | None, seen: tuple[str, ...] = ()) -> di
     if parent is None:
         return raw
     if not is_plain_name(parent):  # a path would resolve a spec outside the specs folder
-        raise DataFormatError(path, key_line(path, "extends"),
-                              f"extends: {parent!r} is not a spec's name (a spec is named by its file name in "
-                              "the specs folder, without folder or .yaml)",
-                              "name a method of `python -m harness ls methods`, e.g. extends: cotmae")
+        raise DataFormatError(
+            path,
+            key_line(path, "extends"),
+            f"extends: {parent!r} is not a spec's name (a spec is named by its file name in "
+            "the specs folder, without folder or .yaml)",
+            "name a method of `python -m harness ls methods`, e.g. extends: cotmae",
+        )
     if parent in seen + (name,):
-        raise DataFormatError(path, key_line(path, "extends"), f"circular extends: {' -> '.join(seen + (name, parent))}")
+        raise DataFormatError(
+            path, key_line(path, "extends"), f"circular extends: {' -> '.join(seen + (name, parent))}"
+        )
     if not spec_path(parent, root).exists():
         close = UnknownNameError("method", parent, list_methods(root))
         raise DataFormatError(path, key_line(path, "extends"), f"extends unknown spec: {close}")
@@ -105,8 +111,12 @@ def comparisons(root: Path | None = None) -> list[tuple[str, str]]:
 def pretraining_methods(profile: str | None = None, root: Path | None = None) -> list[str]:
     """The methods that pre-train (their `stages` list `pretrain`), sorted; with ``profile``, those
     that have it. What "every pre-training method" means wherever such a list is needed."""
-    return [name for name in list_methods(root) if "pretrain" in (_resolve_raw(name, root).get("stages") or [])
-            and (profile is None or profile in profiles_of(name, root))]
+    return [
+        name
+        for name in list_methods(root)
+        if "pretrain" in (_resolve_raw(name, root).get("stages") or [])
+        and (profile is None or profile in profiles_of(name, root))
+    ]
 
 
 def objective_specs(profile: str, root: Path | None = None) -> dict[str, str]:
@@ -144,13 +154,14 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
         raise UnknownNameError("profile", profile, list(PROFILES))
     top = {k: v for k, v in raw.items() if k != "profiles"}
     if profile == DERIVED_PROFILE and _has_rehearsal(raw):
-
         try:
             resolved = rehearsal.apply(deep_merge(top, profiles["paper"] or {}), profiles.get(profile), deep_merge)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a paper value of the wrong kind
-            raise HarnessError(f"{path}: profile 'rehearsal' cannot be derived from the paper profile "
-                               f"({type(exc).__name__}: {exc}); `python -m harness validate` names the paper "
-                               "profile's wrong values") from None
+            raise HarnessError(
+                f"{path}: profile 'rehearsal' cannot be derived from the paper profile "
+                f"({type(exc).__name__}: {exc}); `python -m harness validate` names the paper "
+                "profile's wrong values"
+            ) from None
     elif profile not in profiles:
         raise HarnessError(
             f"{path}: method '{name}' has no '{profile}' profile (it has: {', '.join(profiles_of(name, root)) or 'none'})"
@@ -162,8 +173,7 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
     return MethodSpec(name=name, profile=profile, path=path, config=resolved)
 
 
-def validate_specs(root: Path | None = None,
-                   values: Callable[[MethodSpec], list[str]] | None = None) -> list[str]:
+def validate_specs(root: Path | None = None, values: Callable[[MethodSpec], list[str]] | None = None) -> list[str]:
     """Every problem in every spec (schema, extends, profiles), as printable strings; with ``values``
     (harness.run.validation.value_problems) also the problems of each resolved profile's values."""
     problems: dict[str, None] = {}  # ordered set: a spec's problem is listed once, not once per profile

@@ -17,8 +17,8 @@ def paper_profiles() -> list[Any]:
     """The paper profile of each spec that loads (a spec with a problem is listed as such, not here)."""
 
     try:
-        from harness.spec.method import load_method
         from harness.spec.files import list_methods
+        from harness.spec.method import load_method
     except ImportError:  # as in harness.commands.validate's spec check: no spec module, no specs
         return []
     specs = []

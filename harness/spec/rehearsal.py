@@ -96,8 +96,12 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     pretrain = paper.get("pretrain") or {}
     if pretrain.get("objective") not in (None, "none"):
         device_batch = pretrain.get("per_device_batch") or pretrain.get("global_batch")
-        out["pretrain"] = {"steps": PRETRAIN_STEPS, "epochs": None, "global_batch": device_batch,
-                           "warmup_ratio": WARMUP_RATIO}
+        out["pretrain"] = {
+            "steps": PRETRAIN_STEPS,
+            "epochs": None,
+            "global_batch": device_batch,
+            "warmup_ratio": WARMUP_RATIO,
+        }
         if not pretrain.get("grad_cache_chunk") and (device_batch or 0) > MICRO_BATCH:
             # the same optimiser step over the device's batch, accumulated in micro-batches that fit
             out["pretrain"]["per_device_batch"] = MICRO_BATCH
@@ -105,13 +109,15 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
                 f"pre-training memory: the per-device batch of {device_batch} is one optimiser step over "
                 f"{int(device_batch or 0) // MICRO_BATCH} accumulated micro-batches of {MICRO_BATCH} (an fp32 step at "
                 f"{device_batch} x {pretrain.get('max_length')} tokens does not fit a 24 GiB CPU machine); the "
-                "gradient is the same sum")
+                "gradient is the same sum"
+            )
     if paper.get("family") == "learned-sparse" and not (paper.get("retrieval") or {}).get("topk_sparsify"):
         out["retrieval"] = {"topk_sparsify": SPARSE_TOPK}
         out["substitutions"].append(
             f"impact index: documents keep their top {SPARSE_TOPK} terms (the paper keeps all): a randomly "
             "initialised MLM head weights nearly every one of the 30,522 terms in each passage, and Lucene writes "
-            "each term as often as its impact")
+            "each term as often as its impact"
+        )
     if paper.get("qgen"):
         out["qgen"] = {"model": "term-sampler", "train_pairs": paper["finetune"]["train_queries"]}
         out["substitutions"].append("queries: a term sampler fitted on the training pairs instead of doc2query-T5")
@@ -122,16 +128,19 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     devices = int((paper.get("hardware") or {}).get("devices") or 1)
     finetune: dict[str, Any] = {}
     shares = []
-    for block, where in [(paper_ft, finetune)] + [(paper_ft[s], finetune.setdefault(s, {}))
-                                                  for s in ("retriever1", "retriever2", "retriever3") if s in paper_ft]:
+    for block, where in [(paper_ft, finetune)] + [
+        (paper_ft[s], finetune.setdefault(s, {})) for s in ("retriever1", "retriever2", "retriever3") if s in paper_ft
+    ]:
         if "global_queries" in block:
             where["global_queries"] = device_share(int(block["global_queries"]), devices)
             shares.append(where["global_queries"])
             if where["global_queries"] < int(block["global_queries"]) // devices:
                 capped = f"{block['global_queries']} / {devices} device(s)"
-                out["substitutions"].append(f"fine-tuning memory: {where['global_queries']} queries per step instead "
-                                            f"of one device's share of the paper's ({capped}); an fp32 step at that "
-                                            "size does not fit a 24 GiB CPU machine")
+                out["substitutions"].append(
+                    f"fine-tuning memory: {where['global_queries']} queries per step instead "
+                    f"of one device's share of the paper's ({capped}); an fp32 step at that "
+                    "size does not fit a 24 GiB CPU machine"
+                )
         if "epochs" in block:
             where["epochs"] = 1
         if "warmup_ratio" in block:
@@ -140,11 +149,17 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     finetune["max_train_queries"] = max(shares or [FINETUNE_QUERIES])
     r3 = paper_ft.get("retriever3") or {}
     if r3.get("reranker") == "configured-checkpoint":
-        finetune["retriever3"].update(reranker="tiny-cross-encoder",
-                                      reranker_train={"epochs": 1, "queries_per_device": finetune["max_train_queries"],
-                                                      "warmup_ratio": WARMUP_RATIO})
-        out["substitutions"].append("stage-3 teacher: a cross-encoder trained here for one epoch instead of the "
-                                    "paper's off-the-shelf reranker")
+        finetune["retriever3"].update(
+            reranker="tiny-cross-encoder",
+            reranker_train={
+                "epochs": 1,
+                "queries_per_device": finetune["max_train_queries"],
+                "warmup_ratio": WARMUP_RATIO,
+            },
+        )
+        out["substitutions"].append(
+            "stage-3 teacher: a cross-encoder trained here for one epoch instead of the paper's off-the-shelf reranker"
+        )
     out["finetune"] = finetune
     # TREC DL's 43/54 judged queries over the fixture collection are small already; MS MARCO dev's
     # 6,980 queries and the BEIR corpora are sampled; BEIR sets whose corpora are downloads are left out.

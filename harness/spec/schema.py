@@ -30,24 +30,46 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
     "retrieval": (False, (dict,), "retrieval settings"),
     "pretrain": (False, (dict,), "pre-training settings"),
     "finetune": (False, (dict,), "fine-tuning settings"),
-    "conditions": (False, (dict,), "not written by hand: the conditions a run states are derived from its "
-                                   "settings (harness/spec/conditions.py)"),
+    "conditions": (
+        False,
+        (dict,),
+        "not written by hand: the conditions a run states are derived from its settings (harness/spec/conditions.py)",
+    ),
     "extends": (False, (str,), "parent spec name"),
     "include": (False, (str, list), "shared fragments (baselines/fragments/<name>.yaml) this spec's own keys override"),
     "profiles": (False, (dict,), "per-profile overrides"),
-    "data": (False, (dict,), "where the data comes from: a mirror of the upstream files, the MS MARCO passage "
-                             "variant (plain or titled)"),
+    "data": (
+        False,
+        (dict,),
+        "where the data comes from: a mirror of the upstream files, the MS MARCO passage variant (plain or titled)",
+    ),
     "notes": (False, (str, list), "free text"),
-    "substitutions": (False, (list,), "where this setting departs from the paper's (printed with every run and recorded)"),
-    "deviations": (False, (list,), "where the paper profile departs from a setting the paper states: "
-                                   "{about: key path, touches: [conditions] | recipe, why: text}; the cells "
-                                   "stating a touched condition are NOT-COMPARABLE; merged by `about` across "
-                                   "extends ({drop: about} removes one; listed by `validate`)"),
-    "assumptions": (False, (list,), "values the papers leave unstated that the spec picks: {about: key path, "
-                                    "why: text}; merged by `about` across extends (listed by `validate`)"),
-    "compare_with": (False, (list,), "the methods this one is measured against: its effects are it minus each, "
-                                     "paired on the same queries in every profile (`effects`, `check`); the "
-                                     "method's own, so not inherited through `extends`"),
+    "substitutions": (
+        False,
+        (list,),
+        "where this setting departs from the paper's (printed with every run and recorded)",
+    ),
+    "deviations": (
+        False,
+        (list,),
+        "where the paper profile departs from a setting the paper states: "
+        "{about: key path, touches: [conditions] | recipe, why: text}; the cells "
+        "stating a touched condition are NOT-COMPARABLE; merged by `about` across "
+        "extends ({drop: about} removes one; listed by `validate`)",
+    ),
+    "assumptions": (
+        False,
+        (list,),
+        "values the papers leave unstated that the spec picks: {about: key path, "
+        "why: text}; merged by `about` across extends (listed by `validate`)",
+    ),
+    "compare_with": (
+        False,
+        (list,),
+        "the methods this one is measured against: its effects are it minus each, "
+        "paired on the same queries in every profile (`effects`, `check`); the "
+        "method's own, so not inherited through `extends`",
+    ),
 }
 
 
@@ -66,12 +88,22 @@ FRAGMENTS = "fragments"  # folder of shared spec fragments, beside the specs
 
 
 # What a spec says about a run rather than what runs: never part of its identity.
-DOCUMENTATION_KEYS = ("description", "notes", "papers", "deviations", "assumptions", "substitutions", "conditions",
-                      "compare_with")
+DOCUMENTATION_KEYS = (
+    "description",
+    "notes",
+    "papers",
+    "deviations",
+    "assumptions",
+    "substitutions",
+    "conditions",
+    "compare_with",
+)
 
 
 # Keys a spec may no longer state, with what now decides what they said (``validate`` names it).
-RETIRED = {("finetune", "mine"): "is retired: mining searches each training query to the negative_depth of the "
-                                 "stage that trains on the mined run (finetune.retriever2.negative_depth; "
-                                 "retriever3's for learned-sparse's second mining), so state that instead"}
+RETIRED = {
+    ("finetune", "mine"): "is retired: mining searches each training query to the negative_depth of the "
+    "stage that trains on the mined run (finetune.retriever2.negative_depth; "
+    "retriever3's for learned-sparse's second mining), so state that instead"
+}
 BM25_NEGATIVE_SOURCES = ("own", "msmarco-triples", "tevatron")  # data.bm25_negatives (harness.pipelines.bm25)

@@ -13,15 +13,24 @@ or logging, and settings that are not read), so no stage can reuse an output mad
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, ClassVar, Mapping, Self
+from typing import Any, ClassVar, Self
 
 from harness.core.errors import HarnessError
 from harness.spec.kinds import NUMBER, Kind, example_text
 
 
-def setting(meaning: str, default: Any = dataclasses.MISSING, kind: Kind = NUMBER, nullable: bool = False,
-            example: Any = None, keys: Any = None, keyed: bool = True, stages: tuple[str, ...] = ()) -> Any:
+def setting(
+    meaning: str,
+    default: Any = dataclasses.MISSING,
+    kind: Kind = NUMBER,
+    nullable: bool = False,
+    example: Any = None,
+    keys: Any = None,
+    keyed: bool = True,
+    stages: tuple[str, ...] = (),
+) -> Any:
     """A typed setting: ``kind`` is its type (and its range where no trainer config checks that);
     ``example`` is shown with a problem when the default cannot serve as one; ``keys`` are the keys of
     the closed block it holds (key -> meaning, or that block's Settings class). A mapping default is
@@ -31,8 +40,15 @@ def setting(meaning: str, default: Any = dataclasses.MISSING, kind: Kind = NUMBE
     stage produces (a run control, or a setting that is not read); ``stages`` names the stages that
     read it when its block serves several stages that read different parts of it (empty: every stage
     that reads the block)."""
-    metadata = {"meaning": meaning, "kind": kind, "nullable": nullable, "example": example, "keys": keys,
-                "keyed": keyed, "stages": stages}
+    metadata = {
+        "meaning": meaning,
+        "kind": kind,
+        "nullable": nullable,
+        "example": example,
+        "keys": keys,
+        "keyed": keyed,
+        "stages": stages,
+    }
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -63,8 +79,11 @@ class Settings:
     @classmethod
     def keyed(cls, stage: str | None = None) -> tuple[str, ...]:
         """The spec keys of the settings that are part of `stage`'s cache key (every stage's when None)."""
-        return tuple(spec_key(f) for f in cls._fields() if f.metadata["keyed"]
-                     and (stage is None or not f.metadata["stages"] or stage in f.metadata["stages"]))
+        return tuple(
+            spec_key(f)
+            for f in cls._fields()
+            if f.metadata["keyed"] and (stage is None or not f.metadata["stages"] or stage in f.metadata["stages"])
+        )
 
     def key(self, stage: str | None = None) -> dict[str, Any]:
         """What `stage`'s cache key holds of this block: each :meth:`keyed` setting's value, defaults
@@ -95,8 +114,9 @@ class Settings:
             value = values.get(key)
             if value is None:
                 if default_of(f) is dataclasses.MISSING and not (key in values and f.metadata["nullable"]):
-                    found.append((key, f"is required ({f.metadata['meaning']}; e.g. {key}: "
-                                       f"{example_text(cls.example(key))})"))
+                    found.append(
+                        (key, f"is required ({f.metadata['meaning']}; e.g. {key}: {example_text(cls.example(key))})")
+                    )
                 continue
             problem = f.metadata["kind"].problem(value)
             if problem:
@@ -142,4 +162,3 @@ class BlockSettings(Settings):
     def from_spec(cls, spec: Any) -> Self:
         """The block's settings; a missing required key or a value of the wrong type names file and key path."""
         return cls.from_mapping(cls.values(spec), f"{getattr(spec, 'path', 'spec')}: {'.'.join(cls.block)}")
-

@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from pathlib import Path
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.spec.block_settings import TokenizerSettings
@@ -75,18 +76,21 @@ class PretrainSettings(BlockSettings):
     block = ("pretrain",)
     reads = ("pretrain",)
 
-    objective: str = setting("pre-training objective (harness/pretrain/objectives), or none", kind=TEXT,
-                             example="cotmae")
+    objective: str = setting(
+        "pre-training objective (harness/pretrain/objectives), or none", kind=TEXT, example="cotmae"
+    )
     global_batch: int = setting("examples per optimiser step, over all devices", kind=WHOLE, example=256)
     per_device_batch: int = setting("examples per device and forward pass", kind=WHOLE, example=32)
     lr: float = setting("peak learning rate", kind=NUMBER, example=1e-4)
     context: str = setting("span | qc | mixed | single: what is paired with a passage", "span", one_of(*PAIR_KINDS))
     steps: int | None = setting("optimiser steps", None, WHOLE, nullable=True)
     # not a trainer setting (steps are derived from it), so its range is declared here
-    epochs: float | None = setting("passes over the passages when steps is not set", None, POSITIVE, nullable=True,
-                                   example=1)
-    grad_cache_chunk: int | None = setting("gradient-caching chunk for losses over the whole batch", None, WHOLE,
-                                           nullable=True, example=32)
+    epochs: float | None = setting(
+        "passes over the passages when steps is not set", None, POSITIVE, nullable=True, example=1
+    )
+    grad_cache_chunk: int | None = setting(
+        "gradient-caching chunk for losses over the whole batch", None, WHOLE, nullable=True, example=32
+    )
     warmup_ratio: float = setting("share of the steps with linear learning-rate warm-up", 0.1, NUMBER)
     weight_decay: float = setting("AdamW weight decay", 0.01, NUMBER)
     grad_clip: float | None = setting("gradient-norm clip, null for none", None, NUMBER, nullable=True, example=1.0)
@@ -97,7 +101,7 @@ class PretrainSettings(BlockSettings):
     objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
 
     @classmethod
-    def from_spec(cls, spec: Any) -> "PretrainSettings":
+    def from_spec(cls, spec: Any) -> PretrainSettings:
         """The block's settings, ``precision: auto`` resolved where the run resolved it (harness.training.precision.stage_precision)."""
         return stage_precision(super().from_spec(spec), spec)
 
@@ -111,11 +115,20 @@ class PretrainSettings(BlockSettings):
 
     def trainer_kwargs(self, steps: int) -> dict[str, Any]:
         """The pre-training trainer's settings (harness.pretrain.trainer.TrainConfig) for ``steps`` steps."""
-        return {"steps": steps, "global_batch": self.global_batch, "per_device_batch": self.per_device_batch,
-                "lr": self.lr, "warmup_ratio": self.warmup_ratio, "weight_decay": self.weight_decay,
-                "max_length": self.max_length, "grad_clip": self.grad_clip, "precision": self.precision,
-                "grad_cache_chunk": self.grad_cache_chunk, "log_every": self.log_every,
-                "checkpoint_every": self.checkpoint_every}
+        return {
+            "steps": steps,
+            "global_batch": self.global_batch,
+            "per_device_batch": self.per_device_batch,
+            "lr": self.lr,
+            "warmup_ratio": self.warmup_ratio,
+            "weight_decay": self.weight_decay,
+            "max_length": self.max_length,
+            "grad_clip": self.grad_clip,
+            "precision": self.precision,
+            "grad_cache_chunk": self.grad_cache_chunk,
+            "log_every": self.log_every,
+            "checkpoint_every": self.checkpoint_every,
+        }
 
 
 @dataclass(frozen=True)
@@ -126,60 +139,91 @@ class StageSettings(Settings):
 
     lr: float = setting("peak learning rate", kind=NUMBER, example=2e-5)
     # the trainer's queries per device are derived from it (at least 1), so its range is declared here
-    global_queries: int = setting("training queries per optimiser step, over all devices", kind=POSITIVE_WHOLE,
-                                  example=64)
-    passages_per_query: int = setting("passages per query group: 1 positive + hard negatives", kind=WHOLE,
-                                      example=16)
+    global_queries: int = setting(
+        "training queries per optimiser step, over all devices", kind=POSITIVE_WHOLE, example=64
+    )
+    passages_per_query: int = setting("passages per query group: 1 positive + hard negatives", kind=WHOLE, example=16)
     epochs: int = setting("passes over the training queries", kind=WHOLE, example=3)
     max_q_len: int = setting("query length in tokens", 32, WHOLE)
     max_p_len: int = setting("passage length in tokens", 144, WHOLE)
     warmup_ratio: float = setting("share of the steps with linear learning-rate warm-up", 0.1, NUMBER)
     weight_decay: float = setting("AdamW weight decay", 0.0, NUMBER)
-    negative_depth: int = setting("hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH,
-                                  POSITIVE_WHOLE)
+    negative_depth: int = setting(
+        "hard negatives are drawn from this many top-ranked passages", NEGATIVE_DEPTH, POSITIVE_WHOLE
+    )
     grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
     precision: str = setting(PRECISION_MEANING, "fp32", TEXT)
     flops_lambda: float = setting("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
-    query_flops_ratio: float = setting("query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75,
-                                       NUMBER)
-    flops_warmup_steps: int = setting("steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none "
-                                      "(learned-sparse)", 0, WHOLE)
-    fit_head: bool = setting("refit the MLM head's transform in closed form to predict each token from its own "
-                             "hidden state before the first step (learned-sparse)", False, FLAG)
-    start_terms: int | None = setting("shift the MLM output bias so a training passage starts with this many "
-                                      "non-zero terms (learned-sparse; null = the head as loaded)", None, WHOLE,
-                                      nullable=True, example=300)
-    contrastive_weight: float = setting("InfoNCE weight next to the distillation loss (learned-sparse stage 3)", 0.2,
-                                        NUMBER)
-    representation: str = setting("sparse representation; only splade-max is implemented", "splade-max",
-                                  one_of("splade-max"))
-    checkpoint_every: int = setting("steps between resumable checkpoints (besides epoch ends; a preempted run "
-                                    "also saves one when it stops)", 1000, WHOLE, keyed=False)
+    query_flops_ratio: float = setting(
+        "query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75, NUMBER
+    )
+    flops_warmup_steps: int = setting(
+        "steps of SPLADE's quadratic FLOPS-weight warm-up, 0 for none (learned-sparse)", 0, WHOLE
+    )
+    fit_head: bool = setting(
+        "refit the MLM head's transform in closed form to predict each token from its own "
+        "hidden state before the first step (learned-sparse)",
+        False,
+        FLAG,
+    )
+    start_terms: int | None = setting(
+        "shift the MLM output bias so a training passage starts with this many "
+        "non-zero terms (learned-sparse; null = the head as loaded)",
+        None,
+        WHOLE,
+        nullable=True,
+        example=300,
+    )
+    contrastive_weight: float = setting(
+        "InfoNCE weight next to the distillation loss (learned-sparse stage 3)", 0.2, NUMBER
+    )
+    representation: str = setting(
+        "sparse representation; only splade-max is implemented", "splade-max", one_of("splade-max")
+    )
+    checkpoint_every: int = setting(
+        "steps between resumable checkpoints (besides epoch ends; a preempted run also saves one when it stops)",
+        1000,
+        WHOLE,
+        keyed=False,
+    )
 
     @classmethod
-    def from_spec(cls, spec: Any, stage: str) -> "StageSettings":
+    def from_spec(cls, spec: Any, stage: str) -> StageSettings:
         """The stage's settings; a missing required key or a value of the wrong type names file and key path."""
-        settings = cls.from_mapping(finetune_settings(spec, stage), f"{getattr(spec, 'path', 'spec')}: finetune.{stage}")
+        settings = cls.from_mapping(
+            finetune_settings(spec, stage), f"{getattr(spec, 'path', 'spec')}: finetune.{stage}"
+        )
         return stage_precision(settings, spec)
 
     def trainer_kwargs(self, world_size: int) -> dict[str, Any]:
         """The bi-encoder trainer settings (harness.finetune.groups.BiEncoderTrainConfig) of this stage,
         the global batch shared over ``world_size`` devices."""
-        return {"queries_per_device": max(1, self.global_queries // world_size),
-                "passages_per_query": self.passages_per_query, "lr": self.lr, "epochs": self.epochs,
-                "warmup_ratio": self.warmup_ratio, "weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
-                "max_q_len": self.max_q_len, "max_p_len": self.max_p_len, "precision": self.precision,
-                "checkpoint_every": self.checkpoint_every}
+        return {
+            "queries_per_device": max(1, self.global_queries // world_size),
+            "passages_per_query": self.passages_per_query,
+            "lr": self.lr,
+            "epochs": self.epochs,
+            "warmup_ratio": self.warmup_ratio,
+            "weight_decay": self.weight_decay,
+            "grad_clip": self.grad_clip,
+            "max_q_len": self.max_q_len,
+            "max_p_len": self.max_p_len,
+            "precision": self.precision,
+            "checkpoint_every": self.checkpoint_every,
+        }
 
     def splade_kwargs(self, world_size: int) -> dict[str, Any]:
         """The SPLADE trainer's settings (harness.finetune.splade.SpladeTrainConfig) but ``distill``, which
         is the stage's (retriever 3 distils)."""
-        return {**self.trainer_kwargs(world_size), "flops_lambda": self.flops_lambda,
-                "query_flops_ratio": self.query_flops_ratio, "flops_warmup_steps": self.flops_warmup_steps,
-                "fit_head": self.fit_head, "start_terms": self.start_terms,
-                "contrastive_weight": self.contrastive_weight}
-
-
+        return {
+            **self.trainer_kwargs(world_size),
+            "flops_lambda": self.flops_lambda,
+            "query_flops_ratio": self.query_flops_ratio,
+            "flops_warmup_steps": self.flops_warmup_steps,
+            "fit_head": self.fit_head,
+            "start_terms": self.start_terms,
+            "contrastive_weight": self.contrastive_weight,
+        }
 
 
 @dataclass(frozen=True)
@@ -207,10 +251,17 @@ class RerankerTrainSettings(Settings):
         """RerankerTrainConfig's settings but the seed (the harness's): a run control the spec leaves
         unstated is left to the trainer."""
         controls = {k: getattr(self, k) for k in ("title_separator", "log_every", "progress", "device")}
-        return {"queries_per_device": self.queries_per_device, "passages_per_query": self.passages_per_query,
-                "lr": self.lr, "epochs": self.epochs, "warmup_ratio": self.warmup_ratio,
-                "weight_decay": self.weight_decay, "grad_clip": self.grad_clip, "max_length": self.max_length,
-                **{k: v for k, v in controls.items() if v is not None}}
+        return {
+            "queries_per_device": self.queries_per_device,
+            "passages_per_query": self.passages_per_query,
+            "lr": self.lr,
+            "epochs": self.epochs,
+            "warmup_ratio": self.warmup_ratio,
+            "weight_decay": self.weight_decay,
+            "grad_clip": self.grad_clip,
+            "max_length": self.max_length,
+            **{k: v for k, v in controls.items() if v is not None},
+        }
 
 
 @dataclass(frozen=True)
@@ -221,27 +272,48 @@ class RerankerSettings(BlockSettings):
     block = ("finetune", "retriever3")
     reads = ("reranker", "teacher_scores")
 
-    reranker: str = setting(f"stage-3 teacher: {CONFIGURED_RERANKER} | {TINY_RERANKER} | {BI_ENCODER_TEACHER} | a "
-                            "checkpoint", CONFIGURED_RERANKER, TEXT, stages=SCORING)
-    reranker_checkpoint: str | None = setting("checkpoint of a configured-checkpoint or bi-encoder teacher", None,
-                                              TEXT, example="all-minilm-l6-v2", stages=SCORING)
+    reranker: str = setting(
+        f"stage-3 teacher: {CONFIGURED_RERANKER} | {TINY_RERANKER} | {BI_ENCODER_TEACHER} | a checkpoint",
+        CONFIGURED_RERANKER,
+        TEXT,
+        stages=SCORING,
+    )
+    reranker_checkpoint: str | None = setting(
+        "checkpoint of a configured-checkpoint or bi-encoder teacher",
+        None,
+        TEXT,
+        example="all-minilm-l6-v2",
+        stages=SCORING,
+    )
     # Not keyed: the scores' key already holds the teacher folder's content (harness.pipelines.context.input_key).
     reranker_sha256: str | None = setting(
         "sha256 of a checkpoint teacher's weights (harness.stages.checkpoints.weights_sha256: `sha256sum` of its "
         "one weights file): the run stops when the folder holds other weights; unset, the run states its teacher "
-        "as unidentified, so no cell of a named teacher is graded against it", None, TEXT, nullable=True,
-        example="<64 hex digits>", keyed=False, stages=SCORING)
-    teacher_scale: float = setting("bi-encoder teacher logits = teacher_scale x cosine", 20.0, POSITIVE,
-                                   stages=SCORING)
-    teacher_max_length: int = setting("bi-encoder teacher passage length in tokens", 128, POSITIVE_WHOLE,
-                                      stages=SCORING)
-    teacher_positives: int | None = setting("positives per query the teacher scores (default: epochs)", None,
-                                            POSITIVE_WHOLE, stages=SCORING)
-    teacher_negatives: int | None = setting("negatives per query the teacher scores (default: epochs x "
-                                            "(passages_per_query - 1))", None, POSITIVE_WHOLE, stages=SCORING)
+        "as unidentified, so no cell of a named teacher is graded against it",
+        None,
+        TEXT,
+        nullable=True,
+        example="<64 hex digits>",
+        keyed=False,
+        stages=SCORING,
+    )
+    teacher_scale: float = setting("bi-encoder teacher logits = teacher_scale x cosine", 20.0, POSITIVE, stages=SCORING)
+    teacher_max_length: int = setting(
+        "bi-encoder teacher passage length in tokens", 128, POSITIVE_WHOLE, stages=SCORING
+    )
+    teacher_positives: int | None = setting(
+        "positives per query the teacher scores (default: epochs)", None, POSITIVE_WHOLE, stages=SCORING
+    )
+    teacher_negatives: int | None = setting(
+        "negatives per query the teacher scores (default: epochs x (passages_per_query - 1))",
+        None,
+        POSITIVE_WHOLE,
+        stages=SCORING,
+    )
     # its settings are RerankerTrainSettings', keyed by the reranker stage
-    reranker_train: dict | None = setting("training of the tiny cross-encoder teacher", None, MAPPING,
-                                          keys=RerankerTrainSettings, stages=("reranker",))
+    reranker_train: dict | None = setting(
+        "training of the tiny cross-encoder teacher", None, MAPPING, keys=RerankerTrainSettings, stages=("reranker",)
+    )
 
     @classmethod
     def values(cls, spec: Any) -> Mapping[str, Any]:
@@ -250,8 +322,10 @@ class RerankerSettings(BlockSettings):
     def scored(self, stage: StageSettings) -> tuple[int, int]:
         """(positives, negatives) per query the teacher scores: unless stated, what retriever 3's training
         draws over its epochs (one positive and ``passages_per_query - 1`` negatives a query and epoch)."""
-        return (self.teacher_positives or stage.epochs,
-                self.teacher_negatives or stage.epochs * (stage.passages_per_query - 1))
+        return (
+            self.teacher_positives or stage.epochs,
+            self.teacher_negatives or stage.epochs * (stage.passages_per_query - 1),
+        )
 
     def train(self) -> RerankerTrainSettings:
         """The tiny cross-encoder's training settings."""
@@ -283,9 +357,16 @@ def _architecture(spec: Any) -> dict[str, Any]:
     model = spec.get("model") or {}
     if model.get("init", "scratch") == "scratch":
         vocab = TokenizerSettings.from_spec(spec).vocab_size if spec.get("tokenizer.from") == "wordpiece" else 30522
-        return {"num_hidden_layers": model["layers"], "hidden_size": model["hidden"],
-                "num_attention_heads": model["heads"], "intermediate_size": model["intermediate"], "vocab_size": vocab}
-    config: dict[str, Any] = json.loads((Path(resolve_checkpoint(model["init"], "init checkpoint")) / "config.json").read_text())
+        return {
+            "num_hidden_layers": model["layers"],
+            "hidden_size": model["hidden"],
+            "num_attention_heads": model["heads"],
+            "intermediate_size": model["intermediate"],
+            "vocab_size": vocab,
+        }
+    config: dict[str, Any] = json.loads(
+        (Path(resolve_checkpoint(model["init"], "init checkpoint")) / "config.json").read_text()
+    )
     return config
 
 

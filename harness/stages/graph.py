@@ -31,8 +31,9 @@ Which stages a given spec runs, in which order and with which keys, is its pipel
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 DENSE, SPARSE, LEXICAL = "dense", "learned-sparse", "lexical"
 TRAINED = (DENSE, SPARSE)
@@ -88,62 +89,171 @@ PLAN, COST = "harness.run.plan", "harness.run.projection"
 # In the order a run meets them.
 GRAPH: tuple[Stage, ...] = (
     Stage("tokenizer", "train a WordPiece tokenizer on the corpora", "corpus", details=f"{PLAN}:tokenizer_details"),
-    Stage("passages", "train Punkt on the corpus, split the documents into passages", "corpus", ("tokenizer",),
-          resumable=True, details=f"{PLAN}:passages_details"),
-    Stage("qgen_model", "train the small query generator (T5) on training pairs", "corpus", ("tokenizer",),
-          cost=NOT_PROJECTED),
-    Stage("qgen", "generate queries per passage (query-as-context)", "corpus", ("passages", "qgen_model"),
-          resumable=True, details=f"{PLAN}:qgen_details", cost=NOT_PROJECTED),
-    Stage("pretrain", "pre-train the encoder with the objective, export it as a plain BERT", "pretrain",
-          ("tokenizer", "passages", "qgen"), resumable=True, ranks=EVERY_RANK,
-          details=f"{PLAN}:pretrain_details",
-          cost=f"{COST}:pretrain_cost"),
+    Stage(
+        "passages",
+        "train Punkt on the corpus, split the documents into passages",
+        "corpus",
+        ("tokenizer",),
+        resumable=True,
+        details=f"{PLAN}:passages_details",
+    ),
+    Stage(
+        "qgen_model",
+        "train the small query generator (T5) on training pairs",
+        "corpus",
+        ("tokenizer",),
+        cost=NOT_PROJECTED,
+    ),
+    Stage(
+        "qgen",
+        "generate queries per passage (query-as-context)",
+        "corpus",
+        ("passages", "qgen_model"),
+        resumable=True,
+        details=f"{PLAN}:qgen_details",
+        cost=NOT_PROJECTED,
+    ),
+    Stage(
+        "pretrain",
+        "pre-train the encoder with the objective, export it as a plain BERT",
+        "pretrain",
+        ("tokenizer", "passages", "qgen"),
+        resumable=True,
+        ranks=EVERY_RANK,
+        details=f"{PLAN}:pretrain_details",
+        cost=f"{COST}:pretrain_cost",
+    ),
     Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",)),
-    Stage("index", "Lucene BM25 index of the corpus", "index", families=(LEXICAL, *TRAINED),
-          details=f"{PLAN}:bm25_details", details_group="bm25"),
-    Stage("retrieve", "BM25 top-k search of the queries", "retrieve", ("index",), families=(LEXICAL, *TRAINED),
-          details=f"{PLAN}:bm25_details", details_group="bm25"),
-    Stage("bm25_negatives", "the training queries' BM25 negatives from a published file (data.bm25_negatives)",
-          "finetune_r1"),
-    Stage("retriever1", "retriever 1: fine-tune on BM25 negatives", "finetune_r1",
-          ("pretrain", "random_init", "retrieve", "bm25_negatives"), resumable=True, ranks=EVERY_RANK,
-          details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
-    Stage("dense_retrieve", "encode the queries, exact inner-product top-k over the corpus vectors (encoded once "
-          "per model and corpus: harness/retrieval/corpus_vectors.py)", "evaluate",
-          ("pretrain", "random_init", "retriever1", "retriever2"), families=(DENSE,), cost=f"{COST}:encode_cost"),
-    Stage("impact_index", "encode the corpus, quantise, Lucene impact index", "evaluate",
-          ("retriever1", "retriever2", "retriever3"), families=(SPARSE,),
-          details=f"{PLAN}:impact_details", details_group="impact", cost=f"{COST}:encode_cost"),
-    Stage("impact_search", "encode and quantise the queries, impact search", "evaluate", ("impact_index",),
-          families=(SPARSE,), details=f"{PLAN}:impact_details", details_group="impact"),
-    Stage("retriever2", "retriever 2: fine-tune on mined negatives", "finetune_r2",
-          ("pretrain", "random_init", "retriever1", "retrieve", "bm25_negatives", "dense_retrieve", "impact_search"),
-          resumable=True, ranks=EVERY_RANK, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
-    Stage("reranker", "train the tiny cross-encoder teacher", "finetune_r3",
-          ("pretrain", "random_init", "retrieve", "bm25_negatives"), families=(SPARSE,), resumable=True,
-          ranks=EVERY_RANK,
-          details=f"{PLAN}:teacher_details", details_group="teacher", cost=NOT_PROJECTED),
-    Stage("teacher_scores", "score the mined candidates with the teacher", "finetune_r3",
-          ("reranker", "impact_search"), families=(SPARSE,),
-          details=f"{PLAN}:teacher_details", details_group="teacher", cost=f"{COST}:teacher_scores_cost"),
-    Stage("retriever3", "retriever 3: distil the reranker's scores", "finetune_r3",
-          ("pretrain", "random_init", "retriever1", "retriever2", "teacher_scores"), families=(SPARSE,),
-          resumable=True, ranks=EVERY_RANK, details=f"{PLAN}:retriever_details", cost=f"{COST}:finetune_cost"),
-    Stage("merge_parts", "merge the runs of a benchmark's parts (cqadupstack's 12 forums) into one", "evaluate",
-          ("retrieve", "dense_retrieve", "impact_search"), families=(LEXICAL, *TRAINED)),
-    Stage("evaluate", "score the run with the benchmark's measures; compare with the papers", "evaluate",
-          families=(LEXICAL, *TRAINED)),
+    Stage(
+        "index",
+        "Lucene BM25 index of the corpus",
+        "index",
+        families=(LEXICAL, *TRAINED),
+        details=f"{PLAN}:bm25_details",
+        details_group="bm25",
+    ),
+    Stage(
+        "retrieve",
+        "BM25 top-k search of the queries",
+        "retrieve",
+        ("index",),
+        families=(LEXICAL, *TRAINED),
+        details=f"{PLAN}:bm25_details",
+        details_group="bm25",
+    ),
+    Stage(
+        "bm25_negatives",
+        "the training queries' BM25 negatives from a published file (data.bm25_negatives)",
+        "finetune_r1",
+    ),
+    Stage(
+        "retriever1",
+        "retriever 1: fine-tune on BM25 negatives",
+        "finetune_r1",
+        ("pretrain", "random_init", "retrieve", "bm25_negatives"),
+        resumable=True,
+        ranks=EVERY_RANK,
+        details=f"{PLAN}:retriever_details",
+        cost=f"{COST}:finetune_cost",
+    ),
+    Stage(
+        "dense_retrieve",
+        "encode the queries, exact inner-product top-k over the corpus vectors (encoded once "
+        "per model and corpus: harness/retrieval/corpus_vectors.py)",
+        "evaluate",
+        ("pretrain", "random_init", "retriever1", "retriever2"),
+        families=(DENSE,),
+        cost=f"{COST}:encode_cost",
+    ),
+    Stage(
+        "impact_index",
+        "encode the corpus, quantise, Lucene impact index",
+        "evaluate",
+        ("retriever1", "retriever2", "retriever3"),
+        families=(SPARSE,),
+        details=f"{PLAN}:impact_details",
+        details_group="impact",
+        cost=f"{COST}:encode_cost",
+    ),
+    Stage(
+        "impact_search",
+        "encode and quantise the queries, impact search",
+        "evaluate",
+        ("impact_index",),
+        families=(SPARSE,),
+        details=f"{PLAN}:impact_details",
+        details_group="impact",
+    ),
+    Stage(
+        "retriever2",
+        "retriever 2: fine-tune on mined negatives",
+        "finetune_r2",
+        ("pretrain", "random_init", "retriever1", "retrieve", "bm25_negatives", "dense_retrieve", "impact_search"),
+        resumable=True,
+        ranks=EVERY_RANK,
+        details=f"{PLAN}:retriever_details",
+        cost=f"{COST}:finetune_cost",
+    ),
+    Stage(
+        "reranker",
+        "train the tiny cross-encoder teacher",
+        "finetune_r3",
+        ("pretrain", "random_init", "retrieve", "bm25_negatives"),
+        families=(SPARSE,),
+        resumable=True,
+        ranks=EVERY_RANK,
+        details=f"{PLAN}:teacher_details",
+        details_group="teacher",
+        cost=NOT_PROJECTED,
+    ),
+    Stage(
+        "teacher_scores",
+        "score the mined candidates with the teacher",
+        "finetune_r3",
+        ("reranker", "impact_search"),
+        families=(SPARSE,),
+        details=f"{PLAN}:teacher_details",
+        details_group="teacher",
+        cost=f"{COST}:teacher_scores_cost",
+    ),
+    Stage(
+        "retriever3",
+        "retriever 3: distil the reranker's scores",
+        "finetune_r3",
+        ("pretrain", "random_init", "retriever1", "retriever2", "teacher_scores"),
+        families=(SPARSE,),
+        resumable=True,
+        ranks=EVERY_RANK,
+        details=f"{PLAN}:retriever_details",
+        cost=f"{COST}:finetune_cost",
+    ),
+    Stage(
+        "merge_parts",
+        "merge the runs of a benchmark's parts (cqadupstack's 12 forums) into one",
+        "evaluate",
+        ("retrieve", "dense_retrieve", "impact_search"),
+        families=(LEXICAL, *TRAINED),
+    ),
+    Stage(
+        "evaluate",
+        "score the run with the benchmark's measures; compare with the papers",
+        "evaluate",
+        families=(LEXICAL, *TRAINED),
+    ),
 )
 STAGES: dict[str, Stage] = {stage.name: stage for stage in GRAPH}
 # A search of the training queries (a dense_retrieve or impact_search entry of a ``.../mine`` dataset) is the
 # spec's ``mine`` step: the plan shows these settings lines for it (group "mine") instead of its stage's.
 MINING_DETAILS = f"{PLAN}:mining_details"
 
-FAMILIES: dict[str, Family] = {family.name: family for family in (
-    Family(LEXICAL, "harness.pipelines.bm25:run_bm25", always=("evaluate",)),
-    Family(DENSE, "harness.pipelines.dense:run_dense", always=("finetune_r1", "evaluate")),
-    Family(SPARSE, "harness.pipelines.learned_sparse:run_learned_sparse", always=("finetune_r1", "evaluate")),
-)}
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (
+        Family(LEXICAL, "harness.pipelines.bm25:run_bm25", always=("evaluate",)),
+        Family(DENSE, "harness.pipelines.dense:run_dense", always=("finetune_r1", "evaluate")),
+        Family(SPARSE, "harness.pipelines.learned_sparse:run_learned_sparse", always=("finetune_r1", "evaluate")),
+    )
+}
 
 # The outline a spec's `stages:` list gives, in this order: which parts of the method it runs
 # (the pipelines read which retrievers to train from it). Each step executes the stages whose
@@ -166,8 +276,11 @@ STEP_NEEDS = {"mine": ("finetune_r1",), "finetune_r2": ("mine",), "finetune_r3":
 def family_steps(family: str) -> tuple[str, ...]:
     """The steps a family's pipeline can run: those whose stages run in that family (and mining, for the
     trained families)."""
-    return tuple(step for step in SPEC_STEPS
-                 if step == "mine" and family in TRAINED or any(s.step == step and family in s.families for s in GRAPH))
+    return tuple(
+        step
+        for step in SPEC_STEPS
+        if step == "mine" and family in TRAINED or any(s.step == step and family in s.families for s in GRAPH)
+    )
 
 
 # The steps each family's pipeline can run; the ones it always runs are its Family's `always`.

@@ -20,10 +20,10 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 
 from harness.core.fsutil import atomic_write_text
 from harness.core.hardware import cpu_identity
@@ -54,12 +54,18 @@ class Shapes:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], batch: int, seq_len: int) -> Shapes:
         """A BERT encoder as its Hugging Face ``config.json`` states it, at ``batch`` sequences of ``seq_len``."""
-        return cls(layers=config["num_hidden_layers"], hidden=config["hidden_size"],
-                   heads=config["num_attention_heads"], intermediate=config["intermediate_size"], batch=batch,
-                   seq_len=seq_len, vocab=config["vocab_size"])
+        return cls(
+            layers=config["num_hidden_layers"],
+            hidden=config["hidden_size"],
+            heads=config["num_attention_heads"],
+            intermediate=config["intermediate_size"],
+            batch=batch,
+            seq_len=seq_len,
+            vocab=config["vocab_size"],
+        )
 
     def describe(self) -> str:
-        return (f"{self.layers} layers x {self.hidden} hidden, batch {self.batch} x {self.seq_len} tokens")
+        return f"{self.layers} layers x {self.hidden} hidden, batch {self.batch} x {self.seq_len} tokens"
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,10 @@ class Measurement:
 
     def ratios(self) -> str:
         """fp32 / bf16 of each timing, e.g. 'matmul 2.55x, forward 1.64x, step 1.38x'."""
-        return ", ".join(f"{name} {getattr(self, name + '_fp32') / max(1e-12, getattr(self, name + '_bf16')):.2f}x"
-                         for name in ("matmul", "forward", "step"))
+        return ", ".join(
+            f"{name} {getattr(self, name + '_fp32') / max(1e-12, getattr(self, name + '_bf16')):.2f}x"
+            for name in ("matmul", "forward", "step")
+        )
 
 
 @dataclass(frozen=True)
@@ -102,8 +110,10 @@ class Choice:
         when = f"measured earlier on this CPU: {self.path}" if self.cached else "measured now"
         if self.busy_load is not None:
             when += f", not cached: the machine was busy (load average {self.busy_load:.1f})"
-        return (f"precision auto: {self.precision} -- bf16 autocast vs fp32 at {shapes.describe()}: "
-                f"{self.measurement.ratios()} ({when}; bf16 where the training step is >= {BF16_MIN_SPEEDUP}x)")
+        return (
+            f"precision auto: {self.precision} -- bf16 autocast vs fp32 at {shapes.describe()}: "
+            f"{self.measurement.ratios()} ({when}; bf16 where the training step is >= {BF16_MIN_SPEEDUP}x)"
+        )
 
     @property
     def speedup(self) -> float | None:
@@ -137,9 +147,14 @@ def measure(shapes: Shapes) -> Measurement:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(shapes.batch * shapes.seq_len, shapes.hidden, generator=gen)
     b = torch.randn(shapes.hidden, shapes.intermediate, generator=gen)
-    config = BertConfig(vocab_size=shapes.vocab, hidden_size=shapes.hidden, num_hidden_layers=shapes.layers,
-                        num_attention_heads=shapes.heads, intermediate_size=shapes.intermediate,
-                        max_position_embeddings=max(512, shapes.seq_len))
+    config = BertConfig(
+        vocab_size=shapes.vocab,
+        hidden_size=shapes.hidden,
+        num_hidden_layers=shapes.layers,
+        num_attention_heads=shapes.heads,
+        intermediate_size=shapes.intermediate,
+        max_position_embeddings=max(512, shapes.seq_len),
+    )
     model = BertModel(config, add_pooling_layer=False)
     ids = torch.randint(0, shapes.vocab, (shapes.batch, shapes.seq_len), generator=gen)
 
@@ -148,12 +163,14 @@ def measure(shapes: Shapes) -> Measurement:
             with torch.inference_mode(), autocast(precision, cpu):
                 for _ in range(10):
                     a @ b
+
         return run
 
     def forward(precision: str) -> Callable[[], Any]:
         def run() -> None:
             with torch.inference_mode(), autocast(precision, cpu):
                 model(input_ids=ids)
+
         return run
 
     def step(precision: str) -> Callable[[], Any]:
@@ -162,6 +179,7 @@ def measure(shapes: Shapes) -> Measurement:
                 hidden = model(input_ids=ids).last_hidden_state
             hidden.float().square().mean().backward()
             model.zero_grad(set_to_none=True)
+
         return run
 
     pairs = [_best_pair(kind("fp32"), kind("bf16")) for kind in (matmul, forward, step)]
@@ -172,12 +190,17 @@ def identity(shapes: Shapes) -> dict[str, Any]:
     """What the answer depends on: the CPU, torch's threads and version, and the shapes."""
     import torch
 
-    return {**cpu_identity(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "shapes": asdict(shapes)}
+    return {
+        **cpu_identity(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "shapes": asdict(shapes),
+    }
 
 
-def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurement] | None = None,
-           save: bool = True) -> Choice:
+def choose(
+    shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurement] | None = None, save: bool = True
+) -> Choice:
     """bf16 or fp32 for ``shapes`` on this CPU: the cached answer under ``folder``, else measured now
     (``measure_fn``, :func:`measure` by default) and cached there unless ``save`` is False (a dry-run
     writes nothing). Asked only where torch computes bf16 here (harness.training.precision.measured_precision)."""
@@ -197,10 +220,21 @@ def choose(shapes: Shapes, folder: Path, measure_fn: Callable[[Shapes], Measurem
     if not save or load >= BUSY_LOAD:
         return Choice(_decide(found.speedup), found, False, None, load if save else None)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({"identity": ident, "measurement": asdict(found),
-                                        "speedup": round(found.speedup, 3), "choice": _decide(found.speedup),
-                                        "seconds": seconds, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                                       indent=1) + "\n")
+    atomic_write_text(
+        path,
+        json.dumps(
+            {
+                "identity": ident,
+                "measurement": asdict(found),
+                "speedup": round(found.speedup, 3),
+                "choice": _decide(found.speedup),
+                "seconds": seconds,
+                "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            indent=1,
+        )
+        + "\n",
+    )
     return Choice(_decide(found.speedup), found, False, path)
 
 

@@ -94,10 +94,13 @@ class LoopConfig:
         self.need(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         self.need(self.grad_clip is None or self.grad_clip > 0, "grad_clip", "must be positive or None (off)")
         # `auto` (a spec's) is resolved by the run before a trainer is built (harness.training.precision.resolve_precision)
-        self.need(self.precision in PRECISIONS, "precision", f"must be one of {', '.join(PRECISIONS)}, "
-                                                             f"got {self.precision!r}" + (
-                                                                 " (auto is resolved by `run` before training)"
-                                                                 if self.precision == "auto" else ""))
+        self.need(
+            self.precision in PRECISIONS,
+            "precision",
+            f"must be one of {', '.join(PRECISIONS)}, "
+            f"got {self.precision!r}"
+            + (" (auto is resolved by `run` before training)" if self.precision == "auto" else ""),
+        )
         self.need(self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0")
         self.need(self.stop_after is None or self.stop_after > 0, "stop_after", "must be positive")
 
@@ -109,8 +112,11 @@ class LoopConfig:
     def need_positive_int(self, *names: str) -> None:
         for name in names:
             value = getattr(self, name)
-            self.need(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                      name, f"must be a positive integer, got {value!r}")
+            self.need(
+                isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                name,
+                f"must be a positive integer, got {value!r}",
+            )
 
     def identity(self) -> dict[str, Any]:
         """Every field but the run controls (:func:`run_control`): what makes two runs the same experiment,

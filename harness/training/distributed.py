@@ -19,9 +19,10 @@ by the launcher, which stops the others (:mod:`harness.run.launch`).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -78,8 +79,12 @@ def init_distributed(device: str | None = None) -> DistInfo:
                 "WORLD_SIZE > 1 but MASTER_ADDR/MASTER_PORT are not set: launch multi-process "
                 "training with torchrun (python -m torch.distributed.run --nproc_per_node N ...)"
             )
-        dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=ranks.env_int("HARNESS_PG_TIMEOUT", 1800)))
+        dist.init_process_group(
+            backend=backend,
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=ranks.env_int("HARNESS_PG_TIMEOUT", 1800)),
+        )
     else:
         backend = dist.get_backend()
     return DistInfo(ranks.rank(), ranks.world_size(), local_rank, dev, backend)  # the joined group's
@@ -91,8 +96,9 @@ def control_group() -> Any:
     if not active():
         return None
     if not _CONTROL:
-        _CONTROL.append(dist.new_group(backend="gloo",
-                                       timeout=timedelta(seconds=ranks.env_int("HARNESS_STAGE_WAIT", 7 * 86400))))
+        _CONTROL.append(
+            dist.new_group(backend="gloo", timeout=timedelta(seconds=ranks.env_int("HARNESS_STAGE_WAIT", 7 * 86400)))
+        )
     return _CONTROL[0]
 
 

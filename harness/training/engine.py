@@ -44,9 +44,10 @@ import os
 import random
 import signal
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -166,8 +167,13 @@ class WeightChange:
     steps: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"relative": self.relative, "max_abs": self.max_abs, "parameters": self.parameters,
-                "since_step": self.since_step, "steps": self.steps}
+        return {
+            "relative": self.relative,
+            "max_abs": self.max_abs,
+            "parameters": self.parameters,
+            "since_step": self.since_step,
+            "steps": self.steps,
+        }
 
 
 class WeightSnapshot:
@@ -213,9 +219,17 @@ class LoopResult:
         return {k: [m[k] for m in self.metrics if k in m] for k in keys}
 
 
-def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: Notes, *,
-        identity: dict[str, Any], layout: dict[str, Any] | None = None,
-        logger: Logger | None = None) -> LoopResult:
+def run(
+    task: Task,
+    config: LoopConfig,
+    info: D.DistInfo,
+    out_dir: Path,
+    notes: Notes,
+    *,
+    identity: dict[str, Any],
+    layout: dict[str, Any] | None = None,
+    logger: Logger | None = None,
+) -> LoopResult:
     """Train ``task.model`` for ``task.total_steps`` optimizer steps; resume from ``out_dir``'s checkpoints.
 
     ``identity``: what must equal the checkpoint's for a resume (else an error naming what changed).
@@ -223,9 +237,11 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
     """
     total = task.total_steps
     if every_step_at_zero_lr(total, config.warmup_ratio):
-        raise HarnessError(f"{task.name}: warmup_ratio {config.warmup_ratio} leaves its only step at lr 0 (linear "
-                           f"warm-up starts at 0), so it would train nothing; set warmup_ratio 0 for a one-step "
-                           "stage, or train more steps")
+        raise HarnessError(
+            f"{task.name}: warmup_ratio {config.warmup_ratio} leaves its only step at lr 0 (linear "
+            f"warm-up starts at 0), so it would train nothing; set warmup_ratio 0 for a one-step "
+            "stage, or train more steps"
+        )
     precision = device_precision(config.precision, info.device, notes.say, task.can_scale_loss)
     model = task.model.to(info.device)
     model.train()
@@ -234,10 +250,12 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
     scaler = grad_scaler(precision)
     if info.device.type == "cuda":  # what makes the GPU step fast, said once in the stage's notes
         attention = {getattr(getattr(m, "config", None), "_attn_implementation", None) for m in model.modules()}
-        notes.say(f"on {torch.cuda.get_device_name(info.device)}: {precision}"
-                  f"{' with loss scaling' if scaler is not None else ''}, "
-                  f"{'fused' if optimizer.defaults.get('fused') else 'foreach'} AdamW, attention "
-                  f"{'/'.join(sorted(a for a in attention if a)) or 'eager'}, {info.world_size} process(es)")
+        notes.say(
+            f"on {torch.cuda.get_device_name(info.device)}: {precision}"
+            f"{' with loss scaling' if scaler is not None else ''}, "
+            f"{'fused' if optimizer.defaults.get('fused') else 'foreach'} AdamW, attention "
+            f"{'/'.join(sorted(a for a in attention if a)) or 'eager'}, {info.world_size} process(es)"
+        )
     layout = {"world_size": info.world_size, **(layout or {})}
 
     if info.is_main:
@@ -251,16 +269,19 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
     if latest:
         saved = ckpt.read_state(latest)
         _check_identity(saved.get("identity"), identity, latest)
-        state, rng_ok = ckpt.load_checkpoint(latest, model=model, optimizer=optimizer, scheduler=scheduler,
-                                             scaler=scaler, device=info.device)
+        state, rng_ok = ckpt.load_checkpoint(
+            latest, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler, device=info.device
+        )
         result.step = result.resumed_from = state["step"]
         result.metrics = list(state["metrics"])
         result.checkpoint = Path(latest)
         task.load_state(state.get("task") or {})
         notes.say(f"resuming from {latest} (step {result.step} of {total})")
         if state.get("layout") != layout:
-            notes.say(f"the checkpoint was made with layout {state.get('layout')}, this run has {layout}: "
-                      "the resumed run is not bit-identical to an uninterrupted one")
+            notes.say(
+                f"the checkpoint was made with layout {state.get('layout')}, this run has {layout}: "
+                "the resumed run is not bit-identical to an uninterrupted one"
+            )
         if not rng_ok:
             seed_everything(config.seed + info.rank + 7919 * result.step)
             notes.say(f"rank {info.rank} has no saved RNG state; re-seeded")
@@ -281,25 +302,48 @@ def run(task: Task, config: LoopConfig, info: D.DistInfo, out_dir: Path, notes: 
 
 def _check_identity(saved: dict[str, Any] | None, identity: dict[str, Any], path: str) -> None:
     if saved is None:
-        raise HarnessError(f"cannot resume from {path}: it was written by an older version of the harness "
-                           f"(before the training engine); delete {Path(path).parent} to train this stage afresh "
-                           "(a run with --force does)")
-    changed = [f"{k}: {saved.get(k)!r} -> {identity.get(k)!r}" for k in sorted(set(saved) | set(identity))
-               if saved.get(k) != identity.get(k)]
+        raise HarnessError(
+            f"cannot resume from {path}: it was written by an older version of the harness "
+            f"(before the training engine); delete {Path(path).parent} to train this stage afresh "
+            "(a run with --force does)"
+        )
+    changed = [
+        f"{k}: {saved.get(k)!r} -> {identity.get(k)!r}"
+        for k in sorted(set(saved) | set(identity))
+        if saved.get(k) != identity.get(k)
+    ]
     if changed:
-        raise HarnessError(f"cannot resume from {path}: the run's data or settings changed ({'; '.join(changed)}); "
-                           "restore them or use a new output directory")
+        raise HarnessError(
+            f"cannot resume from {path}: the run's data or settings changed ({'; '.join(changed)}); "
+            "restore them or use a new output directory"
+        )
 
 
-def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.optim.Optimizer,
-          scheduler: torch.optim.lr_scheduler.LRScheduler, out_dir: Path, notes: Notes, identity: dict[str, Any],
-          layout: dict[str, Any], logger: Logger | None, result: LoopResult) -> None:
+def _loop(
+    task: Task,
+    config: LoopConfig,
+    ctx: StepContext,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    out_dir: Path,
+    notes: Notes,
+    identity: dict[str, Any],
+    layout: dict[str, Any],
+    logger: Logger | None,
+    result: LoopResult,
+) -> None:
 
     total, info, scaler = task.total_steps, ctx.info, ctx.scaler
     step = result.step
     result.stopped_early = config.stop_after is not None and config.stop_after <= step < total
-    bar = tqdm(total=total, initial=step, desc=task.name, unit="step", dynamic_ncols=True,
-               disable=not (config.progress and info.is_main))
+    bar = tqdm(
+        total=total,
+        initial=step,
+        desc=task.name,
+        unit="step",
+        dynamic_ncols=True,
+        disable=not (config.progress and info.is_main),
+    )
     with _stop_requests() as asked, contextlib.closing(bar):
         while step < total and not result.stopped_early:
             optimizer.zero_grad(set_to_none=True)
@@ -322,8 +366,10 @@ def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.opt
             metrics = _reduce(local)
             preempted = metrics.pop(_STOP) > 0  # some rank was asked to stop: all stop after this step
             if not math.isfinite(metrics["loss"]):
-                raise HarnessError(f"the {task.name} loss became {metrics['loss']} at step {step}; lower lr, "
-                                   f"enable grad_clip or use fp32/bf16 (the last good checkpoint is {result.checkpoint})")
+                raise HarnessError(
+                    f"the {task.name} loss became {metrics['loss']} at step {step}; lower lr, "
+                    f"enable grad_clip or use fp32/bf16 (the last good checkpoint is {result.checkpoint})"
+                )
             metrics["lr"] = lr
             if grad_norm is not None:
                 metrics["grad_norm"] = grad_norm
@@ -336,13 +382,31 @@ def _loop(task: Task, config: LoopConfig, ctx: StepContext, optimizer: torch.opt
 
             stop_here = config.stop_after is not None and step >= config.stop_after and step < total
             periodic = bool(config.checkpoint_every) and step % config.checkpoint_every == 0
-            if preempted or stop_here or (step < total and (periodic or task.epoch_end(step))) or (
-                    step == total and task.checkpoint_at_end):
-                trainer_state = {"step": step, "identity": identity, "layout": layout, "config": config.to_dict(),
-                                 "precision": ctx.precision, "metrics": result.metrics, "task": task.state()}
+            if (
+                preempted
+                or stop_here
+                or (step < total and (periodic or task.epoch_end(step)))
+                or (step == total and task.checkpoint_at_end)
+            ):
+                trainer_state = {
+                    "step": step,
+                    "identity": identity,
+                    "layout": layout,
+                    "config": config.to_dict(),
+                    "precision": ctx.precision,
+                    "metrics": result.metrics,
+                    "task": task.state(),
+                }
                 result.checkpoint = ckpt.save_checkpoint(
-                    out_dir, step, model=ctx.model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                    trainer_state=trainer_state, keep=config.keep_checkpoints)
+                    out_dir,
+                    step,
+                    model=ctx.model,
+                    optimizer=optimizer,
+                    scheduler=scheduler,
+                    scaler=scaler,
+                    trainer_state=trainer_state,
+                    keep=config.keep_checkpoints,
+                )
             if logger is not None and info.is_main and (step % config.log_every == 0 or step == total or stop_here):
                 window = result.metrics[((step - 1) // config.log_every) * config.log_every : step]
                 logged = {k: float(np.mean([m[k] for m in window if k in m])) for k in metrics if k != "lr"}

@@ -10,13 +10,14 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from harness.stages.artifacts import canonical_json, finished_meta, hash_texts, mark_finished
-from harness.core.errors import HarnessError
 from harness.core import ranks
+from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text
+from harness.stages.artifacts import canonical_json, finished_meta, hash_texts, mark_finished
 from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
 
@@ -37,8 +38,10 @@ def finished_stats(out_dir: Path, fingerprint_: str, what: str) -> dict[str, Any
     if done is None:
         return None
     if done.get("key") != fingerprint_:
-        raise HarnessError(f"{out_dir} already holds a {what} trained with other data or settings; "
-                           "use a new output directory (or delete that one)")
+        raise HarnessError(
+            f"{out_dir} already holds a {what} trained with other data or settings; "
+            "use a new output directory (or delete that one)"
+        )
     stats_file = out_dir / STATS_FILE
     try:
         stats = json.loads(stats_file.read_text(encoding="utf-8"))
@@ -47,7 +50,9 @@ def finished_stats(out_dir: Path, fingerprint_: str, what: str) -> dict[str, Any
     return {**stats, "cached": True}
 
 
-def finish(out_dir: Path, stats: dict[str, Any], save: Callable[[], None], keep_checkpoints: bool = False) -> dict[str, Any]:
+def finish(
+    out_dir: Path, stats: dict[str, Any], save: Callable[[], None], keep_checkpoints: bool = False
+) -> dict[str, Any]:
     """Unless the run stopped early: rank 0 saves the model (``save``), drops the checkpoints (they
     hold optimizer state, 3x the model), writes the stats, then the finished marker last: a folder
     killed before it is trained again. Every rank waits for it and gets ``stats`` back."""

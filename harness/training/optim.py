@@ -22,8 +22,9 @@ def build_optimizer(model: nn.Module, config: LoopConfig) -> torch.optim.AdamW:
     # On a GPU the fused kernel (one launch for every tensor); on a CPU the default, which the committed
     # references were trained with (the fused CPU kernel rounds differently).
     fused = bool(decay or plain) and all(p.is_cuda for p in decay + plain)
-    return torch.optim.AdamW(groups, lr=config.lr, betas=tuple(config.adam_betas), eps=config.adam_eps,
-                             **({"fused": True} if fused else {}))
+    return torch.optim.AdamW(
+        groups, lr=config.lr, betas=tuple(config.adam_betas), eps=config.adam_eps, **({"fused": True} if fused else {})
+    )
 
 
 def linear_schedule(optimizer: torch.optim.Optimizer, total: int, warmup: int) -> torch.optim.lr_scheduler.LambdaLR:

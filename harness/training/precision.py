@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
@@ -38,13 +39,14 @@ if TYPE_CHECKING:
 # profile's `auto` is fp32 (`run --precision` overrides either). A stage's cache key holds the precision
 # `auto` resolved to (MethodSpec.precision), never `auto`.
 AUTO = "auto"
-PRECISION_MEANING = ("training precision: auto (CPU: bf16 where measured faster here, else fp32; GPU: fp32), "
-                     "fp32, fp16 (CUDA) or bf16 (CUDA, or a CPU whose torch computes bf16)")
+PRECISION_MEANING = (
+    "training precision: auto (CPU: bf16 where measured faster here, else fp32; GPU: fp32), "
+    "fp32, fp16 (CUDA) or bf16 (CUDA, or a CPU whose torch computes bf16)"
+)
 FLAG_CHOICES = ("fp32", "bf16")  # what `run --precision` may set `auto` to
 
 
-def resolve_precision(spec: Any, flag: str | None = None, say: Callable[[str], None] = print,
-                      save: bool = True) -> Any:
+def resolve_precision(spec: Any, flag: str | None = None, say: Callable[[str], None] = print, save: bool = True) -> Any:
     """``spec`` (a MethodSpec) with what its ``auto`` precision resolves to here (and how), said in one
     line; a spec without ``auto`` is returned as it is (the flag then changes nothing, and says so).
     ``save=False`` (a dry-run): a measurement is not cached."""
@@ -60,8 +62,9 @@ def resolve_precision(spec: Any, flag: str | None = None, say: Callable[[str], N
     if (spec.get("hardware") or {}).get("device_type", "cpu") != "cpu":
         say("precision auto: fp32 (a GPU profile runs auto in fp32; its paper's precision is stated where it has one)")
         return dataclasses.replace(spec, precision="fp32", precision_source="spec")
-    return dataclasses.replace(spec, precision=measured_precision(spec.precision_shapes(), say, save),
-                               precision_source="measured")
+    return dataclasses.replace(
+        spec, precision=measured_precision(spec.precision_shapes(), say, save), precision_source="measured"
+    )
 
 
 def measured_precision(shapes: Shapes, say: Callable[[str], None] = print, save: bool = True) -> str:
@@ -84,7 +87,9 @@ def encode_precision(spec: Any) -> str:
     """The precision a run encodes in: what its ``precision: auto`` resolved to (bf16 where this CPU
     measured bf16 faster, or ``--precision``), so one run computes in one precision; fp32 otherwise
     (a stated precision is the training's: the papers encoded in fp32 after fp16 training)."""
-    return spec.precision if getattr(spec, "precision_source", None) in ("measured", "flag") and spec.precision else "fp32"
+    return (
+        spec.precision if getattr(spec, "precision_source", None) in ("measured", "flag") and spec.precision else "fp32"
+    )
 
 
 def cpu_bf16() -> bool:
@@ -97,8 +102,9 @@ def cpu_bf16() -> bool:
         return False
 
 
-def device_precision(requested: str, device: torch.device, say: Callable[[str], None],
-                     can_scale_loss: bool = True) -> str:
+def device_precision(
+    requested: str, device: torch.device, say: Callable[[str], None], can_scale_loss: bool = True
+) -> str:
     """The precision a stage can use on ``device``; every fallback is said in one line.
 
     ``can_scale_loss=False``: the step runs its own backward passes without the engine's loss
@@ -140,8 +146,9 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def for_inference(model: torch.nn.Module, precision: str, device: torch.device,
-                  say: Callable[[str], None]) -> tuple[torch.nn.Module, str]:
+def for_inference(
+    model: torch.nn.Module, precision: str, device: torch.device, say: Callable[[str], None]
+) -> tuple[torch.nn.Module, str]:
     """(model, precision used) for encoding: on CUDA the weights are cast to fp16/bf16; a CPU keeps
     fp32 weights and runs bf16 autocast where torch computes bf16 (:func:`encode_autocast`), else fp32."""
     if precision == "fp32":

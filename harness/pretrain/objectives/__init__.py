@@ -90,11 +90,11 @@ def objective_params(name: str) -> dict[str, Any]:
     return declared(name).defaults()
 
 
-def objective_class(name: str) -> "type[Objective]":
+def objective_class(name: str) -> type[Objective]:
     return declared(name).cls
 
 
-def build_objective(name: str, bert_config: "BertConfig", **params: Any) -> "Objective":
+def build_objective(name: str, bert_config: BertConfig, **params: Any) -> Objective:
     """Instantiate objective ``name``; unknown names or parameters are user errors."""
     return objective_class(name)(bert_config, **params)
 

@@ -33,8 +33,8 @@ from transformers import BertConfig, BertForMaskedLM, BertModel
 from harness.core.errors import HarnessError
 from harness.pretrain import masking
 from harness.pretrain.models import new_masked_lm
-from harness.spec.kinds import POSITIVE_WHOLE, RATIO
 from harness.pretrain.objective_params import Param, registered, resolve_params
+from harness.spec.kinds import POSITIVE_WHOLE, RATIO
 
 # Parameters several objectives declare alike.
 MASK_RATIO = Param(RATIO, 0.15, "MLM masking ratio")

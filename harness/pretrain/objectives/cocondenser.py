@@ -49,7 +49,7 @@ from transformers import BertConfig
 
 from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.spec.kinds import POSITIVE, POSITIVE_WHOLE
+from harness.core.numerics import upcast
 from harness.pretrain.models import count_masked, masked_lm_loss, new_layers, run_layers
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import (
@@ -60,8 +60,8 @@ from harness.pretrain.objectives.base import (
     Objective,
 )
 from harness.pretrain.objectives.gradcache import grad_cache_backward
+from harness.spec.kinds import POSITIVE, POSITIVE_WHOLE
 from harness.training import distributed as D
-from harness.core.numerics import upcast
 
 log = logging.getLogger(__name__)
 
@@ -122,12 +122,16 @@ def _rows(batch: Batch, rows: slice) -> Batch:
     return {key: value[rows] for key, value in batch.items()}
 
 
-@register_objective("cocondenser", losses=("mlm", "aux_mlm", "contrastive"), params={
-    "mask_ratio": MASK_RATIO,
-    "n_head_layers": HEAD_LAYERS,
-    "skip_from": Param(POSITIVE_WHOLE, 6, "encoder layer the Condenser head reads (clamped to the encoder's)"),
-    "temperature": Param(POSITIVE, 1.0, "contrastive softmax temperature"),
-})
+@register_objective(
+    "cocondenser",
+    losses=("mlm", "aux_mlm", "contrastive"),
+    params={
+        "mask_ratio": MASK_RATIO,
+        "n_head_layers": HEAD_LAYERS,
+        "skip_from": Param(POSITIVE_WHOLE, 6, "encoder layer the Condenser head reads (clamped to the encoder's)"),
+        "temperature": Param(POSITIVE, 1.0, "contrastive softmax temperature"),
+    },
+)
 class CoCondenser(Objective):
     supports_accumulation = False
     gathers_across_ranks = True
@@ -188,7 +192,13 @@ class CoCondenser(Objective):
             return mlm + aux, {"mlm": mlm, "aux_mlm": aux}, reps
 
         out = grad_cache_backward(
-            n, chunk_size, batch["input_ids"].device, represent, global_part, local_part,
-            scaler=scaler, rep_grad_scale=float(ranks.world_size() if D.active() else 1),
+            n,
+            chunk_size,
+            batch["input_ids"].device,
+            represent,
+            global_part,
+            local_part,
+            scaler=scaler,
+            rep_grad_scale=float(ranks.world_size() if D.active() else 1),
         )
         return {"loss": out["mlm"] + out["aux_mlm"] + out["contrastive"], **out}

@@ -38,17 +38,21 @@ from harness.pretrain.models import (
     replace_first_position,
     run_layers,
 )
-from harness.spec.kinds import NON_NEGATIVE, RATIO
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import HEAD_LAYERS, Batch, Losses, Objective
+from harness.spec.kinds import NON_NEGATIVE, RATIO
 
 
-@register_objective("cotmae", losses=("mlm", "ctx_mlm"), params={
-    "enc_mask_ratio": Param(RATIO, 0.30, "encoder masking ratio"),
-    "dec_mask_ratio": Param(RATIO, 0.45, "decoder masking ratio"),
-    "n_head_layers": HEAD_LAYERS,
-    "dec_loss_coef": Param(NON_NEGATIVE, 1.0, "decoder loss weight"),
-})
+@register_objective(
+    "cotmae",
+    losses=("mlm", "ctx_mlm"),
+    params={
+        "enc_mask_ratio": Param(RATIO, 0.30, "encoder masking ratio"),
+        "dec_mask_ratio": Param(RATIO, 0.45, "decoder masking ratio"),
+        "n_head_layers": HEAD_LAYERS,
+        "dec_loss_coef": Param(NON_NEGATIVE, 1.0, "decoder loss weight"),
+    },
+)
 class CoTMAE(Objective):
     supports_accumulation = True
 
@@ -82,9 +86,7 @@ class CoTMAE(Objective):
         mlm, mlm_logits, mlm_targets = masked_lm_loss(self.lm.cls, hidden, batch["labels"])
         h_x = hidden[:, 0]
         decoded = self.decode(h_x, batch)
-        ctx, ctx_logits, ctx_targets = masked_lm_loss(
-            self.lm.cls, decoded, batch["decoder_labels"]
-        )
+        ctx, ctx_logits, ctx_targets = masked_lm_loss(self.lm.cls, decoded, batch["decoder_labels"])
         losses = {"loss": mlm + self.dec_loss_coef * ctx, "mlm": mlm, "ctx_mlm": ctx}
         extras = {
             "h_x": h_x,

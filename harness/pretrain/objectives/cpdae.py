@@ -67,13 +67,13 @@ from torch.utils.checkpoint import checkpoint
 from transformers import BertConfig
 
 from harness.core.errors import HarnessError
-from harness.spec.kinds import FLAG, NON_NEGATIVE, NUMBER, POSITIVE_WHOLE, one_of
+from harness.core.numerics import upcast
 from harness.pretrain import masking
 from harness.pretrain.models import count_masked, init_like, masked_lm_loss
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import MASK_RATIO, Batch, Losses, Objective
 from harness.pretrain.objectives.gradcache import grad_cache_backward
-from harness.core.numerics import upcast
+from harness.spec.kinds import FLAG, NON_NEGATIVE, NUMBER, POSITIVE_WHOLE, one_of
 
 IGNORE_INDEX = -100
 
@@ -150,15 +150,21 @@ def view_contrastive_loss(sim: Tensor, anchors: Tensor) -> Tensor:
     return F.cross_entropy(logits, (anchors + half) % n)
 
 
-@register_objective("cpdae", losses=("mlm", "rec", "contrastive"), params={
-    "mask_ratio": MASK_RATIO,
-    "cl_lambda": Param(NON_NEGATIVE, 0.1, "contrastive loss weight"),
-    "contrast_on": Param(one_of("words", "cls"), "words", "words (CPDAE) | cls (CPDAE_R)"),
-    "rec_reduction": Param(one_of("sum", "mean"), "sum", "sum | mean over the vocabulary of the reconstruction loss"),
-    "symmetric": Param(FLAG, False, "contrast both views against each other"),
-    "js_block": Param(POSITIVE_WHOLE, 8, "rows per block of the Jensen-Shannon contrast"),
-    "rec_bias_init": Param(NUMBER, None, "initial bias of the bag-of-words decoder, null for 0", nullable=True),
-})
+@register_objective(
+    "cpdae",
+    losses=("mlm", "rec", "contrastive"),
+    params={
+        "mask_ratio": MASK_RATIO,
+        "cl_lambda": Param(NON_NEGATIVE, 0.1, "contrastive loss weight"),
+        "contrast_on": Param(one_of("words", "cls"), "words", "words (CPDAE) | cls (CPDAE_R)"),
+        "rec_reduction": Param(
+            one_of("sum", "mean"), "sum", "sum | mean over the vocabulary of the reconstruction loss"
+        ),
+        "symmetric": Param(FLAG, False, "contrast both views against each other"),
+        "js_block": Param(POSITIVE_WHOLE, 8, "rows per block of the Jensen-Shannon contrast"),
+        "rec_bias_init": Param(NUMBER, None, "initial bias of the bag-of-words decoder, null for 0", nullable=True),
+    },
+)
 class CPDAE(Objective):
     supports_accumulation = False  # L_CL contrasts the views of the whole batch: grad cache
     gathers_across_ranks = False
@@ -187,8 +193,12 @@ class CPDAE(Objective):
         random_ids = masking.random_token_ids(tokenizer)
         views = [
             masking.mask_tokens(
-                enc["input_ids"], enc["special_mask"], self.mask_ratio, generator,
-                tokenizer.mask_token_id, random_ids,
+                enc["input_ids"],
+                enc["special_mask"],
+                self.mask_ratio,
+                generator,
+                tokenizer.mask_token_id,
+                random_ids,
             )
             for _ in range(2)
         ]

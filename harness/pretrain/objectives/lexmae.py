@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertConfig
 
-from harness.spec.kinds import RATIO
+from harness.core.numerics import upcast
 from harness.pretrain import masking
 from harness.pretrain.models import (
     gather_masked,
@@ -52,7 +52,7 @@ from harness.pretrain.models import (
 )
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import HEAD_LAYERS, Batch, Losses, Objective
-from harness.core.numerics import upcast
+from harness.spec.kinds import RATIO
 
 
 def lexicon_importance(logits: Tensor, pool_mask: Tensor) -> Tensor:
@@ -75,15 +75,22 @@ def cbow_bottleneck(a: Tensor, word_embeddings: Tensor) -> Tensor:
 def _decoder_total(p: dict[str, Any]) -> str | None:
     if p["dec_mask_ratio"] >= p["enc_mask_ratio"]:
         return None
-    return (f"{p['dec_mask_ratio']!r} is the decoder's total (alpha + beta) and must be >= enc_mask_ratio "
-            f"({p['enc_mask_ratio']!r})")
+    return (
+        f"{p['dec_mask_ratio']!r} is the decoder's total (alpha + beta) and must be >= enc_mask_ratio "
+        f"({p['enc_mask_ratio']!r})"
+    )
 
 
-@register_objective("lexmae", losses=("mlm", "dec_mlm"), params={
-    "enc_mask_ratio": Param(RATIO, 0.30, "encoder masking ratio"),
-    "dec_mask_ratio": Param(RATIO, 0.50, "decoder masking ratio: the decoder's total (alpha + beta)"),
-    "n_head_layers": HEAD_LAYERS,
-}, checks=(("dec_mask_ratio", _decoder_total),))
+@register_objective(
+    "lexmae",
+    losses=("mlm", "dec_mlm"),
+    params={
+        "enc_mask_ratio": Param(RATIO, 0.30, "encoder masking ratio"),
+        "dec_mask_ratio": Param(RATIO, 0.50, "decoder masking ratio: the decoder's total (alpha + beta)"),
+        "n_head_layers": HEAD_LAYERS,
+    },
+    checks=(("dec_mask_ratio", _decoder_total),),
+)
 class LexMAE(Objective):
     supports_accumulation = True
 
@@ -132,9 +139,7 @@ class LexMAE(Objective):
             replace_first_position(embeddings, b),
             batch["attention_mask"],
         )  # Eq. (5)
-        dlm, dec_logits, dec_targets = masked_lm_loss(
-            self.decoder_head, decoded, batch["decoder_labels"]
-        )  # Eq. (6)
+        dlm, dec_logits, dec_targets = masked_lm_loss(self.decoder_head, decoded, batch["decoder_labels"])  # Eq. (6)
         losses = {"loss": elm + dlm, "mlm": elm, "dec_mlm": dlm}  # Eq. (7)
         extras = {
             "enc_logits": logits,
