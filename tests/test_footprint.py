@@ -158,3 +158,15 @@ def test_vector_stages_are_projected_at_the_plans_dimension():
     same = footprint.fit([{**r, "dim": 768} for r in rows])
     plain = footprint.project(spec, entries, same)
     assert next(f for f in plain if f.label == mining.label).disk_gib == pytest.approx(vectors / 1024)
+
+
+def test_the_plan_states_the_lucene_heap_its_searches_will_get(monkeypatch):
+    monkeypatch.delenv("HARNESS_LUCENE_HEAP", raising=False)
+    search = [{"stage": "retrieve", "dataset": "x/test"}]
+    index = footprint.Footprint("index/x", 1_000_000)
+    index.disk_gib = 2.0
+    (line,) = footprint.heap_lines(search, [index])
+    assert "-Xmx1280m" in line and "2,048 MiB" in line  # 1 GiB + 1/8 of the 2 GiB index
+    (line,) = footprint.heap_lines(search, [])
+    assert "sized when the search starts" in line
+    assert footprint.heap_lines([{"stage": "retriever1"}], [index]) == []

@@ -20,7 +20,7 @@ from typing import Any
 from harness.core import ranks
 from harness.core.errors import DiskFull, HarnessError
 from harness.core.fsutil import exclusive_lock
-from harness.core.memory import measure_peak
+from harness.core.memory import measure_peak, release_memory
 from harness.core.paths import cache_dir
 from harness.records.tracking import Tracker
 from harness.spec.method import MethodSpec
@@ -252,6 +252,7 @@ class RunContext:
             if finish:
                 cache.mark_finished(work, {**meta, BUILD_SECONDS: round(time.time() - started, 2)})
             self.tracker.log_metrics({k: v for k, v in meta.items() if isinstance(v, (int, float))})
+        release_memory()  # what the stage freed goes back to the OS before the next stage starts
         cuda = _cuda()  # the stage may have imported torch itself
         peak = {"cuda_peak_gib": round(cuda.max_memory_allocated() / 2**30, 2)} if cuda is not None else {}
         elapsed = time.time() - started

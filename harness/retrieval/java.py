@@ -49,16 +49,19 @@ def _index_mib(index_dir: Path | None) -> float:
     return sum(f.stat().st_size for f in Path(index_dir).rglob("*") if f.is_file()) / 2**20
 
 
-def lucene_heap(index_dir: Path | None = None, memory_mib: int | None = None) -> tuple[str, str]:
+def lucene_heap(
+    index_dir: Path | None = None, memory_mib: int | None = None, index_mib: float | None = None
+) -> tuple[str, str]:
     """The ``-Xmx`` option of the harness's JVMs and why: 1 GiB plus an eighth of the index on disk,
     in steps of 256 MiB, at most a quarter of the machine's memory (the JVM's own default, never above
-    it), at least 512 MiB; ``HARNESS_LUCENE_HEAP`` (``4g``, ``1536m``) replaces it."""
+    it), at least 512 MiB; ``HARNESS_LUCENE_HEAP`` (``4g``, ``1536m``) replaces it. ``index_mib``: the
+    index's size when it is not built yet (the dry-run's projection)."""
     given = os.environ.get(HEAP_ENV, "").strip().lower()
     if given:
         if not (given[:-1].isdigit() and given[-1] in "mg"):
             raise HarnessError(f"{HEAP_ENV}={given!r} is not a heap size such as 2g or 1536m")
         return f"-Xmx{given}", f"from {HEAP_ENV}"
-    index = _index_mib(index_dir)
+    index = _index_mib(index_dir) if index_mib is None else index_mib
     want = HEAP_BASE_MIB + index / 8
     mib = -(-int(want) // HEAP_STEP_MIB) * HEAP_STEP_MIB
     memory = _memory_mib() if memory_mib is None else memory_mib

@@ -42,6 +42,7 @@ from harness.data import sampled
 from harness.data.sampled import base_name
 from harness.retrieval.corpus_vectors import CHUNK_PASSAGES
 from harness.retrieval.dense import chunk_rows as search_chunk_rows
+from harness.retrieval.java import lucene_heap
 from harness.run.model_shape import shape_of
 from harness.run.projection import MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size
 
@@ -333,7 +334,28 @@ def describe(
         "xN: N planned stages over that corpus, the largest peak and all their disk"
     )
     lines.extend(f"  ! {line}" for line in would_not_fit(feet, memory_gib, free_gib))
+    lines.extend(heap_lines(entries, feet))
     return lines
+
+
+SEARCHES_LUCENE = ("retrieve", "bm25_negatives", "impact_search")  # stages that start the in-process JVM
+
+
+def heap_lines(entries: list[dict[str, Any]], feet: list[Footprint]) -> list[str]:
+    """The Lucene heap the run's searches will get (retrieval/java.py's bound for the largest projected
+    index), stated before the run as the searches state it when the JVM starts."""
+    if not any(e["stage"] in SEARCHES_LUCENE and e.get("plan", "to run") == "to run" for e in entries):
+        return []
+    sizes = [f.disk_gib for f in feet if f.label.split("/")[0] in ("index", "impact_index") and f.disk_gib]
+    if not sizes:  # the index searched is not built by the plan (a prebuilt one): sized when its search starts
+        return [
+            "  Lucene heap of the searches: 1 GiB + 1/8 of the index searched, at most a quarter of the memory "
+            "(sized when the search starts; HARNESS_LUCENE_HEAP overrides)"
+        ]
+    bound, why = lucene_heap(index_mib=max(sizes) * 1024)
+    return [
+        f"  Lucene heap of the searches: {bound} ({why}, the largest projected index; HARNESS_LUCENE_HEAP overrides)"
+    ]
 
 
 def would_not_fit(feet: list[Footprint], memory_gib: float | None, free_gib: float | None) -> list[str]:
