@@ -28,6 +28,8 @@ def format_summary(result: GateResult, apart: bool = False, shown: int = FAILING
             lines.append(f"... and {len(failing) - shown} more failing row(s)")
     elif result.rows:
         lines.append("no failing rows")
+    else:
+        lines.append(f"no run records in {result.records_dir}")
     return "\n".join(lines)
 
 
