@@ -196,6 +196,8 @@ def _rerun(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
         + f"; total {time.monotonic() - started:.0f}s (fresh records in {fresh})"
     )
+    if not args.all and (hidden := hidden_rows(result)):
+        print(f"{hidden} passing or ungraded row(s) not shown: `--all` lists every row")
     if args.json:
         write_json(args.json, {**result.to_dict(), "rerun_seconds": timings, "scratch": str(scratch)})
     if result.passed and not args.scratch:  # a failed re-run keeps its logs, caches and records to look at
