@@ -365,9 +365,13 @@ def test_system_label_names_the_system_not_the_dataset(cells):
 def test_cli_prints_one_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "gate.json"
     folder = _copy(tmp_path, BM25, REF, TINY)
-    code = _cli("--records", str(folder), "--reported", str(CELLS_JSON), "--json", str(out))
+    code = _cli("--records", str(folder), "--reported", str(CELLS_JSON), "--json", str(out), "--all")
     printed = capsys.readouterr().out
     assert code == 0 and printed.count("status  ") == 1 and "gate PASSED" in printed
+    # without --all: the verdict first, and no table when nothing fails
+    assert _cli("--records", str(folder), "--reported", str(CELLS_JSON)) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("gate PASSED: ") and "status  " not in printed
     payload = json.loads(out.read_text())
     assert payload["passed"] and payload["exit_code"] == 0 and payload["skipped"] == []
     assert {r["status"] for r in payload["rows"]} >= {"PASS", "REPRODUCED", "REFERENCE"}

@@ -113,6 +113,10 @@ def test_within_paper_duplicates_agree_until_doctored(cells, findings):
 def test_cross_paper_bm25(findings):
     bm25 = _find(findings, "cross_paper_mismatch", "bm25", "RR@10")
     assert bm25 and "18.5" in bm25[0].message and "18.7" in bm25[0].message
+    # a sentence in points (what validate and the leaderboard's Registry tab print), no raw tuple or dict
+    message = next(f.message for f in bm25 if "cpdae" in f.message)
+    assert message.startswith("bm25 on msmarco-dev RR@10 differs between papers (in points)")
+    assert "18.7 (printed 0.187)" in message and "{}" not in message and "('" not in message
 
 
 def test_emnlp_diff_differences_and_doubts(findings):

@@ -16,6 +16,7 @@ from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
 from harness.gate.references import accept_reference, admit_local
 from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
 from harness.gate.run import YOUR_RUNS, GateResult, format_gate, run_gate, your_runs
+from harness.gate.summary import format_summary, hidden_rows
 from harness.records.store import records_dir
 from harness.records.tracking import record_path
 
@@ -91,6 +92,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="scratch folder for --rerun (default: a new folder under the cache dir)",
     )
+    p.add_argument(
+        "--all",
+        "-v",
+        "--verbose",
+        dest="all",
+        action="store_true",
+        help="print every row (by default: the verdict and counts, the failing rows, then your runs)",
+    )
     p.add_argument("--json", metavar="PATH", help="write every row, the skipped records and the verdict as JSON")
     p.set_defaults(func=_check)
 
@@ -122,8 +131,10 @@ def _check(args: argparse.Namespace) -> int:
     result = run_gate(
         args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross
     )
-    print(format_gate(result))
+    print(format_gate(result) if args.all else format_summary(result))
     yours = _your_runs(args, tolerance, cross)
+    if not args.all and (hidden := hidden_rows(result, yours)):
+        print(f"\n{hidden} passing or ungraded row(s) not shown: `python -m harness check --all` lists every row")
     if args.json:
         write_json(args.json, {**result.to_dict(), **({"your_runs": yours.to_dict()} if yours else {})})
     return result.exit_code
@@ -155,7 +166,7 @@ def _your_runs(args: argparse.Namespace, tolerance: float, cross: float | None) 
             f"{YOUR_RUNS} ({yours.records_dir}; not gated: `python -m harness check --add RUN_ID` moves one "
             "into runs/records/)"
         )
-        print(format_gate(yours, apart=True))
+        print(format_gate(yours, apart=True) if args.all else format_summary(yours, apart=True))
     return yours
 
 
@@ -179,12 +190,14 @@ def _rerun(args: argparse.Namespace) -> int:
         references_from=committed,
         cross_machine=None if args.tiny_tolerance is not None else tolerance,
     )
-    print(format_gate(result))
+    print(format_gate(result) if args.all else format_summary(result))
     print(
         "re-run times: "
         + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
         + f"; total {time.monotonic() - started:.0f}s (fresh records in {fresh})"
     )
+    if not args.all and (hidden := hidden_rows(result)):
+        print(f"{hidden} passing or ungraded row(s) not shown: `--all` lists every row")
     if args.json:
         write_json(args.json, {**result.to_dict(), "rerun_seconds": timings, "scratch": str(scratch)})
     if result.passed and not args.scratch:  # a failed re-run keeps its logs, caches and records to look at

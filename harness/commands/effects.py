@@ -35,6 +35,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="profile whose records to compare (default: mini)",
     )
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
+    p.add_argument(
+        "--all",
+        "-v",
+        "--verbose",
+        dest="all",
+        action="store_true",
+        help="print every effect (by default: those whose CI excludes 0 or that a paper's claim grades)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the effects as JSON")
     p.set_defaults(func=_effects)
 
@@ -51,13 +59,20 @@ def _effects(args: argparse.Namespace) -> int:
             "scored its start)"
         )
         return 0
-    print(format_effects(effects))
     significant = sum(e.significant for e in effects)
-    print(f"{len(effects)} effect(s) in profile '{args.profile}'; {significant} with a 95% CI that excludes 0")
     # the papers' count claims ("better on 9 of 14 datasets"): graded from the paper runs only
     counts = count_checks(effects) if args.profile == "paper" else []
+    print(f"{len(effects)} effect(s) in profile '{args.profile}'; {significant} with a 95% CI that excludes 0")
     for c in counts:
         print(f"count claim {c.key} ({c.a} - {c.b}, {c.measure}): {c.status}; {c.reason}")
+    shown = effects if args.all else [e for e in effects if e.significant or e.claim_status]
+    if shown:
+        print(format_effects(shown))
+    if len(shown) < len(effects):
+        print(
+            f"{len(effects) - len(shown)} effect(s) whose CI spans 0 and no paper grades not shown: "
+            "`--all` lists every effect"
+        )
     if args.json:
         write_json(
             args.json,

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
+from harness.core.paths import PROJECT_ROOT
+from harness.core.text_table import format_table, wrap_text
 from harness.evaluation import noise
 from harness.evaluation.margins import practical_margin, recipe_drift, sigma_rep
-from harness.evaluation.power import PRINTED, markdown, power_table
+from harness.evaluation.power import PRINTED, power_table
+
+WIDTH = 110  # long reasons wrap at this width
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,16 +22,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "Measures the seed-to-seed spread of the control (nopretrain, mini profile) from its reference "
             "record and its re-runs under other seeds (`run --method nopretrain --profile mini --seed N`, "
-            "records in runs/seeds/), and prints harness/evaluation/noise.yaml as it would be written. "
-            "--write replaces the file; a test fails when the committed file no longer matches the records."
+            "records in runs/seeds/), prints it as a table in points and says whether "
+            "harness/evaluation/noise.yaml still matches it. --write replaces the file; a test fails when the "
+            "committed file no longer matches the records."
         ),
     )
     p.add_argument("--write", action="store_true", help="rewrite harness/evaluation/noise.yaml from the records")
     p.add_argument(
         "--margins",
         action="store_true",
-        help="print what every verdict reads instead: Delta and sigma_rep per benchmark and measure, "
-        "each piece of evidence behind sigma_rep, and the rule's power",
+        help="print what every verdict reads instead: Delta and sigma_rep per benchmark and measure, and the "
+        "rule's power (with --all: each piece of evidence behind sigma_rep and the recipe drift)",
+    )
+    p.add_argument(
+        "--all",
+        "-v",
+        "--verbose",
+        dest="all",
+        action="store_true",
+        help="also print the runs measured (with --margins: the reasons and evidence behind each number)",
     )
     p.add_argument(
         "--runs",
@@ -40,27 +54,135 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _noise(args: argparse.Namespace) -> int:
     if args.margins:
-        print(margins_report())
+        print(margins_report(args.all))
         return 0
-    print(noise.report(args.runs, args.write))
+    block = noise.measured_block(args.runs)
+    print(spread_report(block, args.all))
+    text = noise.render(block)
+    target = noise.NOISE_FILE
+    if args.write:
+        noise.report(args.runs, write=True)
+        print(f"wrote {target.relative_to(PROJECT_ROOT)}")
+    elif target.read_text(encoding="utf-8").strip() == text.strip():
+        print(f"{target.relative_to(PROJECT_ROOT)} matches these records")
+    else:
+        print(f"{target.relative_to(PROJECT_ROOT)} is stale: `python -m harness noise --write` rewrites it")
     return 0
 
 
-def margins_report() -> str:
-    """Delta and sigma_rep with their sources, then the power table (docs/comparing-with-papers.md)."""
-    lines = []
+def spread_report(block: dict[str, Any], verbose: bool = False) -> str:
+    """The measured spread as a table in points (2 decimals), one row per benchmark and measure."""
+    seeds = [str(r["seed"]) for r in block["runs"]]
+    lines = [
+        f"Seed-to-seed spread of {block['method']} [{block['profile']}] over {len(seeds)} seeds "
+        f"({', '.join(seeds)}), settings {block['settings_hash']}; points"
+    ]
+    rows = [
+        [
+            benchmark,
+            measure,
+            ", ".join(f"{m:.2f}" for m in v["means"]),
+            f"{v['sd']:.2f}",
+            f"{v['tau']:.2f}",
+            f"{v['shared']:.2f}",
+            v["queries"],
+        ]
+        for benchmark, by in block["benchmarks"].items()
+        for measure, v in by.items()
+    ]
+    headers = ["benchmark", "measure", "mean per seed", "SD of the mean", "per-query SD", "shared SD", "queries"]
+    lines.append(format_table(headers, rows))
+    lines.append(
+        "SD of the mean: across seeds (measured); per-query SD: a query's score across seeds; shared SD: the "
+        "part of the SD no number of queries averages away"
+    )
+    if verbose:
+        lines += [f"  seed {r['seed']}: {r['run_id']}" for r in block["runs"]]
+    return "\n".join(wrap_text(line, WIDTH, "  ") if "  " not in line else line for line in lines)
+
+
+def _basis(why: str) -> str:
+    """Whether a sigma_rep rests on a measurement of that benchmark, a model, or a transfer."""
+    for word in ("measured", "modelled", "transferred"):
+        if f"({word}:" in why or f"{word} from" in why or why.startswith(word):
+            return word
+    return "evidence" if "no same-recipe evidence" not in why else "model"
+
+
+def margins_report(verbose: bool = False) -> str:
+    """Delta and sigma_rep with the rule's power, as one table; with ``verbose`` the reasons and the
+    evidence behind each number and the recipe drift (docs/comparing-with-papers.md)."""
+    power = {(r.benchmark, r.measure): r for r in power_table()}
+
+    def seeds(n: int | None) -> str:
+        return ">20" if n is None else str(n)
+
+    rows = []
+    for benchmark, measure in PRINTED:
+        spread, margin, r = (
+            sigma_rep(benchmark, measure),
+            practical_margin(benchmark, measure),
+            power[(benchmark, measure)],
+        )
+        rows.append(
+            [
+                benchmark,
+                measure,
+                f"{margin.points:.1f}",
+                f"{spread.points:.2f}",
+                f"{r.sigma_rep:.2f}",
+                _basis(spread.why),
+                f"{r.reproduced:.2f}",
+                f"{r.false_different:.3f}",
+                f"{r.power:.2f}",
+                f"{seeds(r.seeds_reproduced)} / {seeds(r.seeds_power)}",
+                f"{r.sigma_needed:.2f}",
+            ]
+        )
+    headers = [
+        "benchmark",
+        "measure",
+        "Delta",
+        "sigma_rep",
+        "tested",
+        "basis",
+        "P(REPR|same)",
+        "P(DIFF|same)",
+        "P(DIFF|2 Delta)",
+        "seeds R / D",
+        "sigma needed",
+    ]
+    intro = (
+        "What every verdict reads, in points: Delta (the practical margin) and sigma_rep (80% upper bound of the "
+        "spread between reproductions; 'tested': the estimate the rule's t-test reads; basis: measured on that "
+        "benchmark, modelled from per-query spread, or transferred from the harness's mini seeds), and the rule's "
+        "power for one run against one printed run ('seeds R / D': runs needed for P(REPRODUCED | same) and P(DIFFERENT | 2 Delta) >= 0.8)"
+    )
+    lines = [wrap_text(intro, WIDTH, "  "), "", format_table(headers, rows)]
+    if not verbose:
+        lines += ["", "`python -m harness noise --margins --all` adds the reasons, the evidence and the recipe drift"]
+        return "\n".join(lines)
+    lines.append("")
     for benchmark, measure in PRINTED:
         spread, margin = sigma_rep(benchmark, measure), practical_margin(benchmark, measure)
-        lines.append(f"{benchmark} {measure}: Delta {margin.points:.1f} ({margin.why})")
-        lines.append(f"  sigma_rep {spread.points:.2f}: {spread.why}")
-        lines.extend(f"    - {e.source} [{e.benchmark} {e.measure}, {e.df} df]" for e in spread.evidence)
-    drift = recipe_drift()
+        lines.append(wrap_text(f"{benchmark} {measure}: Delta {margin.points:.1f} ({margin.why})", WIDTH, "    "))
+        lines.append(wrap_text(f"  sigma_rep {spread.points:.2f}: {spread.why}", WIDTH, "    "))
+        lines.extend(
+            wrap_text(f"    - {e.source} [{e.benchmark} {e.measure}, {e.df} df]", WIDTH, "      ")
+            for e in spread.evidence
+        )
     lines += [
         "",
-        "Recipe drift (re-runs by another team that changed the recipe: never pooled into sigma_rep; "
-        "comparability must catch what they show):",
+        wrap_text(
+            "Recipe drift (re-runs by another team that changed the recipe: never pooled into sigma_rep; "
+            "comparability must catch what they show):",
+            WIDTH,
+        ),
     ]
     lines.extend(
-        f"  {e.benchmark} {e.measure}: {e.variance**0.5 * 2**0.5:.2f} points apart - {e.source}" for e in drift
+        wrap_text(
+            f"  {e.benchmark} {e.measure}: {e.variance**0.5 * 2**0.5:.2f} points apart - {e.source}", WIDTH, "    "
+        )
+        for e in recipe_drift()
     )
-    return "\n".join(lines) + "\n\n" + markdown(power_table())
+    return "\n".join(lines)

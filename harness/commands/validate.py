@@ -15,6 +15,7 @@ from typing import Any
 from harness.commands._output import write_json
 from harness.core.errors import HarnessError
 from harness.core.paths import REPORTED_DIR
+from harness.core.text_table import wrap_text
 from harness.papers.consistency import check_papers
 from harness.papers.registry import load_registry, schema_problems
 from harness.papers.text_claims import evaluate_claims
@@ -78,7 +79,7 @@ def _validate(args: argparse.Namespace) -> int:
     for paper, items in by_paper.items():
         print(f"== {paper}: {len(items)} finding(s)")
         for f in items:  # messages name their table themselves
-            print(f"  [{f.kind}] {f.message}")
+            print(wrap_text(f"  [{f.kind}] {f.message}", 118, "      "))
 
     paper_specs = paper_profiles()
     deviations = paper_deviations(papers=paper_specs)

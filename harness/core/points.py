@@ -61,3 +61,16 @@ def reported_text(reported: float | None, printed: str | None) -> str:
     digits = points_decimals(printed, reported)
     text = fmt(reported, digits)
     return f"{text} (printed {printed.strip()})" if printed and printed_as_fraction(printed, reported) else text
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as printed: three decimals, "< 0.001" below that (never "0.000"); "-" when missing."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "-"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def p_phrase(p: float | None) -> str:
+    """A p-value in a sentence: "p < 0.001", "p = 0.042"."""
+    text = p_text(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"

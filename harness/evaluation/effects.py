@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.core.points import p_text
 from harness.core.text_table import format_table
 from harness.data.catalog import AGGREGATES
 from harness.evaluation import noise
@@ -374,49 +375,33 @@ LEARNING_CHECK = "learning check, not the papers' effect"  # an effect of a prof
 
 def format_effects(effects: Sequence[Effect]) -> str:
     """The effects as a table; the papers' printed differences only beside paper-profile runs (a
-    mini effect is a learning check, never set beside a paper's claim)."""
-
-    def paper(e: Effect) -> bool:
-        return e.profile == PAPER_PROFILE
-
-    rows = [
-        [
-            e.profile,
-            e.label,
+    mini effect is a learning check, never set beside a paper's claim: one line says so instead of a
+    column repeating it)."""
+    paper = any(e.profile == PAPER_PROFILE for e in effects)
+    headers = ["effect", "dataset", "measure", "A", "B", "A-B", "95% CI", "p", "queries", "CI over", "CI excludes 0"]
+    if paper:
+        headers += ["paper claims", "vs claim"]
+    rows = []
+    for e in effects:
+        row: list[Any] = [
+            e.label if paper or len({x.profile for x in effects}) == 1 else f"{e.label} [{e.profile}]",
             e.dataset,
             e.measure,
             f"{e.a_value:.2f}",
             f"{e.b_value:.2f}",
             f"{e.delta:+.2f}",
             f"[{e.ci_low:+.2f}, {e.ci_high:+.2f}]",
-            f"{e.p_value:.3f}",
+            p_text(e.p_value),
             e.queries,
             "queries" if e.seed_sd is None else f"+ seeds (sd {e.seed_sd:.2f})",
             "yes" if e.significant else "no",
-            claimed_text(e) if paper(e) else "-",
-            (e.claim_status or "-") if paper(e) else LEARNING_CHECK,
         ]
-        for e in effects
-    ]
-    return format_table(
-        [
-            "profile",
-            "effect",
-            "dataset",
-            "measure",
-            "A",
-            "B",
-            "A-B",
-            "95% CI",
-            "p",
-            "queries",
-            "CI over",
-            "CI excludes 0",
-            "paper claims",
-            "vs claim",
-        ],
-        rows,
-    )
+        if paper:
+            mine = e.profile == PAPER_PROFILE
+            row += [claimed_text(e) if mine else "-", (e.claim_status or "-") if mine else LEARNING_CHECK]
+        rows.append(row)
+    table = format_table(headers, rows, wrap={0: 34, len(headers) - 1: 30} if paper else {0: 34})
+    return table if paper else f"{table}\nNumbers in points; {LEARNING_CHECK} (profile not 'paper')."
 
 
 def claimed_text(effect: Effect) -> str:

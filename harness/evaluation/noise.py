@@ -128,8 +128,14 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
     modelled = math.sqrt(shared**2 + tau**2 / n)
     source = f"{data['method']} [{data['profile']}] x {len(data['runs'])} seeds"
     measured = table.get(base, {}).get(measure)
-    if measured:
-        return Sigma(max(measured["sd"], modelled), f"measured: {source} on {base}")
+    if measured and round(measured["sd"], 2) >= round(modelled, 2):  # equal as printed: the measurement
+        return Sigma(measured["sd"], f"measured: {source} on {base}")
+    if measured:  # the query-sampling model is wider than this benchmark's measured SD: the model is used
+        return Sigma(
+            modelled,
+            f"modelled: sqrt({shared:.2f}^2 + {tau:.1f}^2/{n}) ({kind} measures), above the SD "
+            f"{measured['sd']:.2f} measured by {source} on {base}",
+        )
     return Sigma(modelled, f"transferred from {source}: sqrt({shared:.2f}^2 + {tau:.1f}^2/{n}) ({kind} measures)")
 
 
@@ -176,12 +182,17 @@ def render(block: dict[str, Any]) -> str:
     return head + yaml.safe_dump(block, sort_keys=False, width=110)
 
 
+def measured_block(runs: Path | None = None) -> dict[str, Any]:
+    """The noise.yaml block measured from the records under ``runs`` (default: runs/, HARNESS_RUNS_DIR)."""
+    runs = runs or runs_dir()
+    return measure(_records_for_spread(runs / "records", runs / "seeds"))
+
+
 def report(runs: Path | None = None, write: bool = False) -> str:
     """noise.yaml as measured from the records under ``runs`` (default: runs/, HARNESS_RUNS_DIR);
     ``write`` replaces the committed file with it (``python -m harness noise [--write]``)."""
 
-    runs = runs or runs_dir()
-    text = render(measure(_records_for_spread(runs / "records", runs / "seeds")))
+    text = render(measured_block(runs))
     if write:
         NOISE_FILE.write_text(text, encoding="utf-8")
     return text

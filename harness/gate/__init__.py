@@ -9,6 +9,8 @@
 * :mod:`harness.gate.labels`: the printed name of the system a cell belongs to (the gate, the
   report and the leaderboard label cells alike).
 * :mod:`harness.gate.run`: every record through all of it, the verdict and its table.
+* :mod:`harness.gate.summary`: what `check` prints first: the verdict and counts in one line, the
+  failing rows, and what ``--all`` would add.
 * :mod:`harness.gate.rerun`: ``check --rerun``, methods run again from an empty cache and their fresh
   numbers gated.
 * :mod:`harness.gate.own_numbers`: a researcher's own numbers graded by the same rule (``grade --metrics``).

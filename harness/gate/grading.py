@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.core.errors import HarnessError
+from harness.core.points import p_phrase
 from harness.core.statuses import (
     EFFECT,
     FAIL,
@@ -470,7 +471,7 @@ def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
                         reproduced=e.delta,
                         ci_low=e.ci_low,
                         ci_high=e.ci_high,
-                        note=f"no printed difference; p={e.p_value:.3f}, {e.queries} queries",
+                        note=f"no printed difference; {p_phrase(e.p_value)}, {e.queries} queries",
                     )
                 )
                 continue

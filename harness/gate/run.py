@@ -417,9 +417,23 @@ def row_numbers(r: GateRow) -> list[str]:
     return [expected, fmt(r.reproduced, digits), fmt(r.delta, digits, True) if graded else "-", fmt(r.tolerance), ci]
 
 
+NOTE_WIDTH = 70  # a row's note wraps onto continuation lines past this width
+
+
 def format_gate(result: GateResult, apart: bool = False) -> str:
     """One plain-text table of every gated number (and of every file not gated), then the verdict
     (``apart``: records outside the gate, a user's own runs: what the gate would say once added)."""
+    lines = []
+    if result.rows:
+        lines.append(format_rows(result.rows))
+    else:
+        lines.append(f"no run records in {result.records_dir}")
+    lines.append(count_line(result, apart))
+    return "\n".join(lines)
+
+
+def format_rows(rows: Sequence[GateRow]) -> str:
+    """Gate rows as a plain-text table, long notes wrapped."""
     headers = [
         "status",
         "run",
@@ -434,16 +448,14 @@ def format_gate(result: GateResult, apart: bool = False) -> str:
         "CI(delta)",
         "note",
     ]
-    rows = [
-        [r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note]
-        for r in result.rows
+    table = [
+        [r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note] for r in rows
     ]
-    lines = []
-    if rows:
-        lines.append(format_table(headers, rows))
-    else:
-        lines.append(f"no run records in {result.records_dir}")
-    counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
+    return format_table(headers, table, wrap={len(headers) - 1: NOTE_WIDTH})
+
+
+def verdict_text(result: GateResult, apart: bool = False) -> str:
+    """ "gate PASSED", "gate FAILED (3 failing row(s))", or for records outside the gate what it would say."""
     why = f" ({len(result.failures())} failing row(s))" if not result.passed else ""
     mode = " [strict: NEAR, ungated records and unfinished writes fail]" if result.strict else ""
     verdict = (
@@ -451,5 +463,10 @@ def format_gate(result: GateResult, apart: bool = False) -> str:
         if apart
         else f"gate {result.verdict}"
     )
-    lines.append(f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> {verdict}{why}{mode}")
-    return "\n".join(lines)
+    return f"{verdict}{why}{mode}"
+
+
+def count_line(result: GateResult, apart: bool = False) -> str:
+    """The records, the rows per status and the verdict, in one line."""
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
+    return f"{result.n_records} record(s), {len(result.skipped)} skipped; {counts} -> {verdict_text(result, apart)}"

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.core.points import reported_text
 from harness.papers.registry import load_registry
 from harness.papers.schema import PaperInfo, ReportedCell, TableInfo, canonical_label
 from harness.papers.table_grid import EPS, TableGrid, cell_text, fmt, papers_for
@@ -290,6 +291,26 @@ def _identity(info: TableInfo, c: ReportedCell) -> tuple:
     return who, what, cond
 
 
+def identity_text(ident: tuple) -> str:
+    """What a cell identity names, as a sentence part: "bm25 on msmarco-dev RR@10", with its stated
+    conditions ("under pretrain_steps=50K") when there are any."""
+    who, what, cond = ident
+    system = who.removeprefix("label:")
+    if what[0] == "label":
+        quantity = what[1]
+    else:
+        quantity = f"{what[0].removeprefix('dataset:')} {what[1]}"
+    under = f" under {', '.join(f'{k}={v}' for k, v in cond)}" if cond else ""
+    return f"{system} on {quantity}{under}"
+
+
+def points_text(c: ReportedCell) -> str:
+    """A score cell in points at its printed precision ("18.7 (printed 0.187)"); any other as printed."""
+    if c.unit in ("points", "fraction") and c.score is not None and c.value:
+        return reported_text(100.0 * c.score, c.value) + c.marks
+    return cell_text(c)
+
+
 def _same(a: ReportedCell, b: ReportedCell) -> bool:
     if a.score is not None and b.score is not None:
         return abs(a.score - b.score) <= EPS
@@ -419,8 +440,8 @@ def _check_duplicates(papers: list[PaperInfo], cells: list[ReportedCell]) -> lis
                         paper,
                         None,
                         "within_paper_mismatch",
-                        f"{ident[0]} {ident[1]} {dict(ident[2])}: "
-                        + "; ".join(f"{c.table} {c.row} / {c.column} = {cell_text(c)}" for c in mine),
+                        f"{identity_text(ident)} is printed differently in its tables (in points): "
+                        + "; ".join(f"{c.table} '{c.row}' / '{c.column}' {points_text(c)}" for c in mine),
                         tuple(c.cell_id for c in mine),
                     )
                 )
@@ -433,8 +454,8 @@ def _check_duplicates(papers: list[PaperInfo], cells: list[ReportedCell]) -> lis
                         sorted(papers_here)[0],
                         None,
                         "cross_paper_mismatch",
-                        f"{ident[0]} {ident[1]} {dict(ident[2])} differs between papers: "
-                        + "; ".join(f"{c.paper} {c.table} {c.row} = {cell_text(c)}" for c in members),
+                        f"{identity_text(ident)} differs between papers (in points): "
+                        + "; ".join(f"{c.paper} {c.table} '{c.row}' {points_text(c)}" for c in members),
                         tuple(c.cell_id for c in members),
                     )
                 )

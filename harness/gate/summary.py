@@ -1,0 +1,38 @@
+"""What `python -m harness check` prints first: the verdict and counts in its first line, then the rows
+that fail, then what ``--all`` adds. The full table (:func:`harness.gate.run.format_gate`) is behind
+``check --all``: on the committed records it is ~200 rows, most of them SUPERSEDED or REFERENCE, and a
+reader needs the verdict and what to fix before any of them."""
+
+from __future__ import annotations
+
+from harness.gate.run import GateResult, format_rows, verdict_text
+
+FAILING_SHOWN = 40  # failing rows printed before "... N more" (keeps the summary on one screen)
+
+
+def headline(result: GateResult, apart: bool = False) -> str:
+    """One line: the verdict first, then the records and the rows per status."""
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
+    return f"{verdict_text(result, apart)}: {result.n_records} record(s), {len(result.skipped)} skipped; {counts}"
+
+
+def format_summary(result: GateResult, apart: bool = False, shown: int = FAILING_SHOWN) -> str:
+    """The headline, then the failing rows (at most ``shown``), then how many rows ``--all`` adds."""
+    lines = [headline(result, apart)]
+    failing = result.failures()
+    if failing:
+        label = "rows that would fail it" if apart else "failing rows"
+        lines.append(f"{label} ({len(failing)}):")
+        lines.append(format_rows(failing[:shown]))
+        if len(failing) > shown:
+            lines.append(f"... and {len(failing) - shown} more failing row(s)")
+    elif result.rows:
+        lines.append("no failing rows")
+    else:
+        lines.append(f"no run records in {result.records_dir}")
+    return "\n".join(lines)
+
+
+def hidden_rows(*results: GateResult | None) -> int:
+    """Rows the summary left out (passing and ungraded ones): what ``--all`` would add."""
+    return sum(len(r.rows) - len(r.failures()) for r in results if r is not None)
