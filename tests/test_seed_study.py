@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 
 import pytest
 
@@ -12,12 +14,14 @@ from harness import SEED_STUDY_ENV
 from harness.cli import main
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
-from harness.evaluation import margins
+from harness.evaluation import margins, power
+from harness.evaluation import verdict as rule
 from harness.records import tracking
 from harness.records.store import load_records
 from harness.run import seed_study
 from harness.stages import artifacts
 
+DOC = PROJECT_ROOT / "docs" / "comparing-with-papers.md"
 TEMPLATE = PROJECT_ROOT / "runs" / "records" / "cotmae_qc__rehearsal__20261126T034735-68e96f.json"
 
 
@@ -59,6 +63,27 @@ def test_the_dry_run_prints_the_studys_gpu_hours(capsys):
     study = out[out.index("seed study: cotmae_qc [paper] under 5 seeds") :]
     assert "per seed: bm25_negatives, retriever1" in study and "pretrain" not in study.splitlines()[0].split(";")[1]
     assert " GPU-hours" in study and "16 x V100-32GB" in study and "4 degrees of freedom" in study
+    hours = re.search(r"the study: (\S+ \S+) wall, (\d+) GPU-hours", study)
+    assert hours, study
+    # the docs state the plan with what this dry-run prints
+    assert f"{hours.group(2)} GPU-hours per method" in DOC.read_text(encoding="utf-8")
+
+
+def test_the_docs_thresholds_are_the_rules():
+    """The plan's table: at 8 df (two five-seed methods), the sigma_rep under which a lone run 3 points
+    below is DIFFERENT alone (t 0.975) and first in Holm's order over 5 cells (t 0.995), and the one a
+    single run needs for REPRODUCED with power 0.8."""
+    doc = DOC.read_text(encoding="utf-8")
+    alone = 3 / (rule.quantile(0.975, 8) * math.sqrt(2))
+    holm = 3 / (rule.quantile(1 - 0.05 / 10, 8) * math.sqrt(2))
+    needed = power.power_row("msmarco-dev", "RR@10", (margins.Evidence("msmarco-dev", "RR@10", 0.04, 8, "s", "s"),))
+    assert needed.df == 8
+    for row in (
+        f"| <= {needed.sigma_needed:.2f} |",
+        f"| {needed.sigma_needed:.2f}-{holm:.2f} |",
+        f"| {holm:.2f}-{alone:.2f} |",
+    ):
+        assert row in doc, row
 
 
 def test_a_study_shares_the_stages_before_fine_tuning_and_seeds_the_rest(monkeypatch, tmp_path):

@@ -125,6 +125,7 @@ def test_check_and_the_leaderboard_say_it_too(tmp_path):
     from harness.gate.grading import paper_comparisons
     from harness.gate.run import run_gate
     from harness.papers.registry import load_reported_cells
+    from harness.present import overview
     from harness.records.store import load_records
     from harness.records.tracking import write_run_record
     from leaderboard_app.tables import comparison_frame
@@ -139,6 +140,11 @@ def test_check_and_the_leaderboard_say_it_too(tmp_path):
     frame = comparison_frame(records, {r.run_id: paper_comparisons(r, cells) for r in records})
     shown = frame[frame["status"] == rule.INCONCLUSIVE]
     assert len(shown) and shown["reason"].str.contains("consistent within +-", regex=False).all()
+    # the report: its at-a-glance cells and claims (overview), and the gate's rows as check prints them
+    glance = overview.from_folder(tmp_path)
+    rows = [r for r in (*glance.headline, *glance.claims) if r.state == rule.INCONCLUSIVE]
+    assert rows and all("consistent within +-" in r.reason for r in rows), rows
+    assert all(("seeds" in r.reason or "runs" in r.reason) for r in rows), rows
 
 
 def test_the_fallback_names_its_parts_each_with_its_degrees_of_freedom():
