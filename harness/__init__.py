@@ -29,3 +29,13 @@ def _seed_from_env() -> int:
 
 
 SEED = _seed_from_env()
+
+
+# `run --seeds` (a pre-registered seed study) sets it for each seed's run: the stages before fine-tuning
+# are seed 42's, shared by every seed (harness.stages.graph.seed_shared), and every seed's record,
+# 42's too, goes to runs/seeds/ where sigma_rep reads it.
+SEED_STUDY_ENV = "HARNESS_SEED_STUDY"
+
+
+def in_seed_study() -> bool:
+    return os.environ.get(SEED_STUDY_ENV) == "1"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from harness.evaluation import margins, noise
 from harness.evaluation import verdict as rule
@@ -123,6 +125,7 @@ def test_check_and_the_leaderboard_say_it_too(tmp_path):
     from harness.gate.grading import paper_comparisons
     from harness.gate.run import run_gate
     from harness.papers.registry import load_reported_cells
+    from harness.present import overview
     from harness.records.store import load_records
     from harness.records.tracking import write_run_record
     from leaderboard_app.tables import comparison_frame
@@ -137,3 +140,48 @@ def test_check_and_the_leaderboard_say_it_too(tmp_path):
     frame = comparison_frame(records, {r.run_id: paper_comparisons(r, cells) for r in records})
     shown = frame[frame["status"] == rule.INCONCLUSIVE]
     assert len(shown) and shown["reason"].str.contains("consistent within +-", regex=False).all()
+    # the report: its at-a-glance cells and claims (overview), and the gate's rows as check prints them
+    glance = overview.from_folder(tmp_path)
+    rows = [r for r in (*glance.headline, *glance.claims) if r.state == rule.INCONCLUSIVE]
+    assert rows and all("consistent within +-" in r.reason for r in rows), rows
+    assert all(("seeds" in r.reason or "runs" in r.reason) for r in rows), rows
+
+
+def test_the_fallback_names_its_parts_each_with_its_degrees_of_freedom():
+    """sigma_rep**2 = shared**2 + tau**2 / N: tau from the per-query scores of the harness's seeds (many
+    df), shared from their means (seeds - 1 df); the sum on Welch-Satterthwaite's df."""
+    seeds = len(noise.load()["runs"])
+    marco = margins.sigma_rep(MARCO, "RR@10")
+    p = marco.parts
+    assert p is not None and (p.shared_df, p.queries) == (seeds - 1, 6980) and p.tau_df >= 300 * (seeds - 1)
+    assert marco.estimate == pytest.approx(math.sqrt(p.shared**2 + p.tau**2 / 6980))
+    # on 6,980 queries shared dominates: the df stay the seeds' own, and a lone run 3 points off cannot
+    # be told from seed noise (t on 2 df: 4.30 x sigma_rep's se)
+    assert marco.df == seeds - 1 and f"{p.shared:.2f}^2 [{seeds - 1} df]" in marco.why
+    assert rule.quantile(0.975, marco.df) * rule.se_of(marco.tested) > 3.0
+    # on 43 TREC DL queries tau / sqrt(N) dominates: many more df than the seeds'
+    dl = margins.sigma_rep("dl19", "nDCG@10")
+    assert dl.parts is not None and dl.df > 10 * (seeds - 1) and dl.parts.df == dl.df
+    # where the control ran, its measured SD is the spread (no parts)
+    assert margins.sigma_rep("scifact", "nDCG@10").parts is None
+
+
+@pytest.mark.parametrize("benchmark, measure", [(MARCO, "RR@10"), ("dl19", "nDCG@10"), ("trec-covid", "nDCG@10")])
+def test_the_parts_keep_both_error_rates_at_alpha(benchmark, measure):
+    """Each part drawn from its own evidence (chi-square on its df), the rule's t on the
+    Welch-Satterthwaite df (rounded down) keeps P(false DIFFERENT) and P(false REPRODUCED) <= alpha."""
+    p = margins.sigma_rep(benchmark, measure).parts
+    assert p is not None
+    rng, trials, slack = np.random.default_rng(7), 40000, 0.005
+    a = p.shared**2 * rng.chisquare(p.shared_df, trials) / p.shared_df
+    b = p.tau**2 / p.queries * rng.chisquare(p.tau_df, trials) / p.tau_df
+    welch = (a + b) ** 2 / (a**2 / p.shared_df + b**2 / p.tau_df)
+    df = np.maximum(min(p.shared_df, p.tau_df), np.floor(welch + 1e-9))
+    se = np.sqrt(2 * (a + b))  # one run against one printed run
+    sd = math.sqrt(2) * p.sigma
+    d0 = rng.normal(0.0, sd, trials)  # same recipe: the test of d = 0 alone (Delta out of the way)
+    assert np.mean(np.abs(d0) > stats.t.ppf(0.975, df) * se) <= rule.ALPHA + slack
+    delta = 2 * p.sigma  # a margin the rule can reach: false REPRODUCED at the boundary
+    for gap in (delta, -delta):
+        d = rng.normal(gap, sd, trials)
+        assert np.mean(np.abs(d) + stats.t.ppf(0.95, df) * se < delta) <= rule.ALPHA + slack

@@ -12,10 +12,11 @@ from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect
 from harness.core.paths import cache_dir
-from harness.run import launch
+from harness.run import launch, seed_study
 from harness.run.launch import Layout
 from harness.run.runner import declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
+from harness.spec.method import load_method
 from harness.stages.graph import STOPPABLE
 from harness.training.precision import FLAG_CHOICES
 
@@ -78,6 +79,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "apart and its record goes to runs/seeds/, never among the gated records",
     )
     p.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=None,
+        metavar="LIST",
+        help="a seed study (e.g. 42-46 or 42,43,44): the stages before fine-tuning run once under seed 42 "
+        "and are shared, fine-tuning and evaluation run under each seed, 42 first; every record goes to "
+        "runs/seeds/, where sigma_rep reads it (docs/comparing-with-papers.md, 'A seed study'); with "
+        "--dry-run: one seed's plan and the study's GPU-hours",
+    )
+    p.add_argument(
         "--precision",
         choices=FLAG_CHOICES,
         default=None,
@@ -133,6 +144,13 @@ def _seed(text: str) -> int:
     return int(text)
 
 
+def _seeds(text: str) -> list[int]:
+    try:
+        return seed_study.parse_seeds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _count(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
@@ -163,7 +181,22 @@ def _layout(args: argparse.Namespace) -> Layout:
     return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_timeout)
 
 
+def _study(args: argparse.Namespace) -> int:
+    """``--seeds``: one run per seed (its own process: the seed is read at import), or with --dry-run
+    one seed's plan and the study's GPU-hours."""
+    if args.seed is not None:
+        raise HarnessError("--seed and --seeds: give one (--seeds 42-46 runs seed 42 among them)")
+    if not args.dry_run:
+        return seed_study.run(seed_study.without_seeds(args.argv), args.seeds)
+    result = run_method(args.method, args.profile, name_list(args.dataset, "--dataset"), stage=args.stage, dry_run=True)
+    spec = load_method(result["method"], result["profile"])
+    print("\n".join(seed_study.describe(spec, result["stages"], args.seeds)))
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.seeds is not None:
+        return _study(args)
     if args.seed is not None and args.seed != SEED:
         # Every module reads the seed when it is imported: start again with it in the environment.
         os.environ["HARNESS_SEED"] = str(args.seed)

@@ -107,6 +107,7 @@ class SigmaRep:
     scope: str  # "benchmark" | "family" | "family, all measures of its kind" | "none"
     evidence: tuple[Evidence, ...]
     why: str
+    parts: noise.Parts | None = None  # the fallback's named parts (shared, tau, N), each with its df
 
     @property
     def tested(self) -> float:
@@ -370,16 +371,19 @@ def sigma_rep(benchmark: str, measure: str, extra: tuple[Evidence, ...] = ()) ->
                     f"{why}; estimate raised to the harness's own floor ({floor.why})",
                 )
             return SigmaRep(bound, estimate, df, scope, tuple(found), why)
-    fallback = noise.sigma(base, measure)
-    df = max(1, len(noise.load()["runs"]) - 1)
-    bound = upper_bound(fallback.points, df, level)
+    fallback, split = noise.sigma(base, measure), noise.parts(base, measure)
+    estimate = split.sigma if split else fallback.points
+    df = split.df if split else max(1, len(noise.load()["runs"]) - 1)
+    bound = upper_bound(estimate, df, level)
+    how = f"{split.describe()}; {split.source}" if split else fallback.why
     return SigmaRep(
         bound,
-        fallback.points,
+        estimate,
         df,
         "none",
         (),
-        f"no same-recipe evidence at paper scale: the harness's own mini seed spread {fallback.points:.2f} "
-        f"on {df} df, {level:.0%} upper bound {bound:.2f} ({fallback.why}; a MiniLM fine-tuned on 640 "
+        f"no same-recipe evidence at paper scale: the harness's own mini seed spread {estimate:.2f} "
+        f"on {df} df, {level:.0%} upper bound {bound:.2f} ({how}; a MiniLM fine-tuned on 640 "
         f"queries, likely wider than paper scale)",
+        split,
     )

@@ -139,6 +139,65 @@ def sigma(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> S
     return Sigma(modelled, f"transferred from {source}: sqrt({shared:.2f}^2 + {tau:.1f}^2/{n}) ({kind} measures)")
 
 
+@dataclass(frozen=True)
+class Parts:
+    """sigma_rep's named parts on a benchmark the control did not run: ``sigma**2 = shared**2 + tau**2 / N``.
+
+    ``shared`` (what no number of queries averages away) is read from the seeds' benchmark means:
+    ``seeds - 1`` degrees of freedom; ``tau`` (the per-query seed SD) from the per-query scores of the
+    same runs: ``queries * (seeds - 1)``. The sum's degrees of freedom are Welch-Satterthwaite's,
+    rounded down (never fewer than the smaller part's): where ``shared`` dominates, as on MS MARCO's
+    6,980 queries, that stays about the seeds' own; where ``tau**2 / N`` does (43 TREC DL queries), it
+    grows towards the per-query df."""
+
+    shared: float
+    shared_df: int
+    tau: float
+    tau_df: int
+    queries: int  # N: the benchmark's judged queries
+    source: str
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(self.shared**2 + self.tau**2 / self.queries)
+
+    @property
+    def df(self) -> int:
+        a, b = self.shared**2, self.tau**2 / self.queries
+        if a + b == 0:
+            return self.shared_df
+        welch = (a + b) ** 2 / (a**2 / self.shared_df + b**2 / self.tau_df)
+        return max(min(self.shared_df, self.tau_df), math.floor(welch + 1e-9))
+
+    def describe(self) -> str:
+        return (
+            f"sqrt(shared {self.shared:.2f}^2 [{self.shared_df} df] + tau {self.tau:.1f}^2 [{self.tau_df} df] "
+            f"/ {self.queries} queries) = {self.sigma:.2f} on {self.df} df (Welch-Satterthwaite)"
+        )
+
+
+def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> Parts | None:
+    """The named parts of the transferred spread (:class:`Parts`), the largest ``tau`` and ``shared``
+    measured for the measure's kind, each with the df of the benchmark it was measured on; None where
+    the control ran on the benchmark itself (its measured SD is the spread, on ``seeds - 1`` df)."""
+    data = data or load()
+    table, kind, base = data["benchmarks"], measure_kind(measure), base_benchmark(benchmark)
+    if table.get(base, {}).get(measure):
+        return None
+    seeds = len(data["runs"])
+    found = [v for by in table.values() for m, v in by.items() if measure_kind(m) == kind]
+    tau = max(found, key=lambda v: v["tau"])
+    shared = max(found, key=lambda v: v["shared"])
+    return Parts(
+        shared["shared"],
+        seeds - 1,
+        tau["tau"],
+        tau["queries"] * (seeds - 1),
+        judged_queries(base),
+        f"{data['method']} [{data['profile']}] x {seeds} seeds, {kind} measures",
+    )
+
+
 def query_floor(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> Sigma:
     """The part of one run's seed spread that averaging over the benchmark's queries leaves at the
     least: ``tau / sqrt(N)`` from the largest per-query seed SD measured for the measure's kind, or

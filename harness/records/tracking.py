@@ -48,7 +48,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_SEED, SEED, __version__
+from harness import DEFAULT_SEED, SEED, __version__, in_seed_study
 from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, exclusive_lock, is_plain_name
@@ -602,10 +602,11 @@ def write_run_record(record: dict[str, Any], directory: Path | None = None) -> P
     """Atomically write a run record; returns its path (runs/local/<run_id>.json by default).
 
     A run's own record goes to the git-ignored runs/local/, never straight into the committed, gated
-    runs/records/ (`check --accept` / `check --add` move it there); one under another seed measures
-    spread and goes to runs/seeds/."""
+    runs/records/ (`check --accept` / `check --add` move it there); one under another seed, or any seed
+    of a seed study (`run --seeds`), measures spread and goes to runs/seeds/."""
 
-    directory = directory or (local_runs_dir() if SEED == DEFAULT_SEED else runs_dir() / "seeds")
+    seeds = SEED != DEFAULT_SEED or in_seed_study()  # a seed study's seed 42 is one of its seeds
+    directory = directory or (runs_dir() / "seeds" if seeds else local_runs_dir())
     directory.mkdir(parents=True, exist_ok=True)
     # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
     record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))

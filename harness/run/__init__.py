@@ -4,5 +4,6 @@
 ``plan.py`` and ``projection.py`` are the dry-run's plan and cost, ``model_shape.py`` the encoder shape that
 cost scales with and ``footprint.py`` each data stage's memory and disk; ``launch.py`` starts the worker
 processes of a multi-process run; ``scores.py`` and ``record.py`` score the run files and build the record;
-``reproduce.py`` scores and grades a released checkpoint.
+``reproduce.py`` scores and grades a released checkpoint; ``seed_study.py`` runs one spec under several
+fine-tuning seeds (``run --seeds``) whose records feed sigma_rep.
 """

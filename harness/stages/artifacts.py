@@ -58,7 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_SEED, SEED
+from harness import DEFAULT_SEED, SEED, in_seed_study
+from harness.core.errors import HarnessError
 
 # atomic_write_text is re-exported: the builders write through this module.
 from harness.core.fsutil import (  # noqa: F401 - re-exported, as said above
@@ -71,6 +72,7 @@ from harness.core.fsutil import (  # noqa: F401 - re-exported, as said above
     temp_name,
 )
 from harness.core.paths import cache_dir
+from harness.stages.graph import seed_shared
 
 # Bump when the on-disk layout of any builder changes: old caches then rebuild.
 # 2: one finished marker (done.json) for trained models too, temp names for work folders.
@@ -306,7 +308,9 @@ class StageCache:
     @property
     def key(self) -> str:
         payload = {"stage": self.stage, "config": self.config, "inputs": self.inputs, "code": self.code_version}
-        if SEED != DEFAULT_SEED:  # another seed is another artifact; seed 42's keys stay as they were
+        # another seed is another artifact; seed 42's keys stay as they were, and so do the stages a seed
+        # study shares across its seeds (corpus, pre-training: seed 42's)
+        if SEED != DEFAULT_SEED and not seed_shared(self.stage, in_seed_study()):
             payload["seed"] = SEED
         return config_hash(payload)
 
@@ -337,6 +341,13 @@ class StageCache:
         build is removed, unless ``keep_partial`` (a stage that resumes from its own checkpoints)
         keeps it for the next attempt. The caller holds :attr:`lock_path`: what killed builds of
         this key left is removed first (a resumable stage's work folder only when not resuming)."""
+        if SEED != DEFAULT_SEED and seed_shared(self.stage, in_seed_study()):
+            # built under this seed, it would sit under seed 42's key: every seed would read it
+            raise HarnessError(
+                f"seed study: stage {self.stage} is shared by every seed and runs under seed {DEFAULT_SEED}, "
+                f"which has not built it yet: put {DEFAULT_SEED} first in --seeds (e.g. --seeds "
+                f"{DEFAULT_SEED}-{DEFAULT_SEED + 4}), or run the method without --seeds first"
+            )
         remove_temps(self.dir, keep=self.partial if keep_partial else None)
         with atomic_dir(self.dir, keep_partial=keep_partial) as work:
             yield work

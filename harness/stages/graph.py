@@ -290,6 +290,16 @@ FAMILY_STEPS = {family: family_steps(family) for family in FAMILIES}
 PRETRAINING = tuple(s.name for s in GRAPH if s.step in ("corpus", "pretrain"))
 # The fine-tuning stages: the names the papers' cells use too (`finetune_stage` in the registry).
 FINETUNE_STAGES = tuple(s.name for s in GRAPH if s.name.startswith("retriever"))
+# What a seed study (`run --seeds`) shares across its seeds: the corpus, pre-training and BM25 steps run
+# once, under seed 42; fine-tuning and everything after it runs under each seed.
+SEED_SHARED_STEPS = ("corpus", "pretrain", "index", "retrieve")
+
+
+def seed_shared(stage: str, study: bool) -> bool:
+    """Whether ``stage`` is seed 42's in a seed study (``study``): its cache key leaves the seed out."""
+    return study and stage in STAGES and STAGES[stage].step in SEED_SHARED_STEPS
+
+
 # The stages `run --stage` can stop after (evaluation is what a whole run ends with).
 STOPPABLE = tuple(name for name in STAGES if name != "evaluate")
 

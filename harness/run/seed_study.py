@@ -1,0 +1,124 @@
+"""A pre-registered seed study: ``run --method M --profile paper --seeds 42-46``.
+
+The same spec fine-tuned under each seed, one run after another on the declared GPUs. The stages
+before fine-tuning (corpus, pre-training, BM25: ``graph.SEED_SHARED_STEPS``) are seed 42's, run once and
+shared, so what varies is the fine-tuning seed only: the seed spread of one run at paper scale that
+``sigma_rep`` needs. Every seed's record, 42's too, goes to ``runs/seeds/``, where
+``margins.own_paper_seeds`` reads it as same-recipe evidence (``seeds - 1`` degrees of freedom per
+method): no step between the study and the verdicts. ``--dry-run`` prints the plan of one seed and
+the study's GPU-hours on the declared hardware (``projection.declared_total`` of the per-seed stages,
+times the seeds).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from harness import DEFAULT_SEED, SEED_STUDY_ENV
+from harness.run import projection
+from harness.spec.kinds import SEED_MAX
+from harness.stages.graph import seed_shared
+
+MAX_STUDY = 50  # more seeds than this is a typo (42-4600), not a study
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-46`` / ``42,43,50`` / ``42-44,50``: distinct seeds in [0, SEED_MAX], at least two, in order
+    given; raises ValueError with what is wrong."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        low, dash, high = part.partition("-")
+        if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
+            raise ValueError(f"{part!r} is not a seed or a range of seeds (e.g. 42-46 or 42,43,44)")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise ValueError(f"{part!r} runs backwards: write the smaller seed first")
+        if last > SEED_MAX:
+            raise ValueError(f"{last} is out of range: a seed must be in [0, {SEED_MAX}]")
+        if last - first + 1 > MAX_STUDY:
+            raise ValueError(f"{part!r} is {last - first + 1} seeds: a study of at most {MAX_STUDY}")
+        seeds.extend(range(first, last + 1))
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(f"seed {', '.join(map(str, twice))} given more than once")
+    if len(seeds) < 2:
+        raise ValueError("a seed study needs at least 2 seeds (one gives no spread), e.g. 42-46")
+    if len(seeds) > MAX_STUDY:
+        raise ValueError(f"{len(seeds)} seeds: a study of at most {MAX_STUDY}")
+    return seeds
+
+
+def ordered(seeds: Sequence[int]) -> list[int]:
+    """Seed 42 first: it builds the shared stages the other seeds read."""
+    return sorted(seeds, key=lambda s: (s != DEFAULT_SEED, seeds.index(s)))
+
+
+def per_seed_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan's entries each seed runs (fine-tuning on), as to run whatever the cache holds."""
+    return [{**e, "plan": "to run"} for e in entries if not seed_shared(e["stage"], True)]
+
+
+def shared_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan's entries run once for the study (seed 42's), as the cache has them."""
+    return [e for e in entries if seed_shared(e["stage"], True)]
+
+
+def describe(spec: Any, entries: list[dict[str, Any]], seeds: Sequence[int]) -> list[str]:
+    """The dry-run's lines: what runs per seed and once, and the GPU-hours on the declared hardware."""
+    each = projection.declared_total(spec, per_seed_entries(entries))
+    once = projection.declared_total(spec, shared_entries(entries))
+    stages = list(dict.fromkeys(e["stage"] for e in per_seed_entries(entries)))
+    lines = [
+        f"seed study: {spec.name} [{spec.profile}] under {len(seeds)} seeds ({', '.join(map(str, ordered(seeds)))}); "
+        f"per seed: {', '.join(stages)}; shared (seed {DEFAULT_SEED}'s, run once): the stages before fine-tuning",
+    ]
+    if each.hours is None:
+        lines.append(f"  GPU-hours: not projected ({each.hardware})")
+    else:
+        devices = int((spec.get("hardware") or {}).get("devices") or 1)
+        gpu_hours = each.hours * devices * len(seeds)
+        lines.append(
+            f"  per seed: {projection.format_hours(each.hours)} on {each.hardware}; the study: "
+            f"{projection.format_hours(each.hours * len(seeds))} wall, {gpu_hours:.0f} GPU-hours"
+            + (f" (not projected: {', '.join(each.unprojected)})" if each.unprojected else "")
+        )
+        if once.hours:
+            lines.append(
+                f"  once, before the seeds (not cached yet): {projection.format_hours(once.hours)} wall, "
+                f"{once.hours * devices:.0f} GPU-hours"
+            )
+    lines.append(
+        f"  records go to runs/seeds/ and enter sigma_rep as {len(seeds) - 1} degrees of freedom "
+        "(python -m harness noise --margins shows them)"
+    )
+    return lines
+
+
+def run(argv: Sequence[str], seeds: Sequence[int]) -> int:
+    """Run ``argv`` (a ``run`` command line without ``--seeds``) once per seed, 42 first; stop at the
+    first seed that fails and return its exit code."""
+    for i, seed in enumerate(ordered(seeds), 1):
+        print(f"seed study: seed {seed} ({i}/{len(seeds)})", flush=True)
+        env = {**os.environ, "HARNESS_SEED": str(seed), SEED_STUDY_ENV: "1"}
+        rc = subprocess.call([sys.executable, "-m", "harness", *argv, "--seed", str(seed)], env=env)
+        if rc:
+            print(f"seed study: seed {seed} failed (exit {rc}); the seeds after it did not run", file=sys.stderr)
+            return rc
+    return 0
+
+
+def without_seeds(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its ``--seeds X`` / ``--seeds=X`` removed."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--seeds":
+            skip = True
+        elif not arg.startswith("--seeds="):
+            out.append(arg)
+    return out
