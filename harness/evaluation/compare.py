@@ -308,6 +308,34 @@ def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:
     return note + (f" (sigma_rep {sigma:.2f}: {source})" if sigma is not None and source else "")
 
 
+def different_note(comp: Comparison | Mapping[str, Any]) -> str:
+    """Why a DIFFERENT cell is one, in words (a Comparison or its ``to_dict``): the difference, the
+    margin or tolerance it exceeds, and the test that rejected d = 0."""
+    d, margin = _field(comp, "delta"), _field(comp, "tolerance")
+    if d is None or margin is None:
+        return ""
+    side = "below" if d < 0 else "above"
+    if _field(comp, "rule") == "exact":
+        return f"{abs(d):.2f} points {side} the paper's number: beyond the fixed tolerance +-{margin:.2f}"
+    p = _field(comp, "p_different")
+    test = "" if p is None else f"; d = 0 rejected (Holm p {'< 0.001' if p < 0.001 else f'= {p:.3f}'})"
+    return f"{abs(d):.2f} points {side} the paper's number: beyond the practical margin +-{margin:.2f}{test}"
+
+
+def verdict_note(comp: Comparison | Mapping[str, Any]) -> str:
+    """The note a graded or ungraded cell shows beside its verdict: why not comparable, what an
+    INCONCLUSIVE one needs, why a DIFFERENT one is, and the notes on its conditions."""
+    status = _field(comp, "status")
+    if _field(comp, "reason"):
+        return str(_field(comp, "reason"))
+    why = ""
+    if status == rule.INCONCLUSIVE:
+        why = inconclusive_note(comp)
+    elif status in (rule.DIFFERENT_BELOW, rule.DIFFERENT_ABOVE):
+        why = different_note(comp)
+    return "; ".join(filter(None, [why, str(_field(comp, "notes") or "")]))
+
+
 # ---------------------------------------------------------------------------- display
 
 

@@ -23,9 +23,11 @@ from typing import Any
 
 from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN
 from harness.data.catalog import AGGREGATES
-from harness.evaluation.compare import comparability, inconclusive_note
-from harness.evaluation.verdict import INCONCLUSIVE, VERDICTS, worst
+from harness.evaluation.compare import comparability, verdict_note
+from harness.evaluation.tolerances import canonical_measure
+from harness.evaluation.verdict import VERDICTS, worst
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
+from harness.papers.released import load_checkpoints
 from harness.records.store import RunRecord
 from harness.spec.conditions import run_conditions
 from harness.spec.method import load_method
@@ -90,36 +92,51 @@ class PaperRun:
 
     command: str  # "" when no paper-profile run can grade the cell
     reason: str  # why not ("" when the command can)
-    datasets: tuple[str, ...] = ()  # datasets the command names beyond the spec's own
+    datasets: tuple[str, ...] = ()  # the datasets the command names (none: the spec's own)
+    via: str = ""  # why the command is no paper-profile run (a released checkpoint's `reproduce`)
 
 
 @functools.cache
-def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doubt: str) -> PaperRun:
+def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doubt: str, key: tuple) -> PaperRun:
     cell = {"method": method, "benchmark": benchmark, "conditions": dict(conditions), "doubt": doubt}
     cell["score"] = 1.0 if score else None
-    if not method or not benchmark:
-        return PaperRun("", "the cell names no method or benchmark the harness runs")
+    if not method:
+        return PaperRun("", "the row is no method the harness runs (another system, or a table's text)")
+    if not benchmark:
+        return PaperRun("", "the column is no benchmark the harness scores (a size, a latency, a count, text)")
     spec = paper_spec(method)
-    if spec is None:
-        return PaperRun("", f"no paper profile of {method} in specs/: no run can grade it")
-    reasons = [stage_reason(cell, c) for c in spec.stages]
-    if all(reasons):
-        return PaperRun("", reasons[-1])
-    wanted = datasets_of(benchmark)
-    extra = () if set(wanted) <= set(spec.datasets) else tuple(dict.fromkeys([*spec.datasets, *wanted]))
-    return PaperRun(run_command(method, "paper", extra), "", extra)
+    reason = f"no paper profile of {method} in specs/" if spec is None else ""
+    reasons = [stage_reason(cell, c) for c in spec.stages] if spec is not None else []
+    if spec is not None and not all(reasons):
+        wanted = datasets_of(benchmark)
+        extra = () if set(wanted) <= set(spec.datasets) else tuple(dict.fromkeys([*spec.datasets, *wanted]))
+        return PaperRun(run_command(method, "paper", extra), "", extra)
+    reason = reason or reasons[-1]
+    if score and not doubt:  # a row a released checkpoint is: `reproduce` grades it (gate.grading)
+        for ckpt in load_checkpoints().checkpoints.values():
+            if key in ckpt.reproduces and benchmark in ckpt.benchmarks:
+                command = f"python -m harness reproduce --checkpoint {ckpt.name} --benchmark {benchmark}"
+                return PaperRun(command, "", (), f"{reason}; the released checkpoint {ckpt.name} is this row")
+    return PaperRun("", reason)
 
 
 def paper_run(cell: Any) -> PaperRun:
-    """The paper-profile run that would grade ``cell``, or why none can (cached per distinct cell setting)."""
+    """The paper-profile run that would grade ``cell`` (or the released checkpoint that is its row), or
+    why none can; cached per distinct cell setting."""
     conditions = tuple(sorted((str(k), str(v)) for k, v in (dict(_get(cell, "conditions") or {})).items()))
     # the string form is enough for comparability: values are compared after normalise_condition
+    key = (
+        str(_get(cell, "paper") or str(_get(cell, "cell_id") or "").split("/", 1)[0]),
+        str(_get(cell, "table") or ""),
+        str(_get(cell, "row") or ""),
+    )
     return _paper_run(
         str(_get(cell, "method") or ""),
         str(_get(cell, "benchmark") or ""),
         conditions,
         _get(cell, "score") is not None,
         str(_get(cell, "doubt") or ""),
+        key,
     )
 
 
@@ -158,9 +175,7 @@ def state_of(
         out.runs = sorted({r for r, _, _ in comparable})
         _, out.profile, shown = next((r, p, x) for r, p, x in comparable if x["status"] == out.state)
         out.comparison = dict(shown)
-        out.reason = "; ".join(
-            filter(None, [inconclusive_note(shown) if out.state == INCONCLUSIVE else "", str(shown.get("notes") or "")])
-        )
+        out.reason = verdict_note(shown)
     elif not can.command:
         out.state, out.reason = NOT_COMPARABLE, f"no paper-profile run can grade it: {can.reason}"
         out.runs = sorted({r for r, _, _ in found})
@@ -169,7 +184,7 @@ def state_of(
         out.runs = sorted({r for r, _, _ in found})
         out.comparison = dict(found[0][2])
     else:
-        out.reason = _not_run_reason(str(_get(cell, "method")), str(_get(cell, "benchmark")), records)
+        out.reason = can.via or _not_run_reason(str(_get(cell, "method")), str(_get(cell, "benchmark")), records)
     return out
 
 
@@ -202,3 +217,42 @@ def run_summary_states(comparisons: Sequence[Mapping[str, Any]], stage: str | No
             continue  # a training-free run has one variant, named after its method
         out.setdefault((str(c.get("benchmark")), str(c.get("measure"))), []).append(str(c.get("status")))
     return {k: worst(s for s in v if s in GRADED) if any(s in GRADED for s in v) else NOT_COMPARABLE for k, v in out.items()}
+
+
+def states_line(states: Mapping[str, CellState]) -> str:
+    """The papers' cells in one line, by state, the ones no paper-profile run can grade said apart."""
+    counts: dict[str, int] = {}
+    for c in states.values():
+        counts[c.state] = counts.get(c.state, 0) + 1
+    never = sum(c.state == NOT_COMPARABLE and not c.command for c in states.values())
+    parts = [f"{s} {counts[s]}" for s in (*VERDICTS, NOT_YET_RUN) if s in counts]
+    tail = f" ({never} NOT-COMPARABLE: no paper-profile run can grade them, the reason per cell in --json)" if never else ""
+    return f"papers' cells ({len(states)}): " + ", ".join(parts) + tail
+
+
+# ----------------------------------------------------------------------------- one number, several prints
+
+
+def number_key(cell: Any) -> tuple:
+    """What makes two cells one printed number: the method, benchmark, measure, printed value and
+    conditions (a number a paper prints in two tables, or in two versions, is one result)."""
+    conditions = tuple(sorted((str(k), str(v)) for k, v in (dict(_get(cell, "conditions") or {})).items()))
+    measure = canonical_measure(str(_get(cell, "measure") or ""))
+    return (_get(cell, "method"), _get(cell, "benchmark"), measure, str(_get(cell, "value")), conditions)
+
+
+def printed_in(cell: Any) -> str:
+    """Where a cell is printed, as a reader finds it: 'qc-v1 Table 2'."""
+    return f"{_get(cell, 'paper') or _get(cell, 'paper_file')} {_get(cell, 'table')}"
+
+
+def one_per_number(cells: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
+    """Each printed number once: (its first cell in registry order, the other cells printing it)."""
+    groups: dict[tuple, list[Any]] = {}
+    for c in cells:
+        groups.setdefault(number_key(c), []).append(c)
+    return [(group[0], group[1:]) for group in groups.values()]
+
+
+def also_printed(others: Sequence[Any]) -> str:
+    return f"also printed in {', '.join(dict.fromkeys(printed_in(c) for c in others))}" if others else ""

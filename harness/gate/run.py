@@ -67,7 +67,7 @@ NO-REFERENCE, STALE-REFERENCE, SPEC-CHANGED and IN-PROGRESS.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,7 @@ from harness.gate.grading import (
     reference_rows,
 )
 from harness.gate.references import resolve_references
+from harness.gate.cell_state import CellState, cell_states
 from harness.papers.registry import load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.records.store import (
@@ -132,6 +133,7 @@ class GateResult:
     skipped: list[Skipped]
     strict: bool = False
     n_records: int = 0
+    cells: dict[str, CellState] = field(default_factory=dict)  # each papers' cell's one state (gate.cell_state)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -168,6 +170,7 @@ class GateResult:
             "rows": [r.to_dict() for r in self.rows],
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in self.skipped],
             "tiny_tolerance": TINY_TOLERANCE,
+            "cells": {k: {"state": c.state, "reason": c.reason, "command": c.command} for k, c in self.cells.items()},
         }
 
 
@@ -341,6 +344,8 @@ def run_gate(
                 except Exception as exc:  # noqa: BLE001 - any failure to start Java means: skip
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
+    if cells:  # the state every surface gives each papers' cell, over the records graded here
+        result.cells = cell_states(cells, [r for r in usable if r.profile in PAPER_GRADED])
     return result
 
 

@@ -299,7 +299,12 @@ def headline_rows(
                     f"--benchmark {','.join(_datasets_of(row.benchmark))}"
                 )
         elif got.state == NOT_YET_RUN and got.command:
-            row.cost = projected_cost(row.method, paper_run(c).datasets)
+            can = paper_run(c)
+            row.cost = (
+                "released weights: encoding and retrieval only, not projected"
+                if can.via
+                else projected_cost(row.method, can.datasets)
+            )
         rows.append(row)
     return rows
 
