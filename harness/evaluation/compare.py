@@ -85,6 +85,7 @@ class Comparison:
     reason: str = ""  # why NOT-COMPARABLE
     notes: str = ""  # conditions the run did not state, etc.
     finetune_stage: str | None = None  # which of the run's retrievers was compared (retriever1/2/3)
+    same_as: str = ""  # the cell id of the first cell printing this same number: its verdict, graded once
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +191,28 @@ def comparability(
 # ---------------------------------------------------------------------------- compare
 
 
+def number_key(cell: Any) -> tuple:
+    """What makes two cells one printed number: the method, benchmark, measure, printed value and
+    conditions (a number a paper prints in two tables, or two versions print, is one result)."""
+    conditions = tuple(sorted((str(k), str(v)) for k, v in dict(_field(cell, "conditions") or {}).items()))
+    measure = canonical_measure(str(_field(cell, "measure") or ""))
+    return (_field(cell, "method"), _field(cell, "benchmark"), measure, str(_field(cell, "value")), conditions)
+
+
+def printed_in(cell: Any) -> str:
+    """Where a cell is printed, as a reader finds it: 'qc-v1 Table 2' (its cell id's paper key)."""
+    cell_id = str(_field(cell, "cell_id") or "")
+    paper = cell_id.split("/", 1)[0] if "/" in cell_id else _field(cell, "paper") or _field(cell, "paper_file")
+    return f"{paper} {_field(cell, 'table')}"
+
+
+# What a repeated print of a number takes from its first print: the verdict and everything behind it.
+_GRADED_FIELDS = (
+    "tolerance", "tolerance_why", "status", "rule", "sigma", "sigma_df", "sigma_why", "sigma_source", "ci_low",
+    "ci_high", "p_equivalent", "p_different", "runs", "seeds_needed", "within", "no_runs_sigma", "reason",
+)  # fmt: skip
+
+
 def _canonical_table(table: Mapping[str, Any]) -> dict[str, Any]:
     return {canonical_measure(m): v for m, v in table.items()}
 
@@ -212,6 +235,8 @@ def compare(
     tolerances = tolerances or load_tolerances()
     metrics_c = {b: _canonical_table(t) for b, t in metrics.items()}
     out, tests = [], []
+    first: dict[tuple, Comparison] = {}  # each printed number graded once (issue 53)
+    repeats: list[tuple[Comparison, Comparison]] = []
     for cell in cells:
         conditions = dict(_field(cell, "conditions") or {})
         texts: dict[str, Any] = {f: "" if _field(cell, f) is None else str(_field(cell, f)) for f in _CELL_FIELDS}
@@ -226,6 +251,13 @@ def compare(
         if comp.reported is not None and comp.reproduced is not None:
             comp.delta = comp.reproduced - comp.reported
 
+        key = number_key(cell)
+        if key in first:  # the same number printed again: it takes the first print's verdict below
+            comp.same_as = first[key].cell_id
+            out.append(comp)
+            repeats.append((comp, first[key]))
+            continue
+        first[key] = comp
         reason, comp.notes = comparability(comp.method or None, conditions, run_conditions)
         doubt = _field(cell, "doubt")
         if not reason and doubt:
@@ -269,6 +301,10 @@ def compare(
                 comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family), df=test.df)
                 if comp.seeds_needed is None:
                     comp.no_runs_sigma = rule.sigma_no_runs_can(test.d, test.delta, k, len(family), df=test.df)
+    for comp, shown in repeats:
+        for name in _GRADED_FIELDS:
+            setattr(comp, name, getattr(shown, name))
+        comp.notes = "; ".join(filter(None, [shown.notes, f"graded once, as printed in {printed_in(shown)}"]))
     return out
 
 

@@ -24,7 +24,6 @@ from typing import Any
 from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN
 from harness.data.catalog import AGGREGATES
 from harness.evaluation.compare import comparability, verdict_note
-from harness.evaluation.tolerances import canonical_measure
 from harness.evaluation.verdict import VERDICTS, worst
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.papers.released import load_checkpoints
@@ -230,29 +229,9 @@ def states_line(states: Mapping[str, CellState]) -> str:
     return f"papers' cells ({len(states)}): " + ", ".join(parts) + tail
 
 
-# ----------------------------------------------------------------------------- one number, several prints
-
-
-def number_key(cell: Any) -> tuple:
-    """What makes two cells one printed number: the method, benchmark, measure, printed value and
-    conditions (a number a paper prints in two tables, or in two versions, is one result)."""
-    conditions = tuple(sorted((str(k), str(v)) for k, v in (dict(_get(cell, "conditions") or {})).items()))
-    measure = canonical_measure(str(_get(cell, "measure") or ""))
-    return (_get(cell, "method"), _get(cell, "benchmark"), measure, str(_get(cell, "value")), conditions)
-
-
-def printed_in(cell: Any) -> str:
-    """Where a cell is printed, as a reader finds it: 'qc-v1 Table 2'."""
-    return f"{_get(cell, 'paper') or _get(cell, 'paper_file')} {_get(cell, 'table')}"
-
-
-def one_per_number(cells: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
-    """Each printed number once: (its first cell in registry order, the other cells printing it)."""
-    groups: dict[tuple, list[Any]] = {}
-    for c in cells:
-        groups.setdefault(number_key(c), []).append(c)
-    return [(group[0], group[1:]) for group in groups.values()]
-
-
-def also_printed(others: Sequence[Any]) -> str:
-    return f"also printed in {', '.join(dict.fromkeys(printed_in(c) for c in others))}" if others else ""
+def row_state(states: Sequence[CellState]) -> str:
+    """A printed row's cells as one status: their state when they share one, else each state with
+    its number of cells ("REPRODUCED 2, NOT-YET-RUN 3"), in the legend's order."""
+    found = [c.state for c in states]
+    order = [s for s in (*VERDICTS, NOT_YET_RUN) if s in found]
+    return order[0] if len(order) == 1 else ", ".join(f"{s} {found.count(s)}" for s in order)

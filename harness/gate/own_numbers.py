@@ -34,12 +34,11 @@ from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.fsutil import file_problem
 from harness.evaluation.claims import Pairing, claim_pairs, claims_for
 from harness.evaluation.claims import grade as grade_claims
-from harness.evaluation.compare import Comparison, compare, verdict_note
+from harness.evaluation.compare import Comparison, compare, printed_in, verdict_note
 from harness.evaluation.margins import Evidence, user_seeds
 from harness.evaluation.tolerances import canonical_measure
-from harness.gate.cell_state import also_printed, one_per_number, printed_in
 from harness.gate.grading import TRAINING_FREE_FAMILIES
-from harness.papers.registry import cells_for
+from harness.papers.registry import cells_for, load_papers
 from harness.papers.schema import BENCHMARKS
 from harness.spec.conditions import run_conditions
 from harness.spec.method import load_method
@@ -325,6 +324,7 @@ def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
         "within": c.within,
         "sigma_df": c.sigma_df,
         "sigma_source": c.sigma_source,
+        "cell_id": c.cell_id,
         "printed": c.value,  # as the paper printed it: `reported` is it in points
         "also_printed_in": [],  # other tables or versions printing the same number (graded once)
         "reason": verdict_note(c),
@@ -335,19 +335,19 @@ def grade_cells(run: OwnRun, evidence: tuple[Evidence, ...] | None = None) -> li
     """Every cell of the run's method, graded against its numbers; ``evidence``: the same-recipe seed
     evidence of the whole file (default: this run's own per-seed lists)."""
     fractions = {b: {m: v / 100.0 for m, v in t.items()} for b, t in run.metrics.items()}
-    # each printed number graded once: the same number in another table or version is named, not re-graded
-    groups = one_per_number([c for c in cells_for(method=run.method) if c.benchmark in fractions])
-    cells = [first for first, _ in groups]
+    cells = [c for c in cells_for(method=run.method) if c.benchmark in fractions]
     evidence = run.evidence() if evidence is None else evidence
-    rows = []
-    for c, (_, others) in zip(
-        compare(fractions, None, cells, run.conditions, exact=run.exact, runs=run.runs, evidence=evidence), groups
-    ):
-        row = _cell_row(c, run)
-        row["also_printed_in"] = list(dict.fromkeys(printed_in(o) for o in others))
-        row["reason"] = "; ".join(filter(None, [row["reason"], also_printed(others)]))
-        rows.append(row)
-    return rows
+    comps = compare(fractions, None, cells, run.conditions, exact=run.exact, runs=run.runs, evidence=evidence)
+    rows = {c.cell_id: _cell_row(c, run) for c in comps if not c.same_as}
+    for c in comps:  # a number printed again (another table or version) is one row: graded once
+        if c.same_as:
+            rows[c.same_as]["also_printed_in"].append(printed_in(c))
+    for row in rows.values():
+        if row["also_printed_in"]:
+            row["also_printed_in"] = list(dict.fromkeys(row["also_printed_in"]))
+            also = f"also printed in {', '.join(row['also_printed_in'])}"
+            row["reason"] = "; ".join(filter(None, [row["reason"], also]))
+    return list(rows.values())
 
 
 def _stage_fits(claim_stage: str | None, run: OwnRun) -> bool:
@@ -429,8 +429,11 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
 
 
 def _source_label(source: str) -> str:
-    """'qc-pretraining-v2.txt v2 Table 1' (a claim's source) as a reader finds it: 'v2 Table 1'."""
-    return source.split(" ", 1)[1] if " " in source else source
+    """A claim's source ('qc-pretraining-v2.txt v2 Table 1') as a cell's is named: 'qc-v2 Table 1'."""
+    paper_file, _, rest = source.partition(" ")
+    table = rest.split(" ", 1)[1] if " " in rest else rest
+    key = next((p.paper for p in load_papers() if p.paper_file == paper_file), paper_file)
+    return f"{key} {table}"
 
 
 def grade(path: str | Path) -> list[dict[str, Any]]:
