@@ -98,6 +98,7 @@ class HeadlineRow:
     reason: str = ""
     command: str = ""  # how to reproduce (or re-run) it
     cost: str = ""  # projected on the declared hardware, NOT-YET-RUN rows only
+    cell_id: str = ""  # the registry cell (gate.cell_state gives its state)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -286,6 +287,7 @@ def headline_rows(
             runs=list(got.runs),
             reason=got.reason,
             command=got.command,
+            cell_id=got.cell_id,
         )
         if got.state in GRADED:
             x = got.comparison
