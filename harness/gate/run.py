@@ -290,10 +290,12 @@ def run_gate(
                 )
             )
     groups: dict[tuple[str, str], list[RunRecord]] = {}
+    compared: list[RunRecord] = []  # the paper-graded records compared with the papers' cells
     for rec in usable:
         if rec.profile in PAPER_GRADED:
             try:
                 result.rows.extend(paper_rows(rec, cells))
+                compared.append(rec)
             except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
                 _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
             if rec.profile == CHECKPOINT_PROFILE or (rec.method, rec.profile) not in references:
@@ -345,7 +347,7 @@ def run_gate(
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
     if cells:  # the state every surface gives each papers' cell, over the records graded here
-        result.cells = cell_states(cells, [r for r in usable if r.profile in PAPER_GRADED])
+        result.cells = cell_states(cells, compared)
     return result
 
 
