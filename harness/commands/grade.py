@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._output import write_json
-from harness.core.statuses import NOT_COMPARABLE
 from harness.core.points import reported_text
+from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
 from harness.gate.own_numbers import grade, summarise
 

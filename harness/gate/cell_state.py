@@ -97,8 +97,8 @@ class PaperRun:
 
 @functools.cache
 def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doubt: str, key: tuple) -> PaperRun:
-    cell = {"method": method, "benchmark": benchmark, "conditions": dict(conditions), "doubt": doubt}
-    cell["score"] = 1.0 if score else None
+    cell: dict[str, Any] = {"method": method, "benchmark": benchmark, "conditions": dict(conditions)}
+    cell.update(doubt=doubt, score=1.0 if score else None)
     if not method:
         return PaperRun("", "the row is no method the harness runs (another system, or a table's text)")
     if not benchmark:
@@ -202,9 +202,7 @@ def cell_states(
     for rec in graded:
         for x in comparisons.get(rec.run_id, []):
             by_cell.setdefault(str(x.get("cell_id")), []).append((rec.run_id, rec.profile, x))
-    return {
-        str(_get(c, "cell_id")): state_of(c, by_cell.get(str(_get(c, "cell_id")), []), records) for c in cells
-    }
+    return {str(_get(c, "cell_id")): state_of(c, by_cell.get(str(_get(c, "cell_id")), []), records) for c in cells}
 
 
 def run_summary_states(comparisons: Sequence[Mapping[str, Any]], stage: str | None) -> dict[tuple[str, str], str]:
@@ -215,7 +213,9 @@ def run_summary_states(comparisons: Sequence[Mapping[str, Any]], stage: str | No
         if stage is not None and c.get("finetune_stage") not in (None, stage):
             continue  # a training-free run has one variant, named after its method
         out.setdefault((str(c.get("benchmark")), str(c.get("measure"))), []).append(str(c.get("status")))
-    return {k: worst(s for s in v if s in GRADED) if any(s in GRADED for s in v) else NOT_COMPARABLE for k, v in out.items()}
+    return {
+        k: worst(s for s in v if s in GRADED) if any(s in GRADED for s in v) else NOT_COMPARABLE for k, v in out.items()
+    }
 
 
 def states_line(states: Mapping[str, CellState]) -> str:
@@ -225,7 +225,11 @@ def states_line(states: Mapping[str, CellState]) -> str:
         counts[c.state] = counts.get(c.state, 0) + 1
     never = sum(c.state == NOT_COMPARABLE and not c.command for c in states.values())
     parts = [f"{s} {counts[s]}" for s in (*VERDICTS, NOT_YET_RUN) if s in counts]
-    tail = f" ({never} NOT-COMPARABLE: no paper-profile run can grade them, the reason per cell in --json)" if never else ""
+    tail = (
+        f" ({never} NOT-COMPARABLE: no paper-profile run can grade them, the reason per cell in --json)"
+        if never
+        else ""
+    )
     return f"papers' cells ({len(states)}): " + ", ".join(parts) + tail
 
 

@@ -94,6 +94,7 @@ from harness.core.statuses import (
 )
 from harness.core.text_table import format_table
 from harness.gate.admission import changed_run_files, data_mismatches, spec_change, unknown_checkpoint
+from harness.gate.cell_state import CellState, cell_states
 from harness.gate.grading import (
     CROSS_MACHINE_TOLERANCE,
     LOSS,
@@ -109,7 +110,6 @@ from harness.gate.grading import (
     reference_rows,
 )
 from harness.gate.references import resolve_references
-from harness.gate.cell_state import CellState, cell_states
 from harness.papers.registry import load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.records.store import (
