@@ -18,6 +18,7 @@ from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
 from harness.evaluation.compare import inconclusive_note
 from harness.evaluation.verdict import INCONCLUSIVE, NOT_COMPARABLE, worst
+from harness.gate.cell_state import cell_states, row_state
 from harness.gate.labels import system_axes, system_label
 from harness.gate.run import row_numbers
 from harness.papers.registry import paper_key
@@ -309,6 +310,7 @@ def main_table(
         and _keep(papers, paper_key(c))
         and (not main_only or str(c.get("table")) == "Table 1")
     ]
+    states = cell_states(mine, records, comparisons)  # the state every surface shows (gate.cell_state)
     for (paper, version, table, row), group in _row_groups(mine).items():
         line: dict[str, Any] = {
             "source": "reported",
@@ -320,7 +322,7 @@ def main_table(
         }
         for c in group:
             line[_column_for(c["benchmark"], c["measure"])] = reported_points(c) or MISSING
-        line["status"] = ""
+        line["status"] = row_state([states[str(c.get("cell_id"))] for c in group])
         rows.append(line)
         for rec in recs:
             comps = [

@@ -59,7 +59,7 @@ def test_points_are_graded(tmp_path, capsys):
 )
 def test_fractions_where_points_belong_are_refused_with_the_fix(tmp_path, capsys, metrics):
     err = refused(tmp_path, capsys, entry(metrics))
-    assert "runs[1]: every value is at most 1" in err and "fractions, not points" in err
+    assert "runs[0]: every value is at most 1" in err and "fractions, not points" in err
     assert "multiply each value by 100" in err
 
 
@@ -95,7 +95,7 @@ def test_a_measure_spelt_as_its_alias_is_read(tmp_path):
 def test_a_seed_listed_twice_is_refused(tmp_path, capsys, seeds):
     values = [38.0 + i / 10 for i in range(len(seeds))]
     err = refused(tmp_path, capsys, entry({"msmarco-dev": {"MRR@10": values}}, seeds=seeds))
-    assert "runs[1].seeds: 42 given more than once" in err
+    assert "runs[0].seeds: 42 given more than once" in err
 
 
 def test_seeds_are_integers(tmp_path, capsys):
@@ -104,7 +104,7 @@ def test_seeds_are_integers(tmp_path, capsys):
 
 def test_an_extra_key_is_named_as_such(tmp_path, capsys):
     err = refused(tmp_path, capsys, entry(seed=[42]))
-    assert "runs[1]: unknown key 'seed'" in err and "Did you mean: seeds" in err
+    assert "runs[0]: unknown key 'seed'" in err and "Did you mean: seeds" in err
     assert "needs method and metrics" not in err
 
 
@@ -116,7 +116,7 @@ def test_an_extra_key_at_the_top_is_named_too(tmp_path, capsys):
 def test_inf_and_nan_are_not_finite_numbers(tmp_path, capsys, value):
     text = json.dumps(entry({"msmarco-dev": {"MRR@10": "VALUE"}})).replace('"VALUE"', value)
     err = refused(tmp_path, capsys, text)
-    assert "runs[1].metrics.msmarco-dev.MRR@10" in err and "not a finite number" in err
+    assert "runs[0].metrics.msmarco-dev.MRR@10" in err and "not a finite number" in err
     assert "non-numeric" not in err and "not a number or" not in err
 
 

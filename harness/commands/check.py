@@ -12,6 +12,7 @@ from harness.commands._output import json_target, records_folder, write_json
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir, local_runs_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
+from harness.gate.cell_state import states_line
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
 from harness.gate.references import accept_reference, admit_local
 from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
@@ -132,6 +133,8 @@ def _check(args: argparse.Namespace) -> int:
         args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross
     )
     print(format_gate(result) if args.all else format_summary(result))
+    if result.cells:
+        print(states_line(result.cells))  # the same states as the glance tab, the report and `grade`
     yours = _your_runs(args, tolerance, cross)
     if not args.all and (hidden := hidden_rows(result, yours)):
         print(f"\n{hidden} passing or ungraded row(s) not shown: `python -m harness check --all` lists every row")

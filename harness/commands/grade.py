@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._output import write_json
+from harness.core.points import reported_text
 from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
 from harness.gate.own_numbers import grade, summarise
@@ -54,7 +55,7 @@ def _grade(args: argparse.Namespace) -> int:
             r["row"],
             r["benchmark"],
             r["measure"],
-            _num(r["reported"], r["kind"] == "effect"),
+            _num(r["reported"], True) if r["kind"] == "effect" else reported_text(r["reported"], r.get("printed")),
             _num(r["value"], r["kind"] == "effect"),
             _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True),
             _sigma(r),

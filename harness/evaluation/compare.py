@@ -85,6 +85,7 @@ class Comparison:
     reason: str = ""  # why NOT-COMPARABLE
     notes: str = ""  # conditions the run did not state, etc.
     finetune_stage: str | None = None  # which of the run's retrievers was compared (retriever1/2/3)
+    same_as: str = ""  # the cell id of the first cell printing this same number: its verdict, graded once
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +191,28 @@ def comparability(
 # ---------------------------------------------------------------------------- compare
 
 
+def number_key(cell: Any) -> tuple:
+    """What makes two cells one printed number: the method, benchmark, measure, printed value and
+    conditions (a number a paper prints in two tables, or two versions print, is one result)."""
+    conditions = tuple(sorted((str(k), str(v)) for k, v in dict(_field(cell, "conditions") or {}).items()))
+    measure = canonical_measure(str(_field(cell, "measure") or ""))
+    return (_field(cell, "method"), _field(cell, "benchmark"), measure, str(_field(cell, "value")), conditions)
+
+
+def printed_in(cell: Any) -> str:
+    """Where a cell is printed, as a reader finds it: 'qc-v1 Table 2' (its cell id's paper key)."""
+    cell_id = str(_field(cell, "cell_id") or "")
+    paper = cell_id.split("/", 1)[0] if "/" in cell_id else _field(cell, "paper") or _field(cell, "paper_file")
+    return f"{paper} {_field(cell, 'table')}"
+
+
+# What a repeated print of a number takes from its first print: the verdict and everything behind it.
+_GRADED_FIELDS = (
+    "tolerance", "tolerance_why", "status", "rule", "sigma", "sigma_df", "sigma_why", "sigma_source", "ci_low",
+    "ci_high", "p_equivalent", "p_different", "runs", "seeds_needed", "within", "no_runs_sigma", "reason",
+)  # fmt: skip
+
+
 def _canonical_table(table: Mapping[str, Any]) -> dict[str, Any]:
     return {canonical_measure(m): v for m, v in table.items()}
 
@@ -212,6 +235,8 @@ def compare(
     tolerances = tolerances or load_tolerances()
     metrics_c = {b: _canonical_table(t) for b, t in metrics.items()}
     out, tests = [], []
+    first: dict[tuple, Comparison] = {}  # each printed number graded once (issue 53)
+    repeats: list[tuple[Comparison, Comparison]] = []
     for cell in cells:
         conditions = dict(_field(cell, "conditions") or {})
         texts: dict[str, Any] = {f: "" if _field(cell, f) is None else str(_field(cell, f)) for f in _CELL_FIELDS}
@@ -226,6 +251,13 @@ def compare(
         if comp.reported is not None and comp.reproduced is not None:
             comp.delta = comp.reproduced - comp.reported
 
+        key = number_key(cell)
+        if key in first:  # the same number printed again: it takes the first print's verdict below
+            comp.same_as = first[key].cell_id
+            out.append(comp)
+            repeats.append((comp, first[key]))
+            continue
+        first[key] = comp
         reason, comp.notes = comparability(comp.method or None, conditions, run_conditions)
         doubt = _field(cell, "doubt")
         if not reason and doubt:
@@ -269,6 +301,10 @@ def compare(
                 comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family), df=test.df)
                 if comp.seeds_needed is None:
                     comp.no_runs_sigma = rule.sigma_no_runs_can(test.d, test.delta, k, len(family), df=test.df)
+    for comp, shown in repeats:
+        for name in _GRADED_FIELDS:
+            setattr(comp, name, getattr(shown, name))
+        comp.notes = "; ".join(filter(None, [shown.notes, f"graded once, as printed in {printed_in(shown)}"]))
     return out
 
 
@@ -306,6 +342,34 @@ def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:
     )
     source = _field(comp, "sigma_source")
     return note + (f" (sigma_rep {sigma:.2f}: {source})" if sigma is not None and source else "")
+
+
+def different_note(comp: Comparison | Mapping[str, Any]) -> str:
+    """Why a DIFFERENT cell is one, in words (a Comparison or its ``to_dict``): the difference, the
+    margin or tolerance it exceeds, and the test that rejected d = 0."""
+    d, margin = _field(comp, "delta"), _field(comp, "tolerance")
+    if d is None or margin is None:
+        return ""
+    side = "below" if d < 0 else "above"
+    if _field(comp, "rule") == "exact":
+        return f"{abs(d):.2f} points {side} the paper's number: beyond the fixed tolerance +-{margin:.2f}"
+    p = _field(comp, "p_different")
+    test = "" if p is None else f"; d = 0 rejected (Holm p {'< 0.001' if p < 0.001 else f'= {p:.3f}'})"
+    return f"{abs(d):.2f} points {side} the paper's number: beyond the practical margin +-{margin:.2f}{test}"
+
+
+def verdict_note(comp: Comparison | Mapping[str, Any]) -> str:
+    """The note a graded or ungraded cell shows beside its verdict: why not comparable, what an
+    INCONCLUSIVE one needs, why a DIFFERENT one is, and the notes on its conditions."""
+    status = _field(comp, "status")
+    if _field(comp, "reason"):
+        return str(_field(comp, "reason"))
+    why = ""
+    if status == rule.INCONCLUSIVE:
+        why = inconclusive_note(comp)
+    elif status in (rule.DIFFERENT_BELOW, rule.DIFFERENT_ABOVE):
+        why = different_note(comp)
+    return "; ".join(filter(None, [why, str(_field(comp, "notes") or "")]))
 
 
 # ---------------------------------------------------------------------------- display

@@ -8,6 +8,8 @@
   reference, and the paired effects.
 * :mod:`harness.gate.labels`: the printed name of the system a cell belongs to (the gate, the
   report and the leaderboard label cells alike).
+* :mod:`harness.gate.cell_state`: each papers' cell's one state for a set of records, and the run that
+  would grade it or why none can (every surface reads it).
 * :mod:`harness.gate.run`: every record through all of it, the verdict and its table.
 * :mod:`harness.gate.summary`: what `check` prints first: the verdict and counts in one line, the
   failing rows, and what ``--all`` would add.

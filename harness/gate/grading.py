@@ -26,7 +26,6 @@ from harness.core.points import p_phrase
 from harness.core.statuses import (
     EFFECT,
     FAIL,
-    INCONCLUSIVE,
     NEAR,
     NEAR_FACTOR,
     NO_CELLS,
@@ -37,7 +36,7 @@ from harness.core.statuses import (
     UNTRAINED,
 )
 from harness.evaluation.bootstrap import paired_bootstrap
-from harness.evaluation.compare import PAPER_PROFILE, TRAINING_FREE_FAMILIES, compare, inconclusive_note
+from harness.evaluation.compare import PAPER_PROFILE, TRAINING_FREE_FAMILIES, compare, verdict_note
 from harness.evaluation.effects import count_checks, method_effects
 from harness.gate.labels import source_label, system_axes
 from harness.papers.released import (
@@ -94,6 +93,7 @@ class GateRow:
     stage: str = ""  # which of the run's retrievers the number is (retriever1/2/3), where it is one of several
     printed: str = ""  # the paper's cell as printed ("0.340"): `expected` is it in points
     unit: str = POINTS
+    cell_id: str = ""  # the papers' cell a comparison row grades (gate.cell_state keys its states by it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,17 +180,10 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
                 tolerance=c.get("tolerance"),
                 ci_low=c.get("ci_low"),
                 ci_high=c.get("ci_high"),
-                note=str(
-                    c.get("reason")
-                    or "; ".join(
-                        filter(
-                            None,
-                            [inconclusive_note(c) if c.get("status") == INCONCLUSIVE else "", c.get("notes") or ""],
-                        )
-                    )
-                ),
+                note=verdict_note(c),
                 stage=str(c.get("finetune_stage") or ""),
                 printed=str(c.get("value") or ""),
+                cell_id=str(c.get("cell_id") or ""),
             )
         )
     return rows

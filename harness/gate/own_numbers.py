@@ -32,14 +32,13 @@ from typing import Any
 
 from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.fsutil import file_problem
-from harness.core.statuses import INCONCLUSIVE
 from harness.evaluation.claims import Pairing, claim_pairs, claims_for
 from harness.evaluation.claims import grade as grade_claims
-from harness.evaluation.compare import Comparison, compare, inconclusive_note
+from harness.evaluation.compare import Comparison, compare, printed_in, verdict_note
 from harness.evaluation.margins import Evidence, user_seeds
 from harness.evaluation.tolerances import canonical_measure
 from harness.gate.grading import TRAINING_FREE_FAMILIES
-from harness.papers.registry import cells_for
+from harness.papers.registry import cells_for, load_papers
 from harness.papers.schema import BENCHMARKS
 from harness.spec.conditions import run_conditions
 from harness.spec.method import load_method
@@ -222,7 +221,7 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         raise DataFormatError(path, None, "no 'runs' list", 'write {"runs": [{"method": ..., "metrics": ...}]}')
     _unknown_keys(path, None, data, FILE_KEYS)
     out = []
-    for i, entry in enumerate(entries, 1):
+    for i, entry in enumerate(entries):  # runs[0] is the first, as JSON indexes it
         where = f"runs[{i}]"
         if isinstance(entry, dict):
             _unknown_keys(path, where, entry, RUN_KEYS)
@@ -244,8 +243,11 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
             raise DataFormatError(
                 path,
                 None,
-                f"{where}: stage {stage!r} is not one {method} trains",
-                f"use one of {', '.join(trained) or '(none: a training-free method)'}",
+                f"{where}: stage {stage!r} is not one {method} trains"
+                + (f" (its stages: {', '.join(trained)})" if trained else " (it trains no retriever)"),
+                f"use one of {', '.join(trained)}"
+                if trained
+                else f'remove "stage": {method} is training-free, its one result is graded without a stage',
             )
         seeds = _seeds(path, where, entry.get("seeds"))
         metrics: dict[str, dict[str, float]] = {}
@@ -322,8 +324,10 @@ def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
         "within": c.within,
         "sigma_df": c.sigma_df,
         "sigma_source": c.sigma_source,
-        "reason": c.reason
-        or "; ".join(filter(None, [inconclusive_note(c) if c.status == INCONCLUSIVE else "", c.notes])),
+        "cell_id": c.cell_id,
+        "printed": c.value,  # as the paper printed it: `reported` is it in points
+        "also_printed_in": [],  # other tables or versions printing the same number (graded once)
+        "reason": verdict_note(c),
     }
 
 
@@ -333,10 +337,17 @@ def grade_cells(run: OwnRun, evidence: tuple[Evidence, ...] | None = None) -> li
     fractions = {b: {m: v / 100.0 for m, v in t.items()} for b, t in run.metrics.items()}
     cells = [c for c in cells_for(method=run.method) if c.benchmark in fractions]
     evidence = run.evidence() if evidence is None else evidence
-    return [
-        _cell_row(c, run)
-        for c in compare(fractions, None, cells, run.conditions, exact=run.exact, runs=run.runs, evidence=evidence)
-    ]
+    comps = compare(fractions, None, cells, run.conditions, exact=run.exact, runs=run.runs, evidence=evidence)
+    rows = {c.cell_id: _cell_row(c, run) for c in comps if not c.same_as}
+    for c in comps:  # a number printed again (another table or version) is one row: graded once
+        if c.same_as:
+            rows[c.same_as]["also_printed_in"].append(printed_in(c))
+    for row in rows.values():
+        if row["also_printed_in"]:
+            row["also_printed_in"] = list(dict.fromkeys(row["also_printed_in"]))
+            also = f"also printed in {', '.join(row['also_printed_in'])}"
+            row["reason"] = "; ".join(filter(None, [row["reason"], also]))
+    return list(rows.values())
 
 
 def _stage_fits(claim_stage: str | None, run: OwnRun) -> bool:
@@ -349,6 +360,8 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
     """Every printed effect between two runs (A minus B: two methods, or one method's two stages),
     graded together so that the claims of one table are one Holm family."""
     pairings, oriented = [], set(claim_pairs())  # each printed difference once, in its paper's direction
+    printed: dict[tuple, list[str]] = {}  # a difference -> the other sources printing it
+    also: list[list[str]] = []  # per pairing
     for a in runs:
         for b in runs:
             if a is b or (a.method == b.method and a.stage == b.stage) or (a.method, b.method) not in oriented:
@@ -359,6 +372,12 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
                 if not (_stage_fits(claim.a_stage, a) and _stage_fits(claim.b_stage, b)):
                     continue
                 key = (claim.benchmark, canonical_measure(claim.measure))
+                same = (a.index, b.index, *key, claim.a_value, claim.b_value, claim.a_conditions, claim.b_conditions)
+                if same in printed:  # the same difference printed in another table or version: graded once
+                    printed[same].append(claim.source)
+                    continue
+                printed[same] = []
+                also.append(printed[same])
                 pairings.append(
                     (
                         a,
@@ -370,7 +389,7 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
                 )
     out = []
     evidence = tuple(e for r in runs for e in r.evidence()) if evidence is None else evidence
-    for (a, b, p), check in zip(pairings, grade_claims([p for _, _, p in pairings], evidence)):
+    for (a, b, p), check, others in zip(pairings, grade_claims([p for _, _, p in pairings], evidence), also):
         claim = p.claim
         paper_file, version, table = claim.source.split(" ", 2)  # "<paper file> <version> <table>"
         out.append(
@@ -397,10 +416,24 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
                 "seeds_needed": check.seeds_needed,
                 "sigma_df": check.sigma_df,
                 "sigma_source": check.sigma_source,
-                "reason": check.reason,
+                "also_printed_in": [_source_label(s) for s in others],
+                "reason": "; ".join(
+                    filter(
+                        None,
+                        [check.reason, f"also printed in {', '.join(map(_source_label, others))}" if others else ""],
+                    )
+                ),
             }
         )
     return out
+
+
+def _source_label(source: str) -> str:
+    """A claim's source ('qc-pretraining-v2.txt v2 Table 1') as a cell's is named: 'qc-v2 Table 1'."""
+    paper_file, _, rest = source.partition(" ")
+    table = rest.split(" ", 1)[1] if " " in rest else rest
+    key = next((p.paper for p in load_papers() if p.paper_file == paper_file), paper_file)
+    return f"{key} {table}"
 
 
 def grade(path: str | Path) -> list[dict[str, Any]]:

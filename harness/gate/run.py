@@ -67,7 +67,7 @@ NO-REFERENCE, STALE-REFERENCE, SPEC-CHANGED and IN-PROGRESS.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,7 @@ from harness.core.statuses import (
 )
 from harness.core.text_table import format_table
 from harness.gate.admission import changed_run_files, data_mismatches, spec_change, unknown_checkpoint
+from harness.gate.cell_state import CellState, cell_states
 from harness.gate.grading import (
     CROSS_MACHINE_TOLERANCE,
     LOSS,
@@ -132,6 +133,7 @@ class GateResult:
     skipped: list[Skipped]
     strict: bool = False
     n_records: int = 0
+    cells: dict[str, CellState] = field(default_factory=dict)  # each papers' cell's one state (gate.cell_state)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -168,6 +170,7 @@ class GateResult:
             "rows": [r.to_dict() for r in self.rows],
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in self.skipped],
             "tiny_tolerance": TINY_TOLERANCE,
+            "cells": {k: {"state": c.state, "reason": c.reason, "command": c.command} for k, c in self.cells.items()},
         }
 
 
@@ -287,10 +290,12 @@ def run_gate(
                 )
             )
     groups: dict[tuple[str, str], list[RunRecord]] = {}
+    compared: list[RunRecord] = []  # the paper-graded records compared with the papers' cells
     for rec in usable:
         if rec.profile in PAPER_GRADED:
             try:
                 result.rows.extend(paper_rows(rec, cells))
+                compared.append(rec)
             except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
                 _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
             if rec.profile == CHECKPOINT_PROFILE or (rec.method, rec.profile) not in references:
@@ -341,6 +346,8 @@ def run_gate(
                 except Exception as exc:  # noqa: BLE001 - any failure to start Java means: skip
                     _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
     result.rows.extend(effect_rows(usable))
+    if cells:  # the state every surface gives each papers' cell, over the records graded here
+        result.cells = cell_states(cells, compared)
     return result
 
 

@@ -38,12 +38,12 @@ from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.data.sampled import base_name
 from harness.evaluation.bootstrap import bootstrap_ci
 from harness.evaluation.claims import claim_pairs, claims_for, spec_reason
-from harness.evaluation.compare import inconclusive_note
 from harness.evaluation.conventions import primary_measure
 from harness.evaluation.effects import count_checks, latest_by_method, method_effects, scores_by_stage
 from harness.evaluation.tolerances import canonical_measure
-from harness.evaluation.verdict import INCONCLUSIVE, NOT_COMPARABLE, VERDICTS, worst
+from harness.evaluation.verdict import INCONCLUSIVE, NOT_COMPARABLE, VERDICTS
 from harness.gate.admission import data_mismatches, set_apart
+from harness.gate.cell_state import cell_states, paper_run
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.labels import source_label, system_axes
 from harness.papers.registry import load_reported_cells, paper_key
@@ -98,6 +98,7 @@ class HeadlineRow:
     reason: str = ""
     command: str = ""  # how to reproduce (or re-run) it
     cost: str = ""  # projected on the declared hardware, NOT-YET-RUN rows only
+    cell_id: str = ""  # the registry cell (gate.cell_state gives its state)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -262,15 +263,13 @@ def headline_rows(
     comparisons: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> list[HeadlineRow]:
     """One row per headline cell (``comparisons``: run id -> ``gate.grading.paper_comparisons`` dicts)."""
-    graded = [r for r in records if r.profile in PAPER_GRADED]
-    by_cell: dict[str, list[tuple[RunRecord, Mapping[str, Any]]]] = {}
-    for rec in graded:
-        for x in comparisons.get(rec.run_id, []):
-            by_cell.setdefault(str(x.get("cell_id")), []).append((rec, x))
+    heads = headline_cells(cells)
+    states = cell_states(heads, records, comparisons)  # the one state every surface shows
     axes = system_axes(cells)
     rows = []
-    for c in headline_cells(cells):
+    for c in heads:
         conditions = c.get("conditions") or {}
+        got = states[str(c.get("cell_id"))]
         row = HeadlineRow(
             paper_key(c),
             str(c.get("version") or ""),
@@ -284,47 +283,32 @@ def headline_rows(
             float(points(c["score"])),
             source_label(c, axes),
             "cited" in conditions,
-            NOT_YET_RUN,
+            got.state,
+            runs=list(got.runs),
+            reason=got.reason,
+            command=got.command,
+            cell_id=got.cell_id,
         )
-        found = by_cell.get(str(c.get("cell_id")), [])
-        comparable = [(r, x) for r, x in found if x.get("status") in GRADED]
-        row.command, extra = paper_command(row.method, row.benchmark)
-        if comparable:
-            row.state = worst(x["status"] for _, x in comparable)
-            rec, x = next((r, x) for r, x in comparable if x["status"] == row.state)
-            row.runs = sorted({r.run_id for r, _ in comparable})
+        if got.state in GRADED:
+            x = got.comparison
             row.reproduced, row.delta = x.get("reproduced"), x.get("delta")
             row.ci_low, row.ci_high = x.get("ci_low"), x.get("ci_high")
-            row.reason = "; ".join(
-                filter(None, [inconclusive_note(x) if row.state == INCONCLUSIVE else "", str(x.get("notes") or "")])
-            )
-            if rec.profile == "checkpoint":  # released weights: re-scored by `reproduce`, not run
+            if got.profile == "checkpoint":  # released weights: re-scored by `reproduce`, not run
+                rec = next(r for r in records if r.run_id in got.runs and r.profile == "checkpoint")
                 name = (rec.get("checkpoint") or {}).get("name", "")
                 row.command = (
                     f"python -m harness reproduce --checkpoint {name} "
                     f"--benchmark {','.join(_datasets_of(row.benchmark))}"
                 )
-        elif found:
-            row.state = NOT_COMPARABLE
-            row.runs = sorted({r.run_id for r, _ in found})
-            row.reason = str(found[0][1].get("reason") or "")
-        else:
-            row.reason = _not_run_reason(row.method, row.benchmark, records)
-            if row.method in ("bm25",) or _spec_datasets(row.method) is not None:
-                row.cost = projected_cost(row.method, extra)
-            else:
-                row.command, row.reason = "", f"no paper profile of {row.method} in specs/: cannot be run"
+        elif got.state == NOT_YET_RUN and got.command:
+            can = paper_run(c)
+            row.cost = (
+                "released weights: encoding and retrieval only, not projected"
+                if can.via
+                else projected_cost(row.method, can.datasets)
+            )
         rows.append(row)
     return rows
-
-
-def _not_run_reason(method: str, benchmark: str, records: Sequence[RunRecord]) -> str:
-    if any(r.method == method and r.profile in PAPER_GRADED for r in records):
-        return f"the paper-profile runs of {method} did not score {benchmark}"
-    others = sorted({r.profile for r in records if r.method == method})
-    return "no paper-profile run yet" + (
-        f"; the runs so far ({', '.join(others)}) are not comparable with the papers" if others else ""
-    )
 
 
 # ----------------------------------------------------------------------------- 1a: one line per method
@@ -361,7 +345,8 @@ def method_lines(rows: Sequence[HeadlineRow]) -> list[MethodLine]:
         found[r.state] = found.get(r.state, 0) + 1
     for line in lines.values():
         line.states = {c: {s: found[s] for s in STATES if s in found} for c, found in line.states.items()}
-        untried = [r for r in rows if r.method == line.method and r.state == NOT_YET_RUN]
+        # the cells a paper-profile run would grade (a released checkpoint's rows are `reproduce`'s)
+        untried = [r for r in rows if r.method == line.method and r.state == NOT_YET_RUN and " run " in r.command]
         if untried and _spec_datasets(line.method) is not None:
             # the datasets the paper spec lacks (BM25's covers SciFact and NFCorpus only): named, so one
             # command covers every untried cell

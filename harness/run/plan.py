@@ -18,7 +18,7 @@ from typing import Any
 from harness import SEED
 from harness.core.hardware import Hardware, detect, planned_world_size
 from harness.data.requirements import missing_inputs
-from harness.evaluation.compare import comparability
+from harness.gate.cell_state import paper_run, stage_reason
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import STOP
@@ -168,8 +168,8 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
         if variant.startswith("retriever"):
             conditions.update(finetune_stage=variant, final_stage=final)
         for cell in cells:
-            if cell.doubt or comparability(cell.method, dict(cell.conditions or {}), conditions)[0]:
-                continue  # a doubtful cell is shown, never graded
+            if stage_reason(cell, conditions):  # the rule every surface's cell state reads (gate.cell_state)
+                continue
             matched = ", ".join(f"{k}={v}" for k, v in sorted((cell.conditions or {}).items())) or "none stated"
             lines.append(
                 f"    {cell.paper} {cell.table} {cell.row} / {cell.column} ({cell.benchmark} {cell.measure}, "
@@ -177,11 +177,15 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
             )
     head = f"  graded cells: {len(lines)}"
     if not lines:
-        why = (
-            "the profile is not 'paper'"
-            if spec.profile != "paper"
-            else "no reported cell states this run's setting (steps, data, stage, deviations)"
-        )
+        if spec.profile != "paper":
+            why = "the profile is not 'paper'"
+        else:  # each reason no paper-profile run can grade these cells, as the glance and report give it
+            reasons = dict.fromkeys(paper_run(c).reason for c in cells if paper_run(c).reason)
+            why = (
+                f"no paper-profile run can grade {spec.name}'s cells here: {'; '.join(reasons)}"
+                if reasons
+                else "no reported cell states this run's setting (steps, data, stage, deviations)"
+            )
         return [f"{head} ({why}: nothing this run produces is compared with a paper)"]
     return [
         head + " (each paper cell this run's numbers will be graded against, by the rule of "

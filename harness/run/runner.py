@@ -31,6 +31,7 @@ from harness.evaluation.measures import (
     normalise_subset_ids,
     warn_unretrievable,
 )
+from harness.gate.cell_state import run_summary_states
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import STOP, RunContext, StageLog
@@ -451,11 +452,7 @@ def summary_line(record: dict[str, Any], path: Path) -> str:
     """The run's last line: its final retriever's primary measure per benchmark, in points (out of 100:
     "nDCG@10 1.0 points" is a chance-level score, not a perfect one), with that cell's verdict."""
     final = record.get("finetune_stage")
-    statuses = {
-        (c["benchmark"], c["measure"]): c["status"]
-        for c in record["comparison"]
-        if c.get("finetune_stage") in (None, final)
-    }
+    statuses = run_summary_states(record["comparison"], final)  # the table's verdicts, one per number
     parts = []
     for ds, values in record["metrics"].items():
         primary = next(iter(values))
