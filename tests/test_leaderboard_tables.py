@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import importlib
 import json
 import sys
@@ -138,7 +140,11 @@ def test_method_page_frames(lb):
     hp = tables.hyperparameters_frame(rec).set_index("parameter")["value"]
     assert hp["retrieval.k1"] == "0.9" and hp["datasets"] == "scifact, nfcorpus"
     hw = tables.hardware_frame(rec).set_index("")
-    assert hw.loc["device type", "declared"] == "cpu" and hw.loc["cpus", "actual"] == "2"
+    # GPUs declared vs present, CPUs apart (a CPU run's "devices 1" is not 2 of anything); time as h:mm:ss
+    assert hw.loc["device", "declared"] == "cpu" and hw.loc["CPUs", "actual"] == "2"
+    assert hw.loc["GPUs", "declared"] == "0" and hw.loc["GPUs", "actual"] == "0"
+    assert re.fullmatch(r"\d+:\d\d:\d\d", hw.loc["wall time (h:mm:ss)", "actual"])
+    assert not st["details"].str.contains(r"[{}'\"]").any() and "time" in st and "seconds" not in st
     ci = tables.metric_ci_frame(rec)
     sci = _row(ci, benchmark="scifact", measure="nDCG@10")
     assert sci["queries"] == 300 and sci["ci_low"] < sci["value"] < sci["ci_high"]
