@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -171,3 +172,8 @@ def test_durations_and_stage_details_are_text_not_dicts():
         {"key": "ab12", "output": {"documents": 5183, "seconds": 40.71, "fit": {"acc": 0.0351}, "s": ["{'a': 1}"] * 5}}
     )
     assert details == "cache key ab12 · documents 5183 · seconds 40.71 s · fit acc 0.035 · s 5 items (in the record)"
+
+
+def test_a_grids_row_names_get_the_width_they_need():
+    frame = pd.DataFrame({"row": ["qc-v2 Table 1 · coCondenser (120K) · vs row above: reproduced"], "x": ["1.0"]})
+    assert display.name_width(frame) == {"row": display.PAD_PX + display.CHAR_PX * len(frame["row"][0])}
