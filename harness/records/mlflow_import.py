@@ -2,7 +2,7 @@
 
 `python -m harness ui` calls :func:`load_records_into_store` before it serves: each record of
 runs/records/ (and runs/seeds/) becomes one FINISHED parent run in its method's experiment, built like
-a live run's parent (:mod:`harness.records.tracking`): named ``<method>/<profile>/<seed>``, the record's
+a live run's parent (:mod:`harness.records.tracking`): named ``<method>/<profile>/<seed>/<stamp>``, the record's
 ``spec`` flattened to ``spec.<dotted.path>`` params, the same identity / verdict / git / hardware tags,
 and its final metrics as ``<benchmark>/<measure>`` in points (0-100, as the papers print them). Its
 start and end times are the record's, and the record itself is its ``record/`` artifact.
@@ -77,7 +77,7 @@ def committed_records(root: Path | None = None) -> tuple[list[RunRecord], list[S
 
 
 def run_name(record: RunRecord) -> str:
-    """``<method>/<profile>/<seed>``; a released checkpoint's ``<checkpoint>/checkpoint/<seed>``."""
+    """``<method>/<profile>/<seed>/<stamp>``; a released checkpoint's ``<checkpoint>/checkpoint/<seed>/<stamp>``."""
     seed = record.get("seed")
     name = record.method
     if record.profile == CHECKPOINT_PROFILE:

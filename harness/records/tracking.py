@@ -1,9 +1,9 @@
 """Tracking: MLflow (one parent run per invocation, a nested run per stage) and run records.
 
-A parent run is named ``<method>/<profile>/<seed>`` (:func:`parent_tracker`; the unique run_id is its
+A parent run is named ``<method>/<profile>/<seed>/<stamp>`` (:func:`parent_tracker`; the unique run_id is its
 ``run_id`` tag) and, once the run is scored, holds the FINAL stage's metrics as ``<benchmark>/<measure>``
 (:func:`log_parent_summary`) beside the flattened spec (params) and the verdict / git / hardware tags,
-so every method's parent has the same metric keys and MLflow's compare view lines them up. Stage
+so every method's parent has the same metric keys (and ``condition.*`` params) and MLflow's compare view lines them up. Stage
 metrics stay on the nested runs. Metric keys follow :func:`mlflow_key` (``nDCG@10`` -> ``nDCG_at_10``).
 
 MLflow is best-effort by default: if the tracking server is unreachable, slow or errors, the harness
@@ -507,10 +507,10 @@ def parent_tracker(
     enabled: bool = True,
     required: bool = False,
 ) -> Tracker:
-    """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>``
-    (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
+    """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>/<stamp>``
+    (e.g. ``cotmae_qc/mini/42/20261123T103403-84b2b3``, :func:`parent_run_name`), what the compare view shows as the column heading, and tagged
     ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``. A
-    ``run --stage NAME`` run (tag ``stage``) says so in its name: ``cotmae_qc/tiny/42 (--stage pretrain)``,
+    ``run --stage NAME`` run (tag ``stage``) says so in its name: ``cotmae_qc/tiny/42/<stamp> (--stage pretrain)``,
     so it is never taken for the full run of the same name."""
     name = parent_run_name(name, profile, seed, run_id) + (f" (--stage {tags['stage']})" if tags.get("stage") else "")
     return Tracker(
