@@ -446,5 +446,9 @@ def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     return (
         alt.layer(bars, points, zero, data=frame)
         .properties(height=height, width=420)
-        .facet(row=alt.Row("dataset:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start")))
+        .facet(
+            row=alt.Row(
+                "dataset:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start")
+            )
+        )
     )

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 

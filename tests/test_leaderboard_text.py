@@ -161,7 +161,9 @@ def test_the_page_shows_a_hostile_record_as_text(tmp_path, monkeypatch):
 
 
 def test_commands_and_paths_read_relative_to_the_checkout_never_another_machine():
-    command = "/work/exp-run/harness/__main__.py run --method cotmae --json /work/exp-run/runs/x.json --out /tmp/a/b.json"
+    command = (
+        "/work/exp-run/harness/__main__.py run --method cotmae --json /work/exp-run/runs/x.json --out /tmp/a/b.json"
+    )
     assert display.command_text(command) == "python -m harness run --method cotmae --json runs/x.json --out b.json"
     assert display.path_text(str(PROJECT_ROOT / "runs" / "records")) == "runs/records"
 

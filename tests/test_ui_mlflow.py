@@ -309,7 +309,9 @@ def test_parent_run_naming_and_keys():
     """The names a parent run gets (docs/tracking.md): run name, metric keys, tags, without a server."""
     from harness.records.tracking import mlflow_key, parent_metrics, parent_run_name, parent_tags, parent_tracker
 
-    assert parent_run_name("cotmae_qc", "mini", 42, "cotmae_qc__mini__20261123T1-ab") == "cotmae_qc/mini/42/20261123T1-ab"
+    assert (
+        parent_run_name("cotmae_qc", "mini", 42, "cotmae_qc__mini__20261123T1-ab") == "cotmae_qc/mini/42/20261123T1-ab"
+    )
     tracker = parent_tracker("bm25", "bm25", "paper", 43, "bm25__paper__x", {"papers": "lexmae"}, enabled=False)
     assert tracker.run_name == "bm25/paper/43/x"
     assert tracker.tags == {

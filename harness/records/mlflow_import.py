@@ -27,18 +27,18 @@ from typing import Any
 from harness.core.fsutil import exclusive_lock
 from harness.core.paths import PROJECT_ROOT, runs_dir
 from harness.records.store import RunRecord, Skipped, load_records
-from harness.spec.conditions import run_conditions
 from harness.records.tracking import (
+    EXPERIMENT_KIND,
     PARAMS_PER_BATCH,
     TAG_VALUE_LIMIT,
     mlflow_key,
-    EXPERIMENT_KIND,
     param_entries,
     parent_metrics,
     parent_params,
     parent_run_name,
     parent_tags,
 )
+from harness.spec.conditions import run_conditions
 
 RECORD_FOLDERS = ("records", "seeds")  # under runs/: the committed records, and other seeds' records
 LOADED_FROM_TAG = "harness.loaded_from"  # the record file a loaded run came from (absent on live runs)

@@ -133,9 +133,7 @@ def parent_params(
     """A run's parent params, the same for a live run and a loaded record: its identity, the settings its
     profile ran with (``spec.<dotted.path>``, :data:`NOT_SETTINGS` and, but on the paper profile,
     :data:`PAPER_ONLY` left out) and ``condition.<key>`` for every one of :data:`RUN_CONDITIONS`."""
-    settings = {
-        k: v for k, v in spec.items() if k not in NOT_SETTINGS and (profile == PAPER or k not in PAPER_ONLY)
-    }
+    settings = {k: v for k, v in spec.items() if k not in NOT_SETTINGS and (profile == PAPER or k not in PAPER_ONLY)}
     stated = {
         key: NOT_STATED if conditions.get(key) is None else _param_value(conditions[key]) for key in RUN_CONDITIONS
     }
