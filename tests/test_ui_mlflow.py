@@ -353,6 +353,7 @@ def test_parent_run_naming_and_keys():
         "seed": "42",
         "run_id": "r",
         "git.commit": "abc123",
+        "mlflow.source.git.commit": "abc123",  # MLflow's own: its run page shows the source version
         "git.dirty": "false",
         "hardware.cpu_model": "Xeon (6/207/2)",
         "hardware.cpus": "2",
