@@ -56,7 +56,13 @@ def _table(
     (else ``frame`` as text: rounded, "-" where missing, never "None"); the CSV keeps ``frame``'s numbers."""
     shown = display.text_frame(frame if shown is None else shown, digits, signed=signed)
     # Tall enough to show up to 20 rows without scrolling: a reproduced row sits under the paper's row.
-    st.dataframe(shown, hide_index=True, width="stretch", height=min(38 + 35 * max(1, len(shown)), 38 + 35 * 20))
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        height=min(38 + 35 * max(1, len(shown)), 38 + 35 * 20),
+        column_config={name: st.column_config.Column(width=px) for name, px in display.name_width(shown).items()},
+    )
     if caption:
         st.caption(caption)
     st.download_button(

@@ -18,10 +18,12 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 import pandas as pd
 
+from harness.core.paths import PROJECT_ROOT
 from harness.core.points import fmt, points_decimals
 
 MISSING = "-"
@@ -67,8 +69,89 @@ def run_caption(rec: Any, reference: bool = False) -> str:
     """The line under it: spec hash, date and command (code spans), and whether it is a reference."""
     return (
         f"spec hash {md_code(rec.spec_hash)} · created {md_text(rec.created)} · command "
-        f"{md_code(rec.get('command', ''))}" + (" · reference record" if reference else "")
+        f"{md_code(command_text(rec.get('command', '')))}" + (" · reference record" if reference else "")
     )
+
+
+_ENTRY = "/harness/__main__.py"  # how a recorded command names the harness: its checkout's path to it
+
+
+def command_text(command: Any) -> str:
+    """A recorded command as a reader can paste it in this checkout: ``/elsewhere/harness/__main__.py run
+    ...`` reads ``python -m harness run ...``; a path inside that checkout (or this one) is relative to it,
+    and any other absolute path (another machine's /tmp, a cache) shows only its file name."""
+    words = str("" if command is None else command).split()
+    roots = [str(PROJECT_ROOT)] + [w[: -len(_ENTRY)] for w in words if w.endswith(_ENTRY)]
+    out = []
+    for word in words:
+        if word.endswith(_ENTRY) or word == "harness/__main__.py":
+            out += ["python", "-m", "harness"]
+        else:
+            out.append(path_text(word, roots))
+    return " ".join(out)
+
+
+def path_text(value: str, roots: Iterable[str] = (str(PROJECT_ROOT),)) -> str:
+    """An absolute path relative to the checkout it lies in (one of ``roots``), else its file name: a
+    page never shows another machine's folders. Anything that is not an absolute path stays as is."""
+    if not value.startswith("/"):
+        return value
+    for root in roots:
+        if value == root or value.startswith(root.rstrip("/") + "/"):
+            return value[len(root) :].lstrip("/") or "."
+    return PurePosixPath(value).name or value
+
+
+def duration(seconds: Any) -> str:
+    """Seconds as h:mm:ss ("0:04:20"), "-" when missing; under a minute with its decimals ("0:00:03.6"
+    would hide nothing a reader needs, so a stage of 0.18 s reads "0.18 s")."""
+    if missing(seconds) or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return MISSING
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    whole = int(round(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+def detail_value(key: str, value: Any) -> str:
+    """A stage's output value as text: seconds as a duration, a fraction at 3 decimals, others at 2 (a
+    tiny number in scientific form), paths as :func:`path_text`, lists as their items or their count."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and key.endswith("seconds"):
+        return duration(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 1000:  # a count or a score sum stored as a float
+            return str(int(value))
+        if value != 0 and abs(value) < 0.01:
+            return f"{value:.1e}"
+        return f"{value:.3f}" if abs(value) < 1 else f"{value:.2f}"
+    if isinstance(value, (list, tuple)):
+        items = [detail_value(key, v) for v in value]
+        if len(items) <= 3 and not any(i.startswith(("{", "[")) for i in items):
+            return "; ".join(items)
+        return f"{len(items)} items (in the record)"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {detail_value(str(k), v)}" for k, v in value.items())
+    return MISSING if missing(value) else path_text(str(value))
+
+
+def details_text(details: Mapping[str, Any]) -> str:
+    """A stage's record fields but its name, dataset, cache flag and time, as "key value" text: nested
+    outputs flattened to dotted keys, never a dict's braces and quotes."""
+    parts = []
+    for key, value in details.items():
+        if isinstance(value, Mapping):  # a stage's "output": its own keys say what they are
+            prefix = "" if key == "output" else f"{key}."
+            parts += [f"{prefix}{k} {detail_value(str(k), v)}" for k, v in value.items() if not missing(v)]
+        elif not missing(value):
+            parts.append(f"{_DETAIL_NAMES.get(key, key)} {detail_value(key, value)}")
+    return " · ".join(parts)
+
+
+_DETAIL_NAMES = {"key": "cache key"}
 
 
 def missing(value: Any) -> bool:
@@ -136,6 +219,19 @@ def text_frame(
         places, sign = digits.get(column, default), column in signed
         out[column] = [_text(v, places, sign) for v in frame[column]]
     return out.reset_index(drop=True)
+
+
+CHAR_PX, PAD_PX, MAX_PX = 8, 28, 640  # the grid's font at about 8 px a character, its cell padding
+
+
+def name_width(frame: pd.DataFrame) -> dict[str, int]:
+    """The pixel width that shows the first column (a grid's row names: a method, a run id, an effect)
+    in full: the grid cuts a longer text with an ellipsis at its default width."""
+    if frame.empty or not len(frame.columns):
+        return {}
+    column = frame.columns[0]
+    longest = max([len(str(column)), *(len(str(v)) for v in frame[column])])
+    return {str(column): min(MAX_PX, PAD_PX + CHAR_PX * longest)}
 
 
 def _text(value: Any, places: int, signed: bool) -> str:

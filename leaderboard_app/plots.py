@@ -52,7 +52,10 @@ _SIZE_UNITS = {
 # ("27G", "4.3 GB", "45.83 QPS"); a qualifier before it ("Avg 17,203", "Upto 768") is read past.
 # Tick labels of an axis in points: at most 2 decimals, trailing zeros dropped ("42.6", "20"). Vega's own
 # choice for a one-point domain was "42.600000".
-POINTS_AXIS = alt.Axis(format=",.2~f")
+# Ticks never finer than the labels print (0.01 points): a finer step repeats a label ("-0.03 -0.03").
+POINTS_AXIS = alt.Axis(format=",.2~f", tickMinStep=0.01)
+# A category's label in full: Vega-Lite cuts one past 180 px with an ellipsis ("cocondenser - no...").
+FULL_LABELS = alt.Axis(labelLimit=0)
 _NUMBER = re.compile(r"^\s*(?:[A-Za-z]+\.?\s+)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d*\.?\d+)\s*([A-Za-z]*)\s*$")
 
 
@@ -232,7 +235,7 @@ def retriever_frame(cells: Sequence[Mapping[str, Any]], records: Sequence[RunRec
             {
                 "label": label,
                 "source": "reported",
-                "method": c.get("method") or "",
+                "method": c.get("method") or str(c.get("row") or "") or "unnamed row",  # a legend entry has a name
                 "benchmark": c.get("benchmark"),
                 "measure": c.get("measure"),
                 "retriever1": None,
@@ -340,7 +343,7 @@ def delta_chart(frame: pd.DataFrame) -> alt.Chart:
         .mark_bar()
         .encode(
             x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS),
-            y=alt.Y("benchmark:N", title=None),
+            y=alt.Y("benchmark:N", title=None, axis=FULL_LABELS),
             yOffset="against:N",
             color=alt.Color("status:N", scale=alt.Scale(domain=statuses, range=[STATUS_COLOURS[s] for s in statuses])),
             tooltip=[
@@ -360,11 +363,12 @@ def delta_chart(frame: pd.DataFrame) -> alt.Chart:
 
 
 def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:
+    """The per-query scores' histogram, in points like every other number on the page."""
     return (
-        alt.Chart(frame)
+        alt.Chart(frame.assign(points=100 * frame["score"]))
         .mark_bar()
         .encode(
-            x=alt.X("score:Q", bin=alt.Bin(maxbins=20), title=f"per-query {measure}"),
+            x=alt.X("points:Q", bin=alt.Bin(maxbins=20), title=f"per-query {measure} (points)"),
             y=alt.Y("count():Q", title="queries"),
         )
         .properties(height=260)
@@ -413,7 +417,7 @@ def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.D
 
 def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     """Each effect's paired delta (points) with its 95% CI, one row per effect, one panel per dataset."""
-    base = alt.Chart().encode(y=alt.Y("effect:N", title=None))
+    base = alt.Chart().encode(y=alt.Y("effect:N", title=None, axis=FULL_LABELS))
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("ci_low:Q", title="A - B (points), 95% CI", axis=POINTS_AXIS), x2="ci_high:Q"
     )
@@ -437,8 +441,14 @@ def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     )
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(x=alt.datum(0))
     height = max(120, 24 * frame["effect"].nunique())
+    # One panel per dataset stacked, each under its name: side by side, five panels ran past the page
+    # and the last was cut.
     return (
         alt.layer(bars, points, zero, data=frame)
-        .properties(height=height)
-        .facet(column=alt.Column("dataset:N", title=None))
+        .properties(height=height, width=420)
+        .facet(
+            row=alt.Row(
+                "dataset:N", title=None, header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start")
+            )
+        )
     )

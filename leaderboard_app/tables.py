@@ -30,9 +30,13 @@ from leaderboard_app.display import (
     P_DIGITS,
     cell_decimals,
     column_decimals,
+    details_text,
+    duration,
     md_code,
     md_text,
+    missing,
     number,
+    path_text,
     text_frame,
 )
 
@@ -549,6 +553,7 @@ def beir_table(
 
 
 def stages_frame(record: RunRecord) -> pd.DataFrame:
+    """One row per stage: its time as h:mm:ss and its recorded outputs as "key value" text."""
     rows = []
     for s in record.stages:
         extra = {k: v for k, v in s.items() if k not in ("stage", "dataset", "cached", "seconds")}
@@ -557,42 +562,57 @@ def stages_frame(record: RunRecord) -> pd.DataFrame:
                 "stage": s.get("stage"),
                 "dataset": s.get("dataset") or "",
                 "cached": bool(s.get("cached")),
-                "seconds": s.get("seconds"),
-                "details": ", ".join(f"{k}={v}" for k, v in extra.items()),
+                "time": duration(s.get("seconds")),
+                "details": details_text(extra),
             }
         )
-    return pd.DataFrame(rows, columns=["stage", "dataset", "cached", "seconds", "details"])
+    return pd.DataFrame(rows, columns=["stage", "dataset", "cached", "time", "details"])
 
 
 def hyperparameters_frame(record: RunRecord) -> pd.DataFrame:
     flat = flatten(record.spec) if record.spec else {}
     rows = [
-        {"parameter": k, "value": ", ".join(map(str, v)) if isinstance(v, list) else str(v)} for k, v in flat.items()
+        {"parameter": k, "value": ", ".join(map(str, v)) if isinstance(v, list) else path_text(str(v))}
+        for k, v in flat.items()
+        if v is not None
     ]
     return pd.DataFrame(rows, columns=["parameter", "value"])
 
 
+GPU_TYPES = ("cuda", "gpu")
+
+
 def hardware_frame(record: RunRecord) -> pd.DataFrame:
-    """Declared (the spec's hardware block) next to what the run actually had."""
+    """Declared (the spec's hardware block) next to what the run had: GPUs apart from CPUs (a CPU run
+    declares 0 GPUs, whatever accelerator the paper names), the wall time as h:mm:ss."""
     hw = record.get("hardware") or {}
     declared = hw.get("declared") or {}
     detected = hw.get("detected") or {}
     cuda = detected.get("cuda_devices") or []
+    on_gpu = declared.get("device_type") in GPU_TYPES
     hours = declared.get("hours")
-    seconds = record.get("seconds")
     rows = [
-        ("device type", declared.get("device_type"), "gpu" if cuda else "cpu"),
-        ("devices", declared.get("devices"), len(cuda) if cuda else detected.get("cpus")),
-        ("accelerator", declared.get("gpu"), ", ".join(cuda) if cuda else "none"),
-        ("wall time (hours)", hours, round(seconds / 3600, 3) if isinstance(seconds, (int, float)) else None),
-        ("cpus", declared.get("cpus"), detected.get("cpus")),
+        ("device", declared.get("device_type"), "cuda" if cuda else "cpu"),
+        ("GPUs", (declared.get("devices") or 1) if on_gpu else 0, len(cuda)),
+        ("GPU model", declared.get("gpu") if on_gpu else "none", ", ".join(cuda) if cuda else "none"),
+        ("GPU model the paper used", declared.get("gpu") if not on_gpu else None, None),
+        ("CPUs", declared.get("cpus"), detected.get("cpus")),
         ("memory (GiB)", declared.get("memory_gib"), detected.get("memory_gib")),
+        (
+            "wall time (h:mm:ss)",
+            duration(hours * 3600) if isinstance(hours, (int, float)) else None,
+            duration(record.get("seconds")),
+        ),
         ("platform", None, detected.get("platform")),
     ]
-    frame = pd.DataFrame(
-        [{"": k, "declared": "" if d is None else str(d), "actual": "" if a is None else str(a)} for k, d, a in rows]
+    return pd.DataFrame(
+        [
+            {"": k, "declared": MISSING if missing(d) else str(d), "actual": MISSING if missing(a) else str(a)}
+            for k, d, a in rows
+            if not (missing(d) and missing(a))
+        ],
+        columns=["", "declared", "actual"],
     )
-    return frame
 
 
 def per_query_frame(record: RunRecord, dataset: str, measure: str) -> pd.DataFrame:

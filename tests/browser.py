@@ -23,7 +23,8 @@ import pytest
 
 from harness.core.paths import PROJECT_ROOT
 
-ARTIFACTS = PROJECT_ROOT / "test-artifacts"
+# Screenshots: $HARNESS_SCREENSHOTS (a CI job's artifact folder) or test-artifacts/ (git-ignored).
+ARTIFACTS = Path(os.environ.get("HARNESS_SCREENSHOTS") or PROJECT_ROOT / "test-artifacts")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
     "--headless",
@@ -136,9 +137,9 @@ def chromium(
 
 
 def screenshot(tools: DevTools, name: str, *, full_page: bool = True) -> Path:
-    """The page as a PNG under test-artifacts/ (git-ignored), checked to be a real picture."""
+    """The page as a PNG under :data:`ARTIFACTS`, checked to be a real picture."""
     shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=full_page)
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     png = ARTIFACTS / name
     png.write_bytes(base64.b64decode(shot["data"]))
     assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -162,7 +162,7 @@ def test_method_page_shows_stages_hardware_and_per_query_scores(app):
     stages = _frame(at, "stage")
     assert list(stages["stage"]) == ["pretrain", "finetune", "index", "retrieve"]
     hw = _frame(at, "declared").set_index("")
-    assert hw.loc["device type", "actual"] == "cpu"
+    assert hw.loc["device", "actual"] == "cpu" and hw.loc["GPUs", "actual"] == "0"
     params = _frame(at, "parameter").set_index("parameter")["value"]
     assert params["pretrain.objective"] == "cotmae"
     ci = _frame(at, "queries")
@@ -220,7 +220,7 @@ def test_plots_tab_draws_the_four_charts(page):
         '"queries per second (log)"',
         '"reproduced - reported (points)"',
         '"retriever 1 (BM25 negatives), points"',
-        '"per-query nDCG@10"',
+        '"per-query nDCG@10 (points)"',  # the histogram in points, as its caption
     } <= titles
     eff = _frame(at, "qps")
     assert set(eff["label"]) >= {"lexmae · BM25", BM25}

@@ -11,6 +11,13 @@ test-artifacts/ (git-ignored, like the other browser tests' pictures). On every 
   and in the paper-comparison grids no number in points with more than 2 decimals (the finest any
   paper prints, "66.47"; only the "printed" column keeps a paper's fraction as printed).
 
+Issue 53, done-when 3 (these checks on every tab and on the static report, `report --html`, opened in
+the same browser): no raw dict / JSON text; no absolute path outside the checkout (a recorded command
+read "/work/exp-run/harness/__main__.py"); no text the page itself cuts with an ellipsis (an element
+with ``text-overflow: ellipsis`` whose text runs past it, or a chart label Vega cut with "…"), and no
+chart axis repeating a tick label ("-0.03 -0.03 ... 0.01"). Screenshots go to $HARNESS_SCREENSHOTS or
+test-artifacts/.
+
 And by default every paper-comparison grid (the MS MARCO & TREC DL and BEIR tabs) holds only runs of
 the profiles a paper can be compared with (paper, checkpoint), and the Plots tab's LexMAE points
 (the efficiency chart's data, shown as its table) have LexMAE Table 4's printed index sizes.
@@ -27,10 +34,11 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, chromium, free_port, screenshot, stop
+from browser import ARTIFACTS, CHROMIUM, chromium, free_port, screenshot, stop
 from test_leaderboard_tables import LEXMAE_TABLE4_INDEX_GB
 
 from harness.core.paths import PROJECT_ROOT
+from harness.present.report_html import write_report
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +60,9 @@ MISSING_WORDS = re.compile(r"\b(None|nan|NaN)\b")
 RAW_FLOAT = re.compile(r"\d\.\d{4,}")
 OVER_POINTS = re.compile(r"\d\.\d{3,}")
 SMALL_RUN = re.compile(r"__(tiny|mini|rehearsal)__")
+RAW_DICT = re.compile(r"""[{\[]\s*['"][^'"\n]{1,60}['"]\s*:|\{\}|\bdict\(""")
+ABSOLUTE_PATH = re.compile(r"""(?:^|[\s(=`'"])(/(?:[\w.+-]+/)+[\w.+-]*)""")
+HMS = re.compile(r"\d+:\d\d:\d\d|\d+\.\d\d s|-")
 SECONDS = 90
 
 # The shown tab's panel (hidden panels have no layout).
@@ -97,6 +108,26 @@ GRIDS = (
 })()"""
     % SHOWN_GRIDS
 )
+
+
+# In ``root``: texts an element cuts with a CSS ellipsis, chart labels Vega cut with "…", and each chart
+# axis's tick labels (an SVG chart's; a canvas one has none in the page).
+CUT = """((root) => {
+  const cut = [];
+  for (const e of root.querySelectorAll('*')) {
+    if (e.offsetParent === null || e.closest('details:not([open])')) continue;
+    const s = getComputedStyle(e);
+    if (s.textOverflow == 'ellipsis' && e.scrollWidth > e.clientWidth + 1 && e.innerText.trim()) cut.push(e.innerText.slice(0, 120));
+  }
+  const labels = Array.from(root.querySelectorAll('svg text')).map(t => t.textContent).filter(t => t.includes('\u2026'));
+  const axes = Array.from(root.querySelectorAll('svg g.role-axis-label')).map(g => Array.from(g.querySelectorAll('text')).map(t => t.textContent));
+  return {cut, labels, axes};
+})(%s)"""
+
+
+def _outside_checkout(text: str) -> list[str]:
+    """Absolute paths in ``text`` that do not lie in this checkout."""
+    return [p for p in ABSOLUTE_PATH.findall(text) if not (p + "/").startswith(str(PROJECT_ROOT) + "/")]
 
 
 def _evaluate(tools, expression: str, awaiting: bool = False):
@@ -160,6 +191,9 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
         )
     texts: dict[str, str] = {}
     grids: dict[str, list[dict]] = {}
+    cuts: dict[str, dict] = {}
+    # the static report, written while the server starts (it costs no extra wall time)
+    write_report(tmp_path / "site", RECORDS)
     try:
         with chromium(tmp_path, deadline, window="1600,2400") as tools:
 
@@ -180,6 +214,7 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
             for label, (wanted, n_grids) in TABS.items():
                 texts[label] = _shown_tab(tools, label, wanted, n_grids, deadline)
                 grids[label] = _evaluate(tools, GRIDS, awaiting=True)
+                cuts[label] = _evaluate(tools, CUT % PANEL)
                 screenshot(tools, f"leaderboard-{re.sub(r'[^a-z]+', '-', label.lower()).strip('-')}.png")
             # LexMAE Table 4's points drawn against index size: the chart's other axis
             _shown_tab(tools, "Plots", *TABS["Plots"], deadline)
@@ -196,6 +231,16 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
             time.sleep(0.5)  # its points are drawn a moment after its axes
             screenshot(tools, "leaderboard-plots-index-size.png")
             texts["sidebar and header"] = tools.text().split("At a glance")[0]
+            stop(server)
+            # the report, as a file (no server): every table and chart, the same checks
+            tools.call("Page.navigate", url=(tmp_path / "site" / "index.html").as_uri())
+            texts["report"] = _wait(
+                deadline,
+                lambda: _evaluate(tools, "document.readyState == 'complete' && document.body.innerText"),
+                "the report",
+            )
+            cuts["report"] = _evaluate(tools, CUT % "document.body")
+            screenshot(tools, "report-every-table.png")
     finally:
         stop(server)
     assert server.poll() is not None
@@ -206,8 +251,17 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
         cells = [c or "" for g in grids.get(label, []) for row in [g["header"], *g["rows"]] for c in row]
         for where in (text, *cells):
             assert not MISSING_WORDS.search(where), (label, MISSING_WORDS.search(where).group(0), where[:300])
-            hit = RAW_FLOAT.search(where)
+            hit = RAW_FLOAT.search(where) or RAW_DICT.search(where)
             assert not hit, (label, hit and where[max(0, hit.start() - 200) : hit.end() + 100])
+            assert not _outside_checkout(where), (label, _outside_checkout(where))
+    for label, found in cuts.items():
+        assert found["cut"] == [] and found["labels"] == [], (label, found)
+        repeated = [axis for axis in found["axes"] if any(a == b for a, b in zip(axis, axis[1:]))]
+        assert repeated == [], (label, repeated)
+    method = {g["header"][0] if g["header"][0] else "hardware": g for g in grids["Method"]}
+    assert all(HMS.fullmatch(row[method["stage"]["header"].index("time")]) for row in method["stage"]["rows"])
+    hardware = {row[0]: row[1:] for row in method["hardware"]["rows"]}
+    assert "GPUs" in hardware and "CPUs" in hardware and HMS.fullmatch(hardware["wall time (h:mm:ss)"][1])
     for label, found in grids.items():
         for grid in found:  # every row was scrolled into view and read
             missing = [
@@ -238,7 +292,7 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
         if row[col["label"]].startswith("lexmae · ") and row[col["index size"]] != "-"
     }
     assert sizes == pytest.approx(LEXMAE_TABLE4_INDEX_GB)
-    assert Path(PROJECT_ROOT / "test-artifacts" / "leaderboard-plots.png").is_file()
+    assert (ARTIFACTS / "leaderboard-plots.png").is_file() and (ARTIFACTS / "report-every-table.png").is_file()
 
 
 # Issue 54, done-when 3: record strings holding markdown, HTML and links, served and read in Chromium.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -138,7 +139,11 @@ def test_method_page_frames(lb):
     hp = tables.hyperparameters_frame(rec).set_index("parameter")["value"]
     assert hp["retrieval.k1"] == "0.9" and hp["datasets"] == "scifact, nfcorpus"
     hw = tables.hardware_frame(rec).set_index("")
-    assert hw.loc["device type", "declared"] == "cpu" and hw.loc["cpus", "actual"] == "2"
+    # GPUs declared vs present, CPUs apart (a CPU run's "devices 1" is not 2 of anything); time as h:mm:ss
+    assert hw.loc["device", "declared"] == "cpu" and hw.loc["CPUs", "actual"] == "2"
+    assert hw.loc["GPUs", "declared"] == "0" and hw.loc["GPUs", "actual"] == "0"
+    assert re.fullmatch(r"\d+:\d\d:\d\d", hw.loc["wall time (h:mm:ss)", "actual"])
+    assert not st["details"].str.contains(r"[{}'\"]").any() and "time" in st and "seconds" not in st
     ci = tables.metric_ci_frame(rec)
     sci = _row(ci, benchmark="scifact", measure="nDCG@10")
     assert sci["queries"] == 300 and sci["ci_low"] < sci["value"] < sci["ci_high"]
@@ -206,7 +211,23 @@ def test_retriever_pairs(lb):
 def test_delta_frame_keeps_comparable_rows(lb):
     d = plots.delta_frame(tables.comparison_frame(lb.records, lb.comparisons))
     assert set(d["status"]) == {"REPRODUCED"} and len(d) == 5
-    assert plots.delta_chart(d).to_dict()["mark"]["type"] == "bar"
+    spec = plots.delta_chart(d).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    # labels in full, ticks no finer than the labels print (else "-0.03 -0.03 ... 0.01")
+    assert spec["encoding"]["y"]["axis"]["labelLimit"] == 0
+    assert spec["encoding"]["x"]["axis"]["tickMinStep"] == 0.01
+
+
+def test_effects_chart_stacks_its_panels_with_labels_in_full(lb):
+    frame = plots.effects_frame(lb.records, lb.profiles)
+    spec = plots.effects_chart(frame).to_dict()
+    assert "row" in spec["facet"] and "column" not in spec["facet"]  # side by side, the last panel was cut
+    assert all(layer["encoding"]["y"]["axis"]["labelLimit"] == 0 for layer in spec["spec"]["layer"][:2])
+
+
+def test_every_retriever_point_names_its_legend_entry(lb):
+    r = plots.retriever_frame([{**c, "method": None, "row": "a printed row"} for c in lb.cells], lb.records)
+    assert len(r) and (r["method"].str.strip() != "").all()
 
 
 def test_csv_download_round_trips(lb):

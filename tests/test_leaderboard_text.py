@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -16,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.core.paths import PROJECT_ROOT
 from harness.present.glance_html import esc
 from harness.records.integrity import seal
 from harness.records.store import RunRecord
@@ -156,3 +158,24 @@ def test_the_page_shows_a_hostile_record_as_text(tmp_path, monkeypatch):
     outside_code = [re.sub(r"(`+) .*? \1", "", t) for t in texts]  # a code span shows its text as is
     for raw in (IMAGE, LINK, TAG):
         assert not any(raw in t for t in outside_code), raw
+
+
+def test_commands_and_paths_read_relative_to_the_checkout_never_another_machine():
+    command = (
+        "/work/exp-run/harness/__main__.py run --method cotmae --json /work/exp-run/runs/x.json --out /tmp/a/b.json"
+    )
+    assert display.command_text(command) == "python -m harness run --method cotmae --json runs/x.json --out b.json"
+    assert display.path_text(str(PROJECT_ROOT / "runs" / "records")) == "runs/records"
+
+
+def test_durations_and_stage_details_are_text_not_dicts():
+    assert display.duration(0.011 * 3600) == "39.60 s" and display.duration(3 * 3600 + 62) == "3:01:02"
+    details = display.details_text(
+        {"key": "ab12", "output": {"documents": 5183, "seconds": 40.71, "fit": {"acc": 0.0351}, "s": ["{'a': 1}"] * 5}}
+    )
+    assert details == "cache key ab12 · documents 5183 · seconds 40.71 s · fit acc 0.035 · s 5 items (in the record)"
+
+
+def test_a_grids_row_names_get_the_width_they_need():
+    frame = pd.DataFrame({"row": ["qc-v2 Table 1 · coCondenser (120K) · vs row above: reproduced"], "x": ["1.0"]})
+    assert display.name_width(frame) == {"row": display.PAD_PX + display.CHAR_PX * len(frame["row"][0])}

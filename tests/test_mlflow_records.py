@@ -20,7 +20,7 @@ from browser import CHROMIUM, chromium, free_port, screenshot, stop
 
 from harness.core.paths import PROJECT_ROOT
 from harness.records.mlflow_import import LOADED_FROM_TAG, committed_records, load_committed, run_name
-from harness.records.tracking import parent_metrics, parent_tracker
+from harness.records.tracking import RUN_CONDITIONS, parent_metrics, parent_tracker
 
 COMMITTED = PROJECT_ROOT / "runs"
 START_TIMEOUT = 600  # the load of every record, then the server, on a busy 2-core machine
@@ -60,15 +60,24 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
         assert len(runs) == 1, rec.run_id
         run = runs[0]
         assert run.info.status == "FINISHED" and "mlflow.parentRunId" not in run.data.tags
-        assert run.info.run_name == run_name(rec) == f"{rec.method}/{rec.profile}/{rec.get('seed')}"
+        stamp = rec.run_id.rsplit("__", 1)[-1]  # one name per run: five lexmae/mini/42 could not be told apart
+        assert run.info.run_name == run_name(rec) == f"{rec.method}/{rec.profile}/{rec.get('seed')}/{stamp}"
         # The live parent's keys (parent_metrics), values in points.
         assert set(run.data.metrics) == set(parent_metrics(rec.metrics))
         bench = sorted(rec.metrics)[0]
         measure = sorted(rec.metrics[bench])[0]
         key = f"{bench}/{measure.replace('@', '_at_')}"
-        assert run.data.metrics[key] == pytest.approx(100 * rec.metrics[bench][measure])
+        assert run.data.metrics[key] == pytest.approx(100 * rec.metrics[bench][measure], abs=0.005)
         assert all(0 <= v <= 100 for v in run.data.metrics.values())
         assert run.data.params["spec_hash"] == rec.spec_hash and run.data.params["profile"] == rec.profile
+        params = run.data.params
+        assert "None" not in params.values() and not [k for k in params if k.startswith("spec.conditions")]
+        assert {k for k in params if k.startswith("condition.")} == {f"condition.{k}" for k in RUN_CONDITIONS}
+        assert "spec.description" not in params and "spec.notes" not in params
+        if rec.profile != "paper":  # the paper's declared budget ("hours 60") is not a setting of a mini run
+            assert not [k for k in params if k.startswith("spec.hardware.")], rec.run_id
+        assert run.data.tags["mlflow.source.git.commit"] == rec.get("git")["commit"]
+        assert all(round(v, 2) == v for v in run.data.metrics.values())  # points at 2 decimals
         assert run.data.tags[LOADED_FROM_TAG].endswith(f"{rec.path.parent.name}/{rec.path.name}")
         statuses = [c["status"] for c in rec.comparison]
         assert run.data.tags["verdict.NOT-COMPARABLE"] == str(statuses.count("NOT-COMPARABLE"))
@@ -77,6 +86,9 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
     spec = next(r.spec for r in records if r.method == "bm25")
     assert bm25.data.params["spec.retrieval.k1"] == str(spec["retrieval"]["k1"])  # the record's spec, flattened
 
+    for experiment in client.search_experiments():  # opens on the runs table, not the GenAI traces view
+        if experiment.name != "Default":
+            assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development", experiment.name
     again = load_committed(uri, root, tmp_path / "mlartifacts")
     assert again.added == [] and again.present == 3
     total = sum(len(client.search_runs([e.experiment_id])) for e in client.search_experiments())
@@ -88,8 +100,10 @@ def test_a_single_stage_run_is_named_as_such():
     part = parent_tracker(
         "cotmae_qc", "cotmae_qc", "tiny", 42, "y", {"papers": "qc-v2", "stage": "pretrain"}, enabled=False
     )
-    assert whole.run_name == "cotmae_qc/tiny/42"
-    assert part.run_name == "cotmae_qc/tiny/42 (--stage pretrain)"
+    assert whole.run_name == "cotmae_qc/tiny/42/x"
+    assert part.run_name == "cotmae_qc/tiny/42/y (--stage pretrain)"
+    named = parent_tracker("lexmae", "lexmae", "mini", 42, "lexmae__mini__20261123T153706-4cfb23", {}, enabled=False)
+    assert named.run_name == "lexmae/mini/42/20261123T153706-4cfb23"
 
 
 def _rest(base: str, path: str, body: dict | None = None, query: str = "") -> dict:

@@ -205,7 +205,7 @@ def test_every_gate_table_ends_with_the_command_that_reproduces_its_rows(failed_
         assert headers[-1] == "reproduce with"
         assert all(r[-1].startswith("python -m harness ") for r in rows if r), [r for r in rows if r and not r[-1]]
     css = (folder / "style.css").read_text()
-    assert re.search(r"td:last-child \{position: sticky; right: 0", css)  # pinned in view when a table scrolls
+    assert "sticky" not in css  # a pinned column covered the delta and CI columns of a wide table (issue 53)
 
 
 def test_every_text_is_escaped_and_commands_name_the_run() -> None:
@@ -242,6 +242,16 @@ _LAYOUT = """(() => {
           folded_open: folded ? folded.open : null, command: command.innerText, at: {left: at.left, right: at.right},
           box: {left: box.getBoundingClientRect().left, right: box.getBoundingClientRect().right,
                 overflows: box.scrollWidth > box.clientWidth},
+          // every cell of every table whose text runs past its cell ("+0." of a cut delta), and every cell
+          // another one lies over (the point at its centre belongs to another cell)
+          clipped: Array.from(document.querySelectorAll('.glance-table td')).filter(c => c.offsetParent !== null
+            && c.scrollWidth > c.clientWidth + 1).map(c => c.innerText).slice(0, 5),
+          covered: Array.from(document.querySelectorAll('.glance-table td')).filter(c => {
+            const r = c.getBoundingClientRect();
+            if (c.offsetParent === null || r.width == 0 || r.bottom < 0 || r.top > window.innerHeight) return false;
+            const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+            return hit && !c.contains(hit) && hit.closest('td') !== null;
+          }).map(c => c.innerText).slice(0, 5),
           width: window.innerWidth};
 })()"""
 
@@ -251,8 +261,8 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
     folder, checked = site
     deadline = time.monotonic() + 60
     # no network at all: every host name fails to resolve, so a reference outside the folder would show;
-    # a window narrower than the gate table, so it must scroll sideways with its commands in view
-    with chromium(tmp_path, deadline, window="1100,1400", flags=["--host-resolver-rules=MAP * ~NOTFOUND"]) as tools:
+    # a window as wide as the page (1400 px): the gate table must fit it, its long texts wrapped
+    with chromium(tmp_path, deadline, window="1440,1400", flags=["--host-resolver-rules=MAP * ~NOTFOUND"]) as tools:
         tools.call("Page.navigate", url=(folder / "index.html").resolve().as_uri())
         layout = None
         while time.monotonic() < deadline:
@@ -279,12 +289,15 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
     unfolded = [r for r in checked["rows"] if r["status"] not in ("SUPERSEDED", "REFERENCE")]
     assert [tuple(r) for r in layout["rows"]] == _arranged(unfolded)
     assert layout["folded_open"] is False
-    # the gate table is wider than its box, and its command column is inside the box and the window
-    assert layout["box"]["overflows"], layout
+    # the gate table fits its box (its texts wrap), its command column inside the box
+    # and the window, and no cell is cut or lies under another (issue 53)
+    assert not layout["box"]["overflows"], layout
+    assert layout["clipped"] == [] and layout["covered"] == [], layout
     assert layout["command"] == "reproduce with"
     assert layout["box"]["left"] <= layout["at"]["left"] < layout["at"]["right"] <= layout["box"]["right"] + 1
     assert layout["box"]["right"] <= layout["width"]
     assert failed and failed["first"] == "verdict" and failed["verdict"].startswith("Gate FAILED: ")
+    assert failed["clipped"] == [] and failed["covered"] == [], failed
     assert styled == "4px"  # style.css loaded from the folder
     assert "The papers' headline numbers" in text and re.search(r"NOT-YET-RUN|REPRODUCED", text)
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))

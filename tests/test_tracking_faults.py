@@ -255,7 +255,9 @@ def _store_runs(tmp_path: Path) -> dict[str, str]:
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("cocondenser")
-    return {r.info.run_name: r.info.status for r in client.search_runs([experiment.experiment_id])}
+    runs = {r.info.run_name: r.info.status for r in client.search_runs([experiment.experiment_id])}
+    # the parent also under its name without the stamp (<method>/<profile>/<seed>/<stamp>): one per store
+    return {**runs, **{name.rsplit("/", 1)[0]: status for name, status in runs.items() if name.count("/") == 3}}
 
 
 def _run_line(out: str) -> str:

@@ -205,8 +205,10 @@ def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged
     parents = {key: by_id[mlflow_id] for key, (mlflow_id, _) in logged.items()}
     for run in parents.values():
         assert "mlflow.parentRunId" not in _tags(run) and run["info"]["status"] == "FINISHED"
-    assert parents["bm25_a"]["info"]["run_name"] == parents["bm25_b"]["info"]["run_name"] == f"bm25/paper/{SEED}"
-    assert parents["cotmae"]["info"]["run_name"] == f"cotmae_qc/mini/{SEED}"
+    # one name per run: <method>/<profile>/<seed>/<the run id's stamp>
+    names = {key: run["info"]["run_name"] for key, run in parents.items()}
+    assert names["bm25_a"] != names["bm25_b"] and names["bm25_a"].startswith(f"bm25/paper/{SEED}/")
+    assert names["cotmae"] == f"cotmae_qc/mini/{SEED}/" + logged["cotmae"][1].rsplit("__", 1)[-1]
 
     # The compare view's rows: the same <benchmark>/<measure> keys on every parent, final stage only.
     keys = {"scifact/nDCG_at_10", "scifact/R_at_100", "nfcorpus/nDCG_at_10", "nfcorpus/R_at_100"}
@@ -287,7 +289,7 @@ def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logg
         for n in ("bm25", "cotmae_qc")
     ]
     url = compare_url(base, [logged["bm25_a"][0], logged["cotmae"][0]], experiments)
-    wanted = [f"bm25/paper/{SEED}", f"cotmae_qc/mini/{SEED}", "nfcorpus/nDCG_at_10", "spec.retrieval.k1"]
+    wanted = [f"bm25/paper/{SEED}/", f"cotmae_qc/mini/{SEED}/", "nfcorpus/nDCG_at_10", "spec.retrieval.k1"]
     deadline = time.monotonic() + 120  # the UI's bundle is large and the machine may be busy
     with chromium(tmp_path, deadline, window="1400,1600") as tools:
         tools.call("Page.navigate", url=url)
@@ -307,9 +309,11 @@ def test_parent_run_naming_and_keys():
     """The names a parent run gets (docs/tracking.md): run name, metric keys, tags, without a server."""
     from harness.records.tracking import mlflow_key, parent_metrics, parent_run_name, parent_tags, parent_tracker
 
-    assert parent_run_name("cotmae_qc", "mini", 42) == "cotmae_qc/mini/42"
+    assert (
+        parent_run_name("cotmae_qc", "mini", 42, "cotmae_qc__mini__20261123T1-ab") == "cotmae_qc/mini/42/20261123T1-ab"
+    )
     tracker = parent_tracker("bm25", "bm25", "paper", 43, "bm25__paper__x", {"papers": "lexmae"}, enabled=False)
-    assert tracker.run_name == "bm25/paper/43"
+    assert tracker.run_name == "bm25/paper/43/x"
     assert tracker.tags == {
         "method": "bm25",
         "profile": "paper",
@@ -349,6 +353,7 @@ def test_parent_run_naming_and_keys():
         "seed": "42",
         "run_id": "r",
         "git.commit": "abc123",
+        "mlflow.source.git.commit": "abc123",  # MLflow's own: its run page shows the source version
         "git.dirty": "false",
         "hardware.cpu_model": "Xeon (6/207/2)",
         "hardware.cpus": "2",

@@ -3,7 +3,7 @@
 Runs ``mlflow server`` on 127.0.0.1 against the store the run pipeline logs to
 (``sqlite:///<runs_dir>/mlflow.db``; MLFLOW_TRACKING_URI when it names a database) and serves
 artifacts from ``<runs_dir>/mlartifacts``. There, each method is one experiment, each
-invocation a parent run named ``<method>/<profile>/<seed>`` (its run_id in the ``run_id`` tag)
+invocation a parent run named ``<method>/<profile>/<seed>/<stamp>`` (its run_id in the ``run_id`` tag)
 holding the final stage's metrics as ``<benchmark>/<measure>``, the flattened spec as params
 and method / profile / papers / verdict / git / hardware tags, with a nested run per stage tagged
 ``stage``: select parent runs and press Compare (``/#/compare-runs?runs=[...]&experiments=[...]``)

@@ -5,8 +5,10 @@ CIs, and per record its integrity hash and hardware; every row says how to repro
 
 The page opens with the gate's verdict and its failing rows (issue 41: a FAIL row used to sit in a
 scroll box among dozens of SUPERSEDED/REFERENCE rows); the gate table lists failing rows first and
-folds the rows that grade nothing into a collapsed ``<details>``; a wide table scrolls sideways with
-its last column, the command that reproduces the row, pinned in view.
+folds the rows that grade nothing into a collapsed ``<details>``; a table's long texts (run ids, notes,
+its last column: the command that reproduces the row) wrap, so the table fits the page at its full
+width; in a narrower window it scrolls sideways, and no column is ever hidden under another (issue 53: a
+pinned command column covered the delta and CI columns).
 
 One ``index.html`` and one ``style.css``: no server, no network, no script, no external font, so
 the folder opens from a file:// URL on a machine without internet. Every text is escaped.
@@ -58,13 +60,13 @@ svg text {font-family: sans-serif; font-size: 11px}
 .verdict {font-size: 1.15rem; font-weight: 600; padding: 0.6rem 0.9rem; border-radius: 4px; color: #fff}
 .verdict code {font-size: 0.9rem}
 .wide {overflow-x: auto}
-.glance-table th:last-child, .glance-table td:last-child {position: sticky; right: 0; background: #fff;
-  box-shadow: -3px 0 3px -2px #bbb; min-width: 14rem; max-width: 24rem}
+.glance-table td {overflow-wrap: anywhere}
+.glance-table th:last-child, .glance-table td:last-child {min-width: 10rem; max-width: 24rem}
 .glance-table td:last-child code {white-space: normal; overflow-wrap: anywhere}
 details.folded > summary {cursor: pointer; margin: 0.5rem 0; color: #444}
 """
 # Every table of the report ends with its command column ("reproduce with"; the matrix's run for the
-# untried cells), which the last-child rules pin to the right edge of its scroll box and wrap.
+# untried cells), which the last-child rules wrap: in the flow of the table, never over another column.
 FOLDED = (SUPERSEDED, REFERENCE)  # gate rows that grade nothing now: kept in the page, collapsed
 
 

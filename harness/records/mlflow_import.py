@@ -2,7 +2,7 @@
 
 `python -m harness ui` calls :func:`load_records_into_store` before it serves: each record of
 runs/records/ (and runs/seeds/) becomes one FINISHED parent run in its method's experiment, built like
-a live run's parent (:mod:`harness.records.tracking`): named ``<method>/<profile>/<seed>``, the record's
+a live run's parent (:mod:`harness.records.tracking`): named ``<method>/<profile>/<seed>/<stamp>``, the record's
 ``spec`` flattened to ``spec.<dotted.path>`` params, the same identity / verdict / git / hardware tags,
 and its final metrics as ``<benchmark>/<measure>`` in points (0-100, as the papers print them). Its
 start and end times are the record's, and the record itself is its ``record/`` artifact.
@@ -28,14 +28,17 @@ from harness.core.fsutil import exclusive_lock
 from harness.core.paths import PROJECT_ROOT, runs_dir
 from harness.records.store import RunRecord, Skipped, load_records
 from harness.records.tracking import (
+    EXPERIMENT_KIND,
     PARAMS_PER_BATCH,
     TAG_VALUE_LIMIT,
     mlflow_key,
     param_entries,
     parent_metrics,
+    parent_params,
     parent_run_name,
     parent_tags,
 )
+from harness.spec.conditions import run_conditions
 
 RECORD_FOLDERS = ("records", "seeds")  # under runs/: the committed records, and other seeds' records
 LOADED_FROM_TAG = "harness.loaded_from"  # the record file a loaded run came from (absent on live runs)
@@ -74,12 +77,12 @@ def committed_records(root: Path | None = None) -> tuple[list[RunRecord], list[S
 
 
 def run_name(record: RunRecord) -> str:
-    """``<method>/<profile>/<seed>``; a released checkpoint's ``<checkpoint>/checkpoint/<seed>``."""
+    """``<method>/<profile>/<seed>/<stamp>``; a released checkpoint's ``<checkpoint>/checkpoint/<seed>/<stamp>``."""
     seed = record.get("seed")
     name = record.method
     if record.profile == CHECKPOINT_PROFILE:
         name = str((record.get("conditions") or {}).get("checkpoint") or name)
-    return parent_run_name(name, record.profile, seed)
+    return parent_run_name(name, record.profile, seed, record.run_id)
 
 
 def run_params(record: RunRecord) -> dict[str, Any]:
@@ -87,13 +90,18 @@ def run_params(record: RunRecord) -> dict[str, Any]:
     if record.profile == CHECKPOINT_PROFILE:
         ckpt = {k: v for k, v in (record.get("checkpoint") or {}).items() if k not in ("folder", "fingerprint")}
         return {"checkpoint": ckpt, "depth": record.get("depth"), "seed": record.get("seed")}
-    return {
-        "method": record.method,
-        "profile": record.profile,
-        "spec_hash": record.spec_hash,
-        "seed": record.get("seed"),
-        "spec": record.spec,
-    }
+    return parent_params(
+        record.method, record.profile, record.spec_hash, record.get("seed"), record.spec, _conditions(record)
+    )
+
+
+def _conditions(record: RunRecord) -> dict[str, Any]:
+    """The conditions the record's spec states, derived as a live run derives them; none from a spec of
+    an older shape this harness cannot read (its condition params then read "-", never a guess)."""
+    try:
+        return run_conditions(record.spec, record.method, record.profile)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}
 
 
 def run_tags(record: RunRecord, source: str) -> dict[str, str]:
@@ -152,8 +160,13 @@ def _experiment_id(client: Any, name: str, artifacts: Path | None) -> str | None
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         location = (artifacts / name).resolve().as_uri() if artifacts is not None else None
-        return client.create_experiment(name, artifact_location=location)
-    return None if experiment.lifecycle_stage == "deleted" else experiment.experiment_id
+        return client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+    if experiment.lifecycle_stage == "deleted":
+        return None
+    for key, value in EXPERIMENT_KIND.items():  # opens on the runs table, not the GenAI traces view
+        if experiment.tags.get(key) != value:
+            client.set_experiment_tag(experiment.experiment_id, key, value)
+    return experiment.experiment_id
 
 
 def _log(client: Any, experiment_id: str, record: RunRecord) -> None:

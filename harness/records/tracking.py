@@ -1,9 +1,9 @@
 """Tracking: MLflow (one parent run per invocation, a nested run per stage) and run records.
 
-A parent run is named ``<method>/<profile>/<seed>`` (:func:`parent_tracker`; the unique run_id is its
+A parent run is named ``<method>/<profile>/<seed>/<stamp>`` (:func:`parent_tracker`; the unique run_id is its
 ``run_id`` tag) and, once the run is scored, holds the FINAL stage's metrics as ``<benchmark>/<measure>``
 (:func:`log_parent_summary`) beside the flattened spec (params) and the verdict / git / hardware tags,
-so every method's parent has the same metric keys and MLflow's compare view lines them up. Stage
+so every method's parent has the same metric keys (and ``condition.*`` params) and MLflow's compare view lines them up. Stage
 metrics stay on the nested runs. Metric keys follow :func:`mlflow_key` (``nDCG@10`` -> ``nDCG_at_10``).
 
 MLflow is best-effort by default: if the tracking server is unreachable, slow or errors, the harness
@@ -55,6 +55,7 @@ from harness.core.fsutil import atomic_write_text, exclusive_lock, is_plain_name
 from harness.core.hardware import CPU_FEATURES, cpu_identity, total_memory_gib  # noqa: F401 - part of a record's hardware
 from harness.core.paths import PROJECT_ROOT, local_runs_dir, runs_dir
 from harness.core.statuses import VERDICTS
+from harness.papers.schema import CONDITION_KEYS
 from harness.records.integrity import seal
 
 RECORD_SCHEMA_VERSION = 1
@@ -100,8 +101,50 @@ def _param_value(value: Any) -> Any:
 
 def param_entries(params: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Params as MLflow takes them: nested dicts flattened to dotted keys (``spec.retrieval.k1``), keys
-    made safe (:func:`mlflow_key`), lists as JSON, values over MLflow's limit cut with :data:`TRUNCATED`."""
-    return [(mlflow_key(k), _clip(_param_value(v), PARAM_VALUE_LIMIT)) for k, v in flatten(dict(params)).items()]
+    made safe (:func:`mlflow_key`), lists as JSON, values over MLflow's limit cut with :data:`TRUNCATED`.
+    A setting left unset (None) is no param: the compare view would show the word "None"."""
+    return [
+        (mlflow_key(k), _clip(_param_value(v), PARAM_VALUE_LIMIT))
+        for k, v in flatten(dict(params)).items()
+        if v is not None
+    ]
+
+
+# Spec keys that are not a setting the run used: prose (a mini run's description says "(50K steps)"), the
+# papers it compares with, its declarations, and the conditions block older specs carried (the conditions
+# are logged for every method alike, below).
+NOT_SETTINGS = ("name", "description", "notes", "papers", "compare_with", "deviations", "assumptions", "profile")
+NOT_SETTINGS += ("conditions", "substitutions")
+# The spec's hardware block declares the paper's budget ("hours: 60"): a setting of the paper profile only.
+PAPER_ONLY = ("hardware",)
+PAPER = "paper"
+# The conditions a run states for grading (harness.spec.conditions), the same keys on every method's parent
+# run so the compare view lines them up; a condition the method does not state reads NOT_STATED. The keys
+# only a paper's cell states (a cited row, the authors' reproduction, an average of runs, an ablation) are
+# never a run's.
+CELL_ONLY = ("cited", "reproduction_by_authors", "runs_averaged", "ablation")
+RUN_CONDITIONS = tuple(k for k in CONDITION_KEYS if k not in CELL_ONLY)
+NOT_STATED = "-"
+
+
+def parent_params(
+    method: str, profile: str, spec_hash: Any, seed: Any, spec: Mapping[str, Any], conditions: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A run's parent params, the same for a live run and a loaded record: its identity, the settings its
+    profile ran with (``spec.<dotted.path>``, :data:`NOT_SETTINGS` and, but on the paper profile,
+    :data:`PAPER_ONLY` left out) and ``condition.<key>`` for every one of :data:`RUN_CONDITIONS`."""
+    settings = {k: v for k, v in spec.items() if k not in NOT_SETTINGS and (profile == PAPER or k not in PAPER_ONLY)}
+    stated = {
+        key: NOT_STATED if conditions.get(key) is None else _param_value(conditions[key]) for key in RUN_CONDITIONS
+    }
+    return {
+        "method": method,
+        "profile": profile,
+        "spec_hash": spec_hash,
+        "seed": seed,
+        "condition": stated,
+        "spec": settings,
+    }
 
 
 def default_tracking_uri() -> str:
@@ -293,6 +336,9 @@ class Tracker:
                         artifacts = (runs_dir() / "mlartifacts" / self.experiment).resolve().as_uri()
                     mlflow.create_experiment(self.experiment, artifact_location=artifacts)
                 experiment = mlflow.set_experiment(self.experiment)
+                for key, value in EXPERIMENT_KIND.items():
+                    if experiment.tags.get(key) != value:
+                        mlflow.set_experiment_tag(key, value)
                 # Which process owns the run (stage runs inherit the tags): lets a later run tell
                 # a run in progress from one whose process was killed without unwinding.
                 self.tags = {**self.tags, **procs.process_tags()}
@@ -459,12 +505,12 @@ def parent_tracker(
     enabled: bool = True,
     required: bool = False,
 ) -> Tracker:
-    """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>``
-    (e.g. ``cotmae_qc/mini/42``), what the compare view shows as the column heading, and tagged
+    """The tracker of one `run` (or `reproduce`): its parent run is named ``<name>/<profile>/<seed>/<stamp>``
+    (e.g. ``cotmae_qc/mini/42/20261123T103403-84b2b3``, :func:`parent_run_name`), what the compare view shows as the column heading, and tagged
     ``run_id`` (two runs of one method and seed stay apart), ``method``, ``profile``, ``seed``. A
-    ``run --stage NAME`` run (tag ``stage``) says so in its name: ``cotmae_qc/tiny/42 (--stage pretrain)``,
+    ``run --stage NAME`` run (tag ``stage``) says so in its name: ``cotmae_qc/tiny/42/<stamp> (--stage pretrain)``,
     so it is never taken for the full run of the same name."""
-    name = parent_run_name(name, profile, seed) + (f" (--stage {tags['stage']})" if tags.get("stage") else "")
+    name = parent_run_name(name, profile, seed, run_id) + (f" (--stage {tags['stage']})" if tags.get("stage") else "")
     return Tracker(
         experiment=experiment,
         run_name=name,
@@ -475,8 +521,11 @@ def parent_tracker(
     )
 
 
-def parent_run_name(name: str, profile: str, seed: int) -> str:
-    return f"{name}/{profile}/{seed}"
+def parent_run_name(name: str, profile: str, seed: Any, run_id: str) -> str:
+    """``<name>/<profile>/<seed>/<stamp>``, the stamp the run id's (its date, time and a random suffix,
+    ``20261123T103403-84b2b3``): one name per run, where five ``lexmae/mini/42`` could not be told apart."""
+    stamp = str(run_id).rsplit("__", 1)[-1]
+    return f"{name}/{profile}/{seed}/{stamp}"
 
 
 def in_points(aggregate: Mapping[str, float]) -> dict[str, float]:
@@ -489,10 +538,13 @@ def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, floa
     """A record's (final stage's) ``{benchmark: {measure: fraction}}`` as ``<benchmark>/<measure>`` keys in
     points, e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
     return {
-        f"{mlflow_key(bench)}/{mlflow_key(measure)}": value
+        f"{mlflow_key(bench)}/{mlflow_key(measure)}": round(value, METRIC_DIGITS)
         for bench, values in metrics.items()
         for measure, value in in_points(values).items()
     }
+
+
+METRIC_DIGITS = 2  # points at 2 decimals, the finest any paper prints: never "31.05220" on an axis
 
 
 def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
@@ -507,6 +559,8 @@ def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
             tags[key] = str(record[key])
     git = record.get("git") or {}
     tags["git.commit"] = str(git.get("commit") or "unknown")
+    if git.get("commit"):  # MLflow's own: its run page and compare view show it as the run's source version
+        tags[GIT_TAG] = str(git["commit"])
     tags["git.dirty"] = str(git.get("dirty")).lower()
     detected = (record.get("hardware") or {}).get("detected") or {}
     tags["hardware.cpu_model"] = str(detected.get("cpu_model") or detected.get("machine") or "unknown")
@@ -516,6 +570,12 @@ def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
     cuda = detected.get("cuda_devices")
     tags["hardware.cuda_devices"] = "not probed" if cuda is None else (", ".join(cuda) or "none")
     return tags
+
+
+GIT_TAG = "mlflow.source.git.commit"
+# MLflow 3 opens an experiment it cannot classify on its GenAI (traces) view; this tag makes it a model
+# development experiment, which opens on the runs table (mlflow.demo sets the same tag, "genai_development").
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def log_parent_summary(tracker: Tracker, record: Mapping[str, Any]) -> None:

@@ -39,6 +39,7 @@ from harness.records.tracking import (
     Tracker,
     log_parent_summary,
     new_run_id,
+    parent_params,
     parent_tracker,
     tracking_line,
 )
@@ -211,15 +212,10 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
 
 
 def run_params(spec: MethodSpec) -> dict[str, Any]:
-    """A run's parent params: its identity and the resolved spec, which the tracker flattens to
-    ``spec.<dotted.path>`` keys (``spec.retrieval.k1``)."""
-    return {
-        "method": spec.name,
-        "profile": spec.profile,
-        "spec_hash": spec.spec_hash,
-        "seed": SEED,
-        "spec": spec.config,
-    }
+    """A run's parent params (:func:`harness.records.tracking.parent_params`): its identity, the settings
+    its profile ran with as ``spec.<dotted.path>`` keys (``spec.retrieval.k1``) and its conditions."""
+    conditions = run_conditions(spec.config, spec.name, spec.profile)
+    return parent_params(spec.name, spec.profile, spec.spec_hash, SEED, spec.config, conditions)
 
 
 def run_tags(spec: MethodSpec) -> dict[str, str]:
