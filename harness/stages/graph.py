@@ -12,8 +12,10 @@ its output (:class:`harness.stages.artifacts.StageCache`), its MLflow child run,
   pipelines that can (:data:`FAMILY_STEPS` and the outline's rules derive from these);
 - ``resumable``: whether an interrupted build continues from its own checkpoints;
 - ``ranks``: in a multi-process run, :data:`EVERY_RANK` when every rank runs its build together (DDP
-  training), else :data:`MAIN_RANK`: rank 0 builds it alone while the others wait
-  (:meth:`harness.pipelines.context.RunContext.cached_stage`);
+  training), :data:`SHARDED` when every rank builds its share and rank 0 merges them (query generation,
+  encoding: the output does not depend on the number of processes), else :data:`MAIN_RANK`: rank 0
+  builds it alone while the others wait (:meth:`harness.pipelines.context.RunContext.cached_stage`);
+  the projection divides only an every-rank or sharded stage by the device count;
 - ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for the
   stages of one ``details_group`` (BM25 index and search share theirs);
 - ``cost``: its row of the dry-run's projection (:mod:`harness.run.projection`), :data:`NOT_PROJECTED`,
@@ -37,7 +39,8 @@ from typing import Any
 
 DENSE, SPARSE, LEXICAL = "dense", "learned-sparse", "lexical"
 TRAINED = (DENSE, SPARSE)
-EVERY_RANK, MAIN_RANK = "every rank", "rank 0"  # Stage.ranks
+EVERY_RANK, SHARDED, MAIN_RANK = "every rank", "every rank, sharded", "rank 0"  # Stage.ranks
+ALL_RANKS = (EVERY_RANK, SHARDED)  # the stages whose build every rank of a launched run enters
 NOT_PROJECTED = "not projected"  # Stage.cost: listed in the projection without FLOPs (no measured step of its kind)
 
 
@@ -110,6 +113,7 @@ GRAPH: tuple[Stage, ...] = (
         "corpus",
         ("passages", "qgen_model"),
         resumable=True,
+        ranks=SHARDED,
         details=f"{PLAN}:qgen_details",
         cost=NOT_PROJECTED,
     ),
@@ -163,6 +167,7 @@ GRAPH: tuple[Stage, ...] = (
         "evaluate",
         ("pretrain", "random_init", "retriever1", "retriever2"),
         families=(DENSE,),
+        ranks=SHARDED,
         cost=f"{COST}:encode_cost",
     ),
     Stage(
