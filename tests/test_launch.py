@@ -278,8 +278,9 @@ def test_a_sigterm_during_the_rendezvous_ends_it_at_once(tmp_path):
 @pytest.mark.slow
 def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_path):
     """A worker killed mid-pre-training ends every rank with a line naming it; `run` again resumes
-    from the checkpoint and finishes one run, trained as the one-process reference was."""
-    args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2"]
+    from the checkpoint and finishes one run, trained as the one-process reference was. Query generation
+    and every encoding stage ran sharded on both ranks, and the queries are the one-process run's."""
+    args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
     while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
@@ -296,7 +297,16 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     [record] = _records(tmp_path)  # one record, written by rank 0
     assert record["hardware"]["processes"] == 2 and json.loads((tmp_path / "run.json").read_text())["run_id"]
     assert record["mlflow"].get("run_id")  # one MLflow run, rank 0's
-    got, ref = _outputs(record), _outputs(_reference("cotmae"))
+    reference = _reference("cotmae_qc")
+    got, ref = _outputs(record), _outputs(reference)
+    # qgen: built by both ranks in the first run (cached here; its done.json keeps the count), the same key
+    # and the same queries as the one-process reference (its samples and grounding come from the merged file)
+    [qgen], [ref_qgen] = ([e for e in r["stages"] if e["stage"] == "qgen"] for r in (record, reference))
+    assert qgen["key"] == ref_qgen["key"] and qgen["output"]["processes"] == 2
+    for field in ("samples", "query_word_overlap_own", "query_word_overlap_other", "passages"):
+        assert qgen["output"][field] == ref_qgen["output"][field], field
+    encoded = [e for e in record["stages"] if e["stage"] == "dense_retrieve"]
+    assert encoded and all(e["processes"] == 2 and e["output"]["encode_processes"] == 2 for e in encoded)
     assert got["pretrain"]["plan"] == "global batch 32 = 16 per device x 2 device(s) x 1 accumulation step(s)"
     assert got["pretrain"]["world_size"] == 2 and got["pretrain"]["global_batch"] == 32
     assert "32 per device x 1 device(s)" in ref["pretrain"]["plan"]

@@ -325,9 +325,7 @@ class RunContext:
                     self._build(cache, dataset, config, build, label, work, True, tags)
             else:
                 print(f"[{label}] rank {ranks.rank()}: waiting for rank 0 to build it", flush=True)
-                self.stages.add(
-                    cache.stage, dataset, False, 0.0, key=cache.key, **tags, built_by="rank 0", processes=1
-                )
+                self.stages.add(cache.stage, dataset, False, 0.0, key=cache.key, **tags, built_by="rank 0", processes=1)
             D.control_barrier()  # rank 0 has renamed the output into place
         return cache
 

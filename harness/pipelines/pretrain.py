@@ -169,7 +169,12 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
             print(f"  sample queries: {sample_text(sample)}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
         grounding = report_grounding(passages, work / "queries.jsonl")
-        return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
+        return {
+            "passages": len(passages),
+            "samples": [str(s) for s in result.samples[:5]],
+            **grounding,
+            "processes": world,  # kept in done.json: a cached entry says it too
+        }
 
     config = {**q.key("qgen"), "model": model_key}
     cache = ctx.cached_stage("qgen", None, config, {"passages": input_key(passages_file)}, build)
