@@ -140,3 +140,6 @@ def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -
     assert "GPU-h" in text and "idle GPU-h" in text and "stages that use no GPU" in text and "index" in text
     rows = [line for line in text.splitlines() if line.startswith("    ") and "(rank 0 alone)" in line]
     assert not rows, rows  # every projected stage of a dense QC plan runs on every rank
+    assert "stages rank 0 runs on one GPU while the others idle" not in text
+    cpu_only, _ = projection.unshared_stages(entries)
+    assert {"index", "retrieve", "evaluate"} <= set(cpu_only)

@@ -148,10 +148,12 @@ def stage_time(cost: Cost, devices: int, rate: float) -> tuple[float, float, flo
     return seconds, seconds * devices / 3600, seconds * (devices - used) / 3600
 
 
-def no_gpu_stages(entries: list[dict[str, Any]]) -> list[str]:
-    """The planned stages (to run) that use no GPU: BM25/Lucene, file and scoring work (no ``cost``, rank 0)."""
+def unshared_stages(entries: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The planned stages (to run) rank 0 builds alone while the other ranks wait: (those whose work can
+    use no GPU: BM25/Lucene, file and scoring work; those that could use one but are not sharded)."""
     names = {e["stage"] for e in entries if e.get("plan") == "to run"}
-    return [s.name for s in STAGES.values() if s.name in names and s.cost is None and s.ranks not in ALL_RANKS]
+    alone = [s for s in STAGES.values() if s.name in names and s.ranks not in ALL_RANKS]
+    return [s.name for s in alone if not s.gpu], [s.name for s in alone if s.gpu]
 
 
 def _label(entry: dict[str, Any]) -> str:
@@ -380,8 +382,11 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
         f"{(f'{total_gpu:,.1f}' if peak else '-'):>8}  {(f'{total_idle:,.1f}' if peak else '-'):>10}  "
         f"{_hours(total_here):>30}"
     )
-    if cpu_only := no_gpu_stages(entries):
+    cpu_only, idle = unshared_stages(entries)
+    if cpu_only:
         lines.append(f"    stages that use no GPU (rank 0; Lucene/BM25, files, scoring): {', '.join(cpu_only)}")
+    if idle:
+        lines.append(f"    stages rank 0 runs on one GPU while the others idle: {', '.join(idle)}")
     pre = next((c for c in costs if c.stage == "pretrain" and c.tflop), None)
     if declared.get("hours") and pre and peak:
         lines.append(

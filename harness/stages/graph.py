@@ -18,6 +18,7 @@ its output (:class:`harness.stages.artifacts.StageCache`), its MLflow child run,
   the projection divides only an every-rank or sharded stage by the device count;
 - ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for the
   stages of one ``details_group`` (BM25 index and search share theirs);
+- ``gpu``: whether its work can use a GPU at all (the projection names those that cannot);
 - ``cost``: its row of the dry-run's projection (:mod:`harness.run.projection`), :data:`NOT_PROJECTED`,
   or ``None``: left out of the projection (BM25, file work, encoding queries only).
 
@@ -63,6 +64,7 @@ class Stage:
     details: str | None = None
     details_group: str = ""  # stages that share their settings lines; "" = its own name
     cost: str | None = None
+    gpu: bool = True  # whether its work can use a GPU (False: Lucene/BM25, file and scoring work)
 
     @property
     def group(self) -> str:
@@ -91,7 +93,13 @@ PLAN, COST = "harness.run.plan", "harness.run.projection"
 
 # In the order a run meets them.
 GRAPH: tuple[Stage, ...] = (
-    Stage("tokenizer", "train a WordPiece tokenizer on the corpora", "corpus", details=f"{PLAN}:tokenizer_details"),
+    Stage(
+        "tokenizer",
+        "train a WordPiece tokenizer on the corpora",
+        "corpus",
+        details=f"{PLAN}:tokenizer_details",
+        gpu=False,
+    ),
     Stage(
         "passages",
         "train Punkt on the corpus, split the documents into passages",
@@ -99,6 +107,7 @@ GRAPH: tuple[Stage, ...] = (
         ("tokenizer",),
         resumable=True,
         details=f"{PLAN}:passages_details",
+        gpu=False,
     ),
     Stage(
         "qgen_model",
@@ -127,7 +136,7 @@ GRAPH: tuple[Stage, ...] = (
         details=f"{PLAN}:pretrain_details",
         cost=f"{COST}:pretrain_cost",
     ),
-    Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",)),
+    Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",), gpu=False),
     Stage(
         "index",
         "Lucene BM25 index of the corpus",
@@ -135,6 +144,7 @@ GRAPH: tuple[Stage, ...] = (
         families=(LEXICAL, *TRAINED),
         details=f"{PLAN}:bm25_details",
         details_group="bm25",
+        gpu=False,
     ),
     Stage(
         "retrieve",
@@ -144,11 +154,13 @@ GRAPH: tuple[Stage, ...] = (
         families=(LEXICAL, *TRAINED),
         details=f"{PLAN}:bm25_details",
         details_group="bm25",
+        gpu=False,
     ),
     Stage(
         "bm25_negatives",
         "the training queries' BM25 negatives from a published file (data.bm25_negatives)",
         "finetune_r1",
+        gpu=False,
     ),
     Stage(
         "retriever1",
@@ -238,12 +250,14 @@ GRAPH: tuple[Stage, ...] = (
         "evaluate",
         ("retrieve", "dense_retrieve", "impact_search"),
         families=(LEXICAL, *TRAINED),
+        gpu=False,
     ),
     Stage(
         "evaluate",
         "score the run with the benchmark's measures; compare with the papers",
         "evaluate",
         families=(LEXICAL, *TRAINED),
+        gpu=False,
     ),
 )
 STAGES: dict[str, Stage] = {stage.name: stage for stage in GRAPH}
