@@ -116,7 +116,10 @@ def retrieve_stage(
     pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
     so mining and evaluating with retriever 1 on one corpus encode it once). The run's
-    :func:`~harness.training.precision.encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were."""
+    :func:`~harness.training.precision.encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were.
+    On CUDA an fp32 run encodes under fp16 autocast, as the official CoT-MAE scripts do (caskcsg/ir
+    cotmae-qc/msmarco/test_retriever.sh: ``--fp16``, per-device batch 2048, 8 corpus splits on 8 GPUs);
+    the record's ``encode_precision`` says which, the key does not (a CPU run encodes as before)."""
 
     bench = get_benchmark(dataset)
     if (precision := encode_precision(ctx.spec)) != "fp32":
