@@ -356,10 +356,7 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     total_decl = total_here = total_gpu = total_idle = 0.0
     for c in costs:
         if c.tflop is None:
-            lines.append(
-                f"    {c.stage:<44} {'-':>9}  {'-':>16}  {'-':>8}  {'-':>10}  {'-':>30}  {'-':>15}  {c.note}"
-                + ("" if c.parallel else "; rank 0 alone")
-            )
+            lines.append(f"    {c.stage:<44} {'-':>9}  {'-':>16}  {'-':>8}  {'-':>10}  {'-':>30}  {'-':>15}  {c.note}")
             continue
         util = _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)
         t_decl, gpu_h, idle_h = stage_time(c, devices, peak * util * scale) if peak else (None, 0.0, 0.0)
