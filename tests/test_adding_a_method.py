@@ -130,7 +130,7 @@ def test_a_declared_stage_is_listed_and_planned(oracle_declared, monkeypatch, ca
         out,
     )
     assert "evaluate/oracle/scifact" in out
-    assert re.search(r"^ +oracle_run/scifact +- +- +- +-  no model: reads the judgements$", out, re.M)
+    assert re.search(r"^ +oracle_run/scifact +- +- +- +- +- +-  no model: reads the judgements$", out, re.M)
 
 
 @pytest.mark.slow

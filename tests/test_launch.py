@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import SEED
 from harness.core import hardware, ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import Hardware, default_processes
@@ -275,11 +276,49 @@ def test_a_sigterm_during_the_rendezvous_ends_it_at_once(tmp_path):
     assert err.strip().startswith("interrupted") and len(err.strip().splitlines()) == 1, err
 
 
+def _one_process_writes_the_first_queries(cache: Path, out: Path) -> None:
+    """The merged queries of a 2-process qgen stage are, line for line, what one process generates with the
+    run's generator for the first two global batches (rank 0's and rank 1's; the whole file would take
+    minutes more). One thread, as the workers ran (OMP_NUM_THREADS=1): the sampling follows the floats."""
+    import torch
+
+    from harness.corpus.passages import load_passages
+    from harness.corpus.qgen import generate_queries
+    from harness.spec.block_settings import QgenSettings
+
+    [merged] = cache.glob("qgen/*/queries.jsonl")
+    [model] = cache.glob("qgen_model/*/model")
+    [passages_file] = cache.glob("passages/*/passages.jsonl")
+    q = QgenSettings.from_spec(load_method("cotmae_qc", "tiny"))
+    first = load_passages(passages_file)[: 2 * q.batch_size]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        generate_queries(
+            model,
+            first,
+            num_queries=q.num_queries,
+            top_k=q.top_k,
+            top_p=q.top_p,
+            input_prefix=q.input_prefix,
+            max_new_tokens=q.max_new_tokens,
+            seed=SEED,
+            out_path=out / "queries.jsonl",
+            batch_size=q.batch_size,
+            show_progress=False,
+        )
+    finally:
+        torch.set_num_threads(threads)
+    lines = merged.read_text(encoding="utf-8").splitlines()[: len(first)]
+    assert (out / "queries.jsonl").read_text(encoding="utf-8").splitlines() == lines
+
+
 @pytest.mark.slow
 def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_path):
     """A worker killed mid-pre-training ends every rank with a line naming it; `run` again resumes
-    from the checkpoint and finishes one run, trained as the one-process reference was."""
-    args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2"]
+    from the checkpoint and finishes one run, trained as the one-process reference was. Query generation
+    and every encoding stage ran sharded on both ranks, and the queries are the one-process run's."""
+    args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
     while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
@@ -296,7 +335,15 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     [record] = _records(tmp_path)  # one record, written by rank 0
     assert record["hardware"]["processes"] == 2 and json.loads((tmp_path / "run.json").read_text())["run_id"]
     assert record["mlflow"].get("run_id")  # one MLflow run, rank 0's
-    got, ref = _outputs(record), _outputs(_reference("cotmae"))
+    reference = _reference("cotmae_qc")
+    got, ref = _outputs(record), _outputs(reference)
+    # qgen: built by both ranks in the first run (cached here; its done.json keeps the count), with the key
+    # of the one-process reference, and the queries one process writes with the same generator
+    [qgen], [ref_qgen] = ([e for e in r["stages"] if e["stage"] == "qgen"] for r in (record, reference))
+    assert qgen["key"] == ref_qgen["key"] and qgen["output"]["processes"] == 2
+    _one_process_writes_the_first_queries(tmp_path / "cache", tmp_path / "one")
+    encoded = [e for e in record["stages"] if e["stage"] == "dense_retrieve"]
+    assert encoded and all(e["processes"] == 2 and e["output"]["encode_processes"] == 2 for e in encoded)
     assert got["pretrain"]["plan"] == "global batch 32 = 16 per device x 2 device(s) x 1 accumulation step(s)"
     assert got["pretrain"]["world_size"] == 2 and got["pretrain"]["global_batch"] == 32
     assert "32 per device x 1 device(s)" in ref["pretrain"]["plan"]

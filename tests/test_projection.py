@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -116,3 +117,31 @@ def test_the_flops_follow_the_specs_own_model_size() -> None:
     tiny = load_method("cotmae", "tiny")
     assert "2 layers, hidden 128" in projection.shape_line(tiny)
     assert projection.flop_ratio(tiny, "cotmae") < 0.02 and projection.flop_ratio(paper, "cotmae") == 1.0
+
+
+def test_a_rank_0_stage_is_never_divided_by_the_device_count() -> None:
+    """A stage rank 0 builds alone takes as long on 8 devices as on 1 and leaves 7 idle; a sharded or
+    every-rank stage is divided over them and leaves none idle."""
+    costs = _costs(load_method("lexmae", "paper"))
+    alone, shared = costs["teacher_scores"], next(c for n, c in costs.items() if n.startswith("impact_index"))
+    assert not alone.parallel and costs["pretrain"].parallel and costs["retriever1"].parallel
+    assert _costs(load_method("cotmae_qc", "paper"))["qgen"].parallel  # sharded over every rank
+    one, eight = projection.stage_time(alone, 1, 100.0), projection.stage_time(alone, 8, 100.0)
+    assert eight[0] == one[0] and eight[1] == 8 * one[1] and eight[2] == pytest.approx(7 * one[1])
+    whole = dataclasses.replace(shared, parallel=True)
+    assert projection.stage_time(whole, 8, 100.0)[0] == pytest.approx(projection.stage_time(whole, 1, 100.0)[0] / 8)
+    assert projection.stage_time(whole, 8, 100.0)[2] == 0
+
+
+def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -> None:
+    spec = load_method("cotmae_qc", "paper")
+    entries = plan_method(spec, list(spec.get("datasets"))).stages.entries
+    text = "\n".join(projection.describe(spec, entries, CPU))
+    assert "GPU-h" in text and "idle GPU-h" in text
+    assert "stages that use no GPU (rank 0; Lucene/BM25, files, scoring): passages, bm25_negatives, evaluate" in text
+    rows = [line for line in text.splitlines() if line.startswith("    ") and "(rank 0 alone)" in line]
+    assert not rows, rows  # every projected stage of a dense QC plan runs on every rank
+    assert "stages rank 0 runs on one GPU while the others idle" not in text
+    lexmae = load_method("lexmae", "paper")  # impact encoding and teacher scoring still run on rank 0 alone
+    _, idle = projection.unshared_stages(plan_method(lexmae, list(lexmae.get("datasets"))).stages.entries)
+    assert {"impact_index", "teacher_scores"} <= set(idle)

@@ -8,7 +8,14 @@ import pytest
 
 from harness.core.errors import HarnessError
 from harness.corpus.passages import Passage
-from harness.corpus.qgen import generate_queries, load_queries, query_grounding, shard_path
+from harness.corpus.qgen import (
+    generate_queries,
+    load_queries,
+    merge_query_shards,
+    query_grounding,
+    shard_indices,
+    shard_path,
+)
 from harness.corpus.tiny_t5 import pairs_from_qrels, train_tiny_t5
 from harness.corpus.tokenizer import train_wordpiece
 from harness.stages import artifacts
@@ -188,10 +195,31 @@ def test_sharded_generation_covers_all_passages(t5_dir, passages, tmp_path):
             show_progress=False,
         )
         files.append(res.path)
-        assert res.path == shard_path(out, rank, 2) and res.num_passages == len(passages[rank::2])
+        # global batches of 2: rank 0 takes batches 0, 2, 4 (passages 0-1, 4-5, 8), rank 1 batches 1, 3
+        assert res.path == shard_path(out, rank, 2) and res.num_passages == (5, 4)[rank]
     pids = [[json.loads(line)["pid"] for line in f.read_text().splitlines()] for f in files]
     assert set(pids[0]).isdisjoint(pids[1]) and sorted(pids[0] + pids[1]) == sorted(p.pid for p in passages)
     assert set(load_queries(out.parent)) == {p.pid for p in passages}
+
+
+def test_shard_indices_are_whole_global_batches():
+    assert shard_indices(9, 2, 0, 2) == [0, 1, 4, 5, 8] and shard_indices(9, 2, 1, 2) == [2, 3, 6, 7]
+    assert shard_indices(9, 2, 0, 1) == list(range(9)) and shard_indices(3, 4, 1, 2) == []
+
+
+def test_two_ranks_merged_write_the_bytes_of_one_process(t5_dir, passages, tmp_path):
+    """What a 2-process qgen stage writes (each rank its global batches, merged on rank 0 in passage
+    order) is byte for byte the one-process file: each batch is seeded by its first passage's index."""
+    _, result = t5_dir
+    kwargs = dict(num_queries=2, batch_size=2, max_new_tokens=6, show_progress=False)
+    one = tmp_path / "one" / "queries.jsonl"
+    generate_queries(result.model_dir, passages, out_path=one, **kwargs)
+    two = tmp_path / "two" / "queries.jsonl"
+    for rank in range(2):
+        generate_queries(result.model_dir, passages, rank=rank, world_size=2, out_path=two, **kwargs)
+    assert merge_query_shards(two, passages, 2) == len(passages)
+    assert two.read_bytes() == one.read_bytes()
+    assert sorted(f.name for f in two.parent.iterdir()) == ["queries.jsonl"]  # shard files and markers gone
 
 
 def test_any_seq2seq_checkpoint_works(t5_dir, passages, tmp_path):

@@ -9,8 +9,10 @@ Output: a JSONL file of ``{"pid": ..., "queries": [...]}``, appended and flushed
 Restart-safe: on restart the pids already in the file are skipped, a torn last line is
 cut off, and because every batch's sampler is seeded with ``seed + index of its first
 passage`` (global index in ``passages``), a resumed run writes the identical file.
-Sharding: rank r takes passages ``r::world_size`` and writes its own file (``out_path``
-gets a ``.rank{r}-of-{w}`` suffix when world_size > 1); ``load_queries`` merges them.
+Sharding: ``passages`` is cut into global batches of ``batch_size`` and rank r takes batches
+``r::world_size``, writing its own file (``out_path`` gets a ``.rank{r}-of-{w}`` suffix when
+world_size > 1). A batch is the same passages with the same seed whatever the world size, so
+:func:`merge_query_shards` (passage order) writes the bytes a one-process run writes.
 A ``<file>.done.json`` marker keyed by model, passages and config says it is complete;
 a partial file written under a different key is discarded rather than mixed.
 """
@@ -29,7 +31,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from harness.core.errors import DataFormatError, HarnessError
-from harness.core.fsutil import is_temp
+from harness.core.fsutil import atomic_path, is_temp
 from harness.corpus.passages import Passage
 from harness.stages import artifacts
 from harness.stages.checkpoints import load_pretrained, model_fingerprint
@@ -103,6 +105,32 @@ def load_queries(path: str | Path) -> dict[str, list[str]]:
     return out
 
 
+def shard_indices(n: int, batch_size: int, rank: int, world_size: int) -> list[int]:
+    """The global passage indices rank ``rank`` generates for: the global batches ``rank::world_size``
+    (every batch but the last is full, so cutting this list by ``batch_size`` gives those batches)."""
+    starts = range(rank * batch_size, n, world_size * batch_size)
+    return [i for start in starts for i in range(start, min(start + batch_size, n))]
+
+
+def merge_query_shards(out_path: str | Path, passages: Sequence[Passage], world_size: int) -> int:
+    """The ranks' shard files of ``out_path`` (complete) written into ``out_path`` in passage order, the
+    bytes a one-process :func:`generate_queries` writes; the shard files and their markers (of any world
+    size, a resumed run's too) are removed. Returns the passages written."""
+    out_path = Path(out_path)
+    merged: dict[str, list[str]] = {}
+    for rank in range(world_size):
+        merged.update(_read_existing(shard_path(out_path, rank, world_size)))
+    missing = [p.pid for p in passages if p.pid not in merged]
+    if missing:
+        raise HarnessError(f"query shards of {out_path} lack {len(missing)} passage(s), e.g. {missing[0]}")
+    with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        for p in passages:
+            out.write(json.dumps({"pid": p.pid, "queries": merged[p.pid]}, ensure_ascii=False) + "\n")
+    for stale in out_path.parent.glob(f"{out_path.stem}.rank*-of-*{out_path.suffix}*"):
+        stale.unlink(missing_ok=True)
+    return len(passages)
+
+
 def _passages_fingerprint(passages: Sequence[Passage]) -> str:
     return artifacts.hash_texts(t for p in passages for t in (p.pid, p.text))
 
@@ -151,7 +179,7 @@ def generate_queries(
 
     path = shard_path(out_path, rank, world_size)
     done_name, key_name = _marker_names(path)
-    indices = list(range(rank, len(passages), world_size))  # global indices of this shard
+    indices = shard_indices(len(passages), batch_size, rank, world_size)  # global indices of this shard
     shard = [passages[i] for i in indices]
     config = {
         "stage": "qgen",

@@ -55,6 +55,7 @@ def retrieve(
     show_progress: bool = True,
     run_file: Path | None = None,
     tag: str = "dense",
+    query_vectors: tuple[list[str], np.ndarray, float] | None = None,
 ) -> tuple[Run, dict[str, Any]]:
     """The run of ``benchmark``'s ``split`` (None: its evaluation split) at ``depth``, and its
     efficiency numbers (:func:`harness.retrieval.dense.retrieve`'s, plus ``query_encode_seconds``
@@ -62,7 +63,8 @@ def retrieve(
     :func:`harness.retrieval.dense.retrieve_vectors`).
 
     ``corpus``: the corpus vectors, or an index built already; None encodes ``benchmark.corpus()``
-    here. ``batch_size`` None is the encoder's own default. ``run_file`` is written as a TREC run
+    here. ``query_vectors``: (query ids, vectors, seconds) encoded already (by every rank of a launched
+    run), else the judged queries are encoded here. ``batch_size`` None is the encoder's own default. ``run_file`` is written as a TREC run
     tagged ``tag``: exactly the run returned.
     """
 
@@ -70,9 +72,12 @@ def retrieve(
     sizes = {} if batch_size is None else {"batch_size": batch_size}
     if corpus is None:
         corpus = encoder.encode_corpus(benchmark.corpus(), show_progress=show_progress, **sizes)
-    started = time.perf_counter()
-    qids, q_emb = encoder.encode_queries(queries, show_progress=show_progress, **sizes)
-    timings = {"query_encode_seconds": time.perf_counter() - started}
+    if query_vectors is None:
+        started = time.perf_counter()
+        qids, q_emb = encoder.encode_queries(queries, show_progress=show_progress, **sizes)
+        query_vectors = (qids, q_emb, time.perf_counter() - started)
+    qids, q_emb, seconds = query_vectors
+    timings = {"query_encode_seconds": seconds}
     k = depth + 1 if keep_self_hits else depth
     if isinstance(corpus, Shard):
         run, stats = search(qids, q_emb, corpus, k=k)

@@ -32,7 +32,7 @@ from harness.stages.artifacts import (
     hash_file,
 )
 from harness.stages.checkpoints import candidates, resolve_checkpoint
-from harness.stages.graph import EVERY_RANK, STAGES, Stage, StopAfterStage
+from harness.stages.graph import ALL_RANKS, EVERY_RANK, STAGES, Stage, StopAfterStage
 
 STOP = "a run stops here: "  # a plan note on something missing that stops a run at that point
 
@@ -242,8 +242,10 @@ class RunContext:
         work: Path,
         finish: bool,
         tags: dict[str, Any],
+        processes: int = 1,
     ) -> None:
-        """`build(work)` timed and tracked as the stage's MLflow child run; `finish`: mark it finished (rank 0)."""
+        """`build(work)` timed and tracked as the stage's MLflow child run; `finish`: mark it finished (rank 0);
+        `processes`: how many ran the build (the entry says so)."""
         started = time.time()
         if (cuda := _cuda()) is not None:
             cuda.reset_peak_memory_stats()
@@ -258,7 +260,16 @@ class RunContext:
         elapsed = time.time() - started
         # Peak RSS is an observation of this machine, kept in the log entry and never in the stage's key.
         self.stages.add(
-            cache.stage, dataset, False, elapsed, key=cache.key, **tags, output=meta, **rss.fields(), **peak
+            cache.stage,
+            dataset,
+            False,
+            elapsed,
+            key=cache.key,
+            **tags,
+            output=meta,
+            processes=processes,
+            **rss.fields(),
+            **peak,
         )
         print(f"[{label}] done in {elapsed:.1f} s{rss.describe()}", flush=True)
 
@@ -276,10 +287,12 @@ class RunContext:
         cached output is used; every rank hears its answer. A training stage (``ranks`` EVERY_RANK) is
         built by every rank together in rank 0's work folder (DDP; rank 0 writes the model); any other
         stage by rank 0 alone (:func:`harness.core.ranks.solo`) while the others wait. No rank leaves
-        before rank 0 has marked the output finished, so every rank may read it next."""
+        before rank 0 has marked the output finished, so every rank may read it next. A sharded stage
+        (``SHARDED``) runs like a training stage: every rank builds its share in rank 0's work folder and the
+        build merges them on rank 0. Each built entry states how many processes ran it."""
         from harness.training import distributed as D
 
-        main = ranks.is_main()
+        main, processes = ranks.is_main(), ranks.world_size()
         with exclusive_lock(cache.lock_path, label) if main else contextlib.nullcontext(False) as waited:
             reuse = D.control_broadcast(self._reuse(cache, dataset, waited, label, tags) if main else None)
             self.forced.add(cache.key)
@@ -289,11 +302,11 @@ class RunContext:
                 if not main:
                     self.stages.add(cache.stage, dataset, True, 0.0, key=cache.key, **tags, **_cached_outputs(cache))
                 return cache
-            if stage.ranks == EVERY_RANK:
+            if stage.ranks in ALL_RANKS:
                 if main:
                     with cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
                         D.control_broadcast(str(work))
-                        self._build(cache, dataset, config, build, label, work, False, tags)
+                        self._build(cache, dataset, config, build, label, work, False, tags, processes)
                         D.control_barrier()  # every rank's share is done before the output is marked
                         cache.mark_finished(
                             work,
@@ -304,15 +317,16 @@ class RunContext:
                         )
                 else:
                     work = Path(D.control_broadcast(None))
-                    print(f"[{label}] rank {ranks.rank()}: training with the other ranks in {work}", flush=True)
-                    self._build(cache, dataset, config, build, label, work, False, tags)
+                    doing = "training" if stage.ranks == EVERY_RANK else "building its share"
+                    print(f"[{label}] rank {ranks.rank()}: {doing} with the other ranks in {work}", flush=True)
+                    self._build(cache, dataset, config, build, label, work, False, tags, processes)
                     D.control_barrier()
             elif main:
                 with ranks.solo(), cache.building(keep_partial=self._resumes(stage, cache, label)) as work:
                     self._build(cache, dataset, config, build, label, work, True, tags)
             else:
                 print(f"[{label}] rank {ranks.rank()}: waiting for rank 0 to build it", flush=True)
-                self.stages.add(cache.stage, dataset, False, 0.0, key=cache.key, **tags, built_by="rank 0")
+                self.stages.add(cache.stage, dataset, False, 0.0, key=cache.key, **tags, built_by="rank 0", processes=1)
             D.control_barrier()  # rank 0 has renamed the output into place
         return cache
 

@@ -8,8 +8,11 @@ spec states both choices explicitly: `retriever2.init` (pretrained | retriever1)
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from harness import SEED
 from harness.core import ranks
@@ -17,7 +20,7 @@ from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
 from harness.data.formats import iter_trec_run
 from harness.data.requirements import train_split
-from harness.evaluation.dense_run import retrieve
+from harness.evaluation.dense_run import judged_queries, retrieve
 from harness.finetune.negatives import make_examples, negative_pool
 from harness.pipelines.chain import (
     Family,
@@ -28,10 +31,10 @@ from harness.pipelines.chain import (
 )
 from harness.pipelines.context import input_key
 from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
-from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, load_encoder
+from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, gather_embeddings, load_encoder, pick_device
 from harness.spec.stage_settings import StageSettings, precision_source
 from harness.stages.checkpoints import model_fingerprint
-from harness.training.precision import encode_precision
+from harness.training.precision import cuda_encode_precision, encode_precision
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -113,15 +116,25 @@ def retrieve_stage(
     pooling, normalize, query/passage max length), exact inner-product top-k over the corpus vectors
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
     so mining and evaluating with retriever 1 on one corpus encode it once). The run's
-    :func:`~harness.training.precision.encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were."""
+    :func:`~harness.training.precision.encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were.
+    On CUDA an fp32 run encodes under fp16 autocast, as the official CoT-MAE scripts do (caskcsg/ir
+    cotmae-qc/msmarco/test_retriever.sh: ``--fp16``, per-device batch 2048, 8 corpus splits on 8 GPUs);
+    the record's ``encode_precision`` says which, the key does not (a CPU run encodes as before)."""
 
     bench = get_benchmark(dataset)
     if (precision := encode_precision(ctx.spec)) != "fp32":
         encoding = {**(encoding or {}), "precision": precision}
 
     def build(work: Path) -> dict[str, Any]:
-        encoder = load_encoder(model_dir, **(encoding or {}))
+        # Every rank of a launched run encodes its slice of the corpus and of the queries (merged in id
+        # order on rank 0, which searches); on CUDA under fp16 autocast, as the official scripts encode.
+        # Neither the process count nor the CUDA precision is in the key: they change vectors only at
+        # float rounding level (rounding of fp16, or of other padded batch shapes in fp32).
+        encoder = load_encoder(model_dir, **_device_encoding(encoding))
         ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), DEFAULT_BATCH_SIZE)
+        qids, q_emb, seconds = sharded_queries(encoder, judged_queries(bench, split))
+        if not ranks.is_main():
+            return {}
         _, stats = retrieve(
             encoder,
             bench,
@@ -130,10 +143,12 @@ def retrieve_stage(
             corpus=(ids, vectors),
             run_file=work / "run.trec",
             tag=f"{ctx.spec.name}-{label}",
+            query_vectors=(qids, q_emb, seconds),
         )
         return {
             **{k: stats[k] for k in SEARCH_OUTPUTS},
             "encode_precision": encoder.precision,
+            "encode_processes": info["processes"],
             "corpus_cached": info["cached"],
             "corpus_encode_seconds": round(info["encode_seconds"], 2),
             "corpus_vectors": info["key"],
@@ -148,6 +163,20 @@ def retrieve_stage(
         k: v for k, v in ctx.stage_meta(cache).items() if k in ("qps", "index_bytes", "search_seconds")
     }
     return cache.dir / "run.trec"
+
+
+def _device_encoding(encoding: dict[str, Any] | None) -> dict[str, Any]:
+    """``encoding`` with the precision this device encodes in (fp16 autocast on CUDA for an fp32 run)."""
+    requested = (encoding or {}).get("precision", "fp32")
+    return {**(encoding or {}), "precision": cuda_encode_precision(requested, pick_device())}
+
+
+def sharded_queries(encoder: Any, queries: dict[str, str]) -> tuple[list[str], np.ndarray, float]:
+    """(query ids, vectors, seconds): each rank of a launched run encodes its contiguous slice of the
+    queries, gathered in id order on every rank (one process: all of them)."""
+    started = time.perf_counter()
+    qids, local = encoder.encode_queries(queries, rank=ranks.rank(), world_size=ranks.world_size())
+    return qids, gather_embeddings(local, len(qids)), time.perf_counter() - started
 
 
 def run_dense(ctx: RunContext, datasets: list[str]) -> Runs:

@@ -126,7 +126,8 @@ def passages_stage(ctx: RunContext, tokenizer_dir: Path) -> Path:
 def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Path:
     """Generated queries per passage: a local doc2query checkpoint, or a tiny T5 trained here."""
     from harness.corpus.passages import load_passages
-    from harness.corpus.qgen import generate_queries, sample_text
+    from harness.corpus.qgen import generate_queries, merge_query_shards, sample_text
+    from harness.training import distributed as D
 
     q = QgenSettings.from_spec(ctx.spec)
     if q.model == "term-sampler":
@@ -140,7 +141,11 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
     model_key = input_key(model_dir)
 
     def build(work: Path) -> dict[str, Any]:
+        # Every rank of a launched run generates its share (global batches, seeded by their first
+        # passage: harness.corpus.qgen), then rank 0 merges the shards in passage order: the file a
+        # one-process run writes.
         passages = load_passages(passages_file)
+        rank, world = ranks.rank(), ranks.world_size()
         result = generate_queries(
             model_dir,
             passages,
@@ -150,14 +155,26 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
             input_prefix=q.input_prefix,
             max_new_tokens=q.max_new_tokens,
             seed=SEED,
+            rank=rank,
+            world_size=world,
             out_path=work / "queries.jsonl",
             batch_size=q.batch_size,
         )
+        if world > 1:
+            D.control_barrier()  # every shard is complete
+            if not ranks.is_main():
+                return {}
+            merge_query_shards(work / "queries.jsonl", passages, world)
         for sample in result.samples[:3]:
             print(f"  sample queries: {sample_text(sample)}")
         ctx.tracker.log_text("\n".join(map(str, result.samples)), "qgen_samples.txt")
         grounding = report_grounding(passages, work / "queries.jsonl")
-        return {"passages": len(passages), "samples": [str(s) for s in result.samples[:5]], **grounding}
+        return {
+            "passages": len(passages),
+            "samples": [str(s) for s in result.samples[:5]],
+            **grounding,
+            "processes": world,  # kept in done.json: a cached entry says it too
+        }
 
     config = {**q.key("qgen"), "model": model_key}
     cache = ctx.cached_stage("qgen", None, config, {"passages": input_key(passages_file)}, build)
@@ -209,6 +226,8 @@ def term_qgen_stage(ctx: RunContext, q: QgenSettings, passages_file: Path) -> Pa
     config = {**q.key("qgen"), "version": 2}  # 2: no empty query for word-less passages
 
     def build(work: Path) -> dict[str, Any]:
+        if not ranks.is_main():  # a CPU sampler: rank 0 writes it all while the others wait
+            return {}
         model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
         passages = load_passages(passages_file)
         write_term_queries(model, passages, config["num_queries"], SEED, work / "queries.jsonl")

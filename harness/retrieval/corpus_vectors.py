@@ -31,11 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.fsutil import PARTIAL, atomic_dir, temp_name
 from harness.core.paths import cache_dir
 from harness.retrieval.encoder import vector_settings
 from harness.retrieval.sharded import (
+    chunk_world_size,
     encode_corpus_sharded,
     merge_shards_to_file,
     shards_complete,
@@ -107,10 +109,24 @@ def _write_cache(folder: Path, chunks: Path, info: dict[str, Any]) -> None:
 def corpus_embeddings(
     encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True, show_progress: bool = True
 ) -> tuple[list[str], np.ndarray, dict[str, Any]]:
-    """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds and the cache path."""
+    """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds and the cache path.
+
+    In a launched run every rank calls this together: each encodes its slice of the corpus into the
+    chunk folder, rank 0 merges the chunks into the cache and gets the vectors; another rank gets no
+    vectors (``[]``, a 0-row matrix) and the same ``cached``/``processes`` answer."""
     folder = _embeddings_folder(fingerprint, encoder, benchmark)
     npy = folder / EMBEDDINGS_FILE
-    if use_cache and (hit := _read_cached(folder)) is not None:
+    world, main = (ranks.world_size(), ranks.is_main()) if use_cache else (1, True)
+    hit = _read_cached(folder) if use_cache and main else None
+    if world > 1:
+        from harness.training import distributed as D
+
+        cached = D.control_broadcast(hit is not None)  # one answer for every rank: they meet below
+        if not main:
+            if not cached:
+                _encode_chunks(encoder, benchmark, _chunks_folder(folder), batch_size, show_progress)
+            return [], np.zeros((0, int(encoder.dim)), dtype=np.float32), {"cached": cached, "processes": world}
+    if hit is not None:
         ids, emb, info = hit
         print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
         return (
@@ -122,32 +138,24 @@ def corpus_embeddings(
                 "encode_seconds": 0.0,
                 "key": folder.name,
                 "original_encode_seconds": info.get("encode_seconds"),
+                "processes": world,
             },
         )
     # A non-embedded corpus is downloaded on first read (clear error offline); the cached path reads it
     # as a stream (benchmark.iter_corpus), one chunk of CHUNK_PASSAGES in memory, never the whole dict.
     print(
         f"{benchmark.name}: encoding the corpus as a stream (batch {batch_size}, max length "
-        f"{encoder.spec.passage_max_length}, {encoder.device}; counts on stderr)"
+        f"{encoder.spec.passage_max_length}, {encoder.device}, {encoder.precision}, {world} process(es); "
+        "counts on stderr)"
     )
     started = time.perf_counter()
     if use_cache:
         # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
         # last complete chunk (harness.retrieval.sharded); merged into the cache file, then removed.
         # Chunks that torchrun ranks finished (encode_corpus_shards) are merged as they are.
-
         chunks = _chunks_folder(folder)
-        if not shards_complete(chunks):
-            encode_corpus_sharded(
-                encoder,
-                benchmark.iter_corpus,
-                chunks,
-                rank=0,
-                world_size=1,
-                shard_size=CHUNK_PASSAGES,
-                batch_size=batch_size,
-                show_progress=show_progress,
-            )
+        if world > 1 or not shards_complete(chunks):
+            _encode_chunks(encoder, benchmark, chunks, batch_size, show_progress)
         seconds = time.perf_counter() - started
         _write_cache(
             folder,
@@ -157,6 +165,7 @@ def corpus_embeddings(
                 "first_benchmark": benchmark.name,
                 "settings": vector_settings(encoder),
                 "model": fingerprint,
+                "processes": world,
             },
         )
         shutil.rmtree(chunks, ignore_errors=True)
@@ -173,8 +182,34 @@ def corpus_embeddings(
         "cache_file": str(npy) if use_cache else None,
         "encode_seconds": seconds,
         "key": folder.name,
+        "processes": world,
     }
     return ids, emb, info
+
+
+def _encode_chunks(encoder: Any, benchmark: Any, chunks: Path, batch_size: int, show_progress: bool) -> None:
+    """This rank's slice of the corpus into ``chunks`` (the whole corpus in one process); with several
+    ranks, every rank returns once all the chunks are written. Chunks of an interrupted encoding by
+    another number of processes are discarded first (their slices differ)."""
+    world = ranks.world_size()
+    if world > 1:
+        from harness.training import distributed as D
+
+        if ranks.is_main() and chunk_world_size(chunks) not in (None, world):
+            shutil.rmtree(chunks, ignore_errors=True)
+        D.control_barrier()
+    encode_corpus_sharded(
+        encoder,
+        benchmark.iter_corpus,
+        chunks,
+        rank=ranks.rank(),
+        world_size=world,
+        shard_size=CHUNK_PASSAGES,
+        batch_size=batch_size,
+        show_progress=show_progress,
+    )
+    if world > 1:
+        D.control_barrier()  # every rank's chunks are complete: rank 0 may merge
 
 
 def encode_corpus_shards(

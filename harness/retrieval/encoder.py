@@ -413,7 +413,8 @@ def pool(hidden: Any, attention_mask: Any, pooling: str, normalize: bool) -> Any
     return vecs
 
 
-def _pick_device(device: str | None) -> Any:
+def pick_device(device: str | None = None) -> Any:
+    """`device`, else this process's current CUDA device, else the CPU."""
     import torch
 
     if device is None:
@@ -478,7 +479,7 @@ def load_encoder(
             setattr(spec, name, value)
             spec.sources[name] = "argument"
 
-    dev = _pick_device(device)
+    dev = pick_device(device)
     model, tokenizer = load_backbone(spec.model_dir)
     model, precision = for_inference(model, precision, dev, lambda line: print(f"encoder: {line}", file=sys.stderr))
     model.to(dev).eval()

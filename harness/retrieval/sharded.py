@@ -391,6 +391,15 @@ def encode_corpus_sharded(
     return report
 
 
+def chunk_world_size(out_dir: str | Path) -> int | None:
+    """The world size the chunks in ``out_dir`` were laid out for (its manifest's), None without one."""
+    path = Path(out_dir) / MANIFEST
+    try:
+        return int(json.loads(path.read_text(encoding="utf-8"))["world_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def shards_complete(out_dir: str | Path) -> bool:
     """True when ``out_dir`` has a manifest and every chunk it lists has its ``.json`` (written last).
 

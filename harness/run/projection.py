@@ -13,7 +13,10 @@ Assumptions, stated with every projection:
   reached in the measurement (11-39%); on another GPU type those fractions are scaled by what a
   paper's own stated pre-training hours on that type imply (:func:`calibration`: from another
   paper on the same type where there is one, so the paper's own hours stay a check; else from its
-  own, said so); devices scale linearly (no communication cost);
+  own, said so); a stage every rank runs (training) or shares (sharded query generation and encoding,
+  harness/stages/graph.py ``ranks``) scales linearly over the devices (no communication cost); a stage
+  rank 0 runs alone takes one device while the others idle: its GPU-hours count every device the run
+  holds, its idle GPU-hours the others;
 * encoding runs at the end-to-end rate measured on the H100 (tokenisation included), 1/15 of the
   forward-only rate (:data:`ENCODE_END_TO_END`, bench/README.md);
 * gradient caching (a contrastive objective whose batch does not fit) adds one forward pass to each
@@ -28,6 +31,7 @@ Stages not projected (query generation with T5, the reranker's training) say so.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -43,7 +47,7 @@ from harness.pretrain.objectives import objective_class
 from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
 from harness.spec.method import load_method, pretraining_methods
 from harness.spec.stage_settings import RerankerSettings, StageSettings
-from harness.stages.graph import NOT_PROJECTED, STAGES, resolve
+from harness.stages.graph import ALL_RANKS, NOT_PROJECTED, STAGES, resolve
 
 MEASURED = PROJECT_ROOT / "bench" / "results" / "paper_shape_h100_2026-11-24.json"
 MEASURED_ON_PEAK = 989.0  # H100 SXM dense bf16 TFLOP/s (NVIDIA's datasheet)
@@ -72,6 +76,7 @@ class Cost:
     kind: str  # which measured row it scales
     batch: float = 0  # one device's share of a step, in the measured row's batch unit (memory scales with it)
     note: str = ""
+    parallel: bool = True  # every rank runs or shares it (Stage.ranks); else rank 0 alone, the others idle
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,11 +129,31 @@ def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
         stage = STAGES.get(entry["stage"])
         if entry.get("plan") != "to run" or stage is None or stage.cost is None:
             continue
+        parallel = stage.ranks in ALL_RANKS
         if stage.cost == NOT_PROJECTED:
-            costs.append(Cost(_label(entry), None, "", note="not projected (no measured step of this kind)"))
+            costs.append(
+                Cost(_label(entry), None, "", note="not projected (no measured step of this kind)", parallel=parallel)
+            )
         elif (cost := resolve(stage.cost)(spec, entry, counted)) is not None:
-            costs.append(cost)
+            costs.append(dataclasses.replace(cost, parallel=parallel))
     return costs
+
+
+def stage_time(cost: Cost, devices: int, rate: float) -> tuple[float, float, float]:
+    """(wall seconds, GPU-hours, idle GPU-hours) of a projected stage on ``devices`` devices of ``rate``
+    FLOP/s each (TFLOP/s, its utilisation applied): an every-rank or sharded stage is divided over the
+    devices; a rank-0 stage runs on one while the run holds all of them."""
+    used = devices if cost.parallel else 1
+    seconds = (cost.tflop or 0.0) / (used * rate)
+    return seconds, seconds * devices / 3600, seconds * (devices - used) / 3600
+
+
+def unshared_stages(entries: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The planned stages (to run) rank 0 builds alone while the other ranks wait: (those whose work can
+    use no GPU: BM25/Lucene, file and scoring work; those that could use one but are not sharded)."""
+    names = {e["stage"] for e in entries if e.get("plan") == "to run"}
+    alone = [s for s in STAGES.values() if s.name in names and s.ranks not in ALL_RANKS]
+    return [s.name for s in alone if not s.gpu], [s.name for s in alone if s.gpu]
 
 
 def _label(entry: dict[str, Any]) -> str:
@@ -322,31 +347,43 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     decl = f"{devices} x {gpu}" if gpu else "declared"
     lines = [
         f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
-        f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model):",
+        f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model; GPU-h: the "
+        f"{decl} the run holds during the stage, idle: those a rank-0-only stage leaves waiting):",
         f"    model: {shape_line(spec)}",
-        f"    {'stage':<44} {'PFLOP':>9}  {decl:>16}  {here:>30}  {'peak GiB/device':>15}",
+        f"    {'stage':<44} {'PFLOP':>9}  {decl:>16}  {'GPU-h':>8}  {'idle GPU-h':>10}  {here:>30}  "
+        f"{'peak GiB/device':>15}",
     ]
-    total_decl = total_here = 0.0
+    total_decl = total_here = total_gpu = total_idle = 0.0
     for c in costs:
         if c.tflop is None:
-            lines.append(f"    {c.stage:<44} {'-':>9}  {'-':>16}  {'-':>30}  {'-':>15}  {c.note}")
+            lines.append(f"    {c.stage:<44} {'-':>9}  {'-':>16}  {'-':>8}  {'-':>10}  {'-':>30}  {'-':>15}  {c.note}")
             continue
         util = _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)
-        t_decl = c.tflop / (devices * peak * util * scale) if peak else None
-        t_here = c.tflop / (here_devices * here_gpu * util * here_scale) if here_gpu else c.tflop / cpu
+        t_decl, gpu_h, idle_h = stage_time(c, devices, peak * util * scale) if peak else (None, 0.0, 0.0)
+        t_here = stage_time(c, here_devices, here_gpu * util * here_scale)[0] if here_gpu else c.tflop / cpu
         row = measured()[c.kind]
         mem = row["peak_gib"] * c.batch / row["batch"] if c.batch and measured_shape else None
         total_decl += t_decl or 0.0
         total_here += t_here
+        total_gpu += gpu_h
+        total_idle += idle_h
         lines.append(
             f"    {c.stage:<44} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
+            f"{(f'{gpu_h:,.1f}' if peak else '-'):>8}  {(f'{idle_h:,.1f}' if peak else '-'):>10}  "
             f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
             + (f"  {c.note}" if c.note else "")
+            + ("" if c.parallel else "  (rank 0 alone)")
         )
     lines.append(
         f"    {'total of the projected stages':<44} {'':>9}  {(_hours(total_decl) if peak else '-'):>16}  "
+        f"{(f'{total_gpu:,.1f}' if peak else '-'):>8}  {(f'{total_idle:,.1f}' if peak else '-'):>10}  "
         f"{_hours(total_here):>30}"
     )
+    cpu_only, idle = unshared_stages(entries)
+    if cpu_only:
+        lines.append(f"    stages that use no GPU (rank 0; Lucene/BM25, files, scoring): {', '.join(cpu_only)}")
+    if idle:
+        lines.append(f"    stages rank 0 runs on one GPU while the others idle: {', '.join(idle)}")
     pre = next((c for c in costs if c.stage == "pretrain" and c.tflop), None)
     if declared.get("hours") and pre and peak:
         lines.append(
@@ -357,7 +394,8 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
         "    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
         "H100 (11-39%)" + (f"; {scale_why}" if scale_why else "") + "; encoding at the H100's end-to-end "
         "rate (1/15 of the forward alone: tokenisation-bound); gradient caching adds a forward; linear "
-        f"scaling over devices ({here_devices} here); the CPU at half its measured fp32 matmul rate; peak "
+        f"scaling over devices ({here_devices} here) for every-rank and sharded stages, one device for a "
+        "rank-0 stage; the CPU at half its measured fp32 matmul rate; peak "
         "memory scaled from the H100 bf16 measurement by the per-device batch"
     )
     return lines
@@ -407,8 +445,9 @@ def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
     scale = calibration(_gpu_type(gpu), spec.name)[0] if peak else 1.0
     hours = (
         sum(
-            c.tflop
-            / (devices * peak * scale * _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0))
+            stage_time(
+                c, devices, peak * scale * _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)
+            )[0]
             for c in projected
         )
         / 3600

@@ -12,10 +12,13 @@ its output (:class:`harness.stages.artifacts.StageCache`), its MLflow child run,
   pipelines that can (:data:`FAMILY_STEPS` and the outline's rules derive from these);
 - ``resumable``: whether an interrupted build continues from its own checkpoints;
 - ``ranks``: in a multi-process run, :data:`EVERY_RANK` when every rank runs its build together (DDP
-  training), else :data:`MAIN_RANK`: rank 0 builds it alone while the others wait
-  (:meth:`harness.pipelines.context.RunContext.cached_stage`);
+  training), :data:`SHARDED` when every rank builds its share and rank 0 merges them (query generation,
+  encoding: the output does not depend on the number of processes), else :data:`MAIN_RANK`: rank 0
+  builds it alone while the others wait (:meth:`harness.pipelines.context.RunContext.cached_stage`);
+  the projection divides only an every-rank or sharded stage by the device count;
 - ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for the
   stages of one ``details_group`` (BM25 index and search share theirs);
+- ``gpu``: whether its work can use a GPU at all (the projection names those that cannot);
 - ``cost``: its row of the dry-run's projection (:mod:`harness.run.projection`), :data:`NOT_PROJECTED`,
   or ``None``: left out of the projection (BM25, file work, encoding queries only).
 
@@ -37,7 +40,8 @@ from typing import Any
 
 DENSE, SPARSE, LEXICAL = "dense", "learned-sparse", "lexical"
 TRAINED = (DENSE, SPARSE)
-EVERY_RANK, MAIN_RANK = "every rank", "rank 0"  # Stage.ranks
+EVERY_RANK, SHARDED, MAIN_RANK = "every rank", "every rank, sharded", "rank 0"  # Stage.ranks
+ALL_RANKS = (EVERY_RANK, SHARDED)  # the stages whose build every rank of a launched run enters
 NOT_PROJECTED = "not projected"  # Stage.cost: listed in the projection without FLOPs (no measured step of its kind)
 
 
@@ -60,6 +64,7 @@ class Stage:
     details: str | None = None
     details_group: str = ""  # stages that share their settings lines; "" = its own name
     cost: str | None = None
+    gpu: bool = True  # whether its work can use a GPU (False: Lucene/BM25, file and scoring work)
 
     @property
     def group(self) -> str:
@@ -88,7 +93,13 @@ PLAN, COST = "harness.run.plan", "harness.run.projection"
 
 # In the order a run meets them.
 GRAPH: tuple[Stage, ...] = (
-    Stage("tokenizer", "train a WordPiece tokenizer on the corpora", "corpus", details=f"{PLAN}:tokenizer_details"),
+    Stage(
+        "tokenizer",
+        "train a WordPiece tokenizer on the corpora",
+        "corpus",
+        details=f"{PLAN}:tokenizer_details",
+        gpu=False,
+    ),
     Stage(
         "passages",
         "train Punkt on the corpus, split the documents into passages",
@@ -96,6 +107,7 @@ GRAPH: tuple[Stage, ...] = (
         ("tokenizer",),
         resumable=True,
         details=f"{PLAN}:passages_details",
+        gpu=False,
     ),
     Stage(
         "qgen_model",
@@ -110,6 +122,7 @@ GRAPH: tuple[Stage, ...] = (
         "corpus",
         ("passages", "qgen_model"),
         resumable=True,
+        ranks=SHARDED,
         details=f"{PLAN}:qgen_details",
         cost=NOT_PROJECTED,
     ),
@@ -123,7 +136,7 @@ GRAPH: tuple[Stage, ...] = (
         details=f"{PLAN}:pretrain_details",
         cost=f"{COST}:pretrain_cost",
     ),
-    Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",)),
+    Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",), gpu=False),
     Stage(
         "index",
         "Lucene BM25 index of the corpus",
@@ -131,6 +144,7 @@ GRAPH: tuple[Stage, ...] = (
         families=(LEXICAL, *TRAINED),
         details=f"{PLAN}:bm25_details",
         details_group="bm25",
+        gpu=False,
     ),
     Stage(
         "retrieve",
@@ -140,11 +154,13 @@ GRAPH: tuple[Stage, ...] = (
         families=(LEXICAL, *TRAINED),
         details=f"{PLAN}:bm25_details",
         details_group="bm25",
+        gpu=False,
     ),
     Stage(
         "bm25_negatives",
         "the training queries' BM25 negatives from a published file (data.bm25_negatives)",
         "finetune_r1",
+        gpu=False,
     ),
     Stage(
         "retriever1",
@@ -163,6 +179,7 @@ GRAPH: tuple[Stage, ...] = (
         "evaluate",
         ("pretrain", "random_init", "retriever1", "retriever2"),
         families=(DENSE,),
+        ranks=SHARDED,
         cost=f"{COST}:encode_cost",
     ),
     Stage(
@@ -233,12 +250,14 @@ GRAPH: tuple[Stage, ...] = (
         "evaluate",
         ("retrieve", "dense_retrieve", "impact_search"),
         families=(LEXICAL, *TRAINED),
+        gpu=False,
     ),
     Stage(
         "evaluate",
         "score the run with the benchmark's measures; compare with the papers",
         "evaluate",
         families=(LEXICAL, *TRAINED),
+        gpu=False,
     ),
 )
 STAGES: dict[str, Stage] = {stage.name: stage for stage in GRAPH}

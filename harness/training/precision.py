@@ -86,7 +86,8 @@ def stage_precision(settings: Any, spec: Any) -> Any:
 def encode_precision(spec: Any) -> str:
     """The precision a run encodes in: what its ``precision: auto`` resolved to (bf16 where this CPU
     measured bf16 faster, or ``--precision``), so one run computes in one precision; fp32 otherwise
-    (a stated precision is the training's: the papers encoded in fp32 after fp16 training)."""
+    (a stated precision is the training's). On CUDA an fp32 run encodes under fp16 autocast
+    (:func:`cuda_encode_precision`), as the official CoT-MAE scripts do (``--fp16``, per-device batch 2048)."""
     return (
         spec.precision if getattr(spec, "precision_source", None) in ("measured", "flag") and spec.precision else "fp32"
     )
@@ -149,20 +150,27 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
 def for_inference(
     model: torch.nn.Module, precision: str, device: torch.device, say: Callable[[str], None]
 ) -> tuple[torch.nn.Module, str]:
-    """(model, precision used) for encoding: on CUDA the weights are cast to fp16/bf16; a CPU keeps
-    fp32 weights and runs bf16 autocast where torch computes bf16 (:func:`encode_autocast`), else fp32."""
+    """(model, precision used) for encoding: the weights stay fp32 and the forward runs under autocast
+    (:func:`encode_autocast`): fp16/bf16 on CUDA, as the official CoT-MAE/Tevatron encoding's ``--fp16``
+    (torch.cuda.amp over fp32 weights); bf16 on a CPU where torch computes bf16, else fp32."""
     if precision == "fp32":
         return model, "fp32"
     if device.type != "cuda":
         return model, device_precision(precision, device, say)
-    import torch
-
-    return model.to(torch.float16 if precision == "fp16" else torch.bfloat16), precision
+    return model, precision
 
 
 def encode_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """The autocast of an encoding forward pass: bf16 on a CPU; none on CUDA, whose weights are cast."""
-    return autocast(precision if device.type == "cpu" else "fp32", device)
+    """The autocast of an encoding forward pass (a no-op for fp32)."""
+    return autocast(precision, device)
+
+
+def cuda_encode_precision(requested: str, device: torch.device) -> str:
+    """What an encoding stage computes in: fp16 autocast on CUDA where the run asks fp32 (what the
+    official CoT-MAE scripts encode with: ``--fp16`` at per-device batch 2048), else ``requested``; a CPU
+    is unchanged. Not part of a stage's key (the record states it): the vectors differ from fp32 ones
+    within fp16 rounding."""
+    return "fp16" if device.type == "cuda" and requested == "fp32" else requested
 
 
 def grad_scaler(precision: str) -> torch.amp.GradScaler | None:
