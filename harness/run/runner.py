@@ -438,6 +438,7 @@ def _run_spec(
             stages=ctx.stages.entries,
             started=started,
             tracker=tracker,
+            models_used=list(ctx.models_read),
         )
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
         path = write_record(record, tracker)
