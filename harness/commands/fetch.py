@@ -31,9 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="download names (see --list)")
     p.add_argument("--list", action="store_true", help="list the registered downloads and whether each is here")
-    p.add_argument(
-        "--dry-run", action="store_true", help="with --method: list what it would fetch, download nothing"
-    )
+    p.add_argument("--dry-run", action="store_true", help="with --method: list what it would fetch, download nothing")
     p.add_argument(
         "--model",
         action="append",
@@ -60,7 +58,9 @@ def _fetch(args: argparse.Namespace) -> int:
             check = "sha256" if sha256 else "md5" if md5 else "recorded sha256 (unpinned)"
             rows.append([key, src.filename, "here" if download.available(key) else "missing", check])
         for name, pin in models.registry().items():
-            rows.append([f"--model {name}", pin.repo or "-", "missing" if models.problem(name) else "here", pin.verified_by()])
+            rows.append(
+                [f"--model {name}", pin.repo or "-", "missing" if models.problem(name) else "here", pin.verified_by()]
+            )
         print(format_table(["name", "file", "status", "verified by"], rows))
         return 0
     for key in args.names:

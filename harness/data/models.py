@@ -150,7 +150,7 @@ def _listing(pin: ModelPin) -> tuple[str, list[str]]:
         return pin.revision or "mirror", _wanted([p.relative_to(root).as_posix() for p in _files_here(root)])
     rev = pin.revision or "main"
     try:
-        with urllib.request.urlopen(f"{HUB}/api/models/{pin.repo}/revision/{rev}", timeout=60) as resp:  # noqa: S310 - a fixed https URL
+        with urllib.request.urlopen(f"{HUB}/api/models/{pin.repo}/revision/{rev}", timeout=60) as resp:
             info = json.load(resp)
     except (OSError, ValueError) as exc:
         raise HarnessError(
@@ -167,8 +167,7 @@ def fetch_model(name: str) -> Path:
         pin = ModelPin(name, name, None, None)  # an unregistered Hub name: main, trust on first use
     if pin.repo is None:
         raise HarnessError(
-            f"{name}: no published source known ({pin.evidence}); "
-            + (pin.substitute or f"put a copy at models/{name}")
+            f"{name}: no published source known ({pin.evidence}); " + (pin.substitute or f"put a copy at models/{name}")
         )
     target = candidates(name)[-1]
     if pin.files:

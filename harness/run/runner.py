@@ -367,7 +367,11 @@ def _run_spec(
             )
     if dry_run:
         ctx = plan_method(spec, datasets, force, stage)
-        print(describe(spec, datasets, ctx.stages.entries, ctx.plan_notes, preflight=preflight.problems(spec, datasets, ctx)))
+        print(
+            describe(
+                spec, datasets, ctx.stages.entries, ctx.plan_notes, preflight=preflight.problems(spec, datasets, ctx)
+            )
+        )
         return {
             "method": method,
             "profile": profile,
