@@ -17,7 +17,8 @@ from harness.data.formats import write_trec_run
 from harness.run import runner
 
 # A method run's record, field by field in the order it is written (pinned: readers, the seal and the
-# committed records rely on it; `substitutions` comes after `hardware` when a spec has some).
+# committed records rely on it; `substitutions` comes after `hardware` when a spec has some; `models`
+# names every checkpoint the run read, with its source, revision and sha256s).
 RUN_FIELDS = [
     "schema_version",
     "run_id",
@@ -31,6 +32,7 @@ RUN_FIELDS = [
     "git",
     "packages",
     "hardware",
+    "models",
     "datasets",
     "finetune_stage",
     "metrics",

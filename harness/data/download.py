@@ -285,6 +285,14 @@ def recorded_sha256(path: Path) -> str | None:
     return None
 
 
+def first_sha256(path: Path) -> str | None:
+    """sha256 the file had when it was fetched, whether or not it has changed since (None if never fetched)."""
+    try:
+        return str(json.loads(_sidecar(Path(path)).read_text())["sha256"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _open(url: str, offset: int) -> tuple[IO[bytes], int | None, bool]:
     """(stream from ``offset`` or from 0, total size if known, whether it starts at ``offset``)."""
     parsed = urllib.parse.urlparse(url)

@@ -136,6 +136,8 @@ class RunContext:
     # Plan mode: lines shown in the plan before stage entry <index>: "a run stops here: ..." (a
     # missing checkpoint or input, see plan_stop) or "note: ...".
     plan_notes: list[tuple[int, str]] = field(default_factory=list)
+    # checkpoint names the pipeline asked for (name -> what it is): the preflight checks them, the record names them
+    models_read: dict[str, str] = field(default_factory=dict)
     # Plan mode: the output folder of each stage the run would build (not finished yet) -> stage name.
     planned: dict[Path, str] = field(default_factory=dict)
     stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
@@ -390,6 +392,7 @@ class RunContext:
         lists all its stages on a machine without the paper's off-line checkpoints.
         """
 
+        self.models_read.setdefault(name, what)
         try:
             return Path(resolve_checkpoint(name, what))
         except HarnessError as exc:

@@ -59,8 +59,10 @@ def describe(
     stages: list[dict[str, Any]],
     notes: list[tuple[int, str]] | None = None,
     hw: Hardware | None = None,
+    preflight: list[str] | None = None,
 ) -> str:
-    """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place."""
+    """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place; `preflight`:
+    the lines a run refuses to start with (harness/run/preflight.py; the missing data alone when not given)."""
     hw = hw or detect()
 
     lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {SEED})"]
@@ -115,15 +117,15 @@ def describe(
     lines.extend(projection.describe(spec, stages, hw))
     lines.extend(footprint.describe(spec, stages))
 
-    missing = missing_inputs(spec, datasets)
+    missing = missing_inputs(spec, datasets) if preflight is None else preflight
     if missing:
         lines.append(
-            f"  inputs this machine lacks ({len(missing)}; a run downloads each when a stage first reads it, "
-            "or fetch them ahead):"
+            f"  inputs this machine lacks ({len(missing)}; a run refuses to start until every one is here: "
+            f"`python -m harness fetch --method {spec.name} --profile {spec.profile}` gets them):"
         )
         lines.extend(f"    ! {line}" for line in missing)
     else:
-        lines.append("  inputs: every data file the run reads is here or on the mirror")
+        lines.append("  inputs: every data file and checkpoint the run reads is here (or on the mirror) and verified")
     lines.extend(graded_cells(spec, datasets, stages))
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import SEED
 from harness.core import ranks
+from harness.data.models import provenance
 from harness.records.tracking import git_commit, hardware, package_versions, write_run_record
 
 if TYPE_CHECKING:
@@ -40,11 +41,13 @@ def build_record(
     started: float,
     tracker: Tracker,
     identity: Mapping[str, Any] | None = None,
+    models_used: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The record of a finished run (unsealed: :func:`write_record` seals it as it writes it).
 
     ``comparisons``: the cells graded, as dicts; ``efficiency_by_stage``: variant -> dataset ->
-    numbers; ``stages``: the run's stage log entries; ``started``: ``time.time()`` at its start."""
+    numbers; ``stages``: the run's stage log entries; ``started``: ``time.time()`` at its start;
+    ``models_used``: the checkpoints it read, each named in ``models`` with its source, revision and sha256s."""
     final = scores.final
     substitutions = spec.get("substitutions") if spec is not None else None
     return {
@@ -65,6 +68,7 @@ def build_record(
             "processes": ranks.launched_world_size(),
         },
         **({"substitutions": list(substitutions)} if substitutions else {}),
+        "models": [provenance(name) for name in models_used],
         "datasets": scores.datasets,
         **({"finetune_stage": final} if final.startswith("retriever") else {}),
         "metrics": scores.metrics,

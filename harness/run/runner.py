@@ -34,7 +34,7 @@ from harness.evaluation.measures import (
 from harness.gate.cell_state import run_summary_states
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
-from harness.pipelines.context import STOP, RunContext, StageLog
+from harness.pipelines.context import RunContext, StageLog
 from harness.records.tracking import (
     Tracker,
     log_parent_summary,
@@ -43,7 +43,7 @@ from harness.records.tracking import (
     parent_tracker,
     tracking_line,
 )
-from harness.run import footprint
+from harness.run import footprint, preflight
 from harness.run.plan import describe
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
@@ -157,11 +157,11 @@ def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
 
 
 def paper_run_missing(spec: MethodSpec) -> list[str]:
-    """What a run of `spec` would stop at for want of data or a checkpoint (its dry-run's stops)."""
+    """What a run of `spec` would refuse to start for: its missing data and checkpoints (the preflight's lines)."""
+    datasets = list(spec.get("datasets", []))
     with data_setting(spec):
-        ctx = plan_method(spec, list(spec.get("datasets", [])))
-    stops = [text[len(STOP) :] for _, text in ctx.plan_notes if text.startswith(STOP)]
-    return list(dict.fromkeys(text.split(" (", 1)[0].split(". ", 1)[0] for text in stops))  # the what, not the how
+        lines = preflight.problems(spec, datasets, plan_method(spec, datasets))
+    return [line.split("; fetch:", 1)[0].split(" (", 1)[0] for line in lines]  # the what, not the how
 
 
 def declared_hardware(method: str, profile: str | None) -> dict[str, Any]:
@@ -364,7 +364,11 @@ def _run_spec(
             )
     if dry_run:
         ctx = plan_method(spec, datasets, force, stage)
-        print(describe(spec, datasets, ctx.stages.entries, ctx.plan_notes))
+        print(
+            describe(
+                spec, datasets, ctx.stages.entries, ctx.plan_notes, preflight=preflight.problems(spec, datasets, ctx)
+            )
+        )
         return {
             "method": method,
             "profile": profile,
@@ -378,6 +382,10 @@ def _run_spec(
             "run_id": None,
             "mlflow": None,
         }
+    # Every input of the whole plan before its first stage: a later stage's missing file stops the run now.
+    refused = preflight.problems(spec, datasets, plan_method(spec, datasets, force, stage))
+    if refused:
+        raise preflight.refuse(spec, refused)
     require_writable_homes()
     if stage is not None:
         return run_until(spec, datasets, stage, force, track_required)
@@ -431,6 +439,7 @@ def _run_spec(
             stages=ctx.stages.entries,
             started=started,
             tracker=tracker,
+            models_used=list(ctx.models_read),
         )
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
         path = write_record(record, tracker)

@@ -69,7 +69,7 @@ def resolve_checkpoint(name: str, what: str = "checkpoint") -> str:
     tried = ", ".join(str(p) for p in candidates(name))
     raise HarnessError(
         f"{what} '{name}' is not available locally (looked in: {tried}). Put the Hugging Face folder "
-        f"under models/{name} (or set HARNESS_MODELS_DIR), or allow Hub downloads with HF_HUB_OFFLINE=0; "
+        f"under models/{name} (or set HARNESS_MODELS_DIR); "
         f"fetch: python -m harness fetch --model {name}. "
         "On a machine without them, use --profile rehearsal (the paper plan at its shapes, a step per stage) or "
         "--profile tiny, which train their own small models."
