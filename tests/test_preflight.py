@@ -13,7 +13,8 @@ import pytest
 
 from harness.cli import main
 from harness.core.errors import HarnessError
-from harness.data import download, models
+from harness.data import download
+from harness.papers import model_pins as models
 from harness.pipelines.context import RunContext
 from harness.run import runner
 

@@ -7,8 +7,9 @@ import argparse
 from harness.core import benchmarks
 from harness.core.errors import HarnessError, UnknownNameError
 from harness.core.text_table import format_table
-from harness.data import download, embedded, models
+from harness.data import download, embedded
 from harness.data.setting import data_setting
+from harness.papers import model_pins as models
 from harness.run import preflight
 from harness.run.runner import plan_method
 from harness.spec.method import load_method
@@ -24,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "the sha256 of the first download is recorded and checked afterwards). An interrupted download "
             "continues where it stopped. HARNESS_DATA_MIRROR replaces every publisher's base URL by a folder "
             "or URL holding the same file names. `--model NAME` downloads a checkpoint into models/NAME at the "
-            "revision harness/data/models.yaml pins, each file checked against its pinned sha256 (else the first "
+            "revision harness/papers/model_pins.yaml pins, each file checked against its pinned sha256 (else the first "
             "download's is recorded: trust on first use); HARNESS_MODEL_MIRROR: a folder or URL holding "
             "NAME/<files> instead of the Hugging Face Hub. `--method M [--profile P]` fetches every input that "
             "run's plan reads (`--list`/`--dry-run`: only list them; `run` refuses to start while one is missing)."
@@ -38,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="a checkpoint to download into models/NAME at its pinned revision (harness/data/models.yaml; repeatable)",
+        help="a checkpoint to download into models/NAME at its pinned revision (harness/papers/model_pins.yaml; repeatable)",
     )
     p.add_argument("--method", help="every input a run of this method reads: its data files and checkpoints")
     p.add_argument("--profile", default="paper", help="with --method: the profile whose plan is read (default paper)")

@@ -11,5 +11,4 @@
 * ``negatives``    -- the published BM25 negatives of the MS MARCO training queries.
 * ``requirements`` -- what data a planned run reads, and which of it this machine does not have yet.
 * ``checksums``    -- a run record's data checksums against the catalog's (``check``'s DATA-MISMATCH rows).
-* ``models``       -- the published checkpoints a run reads: pinned in models.yaml, fetched, checked, named in records.
 """

@@ -3,7 +3,7 @@ would stop for want of (a paper run pre-training for days, then stopping at fine
 collection).
 
 An input is a data download (present and verified: its publisher's checksum, or its declared structural check),
-a checkpoint (present; each pinned file's sha256 as harness/data/models.yaml pins it), or anything else a
+a checkpoint (present; each pinned file's sha256 as harness/papers/model_pins.yaml pins it), or anything else a
 stage's plan says a run would stop at. :func:`problems` gives one line per missing or mismatched input, each
 ending in the command that fetches it; ``run`` refuses (exit 2) while there is one, and ``--dry-run`` and
 ``fetch --method M --list`` print the same lines.
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError
-from harness.data import download, models
+from harness.data import download
 from harness.data.requirements import missing_inputs, required_sources
+from harness.papers import model_pins as models
 from harness.pipelines.context import STOP
 
 if TYPE_CHECKING:

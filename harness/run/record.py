@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import SEED
 from harness.core import ranks
-from harness.data.models import provenance
+from harness.papers.model_pins import provenance
 from harness.records.tracking import git_commit, hardware, package_versions, write_run_record
 
 if TYPE_CHECKING:

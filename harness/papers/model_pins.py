@@ -1,4 +1,4 @@
-"""The published checkpoints a run reads: pinned in models.yaml, fetched, checked before a run, named in its record.
+"""The published checkpoints a run reads: pinned in model_pins.yaml, fetched, checked before a run, named in its record.
 
 A checkpoint lives in ``models/<name>`` (or ``$HARNESS_MODELS_DIR/<name>``), where
 :func:`harness.stages.checkpoints.resolve_checkpoint` finds it. :func:`fetch_model` downloads each of its
@@ -57,8 +57,8 @@ class ModelPin:
 
 @cache
 def registry() -> dict[str, ModelPin]:
-    """models.yaml, read once."""
-    raw = yamlsafe.load((Path(__file__).with_name("models.yaml")).read_text(encoding="utf-8")) or {}
+    """model_pins.yaml, read once."""
+    raw = yamlsafe.load((Path(__file__).with_name("model_pins.yaml")).read_text(encoding="utf-8")) or {}
     return {
         name: ModelPin(
             name,
