@@ -146,6 +146,7 @@ def test_the_plan_shares_the_batch_over_the_processes_the_run_starts(monkeypatch
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MLFLOW_TRACKING_URI")}
     env.update(HARNESS_CACHE_DIR=str(tmp / "cache"), HARNESS_RUNS_DIR=str(tmp / "runs"), OMP_NUM_THREADS="1")
+    env["HARNESS_CHECKPOINT_MINUTES"] = "0.1"  # pre-training saves by the clock: a checkpoint within seconds
     return env
 
 
