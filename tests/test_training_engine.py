@@ -224,7 +224,8 @@ def test_checkpoints_by_wall_clock_interval_without_a_step_setting(tmp_path, mon
 
 
 def test_a_background_save_writes_the_state_of_its_step_not_a_later_one(tmp_path):
-    """The writer copies the state before it returns: training on at once changes nothing saved."""
+    """A save holds the weights as they were: once ``before_update`` returns, the next optimizer step may
+    change them, and the state being appended to, without changing what is written."""
     model = nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
     scheduler = linear_schedule(optimizer, 10, 0)
@@ -234,9 +235,10 @@ def test_a_background_save_writes_the_state_of_its_step_not_a_later_one(tmp_path
     final = writer.save(
         tmp_path, 1, model=model, optimizer=optimizer, scheduler=scheduler, scaler=None, trainer_state=state
     )
+    state["metrics"].append(2.0)
+    writer.before_update()
     with torch.no_grad():
         model.weight.add_(1.0)
-    state["metrics"].append(2.0)
     writer.wait()
     saved = torch.load(final / "model.pt", weights_only=True)
     assert all(torch.equal(saved[k], before[k]) for k in before)

@@ -11,8 +11,9 @@ Layout under ``<output_dir>/checkpoints/``::
       trainer_state.json    step, epoch, config, loss and metric histories (written last)
     .step-000000200.partial.tmp/   a checkpoint being written; never read, removed on restart
 
-Saves are asynchronous (:class:`CheckpointWriter`): the state is copied to the CPU and a background thread
-writes it, so a save blocks a step for the copy only; the engine saves by wall-clock interval
+Saves are asynchronous (:class:`CheckpointWriter`): a background thread copies the state to the CPU while
+the next step's forward and backward run, then writes it, so a save holds up training only where the copy
+outlasts them; the engine saves by wall-clock interval
 (:func:`checkpoint_minutes`), at stage end and where asked. A checkpoint is written into a temp folder (:func:`harness.core.fsutil.temp_name`) and renamed into
 place (:func:`harness.core.fsutil.replace_dir`), so a process killed at any moment leaves either the
 previous set of checkpoints or the new one, never a half-written ``step-*`` folder. (Not
@@ -179,7 +180,7 @@ def snapshot(obj: Any, buffers: dict[str, torch.Tensor], key: str = "") -> Any:
     """A copy of ``obj`` (nested dicts, lists, tuples of tensors and plain values) whose tensors live on
     the CPU, so training can go on changing the originals while a thread writes the copy. The copies go
     into ``buffers`` (reused when a tensor keeps its shape and dtype: no allocation, no page faults after
-    the first save; pinned when the source is on a GPU, so the copy is a DMA)."""
+    the first save; pinned when the source is on a GPU)."""
     if isinstance(obj, torch.Tensor):
         src = obj.detach()
         buf = buffers.get(key)
@@ -187,7 +188,7 @@ def snapshot(obj: Any, buffers: dict[str, torch.Tensor], key: str = "") -> Any:
             pin = src.device.type == "cuda"
             buf = torch.empty(src.shape, dtype=src.dtype, pin_memory=pin)
             buffers[key] = buf
-        buf.copy_(src, non_blocking=src.device.type == "cuda")
+        buf.copy_(src)  # synchronous: the copy is done when the writer says so (CheckpointWriter.before_update)
         return buf
     if isinstance(obj, dict):
         return {k: snapshot(v, buffers, f"{key}/{k}") for k, v in obj.items()}
@@ -198,19 +199,24 @@ def snapshot(obj: Any, buffers: dict[str, torch.Tensor], key: str = "") -> Any:
 
 
 class CheckpointWriter:
-    """Writes checkpoints in a background thread, so a save blocks the step only for the copy.
+    """Writes checkpoints in a background thread, so a save does not hold up training.
 
-    :meth:`save` copies this rank's share (its RNG states; on rank 0 also model, optimizer, schedule and
-    loss scaler) to the CPU and returns; a thread writes the files into the step's temp folder, each under
-    a temporary name renamed when complete. Rank 0's thread waits until every rank's RNG file is there,
-    writes ``trainer_state.json`` last, renames the folder into place and prunes to the newest ``keep``:
-    the same atomic layout as before, with no collective outside the main thread. A save first waits for
-    the one before it; :meth:`wait` joins the thread and raises what it raised."""
+    :meth:`save` takes this rank's small state at once (RNG states; on rank 0 also the schedule, the loss
+    scaler and ``trainer_state``) and hands the rest to a thread: it copies the model's and optimizer's
+    tensors to CPU buffers, then writes every file into the step's temp folder under a temporary name
+    renamed when complete. The copy overlaps the next step's forward and backward, which read the weights
+    but change neither them nor the optimizer state; :meth:`before_update` (called before the optimizer
+    step) waits for the copy only if it is not done by then. Rank 0's thread waits until every rank's RNG
+    file is there, writes ``trainer_state.json`` last, renames the folder into place and prunes to the
+    newest ``keep``: the same atomic layout as before, with no collective outside the main thread. A save
+    first waits for the one before it; :meth:`wait` joins the thread and raises what it raised."""
 
     def __init__(self, world_size: int = 1, rank: int = 0, timeout_s: float = 3600.0):
         self.world_size, self.rank, self.timeout_s = world_size, rank, timeout_s
         self._buffers: dict[str, torch.Tensor] = {}
         self._thread: threading.Thread | None = None
+        self._copied = threading.Event()
+        self._copied.set()
         self._error: BaseException | None = None
 
     def save(
@@ -225,25 +231,28 @@ class CheckpointWriter:
         trainer_state: dict[str, Any],
         keep: int = 2,
     ) -> Path:
-        """Start writing checkpoint ``step``; its folder (finished once :meth:`wait` returns on rank 0)."""
+        """Start saving checkpoint ``step``; its folder (finished once :meth:`wait` returns on rank 0)."""
         self.wait()
         final = checkpoint_root(output_dir) / step_dirname(step)
-        files: dict[str, Any] = {f"rng-rank{self.rank}.pt": capture_rng()}
+        small: dict[str, Any] = {f"rng-rank{self.rank}.pt": capture_rng()}
+        live: dict[str, Any] = {}
         state_text = ""
         if self.rank == 0:
-            files["model.pt"] = snapshot(model.state_dict(), self._buffers, "model")
-            files["optimizer.pt"] = snapshot(optimizer.state_dict(), self._buffers, "optimizer")
-            files["scheduler.pt"] = snapshot(scheduler.state_dict(), self._buffers, "scheduler")
+            live = {"model.pt": model.state_dict(), "optimizer.pt": optimizer.state_dict()}  # the live tensors
+            small["scheduler.pt"] = copy.deepcopy(scheduler.state_dict())
             if scaler is not None:
-                files["scaler.pt"] = snapshot(scaler.state_dict(), self._buffers, "scaler")
+                small["scaler.pt"] = copy.deepcopy(scaler.state_dict())
             state_text = json.dumps(trainer_state, indent=1, default=str) + "\n"  # now: the metrics list grows
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()  # the pinned copies were asynchronous
+        self._copied.clear()
         self._thread = threading.Thread(
-            target=self._write, args=(final, files, state_text, keep), name=f"checkpoint-{step}", daemon=True
+            target=self._write, args=(final, live, small, state_text, keep), name=f"checkpoint-{step}", daemon=True
         )
         self._thread.start()
         return final
+
+    def before_update(self) -> None:
+        """Block until the weights and optimizer state being saved are copied (call before changing them)."""
+        self._copied.wait()
 
     def wait(self) -> None:
         """Block until the checkpoint being written is on disk; raise the writer's error, if any."""
@@ -254,8 +263,13 @@ class CheckpointWriter:
         if error is not None:
             raise error
 
-    def _write(self, final: Path, files: dict[str, Any], state_text: str, keep: int) -> None:
+    def _write(self, final: Path, live: dict[str, Any], small: dict[str, Any], state_text: str, keep: int) -> None:
         try:
+            try:
+                files = {name: snapshot(obj, self._buffers, name) for name, obj in live.items()}
+            finally:
+                self._copied.set()
+            files.update(small)
             tmp = temp_name(final, PARTIAL)  # one name every rank finds
             tmp.mkdir(parents=True, exist_ok=True)
             for name, obj in files.items():
@@ -268,7 +282,9 @@ class CheckpointWriter:
             missing = [r for r in range(self.world_size) if not (tmp / f"rng-rank{r}.pt").is_file()]
             while missing:
                 if time.monotonic() > deadline:
-                    raise HarnessError(f"checkpoint {final.name}: ranks {missing} wrote no RNG file in {self.timeout_s:.0f} s")
+                    raise HarnessError(
+                        f"checkpoint {final.name}: ranks {missing} wrote no RNG file in {self.timeout_s:.0f} s"
+                    )
                 time.sleep(0.05)
                 missing = [r for r in missing if not (tmp / f"rng-rank{r}.pt").is_file()]
             _fsync_write_text(state_text, tmp / STATE_FILE)

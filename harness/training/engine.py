@@ -14,11 +14,13 @@ Seeding and resume
     when the run's ``identity`` (a dict of what makes it the same experiment: data fingerprint,
     settings) equals the one it was saved with; the error names what changed.
 Checkpoints
-    Atomic and written in the background (:mod:`harness.training.checkpoint`: a save blocks the
-    step for a CPU copy only), every ``HARNESS_CHECKPOINT_MINUTES`` of wall-clock time (30; rank 0's
-    clock, told to every rank in the step's collective), at ``checkpoint_every`` steps when set, at
-    the task's epoch ends, at ``stop_after``, at a preemption and, when the task asks for it
-    (``checkpoint_at_end``), after the last step; the last few wait for the write before the loop goes on. ``stop_after`` is an absolute step: a run resumed at or past it stops at once.
+    Atomic and written in the background (:mod:`harness.training.checkpoint`: the CPU copy of the
+    weights runs alongside the next step's forward and backward, the write after it), every
+    ``HARNESS_CHECKPOINT_MINUTES`` of wall-clock time (30; rank 0's clock, told to every rank in the
+    step's collective), at ``checkpoint_every`` steps when set, at the task's epoch ends, at
+    ``stop_after``, at a preemption and, when the task asks for it (``checkpoint_at_end``), after the
+    last step; the last three wait for the write before the loop goes on. ``stop_after`` is an
+    absolute step: a run resumed at or past it stops at once.
 Weight change
     Every run measures how far its trainable weights moved over the steps it took (:class:`WeightChange`:
     ``||w_end - w_start|| / ||w_start||`` and the largest absolute change), from a CPU copy taken after
@@ -359,6 +361,7 @@ def _loop(
             local = task.step(step, ctx)
             local[_STOP] = torch.tensor(1.0 if asked else 0.0)
             local[_DUE] = torch.tensor(1.0 if due else 0.0)
+            writer.before_update()  # a save's copy of the weights ran alongside this forward and backward
             if scaler is not None:
                 scaler.unscale_(optimizer)
             grad_norm = None
