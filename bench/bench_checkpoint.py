@@ -117,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         f"step time: {statistics.median(plain):.2f} s without a save, "
         f"{', '.join(f'{t:.2f} s' for t in stepped)} with the copy running alongside"
     )
-    print(f"save to disk finished (copy + torch.save + fsync + rename): {', '.join(f'{w:.2f} s' for w in written)}")
+    print(
+        f"save on disk (copy + torch.save + fsync + rename), counted from the save call: {', '.join(f'{w:.2f} s' for w in written)}"
+    )
     print(f"synchronous save for comparison (copy, write, fsync, all on the step): {synchronous:.2f} s")
     return 0 if max(held) < 1.0 else 1
 

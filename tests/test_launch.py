@@ -345,7 +345,7 @@ def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_
     out, _ = first.communicate(timeout=600)
     assert first.returncode == 143, out[-3000:]
     assert out.count("run: interrupted (SIGUSR1)") == 1, out[-3000:]
-    assert "[pretrain] stopped by a signal after step" in out and "interrupted: finished stages" in out  # rank 0
+    assert "stopped by a signal after step" in out and "interrupted: finished stages" in out  # rank 0
     logs = "".join(p.read_text() for p in (cut / "cache" / "logs" / "ranks").rglob("*.log"))
     assert "interrupted: finished stages" in logs  # rank 1 stopped the same way (its output goes to its log)
     saved = max((cut / "cache" / "pretrain").glob(".*.partial.tmp/**/checkpoints/step-[0-9]*"))  # the signal's
