@@ -319,7 +319,7 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
 
 def _encoder(tmp: Path) -> bytes:
     """The pre-trained encoder a `--stage pretrain` run exported (one in the cache)."""
-    [weights] = (tmp / "cache" / "pretrain").glob("*/**/model.safetensors")
+    [weights] = (tmp / "cache" / "pretrain").glob("*/encoder/model.safetensors")
     return weights.read_bytes()
 
 
