@@ -12,6 +12,13 @@ top 10 is sentence-transformers' fp32 top 10 (the same passages in the same orde
 
     python bench/bench_encode.py [--passages 500] [--batch-size 32] [--repeats 1] [--precision auto] [--queries 300]
     python bench/bench_encode.py --model random-bert-base --device cuda --precision bf16 --batch-size 256
+    python bench/bench_encode.py --model random-bert-base --forward-only --queries 0 --passages 256
+
+``--forward-only`` also times the encoder's forward pass alone over the same batches (the same
+passages, longest first, ``--batch-size`` per batch, padded to each batch's longest, at the same
+precision), tokenised and moved to the device before the clock starts, and prints the end-to-end
+rate of ``Encoder.encode`` against it: the share of the model's own rate that tokenising, copying,
+pooling and collecting the vectors leave (issue 51, item 3).
 
 ``--model random-bert-base`` encodes with a randomly initialised bert-base (12 x 768, the papers'
 encoder shape; no checkpoint needed) saved to a temporary folder, mean pooling on both sides.
@@ -66,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         help="auto: what a run's `precision: auto` picks here (default)",
     )
     parser.add_argument("--queries", type=int, default=300, help="SciFact test queries ranked (0: none)")
+    parser.add_argument(
+        "--forward-only",
+        action="store_true",
+        help="also time the forward pass alone over the same batches: end-to-end vs forward-only rate",
+    )
     args = parser.parse_args(argv)
 
     import tempfile
@@ -143,6 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         ["sentence-transformers encode", n, f"{best['st']:.2f}", f"{rate['st']:.1f}", "1.00"],
     ]
     print(format_table(["encoder", "passages", "seconds", "passages/s", "ratio vs ST"], rows))
+    if args.forward_only:
+        seconds = min(
+            forward_only(encoder, texts, args.batch_size, args.max_length) for _ in range(max(1, args.repeats))
+        )
+        print(
+            f"forward only (pre-tokenised batches already on {args.device}): {seconds:.2f} s, {n / seconds:.1f} "
+            f"passages/s; end-to-end Encoder.encode {rate['harness']:.1f} passages/s = "
+            f"{rate['harness'] / (n / seconds):.2f} of the forward-only rate"
+        )
     bound = 1e-4 if args.precision == "fp32" else 2e-2 * float(np.abs(out["st"]).max())
     print(f"max |harness - sentence-transformers| over all vector entries: {diff:.2e} (bound {bound:.1e})")
     queries = load_queries(args.queries)
@@ -156,6 +177,39 @@ def main(argv: list[str] | None = None) -> int:
             f"the same set for {100 * same_set:.1f}%"
         )
     return 0 if diff < bound else 1
+
+
+def forward_only(encoder, texts: list[str], batch_size: int, max_length: int) -> float:
+    """Seconds of the encoder's forward passes alone over the batches ``Encoder.encode`` forms from
+    ``texts`` (longest first, padded per batch), tokenised and on the device before timing starts."""
+    import numpy as np
+    import torch
+
+    from harness.training.precision import encode_autocast
+
+    order = np.argsort(-np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")
+    batches = []
+    for i in range(0, len(texts), batch_size):
+        enc = encoder.tokenizer(
+            [texts[j] for j in order[i : i + batch_size]],
+            padding=True,
+            truncation=True,
+            max_length=max_length,
+            return_tensors="pt",
+        )
+        batches.append({k: v.to(encoder.device) for k, v in enc.items()})
+    encoder.model.eval()
+    cuda = encoder.device.type == "cuda"
+    with torch.inference_mode(), encode_autocast(encoder.precision, encoder.device):
+        encoder.model(**batches[-1])  # warm-up on the shortest batch
+        if cuda:
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        for batch in batches:
+            encoder.model(**batch)
+        if cuda:
+            torch.cuda.synchronize()
+    return time.perf_counter() - started
 
 
 def auto_precision(model_path: str, args: argparse.Namespace) -> str:

@@ -107,4 +107,5 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as exc:
         print(f"interrupted{_resume_hint(args)}", file=sys.stderr)
-        return 128 + getattr(exc, "signum", signal.SIGINT)  # the shell's status for death by that signal
+        # the shell's status for death by that signal (procs.Terminated.exit_code: SIGUSR1 as SIGTERM)
+        return getattr(exc, "exit_code", 128 + signal.SIGINT)

@@ -35,3 +35,16 @@ def test_the_interrupt_line_fits_the_command(monkeypatch, capsys, argv, module, 
     err = capsys.readouterr().err
     assert rc == 128 + signal.SIGINT
     assert err.strip().splitlines()[-1] == said, err
+
+
+def test_a_preemption_notice_ends_as_sigterm_does(monkeypatch, capsys):
+    """SLURM's SIGUSR1 notice: the run checkpoints and exits 143, the status a requeue looks for."""
+    from harness.core.procs import Terminated
+
+    def preempted(*_args, **_kwargs):
+        raise Terminated(signal.SIGUSR1)
+
+    monkeypatch.setattr(importlib.import_module("harness.commands.run"), "_run", preempted)
+    assert cli.main(["run", "--method", "bm25"]) == 143
+    assert "interrupted: finished stages are cached" in capsys.readouterr().err
+    assert Terminated(signal.SIGHUP).exit_code == 128 + signal.SIGHUP

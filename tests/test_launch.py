@@ -147,6 +147,7 @@ def test_the_plan_shares_the_batch_over_the_processes_the_run_starts(monkeypatch
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MLFLOW_TRACKING_URI")}
     env.update(HARNESS_CACHE_DIR=str(tmp / "cache"), HARNESS_RUNS_DIR=str(tmp / "runs"), OMP_NUM_THREADS="1")
+    env["HARNESS_CHECKPOINT_MINUTES"] = "0.1"  # pre-training saves by the clock: a checkpoint within seconds
     return env
 
 
@@ -361,6 +362,46 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
         assert got[stage]["effective_batch"] == ref[stage]["effective_batch"]
     logs = list((tmp_path / "cache" / "logs" / "ranks").rglob("stdout.log"))
     assert logs and any("[pretrain] rank 1: training with the other ranks" in p.read_text() for p in logs)
+
+
+def _encoder(tmp: Path) -> bytes:
+    """The pre-trained encoder a `--stage pretrain` run exported (one in the cache)."""
+    [weights] = (tmp / "cache" / "pretrain").glob("*/encoder/model.safetensors")
+    return weights.read_bytes()
+
+
+@pytest.mark.slow
+def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_to_the_same_encoder(tmp_path):
+    """SLURM's `--signal=USR1@300` reaches the launcher: it passes it on, both workers finish their step,
+    checkpoint and exit 143 with the "interrupted" line, the launcher says so in one line and exits 143;
+    `run` again resumes from that checkpoint and exports the encoder, bit for bit, that an uninterrupted
+    2-process pre-training exports. (Pre-training only, `--stage pretrain`: the stage the signal cuts;
+    what follows it reads only the exported encoder, so equal encoders are equal final metrics.)"""
+    args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2", "--stage", "pretrain"]
+    whole = tmp_path / "whole"
+    _finish(_harness(args, _env(whole)))
+    cut = tmp_path / "cut"
+    first = _harness(args, _env(cut))
+    deadline = time.time() + 1200
+    while not list((cut / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
+        assert first.poll() is None, first.communicate()[0][-3000:]
+        time.sleep(1)
+    workers = _worker_pids(first.pid)
+    assert sorted(workers) == [0, 1]
+    os.kill(first.pid, signal.SIGUSR1)  # the launcher only
+    out, _ = first.communicate(timeout=600)
+    assert first.returncode == 143, out[-3000:]
+    assert out.count("run: interrupted (SIGUSR1)") == 1, out[-3000:]
+    assert "stopped by a signal after step" in out and "interrupted: finished stages" in out  # rank 0
+    logs = "".join(p.read_text() for p in (cut / "cache" / "logs" / "ranks").rglob("*.log"))
+    assert "interrupted: finished stages" in logs  # rank 1 stopped the same way (its output goes to its log)
+    saved = max((cut / "cache" / "pretrain").glob(".*.partial.tmp/**/checkpoints/step-[0-9]*"))  # the signal's
+    assert {p.name for p in saved.glob("rng-rank*.pt")} == {"rng-rank0.pt", "rng-rank1.pt"}  # both ranks saved
+    step = int(saved.name.split("-")[1])
+
+    out = _finish(_harness(args, _env(cut)))
+    assert "[pretrain] resuming from" in out and f"(step {step} of" in out
+    assert _encoder(cut) == _encoder(whole)
 
 
 @pytest.mark.slow

@@ -234,3 +234,78 @@ def test_prior_bias_init_starts_the_decoder_at_the_word_prior(tokenizer):
         if n != "decoder.out.bias" and torch.equal(p, dict(plain.named_parameters())[n])
     ]
     assert len(same) == len(list(prior.parameters())) - 1
+
+
+def _rank_rows(batch, rank: int, world: int) -> dict:
+    """Rank ``rank``'s passages of ``batch``: its rows of each view half, and of the bag of words."""
+    m = batch["bow_ids"].shape[0] // world
+    mine = slice(rank * m, (rank + 1) * m)
+    out = {k: torch.cat([v[: len(v) // 2][mine], v[len(v) // 2 :][mine]]) for k, v in batch.items() if k != "bow_ids"}
+    return {**out, "bow_ids": batch["bow_ids"][mine]}
+
+
+def _ddp_worker(rank: int, world: int, folder: str) -> None:
+    """One gloo rank: its half of the passages; gradients averaged as DDP averages them."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=world)
+    obj, batch = make(toy_tokenizer(f"{folder}/vocab{rank}"), n=6, dtype=torch.float64, symmetric=True)
+    local = _rank_rows(batch, rank, world)
+
+    def averaged() -> dict:
+        grads = {}
+        for name, p in obj.named_parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+                grads[name] = p.grad / world
+        return grads
+
+    def mean(value: torch.Tensor) -> float:
+        value = value.detach().clone()
+        dist.all_reduce(value)
+        return value.item() / world
+
+    out = {}
+    obj.zero_grad(set_to_none=True)
+    losses = obj(local)
+    (losses["rec"] + losses["contrastive"]).backward()
+    out["grads"] = averaged()
+    out["contrastive"], out["rec"] = mean(losses["contrastive"]), mean(losses["rec"])
+    obj.zero_grad(set_to_none=True)
+    obj(local)["loss"].backward()
+    out["plain"] = averaged()
+    obj.zero_grad(set_to_none=True)
+    obj.grad_cache_step(local, chunk_size=4)
+    out["cached"] = averaged()
+    if rank == 0:
+        torch.save(out, f"{folder}/result.pt")
+    dist.destroy_process_group()
+
+
+def test_two_ranks_contrast_over_the_global_pool_as_one_process_does(tokenizer, tmp_path):
+    """2 gloo ranks x 3 passages: L_CL and its gradient equal 1 process x 6 passages (the paper's pool is
+    the global batch), and the grad-cache path equals the plain one across ranks."""
+    import time
+
+    import torch.multiprocessing as mp
+
+    workers = mp.start_processes(_ddp_worker, args=(2, str(tmp_path)), nprocs=2, join=False, start_method="fork")
+    deadline = time.monotonic() + 120
+    while not workers.join(timeout=2):
+        if time.monotonic() > deadline:
+            for process in workers.processes:
+                process.kill()
+            pytest.fail("gloo workers did not finish in 120 s")
+    result = torch.load(tmp_path / "result.pt")
+    obj, batch = make(tokenizer, n=6, dtype=torch.float64, symmetric=True)
+    losses = obj(batch)
+    (losses["rec"] + losses["contrastive"]).backward()
+    assert result["contrastive"] == pytest.approx(losses["contrastive"].item(), rel=1e-12)
+    assert result["rec"] == pytest.approx(losses["rec"].item(), rel=1e-12)
+    reference = {k: p.grad for k, p in obj.named_parameters() if p.grad is not None}
+    assert set(result["grads"]) == set(reference)
+    for name, grad in reference.items():
+        assert torch.allclose(result["grads"][name], grad, rtol=1e-9, atol=1e-11), name
+    for name, grad in result["plain"].items():
+        assert torch.allclose(result["cached"][name], grad, rtol=1e-9, atol=1e-11), name

@@ -210,6 +210,42 @@ def test_periodic_checkpoints_every_n_steps(tmp_path):
     assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "run")] == [2, 4]
 
 
+def test_checkpoints_by_wall_clock_interval_without_a_step_setting(tmp_path, monkeypatch):
+    """No ``checkpoint_every``: a save every HARNESS_CHECKPOINT_MINUTES (here: every step is past it), none
+    at the default 30 minutes in a short run; a resumed run still ends where an uninterrupted one does."""
+    _run(Regression(steps=6, epoch_steps=100), tmp_path / "quiet", keep_checkpoints=5)
+    assert ckpt.list_checkpoints(tmp_path / "quiet") == []
+    monkeypatch.setenv(ckpt.MINUTES_ENV, "1e-9")
+    _run(Regression(steps=6, epoch_steps=100), tmp_path / "clock", keep_checkpoints=3)
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "clock")] == [3, 4, 5]  # the last 3 kept
+    monkeypatch.setenv(ckpt.MINUTES_ENV, "soon")
+    with pytest.raises(HarnessError, match="HARNESS_CHECKPOINT_MINUTES"):
+        ckpt.checkpoint_minutes()
+
+
+def test_a_background_save_writes_the_state_of_its_step_not_a_later_one(tmp_path):
+    """A save holds the weights as they were: once ``before_update`` returns, the next optimizer step may
+    change them, and the state being appended to, without changing what is written."""
+    model = nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    scheduler = linear_schedule(optimizer, 10, 0)
+    writer = ckpt.CheckpointWriter()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    state = {"step": 1, "metrics": [1.0]}
+    final = writer.save(
+        tmp_path, 1, model=model, optimizer=optimizer, scheduler=scheduler, scaler=None, trainer_state=state
+    )
+    state["metrics"].append(2.0)
+    writer.before_update()
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    writer.wait()
+    saved = torch.load(final / "model.pt", weights_only=True)
+    assert all(torch.equal(saved[k], before[k]) for k in before)
+    assert ckpt.read_state(final)["metrics"] == [1.0]
+    assert [p.name for p in final.iterdir() if p.name.endswith(".part")] == []
+
+
 def test_invalid_shared_settings_are_one_clear_error():
     with pytest.raises(HarnessError, match="invalid training config: warmup_ratio must be in"):
         LoopConfig(lr=1e-3, warmup_ratio=2.0)

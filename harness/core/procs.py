@@ -46,6 +46,13 @@ class Terminated(KeyboardInterrupt):
         super().__init__(f"terminated by {signal.Signals(signum).name}")
         self.signum = signum
 
+    @property
+    def exit_code(self) -> int:
+        """The shell's status for death by the signal; a preemption notice (SIGUSR1, SLURM's
+        ``--signal``) ends as SIGTERM does, 143, the status a scheduler's requeue logic looks for."""
+        preempt = getattr(signal, "SIGUSR1", None)
+        return 128 + (signal.SIGTERM if self.signum == preempt else self.signum)
+
 
 @contextlib.contextmanager
 def terminate_raises(signums: tuple[int, ...] | None = None) -> Iterator[None]:

@@ -41,6 +41,10 @@ FLAGS = ("--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-endpoint", "--rd
 RDZV_TIMEOUT = 600  # seconds the nodes wait for each other by default (torch's static rendezvous: 900)
 REPORT_EVERY = 60.0  # seconds between the gate's "waiting for ..." lines
 _HELLO = b"harness-rdzv"
+FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1")  # signals the launcher hands to every worker
+# A signalled worker finishes its step and writes its checkpoint (harness.training.engine) before torch's
+# launcher kills it: time for a paper-sized step and save (torch's default is 30 s).
+SHUTDOWN_S = 180
 INTERRUPTED = 143  # the exit code of a run stopped by SIGTERM / SIGINT, as the single-process run uses
 
 
@@ -231,7 +235,8 @@ def launch(layout: Layout, argv: list[str], log_dir: Path) -> int:
 
     A failed worker ends the run on every rank; the one line printed names the rank, its exit code
     and its log. SIGTERM/SIGINT/SIGHUP reach the workers (each saves what it can and stops) and the
-    run exits with 143."""
+    run exits with 143. SIGUSR1 too (:data:`FORWARDED`): every worker gets it, checkpoints and exits 143,
+    and the launcher says so in one line."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -256,6 +261,10 @@ def launch(layout: Layout, argv: list[str], log_dir: Path) -> int:
         monitor_interval=0.5,
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=quiet),
+        # torch's launcher passes these on to every worker (SIGUSR1: SLURM's `--signal=USR1@300`); without
+        # SIGUSR1 here, the launcher died of it silently and left its workers running with no checkpoint
+        signals_to_handle=",".join(FORWARDED),
+        shutdown_timeout=SHUTDOWN_S,
     )
     print(
         f"run: {layout.processes} process(es) over {layout.nnodes} node(s); this node runs ranks "

@@ -97,7 +97,13 @@ class PretrainSettings(BlockSettings):
     max_length: int = setting("input length in tokens", 144, WHOLE)
     precision: str = setting(PRECISION_MEANING, "fp32", TEXT)
     log_every: int = setting("steps between logged losses", 10, WHOLE, keyed=False)
-    checkpoint_every: int = setting("steps between resumable checkpoints", 50, WHOLE, keyed=False)
+    checkpoint_every: int = setting(
+        "steps between resumable checkpoints besides the wall-clock ones (HARNESS_CHECKPOINT_MINUTES, 30) "
+        "and the stage's end; 0 for none",
+        0,
+        WHOLE,
+        keyed=False,
+    )
     objective_params: dict | None = setting("the objective's hyper-parameters", None, MAPPING, nullable=True)
 
     @classmethod

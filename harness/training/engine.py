@@ -14,9 +14,13 @@ Seeding and resume
     when the run's ``identity`` (a dict of what makes it the same experiment: data fingerprint,
     settings) equals the one it was saved with; the error names what changed.
 Checkpoints
-    Atomic (:mod:`harness.training.checkpoint`), at ``checkpoint_every`` steps, at the task's
-    epoch ends, at ``stop_after`` and, when the task asks for it (``checkpoint_at_end``), after
-    the last step. ``stop_after`` is an absolute step: a run resumed at or past it stops at once.
+    Atomic and written in the background (:mod:`harness.training.checkpoint`: the CPU copy of the
+    weights runs alongside the next step's forward and backward, the write after it), every
+    ``HARNESS_CHECKPOINT_MINUTES`` of wall-clock time (30; rank 0's clock, told to every rank in the
+    step's collective), at ``checkpoint_every`` steps when set, at the task's epoch ends, at
+    ``stop_after``, at a preemption and, when the task asks for it (``checkpoint_at_end``), after the
+    last step; the last three wait for the write before the loop goes on. ``stop_after`` is an
+    absolute step: a run resumed at or past it stops at once.
 Weight change
     Every run measures how far its trainable weights moved over the steps it took (:class:`WeightChange`:
     ``||w_end - w_start|| / ||w_start||`` and the largest absolute change), from a CPU copy taken after
@@ -28,7 +32,8 @@ Preemption
     terminal) lets the step in flight finish; every rank learns of it in the step's metrics
     collective, so all stop after the same step, save a checkpoint and raise
     :class:`harness.core.procs.Terminated` (the CLI's "interrupted" line, exit 143). The next run
-    resumes from that checkpoint. A second signal stops at once.
+    resumes from that checkpoint. A second signal stops at once (one within 5 s of the first is
+    the same notice delivered twice, as SLURM does through the launcher).
 Metrics
     ``task.step`` returns scalar tensors (this rank's means); the engine averages them over ranks
     in one collective and adds ``lr`` (of the step just taken) and ``grad_norm`` (when clipping).
@@ -44,6 +49,7 @@ import os
 import random
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -344,11 +350,18 @@ def _loop(
         dynamic_ncols=True,
         disable=not (config.progress and info.is_main),
     )
-    with _stop_requests() as asked, contextlib.closing(bar):
+    writer = ckpt.CheckpointWriter(info.world_size, info.rank)
+    interval_s = ckpt.checkpoint_minutes() * 60.0
+    last_save = time.monotonic()
+    with _stop_requests() as asked, contextlib.closing(bar), _finishing(writer):
         while step < total and not result.stopped_early:
             optimizer.zero_grad(set_to_none=True)
+            # rank 0's clock decides, carried in the step's collective, so every rank saves the same step
+            due = info.is_main and interval_s > 0 and time.monotonic() - last_save >= interval_s
             local = task.step(step, ctx)
             local[_STOP] = torch.tensor(1.0 if asked else 0.0)
+            local[_DUE] = torch.tensor(1.0 if due else 0.0)
+            writer.before_update()  # a save's copy of the weights ran alongside this forward and backward
             if scaler is not None:
                 scaler.unscale_(optimizer)
             grad_norm = None
@@ -365,6 +378,7 @@ def _loop(
 
             metrics = _reduce(local)
             preempted = metrics.pop(_STOP) > 0  # some rank was asked to stop: all stop after this step
+            timely = metrics.pop(_DUE) > 0
             if not math.isfinite(metrics["loss"]):
                 raise HarnessError(
                     f"the {task.name} loss became {metrics['loss']} at step {step}; lower lr, "
@@ -382,12 +396,8 @@ def _loop(
 
             stop_here = config.stop_after is not None and step >= config.stop_after and step < total
             periodic = bool(config.checkpoint_every) and step % config.checkpoint_every == 0
-            if (
-                preempted
-                or stop_here
-                or (step < total and (periodic or task.epoch_end(step)))
-                or (step == total and task.checkpoint_at_end)
-            ):
+            final = preempted or stop_here or (step == total and task.checkpoint_at_end)
+            if final or (step < total and (periodic or timely or task.epoch_end(step))):
                 trainer_state = {
                     "step": step,
                     "identity": identity,
@@ -397,7 +407,7 @@ def _loop(
                     "metrics": result.metrics,
                     "task": task.state(),
                 }
-                result.checkpoint = ckpt.save_checkpoint(
+                result.checkpoint = writer.save(
                     out_dir,
                     step,
                     model=ctx.model,
@@ -407,6 +417,10 @@ def _loop(
                     trainer_state=trainer_state,
                     keep=config.keep_checkpoints,
                 )
+                last_save = time.monotonic()
+                if final:  # the run stops here: the checkpoint must be on disk on every rank first
+                    writer.wait()
+                    D.barrier()
             if logger is not None and info.is_main and (step % config.log_every == 0 or step == total or stop_here):
                 window = result.metrics[((step - 1) // config.log_every) * config.log_every : step]
                 logged = {k: float(np.mean([m[k] for m in window if k in m])) for k in metrics if k != "lr"}
@@ -421,18 +435,40 @@ def _loop(
 
 
 _STOP = "_stop_requested"  # the metrics key that carries a rank's stop request through the step's collective
+_ONE_NOTICE_S = 5.0  # signals this close together are one preemption notice delivered twice
+_DUE = "_checkpoint_due"  # the metrics key that carries rank 0's "the wall-clock interval is over"
+
+
+@contextlib.contextmanager
+def _finishing(writer: ckpt.CheckpointWriter) -> Iterator[None]:
+    """Leave the loop only once the checkpoint being written is on disk on every rank; a failure inside
+    the loop is raised as it is (the writer's own error, if any, is then dropped with the thread)."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            writer.wait()
+        raise
+    writer.wait()
+    D.barrier()
 
 
 @contextlib.contextmanager
 def _stop_requests() -> Iterator[list[int]]:
     """The signals received during training (see Preemption in the module docstring); a second one
-    raises at once. Outside the main thread (no handlers there) nothing is caught."""
+    raises at once, unless it comes within :data:`_ONE_NOTICE_S` of the first: SLURM signals the
+    launcher and the workers, and the launcher passes its signal on, so one notice arrives twice.
+    Outside the main thread (no handlers there) nothing is caught."""
     asked: list[int] = []
+    first: list[float] = []
 
     def handler(signum: int, _frame: object) -> None:
         if asked:
+            if time.monotonic() - first[0] < _ONE_NOTICE_S:
+                return
             raise procs.Terminated(signum)
         asked.append(signum)
+        first.append(time.monotonic())
 
     preemption = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1", "SIGHUP") if hasattr(signal, name))
     with procs.signal_handlers(preemption, handler):

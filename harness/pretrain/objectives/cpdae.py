@@ -49,7 +49,12 @@ would push every z^j to 1 whatever y says. It is read as the standard binary cro
 Batching: L_CL needs the whole batch, so there is no gradient accumulation
 (``supports_accumulation = False``); ``grad_cache_step`` runs the encoder in chunks and the
 decoder + L_REC + L_CL once over all cached [CLS] vectors (exactly the full-batch gradient).
-Under DDP the negatives are the rank's own views.
+
+Under torch.distributed the pool of Eq. (5) is the global batch, as in one process: the [CLS] vectors of
+all ranks are all-gathered (backward sums every rank's gradient for the local slice,
+``cocondenser.gather_reps``) and laid out [d'_1 .. d'_M, d''_1 .. d''_M] over the M passages of all
+ranks; each rank scores its own anchors against all 2M views, so the mean of the ranks' L_CL is the
+global L_CL and the averaged gradient the one-process gradient (tested with 2 gloo ranks).
 
 Cost: the pairwise JS needs an [anchors, 2m, |V|] tensor; it is computed in row blocks under
 activation checkpointing so memory stays ~ block x 2m x |V|.
@@ -66,14 +71,17 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import BertConfig
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.numerics import upcast
 from harness.pretrain import masking
 from harness.pretrain.models import count_masked, init_like, masked_lm_loss
 from harness.pretrain.objective_params import Param, register_objective
 from harness.pretrain.objectives.base import MASK_RATIO, Batch, Losses, Objective
+from harness.pretrain.objectives.cocondenser import gather_reps
 from harness.pretrain.objectives.gradcache import grad_cache_backward
 from harness.spec.kinds import FLAG, NON_NEGATIVE, NUMBER, POSITIVE_WHOLE, one_of
+from harness.training import distributed as D
 
 IGNORE_INDEX = -100
 
@@ -150,6 +158,23 @@ def view_contrastive_loss(sim: Tensor, anchors: Tensor) -> Tensor:
     return F.cross_entropy(logits, (anchors + half) % n)
 
 
+def global_views(h: Tensor) -> tuple[Tensor, Tensor]:
+    """The views of every rank laid out as one process lays out its batch, [d'_1 .. d'_M, d''_1 .. d''_M]
+    (M passages over all ranks, each rank's in rank order), and the rows of this rank's 2m views in it,
+    in ``h``'s order. One process: ``h`` itself and ``0 .. 2m-1``. Every rank holds the same m."""
+    n = h.shape[0]
+    rows = torch.arange(n, device=h.device)
+    world = ranks.world_size() if D.active() else 1
+    if world == 1:
+        return h, rows
+    gathered = gather_reps(h)  # [rank 0: d' d'', rank 1: d' d'', ...]
+    m, total = n // 2, world * (n // 2)
+    pool = gathered.view(world, 2, m, -1).transpose(0, 1).reshape(2 * total, -1)
+    start = ranks.rank() * m
+    mine = torch.cat([rows[:m] + start, rows[:m] + total + start])
+    return pool, mine
+
+
 @register_objective(
     "cpdae",
     losses=("mlm", "rec", "contrastive"),
@@ -167,7 +192,7 @@ def view_contrastive_loss(sim: Tensor, anchors: Tensor) -> Tensor:
 )
 class CPDAE(Objective):
     supports_accumulation = False  # L_CL contrasts the views of the whole batch: grad cache
-    gathers_across_ranks = False
+    gathers_across_ranks = True  # Eq. (5)'s pool is the global batch (see Under torch.distributed)
 
     def __init__(self, bert_config: BertConfig, **params: Any):
         super().__init__(bert_config, **params)
@@ -210,20 +235,23 @@ class CPDAE(Objective):
         }
 
     def _views_part(self, h: Tensor, bow_ids: Tensor) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-        """L_REC and L_CL from the 2m [CLS] vectors (everything that needs the whole batch)."""
+        """L_REC of this rank's 2m views and L_CL of its anchors against the global pool (everything
+        that needs the whole batch)."""
         n = h.shape[0]
         if n < 4 or n % 2:
             raise HarnessError(f"CPDAE needs >= 2 passages (2 views each), got {n} sequences")
-        z = self.decoder(h)  # Eq. (2)
+        pool, mine = global_views(h)  # all ranks' 2M views; rows `mine` are this rank's, in h's order
+        z_pool = self.decoder(pool)  # Eq. (2)
+        z = z_pool[mine] if pool is not h else z_pool
         y = bag_of_words(bow_ids, self.config.vocab_size).repeat(2, 1)
         rec = reconstruction_loss(z, y, self.rec_reduction)
-        anchors = torch.arange(n if self.symmetric else n // 2, device=h.device)
+        anchors = mine if self.symmetric else mine[: n // 2]
         if self.contrast_on == "words":
-            log_dist = log_word_distribution(z)
+            log_dist = log_word_distribution(z_pool)
             sim = -pairwise_js(log_dist[anchors], log_dist, self.js_block)
         else:
             with torch.autocast(h.device.type, enabled=False):
-                sim = upcast(h[anchors]) @ upcast(h).T
+                sim = upcast(pool[anchors]) @ upcast(pool).T
         cl = view_contrastive_loss(sim, anchors)
         return rec, cl, {"z": z, "y": y, "sim": sim}
 
@@ -238,8 +266,9 @@ class CPDAE(Objective):
     def grad_cache_step(self, batch: Batch, chunk_size: int, scaler=None) -> dict[str, Tensor]:
         """Eq. (6) over the whole batch with the encoder run ``chunk_size`` views at a time (see
         ``gradcache``): the decoder, L_REC and L_CL run once on all 2m cached [CLS] vectors.
-        Calls ``.backward`` itself; returns detached values. Negatives are the rank's own
-        views (no all-gather: ``gathers_across_ranks = False``)."""
+        Calls ``.backward`` itself; returns detached values. Under torch.distributed the pool is
+        all ranks' views (:func:`global_views`); its backward already sums the ranks' gradients for
+        this rank's views, so the cached gradient needs no scaling."""
         rows_keys = ("input_ids", "attention_mask", "labels")
         n = batch["input_ids"].shape[0]
         total_masked = max(count_masked(batch["labels"]), 1)
