@@ -67,7 +67,7 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
         bench = sorted(rec.metrics)[0]
         measure = sorted(rec.metrics[bench])[0]
         key = f"{bench}/{measure.replace('@', '_at_')}"
-        assert run.data.metrics[key] == pytest.approx(100 * rec.metrics[bench][measure], abs=0.005)
+        assert run.data.metrics[key] == pytest.approx(100 * rec.metrics[bench][measure])
         assert all(0 <= v <= 100 for v in run.data.metrics.values())
         assert run.data.params["spec_hash"] == rec.spec_hash and run.data.params["profile"] == rec.profile
         params = run.data.params
@@ -77,7 +77,6 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
         if rec.profile != "paper":  # the paper's declared budget ("hours 60") is not a setting of a mini run
             assert not [k for k in params if k.startswith("spec.hardware.")], rec.run_id
         assert run.data.tags["mlflow.source.git.commit"] == rec.get("git")["commit"]
-        assert all(round(v, 2) == v for v in run.data.metrics.values())  # points at 2 decimals
         assert run.data.tags[LOADED_FROM_TAG].endswith(f"{rec.path.parent.name}/{rec.path.name}")
         statuses = [c["status"] for c in rec.comparison]
         assert run.data.tags["verdict.NOT-COMPARABLE"] == str(statuses.count("NOT-COMPARABLE"))

@@ -538,13 +538,10 @@ def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, floa
     """A record's (final stage's) ``{benchmark: {measure: fraction}}`` as ``<benchmark>/<measure>`` keys in
     points, e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
     return {
-        f"{mlflow_key(bench)}/{mlflow_key(measure)}": round(value, METRIC_DIGITS)
+        f"{mlflow_key(bench)}/{mlflow_key(measure)}": value
         for bench, values in metrics.items()
         for measure, value in in_points(values).items()
     }
-
-
-METRIC_DIGITS = 2  # points at 2 decimals, the finest any paper prints: never "31.05220" on an axis
 
 
 def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
