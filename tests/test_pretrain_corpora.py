@@ -104,10 +104,10 @@ def test_offline_the_error_says_where_to_put_the_file(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_paper_profile_gets_past_corpus_loading_on_a_mirror(tmp_path, monkeypatch, capsys):
-    """cotmae --profile paper --stage pretrain: tokenizer (bert-base-uncased's vocabulary, here
-    MiniLM's identical one and a config without weights), passages from the mirrored MS MARCO
-    documents, then a one-line error for the missing bert-base-uncased weights."""
+def test_a_paper_run_missing_its_weights_refuses_before_the_corpus_stage(tmp_path, monkeypatch, capsys):
+    """cotmae --profile paper --stage pretrain with the MS MARCO documents on a mirror and bert-base-uncased's
+    tokenizer files but not its weights: the preflight refuses before the first stage (nothing built), and its
+    one error names the weights among the missing inputs, each with its fetch command."""
     tok = tmp_path / "models" / "bert-base-uncased"
     tok.mkdir(parents=True)
     for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
@@ -116,7 +116,9 @@ def test_paper_profile_gets_past_corpus_loading_on_a_mirror(tmp_path, monkeypatc
     _mirror(monkeypatch, tmp_path, {"msmarco-docs.tsv.gz": gzip.compress(DOCS.encode())})
     assert main(["run", "--method", "cotmae", "--profile", "paper", "--stage", "pretrain"]) == 2
     err = capsys.readouterr().err
-    assert list((tmp_path / "cache" / "passages").glob("*/passages.jsonl*")), "passages were not built"
+    assert not (tmp_path / "cache" / "passages").exists(), "a stage started although an input was missing"
     error_lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(error_lines) == 1 and "bert-base-uncased" in error_lines[0] and "weights" in error_lines[0]
+    assert len(error_lines) == 1 and "not started" in error_lines[0]
+    weights = [line for line in err.splitlines() if "bert-base-uncased" in line and line.strip().startswith("!")]
+    assert weights and all("fetch" in line for line in weights), err
     assert "UnknownName" not in err and "Traceback" not in err

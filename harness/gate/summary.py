@@ -8,6 +8,7 @@ from __future__ import annotations
 from harness.gate.run import GateResult, format_rows, verdict_text
 
 FAILING_SHOWN = 40  # failing rows printed before "... N more" (keeps the summary on one screen)
+RUNS_NAMED = 5  # your runs named in the summary
 
 
 def headline(result: GateResult, apart: bool = False) -> str:
@@ -19,6 +20,10 @@ def headline(result: GateResult, apart: bool = False) -> str:
 def format_summary(result: GateResult, apart: bool = False, shown: int = FAILING_SHOWN) -> str:
     """The headline, then the failing rows (at most ``shown``), then how many rows ``--all`` adds."""
     lines = [headline(result, apart)]
+    if apart and (ids := list(dict.fromkeys(row.run_id for row in result.rows))):
+        # your runs by name: the ids `check --add RUN_ID` takes
+        more = f" and {len(ids) - RUNS_NAMED} more" if len(ids) > RUNS_NAMED else ""
+        lines.append(f"runs: {', '.join(ids[:RUNS_NAMED])}{more}")
     failing = result.failures()
     if failing:
         label = "rows that would fail it" if apart else "failing rows"
