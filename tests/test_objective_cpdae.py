@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from gloo import run_forked
 from objective_fixtures import single_thread, toy_config, toy_pairs, toy_tokenizer
 
 from harness.core.errors import HarnessError
@@ -286,17 +287,7 @@ def _ddp_worker(rank: int, world: int, folder: str) -> None:
 def test_two_ranks_contrast_over_the_global_pool_as_one_process_does(tokenizer, tmp_path):
     """2 gloo ranks x 3 passages: L_CL and its gradient equal 1 process x 6 passages (the paper's pool is
     the global batch), and the grad-cache path equals the plain one across ranks."""
-    import time
-
-    import torch.multiprocessing as mp
-
-    workers = mp.start_processes(_ddp_worker, args=(2, str(tmp_path)), nprocs=2, join=False, start_method="fork")
-    deadline = time.monotonic() + 120
-    while not workers.join(timeout=2):
-        if time.monotonic() > deadline:
-            for process in workers.processes:
-                process.kill()
-            pytest.fail("gloo workers did not finish in 120 s")
+    run_forked(_ddp_worker, (2, str(tmp_path)), nprocs=2)
     result = torch.load(tmp_path / "result.pt")
     obj, batch = make(tokenizer, n=6, dtype=torch.float64, symmetric=True)
     losses = obj(batch)

@@ -6,11 +6,11 @@ pinned in tests/test_qgen_generation.py."""
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gloo import run_forked
 
 from harness.data import download
 from harness.data.catalog import get_benchmark
@@ -63,19 +63,12 @@ def mirror(tmp_path, monkeypatch) -> Path:
 
 def test_two_ranks_encode_the_vectors_of_one_process(mirror, tmp_path, monkeypatch):
     import torch
-    import torch.multiprocessing as mp
 
     _tiny_encoder(tmp_path / "model")
     (tmp_path / "two").mkdir()
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache-two"))
     # fork: the children reuse the imported torch/transformers; a deadline guards a hung rendezvous
-    workers = mp.start_processes(_worker, args=(2, str(tmp_path)), nprocs=2, join=False, start_method="fork")
-    deadline = time.monotonic() + 120
-    while not workers.join(timeout=2):
-        if time.monotonic() > deadline:
-            for process in workers.processes:
-                process.kill()
-            pytest.fail("gloo workers did not finish in 120 s")
+    run_forked(_worker, (2, str(tmp_path)), nprocs=2)
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache-one"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
