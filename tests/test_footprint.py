@@ -170,3 +170,32 @@ def test_the_plan_states_the_lucene_heap_its_searches_will_get(monkeypatch):
     (line,) = footprint.heap_lines(search, [])
     assert "sized when the search starts" in line
     assert footprint.heap_lines([{"stage": "retriever1"}], [index]) == []
+
+
+def test_the_gpus_a_run_holds_while_its_cpu_stages_run_are_counted_idle(tmp_path):
+    """Issue 51 item 7: the projection counts only GPU stages; Punkt and Lucene stages hold the declared
+    GPUs idle for their measured wall time (bench_scale's seconds line), said in GPU-hours."""
+    path = tmp_path / "bench_scale_cpu_2099-01-01.json"
+    rows = [("passages", 10_000, 36.0), ("passages", 100_000, 360.0), ("encode", 1_000, 1.0), ("encode", 10_000, 10.0)]
+    path.write_text(
+        json.dumps(
+            {
+                "rows": [
+                    {"stage": s, "passages": n, "seconds": t, "peak_rss_mib": 1.0, "disk_mib": 1.0} for s, n, t in rows
+                ]
+            }
+        )
+    )
+    spec, entries = _entries("cotmae")  # declared 8 x A100 (cuda)
+    text = "\n".join(footprint.describe(spec, entries, path, memory_gib=64.0, free_gib=1_000.0))
+    rows_by = {line.split()[0]: line for line in text.splitlines()[2:] if line.startswith("    ")}
+    passages_h = 360.0 / 100_000 * MSMARCO_PASSAGES / 3600  # a line through the origin: 3.6 ms a passage
+    assert rows_by["passages"].split()[-2:] == [f"{passages_h:.1f}", "h"]
+    feet = {f.label: f for f in footprint.project(spec, entries, footprint.measured_slopes(path))}
+    assert feet["dense_retrieve/msmarco-dev"].cpu_hours is None  # a GPU stage: its time is projected above
+    devices = int(spec.get("hardware.devices"))
+    [idle] = [line for line in text.splitlines() if "idle GPU-hours" in line]
+    total = sum(f.cpu_hours or 0.0 for f in feet.values())
+    assert total >= passages_h and f"{total * devices:,.1f} idle GPU-hours" in idle
+    cpu_spec, cpu_entries = _entries("cotmae", "mini")  # a CPU profile holds no GPU: no such line
+    assert "idle GPU-hours" not in "\n".join(footprint.describe(cpu_spec, cpu_entries, path, 64.0, 1_000.0))

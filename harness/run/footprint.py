@@ -1,7 +1,10 @@
 """What each data stage of a plan would hold in memory and write to disk at the plan's corpus sizes
 (the papers': MS MARCO's 8.8M passages, psgs_w100's 21M where a plan pre-trains on Wikipedia), next to
 this machine's memory and the free disk under the cache, so ``run --dry-run`` names a stage that would
-not fit before anything runs (issue 39 item 4).
+not fit before anything runs (issue 39 item 4). For a stage that uses no GPU (Punkt, Lucene, files:
+``gpu`` in harness/stages/graph.py) it also gives the wall time at the bench's measured seconds line, and
+the GPU-hours a run on the spec's declared GPUs holds idle meanwhile (:func:`idle_lines`; the
+projection of harness/run/projection.py counts the GPU stages only).
 
 Measured, not estimated: ``bench/bench_scale.py`` runs each data stage on synthetic corpora of growing
 size and writes ``{"rows": [{"stage", "passages", "seconds", "peak_rss_mib", "disk_mib"}]}``; the newest
@@ -44,7 +47,8 @@ from harness.retrieval.corpus_vectors import CHUNK_PASSAGES
 from harness.retrieval.dense import chunk_rows as search_chunk_rows
 from harness.retrieval.java import lucene_heap
 from harness.run.model_shape import shape_of
-from harness.run.projection import MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size
+from harness.run.projection import MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size, format_hours
+from harness.stages.graph import STAGES
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 PATTERN = "bench_scale_cpu_*.json"
@@ -90,6 +94,7 @@ class Slopes:
     disk: Line
     dim: int | None = None  # the vectors' dimension at the larger size (vector stages' rows carry it)
     chunk_rows: int | None = None  # the search's rows per chunk there
+    seconds: Line | None = None  # wall seconds on the bench's machine (None: a row without them)
 
 
 def held_mib(part: str, dim: int, passages: int, chunk_rows: int | None = None) -> float:
@@ -134,9 +139,10 @@ def fit(rows: Iterable[dict[str, Any]]) -> dict[str, Slopes]:
     vectors: dict[tuple[str, int], tuple[int | None, int | None]] = {}  # (stage, size) -> (dim, chunk rows)
     for row in rows:
         sizes = by_stage.setdefault(str(row["stage"]), {})
-        seen = sizes.setdefault(int(row["passages"]), {"rss": 0.0, "disk": 0.0})
+        seen = sizes.setdefault(int(row["passages"]), {"rss": 0.0, "disk": 0.0, "seconds": 0.0})
         seen["rss"] = max(seen["rss"], float(row.get("peak_rss_mib") or 0.0))
         seen["disk"] = max(seen["disk"], float(row.get("disk_mib") or 0.0))
+        seen["seconds"] = max(seen["seconds"], float(row.get("seconds") or 0.0))
         if row.get("dim"):
             vectors[(str(row["stage"]), int(row["passages"]))] = (int(row["dim"]), row.get("chunk_rows"))
     out = {}
@@ -149,6 +155,9 @@ def fit(rows: Iterable[dict[str, Any]]) -> dict[str, Slopes]:
             *(_line(small, sizes[small][k], large, sizes[large][k]) for k in ("rss", "disk")),
             dim=dim,
             chunk_rows=int(rows_per_chunk) if rows_per_chunk else None,
+            seconds=_line(small, sizes[small]["seconds"], large, sizes[large]["seconds"])
+            if sizes[small]["seconds"] and sizes[large]["seconds"]
+            else None,
         )
     return out
 
@@ -169,6 +178,7 @@ class Footprint:
     missing: list[str] = field(default_factory=list)  # its bench stages not measured at two sizes
     shared: bool = False  # it reads corpus vectors an earlier step writes
     count: int = 1  # planned stages of this kind over this corpus, shown as one row
+    cpu_hours: float | None = None  # a stage that uses no GPU: its hours on the bench's machine, all of its kind
 
     def measured(self) -> bool:
         return self.rss_gib is not None
@@ -177,6 +187,8 @@ class Footprint:
         """Another planned stage of the same kind over the same corpus (e.g. each retriever's impact
         index of one benchmark): one row, the larger peak, the disk of both."""
         self.count += 1
+        if other.cpu_hours is not None:
+            self.cpu_hours = (self.cpu_hours or 0.0) + other.cpu_hours
         if other.rss_gib is not None:
             self.rss_gib = max(self.rss_gib or 0.0, other.rss_gib)
             self.disk_gib = (self.disk_gib or 0.0) + (other.disk_gib or 0.0)
@@ -244,6 +256,9 @@ def project(spec: Any, entries: list[dict[str, Any]], slopes: dict[str, Slopes])
                     foot.shared = True
                 written.add(str(entry["vectors"]))
             foot.disk_gib = sum(groups.values()) / 1024
+            timed = [slopes[p].seconds for p in found]
+            if not STAGES[entry["stage"]].gpu and all(timed) and not foot.missing:
+                foot.cpu_hours = sum(line.at(passages) for line in timed if line) / 3600
         if foot.label in out:
             out[foot.label].merge(foot)
         else:
@@ -311,7 +326,7 @@ def describe(
     lines = [
         f"  memory and disk of the data stages at their corpus sizes (lines through each stage's two largest "
         f"sizes in {source or 'no bench_scale result'}; {here}):",
-        f"    {'stage':<48} {'passages':>11}  {'peak RSS':>9}  {'disk':>9}",
+        f"    {'stage':<48} {'passages':>11}  {'peak RSS':>9}  {'disk':>9}  {'time (no GPU)':>13}",
     ]
     for foot in feet:
         size = f"{foot.passages:,}" if foot.passages else "unknown"
@@ -322,8 +337,9 @@ def describe(
         notes = [f"x{foot.count}"] if foot.count > 1 else []
         notes += [f"not measured: {', '.join(foot.missing)}"] if foot.missing else []
         disk = "shared" if foot.shared else _gib(foot.disk_gib)
+        hours = format_hours(foot.cpu_hours) if foot.cpu_hours is not None else "-"
         lines.append(
-            f"    {foot.label:<48} {size:>11}  {_gib(foot.rss_gib):>9}  {disk:>9}"
+            f"    {foot.label:<48} {size:>11}  {_gib(foot.rss_gib):>9}  {disk:>9}  {hours:>13}"
             + (f"  ({'; '.join(notes)})" if notes else "")
         )
     lines.append(
@@ -331,14 +347,31 @@ def describe(
         "vectors' bytes on disk at it, memory plus the vectors held at once: a search's 2 GiB chunk, a "
         "store's or an encoding's chunk); the encoding's model memory is the bench's tiny model's; a "
         "stage's memory is its largest part's, its disk what it writes (shared corpus vectors once); "
-        "xN: N planned stages over that corpus, the largest peak and all their disk"
+        "xN: N planned stages over that corpus, the largest peak and all their disk; time (no GPU): the "
+        "wall time of a stage that uses no GPU (Punkt, Lucene, files) on the bench's machine, all of its kind"
     )
+    lines.extend(idle_lines(spec, feet))
     lines.extend(f"  ! {line}" for line in would_not_fit(feet, memory_gib, free_gib))
     lines.extend(heap_lines(entries, feet))
     return lines
 
 
 SEARCHES_LUCENE = ("retrieve", "bm25_negatives", "impact_search")  # stages that start the in-process JVM
+
+
+def idle_lines(spec: Any, feet: list[Footprint]) -> list[str]:
+    """What the GPUs a run holds do while its stages that use no GPU run (the projection above counts
+    only the GPU stages): their GPU-hours at the bench's wall times, for the spec's declared GPUs."""
+    declared = spec.get("hardware") or {}
+    hours = sum(foot.cpu_hours or 0.0 for foot in feet)
+    if declared.get("device_type") != "cuda" or not hours:
+        return []
+    devices = int(declared.get("devices") or 1)
+    return [
+        f"    stages that use no GPU: {format_hours(hours)} on the bench's machine, while the run holds "
+        f"{devices} x {declared.get('gpu') or 'GPU'}: {hours * devices:,.1f} idle GPU-hours (the bench's "
+        "seconds were measured under load on 2 cores: an upper bound where the node has more)"
+    ]
 
 
 def heap_lines(entries: list[dict[str, Any]], feet: list[Footprint]) -> list[str]:
