@@ -151,13 +151,13 @@ def fit(rows: Iterable[dict[str, Any]]) -> dict[str, Slopes]:
             continue
         small, large = sorted(sizes)[-2:]
         dim, rows_per_chunk = vectors.get((stage, large), (None, None))
+        line = {k: _line(small, sizes[small][k], large, sizes[large][k]) for k in ("rss", "disk", "seconds")}
         out[stage] = Slopes(
-            *(_line(small, sizes[small][k], large, sizes[large][k]) for k in ("rss", "disk")),
+            line["rss"],
+            line["disk"],
             dim=dim,
             chunk_rows=int(rows_per_chunk) if rows_per_chunk else None,
-            seconds=_line(small, sizes[small]["seconds"], large, sizes[large]["seconds"])
-            if sizes[small]["seconds"] and sizes[large]["seconds"]
-            else None,
+            seconds=line["seconds"] if sizes[small]["seconds"] and sizes[large]["seconds"] else None,
         )
     return out
 
