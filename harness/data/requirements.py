@@ -41,12 +41,12 @@ def required_sources(spec: Any, datasets: list[str]) -> list[str]:
 
 def missing_inputs(spec: Any, datasets: list[str]) -> list[str]:
     """One line per download the run needs and this machine lacks (none are reachable from a mirror)."""
-    lines = []
-    for key in required_sources(spec, datasets):
-        if not download.available(key):
-            src = download.SOURCES[key]
-            lines.append(
-                f"missing download {key} ({src.filename}{': ' + src.note if src.note else ''}); "
-                f"fetch: {src.fetch_command()}"
-            )
-    return lines
+    return [line for key in required_sources(spec, datasets) if (line := missing_line(key))]
+
+
+def missing_line(key: str) -> str | None:
+    """The line saying download ``key`` is not on this machine, with its fetch command; None when it is."""
+    if download.available(key):
+        return None
+    src = download.SOURCES[key]
+    return f"missing download {key} ({src.filename}{': ' + src.note if src.note else ''}); fetch: {src.fetch_command()}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError
 from harness.data import download
-from harness.data.requirements import missing_inputs, required_sources
+from harness.data.requirements import missing_line, required_sources
 from harness.papers import model_pins as models
 from harness.pipelines.context import STOP
 
@@ -36,7 +36,6 @@ class Input:
 
 def plan_inputs(spec: Any, datasets: list[str], ctx: RunContext) -> list[Input]:
     """Every data download and checkpoint a planned run (``ctx``, from ``plan_method``) reads, in stage order."""
-    missing = dict(zip(_missing_keys(spec, datasets), missing_inputs(spec, datasets), strict=True))
     out = []
     for key in required_sources(spec, datasets):
         src = download.SOURCES[key]
@@ -45,16 +44,12 @@ def plan_inputs(spec: Any, datasets: list[str], ctx: RunContext) -> list[Input]:
             check = "sha256" if sha256 else "md5" if md5 else f"structure: {src.structure}" if src.structure else ""
         except HarnessError:
             check = "fixture mirror"
-        out.append(Input("data", key, check or f"sha256 {models.TOFU}", missing.get(key)))
+        out.append(Input("data", key, check or f"sha256 {models.TOFU}", missing_line(key)))
     for name in ctx.models_read:
         pin = models.registry().get(name)
         how = pin.verified_by() if pin else "packaged (pip)" if name in models.PACKAGED else "local folder (no pin)"
         out.append(Input("model", name, how, models.problem(name)))
     return out
-
-
-def _missing_keys(spec: Any, datasets: list[str]) -> list[str]:
-    return [key for key in required_sources(spec, datasets) if not download.available(key)]
 
 
 def problems(spec: Any, datasets: list[str], ctx: RunContext) -> list[str]:
