@@ -435,3 +435,22 @@ def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path):
     assert record["hardware"]["processes"] == 2 and "nfcorpus" in record["metrics"]
     trained = {e["stage"]: e for e in record["stages"] if e["stage"].startswith("retriever")}
     assert trained and all(not e["cached"] for e in trained.values())
+
+
+def test_a_rank_without_a_gpu_of_its_own_is_one_line_unless_ranks_share_gpus(monkeypatch):
+    """Issue 51 item 8: two ranks on a one-GPU machine (the GPU check) share it over gloo only when asked;
+    otherwise the rank says which flag to change instead of CUDA's "invalid device ordinal"."""
+    import torch
+
+    from harness.core.errors import HarnessError
+    from harness.training import distributed as D
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv(D.SHARE_GPU, raising=False)
+    assert D.cuda_device(0) == torch.device("cuda:0") and not D.sharing_gpus()
+    with pytest.raises(
+        HarnessError, match=r"local rank 1 has no GPU of its own.*--nproc-per-node 1.*HARNESS_SHARE_GPU=1"
+    ):
+        D.cuda_device(1)
+    monkeypatch.setenv(D.SHARE_GPU, "1")
+    assert D.sharing_gpus() and D.cuda_device(1) == torch.device("cuda:0")

@@ -2,7 +2,8 @@
 
 A run is distributed when torchrun (``python -m torch.distributed.run``) set ``WORLD_SIZE``
 > 1 in the environment (with ``RANK`` and ``LOCAL_RANK``). The backend is nccl on CUDA and
-gloo on CPU, so the same code path is tested here on CPU. Who a process is (world size, rank, main
+gloo on CPU, so the same code path is tested here on CPU; gloo on CUDA too when ranks share a GPU
+(``HARNESS_SHARE_GPU=1``, the GPU check's two ranks on one card: NCCL refuses a device twice). Who a process is (world size, rank, main
 rank) is :mod:`harness.core.ranks`'s to say; this module holds the collectives, and the process group
 it joins is made from those values (which then read the group). Without torchrun
 every collective degrades to the single-process answer, so callers never branch on it; so does a
@@ -32,6 +33,7 @@ from harness.core import ranks
 from harness.core.errors import HarnessError
 
 _CONTROL: list[Any] = []  # the gloo group for stage hand-overs, made once per process group
+SHARE_GPU = "HARNESS_SHARE_GPU"  # "1": ranks may share a GPU, over gloo (:func:`sharing_gpus`)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,27 @@ class DistInfo:
         return self.world_size > 1
 
 
+def sharing_gpus() -> bool:
+    """Whether ranks may share a GPU (``HARNESS_SHARE_GPU=1``): the GPU check's multi-rank rehearsal on one
+    card. NCCL refuses two ranks on one device, so such a run's collectives go over gloo (slower; a check,
+    never a paper run)."""
+    return os.environ.get(SHARE_GPU) == "1"
+
+
+def cuda_device(local_rank: int) -> torch.device:
+    """This node's GPU for ``local_rank``: its own, or, when ranks share GPUs, ``local_rank`` modulo the count."""
+    count = torch.cuda.device_count()
+    if local_rank < count:
+        return torch.device(f"cuda:{local_rank}")
+    if sharing_gpus():
+        return torch.device(f"cuda:{local_rank % count}")
+    raise HarnessError(
+        f"local rank {local_rank} has no GPU of its own: this node has {count}; start at most {count} "
+        f"process(es) per node (--nproc-per-node {count}), or set {SHARE_GPU}=1 to let ranks share GPUs over "
+        "gloo (a check of the multi-rank path, not a paper run)"
+    )
+
+
 def init_distributed(device: str | None = None) -> DistInfo:
     """Join the torchrun process group if there is one (idempotent) and pick the device.
 
@@ -63,7 +86,7 @@ def init_distributed(device: str | None = None) -> DistInfo:
     rank = ranks.rank()
     local_rank = ranks.local_rank()
     if device is None:
-        dev = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+        dev = cuda_device(local_rank) if torch.cuda.is_available() else torch.device("cpu")
     else:
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:
@@ -72,7 +95,7 @@ def init_distributed(device: str | None = None) -> DistInfo:
         torch.cuda.set_device(dev)
     if world_size <= 1:
         return DistInfo(0, 1, 0, dev, None)
-    backend = "nccl" if dev.type == "cuda" else "gloo"
+    backend = "nccl" if dev.type == "cuda" and not sharing_gpus() else "gloo"
     if not dist.is_initialized():
         if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
             raise HarnessError(
