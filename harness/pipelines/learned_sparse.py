@@ -42,8 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm.auto import tqdm
-
 from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
@@ -69,13 +67,14 @@ from harness.pipelines.context import input_key
 from harness.pipelines.pretrain import ARCH_KEYS
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 from harness.retrieval.impact import (
+    ImpactVector,
     build_impact_index,
-    encode_sparse,
     load_sparse_encoder,
     quantise,
     search_impact,
     sparsify_topk,
 )
+from harness.retrieval.impact_shards import encode_impacts
 from harness.spec.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
 from harness.spec.conditions import PAPER_RERANKER
 from harness.spec.stage_settings import (
@@ -94,7 +93,10 @@ if TYPE_CHECKING:
     from harness.stages.artifacts import StageCache
 
 DEFAULT_RERANKER_NAME = PAPER_RERANKER  # the paper's teacher (harness/spec/conditions.py)
-ENCODE_CHUNK = 20_000  # documents encoded per chunk while streaming a corpus into the index
+# Items per encoding chunk (sorted by length within it): a chunk is what a rank encodes
+# (harness/retrieval/impact_shards.py), so these sizes, not the process count, decide the batches.
+ENCODE_CHUNK = 20_000  # passages
+QUERY_CHUNK = 10_000  # queries: an evaluation split (MS MARCO dev: 6,980) is one chunk
 EFFICIENCY_KEYS = (
     "qps",
     "index_bytes",
@@ -451,7 +453,12 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
 
 
 def index_stage(ctx: RunContext, label: str, model_dir: Path, dataset: str) -> StageCache:
-    """Encode the corpus with `model_dir`, quantise (+ top-k), Lucene impact index; one per (model, corpus)."""
+    """Encode the corpus with `model_dir`, quantise (+ top-k), Lucene impact index; one per (model, corpus).
+
+    Every rank of a launched run encodes its chunks of the corpus (:mod:`harness.retrieval.impact_shards`:
+    the vectors do not depend on the number of processes); rank 0 merges them in corpus order and builds
+    the index with Lucene's threads. The output states how many processes encoded (``encode_processes``).
+    """
 
     bench = get_benchmark(dataset)
     rcfg = RetrievalSettings.from_spec(ctx.spec)
@@ -461,28 +468,19 @@ def index_stage(ctx: RunContext, label: str, model_dir: Path, dataset: str) -> S
         encoder = load_sparse_encoder(model_dir)
         sep = encoder.settings.get("title_separator", DEFAULT_TITLE_SEPARATOR)
 
-        def vectors():
-            chunk: list[tuple[str, Any]] = []
-            with tqdm(desc=f"encode {dataset} corpus ({label})", unit="doc", dynamic_ncols=True) as bar:
-                for item in bench.iter_corpus():
-                    chunk.append(item)
-                    if len(chunk) == ENCODE_CHUNK:
-                        yield from encode(chunk)
-                        bar.update(len(chunk))
-                        chunk = []
-                if chunk:
-                    yield from encode(chunk)
-                    bar.update(len(chunk))
+        def encode(texts: list[str]) -> list[ImpactVector]:
+            weights = encoder.encode(texts, "passage", topk=rcfg.topk_sparsify, show_progress=False)
+            return [quantise(w, rcfg.quantization) for w in weights]
 
-        def encode(chunk: list[tuple[str, Any]]):
-            weights = encoder.encode(
-                [passage_text(doc, sep) for _, doc in chunk], "passage", topk=rcfg.topk_sparsify, show_progress=False
-            )
-            for (doc_id, _), w in zip(chunk, weights):
-                yield doc_id, quantise(w, rcfg.quantization)
-
-        stats = build_impact_index(vectors(), work / "index", threads=rcfg.threads)
-        return {k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        docs = ((doc_id, passage_text(doc, sep)) for doc_id, doc in bench.iter_corpus())
+        vectors, processes = encode_impacts(
+            docs, encode, work / "corpus-shards", ENCODE_CHUNK, f"encode {dataset} corpus ({label})"
+        )
+        if not ranks.is_main():
+            return {}
+        stats = build_impact_index(vectors, work / "index", threads=rcfg.threads)
+        numbers = {k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return {**numbers, "encode_processes": processes}
 
     inputs = {"model": input_key(model_dir), **bench.corpus_files()}
     return ctx.cached_stage("impact_index", f"{dataset}/{label}", config, inputs, build)
@@ -517,9 +515,19 @@ def search_stage(
             queries = {q: queries[q] for q in sorted(qrels) if q in queries}
         else:
             queries = bench.queries(split)
-        qids = list(queries)
-        weights = encode_sparse(model_dir, [queries[q] for q in qids], "query")
-        vectors = {q: quantise(w, rcfg.quantization) for q, w in zip(qids, weights)}
+        encoder = load_sparse_encoder(model_dir)
+
+        def encode(texts: list[str]) -> list[ImpactVector]:
+            return [quantise(w, rcfg.quantization) for w in encoder.encode(texts, "query", show_progress=False)]
+
+        # Sharded over the ranks like the corpus when there are more than QUERY_CHUNK queries (mining
+        # with the training queries); an evaluation split is one chunk, encoded by rank 0.
+        encoded, processes = encode_impacts(
+            queries.items(), encode, work / "query-shards", QUERY_CHUNK, f"encode {dataset} queries ({label})", "q"
+        )
+        if not ranks.is_main():
+            return {}
+        vectors = dict(encoded)
         capped = [q for q, v in vectors.items() if len(v) > max_terms]
         for q in capped:
             vectors[q] = sparsify_topk(vectors[q], max_terms)
@@ -538,6 +546,7 @@ def search_stage(
             **{k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
             "empty_queries": empty,
             "capped_queries": len(capped),
+            "encode_processes": processes,
         }
 
     inputs = {"index": index.key, **{k: v for k, v in bench.files().items() if k not in bench.corpus_files()}}

@@ -1,6 +1,6 @@
 """Indexing and retrieval back-ends (Lucene through pyserini; faiss for dense).
 
-Lucene: ``bm25.py`` (index, search, TREC run) and ``impact.py`` (learned-sparse impact index), with
+Lucene: ``bm25.py`` (index, search, TREC run) and ``impact.py`` (learned-sparse impact index; ``impact_shards.py`` encodes its vectors on every rank), with
 ``java.py`` making pyserini's JVM findable and quiet; ``splade_model.py`` is the SPLADE-max model whose
 vectors go into it. Dense: ``encoder.py`` encodes text with a local checkpoint, ``sharded.py`` a corpus
 by shards, resumable, ``corpus_vectors.py`` keeps one encoding per (model, corpus, settings) and

@@ -188,6 +188,7 @@ GRAPH: tuple[Stage, ...] = (
         "evaluate",
         ("retriever1", "retriever2", "retriever3"),
         families=(SPARSE,),
+        ranks=SHARDED,  # every rank encodes its chunks, rank 0 merges them and runs Lucene on the node's cores
         details=f"{PLAN}:impact_details",
         details_group="impact",
         cost=f"{COST}:encode_cost",
@@ -198,6 +199,7 @@ GRAPH: tuple[Stage, ...] = (
         "evaluate",
         ("impact_index",),
         families=(SPARSE,),
+        ranks=SHARDED,  # query encoding as impact_index's; rank 0 searches with Lucene's threads
         details=f"{PLAN}:impact_details",
         details_group="impact",
     ),
