@@ -80,6 +80,7 @@ reported = lb_data.default_reported()
 data = _load(str(records_dir), reported, lb_data.signature(records_dir, reported))
 
 # ----------------------------------------------------------------------------- filters
+st.sidebar.markdown(display.SIDEBAR_CSS, unsafe_allow_html=True)
 st.sidebar.header("Filters")
 profiles = st.sidebar.multiselect(
     "Profile",
