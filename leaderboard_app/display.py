@@ -38,9 +38,8 @@ P_DIGITS = 3  # p-values, as `check` prints them
 # Streamlit cuts a multiselect's chip ("qc-emnlp2023-diff (emnlp2023-diff)") with an ellipsis at a fixed
 # width: in the sidebar a chip's text wraps onto more lines instead, so every label is read whole.
 SIDEBAR_CSS = """<style>
-[data-testid="stSidebar"] [data-baseweb="tag"] {height: auto; max-width: 100%}
-[data-testid="stSidebar"] [data-baseweb="tag"] span {white-space: normal; overflow: visible; text-overflow: clip;
-  max-width: none; overflow-wrap: anywhere}
+[data-testid="stSidebar"] [data-testid="stMultiSelectTagsContainer"] [role="group"] * {white-space: normal;
+  overflow: visible; text-overflow: clip; height: auto; max-width: 100%; overflow-wrap: anywhere}
 </style>"""
 
 
