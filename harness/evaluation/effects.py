@@ -410,7 +410,11 @@ def format_effects(effects: Sequence[Effect]) -> str:
             row += [claimed_text(e) if mine else "-", (e.claim_status or "-") if mine else LEARNING_CHECK]
             row.append(e.cells_state or "-")
         rows.append(row)
-    table = format_table(headers, rows, wrap={0: 34, len(headers) - 2: 30, len(headers) - 1: 16} if paper else {0: 34})
+    table = format_table(
+        headers,
+        rows,
+        wrap={0: 34, len(headers) - 3: 22, len(headers) - 2: 30, len(headers) - 1: 16} if paper else {0: 34},
+    )
     return table if paper else f"{table}\nNumbers in points; {LEARNING_CHECK} (profile not 'paper')."
 
 

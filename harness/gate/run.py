@@ -427,8 +427,8 @@ def row_numbers(r: GateRow) -> list[str]:
 NOTE_WIDTH = 70  # a row's note wraps onto continuation lines past this width
 MAX_WIDTH = 160  # a wider table is reflowed: each run's id once above its rows, notes below them
 AGAINST_WIDTH = 30  # the reflowed table's "against" column wraps past this width
-HEADERS = ("status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol")
-HEADERS += ("CI(delta)", "note")
+HEADERS = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol"]
+HEADERS += ["CI(delta)", "note"]
 
 
 def format_gate(result: GateResult, apart: bool = False) -> str:
