@@ -80,6 +80,7 @@ reported = lb_data.default_reported()
 data = _load(str(records_dir), reported, lb_data.signature(records_dir, reported))
 
 # ----------------------------------------------------------------------------- filters
+st.sidebar.markdown(display.SIDEBAR_CSS, unsafe_allow_html=True)
 st.sidebar.header("Filters")
 profiles = st.sidebar.multiselect(
     "Profile",
@@ -286,11 +287,12 @@ with tab_beir:
     st.subheader("BEIR zero-shot: nDCG@10 (points)")
     _grid_notes()
     _table(
-        tables.beir_table(data.cells, grid, papers=papers, benchmarks=benchmarks),
+        tables.beir_table(data.cells, grid, papers=papers, benchmarks=benchmarks, comparisons=data.comparisons),
         "BEIR table",
         "beir",
         "Computed averages appear only for columns with every dataset they average: all 14, or LexMAE's 12 "
-        "(without cqadupstack and quora). Printed averages are the papers' own.",
+        "(without cqadupstack and quora). Printed averages are the papers' own. The last row is each printed "
+        "column's state (its cells' states, as on every page) and each run's profile.",
     )
     st.subheader("Reproduced vs reported on BEIR")
     beir_cmp = comparisons[comparisons["benchmark"].isin(tables.BEIR_DATASETS)].reset_index(drop=True)

@@ -35,6 +35,12 @@ _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 _AUTOLINKED = re.compile(r"(?i)https?:|mailto:|xmpp:|www\.|[-.\w+]@[-\w]")
 POINTS_DIGITS = 2  # a run's number without a paper cell beside it: 2 decimals, the finest any paper prints
 P_DIGITS = 3  # p-values, as `check` prints them
+# Streamlit cuts a multiselect's chip ("qc-emnlp2023-diff (emnlp2023-diff)") with an ellipsis at a fixed
+# width: in the sidebar a chip's text wraps onto more lines instead, so every label is read whole.
+SIDEBAR_CSS = """<style>
+[data-testid="stSidebar"] [data-testid="stMultiSelectTagsContainer"] [role="group"] * {white-space: normal;
+  overflow: visible; text-overflow: clip; height: auto; max-width: 100%; overflow-wrap: anywhere}
+</style>"""
 
 
 def md_text(value: Any) -> str:

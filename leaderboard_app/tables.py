@@ -495,6 +495,24 @@ def comparison_view(frame: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- BEIR view
 
 
+STATUS_ROW = "status"  # the BEIR view's last row: each printed column's state (gate.cell_state)
+
+
+def beir_columns(
+    cells: Sequence[Mapping[str, Any]], papers: Sequence[str] | None = None
+) -> dict[str, list[Mapping[str, Any]]]:
+    """The BEIR view's printed columns: "paper table · system" -> its nDCG@10 cells (datasets and averages)."""
+    axes = system_axes(cells)
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for c in cells:
+        bench, score = c.get("benchmark"), c.get("score")
+        if c.get("measure") != "nDCG@10" or score is None or not _keep(papers, paper_key(c)):
+            continue
+        if bench in BEIR_DATASETS or bench in PRINTED:
+            out.setdefault(f"{paper_key(c)} {c.get('table')} · {system_label(c, axes)}", []).append(c)
+    return out
+
+
 def beir_table(
     cells: Sequence[Mapping[str, Any]],
     records: Sequence[RunRecord],
@@ -502,33 +520,35 @@ def beir_table(
     papers: Sequence[str] | None = None,
     profiles: Sequence[str] | None = None,
     benchmarks: Sequence[str] | None = None,
+    comparisons: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> pd.DataFrame:
     """nDCG@10 (points) per BEIR dataset: one column per reported system and per reproduced run (a run
     with several retriever stages: its final one, named in the column), plus the computed 14-dataset
     and LexMAE 12-dataset averages and the printed averages. Text: a reported cell at its printed
     precision, a run's number and a computed average at the precision the papers print that row, "-"
-    where a column has no number.
+    where a column has no number. The last row is each column's status: a printed column's cells'
+    states (as in the Table 1 view, one state every surface shows), a run's profile.
 
     A computed average is shown only when the column has every dataset it averages.
     """
     datasets = [d for d in BEIR_DATASETS if _keep(benchmarks, d)]
-    axes = system_axes(cells)
+    printed_columns = beir_columns(cells, papers)
+    states = cell_states([c for group in printed_columns.values() for c in group], records, comparisons)
     columns: dict[str, dict[str, float]] = {}
     printed: dict[str, dict[str, int]] = {}  # column -> row -> the cell's decimals in points
-    for c in cells:
-        bench, score = c.get("benchmark"), c.get("score")
-        if c.get("measure") != "nDCG@10" or score is None or not _keep(papers, paper_key(c)):
-            continue
-        if bench not in BEIR_DATASETS and bench not in PRINTED:
-            continue
-        name = f"{paper_key(c)} {c.get('table')} · {system_label(c, axes)}"
-        columns.setdefault(name, {})[PRINTED.get(bench, bench)] = 100.0 * float(score)
-        printed.setdefault(name, {})[PRINTED.get(bench, bench)] = cell_decimals(c)
+    status: dict[str, str] = {}
+    for name, group in printed_columns.items():
+        for c in group:
+            row = PRINTED.get(str(c.get("benchmark")), str(c.get("benchmark")))
+            columns.setdefault(name, {})[row] = 100.0 * float(c["score"])
+            printed.setdefault(name, {})[row] = cell_decimals(c)
+        status[name] = row_state([states[str(c.get("cell_id"))] for c in group])
     for rec in filter_records(records, profiles):
         values = {d: 100.0 * v["nDCG@10"] for d, v in rec.metrics.items() if d in BEIR_DATASETS and "nDCG@10" in v}
         if values:
             several = len(rec.get("metrics_by_stage") or {}) > 1
-            columns[run_label(rec) + (f" · {rec.finetune_stage}" if several and rec.finetune_stage else "")] = values
+            name = run_label(rec) + (f" · {rec.finetune_stage}" if several and rec.finetune_stage else "")
+            columns[name], status[name] = values, f"profile {rec.profile}"
     for values in columns.values():
         for name, aggregate in AGGREGATES.items():
             if all(d in values for d in aggregate.members):
@@ -539,10 +559,10 @@ def beir_table(
     index = [*datasets, *(label for name in AGGREGATES for label in (COMPUTED[name], PRINTED[name]))]
     frame = pd.DataFrame(
         {
-            name: [number(vals.get(i), printed.get(name, {}).get(i, row_decimals[i])) for i in index]
+            name: [number(vals.get(i), printed.get(name, {}).get(i, row_decimals[i])) for i in index] + [status[name]]
             for name, vals in columns.items()
         },
-        index=index,
+        index=[*index, STATUS_ROW],
         dtype=object,
     )
     frame.index.name = "dataset"

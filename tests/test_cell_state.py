@@ -1,6 +1,6 @@
 """One state per papers' cell on every surface (issue 53): ``gate.cell_state`` gives each registry cell
 its state, and `check`, `grade`, `run`'s last line, the dry-run's graded cells, the glance tab, the
-report (the glance's rows) and the leaderboard's Table 1 view show exactly that, for the committed
+report (the glance's rows), the leaderboard's Table 1 and BEIR views and `effects` show exactly that, for the committed
 records and for synthetic paper records of every method (no training: records built from the cells)."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from harness.commands.effects import attach_cell_states
 from harness.core.paths import PROJECT_ROOT
 from harness.core.points import reported_text
 from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN, REPRODUCED
+from harness.evaluation.effects import Effect, method_effects
 from harness.evaluation.verdict import worst
 from harness.gate import cell_state
 from harness.gate.grading import paper_comparisons, paper_rows
@@ -23,6 +25,7 @@ from harness.gate.run import run_gate
 from harness.papers.registry import load_reported_cells
 from harness.papers.schema import KNOWN_METHODS
 from harness.present import overview
+from harness.records.integrity import seal
 from harness.records.store import RunRecord, load_records
 from harness.run.plan import graded_cells
 from harness.run.runner import summary_line
@@ -65,10 +68,14 @@ def _synthetic(cells: list[dict]) -> list[RunRecord]:
             "spec": load_method(method, "paper").config,
             "metrics": metrics,
         }
+        # per-query scores all at the metric (two queries), so `effects` can pair two records
+        per_query = {b: {m: {"q1": v, "q2": v} for m, v in t.items()} for b, t in metrics.items()}
+        data["per_query"] = per_query
         if final:
             data["finetune_stage"] = final
             data["metrics_by_stage"] = {s["finetune_stage"]: metrics for s in spec.stages}
-        out.append(RunRecord(Path(f"{method}__paper__synthetic.json"), data))
+            data["per_query_by_stage"] = {s["finetune_stage"]: per_query for s in spec.stages}
+        out.append(RunRecord(Path(f"{method}__paper__synthetic.json"), seal(data)))
     return out
 
 
@@ -82,7 +89,7 @@ def _gate_states(records: list[RunRecord], cells: list[dict]) -> dict[str, str]:
     return {k: worst(s for s in v if s in cell_state.GRADED) for k, v in found.items()}
 
 
-def _agree(cells: list[dict], records: list[RunRecord], states: dict[str, cell_state.CellState]) -> None:
+def _agree(cells: list[dict], records: list[RunRecord], states: dict[str, cell_state.CellState]) -> list[Effect]:
     paper = [r for r in records if r.profile in ("paper", "checkpoint")]
     # every registry cell has one state; a cell no run can grade offers no command and says why
     assert set(states) == {c["cell_id"] for c in cells}
@@ -116,6 +123,23 @@ def _agree(cells: list[dict], records: list[RunRecord], states: dict[str, cell_s
     for _, line in reported.iterrows():
         key = (line["paper"], line["version"], line["table"], line["row"])
         assert line["status"] == cell_state.row_state(by_row[key]), key
+    # the BEIR view: each printed column's status row is its cells' states
+    beir = tables.beir_table(cells, records, comparisons=comparisons).set_index("dataset")
+    for name, group in tables.beir_columns(cells).items():
+        want_state = cell_state.row_state([states[c["cell_id"]] for c in group])
+        assert beir.loc[tables.STATUS_ROW, name] == want_state, name
+    # `effects`: each effect's claims' cells have their state, and a claim none of whose cells a
+    # paper-profile run can grade is no graded claim
+    effects = method_effects(records, "paper")
+    attach_cell_states(effects, records)
+    for e in effects:
+        assert e.cells == {k: states[k].state for k in e.cell_ids}, e.label
+        assert e.cells_state == (cell_state.row_state([states[k] for k in e.cell_ids]) if e.cell_ids else "")
+        for claim in e.claims:
+            never = [states[claim[s]] for s in ("a_cell", "b_cell") if not states[claim[s]].command]
+            if any(s.state == NOT_COMPARABLE for s in never):
+                assert claim["status"] == NOT_COMPARABLE, claim
+    return effects
 
 
 def test_committed_records_every_surface_agrees(cells, committed) -> None:
@@ -136,7 +160,8 @@ def test_synthetic_paper_records_every_surface_agrees(cells) -> None:
     assert {r.method for r in records} >= {"bm25", "cpdae", "cotmae_qc"}
     states = cell_state.cell_states(cells, records)
     assert any(s.state == REPRODUCED for s in states.values())
-    _agree(cells, records, states)
+    effects = _agree(cells, records, states)
+    assert sum(bool(e.cells) for e in effects) > 10  # effects with claims, so with cells to agree on
 
 
 def test_cells_no_paper_run_can_grade_say_so_everywhere(cells) -> None:

@@ -93,3 +93,13 @@ def test_fetch_list_says_embedded_and_gives_sizes(capsys):
     row = next(line for line in out.splitlines() if line.startswith("beir/nfcorpus "))
     assert "embedded" in row and "missing" not in row and re.search(r"\d(\.\d)? (kB|MB)", row)
     assert "size" in out.splitlines()[0]
+
+
+def test_check_all_has_no_line_over_160_characters_and_names_every_run_whole(capsys):
+    """`check --all` on the committed records was 282 characters wide: too wide a table is reflowed
+    (each run's id once above its rows, notes under them), never cut."""
+    out = _out(capsys, ["check", "--records", str(COMMITTED), "--all"])
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 160, max(lines, key=len)
+    runs = {p.stem for p in COMMITTED.glob("*__*.json")}
+    assert runs and all(f"run {run}:" in lines for run in runs)

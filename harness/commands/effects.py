@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from harness.commands._output import records_folder, write_json
 from harness.evaluation.effects import (
+    Effect,
     count_checks,
     format_effects,
     latest_by_method,
     method_effects,
     stage_effects,
 )
-from harness.records.store import load_records
+from harness.gate.cell_state import CellState, cell_states, row_state, states_line
+from harness.papers.registry import load_reported_cells
+from harness.records.store import RunRecord, load_records
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -59,10 +63,13 @@ def _effects(args: argparse.Namespace) -> int:
             "scored its start)"
         )
         return 0
+    states = attach_cell_states(effects, records)
     significant = sum(e.significant for e in effects)
     # the papers' count claims ("better on 9 of 14 datasets"): graded from the paper runs only
     counts = count_checks(effects) if args.profile == "paper" else []
     print(f"{len(effects)} effect(s) in profile '{args.profile}'; {significant} with a 95% CI that excludes 0")
+    if states:  # the rows of the claims they are set beside, as `check` and the glance tab give them
+        print(states_line(states, "the papers' cells of their claims"))
     for c in counts:
         print(f"count claim {c.key} ({c.a} - {c.b}, {c.measure}): {c.status}; {c.reason}")
     shown = effects if args.all else [e for e in effects if e.significant or e.claim_status]
@@ -80,6 +87,19 @@ def _effects(args: argparse.Namespace) -> int:
                 "profile": args.profile,
                 "effects": [e.to_dict() for e in effects],
                 "counts": [c.to_dict() for c in counts],
+                "cells": {k: {"state": c.state, "reason": c.reason, "command": c.command} for k, c in states.items()},
             },
         )
     return 0
+
+
+def attach_cell_states(effects: Sequence[Effect], records: Sequence[RunRecord]) -> dict[str, CellState]:
+    """Give each effect the state of its claims' cells (``Effect.cells``, ``cells_state``): the one
+    state `check`, `grade` and the glance tab give each cell over the same records (gate.cell_state)."""
+    wanted = {cell for e in effects for cell in e.cell_ids}
+    cells, _ = load_reported_cells(None)
+    states = cell_states([c for c in cells or [] if c.get("cell_id") in wanted], records) if wanted else {}
+    for e in effects:
+        e.cells = {cell: states[cell].state for cell in e.cell_ids if cell in states}
+        e.cells_state = row_state([states[cell] for cell in e.cells]) if e.cells else ""
+    return states

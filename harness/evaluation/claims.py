@@ -77,6 +77,8 @@ class Claim:
     doubt: str = ""  # an extraction doubt of either cell: shown, never graded
     a_printed_runs: int = 1  # each printed number is the mean of this many runs (``runs_averaged``)
     b_printed_runs: int = 1
+    a_cell: str = ""  # the registry cells of the two rows (their ``cell_id``)
+    b_cell: str = ""
 
     @property
     def delta(self) -> float:
@@ -138,6 +140,8 @@ class ClaimCheck:
     a_runs: int = 1  # seeds averaged on each side of the run effect
     b_runs: int = 1
     seeds_needed: int | None = None  # INCONCLUSIVE: runs per side that would settle it at this effect
+    a_cell: str = ""  # Claim.a_cell, Claim.b_cell
+    b_cell: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,6 +184,8 @@ def claim_from(ca: Any, cb: Any) -> Claim:
         doubts,
         int(ca.conditions.get("runs_averaged") or 1),
         int(cb.conditions.get("runs_averaged") or 1),
+        str(ca.cell_id),
+        str(cb.cell_id),
     )
 
 
@@ -326,6 +332,8 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
             measure=c.measure,
             a_runs=p.a_runs,
             b_runs=p.b_runs,
+            a_cell=c.a_cell,
+            b_cell=c.b_cell,
         )
         out.append(check)
         check.reason = (

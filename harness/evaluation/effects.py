@@ -75,6 +75,10 @@ class Effect:
     seed_why: str = ""
     query_ci_low: float | None = None  # the bootstrap CI over the queries alone
     query_ci_high: float | None = None
+    # The papers' cells of its claims (their two rows) -> the state every surface gives each
+    # (gate.cell_state, set by the `effects` command), and those states as one status.
+    cells: dict[str, str] = field(default_factory=dict)
+    cells_state: str = ""
 
     @property
     def significant(self) -> bool:
@@ -86,6 +90,11 @@ class Effect:
         if self.final and self.a != self.b:
             return f"{self.a} - {self.b}"
         return f"{' '.join(filter(None, (self.a, self.a_stage)))} - {' '.join(filter(None, (self.b, self.b_stage)))}"
+
+    @property
+    def cell_ids(self) -> list[str]:
+        """The registry cells of the rows of the papers' claims it is graded against, in order."""
+        return list(dict.fromkeys(c[side] for c in self.claims for side in ("a_cell", "b_cell") if c.get(side)))
 
     def to_dict(self) -> dict:
         return {**asdict(self), "label": self.label}
@@ -376,11 +385,11 @@ LEARNING_CHECK = "learning check, not the papers' effect"  # an effect of a prof
 def format_effects(effects: Sequence[Effect]) -> str:
     """The effects as a table; the papers' printed differences only beside paper-profile runs (a
     mini effect is a learning check, never set beside a paper's claim: one line says so instead of a
-    column repeating it)."""
+    column repeating it), with the state of the claims' cells (``Effect.cells_state``)."""
     paper = any(e.profile == PAPER_PROFILE for e in effects)
     headers = ["effect", "dataset", "measure", "A", "B", "A-B", "95% CI", "p", "queries", "CI over", "CI excludes 0"]
     if paper:
-        headers += ["paper claims", "vs claim"]
+        headers += ["paper claims", "vs claim", "papers' cells"]
     rows = []
     for e in effects:
         row: list[Any] = [
@@ -399,8 +408,13 @@ def format_effects(effects: Sequence[Effect]) -> str:
         if paper:
             mine = e.profile == PAPER_PROFILE
             row += [claimed_text(e) if mine else "-", (e.claim_status or "-") if mine else LEARNING_CHECK]
+            row.append(e.cells_state or "-")
         rows.append(row)
-    table = format_table(headers, rows, wrap={0: 34, len(headers) - 1: 30} if paper else {0: 34})
+    table = format_table(
+        headers,
+        rows,
+        wrap={0: 34, len(headers) - 3: 22, len(headers) - 2: 30, len(headers) - 1: 16} if paper else {0: 34},
+    )
     return table if paper else f"{table}\nNumbers in points; {LEARNING_CHECK} (profile not 'paper')."
 
 

@@ -218,7 +218,7 @@ def run_summary_states(comparisons: Sequence[Mapping[str, Any]], stage: str | No
     }
 
 
-def states_line(states: Mapping[str, CellState]) -> str:
+def states_line(states: Mapping[str, CellState], label: str = "papers' cells") -> str:
     """The papers' cells in one line, by state, the ones no paper-profile run can grade said apart."""
     counts: dict[str, int] = {}
     for c in states.values():
@@ -230,7 +230,7 @@ def states_line(states: Mapping[str, CellState]) -> str:
         if never
         else ""
     )
-    return f"papers' cells ({len(states)}): " + ", ".join(parts) + tail
+    return f"{label} ({len(states)}): " + ", ".join(parts) + tail
 
 
 def row_state(states: Sequence[CellState]) -> str:

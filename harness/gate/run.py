@@ -92,7 +92,7 @@ from harness.core.statuses import (
     UNKNOWN_METHOD,
     UNREADABLE,
 )
-from harness.core.text_table import format_table
+from harness.core.text_table import format_table, table_blocks, wrap_text
 from harness.gate.admission import changed_run_files, data_mismatches, spec_change, unknown_checkpoint
 from harness.gate.cell_state import CellState, cell_states
 from harness.gate.grading import (
@@ -425,6 +425,10 @@ def row_numbers(r: GateRow) -> list[str]:
 
 
 NOTE_WIDTH = 70  # a row's note wraps onto continuation lines past this width
+MAX_WIDTH = 160  # a wider table is reflowed: each run's id once above its rows, notes below them
+AGAINST_WIDTH = 30  # the reflowed table's "against" column wraps past this width
+HEADERS = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol"]
+HEADERS += ["CI(delta)", "note"]
 
 
 def format_gate(result: GateResult, apart: bool = False) -> str:
@@ -440,25 +444,29 @@ def format_gate(result: GateResult, apart: bool = False) -> str:
 
 
 def format_rows(rows: Sequence[GateRow]) -> str:
-    """Gate rows as a plain-text table, long notes wrapped."""
-    headers = [
-        "status",
-        "run",
-        "benchmark",
-        "stage",
-        "measure",
-        "against",
-        "expected",
-        "reproduced",
-        "delta",
-        "tol",
-        "CI(delta)",
-        "note",
-    ]
+    """Gate rows as a plain-text table, long notes wrapped; wider than ``MAX_WIDTH``: by run."""
     table = [
         [r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note] for r in rows
     ]
-    return format_table(headers, table, wrap={len(headers) - 1: NOTE_WIDTH})
+    text = format_table(HEADERS, table, wrap={len(HEADERS) - 1: NOTE_WIDTH})
+    return text if max(map(len, text.splitlines())) <= MAX_WIDTH else _rows_by_run(rows)
+
+
+def _rows_by_run(rows: Sequence[GateRow]) -> str:
+    """The rows without the run and note columns, which made them too wide: a line naming the run
+    above its rows, each note on the lines under its row."""
+    headers = [h for h in HEADERS if h not in ("run", "note")]
+    table = [[r.status, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r)] for r in rows]
+    head, blocks = table_blocks(headers, table, wrap={headers.index("against"): AGAINST_WIDTH})
+    out, run = head, None
+    for r, block in zip(rows, blocks):
+        if r.run_id != run:
+            out.append(f"run {r.run_id}:")
+            run = r.run_id
+        out += block
+        if r.note:
+            out.append(wrap_text(f"    note: {r.note}", MAX_WIDTH, indent=" " * 10))
+    return "\n".join(out)
 
 
 def verdict_text(result: GateResult, apart: bool = False) -> str:
