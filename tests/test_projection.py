@@ -123,8 +123,9 @@ def test_a_rank_0_stage_is_never_divided_by_the_device_count() -> None:
     """A stage rank 0 builds alone takes as long on 8 devices as on 1 and leaves 7 idle; a sharded or
     every-rank stage is divided over them and leaves none idle."""
     costs = _costs(load_method("lexmae", "paper"))
-    alone, shared = costs["teacher_scores"], next(c for n, c in costs.items() if n.startswith("impact_index"))
+    alone, shared = next(c for n, c in costs.items() if n.startswith("impact_index")), costs["teacher_scores"]
     assert not alone.parallel and costs["pretrain"].parallel and costs["retriever1"].parallel
+    assert shared.parallel  # teacher scoring is sharded over every rank (harness/finetune/teacher_shards.py)
     assert _costs(load_method("cotmae_qc", "paper"))["qgen"].parallel  # sharded over every rank
     one, eight = projection.stage_time(alone, 1, 100.0), projection.stage_time(alone, 8, 100.0)
     assert eight[0] == one[0] and eight[1] == 8 * one[1] and eight[2] == pytest.approx(7 * one[1])
@@ -142,6 +143,11 @@ def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -
     rows = [line for line in text.splitlines() if line.startswith("    ") and "(rank 0 alone)" in line]
     assert not rows, rows  # every projected stage of a dense QC plan runs on every rank
     assert "stages rank 0 runs on one GPU while the others idle" not in text
-    lexmae = load_method("lexmae", "paper")  # impact encoding and teacher scoring still run on rank 0 alone
-    _, idle = projection.unshared_stages(plan_method(lexmae, list(lexmae.get("datasets"))).stages.entries)
-    assert {"impact_index", "teacher_scores"} <= set(idle)
+    lexmae = load_method("lexmae", "paper")  # impact encoding still runs on rank 0 alone; teacher scoring is sharded
+    lexmae_entries = plan_method(lexmae, list(lexmae.get("datasets"))).stages.entries
+    _, idle = projection.unshared_stages(lexmae_entries)
+    assert "impact_index" in idle and "teacher_scores" not in idle
+    teacher = next(c for c in projection.stage_costs(lexmae, lexmae_entries) if c.stage == "teacher_scores")
+    assert teacher.parallel and projection.stage_time(teacher, 8, 100.0)[2] == 0  # no idle GPU-hours any more
+    text = "\n".join(projection.describe(lexmae, lexmae_entries, CPU))
+    assert "(rank 0 alone)" not in next(line for line in text.splitlines() if "teacher_scores" in line)
