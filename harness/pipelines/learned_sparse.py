@@ -50,13 +50,13 @@ from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
 from harness.data.formats import iter_trec_run, write_trec_run
 from harness.data.requirements import train_split
+from harness.finetune import teacher_pairs
 from harness.finetune.negatives import (
     make_examples,
     negative_pool,
     positives,
     sample_group,
 )
-from harness.finetune import teacher_pairs
 from harness.finetune.teacher_pairs import iter_key_chunks, write_scores_json
 from harness.finetune.teacher_shards import merged_scores, remove_shards, score_shard
 from harness.pipelines.chain import (
