@@ -27,7 +27,9 @@ Mini profile
 Scoring
     :func:`score_pairs` scores (query, passage) pairs in length-sorted batches under
     ``torch.inference_mode``; :func:`score_candidates` builds the ``teacher_scores[qid][docid]``
-    that :func:`harness.finetune.splade.train_splade` distils.
+    that :func:`harness.finetune.splade.train_splade` distils. The stage scores through
+    :func:`cross_encoder_scorer` / :func:`bi_encoder_scorer`, one chunk of pairs at a time, each rank its
+    own chunks (:mod:`harness.finetune.teacher_shards`).
 """
 
 from __future__ import annotations

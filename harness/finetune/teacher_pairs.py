@@ -13,6 +13,9 @@ it) and the scores leave as one per query (:func:`iter_query_scores`), written a
 (:func:`write_scores_json`, the bytes of ``json.dumps`` of the whole dict): neither grows with the
 queries. What still does in harness.pipelines.learned_sparse.teacher_stage: the groups list and the
 corpus dict the texts are looked up in.
+
+The chunks are also what the ranks of a run share (:func:`iter_key_chunks` gives their keys alone):
+chunk i goes to rank i mod N and is scored as one process scores it (harness.finetune.teacher_shards).
 """
 
 from __future__ import annotations
