@@ -123,16 +123,19 @@ def test_a_rank_0_stage_is_never_divided_by_the_device_count() -> None:
     """A stage rank 0 builds alone takes as long on 8 devices as on 1 and leaves 7 idle; a sharded or
     every-rank stage is divided over them and leaves none idle."""
     costs = _costs(load_method("lexmae", "paper"))
-    alone, shared = costs["teacher_scores"], next(c for n, c in costs.items() if n.startswith("impact_index"))
-    assert not alone.parallel and costs["pretrain"].parallel and costs["retriever1"].parallel
+    impact, teacher = next(c for n, c in costs.items() if n.startswith("impact_index")), costs["teacher_scores"]
+    assert impact.parallel  # impact encoding: sharded over every rank (harness/retrieval/impact_shards.py)
+    assert teacher.parallel  # teacher scoring: sharded over every rank (harness/finetune/teacher_shards.py)
+    assert costs["pretrain"].parallel and costs["retriever1"].parallel
     assert _costs(load_method("cotmae_qc", "paper"))["qgen"].parallel  # sharded over every rank
-    assert shared.parallel  # impact encoding: sharded over every rank (harness/retrieval/impact_shards.py)
+    alone = dataclasses.replace(impact, parallel=False)  # what impact encoding cost when rank 0 ran it alone
     one, eight = projection.stage_time(alone, 1, 100.0), projection.stage_time(alone, 8, 100.0)
     assert eight[0] == one[0] and eight[1] == 8 * one[1] and eight[2] == pytest.approx(7 * one[1])
-    rank0 = dataclasses.replace(shared, parallel=False)  # what impact encoding cost when rank 0 ran it alone
-    assert projection.stage_time(rank0, 8, 100.0)[0] == projection.stage_time(rank0, 1, 100.0)[0]
-    assert projection.stage_time(shared, 8, 100.0)[0] == pytest.approx(projection.stage_time(shared, 1, 100.0)[0] / 8)
-    assert projection.stage_time(shared, 8, 100.0)[2] == 0
+    for shared in (impact, teacher):
+        assert projection.stage_time(shared, 8, 100.0)[0] == pytest.approx(
+            projection.stage_time(shared, 1, 100.0)[0] / 8
+        )
+        assert projection.stage_time(shared, 8, 100.0)[2] == 0
 
 
 def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -> None:
@@ -145,6 +148,8 @@ def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -
     assert not rows, rows  # every projected stage of a dense QC plan runs on every rank
     assert "stages rank 0 runs on one GPU while the others idle" not in text
     lexmae = load_method("lexmae", "paper")
-    _, idle = projection.unshared_stages(plan_method(lexmae, list(lexmae.get("datasets"))).stages.entries)
-    assert not {"impact_index", "impact_search"} & set(idle)  # impact encoding is sharded over every rank
-    assert "teacher_scores" in idle  # teacher scoring still runs on rank 0 alone
+    lexmae_entries = plan_method(lexmae, list(lexmae.get("datasets"))).stages.entries
+    _, idle = projection.unshared_stages(lexmae_entries)
+    assert not {"impact_index", "impact_search", "teacher_scores"} & set(idle)  # all sharded over every rank
+    text = "\n".join(projection.describe(lexmae, lexmae_entries, CPU))
+    assert not [line for line in text.splitlines() if "(rank 0 alone)" in line]

@@ -46,7 +46,8 @@ def test_an_input_from_an_undeclared_stage_is_refused():
 
 
 def test_resumable_stages_are_the_trainers_and_the_passages_builder():
-    # passages: its shards (harness/corpus/passage_shards.py); the others: their checkpoints or partial files
+    # passages: its shards (harness/corpus/passage_shards.py); teacher_scores: each rank's scored chunks
+    # (harness/finetune/teacher_shards.py); the others: their checkpoints or partial files
     assert {s.name for s in GRAPH if s.resumable} == {
         "passages",
         "qgen",
@@ -54,6 +55,7 @@ def test_resumable_stages_are_the_trainers_and_the_passages_builder():
         "retriever1",
         "retriever2",
         "reranker",
+        "teacher_scores",
         "retriever3",
     }
     assert "retriever2" in outline() and "(resumable)" in outline()

@@ -7,6 +7,7 @@
 - :mod:`harness.finetune.head_fit`: a closed-form MLM head for SPLADE fine-tuning (``finetune.fit_head``).
 - :mod:`harness.finetune.reranker`: the BERT cross-encoder that LexMAE's stage 3 distils.
 - :mod:`harness.finetune.teacher_pairs`: the (query, candidate) pairs that teacher scores, in chunks.
+- :mod:`harness.finetune.teacher_shards`: those chunks scored by every rank of a run, merged on rank 0.
 
 The trainers among them run on the one engine of :mod:`harness.training.engine`.
 """

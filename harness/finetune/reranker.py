@@ -27,7 +27,9 @@ Mini profile
 Scoring
     :func:`score_pairs` scores (query, passage) pairs in length-sorted batches under
     ``torch.inference_mode``; :func:`score_candidates` builds the ``teacher_scores[qid][docid]``
-    that :func:`harness.finetune.splade.train_splade` distils.
+    that :func:`harness.finetune.splade.train_splade` distils. The stage scores through
+    :func:`cross_encoder_scorer` / :func:`bi_encoder_scorer`, one chunk of pairs at a time, each rank its
+    own chunks (:mod:`harness.finetune.teacher_shards`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,14 @@ from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text
 from harness.core.numerics import upcast
 from harness.finetune.groups import GroupTask, GroupTrainConfig, normalise_examples
-from harness.finetune.teacher_pairs import PAIR_CHUNK, Candidates, iter_pair_chunks, iter_query_scores
+from harness.finetune.teacher_pairs import (
+    PAIR_CHUNK,
+    Candidates,
+    Keys,
+    iter_pair_chunks,
+    iter_query_scores,
+    pair_texts,
+)
 from harness.retrieval.encoder import (
     DEFAULT_TITLE_SEPARATOR,
     load_zero_shot_encoder,
@@ -370,6 +379,58 @@ def iter_candidate_scores(
     yield from iter_query_scores((keys, encoder.score(pairs, batch_size, show_progress)) for keys, pairs in chunks)
 
 
+def cross_encoder_scorer(
+    model_dir: str | Path | CrossEncoder,
+    queries: Mapping[str, str],
+    passages: Mapping[str, Any],
+    batch_size: int = 64,
+    *,
+    max_length: int | None = None,
+    device: str | None = None,
+    show_progress: bool = True,
+) -> Callable[[Keys], list[float]]:
+    """The cross-encoder's scores of one chunk of ``(qid, doc id)`` keys, as :func:`iter_candidate_scores`
+    scores that chunk (harness.finetune.teacher_shards hands each rank its chunks)."""
+    encoder = model_dir if isinstance(model_dir, CrossEncoder) else load_cross_encoder(model_dir, max_length, device)
+    return lambda keys: encoder.score(
+        pair_texts(keys, queries, passages, encoder.title_separator), batch_size, show_progress
+    )
+
+
+def bi_encoder_scorer(
+    model_dir: str | Path,
+    queries: Mapping[str, str],
+    passages: Mapping[str, Any],
+    *,
+    scale: float,
+    passage_max_length: int,
+    batch_size: int = 64,
+) -> Callable[[Keys], list[float]]:
+    """``scale x sim(q, d)`` of one chunk of keys from a bi-encoder (the mini profile's teacher): the
+    chunk's queries and passages encoded together, each query's candidates scored against it at once."""
+    encoder = load_zero_shot_encoder(Path(model_dir), passage_max_length=passage_max_length)
+
+    def score(keys: Keys) -> list[float]:
+        qids = list(dict.fromkeys(q for q, _ in keys))
+        doc_ids = list(dict.fromkeys(d for _, d in keys))
+        q_vecs = encoder.encode([queries[q] for q in qids], batch_size, kind="query", show_progress=False)
+        d_vecs = encoder.encode(encoder.passage_texts([passages[d] for d in doc_ids]), batch_size, kind="passage")
+        q_row, d_row = {q: i for i, q in enumerate(qids)}, {d: i for i, d in enumerate(doc_ids)}
+        out: list[float] = []
+        start = 0
+        while start < len(keys):  # a query's keys are consecutive: one product per query
+            qid = keys[start][0]
+            end = start
+            while end < len(keys) and keys[end][0] == qid:
+                end += 1
+            sims = d_vecs[[d_row[d] for _, d in keys[start:end]]] @ q_vecs[q_row[qid]]
+            out += [float(scale * s) for s in np.asarray(sims, dtype=np.float64)]
+            start = end
+        return out
+
+    return score
+
+
 def score_candidates_bi_encoder(
     model_dir: str | Path,
     queries: Mapping[str, str],
@@ -380,18 +441,13 @@ def score_candidates_bi_encoder(
     passage_max_length: int,
     batch_size: int = 64,
 ) -> dict[str, dict[str, float]]:
-    """``teacher_scores[qid][docid] = scale x sim(q, d)`` from a bi-encoder (the mini profile's teacher)."""
+    """``teacher_scores[qid][docid] = scale x sim(q, d)`` from a bi-encoder (the mini profile's teacher),
+    every candidate in one chunk."""
 
     _check_candidates(queries, candidates, passages)
-    encoder = load_zero_shot_encoder(Path(model_dir), passage_max_length=passage_max_length)
-    qids = list(candidates)
-    doc_ids = list(dict.fromkeys(d for qid in qids for d in candidates[qid]))
-    q_vecs = encoder.encode([queries[q] for q in qids], batch_size, kind="query", show_progress=False)
-    d_vecs = encoder.encode(encoder.passage_texts([passages[d] for d in doc_ids]), batch_size, kind="passage")
-    row = {d: i for i, d in enumerate(doc_ids)}
-    out: dict[str, dict[str, float]] = {}
-    for qi, qid in enumerate(qids):
-        docs = list(dict.fromkeys(candidates[qid]))
-        sims = d_vecs[[row[d] for d in docs]] @ q_vecs[qi]
-        out[qid] = {d: float(scale * s) for d, s in zip(docs, np.asarray(sims, dtype=np.float64))}
-    return out
+    score = bi_encoder_scorer(
+        model_dir, queries, passages, scale=scale, passage_max_length=passage_max_length, batch_size=batch_size
+    )
+    keys = [(qid, d) for qid, docs in candidates.items() for d in dict.fromkeys(docs)]
+    scored = dict(iter_query_scores([(keys, score(keys))] if keys else []))
+    return {qid: scored.get(qid, {}) for qid in candidates}

@@ -13,6 +13,9 @@ it) and the scores leave as one per query (:func:`iter_query_scores`), written a
 (:func:`write_scores_json`, the bytes of ``json.dumps`` of the whole dict): neither grows with the
 queries. What still does in harness.pipelines.learned_sparse.teacher_stage: the groups list and the
 corpus dict the texts are looked up in.
+
+The chunks are also what the ranks of a run share (:func:`iter_key_chunks` gives their keys alone):
+chunk i goes to rank i mod N and is scored as one process scores it (harness.finetune.teacher_shards).
 """
 
 from __future__ import annotations
@@ -32,6 +35,27 @@ Pairs = list[tuple[str, str]]
 Candidates = Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]]
 
 
+def iter_key_chunks(candidates: Candidates, chunk: int = PAIR_CHUNK) -> Iterator[Keys]:
+    """The ``(qid, doc id)`` keys of :func:`iter_pair_chunks`, ``chunk`` at a time, without their texts: what
+    decides which rank scores a chunk (harness.finetune.teacher_shards) and how its scores merge back."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be positive, got {chunk}")
+    keys: Keys = []
+    for qid, docs in candidates.items() if isinstance(candidates, Mapping) else candidates:
+        for d in dict.fromkeys(docs):
+            keys.append((qid, d))
+            if len(keys) == chunk:
+                yield keys
+                keys = []
+    if keys:
+        yield keys
+
+
+def pair_texts(keys: Keys, queries: Mapping[str, str], passages: Mapping[str, Any], title_separator: str) -> Pairs:
+    """``(query text, passage text)`` of each key."""
+    return [(queries[qid], passage_text(passages[d], title_separator)) for qid, d in keys]
+
+
 def iter_pair_chunks(
     queries: Mapping[str, str],
     candidates: Candidates,
@@ -42,19 +66,8 @@ def iter_pair_chunks(
     """``(keys, pairs)`` chunks: ``(qid, doc id)`` and ``(query text, passage text)``, each query's
     candidates once, in order (a repeated candidate is scored once). ``candidates``: a dict or a stream
     of ``(qid, doc ids)``, read as the chunks need it."""
-    if chunk < 1:
-        raise ValueError(f"chunk must be positive, got {chunk}")
-    keys: Keys = []
-    pairs: Pairs = []
-    for qid, docs in candidates.items() if isinstance(candidates, Mapping) else candidates:
-        for d in dict.fromkeys(docs):
-            keys.append((qid, d))
-            pairs.append((queries[qid], passage_text(passages[d], title_separator)))
-            if len(keys) == chunk:
-                yield keys, pairs
-                keys, pairs = [], []
-    if keys:
-        yield keys, pairs
+    for keys in iter_key_chunks(candidates, chunk):
+        yield keys, pair_texts(keys, queries, passages, title_separator)
 
 
 def iter_query_scores(scored: Iterable[tuple[Keys, Sequence[float]]]) -> Iterator[tuple[str, dict[str, float]]]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,13 +48,15 @@ from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
 from harness.data.formats import iter_trec_run, write_trec_run
 from harness.data.requirements import train_split
+from harness.finetune import teacher_pairs
 from harness.finetune.negatives import (
     make_examples,
     negative_pool,
     positives,
     sample_group,
 )
-from harness.finetune.teacher_pairs import write_scores_json
+from harness.finetune.teacher_pairs import iter_key_chunks, write_scores_json
+from harness.finetune.teacher_shards import merged_scores, remove_shards, score_shard
 from harness.pipelines.chain import (
     Family,
     Runs,
@@ -378,8 +380,14 @@ def reranker_stage(ctx: RunContext, encoder_dir: Path, bm25_train: Path) -> Teac
 
 
 def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
-    """Stage-3 groups (positives + retriever-2 negatives) and the teacher's score for each of their items."""
-    from harness.finetune.reranker import iter_candidate_scores, score_candidates_bi_encoder
+    """Stage-3 groups (positives + retriever-2 negatives) and the teacher's score for each of their items.
+
+    Sharded over every rank of a launched run (harness/stages/graph.py): each rank scores its chunks of the
+    pairs into its own file, and rank 0 merges them in the groups' order into the ``scores.json`` one process
+    writes, the same floats whatever the number of processes (harness.finetune.teacher_shards). A killed
+    build resumes with the chunks already scored; the entry states the processes that ran it."""
+    from harness.finetune.reranker import bi_encoder_scorer, cross_encoder_scorer
+    from harness.training import distributed as D
 
     stage = StageSettings.from_spec(ctx.spec, "retriever3")
     name, split = train_split(ctx.spec)
@@ -414,19 +422,27 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
             groups.append((qid, query, pos, negs))
         if not groups:
             raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
-        (work / "groups.json").write_text(json.dumps(groups, ensure_ascii=False), encoding="utf-8")
-        candidates = ((qid, [*pos, *negs]) for qid, _, pos, negs in groups)  # made as the chunks need them
-        if teacher.kind == "bi-encoder":
-            scored = score_candidates_bi_encoder(
-                teacher.path,
-                queries,
-                dict(candidates),
-                bench.corpus(),
-                scale=teacher.scale,
-                passage_max_length=teacher.max_length,
-            ).items()
-        else:
-            scored = iter_candidate_scores(teacher.path, queries, candidates, bench.corpus())
+        rank, world = ranks.rank(), ranks.world_size()
+        if rank == 0:
+            (work / "groups.json").write_text(json.dumps(groups, ensure_ascii=False), encoding="utf-8")
+
+        def chunks() -> Iterator[list[tuple[str, str]]]:  # the keys of the pairs, chunked as the groups decide
+            return iter_key_chunks(((qid, [*pos, *negs]) for qid, _, pos, negs in groups), teacher_pairs.PAIR_CHUNK)
+
+        def make_scorer() -> Callable[[list[tuple[str, str]]], Sequence[float]]:
+            if teacher.kind == "bi-encoder":
+                return bi_encoder_scorer(
+                    teacher.path, queries, bench.corpus(), scale=teacher.scale, passage_max_length=teacher.max_length
+                )
+            return cross_encoder_scorer(teacher.path, queries, bench.corpus())
+
+        shard = score_shard(make_scorer, chunks(), work, rank, world)
+        if shard["resumed"]:
+            print(f"  teacher (rank {rank}): {shard['resumed']} of its {shard['chunks']} chunks already scored")
+        if world > 1:
+            D.control_barrier()  # every rank's chunks are scored: rank 0 merges them
+            if rank != 0:
+                return {}
         # How often the teacher puts a positive above a negative: near 0.5 means it is at chance. Counted
         # per query as the scores are written (one query's held), in the groups' order.
         wins = total = 0
@@ -440,10 +456,17 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
                 total += len(pos) * len(negs)
                 yield qid, s
 
-        pairs = write_scores_json(counted(scored), work / "scores.json")
+        pairs = write_scores_json(counted(merged_scores(chunks(), work, world)), work / "scores.json")
+        remove_shards(work)
         accuracy = wins / total if total else math.nan
-        print(f"  teacher: {pairs} pairs scored for {len(groups)} queries; positive above negative {accuracy:.3f}")
-        return {"groups": len(groups), "pairs": pairs, "teacher_pairwise_accuracy": accuracy}
+        on = f" on {world} processes" if world > 1 else ""
+        print(f"  teacher: {pairs} pairs scored{on} for {len(groups)} queries; positive above negative {accuracy:.3f}")
+        return {
+            "groups": len(groups),
+            "pairs": pairs,
+            "teacher_pairwise_accuracy": accuracy,
+            "processes": world,  # kept in done.json: a cached entry says it too
+        }
 
     inputs = {"reranker": teacher.key, "mined": input_key(mined), **bench.files()}
     return ctx.cached_stage("teacher_scores", None, config, inputs, build).dir

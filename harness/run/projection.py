@@ -13,10 +13,10 @@ Assumptions, stated with every projection:
   reached in the measurement (11-39%); on another GPU type those fractions are scaled by what a
   paper's own stated pre-training hours on that type imply (:func:`calibration`: from another
   paper on the same type where there is one, so the paper's own hours stay a check; else from its
-  own, said so); a stage every rank runs (training) or shares (sharded query generation and encoding,
-  harness/stages/graph.py ``ranks``) scales linearly over the devices (no communication cost); a stage
-  rank 0 runs alone takes one device while the others idle: its GPU-hours count every device the run
-  holds, its idle GPU-hours the others;
+  own, said so); a stage every rank runs (training) or shares (sharded query generation, encoding and
+  teacher scoring, harness/stages/graph.py ``ranks``) scales linearly over the devices (no communication
+  cost); a stage rank 0 runs alone takes one device while the others idle: its GPU-hours count every
+  device the run holds, its idle GPU-hours the others;
 * encoding runs at the end-to-end rate measured on the H100 (tokenisation included), 1/15 of the
   forward-only rate (:data:`ENCODE_END_TO_END`, bench/README.md);
 * gradient caching (a contrastive objective whose batch does not fit) adds one forward pass to each

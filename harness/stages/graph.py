@@ -13,7 +13,7 @@ its output (:class:`harness.stages.artifacts.StageCache`), its MLflow child run,
 - ``resumable``: whether an interrupted build continues from its own checkpoints;
 - ``ranks``: in a multi-process run, :data:`EVERY_RANK` when every rank runs its build together (DDP
   training), :data:`SHARDED` when every rank builds its share and rank 0 merges them (query generation,
-  encoding: the output does not depend on the number of processes), else :data:`MAIN_RANK`: rank 0
+  encoding, teacher scoring: the output does not depend on the number of processes), else :data:`MAIN_RANK`: rank 0
   builds it alone while the others wait (:meth:`harness.pipelines.context.RunContext.cached_stage`);
   the projection divides only an every-rank or sharded stage by the device count;
 - ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for the
@@ -231,6 +231,8 @@ GRAPH: tuple[Stage, ...] = (
         "finetune_r3",
         ("reranker", "impact_search"),
         families=(SPARSE,),
+        resumable=True,
+        ranks=SHARDED,
         details=f"{PLAN}:teacher_details",
         details_group="teacher",
         cost=f"{COST}:teacher_scores_cost",
