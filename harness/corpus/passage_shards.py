@@ -11,8 +11,8 @@ once; this writes the same ``passages.jsonl``, byte for byte, holding one shard 
    The shards are split by a pool of worker processes (:func:`worker_count`: the cores this process
    may use, at most one per unfinished shard; ``HARNESS_PASSAGE_WORKERS`` overrides, never part of the
    stage key), forked once Punkt is trained so every worker shares the splitter and the tokenizer.
-   This process reads the corpus and hands each worker one shard at a time (at most one more waits
-   in the queue); the worker writes that shard's files. One core, or one shard left: no pool.
+   This process reads the corpus and keeps the shards in flight (one per worker, one more waiting);
+   each worker holds one shard at a time and writes its files. One core, or one shard left: no pool.
 3. The shards are joined in shard order into the output file, then removed: the same bytes for any
    number of workers.
 
@@ -171,7 +171,7 @@ def _pool_write(
     try:
         for k, shard in todo:
             pending.append((k, pool.submit(_worker_write, k, shard, folder)))
-            del shard  # the queue's copy goes to the worker; this process keeps none
+            del shard  # the executor keeps it until its result is back: workers + 1 shards at most
             while len(pending) > workers:  # every worker busy and one shard waiting: read no further
                 done, future = pending.popleft()
                 finished(done, future.result())
