@@ -88,7 +88,9 @@ def passages_stage(ctx: RunContext, tokenizer_dir: Path) -> Path:
     config = {**corpus.key(), "source": names, "splitter": "punkt-trained-on-corpus"}
 
     def build(work: Path) -> dict[str, Any]:
-        if config["max_passages"] is None:  # every document: streamed, resumable by shard (same file)
+        # every document: streamed, resumable by shard, split by a pool on the node's cores (same file for
+        # any number of workers; the output's `workers` says how many, never the key)
+        if config["max_passages"] is None:
             from harness.corpus.passage_shards import write_passages
 
             return write_passages(
