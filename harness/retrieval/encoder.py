@@ -411,9 +411,7 @@ class Encoder:
             self.model.train(was_training)
         return out
 
-    def _encode_by_tokens(
-        self, texts: list[str], out: np.ndarray, batch_size: int, max_length: int, done: Any
-    ) -> None:
+    def _encode_by_tokens(self, texts: list[str], out: np.ndarray, batch_size: int, max_length: int, done: Any) -> None:
         """Rows of ``out`` for ``texts``: each window tokenised once (no padding), sorted by token count,
         longest first, encoded in batches padded to their own longest row, and put back in input order."""
         for w in range(0, len(texts), SORT_WINDOW):

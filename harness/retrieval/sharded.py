@@ -67,7 +67,6 @@ from harness.core.fsutil import (
 )
 from harness.core.hardware import total_memory_gib
 from harness.retrieval.dense import Shard, build_index, retrieve
-from harness.retrieval.faiss_gpu import faiss_gpus, placement, to_gpus
 from harness.retrieval.encoder import (
     default_batch_size,
     is_cuda,
@@ -75,6 +74,7 @@ from harness.retrieval.encoder import (
     shard_bounds,
     vector_settings,
 )
+from harness.retrieval.faiss_gpu import faiss_gpus, placement, to_gpus
 from harness.stages.artifacts import TextHasher, hash_json, hash_texts
 from harness.stages.checkpoints import model_fingerprint, resolve_model_path
 
