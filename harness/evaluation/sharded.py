@@ -47,7 +47,7 @@ def _evaluate(
         bench,
         None,
         depth,
-        corpus=Shard(index, doc_ids, placement(gpus, device)),
+        corpus=Shard(index, doc_ids, placement(gpus, device, fp16=fp16)),
         batch_size=batch_size,
         keep_self_hits=get_convention(bench.name, bench.kind).drop_self_hits,
         show_progress=False,

@@ -124,7 +124,7 @@ def corpus_embeddings(
     vectors (``[]``, a 0-row matrix) and the same ``cached``/``processes`` answer."""
     folder = _embeddings_folder(fingerprint, encoder, benchmark)
     npy = folder / EMBEDDINGS_FILE
-    batch_size = batch_size or default_batch_size(encoder.device)
+    batch_size = default_batch_size(encoder.device) if batch_size is None else batch_size
     batching = encoder.batching(batch_size)
     world, main = (ranks.world_size(), ranks.is_main()) if use_cache else (1, True)
     hit = _read_cached(folder) if use_cache and main else None

@@ -291,7 +291,7 @@ def retrieve(
     run = to_run(query_ids, doc_ids, scores, ids)
     where = ", ".join(sorted({s.device for s in shard_list}))
     stats = {
-        "index": "faiss.IndexFlatIP (exact inner product)" + (f", on {where}" if where != "cpu" else ""),
+        "index": "faiss.IndexFlatIP (exact inner product)" + (f", on {where}" if "GPU" in where else ""),
         "index_device": where,
         "shards": len(shard_list),
         "docs": len(doc_ids),

@@ -33,11 +33,14 @@ def faiss_gpus(device: Any, k: int | None = None) -> int:
     return max(0, int(faiss.get_num_gpus()))
 
 
-def placement(gpus: int, device: Any = None, k: int | None = None) -> str:
-    """Where a search ran, in words: ``cpu``, with the reason on a CUDA run, or ``N GPU(s) (faiss GPU)``."""
+def placement(gpus: int, device: Any = None, k: int | None = None, fp16: bool = False) -> str:
+    """Where a search ran, in words: ``cpu``, with the reason on a CUDA run, or ``N GPU(s) (faiss GPU)``.
+    ``fp16``: an fp16-storage index (``IndexScalarQuantizer``), which stays on the CPU."""
     if gpus > 0:
         return f"{gpus} GPU{'s' if gpus > 1 else ''} (faiss GPU)"
     if device is not None and is_cuda(device):
+        if fp16:
+            return "cpu (fp16 storage)"
         return f"cpu (k {k} > faiss GPU's {GPU_MAX_K})" if k is not None and k > GPU_MAX_K else "cpu (faiss-cpu)"
     return "cpu"
 

@@ -69,7 +69,6 @@ from harness.core.hardware import total_memory_gib
 from harness.retrieval.dense import Shard, build_index, retrieve
 from harness.retrieval.encoder import (
     default_batch_size,
-    is_cuda,
     load_zero_shot_encoder,
     shard_bounds,
     vector_settings,
@@ -332,7 +331,7 @@ def encode_corpus_sharded(
     """
 
     rank, world_size = _rank_world(rank, world_size)
-    batch_size = batch_size or default_batch_size(encoder.device)
+    batch_size = default_batch_size(encoder.device) if batch_size is None else batch_size
     if shard_size < 1 or batch_size < 1:
         raise HarnessError(f"shard_size and batch_size must be positive, got {shard_size} and {batch_size}")
     survey = _survey(passages, world_size, shard_size)
@@ -613,8 +612,7 @@ def search_merged(
 
     gpus = 0 if fp16 else faiss_gpus(device)
     index, label = build_search_index(doc_emb, fp16=fp16, device=device if gpus else None)
-    where = "cpu (fp16 storage)" if fp16 and is_cuda(device) else placement(gpus, device)
-    run, stats = retrieve(query_ids, query_emb, Shard(index, list(doc_ids), where), k=k)
+    run, stats = retrieve(query_ids, query_emb, Shard(index, list(doc_ids), placement(gpus, device, fp16=fp16)), k=k)
     stats["index"] = label
     return run, stats
 
@@ -670,7 +668,7 @@ def encode_distributed(
     info = D.init_distributed(device)
     try:
         encoder = load_zero_shot_encoder(resolve_model_path(model), device=str(info.device))
-        batch_size = batch_size or default_batch_size(encoder.device)
+        batch_size = default_batch_size(encoder.device) if batch_size is None else batch_size
         report = encode_corpus_sharded(
             encoder,
             passages,
