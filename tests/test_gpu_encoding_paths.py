@@ -210,9 +210,9 @@ def test_gpu_check_without_cuda_smoke_tests_the_encoding_and_says_what_it_skippe
     check = _gpu_check()
     monkeypatch.setattr(check, "CPU_PASSAGES", 24)
     monkeypatch.setattr(check, "cuda_problem", lambda: "no GPU here")
-    assert check.main(["--json", str(tmp_path / "out.json")]) == check.NO_CUDA
+    assert check.main(["--json", str(tmp_path / "out.json"), "--cpu-smoke"]) == check.NO_CUDA
     err = capsys.readouterr().err
-    assert "gpu_check: no CUDA: no GPU here" in err and "token-sorted batches of 16" in err
+    assert "gpu_check: not run: no GPU here" in err and "token-sorted batches of 16" in err
     assert "faiss GPU search skipped: no CUDA" in err and "gpu_check: CUDA parts skipped:" in err
     assert not (tmp_path / "out.json").exists()
 
