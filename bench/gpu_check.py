@@ -220,7 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     out = args.json or ROOT / "bench" / "results" / f"gpu_check_{card}_{stamp}.json"
     rows = out.with_suffix(".rehearsal.json")
     started = time.time()
-    encoding = encode_search_check(True, args.passages)
+    try:  # a failure here is a result too: the rehearsals still run on the one GPU session there may be
+        encoding = encode_search_check(True, args.passages)
+    except Exception as exc:  # noqa: BLE001 -- any failure of the check is recorded, not fatal to the rest
+        print(f"gpu_check: encoding and search check failed: {exc!r}", file=sys.stderr)
+        encoding = {"error": repr(exc)}
     cmd = [sys.executable, str(ROOT / "bench" / "rehearsal_device.py"), "--methods", *args.methods, "--json", str(rows)]
     try:
         rc = subprocess.call(cmd, cwd=ROOT, timeout=args.timeout)
