@@ -123,6 +123,10 @@ def test_killed_run_resumes_to_the_uninterrupted_result_and_reruns_from_cache(sp
     record = json.loads(max((tmp / "runs" / "local").glob("mini__tiny__*.json")).read_text())
     cached = {s["dataset"]: s["output"]["corpus_cached"] for s in record["stages"] if s["stage"] == "dense_retrieve"}
     assert cached == {"scifact/train/mine": False, "scifact/test/retriever1": True, "scifact/test/retriever2": False}
+    # each search states how it encoded and where it searched: a CPU's batches of 64 by characters, faiss on the CPU
+    outputs = [s["output"] for s in record["stages"] if s["stage"] == "dense_retrieve"]
+    batching = {"sorted_by": "characters", "order": "longest first", "batch_size": 64}
+    assert all(o["encode_batching"] == batching and o["index_device"] == "cpu" for o in outputs), outputs
     assert len(list((tmp / "cache_b" / "embeddings").iterdir())) == 2  # retriever 1's and retriever 2's
 
     # 4. A second identical invocation is served from the cache.

@@ -94,6 +94,10 @@ def test_benchmarks_over_one_corpus_read_one_encoding(mirror, tmp_path):
         vectors[name] = (ids, np.array(emb))
     assert [infos[n]["cached"] for n in MSMARCO] == [False, True, True, True]  # encoded by the first only
     assert len({infos[n]["key"] for n in MSMARCO}) == 1
+    # the batching the vectors were encoded with, kept in the cache for the searches that read them (a CPU's)
+    assert all(
+        infos[n]["batching"] == {"sorted_by": "characters", "order": "longest first", "batch_size": 64} for n in MSMARCO
+    )
     assert all(
         vectors[n][0] == vectors[MSMARCO[0]][0] and np.array_equal(vectors[n][1], vectors[MSMARCO[0]][1])
         for n in MSMARCO

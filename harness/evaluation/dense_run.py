@@ -84,7 +84,7 @@ def retrieve(
     else:
         # searched where they lie (a memory map of the vector cache), chunk by chunk: no index, no copy
         doc_ids, doc_emb = corpus
-        run, stats = search_vectors(qids, q_emb, doc_ids, doc_emb, k=k)
+        run, stats = search_vectors(qids, q_emb, doc_ids, doc_emb, k=k, device=getattr(encoder, "device", None))
         timings["index_build_seconds"] = 0.0
     if keep_self_hits:
         run = trim_to_depth(run, depth, True)

@@ -24,6 +24,7 @@ from harness.evaluation.conventions import get_convention
 from harness.evaluation.dense_run import retrieve
 from harness.evaluation.measures import evaluate, warn_unretrievable
 from harness.retrieval.dense import Shard
+from harness.retrieval.faiss_gpu import faiss_gpus, placement
 from harness.retrieval.sharded import (
     DistributedEncoding,
     encode_distributed,
@@ -31,17 +32,22 @@ from harness.retrieval.sharded import (
 )
 
 
-def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size: int, fp16: bool) -> dict[str, Any]:
-    """Rank 0: encode the benchmark's judged queries, search the merged matrix, score the run."""
+def _evaluate(
+    result: DistributedEncoding, dataset: str, depth: int, batch_size: int | None, fp16: bool
+) -> dict[str, Any]:
+    """Rank 0: encode the benchmark's judged queries, search the merged matrix (on the GPUs for a CUDA run
+    with a GPU faiss), score the run."""
 
     bench = get_benchmark(dataset)
-    doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16)
+    device = result.encoder.device
+    gpus = 0 if fp16 else faiss_gpus(device)
+    doc_ids, index, label = index_shards(result.summary["out_dir"], fp16=fp16, device=device if gpus else None)
     run, stats = retrieve(
         result.encoder,
         bench,
         None,
         depth,
-        corpus=Shard(index, doc_ids),
+        corpus=Shard(index, doc_ids, placement(gpus, device, fp16=fp16)),
         batch_size=batch_size,
         keep_self_hits=get_convention(bench.name, bench.kind).drop_self_hits,
         show_progress=False,
@@ -54,6 +60,7 @@ def _evaluate(result: DistributedEncoding, dataset: str, depth: int, batch_size:
         "primary": scored.primary,
         "metrics": dict(scored.aggregate),
         "index": label,
+        "index_device": stats["index_device"],
         "index_bytes": stats["index_bytes"],
         "qps": round(stats["qps"], 1),
     }
@@ -69,7 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", help="BEIR corpus.jsonl(.gz) to encode (default: the --dataset corpus)")
     parser.add_argument("--dataset", help="benchmark whose queries are searched and scored after merging")
     parser.add_argument("--shard-size", type=int, default=10_000, help="passages per chunk file")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--batch-size", type=int, help="texts per batch (default: 64 on a CPU, 2048 sorted by tokens on CUDA)"
+    )
     parser.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda:LOCAL_RANK when present)")
     parser.add_argument("--depth", type=int, default=1000)
     parser.add_argument("--index-fp16", action="store_true", help="store the index vectors in fp16 (half memory)")

@@ -121,6 +121,7 @@ def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, 
     cached = [s["cached"] for s in parts.values()]
     out: dict[str, Any] = {
         "index": next(iter(parts.values()))["index"],
+        "index_device": next(iter(parts.values()))["index_device"],
         "docs": docs,
         "dim": encoder.dim,
         "index_bytes": int(total("index_bytes")),
@@ -136,6 +137,7 @@ def _combine_stats(parts: dict[str, dict[str, Any]], encoder: Any) -> dict[str, 
         "qps_with_query_encoding": round(queries / (search_s + query_s), 1) if search_s + query_s > 0 else None,
         "device": str(encoder.device),
         "precision": encoder.precision,
+        "batching": next(iter(parts.values())).get("batching"),
         "cache_files": [s["cache_file"] for s in parts.values() if s.get("cache_file")],
     }
     originals = [s.get("original_encode_seconds") for s in parts.values()]

@@ -31,7 +31,7 @@ from harness.pipelines.chain import (
 )
 from harness.pipelines.context import input_key
 from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
-from harness.retrieval.encoder import DEFAULT_BATCH_SIZE, gather_embeddings, load_encoder, pick_device
+from harness.retrieval.encoder import default_batch_size, gather_embeddings, load_encoder, pick_device
 from harness.spec.stage_settings import StageSettings, precision_source
 from harness.stages.checkpoints import model_fingerprint
 from harness.training.precision import cuda_encode_precision, encode_precision
@@ -100,7 +100,7 @@ def start_encoding(spec: Any) -> dict[str, Any]:
 
 
 # What a dense_retrieve stage's done.json keeps: the numbers of the search itself.
-SEARCH_OUTPUTS = ("shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
+SEARCH_OUTPUTS = ("index_device", "shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
 
 
 def retrieve_stage(
@@ -117,9 +117,12 @@ def retrieve_stage(
     of the shared cache (:mod:`harness.retrieval.corpus_vectors`: a corpus is encoded once per model,
     so mining and evaluating with retriever 1 on one corpus encode it once). The run's
     :func:`~harness.training.precision.encode_precision` joins ``encoding`` only when it is not fp32, so fp32 keys stay as they were.
-    On CUDA an fp32 run encodes under fp16 autocast, as the official CoT-MAE scripts do (caskcsg/ir
-    cotmae-qc/msmarco/test_retriever.sh: ``--fp16``, per-device batch 2048, 8 corpus splits on 8 GPUs);
-    the record's ``encode_precision`` says which, the key does not (a CPU run encodes as before)."""
+    On CUDA an fp32 run encodes under fp16 autocast in token-sorted batches of 2048 and searches with
+    faiss on the GPUs where a GPU faiss is installed, as the official CoT-MAE scripts do (caskcsg/ir
+    cotmae-qc/msmarco/test_retriever.sh: ``--fp16``, per-device batch 2048, 8 corpus splits on 8 GPUs,
+    faiss on GPUs); the record's ``encode_precision``, ``encode_batching`` and ``index_device`` say which,
+    the key does not (a CPU run encodes and searches as before: fp32 or its run's precision, batches of 64
+    sorted by characters, faiss on the CPU)."""
 
     bench = get_benchmark(dataset)
     if (precision := encode_precision(ctx.spec)) != "fp32":
@@ -127,11 +130,13 @@ def retrieve_stage(
 
     def build(work: Path) -> dict[str, Any]:
         # Every rank of a launched run encodes its slice of the corpus and of the queries (merged in id
-        # order on rank 0, which searches); on CUDA under fp16 autocast, as the official scripts encode.
-        # Neither the process count nor the CUDA precision is in the key: they change vectors only at
-        # float rounding level (rounding of fp16, or of other padded batch shapes in fp32).
+        # order on rank 0, which searches); on CUDA under fp16 autocast in token-sorted batches of 2048,
+        # as the official scripts encode. Neither the process count nor the CUDA precision and batching is
+        # in the key: they change vectors only at float rounding level (rounding of fp16, or of other
+        # padded batch shapes in fp32).
         encoder = load_encoder(model_dir, **_device_encoding(encoding))
-        ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), DEFAULT_BATCH_SIZE)
+        batch_size = default_batch_size(encoder.device)  # 64 on a CPU, as before
+        ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), batch_size)
         qids, q_emb, seconds = sharded_queries(encoder, judged_queries(bench, split))
         if not ranks.is_main():
             return {}
@@ -148,6 +153,7 @@ def retrieve_stage(
         return {
             **{k: stats[k] for k in SEARCH_OUTPUTS},
             "encode_precision": encoder.precision,
+            "encode_batching": encoder.batching(batch_size),
             "encode_processes": info["processes"],
             "corpus_cached": info["cached"],
             "corpus_encode_seconds": round(info["encode_seconds"], 2),

@@ -4,5 +4,6 @@ Lucene: ``bm25.py`` (index, search, TREC run) and ``impact.py`` (learned-sparse 
 ``java.py`` making pyserini's JVM findable and quiet; ``splade_model.py`` is the SPLADE-max model whose
 vectors go into it. Dense: ``encoder.py`` encodes text with a local checkpoint, ``sharded.py`` a corpus
 by shards, resumable, ``corpus_vectors.py`` keeps one encoding per (model, corpus, settings) and
-``dense.py`` searches them exactly with faiss.
+``dense.py`` searches them exactly with faiss, on the GPUs of a CUDA run where ``faiss_gpu.py`` finds a GPU
+build of faiss.
 """

@@ -10,8 +10,10 @@ folder's file contents, the settings that decide passage vectors (:func:`harness
 included) and the corpus's own files (``benchmark.corpus_files()``, their checksums): content, never
 paths or benchmark names, so two checkouts and two commands share it, and so do the benchmarks over
 one corpus: MS MARCO's training queries (mining), dev, DL19 and DL20 read one encoding of the 8.8M
-passages per model (:func:`vectors_tag` names that sharing in the plan and the record). Batch size
-and device are not part of the key: they change vectors only at float rounding level.
+passages per model (:func:`vectors_tag` names that sharing in the plan and the record). Batch size,
+batching (on CUDA token-sorted batches of 2048, :meth:`harness.retrieval.encoder.Encoder.batching`) and
+device are not part of the key: they change vectors only at float rounding level; the cache's marker
+and ``info["batching"]`` state the batching the vectors were encoded with.
 
 A corpus is encoded in chunk files of :data:`CHUNK_PASSAGES` first (:mod:`harness.retrieval.sharded`),
 so an interrupted encoding of a big corpus resumes from its last complete chunk; torchrun ranks
@@ -35,7 +37,7 @@ from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.fsutil import PARTIAL, atomic_dir, temp_name
 from harness.core.paths import cache_dir
-from harness.retrieval.encoder import vector_settings
+from harness.retrieval.encoder import default_batch_size, vector_settings
 from harness.retrieval.sharded import (
     chunk_world_size,
     encode_corpus_sharded,
@@ -107,15 +109,23 @@ def _write_cache(folder: Path, chunks: Path, info: dict[str, Any]) -> None:
 
 
 def corpus_embeddings(
-    encoder: Any, benchmark: Any, fingerprint: str, batch_size: int, use_cache: bool = True, show_progress: bool = True
+    encoder: Any,
+    benchmark: Any,
+    fingerprint: str,
+    batch_size: int | None,
+    use_cache: bool = True,
+    show_progress: bool = True,
 ) -> tuple[list[str], np.ndarray, dict[str, Any]]:
-    """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds and the cache path.
+    """(doc ids, float32 vectors, info) for ``benchmark``'s corpus; info holds encode seconds, the cache path
+    and the batching the vectors were encoded with (``batch_size`` None: the encoder's device default).
 
     In a launched run every rank calls this together: each encodes its slice of the corpus into the
     chunk folder, rank 0 merges the chunks into the cache and gets the vectors; another rank gets no
     vectors (``[]``, a 0-row matrix) and the same ``cached``/``processes`` answer."""
     folder = _embeddings_folder(fingerprint, encoder, benchmark)
     npy = folder / EMBEDDINGS_FILE
+    batch_size = default_batch_size(encoder.device) if batch_size is None else batch_size
+    batching = encoder.batching(batch_size)
     world, main = (ranks.world_size(), ranks.is_main()) if use_cache else (1, True)
     hit = _read_cached(folder) if use_cache and main else None
     if world > 1:
@@ -138,13 +148,14 @@ def corpus_embeddings(
                 "encode_seconds": 0.0,
                 "key": folder.name,
                 "original_encode_seconds": info.get("encode_seconds"),
+                "batching": info.get("batching"),  # the encoding's that filled the cache (None before it was kept)
                 "processes": world,
             },
         )
     # A non-embedded corpus is downloaded on first read (clear error offline); the cached path reads it
     # as a stream (benchmark.iter_corpus), one chunk of CHUNK_PASSAGES in memory, never the whole dict.
     print(
-        f"{benchmark.name}: encoding the corpus as a stream (batch {batch_size}, max length "
+        f"{benchmark.name}: encoding the corpus as a stream (batch {batch_size} sorted by {batching['sorted_by']}, max length "
         f"{encoder.spec.passage_max_length}, {encoder.device}, {encoder.precision}, {world} process(es); "
         "counts on stderr)"
     )
@@ -166,6 +177,7 @@ def corpus_embeddings(
                 "settings": vector_settings(encoder),
                 "model": fingerprint,
                 "processes": world,
+                "batching": batching,
             },
         )
         shutil.rmtree(chunks, ignore_errors=True)
@@ -183,6 +195,7 @@ def corpus_embeddings(
         "encode_seconds": seconds,
         "key": folder.name,
         "processes": world,
+        "batching": batching,
     }
     return ids, emb, info
 

@@ -15,6 +15,9 @@
   (faiss's own choice among such ties, for k >= 100, depends on its scan order).
 - :func:`save_index` / :func:`load_index`: faiss file + doc-id list, for the stage cache.
 
+On a CUDA run with a GPU build of faiss, an index moves to the GPUs and the stored vectors are searched
+there (:mod:`harness.retrieval.faiss_gpu`); the stats' ``index_device`` says where every search ran.
+
 Self-hits (doc id == query id) are *not* dropped here: that is an evaluation convention
 (BEIR) applied by ``harness.evaluation``; callers wanting BEIR's depth after the drop ask for
 ``k + 1``.
@@ -34,6 +37,7 @@ import numpy as np
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_path, atomic_write_text
+from harness.retrieval.faiss_gpu import faiss_gpus, placement, to_gpus
 
 Run = dict[str, dict[str, float]]
 
@@ -42,8 +46,9 @@ Run = dict[str, dict[str, float]]
 class Shard:
     """One flat index and the doc ids of its rows (row i of the index is ``doc_ids[i]``)."""
 
-    index: Any  # faiss.IndexFlatIP
+    index: Any  # faiss.IndexFlatIP (or its GPU copy)
     doc_ids: list[str]
+    device: str = "cpu"  # where the index lies (harness.retrieval.faiss_gpu.placement)
 
 
 def _as_matrix(x: np.ndarray, what: str) -> np.ndarray:
@@ -55,20 +60,21 @@ def _as_matrix(x: np.ndarray, what: str) -> np.ndarray:
     return arr
 
 
-def build_index(embeddings: np.ndarray) -> Any:
-    """A ``faiss.IndexFlatIP`` holding ``embeddings`` (rows in the given order)."""
+def build_index(embeddings: np.ndarray, device: Any = None) -> Any:
+    """A ``faiss.IndexFlatIP`` holding ``embeddings`` (rows in the given order); on the GPUs for a run on a
+    CUDA ``device`` with a GPU faiss (:func:`harness.retrieval.faiss_gpu.faiss_gpus`), else on the CPU."""
     import faiss
 
     emb = _as_matrix(embeddings, "passage embeddings")
     index = faiss.IndexFlatIP(emb.shape[1])
     if len(emb):
         index.add(emb)
-    return index
+    return to_gpus(index) if faiss_gpus(device) else index
 
 
 def index_bytes(index: Any) -> int:
     """Memory held by the vectors of a flat index (what ``write_index`` stores, less a small header)."""
-    return int(index.ntotal) * int(index.code_size)
+    return int(index.ntotal) * int(getattr(index, "code_size", 4 * int(index.d)))  # a GPU copy has no code_size
 
 
 def search(index: Any, query_emb: np.ndarray, k: int, batch: int = 1024) -> tuple[np.ndarray, np.ndarray]:
@@ -121,13 +127,18 @@ def chunk_rows(dim: int, budget: int = CHUNK_BYTES) -> int:
     return max(FAISS_BLOCK, budget // (4 * dim) // FAISS_BLOCK * FAISS_BLOCK)
 
 
-def _knn(query: np.ndarray, block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _knn(query: np.ndarray, block: np.ndarray, k: int, gpu: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """faiss's exact inner-product top-k of ``block`` (what ``IndexFlatIP.search`` runs, without copying
-    the rows into an index), padded with (PAD_SCORE, -1) past the block's rows."""
+    the rows into an index), padded with (PAD_SCORE, -1) past the block's rows; on a GPU with ``gpu``
+    (a ``faiss.StandardGpuResources``: ``faiss.knn_gpu``)."""
     import faiss
 
     kk = min(k, len(block))
-    s, i = faiss.knn(query, block, kk, metric=faiss.METRIC_INNER_PRODUCT)
+    if gpu is not None:
+        s, i = faiss.knn_gpu(gpu, query, block, kk, metric=faiss.METRIC_INNER_PRODUCT)
+        s = np.where(i >= 0, s, PAD_SCORE)  # the CPU's padding score, whatever the GPU pads with
+    else:
+        s, i = faiss.knn(query, block, kk, metric=faiss.METRIC_INNER_PRODUCT)
     if kk == k:
         return s, i
     pad = ((0, 0), (0, k - kk))
@@ -161,12 +172,28 @@ def _merge(best: Results, new: Results, k: int) -> Results:
     return np.take_along_axis(scores, top, axis=1), np.take_along_axis(ids, top, axis=1)
 
 
+def gpu_resources(device: Any, k: int) -> Any:
+    """A ``faiss.StandardGpuResources`` when the stored vectors are searched on a GPU (a CUDA run, a GPU
+    faiss with ``knn_gpu``, ``k`` within its limit), else None: the CPU, as before."""
+    if not faiss_gpus(device, k):
+        return None
+    import faiss
+
+    return faiss.StandardGpuResources() if hasattr(faiss, "knn_gpu") else None
+
+
 def search_vectors(
-    doc_emb: np.ndarray, query_emb: np.ndarray, k: int, batch: int = 1024, rows: int | None = None
+    doc_emb: np.ndarray,
+    query_emb: np.ndarray,
+    k: int,
+    batch: int = 1024,
+    rows: int | None = None,
+    gpu: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (scores, row ids) per query over ``doc_emb`` (an array or a ``np.load(mmap_mode="r")`` memory
     map), best first, read ``rows`` at a time (default :func:`chunk_rows`): memory holds one chunk's pages
-    and the running top-k, never a copy of the matrix. Rows past the corpus have id -1."""
+    and the running top-k, never a copy of the matrix. Rows past the corpus have id -1. ``gpu``
+    (:func:`gpu_resources`) searches each chunk on the GPU."""
     q = _as_matrix(query_emb, "query embeddings")
     if doc_emb.ndim != 2 or doc_emb.shape[1] != q.shape[1]:
         raise HarnessError(f"passage embeddings of shape {doc_emb.shape} do not match query dimension {q.shape[1]}")
@@ -181,7 +208,7 @@ def search_vectors(
         if not len(block):
             break
         for qs in range(0, len(q), batch):
-            s, i = _knn(q[qs : qs + batch], block, k)
+            s, i = _knn(q[qs : qs + batch], block, k, gpu)
             i = np.where(i >= 0, i + start, -1)
             if start == 0:
                 scores[qs : qs + batch], ids[qs : qs + batch] = s, i
@@ -205,17 +232,23 @@ def retrieve_vectors(
     k: int = 1000,
     batch: int = 1024,
     rows: int | None = None,
+    device: Any = None,
 ) -> tuple[Run, dict[str, Any]]:
-    """:func:`retrieve` over vectors searched where they lie (:func:`search_vectors`), no index built."""
+    """:func:`retrieve` over vectors searched where they lie (:func:`search_vectors`), no index built; on a
+    GPU for a run on a CUDA ``device`` with a GPU faiss (``index_device`` says where)."""
     if len(doc_ids) != len(doc_emb):
         raise HarnessError(f"{len(doc_ids)} doc ids for {len(doc_emb)} passage embeddings")
     rows = rows or chunk_rows(int(doc_emb.shape[1]))
+    gpu = gpu_resources(device, k)
+    where = placement(1 if gpu is not None else 0, device, k)
     started = time.perf_counter()
-    scores, ids = search_vectors(doc_emb, query_emb, k, batch, rows)
+    scores, ids = search_vectors(doc_emb, query_emb, k, batch, rows, gpu)
     seconds = time.perf_counter() - started
     stats = {
         "index": "faiss exact inner product (flat) over the stored vectors"
-        + (f", in chunks of {rows:,} rows" if len(doc_emb) > rows else ""),
+        + (f", in chunks of {rows:,} rows" if len(doc_emb) > rows else "")
+        + (f", on {where}" if gpu is not None else ""),
+        "index_device": where,
         "shards": 1,
         "chunks": max(1, -(-len(doc_emb) // rows)),
         "docs": len(doc_ids),
@@ -256,8 +289,10 @@ def retrieve(
     scores, ids = search_shards(shard_list, query_emb, k, batch)
     seconds = time.perf_counter() - started
     run = to_run(query_ids, doc_ids, scores, ids)
+    where = ", ".join(sorted({s.device for s in shard_list}))
     stats = {
-        "index": "faiss.IndexFlatIP (exact inner product)",
+        "index": "faiss.IndexFlatIP (exact inner product)" + (f", on {where}" if "GPU" in where else ""),
+        "index_device": where,
         "shards": len(shard_list),
         "docs": len(doc_ids),
         "dim": int(shard_list[0].index.d),
@@ -277,11 +312,15 @@ def dense_retrieve(
     doc_emb: np.ndarray,
     k: int = 1000,
     batch: int = 1024,
+    device: Any = None,
 ) -> tuple[Run, dict[str, Any]]:
-    """Convenience: build one flat index over ``doc_emb`` and :func:`retrieve`."""
+    """Convenience: build one flat index over ``doc_emb`` (on the GPUs for a CUDA ``device`` with a GPU
+    faiss) and :func:`retrieve`."""
     if len(doc_ids) != len(doc_emb):
         raise HarnessError(f"{len(doc_ids)} doc ids for {len(doc_emb)} passage embeddings")
-    return retrieve(query_ids, query_emb, Shard(build_index(doc_emb), list(doc_ids)), k, batch)
+    gpus = faiss_gpus(device, k)
+    shard = Shard(build_index(doc_emb, device if gpus else None), list(doc_ids), placement(gpus, device, k))
+    return retrieve(query_ids, query_emb, shard, k, batch)
 
 
 def save_index(shard: Shard, folder: str | Path) -> Path:

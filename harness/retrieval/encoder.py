@@ -20,7 +20,11 @@ spaces) or any string to change it; the choice is recorded in ``Encoder.settings
 
 Encoding (:meth:`Encoder.encode`) runs under ``torch.inference_mode`` in batches sorted by text
 length, longest first (as sentence-transformers and BEIR do: less padding, and an out-of-memory
-batch shows up at once), and returns float32 rows in the caller's order. Queries are cut at 32
+batch shows up at once), and returns float32 rows in the caller's order. On a CPU the sort is by
+characters, each batch tokenised and padded by the tokenizer, 64 texts a batch. On CUDA a window of
+texts is tokenised once, sorted by token count and cut into batches of :data:`CUDA_BATCH_SIZE`
+padded to their own longest row, as the official CoT-MAE scripts encode (per-device batch 2048):
+:meth:`Encoder.batching` says which, for the record. Queries are cut at 32
 tokens and passages at 144 by default (the papers' lengths; [CLS]/[SEP] included). With
 ``world_size > 1`` a rank encodes only its contiguous slice (:func:`shard_bounds`) and
 :func:`gather_embeddings` concatenates the slices in rank order.
@@ -54,6 +58,9 @@ DEFAULT_QUERY_MAX_LENGTH = 32
 DEFAULT_PASSAGE_MAX_LENGTH = 144
 DEFAULT_TITLE_SEPARATOR = " "
 DEFAULT_BATCH_SIZE = 64
+# On CUDA: the official CoT-MAE encoding's per-device batch (caskcsg/ir cotmae-qc/msmarco/test_retriever.sh).
+CUDA_BATCH_SIZE = 2048
+SORT_WINDOW = 16_384  # texts tokenised and length-sorted together on CUDA (bounds the token lists held)
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 _ST_TRANSFORMER = "sentence_transformers.models.Transformer"
@@ -262,6 +269,24 @@ def gather_embeddings(local: np.ndarray, n_total: int | None = None) -> np.ndarr
     return full
 
 
+def is_cuda(device: Any) -> bool:
+    """Whether ``device`` (a torch.device or its name) is a CUDA device."""
+    return str(getattr(device, "type", device)).startswith("cuda")
+
+
+def default_batch_size(device: Any) -> int:
+    """The batch an encoder uses when none is given: :data:`CUDA_BATCH_SIZE` on CUDA, else 64 (as before)."""
+    return CUDA_BATCH_SIZE if is_cuda(device) else DEFAULT_BATCH_SIZE
+
+
+def length_batches(lengths: Sequence[int] | np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Row indices in batches of ``batch_size``, longest first; a stable sort keeps equal lengths in input
+    order (deterministic batches). Together the batches are a permutation of ``range(len(lengths))``."""
+    lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    order = np.argsort(-lens, kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
 def passage_text(doc: Mapping[str, str] | str, separator: str = DEFAULT_TITLE_SEPARATOR) -> str:
     """BEIR-style {"title", "text"} -> "title<separator>text" (the text alone when there is no title)."""
     if isinstance(doc, str):
@@ -279,6 +304,8 @@ class Encoder:
 
     def __init__(self, spec: EncoderSpec, model: Any, tokenizer: Any, device: Any, precision: str = "fp32"):
         self.spec, self.model, self.tokenizer, self.device, self.precision = spec, model, tokenizer, device, precision
+        # "tokens" (CUDA): tokenised once per window, sorted by token count; "characters": as on a CPU
+        self.sort_by = "tokens" if is_cuda(device) else "characters"
         sep = spec.title_separator
         if sep.strip() == "[SEP]":  # the tokenizer's own separator token, as a separate word
             sep = f" {tokenizer.sep_token} "
@@ -321,13 +348,21 @@ class Encoder:
             "sources": dict(s.sources),
         }
 
+    def batching(self, batch_size: int | None = None) -> dict[str, Any]:
+        """How :meth:`encode` batches with ``batch_size`` (None: this device's default), for records."""
+        return {
+            "sorted_by": self.sort_by,
+            "order": "longest first",
+            "batch_size": batch_size or default_batch_size(self.device),
+        }
+
     def passage_texts(self, docs: Sequence[Mapping[str, str] | str]) -> list[str]:
         return [passage_text(d, self._separator) for d in docs]
 
     def encode(
         self,
         texts: Sequence[str],
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = None,
         max_length: int | None = None,
         kind: str = "query",
         rank: int = 0,
@@ -336,12 +371,14 @@ class Encoder:
     ) -> np.ndarray:
         """Vectors for ``texts`` (or for this rank's slice of them), float32, shape (n, dim).
 
-        ``kind`` picks the default length (32 for queries, 144 for passages) and any prompt prefix.
+        ``kind`` picks the default length (32 for queries, 144 for passages) and any prompt prefix;
+        ``batch_size`` None is this device's default (:func:`default_batch_size`).
         """
         import torch
 
         if kind not in KINDS:
             raise HarnessError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        batch_size = default_batch_size(self.device) if batch_size is None else batch_size
         if batch_size < 1:
             raise HarnessError(f"batch_size must be positive, got {batch_size}")
         if max_length is None:
@@ -355,8 +392,6 @@ class Encoder:
         if self.spec.lowercase:
             local = [t.lower() for t in local]
         out = np.zeros((len(local), self.dim), dtype=np.float32)
-        # Longest first; a stable sort keeps equal lengths in input order (deterministic batches).
-        order = np.argsort(-np.fromiter((len(t) for t in local), dtype=np.int64, count=len(local)), kind="stable")
         bar = tqdm(
             total=len(local), desc=f"encode {kind}s", unit=kind[0], disable=not show_progress, dynamic_ncols=True
         )
@@ -364,19 +399,61 @@ class Encoder:
         self.model.eval()
         try:
             with torch.inference_mode():
-                for i in range(0, len(local), batch_size):
-                    idx = order[i : i + batch_size]
-                    vecs = self._embed([local[j] for j in idx], max_length)
-                    out[idx] = vecs.float().cpu().numpy()
-                    bar.update(len(idx))
+                if self.sort_by == "tokens":
+                    self._encode_by_tokens(local, out, batch_size, max_length, bar.update)
+                else:
+                    chars = np.fromiter((len(t) for t in local), dtype=np.int64, count=len(local))
+                    for idx in length_batches(chars, batch_size):
+                        out[idx] = self._embed([local[j] for j in idx], max_length).float().cpu().numpy()
+                        bar.update(len(idx))
         finally:
             bar.close()
             self.model.train(was_training)
         return out
 
-    def _embed(self, batch: list[str], max_length: int) -> Any:
+    def _encode_by_tokens(self, texts: list[str], out: np.ndarray, batch_size: int, max_length: int, done: Any) -> None:
+        """Rows of ``out`` for ``texts``: each window tokenised once (no padding), sorted by token count,
+        longest first, encoded in batches padded to their own longest row, and put back in input order."""
+        for w in range(0, len(texts), SORT_WINDOW):
+            enc = self.tokenizer(texts[w : w + SORT_WINDOW], truncation=True, max_length=max_length, padding=False)
+            rows = {k: enc[k] for k in ("input_ids", "token_type_ids") if k in enc}
+            lengths = [len(ids) for ids in rows["input_ids"]]
+            for idx in length_batches(lengths, batch_size):
+                out[w + idx] = self._forward(self._pad(rows, idx)).float().cpu().numpy()
+                done(len(idx))
 
+    def _pad(self, rows: Mapping[str, list[list[int]]], idx: np.ndarray) -> dict[str, Any]:
+        """Rows ``idx`` of tokenised ``rows`` as padded tensors with their attention mask (the tokenizer's
+        padding side and pad ids)."""
+        import torch
+
+        ids = [rows["input_ids"][j] for j in idx]
+        width = max(len(r) for r in ids)
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        fill = {"input_ids": self.tokenizer.pad_token_id or 0, "token_type_ids": self.tokenizer.pad_token_type_id}
+        batch: dict[str, Any] = {}
+        for key, pad in fill.items():
+            if key not in rows:
+                continue
+            arr = np.full((len(idx), width), pad, dtype=np.int64)
+            for i, j in enumerate(idx):
+                row = rows[key][j]
+                if left:
+                    arr[i, width - len(row) :] = row
+                else:
+                    arr[i, : len(row)] = row
+            batch[key] = torch.from_numpy(arr)
+        positions = np.arange(width)
+        lengths = np.array([len(r) for r in ids])[:, None]
+        mask = positions >= width - lengths if left else positions < lengths
+        batch["attention_mask"] = torch.from_numpy(mask.astype(np.int64))
+        return batch
+
+    def _embed(self, batch: list[str], max_length: int) -> Any:
         enc = self.tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        return self._forward(enc)
+
+    def _forward(self, enc: Mapping[str, Any]) -> Any:
         enc = {k: v.to(self.device) for k, v in enc.items()}
         with encode_autocast(self.precision, self.device):
             hidden = self.model(**enc).last_hidden_state

@@ -68,10 +68,12 @@ from harness.core.fsutil import (
 from harness.core.hardware import total_memory_gib
 from harness.retrieval.dense import Shard, build_index, retrieve
 from harness.retrieval.encoder import (
+    default_batch_size,
     load_zero_shot_encoder,
     shard_bounds,
     vector_settings,
 )
+from harness.retrieval.faiss_gpu import faiss_gpus, placement, to_gpus
 from harness.stages.artifacts import TextHasher, hash_json, hash_texts
 from harness.stages.checkpoints import model_fingerprint, resolve_model_path
 
@@ -311,7 +313,7 @@ def encode_corpus_sharded(
     rank: int | None = None,
     world_size: int | None = None,
     shard_size: int = 10_000,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     show_progress: bool = True,
     fingerprint: str | None = None,
 ) -> ShardReport:
@@ -324,10 +326,12 @@ def encode_corpus_sharded(
     so memory is one chunk, not the corpus.
 
     ``rank``/``world_size`` default to RANK/WORLD_SIZE (torchrun), else 0 of 1. ``fingerprint``
-    (of the encoder) may be given to skip hashing the model folder on every rank.
+    (of the encoder) may be given to skip hashing the model folder on every rank. ``batch_size`` None is
+    the encoder's device default (64 on a CPU, 2048 token-sorted on CUDA: ``encoder.batching()``).
     """
 
     rank, world_size = _rank_world(rank, world_size)
+    batch_size = default_batch_size(encoder.device) if batch_size is None else batch_size
     if shard_size < 1 or batch_size < 1:
         raise HarnessError(f"shard_size and batch_size must be positive, got {shard_size} and {batch_size}")
     survey = _survey(passages, world_size, shard_size)
@@ -518,8 +522,10 @@ def _human(n: float) -> str:
     return f"{n:,.1f} TiB"
 
 
-def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[Any, str]:
-    """(faiss index, label): exact ``IndexFlatIP`` by default, fp16 storage on request.
+def build_search_index(embeddings: np.ndarray, *, fp16: bool = False, device: Any = None) -> tuple[Any, str]:
+    """(faiss index, label): exact ``IndexFlatIP`` by default, fp16 storage on request. On a CUDA
+    ``device`` with a GPU faiss the exact index moves to the GPUs (:mod:`harness.retrieval.faiss_gpu`;
+    fp16 storage stays on the CPU) and the label says so.
 
     Prints the memory figure (n x dim x bytes) before building, and a hint when fp32 would not
     fit in this machine's RAM.
@@ -527,7 +533,8 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
 
     n, dim = embeddings.shape
     width = 2 if fp16 else 4
-    label = _index_label(fp16)
+    gpus = 0 if fp16 else faiss_gpus(device)
+    label = _index_label(fp16, gpus)
     print(f"index: {label}: {n:,} x {dim} x {width} B = {_human(n * dim * width)}", flush=True)
     ram = (total_memory_gib() or 0) * 2**30
     if not fp16 and ram and n * dim * 4 > 0.8 * ram:
@@ -537,7 +544,7 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
             file=sys.stderr,
         )
     if not fp16:
-        return build_index(embeddings), label
+        return build_index(embeddings, device if gpus else None), label
     import faiss
 
     if not np.isfinite(embeddings).all():
@@ -547,11 +554,15 @@ def build_search_index(embeddings: np.ndarray, *, fp16: bool = False) -> tuple[A
     return index, label
 
 
-def index_shards(out_dir: str | Path, *, fp16: bool = False, verify: bool = True) -> tuple[list[str], Any, str]:
+def index_shards(
+    out_dir: str | Path, *, fp16: bool = False, verify: bool = True, device: Any = None
+) -> tuple[list[str], Any, str]:
     """(doc ids, faiss index, label) built chunk by chunk from the shards, never holding the fp32
-    matrix: the peak is the index (n x dim x 4, or x 2 with ``fp16``) plus one chunk."""
+    matrix: the peak is the index (n x dim x 4, or x 2 with ``fp16``) plus one chunk. The exact index
+    then moves to the GPUs as :func:`build_search_index`'s does."""
     import faiss
 
+    gpus = 0 if fp16 else faiss_gpus(device)
     manifest = _read_manifest(Path(out_dir))
     ids: list[str] = []
     index: Any = None
@@ -559,7 +570,7 @@ def index_shards(out_dir: str | Path, *, fp16: bool = False, verify: bool = True
     for _, chunk_ids, rows in iter_shards(out_dir, verify=verify):
         if index is None:
             n, dim = int(manifest["passages"]), rows.shape[1]
-            label = _index_label(fp16)
+            label = _index_label(fp16, gpus)
             print(
                 f"index: {label}: {n:,} x {dim} x {2 if fp16 else 4} B = {_human(n * dim * (2 if fp16 else 4))} "
                 "(built chunk by chunk)",
@@ -574,14 +585,15 @@ def index_shards(out_dir: str | Path, *, fp16: bool = False, verify: bool = True
             raise HarnessError(f"{out_dir}: passage embeddings contain NaN or infinite values")
         index.add(np.ascontiguousarray(rows, dtype=np.float32))
         ids.extend(chunk_ids)
-    return ids, index, label
+    return ids, (to_gpus(index) if gpus and index is not None else index), label
 
 
-def _index_label(fp16: bool) -> str:
+def _index_label(fp16: bool, gpus: int = 0) -> str:
+    """What the index is; where it lies only when that is not the CPU (a CPU label reads as before)."""
     return (
         "faiss.IndexScalarQuantizer fp16 (exhaustive inner product over fp16-stored vectors; scores rounded)"
         if fp16
-        else "faiss.IndexFlatIP (exact inner product, fp32)"
+        else "faiss.IndexFlatIP (exact inner product, fp32)" + (f" on {placement(gpus)}" if gpus else "")
     )
 
 
@@ -593,11 +605,14 @@ def search_merged(
     k: int = 1000,
     *,
     fp16: bool = False,
+    device: Any = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """:func:`harness.retrieval.dense.retrieve` over one index of the merged matrix; stats say which index."""
+    """:func:`harness.retrieval.dense.retrieve` over one index of the merged matrix (on the GPUs for a CUDA
+    ``device`` with a GPU faiss); stats say which index and where."""
 
-    index, label = build_search_index(doc_emb, fp16=fp16)
-    run, stats = retrieve(query_ids, query_emb, Shard(index, list(doc_ids)), k=k)
+    gpus = 0 if fp16 else faiss_gpus(device)
+    index, label = build_search_index(doc_emb, fp16=fp16, device=device if gpus else None)
+    run, stats = retrieve(query_ids, query_emb, Shard(index, list(doc_ids), placement(gpus, device, fp16=fp16)), k=k)
     stats["index"] = label
     return run, stats
 
@@ -633,7 +648,7 @@ def encode_distributed(
     out_dir: str | Path,
     *,
     shard_size: int = 10_000,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     device: str | None = None,
     show_progress: bool = True,
     barrier_timeout_s: float = BARRIER_TIMEOUT_S,
@@ -653,6 +668,7 @@ def encode_distributed(
     info = D.init_distributed(device)
     try:
         encoder = load_zero_shot_encoder(resolve_model_path(model), device=str(info.device))
+        batch_size = default_batch_size(encoder.device) if batch_size is None else batch_size
         report = encode_corpus_sharded(
             encoder,
             passages,
@@ -684,6 +700,8 @@ def encode_distributed(
                 "world_size": info.world_size,
                 "shard_size": shard_size,
                 "batch_size": batch_size,
+                "batching": encoder.batching(batch_size),
+                "precision": encoder.precision,
                 "device": str(info.device),
                 "passages_encoded": encoded,
                 "chunks_skipped": sum(r.chunks_skipped for r in reports),
