@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +61,22 @@ def sharp_evidence(monkeypatch):
     )
     on_file = margins.all_evidence()
     monkeypatch.setattr(margins, "all_evidence", lambda: on_file + extra)
+
+
+MSMARCO_MIRROR = Path(__file__).parent / "fixtures" / "msmarco_mirror"
+
+
+@pytest.fixture
+def mirror(tmp_path, monkeypatch) -> Iterator[Path]:
+    """A private copy of the fixture MS MARCO mirror (tests/fixtures/msmarco_mirror), set as HARNESS_DATA_MIRROR."""
+    from harness.data import download
+    from harness.data.catalog import get_benchmark
+    from harness.data.setting import PASSAGES_ENV
+
+    copy = tmp_path / "mirror"
+    shutil.copytree(MSMARCO_MIRROR, copy)
+    monkeypatch.setenv(download.MIRROR_ENV, str(copy))
+    monkeypatch.delenv(PASSAGES_ENV, raising=False)
+    get_benchmark.cache_clear()
+    yield copy
+    get_benchmark.cache_clear()

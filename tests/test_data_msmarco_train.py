@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,6 @@ from harness.data.setting import PASSAGES_ENV
 from harness.spec.method import load_method, pretraining_methods
 
 FIXTURE = PROJECT_ROOT / "tests" / "fixtures" / "msmarco_mirror"
-
-
-@pytest.fixture
-def mirror(tmp_path, monkeypatch) -> Path:
-    """A private copy of the fixture mirror, set as HARNESS_DATA_MIRROR."""
-    copy = tmp_path / "mirror"
-    shutil.copytree(FIXTURE, copy)
-    monkeypatch.setenv(download.MIRROR_ENV, str(copy))
-    monkeypatch.delenv(PASSAGES_ENV, raising=False)
-    get_benchmark.cache_clear()
-    yield copy
-    get_benchmark.cache_clear()
 
 
 def test_fixture_mirror_is_what_its_builder_writes() -> None:

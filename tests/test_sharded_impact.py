@@ -6,20 +6,15 @@ replaced by a recorder here (its indexing and search are pinned in tests/test_re
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
 from gloo import run_forked
 
-from harness.data import download
 from harness.data.catalog import get_benchmark
-from harness.data.setting import PASSAGES_ENV
 from harness.pipelines import learned_sparse
 from harness.retrieval.splade_model import write_lexical_settings
 from tests.test_finetune_splade import make_tiny_mlm
-from tests.test_shared_corpus_vectors import FIXTURE
 
 BENCH = "dl19"
 
@@ -63,17 +58,6 @@ def _worker(rank: int, world: int, folder: str) -> None:
         _stages(Path(folder), Path(folder) / "two")
     finally:
         dist.destroy_process_group()
-
-
-@pytest.fixture
-def mirror(tmp_path, monkeypatch) -> Path:
-    copy = tmp_path / "mirror"
-    shutil.copytree(FIXTURE, copy)
-    monkeypatch.setenv(download.MIRROR_ENV, str(copy))
-    monkeypatch.delenv(PASSAGES_ENV, raising=False)
-    get_benchmark.cache_clear()
-    yield copy
-    get_benchmark.cache_clear()
 
 
 def test_two_ranks_encode_the_impact_vectors_of_one_process(mirror, tmp_path, monkeypatch):

@@ -5,17 +5,13 @@ pinned in tests/test_qgen_generation.py."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 from gloo import run_forked
 
-from harness.data import download
 from harness.data.catalog import get_benchmark
-from harness.data.setting import PASSAGES_ENV
-from tests.test_shared_corpus_vectors import FIXTURE, _tiny_encoder
+from tests.test_shared_corpus_vectors import _tiny_encoder
 
 BENCH = "dl19"
 
@@ -48,17 +44,6 @@ def _worker(rank: int, world: int, folder: str) -> None:
         _encode(Path(folder) / "model", Path(folder) / "two" / "vectors.npz")
     finally:
         dist.destroy_process_group()
-
-
-@pytest.fixture
-def mirror(tmp_path, monkeypatch) -> Path:
-    copy = tmp_path / "mirror"
-    shutil.copytree(FIXTURE, copy)
-    monkeypatch.setenv(download.MIRROR_ENV, str(copy))
-    monkeypatch.delenv(PASSAGES_ENV, raising=False)
-    get_benchmark.cache_clear()
-    yield copy
-    get_benchmark.cache_clear()
 
 
 def test_two_ranks_encode_the_vectors_of_one_process(mirror, tmp_path, monkeypatch):

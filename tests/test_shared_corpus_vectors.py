@@ -4,33 +4,15 @@ model read one encoding of the passages; the dry-run plan and the run's stage en
 
 from __future__ import annotations
 
-import shutil
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from harness.core.paths import PROJECT_ROOT
-from harness.data import download
 from harness.data.catalog import get_benchmark
-from harness.data.setting import PASSAGES_ENV
 from harness.run.runner import run_method
 
-FIXTURE = PROJECT_ROOT / "tests" / "fixtures" / "msmarco_mirror"
 MSMARCO = ("msmarco-passage-train", "msmarco-dev", "dl19", "dl20")
-
-
-@pytest.fixture
-def mirror(tmp_path, monkeypatch) -> Path:
-    """A private copy of the fixture mirror, set as HARNESS_DATA_MIRROR."""
-    copy = tmp_path / "mirror"
-    shutil.copytree(FIXTURE, copy)
-    monkeypatch.setenv(download.MIRROR_ENV, str(copy))
-    monkeypatch.delenv(PASSAGES_ENV, raising=False)
-    get_benchmark.cache_clear()
-    yield copy
-    get_benchmark.cache_clear()
 
 
 def test_dense_paper_plan_encodes_the_msmarco_corpus_once_per_model(mirror, capsys):
