@@ -29,11 +29,13 @@ from harness.core.paths import PROJECT_ROOT, runs_dir
 from harness.records.store import RunRecord, Skipped, load_records
 from harness.records.tracking import (
     EXPERIMENT_KIND,
+    RUNS_VIEW_TAG,
     PARAMS_PER_BATCH,
     TAG_VALUE_LIMIT,
     mlflow_key,
     param_entries,
     parent_metrics,
+    runs_view_value,
     parent_params,
     parent_run_name,
     parent_tags,
@@ -217,6 +219,11 @@ def load_records_into_store(uri: str, records: Iterable[RunRecord], artifacts: P
                 report.present += len(group)  # a deleted experiment: left as the user left it
                 continue
             known = _known_run_ids(client, experiment_id)
+            # its runs table shows every committed record's metrics as columns (tracking.RUNS_VIEW)
+            keys = {k for record in group for k in parent_metrics(record.metrics)}
+            view = runs_view_value(client.get_experiment(experiment_id).tags.get(RUNS_VIEW_TAG), keys)
+            if view is not None:
+                client.set_experiment_tag(experiment_id, RUNS_VIEW_TAG, view)
             for record in group:
                 if record.run_id in known:
                     report.present += 1
