@@ -54,7 +54,7 @@ MOST_DECIMALS = {"points": 2, "any": 3}
 def over_decimals(text: str, kind: str = "any") -> list[str]:
     """The numbers in ``text`` shown with more decimals than a number of ``kind`` allows."""
     most = MOST_DECIMALS[kind]
-    return re.findall(r"(?<![\w.])\d+\.\d{%d,}(?![\w.])" % (most + 1), text)
+    return re.findall(rf"(?<![\w.])\d+\.\d{{{most + 1},}}(?![\w.])", text)
 
 
 def outside_checkout(text: str) -> list[str]:

@@ -29,16 +29,16 @@ from harness.core.paths import PROJECT_ROOT, runs_dir
 from harness.records.store import RunRecord, Skipped, load_records
 from harness.records.tracking import (
     EXPERIMENT_KIND,
-    RUNS_VIEW_TAG,
     PARAMS_PER_BATCH,
+    RUNS_VIEW_TAG,
     TAG_VALUE_LIMIT,
     mlflow_key,
     param_entries,
     parent_metrics,
-    runs_view_value,
     parent_params,
     parent_run_name,
     parent_tags,
+    runs_view_value,
 )
 from harness.spec.conditions import run_conditions
 
