@@ -438,3 +438,11 @@ def test_runs_view_shows_each_metric_key_once_and_keeps_what_was_there():
     assert runs_table_link("http://127.0.0.1:5000/", "3") == (
         f"http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey={RUNS_VIEW}"
     )
+
+
+def test_ui_prints_each_methods_runs_table_link():
+    lines = ui.runs_table_lines("http://127.0.0.1:5000", {"cotmae_qc": "2", "bm25": "1"})
+    assert lines[0] == "runs tables (metrics as columns):"
+    assert lines[1].split() == ["bm25", "http://127.0.0.1:5000/#/experiments/1/runs?" + lines[1].split("?")[1]]
+    assert "workflowType=machine_learning" in lines[1] and lines[2].split()[0] == "cotmae_qc"
+    assert ui.runs_table_lines("http://127.0.0.1:5000", {}) == []

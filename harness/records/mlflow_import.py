@@ -54,6 +54,7 @@ class LoadReport:
     added: list[str] = field(default_factory=list)
     present: int = 0
     skipped: list[Skipped] = field(default_factory=list)
+    experiments: dict[str, str] = field(default_factory=dict)  # method -> its experiment's id
 
     def summary(self) -> str:
         text = f"{len(self.added)} record(s) added to the MLflow store, {self.present} already there"
@@ -218,6 +219,7 @@ def load_records_into_store(uri: str, records: Iterable[RunRecord], artifacts: P
             if experiment_id is None:
                 report.present += len(group)  # a deleted experiment: left as the user left it
                 continue
+            report.experiments[method] = experiment_id
             known = _known_run_ids(client, experiment_id)
             # its runs table shows every committed record's metrics as columns (tracking.RUNS_VIEW)
             keys = {k for record in group for k in parent_metrics(record.metrics)}
