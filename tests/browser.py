@@ -57,6 +57,17 @@ def over_decimals(text: str, kind: str = "any") -> list[str]:
     return re.findall(rf"(?<![\w.])\d+\.\d{{{most + 1},}}(?![\w.])", text)
 
 
+# The page's text without its charts' (SVG: MLflow's Plotly axes print ticks their own way, "66.47000").
+BESIDE_CHARTS = """(() => {
+  const charts = Array.from(document.querySelectorAll('svg'));
+  const shown = charts.map(c => c.style.display);
+  charts.forEach(c => c.style.display = 'none');
+  const text = document.body.innerText;
+  charts.forEach((c, i) => c.style.display = shown[i]);
+  return text;
+})()"""
+
+
 def outside_checkout(text: str) -> list[str]:
     """Absolute paths in ``text`` that do not lie in this checkout (another machine's, a tmp folder's)."""
     return [p for p in ABSOLUTE_PATH.findall(text) if not (p + "/").startswith(str(PROJECT_ROOT) + "/")]

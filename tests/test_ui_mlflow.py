@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, chromium, free_port, screenshot, stop, unreadable
+from browser import BESIDE_CHARTS, CHROMIUM, chromium, free_port, screenshot, stop, unreadable
 
 from harness.commands import ui
 from harness.core.paths import PROJECT_ROOT
@@ -309,17 +309,6 @@ def _experiment_ids(base: str, names: list[str]) -> list[str]:
 CSS_CUT = """Array.from(document.querySelectorAll('*')).filter(e => e.offsetParent !== null
   && getComputedStyle(e).textOverflow == 'ellipsis' && e.scrollWidth > e.clientWidth + 1 && e.innerText.trim())
   .map(e => e.innerText.trim())"""
-
-
-# The page's text but its charts' (MLflow draws them with Plotly, tick labels formatted its own way).
-BESIDE_CHARTS = """(() => {
-  const charts = Array.from(document.querySelectorAll('svg'));
-  const shown = charts.map(c => c.style.display);
-  charts.forEach(c => c.style.display = 'none');
-  const text = document.body.innerText;
-  charts.forEach((c, i) => c.style.display = shown[i]);
-  return text;
-})()"""
 
 
 def _rendered(tools, url: str, wanted: list[str], deadline: float) -> str:
