@@ -39,6 +39,55 @@ CHROMIUM_FLAGS = [
 # Pictographs that Debian's Chromium has no font for: they render as empty boxes (issue 28).
 EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f]")
 
+# What a person must never read on a page (issue 53, item 8), checked by :func:`unreadable` on every
+# page the browser tests open (the leaderboard's tabs, the report, MLflow's views).
+MISSING_WORDS = re.compile(r"\b(None|nan|NaN)\b")
+RAW_DICT = re.compile(r"""[{\[]\s*['"][^'"\n]{1,60}['"]\s*:|\{\}|\bdict\(""")
+ABSOLUTE_PATH = re.compile(r"""(?:^|[\s(=`'"])(/(?:[\w.+-]+/)+[\w.+-]*)""")
+# A label or cell the page cut: a line (a cell's or a label's text as rendered) ending in an ellipsis.
+CUT_LABEL = re.compile(r"\S(?:\u2026|\.\.\.)[ \t]*$", re.MULTILINE)
+# The most decimals a number of each kind is shown with: points as the papers print them ("66.47");
+# otherwise a paper's printed fraction ("0.340") or a p-value ("0.004"). A raw float has ~15.
+MOST_DECIMALS = {"points": 2, "any": 3}
+
+
+def over_decimals(text: str, kind: str = "any") -> list[str]:
+    """The numbers in ``text`` shown with more decimals than a number of ``kind`` allows."""
+    most = MOST_DECIMALS[kind]
+    return re.findall(rf"(?<![\w.])\d+\.\d{{{most + 1},}}(?![\w.])", text)
+
+
+# The page's text without its charts' (SVG: MLflow's Plotly axes print ticks their own way, "66.47000").
+BESIDE_CHARTS = """(() => {
+  const charts = Array.from(document.querySelectorAll('svg'));
+  const shown = charts.map(c => c.style.display);
+  charts.forEach(c => c.style.display = 'none');
+  const text = document.body.innerText;
+  charts.forEach((c, i) => c.style.display = shown[i]);
+  return text;
+})()"""
+
+
+def outside_checkout(text: str) -> list[str]:
+    """Absolute paths in ``text`` that do not lie in this checkout (another machine's, a tmp folder's)."""
+    return [p for p in ABSOLUTE_PATH.findall(text) if not (p + "/").startswith(str(PROJECT_ROOT) + "/")]
+
+
+def unreadable(text: str, kind: str = "any") -> list[str]:
+    """What in a page's (or a cell's) ``text`` a person should not read: "None"/"nan" for a missing
+    value, raw dict / JSON text, a number with more decimals than ``kind`` allows, a path outside the
+    checkout, a label cut with an ellipsis. Each problem with the text around it; empty when readable."""
+
+    def around(m: re.Match) -> str:
+        return text[max(0, m.start() - 80) : m.end() + 40].replace("\n", " | ")
+
+    found = [f"missing value {around(m)!r}" for m in MISSING_WORDS.finditer(text)]
+    found += [f"raw dict {around(m)!r}" for m in RAW_DICT.finditer(text)]
+    found += [f"cut label {around(m)!r}" for m in CUT_LABEL.finditer(text)]
+    found += [f"{n} has more than {MOST_DECIMALS[kind]} decimals" for n in over_decimals(text, kind)]
+    found += [f"path outside the checkout {p!r}" for p in outside_checkout(text)]
+    return found
+
 
 def free_port() -> int:
     """A port nothing listens on now (the OS picks it), for a test's server."""

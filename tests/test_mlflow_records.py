@@ -16,11 +16,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, chromium, free_port, screenshot, stop
+from browser import BESIDE_CHARTS, CHROMIUM, chromium, free_port, screenshot, stop, unreadable
 
 from harness.core.paths import PROJECT_ROOT
 from harness.records.mlflow_import import LOADED_FROM_TAG, committed_records, load_committed, run_name
-from harness.records.tracking import RUN_CONDITIONS, parent_metrics, parent_tracker
+from harness.records.tracking import RUN_CONDITIONS, RUNS_VIEW_TAG, parent_metrics, parent_tracker, runs_table_link
 
 COMMITTED = PROJECT_ROOT / "runs"
 START_TIMEOUT = 600  # the load of every record, then the server, on a busy 2-core machine
@@ -67,7 +67,7 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
         bench = sorted(rec.metrics)[0]
         measure = sorted(rec.metrics[bench])[0]
         key = f"{bench}/{measure.replace('@', '_at_')}"
-        assert run.data.metrics[key] == pytest.approx(100 * rec.metrics[bench][measure])
+        assert run.data.metrics[key] == round(100 * rec.metrics[bench][measure], 2)  # points, 2 decimals
         assert all(0 <= v <= 100 for v in run.data.metrics.values())
         assert run.data.params["spec_hash"] == rec.spec_hash and run.data.params["profile"] == rec.profile
         params = run.data.params
@@ -88,6 +88,10 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
     for experiment in client.search_experiments():  # opens on the runs table, not the GenAI traces view
         if experiment.name != "Default":
             assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development", experiment.name
+            # its runs table's view: every metric of its records a column (tracking.runs_table_link opens it)
+            keys = {k for r in records if r.method == experiment.name for k in parent_metrics(r.metrics)}
+            shown = json.loads(experiment.tags[RUNS_VIEW_TAG])["selectedColumns"]
+            assert shown == [f"metrics.`{k}`" for k in sorted(keys)], experiment.name
     again = load_committed(uri, root, tmp_path / "mlartifacts")
     assert again.added == [] and again.present == 3
     total = sum(len(client.search_runs([e.experiment_id])) for e in client.search_experiments())
@@ -202,5 +206,27 @@ def test_ui_on_a_fresh_clone_serves_every_committed_record_and_compares_two_meth
             assert points in text, f"nfcorpus nDCG@10 of bm25 in points ({points}) not on the page"
             time.sleep(1.0)
             screenshot(tools, "mlflow-compare-records.png")
+            shown = tools.call("Runtime.evaluate", expression=BESIDE_CHARTS, returnByValue=True)["result"]["value"]
+            # the cotmae_qc runs table, as `ui` links it: its records' names, their metrics as columns
+            url = runs_table_link(base, experiments["cotmae_qc"])
+            names = [run_name(r) for r in records if r.method == "cotmae_qc"][:5]
+            # the first metric column (the others may lie right of the window: the grid draws only those in view)
+            first = min(k for r in records if r.method == "cotmae_qc" for k in parent_metrics(r.metrics))
+            tools.call("Page.navigate", url=url)
+            while time.monotonic() < until and not all(w in (table := tools.text()) for w in [*names, first]):
+                time.sleep(0.5)
+            assert all(w in table for w in [*names, first]), f"not rendered at {url}:\n{table[:3000]}"
+            time.sleep(1.0)
+            screenshot(tools, "mlflow-runs-records.png")
+            shown += (
+                "\n"
+                + tools.call("Runtime.evaluate", expression="document.body.innerText", returnByValue=True)["result"][
+                    "value"
+                ]
+            )
+        # Issue 53, item 8: no "None" parameter, raw dict, float noise, path from elsewhere, cut label. (The runs
+        # folder the server was given is a tmp one here: the page names the records in it, as it names yours.)
+        shown = shown.replace(str(root), "runs")
+        assert unreadable(shown, "points") == [], unreadable(shown, "points")[:8]
     finally:
         stop(server, timeout=30)

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from browser import EMOJI, chromium, screenshot
+from browser import EMOJI, chromium, screenshot, unreadable
 
 from harness import cli
 from harness.core.errors import HarnessError
@@ -276,6 +276,7 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
             expression=("getComputedStyle(document.querySelector('.badge')).borderRadius"),
         )["result"]["value"]
         text = tools.text()
+        shown = tools.call("Runtime.evaluate", returnByValue=True, expression="document.body.innerText")["result"]
         screenshot(tools, "report.png", full_page=False)  # the page as it opens: the verdict on top
         tools.call("Page.navigate", url=(failed_site[0] / "index.html").resolve().as_uri())
         failed = None
@@ -283,6 +284,11 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
             time.sleep(0.3)
             failed = tools.call("Runtime.evaluate", returnByValue=True, expression=_LAYOUT)["result"].get("value")
         screenshot(tools, "report-failed.png", full_page=False)  # the verdict, then the failing rows
+        shown_failed = tools.call("Runtime.evaluate", returnByValue=True, expression="document.body.innerText")
+    # issue 53, item 8 (tests/browser.py's rules): no None, raw dict, unrounded number, foreign path, cut label
+    # (the failed site's records are a copy in a tmp folder: the page names that folder, as it names yours)
+    for page in (shown["value"], shown_failed["result"]["value"].replace(failed_site[1]["records_dir"], "records")):
+        assert unreadable(page) == [], unreadable(page)[:5]
     assert layout and layout["rows"], "the gate table did not render"
     assert layout["first"] == "verdict" and layout["verdict"].startswith("Gate PASSED: 0 failing row(s)")
     assert 0 <= layout["top"] < 100

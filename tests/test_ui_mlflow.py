@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, chromium, free_port, screenshot, stop
+from browser import BESIDE_CHARTS, CHROMIUM, chromium, free_port, screenshot, stop, unreadable
 
 from harness.commands import ui
 from harness.core.paths import PROJECT_ROOT
@@ -284,25 +284,72 @@ def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logg
     from harness import SEED
 
     base = mlflow_server.base
-    experiments = [
-        _rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
-        for n in ("bm25", "cotmae_qc")
-    ]
+    experiments = _experiment_ids(base, ["bm25", "cotmae_qc"])
     url = compare_url(base, [logged["bm25_a"][0], logged["cotmae"][0]], experiments)
     wanted = [f"bm25/paper/{SEED}/", f"cotmae_qc/mini/{SEED}/", "nfcorpus/nDCG_at_10", "spec.retrieval.k1"]
     deadline = time.monotonic() + 120  # the UI's bundle is large and the machine may be busy
     with chromium(tmp_path, deadline, window="1400,1600") as tools:
-        tools.call("Page.navigate", url=url)
-        text = ""
-        while time.monotonic() < deadline:
-            text = tools.text()
-            if all(w in text for w in wanted):
-                break
-            time.sleep(0.5)
-        missing = [w for w in wanted if w not in text]
-        assert not missing, f"not rendered at {url}: {missing}\n--- page text ---\n{text[:3000]}"
+        _rendered(tools, url, wanted, deadline)
         time.sleep(1.0)  # let the tables paint before the screenshot
         screenshot(tools, "mlflow-compare.png")
+        text = tools.call("Runtime.evaluate", expression=BESIDE_CHARTS, returnByValue=True)["result"]["value"]
+    # Issue 53, item 8: no "None" parameter, no raw dict, no float noise (metrics in points), no path from
+    # elsewhere. The parallel coordinates chart is MLflow's own (Plotly ticks at 5 decimals: "66.47000"), left out.
+    assert unreadable(text, "points") == [], unreadable(text, "points")
+
+
+def _experiment_ids(base: str, names: list[str]) -> list[str]:
+    return [
+        _rest(base, "experiments/get-by-name", query={"experiment_name": n})["experiment"]["experiment_id"]
+        for n in names
+    ]
+
+
+# The texts the page cuts with a CSS ellipsis (the text is whole in the page, the reader sees "nfcorpus/R_a...").
+CSS_CUT = """Array.from(document.querySelectorAll('*')).filter(e => e.offsetParent !== null
+  && getComputedStyle(e).textOverflow == 'ellipsis' && e.scrollWidth > e.clientWidth + 1 && e.innerText.trim())
+  .map(e => e.innerText.trim())"""
+
+
+def _rendered(tools, url: str, wanted: list[str], deadline: float) -> str:
+    """Open ``url`` and wait until every ``wanted`` text is on the page (fails naming the missing ones)."""
+    tools.call("Page.navigate", url=url)
+    text = ""
+    while time.monotonic() < deadline:
+        text = tools.text()
+        if all(w in text for w in wanted):
+            break
+        time.sleep(0.5)
+    missing = [w for w in wanted if w not in text]
+    assert not missing, f"not rendered at {url}: {missing}\n--- page text ---\n{text[:3000]}"
+    return text
+
+
+@pytest.mark.slow
+def test_mlflow_runs_table_shows_the_run_names_and_metric_columns(mlflow_server, logged, tmp_path):
+    """Issue 53, item 6: an experiment's runs-table link (tracking.runs_table_link) opens on the runs table,
+    not the GenAI traces view (MLflow 3.17 ignores mlflow.experimentKind), with each run's name and the
+    parents' <benchmark>/<measure> metrics as columns (the experiment's shared view)."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from harness import SEED
+    from harness.records.tracking import runs_table_link
+
+    base = mlflow_server.base
+    (experiment,) = _experiment_ids(base, ["bm25"])
+    names = [f"bm25/paper/{SEED}/" + logged[k][1].rsplit("__", 1)[-1] for k in ("bm25_a", "bm25_b")]
+    columns = ["scifact/nDCG_at_10", "scifact/R_at_100", "nfcorpus/nDCG_at_10", "nfcorpus/R_at_100"]
+    deadline = time.monotonic() + 120
+    with chromium(tmp_path, deadline, window="2200,1000") as tools:
+        _rendered(tools, runs_table_link(base, experiment), [*names, *columns, "66.47", "66.12"], deadline)
+        time.sleep(1.0)  # let the table paint before the screenshot
+        text = tools.text()
+        at = tools.call("Runtime.evaluate", expression="location.hash", returnByValue=True)["result"]["value"]
+        cut = tools.call("Runtime.evaluate", expression=CSS_CUT, returnByValue=True)["result"]["value"]
+        screenshot(tools, "mlflow-runs.png")
+    assert f"/experiments/{experiment}/runs" in at and "Traces" not in text.split(names[0])[-1], at
+    assert unreadable(text, "points") == [], unreadable(text, "points")
+    assert not [c for c in cut if c in names or c in columns], cut  # MLflow's cells cut with a CSS ellipsis
 
 
 def test_parent_run_naming_and_keys():
@@ -360,3 +407,31 @@ def test_parent_run_naming_and_keys():
         "hardware.memory_gib": "unknown",
         "hardware.cuda_devices": "none",
     }
+
+
+def test_runs_view_shows_each_metric_key_once_and_keeps_what_was_there():
+    """The experiment tag MLflow's runs table reads its columns from (tracking.RUNS_VIEW_TAG): every
+    parent metric key a column, added to, never repeated, written again only when it grows."""
+    from harness.records.tracking import RUN_NAME_COLUMN, RUNS_VIEW, runs_table_link, runs_view_value
+
+    first = runs_view_value(None, ["scifact/nDCG_at_10", "nfcorpus/nDCG_at_10"])
+    assert first is not None
+    view = json.loads(first)
+    assert view["selectedColumns"] == ["metrics.`nfcorpus/nDCG_at_10`", "metrics.`scifact/nDCG_at_10`"]
+    assert view["columnOrder"] == [RUN_NAME_COLUMN, *view["selectedColumns"]]  # MLflow sizes only these
+    assert set(view["columnWidths"]) == set(view["columnOrder"])
+    assert runs_view_value(first, ["scifact/nDCG_at_10"]) is None  # nothing new: the tag is left alone
+    grown = json.loads(runs_view_value(first, ["msmarco-dev/RR_at_10"]) or "{}")
+    assert grown["selectedColumns"] == [*view["selectedColumns"], "metrics.`msmarco-dev/RR_at_10`"]
+    assert json.loads(runs_view_value("not json", ["a/b"]) or "{}")["selectedColumns"] == ["metrics.`a/b`"]
+    assert runs_table_link("http://127.0.0.1:5000/", "3") == (
+        f"http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey={RUNS_VIEW}"
+    )
+
+
+def test_ui_prints_each_methods_runs_table_link():
+    lines = ui.runs_table_lines("http://127.0.0.1:5000", {"cotmae_qc": "2", "bm25": "1"})
+    assert lines[0] == "runs tables (metrics as columns):"
+    assert lines[1].split() == ["bm25", "http://127.0.0.1:5000/#/experiments/1/runs?" + lines[1].split("?")[1]]
+    assert "workflowType=machine_learning" in lines[1] and lines[2].split()[0] == "cotmae_qc"
+    assert ui.runs_table_lines("http://127.0.0.1:5000", {}) == []

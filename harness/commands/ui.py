@@ -24,7 +24,7 @@ from harness.commands.leaderboard import serve
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.records.mlflow_import import load_committed
-from harness.records.tracking import default_tracking_uri, one_line
+from harness.records.tracking import default_tracking_uri, one_line, runs_table_link
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -92,9 +92,10 @@ def server_command(store: str, artifacts: Path, host: str, port: int, workers: i
     ]
 
 
-def load_records(store: str, artifacts: Path) -> None:
+def load_records(store: str, artifacts: Path) -> dict[str, str]:
     """The committed records into the store (those it lacks), so methods compare on a fresh clone;
-    a failure costs the loaded runs, never the UI over what the store already holds."""
+    a failure costs the loaded runs, never the UI over what the store already holds. Returns each
+    method's experiment id (empty after a failure)."""
     print("loading the committed run records (runs/records/, runs/seeds/) into the store ...", flush=True)
     try:
         report = load_committed(store, artifacts=artifacts)
@@ -104,8 +105,21 @@ def load_records(store: str, artifacts: Path) -> None:
             "the UI shows what the store already holds",
             file=sys.stderr,
         )
-        return
+        return {}
     print(report.summary(), flush=True)
+    return report.experiments
+
+
+def runs_table_lines(base: str, experiments: dict[str, str]) -> list[str]:
+    """Where each method's runs table opens with its metrics as columns (MLflow 3.17 opens an experiment
+    on its GenAI traces view otherwise, its metrics hidden; docs/tracking.md)."""
+    if not experiments:
+        return []
+    width = max(len(name) for name in experiments)
+    return ["runs tables (metrics as columns):"] + [
+        f"  {name:<{width}}  {runs_table_link(base, experiment_id)}"
+        for name, experiment_id in sorted(experiments.items())
+    ]
 
 
 def _ui(args: argparse.Namespace) -> int:
@@ -123,7 +137,8 @@ def _ui(args: argparse.Namespace) -> int:
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     print(f"MLflow store {store}; artifacts {artifacts}")
     if args.load:
-        load_records(store, artifacts)
+        for line in runs_table_lines(f"http://{args.host}:{args.port}", load_records(store, artifacts)):
+            print(line, flush=True)
     return serve(
         server_command(store, artifacts, args.host, args.port, args.workers),
         env,

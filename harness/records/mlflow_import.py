@@ -30,6 +30,7 @@ from harness.records.store import RunRecord, Skipped, load_records
 from harness.records.tracking import (
     EXPERIMENT_KIND,
     PARAMS_PER_BATCH,
+    RUNS_VIEW_TAG,
     TAG_VALUE_LIMIT,
     mlflow_key,
     param_entries,
@@ -37,6 +38,7 @@ from harness.records.tracking import (
     parent_params,
     parent_run_name,
     parent_tags,
+    runs_view_value,
 )
 from harness.spec.conditions import run_conditions
 
@@ -52,6 +54,7 @@ class LoadReport:
     added: list[str] = field(default_factory=list)
     present: int = 0
     skipped: list[Skipped] = field(default_factory=list)
+    experiments: dict[str, str] = field(default_factory=dict)  # method -> its experiment's id
 
     def summary(self) -> str:
         text = f"{len(self.added)} record(s) added to the MLflow store, {self.present} already there"
@@ -216,7 +219,13 @@ def load_records_into_store(uri: str, records: Iterable[RunRecord], artifacts: P
             if experiment_id is None:
                 report.present += len(group)  # a deleted experiment: left as the user left it
                 continue
+            report.experiments[method] = experiment_id
             known = _known_run_ids(client, experiment_id)
+            # its runs table shows every committed record's metrics as columns (tracking.RUNS_VIEW)
+            keys = {k for record in group for k in parent_metrics(record.metrics)}
+            view = runs_view_value(client.get_experiment(experiment_id).tags.get(RUNS_VIEW_TAG), keys)
+            if view is not None:
+                client.set_experiment_tag(experiment_id, RUNS_VIEW_TAG, view)
             for record in group:
                 if record.run_id in known:
                     report.present += 1

@@ -44,7 +44,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -475,6 +475,20 @@ class Tracker:
         if self.parent_run_id and metrics:
             self._safe(log)
 
+    def show_metric_columns(self, keys: list[str]) -> None:
+        """The experiment's runs-table view (:data:`RUNS_VIEW_TAG`) shows these metric columns too."""
+
+        def log() -> None:
+            client = self._mlflow.MlflowClient()
+            experiment_id = client.get_run(self.parent_run_id).info.experiment_id
+            tags = client.get_experiment(experiment_id).tags
+            value = runs_view_value(tags.get(RUNS_VIEW_TAG), keys)
+            if value is not None:
+                client.set_experiment_tag(experiment_id, RUNS_VIEW_TAG, value)
+
+        if self.parent_run_id and keys:
+            self._safe(log)
+
     def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
         self._safe(lambda: self._mlflow.log_artifact(str(path), artifact_path=subdir))
 
@@ -528,10 +542,15 @@ def parent_run_name(name: str, profile: str, seed: Any, run_id: str) -> str:
     return f"{name}/{profile}/{seed}/{stamp}"
 
 
+POINTS_DECIMALS = 2
+
+
 def in_points(aggregate: Mapping[str, float]) -> dict[str, float]:
     """A benchmark's measures (fractions, as records keep them) in points, as MLflow shows them: the
-    unit every table of the harness and the papers' tables use (0.0098 read beside 31.9 misleads)."""
-    return {measure: 100.0 * float(value) for measure, value in aggregate.items()}
+    unit every table of the harness and the papers' tables use (0.0098 read beside 31.9 misleads), at the
+    papers' finest printed precision, 2 decimals (100 * 0.319 is 31.900000000000002; the record keeps the
+    whole fraction)."""
+    return {measure: round(100.0 * float(value), POINTS_DECIMALS) for measure, value in aggregate.items()}
 
 
 def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -570,15 +589,56 @@ def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
 
 
 GIT_TAG = "mlflow.source.git.commit"
-# MLflow 3 opens an experiment it cannot classify on its GenAI (traces) view; this tag makes it a model
-# development experiment, which opens on the runs table (mlflow.demo sets the same tag, "genai_development").
+# The kind of experiment MLflow 3 shows as model training (runs), not GenAI (traces); mlflow.demo sets
+# "genai_development". MLflow 3.17's UI no longer reads it: its GenAI | Model training switch decides
+# (see RUNS_VIEW), but other clients and older UIs do.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+# MLflow 3.17's UI opens an experiment on its GenAI traces view unless the link says
+# ``workflowType=machine_learning`` (or the browser remembers its switch), and its runs table shows no
+# metric column until one is picked. A shared view is what it reads for its columns: an experiment tag
+# ``mlflow.sharedViewState.<key>`` holding the view as JSON, applied by a link with
+# ``viewStateShareKey=<key>`` (:func:`runs_table_link`). Every experiment keeps one, its parents'
+# ``<benchmark>/<measure>`` metrics as columns (the JS: makeCanonicalSortKey, ``metrics.`<key>```).
+RUNS_VIEW = "harness-runs"
+RUNS_VIEW_TAG = f"mlflow.sharedViewState.{RUNS_VIEW}"
+RUN_NAME_COLUMN = "attributes.`Run Name`"
+# Pixels: a run name (<method>/<profile>/<seed>/<stamp>, ~40 characters), a metric column, a character.
+RUN_NAME_WIDTH, COLUMN_WIDTH, CHARACTER_WIDTH = 360, 120, 7
+
+
+def runs_view_value(current: str | None, metric_keys: Iterable[str]) -> str | None:
+    """The runs-table view's tag value showing ``metric_keys`` besides the columns it shows already
+    (``current``: the tag's value, None when unset); None when it shows them all already."""
+    try:
+        view = json.loads(current) if current else {}
+    except ValueError:  # a view someone else wrote: started again
+        view = {}
+    columns = list(view.get("selectedColumns") or [])
+    wanted = [f"metrics.`{key}`" for key in sorted(metric_keys)]
+    if current and all(c in columns for c in wanted):
+        return None
+    columns += [c for c in wanted if c not in columns]
+    # Wide enough for a whole run name and a whole metric key (MLflow cuts both to ~12 characters); it
+    # sizes only the columns its columnOrder names.
+    widths = {RUN_NAME_COLUMN: RUN_NAME_WIDTH, **(view.get("columnWidths") or {})}
+    widths.update({c: max(COLUMN_WIDTH, CHARACTER_WIDTH * len(c)) for c in columns if c not in widths})
+    return json.dumps(
+        {**view, "selectedColumns": columns, "columnOrder": [RUN_NAME_COLUMN, *columns], "columnWidths": widths}
+    )
+
+
+def runs_table_link(base: str, experiment_id: str) -> str:
+    """Where an experiment's runs table opens with its metric columns (``base``: the server's URL)."""
+    query = urllib.parse.urlencode({"workflowType": "machine_learning", "viewStateShareKey": RUNS_VIEW})
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def log_parent_summary(tracker: Tracker, record: Mapping[str, Any]) -> None:
     """The parent run's comparable face, from the finished run's record: its final metrics
     (:func:`parent_metrics`) and tags (:func:`parent_tags`). The one helper `run` and `reproduce` use."""
-    tracker.log_parent_metrics(parent_metrics(record.get("metrics") or {}))
+    metrics = parent_metrics(record.get("metrics") or {})
+    tracker.log_parent_metrics(metrics)
+    tracker.show_metric_columns(list(metrics))
     tracker.set_parent_tags(parent_tags(record))
 
 
