@@ -61,7 +61,7 @@ def _table(
         hide_index=True,
         width="stretch",
         height=min(38 + 35 * max(1, len(shown)), 38 + 35 * 20),
-        column_config={name: st.column_config.Column(width=px) for name, px in display.name_width(shown).items()},
+        column_config={name: st.column_config.Column(width=px) for name, px in display.column_widths(shown).items()},
     )
     if caption:
         st.caption(caption)

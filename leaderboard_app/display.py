@@ -230,14 +230,14 @@ def text_frame(
 CHAR_PX, PAD_PX, MAX_PX = 8, 28, 640  # the grid's font at about 8 px a character, its cell padding
 
 
-def name_width(frame: pd.DataFrame) -> dict[str, int]:
-    """The pixel width that shows the first column (a grid's row names: a method, a run id, an effect)
-    in full: the grid cuts a longer text with an ellipsis at its default width."""
-    if frame.empty or not len(frame.columns):
-        return {}
-    column = frame.columns[0]
-    longest = max([len(str(column)), *(len(str(v)) for v in frame[column])])
-    return {str(column): min(MAX_PX, PAD_PX + CHAR_PX * longest)}
+def column_widths(frame: pd.DataFrame) -> dict[str, int]:
+    """The pixel width that shows each column's header and values in full (up to :data:`MAX_PX`): the grid
+    cuts a longer text at its default width (a row name, a column state such as "REPRODUCED 2, NOT-YET-RUN 11")."""
+    widths = {}
+    for column in frame.columns:
+        longest = max([len(str(column)), *(len(str(v)) for v in frame[column])])
+        widths[str(column)] = min(MAX_PX, PAD_PX + CHAR_PX * longest)
+    return widths
 
 
 def _text(value: Any, places: int, signed: bool) -> str:

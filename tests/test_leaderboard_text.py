@@ -176,6 +176,14 @@ def test_durations_and_stage_details_are_text_not_dicts():
     assert details == "cache key ab12 · documents 5183 · seconds 40.71 s · fit acc 0.035 · s 5 items (in the record)"
 
 
-def test_a_grids_row_names_get_the_width_they_need():
-    frame = pd.DataFrame({"row": ["qc-v2 Table 1 · coCondenser (120K) · vs row above: reproduced"], "x": ["1.0"]})
-    assert display.name_width(frame) == {"row": display.PAD_PX + display.CHAR_PX * len(frame["row"][0])}
+def test_every_column_of_a_grid_gets_the_width_its_longest_text_needs():
+    frame = pd.DataFrame(
+        {
+            "row": ["qc-v2 Table 1 · coCondenser (120K) · vs row above: reproduced"],
+            "x": ["REPRODUCED 2, NOT-YET-RUN 11"],
+        }
+    )
+    assert display.column_widths(frame) == {
+        "row": display.PAD_PX + display.CHAR_PX * len(frame["row"][0]),
+        "x": display.PAD_PX + display.CHAR_PX * len(frame["x"][0]),
+    }
