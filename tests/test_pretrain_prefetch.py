@@ -72,7 +72,9 @@ def test_prefetch_trains_bit_identically_and_resumes(name, per_device, tok, tmp_
     assert all(torch.equal(v, params_of(ref_obj)[k]) for k, v in params_of(obj).items())
 
     out = tmp_path / "resumed"  # stop after step 1 (mid-epoch), resume with prefetch: the same run
-    train(_objective(name, tok.vocab_size), examples_fn_for(16), tok, cfg(out, per_device_batch=per_device, stop_after=1))
+    train(
+        _objective(name, tok.vocab_size), examples_fn_for(16), tok, cfg(out, per_device_batch=per_device, stop_after=1)
+    )
     resumed = _objective(name, tok.vocab_size, seed=3)
     again = train(resumed, examples_fn_for(16), tok, cfg(out, per_device_batch=per_device))
     assert again.resumed_from == 1 and again.loss_history == ref.loss_history
@@ -124,3 +126,15 @@ def test_prefetch_default_follows_the_device(monkeypatch):
     monkeypatch.setenv(PREFETCH_ENV, "yes")
     with pytest.raises(HarnessError, match=PREFETCH_ENV):
         prefetch_enabled(torch.device("cpu"))
+
+
+def test_the_worker_runs_torch_on_one_thread_and_leaves_the_steps_count(monkeypatch):
+    torch.set_num_threads(2)  # the autouse one_thread fixture restores its value afterwards
+    prefetcher = Prefetcher()
+    try:
+        worker_threads = prefetcher.submit(torch.get_num_threads).result(5)
+    finally:
+        prefetcher.close(5)
+    assert torch.get_num_threads() == 2
+    if "parallel backend: OpenMP" in torch.__config__.parallel_info():
+        assert worker_threads == 1

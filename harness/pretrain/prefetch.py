@@ -7,7 +7,9 @@ tokenizer releases the GIL while it encodes, a collate is a pure function of its
 seeded ``torch.Generator`` (harness.pretrain.trainer.micro_generator; no global RNG), so the batches are
 the same bit for bit, and a single thread means the tokenizer is never used by two threads at once
 (a fast tokenizer raises "Already borrowed" then). The trainer keeps at most two steps in flight (the
-current one and the next), which bounds the queue.
+current one and the next), which bounds the queue. The thread runs torch on one intra-op thread
+(OpenMP's count is per thread, so the step keeps its own): a second team of OpenMP threads on the step's
+cores made a CPU step 1.7x slower, one thread 1.09x (bench/bench_prefetch.py).
 
 On by default when training on CUDA (the CPU is idle during a GPU step), off on a CPU (the step itself
 uses the cores); ``HARNESS_PREFETCH=0|1`` decides instead. A run control: never in a stage key.
@@ -28,6 +30,12 @@ from harness.core.errors import HarnessError
 
 PREFETCH_ENV = "HARNESS_PREFETCH"
 JOIN_TIMEOUT_S = 10.0  # close() waits this long for a collate in progress, then leaves the daemon thread
+
+
+def _openmp_backend() -> bool:
+    """Whether torch's intra-op threads are OpenMP's, whose thread count is set per calling thread (another
+    backend's is process-wide: setting it in the worker would change the step's)."""
+    return "parallel backend: OpenMP" in torch.__config__.parallel_info()
 
 
 def prefetch_enabled(device: torch.device) -> bool:
@@ -64,6 +72,10 @@ class Prefetcher:
         return self._thread.is_alive()
 
     def _work(self) -> None:
+        # One intra-op thread here, the step's count unchanged (module docstring); a collate's masks do not
+        # depend on the thread count (each row is drawn and sorted on its own).
+        if _openmp_backend():
+            torch.set_num_threads(1)
         while (job := self._jobs.get()) is not None:
             future, call = job
             if not future.set_running_or_notify_cancel():  # cancelled by close()

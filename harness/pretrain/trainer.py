@@ -31,6 +31,16 @@ Determinism
     so an interrupted run resumed from its checkpoint finishes with bit-identical parameters
     and loss history.
 
+Collate in the background
+    A micro-batch's collate (tokenise + mask) is a pure function of its examples and its generator,
+    so it may run anywhere: with ``HARNESS_PREFETCH=1`` (the default on CUDA; off on a CPU, where the
+    step itself uses the cores) a background thread (:mod:`harness.pretrain.prefetch`) collates step
+    ``s + 1``'s micro-batches while step ``s`` computes, at most these two steps in flight; a step
+    that opens a new epoch is collated at its turn (the epoch loads on the main thread, with its
+    collectives). The batches, losses and weights are the same bit for bit either way, resumes too
+    (tests/test_pretrain_prefetch.py); the stage's notes say "collate prefetched in the background".
+    The thread is stopped when the run ends or a step raises (a bounded join).
+
 Data contract
     ``examples_fn(epoch, rank, world_size)`` returns the *whole* epoch, identical on every
     rank (a Sequence is used as is, any other iterable is materialised); the trainer does
