@@ -3,6 +3,8 @@ resumable, and stopped when a step raises."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -13,6 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import examples_fn_for, make_tokenizer, one_thread, params_of, tiny_config  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
 
+from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.pretrain.objectives import build_objective
 from harness.pretrain.prefetch import PREFETCH_ENV, Prefetcher, prefetch_enabled
@@ -56,8 +59,8 @@ def _prefetch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == NAME and t.is_alive()]
 
 
-# cotmae: accumulation (2 micro-batches a step); cocondenser at per-device 2: the grad-cache path.
-@pytest.mark.parametrize("name, per_device", [("cotmae", 4), ("cocondenser", 2)])
+# cotmae: accumulation (2 micro-batches a step); cocondenser and cpdae at per-device 2: the grad-cache path.
+@pytest.mark.parametrize("name, per_device", [("cotmae", 4), ("cocondenser", 2), ("cpdae", 2)])
 def test_prefetch_trains_bit_identically_and_resumes(name, per_device, tok, tmp_path, monkeypatch):
     monkeypatch.setenv(PREFETCH_ENV, "0")
     ref_obj = _objective(name, tok.vocab_size)
@@ -82,7 +85,8 @@ def test_prefetch_trains_bit_identically_and_resumes(name, per_device, tok, tmp_
     assert not _prefetch_threads()
 
 
-def test_a_step_that_raises_stops_the_prefetch_thread(tok, tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", ["exception", "signal"])
+def test_a_step_that_raises_stops_the_prefetch_thread(how, tok, tmp_path, monkeypatch):
     monkeypatch.setenv(PREFETCH_ENV, "1")
     obj = _objective("cotmae", tok.vocab_size)
     forward, calls = obj.forward, []
@@ -90,11 +94,14 @@ def test_a_step_that_raises_stops_the_prefetch_thread(tok, tmp_path, monkeypatch
     def failing(batch):
         calls.append(1)
         if len(calls) == 2:  # the second micro-batch of step 0: step 1's collate is already queued
-            raise RuntimeError("boom in the step")
+            if how == "exception":
+                raise RuntimeError("boom in the step")
+            os.kill(os.getpid(), signal.SIGTERM)  # the engine finishes the step, checkpoints and raises
         return forward(batch)
 
     obj.forward = failing
-    with pytest.raises(RuntimeError, match="boom in the step"):
+    expected = (RuntimeError, "boom in the step") if how == "exception" else (procs.Terminated, None)
+    with pytest.raises(expected[0], match=expected[1]):
         train(obj, examples_fn_for(16), tok, cfg(tmp_path / "run"))
     assert not _prefetch_threads()
 
