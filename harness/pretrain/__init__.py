@@ -3,7 +3,7 @@
 ``objective_params.py`` is the objectives' registry (each declares its name and parameters once);
 ``models.py`` and ``masking.py`` the model pieces and BERT masking they share; ``trainer.py`` runs any
 objective as a task of the one engine (:mod:`harness.training.engine`, which owns checkpoints, resume and
-DDP); ``export.py`` writes the pre-trained encoder as a plain Hugging Face BERT folder.
+DDP), with ``prefetch.py`` collating the next step's micro-batches in a background thread; ``export.py`` writes the pre-trained encoder as a plain Hugging Face BERT folder.
 
 Public entry points (imported lazily so ``import harness.pretrain`` stays cheap):
 ``train``, ``TrainConfig``, ``TrainResult``, ``plan_batches`` (trainer.py) and

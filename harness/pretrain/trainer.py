@@ -31,6 +31,16 @@ Determinism
     so an interrupted run resumed from its checkpoint finishes with bit-identical parameters
     and loss history.
 
+Collate in the background
+    A micro-batch's collate (tokenise + mask) is a pure function of its examples and its generator,
+    so it may run anywhere: with ``HARNESS_PREFETCH=1`` (the default on CUDA; off on a CPU, where the
+    step itself uses the cores) a background thread (:mod:`harness.pretrain.prefetch`) collates step
+    ``s + 1``'s micro-batches while step ``s`` computes, at most these two steps in flight; a step
+    that opens a new epoch is collated at its turn (the epoch loads on the main thread, with its
+    collectives). The batches, losses and weights are the same bit for bit either way, resumes too
+    (tests/test_pretrain_prefetch.py); the stage's notes say "collate prefetched in the background".
+    The thread is stopped when the run ends or a step raises (a bounded join).
+
 Data contract
     ``examples_fn(epoch, rank, world_size)`` returns the *whole* epoch, identical on every
     rank (a Sequence is used as is, any other iterable is materialised); the trainer does
@@ -40,10 +50,12 @@ Data contract
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,11 +65,13 @@ from torch import Tensor, nn
 
 from harness.core.errors import HarnessError
 from harness.core.numerics import upcast
+from harness.pretrain.prefetch import PREFETCH_ENV, Prefetcher, prefetch_enabled
 from harness.training import distributed as D
 from harness.training.config import LoopConfig, required, run_control
 from harness.training.engine import Logger, Notes, StepContext, Task, run, session
 
 Example = tuple[str, str]
+Batch = dict[str, Tensor]  # an objective's collated micro-batch
 ExamplesFn = Callable[[int, int, int], Iterable[Example]]
 
 
@@ -301,6 +315,7 @@ class PretrainTask(Task):
         config: TrainConfig,
         plan: dict[str, Any],
         info: D.DistInfo,
+        prefetch: bool = False,
     ):
         self.model, self.tokenizer, self.config, self.plan = objective, tokenizer, config, plan
         self.total_steps = config.steps
@@ -309,6 +324,9 @@ class PretrainTask(Task):
         self.find_unused_parameters = config.find_unused_parameters
         self.data = _EpochData(examples_fn, config, info)
         self.current_epoch, self.epoch_start = 0, 0
+        self.prefetch = Prefetcher() if prefetch else None
+        self._ahead: dict[int, list[Future[Batch]]] = {}  # step -> its micro-batches, collating in the background
+        self.last_step = min(config.steps, config.stop_after or config.steps)  # no step past it is collated
 
     def state(self) -> dict[str, Any]:
         return {"epoch": self.current_epoch, "epoch_start_step": self.epoch_start, "plan": self.plan}
@@ -325,22 +343,66 @@ class PretrainTask(Task):
         if step - self.epoch_start >= self.data.steps_per_epoch:
             self.current_epoch, self.epoch_start = self.current_epoch + 1, step
             self.data.load(self.current_epoch)
-        share = self.data.rank_share(step - self.epoch_start, self.plan["per_rank_batch"])
+        batches = self._batches(step, ctx.info.rank)
         if self.plan["mode"] == "accumulation":  # also a contrastive batch that fits in one pass
-            sums = self._accumulate(share, step, ctx)
+            sums = self._accumulate(batches, ctx)
         else:
-            sums = self._grad_cache(share, step, ctx)
+            sums = self._grad_cache(batches, ctx)
             D.all_reduce_gradients(ctx.params)
         return {key: torch.stack(values).mean() for key, values in sums.items()}
 
-    def _accumulate(self, share: list[Example], step: int, ctx: StepContext) -> dict[str, list[Tensor]]:
-        """Forward/backward ``accumulation_steps`` micro-batches; DDP syncs on the last one."""
+    def _micro_batches(self, step: int, rank: int) -> list[tuple[list[Example], int]]:
+        """Step ``step``'s micro-batches on ``rank`` (examples, global micro-batch index) in the current epoch:
+        ``accumulation_steps`` slices of the rank's share, or the whole share for gradient caching."""
+        share = self.data.rank_share(step - self.epoch_start, self.plan["per_rank_batch"])
+        if self.plan["mode"] != "accumulation":
+            return [(share, rank)]
         accum, size = self.plan["accumulation_steps"], self.plan["per_device_batch"]
+        return [(share[m * size : (m + 1) * size], rank * accum + m) for m in range(accum)]
+
+    def _collate(self, micro: list[Example], step: int, index: int) -> Batch:
+        generator = micro_generator(self.config.seed, step, index)
+        return self.model.collate(micro, self.tokenizer, self.config.max_length, generator)
+
+    def _submit(self, step: int, rank: int) -> list[Future[Batch]]:
+        assert self.prefetch is not None
+        return [
+            self.prefetch.submit(functools.partial(self._collate, micro, step, index))
+            for micro, index in self._micro_batches(step, rank)
+        ]
+
+    def _batches(self, step: int, rank: int) -> Iterator[Batch]:
+        """The step's collated micro-batches, in order. With a prefetcher, this step's come from the
+        background thread (submitted one step ago when the step is in the same epoch) and the next step's
+        are submitted before this one computes; a collate is a pure function of (examples, seed, step,
+        index), so the batches are the ones collated here would be."""
+        if self.prefetch is None:
+            for micro, index in self._micro_batches(step, rank):
+                yield self._collate(micro, step, index)
+            return
+        futures = self._ahead.pop(step, None) or self._submit(step, rank)
+        for stale in self._ahead.values():  # at most this step and the next in flight
+            for future in stale:
+                future.cancel()
+        self._ahead.clear()
+        nxt = step + 1
+        if nxt < self.last_step and nxt - self.epoch_start < self.data.steps_per_epoch:
+            self._ahead[nxt] = self._submit(nxt, rank)  # a new epoch loads on the main thread, at its step
+        for future in futures:
+            yield future.result()
+
+    def close(self) -> None:
+        """Stop the background collate (after the run, or when a step raised)."""
+        if self.prefetch is not None:
+            self._ahead.clear()
+            self.prefetch.close()  # cancels what has not started
+
+    def _accumulate(self, batches: Iterator[Batch], ctx: StepContext) -> dict[str, list[Tensor]]:
+        """Forward/backward ``accumulation_steps`` micro-batches; DDP syncs on the last one."""
+        accum = self.plan["accumulation_steps"]
         sums: dict[str, list[Tensor]] = {}
-        for m in range(accum):
-            micro = share[m * size : (m + 1) * size]
-            generator = micro_generator(self.config.seed, step, ctx.info.rank * accum + m)
-            batch = ctx.to_device(self.model.collate(micro, self.tokenizer, self.config.max_length, generator))
+        for m, collated in enumerate(batches):
+            batch = ctx.to_device(collated)
             last = m == accum - 1
             sync = contextlib.nullcontext() if last or ctx.engine is ctx.model else ctx.engine.no_sync()
             with sync:
@@ -351,10 +413,10 @@ class PretrainTask(Task):
                 sums.setdefault(key, []).append(value)
         return sums
 
-    def _grad_cache(self, share: list[Example], step: int, ctx: StepContext) -> dict[str, list[Tensor]]:
+    def _grad_cache(self, batches: Iterator[Batch], ctx: StepContext) -> dict[str, list[Tensor]]:
         """The rank's whole share in one contrastive batch, back-propagated chunk by chunk."""
-        generator = micro_generator(self.config.seed, step, ctx.info.rank)
-        batch = ctx.to_device(self.model.collate(share, self.tokenizer, self.config.max_length, generator))
+        (collated,) = list(batches)
+        batch = ctx.to_device(collated)
         kwargs = {"scaler": ctx.scaler} if ctx.scaler is not None else {}
         with ctx.autocast():
             out = self.model.grad_cache_step(batch, self.plan["grad_cache_chunk"], **kwargs)
@@ -389,20 +451,27 @@ def train(
             gathers_across_ranks=bool(getattr(objective, "gathers_across_ranks", False)),
         )
         notes.say(plan["note"])
-        task = PretrainTask(objective, examples_fn, tokenizer, config, plan, info)
+        prefetch = prefetch_enabled(info.device)
+        if prefetch:
+            notes.say(
+                f"collate prefetched in the background: the next step's micro-batches are tokenised and masked "
+                f"while this step runs ({PREFETCH_ENV}=0 turns it off)"
+            )
+        task = PretrainTask(objective, examples_fn, tokenizer, config, plan, info, prefetch)
         task.can_scale_loss = grad_cache is None or _accepts(grad_cache, "scaler")
         # changing any of it mid-run would make the resumed run a different experiment
         identity = {**config.identity(), "objective": type(objective).__name__}
-        out = run(
-            task,
-            config,
-            info,
-            Path(config.output_dir),
-            notes,
-            identity=identity,
-            layout={"per_device_batch": plan["per_device_batch"]},
-            logger=logger,
-        )
+        with contextlib.closing(task):  # a step that raises (or a signal) stops the background collate
+            out = run(
+                task,
+                config,
+                info,
+                Path(config.output_dir),
+                notes,
+                identity=identity,
+                layout={"per_device_batch": plan["per_device_batch"]},
+                logger=logger,
+            )
     return TrainResult(
         step=out.step,
         loss_history=out.loss_history,
