@@ -82,7 +82,9 @@ def render_leaderboard(
         )
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", deadline, server, log)
-        with chromium(tmp_path, deadline) as tools:
+        # Wide enough for Table 1's columns at the widths their texts need (leaderboard_app/display.py
+        # column_widths): a data grid puts only the cells in view into the page.
+        with chromium(tmp_path, deadline, window="2400,1800") as tools:
             tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
             text = ""
             while time.monotonic() < deadline:
