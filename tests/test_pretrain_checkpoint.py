@@ -22,6 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from train_config import tiny_train_config
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import is_temp, temp_name
@@ -32,24 +33,7 @@ N_EXAMPLES = 20
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:
-    base = dict(
-        steps=8,
-        global_batch=8,
-        per_device_batch=4,
-        lr=5e-3,
-        warmup_ratio=0.25,
-        max_length=32,
-        log_every=1,
-        checkpoint_every=2,
-        progress=False,
-        output_dir=out,
-        weight_decay=0.01,
-        grad_clip=None,
-        grad_cache_chunk=None,
-        precision="fp32",
-    )
-    base.update(overrides)
-    return TrainConfig(**base)
+    return tiny_train_config(out, **{"steps": 8, "checkpoint_every": 2, **overrides})
 
 
 class _Interrupt(Exception):

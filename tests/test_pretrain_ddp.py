@@ -21,6 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import TIGHT, build, examples_fn_for, make_tokenizer, one_thread, params_of, worker_env  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from train_config import tiny_train_config
 
 from harness.pretrain.trainer import TrainConfig, train
 
@@ -29,24 +30,9 @@ F64 = torch.float64
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:
-    base = dict(
-        steps=6,
-        global_batch=8,
-        per_device_batch=2,
-        lr=5e-3,
-        warmup_ratio=0.2,
-        max_length=32,
-        log_every=1,
-        checkpoint_every=2,
-        progress=False,
-        output_dir=out,
-        weight_decay=0.01,
-        grad_clip=None,
-        grad_cache_chunk=None,
-        precision="fp32",
+    return tiny_train_config(
+        out, **{"steps": 6, "per_device_batch": 2, "warmup_ratio": 0.2, "checkpoint_every": 2, **overrides}
     )
-    base.update(overrides)
-    return TrainConfig(**base)
 
 
 def _free_port() -> int:

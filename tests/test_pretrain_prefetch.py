@@ -14,6 +14,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import examples_fn_for, make_tokenizer, one_thread, params_of, tiny_config  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from train_config import tiny_train_config
 
 from harness.core import procs
 from harness.core.errors import HarnessError
@@ -25,24 +26,7 @@ NAME = "collate-prefetch"
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:
-    base = dict(
-        steps=4,  # 16 examples, 8 a step: two epochs, so the epoch change is crossed
-        global_batch=8,
-        per_device_batch=4,
-        lr=5e-3,
-        warmup_ratio=0.25,
-        max_length=32,
-        log_every=1,
-        checkpoint_every=0,
-        progress=False,
-        output_dir=out,
-        weight_decay=0.01,
-        grad_clip=None,
-        grad_cache_chunk=None,
-        precision="fp32",
-    )
-    base.update(overrides)
-    return TrainConfig(**base)
+    return tiny_train_config(out, **overrides)
 
 
 def _objective(name: str, vocab_size: int, seed: int = 0):

@@ -10,6 +10,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import TIGHT, ToyContrastive, build, examples_fn_for, make_tokenizer, one_thread, params_of  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from train_config import tiny_train_config
 
 from harness.core.errors import HarnessError
 from harness.pretrain.trainer import TrainConfig, plan_batches, train
@@ -21,24 +22,7 @@ def tok(tmp_path):
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:
-    base = dict(
-        steps=6,
-        global_batch=8,
-        per_device_batch=4,
-        lr=5e-3,
-        warmup_ratio=0.25,
-        max_length=32,
-        log_every=2,
-        progress=False,
-        output_dir=out,
-        checkpoint_every=0,
-        weight_decay=0.01,
-        grad_clip=None,
-        grad_cache_chunk=None,
-        precision="fp32",
-    )
-    base.update(overrides)
-    return TrainConfig(**base)
+    return tiny_train_config(out, **{"steps": 6, "log_every": 2, **overrides})
 
 
 # --- plan_batches ----------------------------------------------------------------------

@@ -12,6 +12,7 @@ from transformers import AutoModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pretrain_toy import examples_fn_for, make_tokenizer, one_thread, params_of, tiny_config  # noqa: F401 - after the sys.path line above; one_thread is an autouse fixture pytest finds by import
+from train_config import tiny_train_config
 
 from harness.pretrain.export import export_encoder
 from harness.pretrain.objectives import build_objective
@@ -19,24 +20,7 @@ from harness.pretrain.trainer import TrainConfig, train
 
 
 def cfg(out: Path, **overrides) -> TrainConfig:
-    base = dict(
-        steps=4,
-        global_batch=8,
-        per_device_batch=4,
-        lr=5e-3,
-        warmup_ratio=0.25,
-        max_length=32,
-        log_every=1,
-        checkpoint_every=2,
-        progress=False,
-        output_dir=out,
-        weight_decay=0.01,
-        grad_clip=None,
-        grad_cache_chunk=None,
-        precision="fp32",
-    )
-    base.update(overrides)
-    return TrainConfig(**base)
+    return tiny_train_config(out, **{"checkpoint_every": 2, **overrides})
 
 
 def _objective(name: str, vocab_size: int, seed: int = 0, dropout: float = 0.1, dtype=torch.float32, **params):
