@@ -4,7 +4,7 @@
 atomic files and locks; ``procs.py`` child processes and signals; ``threads.py`` and ``ranks.py`` the cores
 and the rank a process has; ``hardware.py`` and ``memory.py`` the machine; ``statuses.py`` every status
 word; ``benchmarks.py`` every benchmark, declared once in benchmarks.yaml; ``points.py`` and ``text_table.py`` numbers and
-tables as printed; ``numerics.py`` the numeric helpers every loss shares; ``yamlsafe.py`` YAML
+tables as printed; ``chunks.py`` an iterable read in fixed-size lists; ``numerics.py`` the numeric helpers every loss shares; ``yamlsafe.py`` YAML
 loading with alias expansion bounded.
 
 Nothing here imports another package of the harness (tests/test_import_graph.py keeps the layers).

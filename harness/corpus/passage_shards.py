@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.chunks import chunked
 from harness.core.errors import HarnessError, UnknownNameError
 from harness.core.fsutil import atomic_path, atomic_write_text
 from harness.core.threads import available_cores
@@ -84,7 +85,10 @@ def worker_count(environ: Mapping[str, str] = os.environ) -> int:
 
 
 def _shards(docs: Docs, size: int) -> Iterator[Shard]:
-    shard: Shard = []
+    return chunked(_unique(docs), size)
+
+
+def _unique(docs: Docs) -> Iterator[tuple[str, Mapping[str, str]]]:
     seen: set[str] = set()  # a repeated id would be one document in build_passages' dict
     for doc_id, doc in docs:
         doc_id = str(doc_id)
@@ -94,12 +98,7 @@ def _shards(docs: Docs, size: int) -> Iterator[Shard]:
                 "(fix the corpus file, or build from a deduplicated copy)"
             )
         seen.add(doc_id)
-        shard.append((doc_id, doc))
-        if len(shard) == size:
-            yield shard
-            shard = []
-    if shard:
-        yield shard
+        yield doc_id, doc
 
 
 @dataclass(frozen=True)

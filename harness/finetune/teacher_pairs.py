@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.core.chunks import chunked
 from harness.retrieval.encoder import passage_text
 
 PAIR_CHUNK = 1 << 16
@@ -40,15 +41,8 @@ def iter_key_chunks(candidates: Candidates, chunk: int = PAIR_CHUNK) -> Iterator
     decides which rank scores a chunk (harness.finetune.teacher_shards) and how its scores merge back."""
     if chunk < 1:
         raise ValueError(f"chunk must be positive, got {chunk}")
-    keys: Keys = []
-    for qid, docs in candidates.items() if isinstance(candidates, Mapping) else candidates:
-        for d in dict.fromkeys(docs):
-            keys.append((qid, d))
-            if len(keys) == chunk:
-                yield keys
-                keys = []
-    if keys:
-        yield keys
+    pairs = candidates.items() if isinstance(candidates, Mapping) else candidates
+    return chunked(((qid, d) for qid, docs in pairs for d in dict.fromkeys(docs)), chunk)
 
 
 def pair_texts(keys: Keys, queries: Mapping[str, str], passages: Mapping[str, Any], title_separator: str) -> Pairs:

@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from harness.core import ranks
+from harness.core.chunks import chunked
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_bytes
 from harness.retrieval.impact import ImpactVector
@@ -34,14 +35,7 @@ Vectors = Iterator[tuple[str, ImpactVector]]
 def _chunks(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
     if size < 1:
         raise HarnessError(f"an encoding chunk holds at least one item, got {size}")
-    part: list[tuple[str, str]] = []
-    for item in items:
-        part.append(item)
-        if len(part) == size:
-            yield part
-            part = []
-    if part:
-        yield part
+    return chunked(items, size)
 
 
 def _encoded(part: list[tuple[str, str]], encode: Encode) -> list[tuple[str, ImpactVector]]:
