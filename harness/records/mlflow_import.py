@@ -30,7 +30,6 @@ from harness.records.store import RunRecord, Skipped, load_records
 from harness.records.tracking import (
     EXPERIMENT_KIND,
     PARAMS_PER_BATCH,
-    RUNS_VIEW_TAG,
     TAG_VALUE_LIMIT,
     mlflow_key,
     param_entries,
@@ -38,7 +37,7 @@ from harness.records.tracking import (
     parent_params,
     parent_run_name,
     parent_tags,
-    runs_view_value,
+    show_in_runs_view,
 )
 from harness.spec.conditions import run_conditions
 
@@ -222,10 +221,7 @@ def load_records_into_store(uri: str, records: Iterable[RunRecord], artifacts: P
             report.experiments[method] = experiment_id
             known = _known_run_ids(client, experiment_id)
             # its runs table shows every committed record's metrics as columns (tracking.RUNS_VIEW)
-            keys = {k for record in group for k in parent_metrics(record.metrics)}
-            view = runs_view_value(client.get_experiment(experiment_id).tags.get(RUNS_VIEW_TAG), keys)
-            if view is not None:
-                client.set_experiment_tag(experiment_id, RUNS_VIEW_TAG, view)
+            show_in_runs_view(client, experiment_id, {k for record in group for k in parent_metrics(record.metrics)})
             for record in group:
                 if record.run_id in known:
                     report.present += 1

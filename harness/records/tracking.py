@@ -480,11 +480,7 @@ class Tracker:
 
         def log() -> None:
             client = self._mlflow.MlflowClient()
-            experiment_id = client.get_run(self.parent_run_id).info.experiment_id
-            tags = client.get_experiment(experiment_id).tags
-            value = runs_view_value(tags.get(RUNS_VIEW_TAG), keys)
-            if value is not None:
-                client.set_experiment_tag(experiment_id, RUNS_VIEW_TAG, value)
+            show_in_runs_view(client, client.get_run(self.parent_run_id).info.experiment_id, keys)
 
         if self.parent_run_id and keys:
             self._safe(log)
@@ -625,6 +621,14 @@ def runs_view_value(current: str | None, metric_keys: Iterable[str]) -> str | No
     return json.dumps(
         {**view, "selectedColumns": columns, "columnOrder": [RUN_NAME_COLUMN, *columns], "columnWidths": widths}
     )
+
+
+def show_in_runs_view(client: Any, experiment_id: str, metric_keys: Iterable[str]) -> None:
+    """The experiment's runs-table view (:data:`RUNS_VIEW_TAG`) shows ``metric_keys`` too; written only
+    when it did not already."""
+    value = runs_view_value(client.get_experiment(experiment_id).tags.get(RUNS_VIEW_TAG), metric_keys)
+    if value is not None:
+        client.set_experiment_tag(experiment_id, RUNS_VIEW_TAG, value)
 
 
 def runs_table_link(base: str, experiment_id: str) -> str:
