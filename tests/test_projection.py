@@ -153,3 +153,57 @@ def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -
     assert not {"impact_index", "impact_search", "teacher_scores"} & set(idle)  # all sharded over every rank
     text = "\n".join(projection.describe(lexmae, lexmae_entries, CPU))
     assert not [line for line in text.splitlines() if "(rank 0 alone)" in line]
+
+
+def _plan(spec: MethodSpec) -> list[dict]:
+    return plan_method(spec, list(spec.get("datasets"))).stages.entries
+
+
+@pytest.mark.parametrize("method", ["cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc", "cpdae", "nopretrain"])
+def test_every_dense_search_is_priced_at_2_q_n_d_over_every_device(method: str) -> None:
+    spec = load_method(method, "paper")
+    entries = _plan(spec)
+    searches = [e for e in entries if e["stage"] == "dense_retrieve" and e.get("plan") == "to run"]
+    costs = _costs(spec)
+    assert searches, method
+    for entry in searches:
+        cost = costs[f"{projection._label(entry)} (search)"]
+        dataset = entry["dataset"]
+        queries = (
+            502_939
+            if dataset.endswith("/mine")
+            else {"msmarco-dev": 6980, "dl19": 43, "dl20": 54}[dataset.split("/")[0]]
+        )
+        assert cost.tflop == pytest.approx(2 * queries * 8_841_823 * 768 / 1e12)
+        assert cost.parallel  # every rank searches its own shard
+    lines = "\n".join(projection.describe(spec, entries, CPU))
+    assert "(search)" in lines and "2 x 6,980 queries x 8,841,823 passages x 768" in lines
+
+
+def test_a_search_divides_over_the_declared_gpus() -> None:
+    search = projection.Cost("s", 1000.0, projection.SEARCH_KIND, parallel=True)
+    one = projection.stage_time(search, 1, 10.0)
+    sixteen = projection.stage_time(search, 16, 10.0)
+    assert sixteen[0] == pytest.approx(one[0] / 16) and sixteen[1] == pytest.approx(one[1]) and sixteen[2] == 0
+
+
+def test_fine_tuning_is_priced_at_its_own_precision() -> None:
+    spec = load_method("cotmae", "paper")  # 16 x V100: fp16 tensor cores 125 TFLOP/s, fp32 15.7
+    assert _costs(spec)["retriever1"].precision == projection.HALF
+    config = copy.deepcopy(spec.config)
+    config["finetune"]["precision"] = "fp32"
+    fp32 = MethodSpec(spec.name, spec.profile, spec.path, config)
+    assert _costs(fp32)["retriever1"].precision == projection.FP32
+    half_h = projection.declared_total(spec, _plan(spec)).hours
+    fp32_h = projection.declared_total(fp32, _plan(fp32)).hours
+    assert half_h is not None and fp32_h is not None
+    half_ft, fp32_ft = (projection._rate(_costs(s)["retriever1"], "V100", 1.0) for s in (spec, fp32))
+    assert half_ft / fp32_ft == pytest.approx(125.0 / 15.7)
+    assert fp32_h > half_h  # the two fp32 retriever stages cost more on the V100s
+
+
+def test_grad_cache_memory_is_one_chunks() -> None:
+    spec = load_method("cocondenser", "paper")
+    pre = _costs(spec)["pretrain"]
+    assert pre.batch == min(int(spec.get("pretrain.per_device_batch")), int(spec.get("pretrain.grad_cache_chunk")))
+    assert "memory of chunks of" in pre.note

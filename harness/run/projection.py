@@ -20,13 +20,23 @@ Assumptions, stated with every projection:
 * encoding runs at the end-to-end rate measured on the H100 (tokenisation included), 1/15 of the
   forward-only rate (:data:`ENCODE_END_TO_END`, bench/README.md);
 * gradient caching (a contrastive objective whose batch does not fit) adds one forward pass to each
-  step: 4/3 of a plain step's FLOPs;
+  step: 4/3 of a plain step's FLOPs; its peak memory is that of one chunk (``grad_cache_chunk``), not of
+  the per-device batch;
+* precision: a training stage is priced at the precision it trains in (its key's): fp16/bf16 at the
+  measured half-precision fraction of the card's fp16/bf16 peak, fp32 at the same fraction of the
+  card's fp32 peak (:data:`GPU_FP32_PEAK`: TF32 tensor cores on A100/H100/H200, which the engine turns
+  on, plain fp32 on a V100); encoding on CUDA runs under fp16 autocast (harness.training.precision);
+* search: an exact inner-product search is 2 x queries x corpus x dim FLOPs (the top-k selection not
+  counted), each rank scoring its own shard of the corpus vectors on its own GPU, so it is divided over
+  every device the run holds, at the fraction of the fp16 peak the encoding's forward reached (a
+  matmul-bound step: :data:`SEARCH_KIND`); its memory is the shard of fp16 vectors a device keeps;
 * the CPU present runs at half of the fp32 matrix-multiply rate measured when the plan is printed;
 * memory: the measured peak scaled linearly with the per-device batch (activations dominate);
 * model: the measured steps scaled to the spec's own encoder shape and sequence lengths by the ratio
   of their analytic FLOPs (harness/run/model_shape.py; exactly 1 at bert-base and the measured lengths);
 * sizes: corpora as published (MS MARCO 8,841,823 passages; BEIR: Thakur et al. 2021, Table 1).
-Stages not projected (query generation with T5, the reranker's training) say so.
+Stages not projected (query generation with T5, the reranker's training) say so; so does Lucene's
+impact search (no FLOP count: rank 0's CPU, left out like BM25).
 """
 
 from __future__ import annotations
@@ -53,6 +63,12 @@ MEASURED = PROJECT_ROOT / "bench" / "results" / "paper_shape_h100_2026-11-24.jso
 MEASURED_ON_PEAK = 989.0  # H100 SXM dense bf16 TFLOP/s (NVIDIA's datasheet)
 # Dense fp16/bf16 tensor-core peak TFLOP/s per GPU (NVIDIA datasheets; SXM parts).
 GPU_PEAK = {"V100": 125.0, "A100": 312.0, "H100": 989.0, "H200": 989.0}
+# Dense fp32 TFLOP/s per GPU as PyTorch computes fp32 matmuls with TF32 on (NVIDIA datasheets; SXM
+# parts): TF32 tensor cores on A100/H100/H200, the V100's plain fp32 (it has no TF32).
+GPU_FP32_PEAK = {"V100": 15.7, "A100": 156.0, "H100": 494.5, "H200": 494.5}
+HALF, FP32 = "half", "fp32"  # Cost.precision: fp16/bf16 (the measured rows), or fp32
+SEARCH_KIND = "search"  # Cost.kind of an exact search, priced at the encoding forward's utilisation
+VECTOR_BYTES = 2  # the search keeps its corpus vectors in half precision on the GPU (fp32 accumulation)
 CPU_UTILISATION = 0.5
 MSMARCO_PASSAGES = declared.corpus_passages("msmarco-passage")
 MSMARCO_TRAIN_QUERIES = 502_939  # judged training queries (qrels.train.tsv)
@@ -77,6 +93,8 @@ class Cost:
     batch: float = 0  # one device's share of a step, in the measured row's batch unit (memory scales with it)
     note: str = ""
     parallel: bool = True  # every rank runs or shares it (Stage.ranks); else rank 0 alone, the others idle
+    precision: str = HALF  # what it computes in: HALF (fp16/bf16, as measured) or FP32
+    resident_gib: float = 0.0  # memory spread over the devices (a search's corpus vectors), GiB in all
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,8 +152,11 @@ def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
             costs.append(
                 Cost(_label(entry), None, "", note="not projected (no measured step of this kind)", parallel=parallel)
             )
-        elif (cost := resolve(stage.cost)(spec, entry, counted)) is not None:
-            costs.append(dataclasses.replace(cost, parallel=parallel))
+        else:
+            found = resolve(stage.cost)(spec, entry, counted)
+            for cost in found if isinstance(found, list) else [found]:
+                if cost is not None:
+                    costs.append(dataclasses.replace(cost, parallel=parallel))
     return costs
 
 
@@ -176,16 +197,28 @@ def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
         sequences = int(spec.get("pretrain.epochs")) * (size or 0)
         note = f"{spec.get('pretrain.epochs')} epochs over {size:,} passages" if size else "corpus size unknown"
     factor = grad_cache_factor(spec)
+    batch = int(spec.get("pretrain.per_device_batch") or 0)
     if factor != 1.0:
-        note = "; ".join(filter(None, [note, "gradient caching: one extra forward per step (x4/3)"]))
+        chunk = spec.get("pretrain.grad_cache_chunk")
+        batch = min(batch, int(chunk)) if chunk else batch  # one chunk's activations are held at a time
+        note = "; ".join(
+            filter(None, [note, f"gradient caching: one extra forward per step (x4/3), memory of chunks of {batch}"])
+        )
     per_sequence = _per_sequence(objective) * flop_ratio(spec, objective) if objective else 0.0
     return Cost(
         _label(entry),
         sequences * per_sequence * factor if objective and sequences else None,
         objective or "",
-        int(spec.get("pretrain.per_device_batch") or 0),
+        batch,
         note,
+        precision=priced_precision(str(spec.get("pretrain.precision") or FP32)),
     )
+
+
+def priced_precision(precision: str) -> str:
+    """What a stage stating ``precision`` is priced at on a GPU: HALF for fp16/bf16, else FP32 (``auto``
+    runs fp32 on a GPU profile: harness.training.precision.resolve_precision)."""
+    return HALF if precision in ("fp16", "bf16") else FP32
 
 
 def grad_cache_factor(spec: Any, devices: int | None = None) -> float:
@@ -224,7 +257,45 @@ def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     )
     devices = int(spec.get("hardware.devices") or 1)
     per_device = max(1, s.global_queries // devices) * s.passages_per_query / 16  # measured: queries of 16
-    return Cost(_label(entry), tflop, "finetune", per_device)
+    precision = priced_precision(s.precision)
+    note = f"{s.precision}" + (" (TF32 where the card has it)" if precision == FP32 else "")
+    return Cost(_label(entry), tflop, "finetune", per_device, note, precision=precision)
+
+
+def dense_retrieve_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> list[Cost | None]:
+    """A dense search stage: its corpus encoding (once per shared vectors, :func:`encode_cost`) and the
+    search itself (:func:`search_cost`), two rows."""
+    return [encode_cost(spec, entry, counted), search_cost(spec, entry)]
+
+
+def search_queries(spec: Any, dataset: str) -> int | None:
+    """The queries a search scores: the training queries for mining (``.../mine``), else the benchmark's
+    judged queries as declared (harness/core/benchmarks.yaml); None where neither is known."""
+    if dataset.rsplit("/", 1)[-1].startswith("mine"):
+        return int(spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES)
+    decl = declared.find(base_name(dataset.split("/")[0]))
+    return decl.queries if decl else None
+
+
+def search_cost(spec: Any, entry: dict[str, Any]) -> Cost:
+    """An exact inner-product search: 2 x queries x corpus x dim FLOPs over the shards of every device."""
+    dataset = entry.get("dataset") or ""
+    queries, size, dim = search_queries(spec, dataset), corpus_size(dataset), shape_of(spec).hidden
+    label = f"{_label(entry)} (search)"
+    if not (queries and size):
+        return Cost(label, None, SEARCH_KIND, note="queries or corpus size not declared: not counted")
+    return Cost(
+        label,
+        search_flops(queries, size, dim) / 1e12,
+        SEARCH_KIND,
+        note=f"2 x {queries:,} queries x {size:,} passages x {dim}",
+        resident_gib=size * dim * VECTOR_BYTES / 2**30,
+    )
+
+
+def search_flops(queries: int, passages: int, dim: int) -> float:
+    """FLOPs of scoring every query against every passage: one multiply and one add per dimension."""
+    return 2.0 * queries * passages * dim
 
 
 def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | None:
@@ -266,9 +337,17 @@ def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> 
 
 
 def _utilisation(kind: str) -> float:
-    """The fraction of the H100's peak a step of `kind` reached in the measurement."""
-    row = measured()[kind]
+    """The fraction of the H100's peak a step of `kind` reached in the measurement (a search: the
+    encoding forward's, a matmul-bound step)."""
+    row = measured()["encode" if kind == SEARCH_KIND else kind]
     return row["tflops"] / MEASURED_ON_PEAK
+
+
+def _rate(cost: Cost, gpu: str | None, scale: float) -> float:
+    """TFLOP/s one device of type ``gpu`` reaches on ``cost``: its measured fraction of the peak of the
+    cost's precision, calibrated (``scale``); encoding at its end-to-end share."""
+    peak = (GPU_FP32_PEAK if cost.precision == FP32 else GPU_PEAK).get(gpu or "", 0.0)
+    return peak * scale * _utilisation(cost.kind) * (ENCODE_END_TO_END if cost.kind == "encode" else 1.0)
 
 
 def _gpu_type(name: Any) -> str | None:
@@ -317,6 +396,11 @@ def _gpu_peak(name: Any) -> float | None:
     return None
 
 
+def _gpu_hours(hours: float) -> str:
+    """GPU-hours to one decimal; a short stage's (a search's) to two significant digits, not a bare 0.0."""
+    return f"{hours:,.1f}" if hours >= 0.1 or hours == 0 else f"{hours:.2g}"
+
+
 def _hours(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.0f} s"
@@ -345,37 +429,44 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     cpu = 0.0 if here_gpu else cpu_tflops() * CPU_UTILISATION
     here = "here" + (f" ({hw.describe()})" if here_gpu else f" (CPU, {cpu:.2f} TFLOP/s)")
     decl = f"{devices} x {gpu}" if gpu else "declared"
+    width = max(44, *(len(c.stage) for c in costs))
     lines = [
         f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
         f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model; GPU-h: the "
         f"{decl} the run holds during the stage, idle: those a rank-0-only stage leaves waiting):",
         f"    model: {shape_line(spec)}",
-        f"    {'stage':<44} {'PFLOP':>9}  {decl:>16}  {'GPU-h':>8}  {'idle GPU-h':>10}  {here:>30}  "
+        f"    {'stage':<{width}} {'PFLOP':>9}  {decl:>16}  {'GPU-h':>8}  {'idle GPU-h':>10}  {here:>30}  "
         f"{'peak GiB/device':>15}",
     ]
     total_decl = total_here = total_gpu = total_idle = 0.0
     for c in costs:
         if c.tflop is None:
-            lines.append(f"    {c.stage:<44} {'-':>9}  {'-':>16}  {'-':>8}  {'-':>10}  {'-':>30}  {'-':>15}  {c.note}")
+            lines.append(
+                f"    {c.stage:<{width}} {'-':>9}  {'-':>16}  {'-':>8}  {'-':>10}  {'-':>30}  {'-':>15}  {c.note}"
+            )
             continue
-        util = _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)
-        t_decl, gpu_h, idle_h = stage_time(c, devices, peak * util * scale) if peak else (None, 0.0, 0.0)
-        t_here = stage_time(c, here_devices, here_gpu * util * here_scale)[0] if here_gpu else c.tflop / cpu
-        row = measured()[c.kind]
-        mem = row["peak_gib"] * c.batch / row["batch"] if c.batch and measured_shape else None
+        t_decl, gpu_h, idle_h = stage_time(c, devices, _rate(c, _gpu_type(gpu), scale)) if peak else (None, 0.0, 0.0)
+        t_here = (
+            stage_time(c, here_devices, _rate(c, _gpu_type(here_name), here_scale))[0] if here_gpu else c.tflop / cpu
+        )
+        if c.kind == SEARCH_KIND:  # the shard of vectors each device keeps
+            mem = c.resident_gib / (devices if peak else 1)
+        else:
+            row = measured()[c.kind]
+            mem = row["peak_gib"] * c.batch / row["batch"] if c.batch and measured_shape else None
         total_decl += t_decl or 0.0
         total_here += t_here
         total_gpu += gpu_h
         total_idle += idle_h
         lines.append(
-            f"    {c.stage:<44} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
-            f"{(f'{gpu_h:,.1f}' if peak else '-'):>8}  {(f'{idle_h:,.1f}' if peak else '-'):>10}  "
+            f"    {c.stage:<{width}} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
+            f"{(_gpu_hours(gpu_h) if peak else '-'):>8}  {(_gpu_hours(idle_h) if peak else '-'):>10}  "
             f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
             + (f"  {c.note}" if c.note else "")
             + ("" if c.parallel else "  (rank 0 alone)")
         )
     lines.append(
-        f"    {'total of the projected stages':<44} {'':>9}  {(_hours(total_decl) if peak else '-'):>16}  "
+        f"    {'total of the projected stages':<{width}} {'':>9}  {(_hours(total_decl) if peak else '-'):>16}  "
         f"{(f'{total_gpu:,.1f}' if peak else '-'):>8}  {(f'{total_idle:,.1f}' if peak else '-'):>10}  "
         f"{_hours(total_here):>30}"
     )
@@ -388,12 +479,15 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
     if declared.get("hours") and pre and peak:
         lines.append(
             f"    the paper states {declared['hours']} h of pre-training on {devices} x {gpu} (spec hardware; "
-            f"projected here: {_hours(pre.tflop / (devices * peak * _utilisation(pre.kind) * scale))})"
+            f"projected here: {_hours(pre.tflop / (devices * _rate(pre, _gpu_type(gpu), scale)))})"
         )
     lines.append(
         "    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
-        "H100 (11-39%)" + (f"; {scale_why}" if scale_why else "") + "; encoding at the H100's end-to-end "
-        "rate (1/15 of the forward alone: tokenisation-bound); gradient caching adds a forward; linear "
+        "H100 (11-39%), an fp32 stage the same fraction of the fp32 peak (TF32 where the card has it)"
+        + (f"; {scale_why}" if scale_why else "")
+        + "; encoding at the H100's end-to-end rate (1/15 of the forward alone: tokenisation-bound); a "
+        "search 2 x queries x passages x dim at the encoding forward's fraction of the fp16 peak, over every "
+        "device's shard; gradient caching adds a forward; linear "
         f"scaling over devices ({here_devices} here) for every-rank and sharded stages, one device for a "
         "rank-0 stage; the CPU at half its measured fp32 matmul rate; peak "
         "memory scaled from the H100 bf16 measurement by the per-device batch"
@@ -443,17 +537,7 @@ def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
     peak = _gpu_peak(gpu)
     projected = [c for c in costs if c.tflop is not None]
     scale = calibration(_gpu_type(gpu), spec.name)[0] if peak else 1.0
-    hours = (
-        sum(
-            stage_time(
-                c, devices, peak * scale * _utilisation(c.kind) * (ENCODE_END_TO_END if c.kind == "encode" else 1.0)
-            )[0]
-            for c in projected
-        )
-        / 3600
-        if peak
-        else None
-    )
+    hours = sum(stage_time(c, devices, _rate(c, _gpu_type(gpu), scale))[0] for c in projected) / 3600 if peak else None
     return Total(
         sum(c.tflop for c in projected) / 1000,
         hours,

@@ -50,7 +50,8 @@ class Stage:
     """One stage; ``details`` and ``cost`` are ``"module:function"`` references (:func:`resolve`):
 
     - ``details(spec, entry, hw) -> list[str]``: the settings lines under its first plan entry;
-    - ``cost(spec, entry, counted) -> Cost | None``: one "to run" entry's projected cost
+    - ``cost(spec, entry, counted) -> Cost | list[Cost | None] | None``: one "to run" entry's projected
+      cost, or its rows (a dense search: its encoding and the search itself)
       (``counted``: a set shared by a plan's entries, for what is counted once; ``None``: no row).
     """
 
@@ -180,7 +181,7 @@ GRAPH: tuple[Stage, ...] = (
         ("pretrain", "random_init", "retriever1", "retriever2"),
         families=(DENSE,),
         ranks=SHARDED,
-        cost=f"{COST}:encode_cost",
+        cost=f"{COST}:dense_retrieve_cost",
     ),
     Stage(
         "impact_index",

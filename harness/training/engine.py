@@ -66,7 +66,7 @@ from harness.training import checkpoint as ckpt
 from harness.training import distributed as D
 from harness.training.config import LoopConfig, every_step_at_zero_lr, warmup_steps
 from harness.training.optim import build_optimizer, linear_schedule
-from harness.training.precision import autocast, device_precision, grad_scaler
+from harness.training.precision import autocast, device_precision, enable_tf32, grad_scaler
 
 Logger = Callable[[int, dict[str, float]], None]
 
@@ -249,6 +249,7 @@ def run(
             "stage, or train more steps"
         )
     precision = device_precision(config.precision, info.device, notes.say, task.can_scale_loss)
+    tf32 = enable_tf32(info.device)
     model = task.model.to(info.device)
     model.train()
     optimizer = build_optimizer(model, config)
@@ -258,7 +259,7 @@ def run(
         attention = {getattr(getattr(m, "config", None), "_attn_implementation", None) for m in model.modules()}
         notes.say(
             f"on {torch.cuda.get_device_name(info.device)}: {precision}"
-            f"{' with loss scaling' if scaler is not None else ''}, "
+            f"{' with loss scaling' if scaler is not None else ''}{', TF32 for fp32 matmuls' if tf32 else ''}, "
             f"{'fused' if optimizer.defaults.get('fused') else 'foreach'} AdamW, attention "
             f"{'/'.join(sorted(a for a in attention if a)) or 'eager'}, {info.world_size} process(es)"
         )

@@ -173,9 +173,25 @@ def cuda_encode_precision(requested: str, device: torch.device) -> str:
     return "fp16" if device.type == "cuda" and requested == "fp32" else requested
 
 
-def grad_scaler(precision: str) -> torch.amp.GradScaler | None:
+def grad_scaler(precision: str, device_type: str = "cuda") -> torch.amp.GradScaler | None:
+    """The loss scaler of an fp16 stage (fp16 gradients underflow without it, as the official scripts'
+    ``--fp16`` scales them); None for bf16 and fp32. ``device_type``: CUDA in a run (fp16 is CUDA-only,
+    :func:`device_precision`); a test drives the same scaler logic on a CPU."""
     if precision != "fp16":
         return None
     import torch
 
-    return torch.amp.GradScaler("cuda")
+    return torch.amp.GradScaler(device_type)
+
+
+def enable_tf32(device: torch.device) -> bool:
+    """Let fp32 matmuls and convolutions use TF32 tensor cores on CUDA (Ampere or newer; PyTorch leaves
+    matmuls in full fp32 by default), so what runs in fp32 on a GPU (the loss, an fp32 stage) is not
+    several times slower than the card allows; a CPU is left as it is. True where it was set."""
+    if device.type != "cuda":
+        return False
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return True
