@@ -30,9 +30,12 @@ def test_dense_paper_plan_encodes_the_msmarco_corpus_once_per_model(mirror, caps
     assert len({e["key"] for e in searches}) == len(searches)  # still one search (stage key) each
     mine = next(i for i, e in enumerate(result["stages"], 1) if (e["dataset"] or "").endswith("/mine"))
     assert f"read by steps {mine}, " in out and f"those of step {mine} (not encoded again)" in out
-    # the time projection counts each encoding once: two dense_retrieve rows (mining and retriever 2's first)
+    # the time projection counts each encoding once: two dense_retrieve encoding rows (mining and retriever
+    # 2's first), and every search once, in its own "(search)" row
     timed = out.split("projection (per stage")[1].split("memory and disk of the data stages")[0]
-    assert len([line for line in timed.splitlines() if line.strip().startswith("dense_retrieve/")]) == 2, timed
+    rows = [line for line in timed.splitlines() if line.strip().startswith("dense_retrieve/")]
+    assert len([line for line in rows if "(search)" not in line]) == 2, timed
+    assert len([line for line in rows if "(search)" in line]) == len(searches), timed
     # the footprint counts each encoding's disk once: two dense_retrieve rows write vectors (mining with
     # retriever 1 and retriever 2's first search), the others read them ("shared")
     footprint = out.split("memory and disk of the data stages")[1]
