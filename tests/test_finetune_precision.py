@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.core.hardware import Hardware
+from harness.run.plan import precision_line
 from harness.spec.method import load_method
 from harness.spec.stage_settings import StageSettings, finetune_stages
 from harness.training import precision as P
@@ -70,3 +72,10 @@ def test_tf32_is_set_on_cuda_only() -> None:
         assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, True)
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_the_plan_says_how_a_gpu_trains_and_a_cpu_line_is_unchanged() -> None:
+    gpu = Hardware("cuda", 8, ("NVIDIA H200",), 16)
+    assert precision_line("fp16", "spec", gpu) == "precision: fp16 (stated) with loss scaling; TF32 for fp32 matmuls"
+    assert precision_line("fp32", "spec", gpu) == "precision: fp32 (stated); TF32 for fp32 matmuls"
+    assert precision_line("fp32", "spec", Hardware("cpu", 1, (), 2)) == "precision: fp32 (stated)"

@@ -319,6 +319,9 @@ def precision_line(precision: str, source: str, hw: Hardware) -> str:
         said: list[str] = []
         here = device_precision(precision, torch.device("cpu"), said.append)
         return f"precision: {precision} ({how}); {here} here" + (f" ({said[0]})" if said else "")
+    if hw.device_type == "cuda":  # harness.training.engine: the fp16 loss scaler, TF32 for what stays fp32
+        scaled = " with loss scaling" if precision == "fp16" else ""
+        return f"precision: {precision} ({how}){scaled}; TF32 for fp32 matmuls"
     return f"precision: {precision} ({how})"
 
 
