@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from harness.core.errors import HarnessError
-from harness.corpus.passages import Passage
+from harness.corpus.passage_file import PassageFile
+from harness.corpus.passages import Passage, save_passages
 from harness.corpus.qgen import (
     generate_queries,
+    generation_dtype,
     load_queries,
     merge_query_shards,
     query_grounding,
@@ -306,3 +310,75 @@ def test_query_grounding_tells_copied_words_from_generic_ones():
     assert g["query_word_overlap_own"] == pytest.approx(0.5) and g["query_word_overlap_other"] == 0.0
     g = query_grounding(ps, generic)
     assert g["query_word_overlap_own"] == g["query_word_overlap_other"] == 0.0
+
+
+class OwnBatchesOnly(Sequence[Passage]):
+    """Passages that may be read by index only (iterating them, i.e. materialising the corpus, fails),
+    recording each index read with how many queries the output file held at that moment."""
+
+    def __init__(self, items: list[Passage], out: Path):
+        self.items, self.out, self.reads = items, out, []
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            raise AssertionError("a slice of the corpus was read")
+        written = len(self.out.read_text().splitlines()) if self.out.exists() else 0
+        self.reads.append((i, written))
+        return self.items[i]
+
+    def __iter__(self):
+        raise AssertionError("the corpus was iterated (materialised)")
+
+
+def test_each_rank_reads_its_own_batches_one_at_a_time(t5_dir, passages, tmp_path):
+    """A rank reads only its shard's passages, each batch just before generating it (the batches
+    before it already written): it never holds the corpus, nor its whole share."""
+    _, result = t5_dir
+    for rank in range(2):
+        out = shard_path(tmp_path / "queries.jsonl", rank, 2)
+        strict = OwnBatchesOnly(passages, out)
+        generate_queries(
+            result.model_dir,
+            strict,
+            num_queries=1,
+            batch_size=2,
+            max_new_tokens=4,
+            rank=rank,
+            world_size=2,
+            out_path=tmp_path / "queries.jsonl",
+            show_progress=False,
+            num_samples=0,
+            passages_key="fixture",
+        )
+        own = shard_indices(len(passages), 2, rank, 2)
+        assert [i for i, _ in strict.reads] == own
+        assert [written for _, written in strict.reads] == [own.index(i) // 2 * 2 for i in own]
+
+
+def test_passage_file_on_two_ranks_gives_the_one_process_file(t5_dir, passages, tmp_path):
+    """The pipeline's reader (PassageFile, by index from passages.jsonl) on 2 ranks, merged: the bytes a
+    one-process run over the in-memory list writes."""
+    _, result = t5_dir
+    save_passages(passages, tmp_path / "passages.jsonl")
+    kwargs = dict(num_queries=2, batch_size=3, max_new_tokens=5, show_progress=False)
+    one = tmp_path / "one" / "queries.jsonl"
+    generate_queries(result.model_dir, passages, out_path=one, **kwargs)
+    two = tmp_path / "two" / "queries.jsonl"
+    file = PassageFile(tmp_path / "passages.jsonl")
+    for rank in range(2):
+        generate_queries(result.model_dir, file, rank=rank, world_size=2, out_path=two, passages_key="k", **kwargs)
+    merge_query_shards(two, file, 2)
+    assert two.read_bytes() == one.read_bytes()
+
+
+def test_half_precision_on_cuda_only(monkeypatch):
+    import torch
+
+    assert generation_dtype("cpu") == "fp32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert generation_dtype("cuda:1") == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert generation_dtype("cuda") == "fp16"  # a V100

@@ -15,6 +15,10 @@ world_size > 1). A batch is the same passages with the same seed whatever the wo
 :func:`merge_query_shards` (passage order) writes the bytes a one-process run writes.
 A ``<file>.done.json`` marker keyed by model, passages and config says it is complete;
 a partial file written under a different key is discarded rather than mixed.
+Memory: ``passages`` is read by index, one batch at a time (a :class:`~harness.corpus.passage_file.PassageFile`
+reads the lines asked for), so a rank holds its current batch, never the corpus or its whole share.
+Precision: fp32 on a CPU (the tiny profiles' files unchanged); on CUDA the weights in half precision
+(bf16 where the card computes it, else fp16), which changes the sampled queries, so the dtype is keyed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,11 +109,26 @@ def load_queries(path: str | Path) -> dict[str, list[str]]:
     return out
 
 
+def shard_batches(n: int, batch_size: int, rank: int, world_size: int) -> Iterator[range]:
+    """The global batches (passage index ranges) rank ``rank`` generates for, lazily: ``rank::world_size``."""
+    for start in range(rank * batch_size, n, world_size * batch_size):
+        yield range(start, min(start + batch_size, n))
+
+
+def generation_dtype(device: str) -> str:
+    """The weights' dtype for generating on ``device``: fp32 on a CPU; bf16 on a CUDA card that computes
+    it (no fp16 overflow in T5's feed-forward), else fp16 (V100)."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return "fp32"
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
 def shard_indices(n: int, batch_size: int, rank: int, world_size: int) -> list[int]:
     """The global passage indices rank ``rank`` generates for: the global batches ``rank::world_size``
     (every batch but the last is full, so cutting this list by ``batch_size`` gives those batches)."""
-    starts = range(rank * batch_size, n, world_size * batch_size)
-    return [i for start in starts for i in range(start, min(start + batch_size, n))]
+    return [i for batch in shard_batches(n, batch_size, rank, world_size) for i in batch]
 
 
 def merge_query_shards(out_path: str | Path, passages: Sequence[Passage], world_size: int) -> int:
@@ -132,7 +151,8 @@ def merge_query_shards(out_path: str | Path, passages: Sequence[Passage], world_
 
 
 def _passages_fingerprint(passages: Sequence[Passage]) -> str:
-    return artifacts.hash_texts(t for p in passages for t in (p.pid, p.text))
+    """A hash of every passage, read in order (one at a time: nothing kept)."""
+    return artifacts.hash_texts(t for i in range(len(passages)) for t in (passages[i].pid, passages[i].text))
 
 
 def generate_queries(
@@ -154,11 +174,13 @@ def generate_queries(
     num_samples: int = 3,
     show_progress: bool = True,
     stop_after_batches: int | None = None,
+    passages_key: str | None = None,
 ) -> QGenResult:
     """Generate ``num_queries`` queries per passage of this rank's shard into ``out_path``.
 
     ``stop_after_batches`` ends the call early after that many new batches (tests use it
-    to simulate an interruption; re-calling resumes).
+    to simulate an interruption; re-calling resumes). ``passages_key`` names the passages in the
+    marker's key (a pipeline passes its file's key); without it every passage is hashed here.
     """
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -179,8 +201,9 @@ def generate_queries(
 
     path = shard_path(out_path, rank, world_size)
     done_name, key_name = _marker_names(path)
-    indices = shard_indices(len(passages), batch_size, rank, world_size)  # global indices of this shard
-    shard = [passages[i] for i in indices]
+    n_shard = sum(len(b) for b in shard_batches(len(passages), batch_size, rank, world_size))
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = generation_dtype(device)
     config = {
         "stage": "qgen",
         "num_queries": num_queries,
@@ -193,14 +216,20 @@ def generate_queries(
         "seed": seed,
         "rank": rank,
         "world_size": world_size,
+        **({"dtype": dtype} if dtype != "fp32" else {}),  # fp32 keys as before: the CPU files are unchanged
     }
-    inputs = {"model": model_fingerprint(model_dir), "passages": _passages_fingerprint(passages)}
+    inputs = {"model": model_fingerprint(model_dir), "passages": passages_key or _passages_fingerprint(passages)}
     key = artifacts.builder_key(config, inputs)
 
     if artifacts.is_finished(path.parent, key, name=done_name) and path.exists():
         existing = _read_existing(path)
-        samples = [{"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])} for p in shard[:num_samples]]
-        return QGenResult(path, len(shard), 0, len(existing), samples)
+        return QGenResult(
+            path,
+            n_shard,
+            0,
+            len(existing),
+            _first_samples(passages, batch_size, rank, world_size, existing, num_samples),
+        )
 
     # A partial file is only resumable under the same key; otherwise start afresh.
     artifacts.clear_finished(path.parent, name=done_name)
@@ -213,25 +242,29 @@ def generate_queries(
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     model = load_pretrained(AutoModelForSeq2SeqLM, model_dir, "a query generator")
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model.to(device).eval()
+    model.to(device=device, dtype={"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]).eval()
 
-    batches = [list(range(s, min(s + batch_size, len(shard)))) for s in range(0, len(shard), batch_size)]
-    todo = [b for b in batches if any(shard[j].pid not in existing for j in b)]
+    n_batches = -(-n_shard // batch_size)
     samples: list[dict[str, Any]] = []
     generated = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     desc = "generating queries" + (f" (rank {rank} of {world_size})" if world_size > 1 else "")
-    bar = tqdm(total=len(batches), initial=len(batches) - len(todo), desc=desc, unit="batch", disable=not show_progress)
+    bar = tqdm(total=n_batches, desc=desc, unit="batch", disable=not show_progress)
+    new_batches = 0
     with open(path, "a", encoding="utf-8") as out:
-        for b_no, batch in enumerate(todo):
-            if stop_after_batches is not None and b_no >= stop_after_batches:
+        for batch_range in shard_batches(len(passages), batch_size, rank, world_size):
+            batch = [passages[i] for i in batch_range]  # read now, dropped after the batch
+            if all(p.pid in existing for p in batch):
+                bar.update(1)
+                continue
+            if stop_after_batches is not None and new_batches >= stop_after_batches:
                 break
-            texts = [input_prefix + shard[j].text for j in batch]
+            new_batches += 1
+            texts = [input_prefix + p.text for p in batch]
             enc = tokenizer(texts, padding=True, truncation=True, max_length=max_input_tokens, return_tensors="pt")
             enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
             # Seed from the batch's first global passage index: resume == uninterrupted run.
-            torch.manual_seed(seed + indices[batch[0]])
+            torch.manual_seed(seed + batch_range.start)
             with torch.no_grad():
                 outs = model.generate(
                     **enc,
@@ -243,8 +276,7 @@ def generate_queries(
                     min_new_tokens=1,
                 )
             decoded = [" ".join(q.split()) for q in tokenizer.batch_decode(outs, skip_special_tokens=True)]
-            for n, j in enumerate(batch):
-                p = shard[j]
+            for n, p in enumerate(batch):
                 qs = decoded[n * num_queries : (n + 1) * num_queries]
                 if p.pid in existing:
                     continue
@@ -259,20 +291,28 @@ def generate_queries(
             bar.close()
             artifacts.mark_finished(
                 path.parent,
-                {"key": key, "config": config, "inputs": inputs, "num_passages": len(shard), "file": path.name},
+                {"key": key, "config": config, "inputs": inputs, "num_passages": n_shard, "file": path.name},
                 name=done_name,
             )
             key_file.unlink(missing_ok=True)
             if not samples:  # everything came from the file: show what is there
-                samples = [
-                    {"pid": p.pid, "passage": p.text, "queries": existing.get(p.pid, [])} for p in shard[:num_samples]
-                ]
+                samples = _first_samples(passages, batch_size, rank, world_size, existing, num_samples)
             for s in samples:
                 log.info("qgen sample %s: %s -> %s", s["pid"], s["passage"][:80], s["queries"])
-            return QGenResult(path, len(shard), generated, len(existing), samples)
+            return QGenResult(path, n_shard, generated, len(existing), samples)
     bar.close()
     log.info("qgen stopped early after %d batches; re-run to resume", stop_after_batches)
-    return QGenResult(path, len(shard), generated, len(existing), samples)
+    return QGenResult(path, n_shard, generated, len(existing), samples)
+
+
+def _first_samples(
+    passages: Sequence[Passage], batch_size: int, rank: int, world_size: int, queries: Mapping[str, list[str]], n: int
+) -> list[dict[str, Any]]:
+    """The first ``n`` passages of this rank's shard with their queries from the file."""
+    first = next(shard_batches(len(passages), batch_size, rank, world_size), range(0))
+    return [
+        {"pid": p.pid, "passage": p.text, "queries": queries.get(p.pid, [])} for p in (passages[i] for i in first[:n])
+    ]
 
 
 def query_grounding(passages: Sequence[Passage], queries: Mapping[str, Sequence[str]]) -> dict[str, float]:

@@ -7,7 +7,7 @@ the pre-training stage resumes from its own checkpoints after a kill.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,8 +127,10 @@ def passages_stage(ctx: RunContext, tokenizer_dir: Path) -> Path:
 
 def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Path:
     """Generated queries per passage: a local doc2query checkpoint, or a tiny T5 trained here."""
-    from harness.corpus.passages import load_passages
-    from harness.corpus.qgen import generate_queries, merge_query_shards, sample_text
+    import torch
+
+    from harness.corpus.passage_file import PassageFile
+    from harness.corpus.qgen import generate_queries, generation_dtype, merge_query_shards, sample_text
     from harness.training import distributed as D
 
     q = QgenSettings.from_spec(ctx.spec)
@@ -141,12 +143,15 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
     else:
         model_dir = ctx.checkpoint(q.model, "query generator")
     model_key = input_key(model_dir)
+    device = str(D.cuda_device(ranks.local_rank())) if torch.cuda.is_available() else "cpu"
+    batch_size = q.cuda_batch_size if device.startswith("cuda") else q.batch_size
 
     def build(work: Path) -> dict[str, Any]:
         # Every rank of a launched run generates its share (global batches, seeded by their first
         # passage: harness.corpus.qgen), then rank 0 merges the shards in passage order: the file a
         # one-process run writes.
-        passages = load_passages(passages_file)
+        # Read by index from the file, a batch at a time: a rank never holds the corpus.
+        passages = PassageFile(passages_file)
         rank, world = ranks.rank(), ranks.world_size()
         result = generate_queries(
             model_dir,
@@ -160,7 +165,9 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
             rank=rank,
             world_size=world,
             out_path=work / "queries.jsonl",
-            batch_size=q.batch_size,
+            batch_size=batch_size,
+            device=device,
+            passages_key=input_key(passages_file),
         )
         if world > 1:
             D.control_barrier()  # every shard is complete
@@ -176,14 +183,17 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
             "samples": [str(s) for s in result.samples[:5]],
             **grounding,
             "processes": world,  # kept in done.json: a cached entry says it too
+            "precision": generation_dtype(device),
         }
 
     config = {**q.key("qgen"), "model": model_key}
+    if device.startswith("cuda"):  # half precision at the CUDA batch samples other queries than the CPU
+        config.update({"batch_size": batch_size, "precision": generation_dtype(device)})
     cache = ctx.cached_stage("qgen", None, config, {"passages": input_key(passages_file)}, build)
     return cache.dir / "queries.jsonl"
 
 
-def report_grounding(passages: list[Any], queries_file: Path) -> dict[str, float]:
+def report_grounding(passages: Sequence[Any], queries_file: Path) -> dict[str, float]:
     """Print and return how much the queries depend on their passage (own vs another document's)."""
     from harness.corpus.qgen import load_queries, query_grounding
 

@@ -35,7 +35,12 @@ Assumptions, stated with every projection:
 * model: the measured steps scaled to the spec's own encoder shape and sequence lengths by the ratio
   of their analytic FLOPs (harness/run/model_shape.py; exactly 1 at bert-base and the measured lengths);
 * sizes: corpora as published (MS MARCO 8,841,823 passages; BEIR: Thakur et al. 2021, Table 1).
-Stages not projected (query generation with T5, the reranker's training) say so; so does Lucene's
+* query generation: the analytic FLOPs of harness/run/generation_flops.py (checked against
+  ``torch.utils.flop_counter`` on a generation step by bench/bench_qgen.py) at t5-base shape for a
+  checkpoint (doc2query), every passage of the pre-training corpus at ``pretrain.max_length`` tokens
+  and ``num_queries`` x ``max_new_tokens`` generated tokens (the cap: an upper bound), at the
+  encoding's rate (inference, tokenisation-bound: :data:`ENCODE_END_TO_END`);
+Stages not projected (the tiny T5's training, the reranker's training) say so; so does Lucene's
 impact search (no FLOP count: rank 0's CPU, left out like BM25).
 """
 
@@ -318,6 +323,26 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
     factor = SPLADE_HEAD_FACTOR if stage == "impact_index" else 1.0
     per_sequence = _per_sequence("encode") * flop_ratio(spec, "encode")
     return Cost(_label(entry), size * factor * per_sequence if size else None, "encode", 512)
+
+
+def qgen_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """Query generation over the pre-training corpus (module docstring); the term sampler costs no FLOPs."""
+    from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops
+    from harness.spec.block_settings import QgenSettings
+
+    q = QgenSettings.from_spec(spec)
+    if q.model == "term-sampler":
+        return Cost(_label(entry), 0.0, "encode", note="term sampler: word counts, no model")
+    from harness.run.footprint import CORPUS_PASSAGES  # MS MARCO documents' passages counted as 8.8M
+
+    size = spec.get("corpus.max_passages") or CORPUS_PASSAGES.get(str(spec.get("corpus.source")))
+    if not size:
+        return Cost(_label(entry), None, "encode", note="corpus size unknown")
+    shape, name = (TINY_T5, "tiny T5") if q.model == "tiny-t5" else (T5_BASE, "t5-base")
+    length = int(spec.get("pretrain.max_length") or 144)
+    per_passage = generation_flops(shape, length, q.num_queries, q.max_new_tokens)
+    note = f"{name}: {int(size):,} passages of {length} tokens, {q.num_queries} x {q.max_new_tokens} tokens generated (cap)"
+    return Cost(_label(entry), int(size) * per_passage / 1e12, "encode", note=note)
 
 
 def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:

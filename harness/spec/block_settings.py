@@ -86,6 +86,14 @@ class QgenSettings(BlockSettings):
         POSITIVE_WHOLE,
         stages=GENERATION,
     )
+    cuda_batch_size: int = setting(
+        "passages per generation batch on CUDA, in half precision (seeded per batch, so it changes the "
+        "queries; 256 x 5 t5-base sequences of 144 + 64 tokens hold ~20 GiB of key/value cache)",
+        256,
+        POSITIVE_WHOLE,
+        keyed=False,  # a CUDA run keys the batch it used (pipelines/pretrain.py): CPU keys stay as they were
+        stages=GENERATION,
+    )
     train_pairs: str = setting(
         "<benchmark>-<split> whose (query, passage) pairs train tiny-t5 / term-sampler", "nfcorpus-train", TEXT
     )

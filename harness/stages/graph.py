@@ -125,7 +125,7 @@ GRAPH: tuple[Stage, ...] = (
         resumable=True,
         ranks=SHARDED,
         details=f"{PLAN}:qgen_details",
-        cost=NOT_PROJECTED,
+        cost=f"{COST}:qgen_cost",
     ),
     Stage(
         "pretrain",
