@@ -251,3 +251,39 @@ def test_grade_names_the_file_for_an_unknown_method(tmp_path, capsys):
     path = grade_file(tmp_path, {"method": "cotmae_qq", "metrics": {"msmarco-dev": {"MRR@10": 38.0}}})
     assert main(["grade", "--metrics", str(path)]) == 2
     assert "runs[0]" in one_error_line(capsys, path)
+
+
+# ---------------------------------------------------------------------------- process count
+
+
+def test_nproc_per_node_is_bounded_by_the_cores_on_cpu_unless_forced(monkeypatch, capsys):
+    from harness.core.hardware import Hardware
+    from harness.run import process_check
+
+    cpu = Hardware("cpu", 0, (), 4)
+    process_check.check_bound(4, cpu, forced=False)
+    with pytest.raises(HarnessError, match="this machine has 4 CPU core.*--oversubscribe"):
+        process_check.check_bound(5, cpu, forced=False)
+    process_check.check_bound(1000, cpu, forced=True)
+    gpu = Hardware("cuda", 2, ("H100", "H100"), 64)
+    with pytest.raises(HarnessError, match="has 2 GPU"):
+        process_check.check_bound(3, gpu, forced=False)
+    import harness.commands.run as run_command
+
+    monkeypatch.setattr(run_command, "detect", lambda: cpu)
+    monkeypatch.setattr(run_command.launch, "launch", lambda *a: pytest.fail("a worker started"))
+    assert main(["run", "--method", "bm25", "--nproc-per-node", "1000"]) == 2
+    assert "--nproc-per-node 1000: this machine has 4" in capsys.readouterr().err
+
+
+def test_a_batch_mapping_problem_exits_2_before_any_worker_starts(monkeypatch, capsys):
+    import harness.commands.run as run_command
+    from harness.core.hardware import Hardware
+
+    monkeypatch.setattr(run_command, "detect", lambda: Hardware("cpu", 0, (), 8))
+    monkeypatch.setattr(run_command.launch, "launch", lambda *a: pytest.fail("a worker started"))
+    monkeypatch.setattr(run_command, "run_method", lambda *a, **k: pytest.fail("a stage ran"))
+    for argv in (["--nproc-per-node", "1000", "--dry-run"], ["--nproc-per-node", "3"]):
+        assert main(["run", "--method", "cotmae", "--profile", "tiny", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "cotmae.yaml: pretrain batch over" in err and "cannot be split" in err, err
