@@ -168,6 +168,10 @@ def test_a_bad_user_file_stops_only_the_commands_that_read_it(specs, capsys, tex
         ({"queries": True}, "queries"),
         ({"kind": "nonsense"}, "kind"),
         ({"printed": ["MAP@7"]}, "printed"),
+        ({"splits": 5}, "splits"),
+        ({"split_aliases": ["a"]}, "split_aliases"),
+        ({"description": ["x"]}, "description"),
+        ({"download": "x"}, "download"),
     ],
 )
 def test_a_user_declaration_is_validated_like_a_spec(specs, change, key):

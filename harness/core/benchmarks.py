@@ -184,6 +184,11 @@ def _package() -> dict[str, Any]:
     }
 
 
+_USER_SHAPES: dict[str, type] = {
+    **dict.fromkeys(("reader", "description", "eval_split", "corpus", "note", "terms", "margin_family"), str),
+    **dict.fromkeys(("splits", "forums", "papers", "printed"), list),
+    **dict.fromkeys(("split_aliases", "embedded", "extra", "columns", "download"), dict),
+}
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a run tag and an artifact path take it as is
 COUNT_MAX = 10**10  # queries or passages: ~1,000x MS MARCO's corpus
 
@@ -237,6 +242,17 @@ def _check_user_entry(entry: Any, where: Path, families: dict[str, Family]) -> N
                 None,
                 f"benchmark '{name}': {key} must be a whole number in [1, {COUNT_MAX:,}], got {value!r}",
                 f"{key}: <count>, or leave it out",
+            )
+    for key, want in _USER_SHAPES.items():  # each field's type, so building the declaration cannot raise
+        value = entry.get(key)
+        names = not isinstance(value, list) or all(isinstance(v, (str, int)) for v in value)
+        if value is not None and not (isinstance(value, want) and names):
+            kind_name = {"str": "text", "list": "a list of names", "dict": "a mapping"}[want.__name__]
+            raise DataFormatError(
+                where,
+                None,
+                f"benchmark '{name}': {key} must be {kind_name}, got {value!r}",
+                f"write {key} as {kind_name}",
             )
     printed = entry.get("printed") or []
     measures = families[kind].measures
