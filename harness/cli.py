@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from harness.core import procs, threads
+from harness.core import env_controls, procs, threads
 from harness.core.errors import HarnessError, SpecProblems, disk_full
 from harness.core.paths import cache_dir, runs_dir
 
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # SIGTERM / SIGHUP unwind like Ctrl-C: children are stopped, MLflow runs marked KILLED.
         with procs.terminate_raises():
+            env_controls.check(os.environ)  # every HARNESS_* control, whether or not this command reads it
             threads.configure()  # before torch starts: its OpenMP pool is sized once
             return int(args.func(args) or 0)
     except SpecProblems as exc:  # one line per problem, so each names its own file:line

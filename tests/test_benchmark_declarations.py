@@ -207,8 +207,11 @@ def test_a_user_declaration_may_not_reuse_a_name(tmp_path: Path, monkeypatch: py
         "benchmarks:\n  - {name: dl19, kind: trec-dl, reader: local, topics: t.tsv, qrels: q.txt}\n"
     )
     monkeypatch.setenv("HARNESS_SPECS_DIR", str(tmp_path))
+    assert declared.declarations()["dl19"].folder is None  # the file is skipped, the built-in kept
+    (problem,) = declared.user_problems()
+    assert "mine.yaml" in str(problem) and "declared already" in str(problem)
     with pytest.raises(DataFormatError, match="declared already"):
-        declared.declarations()
+        declared.get("mine")  # a name nothing declares may be the bad file's: its error, not "unknown"
 
 
 def test_the_declared_papers_are_those_whose_tables_print_the_benchmark():

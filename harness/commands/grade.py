@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             'Reads FILE, JSON: {"runs": [{"method": "cotmae_qc", "profile": "paper", "stage": '
             '"retriever2", "seeds": [42, 43], "metrics": {"msmarco-dev": {"MRR@10": [39.9, 40.3]}}}]}. '
             "Values are points; a list holds one value per seed. A run whose values are all at most 1 "
-            "(fractions), a benchmark or measure the papers do not print, a seed listed twice, an unknown "
+            "(fractions), a benchmark or measure the papers do not print, a seed listed twice or outside [0, 2^32-1] (as `run` refuses it), an unknown "
             "key or a value that is not a finite number is refused (exit 2). Each run's conditions come "
             "from the method's spec and profile, as for a record; every cell of its rows is graded by the "
             "rule of docs/comparing-with-papers.md (REPRODUCED inside the practical margin, DIFFERENT beyond "

@@ -10,11 +10,11 @@ from harness import SEED
 from harness.commands._output import json_target, name_list, write_json
 from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.core.hardware import PLANNED_WORLD, default_processes, detect
+from harness.core.hardware import PLANNED_WORLD, default_processes, detect, planned_world_size
 from harness.core.paths import cache_dir
-from harness.run import launch, seed_study
+from harness.run import launch, process_check, seed_study
 from harness.run.launch import Layout
-from harness.run.runner import declared_hardware, run_method
+from harness.run.runner import choose_profile, declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
 from harness.spec.method import load_method
 from harness.stages.graph import STOPPABLE
@@ -115,6 +115,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="worker processes on this node, one per device (default: every GPU present up to the "
         "spec's declared count; 1 on a CPU machine, where N > 1 runs gloo workers)",
     )
+    dist.add_argument(
+        process_check.FORCE_FLAG,
+        action="store_true",
+        help="allow --nproc-per-node above the devices present (the GPUs, or the cores on a CPU machine)",
+    )
     dist.add_argument("--nnodes", type=_count, default=1, metavar="N", help="nodes in the run (default 1)")
     dist.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank, 0..nnodes-1")
     dist.add_argument(
@@ -181,6 +186,23 @@ def _layout(args: argparse.Namespace) -> Layout:
     return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_timeout)
 
 
+def _check_processes(args: argparse.Namespace, layout: Layout) -> None:
+    """--nproc-per-node bounded by the devices present (a real run; a dry-run may plan another machine),
+    and the pre-training batch mappable onto the processes the run (or the plan) shares it over."""
+    hw = detect()
+    if args.nproc_per_node is not None and not args.dry_run:
+        forced = args.oversubscribe or os.environ.get("HARNESS_SHARE_GPU") == "1"
+        process_check.check_bound(args.nproc_per_node, hw, forced)
+    profile = choose_profile(args.method, args.profile)[0]
+    spec = load_method(args.method, profile)
+    processes = (
+        layout.processes
+        if args.nproc_per_node is not None or not args.dry_run
+        else planned_world_size(hw, spec.get("hardware"))
+    )
+    process_check.check_batch(spec, processes)
+
+
 def _study(args: argparse.Namespace) -> int:
     """``--seeds``: one run per seed (its own process: the seed is read at import), or with --dry-run
     one seed's plan and the study's GPU-hours."""
@@ -207,6 +229,8 @@ def _run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     layout = _layout(args)
     layout.check()
+    if not launch.inside_worker():  # before any worker starts: a worker inherits what its launcher checked
+        _check_processes(args, layout)
     if args.dry_run and args.nproc_per_node is not None:
         os.environ[PLANNED_WORLD] = str(layout.processes)  # the plan shares the global batch over these
     elif layout.processes > 1 and not launch.inside_worker():

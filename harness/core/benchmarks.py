@@ -11,6 +11,7 @@ instead of naming benchmarks. A folder of one's own adds declarations without ed
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,42 +184,154 @@ def _package() -> dict[str, Any]:
     }
 
 
-@functools.lru_cache(maxsize=8)
-def _user(folder: str) -> dict[str, Declaration]:
-    """The declarations in ``<folder>/*.yaml`` (``{benchmarks: [...]}``); file paths in them are relative to it."""
-    out: dict[str, Declaration] = {}
-    builtin = _package()["benchmarks"]
-    for path in sorted(Path(folder).glob("*.yaml")):
-        try:
-            data = yamlsafe.load(path.read_text(encoding="utf-8")) or {}  # a user's file: aliases bounded
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
+_USER_SHAPES: dict[str, type] = {
+    **dict.fromkeys(("reader", "description", "eval_split", "corpus", "note", "terms", "margin_family"), str),
+    **dict.fromkeys(("splits", "forums", "papers", "printed"), list),
+    **dict.fromkeys(("split_aliases", "embedded", "extra", "columns", "download"), dict),
+}
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a run tag and an artifact path take it as is
+COUNT_MAX = 10**10  # queries or passages: ~1,000x MS MARCO's corpus
+
+
+@dataclass(frozen=True)
+class UserDeclarations:
+    """The user folder's declarations, and one error per file that could not be used (skipped)."""
+
+    benchmarks: dict[str, Declaration]
+    problems: tuple[DataFormatError, ...]
+
+
+def _user_file_path(where: Path, name: str, key: str, value: Any, required: bool) -> None:
+    """``value``: a file name inside the declaration's folder, a regular file (when there or required)."""
+    fix = f"name a file beside {where.name}, e.g. {key}: {name}-{key}.txt"
+    if not isinstance(value, str) or not value.strip():
+        if required or value is not None:
+            raise DataFormatError(where, None, f"benchmark '{name}': {key} must be a file name, got {value!r}", fix)
+        return
+    folder = where.parent.resolve()
+    target = (folder / value).resolve()
+    if Path(value).is_absolute() or not target.is_relative_to(folder):
+        raise DataFormatError(where, None, f"benchmark '{name}': {key} {value!r} lies outside {folder}", fix)
+    if (required or target.exists()) and not target.is_file():
+        raise DataFormatError(where, None, f"benchmark '{name}': {key} {value!r} is not a regular file there", fix)
+
+
+def _check_user_entry(entry: Any, where: Path, families: dict[str, Family]) -> None:
+    """What a user's declaration must hold beyond the package's (which the project reviews): a plain
+    name, its files inside its folder, sane counts, a declared family and its measures."""
+    if not isinstance(entry, dict):
+        return  # _declaration names the problem
+    name = entry.get("name")
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+        raise DataFormatError(
+            where,
+            None,
+            f"benchmark name {name!r} is not a plain name",
+            "use letters, digits, '.', '_' and '-' (at most 64, not starting with '.' or '-')",
+        )
+    kind = entry.get("kind")
+    if kind not in families:
+        raise DataFormatError(
+            where, None, f"benchmark '{name}': kind {kind!r} is not a declared family", f"one of {', '.join(families)}"
+        )
+    for key in ("queries", "passages"):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= COUNT_MAX):
             raise DataFormatError(
-                path,
-                mark.line + 1 if mark else None,
-                f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                "fix the YAML there",
-            ) from None
-        for entry in data.get("benchmarks") or []:
-            decl = _declaration(entry, path, path.parent, _package()["families"])
-            if decl.name in builtin or decl.name in out:
-                raise DataFormatError(
-                    path,
-                    None,
-                    f"benchmark '{decl.name}' is declared already",
-                    "give the new benchmark a name of its own",
-                )
-            out[decl.name] = decl
+                where,
+                None,
+                f"benchmark '{name}': {key} must be a whole number in [1, {COUNT_MAX:,}], got {value!r}",
+                f"{key}: <count>, or leave it out",
+            )
+    for key, want in _USER_SHAPES.items():  # each field's type, so building the declaration cannot raise
+        value = entry.get(key)
+        names = not isinstance(value, list) or all(isinstance(v, (str, int)) for v in value)
+        if value is not None and not (isinstance(value, want) and names):
+            kind_name = {"str": "text", "list": "a list of names", "dict": "a mapping"}[want.__name__]
+            raise DataFormatError(
+                where,
+                None,
+                f"benchmark '{name}': {key} must be {kind_name}, got {value!r}",
+                f"write {key} as {kind_name}",
+            )
+    printed = entry.get("printed") or []
+    measures = families[kind].measures
+    if not isinstance(printed, list) or any(m not in measures for m in printed):
+        raise DataFormatError(
+            where,
+            None,
+            f"benchmark '{name}': printed {printed!r} holds a measure {kind} does not score",
+            f"a list of {', '.join(measures)}",
+        )
+    _user_file_path(where, name, "topics", entry.get("topics"), True)
+    _user_file_path(where, name, "qrels", entry.get("qrels"), True)
+    _user_file_path(where, name, "corpus_file", entry.get("corpus_file"), False)
+
+
+def _user_file(path: Path, taken: set[str]) -> dict[str, Declaration]:
+    """One user file's declarations; DataFormatError (naming the file and the key) on the first problem."""
+    try:
+        data = yamlsafe.load(path.read_text(encoding="utf-8")) or {}  # a user's file: aliases, depth, size bounded
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        fix = exc.FIX if isinstance(exc, yamlsafe.BoundError) else "fix the YAML there"
+        raise DataFormatError(
+            path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}", fix
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFormatError(path, None, f"cannot be read ({exc})", "save it as a UTF-8 YAML file") from None
+    entries = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise DataFormatError(path, 1, "not a list of declarations", "write benchmarks: [{name: ..., kind: ...}]")
+    families = _package()["families"]
+    out: dict[str, Declaration] = {}
+    for entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and (name in taken or name in out):  # before its files: the likelier mistake
+            raise DataFormatError(
+                path, None, f"benchmark '{name}' is declared already", "give the new benchmark a name of its own"
+            )
+        _check_user_entry(entry, path, families)
+        decl = _declaration(entry, path, path.parent, families)
+        out[decl.name] = decl
     return out
 
 
-def declarations(include_user: bool = True) -> dict[str, Declaration]:
-    """Every declared benchmark by name: the package's (in the papers' order), then the user folder's."""
-    builtin = _package()["benchmarks"]
+@functools.lru_cache(maxsize=8)
+def _user(folder: str) -> UserDeclarations:
+    """The declarations in ``<folder>/*.yaml`` (``{benchmarks: [...]}``); file paths in them are relative
+    to it. A bad file is skipped and kept as a problem: commands that never read it still work (even
+    ``--help`` lists the benchmarks), and a lookup of a name nothing declares raises it (user_problems)."""
+    out: dict[str, Declaration] = {}
+    problems: list[DataFormatError] = []
+    for path in sorted(Path(folder).glob("*.yaml")):
+        try:
+            out.update(_user_file(path, set(_package()["benchmarks"]) | set(out)))
+        except DataFormatError as exc:
+            problems.append(exc)
+    return UserDeclarations(out, tuple(problems))
+
+
+def _user_folder() -> Path | None:
     folder = specs_dir() / USER_FOLDER
-    if not include_user or not folder.is_dir():
+    return folder.resolve() if folder.is_dir() else None
+
+
+def declarations(include_user: bool = True) -> dict[str, Declaration]:
+    """Every declared benchmark by name: the package's (in the papers' order), then the user folder's
+    (its usable files only: :func:`user_problems` holds the others)."""
+    builtin = _package()["benchmarks"]
+    folder = _user_folder()
+    if not include_user or folder is None:
         return dict(builtin)
-    return {**builtin, **_user(str(folder.resolve()))}
+    return {**builtin, **_user(str(folder)).benchmarks}
+
+
+def user_problems() -> tuple[DataFormatError, ...]:
+    """One error per file of the user folder that could not be used: a name nothing declares may be
+    one of theirs, so a lookup that misses raises the first of these instead of 'unknown benchmark'."""
+    folder = _user_folder()
+    return () if folder is None else _user(str(folder)).problems
 
 
 def families() -> dict[str, Family]:
@@ -233,6 +346,8 @@ def find(name: str) -> Declaration | None:
 def get(name: str) -> Declaration:
     """The declaration of ``name``; UnknownNameError (with suggestions) when nothing declares it."""
     decl = find(name)
+    if decl is None and user_problems():
+        raise user_problems()[0]
     if decl is None:
         raise UnknownNameError("benchmark (harness/core/benchmarks.yaml)", name, list(declarations()))
     return decl

@@ -673,6 +673,8 @@ def get_benchmark(name: str) -> Benchmark:
     registry = {**_REGISTRY, **_user_registry()}
     if name.endswith(sampled.SUFFIX) and sampled.base_name(name) in registry:
         return sampled.SampledBenchmark(get_benchmark(sampled.base_name(name)))
+    if name not in registry and declared.user_problems():
+        raise declared.user_problems()[0]  # the name may be one a bad user file declares
     if name not in registry:
         raise UnknownNameError("benchmark", name, list(registry))
     return registry[name]()

@@ -3,8 +3,9 @@
 :func:`fetch` downloads one URL (``http(s)://`` or ``file://``) into a folder: it streams
 into ``<name>.<pid>.part`` with a tqdm progress bar, verifies the md5/sha256 it was given,
 removes a file that does not match, and renames the good file into place atomically.
-A file already present and verified is not downloaded again (its verified size/mtime and
-hashes are kept in ``<name>.verified.json``). Nothing here runs at import time.
+A file already present and verified is not downloaded again (its verified size and
+hashes are kept in ``<name>.verified.json``; its content is checked against them on each
+reuse, never its mtime alone). Nothing here runs at import time.
 
 :data:`SOURCES` registers the real upstream files. The base URL of every source can be
 replaced by ``HARNESS_DATA_MIRROR`` (a URL or a local folder holding the same file
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.core import benchmarks as declared
+from harness.core.digests import SAMPLED_ABOVE, sampled_digest
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
 from harness.core.paths import cache_dir
@@ -227,28 +229,54 @@ def _check(
             )
 
 
+def _verified_record(path: Path, md5: str, sha256: str) -> dict:
+    """What the sidecar keeps of a verified file: its size and hashes, and a sampled digest when it is
+    very large (reuse then reads 66 MiB of it, not all of it)."""
+    size = path.stat().st_size
+    rec: dict = {"size": size, "mtime_ns": path.stat().st_mtime_ns, "md5": md5, "sha256": sha256}
+    if size >= SAMPLED_ABOVE:
+        rec["sampled"] = sampled_digest(path, size)
+    return rec
+
+
+def _unchanged(dest: Path, rec: dict) -> tuple[str, str] | None:
+    """(md5, sha256) of ``dest`` when its content is what the sidecar verified, else None. By content,
+    never by mtime (a damaged file may keep its size and mtime): the size, then a full re-hash, or the
+    sampled digest for a very large file (as the stage cache checks its outputs)."""
+    size = dest.stat().st_size
+    if rec.get("size") != size:
+        return None
+    if size >= SAMPLED_ABOVE and rec.get("sampled"):
+        return (rec["md5"], rec["sha256"]) if sampled_digest(dest, size) == rec["sampled"] else None
+    got = _hashes(dest)
+    return got if got == (rec.get("md5"), rec.get("sha256")) else None
+
+
 def _cached(dest: Path, url: str, md5: str | None, sha256: str | None, structure: str | None = None) -> bool:
-    """True if ``dest`` exists and matches the checksums (re-hashing only when it changed); a file
-    with no checksum to match passes its structural check before it is marked verified."""
+    """True if ``dest`` exists and matches the checksums; its content is checked on every reuse
+    (:func:`_unchanged`), and a file with no checksum to match passes its structural check before it
+    is marked verified."""
     if not dest.is_file():
         return False
-    st = dest.stat()
     try:
         rec = json.loads(_sidecar(dest).read_text())
-        fresh = rec["size"] == st.st_size and rec["mtime_ns"] == st.st_mtime_ns
+        known = _unchanged(dest, rec) if isinstance(rec, dict) else None
     except (OSError, ValueError, KeyError):
-        rec, fresh = {}, False
+        rec, known = {}, None
     try:
-        if not fresh:
+        if known is None:
+            if rec and not (md5 or sha256):  # unpinned: the verified hashes are the only reference
+                raise HarnessError(f"{dest.name} changed since it was verified")
             got_md5, got_sha = _hashes(dest)
             _check(dest, url, md5, sha256, got_md5, got_sha)
             _check_structure(dest, url, md5, sha256, structure)
-            rec = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "md5": got_md5, "sha256": got_sha}
-            _sidecar(dest).write_text(json.dumps(rec))
+            _sidecar(dest).write_text(json.dumps(_verified_record(dest, got_md5, got_sha)))
         else:
-            _check(dest, url, md5, sha256, rec["md5"], rec["sha256"])
+            _check(dest, url, md5, sha256, *known)
     except HarnessError as exc:  # stale (the expected checksum changed, or the file was damaged): fetched anew
         print(f"  download: the cached {dest.name} is not usable ({exc}); fetching it again")
+        dest.unlink(missing_ok=True)
+        _sidecar(dest).unlink(missing_ok=True)
         return False
     return True
 
@@ -410,12 +438,7 @@ def fetch(
         _check(part, url, md5, sha256, md5_h.hexdigest(), sha_h.hexdigest(), label=name)
         _check_structure(part, url, md5, sha256, structure, label=name)
         os.replace(part, dest)
-        st = dest.stat()
-        _sidecar(dest).write_text(
-            json.dumps(
-                {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "md5": md5_h.hexdigest(), "sha256": sha_h.hexdigest()}
-            )
-        )
+        _sidecar(dest).write_text(json.dumps(_verified_record(dest, md5_h.hexdigest(), sha_h.hexdigest())))
     return dest
 
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import DataFormatError, UnknownNameError
+from harness.core import jsonsafe
+from harness.core.errors import DataFormatError, HarnessError, UnknownNameError
 from harness.core.fsutil import file_problem
 from harness.evaluation.claims import Pairing, claim_pairs, claims_for
 from harness.evaluation.claims import grade as grade_claims
@@ -41,6 +42,7 @@ from harness.gate.grading import TRAINING_FREE_FAMILIES
 from harness.papers.registry import cells_for, load_papers
 from harness.papers.schema import BENCHMARKS
 from harness.spec.conditions import run_conditions
+from harness.spec.kinds import SEED_MAX
 from harness.spec.method import load_method
 from harness.stages.graph import FINETUNE_STAGES, GRAPH
 
@@ -149,6 +151,14 @@ def _seeds(path: Path, where: str, seeds: Any) -> list[int] | None:
         raise DataFormatError(
             path, None, f"{where}.seeds must be a list of integers, got {seeds!r}", "e.g. [42, 43, 44]"
         )
+    outside = [s for s in seeds if not 0 <= s <= SEED_MAX]  # run's rule (--seed, spec seeds)
+    if outside:
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}.seeds: {', '.join(map(str, outside))} outside [0, {SEED_MAX}], which `run` refuses",
+            "give the seeds the runs used, e.g. [42, 43, 44]",
+        )
     twice = sorted({s for s in seeds if seeds.count(s) > 1})
     if twice:
         raise DataFormatError(
@@ -213,7 +223,7 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise DataFormatError(path, None, f"cannot read it ({why})", "check the path") from None
     try:
-        data = json.loads(text)
+        data = jsonsafe.loads(text)  # depth and size bounded
     except json.JSONDecodeError as exc:
         raise DataFormatError(path, exc.lineno, f"not JSON ({exc.msg})", "fix the JSON syntax") from None
     entries = data.get("runs") if isinstance(data, dict) else None
@@ -234,7 +244,10 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
                 f"keys: {', '.join(sorted(RUN_KEYS))}",
             )
         method, profile = str(entry["method"]), str(entry.get("profile") or "paper")
-        spec = load_method(method, profile)  # unknown method or profile: the registry's did-you-mean error
+        try:
+            spec = load_method(method, profile)
+        except HarnessError as exc:  # unknown method or profile: the registry's did-you-mean, named by file
+            raise DataFormatError(path, None, f"{where}: {exc}", "use a method and profile of `ls`") from None
         stages = list(spec.config.get("stages") or [])
         trained = trained_retrievers(stages)
         last = trained[-1] if trained else None

@@ -694,11 +694,7 @@ def parse_file(path: Path) -> tuple[PaperInfo | None, Problems]:
         pr.lines = yaml_key_lines(node) if node is not None else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        fix = (
-            yamlsafe.AliasBombError.FIX
-            if isinstance(exc, yamlsafe.AliasBombError)
-            else "fix the quoting/indentation there"
-        )
+        fix = exc.FIX if isinstance(exc, yamlsafe.BoundError) else "fix the quoting/indentation there"
         pr.items.append((mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}", fix))
         return None, pr
     if not isinstance(data, dict):

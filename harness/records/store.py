@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from harness.core import jsonsafe
 from harness.core.errors import HarnessError
 from harness.core.fsutil import file_problem, is_plain_name, is_temp
 from harness.core.paths import runs_dir
@@ -229,7 +230,7 @@ def load_record(path: str | Path) -> RunRecord | Skipped:
     if not text.strip():
         return Skipped(path, "empty file (a write cut short?)")
     try:
-        data = json.loads(text)
+        data = jsonsafe.loads(text)  # depth and size bounded
     except json.JSONDecodeError as exc:
         return Skipped(path, f"not valid JSON ({exc.msg}; line {exc.lineno}, column {exc.colno})")
     reason = validate_record(data)
@@ -320,7 +321,7 @@ def read_references(directory: str | Path) -> dict[str, Any]:
     if problem:  # a pipe would block the read forever
         raise HarnessError(f"{path}: cannot be read: {problem}; {fix}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicate_keys)
+        data = jsonsafe.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicate_keys)
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise HarnessError(f"{path}: cannot be read as JSON ({exc}); {fix}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("references"), dict):

@@ -115,8 +115,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
         fix = (
             "merge the two into one"
             if "given twice" in problem
-            else yamlsafe.AliasBombError.FIX
-            if isinstance(exc, yamlsafe.AliasBombError)
+            else exc.FIX
+            if isinstance(exc, yamlsafe.BoundError)
             else "fix the indentation/quoting there"
         )
         raise DataFormatError(path, line, f"invalid YAML: {problem}", fix) from None

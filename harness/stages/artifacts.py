@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import DEFAULT_SEED, SEED, in_seed_study
+from harness.core.digests import sampled_digest
 from harness.core.errors import HarnessError
 
 # atomic_write_text is re-exported: the builders write through this module.
@@ -175,15 +176,7 @@ def hash_dir(path: str | Path, exclude: Iterable[str] = (DONE_NAME,)) -> str:
 
 
 def _sampled_digest(path: Path, size: int) -> str:
-    h = hashlib.sha256(size.to_bytes(8, "little"))
-    last = max(size - SAMPLE_BLOCK, 0)
-    offsets = sorted({0, last, *(last * i // (SAMPLE_BLOCKS + 1) for i in range(1, SAMPLE_BLOCKS + 1))})
-    with open(path, "rb") as f:
-        for offset in offsets:
-            f.seek(offset)
-            h.update(offset.to_bytes(8, "little"))
-            h.update(f.read(SAMPLE_BLOCK))
-    return h.hexdigest()
+    return sampled_digest(path, size, SAMPLE_BLOCK, SAMPLE_BLOCKS)
 
 
 def _file_digest(path: Path) -> dict[str, Any]:
