@@ -62,5 +62,7 @@ def test_torchrun_s_one_thread_default_is_dropped_in_a_launched_worker():
     assert env.get("OMP_NUM_THREADS") == (None if set_to is None else str(threads.available_cores({})[0]))
     env = {"OMP_NUM_THREADS": "1"}  # not launched: the user's own setting
     assert not threads.drop_torchrun_default(env) and env["OMP_NUM_THREADS"] == "1"
+    env = {"TORCHELASTIC_RUN_ID": "abc", "OMP_NUM_THREADS": "1", threads.OWN_LAUNCHER: "1"}  # `run --nproc...`
+    assert not threads.drop_torchrun_default(env) and env["OMP_NUM_THREADS"] == "1"  # sets none: the user's 1
     env = {"TORCHELASTIC_RUN_ID": "abc", "OMP_NUM_THREADS": "4"}  # the user's own count under torchrun
     assert not threads.drop_torchrun_default(env) and env["OMP_NUM_THREADS"] == "4"

@@ -68,6 +68,7 @@ def available_cores(
 
 
 LAUNCHED = "TORCHELASTIC_RUN_ID"  # set in every worker torchrun (or `run --nproc-per-node`) starts
+OWN_LAUNCHER = "HARNESS_OWN_LAUNCHER"  # set by `run --nproc-per-node` (run/launch.py): it sets no thread count
 
 
 def drop_torchrun_default(environ: dict[str, str] | os._Environ = os.environ) -> bool:
@@ -75,7 +76,8 @@ def drop_torchrun_default(environ: dict[str, str] | os._Environ = os.environ) ->
     multi-process launch where the user did not): rank 0's CPU stages (Punkt, Lucene, the merge) would run on
     one core, where `run --nproc-per-node`, which sets nothing, gives them the node's. A worker that wants one
     thread says so with ``HARNESS_THREADS=1``. True when it was dropped."""
-    if LAUNCHED in environ and environ.get("OMP_NUM_THREADS") == "1" and not environ.get(ENV, "").strip():
+    by_torchrun = LAUNCHED in environ and OWN_LAUNCHER not in environ  # there a 1 is the user's own
+    if by_torchrun and environ.get("OMP_NUM_THREADS") == "1" and not environ.get(ENV, "").strip():
         del environ["OMP_NUM_THREADS"]
         return True
     return False
