@@ -476,16 +476,21 @@ def test_sigusr1_to_the_launcher_during_encoding_ends_both_workers_and_run_again
     [reference] = _records(whole)
     cut = tmp_path / "cut"
     shutil.copytree(whole / "cache", cut / "cache")
-    shutil.rmtree(cut / "cache" / "dense_retrieve")  # every encoding (mining's and the evaluation's) again
+    for encoded in ("dense_retrieve", "embeddings"):  # every encoding (mining's and the evaluation's) again
+        shutil.rmtree(cut / "cache" / encoded)
     env = {**_env(cut), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     first = _harness(args, env)
-    deadline = time.time() + 600
-    while not list((cut / "cache" / "dense_retrieve").glob(".*.partial.tmp")) and time.time() < deadline:
-        assert first.poll() is None, first.communicate()[0][-3000:]
-        time.sleep(0.1)
-    assert sorted(_worker_pids(first.pid)) == [0, 1]
-    os.kill(first.pid, signal.SIGUSR1)  # the launcher only: it forwards the notice to both workers
-    out, _ = first.communicate(timeout=600)
+    assert first.stdout is not None
+    lines = []
+    for line in first.stdout:  # rank 0's stage lines: the signal goes in once the first encoding stage runs
+        lines.append(line)
+        if "stage dense_retrieve/" in line and line.rstrip().endswith(": running"):
+            assert sorted(_worker_pids(first.pid)) == [0, 1]
+            time.sleep(0.5)  # into the corpus encoding
+            os.kill(first.pid, signal.SIGUSR1)  # the launcher only: it forwards the notice to both workers
+            break
+    out = "".join(lines) + first.communicate(timeout=600)[0]
+    assert "stage dense_retrieve/" in out and "done in" not in out.split("stage dense_retrieve/", 1)[1], out[-3000:]
     assert first.returncode == 143, out[-3000:]
     assert out.count("run: interrupted (SIGUSR1)") == 1, out[-3000:]
     assert out.count("interrupted: finished stages are cached") == 1 and "Traceback" not in out  # rank 0
