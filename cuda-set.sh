@@ -20,6 +20,9 @@ cuda_set() {
   cap=$(printf '%s\n' "$caps" | tr -d ' ' | sort -t. -k1,1n -k2,2n | head -n 1)  # the oldest card
   major=${cap%%.*} minor=${cap#*.} drv=${driver%%.*}
   local card="compute capability $cap, driver $driver"
+  case "$major$minor$drv" in
+    '' | *[!0-9]*) why="nvidia-smi answered '$cap' / '$driver', not numbers (check the driver: nvidia-smi -q)"; return 1 ;;
+  esac
   if [ "$major$minor" -ge 75 ] && [ "$drv" -ge 580 ]; then
     reqs=requirements-cuda.txt why="$card: torch 2.13.0 for CUDA 13.0 (sm_75 or newer, driver >= 580)"
   elif [ "$major$minor" -ge 50 ] && [ "$major$minor" -le 90 ] && [ "$drv" -ge 525 ]; then
