@@ -6,9 +6,10 @@
 #   bash setup.sh test [ARGS]  set up, then the test suite (what .ci/run calls)
 #   bash setup.sh lint         set up, then ruff (lint and format check) and mypy (what .ci/run calls first)
 #   bash setup.sh harness ARGS set up, then any `python -m harness` command
-# Which Python set: requirements-cuda.txt (the CUDA build of the pinned torch) with --cuda as the first
-# argument or where `nvidia-smi` lists a GPU; else requirements.txt (the CPU set). HARNESS_TORCH=cpu forces
-# the CPU set on a GPU machine.
+# Which Python set: a CUDA set with --cuda as the first argument or where `nvidia-smi` lists a GPU, chosen by
+# cuda-set.sh from the oldest card's compute capability and the driver (requirements-cuda.txt: CUDA 13.0,
+# sm_75+; requirements-cuda126.txt: CUDA 12.6, the V100's sm_70); else requirements.txt (the CPU set).
+# HARNESS_TORCH=cpu forces the CPU set on a GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 MLFLOW_DISABLE_TELEMETRY=true HF_HUB_OFFLINE=1
@@ -30,18 +31,25 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- Python environment: pinned packages in .venv, re-installed only when requirements change
+# shellcheck source=cuda-set.sh
+. ./cuda-set.sh  # cuda_set: the CUDA set for this machine's cards and driver
 reqs=requirements.txt
 why="no NVIDIA GPU found (nvidia-smi)"
+cuda=""
 if [ "${1:-}" = --cuda ]; then
   shift
-  reqs=requirements-cuda.txt why="asked with --cuda"
+  cuda="asked with --cuda"
 elif [ "${HARNESS_TORCH:-}" = cpu ]; then
   why="HARNESS_TORCH=cpu"
 elif gpu=$(nvidia-smi -L 2>/dev/null | head -n 1) && [ -n "$gpu" ]; then
-  reqs=requirements-cuda.txt why="nvidia-smi lists ${gpu%% (UUID*}"
+  cuda="nvidia-smi lists ${gpu%% (UUID*}"
 fi
-if [ "$reqs" = requirements-cuda.txt ]; then
-  echo "setup: Python set: GPU ($reqs: torch 2.13.0 built for CUDA 13.0, needs an NVIDIA driver >= 580) -- $why"
+if [ -n "$cuda" ]; then
+  if ! cuda_set; then
+    echo "setup: no CUDA requirement set fits ($cuda) -- $why" >&2
+    exit 1
+  fi
+  echo "setup: Python set: GPU ($reqs) -- $why; $cuda"
 else
   echo "setup: Python set: CPU ($reqs) -- $why"
 fi
@@ -52,10 +60,12 @@ want=$(sha256sum "$reqs" pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.installed 2>/dev/null)" != "$want" ]; then
   echo "setup: installing pinned Python packages into .venv (first time: a few minutes)"
   .venv/bin/python -m pip install -q -r "$reqs"
-  if [ "$reqs" = requirements-cuda.txt ] && ! .venv/bin/python -c 'import sys, torch; sys.exit(not torch.version.cuda)'; then
+  if [ "$reqs" != requirements.txt ] && ! .venv/bin/python -c 'import sys, torch; sys.exit(not torch.version.cuda)'; then
+    index=https://pypi.org/simple pin=torch==2.13.0
+    [ "$reqs" = requirements-cuda126.txt ] && index=https://download.pytorch.org/whl/cu126 pin=torch==2.13.0+cu126
     echo "setup: the GPU set got a CPU build of torch (a find-links folder or wheel cache holding torch 2.13.0+cpu" \
-      "stood in for PyPI's CUDA wheel); fix: .venv/bin/python -m pip install --force-reinstall --no-deps" \
-      "--index-url https://pypi.org/simple torch==2.13.0" >&2
+      "stood in for the CUDA wheel); fix: .venv/bin/python -m pip install --force-reinstall --no-deps" \
+      "--index-url $index $pin" >&2
     exit 1
   fi
   .venv/bin/python -m pip install -q --no-deps -e .

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # `run --seed` starts itself again with them
     try:
-        # SIGTERM / SIGHUP unwind like Ctrl-C: children are stopped, MLflow runs marked KILLED.
+        # SIGTERM / SIGHUP / SIGUSR1 unwind like Ctrl-C: children are stopped, MLflow runs marked KILLED.
         with procs.terminate_raises():
             env_controls.check(os.environ)  # every HARNESS_* control, whether or not this command reads it
             threads.configure()  # before torch starts: its OpenMP pool is sized once

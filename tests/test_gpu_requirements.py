@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PYPI = "https://pypi.org/simple"
 GPU_ONLY = ("cuda-toolkit", "nvidia-", "triton")
+CU126 = "requirements-cuda126.txt"
 
 
 def pins(path: Path) -> list[str]:
@@ -32,6 +33,59 @@ def test_setup_says_which_set_it_installs_and_keeps_the_cpu_set_by_default():
     text = (ROOT / "setup.sh").read_text()
     assert "reqs=requirements.txt" in text and "--cuda" in text and "nvidia-smi -L" in text
     assert 'echo "setup: Python set: CPU ($reqs)' in text and 'echo "setup: Python set: GPU ($reqs' in text
+    assert ". ./cuda-set.sh" in text and "if ! cuda_set; then" in text  # the GPU set: chosen by cuda-set.sh
+
+
+def test_the_cuda126_set_is_the_cpu_set_with_pytorch_s_cu126_torch():
+    """The V100's set: every package but torch pinned as in requirements.txt (and so as in the CUDA 13 set),
+    torch 2.13.0+cu126 from PyTorch's own index (PyPI has no cu126 build)."""
+    cpu, cu13, cu126 = (pins(ROOT / name) for name in ("requirements.txt", "requirements-cuda.txt", CU126))
+    assert "--extra-index-url https://download.pytorch.org/whl/cu126" in cu126
+    assert "torch==2.13.0+cu126" in cu126 or any(p.startswith("torch==2.13.0+cu126 --hash=sha256:") for p in cu126)
+    rest = [p for p in cu126 if not p.startswith(("torch==", "--extra-index-url"))]
+    assert rest == [p for p in cpu if not p.startswith("torch==")]
+    assert rest == [p for p in cu13 if not p.startswith((*GPU_ONLY, "torch=="))]
+    text = (ROOT / CU126).read_text()
+    assert "--hash=sha256:" in text or "HASH NOT FILLED IN" in text  # never a made-up hash, and never silently
+
+
+def fake_nvidia_smi(tmp_path: Path, cap: str, driver: str) -> dict[str, str]:
+    """A PATH whose nvidia-smi answers the two queries cuda-set.sh makes, as a card of `cap` would."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(
+        f'#!/bin/sh\ncase "$*" in *compute_cap*) echo {cap};; *driver_version*) echo {driver};; *) exit 9;; esac\n'
+    )
+    smi.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize(
+    ("cap", "driver", "chosen"),
+    [
+        ("7.0", "580.65.06", CU126),  # the papers' V100: no kernels in CUDA 13.0
+        ("8.0", "580.65.06", "requirements-cuda.txt"),
+        ("9.0", "580.65.06", "requirements-cuda.txt"),
+        ("9.0", "550.54.15", CU126),  # Hopper on a driver older than CUDA 13.0's minimum
+    ],
+)
+def test_setup_s_cuda_set_follows_the_card_and_driver(tmp_path, cap, driver, chosen):
+    done = subprocess.run(
+        ["bash", str(ROOT / "cuda-set.sh")], env=fake_nvidia_smi(tmp_path, cap, driver), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{chosen} -- compute capability {cap}, driver {driver}")
+
+
+@pytest.mark.parametrize(("cap", "driver"), [("3.7", "580.65.06"), ("10.0", "550.54.15"), ("8.0", "470.1")])
+def test_no_cuda_set_fits_says_why_in_one_line(tmp_path, cap, driver):
+    done = subprocess.run(
+        ["bash", str(ROOT / "cuda-set.sh")], env=fake_nvidia_smi(tmp_path, cap, driver), capture_output=True, text=True
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("no CUDA set fits -- ")
 
 
 def pypi_reachable() -> bool:

@@ -454,3 +454,53 @@ def test_a_rank_without_a_gpu_of_its_own_is_one_line_unless_ranks_share_gpus(mon
         D.cuda_device(1)
     monkeypatch.setenv(D.SHARE_GPU, "1")
     assert D.sharing_gpus() and D.cuda_device(1) == torch.device("cuda:0")
+
+
+def _mlflow_statuses(uri: str) -> list[str]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return [r.info.status for r in client.search_runs(experiments)] if experiments else []
+
+
+@pytest.mark.slow
+def test_sigusr1_to_the_launcher_during_encoding_ends_both_workers_and_run_again_gives_the_same_metrics(tmp_path):
+    """SIGUSR1 outside training (harness/core/procs.py terminate_raises): a 2-process run cut while it encodes
+    ends on both ranks with the one "interrupted" line (exit 143, the launcher's one line), leaves no MLflow
+    run RUNNING, and `run` again gives the metrics of the uninterrupted run. Kept short: the cut run starts
+    from the uninterrupted run's cache with the encodings removed, so it begins at the first encoding stage."""
+    args = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus", "--nproc-per-node", "2"]
+    whole = tmp_path / "whole"
+    _finish(_harness(args, _env(whole)))
+    [reference] = _records(whole)
+    cut = tmp_path / "cut"
+    shutil.copytree(whole / "cache", cut / "cache")
+    for encoded in ("dense_retrieve", "embeddings"):  # every encoding (mining's and the evaluation's) again
+        shutil.rmtree(cut / "cache" / encoded)
+    env = {**_env(cut), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    first = _harness(args, env)
+    assert first.stdout is not None
+    lines = []
+    for line in first.stdout:  # rank 0's stage lines: the signal goes in once the first encoding stage runs
+        lines.append(line)
+        if "stage dense_retrieve/" in line and line.rstrip().endswith(": running"):
+            assert sorted(_worker_pids(first.pid)) == [0, 1]
+            time.sleep(0.5)  # into the corpus encoding
+            os.kill(first.pid, signal.SIGUSR1)  # the launcher only: it forwards the notice to both workers
+            break
+    out = "".join(lines) + first.communicate(timeout=600)[0]
+    assert "stage dense_retrieve/" in out and "done in" not in out.split("stage dense_retrieve/", 1)[1], out[-3000:]
+    assert first.returncode == 143, out[-3000:]
+    assert out.count("run: interrupted (SIGUSR1)") == 1, out[-3000:]
+    assert out.count("interrupted: finished stages are cached") == 1 and "Traceback" not in out  # rank 0
+    logs = "".join(p.read_text() for p in (cut / "cache" / "logs" / "ranks").rglob("*.log"))
+    assert logs.count("interrupted: finished stages are cached") == 1 and "Traceback" not in logs  # rank 1
+    assert not _records(cut)
+    statuses = _mlflow_statuses(env["MLFLOW_TRACKING_URI"])
+    assert "RUNNING" not in statuses and "KILLED" in statuses, statuses
+
+    _finish(_harness(args, env))
+    [record] = _records(cut)
+    assert record["metrics"] and record["metrics"] == reference["metrics"]  # the same encoder, the same search
+    assert "RUNNING" not in _mlflow_statuses(env["MLFLOW_TRACKING_URI"])

@@ -56,7 +56,8 @@ def refusal_lines(text: str) -> list[str]:
 
 @pytest.mark.parametrize("method", ["cotmae_qc", "lexmae"])
 def test_a_paper_run_refuses_with_the_lines_fetch_lists(method, no_inputs, capsys):
-    assert main(["run", "--method", method, "--profile", "paper"]) == 2
+    # --allow-cpu: past the device check (tests/test_device_check.py), to the data preflight
+    assert main(["run", "--method", method, "--profile", "paper", "--allow-cpu"]) == 2
     refused = refusal_lines(capsys.readouterr().err)
     assert main(["fetch", "--method", method, "--profile", "paper", "--list"]) == 0
     listed = refusal_lines(capsys.readouterr().out.split("missing or mismatched", 1)[1])

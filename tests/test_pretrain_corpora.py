@@ -114,7 +114,7 @@ def test_a_paper_run_missing_its_weights_refuses_before_the_corpus_stage(tmp_pat
         shutil.copy(Path(packaged_checkpoint("all-minilm-l6-v2")) / name, tok / name)
     monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "models"))
     _mirror(monkeypatch, tmp_path, {"msmarco-docs.tsv.gz": gzip.compress(DOCS.encode())})
-    assert main(["run", "--method", "cotmae", "--profile", "paper", "--stage", "pretrain"]) == 2
+    assert main(["run", "--method", "cotmae", "--profile", "paper", "--stage", "pretrain", "--allow-cpu"]) == 2
     err = capsys.readouterr().err
     assert not (tmp_path / "cache" / "passages").exists(), "a stage started although an input was missing"
     error_lines = [line for line in err.splitlines() if line.startswith("error:")]

@@ -197,7 +197,9 @@ RUN_SCRIPT = """
 """
 
 
-def test_sigterm_unwinds_a_run_and_marks_its_mlflow_runs_killed(tmp_path):
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGUSR1"])
+def test_sigterm_unwinds_a_run_and_marks_its_mlflow_runs_killed(tmp_path, signame):
+    """SIGUSR1 (a scheduler's preemption notice) outside training as SIGTERM: unwound, exit 143, runs KILLED."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     started: list[dict[str, str]] = []
     parent = _start(RUN_SCRIPT, env=dict(os.environ, MLFLOW_TRACKING_URI=uri))
@@ -206,7 +208,7 @@ def test_sigterm_unwinds_a_run_and_marks_its_mlflow_runs_killed(tmp_path):
         assert run_id, parent.stderr.read()
         sleeper = _child(parent.pid, "sleep 300")
         started = _identities([sleeper])
-        parent.send_signal(signal.SIGTERM)
+        parent.send_signal(getattr(signal, signame))
         out, err = parent.communicate(timeout=60)
         assert parent.returncode == 128 + signal.SIGTERM, err
         assert "interrupted: finished stages are cached" in err and "Traceback" not in err, err

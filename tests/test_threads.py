@@ -50,3 +50,19 @@ def test_configure_sets_the_library_variables_only_when_restricted():
     if len(os.sched_getaffinity(0)) >= (os.cpu_count() or 1) and threads.cgroup_quota() is None:
         env = {}
         assert threads.configure(env) is None and env == {"GOMP_SPINCOUNT": threads.SPIN_COUNT}  # torch's default
+
+
+def test_torchrun_s_one_thread_default_is_dropped_in_a_launched_worker():
+    """torchrun sets OMP_NUM_THREADS=1 in every worker; rank 0's CPU stages get the node's cores as under
+    `run --nproc-per-node` (which sets nothing), unless HARNESS_THREADS asks for one."""
+    env = {"TORCHELASTIC_RUN_ID": "abc", "OMP_NUM_THREADS": "1", "HARNESS_THREADS": "3"}
+    assert not threads.drop_torchrun_default(env) and env["OMP_NUM_THREADS"] == "1"  # asked: kept
+    env = {"TORCHELASTIC_RUN_ID": "abc", "OMP_NUM_THREADS": "1"}
+    set_to = threads.configure(env)  # the node's cores (None: unrestricted, torch's own default, all of them)
+    assert env.get("OMP_NUM_THREADS") == (None if set_to is None else str(threads.available_cores({})[0]))
+    env = {"OMP_NUM_THREADS": "1"}  # not launched: the user's own setting
+    assert not threads.drop_torchrun_default(env) and env["OMP_NUM_THREADS"] == "1"
+    env = {"TORCHELASTIC_RUN_ID": "abc", "OMP_NUM_THREADS": "1", threads.OWN_LAUNCHER: "1"}  # `run --nproc...`
+    assert not threads.drop_torchrun_default(env) and env["OMP_NUM_THREADS"] == "1"  # sets none: the user's 1
+    env = {"TORCHELASTIC_RUN_ID": "abc", "OMP_NUM_THREADS": "4"}  # the user's own count under torchrun
+    assert not threads.drop_torchrun_default(env) and env["OMP_NUM_THREADS"] == "4"

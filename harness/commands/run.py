@@ -13,6 +13,7 @@ from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect, planned_world_size
 from harness.core.paths import cache_dir
 from harness.run import launch, process_check, seed_study
+from harness.run.device_check import ALLOW_CPU_FLAG
 from harness.run.launch import Layout
 from harness.run.runner import choose_profile, declared_hardware, run_method
 from harness.spec.kinds import SEED_MAX
@@ -46,6 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         f"{MINI_TIME}), tiny (CPU, 2-layer random init: the fast code-path check, {TINY_TIME}); "
         "default: paper on a GPU machine holding the paper run's data and checkpoints, else mini "
         "where the method has it, else tiny",
+    )
+    p.add_argument(
+        ALLOW_CPU_FLAG,
+        action="store_true",
+        help="run a CUDA-declared paper profile on the CPU when torch sees no usable GPU (without it such a run "
+        "refuses before its first stage: at paper scale the CPU takes weeks)",
     )
     p.add_argument(
         "--dataset",
@@ -248,6 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         track_required=required,
         precision=args.precision,
+        allow_cpu=args.allow_cpu,
     )
     if not ranks.is_main():
         return 0  # rank 0 prints, records and writes --json

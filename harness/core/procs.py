@@ -38,7 +38,7 @@ _prctl_fn: Any = None
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM / SIGHUP raised as an exception in the main thread. A KeyboardInterrupt, so every
+    """SIGTERM / SIGHUP / SIGUSR1 raised as an exception in the main thread. A KeyboardInterrupt, so every
     place that already handles Ctrl-C (``finally`` blocks, the tracker marking runs KILLED, the CLI's
     "interrupted" line) handles a kill from ``kill``, a scheduler or a closed terminal the same way."""
 
@@ -59,9 +59,11 @@ def terminate_raises(signums: tuple[int, ...] | None = None) -> Iterator[None]:
     """Within the block, these signals raise :class:`Terminated` instead of ending Python on the
     spot (which runs no ``finally`` and leaves children and RUNNING MLflow runs behind). A signal
     the caller ignores (``nohup``) stays ignored; a second one ends the process at once, so a stuck
-    clean-up can still be stopped."""
+    clean-up can still be stopped. SIGUSR1 too: a scheduler's preemption notice (SLURM's ``--signal=USR1@300``,
+    which the launcher forwards to every worker) must end any stage, encoding or Lucene as much as training
+    (whose loop takes it over to checkpoint first, training/engine.py), not kill the process uncleaned."""
     if signums is None:
-        signums = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+        signums = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGUSR1") if hasattr(signal, name))
 
     def handler(signum: int, _frame: object) -> None:
         signal.signal(signum, signal.SIG_DFL)

@@ -67,10 +67,28 @@ def available_cores(
     return cores, source
 
 
+LAUNCHED = "TORCHELASTIC_RUN_ID"  # set in every worker torchrun (or `run --nproc-per-node`) starts
+OWN_LAUNCHER = "HARNESS_OWN_LAUNCHER"  # set by `run --nproc-per-node` (run/launch.py): it sets no thread count
+
+
+def drop_torchrun_default(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+    """Undo torchrun's ``OMP_NUM_THREADS=1`` in a launched worker (it sets it in every worker of a
+    multi-process launch where the user did not): rank 0's CPU stages (Punkt, Lucene, the merge) would run on
+    one core, where `run --nproc-per-node`, which sets nothing, gives them the node's. A worker that wants one
+    thread says so with ``HARNESS_THREADS=1``. True when it was dropped."""
+    by_torchrun = LAUNCHED in environ and OWN_LAUNCHER not in environ  # there a 1 is the user's own
+    if by_torchrun and environ.get("OMP_NUM_THREADS") == "1" and not environ.get(ENV, "").strip():
+        del environ["OMP_NUM_THREADS"]
+        return True
+    return False
+
+
 def configure(environ: dict[str, str] | os._Environ = os.environ) -> int | None:
     """Set the libraries' thread variables the user has not set: the spin count always, the thread
     counts when something restricts this process (``HARNESS_THREADS``, an affinity mask or a quota
-    below the machine's core count); returns the count set, or None when torch's default stands."""
+    below the machine's core count); returns the count set, or None when torch's default stands.
+    Under torchrun its one-thread default is dropped first (:func:`drop_torchrun_default`)."""
+    drop_torchrun_default(environ)
     environ.setdefault(SPIN_VARIABLE, SPIN_COUNT)
     threads, source = available_cores(environ)
     if source != ENV and threads >= (os.cpu_count() or 1):

@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import ranks
+from harness.core import ranks, threads
 from harness.core.errors import HarnessError
 
 FLAGS = ("--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-timeout")
@@ -272,6 +272,7 @@ def launch(layout: Layout, argv: list[str], log_dir: Path) -> int:
         + (f", ranks other than {first} log under {log_dir}" if layout.nproc_per_node > 1 else ""),
         flush=True,
     )
+    os.environ[threads.OWN_LAUNCHER] = "1"  # the workers keep the user's OMP_NUM_THREADS, even a 1
     try:
         elastic_launch(config, sys.executable)("-m", "harness", *argv)
     except ChildFailedError as exc:

@@ -43,7 +43,7 @@ from harness.records.tracking import (
     parent_tracker,
     tracking_line,
 )
-from harness.run import footprint, preflight
+from harness.run import device_check, footprint, preflight
 from harness.run.plan import describe
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
@@ -318,10 +318,12 @@ def run_method(
     dry_run: bool = False,
     track_required: bool = False,
     precision: str | None = None,
+    allow_cpu: bool = False,
 ) -> dict[str, Any]:
     """Run ``method`` end to end (or up to ``stage``, or only plan it); ``track_required``: a tracking
     failure fails the run (before its first stage when the server fails at the start) instead of a warning;
-    ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring."""
+    ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring;
+    ``allow_cpu``: a CUDA-declared paper profile may run on the CPU (device_check.py refuses it otherwise)."""
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
@@ -337,7 +339,7 @@ def run_method(
     spec = shared_by_ranks(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
-        return _run_spec(spec, why, datasets, force, stage, dry_run, track_required)
+        return _run_spec(spec, why, datasets, force, stage, dry_run, track_required, allow_cpu)
 
 
 def _run_spec(
@@ -348,6 +350,7 @@ def _run_spec(
     stage: str | None,
     dry_run: bool,
     track_required: bool = False,
+    allow_cpu: bool = False,
 ) -> dict[str, Any]:
 
     method, profile = spec.name, spec.profile
@@ -382,6 +385,8 @@ def _run_spec(
             "run_id": None,
             "mlflow": None,
         }
+    # The card first (one line): a paper run must not start its CPU stages where its GPU stages cannot run.
+    device_check.require(spec, allow_cpu)
     # Every input of the whole plan before its first stage: a later stage's missing file stops the run now.
     refused = preflight.problems(spec, datasets, plan_method(spec, datasets, force, stage))
     if refused:
