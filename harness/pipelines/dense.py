@@ -32,6 +32,7 @@ from harness.pipelines.chain import (
 from harness.pipelines.context import input_key
 from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
 from harness.retrieval.encoder import default_batch_size, gather_embeddings, load_encoder, pick_device
+from harness.retrieval.rank_search import local_shard
 from harness.spec.stage_settings import StageSettings, precision_source
 from harness.stages.checkpoints import model_fingerprint
 from harness.training.precision import cuda_encode_precision, encode_precision
@@ -100,7 +101,19 @@ def start_encoding(spec: Any) -> dict[str, Any]:
 
 
 # What a dense_retrieve stage's done.json keeps: the numbers of the search itself.
-SEARCH_OUTPUTS = ("index_device", "shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
+SEARCH_OUTPUTS = (
+    "index_device",
+    "search_devices",
+    "search_processes",
+    "shards",
+    "docs",
+    "dim",
+    "index_bytes",
+    "queries",
+    "k",
+    "search_seconds",
+    "qps",
+)
 
 
 def retrieve_stage(
@@ -138,18 +151,23 @@ def retrieve_stage(
         batch_size = default_batch_size(encoder.device)  # 64 on a CPU, as before
         ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), batch_size)
         qids, q_emb, seconds = sharded_queries(encoder, judged_queries(bench, split))
-        if not ranks.is_main():
-            return {}
+        # Several processes: each searches the rows it holds and rank 0 merges (harness.retrieval.rank_search)
+        from harness.training import distributed as D
+
+        multi = ranks.world_size() > 1 and D.active()
+        corpus = local_shard(ids, vectors, info.get("cache_file"), encoder.device) if multi else (ids, vectors)
         _, stats = retrieve(
             encoder,
             bench,
             split,
             depth,
-            corpus=(ids, vectors),
+            corpus=corpus,
             run_file=work / "run.trec",
             tag=f"{ctx.spec.name}-{label}",
             query_vectors=(qids, q_emb, seconds),
         )
+        if not ranks.is_main():
+            return {}
         return {
             **{k: stats[k] for k in SEARCH_OUTPUTS},
             "encode_precision": encoder.precision,
