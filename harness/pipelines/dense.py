@@ -135,7 +135,9 @@ def retrieve_stage(
     cotmae-qc/msmarco/test_retriever.sh: ``--fp16``, per-device batch 2048, 8 corpus splits on 8 GPUs,
     faiss on GPUs); the record's ``encode_precision``, ``encode_batching`` and ``index_device`` say which,
     the key does not (a CPU run encodes and searches as before: fp32 or its run's precision, batches of 64
-    sorted by characters, faiss on the CPU)."""
+    sorted by characters, faiss on the CPU). With several processes every rank searches the corpus rows it
+    holds and rank 0 merges (:mod:`harness.retrieval.rank_search`: the one-process run file; the record's
+    ``search_processes``/``search_devices`` say where it ran)."""
 
     bench = get_benchmark(dataset)
     if (precision := encode_precision(ctx.spec)) != "fp32":
@@ -143,7 +145,7 @@ def retrieve_stage(
 
     def build(work: Path) -> dict[str, Any]:
         # Every rank of a launched run encodes its slice of the corpus and of the queries (merged in id
-        # order on rank 0, which searches); on CUDA under fp16 autocast in token-sorted batches of 2048,
+        # order on rank 0); on CUDA under fp16 autocast in token-sorted batches of 2048,
         # as the official scripts encode. Neither the process count nor the CUDA precision and batching is
         # in the key: they change vectors only at float rounding level (rounding of fp16, or of other
         # padded batch shapes in fp32).
