@@ -1,6 +1,6 @@
 """Part (a) of bench/gpu_check.py: the sharded exact search (harness/retrieval/exact_search.py) against a CPU
 flat search on a synthetic corpus. The corpus is cut into shards, each rank keeps its shards on its device in
-half precision (fp16 on CUDA, fp32 on a CPU), scores every query with ``shard_topk``, and rank 0 merges the
+half precision (fp16, on a CPU too), scores every query with ``shard_topk``, and rank 0 merges the
 gathered lists with ``merge_topk``; a numpy exact inner-product search over the fp32 originals on a query subset
 is the reference. Ranks talk over NCCL when two or more GPUs are present, else over gloo (two ranks sharing the
 one GPU or the CPU), so the gather runs in every case."""
@@ -76,7 +76,7 @@ def _rank(rank: int, world: int, port: int, shape: SearchShape, cuda: bool, resu
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         queries = _queries(shape, device)
-        storage = torch.float16 if cuda else torch.float32
+        storage = torch.float16  # the GPU path's storage, on a CPU too: the same cast-per-block code runs
         mine = [s for s in range(SHARDS) if s % world == rank]
         stored = {s: _shard_vectors(shape, s, device).to(storage) for s in mine}
         if cuda:
@@ -152,7 +152,7 @@ def search_check(cuda: bool, min_overlap: float, smoke: bool) -> CheckResult:
         "shards": SHARDS,
         "ranks": world,
         "backend": backend,
-        "storage": "fp16" if cuda else "fp32",
+        "storage": "fp16",
         "seconds": round(seconds, 3),
         "tflops": round(flops / seconds / 1e12, 2),
         "top10_overlap": overlap,
