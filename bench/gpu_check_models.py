@@ -131,7 +131,7 @@ def _step(model: Any, batch: dict[str, Any], precision: str, device: Any) -> tup
     with autocast(precision, device):
         q = model(input_ids=batch["q"]).last_hidden_state[:, 0]
         p = model(input_ids=batch["p"]).last_hidden_state[:, 0]
-        scores = q.float() @ p.float().T
+    scores = q.float() @ p.float().T  # outside autocast: similar random vectors score ~700, fp16 steps 0.5 there
     loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(q), device=device))
     (scaler.scale(loss) if scaler else loss).backward()
     scale = float(scaler.get_scale()) if scaler else 1.0
@@ -165,7 +165,11 @@ def finetune_check(cuda: bool, smoke: bool, min_cosine: float, max_loss_gap: flo
     ref_loss, ref_grads = _step(model, batch, "fp32", device)
     half_loss, half_grads = _step(model, batch, precision, device)
     finite = bool(torch.isfinite(half_grads).all())
-    cos = float(torch.nn.functional.cosine_similarity(ref_grads, half_grads, dim=0)) if finite else float("nan")
+    cos = (
+        float(torch.nn.functional.cosine_similarity(ref_grads.double(), half_grads.double(), dim=0))
+        if finite
+        else float("nan")
+    )
     gap = abs(half_loss - ref_loss) / max(abs(ref_loss), 1e-6)
     figures = {
         "precision": precision,
