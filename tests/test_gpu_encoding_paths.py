@@ -3,10 +3,8 @@ and faiss moved to the GPUs when a GPU faiss is present (a fake faiss module sta
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
-from pathlib import Path
 from typing import Any
 
 import faiss
@@ -191,38 +189,3 @@ def test_dense_retrieve_and_shard_indexes_move_to_the_gpus(gpu_faiss, tmp_path, 
     sharded.encode_corpus_sharded(tiny, corpus, tmp_path / "chunks", rank=0, world_size=1, shard_size=8)
     ids, index, label = sharded.index_shards(tmp_path / "chunks", device=CUDA)
     assert gpu_faiss.moved[-1] == (30, True) and label.endswith("on 2 GPUs (faiss GPU)") and len(ids) == 30
-
-
-# ---------------------------------------------------------------------------- bench/gpu_check.py on a CPU
-
-
-def _gpu_check() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check", Path(__file__).resolve().parents[1] / "bench" / "gpu_check.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_gpu_check_without_cuda_smoke_tests_the_encoding_and_says_what_it_skipped(monkeypatch, capsys, tmp_path):
-    check = _gpu_check()
-    monkeypatch.setattr(check, "CPU_PASSAGES", 24)
-    monkeypatch.setattr(check, "cuda_problem", lambda: "no GPU here")
-    assert check.main(["--json", str(tmp_path / "out.json"), "--cpu-smoke"]) == check.NO_CUDA
-    err = capsys.readouterr().err
-    assert "gpu_check: not run: no GPU here" in err and "token-sorted batches of 16" in err
-    assert "faiss GPU search skipped: no CUDA" in err and "gpu_check: CUDA parts skipped:" in err
-    assert not (tmp_path / "out.json").exists()
-
-
-def test_gpu_check_compares_gpu_faiss_with_the_cpu_where_one_is_present(gpu_faiss, monkeypatch):
-    """Its GPU-faiss branch, with the fake standing in and CUDA named but the CPU encoding."""
-    check = _gpu_check()
-    monkeypatch.setattr("harness.retrieval.faiss_gpu.is_cuda", lambda device: True)  # "cuda" without a GPU
-    result = check.encode_search_check(False, 30, lambda line: None)
-    assert result["faiss"]["gpus"] == 2 and result["faiss"]["merged_index"] == "2 GPUs (faiss GPU)"
-    assert result["faiss"]["chunked_search"] == "1 GPU (faiss GPU)"
-    assert result["faiss"]["merged_top10_overlap_with_cpu"] == result["faiss"]["chunked_top10_overlap_with_cpu"] == 1.0
-    assert gpu_faiss.knn_gpu_calls == 3 and gpu_faiss.moved

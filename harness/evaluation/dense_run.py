@@ -24,12 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.formats import write_trec_run
 from harness.evaluation.conventions import trim_to_depth
 from harness.retrieval.dense import Shard
 from harness.retrieval.dense import retrieve as search
 from harness.retrieval.dense import retrieve_vectors as search_vectors
+from harness.retrieval.rank_search import RankShard, search_ranks
 
 Run = dict[str, dict[str, float]]
 CorpusVectors = tuple[Sequence[str], np.ndarray]  # (doc ids, float32 vectors), row i is doc_ids[i]
@@ -49,7 +51,7 @@ def retrieve(
     split: str | None,
     depth: int,
     *,
-    corpus: CorpusVectors | Shard | None = None,
+    corpus: CorpusVectors | Shard | RankShard | None = None,
     batch_size: int | None = None,
     keep_self_hits: bool = False,
     show_progress: bool = True,
@@ -63,7 +65,8 @@ def retrieve(
     :func:`harness.retrieval.dense.retrieve_vectors`).
 
     ``corpus``: the corpus vectors, or an index built already; None encodes ``benchmark.corpus()``
-    here. ``query_vectors``: (query ids, vectors, seconds) encoded already (by every rank of a launched
+    here; a :class:`~harness.retrieval.rank_search.RankShard` (a launched run: every rank calls this)
+    searches each rank's rows there and merges on rank 0, which alone gets the run and writes the file. ``query_vectors``: (query ids, vectors, seconds) encoded already (by every rank of a launched
     run), else the judged queries are encoded here. ``batch_size`` None is the encoder's own default. ``run_file`` is written as a TREC run
     tagged ``tag``: exactly the run returned.
     """
@@ -79,13 +82,19 @@ def retrieve(
     qids, q_emb, seconds = query_vectors
     timings = {"query_encode_seconds": seconds}
     k = depth + 1 if keep_self_hits else depth
-    if isinstance(corpus, Shard):
+    if isinstance(corpus, RankShard):
+        run, stats = search_ranks(qids, q_emb, corpus, k)
+        if not ranks.is_main():
+            return run, stats
+    elif isinstance(corpus, Shard):
         run, stats = search(qids, q_emb, corpus, k=k)
     else:
         # searched where they lie (a memory map of the vector cache), chunk by chunk: no index, no copy
         doc_ids, doc_emb = corpus
         run, stats = search_vectors(qids, q_emb, doc_ids, doc_emb, k=k, device=getattr(encoder, "device", None))
         timings["index_build_seconds"] = 0.0
+    stats.setdefault("search_processes", 1)  # one process: faiss, where index_device says
+    stats.setdefault("search_devices", [stats["index_device"]])
     if keep_self_hits:
         run = trim_to_depth(run, depth, True)
     if run_file is not None:

@@ -32,6 +32,7 @@ from harness.pipelines.chain import (
 from harness.pipelines.context import input_key
 from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
 from harness.retrieval.encoder import default_batch_size, gather_embeddings, load_encoder, pick_device
+from harness.retrieval.rank_search import local_shard
 from harness.spec.stage_settings import StageSettings, precision_source
 from harness.stages.checkpoints import model_fingerprint
 from harness.training.precision import cuda_encode_precision, encode_precision
@@ -100,7 +101,19 @@ def start_encoding(spec: Any) -> dict[str, Any]:
 
 
 # What a dense_retrieve stage's done.json keeps: the numbers of the search itself.
-SEARCH_OUTPUTS = ("index_device", "shards", "docs", "dim", "index_bytes", "queries", "k", "search_seconds", "qps")
+SEARCH_OUTPUTS = (
+    "index_device",
+    "search_devices",
+    "search_processes",
+    "shards",
+    "docs",
+    "dim",
+    "index_bytes",
+    "queries",
+    "k",
+    "search_seconds",
+    "qps",
+)
 
 
 def retrieve_stage(
@@ -122,7 +135,9 @@ def retrieve_stage(
     cotmae-qc/msmarco/test_retriever.sh: ``--fp16``, per-device batch 2048, 8 corpus splits on 8 GPUs,
     faiss on GPUs); the record's ``encode_precision``, ``encode_batching`` and ``index_device`` say which,
     the key does not (a CPU run encodes and searches as before: fp32 or its run's precision, batches of 64
-    sorted by characters, faiss on the CPU)."""
+    sorted by characters, faiss on the CPU). With several processes every rank searches the corpus rows it
+    holds and rank 0 merges (:mod:`harness.retrieval.rank_search`: the one-process run file; the record's
+    ``search_processes``/``search_devices`` say where it ran)."""
 
     bench = get_benchmark(dataset)
     if (precision := encode_precision(ctx.spec)) != "fp32":
@@ -130,7 +145,7 @@ def retrieve_stage(
 
     def build(work: Path) -> dict[str, Any]:
         # Every rank of a launched run encodes its slice of the corpus and of the queries (merged in id
-        # order on rank 0, which searches); on CUDA under fp16 autocast in token-sorted batches of 2048,
+        # order on rank 0); on CUDA under fp16 autocast in token-sorted batches of 2048,
         # as the official scripts encode. Neither the process count nor the CUDA precision and batching is
         # in the key: they change vectors only at float rounding level (rounding of fp16, or of other
         # padded batch shapes in fp32).
@@ -138,18 +153,23 @@ def retrieve_stage(
         batch_size = default_batch_size(encoder.device)  # 64 on a CPU, as before
         ids, vectors, info = corpus_embeddings(encoder, bench, model_fingerprint(model_dir), batch_size)
         qids, q_emb, seconds = sharded_queries(encoder, judged_queries(bench, split))
-        if not ranks.is_main():
-            return {}
+        # Several processes: each searches the rows it holds and rank 0 merges (harness.retrieval.rank_search)
+        from harness.training import distributed as D
+
+        multi = ranks.world_size() > 1 and D.active()
+        corpus = local_shard(ids, vectors, info.get("cache_file"), encoder.device) if multi else (ids, vectors)
         _, stats = retrieve(
             encoder,
             bench,
             split,
             depth,
-            corpus=(ids, vectors),
+            corpus=corpus,
             run_file=work / "run.trec",
             tag=f"{ctx.spec.name}-{label}",
             query_vectors=(qids, q_emb, seconds),
         )
+        if not ranks.is_main():
+            return {}
         return {
             **{k: stats[k] for k in SEARCH_OUTPUTS},
             "encode_precision": encoder.precision,

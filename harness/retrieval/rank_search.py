@@ -1,0 +1,119 @@
+"""The dense search of a launched run, where the vectors are: every rank holds its contiguous rows of the
+corpus vectors (on its GPU in fp16 storage, or in CPU memory on a CPU run), scores all queries against
+them (:func:`harness.retrieval.exact_search.shard_topk`) and rank 0 merges the per-rank lists exactly
+(:func:`harness.retrieval.exact_search.merge_topk`, ties kept for the lowest corpus rows as the one-process
+search keeps them), so the run does not depend on the number of processes.
+
+    shard = local_shard(doc_ids, vectors, cache_file, device)   # every rank; rank 0 names the cache file
+    run, stats = search_ranks(query_ids, query_emb, shard, k)   # every rank; the run on rank 0, {} elsewhere
+
+One process keeps faiss (:mod:`harness.retrieval.dense`); this module is for world size > 1.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.core import ranks
+from harness.core.errors import HarnessError
+from harness.retrieval.dense import Run, to_run
+from harness.retrieval.exact_search import TopK, merge_topk, shard_topk
+
+COPY_ROWS = 65_536  # rows copied from the memory map to the device at a time: no whole fp32 slice in memory
+
+
+@dataclass(frozen=True)
+class RankShard:
+    """This rank's rows of the corpus vectors: rows [offset, offset + len(vectors)) of ``total``."""
+
+    vectors: Any  # (n, d) torch tensor: fp16 on a GPU, fp32 on the CPU
+    offset: int
+    total: int
+    dim: int
+    device: str  # where they lie, e.g. "cuda:1" or "cpu"
+    doc_ids: Sequence[str]  # every doc id on rank 0 (it writes the run), [] on the others
+
+
+def rank_rows(total: int, rank: int, world: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous slice [start, end) of ``total`` rows (sizes differ by at most one)."""
+    return total * rank // world, total * (rank + 1) // world
+
+
+def local_shard(doc_ids: Sequence[str], vectors: np.ndarray, cache_file: str | None, device: Any) -> RankShard:
+    """This rank's rows, read from the corpus vector cache that rank 0 names (every rank calls this
+    together: rank 0's answer waits until it has written the cache)."""
+    import torch
+
+    from harness.training import distributed as D
+
+    where = (str(cache_file), len(doc_ids), int(vectors.shape[1])) if ranks.is_main() else None
+    if ranks.is_main() and cache_file is None:
+        raise HarnessError("a multi-process dense search needs the corpus vector cache; run with the cache enabled")
+    path, total, dim = D.control_broadcast(where)
+    start, end = rank_rows(total, ranks.rank(), ranks.world_size())
+    dev = torch.device(device or "cpu")
+    dtype = torch.float16 if dev.type == "cuda" else torch.float32  # fp16 storage, fp32 accumulation
+    rows = np.load(path, mmap_mode="r")
+    if rows.shape != (total, dim):
+        raise HarnessError(f"{path} holds vectors of shape {rows.shape}, not ({total}, {dim}); delete it to re-encode")
+    out = torch.empty((end - start, dim), dtype=dtype, device=dev)
+    for s in range(start, end, COPY_ROWS):
+        e = min(end, s + COPY_ROWS)
+        out[s - start : e - start] = torch.from_numpy(np.array(rows[s:e], dtype=np.float32)).to(dev, dtype)
+    return RankShard(out, start, total, dim, str(dev), list(doc_ids) if ranks.is_main() else [])
+
+
+def _gather(part: TopK) -> list[TopK] | None:
+    """Every rank's lists on rank 0 (None elsewhere), through the gloo control group."""
+    import torch.distributed as dist
+
+    from harness.training import distributed as D
+
+    box: list[Any] | None = [None] * ranks.world_size() if ranks.is_main() else None
+    dist.gather_object(part, box, dst=0, group=D.control_group())
+    return box
+
+
+def search_ranks(
+    query_ids: Sequence[str], query_emb: np.ndarray, shard: RankShard, k: int, chunk: int = 4096
+) -> tuple[Run, dict[str, Any]]:
+    """Every query's exact top-``k`` over the whole corpus, each rank searching its shard; the run and its
+    stats on rank 0 (``{}`` and this rank's stats elsewhere). ``search_devices``/``search_processes``
+    say where it ran."""
+    import torch.distributed as dist
+
+    from harness.training import distributed as D
+
+    if len(query_ids) != len(query_emb):
+        raise HarnessError(f"{len(query_ids)} query ids for {len(query_emb)} query embeddings")
+    started = time.perf_counter()
+    part = shard_topk(query_emb, shard.vectors, shard.offset, k, chunk=chunk)
+    devices: list[Any] | None = [None] * ranks.world_size() if ranks.is_main() else None
+    dist.gather_object(shard.device, devices, dst=0, group=D.control_group())
+    parts = _gather(part)
+    if parts is None:
+        return {}, {}
+    best = merge_topk(parts, k)
+    seconds = time.perf_counter() - started
+    assert devices is not None
+    kinds = sorted({d.split(":")[0] for d in devices})
+    stats = {
+        "index": f"exact inner product (torch) over each rank's rows, merged on rank 0, on {len(devices)} processes",
+        "index_device": ", ".join(kinds),
+        "search_devices": devices,
+        "search_processes": len(devices),
+        "shards": len(devices),
+        "docs": shard.total,
+        "dim": shard.dim,
+        "index_bytes": shard.total * shard.dim * (2 if kinds == ["cuda"] else 4),
+        "queries": len(query_ids),
+        "k": k,
+        "search_seconds": seconds,
+        "qps": len(query_ids) / seconds if seconds > 0 else float("inf"),
+    }
+    return to_run(query_ids, shard.doc_ids, best.scores, best.index), stats
