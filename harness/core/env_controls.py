@@ -113,6 +113,12 @@ for _c in (
     Control("HARNESS_PG_TIMEOUT", "int", "seconds before a training collective fails (default 1,800)", 1, 10**8),
     Control("HARNESS_STAGE_WAIT", "int", "seconds a rank waits for another's stage (default 7 days)", 1, 10**8),
     Control(
+        "HARNESS_OWN_LAUNCHER",
+        "choice",
+        "set by `run --nproc-per-node` in its workers (torchrun's is not)",
+        choices=("1",),
+    ),
+    Control(
         "HARNESS_PLANNED_WORLD_SIZE", "int", "set by `run --dry-run --nproc-per-node`: the planned processes", 1, 10**6
     ),
 ):
