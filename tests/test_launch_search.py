@@ -1,7 +1,7 @@
 """`run --nproc-per-node 2` (gloo, CPU) searches where the vectors are: mining and every evaluation search
 ran on both processes (their record entries say so), and one process searching the same models and
-vectors again writes the same run files: scores within 1e-5 at every rank, and the same ids in the same
-order (ties by doc id) except among documents whose scores lie within 1e-5 of each other, where the two
+vectors again writes the same run files: scores within 2e-6 relative at every rank, and the same ids in the same
+order (ties by doc id) except among documents whose scores lie within 2e-6 relative of each other, where the two
 scorers' float rounding may order them apart, and among those tied at the last place, where faiss's own
 pick follows no fixed rule."""
 
@@ -24,18 +24,18 @@ def _run_files(cache: Path) -> dict[str, list[list[str]]]:
     }
 
 
-TOL = 1e-5
+RTOL = 2e-6  # relative: a few float32 ulps of a 768-term sum (measured up to 6.9e-7 at scores ~133)
 
 
 def _tie_groups(lines: list[list[str]]) -> list[tuple[str, int, frozenset[str]]]:
-    """Per query, its ranking cut into groups of neighbours within TOL of each other (each group's doc ids
+    """Per query, its ranking cut into groups of neighbours within RTOL of each other (each group's doc ids
     as a set); a query's last group, tied at its last place, is kept as its size only."""
     groups: list[tuple[str, int, frozenset[str]]] = []
     current: list[str] = []
     for i, row in enumerate(lines):
         current.append(row[2])
         last_of_query = i + 1 == len(lines) or lines[i + 1][0] != row[0]
-        if last_of_query or abs(float(lines[i + 1][4]) - float(row[4])) > TOL:
+        if last_of_query or abs(float(lines[i + 1][4]) - float(row[4])) > RTOL * abs(float(row[4])):
             groups.append((row[0], len(current), frozenset() if last_of_query else frozenset(current)))
             current = []
     return groups
@@ -59,7 +59,9 @@ def test_two_process_searches_write_the_one_process_run_files(tmp_path):
     assert one.keys() == two.keys()
     for name in one:
         assert [r[:2] for r in two[name]] == [r[:2] for r in one[name]], name  # same queries, same depths
-        np.testing.assert_allclose([float(r[4]) for r in two[name]], [float(r[4]) for r in one[name]], atol=TOL)
+        np.testing.assert_allclose(
+            [float(r[4]) for r in two[name]], [float(r[4]) for r in one[name]], rtol=RTOL, atol=0
+        )
         assert _tie_groups(two[name]) == _tie_groups(one[name]), name
     newest = _records(tmp_path)[-1]
     assert all(e["output"]["search_processes"] == 1 for e in newest["stages"] if e["stage"] == "dense_retrieve")
