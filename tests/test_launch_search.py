@@ -1,6 +1,9 @@
 """`run --nproc-per-node 2` (gloo, CPU) searches where the vectors are: mining and every evaluation search
 ran on both processes (their record entries say so), and one process searching the same models and
-vectors again writes the same run files (same ids and order, ties by doc id; scores within 1e-5)."""
+vectors again writes the same run files: scores within 2e-6 relative at every rank, and the same ids in the same
+order (ties by doc id) except among documents whose scores lie within 2e-6 relative of each other, where the two
+scorers' float rounding may order them apart, and among those tied at the last place, where faiss's own
+pick follows no fixed rule."""
 
 from __future__ import annotations
 
@@ -21,6 +24,24 @@ def _run_files(cache: Path) -> dict[str, list[list[str]]]:
     }
 
 
+RTOL = 2e-6  # relative: a few float32 ulps of a 768-term sum (measured up to 6.9e-7 at scores ~133)
+
+
+def _tie_groups(lines: list[list[str]], ref: list[list[str]]) -> list[tuple[str, int, frozenset[str]]]:
+    """Per query, its ranking cut into groups of neighbours within RTOL of each other (each group's doc ids
+        as a set), the cuts taken from ``ref``'s scores (one set of cuts for both files: a gap past RTOL is
+    wider than either file's rounding); a query's last group, tied at its last place, is kept as its size only."""
+    groups: list[tuple[str, int, frozenset[str]]] = []
+    current: list[str] = []
+    for i, row in enumerate(lines):
+        current.append(row[2])
+        last_of_query = i + 1 == len(ref) or ref[i + 1][0] != row[0]
+        if last_of_query or abs(float(ref[i + 1][4]) - float(ref[i][4])) > RTOL * abs(float(ref[i][4])):
+            groups.append((row[0], len(current), frozenset() if last_of_query else frozenset(current)))
+            current = []
+    return groups
+
+
 @pytest.mark.slow
 def test_two_process_searches_write_the_one_process_run_files(tmp_path):
     args = ["run", "--method", "cotmae_qc", "--profile", "tiny"]
@@ -38,7 +59,21 @@ def test_two_process_searches_write_the_one_process_run_files(tmp_path):
     one = _run_files(cache)
     assert one.keys() == two.keys()
     for name in one:
-        assert [r[:4] for r in two[name]] == [r[:4] for r in one[name]], name
-        np.testing.assert_allclose([float(r[4]) for r in two[name]], [float(r[4]) for r in one[name]], atol=1e-5)
+        assert [r[:2] for r in two[name]] == [r[:2] for r in one[name]], name  # same queries, same depths
+        np.testing.assert_allclose(
+            [float(r[4]) for r in two[name]], [float(r[4]) for r in one[name]], rtol=RTOL, atol=0
+        )
+        assert _tie_groups(two[name], one[name]) == _tie_groups(one[name], one[name]), name
     newest = _records(tmp_path)[-1]
     assert all(e["output"]["search_processes"] == 1 for e in newest["stages"] if e["stage"] == "dense_retrieve")
+
+
+def test_tie_groups_let_only_near_ties_and_the_last_place_differ():
+    def lines(*rows: tuple[str, str, float]) -> list[list[str]]:
+        return [[q, "Q0", d, "0", str(s), "t"] for q, d, s in rows]
+
+    a = lines(("1", "x", 3.0), ("1", "y", 2.0), ("1", "z", 2.000001), ("1", "w", 1.0), ("2", "x", 1.0))
+    b = lines(("1", "x", 3.0), ("1", "z", 2.000001), ("1", "y", 2.0), ("1", "v", 1.0), ("2", "y", 1.0))
+    assert _tie_groups(b, a) == _tie_groups(a, a)
+    c = lines(("1", "y", 3.0), ("1", "x", 2.0), ("1", "z", 2.000001), ("1", "w", 1.0), ("2", "x", 1.0))
+    assert _tie_groups(c, a) != _tie_groups(a, a)
