@@ -168,11 +168,11 @@ def rehearsal_check(out: Path, cuda: bool, smoke: bool) -> CheckResult:
     if done.returncode != 0 and missing:
         return skipped("rehearsal", missing)
     what = f"{REHEARSAL_METHOD} {'tiny --dry-run' if smoke or not cuda else 'rehearsal on CUDA'}"
-    ok = done.returncode == 0
+    status = "pass" if done.returncode == 0 else "fail"
     tail = log.strip().splitlines()[-1] if log.strip() else ""
-    line = f"{'PASS' if ok else 'FAIL'} rehearsal: {what}: exit {done.returncode} in {seconds:.0f} s; {tail[:200]}"
+    line = f"{status.upper()} rehearsal: {what}: exit {done.returncode} in {seconds:.0f} s; {tail[:200]}"
     figures = {"command": " ".join(cmd[1:]), "exit_status": done.returncode, "seconds": round(seconds, 1)}
-    return CheckResult("rehearsal", "pass" if ok else "fail", line, figures)
+    return CheckResult("rehearsal", status, line, figures)
 
 
 def run_part(args: argparse.Namespace) -> CheckResult:

@@ -25,7 +25,8 @@ class CheckResult:
 
 
 def judged(name: str, ok: bool, line: str, figures: dict[str, Any]) -> CheckResult:
-    return CheckResult(name, "pass" if ok else "fail", f"{'PASS' if ok else 'FAIL'} {name}: {line}", figures)
+    status = "pass" if ok else "fail"
+    return CheckResult(name, status, f"{status.upper()} {name}: {line}", figures)
 
 
 def skipped(name: str, missing: str) -> CheckResult:

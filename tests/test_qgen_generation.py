@@ -322,7 +322,7 @@ class OwnBatchesOnly(Sequence[Passage]):
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):  # type: ignore[override]  # a stand-in for a list that refuses slices
         if isinstance(i, slice):
             raise AssertionError("a slice of the corpus was read")
         written = len(self.out.read_text().splitlines()) if self.out.exists() else 0

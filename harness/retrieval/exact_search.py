@@ -39,7 +39,7 @@ def _select(scores: Any, rows: Any, keys: Any, k: int) -> tuple[Any, Any, Any]:
     by_key = torch.argsort(keys, dim=1, stable=True)
     scores, rows, keys = (torch.gather(t, 1, by_key) for t in (scores, rows, keys))
     by_score = torch.argsort(scores, dim=1, descending=True, stable=True)[:, :k]
-    return tuple(torch.gather(t, 1, by_score) for t in (scores, rows, keys))  # type: ignore[return-value]
+    return tuple(torch.gather(t, 1, by_score) for t in (scores, rows, keys))  # type: ignore[return-value]  # a generator's tuple types as tuple[Tensor, ...]
 
 
 def _block_top(block_scores: Any, block_keys: Any, k: int) -> tuple[Any, Any]:

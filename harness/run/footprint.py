@@ -47,14 +47,13 @@ from harness.retrieval.corpus_vectors import CHUNK_PASSAGES
 from harness.retrieval.dense import chunk_rows as search_chunk_rows
 from harness.retrieval.java import lucene_heap
 from harness.run.model_shape import shape_of
-from harness.run.projection import MSMARCO_PASSAGES, PRETRAIN_PASSAGES, corpus_size, format_hours
+from harness.run.projection import CORPUS_PASSAGES, MSMARCO_PASSAGES, corpus_size, format_hours
 from harness.stages.graph import STAGES
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 PATTERN = "bench_scale_cpu_*.json"
-# The pre-training corpora by passages: MS MARCO documents split into passages are counted as the
-# paper's MS MARCO corpus (8.8M; the split's own count is not published).
-CORPUS_PASSAGES = {**PRETRAIN_PASSAGES, "msmarco-passage-docs": MSMARCO_PASSAGES}
+# The pre-training corpora by passages (projection.CORPUS_PASSAGES): MS MARCO documents split into
+# passages are counted as the paper's MS MARCO corpus (8.8M; the split's own count is not published).
 # plan stage -> the bench_scale stages it is made of (mining adds the negatives it writes)
 PARTS = {
     "passages": ("passages",),

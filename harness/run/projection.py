@@ -59,7 +59,9 @@ from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
 from harness.pretrain.objectives import objective_class
+from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops
 from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
+from harness.spec.block_settings import QgenSettings
 from harness.spec.method import load_method, pretraining_methods
 from harness.spec.stage_settings import RerankerSettings, StageSettings
 from harness.stages.graph import ALL_RANKS, NOT_PROJECTED, STAGES, resolve
@@ -81,6 +83,8 @@ MSMARCO_TRAIN_QUERIES = 502_939  # judged training queries (qrels.train.tsv)
 BEIR_CORPUS = {name: declared.get(name).passages for name in declared.beir()}
 # Passages of the pre-training corpora trained on by epochs (DPR's psgs_w100: 21,015,324).
 PRETRAIN_PASSAGES = {"wikipedia": 21_015_324, "msmarco-passage": MSMARCO_PASSAGES}
+# every corpus a pre-training stage reads, MS MARCO documents' passages counted as 8.8M
+CORPUS_PASSAGES = {**PRETRAIN_PASSAGES, "msmarco-passage-docs": MSMARCO_PASSAGES}
 # the SPLADE head (768 x 30,522 per token) over a BERT forward: encoding an impact index costs more
 SPLADE_HEAD_FACTOR = 1.27
 # bench/README.md (H100, 2026-11-24): bench_encode.py encoded 991 passages/s end to end (tokenisation
@@ -327,14 +331,9 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
 
 def qgen_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """Query generation over the pre-training corpus (module docstring); the term sampler costs no FLOPs."""
-    from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops
-    from harness.spec.block_settings import QgenSettings
-
     q = QgenSettings.from_spec(spec)
     if q.model == "term-sampler":
         return Cost(_label(entry), 0.0, "encode", note="term sampler: word counts, no model")
-    from harness.run.footprint import CORPUS_PASSAGES  # MS MARCO documents' passages counted as 8.8M
-
     size = spec.get("corpus.max_passages") or CORPUS_PASSAGES.get(str(spec.get("corpus.source")))
     if not size:
         return Cost(_label(entry), None, "encode", note="corpus size unknown")
