@@ -32,6 +32,7 @@ ALLOWED = (
     "qgen.model",
     "qgen.train_pairs",
     "finetune.max_train_queries",
+    "finetune.precision",  # the paper's fp16 needs CUDA: the rehearsal fine-tunes fp32 on a CPU, as its references did
     "finetune.global_queries",
     "finetune.epochs",
     "finetune.retriever1.global_queries",

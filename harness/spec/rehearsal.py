@@ -177,6 +177,9 @@ def apply(paper: dict[str, Any], own: dict[str, Any] | None, merge: Any) -> dict
     resolved["substitutions"] = list(paper.get("substitutions") or []) + over["substitutions"]
     resolved.pop("deviations", None)  # the paper's deviations are the paper profile's; the rehearsal lists its own
     resolved.pop("assumptions", None)
+    # The paper's half-precision fine-tuning needs CUDA; the rehearsal runs on a CPU in fp32 (as before the
+    # paper profiles stated it), so its settings and its committed references stay the same.
+    (resolved.get("finetune") or {}).pop("precision", None)
     return merge(resolved, own or {})
 
 
