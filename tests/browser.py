@@ -125,11 +125,12 @@ class DevTools:
         self.next_id = 0
         self.events: list[dict] = []  # what arrived while waiting for answers (e.g. Network.* once enabled)
 
-    def call(self, method: str, **params):
+    def call(self, method: str, timeout: float = 30, **params):
+        """Send one command and wait up to ``timeout`` seconds between messages for its answer."""
         self.next_id += 1
         self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
         while True:  # keep events aside until our answer arrives
-            msg = json.loads(self.ws.recv(timeout=30))
+            msg = json.loads(self.ws.recv(timeout=timeout))
             if "method" in msg and "id" not in msg:
                 self.events.append(msg)
             if msg.get("id") == self.next_id:
