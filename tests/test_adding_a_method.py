@@ -2,11 +2,14 @@
 
 A new objective needs no edit to the harness: the objective module registers itself from the
 ``objectives/`` folder beside the user's specs, and the spec names it. A new stage is declared
-once in harness/stages/graph.py; the page's declarations are added to the graph for the test only.
+once in harness/stages/graph.py; the page's declarations are added to the graph for the test only,
+and its module, imported then, registers the stage's functions (harness/stages/registry.py) for the
+test only too.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shlex
@@ -19,7 +22,8 @@ import pytest
 
 from harness.core.paths import PROJECT_ROOT
 from harness.stages import graph as stages
-from harness.stages.graph import Family, Stage
+from harness.stages import registry
+from harness.stages.graph import NOT_PROJECTED, PROJECTED, Family, Stage
 
 DOC = PROJECT_ROOT / "docs" / "adding-a-method.md"
 STAGE_PART = "\n## Adding a stage\n"
@@ -42,7 +46,8 @@ def declarations() -> tuple[Stage, Family]:
     """The stage part's block of declarations (```python declare), as harness/stages/graph.py would hold them."""
     _, _, text = DOC.read_text(encoding="utf-8").partition(STAGE_PART)
     (block,) = re.findall(r"```python declare\n(.*?)```", text, re.S)
-    stage, family = eval(f"({block})", {"Stage": Stage, "Family": Family})  # noqa: S307 - the page's own text
+    names = {"Stage": Stage, "Family": Family, "PROJECTED": PROJECTED, "NOT_PROJECTED": NOT_PROJECTED}
+    stage, family = eval(f"({block})", names)  # noqa: S307 - the page's own text
     return stage, family
 
 
@@ -81,14 +86,22 @@ def test_the_stage_part_has_a_module_its_declarations_a_spec_and_commands():
     files, commands = doc_blocks("stage")
     assert set(files) == {"oracle_stage.py", "my-methods/oracle.yaml"}
     stage, family = declarations()
-    assert stage.families == (family.name,) and stage.details and stage.cost and family.pipeline
+    assert stage.families == (family.name,) and stage.details and stage.cost == PROJECTED
+    module = files["oracle_stage.py"]
+    for decorator in (
+        '@registry.pipeline("oracle")',
+        '@registry.details("oracle_run")',
+        '@registry.cost("oracle_run")',
+    ):
+        assert decorator in module
     assert [c.split("python -m harness ")[1].split()[0] for c in commands] == ["ls", "run", "run"]
 
 
 @pytest.fixture
 def oracle_declared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The page's files in a folder, run from there, with its stage and family added to the graph for this
-    test only (what its declarations do in harness/stages/graph.py)."""
+    test only (what its declarations do in harness/stages/graph.py), and its module imported (what
+    harness/pipelines/families.py does for a pipeline module) into registries restored afterwards."""
     files, _ = doc_blocks("stage")
     for name, body in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -100,6 +113,9 @@ def oracle_declared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setitem(stages.FAMILY_STEPS, family.name, stages.family_steps(family.name))
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m harness` run from the folder
+    for held in registry.REGISTRIES:
+        monkeypatch.setattr(held, "functions", dict(held.functions))
+    importlib.import_module("oracle_stage")
     yield tmp_path
     sys.modules.pop("oracle_stage", None)
 

@@ -14,6 +14,8 @@ from harness.data.formats import stream_trec_run, write_trec_run
 from harness.data.negatives import NEGATIVE_SOURCES, read_published_negatives
 from harness.retrieval import bm25
 from harness.spec.block_settings import RetrievalSettings
+from harness.stages import registry
+from harness.stages.graph import LEXICAL
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -80,6 +82,7 @@ def bm25_negatives_run(ctx: RunContext, dataset: str, split: str, depth: int) ->
     )
 
 
+@registry.pipeline(LEXICAL)
 def run_bm25(ctx: RunContext, datasets: list[str]) -> dict[str, dict[str, Path]]:
     depth = RetrievalSettings.from_spec(ctx.spec).depth
     return {"bm25": {d: bm25_run(ctx, d, get_benchmark(d).eval_split, depth) for d in datasets}}

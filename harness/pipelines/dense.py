@@ -34,7 +34,9 @@ from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
 from harness.retrieval.encoder import default_batch_size, gather_embeddings, load_encoder, pick_device
 from harness.retrieval.rank_search import local_shard
 from harness.spec.stage_settings import StageSettings, precision_source
+from harness.stages import registry
 from harness.stages.checkpoints import model_fingerprint
+from harness.stages.graph import DENSE
 from harness.training.precision import cuda_encode_precision, encode_precision
 
 if TYPE_CHECKING:
@@ -205,6 +207,7 @@ def sharded_queries(encoder: Any, queries: dict[str, str]) -> tuple[list[str], n
     return qids, gather_embeddings(local, len(qids)), time.perf_counter() - started
 
 
+@registry.pipeline(DENSE)
 def run_dense(ctx: RunContext, datasets: list[str]) -> Runs:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": {...}}."""
 

@@ -87,8 +87,9 @@ from harness.spec.stage_settings import (
     StageSettings,
     precision_source,
 )
+from harness.stages import registry
 from harness.stages.checkpoints import WEIGHT_SUFFIXES, resolve_checkpoint, weights_sha256
-from harness.stages.graph import PRETRAINING
+from harness.stages.graph import PRETRAINING, SPARSE
 
 if TYPE_CHECKING:
     from harness.pipelines.context import RunContext
@@ -584,6 +585,7 @@ def search_stage(
 # --- the pipeline -------------------------------------------------------------------------------
 
 
+@registry.pipeline(SPARSE)
 def run_learned_sparse(ctx: RunContext, datasets: list[str]) -> Runs:
     """Runs per fine-tuning stage and dataset: {"retriever1": {dataset: run}, "retriever2": ..., "retriever3": ...}."""
 

@@ -3,8 +3,9 @@
 The stage list comes from the run's own pipeline in plan mode (``harness.run.runner.plan_method``,
 ``RunContext.plan_only``): every stage a run would execute, in order, with its cache key and
 whether a finished output is already in the cache; then the evaluation entries the runner adds.
-Under a stage's first entry, its settings lines: the function its declaration names
-(harness/stages/graph.py ``details``; the built-in stages' are defined here).
+Under a stage's first entry, its settings lines: the function registered for a stage that declares
+``details`` in harness/stages/graph.py (:mod:`harness.stages.registry`; the built-in stages' are defined
+and registered here).
 
 The paper profiles declare their hardware (e.g. 16 x V100 for CoT-MAE + QC). On other
 hardware the harness keeps the global batch: per-device batch x devices x accumulation, or
@@ -44,7 +45,8 @@ from harness.spec.stage_settings import (
     finetune_settings,
     precision_source,
 )
-from harness.stages.graph import MINING_DETAILS, STAGES, resolve
+from harness.stages import registry
+from harness.stages.graph import MINING, STAGES
 from harness.training.precision import device_precision
 
 
@@ -206,15 +208,18 @@ def detail_kind(entry: dict[str, Any]) -> str:
 
 
 def stage_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
-    """An entry's settings lines: its stage's declared ``details`` (harness/stages/graph.py), or mining's."""
+    """An entry's settings lines: those registered for its stage (declared ``details`` in
+    harness/stages/graph.py), or mining's; the functions are this module's own (registered as it loads)."""
     stage = STAGES.get(entry["stage"])
-    ref = MINING_DETAILS if is_mining(entry) else stage.details if stage else None
-    return resolve(ref)(spec, entry, hw) if ref else []
+    name = MINING if is_mining(entry) else stage.name if stage and stage.details else None
+    return registry.DETAILS.function(name)(spec, entry, hw) if name else []
 
 
-# The declared `details` of harness/stages/graph.py: (spec, plan entry, hardware) -> the stage's settings lines.
+# The settings lines of the stages declaring `details` in harness/stages/graph.py, registered for them:
+# (spec, plan entry, hardware) -> the stage's settings lines.
 
 
+@registry.details(MINING)
 def mining_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     """Retriever 1 mines for retriever 2, retriever 2 for retriever 3, to the next stage's negative_depth."""
     miner, reader = (
@@ -228,16 +233,19 @@ def mining_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> lis
     ]
 
 
+@registry.details("tokenizer")
 def tokenizer_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     tok = TokenizerSettings.from_spec(spec)
     return [f"vocabulary {tok.vocab_size}, corpora {tok.corpora}"]
 
 
+@registry.details("passages")
 def passages_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     corpus = CorpusSettings.from_spec(spec)
     return [f"sources {corpus.source}, max {corpus.max_tokens} tokens, max passages {corpus.max_passages or 'all'}"]
 
 
+@registry.details("qgen")
 def qgen_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     q = QgenSettings.from_spec(spec)
     if q.model == "term-sampler":
@@ -247,15 +255,18 @@ def qgen_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[
     ]
 
 
+@registry.details("index", "retrieve")
 def bm25_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     cfg = RetrievalSettings.from_spec(spec)
     return [f"BM25 k1 {cfg.k1}, b {cfg.b}, fields {', '.join(cfg.fields)}, {cfg.threads} thread(s)"]
 
 
+@registry.details("impact_index", "impact_search")
 def impact_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     return [", ".join(f"{k} {v}" for k, v in RetrievalSettings.from_spec(spec).impact().items())]
 
 
+@registry.details("reranker", "teacher_scores")
 def teacher_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     r3 = RerankerSettings.from_spec(spec)
     ckpt = r3.reranker_checkpoint or (DEFAULT_RERANKER_NAME if r3.reranker == CONFIGURED_RERANKER else None)
@@ -269,10 +280,12 @@ def teacher_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> li
     return [line]
 
 
+@registry.details("retriever1", "retriever2", "retriever3")
 def retriever_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     return finetune_details(spec, entry["stage"], hw)
 
 
+@registry.details("pretrain")
 def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> list[str]:
     from harness.pretrain.trainer import plan_batches
 

@@ -6,7 +6,8 @@ paper per-device batch, one fine-tuning step of 64 queries x 16 passages, encodi
 at bert-base shape and 144 tokens) were counted by ``torch.utils.flop_counter`` on the step itself,
 with its wall time and peak memory, by ``bench/paper_shape_smoke.py`` on one H100 (bf16); the rows
 are :data:`MEASURED`. A stage's FLOPs are that step's scaled by its batch and step count, by the
-cost function its declaration names (harness/stages/graph.py ``cost``; the built-in stages' are defined here).
+cost function registered for its stage (``cost=PROJECTED`` in harness/stages/graph.py; the built-in stages'
+are defined here).
 
 Assumptions, stated with every projection:
 * utilisation: on an H100/H200 each kind of step reaches the fraction of the dense fp16/bf16 peak it
@@ -64,7 +65,8 @@ from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
 from harness.spec.block_settings import QgenSettings
 from harness.spec.method import load_method, pretraining_methods
 from harness.spec.stage_settings import RerankerSettings, StageSettings
-from harness.stages.graph import ALL_RANKS, NOT_PROJECTED, STAGES, resolve
+from harness.stages import registry
+from harness.stages.graph import ALL_RANKS, NOT_PROJECTED, STAGES
 
 MEASURED = PROJECT_ROOT / "bench" / "results" / "paper_shape_h100_2026-11-24.json"
 MEASURED_ON_PEAK = 989.0  # H100 SXM dense bf16 TFLOP/s (NVIDIA's datasheet)
@@ -148,7 +150,7 @@ def corpus_size(dataset: str) -> int | None:
 
 def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
     """Projected TFLOPs of each planned stage that runs (``to run``; cached and reused cost nothing), by
-    its stage's declared ``cost`` (harness/stages/graph.py)."""
+    its stage's declared ``cost`` (harness/stages/graph.py) and the function registered for it."""
 
     costs: list[Cost] = []
     counted: set[str] = set()  # shared by the entries' cost functions: what is counted once per plan
@@ -162,7 +164,7 @@ def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
                 Cost(_label(entry), None, "", note="not projected (no measured step of this kind)", parallel=parallel)
             )
         else:
-            found = resolve(stage.cost)(spec, entry, counted)
+            found = registry.COSTS.function(stage.name)(spec, entry, counted)
             for cost in found if isinstance(found, list) else [found]:
                 if cost is not None:
                     costs.append(dataclasses.replace(cost, parallel=parallel))
@@ -190,9 +192,11 @@ def _label(entry: dict[str, Any]) -> str:
     return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else entry["stage"]
 
 
-# The declared `cost` of harness/stages/graph.py: (spec, a "to run" plan entry, counted) -> its Cost, or None.
+# The cost functions of the stages declaring `cost=PROJECTED` in harness/stages/graph.py, registered for them:
+# (spec, a "to run" plan entry, counted) -> its Cost, or None.
 
 
+@registry.cost("pretrain")
 def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The measured row of the objective the spec pre-trains with (the QC variants share their family's);
     an objective not measured yet is not projected."""
@@ -251,6 +255,7 @@ def grad_cache_factor(spec: Any, devices: int | None = None) -> float:
     return GRAD_CACHE_FACTOR if plan["mode"] == "grad_cache" else 1.0
 
 
+@registry.cost("retriever1", "retriever2", "retriever3")
 def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """A retriever's fine-tuning: the measured step of 64 queries x 16 passages, scaled by its passages."""
 
@@ -271,6 +276,7 @@ def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     return Cost(_label(entry), tflop, "finetune", per_device, note, precision=precision)
 
 
+@registry.cost("dense_retrieve")
 def dense_retrieve_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> list[Cost | None]:
     """A dense search stage: its corpus encoding (once per shared vectors, :func:`encode_cost`) and the
     search itself (:func:`search_cost`), two rows."""
@@ -307,6 +313,7 @@ def search_flops(queries: int, passages: int, dim: int) -> float:
     return 2.0 * queries * passages * dim
 
 
+@registry.cost("impact_index")
 def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | None:
     """Encoding a corpus (dense vectors, or an impact index with the SPLADE head); a cqadupstack forum's
     corpus is counted as the 12 forums together, once per retriever (``counted``), and searches sharing
@@ -329,6 +336,7 @@ def encode_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost | N
     return Cost(_label(entry), size * factor * per_sequence if size else None, "encode", 512)
 
 
+@registry.cost("qgen")
 def qgen_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """Query generation over the pre-training corpus (module docstring); the term sampler costs no FLOPs."""
     q = QgenSettings.from_spec(spec)
@@ -344,6 +352,7 @@ def qgen_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     return Cost(_label(entry), int(size) * per_passage / 1e12, "encode", note=note)
 
 
+@registry.cost("teacher_scores")
 def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The cross-encoder's forward over the mined candidates of the training queries."""
 

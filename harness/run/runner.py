@@ -35,6 +35,7 @@ from harness.gate.cell_state import run_summary_states
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import RunContext, StageLog
+from harness.pipelines.families import family_pipeline
 from harness.records.tracking import (
     Tracker,
     log_parent_summary,
@@ -52,7 +53,7 @@ from harness.spec.conditions import run_conditions
 from harness.spec.method import MethodSpec, load_method, profiles_of
 from harness.spec.stage_settings import PretrainSettings, StageSettings
 from harness.stages.artifacts import config_hash
-from harness.stages.graph import FAMILIES, StopAfterStage, resolve
+from harness.stages.graph import FAMILIES, StopAfterStage
 from harness.training.precision import resolve_precision
 
 
@@ -208,7 +209,7 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
             f"run its pre-training with `python -m harness run --method {spec.name} --stage pretrain` "
             "(see the status table in docs/status.md)"
         )
-    return resolve(FAMILIES[family].pipeline)
+    return family_pipeline(family)
 
 
 def run_params(spec: MethodSpec) -> dict[str, Any]:

@@ -16,16 +16,19 @@ its output (:class:`harness.stages.artifacts.StageCache`), its MLflow child run,
   encoding, teacher scoring: the output does not depend on the number of processes), else :data:`MAIN_RANK`: rank 0
   builds it alone while the others wait (:meth:`harness.pipelines.context.RunContext.cached_stage`);
   the projection divides only an every-rank or sharded stage by the device count;
-- ``details``: its settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for the
-  stages of one ``details_group`` (BM25 index and search share theirs);
+- ``details``: whether it has settings lines in ``run --dry-run`` (:mod:`harness.run.plan`), printed once for
+  the stages of one ``details_group`` (BM25 index and search share theirs);
 - ``gpu``: whether its work can use a GPU at all (the projection names those that cannot);
-- ``cost``: its row of the dry-run's projection (:mod:`harness.run.projection`), :data:`NOT_PROJECTED`,
-  or ``None``: left out of the projection (BM25, file work, encoding queries only).
+- ``cost``: its row of the dry-run's projection (:mod:`harness.run.projection`): :data:`PROJECTED` (its
+  FLOPs, wall time and memory), :data:`NOT_PROJECTED` (listed without FLOPs: no measured step of its
+  kind), or ``None``: left out of the projection (BM25, file work, encoding queries only).
 
-Each family is one :class:`Family`: the pipeline function that runs its stages (``harness.run.runner``
-looks it up) and the spec steps it always runs. The functions are named by ``"module:function"``
-references, imported by :func:`resolve` when called: this low-level module imports none of the
-plan, projection or pipeline modules above it.
+Each family is one :class:`Family`: its name and the spec steps it always runs.
+
+This module declares; it names no function of the modules above it. The settings lines, the cost
+function and each family's pipeline are registered by those modules, with the decorators of
+:mod:`harness.stages.registry` (``@registry.details("passages")``, ``@registry.cost("pretrain")``,
+``@registry.pipeline(DENSE)``), so every such dependency is an import pointing down.
 
 Which stages a given spec runs, in which order and with which keys, is its pipeline in plan mode
 (``run --dry-run``); ``python -m harness ls stages`` prints this graph.
@@ -33,25 +36,28 @@ Which stages a given spec runs, in which order and with which keys, is its pipel
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 DENSE, SPARSE, LEXICAL = "dense", "learned-sparse", "lexical"
 TRAINED = (DENSE, SPARSE)
 EVERY_RANK, SHARDED, MAIN_RANK = "every rank", "every rank, sharded", "rank 0"  # Stage.ranks
 ALL_RANKS = (EVERY_RANK, SHARDED)  # the stages whose build every rank of a launched run enters
+PROJECTED = "projected"  # Stage.cost: a row of the projection, by its registered cost function
 NOT_PROJECTED = "not projected"  # Stage.cost: listed in the projection without FLOPs (no measured step of its kind)
+# A search of the training queries (a dense_retrieve or impact_search entry of a ``.../mine`` dataset) is the
+# spec's ``mine`` step: the plan shows its settings lines (registered under this name, group "mine") instead
+# of its stage's.
+MINING = "mine"
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage; ``details`` and ``cost`` are ``"module:function"`` references (:func:`resolve`):
+    """One stage (the fields: this module's docstring). What the modules above register for it
+    (:mod:`harness.stages.registry`):
 
-    - ``details(spec, entry, hw) -> list[str]``: the settings lines under its first plan entry;
-    - ``cost(spec, entry, counted) -> Cost | list[Cost | None] | None``: one "to run" entry's projected
-      cost, or its rows (a dense search: its encoding and the search itself)
+    - with ``details``: ``(spec, entry, hw) -> list[str]``, the settings lines under its first plan entry;
+    - with ``cost=PROJECTED``: ``(spec, entry, counted) -> Cost | list[Cost | None] | None``, one "to run"
+      entry's projected cost, or its rows (a dense search: its encoding and the search itself)
       (``counted``: a set shared by a plan's entries, for what is counted once; ``None``: no row).
     """
 
@@ -62,10 +68,14 @@ class Stage:
     families: tuple[str, ...] = TRAINED
     resumable: bool = False
     ranks: str = MAIN_RANK
-    details: str | None = None
+    details: bool = False  # whether it has settings lines in the plan (a registered details function)
     details_group: str = ""  # stages that share their settings lines; "" = its own name
-    cost: str | None = None
+    cost: str | None = None  # PROJECTED, NOT_PROJECTED or None (left out of the projection)
     gpu: bool = True  # whether its work can use a GPU (False: Lucene/BM25, file and scoring work)
+
+    def __post_init__(self) -> None:
+        if self.cost not in (PROJECTED, NOT_PROJECTED, None):  # e.g. a function's name: register it instead
+            raise ValueError(f"stage '{self.name}': cost is PROJECTED, NOT_PROJECTED or None, not {self.cost!r}")
 
     @property
     def group(self) -> str:
@@ -74,22 +84,12 @@ class Stage:
 
 @dataclass(frozen=True)
 class Family:
-    """A family of methods (a spec's ``family``): ``pipeline`` is the ``"module:function"`` turning a
-    run's context and datasets into run files per variant and dataset; ``always``: the spec steps it
-    always runs."""
+    """A family of methods (a spec's ``family``); ``always``: the spec steps it always runs. Its pipeline,
+    turning a run's context and datasets into run files per variant and dataset, is registered by
+    ``@registry.pipeline(name)`` (harness/pipelines/, looked up by harness/pipelines/families.py)."""
 
     name: str
-    pipeline: str
     always: tuple[str, ...] = ()
-
-
-def resolve(ref: str) -> Callable[..., Any]:
-    """The function a ``"module:function"`` reference names, imported now."""
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-PLAN, COST = "harness.run.plan", "harness.run.projection"
 
 
 # In the order a run meets them.
@@ -98,7 +98,7 @@ GRAPH: tuple[Stage, ...] = (
         "tokenizer",
         "train a WordPiece tokenizer on the corpora",
         "corpus",
-        details=f"{PLAN}:tokenizer_details",
+        details=True,
         gpu=False,
     ),
     Stage(
@@ -107,7 +107,7 @@ GRAPH: tuple[Stage, ...] = (
         "corpus",
         ("tokenizer",),
         resumable=True,
-        details=f"{PLAN}:passages_details",
+        details=True,
         gpu=False,
     ),
     Stage(
@@ -124,8 +124,8 @@ GRAPH: tuple[Stage, ...] = (
         ("passages", "qgen_model"),
         resumable=True,
         ranks=SHARDED,
-        details=f"{PLAN}:qgen_details",
-        cost=f"{COST}:qgen_cost",
+        details=True,
+        cost=PROJECTED,
     ),
     Stage(
         "pretrain",
@@ -134,8 +134,8 @@ GRAPH: tuple[Stage, ...] = (
         ("tokenizer", "passages", "qgen"),
         resumable=True,
         ranks=EVERY_RANK,
-        details=f"{PLAN}:pretrain_details",
-        cost=f"{COST}:pretrain_cost",
+        details=True,
+        cost=PROJECTED,
     ),
     Stage("random_init", "the seeded random encoder (no pre-training)", "pretrain", ("tokenizer",), gpu=False),
     Stage(
@@ -143,7 +143,7 @@ GRAPH: tuple[Stage, ...] = (
         "Lucene BM25 index of the corpus",
         "index",
         families=(LEXICAL, *TRAINED),
-        details=f"{PLAN}:bm25_details",
+        details=True,
         details_group="bm25",
         gpu=False,
     ),
@@ -153,7 +153,7 @@ GRAPH: tuple[Stage, ...] = (
         "retrieve",
         ("index",),
         families=(LEXICAL, *TRAINED),
-        details=f"{PLAN}:bm25_details",
+        details=True,
         details_group="bm25",
         gpu=False,
     ),
@@ -170,8 +170,8 @@ GRAPH: tuple[Stage, ...] = (
         ("pretrain", "random_init", "retrieve", "bm25_negatives"),
         resumable=True,
         ranks=EVERY_RANK,
-        details=f"{PLAN}:retriever_details",
-        cost=f"{COST}:finetune_cost",
+        details=True,
+        cost=PROJECTED,
     ),
     Stage(
         "dense_retrieve",
@@ -181,7 +181,7 @@ GRAPH: tuple[Stage, ...] = (
         ("pretrain", "random_init", "retriever1", "retriever2"),
         families=(DENSE,),
         ranks=SHARDED,
-        cost=f"{COST}:dense_retrieve_cost",
+        cost=PROJECTED,
     ),
     Stage(
         "impact_index",
@@ -190,9 +190,9 @@ GRAPH: tuple[Stage, ...] = (
         ("retriever1", "retriever2", "retriever3"),
         families=(SPARSE,),
         ranks=SHARDED,  # every rank encodes its chunks, rank 0 merges them and runs Lucene on the node's cores
-        details=f"{PLAN}:impact_details",
+        details=True,
         details_group="impact",
-        cost=f"{COST}:encode_cost",
+        cost=PROJECTED,
     ),
     Stage(
         "impact_search",
@@ -201,7 +201,7 @@ GRAPH: tuple[Stage, ...] = (
         ("impact_index",),
         families=(SPARSE,),
         ranks=SHARDED,  # query encoding as impact_index's; rank 0 searches with Lucene's threads
-        details=f"{PLAN}:impact_details",
+        details=True,
         details_group="impact",
     ),
     Stage(
@@ -211,8 +211,8 @@ GRAPH: tuple[Stage, ...] = (
         ("pretrain", "random_init", "retriever1", "retrieve", "bm25_negatives", "dense_retrieve", "impact_search"),
         resumable=True,
         ranks=EVERY_RANK,
-        details=f"{PLAN}:retriever_details",
-        cost=f"{COST}:finetune_cost",
+        details=True,
+        cost=PROJECTED,
     ),
     Stage(
         "reranker",
@@ -222,7 +222,7 @@ GRAPH: tuple[Stage, ...] = (
         families=(SPARSE,),
         resumable=True,
         ranks=EVERY_RANK,
-        details=f"{PLAN}:teacher_details",
+        details=True,
         details_group="teacher",
         cost=NOT_PROJECTED,
     ),
@@ -234,9 +234,9 @@ GRAPH: tuple[Stage, ...] = (
         families=(SPARSE,),
         resumable=True,
         ranks=SHARDED,
-        details=f"{PLAN}:teacher_details",
+        details=True,
         details_group="teacher",
-        cost=f"{COST}:teacher_scores_cost",
+        cost=PROJECTED,
     ),
     Stage(
         "retriever3",
@@ -246,8 +246,8 @@ GRAPH: tuple[Stage, ...] = (
         families=(SPARSE,),
         resumable=True,
         ranks=EVERY_RANK,
-        details=f"{PLAN}:retriever_details",
-        cost=f"{COST}:finetune_cost",
+        details=True,
+        cost=PROJECTED,
     ),
     Stage(
         "merge_parts",
@@ -266,16 +266,13 @@ GRAPH: tuple[Stage, ...] = (
     ),
 )
 STAGES: dict[str, Stage] = {stage.name: stage for stage in GRAPH}
-# A search of the training queries (a dense_retrieve or impact_search entry of a ``.../mine`` dataset) is the
-# spec's ``mine`` step: the plan shows these settings lines for it (group "mine") instead of its stage's.
-MINING_DETAILS = f"{PLAN}:mining_details"
 
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
-        Family(LEXICAL, "harness.pipelines.bm25:run_bm25", always=("evaluate",)),
-        Family(DENSE, "harness.pipelines.dense:run_dense", always=("finetune_r1", "evaluate")),
-        Family(SPARSE, "harness.pipelines.learned_sparse:run_learned_sparse", always=("finetune_r1", "evaluate")),
+        Family(LEXICAL, always=("evaluate",)),
+        Family(DENSE, always=("finetune_r1", "evaluate")),
+        Family(SPARSE, always=("finetune_r1", "evaluate")),
     )
 }
 
