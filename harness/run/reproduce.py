@@ -37,7 +37,8 @@ from harness.papers.released import (
     unmatched_selectors,
 )
 from harness.pipelines.context import StageLog
-from harness.records.tracking import log_parent_summary, new_run_id, parent_tracker
+from harness.records.parent_run import log_parent_summary, parent_tracker
+from harness.records.writer import new_run_id
 from harness.retrieval.corpus_vectors import encode_corpus_shards
 from harness.retrieval.encoder import load_zero_shot_encoder
 from harness.retrieval.sharded import waiting_group
