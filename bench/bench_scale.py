@@ -35,9 +35,9 @@ tail of longer documents; training queries are one per ``--passages-per-query`` 
 - ``impact_index``: ``--impact-terms`` quantised impacts per document written as a
   JsonVectorCollection and indexed by Lucene (harness.retrieval.impact.build_impact_index);
 - ``encode``: a tiny BERT (2 layers, hidden 32) encodes the corpus, read as a stream, into chunk files
-  (harness.retrieval.sharded.encode_corpus_sharded, as corpus_vectors does with ``iter_corpus``);
+  (harness.retrieval.shard_encoding.encode_corpus_sharded, as corpus_vectors does with ``iter_corpus``);
 - ``vector_store``: ``size`` float32 vectors (``--dim``) written in chunk files as an encoding does,
-  then merged into the cache's one .npy through a memory map (harness.retrieval.sharded);
+  then merged into the cache's one .npy through a memory map (harness.retrieval.shard_merge);
 - ``search``: exact top-``--k`` of ``--queries`` queries over that memory-mapped file in chunks
   (harness.retrieval.dense.search_vectors) in chunks of SEARCH_CHUNK_BYTES (32 MiB; runs use 2 GiB:
   search's memory is one chunk, so the bench's chunk is set below its smallest size; ``--chunk-rows``
@@ -165,10 +165,12 @@ def _vectors(start: int, end: int, dim: int) -> Any:
 
 
 def run_vector_store(size: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Chunk files as harness.retrieval.sharded writes them (manifest + .npy + .json; the ids hashed as
+    """Chunk files as harness.retrieval.shard_encoding writes them (manifest + .npy + .json; the ids hashed as
     they are made, no list of them), then the merge into the cache's .npy and doc_ids.json."""
     from harness.core.fsutil import atomic_write_text
-    from harness.retrieval import sharded
+    from harness.retrieval.shard_encoding import write_chunk
+    from harness.retrieval.shard_manifest import FORMAT, MANIFEST
+    from harness.retrieval.shard_merge import merge_shards_to_file
     from harness.stages.artifacts import TextHasher, hash_texts
 
     chunks = folder / "chunks"
@@ -181,15 +183,15 @@ def run_vector_store(size: int, folder: Path, args: argparse.Namespace) -> dict[
         ids = [f"doc{i}" for i in range(start, end)]
         for doc_id in ids:
             every.update(doc_id)
-        sharded._write_chunk(chunks, name, ids, start, end, _vectors(start, end, args.dim))
+        write_chunk(chunks, name, ids, start, end, _vectors(start, end, args.dim))
         names[name] = {"rank": 0, "start": start, "end": end, "ids_sha256": hash_texts(ids)}
     atomic_write_text(
-        chunks / sharded.MANIFEST,
-        json.dumps({"format": sharded.FORMAT, "passages": size, "ids_sha256": every.hexdigest(), "chunks": names}),
+        chunks / MANIFEST,
+        json.dumps({"format": FORMAT, "passages": size, "ids_sha256": every.hexdigest(), "chunks": names}),
     )
     del ids
     started = time.perf_counter()
-    sharded.merge_shards_to_file(chunks, folder / "embeddings.npy", folder / "doc_ids.json")
+    merge_shards_to_file(chunks, folder / "embeddings.npy", folder / "doc_ids.json")
     seconds = time.perf_counter() - started
     shutil.rmtree(chunks)
     return {"seconds": seconds, "items": size, "dim": args.dim}
@@ -386,7 +388,7 @@ def run_encode(size: int, folder: Path, args: argparse.Namespace) -> dict[str, A
 
     from harness.corpus.tokenizer import train_wordpiece
     from harness.retrieval.encoder import load_encoder
-    from harness.retrieval.sharded import encode_corpus_sharded
+    from harness.retrieval.shard_encoding import encode_corpus_sharded
 
     torch.set_num_threads(args.threads)
     sample = [d["title"] + " " + d["text"] for _, d in documents(min(size, 2000))]

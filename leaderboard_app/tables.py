@@ -22,8 +22,8 @@ from harness.gate.cell_state import cell_states, row_state
 from harness.gate.labels import system_axes, system_label
 from harness.gate.run import row_numbers
 from harness.papers.registry import paper_key
+from harness.records.mlflow_keys import flatten
 from harness.records.store import RunRecord
-from harness.records.tracking import flatten
 from harness.spec.paper_profiles import paper_deviations as all_deviations
 from leaderboard_app.display import (
     MISSING,

@@ -83,7 +83,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
 
 def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monkeypatch):
     from harness.pipelines.context import RunContext, StageLog
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
     from harness.spec.method import load_method
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
@@ -113,7 +113,7 @@ def test_a_resumable_stage_resumes_its_partial_work_unless_forced(tmp_path, monk
 def test_a_stage_name_not_declared_in_the_stage_graph_is_refused(tmp_path, monkeypatch):
     from harness.core.errors import HarnessError
     from harness.pipelines.context import RunContext, StageLog
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
     from harness.spec.method import load_method
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
@@ -128,7 +128,7 @@ def test_a_cached_stage_reports_the_outputs_its_build_returned(tmp_path, monkeyp
     """A resumed run's record carries the losses of the stages it took from the cache (the loss gate
     reads them), and how long their build took."""
     from harness.pipelines.context import RunContext, StageLog
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
     from harness.spec.method import load_method
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
@@ -216,7 +216,7 @@ def test_a_large_vector_store_gets_a_sampled_digest_that_still_finds_damage(tmp_
 
 def _stage_ctx():
     from harness.pipelines.context import RunContext, StageLog
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
     from harness.spec.method import load_method
 
     return RunContext(

@@ -99,12 +99,14 @@ def test_non_finite_vectors_in_a_later_chunk_are_refused():
 
 
 def test_the_merged_store_is_the_file_np_save_writes(tmp_path):
-    """harness.retrieval.sharded.merge_shards_to_file appends chunk by chunk: the bytes of np.save, and the
+    """harness.retrieval.shard_merge.merge_shards_to_file appends chunk by chunk: the bytes of np.save, and the
     doc ids the bytes of json.dumps (three chunks, the last short)."""
     import io
     import json
 
-    from harness.retrieval import sharded
+    from harness.retrieval.shard_encoding import write_chunk
+    from harness.retrieval.shard_manifest import FORMAT, MANIFEST
+    from harness.retrieval.shard_merge import merge_shards_to_file
     from harness.stages.artifacts import hash_texts
 
     docs, _ = corpus_with_ties(n=23)
@@ -112,17 +114,17 @@ def test_the_merged_store_is_the_file_np_save_writes(tmp_path):
     chunks = {}
     for k, start in enumerate(range(0, len(docs), 10)):
         end = min(len(docs), start + 10)
-        sharded._write_chunk(tmp_path, f"rank0-chunk{k:05d}", ids[start:end], start, end, docs[start:end])
+        write_chunk(tmp_path, f"rank0-chunk{k:05d}", ids[start:end], start, end, docs[start:end])
         chunks[f"rank0-chunk{k:05d}"] = {
             "rank": 0,
             "start": start,
             "end": end,
             "ids_sha256": hash_texts(ids[start:end]),
         }
-    (tmp_path / sharded.MANIFEST).write_text(
-        json.dumps({"format": sharded.FORMAT, "passages": len(docs), "ids_sha256": hash_texts(ids), "chunks": chunks})
+    (tmp_path / MANIFEST).write_text(
+        json.dumps({"format": FORMAT, "passages": len(docs), "ids_sha256": hash_texts(ids), "chunks": chunks})
     )
-    assert sharded.merge_shards_to_file(tmp_path, tmp_path / "v.npy", tmp_path / "ids.json") == len(ids)
+    assert merge_shards_to_file(tmp_path, tmp_path / "v.npy", tmp_path / "ids.json") == len(ids)
     assert (tmp_path / "ids.json").read_text(encoding="utf-8") == json.dumps(ids)  # written chunk by chunk
     buf = io.BytesIO()
     np.save(buf, docs)

@@ -25,7 +25,7 @@ from harness.gate.run import run_gate
 from harness.present import overview
 from harness.records.integrity import seal
 from harness.records.store import RunRecord
-from harness.records.tracking import write_run_record
+from harness.records.writer import write_run_record
 from harness.spec.method import load_method
 
 QC = [("cocondenser_qc", "cocondenser"), ("cotmae_qc", "cotmae")]

@@ -226,7 +226,7 @@ def test_a_checkpoint_file_cut_by_a_full_disk_names_it(tmp_path, monkeypatch):
 
 def test_a_stage_cut_by_a_full_disk_names_its_output_and_what_the_plan_projected(tmp_path, monkeypatch):
     from harness.pipelines.context import RunContext, StageLog
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
     from harness.spec.method import load_method
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))

@@ -15,7 +15,7 @@ from harness.gate.grading import effect_rows
 from harness.gate.run import run_gate
 from harness.records.integrity import seal
 from harness.records.store import RunRecord
-from harness.records.tracking import write_run_record
+from harness.records.writer import write_run_record
 from harness.spec.method import load_method
 
 QIDS = [f"q{i}" for i in range(2000)]

@@ -11,7 +11,7 @@ from harness.cli import main
 from harness.evaluation.effects import latest_by_method, method_effects, stage_effects
 from harness.records.integrity import seal
 from harness.records.store import RunRecord
-from harness.records.tracking import write_run_record
+from harness.records.writer import write_run_record
 
 QIDS = [f"q{i}" for i in range(200)]
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.retrieval import dense, sharded
+from harness.retrieval import dense
 from harness.retrieval import encoder as encoder_mod
 from harness.retrieval.encoder import (
     CUDA_BATCH_SIZE,
@@ -23,6 +23,9 @@ from harness.retrieval.encoder import (
     load_encoder,
 )
 from harness.retrieval.faiss_gpu import GPU_MAX_K, faiss_gpus, placement
+from harness.retrieval.shard_encoding import encode_corpus_sharded
+from harness.retrieval.shard_index import index_shards
+from harness.retrieval.shard_search import search_merged
 from tests.test_retrieval_dense_encoder import WORDS, make_tiny_bert
 
 # Token-sorted batches are padded to other widths than character-sorted ones; with the attention mask the
@@ -155,15 +158,15 @@ def test_gpu_faiss_is_used_only_on_a_cuda_run_with_a_gpu_build(gpu_faiss, monkey
 
 def test_the_merged_index_moves_to_the_gpus_and_the_label_says_so(gpu_faiss, capsys):
     doc_ids, docs, qids, queries = _vectors()
-    cpu_run, cpu_stats = sharded.search_merged(doc_ids, docs, qids, queries, k=10)
+    cpu_run, cpu_stats = search_merged(doc_ids, docs, qids, queries, k=10)
     assert gpu_faiss.moved == [] and cpu_stats["index_device"] == "cpu"
     assert cpu_stats["index"] == "faiss.IndexFlatIP (exact inner product, fp32)"  # the CPU label as before
-    run, stats = sharded.search_merged(doc_ids, docs, qids, queries, k=10, device=CUDA)
+    run, stats = search_merged(doc_ids, docs, qids, queries, k=10, device=CUDA)
     assert gpu_faiss.moved == [(300, True)]  # the exact index, sharded over every GPU
     assert stats["index_device"] == "2 GPUs (faiss GPU)" and stats["index"].endswith("on 2 GPUs (faiss GPU)")
     assert "on 2 GPUs (faiss GPU): 300 x 16 x 4 B" in capsys.readouterr().out
     assert run == cpu_run
-    _, fp16_stats = sharded.search_merged(doc_ids, docs, qids, queries, k=10, fp16=True, device=CUDA)
+    _, fp16_stats = search_merged(doc_ids, docs, qids, queries, k=10, fp16=True, device=CUDA)
     assert fp16_stats["index_device"] == "cpu (fp16 storage)"
     assert len(gpu_faiss.moved) == 1  # fp16 storage stays on the CPU
 
@@ -186,6 +189,6 @@ def test_dense_retrieve_and_shard_indexes_move_to_the_gpus(gpu_faiss, tmp_path, 
     assert gpu_faiss.moved == [(300, True)] and stats["index_device"] == "2 GPUs (faiss GPU)"
     assert run == dense.dense_retrieve(qids, queries, doc_ids, docs, k=5)[0]
     corpus = {f"d{i}": {"title": "", "text": t} for i, t in enumerate(_texts(30))}
-    sharded.encode_corpus_sharded(tiny, corpus, tmp_path / "chunks", rank=0, world_size=1, shard_size=8)
-    ids, index, label = sharded.index_shards(tmp_path / "chunks", device=CUDA)
+    encode_corpus_sharded(tiny, corpus, tmp_path / "chunks", rank=0, world_size=1, shard_size=8)
+    ids, index, label = index_shards(tmp_path / "chunks", device=CUDA)
     assert gpu_faiss.moved[-1] == (30, True) and label.endswith("on 2 GPUs (faiss GPU)") and len(ids) == 30

@@ -20,7 +20,8 @@ from browser import BESIDE_CHARTS, CHROMIUM, chromium, free_port, screenshot, st
 
 from harness.core.paths import PROJECT_ROOT
 from harness.records.mlflow_import import LOADED_FROM_TAG, committed_records, load_committed, run_name
-from harness.records.tracking import RUN_CONDITIONS, RUNS_VIEW_TAG, parent_metrics, parent_tracker, runs_table_link
+from harness.records.parent_run import RUN_CONDITIONS, parent_metrics, parent_tracker
+from harness.records.runs_view import RUNS_VIEW_TAG, runs_table_link
 
 COMMITTED = PROJECT_ROOT / "runs"
 START_TIMEOUT = 600  # the load of every record, then the server, on a busy 2-core machine
@@ -88,7 +89,7 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
     for experiment in client.search_experiments():  # opens on the runs table, not the GenAI traces view
         if experiment.name != "Default":
             assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development", experiment.name
-            # its runs table's view: every metric of its records a column (tracking.runs_table_link opens it)
+            # its runs table's view: every metric of its records a column (runs_view.runs_table_link opens it)
             keys = {k for r in records if r.method == experiment.name for k in parent_metrics(r.metrics)}
             shown = json.loads(experiment.tags[RUNS_VIEW_TAG])["selectedColumns"]
             assert shown == [f"metrics.`{k}`" for k in sorted(keys)], experiment.name

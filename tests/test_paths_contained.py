@@ -21,7 +21,7 @@ from harness.core.paths import PROJECT_ROOT, local_runs_dir
 from harness.data.formats import read_trec_run
 from harness.records.integrity import seal
 from harness.records.store import REFERENCES_FILE, load_record, read_references, records_dir
-from harness.records.tracking import write_run_record
+from harness.records.writer import write_run_record
 from harness.spec.method import load_method
 from tests import test_your_runs
 from tests.test_your_runs import _users_run

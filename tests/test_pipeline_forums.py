@@ -8,7 +8,7 @@ from harness.data.catalog import get_benchmark
 from harness.data.formats import write_trec_run
 from harness.pipelines.context import RunContext, StageLog
 from harness.pipelines.forums import retrieve_parts
-from harness.records.tracking import Tracker
+from harness.records.tracker import Tracker
 from harness.run.runner import plan_method, score_run_file
 from harness.spec.method import load_method
 

@@ -16,7 +16,7 @@ from harness.data.formats import read_trec_run
 from harness.evaluation.measures import evaluate
 from harness.pipelines.context import RunContext, StageLog, input_key
 from harness.pipelines.learned_sparse import configured_reranker, grouped_examples, masked_lm_init, run_learned_sparse
-from harness.records.tracking import Tracker
+from harness.records.tracker import Tracker
 from harness.run.runner import pipeline_for
 from harness.spec.block_settings import RetrievalSettings
 from harness.spec.conditions import derived

@@ -11,7 +11,7 @@ from harness.core.statuses import FAIL, NOT_COMPARABLE, PASS
 from harness.evaluation.compare import compare, format_comparison_table
 from harness.gate.grading import LOSS, GateRow
 from harness.gate.run import GateResult, format_gate
-from harness.records.tracking import parent_metrics
+from harness.records.parent_run import parent_metrics
 from harness.run.runner import summary_line
 
 

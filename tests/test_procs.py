@@ -182,7 +182,7 @@ RUN_SCRIPT = """
     from harness import cli
     from harness.commands import run as run_command
     from harness.core import procs
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
 
     def fake_run(args):  # a run's shape: a parent MLflow run, a stage run, a child process
         tracker = Tracker("procs-test", "fake-run", {"method": "fake"})
@@ -232,7 +232,7 @@ def test_sigterm_unwinds_a_run_and_marks_its_mlflow_runs_killed(tmp_path, signam
 def test_runs_left_running_by_a_dead_process_are_marked_killed(tmp_path, capsys):
     from mlflow.tracking import MlflowClient
 
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)

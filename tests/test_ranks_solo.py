@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from harness.core import ranks
 from harness.pretrain.objectives import cocondenser
-from harness.retrieval import sharded
+from harness.retrieval.shard_layout import rank_and_world
 from harness.training import distributed as D
 
 
@@ -35,12 +35,12 @@ def two_ranks(monkeypatch):
 
 def test_a_data_stage_inside_solo_sees_one_process_through_every_path(two_ranks):
     assert (ranks.world_size(), ranks.rank(), ranks.is_main()) == (2, 0, True)
-    assert D.active() and sharded._rank_world(None, None) == (0, 2)
+    assert D.active() and rank_and_world(None, None) == (0, 2)
     with ranks.solo():
         assert (ranks.world_size(), ranks.rank(), ranks.is_main()) == (1, 0, True)
         assert ranks.launched_world_size() == 2  # what the record states: the run's processes
         assert not D.active()
-        assert sharded._rank_world(None, None) == (0, 1)
+        assert rank_and_world(None, None) == (0, 1)
         info = D.init_distributed("cpu")
         assert (info.rank, info.world_size, info.backend, info.is_main) == (0, 1, None, True)
         assert D.all_reduce_mean(2.5) == 2.5 and D.all_reduce_max(3) == 3 and D.broadcast_object("x") == "x"
@@ -57,7 +57,7 @@ def test_a_rank_above_0_is_not_main_and_a_solo_block_counts_as_rank_0(monkeypatc
     monkeypatch.setenv("RANK", "1")
     assert (ranks.world_size(), ranks.rank(), ranks.is_main()) == (2, 1, False)
     assert not D.active()  # no process group joined: every collective is the single-process answer
-    assert sharded._rank_world(None, None) == (1, 2)
+    assert rank_and_world(None, None) == (1, 2)
     with ranks.solo():  # only rank 0 enters one (RunContext.cached_stage); it runs as the run's main rank
         assert (ranks.world_size(), ranks.rank(), ranks.is_main()) == (1, 0, True)
 

@@ -224,7 +224,7 @@ def _cells(tmp_path: Path) -> Path:
 
 def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
     from harness.gate.run import run_gate
-    from harness.records.tracking import write_run_record
+    from harness.records.writer import write_run_record
 
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(_minilm_registry(tmp_path)))
     write_run_record(
@@ -318,7 +318,7 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     from streamlit.testing.v1 import AppTest
 
     from harness.core.paths import PROJECT_ROOT
-    from harness.records.tracking import write_run_record
+    from harness.records.writer import write_run_record
 
     sys.path.insert(0, str(PROJECT_ROOT))
     from leaderboard_app import data as lb_data

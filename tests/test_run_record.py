@@ -181,7 +181,7 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     from harness import SEED
-    from harness.records.tracking import parent_metrics
+    from harness.records.parent_run import parent_metrics
     from harness.run.reproduce import reproduce_checkpoint
 
     out = reproduce_checkpoint("toy-retriever", reported=str(toy_checkpoint(tmp_path, monkeypatch)), depth=100)

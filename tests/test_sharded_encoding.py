@@ -1,4 +1,4 @@
-"""Sharded, resumable corpus encoding (harness.retrieval.sharded; its command line: harness.evaluation.sharded).
+"""Sharded, resumable corpus encoding (harness.retrieval.shard_*; its command line: harness.evaluation.sharded).
 
 Fast tests run the ranks one after another in this process on a toy corpus with a tiny
 random-init BERT. The slow test goes the whole way on the DL19 smoke subset (5,000 real MS MARCO
@@ -27,8 +27,14 @@ import torch
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import is_temp, temp_name
-from harness.retrieval import sharded
 from harness.retrieval.encoder import load_encoder
+from harness.retrieval.shard_distributed import encode_distributed
+from harness.retrieval.shard_encoding import ShardReport, encode_corpus_sharded
+from harness.retrieval.shard_index import index_shards
+from harness.retrieval.shard_layout import corpus_fingerprint, encoder_fingerprint
+from harness.retrieval.shard_manifest import shards_complete
+from harness.retrieval.shard_merge import merge_shards
+from harness.retrieval.shard_search import search_merged
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORDS = "apple banana cherry grape lemon mango melon peach pear plum red yellow green sweet sour fruit tree".split()
@@ -81,12 +87,9 @@ def encoder(model_dir):
     return load_encoder(model_dir)
 
 
-def encode_all(encoder, corpus, out, world_size=2, **kw) -> list[sharded.ShardReport]:
+def encode_all(encoder, corpus, out, world_size=2, **kw) -> list[ShardReport]:
     kw = {"shard_size": 4, "batch_size": 3, "show_progress": False, **kw}
-    return [
-        sharded.encode_corpus_sharded(encoder, corpus, out, rank=r, world_size=world_size, **kw)
-        for r in range(world_size)
-    ]
+    return [encode_corpus_sharded(encoder, corpus, out, rank=r, world_size=world_size, **kw) for r in range(world_size)]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -101,7 +104,7 @@ def test_sharded_equals_single_process_path(encoder, tmp_path):
     reports = encode_all(encoder, corpus, tmp_path / "s", world_size=3)
     assert [(r.start, r.end) for r in reports] == [(0, 7), (7, 15), (15, 23)]  # contiguous, disjoint, covering
     assert [r.chunks for r in reports] == [2, 2, 2] and all(r.chunks_skipped == 0 for r in reports)
-    ids, emb = sharded.merge_shards(tmp_path / "s")
+    ids, emb = merge_shards(tmp_path / "s")
     ref_ids, ref = encoder.encode_corpus(corpus, batch_size=5, show_progress=False)
     assert ids == ref_ids == list(corpus)
     assert emb.dtype == np.float32 and emb.shape == (23, 32)
@@ -111,8 +114,8 @@ def test_sharded_equals_single_process_path(encoder, tmp_path):
     assert not [n for n in names if is_temp(n)]
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
     assert (manifest["world_size"], manifest["shard_size"], manifest["passages"]) == (3, 4, 23)
-    assert manifest["corpus"] == sharded.corpus_fingerprint(corpus)
-    assert manifest["encoder"] == sharded.encoder_fingerprint(encoder)
+    assert manifest["corpus"] == corpus_fingerprint(corpus)
+    assert manifest["encoder"] == encoder_fingerprint(encoder)
 
 
 class _ToyBenchmark:
@@ -163,7 +166,7 @@ def test_a_stream_that_changes_between_passes_is_refused(encoder, tmp_path):
     changed = {k if k != "d6" else "x6": v for k, v in corpus.items()}  # the second pass renames one id
     sources = iter([corpus.items(), changed.items()])
     with pytest.raises(HarnessError, match="corpus changed while .*chunk rank0-chunk00001"):
-        sharded.encode_corpus_sharded(
+        encode_corpus_sharded(
             encoder, lambda: iter(next(sources)), tmp_path, rank=0, world_size=1, shard_size=4, show_progress=False
         )
 
@@ -192,9 +195,9 @@ def test_chunks_of_torchrun_ranks_are_merged_by_the_zero_shot_cache(encoder, tmp
     bench = _ToyBenchmark(toy_corpus())
     zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=1, world_size=2, show_progress=False)
     chunks = next((tmp_path / "cache" / "embeddings").glob(".*.partial.tmp"))  # the cache folder's work folder
-    assert not sharded.shards_complete(chunks)  # rank 0 has not run
+    assert not shards_complete(chunks)  # rank 0 has not run
     zero_shot.encode_corpus_shards(encoder, bench, "fp", 3, rank=0, world_size=2, show_progress=False)
-    assert sharded.shards_complete(chunks)
+    assert shards_complete(chunks)
     capsys.readouterr()
     ids, emb, info = zero_shot.corpus_embeddings(encoder, bench, "fp", 3, show_progress=False)
     assert "[sharded]" not in capsys.readouterr().err  # merged, nothing encoded again
@@ -208,10 +211,10 @@ def test_chunks_of_torchrun_ranks_are_merged_by_the_zero_shot_cache(encoder, tmp
 def test_rank_and_world_size_come_from_the_environment(encoder, tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    report = sharded.encode_corpus_sharded(encoder, toy_corpus(), tmp_path, shard_size=4, show_progress=False)
+    report = encode_corpus_sharded(encoder, toy_corpus(), tmp_path, shard_size=4, show_progress=False)
     assert (report.rank, report.world_size, report.start, report.end) == (1, 2, 11, 23)
     with pytest.raises(HarnessError, match="chunk rank0-chunk00000 .* missing"):
-        sharded.merge_shards(tmp_path)  # rank 0 never ran
+        merge_shards(tmp_path)  # rank 0 never ran
 
 
 def test_resume_skips_complete_chunks_and_is_byte_identical(encoder, tmp_path):
@@ -246,7 +249,7 @@ def test_other_settings_are_refused_in_one_line(encoder, tmp_path, change, expec
     if kw.pop("corpus", None):
         corpus = {**corpus, "d5": {"title": "", "text": "a changed passage"}}
     with pytest.raises(HarnessError) as err:
-        sharded.encode_corpus_sharded(encoder, corpus, tmp_path, rank=0, **kw)
+        encode_corpus_sharded(encoder, corpus, tmp_path, rank=0, **kw)
     assert expected in str(err.value) and "other settings" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -257,7 +260,7 @@ def test_merge_refuses_missing_or_disagreeing_chunks(encoder, tmp_path):
 
     (out / "rank0-chunk00001.json").unlink()
     with pytest.raises(HarnessError, match=r"chunk rank0-chunk00001 \(passages 4-8, rank 0\) is missing") as err:
-        sharded.merge_shards(out)
+        merge_shards(out)
     assert "\n" not in str(err.value)
     (out / "rank0-chunk00001.json").write_bytes(saved["rank0-chunk00001.json"])
 
@@ -265,19 +268,17 @@ def test_merge_refuses_missing_or_disagreeing_chunks(encoder, tmp_path):
     meta["ids"][0], meta["ids"][1] = meta["ids"][1], meta["ids"][0]
     (out / "rank1-chunk00000.json").write_text(json.dumps(meta))
     with pytest.raises(HarnessError, match="doc ids of chunk rank1-chunk00000 disagree"):
-        sharded.merge_shards(out)
+        merge_shards(out)
     (out / "rank1-chunk00000.json").write_bytes(saved["rank1-chunk00000.json"])
 
     rows = np.load(out / "rank1-chunk00002.npy")
     np.save(out / "rank1-chunk00002.npy", rows + 1)  # same header, other bytes: only the sha256 tells
     with pytest.raises(HarnessError, match="does not match the sha256"):
-        sharded.merge_shards(out)
+        merge_shards(out)
 
 
 def test_progress_line_shows_rate_and_eta(encoder, tmp_path, capsys):
-    sharded.encode_corpus_sharded(
-        encoder, toy_corpus(), tmp_path, rank=0, world_size=1, shard_size=4, show_progress=True
-    )
+    encode_corpus_sharded(encoder, toy_corpus(), tmp_path, rank=0, world_size=1, shard_size=4, show_progress=True)
     err = capsys.readouterr().err
     assert "encode rank 0/1" in err and "passage/s" in err and "<" in err  # tqdm: [elapsed<eta, rate]
     assert "0 already complete, 23 passages to encode" in err and "passages/s)" in err
@@ -287,8 +288,8 @@ def test_index_memory_figure_and_fp16_label(encoder, tmp_path, capsys):
     corpus = toy_corpus(200)
     ids, emb = encoder.encode_corpus(corpus, show_progress=False)
     qids, q = encoder.encode_queries({"q1": "red apple", "q2": "sour lemon tree"}, show_progress=False)
-    exact, stats32 = sharded.search_merged(ids, emb, qids, q, k=10)
-    half, stats16 = sharded.search_merged(ids, emb, qids, q, k=10, fp16=True)
+    exact, stats32 = search_merged(ids, emb, qids, q, k=10)
+    half, stats16 = search_merged(ids, emb, qids, q, k=10, fp16=True)
     out = capsys.readouterr().out
     assert "IndexFlatIP (exact inner product, fp32): 200 x 32 x 4 B = 25.0 KiB" in out
     assert "fp16" in stats16["index"] and "200 x 32 x 2 B = 12.5 KiB" in out
@@ -306,10 +307,10 @@ def test_index_built_chunk_by_chunk_equals_the_merged_index(encoder, tmp_path, c
     corpus = toy_corpus(50)
     encode_all(encoder, corpus, tmp_path / "s", world_size=3)
     qids, q = encoder.encode_queries({"q1": "red apple", "q2": "sour lemon tree"}, show_progress=False)
-    ids, emb = sharded.merge_shards(tmp_path / "s")
+    ids, emb = merge_shards(tmp_path / "s")
     merged, _ = retrieve(qids, q, Shard(build_index(emb), ids), k=20)
     for fp16 in (False, True):
-        s_ids, index, label = sharded.index_shards(tmp_path / "s", fp16=fp16)
+        s_ids, index, label = index_shards(tmp_path / "s", fp16=fp16)
         assert s_ids == ids and index.ntotal == 50 and ("fp16" in label) == fp16
         streamed, _ = retrieve(qids, q, Shard(index, s_ids), k=20)
         if not fp16:
@@ -319,11 +320,11 @@ def test_index_built_chunk_by_chunk_equals_the_merged_index(encoder, tmp_path, c
 
 def test_driver_without_torchrun_is_one_process_that_merges(model_dir, tmp_path):
     corpus = toy_corpus()
-    result = sharded.encode_distributed(model_dir, corpus, tmp_path, shard_size=10, show_progress=False)
+    result = encode_distributed(model_dir, corpus, tmp_path, shard_size=10, show_progress=False)
     assert (result.rank, result.world_size, len(result.reports)) == (0, 1, 1)
     assert result.doc_ids == list(corpus) and result.embeddings.shape == (23, 32)
     assert result.summary["passages_encoded"] == 23 and result.summary["chunks_skipped"] == 0
-    again = sharded.encode_distributed(model_dir, corpus, tmp_path, shard_size=10, show_progress=False)
+    again = encode_distributed(model_dir, corpus, tmp_path, shard_size=10, show_progress=False)
     assert again.summary["chunks_skipped"] == 3 and np.array_equal(again.embeddings, result.embeddings)
 
 
@@ -456,8 +457,8 @@ def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path
     assert same(b["evaluation"]) == same(a["evaluation"])  # identical nDCG@10 etc. (and index label)
     assert a["evaluation"]["primary"] == "nDCG@10" and 0 <= a["evaluation"]["metrics"]["nDCG@10"] <= 1
     assert snapshot(resumed) == snapshot(full)  # every chunk file and the manifest, byte for byte
-    ids_a, emb_a = sharded.merge_shards(full)
-    ids_b, emb_b = sharded.merge_shards(resumed)
+    ids_a, emb_a = merge_shards(full)
+    ids_b, emb_b = merge_shards(resumed)
     assert ids_a == ids_b == list(corpus) and np.array_equal(emb_a, emb_b)
 
     # The existing single-process path gives the same vectors.

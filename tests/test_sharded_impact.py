@@ -23,7 +23,7 @@ def _stages(folder: Path, out: Path) -> None:
     """This rank's impact_index and impact_search of BENCH; rank 0 saves the stage outputs and entries."""
     from harness.core import ranks
     from harness.pipelines.context import RunContext, StageLog
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
     from harness.spec.method import load_method
 
     tracker = Tracker(experiment="t", run_name="t", tags={}, enabled=False)

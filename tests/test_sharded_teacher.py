@@ -59,7 +59,7 @@ def _score(folder: Path, name: str) -> None:
     from harness.core import ranks
     from harness.pipelines.context import RunContext, StageLog
     from harness.pipelines.learned_sparse import Teacher, teacher_stage
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
 
     ctx = RunContext(shrunk_spec(), Tracker("teacher-test", "test", {}, enabled=False), StageLog())
     out = teacher_stage(ctx, Teacher(folder / "teacher", "test-teacher"), folder / "mined.trec")

@@ -127,7 +127,7 @@ def test_check_and_the_leaderboard_say_it_too(tmp_path):
     from harness.papers.registry import load_reported_cells
     from harness.present import overview
     from harness.records.store import load_records
-    from harness.records.tracking import write_run_record
+    from harness.records.writer import write_run_record
     from leaderboard_app.tables import comparison_frame
     from tests.test_claims_graded import _qc_records
 

@@ -35,7 +35,7 @@ def test_a_stage_holding_memory_peaks_above_a_later_stage_that_holds_none(tmp_pa
         "import os\n"
         f"os.environ['HARNESS_CACHE_DIR'] = {str(tmp_path / 'cache')!r}\n"
         "from harness.pipelines.context import RunContext, StageLog\n"
-        "from harness.records.tracking import Tracker\n"
+        "from harness.records.tracker import Tracker\n"
         "from harness.spec.method import load_method\n"
         "ctx = RunContext(load_method('nopretrain', 'tiny'), Tracker(experiment='t', run_name='t', tags={}, enabled=False), StageLog())\n"
         f"ctx.cached_stage('pretrain', None, {{'big': 1}}, {{}}, lambda work: hold({BIG_MIB}))\n"

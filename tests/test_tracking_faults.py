@@ -18,7 +18,8 @@ import pytest
 
 from harness.cli import main
 from harness.data.formats import write_trec_run
-from harness.records import tracking
+from harness.records import mlflow_logs, mlflow_requests
+from harness.records.tracker import Tracker, tracking_line
 from harness.run import runner
 from tests.test_run_record import ranked_run
 
@@ -182,10 +183,10 @@ def test_mlflow_requests_are_bounded_unless_the_user_set_them(monkeypatch):
 
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
-    tracking.bound_mlflow_requests()
+    mlflow_requests.bound_mlflow_requests()
     assert ev.MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 10  # the names MLflow reads (not its 120 s default)
     assert ev.MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 5  # the user's own setting wins
-    for name in tracking.HTTP_BOUNDS:
+    for name in mlflow_requests.HTTP_BOUNDS:
         assert hasattr(ev, name), name
 
 
@@ -194,14 +195,14 @@ def test_an_mlflow_error_with_a_page_reads_as_its_status_and_url():
         "API request to endpoint /api/2.0/mlflow/runs/create failed with error code 404 != 200. "
         "Response body: '<!DOCTYPE html>\n<html><body>Not Found</body></html>'"
     )
-    assert tracking.one_line(text) == "HTTP 404 from /api/2.0/mlflow/runs/create"
-    tracker = tracking.Tracker("x", "x/tiny/42", {}, uri="http://tracking.invalid:5000")
+    assert mlflow_requests.one_line(text) == "HTTP 404 from /api/2.0/mlflow/runs/create"
+    tracker = Tracker("x", "x/tiny/42", {}, uri="http://tracking.invalid:5000")
     tracker._disable(f"MlflowException: {text}")
     assert tracker.warning == (
         "MLflow tracking disabled (HTTP 404 from /api/2.0/mlflow/runs/create at "
         "http://tracking.invalid:5000); the run record is still written."
     )
-    assert tracking.one_line("x" * 1000).endswith(" ...") and len(tracking.one_line("x" * 1000)) < 300
+    assert mlflow_requests.one_line("x" * 1000).endswith(" ...") and len(mlflow_requests.one_line("x" * 1000)) < 300
 
 
 @pytest.fixture
@@ -303,11 +304,11 @@ def test_track_required_fails_the_command_after_the_record_when_the_store_locks(
 
 def test_the_last_line_names_a_run_only_when_it_was_tracked_whole():
     info = {"run_id": "abc", "tracking_uri": "sqlite:///runs/mlflow.db", "failed_calls": 0}
-    assert tracking.tracking_line(info) == "MLflow run abc at sqlite:///runs/mlflow.db"
-    assert tracking.tracking_line(info, with_uri=False) == "MLflow run abc"
-    assert tracking.tracking_line(None) == tracking.tracking_line({"run_id": None}) == "MLflow off"
+    assert tracking_line(info) == "MLflow run abc at sqlite:///runs/mlflow.db"
+    assert tracking_line(info, with_uri=False) == "MLflow run abc"
+    assert tracking_line(None) == tracking_line({"run_id": None}) == "MLflow off"
     lost = {**info, "failed_calls": 1, "first_failure": "MlflowException: database is locked"}
-    assert tracking.tracking_line(lost, with_uri=False) == (
+    assert tracking_line(lost, with_uri=False) == (
         "MLflow: not fully tracked (1 call not logged, the first failed: MlflowException: database is locked; "
         "partial run abc)"
     )
@@ -318,7 +319,7 @@ def test_a_failing_call_keeps_mlflows_traceback_off_stderr_and_a_good_one_keeps_
 
     import mlflow  # noqa: F401 - configures the "mlflow" logger's own stderr handler
 
-    tracker = tracking.Tracker("x", "x/tiny/42", {}, uri="sqlite:///unused.db")
+    tracker = Tracker("x", "x/tiny/42", {}, uri="sqlite:///unused.db")
     tracker._mlflow = object()
     logger = logging.getLogger("mlflow.store.db.utils")
 
@@ -338,5 +339,5 @@ def test_a_failing_call_keeps_mlflows_traceback_off_stderr_and_a_good_one_keeps_
     ]
     assert tracker.failed_calls == 2 and tracker.first_failure == "RuntimeError: database is locked"
     assert logging.getLogger("mlflow").handlers and not any(
-        isinstance(h, tracking._Hold) for h in logging.getLogger("mlflow").handlers
+        isinstance(h, mlflow_logs.LogHold) for h in logging.getLogger("mlflow").handlers
     )

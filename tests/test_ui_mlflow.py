@@ -120,7 +120,9 @@ def log_like_a_run(
     dataset) with its metrics, then the parent summary from the record; the last variant is the final
     one. Returns (MLflow run id, harness run_id)."""
     from harness import SEED
-    from harness.records.tracking import git_commit, hardware, log_parent_summary, new_run_id, parent_tracker
+    from harness.records.environment import git_commit, hardware
+    from harness.records.parent_run import log_parent_summary, parent_tracker
+    from harness.records.writer import new_run_id
     from harness.run.runner import run_params, run_tags
     from harness.spec.method import load_method
 
@@ -327,13 +329,13 @@ def _rendered(tools, url: str, wanted: list[str], deadline: float) -> str:
 
 @pytest.mark.slow
 def test_mlflow_runs_table_shows_the_run_names_and_metric_columns(mlflow_server, logged, tmp_path):
-    """Issue 53, item 6: an experiment's runs-table link (tracking.runs_table_link) opens on the runs table,
+    """Issue 53, item 6: an experiment's runs-table link (runs_view.runs_table_link) opens on the runs table,
     not the GenAI traces view (MLflow 3.17 ignores mlflow.experimentKind), with each run's name and the
     parents' <benchmark>/<measure> metrics as columns (the experiment's shared view)."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
     from harness import SEED
-    from harness.records.tracking import runs_table_link
+    from harness.records.runs_view import runs_table_link
 
     base = mlflow_server.base
     (experiment,) = _experiment_ids(base, ["bm25"])
@@ -354,7 +356,8 @@ def test_mlflow_runs_table_shows_the_run_names_and_metric_columns(mlflow_server,
 
 def test_parent_run_naming_and_keys():
     """The names a parent run gets (docs/tracking.md): run name, metric keys, tags, without a server."""
-    from harness.records.tracking import mlflow_key, parent_metrics, parent_run_name, parent_tags, parent_tracker
+    from harness.records.mlflow_keys import mlflow_key
+    from harness.records.parent_run import parent_metrics, parent_run_name, parent_tags, parent_tracker
 
     assert (
         parent_run_name("cotmae_qc", "mini", 42, "cotmae_qc__mini__20261123T1-ab") == "cotmae_qc/mini/42/20261123T1-ab"
@@ -410,9 +413,9 @@ def test_parent_run_naming_and_keys():
 
 
 def test_runs_view_shows_each_metric_key_once_and_keeps_what_was_there():
-    """The experiment tag MLflow's runs table reads its columns from (tracking.RUNS_VIEW_TAG): every
+    """The experiment tag MLflow's runs table reads its columns from (runs_view.RUNS_VIEW_TAG): every
     parent metric key a column, added to, never repeated, written again only when it grows."""
-    from harness.records.tracking import RUN_NAME_COLUMN, RUNS_VIEW, runs_table_link, runs_view_value
+    from harness.records.runs_view import RUN_NAME_COLUMN, RUNS_VIEW, runs_table_link, runs_view_value
 
     first = runs_view_value(None, ["scifact/nDCG_at_10", "nfcorpus/nDCG_at_10"])
     assert first is not None

@@ -20,7 +20,7 @@ from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE, refere
 from harness.gate.run import YOUR_RUNS
 from harness.present.report_html import write_report
 from harness.records.store import REFERENCES_FILE, RunRecord, read_references, records_dir
-from harness.records.tracking import write_run_record
+from harness.records.writer import write_run_record
 from leaderboard_app import data as lb_data
 
 COMMITTED = PROJECT_ROOT / "runs" / "records"

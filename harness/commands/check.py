@@ -19,7 +19,7 @@ from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
 from harness.gate.run import YOUR_RUNS, GateResult, format_gate, run_gate, your_runs
 from harness.gate.summary import format_summary, hidden_rows
 from harness.records.store import records_dir
-from harness.records.tracking import record_path
+from harness.records.writer import record_path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

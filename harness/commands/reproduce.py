@@ -12,7 +12,7 @@ from harness.core.text_table import format_table
 from harness.evaluation.chance import describe
 from harness.evaluation.compare import Comparison, format_comparison_table
 from harness.papers.released import load_checkpoints
-from harness.records.tracking import tracking_line
+from harness.records.tracker import tracking_line
 from harness.run.reproduce import reproduce_checkpoint
 
 _EPILOG = """examples:

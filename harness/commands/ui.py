@@ -24,7 +24,8 @@ from harness.commands.leaderboard import serve
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.records.mlflow_import import load_committed
-from harness.records.tracking import default_tracking_uri, one_line, runs_table_link
+from harness.records.mlflow_requests import default_tracking_uri, one_line
+from harness.records.runs_view import runs_table_link
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

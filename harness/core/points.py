@@ -7,7 +7,7 @@ line, `check`) shows points, and where the paper printed a fraction the printed 
 can mislead. A missing number is "-".
 
 Run records keep fractions (ir-measures and trec_eval report 0-1); MLflow's metrics show points too,
-converted in one place (harness.records.tracking.in_points) for live runs and loaded records alike.
+converted in one place (harness.records.parent_run.in_points) for live runs and loaded records alike.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
 * ``chance``      -- what a random ranking scores on a benchmark, and whether a run beats it.
 * ``dense_run``   -- one dense retrieval of a benchmark split: queries encoded, exact top-k, the run.
 * ``zero_shot``   -- any local encoder checkpoint encoded, searched and scored on a benchmark.
-* ``sharded``     -- the command line of sharded, resumable corpus encoding (:mod:`harness.retrieval.sharded`).
+* ``sharded``     -- the command line of sharded, resumable corpus encoding (:mod:`harness.retrieval.shard_encoding`).
 * ``claims``, ``count_claims``, ``effects`` -- the papers' printed effects and reproduced ones graded.
 """
 

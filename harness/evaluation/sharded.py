@@ -1,4 +1,4 @@
-"""The command line of sharded, resumable corpus encoding (:mod:`harness.retrieval.sharded`).
+"""The command line of sharded, resumable corpus encoding (:mod:`harness.retrieval.shard_encoding`).
 
     # 2 CPU processes (gloo); on N GPUs the same line with --nproc_per_node N (nccl)
     torchrun --nproc_per_node 2 -m harness.evaluation.sharded --model models/all-MiniLM-L6-v2 \\
@@ -6,7 +6,7 @@
 
 Every rank encodes its slice of the corpus; rank 0 then, with ``--dataset``, encodes the benchmark's
 judged queries, searches the merged chunks and scores the run. It lives here, not in
-:mod:`harness.retrieval.sharded`, because scoring is evaluation's: retrieval stays below evaluation.
+:mod:`harness.retrieval`, because scoring is evaluation's: retrieval stays below evaluation.
 """
 
 from __future__ import annotations
@@ -25,11 +25,8 @@ from harness.evaluation.dense_run import retrieve
 from harness.evaluation.measures import evaluate, warn_unretrievable
 from harness.retrieval.dense import Shard
 from harness.retrieval.faiss_gpu import faiss_gpus, placement
-from harness.retrieval.sharded import (
-    DistributedEncoding,
-    encode_distributed,
-    index_shards,
-)
+from harness.retrieval.shard_distributed import DistributedEncoding, encode_distributed
+from harness.retrieval.shard_index import index_shards
 
 
 def _evaluate(
@@ -69,7 +66,7 @@ def _evaluate(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness.evaluation.sharded",
-        description="Sharded, resumable corpus encoding (see harness.retrieval.sharded).",
+        description="Sharded, resumable corpus encoding (see harness.retrieval.shard_encoding).",
     )
     parser.add_argument("--model", required=True, help="local model folder (or a name under models/)")
     parser.add_argument("--out", required=True, help="folder of the chunk files (resumed if it exists)")

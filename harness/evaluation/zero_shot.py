@@ -46,7 +46,8 @@ from harness.data.formats import write_trec_run
 from harness.evaluation.conventions import get_convention
 from harness.evaluation.dense_run import judged_queries, retrieve
 from harness.evaluation.measures import benchmark_qrels, evaluate, merge_subsets, warn_unretrievable
-from harness.records.tracking import Tracker, parent_metrics, tracking_line
+from harness.records.parent_run import parent_metrics
+from harness.records.tracker import Tracker, tracking_line
 from harness.retrieval.corpus_vectors import corpus_embeddings
 from harness.retrieval.encoder import load_zero_shot_encoder
 from harness.stages.checkpoints import model_fingerprint, resolve_model_path

@@ -31,7 +31,7 @@ from harness.records.store import (
     read_references,
     records_dir,
 )
-from harness.records.tracking import record_path
+from harness.records.writer import record_path
 
 
 def admit_local(run_id: str, directory: str | Path | None = None, local: str | Path | None = None) -> Path | None:

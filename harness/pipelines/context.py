@@ -22,7 +22,7 @@ from harness.core.errors import DiskFull, HarnessError
 from harness.core.fsutil import exclusive_lock
 from harness.core.memory import measure_peak, release_memory
 from harness.core.paths import cache_dir
-from harness.records.tracking import Tracker
+from harness.records.tracker import Tracker
 from harness.spec.method import MethodSpec
 from harness.stages.artifacts import (
     BUILD_SECONDS,

@@ -2,7 +2,7 @@
 
 `python -m harness ui` calls :func:`load_records_into_store` before it serves: each record of
 runs/records/ (and runs/seeds/) becomes one FINISHED parent run in its method's experiment, built like
-a live run's parent (:mod:`harness.records.tracking`): named ``<method>/<profile>/<seed>/<stamp>``, the record's
+a live run's parent (:mod:`harness.records.parent_run`): named ``<method>/<profile>/<seed>/<stamp>``, the record's
 ``spec`` flattened to ``spec.<dotted.path>`` params, the same identity / verdict / git / hardware tags,
 and its final metrics as ``<benchmark>/<measure>`` in points (0-100, as the papers print them). Its
 start and end times are the record's, and the record itself is its ``record/`` artifact.
@@ -26,19 +26,10 @@ from typing import Any
 
 from harness.core.fsutil import exclusive_lock
 from harness.core.paths import PROJECT_ROOT, runs_dir
+from harness.records.mlflow_keys import PARAMS_PER_BATCH, TAG_VALUE_LIMIT, mlflow_key, param_entries
+from harness.records.parent_run import parent_metrics, parent_params, parent_run_name, parent_tags
+from harness.records.runs_view import EXPERIMENT_KIND, show_in_runs_view
 from harness.records.store import RunRecord, Skipped, load_records
-from harness.records.tracking import (
-    EXPERIMENT_KIND,
-    PARAMS_PER_BATCH,
-    TAG_VALUE_LIMIT,
-    mlflow_key,
-    param_entries,
-    parent_metrics,
-    parent_params,
-    parent_run_name,
-    parent_tags,
-    show_in_runs_view,
-)
 from harness.spec.conditions import run_conditions
 
 RECORD_FOLDERS = ("records", "seeds")  # under runs/: the committed records, and other seeds' records
@@ -220,7 +211,7 @@ def load_records_into_store(uri: str, records: Iterable[RunRecord], artifacts: P
                 continue
             report.experiments[method] = experiment_id
             known = _known_run_ids(client, experiment_id)
-            # its runs table shows every committed record's metrics as columns (tracking.RUNS_VIEW)
+            # its runs table shows every committed record's metrics as columns (runs_view.RUNS_VIEW)
             show_in_runs_view(client, experiment_id, {k for record in group for k in parent_metrics(record.metrics)})
             for record in group:
                 if record.run_id in known:

@@ -31,7 +31,7 @@ from harness.core.errors import HarnessError
 from harness.core.fsutil import file_problem, is_plain_name, is_temp
 from harness.core.paths import runs_dir
 from harness.records.integrity import problems
-from harness.records.tracking import RECORD_SCHEMA_VERSION
+from harness.records.writer import RECORD_SCHEMA_VERSION
 from harness.spec.conditions import run_conditions
 
 # key -> (type, what it means); a record missing one of these cannot be shown or gated.

@@ -15,7 +15,7 @@ batching (on CUDA token-sorted batches of 2048, :meth:`harness.retrieval.encoder
 device are not part of the key: they change vectors only at float rounding level; the cache's marker
 and ``info["batching"]`` state the batching the vectors were encoded with.
 
-A corpus is encoded in chunk files of :data:`CHUNK_PASSAGES` first (:mod:`harness.retrieval.sharded`),
+A corpus is encoded in chunk files of :data:`CHUNK_PASSAGES` first (:mod:`harness.retrieval.shard_encoding`),
 so an interrupted encoding of a big corpus resumes from its last complete chunk; torchrun ranks
 may fill the chunks (:func:`encode_corpus_shards`). A corpus of up to one chunk is encoded in one
 call, exactly as ``Encoder.encode_corpus`` would.
@@ -38,12 +38,9 @@ from harness.core.errors import HarnessError
 from harness.core.fsutil import PARTIAL, atomic_dir, temp_name
 from harness.core.paths import cache_dir
 from harness.retrieval.encoder import default_batch_size, vector_settings
-from harness.retrieval.sharded import (
-    chunk_world_size,
-    encode_corpus_sharded,
-    merge_shards_to_file,
-    shards_complete,
-)
+from harness.retrieval.shard_encoding import encode_corpus_sharded
+from harness.retrieval.shard_manifest import chunk_world_size, shards_complete
+from harness.retrieval.shard_merge import merge_shards_to_file
 from harness.stages.artifacts import DIGESTS, changed_output, finished_meta, hash_json, mark_finished, output_digests
 
 # Bump when a change to encoding makes cached corpus embeddings stale.
@@ -162,7 +159,7 @@ def corpus_embeddings(
     started = time.perf_counter()
     if use_cache:
         # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
-        # last complete chunk (harness.retrieval.sharded); merged into the cache file, then removed.
+        # last complete chunk (harness.retrieval.shard_encoding); merged into the cache file, then removed.
         # Chunks that torchrun ranks finished (encode_corpus_shards) are merged as they are.
         chunks = _chunks_folder(folder)
         if world > 1 or not shards_complete(chunks):

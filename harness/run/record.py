@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from harness import SEED
 from harness.core import ranks
 from harness.papers.model_pins import provenance
-from harness.records.tracking import git_commit, hardware, package_versions, write_run_record
+from harness.records.environment import git_commit, hardware, package_versions
+from harness.records.writer import write_run_record
 
 if TYPE_CHECKING:
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
     from harness.run.scores import RunScores
     from harness.spec.method import MethodSpec
 

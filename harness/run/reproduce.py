@@ -37,10 +37,11 @@ from harness.papers.released import (
     unmatched_selectors,
 )
 from harness.pipelines.context import StageLog
-from harness.records.tracking import log_parent_summary, new_run_id, parent_tracker
+from harness.records.parent_run import log_parent_summary, parent_tracker
+from harness.records.writer import new_run_id
 from harness.retrieval.corpus_vectors import encode_corpus_shards
 from harness.retrieval.encoder import load_zero_shot_encoder
-from harness.retrieval.sharded import waiting_group
+from harness.retrieval.shard_distributed import waiting_group
 from harness.run.record import build_record, write_record
 from harness.run.scores import Scored, score_variants
 from harness.stages.checkpoints import model_fingerprint, resolve_checkpoint
@@ -50,7 +51,7 @@ def encode_shards_distributed(
     folder: str, enc: Mapping[str, Any], benches: Any, batch_size: int, device: str | None, precision: str
 ) -> str | None:
     """Each torchrun rank encodes its slice of every benchmark corpus into the embedding cache's
-    chunk folders (:mod:`harness.retrieval.sharded`: atomic, resumed after a kill), then all wait.
+    chunk folders (:mod:`harness.retrieval.shard_encoding`: atomic, resumed after a kill), then all wait.
 
     Returns rank 0's device (it goes on to merge, search, score and record); None on other ranks.
     """

@@ -36,14 +36,9 @@ from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import RunContext, StageLog
 from harness.pipelines.families import family_pipeline
-from harness.records.tracking import (
-    Tracker,
-    log_parent_summary,
-    new_run_id,
-    parent_params,
-    parent_tracker,
-    tracking_line,
-)
+from harness.records.parent_run import log_parent_summary, parent_params, parent_tracker
+from harness.records.tracker import Tracker, tracking_line
+from harness.records.writer import new_run_id
 from harness.run import device_check, footprint, preflight
 from harness.run.plan import describe
 from harness.run.record import build_record, write_record
@@ -213,14 +208,14 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
 
 
 def run_params(spec: MethodSpec) -> dict[str, Any]:
-    """A run's parent params (:func:`harness.records.tracking.parent_params`): its identity, the settings
+    """A run's parent params (:func:`harness.records.parent_run.parent_params`): its identity, the settings
     its profile ran with as ``spec.<dotted.path>`` keys (``spec.retrieval.k1``) and its conditions."""
     conditions = run_conditions(spec.config, spec.name, spec.profile)
     return parent_params(spec.name, spec.profile, spec.spec_hash, SEED, spec.config, conditions)
 
 
 def run_tags(spec: MethodSpec) -> dict[str, str]:
-    """A run's parent tags besides method / profile / seed / run_id (:func:`harness.records.tracking.parent_tracker`)."""
+    """A run's parent tags besides method / profile / seed / run_id (:func:`harness.records.parent_run.parent_tracker`)."""
     return {"spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.evaluation.chance import chance_check
-from harness.records.tracking import in_points
+from harness.records.parent_run import in_points
 
 if TYPE_CHECKING:
     from harness.pipelines.context import StageLog
-    from harness.records.tracking import Tracker
+    from harness.records.tracker import Tracker
 
 
 @dataclass
@@ -86,7 +86,7 @@ def score_variants(
                 tracker.log_artifact(scored.run_path, subdir=f"runs/{variant}/{name}")
             stages.add("evaluate", f"{variant}/{name}", scored.cached, time.time() - t0)
             # Its metrics stay on the stage run: the parent gets only the final variant's, under keys
-            # every method shares (tracking.log_parent_summary), for MLflow's compare view.
+            # every method shares (parent_run.log_parent_summary), for MLflow's compare view.
             scores.add(variant, name, benchmarks[name], scored)
     for name in scores.metrics:  # a trained model that ranks no better than a random ranking is flagged
         primary = scores.primaries[name]

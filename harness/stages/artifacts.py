@@ -35,7 +35,7 @@ Who uses it:
 
 Kept apart on purpose: a training checkpoint's ``trainer_state.json`` is a resume point, not a
 finished artifact (:mod:`harness.training.checkpoint`; its step folders are renamed into place
-whole); a sharded encoding folder (:mod:`harness.retrieval.sharded`) is filled by several ranks
+whole); a sharded encoding folder (:mod:`harness.retrieval.shard_encoding`) is filled by several ranks
 at once and resumes chunk by chunk, so each chunk's ``.json`` (after its ``.npy``) marks that chunk
 and ``manifest.json`` fixes the settings first; a download's ``<name>.part`` is a transfer resumed
 by byte offset (:mod:`harness.data.download`).

@@ -1,0 +1,61 @@
+"""Writing a run record: its run id, its file's path (a run id is a file name, never a path) and the
+sealed, atomic write that never overwrites another run's record. Reading is :mod:`harness.records.store`'s."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from harness import DEFAULT_SEED, SEED, in_seed_study
+from harness.core.errors import HarnessError
+from harness.core.fsutil import atomic_write_text, is_plain_name
+from harness.core.paths import local_runs_dir, runs_dir
+from harness.records.integrity import seal
+
+RECORD_SCHEMA_VERSION = 1
+
+
+def new_run_id(method: str, profile: str) -> str:
+    """``<method>__<profile>__<UTC second>-<6 hex>``: sorts by time, and two runs started in the
+    same second (two terminals, a CI matrix) still get different ids and records."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
+
+    seed = "" if SEED == DEFAULT_SEED else f"seed{SEED}__"
+    return f"{method}__{profile}__{seed}{stamp}-{secrets.token_hex(3)}"
+
+
+def record_path(directory: str | Path, run_id: Any) -> Path:
+    """``<directory>/<run_id>.json``: a run id is its record's file name, never a path, so no run id
+    reads, moves or writes a file outside ``directory`` (``check --add ../x`` once moved a file from
+    outside runs/local/ into runs/records/, and ``foo/bar`` became runs/records/bar.json)."""
+    if not is_plain_name(run_id) or run_id.endswith(".json"):  # "x.json" would look for x.json.json
+        stem = Path(str(run_id)).name.removesuffix(".json")
+        example = f", e.g. '{stem}'" if is_plain_name(stem) and stem != run_id else ""
+        raise HarnessError(
+            f"run id {run_id!r} is not a run id: a run id is a record's file name without "
+            f"folder or .json (fix: give the run id alone{example}, as `python -m harness check` "
+            "lists it)"
+        )
+    return Path(directory) / f"{run_id}.json"
+
+
+def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
+    """Atomically write a run record; returns its path (runs/local/<run_id>.json by default).
+
+    A run's own record goes to the git-ignored runs/local/, never straight into the committed, gated
+    runs/records/ (`check --accept` / `check --add` move it there); one under another seed, or any seed
+    of a seed study (`run --seeds`), measures spread and goes to runs/seeds/."""
+
+    seeds = SEED != DEFAULT_SEED or in_seed_study()  # a seed study's seed 42 is one of its seeds
+    directory = directory or (runs_dir() / "seeds" if seeds else local_runs_dir())
+    directory.mkdir(parents=True, exist_ok=True)
+    # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
+    record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))
+    path = record_path(directory, record["run_id"])
+    if path.exists():  # never overwrite another run's record
+        raise HarnessError(f"{path}: a run record with this run_id already exists; refusing to overwrite it")
+    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False) + "\n")
+    return path
