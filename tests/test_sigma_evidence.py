@@ -4,6 +4,7 @@ fallback declared as an upper bound, and INCONCLUSIVE cells that say what would 
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -105,7 +106,9 @@ def test_every_inconclusive_cell_says_its_margin_and_what_would_settle_it():
     assert f"consistent within +-{c.within:.2f}" in note and c.within == pytest.approx(max(-c.ci_low, c.ci_high))
     # the paper printed one seed: at this sigma no number of runs can (its own seed noise stays in se)
     assert c.seeds_needed is None and c.no_runs_sigma is not None and c.sigma >= c.no_runs_sigma
-    assert f"no number of runs can: the paper printed one seed and sigma_rep {c.sigma:.2f} >= " in note
+    assert (
+        f"no number of runs can at this sigma_rep: the paper printed one seed and sigma_rep {c.sigma:.2f} >= " in note
+    )
     assert inconclusive_note(c.to_dict()) == note  # check reads the dict
 
 
@@ -113,10 +116,10 @@ def test_every_inconclusive_cell_says_its_margin_and_what_would_settle_it():
 def test_seeds_to_settle_or_why_none_can(sigma, settles):
     df, d, delta = 9, 0.2, 1.0
     n = rule.seeds_to_resolve(d, sigma, delta, df=df)
-    bound = rule.sigma_no_runs_can(d, delta, df=df)
+    bound = rule.sigma_no_runs_can(d, delta)  # the runs add df: unbounded at infinitely many
     assert (n is not None) == settles and (sigma < bound) == settles
     # at the bound, infinitely many runs leave exactly the paper's own seed: CI edge on the margin
-    assert d + rule.quantile(0.95, df) * bound == pytest.approx(delta)
+    assert d + rule.quantile(0.95) * bound == pytest.approx(delta)
 
 
 def test_check_and_the_leaderboard_say_it_too(tmp_path):
@@ -263,3 +266,43 @@ def test_the_rule_keeps_both_error_rates_at_alpha_through_the_real_estimator(ben
     tie = rng.normal(delta, math.sqrt(2) * true_sigma, SIM_DRAWS)  # a printed tie, the run's effect at Delta
     rates["false REPRODUCED, effect tie at Delta"] = _rule(tie, math.sqrt(2) * sigma_hat, delta, df)[0].mean()
     assert all(r <= rule.ALPHA + SIM_SLACK for r in rates.values()), rates
+
+
+def test_seeds_to_settle_count_the_df_the_new_seeds_add():
+    """Issue 61 item 5: three seeds (2 df) at SD 0.2, a single run 0.4 off a margin of 1: with the added
+    seeds' df 2 runs settle it, where holding 2 df fixed asked for 19; and a run 3 points below is
+    DIFFERENT with enough seeds, so "no number of runs can" must not be said of it."""
+    grown = rule.seeds_to_resolve(0.4, 0.2, 1.0, df=2)
+    fixed = rule.fewest_runs(lambda n: rule.p_equivalent(0.4, rule.se_of(0.2, n), 1.0, 2) < rule.ALPHA)
+    assert (grown, fixed) == (2, 19)
+    assert rule.seeds_to_resolve(-3.0, 1.0, 1.0, df=2) is not None
+    assert 1.0 < rule.sigma_no_runs_can(-3.0, 1.0)  # sigma 1 is below the bound: runs can settle it
+
+
+def test_a_users_paper_scale_seeds_win_over_the_modelled_floor():
+    """Issue 61 item 4, done-when 3: five seeds with SD 0.20 on DL19 are the evidence (their own spread on
+    4 df); the query floor tau / sqrt(43) is printed beside it, never instead of it."""
+    values = [73.0, 73.2, 73.4, 72.9, 73.3]
+    seeds = margins.user_seeds("cotmae_qc [paper, retriever2]", "dl19", "nDCG@10", values)
+    spread = margins.sigma_rep("dl19", "nDCG@10", (seeds,))
+    floor = noise.query_floor("dl19", "nDCG@10")
+    assert floor.points > 1.0 and spread.estimate == pytest.approx(statistics.stdev(values))
+    assert spread.df == 4 and "your seeds of cotmae_qc" in spread.label
+    assert f"modelled floor {floor.points:.2f}" in spread.why and "not used" in spread.why
+
+
+def test_runs_that_pre_train_count_a_pre_training_part_in_se():
+    """Issue 61 item 3: no seed on file varies the pre-training, so a pre-trained run's se counts one as
+    large as the fine-tuning spread on each side, and says the pre-training part is not measured."""
+    assert rule.se_of(0.3, 5, 1, 0.3) == pytest.approx(math.sqrt(0.09 * 1.2 + 2 * 0.09))
+    cell = {
+        "cell_id": "x", "paper_file": "p", "version": "v", "table": "T", "row": "r", "column": "c",
+        "method": "cocondenser", "benchmark": MARCO, "measure": "RR@10", "score": 0.382, "value": "38.2",
+        "conditions": {"finetune_stage": "retriever2"},
+    }  # fmt: skip
+    pretrained = {**PAPER_RUN, "pretrain_corpus": "msmarco-passages", "pretrain_steps": 120000}
+    (c,) = compare({MARCO: {"RR@10": 0.384}}, {}, [cell], pretrained)
+    (plain,) = compare({MARCO: {"RR@10": 0.384}}, {}, [cell], PAPER_RUN)
+    assert "pre-training part not measured" in c.sigma_source and "pre-training" not in plain.sigma_source
+    assert c.se == pytest.approx(rule.se_of(c.sigma, 1, 1, rule.PRETRAIN_STANDIN * c.sigma))
+    assert plain.se is not None and c.se > plain.se

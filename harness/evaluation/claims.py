@@ -133,6 +133,8 @@ class ClaimCheck:
     ci_high: float | None = None
     p_direction: float | None = None  # one-sided p of "the effect has the printed sign" (a tie: TOST)
     p_different: float | None = None  # Holm-adjusted p of "run effect = printed effect"
+    p_zero: float | None = None  # its own two-sided p (before Holm)
+    se_diff: float | None = None  # seed se of run effect - printed effect (the paper's runs add theirs)
     effect_ratio: float | None = None  # Breuer et al. 2020: reproduced / claimed improvement
     ratio_low: float | None = None  # its 90% CI (the run effect's CI over the printed effect)
     ratio_high: float | None = None
@@ -377,6 +379,8 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
             family, rule.effect_verdicts([t for _, t, _ in family])
         ):
             check.status, check.p_direction, check.p_different = status, p_dir, p_diff
+            check.se_diff = test.se_diff
+            check.p_zero = rule.p_zero(test.effect - test.claimed, test.se_diff, test.df)
             check.ci_low, check.ci_high = test.ci()
             ratio = test.ratio_ci()
             if ratio:
