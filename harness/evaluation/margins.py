@@ -116,9 +116,12 @@ class SigmaRep:
     @property
     def label(self) -> str:
         """Which evidence set sigma_rep, in a few words (shown per cell)."""
+        if not self.evidence and self.parts:  # the mini seeds, named with where they were measured
+            p = self.parts
+            how = "measured on" if p.measured.split()[0] == p.target else "transferred to"
+            return f"no paper-scale evidence: {p.source}, {how} {p.target} ({noise.format_df(self.df)} df)"
         if not self.evidence:
-            where = f"{self.parts.source}, " if self.parts else ""
-            return f"no paper-scale evidence: {where}transferred ({noise.format_df(self.df)} df)"
+            return f"no paper-scale evidence ({noise.format_df(self.df)} df)"
         return f"{'; '.join(sorted({e.group for e in self.evidence}))} ({self.scope}, {noise.format_df(self.df)} df)"
 
 

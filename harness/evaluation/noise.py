@@ -179,6 +179,7 @@ class Parts:
     measured_queries: int
     queries: int  # N: the judged queries of the benchmark the spread is for
     source: str  # the runs, in words
+    target: str = ""  # the benchmark the spread is for
 
     def _transferred(self) -> tuple[float, float, bool]:
         sigma, df, clipped = transfer(self.sd, self.seeds, self.tau, self.tau_df, self.measured_queries, self.queries)
@@ -237,6 +238,7 @@ def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> P
             v["queries"],
             n,
             f"{words}, {bench} {name}, {v['queries']} queries)",
+            base,
         )
         for bench, by in sorted(table.items())
         for name, v in sorted(by.items())
