@@ -259,6 +259,16 @@ def test_the_rule_keeps_both_error_rates_at_alpha_through_the_real_estimator(ben
         for gap in (delta, -delta):
             at_margin = rng.normal(gap, true_sigma * k, SIM_DRAWS)
             rates[f"false REPRODUCED at {gap:+.0f}, {runs} run(s)"] = _rule(at_margin, se, delta, df)[0].mean()
+    # five seeds of one pre-training against a printed run of another, the pre-training spread as large as
+    # the fine-tuning one (issue 61: 0.135 false DIFFERENT without it), se counting it (verdict.se_of)
+    spread = math.sqrt(true_sigma**2 * (1 / 5 + 1) + 2 * true_sigma**2)
+    se = np.sqrt(sigma_hat**2 * (1 / 5 + 1) + 2 * (rule.PRETRAIN_STANDIN * sigma_hat) ** 2)
+    rates["false DIFFERENT, 5 runs, pre-training shift"] = _rule(rng.normal(0.0, spread, SIM_DRAWS), se, delta, df)[
+        1
+    ].mean()
+    for gap in (delta, -delta):
+        shifted = rng.normal(gap, spread, SIM_DRAWS)
+        rates[f"false REPRODUCED at {gap:+.0f}, 5 runs, pre-training shift"] = _rule(shifted, se, delta, df)[0].mean()
     # an effect A - B from two runs against one printed from two: e - c has SD 2 sigma
     gap = rng.normal(0.0, 2 * true_sigma, SIM_DRAWS)
     p_gap = 2.0 * (1.0 - stats.t.cdf(np.abs(gap) / (2 * sigma_hat), df))
