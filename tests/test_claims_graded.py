@@ -17,6 +17,7 @@ from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation import claims as claims_mod
 from harness.evaluation import count_claims as counts_mod
 from harness.evaluation import noise
+from harness.evaluation import verdict as rule
 from harness.evaluation.claims import check_claims, claim_pairs, claims_for, spec_conditions
 from harness.evaluation.count_claims import check_count, count_claims_for
 from harness.evaluation.effects import Z95, method_effects
@@ -110,9 +111,11 @@ def test_check_claims_grades_every_measure_by_the_effect_rule(narrow_sigma):
     # the two rows swapped: the +1.4 MRR@10 claim is reversed, beyond the noise of four runs
     swapped = check_claims(claims, a_cond, b_cond, _printed(claims, "b"), _printed(claims, "a"))
     assert {(c.benchmark, c.measure): c.status for c in swapped}[("msmarco-dev", "RR@10")] == DIFFERENT_BELOW
-    # more seeds on each side narrow the run effect's se: sigma * sqrt(1/4 + 1/4)
+    # more seeds on each side narrow the run effect's se: sigma * sqrt(1/4 + 1/4), plus each side's
+    # pre-training, not measured and taken as large as sigma (issue 61): sigma * sqrt(1/4 + 1/4 + 1 + 1)
     seeded = check_claims(claims, a_cond, b_cond, a_values, _printed(claims, "b"), a_runs=4, b_runs=4)
-    assert seeded[0].se == pytest.approx(0.3 * math.sqrt(0.5)) and seeded[0].a_runs == 4
+    assert seeded[0].se == pytest.approx(0.3 * math.sqrt(0.5 + 2 * rule.PRETRAIN_STANDIN**2)) and seeded[0].a_runs == 4
+    assert "pre-training part not measured" in seeded[0].sigma_source
     # a measure the run lacks: NOT-YET-RUN, naming it
     partial = check_claims(claims, a_cond, b_cond, {("msmarco-dev", "RR@10"): 40.2}, _printed(claims, "b"))
     lacking = next(c for c in partial if c.measure == "R@50")

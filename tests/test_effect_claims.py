@@ -61,7 +61,9 @@ def test_claims_come_from_one_tables_own_rows():
     assert all("cited" not in dict(c.b_conditions) for c in claims)  # never against the cited 38.2
 
 
-def test_paper_runs_grade_a_reproduced_effect_and_a_reversed_one(tmp_path):
+def test_paper_runs_grade_a_reproduced_effect_and_a_reversed_one(tmp_path, sharp_evidence):
+    """With paper-scale seed evidence (``sharp_evidence``): on the mini transfer alone MS MARCO's sigma
+    rests on about one df (issue 61) and an 8-point reversal is INCONCLUSIVE, not DIFFERENT."""
     base = _scores(0.388, 1)
     rng = random.Random(7)
     # QC run: the same queries, with ~0.6 points more reciprocal-rank mass (flip ~0.6% of the misses)
@@ -72,7 +74,7 @@ def test_paper_runs_grade_a_reproduced_effect_and_a_reversed_one(tmp_path):
     assert e.claim_status not in DIFFERENT and any(c["claimed"] == pytest.approx(0.6) for c in e.claims)
     check = next(c for c in e.claims if c["claimed"] == pytest.approx(0.6))
     assert check["effect_ratio"] == pytest.approx(e.delta / 0.6) and check["margin"] > 0
-    # reversed: QC loses ~8 points, beyond the effect margin at MS MARCO's measured seed spread
+    # reversed: QC loses ~8 points, beyond the effect margin at that seed spread
     minus = {q: 0.0 if v == 1.0 and rng.random() < 0.2 else v for q, v in base.items()}
     bad = method_effects([_record("cocondenser", base), _record("cocondenser_qc", minus)], "paper")
     assert bad[0].claim_status == DIFFERENT_BELOW and bad[0].ci_high < 0.6
@@ -89,7 +91,7 @@ def test_other_profiles_show_the_effect_but_never_grade_it():
     assert all("profile is 'mini'" in c["reason"] for e in effects for c in e.claims)
 
 
-def test_a_failed_claim_fails_the_gate(tmp_path):
+def test_a_failed_claim_fails_the_gate(tmp_path, sharp_evidence):
     base = _scores(0.388, 3)
     rng = random.Random(9)
     minus = {q: 0.0 if v == 1.0 and rng.random() < 0.2 else v for q, v in base.items()}

@@ -81,7 +81,10 @@ def test_seed_rule_reads_the_declared_margin_and_sigma_rep():
     assert c.rule == "seed" and c.tolerance == practical_margin("msmarco-dev", "RR@10").points
     spread = sigma_rep("msmarco-dev", "RR@10")
     assert (c.sigma, c.sigma_df) == (spread.tested, spread.df) and c.status != DIFFERENT_BELOW
-    assert _one(0.30).status == DIFFERENT_BELOW and _one(0.45).status == DIFFERENT_ABOVE
+    # the mini transfer to 6,980 queries rests on the seeds' mean SD: about one df (issue 61), so only a
+    # gap far beyond the margin is DIFFERENT; 8 points is not
+    assert spread.df < 2 and _one(0.30).status == INCONCLUSIVE
+    assert _one(0.10).status == DIFFERENT_BELOW and _one(0.66).status == DIFFERENT_ABOVE
     dl = _one(0.70, Cell(benchmark="dl19", measure="nDCG@10", score=0.731, value="73.1"))
     assert dl.status == INCONCLUSIVE  # 43 queries, one seed: a 3-point gap cannot be told apart
     assert dl.seeds_needed is None  # ... nor by any number of seeds: the paper's own run stays in se
@@ -314,7 +317,7 @@ def test_paired_bootstrap():
 
 
 def test_comparison_to_dict_and_table():
-    comps = [_one(0.3865), _one(0.30), _one(0.382, run={"profile": "tiny"})]
+    comps = [_one(0.3865), _one(0.10), _one(0.382, run={"profile": "tiny"})]
     d = comps[0].to_dict()
     for key in (
         "cell_id",

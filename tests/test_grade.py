@@ -69,9 +69,13 @@ def test_the_printed_row_is_never_different_and_says_what_would_settle_it(tmp_pa
 
 
 def test_with_paper_scale_evidence_the_printed_row_is_reproduced_on_ms_marco(tmp_path, sharp_evidence):
+    """cotmae_qc pre-trains and no seed on file varies the pre-training: se counts a pre-training part as
+    large as the fine-tuning one (issue 61), so R@1000's margin of 0.5 is out of reach of one run."""
     rows = v2_table1(grade(write(tmp_path, run("cotmae_qc", printed_row("cotmae_qc")))))
     marco = [r for r in rows if r["benchmark"] == "msmarco-dev" and r["status"] != "NOT-COMPARABLE"]
-    assert len(marco) == 3 and all(r["status"] == REPRODUCED for r in marco), marco
+    assert len(marco) == 3 and all(r["status"] not in DIFFERENT for r in marco), marco
+    assert all(r["status"] == REPRODUCED for r in marco if r["measure"] != "R@1000"), marco
+    assert all("pre-training part not measured" in r["sigma_source"] for r in marco), marco
 
 
 SPREAD = (-0.2, 0.1, 0.25, -0.05, -0.1)  # five seeds around 0: SD 0.18
@@ -111,22 +115,28 @@ def test_mrr_off_by_a_few_points_is_different_and_by_a_fraction_is_not(tmp_path,
 
 def test_a_lone_run_without_seed_evidence_says_what_would_settle_it(tmp_path):
     """Issue 52: a single run and no same-recipe evidence at paper scale: sigma_rep is the mini transfer
-    sqrt(shared^2 + tau^2/N), shared on the mini seeds' 2 df, t on 2 df (margins.sigma_rep); 3 points
-    off is not DIFFERENT on that evidence, and the cell says so and what would settle it."""
+    sqrt(sd^2 + tau^2 (1/N - 1/300)) on Satterthwaite's df, at most the mini seeds' 2 (issue 61: about 1 on
+    MS MARCO, where the mean's SD carries it); 3 points off is not DIFFERENT on that evidence, and the cell
+    says so and what would settle it."""
     metrics = printed_row("cotmae_qc")
     metrics["msmarco-dev"]["RR@10"] -= 3.0
     mrr = _mrr(v2_table1(grade(write(tmp_path, run("cotmae_qc", metrics)))))
-    assert mrr["sigma_df"] == 2 and "transferred" in mrr["sigma_source"], mrr
+    assert mrr["sigma_df"] <= 2 and "transferred" in mrr["sigma_source"], mrr
+    assert "harness mini seeds (nopretrain [mini], 3 seeds" in mrr["sigma_source"], mrr
     assert mrr["status"] == "INCONCLUSIVE" and "consistent within +-" in mrr["reason"], mrr
     assert "seeds" in mrr["reason"] or "no number of runs can" in mrr["reason"], mrr
 
 
 def test_five_seeds_on_the_printed_row_are_reproduced_on_ms_marco(tmp_path):
     """Issue 52 Done-when: five seeds sitting on the printed row (SD 0.18) count as same-recipe evidence
-    (4 df): REPRODUCED on that row's MS MARCO dev cells, each naming the evidence that set sigma_rep."""
+    (4 df): REPRODUCED on that row's MS MARCO dev cells, each naming the evidence that set sigma_rep. The
+    five share one pre-training, not measured (issue 61): se counts one on each side, and says so, which
+    leaves R@1000's margin of 0.5 out of reach (INCONCLUSIVE, never DIFFERENT)."""
     rows = v2_table1(grade(write(tmp_path, five_seeds("cotmae_qc"))))
     marco = [r for r in rows if r["benchmark"] == "msmarco-dev" and r["status"] != "NOT-COMPARABLE"]
-    assert len(marco) == 3 and all(r["status"] == REPRODUCED for r in marco), marco
+    assert len(marco) == 3 and all(r["status"] not in DIFFERENT for r in marco), marco
+    assert all(r["status"] == REPRODUCED for r in marco if r["measure"] != "R@1000"), marco
+    assert all("pre-training part not measured" in r["sigma_source"] for r in marco), marco
     assert all("your seeds of cotmae_qc" in r["sigma_source"] and r["sigma_df"] == 4 for r in marco), marco
 
 
@@ -214,3 +224,16 @@ def test_cli_prints_a_table_and_writes_json(tmp_path, capsys):
     assert "also printed in" in text and "qc-v2 Table 1" in text and "cells" in text.splitlines()[-2]
     rows = json.loads(out.read_text())["rows"]
     assert {"kind", "paper", "table", "row", "benchmark", "measure", "reported", "value", "status"} <= set(rows[0])
+
+
+def test_rows_carry_the_tests_behind_their_verdict(tmp_path):
+    """Issue 61 item 6: a graded cell's and a graded claim's rows carry se, df, the equivalence (an effect:
+    direction) p, the difference p and its Holm adjustment, sigma_rep and its source, for an audit."""
+    rows = grade(write(tmp_path, five_seeds("cotmae_qc"), five_seeds("cotmae")))
+    graded = [r for r in rows if r["status"] in (REPRODUCED, "INCONCLUSIVE", *DIFFERENT)]
+    keys = ("se", "df", "p_equivalent", "p_different", "p_different_holm", "sigma_rep")
+    for kind in ("cell", "effect"):
+        row = next(r for r in graded if r["kind"] == kind)
+        assert all(isinstance(row[k], (int, float)) for k in keys) and row["sigma_source"], row
+        assert row["p_different"] <= row["p_different_holm"] <= 1.0, row
+    json.dumps(rows)  # --json writes them as they are

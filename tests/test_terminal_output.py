@@ -69,11 +69,14 @@ def test_noise_prints_no_number_with_4_or_more_decimals_and_no_raw_yaml(capsys, 
     assert "settings_hash:" not in out and "| benchmark |" not in out and "\n- " not in out
 
 
-def test_noise_margins_calls_a_modelled_sigma_modelled(capsys):
-    """NFCorpus's measured seed SD is far below the query-sampling model the rule reads: not 'measured'."""
+def test_noise_margins_calls_a_transferred_sigma_transferred(capsys):
+    """NFCorpus's measured seed SD is far below SciFact's spread carried to its queries, which the rule
+    reads: 'transferred', not 'measured'; MS MARCO's is transferred too (issue 61: not 'model')."""
     out = _out(capsys, ["noise", "--margins"])
-    row = next(line for line in out.splitlines() if line.startswith("nfcorpus "))
-    assert "modelled" in row and "measured" not in row
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()[:1]}
+    assert "transferred" in rows["nfcorpus"] and "measured" not in rows["nfcorpus"]
+    assert "transferred" in rows["msmarco-dev"] and "model" not in rows["msmarco-dev"]
+    assert "measured (mini)" in rows["scifact"]
 
 
 def test_p_values_are_never_printed_as_zero():

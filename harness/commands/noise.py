@@ -9,7 +9,7 @@ from typing import Any
 from harness.core.paths import PROJECT_ROOT
 from harness.core.text_table import format_table, wrap_text
 from harness.evaluation import noise
-from harness.evaluation.margins import practical_margin, recipe_drift, sigma_rep
+from harness.evaluation.margins import SigmaRep, practical_margin, recipe_drift, sigma_rep
 from harness.evaluation.power import PRINTED, power_table
 
 WIDTH = 110  # long reasons wrap at this width
@@ -101,12 +101,14 @@ def spread_report(block: dict[str, Any], verbose: bool = False) -> str:
     return "\n".join(wrap_text(line, WIDTH, "  ") if "  " not in line else line for line in lines)
 
 
-def _basis(why: str) -> str:
-    """Whether a sigma_rep rests on a measurement of that benchmark, a model, or a transfer."""
-    for word in ("measured", "modelled", "transferred"):
-        if f"({word}:" in why or f"{word} from" in why or why.startswith(word):
-            return word
-    return "evidence" if "no same-recipe evidence" not in why else "model"
+def _basis(spread: SigmaRep, benchmark: str) -> str:
+    """Whether a sigma_rep rests on paper-scale evidence, the harness's mini seeds measured on that very
+    benchmark, or those seeds transferred to it from another benchmark, model and scale."""
+    if spread.evidence:
+        return "evidence"
+    if spread.parts and spread.parts.measured.split()[0] == noise.base_benchmark(benchmark):
+        return "measured (mini)"
+    return "transferred"
 
 
 def margins_report(verbose: bool = False) -> str:
@@ -131,7 +133,7 @@ def margins_report(verbose: bool = False) -> str:
                 f"{margin.points:.1f}",
                 f"{spread.points:.2f}",
                 f"{r.sigma_rep:.2f}",
-                _basis(spread.why),
+                _basis(spread, benchmark),
                 f"{r.reproduced:.2f}",
                 f"{r.false_different:.3f}",
                 f"{r.power:.2f}",
@@ -154,8 +156,8 @@ def margins_report(verbose: bool = False) -> str:
     ]
     intro = (
         "What every verdict reads, in points: Delta (the practical margin) and sigma_rep (80% upper bound of the "
-        "spread between reproductions; 'tested': the estimate the rule's t-test reads; basis: measured on that "
-        "benchmark, modelled from per-query spread, or transferred from the harness's mini seeds), and the rule's "
+        "spread between reproductions; 'tested': the estimate the rule's t-test reads; basis: paper-scale "
+        "evidence, the harness's mini seeds measured on that benchmark, or transferred from them), and the rule's "
         "power for one run against one printed run ('seeds R / D': runs needed for P(REPRODUCED | same) and P(DIFFERENT | 2 Delta) >= 0.8)"
     )
     lines = [wrap_text(intro, WIDTH, "  "), "", format_table(headers, rows)]

@@ -39,7 +39,7 @@ from typing import Any
 
 from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation import verdict as rule
-from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability, settle_note
+from harness.evaluation.compare import PRETRAIN_UNMEASURED, TRAINING_FREE_FAMILIES, comparability, settle_note
 from harness.evaluation.margins import practical_margin, sigma_rep
 from harness.evaluation.tolerances import canonical_measure
 from harness.evaluation.verdict import NOT_COMPARABLE
@@ -133,6 +133,8 @@ class ClaimCheck:
     ci_high: float | None = None
     p_direction: float | None = None  # one-sided p of "the effect has the printed sign" (a tie: TOST)
     p_different: float | None = None  # Holm-adjusted p of "run effect = printed effect"
+    p_zero: float | None = None  # its own two-sided p (before Holm)
+    se_diff: float | None = None  # seed se of run effect - printed effect (the paper's runs add theirs)
     effect_ratio: float | None = None  # Breuer et al. 2020: reproduced / claimed improvement
     ratio_low: float | None = None  # its 90% CI (the run effect's CI over the printed effect)
     ratio_high: float | None = None
@@ -287,25 +289,45 @@ def _side(conditions: Mapping[str, Any], method: str) -> str:
     return f"{conditions.get('method') or method}" + (f" {stage}" if stage else "")
 
 
-def _variances(claim: Claim, a_runs: int, b_runs: int) -> tuple[float, float]:
-    """(run effect, run effect - printed effect) variances in units of sigma_rep**2."""
+def _variances(
+    claim: Claim, a_runs: int, b_runs: int, pretrain: tuple[float, float] = (0.0, 0.0)
+) -> tuple[float, float]:
+    """(run effect, run effect - printed effect) variances in units of sigma_rep**2; ``pretrain``: each
+    side's pre-training spread over sigma_rep (the seeds of a side share one pre-training, which
+    averaging them leaves in; the paper's side had its own: twice in the difference)."""
+    pa = 0.0 if seed_free(claim.a) else pretrain[0] ** 2
+    pb = 0.0 if seed_free(claim.b) else pretrain[1] ** 2
     va = 0.0 if seed_free(claim.a) else 1.0 / max(1, a_runs)
     vb = 0.0 if seed_free(claim.b) else 1.0 / max(1, b_runs)
     ka = 0.0 if seed_free(claim.a) else 1.0 / max(1, claim.a_printed_runs)
     kb = 0.0 if seed_free(claim.b) else 1.0 / max(1, claim.b_printed_runs)
-    return va + vb, va + vb + ka + kb
+    return va + vb + pa + pb, va + vb + ka + kb + 2 * (pa + pb)
+
+
+def _pretrain_ratio(run_conditions: Mapping[str, Any], method: str) -> float:
+    """A side's pre-training spread over sigma_rep: the stand-in where its run pre-trained (no seed on file
+    varies the pre-training), else 0."""
+    return rule.PRETRAIN_STANDIN if run_conditions.get("pretrain_corpus") and not seed_free(method) else 0.0
 
 
 def seeds_to_settle(
-    effect: float, sigma: float, delta: float, claim: Claim, family: int, df: float = rule.KNOWN
+    effect: float,
+    sigma: float,
+    delta: float,
+    claim: Claim,
+    family: int,
+    df: float = rule.KNOWN,
+    pretrain: tuple[float, float] = (0.0, 0.0),
 ) -> int | None:
     """The fewest runs per side (averaged) that would grade the claim REPRODUCED or DIFFERENT at the
     same run effect, DIFFERENT needing to pass the whole family at once (Bonferroni: never fewer runs
     than Holm would need); None when none up to ``verdict.MAX_SEEDS`` does."""
 
     def settles(n: int) -> bool:
-        v_effect, v_diff = _variances(claim, n, n)
-        test = rule.EffectTest(effect, sigma * math.sqrt(v_effect), claim.delta, sigma * math.sqrt(v_diff), delta, df)
+        v_effect, v_diff = _variances(claim, n, n, pretrain)
+        test = rule.EffectTest(
+            effect, sigma * math.sqrt(v_effect), claim.delta, sigma * math.sqrt(v_diff), delta, df + 2 * (n - 1)
+        )  # the n seeds per side are seed evidence too: 2 (n - 1) df more
         status, p_direction, p_different = rule.effect_verdicts([test])[0]
         # DIFFERENT must pass the whole family; the direction (a tie: equivalence) shown is not corrected
         return (status in rule.DIFFERENT and p_different * family < rule.ALPHA) or p_direction < rule.ALPHA
@@ -358,7 +380,11 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
         spread = sigma_rep(c.benchmark, c.measure, evidence) if evidence else sigma_rep(c.benchmark, c.measure)
         check.sigma, check.sigma_df, check.sigma_source = spread.tested, spread.df, spread.label
         check.margin = practical_margin(c.benchmark, c.measure).points
-        v_effect, v_diff = _variances(c, p.a_runs, p.b_runs)
+        # a side that pre-trains: a pre-training part no seed on file measured (verdict.PRETRAIN_STANDIN)
+        pretrain = (_pretrain_ratio(p.a_conditions, c.a), _pretrain_ratio(p.b_conditions, c.b))
+        if any(pretrain):
+            check.sigma_source += f"; {PRETRAIN_UNMEASURED}"
+        v_effect, v_diff = _variances(c, p.a_runs, p.b_runs, pretrain)
         check.se = check.sigma * math.sqrt(v_effect)
         tests.append(
             (
@@ -367,23 +393,26 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
                     check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff), check.margin, spread.df
                 ),
                 c,
+                pretrain,
             )
         )
-    by_table: dict[str, list[tuple[ClaimCheck, rule.EffectTest, Claim]]] = defaultdict(list)
+    by_table: dict[str, list[tuple[ClaimCheck, rule.EffectTest, Claim, tuple[float, float]]]] = defaultdict(list)
     for item in tests:
         by_table[item[0].source].append(item)
     for family in by_table.values():
-        for (check, test, claim), (status, p_dir, p_diff) in zip(
-            family, rule.effect_verdicts([t for _, t, _ in family])
+        for (check, test, claim, pretrain), (status, p_dir, p_diff) in zip(
+            family, rule.effect_verdicts([t for _, t, _, _ in family])
         ):
             check.status, check.p_direction, check.p_different = status, p_dir, p_diff
+            check.se_diff = test.se_diff
+            check.p_zero = rule.p_zero(test.effect - test.claimed, test.se_diff, test.df)
             check.ci_low, check.ci_high = test.ci()
             ratio = test.ratio_ci()
             if ratio:
                 check.ratio_low, check.ratio_high = ratio
             if status == rule.INCONCLUSIVE:
                 check.seeds_needed = seeds_to_settle(
-                    test.effect, check.sigma or 0.0, test.delta, claim, len(family), test.df
+                    test.effect, check.sigma or 0.0, test.delta, claim, len(family), test.df, pretrain
                 )
                 check.reason = check.reason or effect_note(check)
     return out

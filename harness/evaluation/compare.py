@@ -78,6 +78,8 @@ class Comparison:
     ci_high: float | None = None
     p_equivalent: float | None = None  # TOST, cell by cell
     p_different: float | None = None  # d = 0, Holm-adjusted within the cell's table
+    p_zero: float | None = None  # d = 0, the cell's own two-sided p (before Holm)
+    se: float | None = None  # seed standard error of d the tests read (points)
     runs: int = 1  # seeds the reproduced number averages
     seeds_needed: int | None = None  # INCONCLUSIVE: runs that would settle it at the same d (None: none <= 20)
     within: float | None = None  # the smallest margin the 90% CI lies inside
@@ -206,10 +208,15 @@ def printed_in(cell: Any) -> str:
     return f"{paper} {_field(cell, 'table')}"
 
 
+PRETRAIN_UNMEASURED = (
+    "pre-training part not measured: the fine-tune-only evidence is a lower bound, so se counts a pre-training "
+    f"spread of {rule.PRETRAIN_STANDIN:g} x sigma_rep on each side"
+)
+
 # What a repeated print of a number takes from its first print: the verdict and everything behind it.
 _GRADED_FIELDS = (
     "tolerance", "tolerance_why", "status", "rule", "sigma", "sigma_df", "sigma_why", "sigma_source", "ci_low",
-    "ci_high", "p_equivalent", "p_different", "runs", "seeds_needed", "within", "no_runs_sigma", "reason",
+    "ci_high", "p_equivalent", "p_different", "p_zero", "se", "runs", "seeds_needed", "within", "no_runs_sigma", "reason",
 )  # fmt: skip
 
 
@@ -234,6 +241,8 @@ def compare(
     seed evidence beside what is on file (``margins.Evidence``: a user's per-seed lists)."""
     tolerances = tolerances or load_tolerances()
     metrics_c = {b: _canonical_table(t) for b, t in metrics.items()}
+    # the run pre-trained: its pre-training seed, and the paper's, are noise in d that no seed on file measured
+    pretrains = bool(run_conditions.get("pretrain_corpus"))
     out, tests = [], []
     first: dict[tuple, Comparison] = {}  # each printed number graded once (issue 53)
     repeats: list[tuple[Comparison, Comparison]] = []
@@ -280,12 +289,17 @@ def compare(
         margin = practical_margin(comp.benchmark, measure)
         comp.rule, comp.sigma, comp.sigma_why, comp.runs = "seed", spread.tested, spread.why, runs
         comp.sigma_df, comp.sigma_source = spread.df, spread.label
+        if pretrains:
+            comp.sigma_source += f"; {PRETRAIN_UNMEASURED}"
         comp.tolerance, comp.tolerance_why = margin.points, margin.why
         printed_runs = int(conditions.get("runs_averaged") or 1)
+        pretrain = rule.PRETRAIN_STANDIN * spread.tested if pretrains else 0.0
         tests.append(
             (
                 comp,
-                rule.Test(comp.delta, rule.se_of(spread.tested, runs, printed_runs), margin.points, spread.df),
+                rule.Test(
+                    comp.delta, rule.se_of(spread.tested, runs, printed_runs, pretrain), margin.points, spread.df
+                ),
                 printed_runs,
             )
         )
@@ -295,12 +309,18 @@ def compare(
     for family in by_table.values():  # Holm across the comparable cells of one table
         for (comp, test, k), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t, _ in family])):
             comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
+            comp.se, comp.p_zero = test.se, rule.p_zero(test.d, test.se, test.df)
             comp.ci_low, comp.ci_high = test.ci()
             comp.within = rule.within(comp.ci_low, comp.ci_high)
             if status == rule.INCONCLUSIVE and comp.sigma is not None:
-                comp.seeds_needed = rule.seeds_to_resolve(test.d, comp.sigma, test.delta, k, len(family), df=test.df)
+                ratio = rule.PRETRAIN_STANDIN if pretrains else 0.0
+                comp.seeds_needed = rule.seeds_to_resolve(
+                    test.d, comp.sigma, test.delta, k, len(family), df=test.df, pretrain=ratio * comp.sigma
+                )
                 if comp.seeds_needed is None:
-                    comp.no_runs_sigma = rule.sigma_no_runs_can(test.d, test.delta, k, len(family), df=test.df)
+                    comp.no_runs_sigma = rule.sigma_no_runs_can(
+                        test.d, test.delta, k, len(family), pretrain_ratio=ratio
+                    )
     for comp, shown in repeats:
         for name in _GRADED_FIELDS:
             setattr(comp, name, getattr(shown, name))
@@ -320,13 +340,14 @@ def settle_note(
     runs that would settle it at the same difference, or why no number of runs can."""
     head = f"consistent within +-{within:.2f}; " if within is not None else ""
     if seeds is not None:
-        return head + f"{seeds} seeds averaged{per_side} would settle it at this difference"
+        return head + f"{seeds} seeds averaged{per_side} would settle it at this difference and this sigma_rep"
     if no_runs_sigma is not None and sigma is not None and sigma >= no_runs_sigma:
         printed = "one seed" if printed_runs <= 1 else f"{printed_runs} seeds"
         return head + (
-            f"no number of runs can: the paper printed {printed} and sigma_rep {sigma:.2f} >= {no_runs_sigma:.2f}"
+            f"no number of runs can at this sigma_rep: the paper printed {printed} and sigma_rep {sigma:.2f} >= "
+            f"{no_runs_sigma:.2f}"
         )
-    return head + f"no number of seeds up to {rule.MAX_SEEDS} settles it at this difference"
+    return head + f"no number of seeds up to {rule.MAX_SEEDS} settles it at this difference and this sigma_rep"
 
 
 def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:

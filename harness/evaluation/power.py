@@ -26,6 +26,7 @@ from scipy import stats
 from harness.core import benchmarks as declared
 from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep
+from harness.evaluation.noise import format_df
 
 TARGET_REPRODUCED = 0.8  # P(REPRODUCED | same recipe)
 TARGET_FALSE = 0.05  # P(DIFFERENT | same recipe), at most
@@ -162,7 +163,7 @@ def markdown(rows: list[PowerRow]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r.benchmark} | {r.measure} | {r.sigma_rep:.2f} | {r.df:g} | {r.delta:.1f} | {r.reproduced:.2f} | "
+            f"| {r.benchmark} | {r.measure} | {r.sigma_rep:.2f} | {format_df(r.df)} | {r.delta:.1f} | {r.reproduced:.2f} | "
             f"{r.false_different:.3f} | {r.power:.2f} | {seeds(r.seeds_reproduced)} | "
             f"{seeds(r.seeds_power)} | {r.sigma_needed:.2f} |"
         )

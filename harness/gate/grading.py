@@ -94,6 +94,14 @@ class GateRow:
     printed: str = ""  # the paper's cell as printed ("0.340"): `expected` is it in points
     unit: str = POINTS
     cell_id: str = ""  # the papers' cell a comparison row grades (gate.cell_state keys its states by it)
+    # a seed-graded row's tests, to audit its verdict (issue 61); None on the other rows
+    se: float | None = None  # seed se of delta (an effect: of effect - printed effect)
+    df: float | None = None  # sigma_rep's degrees of freedom
+    p_equivalent: float | None = None  # TOST (an effect: its direction)
+    p_different: float | None = None  # delta = 0, the row's own p
+    p_different_holm: float | None = None  # Holm-adjusted over its table
+    sigma: float | None = None  # sigma_rep's estimate the tests read
+    sigma_source: str = ""  # which evidence set sigma_rep, in words
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,6 +192,13 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
                 stage=str(c.get("finetune_stage") or ""),
                 printed=str(c.get("value") or ""),
                 cell_id=str(c.get("cell_id") or ""),
+                se=c.get("se"),
+                df=c.get("sigma_df"),
+                p_equivalent=c.get("p_equivalent"),
+                p_different=c.get("p_zero"),
+                p_different_holm=c.get("p_different"),
+                sigma=c.get("sigma"),
+                sigma_source=str(c.get("sigma_source") or ""),
             )
         )
     return rows
@@ -488,6 +503,13 @@ def effect_rows(records: Sequence[RunRecord]) -> list[GateRow]:
                     ci_low=e.ci_low,
                     ci_high=e.ci_high,
                     note=note,
+                    se=shown.get("se_diff"),
+                    df=shown.get("sigma_df"),
+                    p_equivalent=shown.get("p_direction"),
+                    p_different=shown.get("p_zero"),
+                    p_different_holm=shown.get("p_different"),
+                    sigma=shown.get("sigma"),
+                    sigma_source=str(shown.get("sigma_source") or ""),
                 )
             )
         if profile == PAPER_PROFILE:

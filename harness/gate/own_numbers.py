@@ -337,6 +337,13 @@ def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:
         "within": c.within,
         "sigma_df": c.sigma_df,
         "sigma_source": c.sigma_source,
+        # the tests behind the verdict, to audit it (issue 61): se and df of d, TOST p, d = 0 p and Holm's
+        "se": c.se,
+        "df": c.sigma_df,
+        "p_equivalent": c.p_equivalent,
+        "p_different": c.p_zero,
+        "p_different_holm": c.p_different,
+        "sigma_why": c.sigma_why,
         "cell_id": c.cell_id,
         "printed": c.value,  # as the paper printed it: `reported` is it in points
         "also_printed_in": [],  # other tables or versions printing the same number (graded once)
@@ -429,6 +436,12 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
                 "seeds_needed": check.seeds_needed,
                 "sigma_df": check.sigma_df,
                 "sigma_source": check.sigma_source,
+                "se": check.se,  # of the run effect; se_diff: of run effect - printed effect
+                "se_diff": check.se_diff,
+                "df": check.sigma_df,
+                "p_equivalent": check.p_direction,  # the direction holds (a printed tie: TOST)
+                "p_different": check.p_zero,
+                "p_different_holm": check.p_different,
                 "also_printed_in": [_source_label(s) for s in others],
                 "reason": "; ".join(
                     filter(
