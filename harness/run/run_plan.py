@@ -53,7 +53,7 @@ class RunPlan:
 
     @property
     def precision(self) -> str | None:
-        """What the spec's training stages run in (``auto`` already resolved)."""
+        """What the spec's ``precision: auto`` resolved to for this run (None: every training stage states its own)."""
         return self.spec.precision
 
     @property
