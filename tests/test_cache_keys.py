@@ -36,7 +36,7 @@ from harness.run.runner import run_method
 plans = json.loads(sys.argv[1])
 # precision fixed: `auto` would be measured in each process (a dry-run caches nothing), and the keys hold it
 print(json.dumps([[(e["stage"], e["dataset"], e.get("key"))
-                   for e in run_method(m, p, dry_run=True, precision="fp32")["stages"]] for m, p in plans]))
+                   for e in run_method(m, p, dry_run=True, precision="fp32").stages] for m, p in plans]))
 """
 
 

@@ -15,6 +15,7 @@ import pytest
 from harness.core.paths import PROJECT_ROOT, cache_dir
 from harness.pipelines.context import RunContext
 from harness.records.store import RunRecord, load_record, load_records, load_references
+from harness.run.run_result import RunResult
 from harness.run.runner import run_method
 from harness.spec.files import list_methods
 from harness.spec.hashing import settings_hash
@@ -32,9 +33,9 @@ def pairs(entries: list[dict]) -> list[tuple[str, str | None]]:
     return [(e["stage"], e["dataset"]) for e in entries]
 
 
-def dry_run(method: str, profile: str, **kwargs) -> dict:
+def dry_run(method: str, profile: str, **kwargs) -> RunResult:
     result = run_method(method, profile, dry_run=True, **kwargs)
-    assert result["dry_run"] and result["run_record"] is None
+    assert result.dry_run and result.run_record is None
     return result
 
 
@@ -79,7 +80,7 @@ def test_dry_run_lists_the_stages_the_reference_run_executed(key, capsys):
     rec = COMPARABLE[key]
     result = dry_run(rec.method, rec.profile, datasets=list(rec.get("datasets") or {}) or None)
     print(f"compared {key} with {rec.run_id}: {len(rec.stages)} stages")
-    assert pairs(result["stages"]) == pairs(rec.stages)
+    assert pairs(result.stages) == pairs(rec.stages)
 
 
 def record_cache_dir(rec: RunRecord) -> str | None:
@@ -100,7 +101,7 @@ def test_planned_keys_equal_the_tiny_reference_runs_keys(key, monkeypatch, capsy
     pointed at the reference's (absent) cache folder, the plan computes every key that run computed."""
     rec = COMPARABLE[key]
     monkeypatch.setenv("HARNESS_CACHE_DIR", record_cache_dir(rec))  # read only: a dry-run writes nothing
-    stages = dry_run(rec.method, rec.profile)["stages"]
+    stages = dry_run(rec.method, rec.profile).stages
     assert [(e["stage"], e["dataset"], e.get("key")) for e in stages] == [
         (e["stage"], e["dataset"], e.get("key")) for e in rec.stages
     ]
@@ -127,7 +128,7 @@ def test_dry_run_works_for_every_spec_and_profile_on_an_empty_cache(method, prof
     assert not cache_dir().exists()
     result = dry_run(method, profile)
     out = capsys.readouterr().out
-    stages = result["stages"]
+    stages = result.stages
     spec = load_method(method, profile)
     datasets = list(spec.get("datasets"))
 
@@ -158,8 +159,8 @@ def test_dry_run_works_for_every_spec_and_profile_on_an_empty_cache(method, prof
 
 @pytest.mark.parametrize("stage", ["tokenizer", "pretrain", "retriever1", "dense_retrieve", "retriever2"])
 def test_stage_flag_plans_up_to_and_including_the_first_stage_of_that_name(stage):
-    whole = [e["stage"] for e in dry_run("cotmae", "tiny")["stages"]]
-    upto = [e["stage"] for e in dry_run("cotmae", "tiny", stage=stage)["stages"]]
+    whole = [e["stage"] for e in dry_run("cotmae", "tiny").stages]
+    upto = [e["stage"] for e in dry_run("cotmae", "tiny", stage=stage).stages]
     assert upto == whole[: whole.index(stage) + 1]
 
 
@@ -179,11 +180,11 @@ def test_a_paper_profile_reports_missing_checkpoints_and_inputs_as_plan_lines(tm
     monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "no-models"))
     result = dry_run("lexmae", "paper")
     out = capsys.readouterr().out
-    notes = result["plan_notes"]
+    notes = result.plan_notes
     assert any("zhou2022b-ranker" in n and "not available locally" in n for n in notes)
     assert "! missing download msmarco-passage/qrels-train" in out  # the training data: a download, listed
     assert out.count("! a run stops here:") == 1  # the first problem; the later ones say "would stop here too"
-    assert [e["dataset"] for e in result["stages"] if e["stage"] == "evaluate"][-1] == "retriever3/cqadupstack"
+    assert [e["dataset"] for e in result.stages if e["stage"] == "evaluate"][-1] == "retriever3/cqadupstack"
 
 
 def test_plan_mode_writes_nothing_and_shows_a_finished_stage_as_cached(monkeypatch, capsys):
@@ -196,7 +197,7 @@ def test_plan_mode_writes_nothing_and_shows_a_finished_stage_as_cached(monkeypat
         return plan_stage(self, cache, *args, **kwargs)
 
     monkeypatch.setattr(RunContext, "_plan_stage", spy)
-    first = dry_run("bm25", "paper")["stages"]
+    first = dry_run("bm25", "paper").stages
     assert [e["plan"] for e in first if e["stage"] != "evaluate"] == ["to run"] * 4
     assert not root.exists() or not any(root.rglob("*")), "a dry-run wrote into the cache"
 
@@ -208,7 +209,7 @@ def test_plan_mode_writes_nothing_and_shows_a_finished_stage_as_cached(monkeypat
         index.mark_finished(work, {"documents": 1})
     written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
 
-    second = dry_run("bm25", "paper")["stages"]
+    second = dry_run("bm25", "paper").stages
     assert pairs(second) == pairs(first) and [e.get("key") for e in second] == [e.get("key") for e in first]
     assert [e["plan"] for e in second[:4]] == ["cached", "to run", "to run", "to run"]
     assert second[0]["cached"] is True and second[1]["cached"] is False
@@ -216,12 +217,12 @@ def test_plan_mode_writes_nothing_and_shows_a_finished_stage_as_cached(monkeypat
     assert "index/scifact" in capsys.readouterr().out
 
     # --force: a run rebuilds it, so the plan says so.
-    forced = dry_run("bm25", "paper", force=True)["stages"]
+    forced = dry_run("bm25", "paper", force=True).stages
     assert forced[0]["plan"] == "to run"
 
 
 def test_a_stage_met_twice_is_reused_not_built_again(capsys):
-    stages = dry_run("lexmae", "tiny")["stages"]
+    stages = dry_run("lexmae", "tiny").stages
     index_entries = [e for e in stages if e["stage"] == "impact_index" and e["dataset"] == "nfcorpus/retriever1"]
     assert [e["plan"] for e in index_entries] == ["to run", "reused"]  # built for mining, reused for evaluation
     assert index_entries[0]["key"] == index_entries[1]["key"]
@@ -240,10 +241,10 @@ def test_paper_plan_reaches_evaluation_and_lists_only_what_to_fetch(method, caps
     result = dry_run(method, "paper")
     out = capsys.readouterr().out
     spec = load_method(method, "paper")
-    evaluated = {e["dataset"].split("/", 1)[1] for e in result["stages"] if e["stage"] == "evaluate"}
+    evaluated = {e["dataset"].split("/", 1)[1] for e in result.stages if e["stage"] == "evaluate"}
     assert evaluated == set(spec.get("datasets"))
-    assert result["plan_notes"], "a paper run on this machine lacks its checkpoints"
-    for note in result["plan_notes"]:
+    assert result.plan_notes, "a paper run on this machine lacks its checkpoints"
+    for note in result.plan_notes:
         assert "not available locally" in note and "fetch: python -m harness fetch --model " in note, note
     missing = [line for line in out.splitlines() if line.strip().startswith("! missing download")]
     assert missing and all("fetch: python -m harness fetch " in line for line in missing)

@@ -107,7 +107,9 @@ def test_a_run_warns_before_its_first_stage(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(footprint, "newest_results", lambda folder=footprint.RESULTS: results)
     monkeypatch.setattr(runner, "total_memory_gib", lambda: 4.0)
     spec = load_method("cotmae", "paper")
-    log = runner.planned_stages(spec, list(spec.get("datasets")), False)
+    plan = runner.build_plan(spec, runner.ProfileChoice("paper", "test"), list(spec.get("datasets")))
+    runner.warn_if_too_big(plan)  # what a run prints after its tracker starts, before its first stage
+    log = plan.stage_log()
     assert log.total > 0
     assert "would not fit: passages needs" in capsys.readouterr().out
     # what a full disk during the stage says it needs: the same projection, in MiB

@@ -81,13 +81,14 @@ def test_run_record_keeps_its_fields(tmp_path, monkeypatch, mlflow_off):
 
     monkeypatch.setattr(runner, "pipeline_for", lambda spec: pipeline)
     out = runner.run_method("cocondenser", "tiny", datasets=["scifact"])
-    record = json.loads(Path(out["run_record"]).read_text())
+    assert out.run_record is not None and out.record is not None
+    record = json.loads(out.run_record.read_text())
     assert list(record) == RUN_FIELDS
     assert record["finetune_stage"] == "retriever1" and list(record["metrics_by_stage"]) == ["start", "retriever1"]
     assert record["metrics"] == record["metrics_by_stage"]["retriever1"]
     assert set(record["per_query_by_stage"]) == {"start", "retriever1"}
     assert record["efficiency"] == record["efficiency_by_stage"]["retriever1"]
-    assert record["hardware"]["declared"] == out["spec"]["hardware"]
+    assert record["hardware"]["declared"] == out.record["spec"]["hardware"]
     assert [(s["stage"], s["dataset"], s["cached"]) for s in record["stages"]] == [
         ("evaluate", "start/scifact", False),
         ("evaluate", "retriever1/scifact", False),

@@ -18,7 +18,7 @@ MSMARCO = ("msmarco-passage-train", "msmarco-dev", "dl19", "dl20")
 def test_dense_paper_plan_encodes_the_msmarco_corpus_once_per_model(mirror, capsys):
     result = run_method("cocondenser", "paper", dry_run=True)
     out = capsys.readouterr().out
-    searches = [e for e in result["stages"] if e["stage"] == "dense_retrieve"]
+    searches = [e for e in result.stages if e["stage"] == "dense_retrieve"]
     by_model: dict[str, set[str]] = defaultdict(set)  # retriever -> the vectors its searches read
     for e in searches:
         bench, _, label = e["dataset"].split("/")
@@ -28,7 +28,7 @@ def test_dense_paper_plan_encodes_the_msmarco_corpus_once_per_model(mirror, caps
     # mining, dev, DL19 and DL20 with retriever 1 read one encoding; retriever 2's three searches another
     assert all(len(tags) == 1 for tags in by_model.values()) and len(set.union(*by_model.values())) == 2
     assert len({e["key"] for e in searches}) == len(searches)  # still one search (stage key) each
-    mine = next(i for i, e in enumerate(result["stages"], 1) if (e["dataset"] or "").endswith("/mine"))
+    mine = next(i for i, e in enumerate(result.stages, 1) if (e["dataset"] or "").endswith("/mine"))
     assert f"read by steps {mine}, " in out and f"those of step {mine} (not encoded again)" in out
     # the time projection counts each encoding once: two dense_retrieve encoding rows (mining and retriever
     # 2's first), and every search once, in its own "(search)" row

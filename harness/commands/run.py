@@ -15,7 +15,8 @@ from harness.core.paths import cache_dir
 from harness.run import launch, process_check, seed_study
 from harness.run.device_check import ALLOW_CPU_FLAG
 from harness.run.launch import Layout
-from harness.run.runner import choose_profile, declared_hardware, run_method
+from harness.run.run_plan import ProfileChoice
+from harness.run.runner import choose_profile, run_method
 from harness.spec.kinds import SEED_MAX
 from harness.spec.method import load_method
 from harness.stages.graph import STOPPABLE
@@ -179,29 +180,28 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _layout(args: argparse.Namespace) -> Layout:
-    """The processes the run asks for; without --nproc-per-node, every GPU present up to the declared count."""
+def _layout(args: argparse.Namespace, choice: ProfileChoice) -> Layout:
+    """The processes the run asks for; without --nproc-per-node, every GPU present up to the count the chosen
+    profile declares."""
     nproc = args.nproc_per_node
     if nproc is None:
         if args.dry_run or launch.inside_worker():
             nproc = 1
         else:
             hw = detect()
-            nproc = (
-                1 if hw.device_type != "cuda" else default_processes(hw, declared_hardware(args.method, args.profile))
-            )
+            declared = dict(load_method(args.method, choice.profile).get("hardware") or {})
+            nproc = 1 if hw.device_type != "cuda" else default_processes(hw, declared)
     return Layout(nproc, args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_timeout)
 
 
-def _check_processes(args: argparse.Namespace, layout: Layout) -> None:
+def _check_processes(args: argparse.Namespace, layout: Layout, choice: ProfileChoice) -> None:
     """--nproc-per-node bounded by the devices present (a real run; a dry-run may plan another machine),
     and the pre-training batch mappable onto the processes the run (or the plan) shares it over."""
     hw = detect()
     if args.nproc_per_node is not None and not args.dry_run:
         forced = args.oversubscribe or os.environ.get("HARNESS_SHARE_GPU") == "1"
         process_check.check_bound(args.nproc_per_node, hw, forced)
-    profile = choose_profile(args.method, args.profile)[0]
-    spec = load_method(args.method, profile)
+    spec = load_method(args.method, choice.profile)
     processes = (
         layout.processes
         if args.nproc_per_node is not None or not args.dry_run
@@ -218,8 +218,8 @@ def _study(args: argparse.Namespace) -> int:
     if not args.dry_run:
         return seed_study.run(seed_study.without_seeds(args.argv), args.seeds)
     result = run_method(args.method, args.profile, name_list(args.dataset, "--dataset"), stage=args.stage, dry_run=True)
-    spec = load_method(result["method"], result["profile"])
-    print("\n".join(seed_study.describe(spec, result["stages"], args.seeds)))
+    spec = load_method(result.method, result.profile)
+    print("\n".join(seed_study.describe(spec, result.stages, args.seeds)))
     return 0
 
 
@@ -234,10 +234,12 @@ def _run(args: argparse.Namespace) -> int:
     # A run prints one line per stage; the libraries' own bars (transformers' "Writing model shards",
     # the hub's downloads) are noise there. Read when transformers / huggingface_hub are imported.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    layout = _layout(args)
+    # The profile is chosen once: the layout, the process checks and the run's plan read this choice.
+    choice = choose_profile(args.method, args.profile)
+    layout = _layout(args, choice)
     layout.check()
     if not launch.inside_worker():  # before any worker starts: a worker inherits what its launcher checked
-        _check_processes(args, layout)
+        _check_processes(args, layout, choice)
     if args.dry_run and args.nproc_per_node is not None:
         os.environ[PLANNED_WORLD] = str(layout.processes)  # the plan shares the global batch over these
     elif layout.processes > 1 and not launch.inside_worker():
@@ -248,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
     required = args.track == "required"
     result = run_method(
         args.method,
-        args.profile,
+        choice,
         datasets,
         force=args.force,
         stage=args.stage,
@@ -260,28 +262,10 @@ def _run(args: argparse.Namespace) -> int:
     if not ranks.is_main():
         return 0  # rank 0 prints, records and writes --json
     if args.json:
-        write_json(
-            args.json,
-            {
-                "method": result["method"],
-                "profile": result["profile"],
-                "run_id": result["run_id"],
-                "spec_hash": result["spec_hash"],
-                "metrics": result["metrics"],
-                **({"metrics_by_stage": result["metrics_by_stage"]} if result.get("metrics_by_stage") else {}),
-                "comparison": result["comparison"],
-                "run_record": result["run_record"],
-                "mlflow": result["mlflow"],
-                **({"encoder": result["encoder"]} if "encoder" in result else {}),
-                # each stage with its cache key (a dry-run's: planned, with `plan`: cached / to run / reused)
-                "stages": result["stages"],
-                **({"dry_run": True} if result.get("dry_run") else {}),
-            },
-        )
-    warning = (result.get("mlflow") or {}).get("warning")
-    if required and warning:  # the record and the summary are written: only the tracking is missing
+        write_json(args.json, result.summary())
+    if required and result.warning:  # the record and the summary are written: only the tracking is missing
         raise HarnessError(
-            f"--track required: {warning.removesuffix('; the run record is still written.')} "
-            f"(record {result.get('run_record') or result.get('output')})"
+            f"--track required: {result.warning.removesuffix('; the run record is still written.')} "
+            f"(record {result.run_record or result.output})"
         )
     return 0

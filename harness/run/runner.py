@@ -40,9 +40,10 @@ from harness.records.parent_run import log_parent_summary, parent_params, parent
 from harness.records.tracker import Tracker, tracking_line
 from harness.records.writer import new_run_id
 from harness.run import device_check, footprint, preflight
-from harness.run.plan import describe
 from harness.run.record import build_record, write_record
-from harness.run.scores import Scored, score_variants
+from harness.run.run_plan import ProfileChoice, RunPlan
+from harness.run.run_result import RunResult
+from harness.run.scores import RunScores, Scored, score_variants
 from harness.run.validation import require_valid
 from harness.spec.conditions import run_conditions
 from harness.spec.method import MethodSpec, load_method, profiles_of
@@ -124,31 +125,35 @@ def batch_changes(spec: MethodSpec, entries: list[dict[str, Any]]) -> str:
     return "; ".join(dict.fromkeys(changed))
 
 
-def choose_profile(spec_name: str, requested: str | None) -> tuple[str, str]:
+def choose_profile(spec_name: str, requested: str | None) -> ProfileChoice:
     """`paper` on a GPU machine where the paper run's data and checkpoints are present (fewer GPUs than
     declared keep the global batch by accumulation); otherwise the CPU profile that learns (`mini`)
     where the method has one, else `tiny`. Returns (profile, why): why names what was missing."""
 
     if requested:
-        return requested, "requested with --profile"
+        return ProfileChoice(requested, "requested with --profile")
     paper = load_method(spec_name, "paper")
     require_valid(paper)  # the choice reads its declared hardware
     hw = detect()
     declared = paper.get("hardware") or {}
     if declared.get("device_type", "cpu") == "cpu":
-        return "paper", f"declared hardware is present ({hw.describe()})"
+        return ProfileChoice("paper", f"declared hardware is present ({hw.describe()})")
     fallback = "mini" if "mini" in profiles_of(spec_name) else "tiny"
     if hw.device_type != "cuda":
-        return fallback, (
+        return ProfileChoice(
+            fallback,
             f"declared hardware {declared.get('devices')} x {declared.get('device_type')} "
-            f"is not present ({hw.describe()})"
+            f"is not present ({hw.describe()})",
         )
     missing = paper_run_missing(paper)
     if missing:
-        return fallback, f"GPU present ({hw.describe()}) but the paper run's inputs are missing: {'; '.join(missing)}"
-    return "paper", (
+        return ProfileChoice(
+            fallback, f"GPU present ({hw.describe()}) but the paper run's inputs are missing: {'; '.join(missing)}"
+        )
+    return ProfileChoice(
+        "paper",
         f"GPU present ({hw.describe()}; {declared.get('devices')} declared: the global batch is kept) "
-        "with the paper run's data and checkpoints"
+        "with the paper run's data and checkpoints",
     )
 
 
@@ -158,11 +163,6 @@ def paper_run_missing(spec: MethodSpec) -> list[str]:
     with data_setting(spec):
         lines = preflight.problems(spec, datasets, plan_method(spec, datasets))
     return [line.split("; fetch:", 1)[0].split(" (", 1)[0] for line in lines]  # the what, not the how
-
-
-def declared_hardware(method: str, profile: str | None) -> dict[str, Any]:
-    """The hardware the run's profile declares (the one :func:`choose_profile` picks when none is asked)."""
-    return dict(load_method(method, choose_profile(method, profile)[0]).get("hardware") or {})
 
 
 def join_ranks() -> None:
@@ -219,20 +219,21 @@ def run_tags(spec: MethodSpec) -> dict[str, str]:
     return {"spec_hash": spec.spec_hash, "papers": ",".join(spec.get("papers", []))}
 
 
-def run_until(
-    spec: MethodSpec, datasets: list[str], stage: str, force: bool, track_required: bool = False
-) -> dict[str, Any]:
+def run_until(plan: RunPlan, track_required: bool = False) -> RunResult:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
+    spec, stage = plan.spec, str(plan.stop_after)
     run_id = new_run_id(spec.name, spec.profile)
     tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
-    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force, stage), force, stop_after=stage)
+    if ranks.is_main():
+        warn_if_too_big(plan)
+    ctx = RunContext(spec, tracker, plan.stage_log(), plan.force, stop_after=stage)
     started = time.time()
     output = None
     with tracker.run():
         tracker.log_params(run_params(spec))
         try:
-            pipeline_for(spec)(ctx, datasets)
+            pipeline_for(spec)(ctx, list(plan.datasets))
         except StopAfterStage as stop:
             output = stop.output
     if output is None:  # the plan said the stage runs, so this is a pipeline that skipped it
@@ -242,19 +243,17 @@ def run_until(
     print(
         f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; {where}"
     )
-    return {
-        "method": spec.name,
-        "profile": spec.profile,
-        "run_id": run_id,
-        "spec_hash": spec.spec_hash,
-        "output": str(output),
-        "stages": ctx.stages.entries,
-        "mlflow": tracker.info(),
-        "seconds": seconds,
-        "metrics": {},
-        "comparison": [],
-        "run_record": None,
-    }
+    return RunResult(
+        spec.name,
+        spec.profile,
+        spec.spec_hash,
+        ctx.stages.entries,
+        plan,
+        run_id=run_id,
+        mlflow=tracker.info(),
+        seconds=seconds,
+        output=Path(output),
+    )
 
 
 def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False, stage: str | None = None) -> RunContext:
@@ -274,31 +273,55 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False, stag
     return ctx
 
 
-def planned_stages(spec: MethodSpec, datasets: list[str], force: bool, stage: str | None = None) -> StageLog:
-    """The log a run starts with: how many stages (built, cached or scored) it will go through, the N of
-    its "[k/N] stage" lines, from its own plan (0, "unknown", when the plan cannot be made: the run then
-    says why), and what each data stage would write (a full disk says it)."""
+def build_plan(
+    spec: MethodSpec, choice: ProfileChoice, datasets: list[str], force: bool = False, stage: str | None = None
+) -> RunPlan:
+    """The run's plan, built once per `run` (a dry-run prints it, a run executes it): its stages from the
+    pipeline in plan mode (:func:`plan_method`), the preflight's problems with them, and the projection of
+    what each data stage holds in memory and writes to disk."""
+    ctx = plan_method(spec, datasets, force, stage)
+    footprints, needs = projected_footprints(spec, ctx.stages.entries)
+    return RunPlan(
+        spec=spec,
+        choice=choice,
+        seed=SEED,
+        datasets=tuple(datasets),
+        stop_after=stage,
+        force=force,
+        stages=tuple(ctx.stages.entries),
+        notes=tuple(ctx.plan_notes),
+        problems=tuple(preflight.problems(spec, datasets, ctx)),
+        footprints=tuple(footprints),
+        needs_mib=needs,
+    )
+
+
+def projected_footprints(
+    spec: MethodSpec, entries: list[dict[str, Any]]
+) -> tuple[list[footprint.Footprint], dict[tuple[str, str | None], float]]:
+    """Each data stage's projected footprint and the MiB each would write (harness/run/footprint.py, from
+    bench_scale's slopes); nothing where they cannot be projected: an estimate must never stop a run."""
     try:
-        entries = plan_method(spec, datasets, force, stage).stages.entries
-    except Exception:  # noqa: BLE001 - a progress count must never stop a run
-        return StageLog()
-    if ranks.is_main():
-        warn_if_too_big(spec, entries)
+        slopes = footprint.measured_slopes()
+    except Exception:  # noqa: BLE001 - an estimate for a message must never stop a run
+        return [], {}
     try:
-        needs = footprint.stage_disk_mib(spec, entries, footprint.measured_slopes())
+        feet = footprint.project(spec, entries, slopes)
+    except Exception:  # noqa: BLE001 - a warning must never stop a run
+        feet = []
+    try:
+        needs = footprint.stage_disk_mib(spec, entries, slopes)
     except Exception:  # noqa: BLE001 - an estimate for a message must never stop a run
         needs = {}
-    return StageLog(total=len(entries), needs_mib=needs)
+    return feet, needs
 
 
-def warn_if_too_big(spec: MethodSpec, entries: list[dict[str, Any]]) -> None:
+def warn_if_too_big(plan: RunPlan) -> None:
     """Before anything runs: the data stages whose projected memory or disk exceeds this machine
     (harness/run/footprint.py; the dry-run prints the whole table). A warning, never a stop: the
     projection extends bench_scale's slopes, it does not measure this run."""
     try:
-        lines = footprint.would_not_fit(
-            footprint.project(spec, entries, footprint.measured_slopes()), total_memory_gib(), footprint.free_disk_gib()
-        )
+        lines = footprint.would_not_fit(list(plan.footprints), total_memory_gib(), footprint.free_disk_gib())
     except Exception:  # noqa: BLE001 - a warning must never stop a run
         return
     for line in lines:
@@ -307,7 +330,7 @@ def warn_if_too_big(spec: MethodSpec, entries: list[dict[str, Any]]) -> None:
 
 def run_method(
     method: str,
-    profile: str | None = None,
+    profile: str | ProfileChoice | None = None,
     datasets: list[str] | None = None,
     force: bool = False,
     stage: str | None = None,
@@ -315,14 +338,15 @@ def run_method(
     track_required: bool = False,
     precision: str | None = None,
     allow_cpu: bool = False,
-) -> dict[str, Any]:
-    """Run ``method`` end to end (or up to ``stage``, or only plan it); ``track_required``: a tracking
+) -> RunResult:
+    """Run ``method`` end to end (or up to ``stage``, or only plan it); ``profile``: the one asked for, or the
+    :class:`ProfileChoice` the command already made (the profile is chosen once); ``track_required``: a tracking
     failure fails the run (before its first stage when the server fails at the start) instead of a warning;
     ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring;
     ``allow_cpu``: a CUDA-declared paper profile may run on the CPU (device_check.py refuses it otherwise)."""
 
-    profile, why = choose_profile(method, profile)
-    spec = load_method(method, profile)
+    choice = profile if isinstance(profile, ProfileChoice) else choose_profile(method, profile)
+    spec = load_method(method, choice.profile)
     # Every check a stage would make of the spec's values, before the first stage (and in a dry-run):
     # a wrong value stops the run now, not hours in when the stage that reads it starts.
     require_valid(spec)
@@ -335,104 +359,71 @@ def run_method(
     spec = shared_by_ranks(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
-        return _run_spec(spec, why, datasets, force, stage, dry_run, track_required, allow_cpu)
+        return _run_spec(spec, choice, datasets, force, stage, dry_run, track_required, allow_cpu)
 
 
 def _run_spec(
     spec: MethodSpec,
-    why: str,
+    choice: ProfileChoice,
     datasets: list[str] | None,
     force: bool,
     stage: str | None,
     dry_run: bool,
     track_required: bool = False,
     allow_cpu: bool = False,
-) -> dict[str, Any]:
-
-    method, profile = spec.name, spec.profile
+) -> RunResult:
+    """The resolved spec's run: its plan built once, then printed (a dry-run), or checked and executed."""
     datasets = datasets or list(spec.get("datasets", []))
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
-    print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
+    print(f"{spec.name}: profile '{spec.profile}' ({choice.why}); datasets: {', '.join(datasets)}; seed {SEED}")
     for note in spec.get("substitutions") or []:
         print(f"  substitution: {note}")
-    if stage is not None:
-        planned = list(dict.fromkeys(e["stage"] for e in plan_method(spec, datasets, force).stages.entries))
-        if stage not in planned:
-            raise HarnessError(
-                f"--stage {stage}: {method} [{profile}] runs no stage '{stage}' (its stages: {', '.join(planned)})"
-            )
-    if dry_run:
-        ctx = plan_method(spec, datasets, force, stage)
-        print(
-            describe(
-                spec, datasets, ctx.stages.entries, ctx.plan_notes, preflight=preflight.problems(spec, datasets, ctx)
-            )
+    if not dry_run:
+        # The card first (one line): a paper run must not start its CPU stages where its GPU stages cannot run.
+        device_check.require(spec, allow_cpu)
+    plan = build_plan(spec, choice, datasets, force, stage)
+    if stage is not None and stage not in plan.stage_names():
+        raise HarnessError(
+            f"--stage {stage}: {spec.name} [{spec.profile}] runs no stage '{stage}' "
+            f"(its stages: {', '.join(plan.stage_names())})"
         )
-        return {
-            "method": method,
-            "profile": profile,
-            "spec_hash": spec.spec_hash,
-            "dry_run": True,
-            "stages": ctx.stages.entries,
-            "plan_notes": [text for _, text in ctx.plan_notes],
-            "metrics": {},
-            "comparison": [],
-            "run_record": None,
-            "run_id": None,
-            "mlflow": None,
-        }
-    # The card first (one line): a paper run must not start its CPU stages where its GPU stages cannot run.
-    device_check.require(spec, allow_cpu)
+    if dry_run:
+        print(plan.describe())
+        return RunResult(spec.name, spec.profile, spec.spec_hash, list(plan.stages), plan, dry_run=True)
     # Every input of the whole plan before its first stage: a later stage's missing file stops the run now.
-    refused = preflight.problems(spec, datasets, plan_method(spec, datasets, force, stage))
-    if refused:
-        raise preflight.refuse(spec, refused)
+    if plan.problems:
+        raise preflight.refuse(spec, list(plan.problems))
     require_writable_homes()
     if stage is not None:
-        return run_until(spec, datasets, stage, force, track_required)
+        return run_until(plan, track_required)
+    return execute(plan, benchmarks, track_required)
 
-    run_id = new_run_id(method, profile)
+
+def execute(plan: RunPlan, benchmarks: dict[str, Any], track_required: bool = False) -> RunResult:
+    """The plan's stages, then (rank 0) their scores, the comparison with the papers and the run record."""
+    spec = plan.spec
+    run_id = new_run_id(spec.name, spec.profile)
     tracker = rank_tracker(spec, run_id, run_tags(spec), track_required)
-    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force), force)
+    if ranks.is_main():
+        warn_if_too_big(plan)
+    ctx = RunContext(spec, tracker, plan.stage_log(), plan.force)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
         tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
-        variants = pipeline(ctx, datasets)
+        variants = pipeline(ctx, list(plan.datasets))
         if not ranks.is_main():  # rank 0 scores, compares and records; every stage is finished here
-            return {
-                "method": method,
-                "profile": profile,
-                "run_id": None,
-                "stages": ctx.stages.entries,
-                "metrics": {},
-                "comparison": [],
-                "run_record": None,
-                "mlflow": None,
-            }
+            return RunResult(spec.name, spec.profile, spec.spec_hash, ctx.stages.entries, plan)
 
         def score(variant: str, name: str) -> Scored:
             return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
 
         scores = score_variants(tracker, ctx.stages, benchmarks, variants, score)
-        final = scores.final
-
-        # A control or a user's own spec (HARNESS_SPECS_DIR) has no printed numbers to compare with.
-        reported = cells_for(method=method) if method in KNOWN_METHODS else []
-        cells = [c for c in reported if c.benchmark in scores.metrics]
-        comparisons = []
-        for variant in variants:
-            conditions = stage_conditions(spec, variant, final, batch_changes(spec, ctx.stages.entries))
-            exact = spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed spread
-            for comp in compare(
-                scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions, exact=exact
-            ):
-                comp.finetune_stage = variant
-                comparisons.append(comp)
+        comparisons = compare_variants(spec, list(variants), scores, ctx.stages.entries)
         record = build_record(
             run_id=run_id,
-            method=method,
-            profile=profile,
+            method=spec.name,
+            profile=spec.profile,
             spec=spec,
             scores=scores,
             comparisons=[c.to_dict() for c in comparisons],
@@ -445,13 +436,58 @@ def _run_spec(
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
         path = write_record(record, tracker)
     record["mlflow"] = tracker.info()
+    print_outcome(comparisons, scores, record, path)
+    return recorded_result(plan, record, path)
+
+
+def compare_variants(
+    spec: MethodSpec, variants: list[str], scores: RunScores, entries: list[dict[str, Any]]
+) -> list[Any]:
+    """Each variant's scores against the papers' reported cells of the method (none for a control or a user's
+    own spec, HARNESS_SPECS_DIR: no printed numbers to compare with)."""
+    reported = cells_for(method=spec.name) if spec.name in KNOWN_METHODS else []
+    cells = [c for c in reported if c.benchmark in scores.metrics]
+    exact = spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed spread
+    comparisons = []
+    for variant in variants:
+        conditions = stage_conditions(spec, variant, scores.final, batch_changes(spec, entries))
+        for comp in compare(
+            scores.by_stage[variant], scores.per_query_by_stage[variant], cells, conditions, exact=exact
+        ):
+            comp.finetune_stage = variant
+            comparisons.append(comp)
+    return comparisons
+
+
+def print_outcome(comparisons: list[Any], scores: RunScores, record: dict[str, Any], path: Path) -> None:
+    """After the record is written: the comparison table, each benchmark's chance check, the summary line."""
     print()
     print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
     print()
     for name, check in scores.chance.items():
-        print(f"{final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]]))
+        print(f"{scores.final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]]))
     print(summary_line(record, path))
-    return {**record, "run_record": str(path), "config_hash": config_hash(spec.config)}
+
+
+def recorded_result(plan: RunPlan, record: dict[str, Any], path: Path) -> RunResult:
+    """A finished run's result, read from the record it wrote."""
+    return RunResult(
+        record["method"],
+        record["profile"],
+        record["spec_hash"],
+        record["stages"],
+        plan,
+        run_id=record["run_id"],
+        metrics=record["metrics"],
+        metrics_by_stage=record["metrics_by_stage"],
+        comparison=record["comparison"],
+        run_record=path,
+        record=record,
+        mlflow=record["mlflow"],
+        seconds=record["seconds"],
+        finetune_stage=record.get("finetune_stage"),
+        config_hash=config_hash(plan.spec.config),
+    )
 
 
 def summary_line(record: dict[str, Any], path: Path) -> str:
