@@ -389,7 +389,11 @@ def fetch(
         md5_h, sha_h = hashlib.md5(usedforsecurity=False), hashlib.sha256()
         offset = part.stat().st_size if part.is_file() else 0
         try:
-            _transfer(url, part, offset, name, md5_h, sha_h)
+            from tqdm import (
+                tqdm,  # imported here: only needed when something is downloaded
+            )
+
+            _transfer(url, part, offset, name, md5_h, sha_h, tqdm)
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             kept = (
@@ -408,13 +412,10 @@ def fetch(
     return dest
 
 
-def _transfer(url: str, part: Path, offset: int, name: str, md5_h: Any, sha_h: Any) -> None:
+def _transfer(url: str, part: Path, offset: int, name: str, md5_h: Any, sha_h: Any, tqdm: Any) -> None:
     """Download ``url`` into ``part`` (continuing its first ``offset`` bytes where the server allows a
-    Range request), feeding every byte of the file into both hashes; a short transfer raises."""
-    from tqdm import (
-        tqdm,  # imported here: only needed when something is downloaded
-    )
-
+    Range request), feeding every byte of the file into both hashes and showing it on a ``tqdm`` bar; a short
+    transfer raises."""
     stream, total, resumed = _open(url, offset)
     with stream:
         if resumed:  # continue the partial file: its bytes count towards the checksums
