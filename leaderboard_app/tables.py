@@ -329,38 +329,67 @@ def main_table(
         line["status"] = row_state([states[str(c.get("cell_id"))] for c in group])
         rows.append(line)
         for rec in recs:
-            comps = [
-                x
-                for x in comparisons.get(rec.run_id, [])
-                if paper_key(x) == paper
-                and str(x.get("table")) == table
-                and str(x.get("row")) == row
-                and x.get("status") not in (None, NOT_COMPARABLE)
-            ]
-            by_stage: dict[str, list[Mapping[str, Any]]] = {}
-            for x in comps:
-                by_stage.setdefault(str(x.get("finetune_stage") or ""), []).append(x)
-            for stage, group_at in by_stage.items():
-                vs: dict[str, Any] = {
-                    "source": source_of(rec),
-                    "paper": paper,
-                    "version": version,
-                    "table": table,
-                    "row": f"{UNDER}{run_label(rec)}",
-                    "method": rec.method,
-                    "stage": stage,
-                }
-                for x in group_at:
-                    col = _column_for(x.get("benchmark"), x.get("measure"))
-                    if col in columns:
-                        d = cell_decimals(x)
-                        vs[col] = (
-                            f"{number(x.get('reproduced'), d)} ({number(x.get('delta'), d, True)} "
-                            f"{badge(x.get('status'))})"
-                        )
-                vs["status"] = badge(worst(x["status"] for x in group_at))
-                rows.append(vs)
+            rows += _compared_rows(rec, comparisons.get(rec.run_id, []), (paper, version, table, row), columns)
+    rows += _own_rows(recs, cells, columns)
+    frame = pd.DataFrame(
+        rows, columns=["source", "paper", "version", "table", "row", "method", "stage", *columns, "status"]
+    )
+    empty = [c for c in [*columns, "stage"] if frame[c].isna().all() or (frame[c].fillna("") == "").all()]
+    frame = frame.drop(columns=empty)
+    numbers = [c for c in columns if c in frame.columns]
+    frame[numbers] = frame[numbers].fillna(MISSING)
+    return frame.fillna("")
+
+
+def _compared_rows(
+    rec: RunRecord,
+    comparisons: Sequence[Mapping[str, Any]],
+    reported_row: tuple[str, str, str, str],
+    columns: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The rows of one run under a reported (paper, version, table, row): one per retriever stage it was
+    compared at there, each cell "value (delta badge)"; a NOT-COMPARABLE comparison is left out."""
+    paper, version, table, row = reported_row
+    comps = [
+        x
+        for x in comparisons
+        if paper_key(x) == paper
+        and str(x.get("table")) == table
+        and str(x.get("row")) == row
+        and x.get("status") not in (None, NOT_COMPARABLE)
+    ]
+    by_stage: dict[str, list[Mapping[str, Any]]] = {}
+    for x in comps:
+        by_stage.setdefault(str(x.get("finetune_stage") or ""), []).append(x)
+    rows = []
+    for stage, group_at in by_stage.items():
+        vs: dict[str, Any] = {
+            "source": source_of(rec),
+            "paper": paper,
+            "version": version,
+            "table": table,
+            "row": f"{UNDER}{run_label(rec)}",
+            "method": rec.method,
+            "stage": stage,
+        }
+        for x in group_at:
+            col = _column_for(x.get("benchmark"), x.get("measure"))
+            if col in columns:
+                d = cell_decimals(x)
+                vs[col] = (
+                    f"{number(x.get('reproduced'), d)} ({number(x.get('delta'), d, True)} {badge(x.get('status'))})"
+                )
+        vs["status"] = badge(worst(x["status"] for x in group_at))
+        rows.append(vs)
+    return rows
+
+
+def _own_rows(
+    recs: Sequence[RunRecord], cells: Sequence[Mapping[str, Any]], columns: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Every run on its own, one row per stage with a number in ``columns`` (at the columns' precision)."""
     decimals = {label: column_decimals(cells, bench, measure) for bench, measure, label in MAIN_COLUMNS}
+    rows = []
     for rec in recs:
         for stage, metrics in stage_metrics(rec).items():
             line = {
@@ -381,14 +410,7 @@ def main_table(
                     has_any = True
             if has_any:
                 rows.append(line)
-    frame = pd.DataFrame(
-        rows, columns=["source", "paper", "version", "table", "row", "method", "stage", *columns, "status"]
-    )
-    empty = [c for c in [*columns, "stage"] if frame[c].isna().all() or (frame[c].fillna("") == "").all()]
-    frame = frame.drop(columns=empty)
-    numbers = [c for c in columns if c in frame.columns]
-    frame[numbers] = frame[numbers].fillna(MISSING)
-    return frame.fillna("")
+    return rows
 
 
 def stage_metrics(rec: RunRecord) -> dict[str, dict[str, dict[str, float]]]:

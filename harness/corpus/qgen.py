@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,9 +183,151 @@ def generate_queries(
     marker's key (a pipeline passes its file's key); without it every passage is hashed here.
     """
     import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     model_dir = Path(model_dir)
+    _check_arguments(model_dir, num_queries, batch_size, rank, world_size)
+    path = shard_path(out_path, rank, world_size)
+    done_name, key_name = _marker_names(path)
+    n_shard = sum(len(b) for b in shard_batches(len(passages), batch_size, rank, world_size))
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = generation_dtype(device)
+    sampling = _Sampling(num_queries, top_k, top_p, max_new_tokens, max_input_tokens, input_prefix, seed, device)
+    config = _marker_config(sampling, batch_size, rank, world_size, dtype)
+    inputs = {"model": model_fingerprint(model_dir), "passages": passages_key or _passages_fingerprint(passages)}
+    key = artifacts.builder_key(config, inputs)
+
+    if artifacts.is_finished(path.parent, key, name=done_name) and path.exists():
+        existing = _read_existing(path)
+        return QGenResult(
+            path,
+            n_shard,
+            0,
+            len(existing),
+            _first_samples(passages, batch_size, rank, world_size, existing, num_samples),
+        )
+    key_file = _resume_or_restart(path, key, done_name, key_name)
+    existing = _read_existing(path)
+
+    model, tokenizer = _load_generator(model_dir, device, dtype)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    progress = tqdm(
+        total=-(-n_shard // batch_size),
+        desc="generating queries" + (f" (rank {rank} of {world_size})" if world_size > 1 else ""),
+        unit="batch",
+        disable=not show_progress,
+    )
+    batches = shard_batches(len(passages), batch_size, rank, world_size)
+    generated, samples, finished = _write_batches(
+        path, passages, batches, existing, model, tokenizer, sampling, progress, num_samples, stop_after_batches
+    )
+    if not finished:
+        log.info("qgen stopped early after %d batches; re-run to resume", stop_after_batches)
+        return QGenResult(path, n_shard, generated, len(existing), samples)
+    artifacts.mark_finished(
+        path.parent,
+        {"key": key, "config": config, "inputs": inputs, "num_passages": n_shard, "file": path.name},
+        name=done_name,
+    )
+    key_file.unlink(missing_ok=True)
+    if not samples:  # everything came from the file: show what is there
+        samples = _first_samples(passages, batch_size, rank, world_size, existing, num_samples)
+    for s in samples:
+        log.info("qgen sample %s: %s -> %s", s["pid"], s["passage"][:80], s["queries"])
+    return QGenResult(path, n_shard, generated, len(existing), samples)
+
+
+@dataclass(frozen=True)
+class _Sampling:
+    """How the queries of a batch are drawn (the generation settings of ``generate_queries``)."""
+
+    num_queries: int
+    top_k: int
+    top_p: float
+    max_new_tokens: int
+    max_input_tokens: int
+    input_prefix: str
+    seed: int
+    device: str
+
+
+def _write_batches(
+    path: Path,
+    passages: Sequence[Passage],
+    batches: Iterable[range],
+    existing: Mapping[str, list[str]],
+    model: Any,
+    tokenizer: Any,
+    sampling: _Sampling,
+    progress: Any,
+    num_samples: int,
+    stop_after_batches: int | None,
+) -> tuple[int, list[dict[str, Any]], bool]:
+    """Append the queries of every passage not in ``existing`` to ``path``, batch by batch (each fsynced:
+    an interruption loses at most one batch); return how many were generated, the first ``num_samples``
+    of them, and whether every batch was done (False: stopped after ``stop_after_batches`` new ones)."""
+    samples: list[dict[str, Any]] = []
+    generated = 0
+    new_batches = 0
+    with open(path, "a", encoding="utf-8") as out:
+        for batch_range in batches:
+            batch = [passages[i] for i in batch_range]  # read now, dropped after the batch
+            if all(p.pid in existing for p in batch):
+                progress.update(1)
+                continue
+            if stop_after_batches is not None and new_batches >= stop_after_batches:
+                progress.close()
+                return generated, samples, False
+            new_batches += 1
+            # Seed from the batch's first global passage index: resume == uninterrupted run.
+            decoded = _sample_queries(
+                model, tokenizer, [sampling.input_prefix + p.text for p in batch], sampling, batch_range.start
+            )
+            for n, p in enumerate(batch):
+                qs = decoded[n * sampling.num_queries : (n + 1) * sampling.num_queries]
+                if p.pid in existing:
+                    continue
+                out.write(json.dumps({"pid": p.pid, "queries": qs}, ensure_ascii=False) + "\n")
+                generated += 1
+                if len(samples) < num_samples:
+                    samples.append({"pid": p.pid, "passage": p.text, "queries": qs})
+            out.flush()
+            os.fsync(out.fileno())
+            progress.update(1)
+    progress.close()
+    return generated, samples, True
+
+
+def _marker_config(sampling: _Sampling, batch_size: int, rank: int, world_size: int, dtype: str) -> dict[str, Any]:
+    """The settings the shard's key is made of (in the order they always had)."""
+    return {
+        "stage": "qgen",
+        "num_queries": sampling.num_queries,
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "batch_size": batch_size,
+        "input_prefix": sampling.input_prefix,
+        "max_new_tokens": sampling.max_new_tokens,
+        "max_input_tokens": sampling.max_input_tokens,
+        "seed": sampling.seed,
+        "rank": rank,
+        "world_size": world_size,
+        **({"dtype": dtype} if dtype != "fp32" else {}),  # fp32 keys as before: the CPU files are unchanged
+    }
+
+
+def _load_generator(model_dir: Path, device: str, dtype: str) -> tuple[Any, Any]:
+    """The seq2seq query generator (in eval mode, on ``device`` in ``dtype``) and its tokenizer."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    model = load_pretrained(AutoModelForSeq2SeqLM, model_dir, "a query generator")
+    model.to(device=device, dtype={"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]).eval()
+    return model, tokenizer
+
+
+def _check_arguments(model_dir: Path, num_queries: int, batch_size: int, rank: int, world_size: int) -> None:
+    """Refuse a missing generator or impossible settings before anything is written."""
     if not (model_dir / "config.json").is_file():
         raise HarnessError(
             f"query generator not found: {model_dir} has no config.json "
@@ -199,110 +341,38 @@ def generate_queries(
     if batch_size < 1:
         raise HarnessError(f"batch_size must be >= 1, got {batch_size}")
 
-    path = shard_path(out_path, rank, world_size)
-    done_name, key_name = _marker_names(path)
-    n_shard = sum(len(b) for b in shard_batches(len(passages), batch_size, rank, world_size))
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = generation_dtype(device)
-    config = {
-        "stage": "qgen",
-        "num_queries": num_queries,
-        "top_k": top_k,
-        "top_p": top_p,
-        "batch_size": batch_size,
-        "input_prefix": input_prefix,
-        "max_new_tokens": max_new_tokens,
-        "max_input_tokens": max_input_tokens,
-        "seed": seed,
-        "rank": rank,
-        "world_size": world_size,
-        **({"dtype": dtype} if dtype != "fp32" else {}),  # fp32 keys as before: the CPU files are unchanged
-    }
-    inputs = {"model": model_fingerprint(model_dir), "passages": passages_key or _passages_fingerprint(passages)}
-    key = artifacts.builder_key(config, inputs)
 
-    if artifacts.is_finished(path.parent, key, name=done_name) and path.exists():
-        existing = _read_existing(path)
-        return QGenResult(
-            path,
-            n_shard,
-            0,
-            len(existing),
-            _first_samples(passages, batch_size, rank, world_size, existing, num_samples),
-        )
-
-    # A partial file is only resumable under the same key; otherwise start afresh.
+def _resume_or_restart(path: Path, key: str, done_name: str, key_name: str) -> Path:
+    """Keep a partial ``path`` only when it was written under ``key`` (else start afresh); record the key
+    beside it and return that key file (removed once the shard is finished)."""
     artifacts.clear_finished(path.parent, name=done_name)
     key_file = path.parent / key_name
     if path.exists() and (not key_file.exists() or key_file.read_text().strip() != key):
         log.warning("discarding %s: written with a different model/passages/config", path)
         path.unlink()
     artifacts.atomic_write_text(key_file, key + "\n")
-    existing = _read_existing(path)
+    return key_file
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    model = load_pretrained(AutoModelForSeq2SeqLM, model_dir, "a query generator")
-    model.to(device=device, dtype={"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]).eval()
 
-    n_batches = -(-n_shard // batch_size)
-    samples: list[dict[str, Any]] = []
-    generated = 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    desc = "generating queries" + (f" (rank {rank} of {world_size})" if world_size > 1 else "")
-    bar = tqdm(total=n_batches, desc=desc, unit="batch", disable=not show_progress)
-    new_batches = 0
-    with open(path, "a", encoding="utf-8") as out:
-        for batch_range in shard_batches(len(passages), batch_size, rank, world_size):
-            batch = [passages[i] for i in batch_range]  # read now, dropped after the batch
-            if all(p.pid in existing for p in batch):
-                bar.update(1)
-                continue
-            if stop_after_batches is not None and new_batches >= stop_after_batches:
-                break
-            new_batches += 1
-            texts = [input_prefix + p.text for p in batch]
-            enc = tokenizer(texts, padding=True, truncation=True, max_length=max_input_tokens, return_tensors="pt")
-            enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-            # Seed from the batch's first global passage index: resume == uninterrupted run.
-            torch.manual_seed(seed + batch_range.start)
-            with torch.no_grad():
-                outs = model.generate(
-                    **enc,
-                    do_sample=True,
-                    top_k=top_k,
-                    top_p=top_p,
-                    num_return_sequences=num_queries,
-                    max_new_tokens=max_new_tokens,
-                    min_new_tokens=1,
-                )
-            decoded = [" ".join(q.split()) for q in tokenizer.batch_decode(outs, skip_special_tokens=True)]
-            for n, p in enumerate(batch):
-                qs = decoded[n * num_queries : (n + 1) * num_queries]
-                if p.pid in existing:
-                    continue
-                out.write(json.dumps({"pid": p.pid, "queries": qs}, ensure_ascii=False) + "\n")
-                generated += 1
-                if len(samples) < num_samples:
-                    samples.append({"pid": p.pid, "passage": p.text, "queries": qs})
-            out.flush()
-            os.fsync(out.fileno())
-            bar.update(1)
-        else:
-            bar.close()
-            artifacts.mark_finished(
-                path.parent,
-                {"key": key, "config": config, "inputs": inputs, "num_passages": n_shard, "file": path.name},
-                name=done_name,
-            )
-            key_file.unlink(missing_ok=True)
-            if not samples:  # everything came from the file: show what is there
-                samples = _first_samples(passages, batch_size, rank, world_size, existing, num_samples)
-            for s in samples:
-                log.info("qgen sample %s: %s -> %s", s["pid"], s["passage"][:80], s["queries"])
-            return QGenResult(path, n_shard, generated, len(existing), samples)
-    bar.close()
-    log.info("qgen stopped early after %d batches; re-run to resume", stop_after_batches)
-    return QGenResult(path, n_shard, generated, len(existing), samples)
+def _sample_queries(model: Any, tokenizer: Any, texts: list[str], sampling: _Sampling, offset: int) -> list[str]:
+    """``num_queries`` sampled queries per text (text after text), whitespace-normalised, seeded by the
+    seed plus ``offset``."""
+    import torch
+
+    enc = tokenizer(texts, padding=True, truncation=True, max_length=sampling.max_input_tokens, return_tensors="pt")
+    enc = {k: v.to(sampling.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+    torch.manual_seed(sampling.seed + offset)
+    with torch.no_grad():
+        outs = model.generate(
+            **enc,
+            do_sample=True,
+            top_k=sampling.top_k,
+            top_p=sampling.top_p,
+            num_return_sequences=sampling.num_queries,
+            max_new_tokens=sampling.max_new_tokens,
+            min_new_tokens=1,
+        )
+    return [" ".join(q.split()) for q in tokenizer.batch_decode(outs, skip_special_tokens=True)]
 
 
 def _first_samples(

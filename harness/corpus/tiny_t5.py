@@ -24,7 +24,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,31 @@ def _special_ids(tokenizer: Any) -> tuple[int, int, int]:
     return pad, eos, start
 
 
+@dataclass(frozen=True)
+class _Recipe:
+    """The settings of one tiny T5 training, in the order its marker's key always listed them."""
+
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_decoder_layers: int
+    num_heads: int
+    dropout: float
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_ratio: float
+    weight_decay: float
+    max_input_tokens: int
+    max_target_tokens: int
+    input_prefix: str
+    seed: int
+
+    def config(self) -> dict[str, Any]:
+        """The marker's config: the stage's name, then every setting."""
+        return {"stage": "tiny_t5", **asdict(self)}
+
+
 def train_tiny_t5(
     pairs: Sequence[tuple[str, str]],
     tokenizer_dir: str | Path,
@@ -102,8 +127,7 @@ def train_tiny_t5(
     log_every: int = 100,
 ) -> TinyT5Result:
     """Train a T5 from scratch on (query, passage) pairs; save model + tokenizer to ``out_dir``."""
-    import torch
-    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+    from transformers import AutoTokenizer
 
     if not pairs:
         raise HarnessError("no (query, passage) training pairs for the tiny T5 query generator")
@@ -112,24 +136,11 @@ def train_tiny_t5(
     tokenizer_dir, out_dir = Path(tokenizer_dir), Path(out_dir)
     if not tokenizer_dir.is_dir():
         raise HarnessError(f"tokenizer folder not found: {tokenizer_dir}")
-    config = {
-        "stage": "tiny_t5",
-        "d_model": d_model,
-        "d_ff": d_ff,
-        "num_layers": num_layers,
-        "num_decoder_layers": num_decoder_layers,
-        "num_heads": num_heads,
-        "dropout": dropout,
-        "steps": steps,
-        "batch_size": batch_size,
-        "lr": lr,
-        "warmup_ratio": warmup_ratio,
-        "weight_decay": weight_decay,
-        "max_input_tokens": max_input_tokens,
-        "max_target_tokens": max_target_tokens,
-        "input_prefix": input_prefix,
-        "seed": seed,
-    }
+    recipe = _Recipe(
+        d_model, d_ff, num_layers, num_decoder_layers, num_heads, dropout, steps, batch_size, lr, warmup_ratio,
+        weight_decay, max_input_tokens, max_target_tokens, input_prefix, seed,
+    )  # fmt: skip
+    config = recipe.config()
     inputs = {
         "pairs": artifacts.hash_texts(t for q, p in pairs for t in (q, p)),
         "tokenizer": artifacts.hash_dir(tokenizer_dir),
@@ -141,65 +152,9 @@ def train_tiny_t5(
     artifacts.clear_finished(out_dir)
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
-    pad, eos, start = _special_ids(tokenizer)
-
-    def encode(idx: list[int]) -> tuple[list[list[int]], list[list[int]]]:
-        # Per batch, so cost follows steps x batch_size, not the number of pairs.
-        src = tokenizer([input_prefix + pairs[i][1] for i in idx], truncation=True, max_length=max_input_tokens)[
-            "input_ids"
-        ]
-        tgt = tokenizer(
-            [pairs[i][0] for i in idx], add_special_tokens=False, truncation=True, max_length=max_target_tokens - 1
-        )["input_ids"]
-        return src, [t + [eos] for t in tgt]
-
-    old_threads = torch.get_num_threads()
-    if num_threads:
-        torch.set_num_threads(num_threads)
-    loop = LoopConfig(
-        lr=lr,
-        warmup_ratio=warmup_ratio,
-        weight_decay=weight_decay,
-        grad_clip=1.0,
-        seed=seed,
-        log_every=log_every or 100,
-    )
-    notes = Notes("tiny T5")
-    try:
-        with session(loop) as info:
-            torch.manual_seed(seed)
-            cfg = T5Config(
-                vocab_size=len(tokenizer),
-                d_model=d_model,
-                d_kv=d_model // num_heads,
-                d_ff=d_ff,
-                num_layers=num_layers,
-                num_decoder_layers=num_decoder_layers,
-                num_heads=num_heads,
-                dropout_rate=dropout,
-                feed_forward_proj="relu",
-                tie_word_embeddings=True,
-                pad_token_id=pad,
-                eos_token_id=eos,
-                decoder_start_token_id=start,
-            )
-            task = _T5Task(T5ForConditionalGeneration(cfg), len(pairs), steps, batch_size, seed, encode, pad)
-
-            def logger(step: int, metrics: dict[str, float]) -> None:
-                log.info("tiny T5 step %d/%d loss %.3f", step, steps, metrics["loss"])
-
-            out = run(task, loop, info, out_dir, notes, identity={"key": key}, logger=logger if log_every else None)
-    finally:
-        torch.set_num_threads(old_threads)
+    model, out = _train(recipe, pairs, tokenizer, out_dir, key, num_threads, log_every)
     losses = out.loss_history
-    model = task.model
-    model.eval()
-    model.generation_config.decoder_start_token_id = start
-    model.generation_config.eos_token_id = eos
-    model.generation_config.pad_token_id = pad
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
+    _save_generator(model, tokenizer, out_dir)
     shutil.rmtree(checkpoint_root(out_dir), ignore_errors=True)
     moved = out.weight_change.to_dict() if out.weight_change else None
     artifacts.atomic_write_json(
@@ -209,6 +164,103 @@ def train_tiny_t5(
         out_dir, {"key": key, "config": config, "inputs": inputs, "num_pairs": len(pairs), "final_loss": losses[-1]}
     )
     return TinyT5Result(out_dir, losses, cached=False, weight_change=moved)
+
+
+def _train(
+    recipe: _Recipe,
+    pairs: Sequence[tuple[str, str]],
+    tokenizer: Any,
+    out_dir: Path,
+    key: str,
+    num_threads: int | None,
+    log_every: int,
+) -> tuple[Any, Any]:
+    """Train the T5 of ``recipe`` from its seed on the engine (``num_threads`` intra-op threads, restored
+    after); return the model and the engine's outcome."""
+    import torch
+
+    pad, eos, start = _special_ids(tokenizer)
+    encode = _batch_encoder(tokenizer, pairs, recipe, eos)
+    old_threads = torch.get_num_threads()
+    if num_threads:
+        torch.set_num_threads(num_threads)
+    loop = LoopConfig(
+        lr=recipe.lr,
+        warmup_ratio=recipe.warmup_ratio,
+        weight_decay=recipe.weight_decay,
+        grad_clip=1.0,
+        seed=recipe.seed,
+        log_every=log_every or 100,
+    )
+    notes = Notes("tiny T5")
+    try:
+        with session(loop) as info:
+            torch.manual_seed(recipe.seed)  # the init draws from the seed
+            model = _new_t5(recipe, len(tokenizer), pad, eos, start)
+            task = _T5Task(model, len(pairs), recipe.steps, recipe.batch_size, recipe.seed, encode, pad)
+
+            def logger(step: int, metrics: dict[str, float]) -> None:
+                log.info("tiny T5 step %d/%d loss %.3f", step, recipe.steps, metrics["loss"])
+
+            out = run(task, loop, info, out_dir, notes, identity={"key": key}, logger=logger if log_every else None)
+    finally:
+        torch.set_num_threads(old_threads)
+    return task.model, out
+
+
+def _batch_encoder(
+    tokenizer: Any, pairs: Sequence[tuple[str, str]], recipe: _Recipe, eos: int
+) -> Callable[[list[int]], tuple[list[list[int]], list[list[int]]]]:
+    """Encoder inputs (prefix + passage, the tokenizer's template) and targets (query + eos) of a batch."""
+
+    def encode(idx: list[int]) -> tuple[list[list[int]], list[list[int]]]:
+        # Per batch, so cost follows steps x batch_size, not the number of pairs.
+        src = tokenizer(
+            [recipe.input_prefix + pairs[i][1] for i in idx], truncation=True, max_length=recipe.max_input_tokens
+        )["input_ids"]
+        tgt = tokenizer(
+            [pairs[i][0] for i in idx],
+            add_special_tokens=False,
+            truncation=True,
+            max_length=recipe.max_target_tokens - 1,
+        )["input_ids"]
+        return src, [t + [eos] for t in tgt]
+
+    return encode
+
+
+def _new_t5(recipe: _Recipe, vocab_size: int, pad: int, eos: int, start: int) -> Any:
+    """A freshly initialised T5 of the recipe's shape (init drawn from torch's current seed)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    cfg = T5Config(
+        vocab_size=vocab_size,
+        d_model=recipe.d_model,
+        d_kv=recipe.d_model // recipe.num_heads,
+        d_ff=recipe.d_ff,
+        num_layers=recipe.num_layers,
+        num_decoder_layers=recipe.num_decoder_layers,
+        num_heads=recipe.num_heads,
+        dropout_rate=recipe.dropout,
+        feed_forward_proj="relu",
+        tie_word_embeddings=True,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        decoder_start_token_id=start,
+    )
+    return T5ForConditionalGeneration(cfg)
+
+
+def _save_generator(model: Any, tokenizer: Any, out_dir: Path) -> None:
+    """Save the trained model (eval mode, generating with the tokenizer's ids) and its tokenizer."""
+    pad, eos, start = _special_ids(tokenizer)
+    model.eval()
+    model.generation_config.decoder_start_token_id = start
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = pad
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
 
 
 class _T5Task(Task):

@@ -143,6 +143,43 @@ def _merged(a: str, b: str) -> str:
     return a + b[len(PREFIX) :]
 
 
+def _spelt_words(word_counts: Mapping[str, int], limit_alphabet: int) -> tuple[set[str], list[list[str]], list[int]]:
+    """The ``limit_alphabet`` most frequent characters (ties by spelling), and every word spelt in them (its
+    first character, then "##" continuations), in sorted order, with its count."""
+    char_freq: Counter[str] = Counter()
+    for w, c in word_counts.items():
+        for ch in w:
+            char_freq[ch] += c
+    alphabet = set(sorted(char_freq, key=lambda ch: (-char_freq[ch], ch))[:limit_alphabet])
+    words: list[list[str]] = []
+    freqs: list[int] = []
+    for w in sorted(word_counts):
+        if all(ch in alphabet for ch in w):  # words with rare characters stay [UNK]
+            words.append([w[0]] + [PREFIX + ch for ch in w[1:]])
+            freqs.append(word_counts[w])
+    return alphabet, words, freqs
+
+
+def _merge_in(syms: list[str], a: str, b: str, new: str) -> tuple[list[str], list[int], list[int]]:
+    """``syms`` with every adjacent (a, b) replaced by ``new`` (left to right), the indices of the new
+    symbols in the result, and where each merged span started in ``syms``."""
+    n = len(syms)
+    out: list[str] = []
+    merged: list[int] = []
+    starts: list[int] = []
+    j = 0
+    while j < n:
+        if syms[j] == a and j + 1 < n and syms[j + 1] == b:
+            merged.append(len(out))
+            starts.append(j)
+            out.append(new)
+            j += 2
+        else:
+            out.append(syms[j])
+            j += 1
+    return out, merged, starts
+
+
 def learn_wordpiece_vocab(
     word_counts: Mapping[str, int],
     vocab_size: int,
@@ -157,17 +194,7 @@ def learn_wordpiece_vocab(
     the pair's spelling instead of hash-map order -- that trainer returns different
     vocabularies from run to run. Order: special tokens, alphabet (sorted), merges.
     """
-    char_freq: Counter[str] = Counter()
-    for w, c in word_counts.items():
-        for ch in w:
-            char_freq[ch] += c
-    alphabet = set(sorted(char_freq, key=lambda ch: (-char_freq[ch], ch))[:limit_alphabet])
-    words: list[list[str]] = []
-    freqs: list[int] = []
-    for w in sorted(word_counts):
-        if all(ch in alphabet for ch in w):  # words with rare characters stay [UNK]
-            words.append([w[0]] + [PREFIX + ch for ch in w[1:]])
-            freqs.append(word_counts[w])
+    alphabet, words, freqs = _spelt_words(word_counts, limit_alphabet)
     vocab = list(special_tokens)
     seen = set(vocab)
     initial = set(alphabet) | {s for syms in words for s in syms}
@@ -196,19 +223,7 @@ def learn_wordpiece_vocab(
         for i in sorted(where.pop(pair, ())):
             syms = words[i]
             n = len(syms)
-            out: list[str] = []
-            merged: list[int] = []  # indices in ``out`` of the new symbols
-            starts: list[int] = []  # where each merged span started in ``syms``
-            j = 0
-            while j < n:
-                if syms[j] == a and j + 1 < n and syms[j + 1] == b:
-                    merged.append(len(out))
-                    starts.append(j)
-                    out.append(new)
-                    j += 2
-                else:
-                    out.append(syms[j])
-                    j += 1
+            out, merged, starts = _merge_in(syms, a, b, new)
             if not merged:
                 continue  # stale index entry
             f = freqs[i]

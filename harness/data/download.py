@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.core import benchmarks as declared
 from harness.core.digests import SAMPLED_ABOVE, sampled_digest
@@ -393,37 +393,7 @@ def fetch(
                 tqdm,  # imported here: only needed when something is downloaded
             )
 
-            stream, total, resumed = _open(url, offset)
-            with stream:
-                if resumed:  # continue the partial file: its bytes count towards the checksums
-                    with open(part, "rb") as fh:
-                        for block in iter(lambda: fh.read(_CHUNK), b""):
-                            md5_h.update(block)
-                            sha_h.update(block)
-                    print(f"  download: resuming {name} at {offset:,} bytes")
-                with (
-                    open(part, "ab" if resumed else "wb") as out,
-                    tqdm(
-                        total=total,
-                        initial=offset if resumed else 0,
-                        unit="B",
-                        unit_scale=True,
-                        unit_divisor=1024,
-                        desc=name,
-                        disable=None,
-                        leave=False,
-                    ) as bar,
-                ):
-                    for block in iter(lambda: stream.read(_CHUNK), b""):
-                        out.write(block)
-                        md5_h.update(block)
-                        sha_h.update(block)
-                        bar.update(len(block))
-            if total and part.stat().st_size != total:
-                raise HarnessError(
-                    f"download of {url} was cut short ({part.stat().st_size:,} of {total:,} bytes); "
-                    "run the command again to continue it"
-                )
+            _transfer(url, part, offset, name, md5_h, sha_h, tqdm)
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             kept = (
@@ -440,6 +410,43 @@ def fetch(
         os.replace(part, dest)
         _sidecar(dest).write_text(json.dumps(_verified_record(dest, md5_h.hexdigest(), sha_h.hexdigest())))
     return dest
+
+
+def _transfer(url: str, part: Path, offset: int, name: str, md5_h: Any, sha_h: Any, tqdm: Any) -> None:
+    """Download ``url`` into ``part`` (continuing its first ``offset`` bytes where the server allows a
+    Range request), feeding every byte of the file into both hashes and showing it on a ``tqdm`` bar; a short
+    transfer raises."""
+    stream, total, resumed = _open(url, offset)
+    with stream:
+        if resumed:  # continue the partial file: its bytes count towards the checksums
+            with open(part, "rb") as fh:
+                for block in iter(lambda: fh.read(_CHUNK), b""):
+                    md5_h.update(block)
+                    sha_h.update(block)
+            print(f"  download: resuming {name} at {offset:,} bytes")
+        with (
+            open(part, "ab" if resumed else "wb") as out,
+            tqdm(
+                total=total,
+                initial=offset if resumed else 0,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=name,
+                disable=None,
+                leave=False,
+            ) as bar,
+        ):
+            for block in iter(lambda: stream.read(_CHUNK), b""):
+                out.write(block)
+                md5_h.update(block)
+                sha_h.update(block)
+                bar.update(len(block))
+    if total and part.stat().st_size != total:
+        raise HarnessError(
+            f"download of {url} was cut short ({part.stat().st_size:,} of {total:,} bytes); "
+            "run the command again to continue it"
+        )
 
 
 def fetch_source(key: str, dest_dir: str | Path | None = None) -> Path:

@@ -224,6 +224,48 @@ def _canonical_table(table: Mapping[str, Any]) -> dict[str, Any]:
     return {canonical_measure(m): v for m, v in table.items()}
 
 
+def _paired(cell: Any, metrics: Mapping[str, Mapping[str, float]]) -> tuple[Comparison, str]:
+    """The cell's comparison, not yet graded: its reported and reproduced numbers in points and their
+    delta where both exist; and the canonical measure name."""
+    conditions = dict(_field(cell, "conditions") or {})
+    texts: dict[str, Any] = {f: "" if _field(cell, f) is None else str(_field(cell, f)) for f in _CELL_FIELDS}
+    comp = Comparison(**texts, conditions=conditions)
+    measure = canonical_measure(comp.measure)
+    score = _field(cell, "score")
+    if score is not None:
+        comp.reported = round(100.0 * float(score), 6)
+    reproduced = metrics.get(comp.benchmark, {}).get(measure)
+    if reproduced is not None:
+        comp.reproduced = 100.0 * float(reproduced)
+    if comp.reported is not None and comp.reproduced is not None:
+        comp.delta = comp.reproduced - comp.reported
+    return comp, measure
+
+
+def _grade_by_table(tests: Sequence[tuple[Comparison, rule.Test, int]], pretrains: bool) -> None:
+    """Grade the seed-rule comparisons in place, Holm-corrected across the comparable cells of one table;
+    an INCONCLUSIVE one is told how many seeds would resolve it (``pretrains``: the run pre-trains, so a
+    stand-in pre-training spread enters those seed counts)."""
+    by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test, int]]] = {}
+    for comp, test, printed_runs in tests:
+        by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test, printed_runs))
+    for family in by_table.values():
+        for (comp, test, k), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t, _ in family])):
+            comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
+            comp.se, comp.p_zero = test.se, rule.p_zero(test.d, test.se, test.df)
+            comp.ci_low, comp.ci_high = test.ci()
+            comp.within = rule.within(comp.ci_low, comp.ci_high)
+            if status == rule.INCONCLUSIVE and comp.sigma is not None:
+                ratio = rule.PRETRAIN_STANDIN if pretrains else 0.0
+                comp.seeds_needed = rule.seeds_to_resolve(
+                    test.d, comp.sigma, test.delta, k, len(family), df=test.df, pretrain=ratio * comp.sigma
+                )
+                if comp.seeds_needed is None:
+                    comp.no_runs_sigma = rule.sigma_no_runs_can(
+                        test.d, test.delta, k, len(family), pretrain_ratio=ratio
+                    )
+
+
 def compare(
     metrics: Mapping[str, Mapping[str, float]],
     per_query: Mapping[str, Mapping[str, Mapping[str, float]]] | None,
@@ -247,19 +289,8 @@ def compare(
     first: dict[tuple, Comparison] = {}  # each printed number graded once (issue 53)
     repeats: list[tuple[Comparison, Comparison]] = []
     for cell in cells:
-        conditions = dict(_field(cell, "conditions") or {})
-        texts: dict[str, Any] = {f: "" if _field(cell, f) is None else str(_field(cell, f)) for f in _CELL_FIELDS}
-        comp = Comparison(**texts, conditions=conditions)
-        measure = canonical_measure(comp.measure)
-        score = _field(cell, "score")
-        if score is not None:
-            comp.reported = round(100.0 * float(score), 6)
-        reproduced = metrics_c.get(comp.benchmark, {}).get(measure)
-        if reproduced is not None:
-            comp.reproduced = 100.0 * float(reproduced)
-        if comp.reported is not None and comp.reproduced is not None:
-            comp.delta = comp.reproduced - comp.reported
-
+        comp, measure = _paired(cell, metrics_c)
+        conditions = comp.conditions
         key = number_key(cell)
         if key in first:  # the same number printed again: it takes the first print's verdict below
             comp.same_as = first[key].cell_id
@@ -303,24 +334,7 @@ def compare(
                 printed_runs,
             )
         )
-    by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test, int]]] = {}
-    for comp, test, printed_runs in tests:
-        by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test, printed_runs))
-    for family in by_table.values():  # Holm across the comparable cells of one table
-        for (comp, test, k), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t, _ in family])):
-            comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
-            comp.se, comp.p_zero = test.se, rule.p_zero(test.d, test.se, test.df)
-            comp.ci_low, comp.ci_high = test.ci()
-            comp.within = rule.within(comp.ci_low, comp.ci_high)
-            if status == rule.INCONCLUSIVE and comp.sigma is not None:
-                ratio = rule.PRETRAIN_STANDIN if pretrains else 0.0
-                comp.seeds_needed = rule.seeds_to_resolve(
-                    test.d, comp.sigma, test.delta, k, len(family), df=test.df, pretrain=ratio * comp.sigma
-                )
-                if comp.seeds_needed is None:
-                    comp.no_runs_sigma = rule.sigma_no_runs_can(
-                        test.d, test.delta, k, len(family), pretrain_ratio=ratio
-                    )
+    _grade_by_table(tests, pretrains)
     for comp, shown in repeats:
         for name in _GRADED_FIELDS:
             setattr(comp, name, getattr(shown, name))

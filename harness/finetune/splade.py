@@ -59,7 +59,7 @@ Output
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -321,8 +321,6 @@ def train_splade(
     loss and its parts, the average non-zeros of query and passage vectors, lr and epoch.
     Returns the stats (also in ``train_stats.json``); see the module docstring.
     """
-    from transformers import AutoTokenizer
-
     if config.distill and teacher_scores is None:
         raise HarnessError("distill=True (stage 3) needs teacher_scores: the reranker's score per (qid, docid)")
     if config.distill and passages is None:
@@ -336,41 +334,16 @@ def train_splade(
             notes.say(f"left out {dropped} positive/negative id(s) that have no teacher score")
         if skipped:
             notes.say(f"skipped {skipped} training example(s) without positives or negatives")
-        teacher_items = (
-            []
-            if teacher is None
-            else [
-                [qid, sorted((str(d), float(s)) for d, s in teacher.get(qid, {}).items())]
-                for qid in sorted({g[0] for g in groups if g[0] is not None})
-            ]
-        )
+        teacher_items = _teacher_items(teacher, groups)
         digest = fingerprint(str(init.resolve()), config.identity(), groups, teacher_items)
         done = finished_stats(out_dir, digest, "finished model")
         if done is not None:
             return done
 
-        seed_everything(config.seed)  # a fresh MLM head (encoder-only init) is initialised reproducibly
-        mlm, head = load_masked_lm(init)
-        if head == "initialised":
-            notes.say(
-                f"{init} has no MLM head: its projection is the tied word embeddings, transform and bias start "
-                "fresh (not LexMAE's pre-trained head; export the BertForMaskedLM to use it)"
-            )
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path or init), local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise HarnessError(f"cannot load a tokenizer from {tokenizer_path or init}: {exc}") from exc
+        mlm, head, tokenizer = _load_start(init, tokenizer_path, config.seed, notes)
         task = SpladeTask(mlm, tokenizer, groups, passages, teacher, config, info, notes)
-        figures = task.figures()
         lambda_q = config.flops_lambda * config.query_flops_ratio
-        notes.say(
-            f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
-            f"{config.queries_per_device} queries x {config.passages_per_query} passages; "
-            f"FLOPS lambda_d {config.flops_lambda:g}, lambda_q {lambda_q:g}"
-            + (f", quadratic warm-up over {config.flops_warmup_steps} steps" if config.flops_warmup_steps else "")
-            + (f"; distillation KL + {config.contrastive_weight:g} x InfoNCE" if teacher is not None else "")
-            + f"; {task.steps_per_epoch} steps/epoch x {config.epochs} epochs"
-        )
+        notes.say(_describe_batch(task, config, lambda_q, teacher is not None))
         out = run(task, config, info, out_dir, notes, identity={"fingerprint": digest}, logger=logger)
 
         history = out.history()
@@ -398,19 +371,66 @@ def train_splade(
             avg_doc_nonzeros=_mean(history.get("doc_nonzeros", [])[last_epoch]),
             history=history,
         )
+        return finish(out_dir, stats, _saver(mlm, tokenizer, out_dir, config), config.keep_checkpoints_at_end)
 
-        def save() -> None:
-            mlm.save_pretrained(str(out_dir))
-            tokenizer.save_pretrained(str(out_dir))
-            write_lexical_settings(
-                out_dir,
-                query_max_length=config.max_q_len,
-                passage_max_length=config.max_p_len,
-                title_separator=config.title_separator,
-                trained_by="harness.finetune.splade",
-            )
 
-        return finish(out_dir, stats, save, config.keep_checkpoints_at_end)
+def _teacher_items(teacher: TeacherScores | None, groups: Sequence[Any]) -> list[Any]:
+    """The teacher's scores of the training queries, in a stable order, for the run's fingerprint."""
+    if teacher is None:
+        return []
+    return [
+        [qid, sorted((str(d), float(s)) for d, s in teacher.get(qid, {}).items())]
+        for qid in sorted({g[0] for g in groups if g[0] is not None})
+    ]
+
+
+def _load_start(init: Path, tokenizer_path: str | Path | None, seed: int, notes: Notes) -> tuple[Any, str, Any]:
+    """The masked LM to start from (a fresh MLM head drawn from ``seed`` when it has none), how its head was
+    made, and the tokenizer (``tokenizer_path``, else the model's)."""
+    from transformers import AutoTokenizer
+
+    seed_everything(seed)  # a fresh MLM head (encoder-only init) is initialised reproducibly
+    mlm, head = load_masked_lm(init)
+    if head == "initialised":
+        notes.say(
+            f"{init} has no MLM head: its projection is the tied word embeddings, transform and bias start "
+            "fresh (not LexMAE's pre-trained head; export the BertForMaskedLM to use it)"
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path or init), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"cannot load a tokenizer from {tokenizer_path or init}: {exc}") from exc
+    return mlm, head, tokenizer
+
+
+def _describe_batch(task: SpladeTask, config: SpladeTrainConfig, lambda_q: float, distill: bool) -> str:
+    """The one note saying what a step sees: the effective batch, the FLOPS weights, the loss and the epochs."""
+    figures = task.figures()
+    return (
+        f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
+        f"{config.queries_per_device} queries x {config.passages_per_query} passages; "
+        f"FLOPS lambda_d {config.flops_lambda:g}, lambda_q {lambda_q:g}"
+        + (f", quadratic warm-up over {config.flops_warmup_steps} steps" if config.flops_warmup_steps else "")
+        + (f"; distillation KL + {config.contrastive_weight:g} x InfoNCE" if distill else "")
+        + f"; {task.steps_per_epoch} steps/epoch x {config.epochs} epochs"
+    )
+
+
+def _saver(mlm: Any, tokenizer: Any, out_dir: Path, config: SpladeTrainConfig) -> Callable[[], None]:
+    """Saves the fine-tuned model, its tokenizer and the lexical settings a retriever reads them with."""
+
+    def save() -> None:
+        mlm.save_pretrained(str(out_dir))
+        tokenizer.save_pretrained(str(out_dir))
+        write_lexical_settings(
+            out_dir,
+            query_max_length=config.max_q_len,
+            passage_max_length=config.max_p_len,
+            title_separator=config.title_separator,
+            trained_by="harness.finetune.splade",
+        )
+
+    return save
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -214,22 +214,7 @@ def _points_not_fractions(path: Path, where: str, values: dict[tuple[str, str], 
 def load_own_numbers(path: str | Path) -> list[OwnRun]:
     """Read and validate FILE; every problem names the file and the entry."""
     path = Path(path)
-    problem = file_problem(path)  # a pipe would block the read forever, a folder is no file of numbers
-    if problem:
-        raise DataFormatError(path, None, problem, "give the JSON file of your numbers (--metrics FILE)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise DataFormatError(path, None, f"cannot read it ({why})", "check the path") from None
-    try:
-        data = jsonsafe.loads(text)  # depth and size bounded
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(path, exc.lineno, f"not JSON ({exc.msg})", "fix the JSON syntax") from None
-    entries = data.get("runs") if isinstance(data, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise DataFormatError(path, None, "no 'runs' list", 'write {"runs": [{"method": ..., "metrics": ...}]}')
-    _unknown_keys(path, None, data, FILE_KEYS)
+    entries = _read_entries(path)
     out = []
     for i, entry in enumerate(entries):  # runs[0] is the first, as JSON indexes it
         where = f"runs[{i}]"
@@ -248,52 +233,11 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
             spec = load_method(method, profile)
         except HarnessError as exc:  # unknown method or profile: the registry's did-you-mean, named by file
             raise DataFormatError(path, None, f"{where}: {exc}", "use a method and profile of `ls`") from None
-        stages = list(spec.config.get("stages") or [])
-        trained = trained_retrievers(stages)
+        trained = trained_retrievers(list(spec.config.get("stages") or []))
         last = trained[-1] if trained else None
-        stage = entry.get("stage") or last
-        if stage is not None and stage not in trained:
-            raise DataFormatError(
-                path,
-                None,
-                f"{where}: stage {stage!r} is not one {method} trains"
-                + (f" (its stages: {', '.join(trained)})" if trained else " (it trains no retriever)"),
-                f"use one of {', '.join(trained)}"
-                if trained
-                else f'remove "stage": {method} is training-free, its one result is graded without a stage',
-            )
+        stage = _entry_stage(path, where, method, entry.get("stage") or last, trained)
         seeds = _seeds(path, where, entry.get("seeds"))
-        metrics: dict[str, dict[str, float]] = {}
-        largest: dict[tuple[str, str], float] = {}
-        per_seed: dict[tuple[str, str], list[float]] = {}
-        runs = set()
-        if not isinstance(entry["metrics"], dict) or not entry["metrics"]:
-            raise DataFormatError(
-                path, None, f"{where}.metrics must map benchmarks to measures", '{"msmarco-dev": {"MRR@10": 39.4}}'
-            )
-        for bench, measures in entry["metrics"].items():
-            if bench not in BENCHMARKS:  # a misspelt one graded nothing: "0 cells: nothing to grade"
-                unknown = UnknownNameError("benchmark", bench, list(BENCHMARKS))
-                raise DataFormatError(
-                    path,
-                    None,
-                    f"{where}.metrics: {unknown}",
-                    "name it as the papers' tables do (`python -m harness reported` lists them)",
-                )
-            if not isinstance(measures, dict):
-                raise DataFormatError(
-                    path, None, f"{where}.metrics.{bench} must map measures to values", '{"MRR@10": 39.4}'
-                )
-            for measure, raw in measures.items():
-                at = f"{where}.metrics.{bench}.{measure}"
-                name = _measure_name(path, at, bench, measure)
-                value, n = _value(path, at, raw, seeds)
-                metrics.setdefault(bench, {})[name] = value
-                if isinstance(raw, list):
-                    per_seed[(bench, name)] = [float(v) for v in raw]
-                largest[(bench, measure)] = max(raw) if isinstance(raw, list) else raw
-                runs.add(n)
-        _points_not_fractions(path, where, largest)
+        metrics, per_seed, runs = _entry_metrics(path, where, entry["metrics"], seeds)
         conditions = run_conditions(spec.config, method, profile)
         if stage:
             conditions.update(finetune_stage=stage, final_stage=last)
@@ -312,6 +256,82 @@ def load_own_numbers(path: str | Path) -> list[OwnRun]:
             )
         )
     return out
+
+
+def _read_entries(path: Path) -> list[Any]:
+    """The file's ``runs`` list, refused (naming the file) when it cannot be read, is not JSON, has no runs
+    or has keys the format does not know."""
+    problem = file_problem(path)  # a pipe would block the read forever, a folder is no file of numbers
+    if problem:
+        raise DataFormatError(path, None, problem, "give the JSON file of your numbers (--metrics FILE)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise DataFormatError(path, None, f"cannot read it ({why})", "check the path") from None
+    try:
+        data = jsonsafe.loads(text)  # depth and size bounded
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(path, exc.lineno, f"not JSON ({exc.msg})", "fix the JSON syntax") from None
+    entries = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise DataFormatError(path, None, "no 'runs' list", 'write {"runs": [{"method": ..., "metrics": ...}]}')
+    _unknown_keys(path, None, data, FILE_KEYS)
+    return entries
+
+
+def _entry_stage(path: Path, where: str, method: str, stage: Any, trained: list[str]) -> Any:
+    """``stage`` (the entry's, default the method's last trained retriever), refused unless the method trains it."""
+    if stage is not None and stage not in trained:
+        raise DataFormatError(
+            path,
+            None,
+            f"{where}: stage {stage!r} is not one {method} trains"
+            + (f" (its stages: {', '.join(trained)})" if trained else " (it trains no retriever)"),
+            f"use one of {', '.join(trained)}"
+            if trained
+            else f'remove "stage": {method} is training-free, its one result is graded without a stage',
+        )
+    return stage
+
+
+def _entry_metrics(
+    path: Path, where: str, given: Any, seeds: list[int] | None
+) -> tuple[dict[str, dict[str, float]], dict[tuple[str, str], list[float]], set[int]]:
+    """An entry's ``metrics`` validated: the value per benchmark and measure (canonical names), the per-seed
+    values where a list was given, and the seed counts seen; fractions instead of points are refused."""
+    metrics: dict[str, dict[str, float]] = {}
+    largest: dict[tuple[str, str], float] = {}
+    per_seed: dict[tuple[str, str], list[float]] = {}
+    runs = set()
+    if not isinstance(given, dict) or not given:
+        raise DataFormatError(
+            path, None, f"{where}.metrics must map benchmarks to measures", '{"msmarco-dev": {"MRR@10": 39.4}}'
+        )
+    for bench, measures in given.items():
+        if bench not in BENCHMARKS:  # a misspelt one graded nothing: "0 cells: nothing to grade"
+            unknown = UnknownNameError("benchmark", bench, list(BENCHMARKS))
+            raise DataFormatError(
+                path,
+                None,
+                f"{where}.metrics: {unknown}",
+                "name it as the papers' tables do (`python -m harness reported` lists them)",
+            )
+        if not isinstance(measures, dict):
+            raise DataFormatError(
+                path, None, f"{where}.metrics.{bench} must map measures to values", '{"MRR@10": 39.4}'
+            )
+        for measure, raw in measures.items():
+            at = f"{where}.metrics.{bench}.{measure}"
+            name = _measure_name(path, at, bench, measure)
+            value, n = _value(path, at, raw, seeds)
+            metrics.setdefault(bench, {})[name] = value
+            if isinstance(raw, list):
+                per_seed[(bench, name)] = [float(v) for v in raw]
+            largest[(bench, measure)] = max(raw) if isinstance(raw, list) else raw
+            runs.add(n)
+    _points_not_fractions(path, where, largest)
+    return metrics, per_seed, runs
 
 
 def _cell_row(c: Comparison, run: OwnRun) -> dict[str, Any]:

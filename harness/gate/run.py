@@ -109,7 +109,7 @@ from harness.gate.grading import (
     paper_rows,
     reference_rows,
 )
-from harness.gate.references import resolve_references
+from harness.gate.references import References, resolve_references
 from harness.papers.registry import load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.records.store import (
@@ -205,69 +205,80 @@ def run_gate(
         known_methods = list_methods()
     usable = []
     for rec in records:
-        base: dict[str, Any] = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
-        if rec.integrity_problems:
-            result.rows.extend(
-                GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}") for problem in rec.integrity_problems
-            )
-            continue
-        if changed := changed_run_files(rec):  # its numbers no longer follow from the run files it names
-            result.rows.extend(
-                GateRow(CORRUPT, **base, note=f"{rec.path.name}: {problem}; re-run to rebuild it")
-                for problem in changed
-            )
-            continue
-        data_problems = data_mismatches(rec)
-        if data_problems:  # run on other data than the catalog's: none of its numbers can be compared
-            result.rows.extend(
-                GateRow(
-                    DATA_MISMATCH,
-                    **base,
-                    benchmark=m.dataset,
-                    note=(f"{rec.path.name}: {m.describe()}; re-run on the catalog's data (`python -m harness fetch`)"),
-                )
-                for m in data_problems
-            )
-            continue
-        if rec.profile == CHECKPOINT_PROFILE:
-            unknown = unknown_checkpoint(rec)
-            if unknown:
-                result.rows.append(GateRow(UNKNOWN_METHOD, **base, note=f"{rec.path.name}: {unknown}; not gated"))
-                continue
-        elif rec.method not in known_methods:
-            result.rows.append(
-                GateRow(
-                    UNKNOWN_METHOD,
-                    **base,
-                    note=(
-                        f"{rec.path.name}: no method spec named '{rec.method}' (known: {', '.join(sorted(known_methods))}); "
-                        "not gated"
-                    ),
-                )
-            )
-            continue
-        result.rows.extend(movement_rows(rec))  # any profile, graded or not: it trained nothing
-        usable.append(rec)
+        rows, admitted = _admission(rec, known_methods)
+        result.rows.extend(rows)
+        if admitted:
+            usable.append(rec)
     if cells is None and any(r.profile in PAPER_GRADED for r in usable):
-        cells, error = load_reported_cells(reported)
-        if error:  # the papers' cells are what paper records are gated against: no silent fall-back
-            result.rows.append(
-                GateRow(
-                    UNREADABLE,
-                    str(reported or "baselines/reported"),
-                    "-",
-                    "-",
-                    note=(f"{error}; paper records cannot be graded without the papers' cells"),
-                )
-            )
+        cells = _load_cells(result, reported)
     present = ({r.path.stem for r in records} | {s.path.stem for s in skipped}) if ref_dir == directory else None
     refs = resolve_references(
         load_references(ref_dir), usable if ref_dir == directory else load_records(ref_dir)[0], present
     )
     result.rows.extend(refs.rows)
-    references = refs.entries
-    # A record the gate would grade must come from a spec it knows: the method's current one, or the one
-    # its reference ran (STALE-REFERENCE below covers that case); else it is set apart, never graded.
+    _drop_spec_changed(result, usable, refs)
+    groups, compared = _grade_against_papers(result, usable, cells, refs)
+    for group in groups.values():
+        for rec in group:
+            _grade_against_reference(result, rec, refs, ref_dir, tiny_tolerance, cross_machine)
+    result.rows.extend(effect_rows(usable))
+    if cells:  # the state every surface gives each papers' cell, over the records graded here
+        result.cells = cell_states(cells, compared)
+    return result
+
+
+def _admission(rec: RunRecord, known_methods: Sequence[str]) -> tuple[list[GateRow], bool]:
+    """The rows a record earns before grading, and whether it is graded: CORRUPT (integrity, or run files
+    changed since), DATA-MISMATCH or UNKNOWN-METHOD keep it out; an admitted one brings its UNTRAINED
+    movement rows (any profile, graded or not: it trained nothing)."""
+    base: dict[str, Any] = dict(run_id=rec.run_id, method=rec.method, profile=rec.profile)
+    if rec.integrity_problems:
+        return [GateRow(CORRUPT, **base, note=f"{rec.path.name}: {p}") for p in rec.integrity_problems], False
+    if changed := changed_run_files(rec):  # its numbers no longer follow from the run files it names
+        return [GateRow(CORRUPT, **base, note=f"{rec.path.name}: {p}; re-run to rebuild it") for p in changed], False
+    data_problems = data_mismatches(rec)
+    if data_problems:  # run on other data than the catalog's: none of its numbers can be compared
+        return [
+            GateRow(
+                DATA_MISMATCH,
+                **base,
+                benchmark=m.dataset,
+                note=(f"{rec.path.name}: {m.describe()}; re-run on the catalog's data (`python -m harness fetch`)"),
+            )
+            for m in data_problems
+        ], False
+    if rec.profile == CHECKPOINT_PROFILE:
+        unknown = unknown_checkpoint(rec)
+        if unknown:
+            return [GateRow(UNKNOWN_METHOD, **base, note=f"{rec.path.name}: {unknown}; not gated")], False
+    elif rec.method not in known_methods:
+        known = ", ".join(sorted(known_methods))
+        note = f"{rec.path.name}: no method spec named '{rec.method}' (known: {known}); not gated"
+        return [GateRow(UNKNOWN_METHOD, **base, note=note)], False
+    return movement_rows(rec), True
+
+
+def _load_cells(result: GateResult, reported: str | Path | None) -> list[dict[str, Any]] | None:
+    """The papers' cells from ``reported`` (default the registry); an UNREADABLE row when they cannot be
+    loaded: they are what paper records are gated against, so there is no silent fall-back."""
+    cells, error = load_reported_cells(reported)
+    if error:
+        result.rows.append(
+            GateRow(
+                UNREADABLE,
+                str(reported or "baselines/reported"),
+                "-",
+                "-",
+                note=(f"{error}; paper records cannot be graded without the papers' cells"),
+            )
+        )
+    return cells
+
+
+def _drop_spec_changed(result: GateResult, usable: list[RunRecord], refs: References) -> None:
+    """Remove from ``usable`` (in place) each record the gate would grade that comes from a spec it does not
+    know, the method's current one or the one its reference ran (STALE-REFERENCE covers that case), with a
+    SPEC-CHANGED row: it is set apart, never graded."""
     for rec in list(usable):
         ref = refs.of(rec.method, rec.profile)
         standing = _standing(rec, ref)
@@ -289,8 +300,15 @@ def run_gate(
                     note=(f"{rec.path.name}: {why}; not gated (re-run with the committed spec)"),
                 )
             )
+
+
+def _grade_against_papers(
+    result: GateResult, usable: list[RunRecord], cells: Sequence[Mapping[str, Any]] | None, refs: References
+) -> tuple[dict[tuple[str, str], list[RunRecord]], list[RunRecord]]:
+    """Grade the paper-graded records against the papers' cells; return the records to gate against their
+    reference, grouped by (method, profile), and the records compared with the cells."""
     groups: dict[tuple[str, str], list[RunRecord]] = {}
-    compared: list[RunRecord] = []  # the paper-graded records compared with the papers' cells
+    compared: list[RunRecord] = []
     for rec in usable:
         if rec.profile in PAPER_GRADED:
             try:
@@ -298,57 +316,48 @@ def run_gate(
                 compared.append(rec)
             except Exception as exc:  # noqa: BLE001 - one odd record must not stop the gate
                 _unusable(result, rec, f"could not be compared with the papers: {type(exc).__name__}: {exc}")
-            if rec.profile == CHECKPOINT_PROFILE or (rec.method, rec.profile) not in references:
+            if rec.profile == CHECKPOINT_PROFILE or (rec.method, rec.profile) not in refs.entries:
                 continue  # gated against the papers only; with a reference, also against it below
         groups.setdefault((rec.method, rec.profile), []).append(rec)
-    for (method, profile), group in groups.items():
-        entry = references.get((method, profile))
-        ref = refs.of(method, profile)
-        for rec in group:
-            base = dict(run_id=rec.run_id, method=method, profile=profile)
-            standing = _standing(rec, ref)
-            if ref is None:
-                result.rows.append(
-                    GateRow(
-                        NO_REFERENCE,
-                        **base,
-                        note=(
-                            f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
-                            f"`python -m harness check --accept {rec.run_id}` makes this run the reference"
-                        ),
-                    )
-                )
-            elif standing == REFERENCE:
-                if rec.profile != "paper":  # a paper reference is gated against the papers above
-                    result.rows.append(
-                        GateRow(
-                            REFERENCE,
-                            **base,
-                            against="(is the reference)",
-                            note=f"accepted {(entry or {}).get('accepted', '')}".strip(),
-                        )
-                    )
-            elif standing == SUPERSEDED:
-                result.rows.append(
-                    GateRow(
-                        SUPERSEDED,
-                        **base,
-                        against=f"reference {ref.run_id}",
-                        note="older than the reference; not gated",
-                    )
-                )
-            else:
-                try:
-                    training_free = (rec.get("spec") or {}).get("family") in TRAINING_FREE_FAMILIES
-                    tolerance = TRAINING_FREE_TOLERANCE if training_free else tiny_tolerance
-                    result.rows.extend(reference_rows(rec, ref, tolerance, None if training_free else cross_machine))
-                    result.rows.extend(loss_rows(rec, ref))
-                except Exception as exc:  # noqa: BLE001 - any failure to start Java means: skip
-                    _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
-    result.rows.extend(effect_rows(usable))
-    if cells:  # the state every surface gives each papers' cell, over the records graded here
-        result.cells = cell_states(cells, compared)
-    return result
+    return groups, compared
+
+
+def _grade_against_reference(
+    result: GateResult,
+    rec: RunRecord,
+    refs: References,
+    ref_dir: Path,
+    tiny_tolerance: float,
+    cross_machine: float | None,
+) -> None:
+    """The rows of one record against its (method, profile) reference: NO-REFERENCE, REFERENCE (it is it),
+    SUPERSEDED (older), or each metric and loss graded within the tolerance (ERROR when it cannot be)."""
+    method, profile = rec.method, rec.profile
+    entry = refs.entries.get((method, profile))
+    ref = refs.of(method, profile)
+    base: dict[str, Any] = dict(run_id=rec.run_id, method=method, profile=profile)
+    standing = _standing(rec, ref)
+    if ref is None:
+        note = (
+            f"no reference for {method} [{profile}] in {ref_dir / REFERENCES_FILE}: "
+            f"`python -m harness check --accept {rec.run_id}` makes this run the reference"
+        )
+        result.rows.append(GateRow(NO_REFERENCE, **base, note=note))
+    elif standing == REFERENCE:
+        if rec.profile != "paper":  # a paper reference is gated against the papers above
+            accepted = f"accepted {(entry or {}).get('accepted', '')}".strip()
+            result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)", note=accepted))
+    elif standing == SUPERSEDED:
+        note = "older than the reference; not gated"
+        result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}", note=note))
+    else:
+        try:
+            training_free = (rec.get("spec") or {}).get("family") in TRAINING_FREE_FAMILIES
+            tolerance = TRAINING_FREE_TOLERANCE if training_free else tiny_tolerance
+            result.rows.extend(reference_rows(rec, ref, tolerance, None if training_free else cross_machine))
+            result.rows.extend(loss_rows(rec, ref))
+        except Exception as exc:  # noqa: BLE001 - any failure to start Java means: skip
+            _unusable(result, rec, f"could not be compared with {ref.run_id}: {type(exc).__name__}: {exc}")
 
 
 def _standing(rec: RunRecord, ref: RunRecord | None) -> str:

@@ -26,7 +26,7 @@ the printed (rounded) cells by at most one unit of its last digit.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -139,6 +139,7 @@ def _groups(grid: TableGrid) -> tuple[list[tuple[str, list[ReportedCell]]], list
 
 
 def _check_marks(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
+    """The bold / underline marks of each comparison group against its best and second-best numbers."""
     info = grid.info
     if info.bold_groups is None:
         return []
@@ -166,82 +167,68 @@ def _check_marks(paper: PaperInfo, grid: TableGrid) -> list[Inconsistency]:
         if len(usable) < 2:
             continue
         ids = tuple(c.cell_id for c in usable)
-        best = max(c.number for c in usable)
-        tops = [c for c in usable if abs(c.number - best) <= EPS]
         where = f"{info.label} [{name}]"
-        if info.bold_extracted:
-            bold = [c for c in usable if c.bold]
-            wrong = [c for c in bold if abs(c.number - best) > EPS]
-            if wrong:
-                out.append(
-                    Inconsistency(
-                        paper.paper,
-                        info.label,
-                        "bold_not_best",
-                        f"{where}: bold {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the best; "
-                        f"{fmt(best)} at {names(tops)} is better",
-                        ids,
-                    )
-                )
-            elif not bold:
-                out.append(
-                    Inconsistency(
-                        paper.paper,
-                        info.label,
-                        "best_not_bold",
-                        f"{where}: nothing is bold although {names(tops)} is better ({fmt(best)})",
-                        ids,
-                    )
-                )
-            elif len(tops) > 1 and any(not c.bold for c in tops):
-                out.append(
-                    Inconsistency(
-                        paper.paper,
-                        info.label,
-                        "bold_tie",
-                        f"{where}: {fmt(best)} at {names(tops)} is a tie but only {names(c for c in tops if c.bold)} is bold",
-                        ids,
-                    )
-                )
-        if info.underline == "second_best":
-            lower = [c.number for c in usable if c.number < best - EPS]
-            if not lower:
-                continue
-            second = max(lower)
-            seconds = [c for c in usable if abs(c.number - second) <= EPS]
-            under = [c for c in usable if c.underline]
-            wrong = [c for c in under if abs(c.number - second) > EPS]
-            if wrong:
-                out.append(
-                    Inconsistency(
-                        paper.paper,
-                        info.label,
-                        "underline_not_second",
-                        f"{where}: underlined {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the second best ({fmt(second)})",
-                        ids,
-                    )
-                )
-            elif under and any(not c.underline for c in seconds):
-                out.append(
-                    Inconsistency(
-                        paper.paper,
-                        info.label,
-                        "underline_tie",
-                        f"{where}: second best {fmt(second)} at {names(seconds)} is a tie but only {names(c for c in seconds if c.underline)} is underlined",
-                        ids,
-                    )
-                )
-            elif not under:
-                out.append(
-                    Inconsistency(
-                        paper.paper,
-                        info.label,
-                        "underline_missing",
-                        f"{where}: nothing is underlined; the second best is {fmt(second)} at {names(seconds)}",
-                        ids,
-                    )
-                )
+        found = [
+            _bold_finding(usable, where, names) if info.bold_extracted else None,
+            _underline_finding(usable, where, names) if info.underline == "second_best" else None,
+        ]
+        out += [Inconsistency(paper.paper, info.label, kind, message, ids) for kind, message in filter(None, found)]
     return out
+
+
+def _bold_finding(
+    usable: list[ReportedCell], where: str, names: Callable[[Iterable[ReportedCell]], str]
+) -> tuple[str, str] | None:
+    """(kind, message) when the group's bold marks are not exactly its best numbers; None when they are."""
+    best = max(c.number for c in usable)
+    tops = [c for c in usable if abs(c.number - best) <= EPS]
+    bold = [c for c in usable if c.bold]
+    wrong = [c for c in bold if abs(c.number - best) > EPS]
+    if wrong:
+        return (
+            "bold_not_best",
+            f"{where}: bold {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the best; "
+            f"{fmt(best)} at {names(tops)} is better",
+        )
+    if not bold:
+        return "best_not_bold", f"{where}: nothing is bold although {names(tops)} is better ({fmt(best)})"
+    if len(tops) > 1 and any(not c.bold for c in tops):
+        return (
+            "bold_tie",
+            f"{where}: {fmt(best)} at {names(tops)} is a tie but only {names(c for c in tops if c.bold)} is bold",
+        )
+    return None
+
+
+def _underline_finding(
+    usable: list[ReportedCell], where: str, names: Callable[[Iterable[ReportedCell]], str]
+) -> tuple[str, str] | None:
+    """(kind, message) when the group's underlines are not exactly its second-best numbers; None when they
+    are, or when there is no second best."""
+    best = max(c.number for c in usable)
+    lower = [c.number for c in usable if c.number < best - EPS]
+    if not lower:
+        return None
+    second = max(lower)
+    seconds = [c for c in usable if abs(c.number - second) <= EPS]
+    under = [c for c in usable if c.underline]
+    wrong = [c for c in under if abs(c.number - second) > EPS]
+    if wrong:
+        return (
+            "underline_not_second",
+            f"{where}: underlined {', '.join(c.value or '' for c in wrong)} at {names(wrong)} is not the second best ({fmt(second)})",
+        )
+    if under and any(not c.underline for c in seconds):
+        return (
+            "underline_tie",
+            f"{where}: second best {fmt(second)} at {names(seconds)} is a tie but only {names(c for c in seconds if c.underline)} is underlined",
+        )
+    if not under:
+        return (
+            "underline_missing",
+            f"{where}: nothing is underlined; the second best is {fmt(second)} at {names(seconds)}",
+        )
+    return None
 
 
 # ------------------------------------------------------------------------------ claims

@@ -687,38 +687,10 @@ def _parse_text_values(pr: Problems, items: Any, meta: dict[str, Any]) -> list[R
 
 
 def parse_file(path: Path) -> tuple[PaperInfo | None, Problems]:
+    """One registry file parsed and checked: the paper (None when anything is wrong) and the problems found."""
     pr = Problems(path)
-    text = path.read_text(encoding="utf-8")
-    try:
-        node, data = yamlsafe.load_with_node(text)  # libyaml where built; aliases bounded
-        pr.lines = yaml_key_lines(node) if node is not None else {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        fix = exc.FIX if isinstance(exc, yamlsafe.BoundError) else "fix the quoting/indentation there"
-        pr.items.append((mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}", fix))
-        return None, pr
-    if not isinstance(data, dict):
-        pr.add((), "a registry file must be a YAML mapping")
-        return None, pr
-    _unknown_keys(pr, data, TOP_KEYS, ())
-    for key, required in TOP_KEYS.items():
-        if required and key not in data:
-            pr.add((key,), f"missing required key '{key}'")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        pr.add(("schema_version",), f"schema_version must be {SCHEMA_VERSION}")
-    if data.get("paper") != path.stem:
-        pr.add(("paper",), f"paper '{data.get('paper')}' must equal the file name '{path.stem}'")
-    for key in ("title", "venue", "paper_file", "original_file", "version", "family"):
-        if key in data and not isinstance(data[key], str):
-            pr.add((key,), f"'{key}' must be a string")
-    if not isinstance(data.get("authors"), list) or not all(isinstance(a, str) for a in data.get("authors") or [None]):
-        pr.add(("authors",), "authors must be a list of names")
-    if not isinstance(data.get("year"), int):
-        pr.add(("year",), "year must be an integer")
-    if not isinstance(data.get("tables"), list) or not data.get("tables"):
-        pr.add(("tables",), "tables must be a non-empty list")
-        return None, pr
-    if pr.items:
+    data = _load_yaml(path, pr)
+    if data is None or not _check_header(pr, data, path.stem) or pr.items:
         return None, pr
     meta = {k: data[k] for k in ("paper", "paper_file", "version")}
     tables: list[TableInfo] = []
@@ -740,19 +712,8 @@ def parse_file(path: Path) -> tuple[PaperInfo | None, Problems]:
         if tv.doubt:
             doubts.append(Doubt(data["paper"], None, "text", tv.row, tv.doubt, (tv.cell_id,)))
     issues = data.get("known_issues") or []
-    for i, issue in enumerate(issues):
-        if not isinstance(issue, dict) or not isinstance(issue.get("message"), str):
-            pr.add(("known_issues", i), "a known issue needs {table: label or null, kind: text, message: text}")
     diffs = data.get("text_differences")
-    if diffs is not None and (
-        not isinstance(diffs, dict)
-        or not isinstance(diffs.get("against"), str)
-        or not isinstance(diffs.get("items"), list)
-    ):
-        pr.add(
-            ("text_differences",),
-            "text_differences must be {against: paper key, items: [{section, this, other, note}]}",
-        )
+    _check_side_notes(pr, issues, diffs)
     notes = data.get("notes") or []
     if pr.items:
         return None, pr
@@ -776,6 +737,63 @@ def parse_file(path: Path) -> tuple[PaperInfo | None, Problems]:
         doubts=tuple(doubts),
         notes=tuple(str(n) for n in notes),
     ), pr
+
+
+def _load_yaml(path: Path, pr: Problems) -> dict[str, Any] | None:
+    """The file's mapping (its keys' lines kept in ``pr``); None, with the problem in ``pr``, when it is not
+    valid YAML or not a mapping."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        node, data = yamlsafe.load_with_node(text)  # libyaml where built; aliases bounded
+        pr.lines = yaml_key_lines(node) if node is not None else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        fix = exc.FIX if isinstance(exc, yamlsafe.BoundError) else "fix the quoting/indentation there"
+        pr.items.append((mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}", fix))
+        return None
+    if not isinstance(data, dict):
+        pr.add((), "a registry file must be a YAML mapping")
+        return None
+    return data
+
+
+def _check_header(pr: Problems, data: dict[str, Any], stem: str) -> bool:
+    """Check the paper's top-level keys into ``pr``; False when it has no tables to read."""
+    _unknown_keys(pr, data, TOP_KEYS, ())
+    for key, required in TOP_KEYS.items():
+        if required and key not in data:
+            pr.add((key,), f"missing required key '{key}'")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        pr.add(("schema_version",), f"schema_version must be {SCHEMA_VERSION}")
+    if data.get("paper") != stem:
+        pr.add(("paper",), f"paper '{data.get('paper')}' must equal the file name '{stem}'")
+    for key in ("title", "venue", "paper_file", "original_file", "version", "family"):
+        if key in data and not isinstance(data[key], str):
+            pr.add((key,), f"'{key}' must be a string")
+    if not isinstance(data.get("authors"), list) or not all(isinstance(a, str) for a in data.get("authors") or [None]):
+        pr.add(("authors",), "authors must be a list of names")
+    if not isinstance(data.get("year"), int):
+        pr.add(("year",), "year must be an integer")
+    if not isinstance(data.get("tables"), list) or not data.get("tables"):
+        pr.add(("tables",), "tables must be a non-empty list")
+        return False
+    return True
+
+
+def _check_side_notes(pr: Problems, issues: Any, diffs: Any) -> None:
+    """Check the free-text blocks: each known issue has a message; text_differences has its shape."""
+    for i, issue in enumerate(issues):
+        if not isinstance(issue, dict) or not isinstance(issue.get("message"), str):
+            pr.add(("known_issues", i), "a known issue needs {table: label or null, kind: text, message: text}")
+    if diffs is not None and (
+        not isinstance(diffs, dict)
+        or not isinstance(diffs.get("against"), str)
+        or not isinstance(diffs.get("items"), list)
+    ):
+        pr.add(
+            ("text_differences",),
+            "text_differences must be {against: paper key, items: [{section, this, other, note}]}",
+        )
 
 
 def cross_file_problems(

@@ -9,7 +9,7 @@ of ``over``) and ``count_best`` (``target`` is best, ties included, on that many
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,38 +75,7 @@ def _evaluate(
         )
 
     if kind in ("difference", "greater", "equals"):
-        refs = [chk["a"]] + ([chk["b"]] if kind != "equals" else [])
-        found_cells = [grid.get(r, c) for r, c in refs]
-        if any(c is None or c.number is None for c in found_cells):
-            shown = ", ".join(f"{r}/{c}={cell_text(x) if x else 'missing'}" for (r, c), x in zip(refs, found_cells))
-            return result("unverifiable", None, f"{src}: {shown}", [c for c in found_cells if c])
-        a = found_cells[0].number
-        if kind == "equals":
-            ok = abs(a - stated) <= EPS
-            return result(
-                "ok" if ok else "mismatch",
-                a,
-                f"{src} {refs[0][0]} / {refs[0][1]} prints {found_cells[0].value}",
-                found_cells,
-            )
-        b = found_cells[1].number
-        if kind == "greater":
-            ok = a > b + EPS
-            rel = ">" if a > b + EPS else ("=" if abs(a - b) <= EPS else "<")
-            return result(
-                "ok" if ok else "mismatch",
-                f"{fmt(a)} {rel} {fmt(b)}",
-                f"{src}: {refs[0][0]} / {refs[0][1]} = {found_cells[0].value} vs {refs[1][0]} / {refs[1][1]} = {found_cells[1].value}",
-                found_cells,
-            )
-        diff = a - b
-        ok = abs(diff - stated) <= 0.05 + EPS  # printed to 0.1 pp
-        return result(
-            "ok" if ok else "mismatch",
-            round(diff, 4),
-            f"{src}: {found_cells[0].value} - {found_cells[1].value} = {fmt(diff)}",
-            found_cells,
-        )
+        return _evaluate_pair(kind, stated, chk, grid, src, result)
 
     axis = chk["axis"]  # a, b, target are keys on this axis; 'over' runs along the other
     other = "columns" if axis == "rows" else "rows"
@@ -145,3 +114,41 @@ def _evaluate(
         detail += f"; unreadable: {', '.join(skipped)}"
     status = "ok" if len(hits) == stated else ("unverifiable" if skipped else "mismatch")
     return result(status, len(hits), detail, used)
+
+
+def _evaluate_pair(
+    kind: str, stated: Any, chk: dict[str, Any], grid: TableGrid, src: str, result: Callable[..., ClaimResult]
+) -> ClaimResult:
+    """A claim about one cell (equals) or two (greater, difference), graded through ``result``."""
+    refs = [chk["a"]] + ([chk["b"]] if kind != "equals" else [])
+    found_cells = [grid.get(r, c) for r, c in refs]
+    if any(c is None or c.number is None for c in found_cells):
+        shown = ", ".join(f"{r}/{c}={cell_text(x) if x else 'missing'}" for (r, c), x in zip(refs, found_cells))
+        return result("unverifiable", None, f"{src}: {shown}", [c for c in found_cells if c])
+    a = found_cells[0].number
+    if kind == "equals":
+        ok = abs(a - stated) <= EPS
+        return result(
+            "ok" if ok else "mismatch",
+            a,
+            f"{src} {refs[0][0]} / {refs[0][1]} prints {found_cells[0].value}",
+            found_cells,
+        )
+    b = found_cells[1].number
+    if kind == "greater":
+        ok = a > b + EPS
+        rel = ">" if a > b + EPS else ("=" if abs(a - b) <= EPS else "<")
+        return result(
+            "ok" if ok else "mismatch",
+            f"{fmt(a)} {rel} {fmt(b)}",
+            f"{src}: {refs[0][0]} / {refs[0][1]} = {found_cells[0].value} vs {refs[1][0]} / {refs[1][1]} = {found_cells[1].value}",
+            found_cells,
+        )
+    diff = a - b
+    ok = abs(diff - stated) <= 0.05 + EPS  # printed to 0.1 pp
+    return result(
+        "ok" if ok else "mismatch",
+        round(diff, 4),
+        f"{src}: {found_cells[0].value} - {found_cells[1].value} = {fmt(diff)}",
+        found_cells,
+    )

@@ -169,27 +169,40 @@ def plan_batches(
         )
     per_rank = g // w
     if supports_accumulation:
-        p = min(p, per_rank)  # more devices than the spec was written for: each holds its share, the batch is kept
-        if per_rank % p:
-            best = _divisors_at_most(per_rank, p)
-            raise HarnessError(
-                f"global batch {g} is not a multiple of per-device batch {p} x {w} device(s) = {p * w}; "
-                f"use per_device_batch {best} (the largest divisor of {per_rank} that fits)"
-            )
-        accum = per_rank // p
-        note = f"global batch {g} = {p} per device x {w} device(s) x {accum} accumulation step(s)"
-        return {
-            "mode": "accumulation",
-            "global_batch": g,
-            "world_size": w,
-            "per_device_batch": p,
-            "per_rank_batch": per_rank,
-            "accumulation_steps": accum,
-            "grad_cache_chunk": None,
-            "grad_cache_chunks": None,
-            "contrastive_batch": None,
-            "note": note,
-        }
+        return _accumulation_plan(g, p, w, per_rank)
+    return _grad_cache_plan(g, p, w, per_rank, grad_cache_chunk, gathers_across_ranks)
+
+
+def _accumulation_plan(g: int, p: int, w: int, per_rank: int) -> dict[str, Any]:
+    """Each rank's share of the global batch ``g`` in accumulated micro-batches of at most ``p``."""
+    p = min(p, per_rank)  # more devices than the spec was written for: each holds its share, the batch is kept
+    if per_rank % p:
+        best = _divisors_at_most(per_rank, p)
+        raise HarnessError(
+            f"global batch {g} is not a multiple of per-device batch {p} x {w} device(s) = {p * w}; "
+            f"use per_device_batch {best} (the largest divisor of {per_rank} that fits)"
+        )
+    accum = per_rank // p
+    note = f"global batch {g} = {p} per device x {w} device(s) x {accum} accumulation step(s)"
+    return {
+        "mode": "accumulation",
+        "global_batch": g,
+        "world_size": w,
+        "per_device_batch": p,
+        "per_rank_batch": per_rank,
+        "accumulation_steps": accum,
+        "grad_cache_chunk": None,
+        "grad_cache_chunks": None,
+        "contrastive_batch": None,
+        "note": note,
+    }
+
+
+def _grad_cache_plan(
+    g: int, p: int, w: int, per_rank: int, grad_cache_chunk: int | None, gathers: bool
+) -> dict[str, Any]:
+    """Each rank's share of ``g`` in one step (the contrastive loss needs the whole batch), run in gradient-
+    cache chunks; the plain full-batch step when one chunk on one device holds it all."""
     chunk = min(grad_cache_chunk or p, per_rank)
     n_chunks = math.ceil(per_rank / chunk)
     if n_chunks == 1 and w == 1:
@@ -212,8 +225,8 @@ def plan_batches(
         f"global batch {g} = {per_rank} per rank x {w} rank(s), no accumulation (the contrastive loss needs the "
         f"whole batch): gradient caching runs each rank's {per_rank} examples in {n_chunks} chunk(s) of {chunk}"
     )
-    pool = g if gathers_across_ranks or w == 1 else per_rank
-    if w > 1 and gathers_across_ranks:
+    pool = g if gathers or w == 1 else per_rank
+    if w > 1 and gathers:
         note += f"; representations are gathered across ranks, so in-batch negatives span all {g}"
     elif w > 1:
         note += (

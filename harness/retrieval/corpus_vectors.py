@@ -134,21 +134,7 @@ def corpus_embeddings(
                 _encode_chunks(encoder, benchmark, _chunks_folder(folder), batch_size, show_progress)
             return [], np.zeros((0, int(encoder.dim)), dtype=np.float32), {"cached": cached, "processes": world}
     if hit is not None:
-        ids, emb, info = hit
-        print(f"{benchmark.name}: {len(ids):,} passage embeddings read from the cache ({npy})")
-        return (
-            ids,
-            emb,
-            {
-                "cached": True,
-                "cache_file": str(npy),
-                "encode_seconds": 0.0,
-                "key": folder.name,
-                "original_encode_seconds": info.get("encode_seconds"),
-                "batching": info.get("batching"),  # the encoding's that filled the cache (None before it was kept)
-                "processes": world,
-            },
-        )
+        return _from_cache(hit, benchmark.name, folder, world)
     # A non-embedded corpus is downloaded on first read (clear error offline); the cached path reads it
     # as a stream (benchmark.iter_corpus), one chunk of CHUNK_PASSAGES in memory, never the whole dict.
     print(
@@ -158,28 +144,9 @@ def corpus_embeddings(
     )
     started = time.perf_counter()
     if use_cache:
-        # Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its
-        # last complete chunk (harness.retrieval.shard_encoding); merged into the cache file, then removed.
-        # Chunks that torchrun ranks finished (encode_corpus_shards) are merged as they are.
-        chunks = _chunks_folder(folder)
-        if world > 1 or not shards_complete(chunks):
-            _encode_chunks(encoder, benchmark, chunks, batch_size, show_progress)
-        seconds = time.perf_counter() - started
-        _write_cache(
-            folder,
-            chunks,
-            {
-                "encode_seconds": seconds,
-                "first_benchmark": benchmark.name,
-                "settings": vector_settings(encoder),
-                "model": fingerprint,
-                "processes": world,
-                "batching": batching,
-            },
+        ids, emb, seconds = _encode_to_cache(
+            encoder, benchmark, folder, fingerprint, batch_size, batching, world, show_progress
         )
-        shutil.rmtree(chunks, ignore_errors=True)
-        ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
-        emb = np.load(npy, mmap_mode="r")  # searched in place (harness.retrieval.dense.search_vectors)
     else:  # the vectors are returned whole anyway: the corpus dict is no larger than they are
         corpus = benchmark.corpus()
         if not corpus:
@@ -195,6 +162,66 @@ def corpus_embeddings(
         "batching": batching,
     }
     return ids, emb, info
+
+
+def _from_cache(
+    hit: tuple[list[str], np.ndarray, dict[str, Any]], name: str, folder: Path, world: int
+) -> tuple[list[str], np.ndarray, dict[str, Any]]:
+    """The cached vectors of corpus ``name`` with their info (what encoding filled the cache)."""
+    ids, emb, info = hit
+    npy = folder / EMBEDDINGS_FILE
+    print(f"{name}: {len(ids):,} passage embeddings read from the cache ({npy})")
+    return (
+        ids,
+        emb,
+        {
+            "cached": True,
+            "cache_file": str(npy),
+            "encode_seconds": 0.0,
+            "key": folder.name,
+            "original_encode_seconds": info.get("encode_seconds"),
+            "batching": info.get("batching"),  # the encoding's that filled the cache (None before it was kept)
+            "processes": world,
+        },
+    )
+
+
+def _encode_to_cache(
+    encoder: Any,
+    benchmark: Any,
+    folder: Path,
+    fingerprint: str,
+    batch_size: int,
+    batching: dict[str, Any],
+    world: int,
+    show_progress: bool,
+) -> tuple[list[str], np.ndarray, float]:
+    """Encode the corpus into the cache ``folder``; its ids, its vectors (memory-mapped) and the seconds taken.
+
+    Encoded in chunk files first, so an interrupted encoding of a big corpus resumes from its last complete
+    chunk (harness.retrieval.shard_encoding); merged into the cache file, then removed. Chunks that torchrun ranks
+    finished (encode_corpus_shards) are merged as they are."""
+    started = time.perf_counter()
+    chunks = _chunks_folder(folder)
+    if world > 1 or not shards_complete(chunks):
+        _encode_chunks(encoder, benchmark, chunks, batch_size, show_progress)
+    seconds = time.perf_counter() - started
+    _write_cache(
+        folder,
+        chunks,
+        {
+            "encode_seconds": seconds,
+            "first_benchmark": benchmark.name,
+            "settings": vector_settings(encoder),
+            "model": fingerprint,
+            "processes": world,
+            "batching": batching,
+        },
+    )
+    shutil.rmtree(chunks, ignore_errors=True)
+    ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
+    emb = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")  # searched in place (harness.retrieval.dense.search_vectors)
+    return ids, emb, seconds
 
 
 def _encode_chunks(encoder: Any, benchmark: Any, chunks: Path, batch_size: int, show_progress: bool) -> None:

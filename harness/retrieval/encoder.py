@@ -140,44 +140,7 @@ def describe_checkpoint(path: str | Path, pooling: str | None = None) -> Encoder
     spec.sources = {"pooling": "default (Tevatron: CLS)", "normalize": "default (Tevatron: none)"}
     modules_file = root / "modules.json"
     if modules_file.is_file():
-        spec.kind = "sentence-transformers"
-        modules = _read_json(modules_file)
-        if not isinstance(modules, list):
-            raise HarnessError(f"{modules_file}: expected a JSON list of modules")
-        types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
-        unsupported = [t for t in types if t not in (_ST_TRANSFORMER, _ST_POOLING, _ST_NORMALIZE)]
-        if _ST_TRANSFORMER not in types or unsupported:
-            raise HarnessError(
-                f"{modules_file}: only Transformer -> Pooling [-> Normalize] pipelines are supported, "
-                f"found {', '.join(types) or 'no modules'}"
-            )
-        for module in modules:
-            mtype, sub = module.get("type"), str(module.get("path", "") or "")
-            if mtype == _ST_TRANSFORMER:
-                spec.model_dir = root / sub if sub else root
-            elif mtype == _ST_POOLING:
-                cfg_path = root / sub / "config.json"
-                if cfg_path.is_file() and pooling is None:
-                    spec.pooling = _st_pooling_mode(_read_json(cfg_path), cfg_path)
-                    spec.sources["pooling"] = str(Path(sub) / "config.json")
-            elif mtype == _ST_NORMALIZE:
-                spec.normalize = True
-        spec.sources["normalize"] = "modules.json"
-        st_cfg = spec.model_dir / "sentence_bert_config.json"
-        if not st_cfg.is_file():
-            st_cfg = root / "sentence_bert_config.json"
-        if st_cfg.is_file():
-            cfg = _read_json(st_cfg)
-            spec.lowercase = bool(cfg.get("do_lower_case", False))
-            if isinstance(cfg.get("max_seq_length"), int):
-                spec.model_max_length = cfg["max_seq_length"]
-        prompts_file = root / "config_sentence_transformers.json"
-        if prompts_file.is_file():
-            st_meta = _read_json(prompts_file)
-            prompts = st_meta.get("prompts") if isinstance(st_meta, dict) else None
-            if isinstance(prompts, dict):
-                spec.query_prefix = str(prompts.get("query", "") or "")
-                spec.passage_prefix = str(prompts.get("passage", prompts.get("document", "")) or "")
+        _read_sentence_transformers(spec, root, modules_file, pooling)
     own = root / CONFIG_FILE
     if own.is_file():
         spec.kind = "harness" if spec.kind == "huggingface" else spec.kind
@@ -205,6 +168,49 @@ def describe_checkpoint(path: str | Path, pooling: str | None = None) -> Encoder
     if spec.pooling not in POOLINGS:
         raise HarnessError(f"{root}: pooling {spec.pooling!r} is not one of {', '.join(POOLINGS)}")
     return spec
+
+
+def _read_sentence_transformers(spec: EncoderSpec, root: Path, modules_file: Path, pooling: str | None) -> None:
+    """Fill ``spec`` from a sentence-transformers folder: its module pipeline (Transformer -> Pooling
+    [-> Normalize]; the pooling's mode unless ``pooling`` is chosen), its config and its prompts."""
+    spec.kind = "sentence-transformers"
+    modules = _read_json(modules_file)
+    if not isinstance(modules, list):
+        raise HarnessError(f"{modules_file}: expected a JSON list of modules")
+    types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
+    unsupported = [t for t in types if t not in (_ST_TRANSFORMER, _ST_POOLING, _ST_NORMALIZE)]
+    if _ST_TRANSFORMER not in types or unsupported:
+        raise HarnessError(
+            f"{modules_file}: only Transformer -> Pooling [-> Normalize] pipelines are supported, "
+            f"found {', '.join(types) or 'no modules'}"
+        )
+    for module in modules:
+        mtype, sub = module.get("type"), str(module.get("path", "") or "")
+        if mtype == _ST_TRANSFORMER:
+            spec.model_dir = root / sub if sub else root
+        elif mtype == _ST_POOLING:
+            cfg_path = root / sub / "config.json"
+            if cfg_path.is_file() and pooling is None:
+                spec.pooling = _st_pooling_mode(_read_json(cfg_path), cfg_path)
+                spec.sources["pooling"] = str(Path(sub) / "config.json")
+        elif mtype == _ST_NORMALIZE:
+            spec.normalize = True
+    spec.sources["normalize"] = "modules.json"
+    st_cfg = spec.model_dir / "sentence_bert_config.json"
+    if not st_cfg.is_file():
+        st_cfg = root / "sentence_bert_config.json"
+    if st_cfg.is_file():
+        cfg = _read_json(st_cfg)
+        spec.lowercase = bool(cfg.get("do_lower_case", False))
+        if isinstance(cfg.get("max_seq_length"), int):
+            spec.model_max_length = cfg["max_seq_length"]
+    prompts_file = root / "config_sentence_transformers.json"
+    if prompts_file.is_file():
+        st_meta = _read_json(prompts_file)
+        prompts = st_meta.get("prompts") if isinstance(st_meta, dict) else None
+        if isinstance(prompts, dict):
+            spec.query_prefix = str(prompts.get("query", "") or "")
+            spec.passage_prefix = str(prompts.get("passage", prompts.get("document", "")) or "")
 
 
 def write_encoder_config(folder: str | Path, **settings: Any) -> Path:

@@ -155,51 +155,61 @@ def _gate(layout: Layout) -> None:
     clock = _Waiting(layout)
     hello = _HELLO + f" {layout.nnodes}\n".encode()
     if layout.node_rank == 0:
+        _let_nodes_in(layout, port, clock, hello)
+    else:
+        _join_node_0(layout, host, port, clock, hello)
+
+
+def _let_nodes_in(layout: Layout, port: int, clock: _Waiting, hello: bytes) -> None:
+    """Node 0: listen at ``port`` until every other node has said ``hello``, then tell them all to go."""
+    try:
+        server = socket.create_server(("", port))
+    except OSError as exc:
+        raise HarnessError(
+            f"node 0 cannot listen at {layout.rdzv_endpoint}: {exc.strerror} (fix: a port free "
+            "on node 0, the same in every node's --rdzv-endpoint)"
+        ) from None
+    with server:
+        server.settimeout(1.0)  # a signal is handled within a second at worst
+        joined: list[socket.socket] = []
         try:
-            server = socket.create_server(("", port))
-        except OSError as exc:
-            raise HarnessError(
-                f"node 0 cannot listen at {layout.rdzv_endpoint}: {exc.strerror} (fix: a port free "
-                "on node 0, the same in every node's --rdzv-endpoint)"
-            ) from None
-        with server:
-            server.settimeout(1.0)  # a signal is handled within a second at worst
-            joined: list[socket.socket] = []
-            try:
-                while len(joined) < layout.nnodes - 1:
-                    missing = layout.nnodes - 1 - len(joined)
-                    clock.left(f"{missing} of {layout.nnodes} nodes did not join")
-                    clock.say(f"{missing} of {layout.nnodes} nodes")
-                    try:
-                        conn, _ = server.accept()
-                    except TimeoutError:
-                        continue
-                    conn.settimeout(5.0)
-                    try:
-                        said = conn.recv(64)
-                    except OSError:
-                        said = b""
-                    if said != hello:  # another program, or a node started with another --nnodes
-                        conn.close()
-                        print(
-                            f"run: refused a connection at {layout.rdzv_endpoint} that is not a node of this "
-                            f"run (--nnodes {layout.nnodes})",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                        continue
-                    joined.append(conn)
-                for conn in joined:
-                    with contextlib.suppress(OSError):  # a node gone since: torch's rendezvous times out on it
-                        conn.sendall(b"go\n")
-                for conn in joined:  # the others close first: the port is free at once for torch's store
-                    conn.settimeout(5.0)
-                    with contextlib.suppress(OSError):
-                        conn.recv(8)
-            finally:
-                for conn in joined:
+            while len(joined) < layout.nnodes - 1:
+                missing = layout.nnodes - 1 - len(joined)
+                clock.left(f"{missing} of {layout.nnodes} nodes did not join")
+                clock.say(f"{missing} of {layout.nnodes} nodes")
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                conn.settimeout(5.0)
+                try:
+                    said = conn.recv(64)
+                except OSError:
+                    said = b""
+                if said != hello:  # another program, or a node started with another --nnodes
                     conn.close()
-        return
+                    print(
+                        f"run: refused a connection at {layout.rdzv_endpoint} that is not a node of this "
+                        f"run (--nnodes {layout.nnodes})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    continue
+                joined.append(conn)
+            for conn in joined:
+                with contextlib.suppress(OSError):  # a node gone since: torch's rendezvous times out on it
+                    conn.sendall(b"go\n")
+            for conn in joined:  # the others close first: the port is free at once for torch's store
+                conn.settimeout(5.0)
+                with contextlib.suppress(OSError):
+                    conn.recv(8)
+        finally:
+            for conn in joined:
+                conn.close()
+
+
+def _join_node_0(layout: Layout, host: str, port: int, clock: _Waiting, hello: bytes) -> None:
+    """Any other node: say ``hello`` to node 0 (again while nothing listens) and wait for its word to go."""
     while True:
         left = clock.left("node 0 was not reached")
         clock.say("node 0 (1 of 2 nodes)" if layout.nnodes == 2 else "node 0")

@@ -18,7 +18,7 @@ one variant, ``checkpoint``, and one record shape.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ from harness.gate.grading import checkpoint_comparisons
 from harness.papers.registry import load_reported_cells
 from harness.papers.released import (
     CHECKPOINT_PROFILE,
+    Checkpoint,
+    Registry,
     get_checkpoint,
     load_checkpoints,
     unmatched_selectors,
@@ -104,28 +106,12 @@ def reproduce_checkpoint(
     """
 
     registry = load_checkpoints()
-    ckpt = get_checkpoint(name, registry)
-    if ckpt.kind != "retriever":
-        method = f" --method {ckpt.method}" if ckpt.method else ""
-        raise HarnessError(
-            f"{name} is a pre-trained encoder, not a retriever: no reported cell scores it as is. "
-            f"Fine-tune it (python -m harness run{method} --profile paper, with the weights under "
-            f"models/{ckpt.source})"
-        )
+    ckpt = _released_retriever(name, registry)
     benchmarks = list(benchmarks or ckpt.benchmarks)
     if not benchmarks:
         raise HarnessError(f"{name}: no benchmarks given and none declared in {registry.path}")
     benches = {b: get_benchmark(b) for b in benchmarks}  # unknown names fail before any model is loaded
-    cells, error = load_reported_cells(reported)
-    if error:
-        raise HarnessError(error)
-    missing = unmatched_selectors(ckpt, cells)
-    if missing:
-        raise HarnessError(
-            f"{registry.path}: checkpoint '{name}' names rows no reported cell has: "
-            + "; ".join(" / ".join(s) for s in missing)
-            + " (check paper, table and row spelling)"
-        )
+    cells = _cells_for(name, ckpt, registry, reported)
     folder = resolve_checkpoint(ckpt.source, what=f"checkpoint '{name}'")
     enc = ckpt.encoder
     if ranks.world_size() > 1:  # under torchrun: every rank encodes its slice; rank 0 goes on alone
@@ -137,11 +123,7 @@ def reproduce_checkpoint(
         if device is None:
             return None
     run_id = new_run_id(name, CHECKPOINT_PROFILE)
-    print(
-        f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
-        f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "
-        f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}"
-    )
+    print(_describe(name, ckpt, folder, benchmarks, depth))
     # Named <checkpoint>/checkpoint/<seed>: two checkpoints of one method share its experiment.
     tracker = parent_tracker(
         ckpt.record_method,
@@ -154,28 +136,7 @@ def reproduce_checkpoint(
     )
     stages = StageLog()
 
-    def score(variant: str, bench_name: str) -> Scored:
-        # no folder made ahead: the run file's writer makes it, so a failed load leaves none behind
-        run_path = cache_dir() / "reproduce" / run_id / f"{bench_name}.trec"
-        outcome = run_zero_shot(
-            folder,
-            benches[bench_name],
-            pooling=enc.get("pooling"),
-            normalize=enc.get("normalize"),
-            query_max_length=enc.get("query_max_length"),
-            passage_max_length=enc.get("passage_max_length"),
-            batch_size=batch_size,
-            depth=depth,
-            save_run=run_path,
-            device=device,
-            precision=precision,
-            use_cache=use_cache,
-            track=False,
-        )
-        efficiency = outcome.summary["efficiency"]
-        return Scored(
-            outcome.result, run_path, cached=efficiency.get("corpus_embeddings_cached") is True, efficiency=efficiency
-        )
+    score = _scorer(folder, enc, benches, run_id, batch_size, depth, device, precision, use_cache)
 
     started = time.time()
     with tracker.run():
@@ -204,3 +165,81 @@ def reproduce_checkpoint(
         path = write_record(record, tracker)
     record["mlflow"] = tracker.info()
     return {**record, "run_record": str(path)}
+
+
+def _released_retriever(name: str, registry: Registry) -> Checkpoint:
+    """The registered checkpoint ``name``; refused when it is a pre-trained encoder (no cell scores it as is)."""
+    ckpt = get_checkpoint(name, registry)
+    if ckpt.kind != "retriever":
+        method = f" --method {ckpt.method}" if ckpt.method else ""
+        raise HarnessError(
+            f"{name} is a pre-trained encoder, not a retriever: no reported cell scores it as is. "
+            f"Fine-tune it (python -m harness run{method} --profile paper, with the weights under "
+            f"models/{ckpt.source})"
+        )
+    return ckpt
+
+
+def _describe(name: str, ckpt: Checkpoint, folder: Path, benchmarks: Sequence[str], depth: int) -> str:
+    """The one line saying what is about to be scored and how."""
+    enc = ckpt.encoder
+    return (
+        f"{name}: released {ckpt.kind} {ckpt.source} ({folder}); benchmarks: {', '.join(benchmarks)}; "
+        f"{enc.get('pooling')} pooling, {'cosine' if enc.get('normalize') else 'dot product'}, "
+        f"{enc.get('query_max_length')}/{enc.get('passage_max_length')} tokens, depth {depth}"
+    )
+
+
+def _cells_for(name: str, ckpt: Checkpoint, registry: Registry, reported: str | None) -> list[dict[str, Any]] | None:
+    """The papers' cells (from ``reported``, default the registry), refused when they cannot be loaded or
+    miss a row the checkpoint names."""
+    cells, error = load_reported_cells(reported)
+    if error:
+        raise HarnessError(error)
+    missing = unmatched_selectors(ckpt, cells or [])
+    if missing:
+        raise HarnessError(
+            f"{registry.path}: checkpoint '{name}' names rows no reported cell has: "
+            + "; ".join(" / ".join(s) for s in missing)
+            + " (check paper, table and row spelling)"
+        )
+    return cells
+
+
+def _scorer(
+    folder: Path,
+    enc: Mapping[str, Any],
+    benches: Mapping[str, Any],
+    run_id: str,
+    batch_size: int,
+    depth: int,
+    device: str | None,
+    precision: str,
+    use_cache: bool,
+) -> Callable[[str, str], Scored]:
+    """Scores the checkpoint zero-shot on one benchmark, its run file kept under the run's cache folder."""
+
+    def score(variant: str, bench_name: str) -> Scored:
+        # no folder made ahead: the run file's writer makes it, so a failed load leaves none behind
+        run_path = cache_dir() / "reproduce" / run_id / f"{bench_name}.trec"
+        outcome = run_zero_shot(
+            folder,
+            benches[bench_name],
+            pooling=enc.get("pooling"),
+            normalize=enc.get("normalize"),
+            query_max_length=enc.get("query_max_length"),
+            passage_max_length=enc.get("passage_max_length"),
+            batch_size=batch_size,
+            depth=depth,
+            save_run=run_path,
+            device=device,
+            precision=precision,
+            use_cache=use_cache,
+            track=False,
+        )
+        efficiency = outcome.summary["efficiency"]
+        return Scored(
+            outcome.result, run_path, cached=efficiency.get("corpus_embeddings_cached") is True, efficiency=efficiency
+        )
+
+    return score

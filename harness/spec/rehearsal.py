@@ -93,24 +93,9 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
             "say nothing about the method",
         ],
     }
-    pretrain = paper.get("pretrain") or {}
-    if pretrain.get("objective") not in (None, "none"):
-        device_batch = pretrain.get("per_device_batch") or pretrain.get("global_batch")
-        out["pretrain"] = {
-            "steps": PRETRAIN_STEPS,
-            "epochs": None,
-            "global_batch": device_batch,
-            "warmup_ratio": WARMUP_RATIO,
-        }
-        if not pretrain.get("grad_cache_chunk") and (device_batch or 0) > MICRO_BATCH:
-            # the same optimiser step over the device's batch, accumulated in micro-batches that fit
-            out["pretrain"]["per_device_batch"] = MICRO_BATCH
-            out["substitutions"].append(
-                f"pre-training memory: the per-device batch of {device_batch} is one optimiser step over "
-                f"{int(device_batch or 0) // MICRO_BATCH} accumulated micro-batches of {MICRO_BATCH} (an fp32 step at "
-                f"{device_batch} x {pretrain.get('max_length')} tokens does not fit a 24 GiB CPU machine); the "
-                "gradient is the same sum"
-            )
+    pretrain = _pretrain_overrides(paper.get("pretrain") or {}, out["substitutions"])
+    if pretrain is not None:
+        out["pretrain"] = pretrain
     if paper.get("family") == "learned-sparse" and not (paper.get("retrieval") or {}).get("topk_sparsify"):
         out["retrieval"] = {"topk_sparsify": SPARSE_TOPK}
         out["substitutions"].append(
@@ -121,9 +106,44 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
     if paper.get("qgen"):
         out["qgen"] = {"model": "term-sampler", "train_pairs": paper["finetune"]["train_queries"]}
         out["substitutions"].append("queries: a term sampler fitted on the training pairs instead of doc2query-T5")
-    # One step per stage at one device's share of the paper's batch: as many training queries as one
-    # step takes, one epoch; each key is set where the paper profile sets it (the top level or a
-    # stage's own block), nowhere else.
+    out["finetune"] = _finetune_overrides(paper, out["substitutions"])
+    # TREC DL's 43/54 judged queries over the fixture collection are small already; MS MARCO dev's
+    # 6,980 queries and the BEIR corpora are sampled; BEIR sets whose corpora are downloads are left out.
+    datasets = list(paper.get("datasets") or [])
+    if any(d not in ON_MSMARCO for d in datasets):
+        datasets = [d for d in datasets if d in ON_MSMARCO] + list(EMBEDDED_BEIR)
+    out["datasets"] = [d if declared.get(d).kind == "trec-dl" else d + sampled.SUFFIX for d in datasets]
+    return out
+
+
+def _pretrain_overrides(pretrain: dict[str, Any], substitutions: list[str]) -> dict[str, Any] | None:
+    """The rehearsal's pre-training (None when the paper pre-trains nothing): its few steps over one device's
+    batch, accumulated in micro-batches that fit; each change is added to ``substitutions``."""
+    if pretrain.get("objective") in (None, "none"):
+        return None
+    device_batch = pretrain.get("per_device_batch") or pretrain.get("global_batch")
+    out: dict[str, Any] = {
+        "steps": PRETRAIN_STEPS,
+        "epochs": None,
+        "global_batch": device_batch,
+        "warmup_ratio": WARMUP_RATIO,
+    }
+    if not pretrain.get("grad_cache_chunk") and (device_batch or 0) > MICRO_BATCH:
+        # the same optimiser step over the device's batch, accumulated in micro-batches that fit
+        out["per_device_batch"] = MICRO_BATCH
+        substitutions.append(
+            f"pre-training memory: the per-device batch of {device_batch} is one optimiser step over "
+            f"{int(device_batch or 0) // MICRO_BATCH} accumulated micro-batches of {MICRO_BATCH} (an fp32 step at "
+            f"{device_batch} x {pretrain.get('max_length')} tokens does not fit a 24 GiB CPU machine); the "
+            "gradient is the same sum"
+        )
+    return out
+
+
+def _finetune_overrides(paper: dict[str, Any], substitutions: list[str]) -> dict[str, Any]:
+    """The rehearsal's fine-tuning: one step per stage at one device's share of the paper's batch (as many
+    training queries as one step takes, one epoch); each key is set where the paper profile sets it (the
+    top level or a stage's own block), nowhere else; each change is added to ``substitutions``."""
     paper_ft = paper.get("finetune") or {}
     devices = int((paper.get("hardware") or {}).get("devices") or 1)
     finetune: dict[str, Any] = {}
@@ -136,7 +156,7 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
             shares.append(where["global_queries"])
             if where["global_queries"] < int(block["global_queries"]) // devices:
                 capped = f"{block['global_queries']} / {devices} device(s)"
-                out["substitutions"].append(
+                substitutions.append(
                     f"fine-tuning memory: {where['global_queries']} queries per step instead "
                     f"of one device's share of the paper's ({capped}); an fp32 step at that "
                     "size does not fit a 24 GiB CPU machine"
@@ -157,17 +177,10 @@ def rehearsal_overrides(paper: dict[str, Any]) -> dict[str, Any]:
                 "warmup_ratio": WARMUP_RATIO,
             },
         )
-        out["substitutions"].append(
+        substitutions.append(
             "stage-3 teacher: a cross-encoder trained here for one epoch instead of the paper's off-the-shelf reranker"
         )
-    out["finetune"] = finetune
-    # TREC DL's 43/54 judged queries over the fixture collection are small already; MS MARCO dev's
-    # 6,980 queries and the BEIR corpora are sampled; BEIR sets whose corpora are downloads are left out.
-    datasets = list(paper.get("datasets") or [])
-    if any(d not in ON_MSMARCO for d in datasets):
-        datasets = [d for d in datasets if d in ON_MSMARCO] + list(EMBEDDED_BEIR)
-    out["datasets"] = [d if declared.get(d).kind == "trec-dl" else d + sampled.SUFFIX for d in datasets]
-    return out
+    return finetune
 
 
 def apply(paper: dict[str, Any], own: dict[str, Any] | None, merge: Any) -> dict[str, Any]:

@@ -359,35 +359,9 @@ def _loop(
             optimizer.zero_grad(set_to_none=True)
             # rank 0's clock decides, carried in the step's collective, so every rank saves the same step
             due = info.is_main and interval_s > 0 and time.monotonic() - last_save >= interval_s
-            local = task.step(step, ctx)
-            local[_STOP] = torch.tensor(1.0 if asked else 0.0)
-            local[_DUE] = torch.tensor(1.0 if due else 0.0)
-            writer.before_update()  # a save's copy of the weights ran alongside this forward and backward
-            if scaler is not None:
-                scaler.unscale_(optimizer)
-            grad_norm = None
-            if config.grad_clip is not None:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(ctx.params, config.grad_clip))
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            lr = float(optimizer.param_groups[0]["lr"])
-            scheduler.step()
+            local, grad_norm, lr = _update(task, step, ctx, config, optimizer, scheduler, writer, asked, due)
             step += 1
-
-            metrics = _reduce(local)
-            preempted = metrics.pop(_STOP) > 0  # some rank was asked to stop: all stop after this step
-            timely = metrics.pop(_DUE) > 0
-            if not math.isfinite(metrics["loss"]):
-                raise HarnessError(
-                    f"the {task.name} loss became {metrics['loss']} at step {step}; lower lr, "
-                    f"enable grad_clip or use fp32/bf16 (the last good checkpoint is {result.checkpoint})"
-                )
-            metrics["lr"] = lr
-            if grad_norm is not None:
-                metrics["grad_norm"] = grad_norm
+            metrics, preempted, timely = _step_metrics(local, task.name, step, lr, grad_norm, result.checkpoint)
             result.metrics.append(metrics)
             result.step = step
             shown = {"loss": f"{metrics['loss']:.4f}", "lr": f"{lr:.2e}"}
@@ -409,30 +383,83 @@ def _loop(
                     "task": task.state(),
                 }
                 result.checkpoint = writer.save(
-                    out_dir,
-                    step,
-                    model=ctx.model,
-                    optimizer=optimizer,
-                    scheduler=scheduler,
-                    scaler=scaler,
-                    trainer_state=trainer_state,
-                    keep=config.keep_checkpoints,
-                )
+                    out_dir, step, model=ctx.model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+                    trainer_state=trainer_state, keep=config.keep_checkpoints,
+                )  # fmt: skip
                 last_save = time.monotonic()
                 if final:  # the run stops here: the checkpoint must be on disk on every rank first
                     writer.wait()
                     D.barrier()
             if logger is not None and info.is_main and (step % config.log_every == 0 or step == total or stop_here):
-                window = result.metrics[((step - 1) // config.log_every) * config.log_every : step]
-                logged = {k: float(np.mean([m[k] for m in window if k in m])) for k in metrics if k != "lr"}
-                logged.update(lr=lr, epoch=task.epoch(step))
-                logger(step, logged)
+                logger(step, _window_means(result.metrics, step, config.log_every, lr, task.epoch(step)))
             if stop_here:
                 result.stopped_early = True
                 notes.say(f"stopped after step {step} as asked (stop_after); run again to resume")
             if preempted:
                 notes.say(f"stopped by a signal after step {step}; checkpoint {result.checkpoint}; run again to resume")
                 raise procs.Terminated(asked[0] if asked else signal.SIGTERM)
+
+
+def _update(
+    task: Task,
+    step: int,
+    ctx: StepContext,
+    config: LoopConfig,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    writer: ckpt.CheckpointWriter,
+    asked: list[int],
+    due: bool,
+) -> tuple[dict[str, torch.Tensor], float | None, float]:
+    """One optimiser update: the task's forward and backward (its local metrics, with this rank's stop
+    request and rank 0's "save due" riding along), clipping, the step; returns the local metrics, the
+    gradient norm before clipping (None without clipping) and the learning rate the step used. ``asked`` (the
+    signals received) is read after the forward and backward: a signal during them stops after this step."""
+    scaler = ctx.scaler
+    local = task.step(step, ctx)
+    local[_STOP] = torch.tensor(1.0 if asked else 0.0)
+    local[_DUE] = torch.tensor(1.0 if due else 0.0)
+    writer.before_update()  # a save's copy of the weights ran alongside this forward and backward
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    grad_norm = None
+    if config.grad_clip is not None:
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(ctx.params, config.grad_clip))
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    lr = float(optimizer.param_groups[0]["lr"])
+    scheduler.step()
+    return local, grad_norm, lr
+
+
+def _step_metrics(
+    local: dict[str, torch.Tensor], name: str, step: int, lr: float, grad_norm: float | None, last: Any
+) -> tuple[dict[str, float], bool, bool]:
+    """The step's metrics reduced over the ranks, whether any rank was asked to stop, and whether a timed
+    save is due; a loss that is not finite stops the run, naming ``last`` (the last good checkpoint)."""
+    metrics = _reduce(local)
+    preempted = metrics.pop(_STOP) > 0  # some rank was asked to stop: all stop after this step
+    timely = metrics.pop(_DUE) > 0
+    if not math.isfinite(metrics["loss"]):
+        raise HarnessError(
+            f"the {name} loss became {metrics['loss']} at step {step}; lower lr, "
+            f"enable grad_clip or use fp32/bf16 (the last good checkpoint is {last})"
+        )
+    metrics["lr"] = lr
+    if grad_norm is not None:
+        metrics["grad_norm"] = grad_norm
+    return metrics, preempted, timely
+
+
+def _window_means(history: list[dict[str, float]], step: int, every: int, lr: float, epoch: Any) -> dict[str, float]:
+    """The means of the metrics over the logging window that ends at ``step`` (the lr and epoch as they are)."""
+    window = history[((step - 1) // every) * every : step]
+    logged = {k: float(np.mean([m[k] for m in window if k in m])) for k in history[-1] if k != "lr"}
+    logged.update(lr=lr, epoch=epoch)
+    return logged
 
 
 _STOP = "_stop_requested"  # the metrics key that carries a rank's stop request through the step's collective
