@@ -396,6 +396,13 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
                 pretrain,
             )
         )
+    _grade_by_table(tests)
+    return out
+
+
+def _grade_by_table(tests: Sequence[tuple[ClaimCheck, rule.EffectTest, Claim, tuple[float, float]]]) -> None:
+    """Grade the effect tests in place, Holm-corrected across the claims of one table; an INCONCLUSIVE
+    one is told how many seeds would settle it."""
     by_table: dict[str, list[tuple[ClaimCheck, rule.EffectTest, Claim, tuple[float, float]]]] = defaultdict(list)
     for item in tests:
         by_table[item[0].source].append(item)
@@ -415,7 +422,6 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
                     test.effect, check.sigma or 0.0, test.delta, claim, len(family), test.df, pretrain
                 )
                 check.reason = check.reason or effect_note(check)
-    return out
 
 
 def effect_note(check: ClaimCheck | Mapping[str, Any]) -> str:
