@@ -79,6 +79,7 @@ from harness.retrieval.impact import (
 from harness.retrieval.impact_shards import encode_impacts
 from harness.spec.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
 from harness.spec.conditions import PAPER_RERANKER
+from harness.spec.run_settings import FinetuneSettings
 from harness.spec.stage_settings import (
     BI_ENCODER_TEACHER,
     CONFIGURED_RERANKER,
@@ -203,7 +204,7 @@ def splade_train_stage(
             teacher = json.loads((teacher_dir / "scores.json").read_text(encoding="utf-8"))
             examples = [tuple(g) for g in groups]
         else:
-            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+            queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
             examples = grouped_examples(
                 queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth) for p in pools]
             )
@@ -347,12 +348,12 @@ def reranker_stage(ctx: RunContext, encoder_dir: Path, bm25_train: Path) -> Teac
         "reranker": TINY_RERANKER,
         "train": train,
         "negative_depth": depth,
-        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "max_train_queries": FinetuneSettings.from_spec(ctx.spec).max_train_queries,
         "train_queries": f"{name}-{split}",
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+        queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
         examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(bm25_train), qrels, depth)])
         train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
         stats = train_cross_encoder(
@@ -399,12 +400,12 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
         "negative_depth": stage.negative_depth,
         "positives": positives,
         "negatives": negatives,
-        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "max_train_queries": FinetuneSettings.from_spec(ctx.spec).max_train_queries,
         "train_queries": f"{name}-{split}",
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+        queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
         pool = negative_pool(iter_trec_run(mined), qrels, config["negative_depth"])
         groups = []
         for qid, query, pos, negs in grouped_examples(queries, qrels, [pool]):
@@ -530,11 +531,11 @@ def search_stage(
     max_terms = rcfg.max_query_terms
     config = {**rcfg.key("impact_search"), "depth": depth, "split": split}
     if train_only:
-        config["max_train_queries"] = ctx.spec.get("finetune.max_train_queries")
+        config["max_train_queries"] = FinetuneSettings.from_spec(ctx.spec).max_train_queries
 
     def build(work: Path) -> dict[str, Any]:
         if train_only:
-            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+            queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
             queries = {q: queries[q] for q in sorted(qrels) if q in queries}
         else:
             queries = bench.queries(split)
