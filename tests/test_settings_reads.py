@@ -13,6 +13,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from harness.run.model_shape import MEASURED_LENGTH, MEASURED_QUERY_LENGTH
+from harness.spec.method import MethodSpec
+from harness.spec.run_settings import DataSettings, FinetuneSettings, HardwareSettings, ModelSettings
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("harness", "leaderboard_app")
 SPEC_PACKAGE = Path("harness/spec")  # where the typed blocks read the resolved spec
@@ -79,3 +83,19 @@ def test_no_raw_dotted_spec_read_outside_the_spec_package() -> None:
     )
     # an allowance whose read is gone would hide the next dotted read written there
     assert allowed_seen == set(NOT_SPEC_READS), f"stale allowances: {sorted(set(NOT_SPEC_READS) - allowed_seen)}"
+
+
+def test_the_blocks_keep_the_defaults_the_raw_reads_wrote() -> None:
+    """An unstated key reads as the raw reads' `or` default did: BM25 negatives "own", one device, the
+    measured lengths (144-token passages, 32-token queries), no cap on the training queries."""
+    bare = MethodSpec("x", "tiny", Path("x.yaml"), {"finetune": {"retriever1": {"max_p_len": 64}}})
+    data, ft = DataSettings.from_spec(bare), FinetuneSettings.from_spec(bare)
+    assert (data.bm25_negatives, data.mirror, data.msmarco_passages) == ("own", None, None)
+    assert HardwareSettings.from_spec(bare).devices == 1
+    assert ModelSettings.from_spec(bare).init == "scratch"
+    # the finetune block's own lengths, not a stage's override
+    assert (ft.max_p_len, ft.max_q_len) == (MEASURED_LENGTH, MEASURED_QUERY_LENGTH)
+    assert (ft.train_queries, ft.max_train_queries, ft.evaluate_start) == (None, None, False)
+    stated = MethodSpec("x", "tiny", Path("x.yaml"), {"finetune": {"max_train_queries": 4}, "hardware": {"devices": 8}})
+    assert FinetuneSettings.from_spec(stated).max_train_queries == 4
+    assert HardwareSettings.from_spec(stated).devices == 8

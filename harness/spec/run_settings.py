@@ -27,11 +27,26 @@ class DataSettings(BlockSettings):
 
     block = ("data",)
 
-    mirror: str | None = setting("folder or URL serving the upstream data files (docs/data.md)", None, TEXT)
-    # checked against harness.data.setting.PASSAGE_VARIANTS where the run applies it (a layer above)
-    msmarco_passages: str | None = setting("plain or titled MS MARCO passages (unset: plain)", None, TEXT)
+    mirror: str | None = setting(
+        "a folder (relative to the project) or URL serving the upstream data files under their own "
+        "names, instead of the publishers (sets HARNESS_DATA_MIRROR for the run; docs/data.md)",
+        None,
+        TEXT,
+    )
+    # unset: plain; checked against harness.data.setting.PASSAGE_VARIANTS where a run applies it (a layer above)
+    msmarco_passages: str | None = setting(
+        "plain (collection.tsv) or titled (RocketQA's para.title.txt joined to it, as "
+        "Tevatron's coCondenser/CoT-MAE fine-tuning and evaluation read MS MARCO)",
+        None,
+        TEXT,
+    )
+    # one of harness.spec.schema.BM25_NEGATIVE_SOURCES (harness.spec.checks.check_bm25_negatives)
     bm25_negatives: str = setting(
-        "where retriever 1's BM25 negatives come from (harness.spec.schema.BM25_NEGATIVE_SOURCES)", "own", TEXT
+        "where retriever 1's BM25 negatives come from: own (BM25 here over the training "
+        "queries), msmarco-triples (the official qidpidtriples, coCondenser's / Tevatron's "
+        "recipe) or tevatron (Tevatron's published training set)",
+        "own",
+        TEXT,
     )
 
 
