@@ -344,16 +344,17 @@ def reranker_stage(ctx: RunContext, encoder_dir: Path, bm25_train: Path) -> Teac
     max_length = min(settings.max_length, encoder_max_positions(ctx, encoder_dir))  # longer: no position embedding
     train = {**settings.key(), "max_length": max_length}
     depth = StageSettings.from_spec(ctx.spec, "retriever1").negative_depth
+    most = FinetuneSettings.from_spec(ctx.spec).max_train_queries
     config = {
         "reranker": TINY_RERANKER,
         "train": train,
         "negative_depth": depth,
-        "max_train_queries": FinetuneSettings.from_spec(ctx.spec).max_train_queries,
+        "max_train_queries": most,
         "train_queries": f"{name}-{split}",
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
+        queries, qrels = train_queries(bench, split, most)
         examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(bm25_train), qrels, depth)])
         train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
         stats = train_cross_encoder(
@@ -543,12 +544,13 @@ def search_stage(
     rcfg = RetrievalSettings.from_spec(ctx.spec)
     max_terms = rcfg.max_query_terms
     config = {**rcfg.key("impact_search"), "depth": depth, "split": split}
+    most = FinetuneSettings.from_spec(ctx.spec).max_train_queries
     if train_only:
-        config["max_train_queries"] = FinetuneSettings.from_spec(ctx.spec).max_train_queries
+        config["max_train_queries"] = most
 
     def build(work: Path) -> dict[str, Any]:
         if train_only:
-            queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
+            queries, qrels = train_queries(bench, split, most)
             queries = {q: queries[q] for q in sorted(qrels) if q in queries}
         else:
             queries = bench.queries(split)
