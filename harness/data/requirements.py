@@ -17,7 +17,7 @@ def train_split(spec: Any) -> tuple[str, str]:
     """(benchmark, split) of ``finetune.train_queries``: ``<benchmark>-<split>`` (nfcorpus-train; the
     benchmark's name may have dashes itself: msmarco-passage-train), or a benchmark (its train split)."""
 
-    return benchmark_split(str(spec.get("finetune.train_queries")))
+    return benchmark_split(str(spec.finetune_block().train_queries))
 
 
 def required_sources(spec: Any, datasets: list[str]) -> list[str]:
@@ -25,13 +25,14 @@ def required_sources(spec: Any, datasets: list[str]) -> list[str]:
     order its stages first read them: pre-training corpus, training data and negatives, benchmarks."""
 
     keys: list[str] = []
-    sources = spec.get("corpus.source") if spec.get("pretrain.objective") not in (None, "none") else None
+    # the spec is a harness.spec.method.MethodSpec, read through its typed blocks (a layer above this one)
+    sources = spec.corpus_block().source if spec.pretrains() else None
     for name in sources if isinstance(sources, list) else [sources] if sources else []:
         if name in PRETRAIN_CORPORA:
             keys += get_benchmark(name).sources()
-    if spec.get("finetune.train_queries"):
+    if spec.finetune_block().train_queries:
         keys += get_benchmark(train_split(spec)[0]).sources()
-        negatives = spec.get("data.bm25_negatives") or "own"
+        negatives = spec.data_block().bm25_negatives
         if negatives in NEGATIVE_SOURCES:
             keys.append(NEGATIVE_SOURCES[negatives])
     for name in datasets:

@@ -65,12 +65,13 @@ def _env(name: str, value: str | None) -> Iterator[None]:
 @contextmanager
 def data_setting(spec: Any) -> Iterator[None]:
     """Apply the spec's ``data:`` block inside the ``with`` block."""
-    mirror = spec.get("data.mirror")
+    data = spec.data_block()  # harness.spec.run_settings.DataSettings (a layer above this one)
+    mirror = data.mirror
     resolved = resolve_mirror(str(mirror)) if mirror else None
     before = os.environ.get(MIRROR_ENV)
     if resolved and before and before != resolved:
         print(f"  data: {spec.profile} reads its files from {mirror} (its data.mirror), not {MIRROR_ENV}={before}")
-    passages = spec.get("data.msmarco_passages")
+    passages = data.msmarco_passages
     if passages is not None and passages not in PASSAGE_VARIANTS:
         raise HarnessError(
             f"{spec.path}: data.msmarco_passages {passages!r} is not one of {', '.join(PASSAGE_VARIANTS)}"

@@ -14,6 +14,7 @@ from harness.data.formats import stream_trec_run, write_trec_run
 from harness.data.negatives import NEGATIVE_SOURCES, read_published_negatives
 from harness.retrieval import bm25
 from harness.spec.block_settings import RetrievalSettings
+from harness.spec.run_settings import DataSettings
 from harness.stages import registry
 from harness.stages.graph import LEXICAL
 
@@ -52,7 +53,7 @@ def bm25_negatives_run(ctx: RunContext, dataset: str, split: str, depth: int) ->
     """The training queries' BM25 negatives as a TREC run (rank order = the source's order): the
     harness's own BM25 (``data.bm25_negatives: own``, the default) or a published set."""
 
-    source = ctx.spec.get("data.bm25_negatives") or "own"
+    source = DataSettings.from_spec(ctx.spec).bm25_negatives
     if source == "own":
         return bm25_run(ctx, dataset, split, depth)
     bench = get_benchmark(dataset)

@@ -26,7 +26,8 @@ from harness.pipelines.bm25 import bm25_negatives_run
 from harness.pipelines.context import input_key
 from harness.pipelines.forums import retrieve_parts
 from harness.pipelines.pretrain import ARCH_KEYS, run_pretrain, tokenizer_stage
-from harness.spec.stage_settings import StageSettings, finetune_settings
+from harness.spec.run_settings import FinetuneSettings
+from harness.spec.stage_settings import StageSettings, finetune_settings, pretrains
 from harness.stages.graph import PRETRAINING
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def check_train_queries(ctx: RunContext) -> None:
     bench = get_benchmark(name)  # an unknown name is an error, in a dry-run too
     if not bench.has_split(split):
         message = (
-            f"finetune.train_queries {ctx.spec.get('finetune.train_queries')}: the catalog has no '{split}' "
+            f"finetune.train_queries {FinetuneSettings.from_spec(ctx.spec).train_queries}: the catalog has no '{split}' "
             f"queries of '{name}' (its splits: {', '.join(bench.splits()) or 'none'}); fine-tuning reads "
             "its training queries and qrels from them"
         )
@@ -145,14 +146,14 @@ def training_key(ctx: RunContext, stage: str, settings: StageSettings) -> dict[s
     name, split = train_split(ctx.spec)
     return {
         **settings.key(),
-        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "max_train_queries": FinetuneSettings.from_spec(ctx.spec).max_train_queries,
         "train_queries": f"{name}-{split}",
     }
 
 
 def encoder_stage(ctx: RunContext) -> Path:
     """The starting encoder: pre-trained by the spec's objective, or the untouched init (control)."""
-    if ctx.spec.get("pretrain.objective") not in (None, "none"):
+    if pretrains(ctx.spec):
         return run_pretrain(ctx)
     return random_init_stage(ctx)
 

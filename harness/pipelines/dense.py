@@ -33,6 +33,7 @@ from harness.pipelines.context import input_key
 from harness.retrieval.corpus_vectors import corpus_embeddings, vectors_tag
 from harness.retrieval.encoder import default_batch_size, gather_embeddings, load_encoder, pick_device
 from harness.retrieval.rank_search import local_shard
+from harness.spec.run_settings import FinetuneSettings
 from harness.spec.stage_settings import StageSettings, precision_source
 from harness.stages import registry
 from harness.stages.checkpoints import model_fingerprint
@@ -217,7 +218,7 @@ def run_dense(ctx: RunContext, datasets: list[str]) -> Runs:
         # `finetune.evaluate_start`: also score the encoder fine-tuning starts from (zero-shot, encoded
         # exactly as the retrievers are), so a run shows what fine-tuning added (the control's check
         # that fine-tuning works).
-        return {"start": encoder} if ctx.spec.get("finetune.evaluate_start") else {}
+        return {"start": encoder} if FinetuneSettings.from_spec(ctx.spec).evaluate_start else {}
 
     def search(label: str, model: Path, dataset: str) -> Path:
         encoding = start_encoding(ctx.spec) if label == "start" else None

@@ -79,6 +79,7 @@ from harness.retrieval.impact import (
 from harness.retrieval.impact_shards import encode_impacts
 from harness.spec.block_settings import LUCENE_MAX_CLAUSES, RetrievalSettings
 from harness.spec.conditions import PAPER_RERANKER
+from harness.spec.run_settings import FinetuneSettings
 from harness.spec.stage_settings import (
     BI_ENCODER_TEACHER,
     CONFIGURED_RERANKER,
@@ -204,7 +205,7 @@ def splade_train_stage(
             teacher = json.loads((teacher_dir / "scores.json").read_text(encoding="utf-8"))
             examples = [tuple(g) for g in groups]
         else:
-            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+            queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
             examples = grouped_examples(
                 queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth) for p in pools]
             )
@@ -344,16 +345,17 @@ def reranker_stage(ctx: RunContext, encoder_dir: Path, bm25_train: Path) -> Teac
     max_length = min(settings.max_length, encoder_max_positions(ctx, encoder_dir))  # longer: no position embedding
     train = {**settings.key(), "max_length": max_length}
     depth = StageSettings.from_spec(ctx.spec, "retriever1").negative_depth
+    most = FinetuneSettings.from_spec(ctx.spec).max_train_queries
     config = {
         "reranker": TINY_RERANKER,
         "train": train,
         "negative_depth": depth,
-        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "max_train_queries": most,
         "train_queries": f"{name}-{split}",
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+        queries, qrels = train_queries(bench, split, most)
         examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(bm25_train), qrels, depth)])
         train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
         stats = train_cross_encoder(
@@ -387,7 +389,6 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
     pairs into its own file, and rank 0 merges them in the groups' order into the ``scores.json`` one process
     writes, the same floats whatever the number of processes (harness.finetune.teacher_shards). A killed
     build resumes with the chunks already scored; the entry states the processes that ran it."""
-    from harness.finetune.reranker import bi_encoder_scorer, cross_encoder_scorer
     from harness.training import distributed as D
 
     stage = StageSettings.from_spec(ctx.spec, "retriever3")
@@ -395,32 +396,20 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
     bench = get_benchmark(name)
     r3 = RerankerSettings.from_spec(ctx.spec)
     positives, negatives = r3.scored(stage)
+    most = FinetuneSettings.from_spec(ctx.spec).max_train_queries
     config = {
         **r3.key("teacher_scores"),
         "negative_depth": stage.negative_depth,
         "positives": positives,
         "negatives": negatives,
-        "max_train_queries": ctx.spec.get("finetune.max_train_queries"),
+        "max_train_queries": most,
         "train_queries": f"{name}-{split}",
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+        queries, qrels = train_queries(bench, split, most)
         pool = negative_pool(iter_trec_run(mined), qrels, config["negative_depth"])
-        groups = []
-        for qid, query, pos, negs in grouped_examples(queries, qrels, [pool]):
-            # Seeded samples: what training would draw over its epochs, so the teacher scores no unused pair.
-            pos = (
-                sorted(pos)
-                if len(pos) <= config["positives"]
-                else sample_group(pos, config["positives"], SEED, f"teacher-pos/{qid}")
-            )
-            negs = (
-                negs
-                if len(negs) <= config["negatives"]
-                else sample_group(negs, config["negatives"], SEED, f"teacher-neg/{qid}")
-            )
-            groups.append((qid, query, pos, negs))
+        groups = teacher_groups(grouped_examples(queries, qrels, [pool]), config["positives"], config["negatives"])
         if not groups:
             raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
         rank, world = ranks.rank(), ranks.world_size()
@@ -430,36 +419,15 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
         def chunks() -> Iterator[list[tuple[str, str]]]:  # the keys of the pairs, chunked as the groups decide
             return iter_key_chunks(((qid, [*pos, *negs]) for qid, _, pos, negs in groups), teacher_pairs.PAIR_CHUNK)
 
-        def make_scorer() -> Callable[[list[tuple[str, str]]], Sequence[float]]:
-            if teacher.kind == "bi-encoder":
-                return bi_encoder_scorer(
-                    teacher.path, queries, bench.corpus(), scale=teacher.scale, passage_max_length=teacher.max_length
-                )
-            return cross_encoder_scorer(teacher.path, queries, bench.corpus())
-
-        shard = score_shard(make_scorer, chunks(), work, rank, world)
+        shard = score_shard(lambda: teacher_scorer(teacher, queries, bench), chunks(), work, rank, world)
         if shard["resumed"]:
             print(f"  teacher (rank {rank}): {shard['resumed']} of its {shard['chunks']} chunks already scored")
         if world > 1:
             D.control_barrier()  # every rank's chunks are scored: rank 0 merges them
             if rank != 0:
                 return {}
-        # How often the teacher puts a positive above a negative: near 0.5 means it is at chance. Counted
-        # per query as the scores are written (one query's held), in the groups' order.
-        wins = total = 0
-        group_of = iter(groups)
-
-        def counted(per_query: Iterable[tuple[str, dict[str, float]]]) -> Iterator[tuple[str, dict[str, float]]]:
-            nonlocal wins, total
-            for qid, s in per_query:
-                _, _, pos, negs = next(g for g in group_of if g[0] == qid)
-                wins += sum((s[p] > s[n]) + 0.5 * (s[p] == s[n]) for p in pos for n in negs)
-                total += len(pos) * len(negs)
-                yield qid, s
-
-        pairs = write_scores_json(counted(merged_scores(chunks(), work, world)), work / "scores.json")
+        pairs, accuracy = write_counted_scores(groups, merged_scores(chunks(), work, world), work / "scores.json")
         remove_shards(work)
-        accuracy = wins / total if total else math.nan
         on = f" on {world} processes" if world > 1 else ""
         print(f"  teacher: {pairs} pairs scored{on} for {len(groups)} queries; positive above negative {accuracy:.3f}")
         return {
@@ -471,6 +439,53 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
 
     inputs = {"reranker": teacher.key, "mined": input_key(mined), **bench.files()}
     return ctx.cached_stage("teacher_scores", None, config, inputs, build).dir
+
+
+Group = tuple[str, str, list[str], list[str]]  # (query id, query, positive ids, negative ids)
+
+
+def teacher_groups(examples: Iterable[Group], positives: int, negatives: int) -> list[Group]:
+    """Each training query's group with at most ``positives`` positives and ``negatives`` negatives: seeded
+    samples of what training would draw over its epochs, so the teacher scores no unused pair."""
+    groups = []
+    for qid, query, pos, negs in examples:
+        pos = sorted(pos) if len(pos) <= positives else sample_group(pos, positives, SEED, f"teacher-pos/{qid}")
+        negs = negs if len(negs) <= negatives else sample_group(negs, negatives, SEED, f"teacher-neg/{qid}")
+        groups.append((qid, query, pos, negs))
+    return groups
+
+
+def teacher_scorer(
+    teacher: Teacher, queries: dict[str, str], bench: Any
+) -> Callable[[list[tuple[str, str]]], Sequence[float]]:
+    """What scores (query id, passage id) pairs: the bi-encoder teacher's scaled cosine, else the cross-encoder's."""
+    from harness.finetune.reranker import bi_encoder_scorer, cross_encoder_scorer
+
+    if teacher.kind == "bi-encoder":
+        return bi_encoder_scorer(
+            teacher.path, queries, bench.corpus(), scale=teacher.scale, passage_max_length=teacher.max_length
+        )
+    return cross_encoder_scorer(teacher.path, queries, bench.corpus())
+
+
+def write_counted_scores(
+    groups: list[Group], per_query: Iterable[tuple[str, dict[str, float]]], path: Path
+) -> tuple[int, float]:
+    """Write the merged scores to ``path`` (one query's held at a time, in the groups' order) and return
+    (pairs written, how often the teacher puts a positive above a negative: near 0.5 means chance)."""
+    wins = total = 0
+    group_of = iter(groups)
+
+    def counted() -> Iterator[tuple[str, dict[str, float]]]:
+        nonlocal wins, total
+        for qid, s in per_query:
+            _, _, pos, negs = next(g for g in group_of if g[0] == qid)
+            wins += sum((s[p] > s[n]) + 0.5 * (s[p] == s[n]) for p in pos for n in negs)
+            total += len(pos) * len(negs)
+            yield qid, s
+
+    pairs = write_scores_json(counted(), path)
+    return pairs, wins / total if total else math.nan
 
 
 # --- impact index and search --------------------------------------------------------------------
@@ -530,12 +545,13 @@ def search_stage(
     rcfg = RetrievalSettings.from_spec(ctx.spec)
     max_terms = rcfg.max_query_terms
     config = {**rcfg.key("impact_search"), "depth": depth, "split": split}
+    most = FinetuneSettings.from_spec(ctx.spec).max_train_queries
     if train_only:
-        config["max_train_queries"] = ctx.spec.get("finetune.max_train_queries")
+        config["max_train_queries"] = most
 
     def build(work: Path) -> dict[str, Any]:
         if train_only:
-            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+            queries, qrels = train_queries(bench, split, most)
             queries = {q: queries[q] for q in sorted(qrels) if q in queries}
         else:
             queries = bench.queries(split)

@@ -402,6 +402,6 @@ def run_pretrain(ctx: RunContext) -> Path:
     tokenizer_dir = tokenizer_stage(ctx)
     passages_file = passages_stage(ctx, tokenizer_dir)
     queries_file = None
-    if ctx.spec.get("pretrain.context") in ("qc", "mixed"):
+    if PretrainSettings.as_stated(ctx.spec).context in ("qc", "mixed"):
         queries_file = qgen_stage(ctx, passages_file, tokenizer_dir)
     return pretrain_stage(ctx, tokenizer_dir, passages_file, queries_file)

@@ -48,6 +48,7 @@ from harness.retrieval.dense import chunk_rows as search_chunk_rows
 from harness.retrieval.java import lucene_heap
 from harness.run.model_shape import shape_of
 from harness.run.projection import CORPUS_PASSAGES, MSMARCO_PASSAGES, corpus_size, format_hours
+from harness.spec.block_settings import CorpusSettings
 from harness.stages.graph import STAGES
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
@@ -207,13 +208,14 @@ def stage_passages(spec: Any, entry: dict[str, Any]) -> int | None:
     rehearsal's sample: its size bound)."""
     stage, dataset = entry["stage"], str(entry.get("dataset") or "")
     if stage in ("passages", "pretrain"):
-        source = spec.get("corpus.source")
+        corpus = CorpusSettings.from_spec(spec)
+        source = corpus.source
         names = source if isinstance(source, list) else [source] if source else []
         sizes = [CORPUS_PASSAGES.get(str(n)) or corpus_size(str(n)) for n in names]
         if not sizes or None in sizes:
             return None
         total = sum(s for s in sizes if s)
-        cap = spec.get("corpus.max_passages")
+        cap = corpus.max_passages
         return min(total, int(cap)) if cap else total
     if stage in ("bm25_negatives", "teacher_scores"):
         return MSMARCO_PASSAGES

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
+from harness.spec.run_settings import FinetuneSettings
+from harness.spec.stage_settings import PretrainSettings
 from harness.stages.checkpoints import resolve_checkpoint
 
 # The lengths of the measured steps (bench/paper_shape_smoke.py): 144-token inputs, 32-token queries,
@@ -137,14 +139,15 @@ def flop_ratio(spec: Any, kind: str) -> float:
         return (_encode(shape, q_len) + n * _encode(shape, p_len)) / (
             _encode(BERT_BASE, MEASURED_QUERY_LENGTH) + n * _encode(BERT_BASE, MEASURED_LENGTH)
         )
-    head_layers = int((spec.get("pretrain.objective_params") or {}).get("n_head_layers") or 0)
-    length = int(spec.get("pretrain.max_length") or MEASURED_LENGTH)
-    return _pretrain(shape, length, head_layers) / _pretrain(BERT_BASE, MEASURED_LENGTH, head_layers)
+    pre = PretrainSettings.as_stated(spec)
+    head_layers = int((pre.objective_params or {}).get("n_head_layers") or 0)
+    return _pretrain(shape, pre.max_length, head_layers) / _pretrain(BERT_BASE, MEASURED_LENGTH, head_layers)
 
 
 def _passage_length(spec: Any) -> int:
-    return int(spec.get("finetune.max_p_len") or MEASURED_LENGTH)
+    """The finetune block's passage length (every stage's unless its own block sets one)."""
+    return FinetuneSettings.from_spec(spec).max_p_len
 
 
 def _query_length(spec: Any) -> int:
-    return int(spec.get("finetune.max_q_len") or MEASURED_QUERY_LENGTH)
+    return FinetuneSettings.from_spec(spec).max_q_len

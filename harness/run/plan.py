@@ -35,6 +35,7 @@ from harness.spec.block_settings import (
 )
 from harness.spec.conditions import run_conditions
 from harness.spec.method import MethodSpec
+from harness.spec.run_settings import ModelSettings
 from harness.spec.stage_settings import (
     BI_ENCODER_TEACHER,
     CONFIGURED_RERANKER,
@@ -294,7 +295,7 @@ def pretrain_details(spec: MethodSpec, entry: dict[str, Any], hw: Hardware) -> l
     n = planned_world_size(hw, spec.get("hardware"))
     lines = [
         f"objective {pre.objective} ({pre.context} context), params {pre.objective_params or {}}",
-        f"init {spec.get('model.init')}, steps {pre.steps or f'{pre.epochs} epochs'}, "
+        f"init {ModelSettings.from_spec(spec).init}, steps {pre.steps or f'{pre.epochs} epochs'}, "
         f"lr {pre.lr}, warm-up {pre.warmup_ratio}, max length {pre.max_length}",
     ]
     declared_n = int((spec.get("hardware") or {}).get("devices", 1))

@@ -62,9 +62,10 @@ from harness.data.sampled import base_name
 from harness.pretrain.objectives import objective_class
 from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops
 from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
-from harness.spec.block_settings import QgenSettings
+from harness.spec.block_settings import CorpusSettings, QgenSettings
 from harness.spec.method import load_method, pretraining_methods
-from harness.spec.stage_settings import RerankerSettings, StageSettings
+from harness.spec.run_settings import FinetuneSettings, HardwareSettings
+from harness.spec.stage_settings import PretrainSettings, RerankerSettings, StageSettings, pretrains
 from harness.stages import registry
 from harness.stages.graph import ALL_RANKS, NOT_PROJECTED, STAGES
 
@@ -200,19 +201,19 @@ def _label(entry: dict[str, Any]) -> str:
 def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The measured row of the objective the spec pre-trains with (the QC variants share their family's);
     an objective not measured yet is not projected."""
-    objective = str(spec.get("pretrain.objective"))
-    objective = objective if objective in measured() else None
-    sequences = int(spec.get("pretrain.steps") or 0) * int(spec.get("pretrain.global_batch") or 0)
+    pre = PretrainSettings.as_stated(spec)  # priced at its stated precision: `auto` runs fp32 on a GPU profile
+    objective = pre.objective if pre.objective in measured() else None
+    sequences = (pre.steps or 0) * pre.global_batch
     note = ""
-    if not sequences and spec.get("pretrain.epochs"):  # epochs over the corpus's passages
-        source = spec.get("corpus.source")
-        size = spec.get("corpus.max_passages") or PRETRAIN_PASSAGES.get(str(source))
-        sequences = int(spec.get("pretrain.epochs")) * (size or 0)
-        note = f"{spec.get('pretrain.epochs')} epochs over {size:,} passages" if size else "corpus size unknown"
+    if not sequences and pre.epochs:  # epochs over the corpus's passages
+        corpus = CorpusSettings.from_spec(spec)
+        size = corpus.max_passages or PRETRAIN_PASSAGES.get(str(corpus.source))
+        sequences = int(pre.epochs) * (size or 0)
+        note = f"{pre.epochs} epochs over {size:,} passages" if size else "corpus size unknown"
     factor = grad_cache_factor(spec)
-    batch = int(spec.get("pretrain.per_device_batch") or 0)
+    batch = pre.per_device_batch
     if factor != 1.0:
-        chunk = spec.get("pretrain.grad_cache_chunk")
+        chunk = pre.grad_cache_chunk
         batch = min(batch, int(chunk)) if chunk else batch  # one chunk's activations are held at a time
         note = "; ".join(
             filter(None, [note, f"gradient caching: one extra forward per step (x4/3), memory of chunks of {batch}"])
@@ -224,7 +225,7 @@ def pretrain_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
         objective or "",
         batch,
         note,
-        precision=priced_precision(str(spec.get("pretrain.precision") or FP32)),
+        precision=priced_precision(pre.precision),
     )
 
 
@@ -239,15 +240,15 @@ def grad_cache_factor(spec: Any, devices: int | None = None) -> float:
     (default: its declared devices), else 1."""
     from harness.pretrain.trainer import plan_batches
 
-    objective = spec.get("pretrain.objective")
     try:
-        cls = objective_class(str(objective))
+        pre = PretrainSettings.as_stated(spec)
+        cls = objective_class(pre.objective)
         plan = plan_batches(
-            int(spec.get("pretrain.global_batch")),
-            int(spec.get("pretrain.per_device_batch")),
-            devices or int(spec.get("hardware.devices") or 1),
+            pre.global_batch,
+            pre.per_device_batch,
+            devices or HardwareSettings.from_spec(spec).devices,
             cls.supports_accumulation,
-            spec.get("pretrain.grad_cache_chunk"),
+            pre.grad_cache_chunk,
             cls.gathers_across_ranks,
         )
     except Exception:  # noqa: BLE001 - no objective or an impossible layout: the plan's batch lines say so
@@ -260,16 +261,15 @@ def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """A retriever's fine-tuning: the measured step of 64 queries x 16 passages, scaled by its passages."""
 
     s = StageSettings.from_spec(spec, entry["stage"])
-    queries = spec.get("finetune.max_train_queries") or (
-        MSMARCO_TRAIN_QUERIES if str(spec.get("finetune.train_queries")).startswith("msmarco") else None
-    )
+    ft = FinetuneSettings.from_spec(spec)
+    queries = ft.max_train_queries or (MSMARCO_TRAIN_QUERIES if str(ft.train_queries).startswith("msmarco") else None)
     if queries is None:
         return Cost(_label(entry), None, "finetune", note="training queries not counted")
     steps = s.epochs * math.ceil(queries / s.global_queries)
     tflop = (
         steps * s.global_queries * s.passages_per_query * _per_sequence("finetune") * flop_ratio(spec, "finetune") / 16
     )
-    devices = int(spec.get("hardware.devices") or 1)
+    devices = HardwareSettings.from_spec(spec).devices
     per_device = max(1, s.global_queries // devices) * s.passages_per_query / 16  # measured: queries of 16
     precision = priced_precision(s.precision)
     note = f"{s.precision}" + (" (TF32 where the card has it)" if precision == FP32 else "")
@@ -287,7 +287,7 @@ def search_queries(spec: Any, dataset: str) -> int | None:
     """The queries a search scores: the training queries for mining (``.../mine``), else the benchmark's
     judged queries as declared (harness/core/benchmarks.yaml); None where neither is known."""
     if dataset.rsplit("/", 1)[-1].startswith("mine"):
-        return int(spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES)
+        return FinetuneSettings.from_spec(spec).max_train_queries or MSMARCO_TRAIN_QUERIES
     decl = declared.find(base_name(dataset.split("/")[0]))
     return decl.queries if decl else None
 
@@ -342,11 +342,12 @@ def qgen_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     q = QgenSettings.from_spec(spec)
     if q.model == "term-sampler":
         return Cost(_label(entry), 0.0, "encode", note="term sampler: word counts, no model")
-    size = spec.get("corpus.max_passages") or CORPUS_PASSAGES.get(str(spec.get("corpus.source")))
+    corpus = CorpusSettings.from_spec(spec)
+    size = corpus.max_passages or CORPUS_PASSAGES.get(str(corpus.source))
     if not size:
         return Cost(_label(entry), None, "encode", note="corpus size unknown")
     shape, name = (TINY_T5, "tiny T5") if q.model == "tiny-t5" else (T5_BASE, "t5-base")
-    length = int(spec.get("pretrain.max_length") or 144)
+    length = PretrainSettings.as_stated(spec).max_length
     per_passage = generation_flops(shape, length, q.num_queries, q.max_new_tokens)
     note = f"{name}: {int(size):,} passages of {length} tokens, {q.num_queries} x {q.max_new_tokens} tokens generated (cap)"
     return Cost(_label(entry), int(size) * per_passage / 1e12, "encode", note=note)
@@ -359,7 +360,7 @@ def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> 
     stage = StageSettings.from_spec(spec, "retriever3")
     positives, negatives = RerankerSettings.from_spec(spec).scored(stage)  # what the stage scores per query
     pairs = positives + min(negatives, stage.negative_depth)
-    queries = spec.get("finetune.max_train_queries") or MSMARCO_TRAIN_QUERIES
+    queries = FinetuneSettings.from_spec(spec).max_train_queries or MSMARCO_TRAIN_QUERIES
     return Cost(
         _label(entry),
         queries * pairs * _per_sequence("encode"),
@@ -391,14 +392,14 @@ def _stated_pretraining(method: str) -> tuple[str, float, float] | None:
     """(GPU type, stated hours, implied fraction of the H100-measured utilisation) of a paper spec that
     states its pre-training hours on a known GPU type; None otherwise."""
     spec = load_method(method, "paper")
-    hw = spec.get("hardware") or {}
-    gpu, hours = _gpu_type(hw.get("gpu")), hw.get("hours")
-    objective = str(spec.get("pretrain.objective"))
-    steps, batch = spec.get("pretrain.steps"), spec.get("pretrain.global_batch")
+    hw = HardwareSettings.from_spec(spec)
+    gpu, hours = _gpu_type(hw.gpu), hw.hours
+    pre = PretrainSettings.as_stated(spec)
+    objective, steps, batch = pre.objective, pre.steps, pre.global_batch
     if not (gpu and hours and steps and batch) or objective not in measured():
         return None
     tflop = int(steps) * int(batch) * _per_sequence(objective) * flop_ratio(spec, objective) * grad_cache_factor(spec)
-    implied = tflop / (float(hours) * 3600 * int(hw.get("devices") or 1) * GPU_PEAK[gpu])
+    implied = tflop / (float(hours) * 3600 * hw.devices * GPU_PEAK[gpu])
     return gpu, float(hours), implied / _utilisation(objective)
 
 
@@ -444,33 +445,68 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
-    """The projection's lines for the plan."""
-    costs = stage_costs(spec, entries)
-    if not costs:
-        return []
-    measured_shape = is_bert_base(shape_of(spec))  # the memory measurement is not scaled to another shape
-    declared = spec.get("hardware") or {}
-    devices = int(declared.get("devices") or 1)
-    gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
+@dataclass(frozen=True)
+class Columns:
+    """The two hardware columns of :func:`describe`: the spec's declared hardware (its GPU's peak and
+    calibration, None without a known GPU) and the hardware present (its GPU's, or the CPU's rate)."""
+
+    devices: int
+    gpu: str | None
+    peak: float | None
+    scale: float
+    scale_why: str
+    here_name: str
+    here_peak: float | None
+    here_scale: float
+    here_devices: int
+    cpu: float  # TFLOP/s of the CPU present at its assumed utilisation; 0 where a GPU is present
+
+    def declared_time(self, cost: Cost) -> tuple[float | None, float, float]:
+        """(wall seconds, GPU-hours, idle GPU-hours) on the declared hardware; (None, 0, 0) without a known GPU."""
+        if not self.peak:
+            return None, 0.0, 0.0
+        return stage_time(cost, self.devices, _rate(cost, _gpu_type(self.gpu), self.scale))
+
+    def here_time(self, cost: Cost) -> float:
+        """Wall seconds on the hardware present."""
+        if self.here_peak:
+            return stage_time(cost, self.here_devices, _rate(cost, _gpu_type(self.here_name), self.here_scale))[0]
+        return (cost.tflop or 0.0) / self.cpu
+
+
+def columns(spec: Any, hw: Any) -> Columns:
+    """The declared hardware of ``spec`` and the hardware ``hw`` present, as :func:`describe` prices them."""
+    stated = HardwareSettings.from_spec(spec)
+    gpu = stated.gpu if stated.device_type == "cuda" else None
     peak = _gpu_peak(gpu)
     scale, scale_why = calibration(_gpu_type(gpu), spec.name) if peak else (1.0, "")
     here_name = hw.names[0] if hw.names else ""
-    here_gpu = _gpu_peak(here_name) if hw.device_type == "cuda" else None
-    here_scale = calibration(_gpu_type(here_name), spec.name)[0] if here_gpu else 1.0
-    here_devices = planned_world_size(hw, declared) if here_gpu else 1  # the processes the run will start
-    cpu = 0.0 if here_gpu else cpu_tflops() * CPU_UTILISATION
-    here = "here" + (f" ({hw.describe()})" if here_gpu else f" (CPU, {cpu:.2f} TFLOP/s)")
-    decl = f"{devices} x {gpu}" if gpu else "declared"
+    here_peak = _gpu_peak(here_name) if hw.device_type == "cuda" else None
+    return Columns(
+        devices=stated.devices,
+        gpu=gpu,
+        peak=peak,
+        scale=scale,
+        scale_why=scale_why,
+        here_name=here_name,
+        here_peak=here_peak,
+        here_scale=calibration(_gpu_type(here_name), spec.name)[0] if here_peak else 1.0,
+        # the processes the run will start
+        here_devices=planned_world_size(hw, spec.get("hardware") or {}) if here_peak else 1,
+        cpu=0.0 if here_peak else cpu_tflops() * CPU_UTILISATION,
+    )
+
+
+def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
+    """The projection's lines for the plan: a header, one row per projected stage, the totals, then
+    which stages leave GPUs idle, the paper's stated hours and the assumptions."""
+    costs = stage_costs(spec, entries)
+    if not costs:
+        return []
+    cols = columns(spec, hw)
     width = max(44, *(len(c.stage) for c in costs))
-    lines = [
-        f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
-        f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model; GPU-h: the "
-        f"{decl} the run holds during the stage, idle: those a rank-0-only stage leaves waiting):",
-        f"    model: {shape_line(spec)}",
-        f"    {'stage':<{width}} {'PFLOP':>9}  {decl:>16}  {'GPU-h':>8}  {'idle GPU-h':>10}  {here:>30}  "
-        f"{'peak GiB/device':>15}",
-    ]
+    lines = _header(spec, hw, cols, width)
+    measured_shape = is_bert_base(shape_of(spec))  # the memory measurement is not scaled to another shape
     total_decl = total_here = total_gpu = total_idle = 0.0
     for c in costs:
         if c.tflop is None:
@@ -478,50 +514,83 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
                 f"    {c.stage:<{width}} {'-':>9}  {'-':>16}  {'-':>8}  {'-':>10}  {'-':>30}  {'-':>15}  {c.note}"
             )
             continue
-        t_decl, gpu_h, idle_h = stage_time(c, devices, _rate(c, _gpu_type(gpu), scale)) if peak else (None, 0.0, 0.0)
-        t_here = (
-            stage_time(c, here_devices, _rate(c, _gpu_type(here_name), here_scale))[0] if here_gpu else c.tflop / cpu
-        )
-        if c.kind == SEARCH_KIND:  # the shard of vectors each device keeps
-            mem = c.resident_gib / (devices if peak else 1)
-        else:
-            row = measured()[c.kind]
-            mem = row["peak_gib"] * c.batch / row["batch"] if c.batch and measured_shape else None
+        t_decl, gpu_h, idle_h = cols.declared_time(c)
+        t_here = cols.here_time(c)
         total_decl += t_decl or 0.0
         total_here += t_here
         total_gpu += gpu_h
         total_idle += idle_h
-        lines.append(
-            f"    {c.stage:<{width}} {c.tflop / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
-            f"{(_gpu_hours(gpu_h) if peak else '-'):>8}  {(_gpu_hours(idle_h) if peak else '-'):>10}  "
-            f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
-            + (f"  {c.note}" if c.note else "")
-            + ("" if c.parallel else "  (rank 0 alone)")
-        )
+        lines.append(_row(c, cols, width, (t_decl, gpu_h, idle_h, t_here), _peak_memory(c, cols, measured_shape)))
+    peak = cols.peak
     lines.append(
         f"    {'total of the projected stages':<{width}} {'':>9}  {(_hours(total_decl) if peak else '-'):>16}  "
         f"{(f'{total_gpu:,.1f}' if peak else '-'):>8}  {(f'{total_idle:,.1f}' if peak else '-'):>10}  "
         f"{_hours(total_here):>30}"
     )
+    return lines + _footer(spec, entries, costs, cols)
+
+
+def _header(spec: Any, hw: Any, cols: Columns, width: int) -> list[str]:
+    """What the columns are: the measurement, the model the FLOPs are scaled to, the column titles."""
+    here = "here" + (f" ({hw.describe()})" if cols.here_peak else f" (CPU, {cols.cpu:.2f} TFLOP/s)")
+    decl = f"{cols.devices} x {cols.gpu}" if cols.gpu else "declared"
+    return [
+        f"  projection (per stage; FLOPs counted by torch.utils.flop_counter on one step of each kind at "
+        f"bert-base shape, {MEASURED.relative_to(PROJECT_ROOT)}, scaled to the spec's model; GPU-h: the "
+        f"{decl} the run holds during the stage, idle: those a rank-0-only stage leaves waiting):",
+        f"    model: {shape_line(spec)}",
+        f"    {'stage':<{width}} {'PFLOP':>9}  {decl:>16}  {'GPU-h':>8}  {'idle GPU-h':>10}  {here:>30}  "
+        f"{'peak GiB/device':>15}",
+    ]
+
+
+def _peak_memory(cost: Cost, cols: Columns, measured_shape: bool) -> float | None:
+    """GiB per device: a search's shard of the vectors, else the measured peak scaled by the batch
+    (None at a shape other than the measured one)."""
+    if cost.kind == SEARCH_KIND:  # the shard of vectors each device keeps
+        return cost.resident_gib / (cols.devices if cols.peak else 1)
+    row = measured()[cost.kind]
+    return row["peak_gib"] * cost.batch / row["batch"] if cost.batch and measured_shape else None
+
+
+def _row(c: Cost, cols: Columns, width: int, times: tuple[float | None, float, float, float], mem: float | None) -> str:
+    """One projected stage's line: (declared wall seconds, GPU-hours, idle GPU-hours, wall seconds here)."""
+    t_decl, gpu_h, idle_h, t_here = times
+    peak = cols.peak
+    return (
+        f"    {c.stage:<{width}} {(c.tflop or 0.0) / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
+        f"{(_gpu_hours(gpu_h) if peak else '-'):>8}  {(_gpu_hours(idle_h) if peak else '-'):>10}  "
+        f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
+        + (f"  {c.note}" if c.note else "")
+        + ("" if c.parallel else "  (rank 0 alone)")
+    )
+
+
+def _footer(spec: Any, entries: list[dict[str, Any]], costs: list[Cost], cols: Columns) -> list[str]:
+    """The stages that leave GPUs idle, the paper's stated pre-training hours beside their projection,
+    and the assumptions."""
+    lines = []
     cpu_only, idle = unshared_stages(entries)
     if cpu_only:
         lines.append(f"    stages that use no GPU (rank 0; Lucene/BM25, files, scoring): {', '.join(cpu_only)}")
     if idle:
         lines.append(f"    stages rank 0 runs on one GPU while the others idle: {', '.join(idle)}")
     pre = next((c for c in costs if c.stage == "pretrain" and c.tflop), None)
-    if declared.get("hours") and pre and peak:
+    hours = HardwareSettings.from_spec(spec).hours
+    if hours and pre and pre.tflop and cols.peak:
+        projected = pre.tflop / (cols.devices * _rate(pre, _gpu_type(cols.gpu), cols.scale))
         lines.append(
-            f"    the paper states {declared['hours']} h of pre-training on {devices} x {gpu} (spec hardware; "
-            f"projected here: {_hours(pre.tflop / (devices * _rate(pre, _gpu_type(gpu), scale)))})"
+            f"    the paper states {hours} h of pre-training on {cols.devices} x {cols.gpu} (spec hardware; "
+            f"projected here: {_hours(projected)})"
         )
     lines.append(
         "    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
         "H100 (11-39%), an fp32 stage the same fraction of the fp32 peak (TF32 where the card has it)"
-        + (f"; {scale_why}" if scale_why else "")
+        + (f"; {cols.scale_why}" if cols.scale_why else "")
         + "; encoding at the H100's end-to-end rate (1/15 of the forward alone: tokenisation-bound); a "
         "search 2 x queries x passages x dim at the encoding forward's fraction of the fp16 peak, over every "
         "device's shard; gradient caching adds a forward; linear "
-        f"scaling over devices ({here_devices} here) for every-rank and sharded stages, one device for a "
+        f"scaling over devices ({cols.here_devices} here) for every-rank and sharded stages, one device for a "
         "rank-0 stage; the CPU at half its measured fp32 matmul rate; peak "
         "memory scaled from the H100 bf16 measurement by the per-device batch"
     )
@@ -533,7 +602,8 @@ def shape_line(spec: Any) -> str:
     shape = shape_of(spec)
     if is_bert_base(shape):
         return f"{shape.describe()}: the measured shape"
-    kinds = [str(spec.get("pretrain.objective"))] if str(spec.get("pretrain.objective")) in measured() else []
+    objective = PretrainSettings.as_stated(spec).objective if pretrains(spec) else None
+    kinds = [objective] if objective in measured() else []
     ratios = ", ".join(f"{kind} x{flop_ratio(spec, kind):.3g}" for kind in [*kinds, "finetune", "encode"])
     return (
         f"{shape.describe()}; FLOPs per sequence against bert-base at the measured lengths: {ratios}; "
@@ -564,9 +634,9 @@ def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
     """The total of ``describe``'s declared-hardware column for a plan (no torch: the CPU rate is
     measured only for the "here" column)."""
     costs = stage_costs(spec, entries)
-    declared = spec.get("hardware") or {}
-    devices = int(declared.get("devices") or 1)
-    gpu = declared.get("gpu") if declared.get("device_type") == "cuda" else None
+    stated = HardwareSettings.from_spec(spec)
+    devices = stated.devices
+    gpu = stated.gpu if stated.device_type == "cuda" else None
     peak = _gpu_peak(gpu)
     projected = [c for c in costs if c.tflop is not None]
     scale = calibration(_gpu_type(gpu), spec.name)[0] if peak else 1.0

@@ -34,10 +34,12 @@ from harness.data.setting import PASSAGE_VARIANTS, resolve_mirror
 from harness.papers.registry import paper_keys
 from harness.pretrain.objective_params import NONE
 from harness.pretrain.objectives import objective_problems, objectives
+from harness.spec.block_settings import CorpusSettings
 from harness.spec.checks import locate
 from harness.spec.keys import KEY_KINDS, NEGATIVE_POOLS
 from harness.spec.kinds import example_text, one_of
 from harness.spec.method import MethodSpec, validate_specs
+from harness.spec.run_settings import DataSettings, FinetuneSettings
 from harness.spec.schema import DERIVED_PROFILE
 from harness.spec.stage_settings import (
     BI_ENCODER_TEACHER,
@@ -96,7 +98,7 @@ def findings(spec: MethodSpec) -> list[Finding]:
     found = _papers(spec) + _datasets(spec) + _data(spec) + _keys(spec)
     if family == "lexical":
         return found
-    objective = spec.get("pretrain.objective")
+    objective = PretrainSettings.values(spec).get("objective")  # as stated: the checks below vouch for it
     if objective not in (None, NONE):
         found += _pretrain(spec)
     steps = spec.get("stages") or []
@@ -144,11 +146,12 @@ def _data(spec: MethodSpec) -> list[Finding]:
     """The data block, as harness.data.setting applies it when a run starts."""
 
     found = []
-    passages = spec.get("data.msmarco_passages")
+    stated = DataSettings.values(spec)  # as stated: this checks it
+    passages = stated.get("msmarco_passages")
     problem = passages is not None and one_of(*PASSAGE_VARIANTS).problem(passages)
     if problem:
         found.append(Finding(("data", "msmarco_passages"), problem))
-    mirror = spec.get("data.mirror")
+    mirror = stated.get("mirror")
     try:
         if mirror:
             resolve_mirror(str(mirror))
@@ -326,7 +329,7 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
     devices = max(1, int((spec.get("hardware") or {}).get("devices") or 1))
     if pretrains:
         pre = PretrainSettings.from_spec(spec)
-        passages = spec.get("corpus.max_passages")
+        passages = CorpusSettings.from_spec(spec).max_passages
         steps = pre.steps or (math.ceil(pre.epochs * passages / pre.global_batch) if pre.epochs and passages else None)
         problem = _zero_lr(
             pre.warmup_ratio,
@@ -338,7 +341,7 @@ def _warmup(spec: MethodSpec, pretrains: bool, stages: list[str]) -> list[Findin
         )
         if problem:
             found.append(Finding(("pretrain", "warmup_ratio"), problem, (("pretrain", "warmup_ratio"), ("pretrain",))))
-    most = spec.get("finetune.max_train_queries")
+    most = FinetuneSettings.values(spec).get("max_train_queries")  # as stated: an int caps the steps
     if not isinstance(most, int):
         return found
     for stage in stages:

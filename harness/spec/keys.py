@@ -6,8 +6,8 @@ is deep-merged over the top level), against these, so a misspelt nested key such
 A key is listed only when the code reads it or a spec in baselines/ states it
 (tests/test_spec_nested_keys.py keeps the list from rotting). Validation only: the typed
 blocks' keys, meanings, types and defaults are declared once in their settings classes
-(harness.spec.stage_settings, harness.spec.block_settings) and derived here; :data:`KEY_KINDS` holds the kinds
-harness.run.validation checks outside the trainer-config blocks; the resolved config (and its hash) is
+(harness.spec.stage_settings, harness.spec.block_settings, harness.spec.run_settings) and derived here;
+:data:`KEY_KINDS` holds the kinds harness.run.validation checks outside the trainer-config blocks; the resolved config (and its hash) is
 what the YAML says.
 """
 
@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from harness.papers.schema import CONDITION_KEYS
 from harness.spec.block_settings import CorpusSettings, QgenSettings, RetrievalSettings, TokenizerSettings
-from harness.spec.kinds import FLAG, NON_NEGATIVE, POSITIVE_WHOLE, TEXT, Kind, one_of
+from harness.spec.kinds import Kind, one_of
+from harness.spec.run_settings import DataSettings, FinetuneSettings, HardwareSettings, ModelSettings
 from harness.spec.settings import BlockSettings, Settings
 from harness.spec.stage_settings import PretrainSettings, RerankerSettings, StageSettings
 
@@ -70,10 +71,10 @@ _SHARED: Keys = {
     k: v for stage in (_STAGE, _NEGATIVES, _INIT, _RETRIEVER3) for k, v in stage.items() if not isinstance(v, Block)
 }
 
+# The finetune block's own keys (harness.spec.run_settings.FinetuneSettings), then those it sets for every stage.
+_FINETUNE_OWN = tuple(key for key in FinetuneSettings.meanings() if key not in _STAGE)
 _FINETUNE: Keys = {
-    "train_queries": "<benchmark>-<split> whose queries and qrels train every stage",
-    "max_train_queries": "a seeded subsample of that many judged training queries (null: all)",
-    "evaluate_start": "also score the encoder fine-tuning starts from (zero-shot)",
+    **{key: FinetuneSettings.meanings()[key] for key in _FINETUNE_OWN},
     **_SHARED,
     "retriever1": Block("stage 1: BM25 negatives", {**_STAGE, **_NEGATIVES}),
     "retriever2": Block("stage 2: mined negatives", {**_STAGE, **_NEGATIVES, **_INIT}),
@@ -83,28 +84,10 @@ _FINETUNE: Keys = {
 
 # Top-level block -> its keys. The meaning of each top-level block is in spec.SCHEMA.
 BLOCKS: dict[str, Keys] = {
-    "data": {
-        "mirror": "a folder (relative to the project) or URL serving the upstream data files under their own "
-        "names, instead of the publishers (sets HARNESS_DATA_MIRROR for the run; docs/data.md)",
-        "msmarco_passages": "plain (collection.tsv) or titled (RocketQA's para.title.txt joined to it, as "
-        "Tevatron's coCondenser/CoT-MAE fine-tuning and evaluation read MS MARCO)",
-        "bm25_negatives": "where retriever 1's BM25 negatives come from: own (BM25 here over the training "
-        "queries), msmarco-triples (the official qidpidtriples, coCondenser's / Tevatron's "
-        "recipe) or tevatron (Tevatron's published training set)",
-    },
-    "hardware": {
-        "device_type": "cuda | cpu",
-        "devices": "number of devices",
-        "gpu": "GPU model as the paper states it",
-        "hours": "training hours as the paper states them",
-    },
-    "model": {
-        "init": "checkpoint name or path, or scratch",
-        "layers": "encoder layers (scratch)",
-        "hidden": "hidden size (scratch)",
-        "heads": "attention heads (scratch)",
-        "intermediate": "feed-forward size (scratch)",
-    },
+    # Typed, with defaults: harness.spec.run_settings.
+    "data": typed_keys(DataSettings),
+    "hardware": typed_keys(HardwareSettings),
+    "model": typed_keys(ModelSettings),
     # Typed, with defaults: harness.spec.block_settings.
     "tokenizer": typed_keys(TokenizerSettings),
     "corpus": typed_keys(CorpusSettings),
@@ -131,21 +114,17 @@ KIND_BLOCKS: tuple[type[BlockSettings], ...] = (
 # example (a closed block they hold is checked by harness.spec.method), and the rest, which the pipelines read or
 # compare when their stage starts; checked with the resolved spec before any stage runs (harness.run.validation).
 KEY_KINDS: dict[tuple[str, ...], Kind] = {
-    ("hardware", "device_type"): one_of("cuda", "cpu"),
-    ("hardware", "devices"): POSITIVE_WHOLE,
-    ("hardware", "gpu"): TEXT,
-    ("hardware", "hours"): NON_NEGATIVE,
-    **{("model", key): POSITIVE_WHOLE for key in ("layers", "hidden", "heads", "intermediate")},
-    ("model", "init"): TEXT,
+    **{("hardware", key): kind for key, kind in HardwareSettings.kinds().items()},
+    # the architecture's sizes before the init (the order validation reports them in)
+    **{("model", key): kind for key, kind in ModelSettings.kinds().items() if key != "init"},
+    ("model", "init"): ModelSettings.kinds()["init"],
     **{
         (*cls.block, key): replace(kind, example=cls.example(key))
         for cls in KIND_BLOCKS
         for key, kind in cls.kinds().items()
         if key not in cls.sub_blocks()
     },
-    ("finetune", "train_queries"): TEXT,
-    ("finetune", "max_train_queries"): POSITIVE_WHOLE,
-    ("finetune", "evaluate_start"): FLAG,
+    **{("finetune", key): FinetuneSettings.kinds()[key] for key in _FINETUNE_OWN},
     ("finetune", "retriever2", "init"): one_of("pretrained", "retriever1"),
     ("finetune", "retriever3", "init"): one_of("pretrained", "retriever1", "retriever2"),
 }

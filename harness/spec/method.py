@@ -22,6 +22,7 @@ from harness.core.errors import (
 )
 from harness.core.fsutil import is_plain_name
 from harness.spec import rehearsal
+from harness.spec.block_settings import CorpusSettings
 from harness.spec.checks import check_bm25_negatives, structure_problems
 from harness.spec.files import (
     deep_merge,
@@ -32,8 +33,9 @@ from harness.spec.files import (
     with_fragments,
 )
 from harness.spec.hashing import settings_hash
+from harness.spec.run_settings import DataSettings, FinetuneSettings
 from harness.spec.schema import DERIVED_PROFILE, NOT_INHERITED, PROFILES
-from harness.spec.stage_settings import declares_auto, precision_shapes
+from harness.spec.stage_settings import declares_auto, precision_shapes, pretrains
 from harness.training.autoprecision import Shapes
 
 
@@ -60,6 +62,24 @@ class MethodSpec:
                 return default
             node = node[part]
         return node
+
+    # The typed blocks that modules below harness.spec read (they cannot import the classes).
+
+    def data_block(self) -> DataSettings:
+        """The ``data`` block: mirror, MS MARCO passage variant, BM25 negatives."""
+        return DataSettings.from_spec(self)
+
+    def finetune_block(self) -> FinetuneSettings:
+        """The ``finetune`` block's own keys: the training queries."""
+        return FinetuneSettings.from_spec(self)
+
+    def corpus_block(self) -> CorpusSettings:
+        """The ``corpus`` block: what pre-training reads."""
+        return CorpusSettings.from_spec(self)
+
+    def pretrains(self) -> bool:
+        """Whether the spec pre-trains (a ``pretrain`` block whose objective is not ``none``)."""
+        return pretrains(self)
 
     def declares_auto_precision(self) -> bool:
         """Whether a training stage says ``precision: auto`` (stated, or by default)."""

@@ -109,7 +109,13 @@ class PretrainSettings(BlockSettings):
     @classmethod
     def from_spec(cls, spec: Any) -> PretrainSettings:
         """The block's settings, ``precision: auto`` resolved where the run resolved it (harness.training.precision.stage_precision)."""
-        return stage_precision(super().from_spec(spec), spec)
+        return stage_precision(cls.as_stated(spec), spec)
+
+    @classmethod
+    def as_stated(cls, spec: Any) -> PretrainSettings:
+        """The block's settings with ``precision`` as the spec states it (``auto`` kept): what the
+        projection prices before, or apart from, a run resolving it."""
+        return super().from_spec(spec)
 
     def total_steps(self, n_examples: int) -> int:
         """``steps``, or ``epochs`` over ``n_examples`` in global batches."""
