@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
@@ -203,14 +202,14 @@ def splade_train_stage(
             teacher = json.loads((teacher_dir / "scores.json").read_text(encoding="utf-8"))
             examples = [tuple(g) for g in groups]
         else:
-            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"), ctx.seed)
             examples = grouped_examples(
                 queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth) for p in pools]
             )
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
         train_cfg = SpladeTrainConfig(
-            **settings.splade_kwargs(ranks.world_size()), distill=teacher_dir is not None, seed=SEED
+            **settings.splade_kwargs(ranks.world_size()), distill=teacher_dir is not None, seed=ctx.seed
         )
         stats = train_splade(
             init_dir,
@@ -352,9 +351,9 @@ def reranker_stage(ctx: RunContext, encoder_dir: Path, bm25_train: Path) -> Teac
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"), ctx.seed)
         examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(bm25_train), qrels, depth)])
-        train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
+        train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=ctx.seed)
         stats = train_cross_encoder(
             encoder_dir,
             examples,
@@ -404,7 +403,7 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+        queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"), ctx.seed)
         pool = negative_pool(iter_trec_run(mined), qrels, config["negative_depth"])
         groups = []
         for qid, query, pos, negs in grouped_examples(queries, qrels, [pool]):
@@ -412,12 +411,12 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
             pos = (
                 sorted(pos)
                 if len(pos) <= config["positives"]
-                else sample_group(pos, config["positives"], SEED, f"teacher-pos/{qid}")
+                else sample_group(pos, config["positives"], ctx.seed, f"teacher-pos/{qid}")
             )
             negs = (
                 negs
                 if len(negs) <= config["negatives"]
-                else sample_group(negs, config["negatives"], SEED, f"teacher-neg/{qid}")
+                else sample_group(negs, config["negatives"], ctx.seed, f"teacher-neg/{qid}")
             )
             groups.append((qid, query, pos, negs))
         if not groups:
@@ -534,7 +533,7 @@ def search_stage(
 
     def build(work: Path) -> dict[str, Any]:
         if train_only:
-            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"))
+            queries, qrels = train_queries(bench, split, ctx.spec.get("finetune.max_train_queries"), ctx.seed)
             queries = {q: queries[q] for q in sorted(qrels) if q in queries}
         else:
             queries = bench.queries(split)

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import detect, total_memory_gib
 from harness.core.paths import require_writable_homes
 from harness.core.points import fmt
+from harness.core.seeds import DEFAULT_SEED
 from harness.data import download
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
@@ -189,11 +189,13 @@ def shared_by_ranks(value: Any) -> Any:
     return D.control_broadcast(value)
 
 
-def rank_tracker(spec: MethodSpec, run_id: str, tags: dict[str, str], required: bool = False) -> Tracker:
+def rank_tracker(
+    spec: MethodSpec, run_id: str, tags: dict[str, str], required: bool = False, seed: int = DEFAULT_SEED
+) -> Tracker:
     """Rank 0's MLflow run; the other ranks of a launched run log nothing (one MLflow run per run)."""
     if not ranks.is_main():
         return Tracker(experiment=spec.name, run_name=f"rank {ranks.rank()}", tags={}, enabled=False)
-    return parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, tags, required=required)
+    return parent_tracker(spec.name, spec.name, spec.profile, seed, run_id, tags, required=required)
 
 
 Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
@@ -211,11 +213,11 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
     return resolve(FAMILIES[family].pipeline)
 
 
-def run_params(spec: MethodSpec) -> dict[str, Any]:
+def run_params(spec: MethodSpec, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """A run's parent params (:func:`harness.records.tracking.parent_params`): its identity, the settings
     its profile ran with as ``spec.<dotted.path>`` keys (``spec.retrieval.k1``) and its conditions."""
     conditions = run_conditions(spec.config, spec.name, spec.profile)
-    return parent_params(spec.name, spec.profile, spec.spec_hash, SEED, spec.config, conditions)
+    return parent_params(spec.name, spec.profile, spec.spec_hash, seed, spec.config, conditions)
 
 
 def run_tags(spec: MethodSpec) -> dict[str, str]:
@@ -224,17 +226,24 @@ def run_tags(spec: MethodSpec) -> dict[str, str]:
 
 
 def run_until(
-    spec: MethodSpec, datasets: list[str], stage: str, force: bool, track_required: bool = False
+    spec: MethodSpec,
+    datasets: list[str],
+    stage: str,
+    force: bool,
+    track_required: bool = False,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
 ) -> dict[str, Any]:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
-    run_id = new_run_id(spec.name, spec.profile)
-    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
-    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force, stage), force, stop_after=stage)
+    run_id = new_run_id(spec.name, spec.profile, seed)
+    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required, seed)
+    log = planned_stages(spec, datasets, force, stage, seed, seed_study)
+    ctx = RunContext(spec, tracker, log, force, stop_after=stage, seed=seed, seed_study=seed_study)
     started = time.time()
     output = None
     with tracker.run():
-        tracker.log_params(run_params(spec))
+        tracker.log_params(run_params(spec, seed))
         try:
             pipeline_for(spec)(ctx, datasets)
         except StopAfterStage as stop:
@@ -261,13 +270,22 @@ def run_until(
     }
 
 
-def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False, stage: str | None = None) -> RunContext:
+def plan_method(
+    spec: MethodSpec,
+    datasets: list[str],
+    force: bool = False,
+    stage: str | None = None,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
+) -> RunContext:
     """What a run of `spec` on `datasets` would execute, built by nothing: the run's own pipeline in
     plan mode (``RunContext.plan_only``), then the evaluation entries :func:`run_method` adds. The
     context's ``stages.entries`` are in a run record's ``stages`` shape (plus ``plan``: cached, to
     run or reused); ``plan_notes`` hold what the plan reports besides (e.g. a missing checkpoint)."""
     tracker = Tracker(experiment=spec.name, run_name="dry-run", tags={}, enabled=False)
-    ctx = RunContext(spec, tracker, StageLog(), force, plan_only=True, stop_after=stage)
+    ctx = RunContext(
+        spec, tracker, StageLog(), force, plan_only=True, stop_after=stage, seed=seed, seed_study=seed_study
+    )
     try:
         variants = pipeline_for(spec)(ctx, datasets)
     except StopAfterStage:
@@ -278,12 +296,19 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False, stag
     return ctx
 
 
-def planned_stages(spec: MethodSpec, datasets: list[str], force: bool, stage: str | None = None) -> StageLog:
+def planned_stages(
+    spec: MethodSpec,
+    datasets: list[str],
+    force: bool,
+    stage: str | None = None,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
+) -> StageLog:
     """The log a run starts with: how many stages (built, cached or scored) it will go through, the N of
     its "[k/N] stage" lines, from its own plan (0, "unknown", when the plan cannot be made: the run then
     says why), and what each data stage would write (a full disk says it)."""
     try:
-        entries = plan_method(spec, datasets, force, stage).stages.entries
+        entries = plan_method(spec, datasets, force, stage, seed, seed_study).stages.entries
     except Exception:  # noqa: BLE001 - a progress count must never stop a run
         return StageLog()
     if ranks.is_main():
@@ -319,11 +344,14 @@ def run_method(
     track_required: bool = False,
     precision: str | None = None,
     allow_cpu: bool = False,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
 ) -> dict[str, Any]:
     """Run ``method`` end to end (or up to ``stage``, or only plan it); ``track_required``: a tracking
     failure fails the run (before its first stage when the server fails at the start) instead of a warning;
     ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring;
-    ``allow_cpu``: a CUDA-declared paper profile may run on the CPU (device_check.py refuses it otherwise)."""
+    ``allow_cpu``: a CUDA-declared paper profile may run on the CPU (device_check.py refuses it otherwise);
+    ``seed``: the seed every stage draws from; ``seed_study``: this run is one seed of `run --seeds`."""
 
     profile, why = choose_profile(method, profile)
     spec = load_method(method, profile)
@@ -339,7 +367,7 @@ def run_method(
     spec = shared_by_ranks(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
-        return _run_spec(spec, why, datasets, force, stage, dry_run, track_required, allow_cpu)
+        return _run_spec(spec, why, datasets, force, stage, dry_run, track_required, allow_cpu, seed, seed_study)
 
 
 def _run_spec(
@@ -351,27 +379,27 @@ def _run_spec(
     dry_run: bool,
     track_required: bool = False,
     allow_cpu: bool = False,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
 ) -> dict[str, Any]:
 
     method, profile = spec.name, spec.profile
     datasets = datasets or list(spec.get("datasets", []))
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
-    print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {SEED}")
+    print(f"{method}: profile '{profile}' ({why}); datasets: {', '.join(datasets)}; seed {seed}")
     for note in spec.get("substitutions") or []:
         print(f"  substitution: {note}")
     if stage is not None:
-        planned = list(dict.fromkeys(e["stage"] for e in plan_method(spec, datasets, force).stages.entries))
+        entries = plan_method(spec, datasets, force, seed=seed, seed_study=seed_study).stages.entries
+        planned = list(dict.fromkeys(e["stage"] for e in entries))
         if stage not in planned:
             raise HarnessError(
                 f"--stage {stage}: {method} [{profile}] runs no stage '{stage}' (its stages: {', '.join(planned)})"
             )
     if dry_run:
-        ctx = plan_method(spec, datasets, force, stage)
-        print(
-            describe(
-                spec, datasets, ctx.stages.entries, ctx.plan_notes, preflight=preflight.problems(spec, datasets, ctx)
-            )
-        )
+        ctx = plan_method(spec, datasets, force, stage, seed, seed_study)
+        problems = preflight.problems(spec, datasets, ctx)
+        print(describe(spec, datasets, ctx.stages.entries, ctx.plan_notes, preflight=problems, seed=seed))
         return {
             "method": method,
             "profile": profile,
@@ -388,20 +416,21 @@ def _run_spec(
     # The card first (one line): a paper run must not start its CPU stages where its GPU stages cannot run.
     device_check.require(spec, allow_cpu)
     # Every input of the whole plan before its first stage: a later stage's missing file stops the run now.
-    refused = preflight.problems(spec, datasets, plan_method(spec, datasets, force, stage))
+    refused = preflight.problems(spec, datasets, plan_method(spec, datasets, force, stage, seed, seed_study))
     if refused:
         raise preflight.refuse(spec, refused)
     require_writable_homes()
     if stage is not None:
-        return run_until(spec, datasets, stage, force, track_required)
+        return run_until(spec, datasets, stage, force, track_required, seed, seed_study)
 
-    run_id = new_run_id(method, profile)
-    tracker = rank_tracker(spec, run_id, run_tags(spec), track_required)
-    ctx = RunContext(spec, tracker, planned_stages(spec, datasets, force), force)
+    run_id = new_run_id(method, profile, seed)
+    tracker = rank_tracker(spec, run_id, run_tags(spec), track_required, seed)
+    log = planned_stages(spec, datasets, force, seed=seed, seed_study=seed_study)
+    ctx = RunContext(spec, tracker, log, force, seed=seed, seed_study=seed_study)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
-        tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
+        tracker.log_params(run_params(spec, seed))  # first: a run that fails later still shows its setting
         variants = pipeline(ctx, datasets)
         if not ranks.is_main():  # rank 0 scores, compares and records; every stage is finished here
             return {
@@ -418,7 +447,7 @@ def _run_spec(
         def score(variant: str, name: str) -> Scored:
             return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
 
-        scores = score_variants(tracker, ctx.stages, benchmarks, variants, score)
+        scores = score_variants(tracker, ctx.stages, benchmarks, variants, score, seed)
         final = scores.final
 
         # A control or a user's own spec (HARNESS_SPECS_DIR) has no printed numbers to compare with.
@@ -445,9 +474,10 @@ def _run_spec(
             started=started,
             tracker=tracker,
             models_used=list(ctx.models_read),
+            seed=seed,
         )
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
-        path = write_record(record, tracker)
+        path = write_record(record, tracker, seed_study)
     record["mlflow"] = tracker.info()
     print()
     print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
