@@ -134,24 +134,3 @@ def test_report_writes_into_an_existing_empty_folder(tmp_path, monkeypatch, caps
     (tmp_path / "other" / "notes.txt").write_text("mine")  # a folder holding something else is still refused
     assert main(["report", "--html", str(tmp_path / "other"), "--records", str(tmp_path / "records")]) == 2
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
-
-
-def test_a_bad_harness_seed_is_one_line_and_exit_2():
-    """HARNESS_SEED is read when the package is imported, before argparse: it must still exit 2 in one
-    line (it exited 1 through SystemExit(str))."""
-    import subprocess
-    import sys
-
-    env = {**os.environ, "HARNESS_SEED": "abc"}
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--method", "bm25", "--dry-run"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2
-    assert (
-        done.stderr.strip()
-        == "error: HARNESS_SEED='abc' is not an integer in [0, 4294967295]; unset it or give e.g. 43"
-    )

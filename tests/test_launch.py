@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import SEED
 from harness.core import hardware, ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import Hardware, default_processes
+from harness.core.seeds import DEFAULT_SEED as SEED
 from harness.run.launch import Layout, free_port, inside_worker, worker_argv
 from harness.spec.method import load_method
 from harness.spec.stage_settings import StageSettings

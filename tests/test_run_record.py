@@ -181,7 +181,7 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     the record's final metrics as <benchmark>/<measure>, its verdict counts and identity tags."""
     from mlflow.tracking import MlflowClient
 
-    from harness import SEED
+    from harness.core.seeds import DEFAULT_SEED as SEED
     from harness.records.parent_run import parent_metrics
     from harness.run.reproduce import reproduce_checkpoint
 

@@ -10,7 +10,6 @@ import re
 
 import pytest
 
-from harness import SEED_STUDY_ENV
 from harness.cli import main
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
@@ -89,21 +88,18 @@ def test_the_docs_thresholds_are_the_rules():
 def test_a_study_shares_the_stages_before_fine_tuning_and_seeds_the_rest(monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     seed42 = {s: artifacts.StageCache(s, {"x": 1}, {}).key for s in ("pretrain", "retriever1")}
-    monkeypatch.setattr(artifacts, "SEED", 43)
-    alone = {s: artifacts.StageCache(s, {"x": 1}, {}).key for s in ("pretrain", "retriever1")}
+    alone = {s: artifacts.StageCache(s, {"x": 1}, {}, seed=43).key for s in ("pretrain", "retriever1")}
     assert alone["pretrain"] != seed42["pretrain"]  # `run --seed 43` alone: every stage its own
-    monkeypatch.setenv(SEED_STUDY_ENV, "1")
-    study = {s: artifacts.StageCache(s, {"x": 1}, {}).key for s in ("pretrain", "retriever1")}
+    study = {s: artifacts.StageCache(s, {"x": 1}, {}, seed=43, seed_study=True).key for s in ("pretrain", "retriever1")}
     assert study["pretrain"] == seed42["pretrain"] and study["retriever1"] == alone["retriever1"]
     # a shared stage never builds under another seed (it would sit under seed 42's key)
     with pytest.raises(HarnessError, match="put 42 first in --seeds"):
-        with artifacts.StageCache("pretrain", {"x": 1}, {}).building():
+        with artifacts.StageCache("pretrain", {"x": 1}, {}, seed=43, seed_study=True).building():
             pass
 
 
 def test_the_studys_records_go_to_runs_seeds_and_feed_sigma_rep(monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESS_RUNS_DIR", str(tmp_path))
-    monkeypatch.setenv(SEED_STUDY_ENV, "1")
     template = json.loads(TEMPLATE.read_text(encoding="utf-8"))
     values = [0.386, 0.388, 0.384, 0.387, 0.385]
     for i, (seed, value) in enumerate(zip(range(42, 47), values)):
@@ -113,7 +109,7 @@ def test_the_studys_records_go_to_runs_seeds_and_feed_sigma_rep(monkeypatch, tmp
         record["metrics"] = {"msmarco-dev": {"RR@10": value}}
         record["per_query"] = {"msmarco-dev": {"RR@10": {"q1": value, "q2": value}}}
         record["metrics_by_stage"] = record["per_query_by_stage"] = {}
-        writer.write_run_record(record)  # seed 42 of a study too: runs/seeds/, not runs/local/
+        writer.write_run_record(record, seed_study=True)  # seed 42 of a study too: runs/seeds/, not runs/local/
     assert len(list((tmp_path / "seeds").glob("*.json"))) == 5 and not (tmp_path / "local").exists()
     problems = [p for r in load_records(tmp_path / "seeds")[0] for p in r.integrity_problems]
     assert not problems, problems

@@ -119,7 +119,7 @@ def log_like_a_run(
     """One `run` as the pipeline logs it: parent tracker, params, a nested evaluate run per (variant,
     dataset) with its metrics, then the parent summary from the record; the last variant is the final
     one. Returns (MLflow run id, harness run_id)."""
-    from harness import SEED
+    from harness.core.seeds import DEFAULT_SEED as SEED
     from harness.records.environment import git_commit, hardware
     from harness.records.parent_run import log_parent_summary, parent_tracker
     from harness.records.writer import new_run_id
@@ -199,7 +199,7 @@ def _params(run: dict) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged):
-    from harness import SEED
+    from harness.core.seeds import DEFAULT_SEED as SEED
 
     base = mlflow_server.base
     runs = _search(base, ["bm25", "cotmae_qc"])
@@ -283,7 +283,7 @@ def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logg
 
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    from harness import SEED
+    from harness.core.seeds import DEFAULT_SEED as SEED
 
     base = mlflow_server.base
     experiments = _experiment_ids(base, ["bm25", "cotmae_qc"])
@@ -334,7 +334,7 @@ def test_mlflow_runs_table_shows_the_run_names_and_metric_columns(mlflow_server,
     parents' <benchmark>/<measure> metrics as columns (the experiment's shared view)."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    from harness import SEED
+    from harness.core.seeds import DEFAULT_SEED as SEED
     from harness.records.runs_view import runs_table_link
 
     base = mlflow_server.base

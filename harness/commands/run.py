@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from harness import SEED
 from harness.commands._output import json_target, name_list, write_json
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect, planned_world_size
 from harness.core.paths import cache_dir
+from harness.core.seeds import DEFAULT_SEED
 from harness.run import launch, process_check, seed_study
 from harness.run.device_check import ALLOW_CPU_FLAG
 from harness.run.launch import Layout
@@ -86,6 +85,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run under another seed than 42 (measuring seed-to-seed spread): its stages are cached "
         "apart and its record goes to runs/seeds/, never among the gated records",
     )
+    # One seed of a study: what `--seeds` passes its seeds' launched workers (they run `run` again).
+    p.add_argument("--seed-study", action="store_true", help=argparse.SUPPRESS)
     p.add_argument(
         "--seeds",
         type=_seeds,
@@ -211,25 +212,29 @@ def _check_processes(args: argparse.Namespace, layout: Layout, choice: ProfileCh
 
 
 def _study(args: argparse.Namespace) -> int:
-    """``--seeds``: one run per seed (its own process: the seed is read at import), or with --dry-run
-    one seed's plan and the study's GPU-hours."""
+    """``--seeds``: one run per seed, one after the other in this process (a launched seed starts its
+    own workers), or with --dry-run one seed's plan and the study's GPU-hours."""
     if args.seed is not None:
         raise HarnessError("--seed and --seeds: give one (--seeds 42-46 runs seed 42 among them)")
     if not args.dry_run:
-        return seed_study.run(seed_study.without_seeds(args.argv), args.seeds)
+        return seed_study.run(args.seeds, lambda seed: _run(_one_seed(args, seed)))
     result = run_method(args.method, args.profile, name_list(args.dataset, "--dataset"), stage=args.stage, dry_run=True)
     spec = load_method(result.method, result.profile)
     print("\n".join(seed_study.describe(spec, result.stages, args.seeds)))
     return 0
 
 
+def _one_seed(args: argparse.Namespace, seed: int) -> argparse.Namespace:
+    """The study's command line as one seed's run: ``--seed N`` in place of ``--seeds``, marked as a
+    study's seed (its workers, if it launches any, are told so by their command line)."""
+    argv = [*seed_study.without_seeds(args.argv), "--seed", str(seed), "--seed-study"]
+    return argparse.Namespace(**{**vars(args), "seeds": None, "seed": seed, "seed_study": True, "argv": argv})
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.seeds is not None:
         return _study(args)
-    if args.seed is not None and args.seed != SEED:
-        # Every module reads the seed when it is imported: start again with it in the environment.
-        os.environ["HARNESS_SEED"] = str(args.seed)
-        os.execv(sys.executable, [sys.executable, "-m", "harness", *args.argv])
+    seed = DEFAULT_SEED if args.seed is None else args.seed
 
     # A run prints one line per stage; the libraries' own bars (transformers' "Writing model shards",
     # the hub's downloads) are noise there. Read when transformers / huggingface_hub are imported.
@@ -258,6 +263,8 @@ def _run(args: argparse.Namespace) -> int:
         track_required=required,
         precision=args.precision,
         allow_cpu=args.allow_cpu,
+        seed=seed,
+        seed_study=args.seed_study,
     )
     if not ranks.is_main():
         return 0  # rank 0 prints, records and writes --json

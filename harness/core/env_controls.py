@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from harness.core.errors import HarnessError
 
-SEED_MAX = 2**32 - 1  # harness.spec.kinds.SEED_MAX (core may not import spec)
 KINDS = ("path", "text", "int", "number", "choice", "heap")
 _HEAP = re.compile(r"[1-9][0-9]{0,6}[mMgG]")
 
@@ -95,10 +94,6 @@ for _c in (
         "choice",
         "the MS MARCO passage variant (a spec sets it)",
         choices=("plain", "titled"),
-    ),
-    Control("HARNESS_SEED", "int", "the run's seed (`run --seed N` sets it; default 42)", 0, SEED_MAX),
-    Control(
-        "HARNESS_SEED_STUDY", "choice", "set by `run --seeds`: this run is one seed of a study", choices=("0", "1")
     ),
     Control("HARNESS_THREADS", "int", "CPU threads (default: the cores this process may use)", 1, 4096),
     Control("HARNESS_PASSAGE_WORKERS", "int", "worker processes of the passages stage (default: the cores)", 1, 4096),

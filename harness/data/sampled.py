@@ -16,8 +16,8 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from harness import SEED
 from harness.core.errors import UnknownNameError
+from harness.core.seeds import DEFAULT_SEED
 
 SUFFIX = "@sample"
 QUERIES = 20
@@ -34,7 +34,7 @@ def base_name(name: str) -> str:
 
 
 def _rank(doc_id: str) -> int:
-    return int.from_bytes(hashlib.sha1(f"{SEED}:{doc_id}".encode()).digest()[:8], "big")
+    return int.from_bytes(hashlib.sha1(f"{DEFAULT_SEED}:{doc_id}".encode()).digest()[:8], "big")
 
 
 class SampledBenchmark:
@@ -67,7 +67,7 @@ class SampledBenchmark:
         if self._picked is None:
             queries, qrels = self.base.queries(), self.base.qrels()
             judged = sorted(q for q in queries if q in qrels)
-            keep = sorted(random.Random(SEED).sample(judged, min(self.n_queries, len(judged))))
+            keep = sorted(random.Random(DEFAULT_SEED).sample(judged, min(self.n_queries, len(judged))))
             self._picked = ({q: queries[q] for q in keep}, {q: dict(qrels[q]) for q in keep})
         return self._picked
 
@@ -129,7 +129,7 @@ class SampledBenchmark:
     def _marker(self) -> dict[str, str]:
         return {
             f"sample/{self.base.name}": f"queries={self.n_queries},judged_per_query={self.judged_per_query},"
-            f"distractors={self.n_distractors},seed={SEED}"
+            f"distractors={self.n_distractors},seed={DEFAULT_SEED}"
         }
 
     def files(self) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Queries are the resampling unit (the papers' numbers are means over a fixed query set,
 so query sampling is the main source of noise in a comparison with them). Resampling
-uses numpy's PCG64 generator seeded with ``harness.SEED`` (42) by default: the same
+uses numpy's PCG64 generator seeded with ``harness.core.seeds.DEFAULT_SEED`` (42) by default: the same
 inputs and seed always give the same interval. Percentile intervals.
 
 For a score that is a mean of subset means (cqadupstack), pass ``strata``: queries are
@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from harness import SEED
 from harness.core.errors import HarnessError
+from harness.core.seeds import DEFAULT_SEED
 
 DEFAULT_RESAMPLES = 1000
 
@@ -87,7 +87,7 @@ def _point(values: np.ndarray, groups: list[np.ndarray]) -> float:
 def bootstrap_ci(
     per_query: Mapping[str, float],
     n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = SEED,
+    seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     strata: Callable[[str], str] | None = None,
 ) -> BootstrapCI:
@@ -108,7 +108,7 @@ def paired_bootstrap(
     per_query_a: Mapping[str, float],
     per_query_b: Mapping[str, float],
     n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = SEED,
+    seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     strata: Callable[[str], str] | None = None,
 ) -> PairedResult:

@@ -12,13 +12,13 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from harness import SEED
+from harness.core.seeds import DEFAULT_SEED
 from harness.evaluation.bootstrap import paired_bootstrap
 from harness.evaluation.measures import evaluate
 
 
 def random_run(
-    doc_ids: list[str], query_ids: list[str], depth: int = 1000, seed: int = SEED
+    doc_ids: list[str], query_ids: list[str], depth: int = 1000, seed: int = DEFAULT_SEED
 ) -> dict[str, dict[str, float]]:
     """Each query ranks ``depth`` documents drawn uniformly without replacement (seeded)."""
     rng = random.Random(seed)
@@ -26,7 +26,9 @@ def random_run(
     return {q: {d: float(depth - i) for i, d in enumerate(rng.sample(doc_ids, depth))} for q in query_ids}
 
 
-def chance_check(bench: Any, per_query: Mapping[str, float], measure: str, seed: int = SEED) -> dict[str, Any] | None:
+def chance_check(
+    bench: Any, per_query: Mapping[str, float], measure: str, seed: int = DEFAULT_SEED
+) -> dict[str, Any] | None:
     """The random ranking's score for ``measure`` and the run's paired difference from it.
 
     None when the corpus is not available locally (its document ids are needed)."""
@@ -34,7 +36,7 @@ def chance_check(bench: Any, per_query: Mapping[str, float], measure: str, seed:
         return None
     qrels = bench.qrels(bench.eval_split)
     chance = evaluate(random_run(sorted(bench.corpus()), sorted(qrels), seed=seed), qrels, bench)
-    diff = paired_bootstrap(per_query, chance.per_query[measure])
+    diff = paired_bootstrap(per_query, chance.per_query[measure], seed=seed)
     return {
         "measure": measure,
         "chance": chance.aggregate[measure],

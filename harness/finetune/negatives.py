@@ -28,9 +28,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import SEED
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_path
+from harness.core.seeds import DEFAULT_SEED
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -114,7 +114,7 @@ def sample_group(items: Sequence[Any], n: int, seed: int, key: str, epoch: int =
 
 
 def mine_negatives(
-    run: Run, qrels: Qrels, depth: int = 200, n: int | None = None, seed: int = SEED, min_rel: int = 1
+    run: Run, qrels: Qrels, depth: int = 200, n: int | None = None, seed: int = DEFAULT_SEED, min_rel: int = 1
 ) -> Pool:
     """Hard negatives per query: the whole depth-limited pool (``n=None``) or ``n`` sampled from it.
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import SEED
 from harness.core.errors import HarnessError
+from harness.core.seeds import DEFAULT_SEED
 from harness.data.catalog import get_benchmark
 from harness.data.requirements import train_split
 from harness.pipelines.bm25 import bm25_negatives_run
@@ -125,11 +125,13 @@ def check_train_queries(ctx: RunContext) -> None:
         ctx.plan_stop(message)
 
 
-def train_queries(bench: Any, split: str, limit: int | None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    """The training queries and qrels, subsampled (seeded) to ``limit`` judged queries."""
+def train_queries(
+    bench: Any, split: str, limit: int | None, seed: int = DEFAULT_SEED
+) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """The training queries and qrels, subsampled (by ``seed``, the run's) to ``limit`` judged queries."""
     queries, qrels = bench.queries(split), bench.qrels(split)
     if limit and len(qrels) > limit:
-        keep = set(random.Random(SEED).sample(sorted(qrels), limit))
+        keep = set(random.Random(seed).sample(sorted(qrels), limit))
         qrels = {q: r for q, r in qrels.items() if q in keep}
     return queries, qrels
 
@@ -176,7 +178,7 @@ def random_init_stage(ctx: RunContext) -> Path:
         config = bert_config_from_dict(
             {ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS}, vocab_size=len(tokenizer)
         )
-        torch.manual_seed(SEED)
+        torch.manual_seed(ctx.seed)
         BertModel(config, add_pooling_layer=False).save_pretrained(work / "encoder")
         tokenizer.save_pretrained(work / "encoder")
         return {}

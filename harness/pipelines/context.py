@@ -22,6 +22,7 @@ from harness.core.errors import DiskFull, HarnessError
 from harness.core.fsutil import exclusive_lock
 from harness.core.memory import measure_peak, release_memory
 from harness.core.paths import cache_dir
+from harness.core.seeds import DEFAULT_SEED
 from harness.records.tracker import Tracker
 from harness.spec.method import MethodSpec
 from harness.stages.artifacts import (
@@ -141,6 +142,8 @@ class RunContext:
     # Plan mode: the output folder of each stage the run would build (not finished yet) -> stage name.
     planned: dict[Path, str] = field(default_factory=dict)
     stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
+    seed: int = DEFAULT_SEED  # run --seed N: every stage that draws anything at random draws from it
+    seed_study: bool = False  # one seed of `run --seeds`: the stages before fine-tuning are seed 42's
 
     def cached_stage(
         self,
@@ -164,7 +167,7 @@ class RunContext:
         """
         stage = declared_stage(name, inputs)
         resumable, tags = stage.resumable, tags or {}
-        cache = StageCache(name, config, inputs, code_version)
+        cache = StageCache(name, config, inputs, code_version, self.seed, self.seed_study)
         if self.plan_only:
             return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable, tags))
         label = f"{name}/{dataset}" if dataset else name

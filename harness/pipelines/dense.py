@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
@@ -54,12 +53,12 @@ def train_stage(ctx: RunContext, stage: str, init_dir: Path, pools: list[Path], 
     config = training_key(ctx, stage, settings)
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, config["max_train_queries"])
+        queries, qrels = train_queries(bench, split, config["max_train_queries"], ctx.seed)
         depth = settings.negative_depth
         examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(p), qrels, depth) for p in pools])
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
-        train_cfg = DenseTrainConfig(**settings.trainer_kwargs(ranks.world_size()), seed=SEED)
+        train_cfg = DenseTrainConfig(**settings.trainer_kwargs(ranks.world_size()), seed=ctx.seed)
         stats = train_dense(
             init_dir,
             examples,

@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.data.catalog import get_benchmark
@@ -205,14 +204,14 @@ def splade_train_stage(
             teacher = json.loads((teacher_dir / "scores.json").read_text(encoding="utf-8"))
             examples = [tuple(g) for g in groups]
         else:
-            queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries)
+            queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries, ctx.seed)
             examples = grouped_examples(
                 queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth) for p in pools]
             )
         if not examples:
             raise HarnessError(f"{stage}: no training groups (queries with positives and negatives) in {name}-{split}")
         train_cfg = SpladeTrainConfig(
-            **settings.splade_kwargs(ranks.world_size()), distill=teacher_dir is not None, seed=SEED
+            **settings.splade_kwargs(ranks.world_size()), distill=teacher_dir is not None, seed=ctx.seed
         )
         stats = train_splade(
             init_dir,
@@ -355,9 +354,9 @@ def reranker_stage(ctx: RunContext, encoder_dir: Path, bm25_train: Path) -> Teac
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, most)
+        queries, qrels = train_queries(bench, split, most, ctx.seed)
         examples = make_examples(queries, qrels, [negative_pool(iter_trec_run(bm25_train), qrels, depth)])
-        train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=SEED)
+        train_cfg = RerankerTrainConfig(**{**settings.trainer_kwargs(), "max_length": max_length}, seed=ctx.seed)
         stats = train_cross_encoder(
             encoder_dir,
             examples,
@@ -407,9 +406,9 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
     }
 
     def build(work: Path) -> dict[str, Any]:
-        queries, qrels = train_queries(bench, split, most)
+        queries, qrels = train_queries(bench, split, most, ctx.seed)
         pool = negative_pool(iter_trec_run(mined), qrels, config["negative_depth"])
-        groups = teacher_groups(grouped_examples(queries, qrels, [pool]), config["positives"], config["negatives"])
+        groups = teacher_groups(grouped_examples(queries, qrels, [pool]), config["positives"], config["negatives"], ctx.seed)
         if not groups:
             raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
         rank, world = ranks.rank(), ranks.world_size()
@@ -444,13 +443,13 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
 Group = tuple[str, str, list[str], list[str]]  # (query id, query, positive ids, negative ids)
 
 
-def teacher_groups(examples: Iterable[Group], positives: int, negatives: int) -> list[Group]:
-    """Each training query's group with at most ``positives`` positives and ``negatives`` negatives: seeded
-    samples of what training would draw over its epochs, so the teacher scores no unused pair."""
+def teacher_groups(examples: Iterable[Group], positives: int, negatives: int, seed: int) -> list[Group]:
+    """Each training query's group with at most ``positives`` positives and ``negatives`` negatives: samples
+    (by ``seed``) of what training would draw over its epochs, so the teacher scores no unused pair."""
     groups = []
     for qid, query, pos, negs in examples:
-        pos = sorted(pos) if len(pos) <= positives else sample_group(pos, positives, SEED, f"teacher-pos/{qid}")
-        negs = negs if len(negs) <= negatives else sample_group(negs, negatives, SEED, f"teacher-neg/{qid}")
+        pos = sorted(pos) if len(pos) <= positives else sample_group(pos, positives, seed, f"teacher-pos/{qid}")
+        negs = negs if len(negs) <= negatives else sample_group(negs, negatives, seed, f"teacher-neg/{qid}")
         groups.append((qid, query, pos, negs))
     return groups
 
@@ -551,7 +550,7 @@ def search_stage(
 
     def build(work: Path) -> dict[str, Any]:
         if train_only:
-            queries, qrels = train_queries(bench, split, most)
+            queries, qrels = train_queries(bench, split, most, ctx.seed)
             queries = {q: queries[q] for q in sorted(qrels) if q in queries}
         else:
             queries = bench.queries(split)

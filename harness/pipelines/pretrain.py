@@ -11,9 +11,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
+from harness.core.seeds import DEFAULT_SEED
 from harness.corpus.tokenizer import train_wordpiece
 from harness.data.catalog import benchmark_split, get_benchmark
 from harness.pipelines.context import input_key
@@ -161,7 +161,7 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
             top_p=q.top_p,
             input_prefix=q.input_prefix,
             max_new_tokens=q.max_new_tokens,
-            seed=SEED,
+            seed=ctx.seed,
             rank=rank,
             world_size=world,
             out_path=work / "queries.jsonl",
@@ -242,9 +242,9 @@ def term_qgen_stage(ctx: RunContext, q: QgenSettings, passages_file: Path) -> Pa
             return {}
         model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
         passages = load_passages(passages_file)
-        write_term_queries(model, passages, config["num_queries"], SEED, work / "queries.jsonl")
+        write_term_queries(model, passages, config["num_queries"], ctx.seed, work / "queries.jsonl")
         samples = [
-            {"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], SEED)} for p in passages[:3]
+            {"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], ctx.seed)} for p in passages[:3]
         ]
         for sample in samples:
             print(f"  sample queries: {sample_text(sample)}")
@@ -289,7 +289,7 @@ def tiny_t5_stage(ctx: RunContext, q: QgenSettings, tokenizer_dir: Path) -> Path
     return ctx.cached_stage("qgen_model", None, config, inputs, build, code_version="2").dir / "model"
 
 
-def build_objective_for(spec: Any, tokenizer_dir: Path):
+def build_objective_for(spec: Any, tokenizer_dir: Path, seed: int = DEFAULT_SEED):
     import torch
     from transformers import AutoTokenizer
 
@@ -301,7 +301,7 @@ def build_objective_for(spec: Any, tokenizer_dir: Path):
     # Seeded here: the new weights (the whole model from scratch, or decoders, heads and an MLM head
     # missing from a checkpoint) must not depend on which earlier stages happened to run in this
     # process rather than come from the cache; torch's default seed differs in every process.
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     if model.get("init") == "scratch":
         arch = {ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS}
         config = bert_config_from_dict(arch, vocab_size=len(tokenizer))
@@ -344,13 +344,15 @@ def pretrain_stage(ctx: RunContext, tokenizer_dir: Path, passages_file: Path, qu
         # its share); the same examples as corpus.pairs.make_examples (tests/test_epoch_examples.py).
         passages = PassageFile(passages_file)
         queries = load_queries(queries_file) if queries_file else None
-        objective, tokenizer = build_objective_for(ctx.spec, tokenizer_dir)
+        objective, tokenizer = build_objective_for(ctx.spec, tokenizer_dir, ctx.seed)
 
         def examples_fn(epoch: int, rank: int = 0, world_size: int = 1) -> EpochExamples:
-            return EpochExamples(context, passages, queries, epoch=epoch, seed=SEED)
+            return EpochExamples(context, passages, queries, epoch=epoch, seed=ctx.seed)
 
         train_cfg = TrainConfig(
-            **settings.trainer_kwargs(settings.total_steps(len(passages))), seed=SEED, output_dir=work / "checkpoints"
+            **settings.trainer_kwargs(settings.total_steps(len(passages))),
+            seed=ctx.seed,
+            output_dir=work / "checkpoints",
         )
         result = train(
             objective,

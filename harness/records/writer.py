@@ -9,7 +9,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_SEED, SEED, in_seed_study
+from harness.core.seeds import DEFAULT_SEED
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, is_plain_name
 from harness.core.paths import local_runs_dir, runs_dir
@@ -18,13 +18,14 @@ from harness.records.integrity import seal
 RECORD_SCHEMA_VERSION = 1
 
 
-def new_run_id(method: str, profile: str) -> str:
-    """``<method>__<profile>__<UTC second>-<6 hex>``: sorts by time, and two runs started in the
-    same second (two terminals, a CI matrix) still get different ids and records."""
+def new_run_id(method: str, profile: str, seed: int = DEFAULT_SEED) -> str:
+    """``<method>__<profile>__<UTC second>-<6 hex>`` (``seed<N>__`` before the time under another seed):
+    sorts by time, and two runs started in the same second (two terminals, a CI matrix) still get
+    different ids and records."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
 
-    seed = "" if SEED == DEFAULT_SEED else f"seed{SEED}__"
-    return f"{method}__{profile}__{seed}{stamp}-{secrets.token_hex(3)}"
+    other = "" if seed == DEFAULT_SEED else f"seed{seed}__"
+    return f"{method}__{profile}__{other}{stamp}-{secrets.token_hex(3)}"
 
 
 def record_path(directory: str | Path, run_id: Any) -> Path:
@@ -42,14 +43,16 @@ def record_path(directory: str | Path, run_id: Any) -> Path:
     return Path(directory) / f"{run_id}.json"
 
 
-def write_run_record(record: dict[str, Any], directory: Path | None = None) -> Path:
+def write_run_record(record: dict[str, Any], directory: Path | None = None, seed_study: bool = False) -> Path:
     """Atomically write a run record; returns its path (runs/local/<run_id>.json by default).
 
     A run's own record goes to the git-ignored runs/local/, never straight into the committed, gated
-    runs/records/ (`check --accept` / `check --add` move it there); one under another seed, or any seed
-    of a seed study (`run --seeds`), measures spread and goes to runs/seeds/."""
+    runs/records/ (`check --accept` / `check --add` move it there); one under another seed (its
+    ``seed``), or any seed of a seed study (``seed_study``: `run --seeds`), measures spread and goes to
+    runs/seeds/."""
 
-    seeds = SEED != DEFAULT_SEED or in_seed_study()  # a seed study's seed 42 is one of its seeds
+    # a seed study's seed 42 is one of its seeds
+    seeds = record.get("seed", DEFAULT_SEED) != DEFAULT_SEED or seed_study
     directory = directory or (runs_dir() / "seeds" if seeds else local_runs_dir())
     directory.mkdir(parents=True, exist_ok=True)
     # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).

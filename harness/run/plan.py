@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import SEED
 from harness.core.hardware import Hardware, detect, planned_world_size
+from harness.core.seeds import DEFAULT_SEED
 from harness.data.requirements import missing_inputs
 from harness.gate.cell_state import paper_run, stage_reason
 from harness.papers.registry import cells_for
@@ -63,12 +63,14 @@ def describe(
     notes: list[tuple[int, str]] | None = None,
     hw: Hardware | None = None,
     preflight: list[str] | None = None,
+    seed: int = DEFAULT_SEED,
 ) -> str:
     """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place; `preflight`:
-    the lines a run refuses to start with (harness/run/preflight.py; the missing data alone when not given)."""
+    the lines a run refuses to start with (harness/run/preflight.py; the missing data alone when not given);
+    `seed`: the run's."""
     hw = hw or detect()
 
-    lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {SEED})"]
+    lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {seed})"]
     declared = spec.get("hardware") or {}
     on_cpu = declared.get("device_type", "cpu") == "cpu"  # a tiny profile inherits the paper's gpu/hours keys
     decl = (

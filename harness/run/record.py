@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import SEED
 from harness.core import ranks
+from harness.core.seeds import DEFAULT_SEED
 from harness.papers.model_pins import provenance
 from harness.records.environment import git_commit, hardware, package_versions
 from harness.records.writer import write_run_record
@@ -43,12 +43,14 @@ def build_record(
     tracker: Tracker,
     identity: Mapping[str, Any] | None = None,
     models_used: Sequence[str] = (),
+    seed: int = DEFAULT_SEED,
 ) -> dict[str, Any]:
     """The record of a finished run (unsealed: :func:`write_record` seals it as it writes it).
 
     ``comparisons``: the cells graded, as dicts; ``efficiency_by_stage``: variant -> dataset ->
     numbers; ``stages``: the run's stage log entries; ``started``: ``time.time()`` at its start;
-    ``models_used``: the checkpoints it read, each named in ``models`` with its source, revision and sha256s."""
+    ``models_used``: the checkpoints it read, each named in ``models`` with its source, revision and sha256s;
+    ``seed``: the seed it ran under."""
     final = scores.final
     substitutions = spec.get("substitutions") if spec is not None else None
     return {
@@ -60,7 +62,7 @@ def build_record(
         "spec": spec.config if spec is not None else None,
         **(identity or {}),
         "command": " ".join(sys.argv),
-        "seed": SEED,
+        "seed": seed,
         "git": git_commit(),
         "packages": package_versions(),
         "hardware": {
@@ -87,8 +89,9 @@ def build_record(
     }
 
 
-def write_record(record: dict[str, Any], tracker: Tracker) -> Path:
-    """Seal and write the record (runs/records/<run_id>.json), and log it to the run's MLflow run."""
-    path = write_run_record(record)
+def write_record(record: dict[str, Any], tracker: Tracker, seed_study: bool = False) -> Path:
+    """Seal and write the record (runs/records/<run_id>.json), and log it to the run's MLflow run;
+    ``seed_study``: the run is one seed of `run --seeds` (its record goes to runs/seeds/)."""
+    path = write_run_record(record, seed_study=seed_study)
     tracker.log_artifact(path, subdir="record")
     return path

@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
+from harness.core.seeds import DEFAULT_SEED
 from harness.data.catalog import get_benchmark
 from harness.evaluation.zero_shot import run_zero_shot
 from harness.gate.grading import checkpoint_comparisons
@@ -129,7 +129,7 @@ def reproduce_checkpoint(
         ckpt.record_method,
         name,
         CHECKPOINT_PROFILE,
-        SEED,
+        DEFAULT_SEED,
         run_id,
         {"checkpoint": name, "source": ckpt.source},
         enabled=track,
@@ -140,7 +140,7 @@ def reproduce_checkpoint(
 
     started = time.time()
     with tracker.run():
-        tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": SEED, "precision": precision})
+        tracker.log_params({"checkpoint": ckpt.to_dict(), "depth": depth, "seed": DEFAULT_SEED, "precision": precision})
         scores = score_variants(tracker, stages, benches, {CHECKPOINT_PROFILE: list(benches)}, score)
         comparisons = checkpoint_comparisons(ckpt, scores.metrics, scores.per_query, cells)
         identity = {

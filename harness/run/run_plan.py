@@ -50,6 +50,7 @@ class RunPlan:
     problems: tuple[str, ...]
     footprints: tuple[Footprint, ...]
     needs_mib: Mapping[tuple[str, str | None], float]
+    seed_study: bool = False  # this run is one seed of `run --seeds` (its record goes to runs/seeds/)
 
     @property
     def precision(self) -> str | None:
@@ -72,5 +73,11 @@ class RunPlan:
     def describe(self, hw: Hardware | None = None) -> str:
         """What ``--dry-run`` prints (harness/run/plan.py)."""
         return describe(
-            self.spec, list(self.datasets), list(self.stages), list(self.notes), hw, preflight=list(self.problems)
+            self.spec,
+            list(self.datasets),
+            list(self.stages),
+            list(self.notes),
+            hw,
+            preflight=list(self.problems),
+            seed=self.seed,
         )

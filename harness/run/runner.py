@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import SEED
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import detect, total_memory_gib
 from harness.core.paths import require_writable_homes
 from harness.core.points import fmt
+from harness.core.seeds import DEFAULT_SEED
 from harness.data import download
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
@@ -185,11 +185,13 @@ def shared_by_ranks(value: Any) -> Any:
     return D.control_broadcast(value)
 
 
-def rank_tracker(spec: MethodSpec, run_id: str, tags: dict[str, str], required: bool = False) -> Tracker:
+def rank_tracker(
+    spec: MethodSpec, run_id: str, tags: dict[str, str], required: bool = False, seed: int = DEFAULT_SEED
+) -> Tracker:
     """Rank 0's MLflow run; the other ranks of a launched run log nothing (one MLflow run per run)."""
     if not ranks.is_main():
         return Tracker(experiment=spec.name, run_name=f"rank {ranks.rank()}", tags={}, enabled=False)
-    return parent_tracker(spec.name, spec.name, spec.profile, SEED, run_id, tags, required=required)
+    return parent_tracker(spec.name, spec.name, spec.profile, seed, run_id, tags, required=required)
 
 
 Pipeline = Callable[[RunContext, list[str]], dict[str, dict[str, Path]]]
@@ -207,11 +209,11 @@ def pipeline_for(spec: MethodSpec) -> Pipeline:
     return family_pipeline(family)
 
 
-def run_params(spec: MethodSpec) -> dict[str, Any]:
+def run_params(spec: MethodSpec, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """A run's parent params (:func:`harness.records.parent_run.parent_params`): its identity, the settings
     its profile ran with as ``spec.<dotted.path>`` keys (``spec.retrieval.k1``) and its conditions."""
     conditions = run_conditions(spec.config, spec.name, spec.profile)
-    return parent_params(spec.name, spec.profile, spec.spec_hash, SEED, spec.config, conditions)
+    return parent_params(spec.name, spec.profile, spec.spec_hash, seed, spec.config, conditions)
 
 
 def run_tags(spec: MethodSpec) -> dict[str, str]:
@@ -223,15 +225,17 @@ def run_until(plan: RunPlan, track_required: bool = False) -> RunResult:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     spec, stage = plan.spec, str(plan.stop_after)
-    run_id = new_run_id(spec.name, spec.profile)
-    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required)
+    run_id = new_run_id(spec.name, spec.profile, plan.seed)
+    tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required, plan.seed)
     if ranks.is_main():
         warn_if_too_big(plan)
-    ctx = RunContext(spec, tracker, plan.stage_log(), plan.force, stop_after=stage)
+    ctx = RunContext(
+        spec, tracker, plan.stage_log(), plan.force, stop_after=stage, seed=plan.seed, seed_study=plan.seed_study
+    )
     started = time.time()
     output = None
     with tracker.run():
-        tracker.log_params(run_params(spec))
+        tracker.log_params(run_params(spec, plan.seed))
         try:
             pipeline_for(spec)(ctx, list(plan.datasets))
         except StopAfterStage as stop:
@@ -256,13 +260,22 @@ def run_until(plan: RunPlan, track_required: bool = False) -> RunResult:
     )
 
 
-def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False, stage: str | None = None) -> RunContext:
+def plan_method(
+    spec: MethodSpec,
+    datasets: list[str],
+    force: bool = False,
+    stage: str | None = None,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
+) -> RunContext:
     """What a run of `spec` on `datasets` would execute, built by nothing: the run's own pipeline in
     plan mode (``RunContext.plan_only``), then the evaluation entries :func:`run_method` adds. The
     context's ``stages.entries`` are in a run record's ``stages`` shape (plus ``plan``: cached, to
     run or reused); ``plan_notes`` hold what the plan reports besides (e.g. a missing checkpoint)."""
     tracker = Tracker(experiment=spec.name, run_name="dry-run", tags={}, enabled=False)
-    ctx = RunContext(spec, tracker, StageLog(), force, plan_only=True, stop_after=stage)
+    ctx = RunContext(
+        spec, tracker, StageLog(), force, plan_only=True, stop_after=stage, seed=seed, seed_study=seed_study
+    )
     try:
         variants = pipeline_for(spec)(ctx, datasets)
     except StopAfterStage:
@@ -274,17 +287,23 @@ def plan_method(spec: MethodSpec, datasets: list[str], force: bool = False, stag
 
 
 def build_plan(
-    spec: MethodSpec, choice: ProfileChoice, datasets: list[str], force: bool = False, stage: str | None = None
+    spec: MethodSpec,
+    choice: ProfileChoice,
+    datasets: list[str],
+    force: bool = False,
+    stage: str | None = None,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
 ) -> RunPlan:
     """The run's plan, built once per `run` (a dry-run prints it, a run executes it): its stages from the
     pipeline in plan mode (:func:`plan_method`), the preflight's problems with them, and the projection of
     what each data stage holds in memory and writes to disk."""
-    ctx = plan_method(spec, datasets, force, stage)
+    ctx = plan_method(spec, datasets, force, stage, seed, seed_study)
     footprints, needs = projected_footprints(spec, ctx.stages.entries)
     return RunPlan(
         spec=spec,
         choice=choice,
-        seed=SEED,
+        seed=seed,
         datasets=tuple(datasets),
         stop_after=stage,
         force=force,
@@ -293,6 +312,7 @@ def build_plan(
         problems=tuple(preflight.problems(spec, datasets, ctx)),
         footprints=tuple(footprints),
         needs_mib=needs,
+        seed_study=seed_study,
     )
 
 
@@ -338,12 +358,15 @@ def run_method(
     track_required: bool = False,
     precision: str | None = None,
     allow_cpu: bool = False,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
 ) -> RunResult:
     """Run ``method`` end to end (or up to ``stage``, or only plan it); ``profile``: the one asked for, or the
     :class:`ProfileChoice` the command already made (the profile is chosen once); ``track_required``: a tracking
     failure fails the run (before its first stage when the server fails at the start) instead of a warning;
     ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring;
-    ``allow_cpu``: a CUDA-declared paper profile may run on the CPU (device_check.py refuses it otherwise)."""
+    ``allow_cpu``: a CUDA-declared paper profile may run on the CPU (device_check.py refuses it otherwise);
+    ``seed``: the seed every stage draws from; ``seed_study``: this run is one seed of `run --seeds`."""
 
     choice = profile if isinstance(profile, ProfileChoice) else choose_profile(method, profile)
     spec = load_method(method, choice.profile)
@@ -359,7 +382,7 @@ def run_method(
     spec = shared_by_ranks(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
-        return _run_spec(spec, choice, datasets, force, stage, dry_run, track_required, allow_cpu)
+        return _run_spec(spec, choice, datasets, force, stage, dry_run, track_required, allow_cpu, seed, seed_study)
 
 
 def _run_spec(
@@ -371,17 +394,19 @@ def _run_spec(
     dry_run: bool,
     track_required: bool = False,
     allow_cpu: bool = False,
+    seed: int = DEFAULT_SEED,
+    seed_study: bool = False,
 ) -> RunResult:
     """The resolved spec's run: its plan built once, then printed (a dry-run), or checked and executed."""
     datasets = datasets or list(spec.get("datasets", []))
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
-    print(f"{spec.name}: profile '{spec.profile}' ({choice.why}); datasets: {', '.join(datasets)}; seed {SEED}")
+    print(f"{spec.name}: profile '{spec.profile}' ({choice.why}); datasets: {', '.join(datasets)}; seed {seed}")
     for note in spec.get("substitutions") or []:
         print(f"  substitution: {note}")
     if not dry_run:
         # The card first (one line): a paper run must not start its CPU stages where its GPU stages cannot run.
         device_check.require(spec, allow_cpu)
-    plan = build_plan(spec, choice, datasets, force, stage)
+    plan = build_plan(spec, choice, datasets, force, stage, seed, seed_study)
     if stage is not None and stage not in plan.stage_names():
         raise HarnessError(
             f"--stage {stage}: {spec.name} [{spec.profile}] runs no stage '{stage}' "
@@ -402,15 +427,15 @@ def _run_spec(
 def execute(plan: RunPlan, benchmarks: dict[str, Any], track_required: bool = False) -> RunResult:
     """The plan's stages, then (rank 0) their scores, the comparison with the papers and the run record."""
     spec = plan.spec
-    run_id = new_run_id(spec.name, spec.profile)
-    tracker = rank_tracker(spec, run_id, run_tags(spec), track_required)
+    run_id = new_run_id(spec.name, spec.profile, plan.seed)
+    tracker = rank_tracker(spec, run_id, run_tags(spec), track_required, plan.seed)
     if ranks.is_main():
         warn_if_too_big(plan)
-    ctx = RunContext(spec, tracker, plan.stage_log(), plan.force)
+    ctx = RunContext(spec, tracker, plan.stage_log(), plan.force, seed=plan.seed, seed_study=plan.seed_study)
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
-        tracker.log_params(run_params(spec))  # first: a run that fails later still shows its setting
+        tracker.log_params(run_params(spec, plan.seed))  # first: a run that fails later still shows its setting
         variants = pipeline(ctx, list(plan.datasets))
         if not ranks.is_main():  # rank 0 scores, compares and records; every stage is finished here
             return RunResult(spec.name, spec.profile, spec.spec_hash, ctx.stages.entries, plan)
@@ -418,7 +443,7 @@ def execute(plan: RunPlan, benchmarks: dict[str, Any], track_required: bool = Fa
         def score(variant: str, name: str) -> Scored:
             return Scored(score_run_file(variants[variant][name], benchmarks[name]), variants[variant][name])
 
-        scores = score_variants(tracker, ctx.stages, benchmarks, variants, score)
+        scores = score_variants(tracker, ctx.stages, benchmarks, variants, score, plan.seed)
         comparisons = compare_variants(spec, list(variants), scores, ctx.stages.entries)
         record = build_record(
             run_id=run_id,
@@ -432,9 +457,10 @@ def execute(plan: RunPlan, benchmarks: dict[str, Any], track_required: bool = Fa
             started=started,
             tracker=tracker,
             models_used=list(ctx.models_read),
+            seed=plan.seed,
         )
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
-        path = write_record(record, tracker)
+        path = write_record(record, tracker, plan.seed_study)
     record["mlflow"] = tracker.info()
     print_outcome(comparisons, scores, record, path)
     return recorded_result(plan, record, path)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.seeds import DEFAULT_SEED
 from harness.evaluation.chance import chance_check
 from harness.records.parent_run import in_points
 
@@ -72,8 +73,10 @@ def score_variants(
     benchmarks: Mapping[str, Any],
     variants: Mapping[str, Iterable[str]],
     score: Callable[[str, str], Scored],
+    seed: int = DEFAULT_SEED,
 ) -> RunScores:
-    """``score(variant, dataset)`` for each dataset of each variant, in order; the last variant is the final one."""
+    """``score(variant, dataset)`` for each dataset of each variant, in order; the last variant is the final one.
+    ``seed``: the run's, which draws the random ranking each final score is checked against."""
 
     scores = RunScores(final=list(variants)[-1])
     for variant, datasets in variants.items():
@@ -90,7 +93,7 @@ def score_variants(
             scores.add(variant, name, benchmarks[name], scored)
     for name in scores.metrics:  # a trained model that ranks no better than a random ranking is flagged
         primary = scores.primaries[name]
-        check = chance_check(benchmarks[name], scores.per_query[name][primary], primary)
+        check = chance_check(benchmarks[name], scores.per_query[name][primary], primary, seed=seed)
         if check:
             scores.chance[name] = check
     return scores

@@ -12,13 +12,11 @@ times the seeds).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness import DEFAULT_SEED, SEED_STUDY_ENV
+from harness.core.seeds import DEFAULT_SEED
 from harness.run import projection
 from harness.spec.kinds import SEED_MAX
 from harness.stages.graph import seed_shared
@@ -98,13 +96,16 @@ def describe(spec: Any, entries: list[dict[str, Any]], seeds: Sequence[int]) -> 
     return lines
 
 
-def run(argv: Sequence[str], seeds: Sequence[int]) -> int:
-    """Run ``argv`` (a ``run`` command line without ``--seeds``) once per seed, 42 first; stop at the
-    first seed that fails and return its exit code."""
+def run(seeds: Sequence[int], run_seed: Callable[[int], int]) -> int:
+    """``run_seed(seed)`` (one seed's run, in this process) for each seed, 42 first; stop at the first
+    seed that fails (an exit code, or an error, raised on) and return its exit code."""
     for i, seed in enumerate(ordered(seeds), 1):
         print(f"seed study: seed {seed} ({i}/{len(seeds)})", flush=True)
-        env = {**os.environ, "HARNESS_SEED": str(seed), SEED_STUDY_ENV: "1"}
-        rc = subprocess.call([sys.executable, "-m", "harness", *argv, "--seed", str(seed)], env=env)
+        try:
+            rc = run_seed(seed)
+        except BaseException:
+            print(f"seed study: seed {seed} failed; the seeds after it did not run", file=sys.stderr, flush=True)
+            raise
         if rc:
             print(f"seed study: seed {seed} failed (exit {rc}); the seeds after it did not run", file=sys.stderr)
             return rc

@@ -27,8 +27,8 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness import SEED
 from harness.core.errors import HarnessError, SpecProblems, UnknownNameError
+from harness.core.seeds import DEFAULT_SEED
 from harness.data.catalog import benchmark_split, get_benchmark, list_benchmarks
 from harness.data.setting import PASSAGE_VARIANTS, resolve_mirror
 from harness.papers.registry import paper_keys
@@ -193,7 +193,9 @@ def _pretrain(spec: MethodSpec) -> list[Finding]:
 
     try:  # as harness.pipelines.pretrain.pretrain_stage builds it; steps from epochs are at least 1
         TrainConfig(
-            **settings.trainer_kwargs(1 if settings.steps is None else settings.steps), seed=SEED, output_dir="."
+            **settings.trainer_kwargs(1 if settings.steps is None else settings.steps),
+            seed=DEFAULT_SEED,
+            output_dir=".",
         )
     except ConfigError as exc:
         found += _config_findings(("pretrain",), exc, pre)
@@ -273,11 +275,11 @@ def _stage(spec: MethodSpec, stage: str, family: Any) -> list[Finding]:
         if family == "learned-sparse":  # as harness.pipelines.learned_sparse.splade_train_stage
             from harness.finetune.splade import SpladeTrainConfig
 
-            SpladeTrainConfig(**settings.splade_kwargs(1), distill=stage == "retriever3", seed=SEED)
+            SpladeTrainConfig(**settings.splade_kwargs(1), distill=stage == "retriever3", seed=DEFAULT_SEED)
         else:  # as harness.pipelines.dense.train_stage
             from harness.finetune.dense import DenseTrainConfig
 
-            DenseTrainConfig(**settings.trainer_kwargs(1), seed=SEED)
+            DenseTrainConfig(**settings.trainer_kwargs(1), seed=DEFAULT_SEED)
     except ConfigError as exc:
         found += [
             _in_stage(spec, stage, "global_queries" if f.path[0] == "queries_per_device" else f.path[0], f.problem)
@@ -311,7 +313,9 @@ def _reranker_train(spec: MethodSpec) -> list[Finding]:
     if found:
         return found
     try:
-        RerankerTrainConfig(**RerankerTrainSettings.from_mapping(train, ".".join(path)).trainer_kwargs(), seed=SEED)
+        RerankerTrainConfig(
+            **RerankerTrainSettings.from_mapping(train, ".".join(path)).trainer_kwargs(), seed=DEFAULT_SEED
+        )
     except ConfigError as exc:
         found += _config_findings(path, exc, train)
     return found

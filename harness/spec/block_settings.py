@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness import SEED
 from harness.core import benchmarks as declared
+from harness.core.seeds import DEFAULT_SEED
 from harness.spec.kinds import MAPPING, NON_NEGATIVE, NUM, POSITIVE, POSITIVE_WHOLE, SEED_KIND, TEXT, Kind
 from harness.spec.settings import BlockSettings, setting
 
@@ -51,7 +51,7 @@ class CorpusSettings(BlockSettings):
         "how documents are split into sentences (not read: always Punkt trained on the corpus)", None, TEXT, keyed=False
     )
     max_tokens: int = setting("passage length in tokens", 144, POSITIVE_WHOLE)
-    seed: int = setting("seed of the passage grouping and sampling", SEED, SEED_KIND)
+    seed: int = setting("seed of the passage grouping and sampling", DEFAULT_SEED, SEED_KIND)
     max_passages: int | None = setting(
         "keep a seeded set of whole documents up to this many passages", None, POSITIVE_WHOLE
     )

@@ -58,7 +58,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_SEED, SEED, in_seed_study
 from harness.core.digests import sampled_digest
 from harness.core.errors import HarnessError
 
@@ -73,6 +72,7 @@ from harness.core.fsutil import (  # noqa: F401 - re-exported, as said above
     temp_name,
 )
 from harness.core.paths import cache_dir
+from harness.core.seeds import DEFAULT_SEED
 from harness.stages.graph import seed_shared
 
 # Bump when the on-disk layout of any builder changes: old caches then rebuild.
@@ -297,14 +297,16 @@ class StageCache:
     config: dict[str, Any]
     inputs: dict[str, str]
     code_version: str = "1"
+    seed: int = DEFAULT_SEED  # the run's seed
+    seed_study: bool = False  # the run is one seed of a `run --seeds` study
 
     @property
     def key(self) -> str:
         payload = {"stage": self.stage, "config": self.config, "inputs": self.inputs, "code": self.code_version}
         # another seed is another artifact; seed 42's keys stay as they were, and so do the stages a seed
         # study shares across its seeds (corpus, pre-training: seed 42's)
-        if SEED != DEFAULT_SEED and not seed_shared(self.stage, in_seed_study()):
-            payload["seed"] = SEED
+        if self.seed != DEFAULT_SEED and not seed_shared(self.stage, self.seed_study):
+            payload["seed"] = self.seed
         return config_hash(payload)
 
     @property
@@ -334,7 +336,7 @@ class StageCache:
         build is removed, unless ``keep_partial`` (a stage that resumes from its own checkpoints)
         keeps it for the next attempt. The caller holds :attr:`lock_path`: what killed builds of
         this key left is removed first (a resumable stage's work folder only when not resuming)."""
-        if SEED != DEFAULT_SEED and seed_shared(self.stage, in_seed_study()):
+        if self.seed != DEFAULT_SEED and seed_shared(self.stage, self.seed_study):
             # built under this seed, it would sit under seed 42's key: every seed would read it
             raise HarnessError(
                 f"seed study: stage {self.stage} is shared by every seed and runs under seed {DEFAULT_SEED}, "

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness import SEED
 from harness.core.errors import HarnessError
+from harness.core.seeds import DEFAULT_SEED
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -67,7 +67,7 @@ class LoopConfig:
     grad_clip: float | None = 1.0  # max grad norm; None = no clipping
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
-    seed: int = SEED
+    seed: int = DEFAULT_SEED
     precision: str = "fp32"  # fp16 | bf16 need CUDA; CPU runs train in fp32 and say so
     checkpoint_every: int = run_control(0)  # steps; 0 = only at the loop's own points (epoch ends, stop_after)
     keep_checkpoints: int = run_control(1)
