@@ -204,7 +204,9 @@ def splade_train_stage(
             teacher = json.loads((teacher_dir / "scores.json").read_text(encoding="utf-8"))
             examples = [tuple(g) for g in groups]
         else:
-            queries, qrels = train_queries(bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries, ctx.seed)
+            queries, qrels = train_queries(
+                bench, split, FinetuneSettings.from_spec(ctx.spec).max_train_queries, ctx.seed
+            )
             examples = grouped_examples(
                 queries, qrels, [negative_pool(iter_trec_run(p), qrels, settings.negative_depth) for p in pools]
             )
@@ -408,7 +410,9 @@ def teacher_stage(ctx: RunContext, teacher: Teacher, mined: Path) -> Path:
     def build(work: Path) -> dict[str, Any]:
         queries, qrels = train_queries(bench, split, most, ctx.seed)
         pool = negative_pool(iter_trec_run(mined), qrels, config["negative_depth"])
-        groups = teacher_groups(grouped_examples(queries, qrels, [pool]), config["positives"], config["negatives"], ctx.seed)
+        groups = teacher_groups(
+            grouped_examples(queries, qrels, [pool]), config["positives"], config["negatives"], ctx.seed
+        )
         if not groups:
             raise HarnessError(f"stage 3: no training groups in {name}-{split} from {mined}")
         rank, world = ranks.rank(), ranks.world_size()

@@ -9,10 +9,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from harness.core.seeds import DEFAULT_SEED
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, is_plain_name
 from harness.core.paths import local_runs_dir, runs_dir
+from harness.core.seeds import DEFAULT_SEED
 from harness.records.integrity import seal
 
 RECORD_SCHEMA_VERSION = 1
