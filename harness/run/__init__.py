@@ -1,6 +1,7 @@
 """One invocation end to end: check the spec, plan, run the family's pipeline, score, write the record.
 
-``runner.py`` drives a method run; ``validation.py`` checks a resolved spec's values before any stage and
+``runner.py`` drives a method run from its plan (``run_plan.py``: built once per invocation) to its
+typed result (``run_result.py``); ``validation.py`` checks a resolved spec's values before any stage and
 ``preflight.py`` every input (data, checkpoints) the whole plan reads, ``device_check.py`` the card,
 ``process_check.py`` the process count and batch split; ``plan.py`` and ``projection.py`` are the dry-run's
 plan and cost, ``model_shape.py`` the encoder shape that cost scales with, ``generation_flops.py`` query
