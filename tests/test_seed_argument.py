@@ -40,9 +40,9 @@ def test_the_seed_reaches_every_stage_key_from_the_command_line(tmp_path, capsys
     assert main(argv) == 0
     assert "(spec hash " in (out := capsys.readouterr().out) and ", seed 43)" in out
     cli = _keys(json.loads(summary.read_text(encoding="utf-8"))["stages"])
-    api = _keys(run_method("cotmae_qc", "tiny", dry_run=True, seed=43)["stages"])
-    base = _keys(run_method("cotmae_qc", "tiny", dry_run=True)["stages"])
-    study = _keys(run_method("cotmae_qc", "tiny", dry_run=True, seed=43, seed_study=True)["stages"])
+    api = _keys(run_method("cotmae_qc", "tiny", dry_run=True, seed=43).stages)
+    base = _keys(run_method("cotmae_qc", "tiny", dry_run=True).stages)
+    study = _keys(run_method("cotmae_qc", "tiny", dry_run=True, seed=43, seed_study=True).stages)
     assert cli == api and len(cli) == len(base) > 5
     keyed = [(a, b) for a, b in zip(api, base) if a[2] is not None]
     assert keyed and all(a[2] != b[2] for a, b in keyed)  # another seed: every stage its own artifact
@@ -107,9 +107,10 @@ def test_seed_43_from_the_command_line_is_seed_43_from_the_api(tmp_path, monkeyp
     record = json.loads(open(cli["run_record"], encoding="utf-8").read())
     assert record["seed"] == 43 and "/seeds/" in cli["run_record"] and "__seed43__" in record["run_id"]
     api = run_method("cotmae_qc", "tiny", seed=43, force=True)
-    assert api["seed"] == 43 and not any(e["cached"] for e in api["stages"] if e["stage"] != "evaluate")
-    assert _keys(api["stages"]) == _keys(record["stages"])
-    assert api["metrics"] == record["metrics"] and api["per_query"] == record["per_query"]
-    assert api["comparison"] == record["comparison"] and api["chance"] == record["chance"]
-    seed42 = _keys(run_method("cotmae_qc", "tiny", dry_run=True, seed=DEFAULT_SEED)["stages"])
+    assert api.record is not None and api.record["seed"] == 43
+    assert not any(e["cached"] for e in api.stages if e["stage"] != "evaluate")
+    assert _keys(api.stages) == _keys(record["stages"])
+    assert api.metrics == record["metrics"] and api.record["per_query"] == record["per_query"]
+    assert api.comparison == record["comparison"] and api.record["chance"] == record["chance"]
+    seed42 = _keys(run_method("cotmae_qc", "tiny", dry_run=True, seed=DEFAULT_SEED).stages)
     assert all(a[2] != b[2] for a, b in zip(_keys(record["stages"]), seed42) if a[2] is not None)
