@@ -42,3 +42,18 @@ def test_ci_runs_the_readme_test_command_and_says_where_its_screenshots_are(tmp_
     elsewhere = tmp_path / "artifacts"
     done = _ci(tmp_path, {"HARNESS_SCREENSHOTS": str(elsewhere)})
     assert done.stdout.splitlines()[-1] == f"ci: screenshots: 1 in {elsewhere}"
+
+
+def test_every_rerun_runs_once_in_ci_and_the_one_left_out_is_the_fresh_copy_tests():
+    """CI re-runs each of RERUNS from scratch exactly once: .ci/run's `check --rerun` list, and cotmae_qc
+    tiny in tests/test_fresh_copy_tiny_run.py (the README's run on a fresh copy, gated by gate_fresh)."""
+    import re
+
+    from harness.gate.rerun import RERUNS, parse_reruns
+    from tests.test_fresh_copy_tiny_run import README_TINY
+
+    [listed] = re.findall(r"harness check --rerun (\S+)", (PROJECT_ROOT / ".ci" / "run").read_text())
+    in_ci = parse_reruns(listed)
+    assert len(set(in_ci)) == len(in_ci) and set(in_ci) <= set(RERUNS)
+    [left] = set(RERUNS) - set(in_ci)
+    assert ["--method", left.method, "--profile", left.profile] == README_TINY[1:]

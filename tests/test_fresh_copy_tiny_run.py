@@ -3,9 +3,10 @@ checkout (no cache/, no runs/local/), never turns the gate red, and its record s
 in `check`, the static report and the leaderboard's data.
 
 The copy is the working tree's tracked and untracked-but-not-ignored files, so work not yet
-committed is tested too. The run builds every stage from scratch (4 to 7 minutes on 2 CPU cores):
-no other pytest test runs cotmae_qc tiny end to end (`check --rerun` in .ci/run does, from its own
-scratch folder, but as a CI part outside pytest)."""
+committed is tested too. The run builds every stage from scratch (3 to 5 minutes on 2 CPU cores), so it is also CI's fresh re-run of
+cotmae_qc tiny: its record is gated against the committed reference exactly as `check --rerun` gates one
+(harness.gate.rerun.gate_fresh), and .ci/run's re-run part leaves cotmae_qc tiny to this test
+(tests/test_ci_run.py pins that every re-run of RERUNS happens once in CI)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import PROJECT_ROOT
+from harness.gate.rerun import gate_fresh
 from harness.gate.run import YOUR_RUNS
 
 pytestmark = pytest.mark.slow
@@ -68,6 +70,9 @@ def test_the_readmes_tiny_run_on_a_fresh_copy_keeps_the_gate_passed(tmp_path: Pa
     assert len(mine) == 1, ran.stdout[-2000:]
     run_id = mine[0].stem
     assert sorted(p.name for p in (copy / "runs" / "records").iterdir()) == committed  # the gated folder untouched
+    fresh = gate_fresh(copy / "runs" / "local", copy / "runs" / "records")  # what `check --rerun` would say
+    graded = [r for r in fresh.rows if r.run_id == run_id]
+    assert fresh.passed and graded, [(r.status, r.benchmark, r.measure, r.note) for r in fresh.rows]
 
     checked = _harness(copy, "-m", "harness", "check")
     gate_part, _, yours_part = checked.stdout.partition(f"\n{YOUR_RUNS} (")

@@ -15,7 +15,7 @@ from harness.core.statuses import FAILING, STRICT_ONLY
 from harness.gate.cell_state import states_line
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
 from harness.gate.references import accept_reference, admit_local
-from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, parse_reruns, run_fresh
+from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, gate_fresh, parse_reruns, run_fresh
 from harness.gate.run import YOUR_RUNS, GateResult, format_gate, run_gate, your_runs
 from harness.gate.summary import format_summary, hidden_rows
 from harness.records.store import records_dir
@@ -183,16 +183,8 @@ def _rerun(args: argparse.Namespace) -> int:
         scratch = Path(tempfile.mkdtemp(prefix="rerun-", dir=cache_dir()))
     started = time.monotonic()
     fresh, timings = run_fresh(reruns, scratch, committed=committed)
-    tolerance = RERUN_TOLERANCE if args.tiny_tolerance is None else args.tiny_tolerance
     # strict: a fresh record with no reference, or a NEAR, is a failure of the re-run gate
-    result = run_gate(
-        fresh,
-        strict=True,
-        reported=args.reported,
-        tiny_tolerance=tolerance,
-        references_from=committed,
-        cross_machine=None if args.tiny_tolerance is not None else tolerance,
-    )
+    result = gate_fresh(fresh, committed, args.tiny_tolerance, args.reported)
     print(format_gate(result) if args.all else format_summary(result))
     print(
         "re-run times: "

@@ -31,6 +31,7 @@ from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, recorded_precision
+from harness.gate.run import GateResult, run_gate
 from harness.records.store import RunRecord, load_record, load_references
 from harness.spec.method import profiles_of
 
@@ -131,3 +132,19 @@ def run_fresh(
         if log:
             print(f"[rerun] {item.label}: done in {timings[item.label]:.0f}s", flush=True)
     return scratch / "runs" / "local", timings  # where `run` writes its record
+
+
+def gate_fresh(
+    fresh: Path, committed: Path, tolerance: float | None = None, reported: str | Path | None = None
+) -> GateResult:
+    """Gate the fresh records in ``fresh`` strictly (a record with no reference, or a NEAR, fails)
+    against the committed references in ``committed``: within ``tolerance`` points (default
+    RERUN_TOLERANCE, also across machines). `check --rerun` and the fresh-copy test both gate this way."""
+    return run_gate(
+        fresh,
+        strict=True,
+        reported=reported,
+        tiny_tolerance=RERUN_TOLERANCE if tolerance is None else tolerance,
+        references_from=committed,
+        cross_machine=None if tolerance is not None else RERUN_TOLERANCE,
+    )
