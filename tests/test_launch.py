@@ -318,7 +318,8 @@ def _one_process_writes_the_first_queries(cache: Path, out: Path) -> None:
 def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_path):
     """A worker killed mid-pre-training ends every rank with a line naming it; `run` again resumes
     from the checkpoint and finishes one run, trained as the one-process reference was. Query generation
-    and every encoding stage ran sharded on both ranks, and the queries are the one-process run's."""
+    and every encoding stage ran sharded on both ranks, and the queries are the one-process run's; every search
+    ran on both ranks and one process writes the same run files (tests/test_launch_search.py)."""
     args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
@@ -362,6 +363,9 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
         assert got[stage]["effective_batch"] == ref[stage]["effective_batch"]
     logs = list((tmp_path / "cache" / "logs" / "ranks").rglob("stdout.log"))
     assert logs and any("[pretrain] rank 1: training with the other ranks" in p.read_text() for p in logs)
+    from tests.test_launch_search import assert_one_process_search_writes_the_same_run_files
+
+    assert_one_process_search_writes_the_same_run_files(tmp_path, record)  # searches where the vectors are
 
 
 def _encoder(tmp: Path) -> bytes:
@@ -370,16 +374,33 @@ def _encoder(tmp: Path) -> bytes:
     return weights.read_bytes()
 
 
+PRETRAIN_TWO = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2", "--stage", "pretrain"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """cotmae tiny pre-trained once, uninterrupted, by 2 processes (`--stage pretrain`): the encoder the
+    SIGUSR1 test compares with, and the cache the encoding-cut and two-node tests start from (pre-training's
+    key is the same whatever the process count, so they find it built and train only what follows)."""
+    whole = tmp_path_factory.mktemp("pretrained")
+    _finish(_harness(PRETRAIN_TWO, _env(whole)))
+    return whole
+
+
+def _from_pretrained(pretrained: Path, tmp: Path) -> None:
+    shutil.copytree(pretrained / "cache", tmp / "cache")
+
+
 @pytest.mark.slow
-def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_to_the_same_encoder(tmp_path):
+def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_to_the_same_encoder(
+    tmp_path, pretrained
+):
     """SLURM's `--signal=USR1@300` reaches the launcher: it passes it on, both workers finish their step,
     checkpoint and exit 143 with the "interrupted" line, the launcher says so in one line and exits 143;
     `run` again resumes from that checkpoint and exports the encoder, bit for bit, that an uninterrupted
     2-process pre-training exports. (Pre-training only, `--stage pretrain`: the stage the signal cuts;
     what follows it reads only the exported encoder, so equal encoders are equal final metrics.)"""
-    args = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2", "--stage", "pretrain"]
-    whole = tmp_path / "whole"
-    _finish(_harness(args, _env(whole)))
+    args = PRETRAIN_TWO
     cut = tmp_path / "cut"
     first = _harness(args, _env(cut))
     deadline = time.time() + 1200
@@ -401,17 +422,15 @@ def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_
 
     out = _finish(_harness(args, _env(cut)))
     assert "[pretrain] resuming from" in out and f"(step {step} of" in out
-    assert _encoder(cut) == _encoder(whole)
+    assert _encoder(cut) == _encoder(pretrained)
 
 
 @pytest.mark.slow
-def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path):
+def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path, pretrained):
     """Two `run` invocations, one per node, meet at the endpoint and finish one run. They start from
-    the tiny reference's pre-trained encoder (copied in) so the nodes fine-tune and evaluate together."""
-    seed = tmp_path / "seed"
-    _finish(_harness(["run", "--method", "cotmae", "--profile", "tiny", "--stage", "pretrain"], _env(seed)))
+    a pre-trained encoder (the module's, copied in) so the nodes fine-tune and evaluate together."""
     env = _env(tmp_path)
-    shutil.copytree(seed / "cache", tmp_path / "cache")
+    _from_pretrained(pretrained, tmp_path)
     endpoint = f"127.0.0.1:{free_port()}"
     common = [
         "run",
@@ -435,6 +454,7 @@ def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path):
     assert record["hardware"]["processes"] == 2 and "nfcorpus" in record["metrics"]
     trained = {e["stage"]: e for e in record["stages"] if e["stage"].startswith("retriever")}
     assert trained and all(not e["cached"] for e in trained.values())
+    assert [e["cached"] for e in record["stages"] if e["stage"] == "pretrain"] == [True]
 
 
 def test_a_rank_without_a_gpu_of_its_own_is_one_line_unless_ranks_share_gpus(monkeypatch):
@@ -465,15 +485,19 @@ def _mlflow_statuses(uri: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_sigusr1_to_the_launcher_during_encoding_ends_both_workers_and_run_again_gives_the_same_metrics(tmp_path):
+def test_sigusr1_to_the_launcher_during_encoding_ends_both_workers_and_run_again_gives_the_same_metrics(
+    tmp_path, pretrained
+):
     """SIGUSR1 outside training (harness/core/procs.py terminate_raises): a 2-process run cut while it encodes
     ends on both ranks with the one "interrupted" line (exit 143, the launcher's one line), leaves no MLflow
     run RUNNING, and `run` again gives the metrics of the uninterrupted run. Kept short: the cut run starts
     from the uninterrupted run's cache with the encodings removed, so it begins at the first encoding stage."""
     args = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus", "--nproc-per-node", "2"]
     whole = tmp_path / "whole"
+    _from_pretrained(pretrained, whole)  # the uninterrupted run pre-trains nothing: the module's encoder
     _finish(_harness(args, _env(whole)))
     [reference] = _records(whole)
+    assert [e["cached"] for e in reference["stages"] if e["stage"] == "pretrain"] == [True]
     cut = tmp_path / "cut"
     shutil.copytree(whole / "cache", cut / "cache")
     for encoded in ("dense_retrieve", "embeddings"):  # every encoding (mining's and the evaluation's) again

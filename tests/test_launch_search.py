@@ -3,7 +3,7 @@ ran on both processes (their record entries say so), and one process searching t
 vectors again writes the same run files: scores within 2e-6 relative at every rank, and the same ids in the same
 order (ties by doc id) except among documents whose scores lie within 2e-6 relative of each other, where the two
 scorers' float rounding may order them apart, and among those tied at the last place, where faiss's own
-pick follows no fixed rule."""
+pick follows no fixed rule. The 2-process run is tests/test_launch.py's (slow); the check is here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from tests.test_launch import _env, _finish, _harness, _records
 
@@ -42,20 +41,19 @@ def _tie_groups(lines: list[list[str]], ref: list[list[str]]) -> list[tuple[str,
     return groups
 
 
-@pytest.mark.slow
-def test_two_process_searches_write_the_one_process_run_files(tmp_path):
-    args = ["run", "--method", "cotmae_qc", "--profile", "tiny"]
-    _finish(_harness([*args, "--nproc-per-node", "2"], _env(tmp_path)))
-    [record] = _records(tmp_path)
+def assert_one_process_search_writes_the_same_run_files(run_dir: Path, record: dict) -> None:
+    """``record``: a finished 2-process cotmae_qc tiny run in ``run_dir`` (its cache and runs). Every search
+    ran on both processes; one process searching the same models and vectors again (the dense_retrieve
+    stages removed from the cache) writes the same run files. Called by tests/test_launch.py's 2-process
+    run, so the 2-process tiny run is trained once in the suite."""
     searches = [e for e in record["stages"] if e["stage"] == "dense_retrieve"]
     assert searches and all(e["output"]["search_processes"] == 2 for e in searches)
     assert all(e["output"]["search_devices"] == ["cpu", "cpu"] for e in searches)
-    cache = tmp_path / "cache"
+    cache = run_dir / "cache"
     two = _run_files(cache)
     assert len(two) == len(searches)
-    # the searches again in one process (faiss), over the same cached models and corpus vectors
     shutil.rmtree(cache / "dense_retrieve")
-    _finish(_harness(args, _env(tmp_path)))
+    _finish(_harness(["run", "--method", "cotmae_qc", "--profile", "tiny"], _env(run_dir)))
     one = _run_files(cache)
     assert one.keys() == two.keys()
     for name in one:
@@ -64,7 +62,7 @@ def test_two_process_searches_write_the_one_process_run_files(tmp_path):
             [float(r[4]) for r in two[name]], [float(r[4]) for r in one[name]], rtol=RTOL, atol=0
         )
         assert _tie_groups(two[name], one[name]) == _tie_groups(one[name], one[name]), name
-    newest = _records(tmp_path)[-1]
+    newest = _records(run_dir)[-1]
     assert all(e["output"]["search_processes"] == 1 for e in newest["stages"] if e["stage"] == "dense_retrieve")
 
 
