@@ -41,6 +41,7 @@ from harness.core import benchmarks as declared
 from harness.core import yamlsafe
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
+from harness.evaluation import transfer_rule
 from harness.records.store import load_records, load_references
 from harness.spec.hashing import settings_hash
 
@@ -180,9 +181,12 @@ class Parts:
     queries: int  # N: the judged queries of the benchmark the spread is for
     source: str  # the runs, in words
     target: str = ""  # the benchmark the spread is for
+    transferred: bool = False  # to another model, scale or benchmark: the declared rule applies (transfer.yaml)
 
     def _transferred(self) -> tuple[float, float, bool]:
         sigma, df, clipped = transfer(self.sd, self.seeds, self.tau, self.tau_df, self.measured_queries, self.queries)
+        if self.transferred:
+            sigma, df = transfer_rule.load().apply(sigma, df, self.seeds)
         return float(sigma), float(df), bool(clipped)
 
     @property
@@ -205,10 +209,11 @@ class Parts:
 
     def describe(self) -> str:
         clip = "; shared clipped to 0: the seeds cannot see it" if self.clipped else ""
+        rule = f"; transfer rule: {transfer_rule.load().words(self.seeds)}" if self.transferred else ""
         return (
             f"sqrt(sd {self.sd:.2f}^2 [{self.seeds - 1} df] + tau {self.tau:.1f}^2 [{self.tau_df:.0f} df] "
             f"x (1/{self.queries} - 1/{self.measured_queries})) = {self.sigma:.2f} on {format_df(self.df)} df "
-            f"(Satterthwaite; shared {self.shared:.2f}{clip})"
+            f"(Satterthwaite{rule}; shared {self.shared:.2f}{clip})"
         )
 
 
@@ -219,11 +224,13 @@ def format_df(df: float) -> str:
     return f"{df:.2g}"
 
 
-def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> Parts:
+def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None, paper_scale: bool = False) -> Parts:
     """The widest spread the control's seeds give for one run's mean on ``benchmark`` (:class:`Parts`):
     each benchmark and measure of the measure's kind they were scored on, carried to the benchmark's
     judged queries, the widest kept (the benchmark's own measurement among them where the control ran
-    on it, so a measured benchmark is never graded narrower than its own seeds)."""
+    on it, so a measured benchmark is never graded narrower than its own seeds). Carried to another
+    benchmark, or to ``paper_scale`` (another model and training set), the declared transfer rule applies
+    (``transfer.yaml``)."""
     data = data or load()
     table, kind, base = data["benchmarks"], measure_kind(measure), base_benchmark(benchmark)
     seeds, n = len(data["runs"]), judged_queries(base)
@@ -239,6 +246,7 @@ def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> P
             n,
             f"{words}, {bench} {name}, {v['queries']} queries)",
             base,
+            paper_scale or bench != base,
         )
         for bench, by in sorted(table.items())
         for name, v in sorted(by.items())
