@@ -218,7 +218,10 @@ class Parts:
 
 
 def format_df(df: float) -> str:
-    """Degrees of freedom as printed: whole where whole, else to 2 significant digits (0.0081, 1.0, 15)."""
+    """Degrees of freedom as printed: whole where whole, else to 2 significant digits (0.0081, 1.0, 15);
+    "inf" for a spread taken as known."""
+    if not math.isfinite(df):
+        return "inf"
     if df >= 10 or float(df).is_integer():
         return f"{math.floor(df + 1e-9):d}"
     return f"{df:.2g}"
