@@ -358,7 +358,7 @@ def settle_note(
 
 
 def sigma_note(comp: Comparison | Mapping[str, Any]) -> str:
-    """"sigma_rep 1.23: <its source in words>" of a seed-graded row (a Comparison or its ``to_dict``), the
+    """ "sigma_rep 1.23: <its source in words>" of a seed-graded row (a Comparison or its ``to_dict``), the
     source as ``margins.source_words`` wrote it; "" on a row no seed spread graded."""
     sigma, source = _field(comp, "sigma"), _field(comp, "sigma_source")
     if _field(comp, "rule") != "seed" or sigma is None or not source:
