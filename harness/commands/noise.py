@@ -111,6 +111,14 @@ def _basis(spread: SigmaRep, benchmark: str) -> str:
     return "transferred"
 
 
+def _source_lines() -> list[str]:
+    """Each row's sigma_rep source in the one wording every verdict surface prints (margins.source_words)."""
+    return ["sigma_rep's source, in words:"] + [
+        wrap_text(f"  {benchmark} {measure}: {source_words(sigma_rep(benchmark, measure))}", WIDTH, "    ")
+        for benchmark, measure in PRINTED
+    ]
+
+
 def margins_report(verbose: bool = False) -> str:
     """Delta and sigma_rep with the rule's power, as one table; with ``verbose`` the reasons and the
     evidence behind each number and the recipe drift (docs/comparing-with-papers.md)."""
@@ -160,11 +168,7 @@ def margins_report(verbose: bool = False) -> str:
         "evidence, the harness's mini seeds measured on that benchmark, or transferred from them), and the rule's "
         "power for one run against one printed run ('seeds R / D': runs needed for P(REPRODUCED | same) and P(DIFFERENT | 2 Delta) >= 0.8)"
     )
-    lines = [wrap_text(intro, WIDTH, "  "), "", format_table(headers, rows), "", "sigma_rep's source, in words:"]
-    lines += [
-        wrap_text(f"  {benchmark} {measure}: {source_words(sigma_rep(benchmark, measure))}", WIDTH, "    ")
-        for benchmark, measure in PRINTED
-    ]
+    lines = [wrap_text(intro, WIDTH, "  "), "", format_table(headers, rows), "", *_source_lines()]
     if not verbose:
         lines += ["", "`python -m harness noise --margins --all` adds the reasons, the evidence and the recipe drift"]
         return "\n".join(lines)
