@@ -16,8 +16,8 @@ from harness.core import benchmarks as declared
 from harness.core.statuses import SUPERSEDED
 from harness.data.catalog import AGGREGATES, REPORTED, get_benchmark
 from harness.evaluation.bootstrap import bootstrap_ci
-from harness.evaluation.compare import inconclusive_note
-from harness.evaluation.verdict import INCONCLUSIVE, NOT_COMPARABLE, worst
+from harness.evaluation.compare import verdict_note
+from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.cell_state import cell_states, row_state
 from harness.gate.labels import system_axes, system_label
 from harness.gate.run import row_numbers
@@ -487,12 +487,7 @@ def comparison_frame(
                 "reported": x.get("reported"),
                 "reproduced": x.get("reproduced"),
                 "status": x.get("status"),
-                "reason": x.get("reason")
-                or "; ".join(
-                    filter(
-                        None, [inconclusive_note(x) if x.get("status") == INCONCLUSIVE else "", x.get("notes") or ""]
-                    )
-                ),
+                "reason": verdict_note(x),  # the note check and the report show, its sigma's source in words
             }
             row.update({k: x.get(k) if graded else None for k in GRADED_ONLY})
             rows.append(row)

@@ -9,14 +9,13 @@ import math
 import random
 import zlib
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation import claims as claims_mod
 from harness.evaluation import count_claims as counts_mod
-from harness.evaluation import noise
+from harness.evaluation import margins, noise
 from harness.evaluation import verdict as rule
 from harness.evaluation.claims import check_claims, claim_pairs, claims_for, spec_conditions
 from harness.evaluation.count_claims import check_count, count_claims_for
@@ -77,7 +76,9 @@ def narrow_sigma(monkeypatch):
     monkeypatch.setattr(
         claims_mod,
         "sigma_rep",
-        lambda benchmark, measure, extra=(): SimpleNamespace(points=0.3, tested=0.3, df=math.inf, label="test: fixed"),
+        lambda benchmark, measure, extra=(): margins.SigmaRep(
+            0.3, 0.3, math.inf, "fixed", (margins.Evidence(benchmark, measure, 0.09, 1, "test", "test: fixed"),), "test"
+        ),
     )
 
 

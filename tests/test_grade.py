@@ -122,7 +122,7 @@ def test_a_lone_run_without_seed_evidence_says_what_would_settle_it(tmp_path):
     metrics["msmarco-dev"]["RR@10"] -= 3.0
     mrr = _mrr(v2_table1(grade(write(tmp_path, run("cotmae_qc", metrics)))))
     assert mrr["sigma_df"] <= 2 and "transferred" in mrr["sigma_source"], mrr
-    assert "harness mini seeds (nopretrain [mini], 3 seeds" in mrr["sigma_source"], mrr
+    assert "MiniLM mini seeds (3, 640 queries)" in mrr["sigma_source"], mrr
     assert mrr["status"] == "INCONCLUSIVE" and "consistent within +-" in mrr["reason"], mrr
     assert "seeds" in mrr["reason"] or "no number of runs can" in mrr["reason"], mrr
 

@@ -12,14 +12,17 @@ from harness.commands._output import json_target, records_folder, write_json
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir, local_runs_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
+from harness.core.text_table import wrap_text
 from harness.gate.cell_state import states_line
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
 from harness.gate.references import accept_reference, admit_local
 from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, gate_fresh, parse_reruns, run_fresh
 from harness.gate.run import YOUR_RUNS, GateResult, format_gate, run_gate, your_runs
-from harness.gate.summary import format_summary, hidden_rows
+from harness.gate.summary import format_summary, hidden_rows, sigma_sources
 from harness.records.store import records_dir
 from harness.records.writer import record_path
+
+SOURCE_WIDTH = 120  # a sigma source line wraps past this width
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -135,6 +138,8 @@ def _check(args: argparse.Namespace) -> int:
     print(format_gate(result) if args.all else format_summary(result))
     if result.cells:
         print(states_line(result.cells))  # the same states as the glance tab, the report and `grade`
+    for line in sigma_sources(result):  # every verdict names its sigma's source (issue 61)
+        print(wrap_text(line, SOURCE_WIDTH, "    "))
     yours = _your_runs(args, tolerance, cross)
     if not args.all and (hidden := hidden_rows(result, yours)):
         print(f"\n{hidden} passing or ungraded row(s) not shown: `python -m harness check --all` lists every row")

@@ -9,7 +9,7 @@ from typing import Any
 from harness.core.paths import PROJECT_ROOT
 from harness.core.text_table import format_table, wrap_text
 from harness.evaluation import noise
-from harness.evaluation.margins import SigmaRep, practical_margin, recipe_drift, sigma_rep
+from harness.evaluation.margins import SigmaRep, bound_text, practical_margin, recipe_drift, sigma_rep, source_words
 from harness.evaluation.power import PRINTED, power_table
 
 WIDTH = 110  # long reasons wrap at this width
@@ -111,6 +111,14 @@ def _basis(spread: SigmaRep, benchmark: str) -> str:
     return "transferred"
 
 
+def _source_lines() -> list[str]:
+    """Each row's sigma_rep source in the one wording every verdict surface prints (margins.source_words)."""
+    return ["sigma_rep's source, in words:"] + [
+        wrap_text(f"  {benchmark} {measure}: {source_words(sigma_rep(benchmark, measure))}", WIDTH, "    ")
+        for benchmark, measure in PRINTED
+    ]
+
+
 def margins_report(verbose: bool = False) -> str:
     """Delta and sigma_rep with the rule's power, as one table; with ``verbose`` the reasons and the
     evidence behind each number and the recipe drift (docs/comparing-with-papers.md)."""
@@ -131,7 +139,7 @@ def margins_report(verbose: bool = False) -> str:
                 benchmark,
                 measure,
                 f"{margin.points:.1f}",
-                f"{spread.points:.2f}",
+                bound_text(spread.points),
                 f"{r.sigma_rep:.2f}",
                 _basis(spread, benchmark),
                 f"{r.reproduced:.2f}",
@@ -160,7 +168,7 @@ def margins_report(verbose: bool = False) -> str:
         "evidence, the harness's mini seeds measured on that benchmark, or transferred from them), and the rule's "
         "power for one run against one printed run ('seeds R / D': runs needed for P(REPRODUCED | same) and P(DIFFERENT | 2 Delta) >= 0.8)"
     )
-    lines = [wrap_text(intro, WIDTH, "  "), "", format_table(headers, rows)]
+    lines = [wrap_text(intro, WIDTH, "  "), "", format_table(headers, rows), "", *_source_lines()]
     if not verbose:
         lines += ["", "`python -m harness noise --margins --all` adds the reasons, the evidence and the recipe drift"]
         return "\n".join(lines)
@@ -168,7 +176,7 @@ def margins_report(verbose: bool = False) -> str:
     for benchmark, measure in PRINTED:
         spread, margin = sigma_rep(benchmark, measure), practical_margin(benchmark, measure)
         lines.append(wrap_text(f"{benchmark} {measure}: Delta {margin.points:.1f} ({margin.why})", WIDTH, "    "))
-        lines.append(wrap_text(f"  sigma_rep {spread.points:.2f}: {spread.why}", WIDTH, "    "))
+        lines.append(wrap_text(f"  sigma_rep {bound_text(spread.points)}: {spread.why}", WIDTH, "    "))
         lines.extend(
             wrap_text(f"    - {e.source} [{e.benchmark} {e.measure}, {e.df} df]", WIDTH, "      ")
             for e in spread.evidence

@@ -39,8 +39,8 @@ from typing import Any
 
 from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation import verdict as rule
-from harness.evaluation.compare import PRETRAIN_UNMEASURED, TRAINING_FREE_FAMILIES, comparability, settle_note
-from harness.evaluation.margins import practical_margin, sigma_rep
+from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability, settle_note
+from harness.evaluation.margins import practical_margin, sigma_rep, source_words
 from harness.evaluation.tolerances import canonical_measure
 from harness.evaluation.verdict import NOT_COMPARABLE
 from harness.papers.registry import load_registry
@@ -378,12 +378,11 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
         check.effect_ratio = rule.effect_ratio(a_value, b_value, c.a_value, c.b_value)
         check.delta_ri = rule.delta_ri(a_value, b_value, c.a_value, c.b_value)
         spread = sigma_rep(c.benchmark, c.measure, evidence) if evidence else sigma_rep(c.benchmark, c.measure)
-        check.sigma, check.sigma_df, check.sigma_source = spread.tested, spread.df, spread.label
         check.margin = practical_margin(c.benchmark, c.measure).points
         # a side that pre-trains: a pre-training part no seed on file measured (verdict.PRETRAIN_STANDIN)
         pretrain = (_pretrain_ratio(p.a_conditions, c.a), _pretrain_ratio(p.b_conditions, c.b))
-        if any(pretrain):
-            check.sigma_source += f"; {PRETRAIN_UNMEASURED}"
+        check.sigma, check.sigma_df = spread.tested, spread.df
+        check.sigma_source = source_words(spread, any(bool(x) for x in pretrain))
         v_effect, v_diff = _variances(c, p.a_runs, p.b_runs, pretrain)
         check.se = check.sigma * math.sqrt(v_effect)
         tests.append(

@@ -32,7 +32,7 @@ from typing import Any
 from harness.core.points import fmt, points_decimals, reported_text
 from harness.core.text_table import format_table
 from harness.evaluation import verdict as rule
-from harness.evaluation.margins import practical_margin, sigma_rep
+from harness.evaluation.margins import practical_margin, sigma_rep, source_words
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 
@@ -208,11 +208,6 @@ def printed_in(cell: Any) -> str:
     return f"{paper} {_field(cell, 'table')}"
 
 
-PRETRAIN_UNMEASURED = (
-    "pre-training part not measured: the fine-tune-only evidence is a lower bound, so se counts a pre-training "
-    f"spread of {rule.PRETRAIN_STANDIN:g} x sigma_rep on each side"
-)
-
 # What a repeated print of a number takes from its first print: the verdict and everything behind it.
 _GRADED_FIELDS = (
     "tolerance", "tolerance_why", "status", "rule", "sigma", "sigma_df", "sigma_why", "sigma_source", "ci_low",
@@ -319,9 +314,7 @@ def compare(
         spread = sigma_rep(comp.benchmark, measure, evidence) if evidence else sigma_rep(comp.benchmark, measure)
         margin = practical_margin(comp.benchmark, measure)
         comp.rule, comp.sigma, comp.sigma_why, comp.runs = "seed", spread.tested, spread.why, runs
-        comp.sigma_df, comp.sigma_source = spread.df, spread.label
-        if pretrains:
-            comp.sigma_source += f"; {PRETRAIN_UNMEASURED}"
+        comp.sigma_df, comp.sigma_source = spread.df, source_words(spread, pretrains)
         comp.tolerance, comp.tolerance_why = margin.points, margin.why
         printed_runs = int(conditions.get("runs_averaged") or 1)
         pretrain = rule.PRETRAIN_STANDIN * spread.tested if pretrains else 0.0
@@ -364,19 +357,28 @@ def settle_note(
     return head + f"no number of seeds up to {rule.MAX_SEEDS} settles it at this difference and this sigma_rep"
 
 
+def sigma_note(comp: Comparison | Mapping[str, Any]) -> str:
+    """ "sigma_rep 1.23: <its source in words>" of a seed-graded row (a Comparison or its ``to_dict``), the
+    source as ``margins.source_words`` wrote it; "" on a row no seed spread graded."""
+    sigma, source = _field(comp, "sigma"), _field(comp, "sigma_source")
+    if _field(comp, "rule") != "seed" or sigma is None or not source:
+        return ""
+    return f"sigma_rep {sigma:.2f}: {source}"
+
+
 def inconclusive_note(comp: Comparison | Mapping[str, Any]) -> str:
     """What an INCONCLUSIVE cell needs, in words, and which evidence set its sigma_rep (a Comparison or
     its ``to_dict``)."""
-    sigma, conditions = _field(comp, "sigma"), _field(comp, "conditions") or {}
+    conditions = _field(comp, "conditions") or {}
     note = settle_note(
         _field(comp, "within"),
         _field(comp, "seeds_needed"),
-        sigma,
+        _field(comp, "sigma"),
         _field(comp, "no_runs_sigma"),
         int(conditions.get("runs_averaged") or 1),
     )
-    source = _field(comp, "sigma_source")
-    return note + (f" (sigma_rep {sigma:.2f}: {source})" if sigma is not None and source else "")
+    source = sigma_note(comp)
+    return note + (f" ({source})" if source else "")
 
 
 def different_note(comp: Comparison | Mapping[str, Any]) -> str:
@@ -401,9 +403,11 @@ def verdict_note(comp: Comparison | Mapping[str, Any]) -> str:
         return str(_field(comp, "reason"))
     why = ""
     if status == rule.INCONCLUSIVE:
-        why = inconclusive_note(comp)
+        why = inconclusive_note(comp)  # its sigma's source inside
     elif status in (rule.DIFFERENT_BELOW, rule.DIFFERENT_ABOVE):
-        why = different_note(comp)
+        why = "; ".join(filter(None, [different_note(comp), sigma_note(comp)]))
+    elif status == rule.REPRODUCED:
+        why = sigma_note(comp)
     return "; ".join(filter(None, [why, str(_field(comp, "notes") or "")]))
 
 
@@ -448,7 +452,7 @@ def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
                 fmt(c.delta, digits, signed=True) if graded else "-",
                 fmt(c.tolerance),
                 ci,
-                c.reason or c.notes or (inconclusive_note(c) if c.status == rule.INCONCLUSIVE else ""),
+                verdict_note(c),
             ]
         )
     counts = {s: sum(c.status == s for c in comparisons) for s in STATUSES}

@@ -49,7 +49,8 @@ from harness.core import benchmarks as declared
 from harness.core import yamlsafe
 from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.paths import runs_dir
-from harness.evaluation import noise
+from harness.evaluation import noise, transfer_rule
+from harness.evaluation import verdict as rule
 from harness.evaluation.tolerances import canonical_measure
 from harness.papers.replication import replication_pairs
 from harness.records.store import load_records
@@ -115,14 +116,37 @@ class SigmaRep:
 
     @property
     def label(self) -> str:
-        """Which evidence set sigma_rep, in a few words (shown per cell)."""
-        if not self.evidence and self.parts:  # the mini seeds, named with where they were measured
-            p = self.parts
-            how = "measured on" if p.measured.split()[0] == p.target else "transferred to"
-            return f"no paper-scale evidence: {p.source}, {how} {p.target} ({noise.format_df(self.df)} df)"
-        if not self.evidence:
-            return f"no paper-scale evidence ({noise.format_df(self.df)} df)"
-        return f"{'; '.join(sorted({e.group for e in self.evidence}))} ({self.scope}, {noise.format_df(self.df)} df)"
+        """Which evidence set sigma_rep, in words (:func:`source_words`)."""
+        return source_words(self)
+
+
+PRETRAIN_UNMEASURED = (
+    "pre-training part not measured: the fine-tune-only evidence is a lower bound, so se counts a pre-training "
+    f"spread of {rule.PRETRAIN_STANDIN:g} x sigma_rep on each side"
+)
+
+
+def source_words(spread: SigmaRep, pretrains: bool = False) -> str:
+    """The one wording of a sigma's source that every verdict surface prints (run's table, check, grade,
+    the report, the leaderboard, ``noise --margins``): the evidence sets and their df, or the mini seeds
+    "MiniLM mini seeds (3, 640 queries) on scifact nDCG@10, transferred to msmarco-dev (df capped at 2):
+    1.0 df" with the declared transfer rule (``transfer.yaml``); ``pretrains``: the graded run pre-trained,
+    so the pre-training part no seed on file measured is named too."""
+    df = noise.format_df(spread.df)
+    if spread.evidence:
+        words = f"{'; '.join(sorted({e.group for e in spread.evidence}))} ({spread.scope}, {df} df)"
+    elif spread.parts:
+        p, tr = spread.parts, transfer_rule.load()
+        seeds = f"{tr.model} {noise.PROFILE} seeds ({p.seeds}, {tr.train_queries} queries) on {p.measured}"
+        same = p.measured.split()[0] == p.target
+        if p.transferred:
+            where = "paper scale" if same else p.target
+            words = f"{seeds}, transferred to {where} ({tr.words(p.seeds)}): {df} df"
+        else:
+            words = f"{seeds}, measured on {p.target}: {df} df"
+    else:
+        words = f"no evidence ({df} df)"
+    return f"{words}; {PRETRAIN_UNMEASURED}" if pretrains else words
 
 
 # ---------------------------------------------------------------------------- the margin
@@ -319,9 +343,23 @@ def _lower_gamma_regularized(a: float, x: float) -> float:
     return min(1.0, total * math.exp(-x + a * math.log(x) - math.lgamma(a)))
 
 
+UNBOUNDED = 1e3  # an upper bound this many times its estimate says nothing: the df are near zero
+
+
 def upper_bound(estimate: float, df: float, level: float) -> float:
-    """One-sided ``level`` upper confidence bound of an SD estimated on ``df`` degrees of freedom."""
-    return estimate * math.sqrt(df / chi2_quantile(1.0 - level, df))
+    """One-sided ``level`` upper confidence bound of an SD estimated on ``df`` degrees of freedom; ``inf``
+    where the df are too few to bound it (0.008 df gave ~1e27): printed "unbounded" (:func:`bound_text`),
+    ``null`` in JSON (``SigmaRep.points`` is never serialised as a number it is not)."""
+    quantile = chi2_quantile(1.0 - level, df)
+    if quantile <= 0:
+        return math.inf
+    bound = estimate * math.sqrt(df / quantile)
+    return math.inf if not math.isfinite(bound) or bound > UNBOUNDED * max(estimate, 1e-12) else bound
+
+
+def bound_text(bound: float) -> str:
+    """An upper bound as printed: two decimals, or "unbounded"."""
+    return f"{bound:.2f}" if math.isfinite(bound) else "unbounded"
 
 
 def _pool(evidence: list[Evidence]) -> tuple[float, int]:
@@ -362,13 +400,13 @@ def sigma_rep(benchmark: str, measure: str, extra: tuple[Evidence, ...] = ()) ->
             bound = upper_bound(estimate, df, level)
             why = (
                 f"same-recipe seeds pooled over {len(found)} set(s) of runs ({scope}: {df} df): "
-                f"{estimate:.2f}, {level:.0%} upper bound {bound:.2f}"
+                f"{estimate:.2f}, {level:.0%} upper bound {bound_text(bound)}"
             )
             # the query floor is a model of the spread, not a bound of it (NFCorpus's seeds sit 6x below
             # theirs): printed beside the evidence, never in its place
             why = f"{why}; beside it, not used: the harness's modelled floor {floor.points:.2f} ({floor.why})"
             return SigmaRep(bound, estimate, df, scope, tuple(found), why)
-    split = noise.parts(base, measure)
+    split = noise.parts(base, measure, paper_scale=True)
     bound = upper_bound(split.sigma, split.df, level)
     return SigmaRep(
         bound,
@@ -377,6 +415,6 @@ def sigma_rep(benchmark: str, measure: str, extra: tuple[Evidence, ...] = ()) ->
         "none",
         (),
         f"no same-recipe evidence at paper scale: {split.source}, {split.describe()}, {level:.0%} upper bound "
-        f"{bound:.2f} (a MiniLM fine-tuned on 640 queries; its transfer to paper scale is assumed, not measured)",
+        f"{bound_text(bound)} (why the transfer rule: transfer.yaml)",
         split,
     )

@@ -18,7 +18,10 @@ ones too): ``sigma(N)**2 = sd**2 + tau**2 (1/N - 1/queries)`` from the widest be
 measure's kind (rank-sensitive measures: nDCG, RR; recall measures: R, Success), on Satterthwaite's
 degrees of freedom for the two quantities actually estimated (``sd**2`` on ``seeds - 1``, ``tau**2`` on
 its effective df): about one df on MS MARCO's 6,980 queries from three seeds, where the mean's SD
-carries it all (:func:`transfer`; a shared part clipped to 0 never raises the df).
+carries it all (:func:`transfer`; a shared part clipped to 0 never raises the df). Carried to another
+benchmark or to paper scale, the declared transfer rule (``transfer.yaml``) applies on top: df at most
+``seeds - 1``. :func:`pretrain_spread` estimates the pre-training part from runs of different
+pre-training seeds.
 Assumption, stated with every number: the spread of a MiniLM-sized encoder fine-tuned on 640
 queries stands in for a BERT-base encoder fine-tuned on MS MARCO; the smaller training set likely
 makes it wider, so grading errs towards INCONCLUSIVE, not towards DIFFERENT. Fine-tuning only: the
@@ -41,6 +44,7 @@ from harness.core import benchmarks as declared
 from harness.core import yamlsafe
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
+from harness.evaluation import transfer_rule
 from harness.records.store import load_records, load_references
 from harness.spec.hashing import settings_hash
 
@@ -180,9 +184,12 @@ class Parts:
     queries: int  # N: the judged queries of the benchmark the spread is for
     source: str  # the runs, in words
     target: str = ""  # the benchmark the spread is for
+    transferred: bool = False  # to another model, scale or benchmark: the declared rule applies (transfer.yaml)
 
     def _transferred(self) -> tuple[float, float, bool]:
         sigma, df, clipped = transfer(self.sd, self.seeds, self.tau, self.tau_df, self.measured_queries, self.queries)
+        if self.transferred:
+            sigma, df = transfer_rule.load().apply(sigma, df, self.seeds)
         return float(sigma), float(df), bool(clipped)
 
     @property
@@ -205,25 +212,31 @@ class Parts:
 
     def describe(self) -> str:
         clip = "; shared clipped to 0: the seeds cannot see it" if self.clipped else ""
+        rule = f"; transfer rule: {transfer_rule.load().words(self.seeds)}" if self.transferred else ""
         return (
             f"sqrt(sd {self.sd:.2f}^2 [{self.seeds - 1} df] + tau {self.tau:.1f}^2 [{self.tau_df:.0f} df] "
             f"x (1/{self.queries} - 1/{self.measured_queries})) = {self.sigma:.2f} on {format_df(self.df)} df "
-            f"(Satterthwaite; shared {self.shared:.2f}{clip})"
+            f"(Satterthwaite{rule}; shared {self.shared:.2f}{clip})"
         )
 
 
 def format_df(df: float) -> str:
-    """Degrees of freedom as printed: whole where whole, else to 2 significant digits (0.0081, 1.0, 15)."""
+    """Degrees of freedom as printed: whole where whole, else to 2 significant digits (0.0081, 1.0, 15);
+    "inf" for a spread taken as known."""
+    if not math.isfinite(df):
+        return "inf"
     if df >= 10 or float(df).is_integer():
         return f"{math.floor(df + 1e-9):d}"
     return f"{df:.2g}"
 
 
-def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> Parts:
+def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None, paper_scale: bool = False) -> Parts:
     """The widest spread the control's seeds give for one run's mean on ``benchmark`` (:class:`Parts`):
     each benchmark and measure of the measure's kind they were scored on, carried to the benchmark's
     judged queries, the widest kept (the benchmark's own measurement among them where the control ran
-    on it, so a measured benchmark is never graded narrower than its own seeds)."""
+    on it, so a measured benchmark is never graded narrower than its own seeds). Carried to another
+    benchmark, or to ``paper_scale`` (another model and training set), the declared transfer rule applies
+    (``transfer.yaml``)."""
     data = data or load()
     table, kind, base = data["benchmarks"], measure_kind(measure), base_benchmark(benchmark)
     seeds, n = len(data["runs"]), judged_queries(base)
@@ -239,6 +252,7 @@ def parts(benchmark: str, measure: str, data: dict[str, Any] | None = None) -> P
             n,
             f"{words}, {bench} {name}, {v['queries']} queries)",
             base,
+            paper_scale or bench != base,
         )
         for bench, by in sorted(table.items())
         for name, v in sorted(by.items())
@@ -315,3 +329,51 @@ def report(runs: Path | None = None, write: bool = False) -> str:
     if write:
         NOISE_FILE.write_text(text, encoding="utf-8")
     return text
+
+
+@dataclass(frozen=True)
+class PretrainSpread:
+    """The pre-training part of one run's seed spread, from runs grouped by their pre-training seed (a seed
+    study under ``--pretrain-seeds``): one-way random effects, ``sigma_pt**2 = (MSB - MSW) / n0`` at least 0,
+    on Satterthwaite's df for that difference (``MSB`` on ``groups - 1``, ``MSW`` on ``runs - groups``); a
+    part clipped to 0 keeps the df at most ``groups - 1`` (the clip never raises them)."""
+
+    sigma_pt: float  # points
+    df: float
+    sigma_ft: float  # the within-pre-training (fine-tuning) SD, points
+    groups: int  # pre-training seeds
+    runs: int
+
+
+def pretrain_spread(values: dict[int, list[float]]) -> PretrainSpread:
+    """``values``: one benchmark mean (points) per fine-tuning run, keyed by its pre-training seed; at least
+    two pre-training seeds, and at least one with two or more runs (otherwise MSW is not measured)."""
+    groups = [np.asarray(v, dtype=float) for _, v in sorted(values.items()) if len(v)]
+    k, n = len(groups), sum(len(g) for g in groups)
+    if k < 2 or n - k < 1:
+        raise HarnessError(
+            f"a pre-training spread needs >= 2 pre-training seeds and a repeated fine-tuning seed ({k} and {n - k})"
+        )
+    grand = np.concatenate(groups).mean()
+    msb = sum(len(g) * (g.mean() - grand) ** 2 for g in groups) / (k - 1)
+    msw = sum(((g - g.mean()) ** 2).sum() for g in groups) / (n - k)
+    n0 = (n - sum(len(g) ** 2 for g in groups) / n) / (k - 1)
+    estimate = (msb - msw) / n0
+    spread = (msb**2 / (k - 1) + msw**2 / (n - k)) / n0**2
+    df = estimate**2 / spread if spread > 0 else float(k - 1)
+    if estimate <= 0:
+        estimate, df = 0.0, min(df, k - 1)
+    return PretrainSpread(math.sqrt(estimate), float(df), math.sqrt(msw), k, n)
+
+
+def pretrain_spread_of(records: list[Any], benchmark: str, measure: str) -> PretrainSpread | None:
+    """:func:`pretrain_spread` of records of one spec whose ``pretrain_seed`` differs (records without one
+    shared seed 42's pre-training); None where fewer than two pre-training seeds are among them."""
+    values: dict[int, list[float]] = {}
+    for r in records:
+        value = (r.metrics.get(benchmark) or {}).get(measure)
+        if value is not None:
+            values.setdefault(int(r.get("pretrain_seed") or 42), []).append(100.0 * float(value))
+    if len(values) < 2 or sum(len(v) for v in values.values()) - len(values) < 1:
+        return None
+    return pretrain_spread(values)

@@ -38,6 +38,19 @@ def format_summary(result: GateResult, apart: bool = False, shown: int = FAILING
     return "\n".join(lines)
 
 
+def sigma_sources(result: GateResult) -> list[str]:
+    """Each sigma_rep source the seed-graded rows read, in the words ``margins.source_words`` wrote (the
+    note of each row holds it too, behind ``--all``), with how many rows and the benchmarks it graded."""
+    by_source: dict[str, list[str]] = {}
+    for row in result.rows:
+        if row.sigma_source:
+            by_source.setdefault(row.sigma_source, []).append(f"{row.benchmark} {row.measure}")
+    return [
+        f"sigma_rep's source ({len(where)} row(s): {', '.join(dict.fromkeys(where))}): {source}"
+        for source, where in by_source.items()
+    ]
+
+
 def hidden_rows(*results: GateResult | None) -> int:
     """Rows the summary left out (passing and ungraded ones): what ``--all`` would add."""
     return sum(len(r.rows) - len(r.failures()) for r in results if r is not None)
