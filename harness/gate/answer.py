@@ -15,12 +15,16 @@ import re
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from harness.core.errors import HarnessError
 from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN
 from harness.evaluation.verdict import DIFFERENT, INCONCLUSIVE, REPRODUCED
 from harness.gate.cell_state import CellState, cell_states
+from harness.gate.run import run_gate
 from harness.papers.citation import table_citation
+from harness.papers.registry import load_reported_cells
 
 DEFINITION = (
     "A claim: a number a paper printed for a method the harness runs, on a benchmark it scores; tested at "
@@ -162,3 +166,12 @@ def gate_answer(states: Mapping[str, CellState], cells: Sequence[Any] | None) ->
     graded no paper record computed none, so every cell's state is then taken over no records."""
     cells = list(cells or [])
     return answer(cells, states or cell_states(cells, []))
+
+
+def committed_answer(records: str | Path | None = None, reported: str | Path | None = None) -> Answer:
+    """The answer over a records folder (default the committed runs/records/) and the papers' cells (a
+    ``--reported`` snapshot, or the registry), graded as ``check`` grades them."""
+    cells, error = load_reported_cells(reported)
+    if error or cells is None:
+        raise HarnessError(f"the papers' cells cannot be loaded: {error}")
+    return gate_answer(run_gate(records, reported=reported).cells, cells)
