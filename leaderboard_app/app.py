@@ -130,6 +130,8 @@ st.sidebar.caption(f"Records: {display.md_code(data.records_dir)}")
 
 # ----------------------------------------------------------------------------- header
 st.title("Retrieval pre-training leaderboard")
+if data.answer is not None:  # the answer first (issue 63): the same text as `check`, the README and the report
+    st.markdown(glance.answer_html(data.answer), unsafe_allow_html=True)
 st.caption(
     f"{data.n_records} run record(s) ({len(data.records)} shown as results, {len(data.apart)} set apart) · "
     f"{len(data.cells)} reported cells from {len(data.papers)} paper file(s) · {len(data.skipped)} record(s) "

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from harness.core.statuses import STATUSES
+from harness.gate.answer import DEFINITION, Answer
 from harness.present.overview import (
     CONTROL,
     MATRIX_COLUMNS,
@@ -94,6 +95,17 @@ def table(
     )
     box = ' class="glance-scroll"' if scroll else ""
     return f'<div{box}><table class="glance-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def answer_html(answer: Answer) -> str:
+    """The answer first (issue 63): its line, what no run can grade and why, and what a claim is; the
+    report's and the leaderboard's first screen (the same text `check` prints after the gate's verdict)."""
+    items = "".join(f"<li>{esc(item)}</li>" for item in answer.items())
+    return (
+        '<div id="answer" class="answer" style="border-left:4px solid #444;padding:0.2em 0.8em;margin:0.5em 0">'
+        f'<p style="margin:0.3em 0"><b>{esc(answer.line())}</b></p><ul style="margin:0.2em 0">{items}</ul>'
+        f'<p class="caption" style="margin:0.3em 0">{esc(DEFINITION)}</p></div>'
+    )
 
 
 def _what_to_do(command: str, cost: str) -> str:
