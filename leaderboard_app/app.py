@@ -256,9 +256,9 @@ with tab_main:
         comparisons,
         "comparisons",
         "comparisons",
-        "Points at the precision the paper printed each cell; ci_low / ci_high: 95% bootstrap interval of the "
-        "delta over the run's per-query scores. A NOT-COMPARABLE row has no delta: the run does not share the "
-        "cell's setting (the reason column says how).",
+        "Points at the precision the paper printed each cell; ci_low / ci_high: the 90% CI of the delta that "
+        "the rule reads (TOST at alpha 0.05, from the seed spread; harness/evaluation/verdict.py). "
+        "A NOT-COMPARABLE row has no delta: the run does not share the cell's setting (the reason column says how).",
         shown=tables.comparison_view(comparisons),
     )
     # Contributed runs (docs/contributing-runs.md): every run says where and when it ran; a record of an

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 
 from harness.core.errors import HarnessError
 from harness.core.paths import REPORTED_DIR, local_runs_dir
-from harness.gate.answer import Answer, gate_answer
 from harness.gate.admission import data_mismatches, set_apart
+from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.run import GateResult, run_gate, your_runs
 from harness.papers.registry import load_reported_cells

@@ -34,7 +34,14 @@ def _words(text: str) -> str:
 
 
 def _cell(cell_id: str, method: str = "cpdae", benchmark: str = "nfcorpus", table: str = "Table 1") -> dict:
-    return {"cell_id": cell_id, "paper": "cpdae", "table": table, "method": method, "benchmark": benchmark, "score": 0.3}
+    return {
+        "cell_id": cell_id,
+        "paper": "cpdae",
+        "table": table,
+        "method": method,
+        "benchmark": benchmark,
+        "score": 0.3,
+    }
 
 
 def test_the_answer_counts_claims_by_their_states_and_groups_what_no_run_can_grade() -> None:
@@ -84,7 +91,11 @@ def test_the_readme_opens_with_the_generated_answer(committed) -> None:
 
 def test_check_prints_the_answer_right_after_the_gate_verdict(committed) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "check", "--records", str(RECORDS)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "harness", "check", "--records", str(RECORDS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     lines = done.stdout.splitlines()
     assert lines[0].startswith("gate ") and "(integrity and references)" in lines[0], lines[:2]
@@ -99,8 +110,8 @@ def _says(answer, shown: str) -> bool:
 
 
 def test_the_report_and_the_leaderboard_open_with_the_same_answer(committed, tmp_path) -> None:
-    from harness.present.report_html import write_report  # noqa: PLC0415 - planning imports torch
-    from leaderboard_app import data as lb_data  # noqa: PLC0415 - pandas
+    from harness.present.report_html import write_report
+    from leaderboard_app import data as lb_data
 
     index, _ = write_report(tmp_path / "report", RECORDS)
     body = index.read_text(encoding="utf-8").split("<body>", 1)[1].lstrip()

@@ -131,7 +131,9 @@ def _tables(cells: Iterable[Any]) -> tuple[str, ...]:
     for paper, tables in by_paper.items():
         numbered = [t.removeprefix("Table ") for t in tables if re.fullmatch(r"Table \d+", t)]
         named = [f"Tables {', '.join(numbered)}"] if len(numbered) > 1 else [f"Table {n}" for n in numbered]
-        out.append(table_citation(paper, ", ".join(named + [t for t in tables if t.removeprefix("Table ") not in numbered])))
+        out.append(
+            table_citation(paper, ", ".join(named + [t for t in tables if t.removeprefix("Table ") not in numbered]))
+        )
     return tuple(out)
 
 

@@ -18,12 +18,13 @@ def _names() -> dict[str, str]:
     for paper in load_papers():
         surname = paper.authors[0].split()[-1] if paper.authors else paper.paper
         who = f"{surname} et al." if len(paper.authors) > 2 else " & ".join(a.split()[-1] for a in paper.authors)
-        out[paper.paper] = f"{who} {paper.year} ({paper.short_name or paper.paper})"
+        out[paper.paper] = out[paper.paper_file] = f"{who} {paper.year} ({paper.short_name or paper.paper})"
     return out
 
 
 def citation(paper: str) -> str:
-    """'Wu et al. 2023 (QC v2)' for the registry key 'qc-v2' (the key itself when unknown)."""
+    """'Wu et al. 2023 (QC v2)' for the registry key 'qc-v2' or its paper file 'qc-pretraining-v2.txt' (what
+    a comparison keeps); the name itself when the registry does not know it."""
     try:
         names = _names()
     except Exception:  # noqa: BLE001 - an unreadable registry: the key still names the paper
