@@ -18,6 +18,7 @@ from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.run import GateResult, run_gate, your_runs
+from harness.papers.citation import citation
 from harness.papers.registry import load_reported_cells
 from harness.records.store import (
     RunRecord,
@@ -75,9 +76,8 @@ class LeaderboardData:
         return sorted({r.method for r in self.records})
 
     def paper_label(self, paper: str) -> str:
-        """'qc-v2 (v2)': a registry file and the paper version it transcribes."""
-        version = next((str(c.get("version")) for c in self.cells if c.get("paper") == paper and c.get("version")), "")
-        return f"{paper} ({version})" if version and version != paper else paper
+        """'Wu et al. 2023 (QC v2)': the paper as every surface names it (harness.papers.citation)."""
+        return citation(paper)
 
     @property
     def papers(self) -> list[str]:
