@@ -122,6 +122,25 @@ def test_the_report_and_the_leaderboard_open_with_the_same_answer(committed, tmp
     assert board.answer is not None and board.answer.text() == committed.text()
 
 
+def test_the_glance_never_calls_not_comparable_methods_graded() -> None:
+    from harness.present.glance_html import no_run_left
+    from harness.present.overview import MethodLine
+
+    none_gradable = MethodLine("cpdae", {"MS MARCO dev": {NOT_COMPARABLE: 2}})
+    assert "graded" not in no_run_left(none_gradable).replace("0 graded", "")
+    assert no_run_left(MethodLine("bm25", {"BEIR": {REPRODUCED: 2}})) == "every headline number graded"
+
+
+def test_cited_rows_get_one_state_per_reason(committed) -> None:
+    from harness.gate.run import run_gate
+
+    for state in run_gate(RECORDS).cells.values():
+        if "the paper copies this number from" not in state.reason:
+            continue
+        # a cited row is graded only by the released weights that are the row, and its reason says so
+        assert (state.state == NOT_YET_RUN) == ("released checkpoint" in state.reason), state
+
+
 def main() -> None:
     if "--write" not in sys.argv:
         sys.exit("usage: tests/test_answer_line.py --write")
