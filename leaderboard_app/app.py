@@ -130,6 +130,8 @@ st.sidebar.caption(f"Records: {display.md_code(data.records_dir)}")
 
 # ----------------------------------------------------------------------------- header
 st.title("Retrieval pre-training leaderboard")
+if data.answer is not None:  # the answer first (issue 63): the same text as `check`, the README and the report
+    st.markdown(glance.answer_html(data.answer), unsafe_allow_html=True)
 st.caption(
     f"{data.n_records} run record(s) ({len(data.records)} shown as results, {len(data.apart)} set apart) · "
     f"{len(data.cells)} reported cells from {len(data.papers)} paper file(s) · {len(data.skipped)} record(s) "
@@ -254,9 +256,9 @@ with tab_main:
         comparisons,
         "comparisons",
         "comparisons",
-        "Points at the precision the paper printed each cell; ci_low / ci_high: 95% bootstrap interval of the "
-        "delta over the run's per-query scores. A NOT-COMPARABLE row has no delta: the run does not share the "
-        "cell's setting (the reason column says how).",
+        "Points at the precision the paper printed each cell; ci_low / ci_high: the 90% CI of the delta that "
+        "the rule reads (TOST at alpha 0.05, from the seed spread; harness/evaluation/verdict.py). "
+        "A NOT-COMPARABLE row has no delta: the run does not share the cell's setting (the reason column says how).",
         shown=tables.comparison_view(comparisons),
     )
     # Contributed runs (docs/contributing-runs.md): every run says where and when it ran; a record of an

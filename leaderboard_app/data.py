@@ -15,8 +15,10 @@ from typing import Any, NamedTuple
 from harness.core.errors import HarnessError
 from harness.core.paths import REPORTED_DIR, local_runs_dir
 from harness.gate.admission import data_mismatches, set_apart
+from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.run import GateResult, run_gate, your_runs
+from harness.papers.citation import citation
 from harness.papers.registry import load_reported_cells
 from harness.records.store import (
     RunRecord,
@@ -55,6 +57,9 @@ class LeaderboardData:
     # in ``records``, the gate's verdict or its counts. None: none there (or another folder is shown).
     yours: GateResult | None = None
     your_records: list[RunRecord] = field(default_factory=list)
+    # The answer the page opens with (harness.gate.answer), from the gate's cell states: the same text as
+    # `check`, the README and the report. None without the gate or the papers' cells.
+    answer: Answer | None = None
 
     @property
     def n_records(self) -> int:
@@ -71,9 +76,8 @@ class LeaderboardData:
         return sorted({r.method for r in self.records})
 
     def paper_label(self, paper: str) -> str:
-        """'qc-v2 (v2)': a registry file and the paper version it transcribes."""
-        version = next((str(c.get("version")) for c in self.cells if c.get("paper") == paper and c.get("version")), "")
-        return f"{paper} ({version})" if version and version != paper else paper
+        """'Wu et al. 2023 (QC v2)': the paper as every surface names it (harness.papers.citation)."""
+        return citation(paper)
 
     @property
     def papers(self) -> list[str]:
@@ -165,6 +169,8 @@ def load(
             )  # None: the gate falls back to stored comparisons
         except HarnessError:  # an unreadable references.json stops the gate; its message is in cells_error above
             data.gate = None
+        if data.gate is not None and cells:
+            data.answer = gate_answer(data.gate.cells, cells)
     if directory.resolve() == records_dir().resolve():  # runs/local/ sits beside the committed records only
         try:
             data.yours = your_runs(directory, cells=cells, reported=snapshot)

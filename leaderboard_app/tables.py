@@ -19,8 +19,9 @@ from harness.evaluation.bootstrap import bootstrap_ci
 from harness.evaluation.compare import verdict_note
 from harness.evaluation.verdict import NOT_COMPARABLE, worst
 from harness.gate.cell_state import cell_states, row_state
-from harness.gate.labels import system_axes, system_label
+from harness.gate.labels import source_label, system_axes
 from harness.gate.run import row_numbers
+from harness.papers.citation import table_citation
 from harness.papers.registry import paper_key
 from harness.records.mlflow_keys import flatten
 from harness.records.store import RunRecord
@@ -230,7 +231,7 @@ def checkpoint_frame(
                     "reported": number(x.get("reported"), d),
                     "delta": number(x.get("delta"), d, True) if graded else MISSING,
                     "status": badge(x.get("status")),
-                    "against": f"{paper_key(x)} {x.get('table')} · {x.get('row')}",
+                    "against": f"{table_citation(paper_key(x), str(x.get('table')))} · {x.get('row')}",
                     "why not graded": x.get("reason") if x.get("status") == NOT_COMPARABLE else "",
                     "run_id": rec.run_id,
                 }
@@ -518,7 +519,7 @@ STATUS_ROW = "status"  # the BEIR view's last row: each printed column's state (
 def beir_columns(
     cells: Sequence[Mapping[str, Any]], papers: Sequence[str] | None = None
 ) -> dict[str, list[Mapping[str, Any]]]:
-    """The BEIR view's printed columns: "paper table · system" -> its nDCG@10 cells (datasets and averages)."""
+    """The BEIR view's printed columns: "Shen et al. 2023 (LexMAE), Table 3 · system" -> its nDCG@10 cells (datasets and averages)."""
     axes = system_axes(cells)
     out: dict[str, list[Mapping[str, Any]]] = {}
     for c in cells:
@@ -526,7 +527,7 @@ def beir_columns(
         if c.get("measure") != "nDCG@10" or score is None or not _keep(papers, paper_key(c)):
             continue
         if bench in BEIR_DATASETS or bench in PRINTED:
-            out.setdefault(f"{paper_key(c)} {c.get('table')} · {system_label(c, axes)}", []).append(c)
+            out.setdefault(source_label(c, axes), []).append(c)
     return out
 
 
@@ -687,7 +688,7 @@ def cell_ci_frame(comparisons: Sequence[Mapping[str, Any]], cells: Sequence[Mapp
     axes = system_axes(cells)
     rows = [
         {
-            "cell": f"{paper_key(x)} {x.get('table')} · {system_label(x, axes)}",
+            "cell": source_label(x, axes),
             "benchmark": x.get("benchmark"),
             "measure": x.get("measure"),
             "reported": x.get("reported"),

@@ -224,7 +224,9 @@ def test_grade_grades_each_printed_number_once(tmp_path, cells) -> None:
     f.write_text(json.dumps({"runs": [{"method": "cotmae_qc", "metrics": {"msmarco-dev": {"MRR@10": seeds}}}]}))
     rows = [r for r in grade(f) if r["kind"] == "cell"]
     mrr = [r for r in rows if r["measure"] == "RR@10" and r["printed"] == "40.2"]
-    assert len(mrr) == 1 and {"qc-v1 Table 2", "qc-v2 Table 1"} <= set(mrr[0]["also_printed_in"]), mrr
+    assert len(mrr) == 1 and {"Wu et al. 2022 (QC v1), Table 2", "Wu et al. 2023 (QC v2), Table 1"} <= set(
+        mrr[0]["also_printed_in"]
+    ), mrr
     assert mrr[0]["status"].startswith("DIFFERENT") and "points below the paper's number" in mrr[0]["reason"]
     assert reported_text(mrr[0]["reported"], mrr[0]["printed"]) == "40.2"
     # every cell of the method is in exactly one row, its own or as a repeat

@@ -130,7 +130,7 @@ def test_doctored_paper_record_fails_even_with_an_edited_comparison(cells, tmp_p
     failed = [r for r in result.rows if r.status == "DIFFERENT-BELOW"]
     assert result.exit_code == 1
     assert {(r.benchmark, r.measure) for r in failed} == {("scifact", "nDCG@10")}
-    assert {r.against.split(" ")[0] for r in failed} == {"lexmae"}
+    assert {r.against.split(",")[0] for r in failed} == {"Shen et al. 2023 (LexMAE)"}
     assert all(r.delta < -3 for r in failed)
 
 

@@ -50,7 +50,7 @@ def v2_table1(rows: list[dict], kind: str = "cell") -> list[dict]:
         if r["kind"] == kind
         and (
             (r["paper"] == "qc-pretraining-v2.txt" and r["table"] == "Table 1")
-            or "qc-v2 Table 1" in r.get("also_printed_in", [])
+            or "Wu et al. 2023 (QC v2), Table 1" in r.get("also_printed_in", [])
         )
     ]
 
@@ -221,7 +221,7 @@ def test_cli_prints_a_table_and_writes_json(tmp_path, capsys):
     )
     text = capsys.readouterr().out
     # v2 Table 1's numbers, printed first in v1 Table 1, are graded once there and named
-    assert "also printed in" in text and "qc-v2 Table 1" in text and "cells" in text.splitlines()[-2]
+    assert "also printed in" in text and "Wu et al. 2023 (QC v2), Table 1" in text and "cells" in text.splitlines()[-2]
     rows = json.loads(out.read_text())["rows"]
     assert {"kind", "paper", "table", "row", "benchmark", "measure", "reported", "value", "status"} <= set(rows[0])
 

@@ -108,9 +108,9 @@ def test_page_shows_table1_with_reported_and_reproduced_rows(page):
 
 def test_beir_table_and_comparisons(page):
     at = page
-    beir = _frame(at, "lexmae Table 3 · LexMAE").set_index("dataset")
-    assert beir.loc["scifact", "lexmae Table 3 · LexMAE"] == "71.7"
-    assert beir.loc["average (12, printed)", "lexmae Table 3 · LexMAE"] == "48.7"
+    beir = _frame(at, "Shen et al. 2023 (LexMAE), Table 3 · LexMAE").set_index("dataset")
+    assert beir.loc["scifact", "Shen et al. 2023 (LexMAE), Table 3 · LexMAE"] == "71.7"
+    assert beir.loc["average (12, printed)", "Shen et al. 2023 (LexMAE), Table 3 · LexMAE"] == "48.7"
     assert beir.loc["scifact", f"reproduced {BM25}"] == "66.5"
     assert not any(c.startswith("reproduced cotmae__tiny") for c in beir.columns)  # tiny: behind the switch
     cmp_ = _frame(at, "p_equivalent")
@@ -133,11 +133,11 @@ def test_profile_filter_removes_paper_runs(app):
     assert not at.exception
     t1 = _frame(at, MRR)
     assert not t1["row"].str.contains("reproduced").any()
-    beir = _frame(at, "lexmae Table 3 · LexMAE")
+    beir = _frame(at, "Shen et al. 2023 (LexMAE), Table 3 · LexMAE")
     assert not [c for c in beir.columns if c.startswith("reproduced")]  # tiny stays behind its switch
     assert any("2 small-profile run(s)" in c.value for c in at.caption)
     at.sidebar.toggle(key="f_small").set_value(True).run()
-    beir = _frame(at, "lexmae Table 3 · LexMAE")
+    beir = _frame(at, "Shen et al. 2023 (LexMAE), Table 3 · LexMAE")
     assert f"reproduced {BM25}" not in beir.columns and "reproduced cotmae__tiny__20261121T110000" in beir.columns
     # shown, the small profile says what it is on the same screen (each grid tab)
     said = [w.value for w in at.warning if "NOT comparable with the papers" in w.value]

@@ -76,6 +76,13 @@ def _body(page: str) -> str:
     return page.split("<body>", 1)[1]
 
 
+def _after_answer(page: str) -> str:
+    """The page after its first element, the answer (tests/test_answer_line.py checks its text)."""
+    body = _body(page).lstrip()
+    assert body.startswith('<div id="answer"'), body[:200]
+    return body.split("</div>", 1)[1].lstrip()
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> tuple[Path, dict]:
     """The report and `check --json`'s answer over the same committed records."""
@@ -161,7 +168,7 @@ def test_a_passed_gate_opens_the_page_and_folds_what_grades_nothing(site) -> Non
     folder, checked = site
     page = (folder / "index.html").read_text(encoding="utf-8")
     assert checked["passed"]
-    first = _body(page).lstrip()
+    first = _after_answer(page)
     assert first.startswith('<p id="verdict"')
     assert re.match(rf'<p id="verdict"[^>]*>Gate PASSED: 0 failing row\(s\) of {len(checked["rows"])}\b', first)
     folded = [r for r in checked["rows"] if r["status"] in ("SUPERSEDED", "REFERENCE")]
@@ -178,7 +185,7 @@ def test_a_failed_gate_says_so_first_and_lists_its_failing_rows_first(failed_sit
     folder, checked = failed_site
     page = (folder / "index.html").read_text(encoding="utf-8")
     failing = [r for r in checked["rows"] if r["status"] in FAILING]
-    first = _body(page).lstrip()
+    first = _after_answer(page)
     assert re.match(
         rf'<p id="verdict"[^>]*>Gate FAILED: {len(failing)} failing row\(s\) of '
         rf"{len(checked['rows'])} \(FAIL \d+",
@@ -237,8 +244,10 @@ _LAYOUT = """(() => {
   const folded = document.querySelector('#gate ~ details.folded');
   const command = box.querySelector('thead th:last-child');
   const at = command.getBoundingClientRect();  // the box as it opens: scrolled fully left
-  const first = document.body.firstElementChild;
-  return {first: first.id, verdict: first.innerText, top: first.getBoundingClientRect().top, rows: rows,
+  const first = document.body.firstElementChild;  // the answer, then the gate's verdict
+  const verdict = document.getElementById('verdict');
+  return {first: first.id, answer: first.innerText, verdict: verdict.innerText,
+          top: verdict.getBoundingClientRect().top, height: window.innerHeight, rows: rows,
           folded_open: folded ? folded.open : null, command: command.innerText, at: {left: at.left, right: at.right},
           box: {left: box.getBoundingClientRect().left, right: box.getBoundingClientRect().right,
                 overflows: box.scrollWidth > box.clientWidth},
@@ -290,8 +299,9 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
     for page in (shown["value"], shown_failed["result"]["value"].replace(failed_site[1]["records_dir"], "records")):
         assert unreadable(page) == [], unreadable(page)[:5]
     assert layout and layout["rows"], "the gate table did not render"
-    assert layout["first"] == "verdict" and layout["verdict"].startswith("Gate PASSED: 0 failing row(s)")
-    assert 0 <= layout["top"] < 100
+    assert layout["first"] == "answer" and layout["answer"].startswith("Answer: ")
+    assert layout["verdict"].startswith("Gate PASSED: 0 failing row(s)")
+    assert 0 <= layout["top"] < layout["height"]  # the verdict below the answer, on the first screen
     unfolded = [r for r in checked["rows"] if r["status"] not in ("SUPERSEDED", "REFERENCE")]
     assert [tuple(r) for r in layout["rows"]] == _arranged(unfolded)
     assert layout["folded_open"] is False
@@ -302,7 +312,7 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
     assert layout["command"] == "reproduce with"
     assert layout["box"]["left"] <= layout["at"]["left"] < layout["at"]["right"] <= layout["box"]["right"] + 1
     assert layout["box"]["right"] <= layout["width"]
-    assert failed and failed["first"] == "verdict" and failed["verdict"].startswith("Gate FAILED: ")
+    assert failed and failed["first"] == "answer" and failed["verdict"].startswith("Gate FAILED: ")
     assert failed["clipped"] == [] and failed["covered"] == [], failed
     assert styled == "4px"  # style.css loaded from the folder
     assert "The papers' headline numbers" in text and re.search(r"NOT-YET-RUN|REPRODUCED", text)

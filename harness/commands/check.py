@@ -13,12 +13,14 @@ from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir, local_runs_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
 from harness.core.text_table import wrap_text
+from harness.gate.answer import gate_answer
 from harness.gate.cell_state import states_line
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
 from harness.gate.references import accept_reference, admit_local
 from harness.gate.rerun import RERUN_TOLERANCE, RERUNS, gate_fresh, parse_reruns, run_fresh
 from harness.gate.run import YOUR_RUNS, GateResult, format_gate, run_gate, your_runs
 from harness.gate.summary import format_summary, hidden_rows, sigma_sources
+from harness.papers.registry import load_reported_cells
 from harness.records.store import records_dir
 from harness.records.writer import record_path
 
@@ -135,7 +137,14 @@ def _check(args: argparse.Namespace) -> int:
     result = run_gate(
         args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross
     )
-    print(format_gate(result) if args.all else format_summary(result))
+    said = format_gate(result) if args.all else format_summary(result)
+    first, _, rest = said.partition("\n")
+    if args.all:  # the table ends with the verdict: the answer follows it
+        first, rest = said, ""
+    print(first)
+    print(_answer(result, args.reported))  # the papers' answer, right after the gate's verdict
+    if rest:
+        print(rest)
     if result.cells:
         print(states_line(result.cells))  # the same states as the glance tab, the report and `grade`
     for line in sigma_sources(result):  # every verdict names its sigma's source (issue 61)
@@ -146,6 +155,14 @@ def _check(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, {**result.to_dict(), **({"your_runs": yours.to_dict()} if yours else {})})
     return result.exit_code
+
+
+def _answer(result: GateResult, reported: str | None) -> str:
+    """The answer line and what no run can grade (harness.gate.answer), from the cells the gate graded."""
+    cells, error = load_reported_cells(reported)
+    if error or cells is None:
+        return f"Answer: not computed, the papers' cells cannot be loaded ({error})"
+    return gate_answer(result.cells, cells).terminal()
 
 
 def _add(run_id: str, records: str | None) -> int:

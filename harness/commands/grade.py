@@ -9,6 +9,7 @@ from harness.core.points import reported_text
 from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
 from harness.gate.own_numbers import grade, summarise
+from harness.papers.citation import table_citation
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +52,7 @@ def _grade(args: argparse.Namespace) -> int:
         [
             r["status"],
             r["kind"],
-            f"{r['paper']} {r['table']}",
+            table_citation(r["paper"], r["table"]),
             r["row"],
             r["benchmark"],
             r["measure"],

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.core.paths import REPORTED_DIR
 from harness.core.points import reported_text
 from harness.core.text_table import format_table, wrap_text
+from harness.papers.citation import citation, table_citation
 from harness.papers.registry import cells_for
 from harness.papers.schema import ReportedCell
 
@@ -77,7 +78,8 @@ def format_cells(cells: list[ReportedCell]) -> str:
             key = notes.setdefault(text, chr(ord("a") + len(notes)) if len(notes) < 26 else str(len(notes)))
             # The row key tells apart rows printed with the same label (e.g. one per query number).
             rows.append([c.row_key or c.row, c.column, value_text(c), _flags(c), key])
-        out.append(f"{paper} ({version}) {table}: {len(members)} cell(s), values in points")
+        # the paper as every surface names it, its registry key (what --paper takes) beside it
+        out.append(f"{table_citation(paper, table)} [{paper}, {version}]: {len(members)} cell(s), values in points")
         out.append(format_table(["row", "column", "value", "flags", "cond"], rows, wrap=WRAP))
         out.extend(_wrap_note(f"  ({key}) {text}") for text, key in notes.items())
         out.append("")
@@ -94,11 +96,19 @@ def format_overview(cells: list[ReportedCell]) -> str:
     groups: dict[tuple[str, str, str], list[ReportedCell]] = {}
     for c in cells:
         groups.setdefault((c.paper, c.version, c.table), []).append(c)
-    for (paper, version, table), members in groups.items():
+    for (paper, _, table), members in groups.items():
         methods = Counter(c.method for c in members if c.method)
         benchmarks = Counter(c.benchmark for c in members if c.benchmark)
-        rows.append([paper, version, table, len(members), ", ".join(methods) or "-", ", ".join(benchmarks) or "-"])
-    return format_table(["paper", "version", "table", "cells", "methods", "benchmarks"], rows, wrap={4: 30, 5: 36})
+        rows.append(
+            [
+                f"{citation(paper)} [{paper}]",
+                table,
+                len(members),
+                ", ".join(methods) or "-",
+                ", ".join(benchmarks) or "-",
+            ]
+        )
+    return format_table(["paper [--paper KEY]", "table", "cells", "methods", "benchmarks"], rows, wrap={3: 30, 4: 36})
 
 
 def _reported(args: argparse.Namespace) -> int:

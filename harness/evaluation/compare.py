@@ -35,6 +35,7 @@ from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep, source_words
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
+from harness.papers.citation import table_citation
 
 STATUSES = VERDICTS
 PAPER_PROFILE = "paper"
@@ -174,7 +175,8 @@ def comparability(
         if hit:
             return f"cell reports {key}={want}; declared deviation: {touched[hit]}", ""
         if key == "cited" and "cited" not in run_conditions:
-            return f"the paper copies this number from {want}: not its own run, so not graded", ""
+            # one wording for every cited row: only the released weights that are the row can grade it
+            return f"the paper copies this number from {want}: not its own run, so no run of its spec grades it", ""
         if key == "profile":
             if str(want) != str(profile):
                 return f"cell is for profile '{want}', run is '{profile}'", ""
@@ -202,10 +204,10 @@ def number_key(cell: Any) -> tuple:
 
 
 def printed_in(cell: Any) -> str:
-    """Where a cell is printed, as a reader finds it: 'qc-v1 Table 2' (its cell id's paper key)."""
+    """Where a cell is printed, as a reader finds it: 'Wu et al. 2022 (QC v1), Table 2' (its cell id's paper)."""
     cell_id = str(_field(cell, "cell_id") or "")
     paper = cell_id.split("/", 1)[0] if "/" in cell_id else _field(cell, "paper") or _field(cell, "paper_file")
-    return f"{paper} {_field(cell, 'table')}"
+    return table_citation(str(paper), str(_field(cell, "table")))
 
 
 # What a repeated print of a number takes from its first print: the verdict and everything behind it.
@@ -437,7 +439,7 @@ def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
     for c in comparisons:
         graded = c.status != NOT_COMPARABLE
         ci = "-" if c.ci_low is None or c.ci_high is None or not graded else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
-        source = " ".join(x for x in (c.paper_file, c.version, c.table) if x)
+        source = table_citation(c.paper_file, c.table)
         digits = points_decimals(c.value, c.reported)
         rows.append(
             [

@@ -10,6 +10,8 @@
   report and the leaderboard label cells alike).
 * :mod:`harness.gate.cell_state`: each papers' cell's one state for a set of records, and the run that
   would grade it or why none can (every surface reads it).
+* :mod:`harness.gate.answer`: the answer first: claims tested at paper scale, reproduced, different, and
+  what no run can grade with its reason (check, the README, the report and the leaderboard print it).
 * :mod:`harness.gate.run`: every record through all of it, the verdict and its table.
 * :mod:`harness.gate.summary`: what `check` prints first: the verdict and counts in one line, the
   failing rows, and what ``--all`` would add.

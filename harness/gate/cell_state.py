@@ -115,7 +115,8 @@ def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doub
         for ckpt in load_checkpoints().checkpoints.values():
             if key in ckpt.reproduces and benchmark in ckpt.benchmarks:
                 command = f"python -m harness reproduce --checkpoint {ckpt.name} --benchmark {benchmark}"
-                return PaperRun(command, "", (), f"{reason}; the released checkpoint {ckpt.name} is this row")
+                why = f"{reason}; the released checkpoint {ckpt.name} is this row, so `reproduce` grades it"
+                return PaperRun(command, "", (), why)
     return PaperRun("", reason)
 
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.papers.citation import table_citation
 from harness.papers.registry import paper_key
 
 
@@ -56,5 +57,5 @@ def system_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | 
 
 
 def source_label(comp: Mapping[str, Any], axes: Mapping[tuple[str, str], str] | None = None) -> str:
-    """'paper table · system': where the number a comparison is made against was printed."""
-    return f"{paper_key(comp)} {comp.get('table', '')} · {system_label(comp, axes)}".strip()
+    """'Wu et al. 2023 (QC v2), Table 1 · system': where the number a comparison is made against was printed."""
+    return f"{table_citation(paper_key(comp), str(comp.get('table', '')))} · {system_label(comp, axes)}".strip()

@@ -39,7 +39,8 @@ from harness.evaluation.compare import Comparison, compare, printed_in, verdict_
 from harness.evaluation.margins import Evidence, user_seeds
 from harness.evaluation.tolerances import canonical_measure
 from harness.gate.grading import TRAINING_FREE_FAMILIES
-from harness.papers.registry import cells_for, load_papers
+from harness.papers.citation import table_citation
+from harness.papers.registry import cells_for
 from harness.papers.schema import BENCHMARKS
 from harness.spec.conditions import run_conditions
 from harness.spec.kinds import SEED_MAX
@@ -475,11 +476,11 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
 
 
 def _source_label(source: str) -> str:
-    """A claim's source ('qc-pretraining-v2.txt v2 Table 1') as a cell's is named: 'qc-v2 Table 1'."""
+    """A claim's source ('qc-pretraining-v2.txt v2 Table 1') as a cell's is named: 'Wu et al. 2023 (QC v2),
+    Table 1'."""
     paper_file, _, rest = source.partition(" ")
     table = rest.split(" ", 1)[1] if " " in rest else rest
-    key = next((p.paper for p in load_papers() if p.paper_file == paper_file), paper_file)
-    return f"{key} {table}"
+    return table_citation(paper_file, table)
 
 
 def grade(path: str | Path) -> list[dict[str, Any]]:

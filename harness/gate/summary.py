@@ -12,9 +12,11 @@ RUNS_NAMED = 5  # your runs named in the summary
 
 
 def headline(result: GateResult, apart: bool = False) -> str:
-    """One line: the verdict first, then the records and the rows per status."""
+    """One line: the verdict first, what it is about (the records, not the papers' answer), then the
+    records and the rows per status."""
     counts = ", ".join(f"{k} {v}" for k, v in result.counts().items()) or "nothing gated"
-    return f"{verdict_text(result, apart)}: {result.n_records} record(s), {len(result.skipped)} skipped; {counts}"
+    records = f"{result.n_records} record(s) (integrity and references)"
+    return f"{verdict_text(result, apart)}: {records}, {len(result.skipped)} skipped; {counts}"
 
 
 def format_summary(result: GateResult, apart: bool = False, shown: int = FAILING_SHOWN) -> str:

@@ -9,6 +9,7 @@
   :mod:`harness.papers.table_grid` addresses a table's cells by row and column for those findings.
 * :mod:`harness.papers.replication`: pairs of independent runs of one system in the registry, how far
   two honest runs at paper scale land apart.
+* :mod:`harness.papers.citation`: one name per paper, "Wu et al. 2023 (QC v2), Table 1", on every surface.
 * :mod:`harness.papers.released`: the released checkpoints and the reported rows each one is.
 * :mod:`harness.papers.model_pins`: the published checkpoints a run starts from (model_pins.yaml): pinned
   revisions and sha256s, fetched, checked before a run, named in its record.

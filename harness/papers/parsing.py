@@ -736,6 +736,7 @@ def parse_file(path: Path) -> tuple[PaperInfo | None, Problems]:
         text_differences=diffs,
         doubts=tuple(doubts),
         notes=tuple(str(n) for n in notes),
+        short_name=str(data.get("short_name") or ""),
     ), pr
 
 

@@ -89,6 +89,7 @@ TOP_KEYS = {
     "original_file": True,
     "version": True,
     "family": True,
+    "short_name": False,
     "tables": True,
     "notes": False,
     "claims": False,
@@ -231,6 +232,7 @@ class PaperInfo:
     text_differences: dict[str, Any] | None = field(hash=False)
     doubts: tuple[Doubt, ...]
     notes: tuple[str, ...]
+    short_name: str = ""  # how surfaces name the paper beside its authors and year ("QC v2")
 
     def table(self, label: str) -> TableInfo | None:
         return next((t for t in self.tables if t.label == label), None)

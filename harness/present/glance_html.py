@@ -13,9 +13,12 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.core.statuses import STATUSES
+from harness.core.statuses import NOT_COMPARABLE, STATUSES
+from harness.gate.answer import DEFINITION, Answer
+from harness.papers.citation import table_citation
 from harness.present.overview import (
     CONTROL,
+    GRADED,
     MATRIX_COLUMNS,
     NOT_COMPARABLE_WITH_PAPERS,
     ClaimRow,
@@ -96,6 +99,17 @@ def table(
     return f'<div{box}><table class="glance-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
+def answer_html(answer: Answer) -> str:
+    """The answer first (issue 63): its line, what no run can grade and why, and what a claim is; the
+    report's and the leaderboard's first screen (the same text `check` prints after the gate's verdict)."""
+    items = "".join(f"<li>{esc(item)}</li>" for item in answer.items())
+    return (
+        '<div id="answer" class="answer" style="border-left:4px solid #444;padding:0.2em 0.8em;margin:0.5em 0">'
+        f'<p style="margin:0.3em 0"><b>{esc(answer.line())}</b></p><ul style="margin:0.2em 0">{items}</ul>'
+        f'<p class="caption" style="margin:0.3em 0">{esc(DEFINITION)}</p></div>'
+    )
+
+
 def _what_to_do(command: str, cost: str) -> str:
     out = f"<code>{esc(command)}</code>" if command else ""
     return out + (f"<br>projected: {esc(cost)}" if cost else "")
@@ -112,6 +126,20 @@ MATRIX_CAPTION = (
 )
 
 
+def no_run_left(line: MethodLine) -> str:
+    """What the last column says when no paper run is left to offer: how many cells are graded and how
+    are NOT-COMPARABLE (never "every headline number graded" for a method whose cells are NOT-COMPARABLE)."""
+    found: dict[str, int] = {}
+    for states in line.states.values():
+        for state, n in states.items():
+            found[state] = found.get(state, 0) + n
+    graded = sum(n for state, n in found.items() if state in GRADED)
+    cannot = found.get(NOT_COMPARABLE, 0)
+    if not cannot:
+        return "every headline number graded"
+    return f"no paper run to offer: {graded} graded, {cannot} NOT-COMPARABLE (each cell's reason below)"
+
+
 def matrix_html(lines: Sequence[MethodLine]) -> str:
     def cell(found: Mapping[str, int]) -> str:
         return (
@@ -121,7 +149,7 @@ def matrix_html(lines: Sequence[MethodLine]) -> str:
 
     def run(line: MethodLine) -> str:  # a long --dataset list wraps here rather than widening the table
         if not line.command:
-            return "every headline number graded"
+            return esc(no_run_left(line))
         return (
             f'<code style="white-space:normal;word-break:break-all">{esc(line.command)}</code>'
             f"<br>projected: {esc(line.cost)}"
@@ -153,7 +181,7 @@ def headline_html(rows: Sequence[HeadlineRow]) -> str:
         why = "<br>".join(esc(x) for x in (*r.runs, r.reason) if x)
         out.append(
             [
-                esc(f"{r.paper} {r.table}"),
+                esc(table_citation(r.paper, r.table)),
                 esc(r.row) + (" (cited)" if r.cited else ""),
                 esc(f"{r.benchmark} {r.measure}"),
                 f'<span title="printed: {esc(r.printed)}">{pts(r.reported)}</span>',

@@ -3,7 +3,7 @@ at-a-glance tables (harness/present/overview.py), the claims, the CI gate's rows
 grades them (``gate.run.run_gate``, never re-graded here), an inline SVG of the mini runs with their
 CIs, and per record its integrity hash and hardware; every row says how to reproduce it.
 
-The page opens with the gate's verdict and its failing rows (issue 41: a FAIL row used to sit in a
+The page opens with the answer (issue 63, harness/gate/answer.py), then the gate's verdict and its failing rows (issue 41: a FAIL row used to sit in a
 scroll box among dozens of SUPERSEDED/REFERENCE rows); the gate table lists failing rows first and
 folds the rows that grade nothing into a collapsed ``<details>``; a table's long texts (run ids, notes,
 its last column: the command that reproduces the row) wrap, so the table fits the page at its full
@@ -23,13 +23,16 @@ from pathlib import Path
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_dir
 from harness.core.statuses import FAIL, PASS, REFERENCE, STATUSES, SUPERSEDED
+from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import GateRow
 from harness.gate.run import YOUR_RUNS, GateResult, row_numbers, run_gate, your_runs
+from harness.papers.registry import load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.present.glance_html import (
     CSS,
     LEARNED_CAPTION,
     MATRIX_CAPTION,
+    answer_html,
     badge,
     claims_html,
     counts_html,
@@ -165,7 +168,8 @@ def verdict_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
     what = f" ({esc(_counted(failing))})" if failing else ""
     line = (
         f'<p id="verdict" class="verdict" style="background:{colour}">Gate {gate.verdict}: '
-        f"{len(failing)} failing row(s) of {len(gate.rows)}{what}{where} (<code>python -m harness check</code>)</p>"
+        f"{len(failing)} failing row(s) of {len(gate.rows)}{what}{where} (<code>python -m harness check</code>): "
+        "the records' integrity and references, not the answer above</p>"
     )
     if not failing:
         return line
@@ -276,6 +280,7 @@ def render(
     reported: str,
     yours: GateResult | None = None,
     your_records: Sequence[RunRecord] = (),
+    answer: Answer | None = None,
 ) -> str:
     """The whole index.html (``yours``: the user's own runs graded apart, :func:`harness.gate.run.your_runs`)."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -288,6 +293,7 @@ def render(
 <title>Retrieval pre-training: reproduction report</title>
 <link rel="stylesheet" href="{STYLE}">
 </head><body>
+{answer_html(answer) if answer is not None else ""}
 {verdict_html(gate, records)}
 <h1>Retrieval pre-training: reproduction report</h1>
 <p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {gate.n_records} run
@@ -359,6 +365,7 @@ def write_report(
         reported=str(reported or "baselines/reported/"),
         yours=yours,
         your_records=mine,
+        answer=gate_answer(gate.cells, load_reported_cells(reported)[0]),
     )
     with atomic_dir(out) as work:
         (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")
