@@ -6,11 +6,17 @@ a run is graded against it only when it states the same ones with equal values
 resolved spec, so a spec with ``pretrain.steps: 1000`` states 1000 steps and no 50K-step cell is
 graded against it. Declared ``deviations`` (each naming the conditions it ``touches``, or
 ``recipe`` for the method's whole result) make the cells stating those conditions NOT-COMPARABLE.
+
+A declared variant (``variant_of: {method, conditions}``: QC with one query per passage, LexMAE
+pre-trained on the BEIR collections) states its parent's method, so its paper runs are graded against
+the parent's cells, but only those that state one of the conditions it names (``VARIANT``): a cell that
+names none of them is the parent's own setting, which the variant does not run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.core import benchmarks as declared
@@ -23,6 +29,30 @@ RECIPE = "recipe"  # a deviation that touches every number the method produces
 # identified by its weights (the spec's reranker_sha256; no copy of this one has been checked here yet).
 PAPER_RERANKER = "zhou2022b-ranker"
 UNIDENTIFIED = "weights unidentified: no finetune.retriever3.reranker_sha256"
+VARIANT = "variant_conditions"  # a variant run's conditions, one of which a cell must state to be graded
+VARIANT_SPEC = "variant"  # the variant's own spec name (its runs state the parent's method)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a ``variant_of`` block declares: the method whose cells it grades, and which of them."""
+
+    method: str
+    conditions: tuple[str, ...]
+
+
+def variant_of(config: Mapping[str, Any]) -> Variant | None:
+    """The spec's declared variant, or None for a method of its own."""
+    block = config.get("variant_of")
+    if not isinstance(block, Mapping) or not block.get("method"):
+        return None
+    return Variant(str(block["method"]), tuple(str(c) for c in block.get("conditions") or ()))
+
+
+def graded_method(config: Mapping[str, Any], method: str) -> str:
+    """The method whose papers' cells a run of this spec is graded against: its own, or its parent's."""
+    variant = variant_of(config)
+    return variant.method if variant else method
 
 
 def teacher_condition(r3: Mapping[str, Any]) -> str:
@@ -103,7 +133,10 @@ def deviations(config: Mapping[str, Any]) -> dict[str, str]:
 def run_conditions(config: Mapping[str, Any], method: str, profile: str) -> dict[str, Any]:
     """Everything a run states for grading: derived conditions, profile, method, deviations."""
     out = derived(config)
-    out.update(profile=profile, method=method)
+    variant = variant_of(config)
+    out.update(profile=profile, method=variant.method if variant else method)
+    if variant:
+        out.update({VARIANT: list(variant.conditions), VARIANT_SPEC: method})
     touched = deviations(config)
     if touched:
         out["deviations"] = touched
