@@ -67,6 +67,20 @@ def teacher_condition(r3: Mapping[str, Any]) -> str:
     return name if r3.get("reranker_sha256") else f"{name} ({UNIDENTIFIED})"
 
 
+# What LexMAE Table 3's cells state as their pre-training corpus ("we pre-train LexMAE on BEIR collections").
+BEIR_COLLECTIONS = "BEIR collections"
+
+
+def corpus_condition(source: Any) -> str:
+    """A pre-training corpus as a cell states it: the collections of a BEIR average the papers print
+    (LexMAE's twelve), united, are "BEIR collections"; any other list is its names joined by '+'."""
+    if not isinstance(source, list):
+        return str(source)
+    if any(set(source) == set(members) for _, members, _ in declared.aggregates()):
+        return BEIR_COLLECTIONS
+    return "+".join(map(str, source))
+
+
 def derived(config: Mapping[str, Any]) -> dict[str, Any]:
     """The conditions that follow from a resolved spec's settings."""
     out: dict[str, Any] = {}
@@ -81,8 +95,7 @@ def derived(config: Mapping[str, Any]) -> dict[str, Any]:
         else:
             if pretrain.get("steps"):  # an epoch-based schedule (CPDAE) states no step count
                 out["pretrain_steps"] = int(pretrain["steps"])
-            corpus = (config.get("corpus") or {}).get("source")
-            out["pretrain_corpus"] = "+".join(corpus) if isinstance(corpus, list) else str(corpus)
+            out["pretrain_corpus"] = corpus_condition((config.get("corpus") or {}).get("source"))
         init = (config.get("model") or {}).get("init")
         if init:
             out["init"] = str(init)
