@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.core import benchmarks as declared
 from harness.data.sampled import base_name
+from harness.papers.released import load_checkpoints
 from harness.spec.stage_settings import BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER
 
 RECIPE = "recipe"  # a deviation that touches every number the method produces
@@ -71,6 +72,14 @@ def teacher_condition(r3: Mapping[str, Any]) -> str:
 BEIR_COLLECTIONS = "BEIR collections"
 
 
+def released_pretrained(init: Any) -> str | None:
+    """The released pre-trained checkpoint (baselines/released/checkpoints.yaml) an init names, by its source."""
+    for ckpt in load_checkpoints().checkpoints.values():
+        if init and ckpt.kind == "pretrained" and ckpt.source == str(init):
+            return ckpt.name
+    return None
+
+
 def corpus_condition(source: Any) -> str:
     """A pre-training corpus as a cell states it: the collections of a BEIR average the papers print
     (LexMAE's twelve), united, are "BEIR collections"; any other list is its names joined by '+'."""
@@ -92,6 +101,9 @@ def derived(config: Mapping[str, Any]) -> dict[str, Any]:
         objective = pretrain.get("objective")
         if objective in (None, "none"):
             out["pretrain_steps"] = 0
+            released = released_pretrained((config.get("model") or {}).get("init"))
+            if released:  # fine-tuned from a released pre-trained model (LexMAE Table 7's coCondenser row)
+                out["checkpoint"] = released
         else:
             if pretrain.get("steps"):  # an epoch-based schedule (CPDAE) states no step count
                 out["pretrain_steps"] = int(pretrain["steps"])
