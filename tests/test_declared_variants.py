@@ -40,15 +40,17 @@ def test_a_variant_grades_only_the_cells_stating_what_it_changes():
     final = spec.stages[-1]
     assert final["method"] == "cotmae_qc" and final["query_number"] == 1
     # QC v1 Table 1's row states query_number 5: the parent's setting, not the variant's
-    assert "query_number=5, run has query_number=1" in comparability(
-        "cotmae_qc", {"query_number": 5, "finetune_stage": "retriever2"}, final
-    )[0]
+    assert (
+        "query_number=5, run has query_number=1"
+        in comparability("cotmae_qc", {"query_number": 5, "finetune_stage": "retriever2"}, final)[0]
+    )
     # a cell of the parent stating none of the variant's conditions is the parent's own setting
     assert "states none of query_number" in comparability("cotmae_qc", {"finetune_stage": "retriever2"}, final)[0]
     # the parent's own runs do not state the variant's setting
-    assert "query_number=1, run has query_number=5" in comparability(
-        "cotmae_qc", {"query_number": 1}, paper_spec("cotmae_qc").stages[-1]
-    )[0]
+    assert (
+        "query_number=1, run has query_number=5"
+        in comparability("cotmae_qc", {"query_number": 1}, paper_spec("cotmae_qc").stages[-1])[0]
+    )
 
 
 def test_the_derived_conditions_of_the_corpus_and_checkpoint_variants():
