@@ -192,7 +192,8 @@ def test_dry_run_graded_cells_are_the_gradeable_cells(cells) -> None:
         if spec_run is None:
             continue
         spec = load_method(method, "paper")
-        benches = sorted({str(c["benchmark"]) for c in cells if c.get("method") == method and c.get("benchmark")})
+        graded = spec.graded_method  # a declared variant lists its parent's cells of its own setting
+        benches = sorted({str(c["benchmark"]) for c in cells if c.get("method") == graded and c.get("benchmark")})
         variants = [s.get("finetune_stage") or "final" for s in spec_run.stages]
         stages = [{"stage": "evaluate", "dataset": f"{v}/{b}"} for v in variants for b in benches]
         listed = graded_cells(spec, benches, stages)[1:]
@@ -200,7 +201,7 @@ def test_dry_run_graded_cells_are_the_gradeable_cells(cells) -> None:
         shown = Counter(head.rsplit(" (", 1)[0] + rest.split(";", 1)[0] for head, rest in heads)
         want: Counter[str] = Counter()
         for c in cells:
-            if c.get("method") == method and " run " in cell_state.paper_run(c).command:
+            if c.get("method") == graded and f" run --method {method} " in cell_state.paper_run(c).command:
                 want[f"    {c['paper']} {c['table']} {c['row']} / {c['column']}{c['value']}"] += 1
         assert shown == want, method
 

@@ -36,6 +36,7 @@ from harness.evaluation.margins import practical_margin, sigma_rep, source_words
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.papers.citation import table_citation
+from harness.spec.conditions import VARIANT, VARIANT_SPEC
 
 STATUSES = VERDICTS
 PAPER_PROFILE = "paper"
@@ -159,6 +160,10 @@ def comparability(
     run_method = run_conditions.get("method")
     if cell_method and run_method and cell_method != run_method:
         return f"cell is for method '{cell_method}', run is '{run_method}'", ""
+    wanted = run_conditions.get(VARIANT)
+    if wanted and not any(key in cell_conditions for key in wanted):  # the parent's own setting
+        named = ", ".join(map(str, wanted))
+        return f"cell states none of {named}, the setting variant {run_conditions.get(VARIANT_SPEC)} changes", ""
     stage, final = run_conditions.get("finetune_stage"), run_conditions.get("final_stage")
     if (
         "finetune_stage" not in cell_conditions

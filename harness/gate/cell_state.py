@@ -29,7 +29,7 @@ from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.papers.released import load_checkpoints
 from harness.records.store import RunRecord
 from harness.spec.conditions import run_conditions
-from harness.spec.method import load_method
+from harness.spec.method import load_method, variants_of
 from harness.stages.graph import FINETUNE_STAGES, GRAPH
 
 # The verdicts a record can give a cell it shares the setting of.
@@ -75,6 +75,11 @@ def paper_spec(method: str) -> PaperSpec | None:
     return PaperSpec(method, tuple(config.get("datasets") or ()), stages)
 
 
+@functools.cache
+def _variants(method: str) -> tuple[str, ...]:
+    return tuple(variants_of(method))
+
+
 def stage_reason(cell: Any, conditions: Mapping[str, Any]) -> str:
     """Why a run stating ``conditions`` cannot grade ``cell`` ('' when it can, given the numbers):
     the grading rule's comparability, an extraction doubt, or a printed value that is no number."""
@@ -106,10 +111,13 @@ def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doub
     spec = paper_spec(method)
     reason = f"no paper profile of {method} in specs/" if spec is None else ""
     reasons = [stage_reason(cell, c) for c in spec.stages] if spec is not None else []
-    if spec is not None and not all(reasons):
-        wanted = datasets_of(benchmark)
-        extra = () if set(wanted) <= set(spec.datasets) else tuple(dict.fromkeys([*spec.datasets, *wanted]))
-        return PaperRun(run_command(method, "paper", extra), "", extra)
+    # the method's own paper spec first, then each declared variant of it (spec.conditions' variant rule)
+    for candidate in [s for s in (spec, *map(paper_spec, _variants(method))) if s is not None]:
+        if not all(stage_reason(cell, c) for c in candidate.stages):
+            wanted = datasets_of(benchmark)
+            have = candidate.datasets
+            extra = () if set(wanted) <= set(have) else tuple(dict.fromkeys([*have, *wanted]))
+            return PaperRun(run_command(candidate.method, "paper", extra), "", extra)
     reason = reason or reasons[-1]
     if score and not doubt:  # a row a released checkpoint is: `reproduce` grades it (gate.grading)
         for ckpt in load_checkpoints().checkpoints.values():

@@ -32,7 +32,7 @@ from harness.core.fsutil import file_problem, is_plain_name, is_temp
 from harness.core.paths import runs_dir
 from harness.records.integrity import problems
 from harness.records.writer import RECORD_SCHEMA_VERSION
-from harness.spec.conditions import run_conditions
+from harness.spec.conditions import graded_method, run_conditions
 
 # key -> (type, what it means); a record missing one of these cannot be shown or gated.
 REQUIRED_KEYS: dict[str, tuple[type, str]] = {
@@ -142,7 +142,7 @@ class RunRecord:
             cond["finetune_stage"] = self.finetune_stage
         if self.finetune_stage:
             cond.setdefault("final_stage", self.finetune_stage)  # a record's metrics are its final stage's
-        cond.update({"profile": self.profile, "method": self.method})
+        cond.update({"profile": self.profile, "method": graded_method(self.spec or {}, self.method)})
         return cond
 
     def label(self) -> str:

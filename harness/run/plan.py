@@ -166,7 +166,7 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
     final = variants[-1]
     cells = [
         c
-        for c in (cells_for(method=spec.name) if spec.name in KNOWN_METHODS else [])
+        for c in (cells_for(method=spec.graded_method) if spec.graded_method in KNOWN_METHODS else [])
         if c.benchmark in datasets and c.score is not None
     ]
     lines = []

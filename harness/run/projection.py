@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core import benchmarks as declared
+from harness.core.errors import HarnessError
 from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
@@ -403,6 +404,16 @@ def _stated_pretraining(method: str) -> tuple[str, float, float] | None:
     return gpu, float(hours), implied / _utilisation(objective)
 
 
+@functools.cache
+def _family(method: str) -> str:
+    """The paper a method's stated hours come from: a declared variant's parent's, without QC's suffix."""
+    try:
+        graded = load_method(method, "paper").graded_method
+    except HarnessError:  # no paper profile: its own name
+        graded = method
+    return graded.removesuffix("_qc") if graded == method else _family(graded)
+
+
 @functools.lru_cache(maxsize=16)
 def calibration(gpu: str, method: str) -> tuple[float, str]:
     """(scale on the H100-measured utilisations, its source) for `gpu` in `method`'s projection: from the
@@ -410,10 +421,11 @@ def calibration(gpu: str, method: str) -> tuple[float, str]:
     hours remain a check), else from its own (then its projection equals its hours by construction)."""
     if gpu in MEASURED_GPUS:
         return 1.0, "measured on one H100"
-    # One paper per family: a QC variant restates its base method's hours, so it is no independent check.
-    family = {m: m.removesuffix("_qc") for m in pretraining_methods("paper")}
+    # One paper per family: a QC variant restates its base method's hours, and so does a declared variant
+    # (variant_of) its parent's, so neither is an independent check.
+    family = {m: _family(m) for m in pretraining_methods("paper")}
     stated = {family[m]: s for m in sorted(family, reverse=True) if (s := _stated_pretraining(m)) and s[0] == gpu}
-    others = {m: s for m, s in stated.items() if m != method.removesuffix("_qc")}
+    others = {m: s for m, s in stated.items() if m != _family(method)}
     source = others or stated
     if not source:
         return 1.0, f"the H100's fractions carried over (no measurement or stated hours on {gpu})"

@@ -471,7 +471,7 @@ def compare_variants(
 ) -> list[Any]:
     """Each variant's scores against the papers' reported cells of the method (none for a control or a user's
     own spec, HARNESS_SPECS_DIR: no printed numbers to compare with)."""
-    reported = cells_for(method=spec.name) if spec.name in KNOWN_METHODS else []
+    reported = cells_for(method=spec.graded_method) if spec.graded_method in KNOWN_METHODS else []
     cells = [c for c in reported if c.benchmark in scores.metrics]
     exact = spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed spread
     comparisons = []

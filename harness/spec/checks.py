@@ -160,6 +160,30 @@ def _comparison_problems(raw: dict[str, Any], path: Path, where: Callable[[str],
     return problems
 
 
+def _variant_problems(raw: dict[str, Any], where: Callable[[str], str]) -> list[str]:
+    """A ``variant_of`` names the spec it extends and at least one condition key a cell may state."""
+    block = raw.get("variant_of")
+    if not isinstance(block, dict):  # absent, or a wrong type reported with the schema
+        return []
+    problems = []
+    if block.get("method") != raw.get("extends"):
+        problems.append(
+            f"{where('variant_of')}: variant_of.method {block.get('method')!r} must be the spec this one "
+            f"extends ({raw.get('extends')!r}): a variant changes its parent's settings, nothing else"
+        )
+    conditions = block.get("conditions")
+    if not isinstance(conditions, list) or not conditions:
+        problems.append(f"{where('variant_of')}: variant_of.conditions must list the conditions the variant changes")
+    else:
+        for key in conditions:
+            if key not in CONDITION_KEYS:
+                problems.append(f"{where('variant_of')}: variant_of.conditions: {key!r} is no condition a cell states")
+    unknown = sorted(set(block) - {"method", "conditions"})
+    if unknown:
+        problems.append(f"{where('variant_of')}: variant_of: unknown keys {', '.join(map(str, unknown))}")
+    return problems
+
+
 def structure_problems(raw: dict[str, Any], path: Path) -> list[str]:
     problems: list[str] = []
 
@@ -192,6 +216,7 @@ def structure_problems(raw: dict[str, Any], path: Path) -> list[str]:
         )
     problems += _declaration_problems(raw, where)
     problems += _comparison_problems(raw, path, where)
+    problems += _variant_problems(raw, where)
     if isinstance(raw.get("stages"), list):
         problems += [f"{where('stages')}: {p}" for p in _step_problems(raw["stages"], raw.get("family"))]
         objective = (raw.get("pretrain") or {}).get("objective") if isinstance(raw.get("pretrain"), dict) else None

@@ -6,15 +6,22 @@ a run is graded against it only when it states the same ones with equal values
 resolved spec, so a spec with ``pretrain.steps: 1000`` states 1000 steps and no 50K-step cell is
 graded against it. Declared ``deviations`` (each naming the conditions it ``touches``, or
 ``recipe`` for the method's whole result) make the cells stating those conditions NOT-COMPARABLE.
+
+A declared variant (``variant_of: {method, conditions}``: QC with one query per passage, LexMAE
+pre-trained on the BEIR collections) states its parent's method, so its paper runs are graded against
+the parent's cells, but only those that state one of the conditions it names (``VARIANT``): a cell that
+names none of them is the parent's own setting, which the variant does not run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.core import benchmarks as declared
 from harness.data.sampled import base_name
+from harness.papers.released import load_checkpoints
 from harness.spec.stage_settings import BI_ENCODER_TEACHER, CONFIGURED_RERANKER, TINY_RERANKER
 
 RECIPE = "recipe"  # a deviation that touches every number the method produces
@@ -23,6 +30,30 @@ RECIPE = "recipe"  # a deviation that touches every number the method produces
 # identified by its weights (the spec's reranker_sha256; no copy of this one has been checked here yet).
 PAPER_RERANKER = "zhou2022b-ranker"
 UNIDENTIFIED = "weights unidentified: no finetune.retriever3.reranker_sha256"
+VARIANT = "variant_conditions"  # a variant run's conditions, one of which a cell must state to be graded
+VARIANT_SPEC = "variant"  # the variant's own spec name (its runs state the parent's method)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a ``variant_of`` block declares: the method whose cells it grades, and which of them."""
+
+    method: str
+    conditions: tuple[str, ...]
+
+
+def variant_of(config: Mapping[str, Any]) -> Variant | None:
+    """The spec's declared variant, or None for a method of its own."""
+    block = config.get("variant_of")
+    if not isinstance(block, Mapping) or not block.get("method"):
+        return None
+    return Variant(str(block["method"]), tuple(str(c) for c in block.get("conditions") or ()))
+
+
+def graded_method(config: Mapping[str, Any], method: str) -> str:
+    """The method whose papers' cells a run of this spec is graded against: its own, or its parent's."""
+    variant = variant_of(config)
+    return variant.method if variant else method
 
 
 def teacher_condition(r3: Mapping[str, Any]) -> str:
@@ -37,6 +68,28 @@ def teacher_condition(r3: Mapping[str, Any]) -> str:
     return name if r3.get("reranker_sha256") else f"{name} ({UNIDENTIFIED})"
 
 
+# What LexMAE Table 3's cells state as their pre-training corpus ("we pre-train LexMAE on BEIR collections").
+BEIR_COLLECTIONS = "BEIR collections"
+
+
+def released_pretrained(init: Any) -> str | None:
+    """The released pre-trained checkpoint (baselines/released/checkpoints.yaml) an init names, by its source."""
+    for ckpt in load_checkpoints().checkpoints.values():
+        if init and ckpt.kind == "pretrained" and ckpt.source == str(init):
+            return ckpt.name
+    return None
+
+
+def corpus_condition(source: Any) -> str:
+    """A pre-training corpus as a cell states it: the collections of a BEIR average the papers print
+    (LexMAE's twelve), united, are "BEIR collections"; any other list is its names joined by '+'."""
+    if not isinstance(source, list):
+        return str(source)
+    if any(set(source) == set(members) for _, members, _ in declared.aggregates()):
+        return BEIR_COLLECTIONS
+    return "+".join(map(str, source))
+
+
 def derived(config: Mapping[str, Any]) -> dict[str, Any]:
     """The conditions that follow from a resolved spec's settings."""
     out: dict[str, Any] = {}
@@ -48,11 +101,13 @@ def derived(config: Mapping[str, Any]) -> dict[str, Any]:
         objective = pretrain.get("objective")
         if objective in (None, "none"):
             out["pretrain_steps"] = 0
+            released = released_pretrained((config.get("model") or {}).get("init"))
+            if released:  # fine-tuned from a released pre-trained model (LexMAE Table 7's coCondenser row)
+                out["checkpoint"] = released
         else:
             if pretrain.get("steps"):  # an epoch-based schedule (CPDAE) states no step count
                 out["pretrain_steps"] = int(pretrain["steps"])
-            corpus = (config.get("corpus") or {}).get("source")
-            out["pretrain_corpus"] = "+".join(corpus) if isinstance(corpus, list) else str(corpus)
+            out["pretrain_corpus"] = corpus_condition((config.get("corpus") or {}).get("source"))
         init = (config.get("model") or {}).get("init")
         if init:
             out["init"] = str(init)
@@ -103,7 +158,10 @@ def deviations(config: Mapping[str, Any]) -> dict[str, str]:
 def run_conditions(config: Mapping[str, Any], method: str, profile: str) -> dict[str, Any]:
     """Everything a run states for grading: derived conditions, profile, method, deviations."""
     out = derived(config)
-    out.update(profile=profile, method=method)
+    variant = variant_of(config)
+    out.update(profile=profile, method=variant.method if variant else method)
+    if variant:
+        out.update({VARIANT: list(variant.conditions), VARIANT_SPEC: method})
     touched = deviations(config)
     if touched:
         out["deviations"] = touched

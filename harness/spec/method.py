@@ -24,6 +24,7 @@ from harness.core.fsutil import is_plain_name
 from harness.spec import rehearsal
 from harness.spec.block_settings import CorpusSettings
 from harness.spec.checks import check_bm25_negatives, structure_problems
+from harness.spec.conditions import graded_method
 from harness.spec.files import (
     deep_merge,
     key_line,
@@ -54,6 +55,11 @@ class MethodSpec:
     @property
     def spec_hash(self) -> str:
         return settings_hash(self.config)
+
+    @property
+    def graded_method(self) -> str:
+        """The method whose papers' cells this spec's runs are graded against (a variant's: its parent's)."""
+        return graded_method(self.config, self.name)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.config
@@ -126,6 +132,17 @@ def comparisons(root: Path | None = None) -> list[tuple[str, str]]:
     declared = {name: list(_resolve_raw(name, root).get("compare_with") or []) for name in list_methods(root)}
     depth = max(map(len, declared.values()), default=0)
     return [(name, others[i]) for i in range(depth) for name, others in declared.items() if i < len(others)]
+
+
+def variants_of(method: str, root: Path | None = None) -> list[str]:
+    """The specs declared as variants of ``method`` (``variant_of.method``), sorted: the runs that grade
+    the cells of its settings it does not run itself."""
+    out = []
+    for name in list_methods(root):
+        block = _resolve_raw(name, root).get("variant_of")
+        if isinstance(block, dict) and block.get("method") == method:
+            out.append(name)
+    return out
 
 
 def pretraining_methods(profile: str | None = None, root: Path | None = None) -> list[str]:

@@ -36,6 +36,13 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
         "not written by hand: the conditions a run states are derived from its settings (harness/spec/conditions.py)",
     ),
     "extends": (False, (str,), "parent spec name"),
+    "variant_of": (
+        False,
+        (dict,),
+        "{method: the spec it extends, conditions: [condition keys]}: a declared variant of a paper's setting; "
+        "its paper runs are graded against the parent's cells that state one of these conditions "
+        "(harness/spec/conditions.py); the method's own, so not inherited",
+    ),
     "include": (False, (str, list), "shared fragments (baselines/fragments/<name>.yaml) this spec's own keys override"),
     "profiles": (False, (dict,), "per-profile overrides"),
     "data": (
@@ -74,10 +81,10 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
 
 
 # Keys that say what a method is rather than how one profile runs it: not in a profile block or a fragment.
-METHOD_KEYS = ("name", "extends", "include", "profiles", "compare_with")
+METHOD_KEYS = ("name", "extends", "include", "profiles", "compare_with", "variant_of")
 
 
-NOT_INHERITED = ("compare_with",)  # a spec that extends another states its own comparisons
+NOT_INHERITED = ("compare_with", "variant_of")  # a spec that extends another states its own comparisons
 
 
 # What a `profiles.<name>` block may override (it is deep-merged over the top level); nested keys: spec_keys.
@@ -97,6 +104,7 @@ DOCUMENTATION_KEYS = (
     "substitutions",
     "conditions",
     "compare_with",
+    "variant_of",
 )
 
 

@@ -1,0 +1,86 @@
+"""Declared variants (``variant_of``): each grades its parent's printed cells of the setting it runs, and no
+others, and reuses every cached stage upstream of what it changes (issue 62)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.data.setting import data_setting
+from harness.evaluation.compare import comparability
+from harness.gate.cell_state import cell_states, paper_spec
+from harness.papers.registry import load_registry
+from harness.run.runner import plan_method
+from harness.spec.conditions import run_conditions
+from harness.spec.method import load_method, variants_of
+
+# (paper, table, row key prefix) -> the variant that grades it, and how many of its cells now can be
+TABLES = [
+    ("qc-v1", "Table 2", "coCondenser / 1", "cocondenser_qc_q1", 5),
+    ("qc-v1", "Table 2", "CoT-MAE / 1", "cotmae_qc_q1", 5),
+    ("lexmae", "Table 3", "LexMAE", "lexmae_beir", 14),
+    ("lexmae", "Table 7", "coCondenser", "cocondenser_lexmae_ft", 4),  # stage 3 needs the unreleased teacher
+]
+
+
+def _cells(paper: str, table: str, row: str) -> list:
+    return [c for c in load_registry() if c.cell_id.startswith(f"{paper}/{table}/") and f"/{row}/" in c.cell_id + "/"]
+
+
+@pytest.mark.parametrize(("paper", "table", "row", "variant", "graded"), TABLES)
+def test_each_table_s_cells_are_not_yet_run_against_the_variant(paper, table, row, variant, graded):
+    states = cell_states(_cells(paper, table, row), [])
+    waiting = [s for s in states.values() if s.state == "NOT-YET-RUN"]
+    assert len(waiting) == graded, {k: s.reason for k, s in states.items()}
+    assert all(f"--method {variant} " in s.command for s in waiting)
+
+
+def test_a_variant_grades_only_the_cells_stating_what_it_changes():
+    spec = paper_spec("cotmae_qc_q1")
+    assert spec is not None and variants_of("cotmae_qc") == ["cotmae_qc_q1"]
+    final = spec.stages[-1]
+    assert final["method"] == "cotmae_qc" and final["query_number"] == 1
+    # QC v1 Table 1's row states query_number 5: the parent's setting, not the variant's
+    assert (
+        "query_number=5, run has query_number=1"
+        in comparability("cotmae_qc", {"query_number": 5, "finetune_stage": "retriever2"}, final)[0]
+    )
+    # a cell of the parent stating none of the variant's conditions is the parent's own setting
+    assert "states none of query_number" in comparability("cotmae_qc", {"finetune_stage": "retriever2"}, final)[0]
+    # the parent's own runs do not state the variant's setting
+    assert (
+        "query_number=1, run has query_number=5"
+        in comparability("cotmae_qc", {"query_number": 1}, paper_spec("cotmae_qc").stages[-1])[0]
+    )
+
+
+def test_the_derived_conditions_of_the_corpus_and_checkpoint_variants():
+    beir = run_conditions(load_method("lexmae_beir", "paper").config, "lexmae_beir", "paper")
+    assert beir["pretrain_corpus"] == "BEIR collections" and beir["method"] == "lexmae"
+    assert "deviations" not in beir  # lexmae's MS-MARCO-only deviation is the one the variant undoes
+    own = run_conditions(load_method("lexmae", "paper").config, "lexmae", "paper")
+    assert own["pretrain_corpus"] == "msmarco-passage"
+    ckpt = run_conditions(load_method("cocondenser_lexmae_ft", "paper").config, "cocondenser_lexmae_ft", "paper")
+    assert ckpt["checkpoint"] == "co-condenser-marco" and ckpt["pretrain_steps"] == 0
+    assert "checkpoint" not in run_conditions(load_method("nopretrain", "paper").config, "nopretrain", "paper")
+
+
+def _keys(method: str, profile: str = "rehearsal") -> dict[str, str]:
+    spec = load_method(method, profile)
+    with data_setting(spec):
+        ctx = plan_method(spec, list(spec.get("datasets") or []))
+    return {f"{e['stage']}/{e['dataset']}": e["key"] for e in ctx.stages.entries if e.get("key")}
+
+
+def test_the_query_number_variant_shares_its_parent_s_stages_up_to_query_generation():
+    parent, variant = _keys("cotmae_qc"), _keys("cotmae_qc_q1")
+    same = {k for k in parent if k in variant and parent[k] == variant[k]}
+    assert any(k.startswith("passages/") for k in same) and any(k.startswith("bm25_negatives/") for k in same)
+    assert not any(k.startswith(("qgen/", "pretrain/", "retriever")) for k in same)
+
+
+def test_the_checkpoint_variant_pre_trains_nothing_and_shares_lexmae_s_bm25_stages():
+    variant = _keys("cocondenser_lexmae_ft")
+    assert not any(k.startswith(("passages/", "pretrain/")) for k in variant)
+    lexmae = _keys("lexmae")  # LexMAE's pipeline: its own BM25 run of the MS MARCO training queries
+    bm25 = {k for k in variant if k.startswith(("index/", "retrieve/"))}
+    assert bm25 and all(lexmae.get(k) == variant[k] for k in bm25)
