@@ -103,8 +103,8 @@ def test_unknown_keys_are_kept():
     data = _good()
     data["something_new"] = {"from": "a later issue"}
     assert validate_record(data) is None
-    rec = RunRecord(Path("x.json"), data)
-    assert rec.get("something_new") == {"from": "a later issue"}
+    rec = RunRecord.from_json(data, Path("x.json"))
+    assert rec.extras["something_new"] == {"from": "a later issue"}
 
 
 def test_duplicate_run_ids_and_unfinished_writes_are_skipped(tmp_path):

@@ -134,7 +134,7 @@ def measure(records: list[Any]) -> dict[str, Any]:
                 "queries": len(queries),
             }
 
-    hashes = {settings_hash(r.spec) for r in records}
+    hashes = {settings_hash(r.spec or {}) for r in records}
     if len(hashes) != 1:
         raise HarnessError(f"the seed records ran different settings ({', '.join(sorted(hashes))}): one spec only")
     return {

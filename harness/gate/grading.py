@@ -232,7 +232,7 @@ def reference_rows(
 
     # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
     # (documentation, not settings) never makes a reference stale.
-    mine, theirs = settings_hash(record.spec), settings_hash(ref.spec)
+    mine, theirs = settings_hash(record.spec or {}), settings_hash(ref.spec or {})
     if record.spec and ref.spec and mine != theirs:
         return [
             GateRow(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import HarnessError
 from harness.records.integrity import problems
 from harness.spec.conditions import run_conditions
 
@@ -37,7 +38,7 @@ WRITTEN_WHEN_SET = frozenset({"schema_version", "integrity", "substitutions", "f
 class RunRecord:
     """One run's record. ``extras``: keys this class does not name (kept, written back in place);
     ``keys``: the JSON's keys in order (empty: a record built here, written in the class's field order);
-    ``path``: the file it was read from (None: not read from a file)."""
+    ``source``: the file it was read from or written to (None: neither yet; :attr:`path` refuses then)."""
 
     run_id: str
     method: str
@@ -73,14 +74,14 @@ class RunRecord:
     integrity: dict[str, Any] | None = None  # the seal (harness.records.integrity); None until written
     extras: dict[str, Any] = field(default_factory=dict, repr=False)
     keys: tuple[str, ...] = field(default=(), repr=False)
-    path: Path | None = field(default=None, compare=False)
+    source: Path | None = field(default=None, compare=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], path: Path | None = None) -> RunRecord:
         """The record of a parsed JSON object (validated by the caller: :func:`harness.records.store.load_record`)."""
         known = {k: v for k, v in data.items() if k in RECORD_FIELDS}
         extras = {k: v for k, v in data.items() if k not in RECORD_FIELDS}
-        return cls(**known, extras=extras, keys=tuple(data), path=path)
+        return cls(**known, extras=extras, keys=tuple(data), source=path)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object, keys in the order read (or built); nested values are shared, not copied."""
@@ -101,15 +102,22 @@ class RunRecord:
         return out
 
     def replace(self, **changes: Any) -> RunRecord:
-        """A copy with ``changes`` (field names, ``path`` too); the keys keep their order, a new one comes last."""
+        """A copy with ``changes`` (field names, ``source`` too); the keys keep their order, a new one comes last."""
         added = tuple(k for k in changes if k in RECORD_FIELDS and k not in self.keys)
         return dataclasses.replace(self, **changes, keys=self.keys + added if self.keys else ())
+
+    @property
+    def path(self) -> Path:
+        """The file the record was read from or written to."""
+        if self.source is None:
+            raise HarnessError(f"record {self.run_id} was neither read from nor written to a file")
+        return self.source
 
     @functools.cached_property
     def integrity_problems(self) -> list[str]:
         """Seal, aggregate and identity problems (``harness.records.integrity``); empty for an untouched
         record read from its own ``<run_id>.json``."""
-        return problems(self.to_json(), self.path.stem if self.path is not None else self.run_id)
+        return problems(self.to_json(), self.source.stem if self.source is not None else self.run_id)
 
     def run_conditions(self) -> dict[str, Any]:
         """Run conditions for comparisons with the papers, derived from the record's own spec
@@ -160,4 +168,4 @@ BUILT_ORDER: tuple[str, ...] = (
     "mlflow",
     "integrity",
 )
-RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord)) - {"extras", "keys", "path"}
+RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord)) - {"extras", "keys", "source"}

@@ -56,6 +56,9 @@ OPTIONAL_TYPES: dict[str, type | tuple[type, ...]] = {
     "conditions": dict,
 }
 
+# Optional keys a reader iterates as they are (RunRecord's fields keep the JSON's values): absent is fine, null is not.
+NEVER_NULL = ("created", "per_query", "comparison", "stages", "efficiency")
+
 
 class Skipped(NamedTuple):
     """A record file that readers ignore, and why (unpacks as ``(path, reason)``)."""
@@ -93,6 +96,9 @@ def validate_record(data: Any) -> str | None:
     for key in ("run_id", "method", "profile"):
         if not data[key].strip():
             return f"'{key}' is empty"
+    for key in NEVER_NULL:
+        if key in data and data[key] is None:
+            return f"'{key}' is null (absent or an empty {OPTIONAL_TYPES[key].__name__}, never null, is what readers take)"
     for key, typ in OPTIONAL_TYPES.items():
         if data.get(key) is not None and not isinstance(data[key], typ):
             want = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)

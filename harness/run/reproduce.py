@@ -164,7 +164,7 @@ def reproduce_checkpoint(
         )
         log_parent_summary(tracker, record)
         path = write_record(record, tracker)
-    return record.replace(mlflow=tracker.info(), path=path)  # the tracker's last word, after the write
+    return record.replace(mlflow=tracker.info(), source=path)  # the tracker's last word, after the write
 
 
 def _released_retriever(name: str, registry: Registry) -> Checkpoint:
