@@ -229,14 +229,16 @@ def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(_minilm_registry(tmp_path)))
     write_run_record(
-        RunRecord.from_json({
-            "run_id": "gone__checkpoint__1",
-            "method": "gone",
-            "profile": "checkpoint",
-            "checkpoint": {"name": "gone"},
-            "metrics": {"scifact": {"nDCG@10": 0.5}},
-            "per_query": {"scifact": {"nDCG@10": {"1": 0.5}}},
-        }),
+        RunRecord.from_json(
+            {
+                "run_id": "gone__checkpoint__1",
+                "method": "gone",
+                "profile": "checkpoint",
+                "checkpoint": {"name": "gone"},
+                "metrics": {"scifact": {"nDCG@10": 0.5}},
+                "per_query": {"scifact": {"nDCG@10": {"1": 0.5}}},
+            }
+        ),
         tmp_path / "records",
     )
     result = run_gate(tmp_path / "records", reported=_cells(tmp_path))
@@ -332,15 +334,17 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     ckpt = get_checkpoint("all-minilm-l6-v2")
     run_id = "all-minilm-l6-v2__checkpoint__20261123T000000-abcdef"
     write_run_record(
-        RunRecord.from_json({
-            "run_id": run_id,
-            "method": ckpt.record_method,
-            "profile": "checkpoint",
-            "checkpoint": ckpt.to_dict(),
-            "metrics": metrics,
-            "per_query": per_query,
-            "comparison": checkpoint_comparisons(ckpt, metrics, per_query, cells),
-        }),
+        RunRecord.from_json(
+            {
+                "run_id": run_id,
+                "method": ckpt.record_method,
+                "profile": "checkpoint",
+                "checkpoint": ckpt.to_dict(),
+                "metrics": metrics,
+                "per_query": per_query,
+                "comparison": checkpoint_comparisons(ckpt, metrics, per_query, cells),
+            }
+        ),
         tmp_path / "records",
     )
     monkeypatch.setenv(lb_data.RECORDS_ENV, str(tmp_path / "records"))

@@ -110,7 +110,9 @@ def test_the_studys_records_go_to_runs_seeds_and_feed_sigma_rep(monkeypatch, tmp
         record["metrics"] = {"msmarco-dev": {"RR@10": value}}
         record["per_query"] = {"msmarco-dev": {"RR@10": {"q1": value, "q2": value}}}
         record["metrics_by_stage"] = record["per_query_by_stage"] = {}
-        writer.write_run_record(RunRecord.from_json(record), seed_study=True)  # seed 42 of a study too: runs/seeds/, not runs/local/
+        writer.write_run_record(
+            RunRecord.from_json(record), seed_study=True
+        )  # seed 42 of a study too: runs/seeds/, not runs/local/
     assert len(list((tmp_path / "seeds").glob("*.json"))) == 5 and not (tmp_path / "local").exists()
     problems = [p for r in load_records(tmp_path / "seeds")[0] for p in r.integrity_problems]
     assert not problems, problems

@@ -95,7 +95,9 @@ def _far_off(reference: dict[str, Any], stamp: str) -> dict[str, Any]:
 
 
 def test_a_run_writes_its_record_under_runs_local(tmp_path: Path) -> None:
-    path = write_run_record(RunRecord.from_json({"run_id": "m__tiny__1", "method": "m", "profile": "tiny", "metrics": {}}))
+    path = write_run_record(
+        RunRecord.from_json({"run_id": "m__tiny__1", "method": "m", "profile": "tiny", "metrics": {}})
+    )
     assert path.parent == local_runs_dir() == tmp_path / "runs" / "local"
     assert not records_dir().exists()  # nothing reaches the gated folder
     ignored = subprocess.run(["git", "check-ignore", "-q", "runs/local/x.json"], cwd=PROJECT_ROOT)

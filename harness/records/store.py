@@ -98,7 +98,9 @@ def validate_record(data: Any) -> str | None:
             return f"'{key}' is empty"
     for key in NEVER_NULL:
         if key in data and data[key] is None:
-            return f"'{key}' is null (absent or an empty {OPTIONAL_TYPES[key].__name__}, never null, is what readers take)"
+            return (
+                f"'{key}' is null (absent or an empty {OPTIONAL_TYPES[key].__name__}, never null, is what readers take)"
+            )
     for key, typ in OPTIONAL_TYPES.items():
         if data.get(key) is not None and not isinstance(data[key], typ):
             want = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
