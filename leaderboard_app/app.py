@@ -313,7 +313,7 @@ with tab_method:
             st.warning(f"Not comparable with the papers: {selection.caveat_md(rec.profile)}.")
         st.caption(display.run_caption(rec, rec.run_id in data.references))
         for title, items in (
-            ("Substituted in this profile (recorded with the run)", rec.get("substitutions") or []),
+            ("Substituted in this profile (recorded with the run)", rec.substitutions or []),
             (
                 "Where the paper profile departs from the paper (spec `deviations`; the cells they "
                 "touch are NOT-COMPARABLE)",

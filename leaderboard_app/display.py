@@ -75,7 +75,7 @@ def run_caption(rec: Any, reference: bool = False) -> str:
     """The line under it: spec hash, date and command (code spans), and whether it is a reference."""
     return (
         f"spec hash {md_code(rec.spec_hash)} · created {md_text(rec.created)} · command "
-        f"{md_code(command_text(rec.get('command', '')))}" + (" · reference record" if reference else "")
+        f"{md_code(command_text(rec.command))}" + (" · reference record" if reference else "")
     )
 
 

@@ -73,7 +73,7 @@ def source_of(rec: RunRecord) -> str:
 
 def run_label(rec: RunRecord) -> str:
     if rec.profile == "checkpoint":
-        return f"released checkpoint {(rec.get('checkpoint') or {}).get('name', '?')} ({rec.run_id})"
+        return f"released checkpoint {(rec.checkpoint or {}).get('name', '?')} ({rec.run_id})"
     return f"reproduced {rec.run_id}"
 
 
@@ -128,7 +128,7 @@ APART_COLUMNS = ["run_id", "method", "profile", "date", "hardware", "git commit"
 def hardware_summary(rec: RunRecord) -> str:
     """The machine a run had, as its record detected it: '8 × NVIDIA A100-SXM4-80GB · <CPU model> (64 cpus)'
     (a contributed run is told apart from the references by this and its date)."""
-    detected = (rec.get("hardware") or {}).get("detected") or {}
+    detected = (rec.hardware or {}).get("detected") or {}
     counts: dict[str, int] = {}
     for device in detected.get("cuda_devices") or []:
         counts[str(device)] = counts.get(str(device), 0) + 1
@@ -152,7 +152,7 @@ def _scores(rec: RunRecord) -> str:
 
 
 def _commit(rec: RunRecord) -> str:
-    git = rec.get("git") or {}
+    git = rec.git or {}
     commit = str(git.get("commit") or "")[:10] if isinstance(git, dict) else ""
     return f"{commit} (dirty)" if commit and git.get("dirty") else commit
 
@@ -219,7 +219,7 @@ def checkpoint_frame(
     for rec in records:
         if rec.profile != "checkpoint":
             continue
-        name = (rec.get("checkpoint") or {}).get("name", "?")
+        name = (rec.checkpoint or {}).get("name", "?")
         for x in sorted(comparisons.get(rec.run_id, []), key=lambda c: c.get("status") == NOT_COMPARABLE):
             d, graded = cell_decimals(x), x.get("status") != NOT_COMPARABLE
             rows.append(
@@ -275,7 +275,7 @@ def checkpoint_summaries(
         )
         graded = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
         scored = "; ".join(f"{b} {number(100.0 * next(iter(m.values())))}" for b, m in rec.metrics.items() if m)
-        name = (rec.get("checkpoint") or {}).get("name", "?")
+        name = (rec.checkpoint or {}).get("name", "?")
         # markdown for st.markdown: the record's texts escaped (display.md_text), the run id a code span
         lines.append(
             f"released checkpoint {md_text(name)} ({md_code(rec.run_id)}): {md_text(scored)} · graded "
@@ -417,7 +417,7 @@ def _own_rows(
 def stage_metrics(rec: RunRecord) -> dict[str, dict[str, dict[str, float]]]:
     """A run's metrics per retriever stage ("" for a run without stages): every stage when the run has
     several (LexMAE's three), else its final metrics."""
-    by_stage = rec.get("metrics_by_stage") or {}
+    by_stage = rec.metrics_by_stage or {}
     if len(by_stage) > 1:
         return by_stage
     return {str(rec.finetune_stage or ""): rec.metrics}
@@ -564,7 +564,7 @@ def beir_table(
     for rec in filter_records(records, profiles):
         values = {d: 100.0 * v["nDCG@10"] for d, v in rec.metrics.items() if d in BEIR_DATASETS and "nDCG@10" in v}
         if values:
-            several = len(rec.get("metrics_by_stage") or {}) > 1
+            several = len(rec.metrics_by_stage or {}) > 1
             name = run_label(rec) + (f" · {rec.finetune_stage}" if several and rec.finetune_stage else "")
             columns[name], status[name] = values, f"profile {rec.profile}"
     for values in columns.values():
@@ -623,7 +623,7 @@ GPU_TYPES = ("cuda", "gpu")
 def hardware_frame(record: RunRecord) -> pd.DataFrame:
     """Declared (the spec's hardware block) next to what the run had: GPUs apart from CPUs (a CPU run
     declares 0 GPUs, whatever accelerator the paper names), the wall time as h:mm:ss."""
-    hw = record.get("hardware") or {}
+    hw = record.hardware or {}
     declared = hw.get("declared") or {}
     detected = hw.get("detected") or {}
     cuda = detected.get("cuda_devices") or []
@@ -639,7 +639,7 @@ def hardware_frame(record: RunRecord) -> pd.DataFrame:
         (
             "wall time (h:mm:ss)",
             duration(hours * 3600) if isinstance(hours, (int, float)) else None,
-            duration(record.get("seconds")),
+            duration(record.seconds),
         ),
         ("platform", None, detected.get("platform")),
     ]

@@ -75,7 +75,7 @@ def _synthetic(cells: list[dict]) -> list[RunRecord]:
             data["finetune_stage"] = final
             data["metrics_by_stage"] = {s["finetune_stage"]: metrics for s in spec.stages}
             data["per_query_by_stage"] = {s["finetune_stage"]: per_query for s in spec.stages}
-        out.append(RunRecord(Path(f"{method}__paper__synthetic.json"), seal(data)))
+        out.append(RunRecord.from_json(seal(data), Path(f"{method}__paper__synthetic.json")))
     return out
 
 
@@ -209,8 +209,8 @@ def test_dry_run_graded_cells_are_the_gradeable_cells(cells) -> None:
 def test_run_summary_line_reads_the_table(cells) -> None:
     """`run --method bm25` ends with the verdict its table shows (it once said 'no reported cell')."""
     bm25 = [r for r in _committed_records() if r.method == "bm25" and r.profile == "paper"][-1]
-    record = {**bm25.data, "comparison": paper_comparisons(bm25, cells), "mlflow": None}
-    for c in record["comparison"]:
+    record = bm25.replace(comparison=paper_comparisons(bm25, cells), mlflow={})
+    for c in record.comparison:
         c["finetune_stage"] = "bm25"  # as the runner names its only variant
     line = summary_line(record, Path("x.json"))
     assert "scifact nDCG@10 66.5 points (REPRODUCED)" in line and "no reported cell" not in line, line

@@ -63,7 +63,7 @@ def _paper_record(
 
 
 def _rec(data: dict) -> RunRecord:
-    return RunRecord(Path(f"{data['run_id']}.json"), seal(data))
+    return RunRecord.from_json(seal(data), Path(f"{data['run_id']}.json"))
 
 
 def _printed(claims, side: str) -> dict[tuple[str, str], float]:
@@ -242,7 +242,7 @@ def test_a_reversed_recall_effect_at_retriever1_fails_the_gate(tmp_path, sharp_e
     """With paper-scale seed evidence (ten seeds, 9 df): without it the mini transfer's 2 df leave even a
     12-point reversal short of DIFFERENT after Holm (t on 2 df), INCONCLUSIVE with what would settle it."""
     for data in _qc_records(reverse_r1_recall=True):
-        write_run_record({k: v for k, v in data.items() if k != "schema_version"}, tmp_path)
+        write_run_record(RunRecord.from_json({k: v for k, v in data.items() if k != "schema_version"}), tmp_path)
     result = run_gate(tmp_path, reported=None)
     reversed_rows = [
         r
@@ -287,7 +287,7 @@ def test_the_60_qc_effects_each_have_a_state_or_a_precise_reason(monkeypatch):
     rows = [r for r in overview.claim_rows(full, claims, QC) if r.kind == "difference"]
     assert sum(r.state in GRADED for r in rows) == 30 and sum(r.state == NOT_COMPARABLE for r in rows) == 30
     # a record without a measure: the reason names the run, the measure and the stage
-    gap = dict(full[3].data)
+    gap = full[3].to_json()
     gap["per_query_by_stage"] = {
         s: {b: {m: v for m, v in ms.items() if not (s == "retriever1" and m == "R@1000")} for b, ms in d.items()}
         for s, d in gap["per_query_by_stage"].items()
@@ -332,8 +332,8 @@ def test_mini_effect_cis_include_the_seed_spread():
         assert outer**2 == pytest.approx(inner**2 + Z95**2 * 2 * sd**2)
     tiny = method_effects(
         [
-            _rec({**_mini("nopretrain", 0.5).data, "profile": "tiny", "run_id": "nopretrain__tiny__x"}),
-            _rec({**_mini("cotmae", 0.55).data, "profile": "tiny", "run_id": "cotmae__tiny__x"}),
+            _rec({**_mini("nopretrain", 0.5).to_json(), "profile": "tiny", "run_id": "nopretrain__tiny__x"}),
+            _rec({**_mini("cotmae", 0.55).to_json(), "profile": "tiny", "run_id": "cotmae__tiny__x"}),
         ],
         "tiny",
     )

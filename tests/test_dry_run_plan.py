@@ -78,14 +78,14 @@ def test_the_comparable_references_cover_bm25_and_several_methods_tiny_and_mini(
 @pytest.mark.parametrize("key", sorted(COMPARABLE))
 def test_dry_run_lists_the_stages_the_reference_run_executed(key, capsys):
     rec = COMPARABLE[key]
-    result = dry_run(rec.method, rec.profile, datasets=list(rec.get("datasets") or {}) or None)
+    result = dry_run(rec.method, rec.profile, datasets=list(rec.datasets or {}) or None)
     print(f"compared {key} with {rec.run_id}: {len(rec.stages)} stages")
     assert pairs(result.stages) == pairs(rec.stages)
 
 
 def record_cache_dir(rec: RunRecord) -> str | None:
     """The cache folder a run used: its run files are <cache>/<stage>/<key>/run.trec."""
-    for runs in (rec.get("run_files") or {}).values():
+    for runs in (rec.run_files or {}).values():
         for run_file in runs.values():
             path = Path(run_file)
             if path.name == "run.trec" and len(path.parents) > 3:

@@ -46,7 +46,7 @@ def _record(method: str, pq: dict[str, float], profile: str = "paper", created: 
         "metrics": {"msmarco-dev": {"RR@10": sum(pq.values()) / len(pq)}},
         "per_query": {"msmarco-dev": {"RR@10": pq}},
     }
-    return RunRecord(Path(f"{data['run_id']}.json"), seal(data))
+    return RunRecord.from_json(seal(data), Path(f"{data['run_id']}.json"))
 
 
 def test_claims_come_from_one_tables_own_rows():
@@ -97,7 +97,7 @@ def test_a_failed_claim_fails_the_gate(tmp_path, sharp_evidence):
     minus = {q: 0.0 if v == 1.0 and rng.random() < 0.2 else v for q, v in base.items()}
     for rec in (_record("cocondenser", base), _record("cocondenser_qc", minus)):
         # as a run writes it, with the committed spec: a record of another spec is SPEC-CHANGED, never graded
-        write_run_record({**rec.data, "spec": load_method(rec.method, "paper").config}, tmp_path)
+        write_run_record(rec.replace(spec=load_method(rec.method, "paper").config), tmp_path)
     result = run_gate(tmp_path, reported=None)
     failing = [r for r in result.failures() if r.run_id.startswith("cocondenser_qc - cocondenser")]
     assert failing and not result.passed

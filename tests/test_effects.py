@@ -35,7 +35,7 @@ def record(method: str, profile: str, created: str, pq: dict[str, float], stages
     if stages:
         data["per_query_by_stage"] = {s: {"nfcorpus": {"nDCG@10": v}} for s, v in stages.items()}
         data["metrics_by_stage"] = {s: {"nfcorpus": {"nDCG@10": sum(v.values()) / len(v)}} for s, v in stages.items()}
-    return RunRecord(Path(f"{data['run_id']}.json"), seal(data))
+    return RunRecord.from_json(seal(data), Path(f"{data['run_id']}.json"))
 
 
 def test_method_minus_control_is_paired_and_only_within_a_profile():
@@ -92,8 +92,10 @@ def test_stage_effects_against_the_zero_shot_start():
 def test_effects_command_prints_the_table(tmp_path, capsys):
     control = scores(0.1, 3)
     for method, pq in (("nopretrain", control), ("cotmae", {q: v * 0.5 for q, v in control.items()})):
-        data = record(method, "mini", f"2026-11-22T0{len(method)}", pq).data
-        write_run_record({k: v for k, v in data.items() if k not in ("integrity", "schema_version")}, tmp_path)
+        data = record(method, "mini", f"2026-11-22T0{len(method)}", pq).to_json()
+        write_run_record(
+            RunRecord.from_json({k: v for k, v in data.items() if k not in ("integrity", "schema_version")}), tmp_path
+        )
     assert main(["effects", "--records", str(tmp_path), "--json", str(tmp_path / "e.json")]) == 0
     out = capsys.readouterr().out
     assert "cotmae - nopretrain" in out and "1 with a 95% CI that excludes 0" in out

@@ -756,7 +756,7 @@ def test_committed_records_are_all_sealed():
     """--accept no longer seals: every committed record (and reference) must carry its seal."""
     records, skipped = load_records(PROJECT_ROOT / "runs" / "records")
     assert records and not skipped
-    assert [r.run_id for r in records if not isinstance(r.get("integrity"), dict)] == []
+    assert [r.run_id for r in records if not isinstance(r.integrity, dict)] == []
 
 
 def test_a_run_file_changed_since_its_stage_wrote_it_makes_the_record_corrupt(tmp_path):

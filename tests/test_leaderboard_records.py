@@ -41,11 +41,11 @@ def test_records_come_oldest_first_with_accessors():
     bm25 = next(r for r in records if r.method == "bm25")
     assert bm25.profile == "paper" and bm25.spec_hash and bm25.metrics["scifact"]["nDCG@10"] == pytest.approx(0.6647)
     assert bm25.per_query["scifact"]["nDCG@10"] and bm25.stages[0]["stage"] == "index"
-    assert bm25.conditions() == {"profile": "paper", "method": "bm25"}
+    assert bm25.run_conditions() == {"profile": "paper", "method": "bm25"}
     ref = next(r for r in records if r.run_id == "cotmae__tiny__20261120T100000")
     assert not ref.integrity_problems and ref.finetune_stage == "retriever2"
     assert (
-        ref.conditions()["finetune_stage"] == "retriever2" and ref.conditions()["pretrain_steps"] == 200
+        ref.run_conditions()["finetune_stage"] == "retriever2" and ref.run_conditions()["pretrain_steps"] == 200
     )  # derived from its spec
 
 
@@ -103,8 +103,8 @@ def test_unknown_keys_are_kept():
     data = _good()
     data["something_new"] = {"from": "a later issue"}
     assert validate_record(data) is None
-    rec = RunRecord(Path("x.json"), data)
-    assert rec.get("something_new") == {"from": "a later issue"}
+    rec = RunRecord.from_json(data, Path("x.json"))
+    assert rec.extras["something_new"] == {"from": "a later issue"}
 
 
 def test_duplicate_run_ids_and_unfinished_writes_are_skipped(tmp_path):

@@ -34,7 +34,7 @@ def lb():
 
 
 def _record(base: RunRecord, **changes) -> RunRecord:
-    return RunRecord(base.path, {**base.data, **changes})
+    return RunRecord.from_json({**base.to_json(), **changes}, base.path)
 
 
 def test_grids_show_paper_comparable_runs_unless_the_switch_is_on(lb):

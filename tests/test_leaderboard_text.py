@@ -99,7 +99,7 @@ def _hostile_record() -> RunRecord:
         created=f"2026 {LINK}",
         profile=f"tiny{TAG}",
     )
-    return RunRecord(Path("x.json"), data)
+    return RunRecord.from_json(data, Path("x.json"))
 
 
 def test_method_tab_texts_escape_the_record_strings():
@@ -109,8 +109,8 @@ def test_method_tab_texts_escape_the_record_strings():
     # outside its code spans the caption has no live markup; the command sits in one it cannot close
     spans = re.findall(r"(`+) .*? \1", caption)
     assert spans and not _live(re.sub(r"(`+) .*? \1", "", caption))
-    assert display.md_code(rec.get("command")) in caption
-    listed = display.md_list("Substituted", rec.get("substitutions"))
+    assert display.md_code(rec.command) in caption
+    listed = display.md_list("Substituted", rec.substitutions)
     assert listed.startswith("**Substituted**\n- ")
     assert not _live(_outside_code(listed.split("\n", 1)[1].replace("- ", "")))
     assert not _live(_outside_code(selection.caveat_md(rec.profile)))
@@ -121,7 +121,7 @@ def test_method_tab_texts_escape_the_record_strings():
 def test_checkpoint_summary_escapes_the_record_strings():
     data = json.loads((FIXTURES / "runs" / f"{TINY}.json").read_text())
     data.update(profile="checkpoint", checkpoint={"name": f"ckpt {IMAGE} {TAG}"}, run_id=f"x__{LINK}")
-    line = tables.checkpoint_summaries([RunRecord(Path("x.json"), data)], {})[0]
+    line = tables.checkpoint_summaries([RunRecord.from_json(data, Path("x.json"))], {})[0]
     assert IMAGE not in _outside_code(line) and TAG not in _outside_code(line) and not _live(_outside_code(line))
 
 

@@ -62,7 +62,7 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
         run = runs[0]
         assert run.info.status == "FINISHED" and "mlflow.parentRunId" not in run.data.tags
         stamp = rec.run_id.rsplit("__", 1)[-1]  # one name per run: five lexmae/mini/42 could not be told apart
-        assert run.info.run_name == run_name(rec) == f"{rec.method}/{rec.profile}/{rec.get('seed')}/{stamp}"
+        assert run.info.run_name == run_name(rec) == f"{rec.method}/{rec.profile}/{rec.seed}/{stamp}"
         # The live parent's keys (parent_metrics), values in points.
         assert set(run.data.metrics) == set(parent_metrics(rec.metrics))
         bench = sorted(rec.metrics)[0]
@@ -77,7 +77,7 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
         assert "spec.description" not in params and "spec.notes" not in params
         if rec.profile != "paper":  # the paper's declared budget ("hours 60") is not a setting of a mini run
             assert not [k for k in params if k.startswith("spec.hardware.")], rec.run_id
-        assert run.data.tags["mlflow.source.git.commit"] == rec.get("git")["commit"]
+        assert run.data.tags["mlflow.source.git.commit"] == rec.git["commit"]
         assert run.data.tags[LOADED_FROM_TAG].endswith(f"{rec.path.parent.name}/{rec.path.name}")
         statuses = [c["status"] for c in rec.comparison]
         assert run.data.tags["verdict.NOT-COMPARABLE"] == str(statuses.count("NOT-COMPARABLE"))

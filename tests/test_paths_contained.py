@@ -20,6 +20,7 @@ from harness.core.errors import DataFormatError, HarnessError
 from harness.core.paths import PROJECT_ROOT, local_runs_dir
 from harness.data.formats import read_trec_run
 from harness.records.integrity import seal
+from harness.records.run_record import RunRecord
 from harness.records.store import REFERENCES_FILE, load_record, read_references, records_dir
 from harness.records.writer import write_run_record
 from harness.spec.method import load_method
@@ -92,7 +93,7 @@ def test_a_record_file_name_is_told_to_drop_its_json(fresh_clone, capsys):
 @pytest.mark.parametrize("run_id", ["../x", "/tmp/x", "a/b", ".hidden", ".."])
 def test_a_record_is_never_written_outside_its_folder(tmp_path, run_id):
     with pytest.raises(HarnessError, match="is not a run id"):
-        write_run_record({"run_id": run_id, "method": "m", "profile": "tiny", "metrics": {}})
+        write_run_record(RunRecord.from_json({"run_id": run_id, "method": "m", "profile": "tiny", "metrics": {}}))
     assert not (tmp_path / "runs" / "x.json").exists()
 
 

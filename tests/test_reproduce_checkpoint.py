@@ -15,6 +15,7 @@ from harness.core.fsutil import is_temp
 from harness.evaluation.verdict import exact_verdict
 from harness.gate.grading import checkpoint_comparisons
 from harness.papers.released import get_checkpoint, load_checkpoints, map_cells, unmatched_selectors
+from harness.records.run_record import RunRecord
 
 CC = "co-condenser-marco-retriever"
 
@@ -228,14 +229,16 @@ def test_gate_reports_a_record_of_an_unknown_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setenv("HARNESS_CHECKPOINTS", str(_minilm_registry(tmp_path)))
     write_run_record(
-        {
-            "run_id": "gone__checkpoint__1",
-            "method": "gone",
-            "profile": "checkpoint",
-            "checkpoint": {"name": "gone"},
-            "metrics": {"scifact": {"nDCG@10": 0.5}},
-            "per_query": {"scifact": {"nDCG@10": {"1": 0.5}}},
-        },
+        RunRecord.from_json(
+            {
+                "run_id": "gone__checkpoint__1",
+                "method": "gone",
+                "profile": "checkpoint",
+                "checkpoint": {"name": "gone"},
+                "metrics": {"scifact": {"nDCG@10": 0.5}},
+                "per_query": {"scifact": {"nDCG@10": {"1": 0.5}}},
+            }
+        ),
         tmp_path / "records",
     )
     result = run_gate(tmp_path / "records", reported=_cells(tmp_path))
@@ -266,12 +269,12 @@ def test_minilm_reproduced_recorded_gated_and_shown(tmp_path, monkeypatch, capsy
     )
     assert rc == 0, err
     (rec,), skipped = load_records(tmp_path / "runs" / "local")
-    assert not skipped and rec.profile == "checkpoint" and rec.get("checkpoint")["name"] == "all-minilm-l6-v2"
+    assert not skipped and rec.profile == "checkpoint" and (rec.checkpoint or {})["name"] == "all-minilm-l6-v2"
     assert not rec.integrity_problems
     ndcg = {b: 100 * rec.metrics[b]["nDCG@10"] for b in ("nfcorpus", "scifact")}
     print(f"all-MiniLM-L6-v2 (mean, 128 tokens) nDCG@10: {ndcg}")
     assert 28 < ndcg["nfcorpus"] < 34 and 58 < ndcg["scifact"] < 67  # far above chance, near the published
-    assert set(rec.get("chance")) == {"nfcorpus", "scifact"}
+    assert set(rec.chance) == {"nfcorpus", "scifact"}
     by_row = {(c["row"], c["benchmark"]): c for c in rec.comparison}
     for bench, printed in (("nfcorpus", 31.6), ("scifact", 64.5)):
         c = by_row[("all-MiniLM-L6-v2", bench)]
@@ -331,15 +334,17 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
     ckpt = get_checkpoint("all-minilm-l6-v2")
     run_id = "all-minilm-l6-v2__checkpoint__20261123T000000-abcdef"
     write_run_record(
-        {
-            "run_id": run_id,
-            "method": ckpt.record_method,
-            "profile": "checkpoint",
-            "checkpoint": ckpt.to_dict(),
-            "metrics": metrics,
-            "per_query": per_query,
-            "comparison": checkpoint_comparisons(ckpt, metrics, per_query, cells),
-        },
+        RunRecord.from_json(
+            {
+                "run_id": run_id,
+                "method": ckpt.record_method,
+                "profile": "checkpoint",
+                "checkpoint": ckpt.to_dict(),
+                "metrics": metrics,
+                "per_query": per_query,
+                "comparison": checkpoint_comparisons(ckpt, metrics, per_query, cells),
+            }
+        ),
         tmp_path / "records",
     )
     monkeypatch.setenv(lb_data.RECORDS_ENV, str(tmp_path / "records"))

@@ -128,9 +128,9 @@ def test_a_tiny_run_under_seed_43_builds_one_plan_chooses_one_profile_and_record
         return [(e["stage"], e["dataset"], e.get("key")) for e in stages]
 
     api = runner.run_method("cotmae", "tiny", datasets=["nfcorpus"], seed=43)
-    assert api.record is not None and api.record["seed"] == 43
+    assert api.record is not None and api.record.seed == 43
     assert all(e["cached"] for e in api.stages if e["stage"] != "evaluate")
     assert keys(api.stages) == keys(record["stages"]) and api.metrics == record["metrics"]
-    assert api.comparison == record["comparison"] and api.record["chance"] == record["chance"]
+    assert api.comparison == record["comparison"] and api.record.chance == record["chance"]
     seed42 = keys(runner.run_method("cotmae", "tiny", datasets=["nfcorpus"], dry_run=True).stages)
     assert all(a[2] != b[2] for a, b in zip(keys(record["stages"]), seed42) if a[2] is not None)

@@ -88,7 +88,7 @@ def test_run_record_keeps_its_fields(tmp_path, monkeypatch, mlflow_off):
     assert record["metrics"] == record["metrics_by_stage"]["retriever1"]
     assert set(record["per_query_by_stage"]) == {"start", "retriever1"}
     assert record["efficiency"] == record["efficiency_by_stage"]["retriever1"]
-    assert record["hardware"]["declared"] == out.record["spec"]["hardware"]
+    assert record["hardware"]["declared"] == (out.record.spec or {})["hardware"]
     assert [(s["stage"], s["dataset"], s["cached"]) for s in record["stages"]] == [
         ("evaluate", "start/scifact", False),
         ("evaluate", "retriever1/scifact", False),
@@ -155,7 +155,7 @@ def test_checkpoint_record_has_the_run_record_shape(tmp_path, monkeypatch, mlflo
 
     cells = toy_checkpoint(tmp_path, monkeypatch)
     out = reproduce_checkpoint("toy-retriever", reported=str(cells), depth=100)
-    record = json.loads(Path(out["run_record"]).read_text())
+    record = json.loads(Path(str(out.path)).read_text())
     at = RUN_FIELDS.index("spec") + 1
     assert list(record) == [f for f in RUN_FIELDS[:at] + CHECKPOINT_IDENTITY + RUN_FIELDS[at:] if f != "finetune_stage"]
     assert record["spec"] is None and record["spec_hash"] is None and record["hardware"]["declared"] is None
@@ -169,7 +169,7 @@ def test_checkpoint_record_has_the_run_record_shape(tmp_path, monkeypatch, mlflo
     ]
     assert set(record["run_files"]) == {"checkpoint"} and list(record["datasets"]) == ["scifact", "nfcorpus"]
 
-    gate = run_gate(Path(out["run_record"]).parent, reported=cells)  # sealed, and re-graded like it was graded
+    gate = run_gate(Path(str(out.path)).parent, reported=cells)  # sealed, and re-graded like it was graded
     assert [(r.status, r.benchmark, r.reproduced) for r in gate.rows] == [
         (c["status"], c["benchmark"], c["reproduced"]) for c in record["comparison"]
     ]
@@ -186,21 +186,21 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     from harness.run.reproduce import reproduce_checkpoint
 
     out = reproduce_checkpoint("toy-retriever", reported=str(toy_checkpoint(tmp_path, monkeypatch)), depth=100)
-    assert out["mlflow"]["enabled"] and out["mlflow"]["run_id"], out["mlflow"]
-    client = MlflowClient(tracking_uri=out["mlflow"]["tracking_uri"])
-    parent = client.get_run(out["mlflow"]["run_id"])
-    assert parent.info.run_name == f"toy-retriever/checkpoint/{SEED}/{out['run_id'].rsplit('__', 1)[-1]}"
-    assert parent.data.metrics == pytest.approx(parent_metrics(out["metrics"]))
+    assert out.mlflow["enabled"] and out.mlflow["run_id"], out.mlflow
+    client = MlflowClient(tracking_uri=out.mlflow["tracking_uri"])
+    parent = client.get_run(out.mlflow["run_id"])
+    assert parent.info.run_name == f"toy-retriever/checkpoint/{SEED}/{out.run_id.rsplit('__', 1)[-1]}"
+    assert parent.data.metrics == pytest.approx(parent_metrics(out.metrics))
     assert {"scifact/nDCG_at_10", "nfcorpus/nDCG_at_10"} <= set(parent.data.metrics)
     assert all(key.count("/") == 1 for key in parent.data.metrics)  # no variant prefix: stage metrics are nested
     tags = parent.data.tags
     assert (tags["run_id"], tags["checkpoint"], tags["profile"], tags["seed"]) == (
-        out["run_id"],
+        out.run_id,
         "toy-retriever",
         "checkpoint",
         str(SEED),
     )
-    statuses = [c["status"] for c in out["comparison"]]
+    statuses = [c["status"] for c in out.comparison]
     assert tags["verdict.REPRODUCED"] == str(statuses.count("REPRODUCED")) and tags["verdict.INCONCLUSIVE"]
     assert tags["git.commit"] and tags["hardware.cpus"] == str(os.cpu_count())
     assert parent.data.params["depth"] == "100" and parent.data.params["checkpoint.name"] == "toy-retriever"

@@ -16,6 +16,7 @@ from harness.core.paths import PROJECT_ROOT
 from harness.evaluation import margins, power
 from harness.evaluation import verdict as rule
 from harness.records import writer
+from harness.records.run_record import RunRecord
 from harness.records.store import load_records
 from harness.run import seed_study
 from harness.stages import artifacts
@@ -109,7 +110,9 @@ def test_the_studys_records_go_to_runs_seeds_and_feed_sigma_rep(monkeypatch, tmp
         record["metrics"] = {"msmarco-dev": {"RR@10": value}}
         record["per_query"] = {"msmarco-dev": {"RR@10": {"q1": value, "q2": value}}}
         record["metrics_by_stage"] = record["per_query_by_stage"] = {}
-        writer.write_run_record(record, seed_study=True)  # seed 42 of a study too: runs/seeds/, not runs/local/
+        writer.write_run_record(
+            RunRecord.from_json(record), seed_study=True
+        )  # seed 42 of a study too: runs/seeds/, not runs/local/
     assert len(list((tmp_path / "seeds").glob("*.json"))) == 5 and not (tmp_path / "local").exists()
     problems = [p for r in load_records(tmp_path / "seeds")[0] for p in r.integrity_problems]
     assert not problems, problems

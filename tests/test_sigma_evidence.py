@@ -14,6 +14,7 @@ from harness.evaluation import margins, noise, transfer_rule
 from harness.evaluation import verdict as rule
 from harness.evaluation.compare import compare, inconclusive_note
 from harness.papers.replication import replication_pairs
+from harness.records.run_record import RunRecord
 
 MARCO = "msmarco-dev"
 PAPER_RUN = {"profile": "paper", "method": "cocondenser", "finetune_stage": "retriever2"}
@@ -135,7 +136,7 @@ def test_check_and_the_leaderboard_say_it_too(tmp_path):
     from tests.test_claims_graded import _qc_records
 
     for data in _qc_records():
-        write_run_record({k: v for k, v in data.items() if k != "schema_version"}, tmp_path)
+        write_run_record(RunRecord.from_json({k: v for k, v in data.items() if k != "schema_version"}), tmp_path)
     inconclusive = [r for r in run_gate(tmp_path, reported=None).rows if r.status == rule.INCONCLUSIVE]
     assert inconclusive and all("consistent within +-" in r.note for r in inconclusive), inconclusive
     records = load_records(tmp_path)[0]

@@ -95,7 +95,9 @@ def _far_off(reference: dict[str, Any], stamp: str) -> dict[str, Any]:
 
 
 def test_a_run_writes_its_record_under_runs_local(tmp_path: Path) -> None:
-    path = write_run_record({"run_id": "m__tiny__1", "method": "m", "profile": "tiny", "metrics": {}})
+    path = write_run_record(
+        RunRecord.from_json({"run_id": "m__tiny__1", "method": "m", "profile": "tiny", "metrics": {}})
+    )
     assert path.parent == local_runs_dir() == tmp_path / "runs" / "local"
     assert not records_dir().exists()  # nothing reaches the gated folder
     ignored = subprocess.run(["git", "check-ignore", "-q", "runs/local/x.json"], cwd=PROJECT_ROOT)
@@ -103,7 +105,7 @@ def test_a_run_writes_its_record_under_runs_local(tmp_path: Path) -> None:
 
 
 def test_check_stays_passed_with_a_failing_run_of_yours(fresh_clone: dict[str, Any], capsys) -> None:
-    write_run_record(_far_off(fresh_clone, "20261127T100000-0000aa"))
+    write_run_record(RunRecord.from_json(_far_off(fresh_clone, "20261127T100000-0000aa")))
     assert main(["check"]) == 0
     out = capsys.readouterr().out
     gate_part, yours_part = out.split(f"\n{YOUR_RUNS} (", 1)
@@ -112,7 +114,7 @@ def test_check_stays_passed_with_a_failing_run_of_yours(fresh_clone: dict[str, A
 
 
 def test_another_cpu_is_gated_at_the_cross_machine_tolerance(fresh_clone: dict[str, Any], capsys) -> None:
-    write_run_record(_users_run(fresh_clone, "20261127T100000-0000bb"))
+    write_run_record(RunRecord.from_json(_users_run(fresh_clone, "20261127T100000-0000bb")))
     assert main(["check", "--json", str(local_runs_dir().parent / "gate.json")]) == 0
     yours = json.loads((local_runs_dir().parent / "gate.json").read_text())["your_runs"]
     graded = [r for r in yours["rows"] if r["tolerance"] is not None and "(loss)" not in r["benchmark"]]
@@ -123,13 +125,13 @@ def test_another_cpu_is_gated_at_the_cross_machine_tolerance(fresh_clone: dict[s
 def test_cross_machine_tolerance_decides_the_status(fresh_clone: dict[str, Any]) -> None:
     """2.5 points off (the largest spread measured between machines): PASS across machines, FAIL on
     the reference's own machine."""
-    ref = RunRecord(Path("ref.json"), fresh_clone)
+    ref = RunRecord.from_json(fresh_clone, Path("ref.json"))
     dataset = next(iter(fresh_clone["metrics"]))
     measure = next(iter(fresh_clone["metrics"][dataset]))
     moved = json.loads(json.dumps(fresh_clone))
     moved["metrics"][dataset][measure] += 0.025
-    same = RunRecord(Path("same.json"), {**moved, "run_id": "same"})
-    other = RunRecord(Path("other.json"), _users_run(moved, "x"))
+    same = RunRecord.from_json({**moved, "run_id": "same"}, Path("same.json"))
+    other = RunRecord.from_json(_users_run(moved, "x"), Path("other.json"))
 
     def status(rec: RunRecord) -> str:
         rows = reference_rows(rec, ref, TINY_TOLERANCE, CROSS_MACHINE_TOLERANCE)
@@ -140,7 +142,7 @@ def test_cross_machine_tolerance_decides_the_status(fresh_clone: dict[str, Any])
 
 
 def test_report_and_leaderboard_list_your_runs(fresh_clone: dict[str, Any], tmp_path: Path) -> None:
-    write_run_record(_far_off(fresh_clone, "20261127T100000-0000cc"))
+    write_run_record(RunRecord.from_json(_far_off(fresh_clone, "20261127T100000-0000cc")))
     index, summary = write_report(tmp_path / "report")
     page = index.read_text()
     assert "gate PASSED" in summary and f"1 of {YOUR_RUNS}" in summary
@@ -155,7 +157,7 @@ def test_report_and_leaderboard_list_your_runs(fresh_clone: dict[str, Any], tmp_
 
 
 def test_add_moves_a_record_into_the_gated_folder(fresh_clone: dict[str, Any], capsys) -> None:
-    path = write_run_record(_users_run(fresh_clone, "20261127T100000-0000dd"))
+    path = write_run_record(RunRecord.from_json(_users_run(fresh_clone, "20261127T100000-0000dd")))
     run_id = path.stem
     assert main(["check", "--add", run_id]) == 0
     assert not path.exists() and (records_dir() / path.name).exists()
@@ -165,7 +167,7 @@ def test_add_moves_a_record_into_the_gated_folder(fresh_clone: dict[str, Any], c
 
 
 def test_add_refuses_an_edited_record(fresh_clone: dict[str, Any]) -> None:
-    path = write_run_record(_users_run(fresh_clone, "20261127T100000-0000ee"))
+    path = write_run_record(RunRecord.from_json(_users_run(fresh_clone, "20261127T100000-0000ee")))
     data = json.loads(path.read_text())
     data["command"] = "edited"
     path.write_text(json.dumps(data))
@@ -174,7 +176,7 @@ def test_add_refuses_an_edited_record(fresh_clone: dict[str, Any]) -> None:
 
 
 def test_accept_takes_a_run_of_yours_into_the_records(fresh_clone: dict[str, Any]) -> None:
-    path = write_run_record(_users_run(fresh_clone, "20261127T100000-0000ff"))
+    path = write_run_record(RunRecord.from_json(_users_run(fresh_clone, "20261127T100000-0000ff")))
     assert main(["check", "--accept", path.stem]) == 0
     assert (records_dir() / path.name).exists() and not path.exists()
     entry = read_references(records_dir())["references"][f"{fresh_clone['method']}/{fresh_clone['profile']}"]

@@ -12,6 +12,7 @@ from harness.core.text_table import format_table
 from harness.evaluation.chance import describe
 from harness.evaluation.compare import Comparison, format_comparison_table
 from harness.papers.released import load_checkpoints
+from harness.records.run_record import RunRecord
 from harness.records.tracker import tracking_line
 from harness.run.reproduce import reproduce_checkpoint
 
@@ -117,32 +118,33 @@ def _reproduce(args: argparse.Namespace) -> int:
     )
     if record is None:  # a torchrun rank other than 0: it encoded its shards
         return 0
-    comps = [Comparison(**c) for c in record["comparison"]]
+    comps = [Comparison(**c) for c in record.comparison]
     print()
     print(
         format_comparison_table(comps)
         if comps
         else "(no reported cell for this checkpoint's method on these benchmarks)"
     )
-    for name, check in record["chance"].items():
-        print(describe(name, check, record["metrics"][name][check["measure"]]))
+    for name, check in record.chance.items():
+        print(describe(name, check, record.metrics[name][check["measure"]]))
     print(summary_line(record))
     if args.json:
-        write_json(args.json, {k: v for k, v in record.items() if k != "per_query"})
+        body = {k: v for k, v in record.to_json().items() if k != "per_query"}
+        write_json(args.json, {**body, "run_record": str(record.path)})
     return 0
 
 
-def summary_line(record: dict) -> str:
-    graded = [c for c in record["comparison"] if c["status"] != NOT_COMPARABLE]
+def summary_line(record: RunRecord) -> str:
+    graded = [c for c in record.comparison if c["status"] != NOT_COMPARABLE]
     counts: dict[str, int] = {}
     for c in graded:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     verdict = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no comparable cell"
     scores = "; ".join(
-        f"{b} {next(iter(m))} {fmt(100 * next(iter(m.values())))} points" for b, m in record["metrics"].items()
+        f"{b} {next(iter(m))} {fmt(100 * next(iter(m.values())))} points" for b, m in record.metrics.items()
     )
-    where = tracking_line(record.get("mlflow"), with_uri=False)
+    where = tracking_line(record.mlflow, with_uri=False)
     return (
-        f"{record['checkpoint']['name']} [released checkpoint]: {scores}; vs the papers: {verdict} "
-        f"in {record['seconds']}s -- record {record['run_record']}; {where}"
+        f"{(record.checkpoint or {}).get('name')} [released checkpoint]: {scores}; vs the papers: {verdict} "
+        f"in {record.seconds}s -- record {record.path}; {where}"
     )

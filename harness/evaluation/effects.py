@@ -179,14 +179,14 @@ def widen_by_seeds(effect: Effect, sd: float, why: str, trained_sides: int = 2) 
 def scores_by_stage(record: RunRecord) -> tuple[dict[str, dict[str, Any]], str]:
     """The record's per-query scores of each fine-tuning stage, in order, and its final stage (a
     record that kept no stages: its scores under its ``finetune_stage``, or "")."""
-    by_stage = {s: v for s, v in (record.get("per_query_by_stage") or {}).items() if s.startswith("retriever")}
+    by_stage = {s: v for s, v in (record.per_query_by_stage or {}).items() if s.startswith("retriever")}
     final = record.finetune_stage or (list(by_stage)[-1] if by_stage else "")
     return (by_stage or {final: record.per_query}), final
 
 
 def _conditions(record: RunRecord, stage: str) -> dict[str, Any]:
     """The record's conditions for the numbers of one stage (as ``gate.grading.paper_comparisons``)."""
-    conditions = record.conditions()
+    conditions = record.run_conditions()
     if stage.startswith("retriever"):
         conditions["finetune_stage"] = stage
     return conditions
@@ -351,7 +351,7 @@ def count_checks(effects: Sequence[Effect], pairs: Sequence[tuple[str, str]] | N
 
 def stage_effects(record: RunRecord, base: str = "start") -> list[Effect]:
     """Each fine-tuning stage minus ``base`` (the zero-shot start) within one run."""
-    by_stage = record.get("per_query_by_stage") or {}
+    by_stage = record.per_query_by_stage or {}
     if base not in by_stage:
         return []
     out = []

@@ -258,7 +258,7 @@ def own_paper_seeds(runs: Path | None = None) -> tuple[Evidence, ...]:
     ]
     groups: dict[tuple[str, str], dict[Any, Any]] = {}
     for r in sorted(records, key=lambda r: r.run_id):  # the newest record of each seed
-        groups.setdefault((r.method, settings_hash(r.spec)), {})[r.get("seed")] = r
+        groups.setdefault((r.method, settings_hash(r.spec or {})), {})[r.seed] = r
     out = []
     for (method, _), by_seed in sorted(groups.items()):
         if len(by_seed) < 2:

@@ -116,7 +116,7 @@ def transfer(
 
 def measure(records: list[Any]) -> dict[str, Any]:
     """The measurement block of noise.yaml from records of one spec under different seeds."""
-    if len({r.get("seed") for r in records}) < 2:
+    if len({r.seed for r in records}) < 2:
         raise HarnessError(
             "a seed spread needs records of at least 2 different seeds: "
             f"run --method {CONTROL} --profile {PROFILE} --seed 43"
@@ -138,14 +138,14 @@ def measure(records: list[Any]) -> dict[str, Any]:
                 "queries": len(queries),
             }
 
-    hashes = {settings_hash(r.spec) for r in records}
+    hashes = {settings_hash(r.spec or {}) for r in records}
     if len(hashes) != 1:
         raise HarnessError(f"the seed records ran different settings ({', '.join(sorted(hashes))}): one spec only")
     return {
         "method": records[0].method,
         "profile": records[0].profile,
         "settings_hash": hashes.pop(),
-        "runs": [{"run_id": r.run_id, "seed": r.get("seed")} for r in records],
+        "runs": [{"run_id": r.run_id, "seed": r.seed} for r in records],
         "benchmarks": benchmarks,
     }
 
@@ -303,8 +303,8 @@ def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
     ]
     latest: dict[Any, Any] = {}
     for r in sorted(others, key=lambda r: r.run_id):
-        latest[r.get("seed")] = r
-    return [ref, *(latest[s] for s in sorted(latest) if s != ref.get("seed"))]
+        latest[r.seed] = r
+    return [ref, *(latest[s] for s in sorted(latest) if s != ref.seed)]
 
 
 def render(block: dict[str, Any]) -> str:

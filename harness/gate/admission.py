@@ -29,7 +29,7 @@ def data_mismatches(rec: RunRecord) -> list[Any]:
     """The files of the record's ``datasets`` whose checksums are not the catalog's
     (``harness.data.checksums.Mismatch``; empty when every file the catalog pins matches)."""
 
-    return mismatches(rec.get("datasets"))
+    return mismatches(rec.datasets)
 
 
 def changed_run_files(rec: RunRecord) -> list[str]:
@@ -42,7 +42,7 @@ def changed_run_files(rec: RunRecord) -> list[str]:
         return [p for v in value.values() for p in paths(v)] if isinstance(value, dict) else []
 
     problems = []
-    for path in sorted(set(paths(rec.get("run_files") or {}))):
+    for path in sorted(set(paths(rec.run_files or {}))):
         if (changed := changed_file(path)) is not None:
             problems.append(f"run file {path} changed since its stage wrote it ({changed})")
     return problems
@@ -96,7 +96,7 @@ def set_apart(
 def unknown_checkpoint(rec: RunRecord) -> str:
     """Why a checkpoint record cannot be graded ("" when its checkpoint is in the registry)."""
 
-    name = (rec.get("checkpoint") or {}).get("name")
+    name = (rec.checkpoint or {}).get("name")
     try:
         registry = load_checkpoints()
     except HarnessError as exc:

@@ -119,20 +119,20 @@ def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | No
         return record.comparison
 
     if record.profile == CHECKPOINT_PROFILE:
-        ckpt = get_checkpoint(str((record.get("checkpoint") or {}).get("name")))
+        ckpt = get_checkpoint(str((record.checkpoint or {}).get("name")))
         return checkpoint_comparisons(ckpt, record.metrics, record.per_query, cells)
 
-    exact = record.spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed
+    exact = (record.spec or {}).get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed
     final = record.finetune_stage or "final"
-    by_stage = record.get("metrics_by_stage") or {final: record.metrics}
+    by_stage = record.metrics_by_stage or {final: record.metrics}
     out = []
     for stage, metrics in by_stage.items():  # every fine-tuning stage a paper prints is graded
-        conditions = record.conditions()
+        conditions = record.run_conditions()
         if stage.startswith("retriever"):
             conditions["finetune_stage"] = stage
         # a declared variant's record is graded against its parent method's cells (spec.conditions)
         mine = [c for c in cells if c.get("method") == conditions["method"] and c.get("benchmark") in metrics]
-        per_query = (record.get("per_query_by_stage") or {}).get(stage) or record.per_query
+        per_query = (record.per_query_by_stage or {}).get(stage) or record.per_query
         for comp in compare(metrics, per_query, mine, conditions, exact=exact):
             comp.finetune_stage = stage if stage.startswith("retriever") else None
             out.append(comp.to_dict())
@@ -233,7 +233,7 @@ def reference_rows(
 
     # Recomputed from the stored specs with today's rule, so a comment or a declared deviation
     # (documentation, not settings) never makes a reference stale.
-    mine, theirs = settings_hash(record.spec), settings_hash(ref.spec)
+    mine, theirs = settings_hash(record.spec or {}), settings_hash(ref.spec or {})
     if record.spec and ref.spec and mine != theirs:
         return [
             GateRow(
@@ -345,7 +345,7 @@ def precision_difference(record: RunRecord, ref: RunRecord) -> str:
 
 
 def _identity(rec: RunRecord) -> dict[str, Any]:
-    detected = ((rec.data.get("hardware") or {}).get("detected")) or {}
+    detected = ((rec.hardware or {}).get("detected")) or {}
     return {k: detected.get(k) for k in HARDWARE_IDENTITY}
 
 

@@ -94,7 +94,7 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
     refs = data["references"]
     entry = {
         "run_id": rec.run_id,
-        "sha256": rec.get("integrity", {}).get("sha256"),
+        "sha256": (rec.integrity or {}).get("sha256"),
         "accepted": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     refs[f"{rec.method}/{rec.profile}"] = entry
@@ -165,7 +165,7 @@ def resolve_references(
             )
             refs.wrong.add((method, profile))
             continue
-        sealed = (ref.get("integrity") or {}).get("sha256") if ref else None
+        sealed = (ref.integrity or {}).get("sha256") if ref else None
         if ref is not None and sealed != entry["sha256"]:
             refs.rows.append(
                 GateRow(

@@ -352,7 +352,7 @@ def _grade_against_reference(
         result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}", note=note))
     else:
         try:
-            training_free = (rec.get("spec") or {}).get("family") in TRAINING_FREE_FAMILIES
+            training_free = (rec.spec or {}).get("family") in TRAINING_FREE_FAMILIES
             tolerance = TRAINING_FREE_TOLERANCE if training_free else tiny_tolerance
             result.rows.extend(reference_rows(rec, ref, tolerance, None if training_free else cross_machine))
             result.rows.extend(loss_rows(rec, ref))

@@ -295,7 +295,7 @@ def headline_rows(
             row.ci_low, row.ci_high = x.get("ci_low"), x.get("ci_high")
             if got.profile == "checkpoint":  # released weights: re-scored by `reproduce`, not run
                 rec = next(r for r in records if r.run_id in got.runs and r.profile == "checkpoint")
-                name = (rec.get("checkpoint") or {}).get("name", "")
+                name = (rec.checkpoint or {}).get("name", "")
                 row.command = (
                     f"python -m harness reproduce --checkpoint {name} "
                     f"--benchmark {','.join(_datasets_of(row.benchmark))}"

@@ -76,7 +76,7 @@ FOLDED = (SUPERSEDED, REFERENCE)  # gate rows that grade nothing now: kept in th
 def record_command(rec: RunRecord) -> str:
     """The command that makes a record like this one (released weights: re-scored, not trained)."""
     if rec.profile == CHECKPOINT_PROFILE:
-        return f"python -m harness reproduce --checkpoint {(rec.get('checkpoint') or {}).get('name', '')}"
+        return f"python -m harness reproduce --checkpoint {(rec.checkpoint or {}).get('name', '')}"
     return run_command(rec.method, rec.profile)
 
 
@@ -192,7 +192,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
     ]
     rows = []
     for rec in sorted(records, key=lambda r: (r.method, r.profile, r.created)):
-        detected = (rec.get("hardware") or {}).get("detected") or {}
+        detected = (rec.hardware or {}).get("detected") or {}
         cuda = detected.get("cuda_devices") or []
         command = record_command(rec)
         rows.append(
@@ -201,7 +201,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
                 esc(rec.method),
                 esc(rec.profile),
                 esc(rec.created),
-                f"<code>{esc((rec.get('integrity') or {}).get('sha256') or 'unsealed')}</code>",
+                f"<code>{esc((rec.integrity or {}).get('sha256') or 'unsealed')}</code>",
                 esc(detected.get("cpu_model") or "-"),
                 esc(detected.get("cpus") or "-"),
                 esc(", ".join(map(str, cuda)) or "none"),

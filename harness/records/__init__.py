@@ -1,5 +1,6 @@
 """What a run leaves behind: the sealed run record, its integrity check, and MLflow tracking.
 
+``run_record.py`` is the record's one typed class, both written and read (its JSON kept byte for byte);
 ``writer.py`` writes records (their run id and path) and ``store.py`` loads and validates them;
 ``integrity.py`` seals them and recomputes their aggregates; ``environment.py`` captures where a run ran
 (git, packages, hardware). MLflow: ``tracker.py`` is a run's client (a parent run and a nested run per

@@ -71,20 +71,20 @@ def committed_records(root: Path | None = None) -> tuple[list[RunRecord], list[S
 
 def run_name(record: RunRecord) -> str:
     """``<method>/<profile>/<seed>/<stamp>``; a released checkpoint's ``<checkpoint>/checkpoint/<seed>/<stamp>``."""
-    seed = record.get("seed")
+    seed = record.seed
     name = record.method
     if record.profile == CHECKPOINT_PROFILE:
-        name = str((record.get("conditions") or {}).get("checkpoint") or name)
+        name = str((record.conditions or {}).get("checkpoint") or name)
     return parent_run_name(name, record.profile, seed, record.run_id)
 
 
 def run_params(record: RunRecord) -> dict[str, Any]:
     """The params a live run logged (the runner's ``run_params``; reproduce's checkpoint block)."""
     if record.profile == CHECKPOINT_PROFILE:
-        ckpt = {k: v for k, v in (record.get("checkpoint") or {}).items() if k not in ("folder", "fingerprint")}
-        return {"checkpoint": ckpt, "depth": record.get("depth"), "seed": record.get("seed")}
+        ckpt = {k: v for k, v in (record.checkpoint or {}).items() if k not in ("folder", "fingerprint")}
+        return {"checkpoint": ckpt, "depth": record.depth, "seed": record.seed}
     return parent_params(
-        record.method, record.profile, record.spec_hash, record.get("seed"), record.spec, _conditions(record)
+        record.method, record.profile, record.spec_hash, record.seed, record.spec or {}, _conditions(record)
     )
 
 
@@ -92,21 +92,21 @@ def _conditions(record: RunRecord) -> dict[str, Any]:
     """The conditions the record's spec states, derived as a live run derives them; none from a spec of
     an older shape this harness cannot read (its condition params then read "-", never a guess)."""
     try:
-        return run_conditions(record.spec, record.method, record.profile)
+        return run_conditions(record.spec or {}, record.method, record.profile)
     except (KeyError, TypeError, ValueError, AttributeError):
         return {}
 
 
 def run_tags(record: RunRecord, source: str) -> dict[str, str]:
     """Identity, papers, verdict counts, git and hardware (:func:`parent_tags`), and where it came from."""
-    tags = {"spec_hash": str(record.spec_hash), "papers": ",".join(map(str, record.spec.get("papers") or []))}
+    tags = {"spec_hash": str(record.spec_hash), "papers": ",".join(map(str, (record.spec or {}).get("papers") or []))}
     if record.profile == CHECKPOINT_PROFILE:
-        ckpt = record.get("checkpoint") or {}
+        ckpt = record.checkpoint or {}
         tags = {
-            "checkpoint": str((record.get("conditions") or {}).get("checkpoint") or ""),
+            "checkpoint": str((record.conditions or {}).get("checkpoint") or ""),
             "source": str(ckpt.get("source") or ""),
         }
-    tags.update(parent_tags(record.data))
+    tags.update(parent_tags(record))
     tags[LOADED_FROM_TAG] = source
     # MLflow renders the note as markdown: the record's file name goes in a code span it cannot close
     fence = "`" * (1 + max((len(run) for run in re.findall("`+", source)), default=0))
@@ -167,7 +167,7 @@ def _log(client: Any, experiment_id: str, record: RunRecord) -> None:
 
     source = _source(record.path)
     start = _millis(record.created)
-    seconds = record.get("seconds")
+    seconds = record.seconds
     end = start + int(1000 * seconds) if start is not None and isinstance(seconds, (int, float)) else start
     run = client.create_run(experiment_id, start_time=start, tags=run_tags(record, source), run_name=run_name(record))
     run_id = run.info.run_id

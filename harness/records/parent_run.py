@@ -17,6 +17,7 @@ from typing import Any
 from harness.core.statuses import VERDICTS
 from harness.papers.schema import CONDITION_KEYS
 from harness.records.mlflow_keys import mlflow_key, param_value
+from harness.records.run_record import RunRecord
 from harness.records.tracker import Tracker
 
 GIT_TAG = "mlflow.source.git.commit"  # MLflow's own: its UI shows it as the run's source version
@@ -114,22 +115,27 @@ def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, floa
     }
 
 
-def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
+def parent_tags(record: RunRecord) -> dict[str, str]:
     """What a finished run's parent is tagged with, from its run record: ``verdict.<STATUS>`` (how many
     of its comparison rows got each verdict, 0 included so every parent has every key), ``git.commit``
     / ``git.dirty``, and ``hardware.cpu_model`` / ``cpus`` / ``memory_gib`` / ``cuda_devices``."""
 
-    statuses = [str(c.get("status")) for c in record.get("comparison") or []]
+    statuses = [str(c.get("status")) for c in record.comparison or []]
     tags = {f"verdict.{v}": str(statuses.count(v)) for v in [*VERDICTS, *sorted(set(statuses) - set(VERDICTS))]}
-    for key in ("method", "profile", "seed", "run_id"):
-        if record.get(key) is not None:
-            tags[key] = str(record[key])
-    git = record.get("git") or {}
+    for key, value in (
+        ("method", record.method),
+        ("profile", record.profile),
+        ("seed", record.seed),
+        ("run_id", record.run_id),
+    ):
+        if value is not None:
+            tags[key] = str(value)
+    git = record.git or {}
     tags["git.commit"] = str(git.get("commit") or "unknown")
     if git.get("commit"):  # MLflow's own: its run page and compare view show it as the run's source version
         tags[GIT_TAG] = str(git["commit"])
     tags["git.dirty"] = str(git.get("dirty")).lower()
-    detected = (record.get("hardware") or {}).get("detected") or {}
+    detected = (record.hardware or {}).get("detected") or {}
     tags["hardware.cpu_model"] = str(detected.get("cpu_model") or detected.get("machine") or "unknown")
     for key in ("cpus", "memory_gib"):
         tags[f"hardware.{key}"] = "unknown" if detected.get(key) is None else str(detected[key])
@@ -139,10 +145,10 @@ def parent_tags(record: Mapping[str, Any]) -> dict[str, str]:
     return tags
 
 
-def log_parent_summary(tracker: Tracker, record: Mapping[str, Any]) -> None:
+def log_parent_summary(tracker: Tracker, record: RunRecord) -> None:
     """The parent run's comparable face, from the finished run's record: its final metrics
     (:func:`parent_metrics`) and tags (:func:`parent_tags`). The one helper `run` and `reproduce` use."""
-    metrics = parent_metrics(record.get("metrics") or {})
+    metrics = parent_metrics(record.metrics or {})
     tracker.log_parent_metrics(metrics)
     tracker.show_metric_columns(list(metrics))
     tracker.set_parent_tags(parent_tags(record))

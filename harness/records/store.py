@@ -10,19 +10,17 @@ temp name, :func:`harness.core.fsutil.is_temp`: the ``.<name>.<random>.tmp.json`
 read: half a record must not be parsed, and a whole one about to be renamed must not shadow the
 record it becomes.
 
-Unknown keys are kept untouched (later issues add ``efficiency``, ``finetune_stage`` ...):
-readers use the accessors below and tolerate what they do not know.
+A valid record is read as :class:`harness.records.run_record.RunRecord`, the class the writer writes:
+unknown keys are kept untouched and written back in place, so a record re-serialises byte for byte.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import math
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,9 +28,8 @@ from harness.core import jsonsafe
 from harness.core.errors import HarnessError
 from harness.core.fsutil import file_problem, is_plain_name, is_temp
 from harness.core.paths import runs_dir
-from harness.records.integrity import problems
+from harness.records.run_record import RunRecord
 from harness.records.writer import RECORD_SCHEMA_VERSION
-from harness.spec.conditions import graded_method, run_conditions
 
 # key -> (type, what it means); a record missing one of these cannot be shown or gated.
 REQUIRED_KEYS: dict[str, tuple[type, str]] = {
@@ -59,94 +56,15 @@ OPTIONAL_TYPES: dict[str, type | tuple[type, ...]] = {
     "conditions": dict,
 }
 
+# Optional keys a reader iterates as they are (RunRecord's fields keep the JSON's values): absent is fine, null is not.
+NEVER_NULL = ("created", "per_query", "comparison", "stages", "efficiency")
+
 
 class Skipped(NamedTuple):
     """A record file that readers ignore, and why (unpacks as ``(path, reason)``)."""
 
     path: Path
     reason: str
-
-
-@dataclass
-class RunRecord:
-    """A validated run record; ``data`` is the JSON object as written (unknown keys kept)."""
-
-    path: Path
-    data: dict[str, Any] = field(repr=False)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    @property
-    def run_id(self) -> str:
-        return self.data["run_id"]
-
-    @property
-    def method(self) -> str:
-        return self.data["method"]
-
-    @property
-    def profile(self) -> str:
-        return self.data["profile"]
-
-    @property
-    def created(self) -> str:
-        return str(self.data.get("created") or "")
-
-    @property
-    def spec_hash(self) -> str | None:
-        return self.data.get("spec_hash")
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        return self.data.get("spec") or {}
-
-    @property
-    def metrics(self) -> dict[str, dict[str, float]]:
-        return self.data["metrics"]
-
-    @property
-    def per_query(self) -> dict[str, dict[str, dict[str, float]]]:
-        return self.data.get("per_query") or {}
-
-    @property
-    def comparison(self) -> list[dict[str, Any]]:
-        return [c for c in self.data.get("comparison") or [] if isinstance(c, dict)]
-
-    @property
-    def stages(self) -> list[dict[str, Any]]:
-        return [s for s in self.data.get("stages") or [] if isinstance(s, dict)]
-
-    @property
-    def efficiency(self) -> dict[str, dict[str, Any]]:
-        return {k: v for k, v in (self.data.get("efficiency") or {}).items() if isinstance(v, dict)}
-
-    @property
-    def finetune_stage(self) -> str | None:
-        return self.data.get("finetune_stage")
-
-    @functools.cached_property
-    def integrity_problems(self) -> list[str]:
-        """Seal, aggregate and identity problems (``harness.records.integrity``); empty for an untouched
-        record read from its own ``<run_id>.json``."""
-
-        return problems(self.data, self.path.stem)
-
-    def conditions(self) -> dict[str, Any]:
-        """Run conditions for comparisons with the papers, derived from the record's own spec
-        (``harness.spec.conditions``), plus the fine-tuning stage its metrics come from."""
-
-        cond: dict[str, Any] = run_conditions(self.spec, self.method, self.profile)
-        cond.update(self.data.get("conditions") or {})  # a released checkpoint's record names it here
-        if self.finetune_stage and "finetune_stage" not in cond:
-            cond["finetune_stage"] = self.finetune_stage
-        if self.finetune_stage:
-            cond.setdefault("final_stage", self.finetune_stage)  # a record's metrics are its final stage's
-        cond.update({"profile": self.profile, "method": graded_method(self.spec or {}, self.method)})
-        return cond
-
-    def label(self) -> str:
-        return f"{self.method} [{self.profile}] {self.run_id}"
 
 
 def records_dir() -> Path:
@@ -178,6 +96,11 @@ def validate_record(data: Any) -> str | None:
     for key in ("run_id", "method", "profile"):
         if not data[key].strip():
             return f"'{key}' is empty"
+    for key in NEVER_NULL:
+        if key in data and data[key] is None:
+            return (
+                f"'{key}' is null (absent or an empty {OPTIONAL_TYPES[key].__name__}, never null, is what readers take)"
+            )
     for key, typ in OPTIONAL_TYPES.items():
         if data.get(key) is not None and not isinstance(data[key], typ):
             want = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
@@ -202,6 +125,12 @@ def validate_record(data: Any) -> str | None:
             )
             if bad is not None:
                 return f"per_query.{dataset}.{measure}.{bad} is not a finite number ({scores[bad]!r})"
+    bad_stage = next((i for i, x in enumerate(data.get("stages") or []) if not isinstance(x, dict)), None)
+    if bad_stage is not None:  # readers take each entry as an object
+        return f"stages[{bad_stage}] must be an object"
+    for dataset, values in (data.get("efficiency") or {}).items():
+        if not isinstance(values, dict):
+            return f"efficiency.{dataset} must be an object"
     for i, comp in enumerate(data.get("comparison") or []):
         if not isinstance(comp, dict):
             return f"comparison[{i}] must be an object"
@@ -236,7 +165,7 @@ def load_record(path: str | Path) -> RunRecord | Skipped:
     reason = validate_record(data)
     if reason:
         return Skipped(path, reason)
-    return RunRecord(path, data)
+    return RunRecord.from_json(data, path)
 
 
 def _unfollowable(path: Path) -> Skipped | None:

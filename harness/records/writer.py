@@ -7,13 +7,16 @@ import datetime as _dt
 import json
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, is_plain_name
 from harness.core.paths import local_runs_dir, runs_dir
 from harness.core.seeds import DEFAULT_SEED
 from harness.records.integrity import seal
+
+if TYPE_CHECKING:
+    from harness.records.run_record import RunRecord
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -43,7 +46,7 @@ def record_path(directory: str | Path, run_id: Any) -> Path:
     return Path(directory) / f"{run_id}.json"
 
 
-def write_run_record(record: dict[str, Any], directory: Path | None = None, seed_study: bool = False) -> Path:
+def write_run_record(record: RunRecord, directory: Path | None = None, seed_study: bool = False) -> Path:
     """Atomically write a run record; returns its path (runs/local/<run_id>.json by default).
 
     A run's own record goes to the git-ignored runs/local/, never straight into the committed, gated
@@ -52,13 +55,19 @@ def write_run_record(record: dict[str, Any], directory: Path | None = None, seed
     runs/seeds/."""
 
     # a seed study's seed 42 is one of its seeds
-    seeds = record.get("seed", DEFAULT_SEED) != DEFAULT_SEED or seed_study
+    seeds = (record.seed if record.seed is not None else DEFAULT_SEED) != DEFAULT_SEED or seed_study
     directory = directory or (runs_dir() / "seeds" if seeds else local_runs_dir())
     directory.mkdir(parents=True, exist_ok=True)
     # Sealed as it will read back (JSON turns tuples into lists, Paths into strings).
-    record = seal(json.loads(json.dumps({"schema_version": RECORD_SCHEMA_VERSION, **record}, default=str)))
-    path = record_path(directory, record["run_id"])
+    body = {"schema_version": RECORD_SCHEMA_VERSION, **record.to_json()}
+    sealed = seal(json.loads(json.dumps(body, default=str)))
+    path = record_path(directory, sealed["run_id"])
     if path.exists():  # never overwrite another run's record
         raise HarnessError(f"{path}: a run record with this run_id already exists; refusing to overwrite it")
-    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False) + "\n")
+    atomic_write_text(path, record_text(sealed))
     return path
+
+
+def record_text(data: dict[str, Any]) -> str:
+    """A record's file content: what :func:`write_run_record` writes and every committed record is, byte for byte."""
+    return json.dumps(data, indent=1, sort_keys=False) + "\n"

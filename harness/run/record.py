@@ -21,6 +21,7 @@ from harness.core import ranks
 from harness.core.seeds import DEFAULT_SEED
 from harness.papers.model_pins import provenance
 from harness.records.environment import git_commit, hardware, package_versions
+from harness.records.run_record import RunRecord
 from harness.records.writer import write_run_record
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def build_record(
     identity: Mapping[str, Any] | None = None,
     models_used: Sequence[str] = (),
     seed: int = DEFAULT_SEED,
-) -> dict[str, Any]:
+) -> RunRecord:
     """The record of a finished run (unsealed: :func:`write_record` seals it as it writes it).
 
     ``comparisons``: the cells graded, as dicts; ``efficiency_by_stage``: variant -> dataset ->
@@ -53,7 +54,8 @@ def build_record(
     ``seed``: the seed it ran under."""
     final = scores.final
     substitutions = spec.get("substitutions") if spec is not None else None
-    return {
+    # Built as the JSON it is written as, so the keys' order is the file's (identity after the spec).
+    data: dict[str, Any] = {
         "run_id": run_id,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "method": method,
@@ -87,9 +89,10 @@ def build_record(
         "seconds": round(time.time() - started, 1),
         "mlflow": tracker.info(),
     }
+    return RunRecord.from_json(data)
 
 
-def write_record(record: dict[str, Any], tracker: Tracker, seed_study: bool = False) -> Path:
+def write_record(record: RunRecord, tracker: Tracker, seed_study: bool = False) -> Path:
     """Seal and write the record (runs/records/<run_id>.json), and log it to the run's MLflow run;
     ``seed_study``: the run is one seed of `run --seeds` (its record goes to runs/seeds/)."""
     path = write_run_record(record, seed_study=seed_study)

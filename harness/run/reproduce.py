@@ -40,6 +40,7 @@ from harness.papers.released import (
 )
 from harness.pipelines.context import StageLog
 from harness.records.parent_run import log_parent_summary, parent_tracker
+from harness.records.run_record import RunRecord
 from harness.records.writer import new_run_id
 from harness.retrieval.corpus_vectors import encode_corpus_shards
 from harness.retrieval.encoder import load_zero_shot_encoder
@@ -98,8 +99,8 @@ def reproduce_checkpoint(
     use_cache: bool = True,
     track: bool = True,
     reported: str | None = None,
-) -> dict[str, Any] | None:
-    """Score, compare, record (see the module docstring); returns the record plus ``run_record`` (its path).
+) -> RunRecord | None:
+    """Score, compare, record (see the module docstring); returns the record, its ``path`` the file written.
 
     Under torchrun (WORLD_SIZE > 1) the corpora are encoded by all ranks in shards first; only
     rank 0 searches, scores and records (the other ranks return None).
@@ -163,8 +164,7 @@ def reproduce_checkpoint(
         )
         log_parent_summary(tracker, record)
         path = write_record(record, tracker)
-    record["mlflow"] = tracker.info()
-    return {**record, "run_record": str(path)}
+    return record.replace(mlflow=tracker.info(), source=path)  # the tracker's last word, after the write
 
 
 def _released_retriever(name: str, registry: Registry) -> Checkpoint:

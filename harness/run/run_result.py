@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.records.run_record import RunRecord
 from harness.run.run_plan import RunPlan
 
 
@@ -26,7 +27,7 @@ class RunResult:
     metrics_by_stage: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     comparison: list[dict[str, Any]] = field(default_factory=list)
     run_record: Path | None = None
-    record: dict[str, Any] | None = None
+    record: RunRecord | None = None
     mlflow: dict[str, Any] | None = None
     seconds: float | None = None
     finetune_stage: str | None = None

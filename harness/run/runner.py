@@ -37,6 +37,7 @@ from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import RunContext, StageLog
 from harness.pipelines.families import family_pipeline
 from harness.records.parent_run import log_parent_summary, parent_params, parent_tracker
+from harness.records.run_record import RunRecord
 from harness.records.tracker import Tracker, tracking_line
 from harness.records.writer import new_run_id
 from harness.run import device_check, footprint, preflight
@@ -461,7 +462,7 @@ def execute(plan: RunPlan, benchmarks: dict[str, Any], track_required: bool = Fa
         )
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
         path = write_record(record, tracker, plan.seed_study)
-    record["mlflow"] = tracker.info()
+    record = record.replace(mlflow=tracker.info())  # after the write: the tracker's last word on the run
     print_outcome(comparisons, scores, record, path)
     return recorded_result(plan, record, path)
 
@@ -485,7 +486,7 @@ def compare_variants(
     return comparisons
 
 
-def print_outcome(comparisons: list[Any], scores: RunScores, record: dict[str, Any], path: Path) -> None:
+def print_outcome(comparisons: list[Any], scores: RunScores, record: RunRecord, path: Path) -> None:
     """After the record is written: the comparison table, each benchmark's chance check, the summary line."""
     print()
     print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
@@ -495,41 +496,41 @@ def print_outcome(comparisons: list[Any], scores: RunScores, record: dict[str, A
     print(summary_line(record, path))
 
 
-def recorded_result(plan: RunPlan, record: dict[str, Any], path: Path) -> RunResult:
+def recorded_result(plan: RunPlan, record: RunRecord, path: Path) -> RunResult:
     """A finished run's result, read from the record it wrote."""
     return RunResult(
-        record["method"],
-        record["profile"],
-        record["spec_hash"],
-        record["stages"],
+        record.method,
+        record.profile,
+        record.spec_hash,
+        record.stages,
         plan,
-        run_id=record["run_id"],
-        metrics=record["metrics"],
-        metrics_by_stage=record["metrics_by_stage"],
-        comparison=record["comparison"],
+        run_id=record.run_id,
+        metrics=record.metrics,
+        metrics_by_stage=record.metrics_by_stage,
+        comparison=record.comparison,
         run_record=path,
         record=record,
-        mlflow=record["mlflow"],
-        seconds=record["seconds"],
-        finetune_stage=record.get("finetune_stage"),
+        mlflow=record.mlflow,
+        seconds=record.seconds,
+        finetune_stage=record.finetune_stage,
         config_hash=config_hash(plan.spec.config),
     )
 
 
-def summary_line(record: dict[str, Any], path: Path) -> str:
+def summary_line(record: RunRecord, path: Path) -> str:
     """The run's last line: its final retriever's primary measure per benchmark, in points (out of 100:
     "nDCG@10 1.0 points" is a chance-level score, not a perfect one), with that cell's verdict."""
-    final = record.get("finetune_stage")
-    statuses = run_summary_states(record["comparison"], final)  # the table's verdicts, one per number
+    final = record.finetune_stage
+    statuses = run_summary_states(record.comparison, final)  # the table's verdicts, one per number
     parts = []
-    for ds, values in record["metrics"].items():
+    for ds, values in record.metrics.items():
         primary = next(iter(values))
         status = statuses.get((ds, primary), "no reported cell")
         parts.append(f"{ds} {primary} {fmt(100 * values[primary], 1)} points ({status})")
-    where = tracking_line(record["mlflow"])
+    where = tracking_line(record.mlflow)
     stage = f" {final}:" if final else ""
     return (
-        f"{record['method']} [{record['profile']}]{stage} "
+        f"{record.method} [{record.profile}]{stage} "
         + "; ".join(parts)
-        + f" in {record['seconds']}s -- record {path}; {where}"
+        + f" in {record.seconds}s -- record {path}; {where}"
     )
