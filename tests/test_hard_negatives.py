@@ -33,7 +33,10 @@ def test_reads_both_forms_in_file_order():
     assert [system for system, _ in first.negatives] == ["bm25", "msmarco-distilbert-base-tas-b"]
     assert first.negatives[0][1][0] == Scored("11", 8.5)
     # the Hub's form: bare pids, no cross-encoder score
-    assert lines[2].positives == (Scored("30"),) and lines[2].negatives[1] == ("msmarco-MiniLM-L-6-v3", (Scored("32"), Scored("33")))
+    assert lines[2].positives == (Scored("30"),) and lines[2].negatives[1] == (
+        "msmarco-MiniLM-L-6-v3",
+        (Scored("32"), Scored("33")),
+    )
 
 
 def test_selection_drops_likely_false_negatives_and_caps_each_system():

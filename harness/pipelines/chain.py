@@ -24,8 +24,8 @@ from harness.data.catalog import get_benchmark
 from harness.data.requirements import train_split
 from harness.pipelines.bm25 import bm25_negatives_run
 from harness.pipelines.context import input_key
-from harness.pipelines.hard_negatives import hard_negatives_run
 from harness.pipelines.forums import retrieve_parts
+from harness.pipelines.hard_negatives import hard_negatives_run
 from harness.pipelines.pretrain import ARCH_KEYS, run_pretrain, tokenizer_stage
 from harness.spec.run_settings import FinetuneSettings
 from harness.spec.stage_settings import StageSettings, finetune_settings, pretrains

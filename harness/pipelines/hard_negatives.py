@@ -35,7 +35,11 @@ def hard_negatives_run(ctx: RunContext, choice: str, dataset: str, split: str) -
         print(
             f"  hard_negatives: {choice}: {sum(map(len, read.pools.values())):,} negatives for {len(run):,} of "
             f"{len(qrels):,} training queries (up to {NEGATIVES_PER_SYSTEM} per system"
-            + (f", cross-encoder margin {CE_SCORE_MARGIN:g})" if read.denoised else "; the file has no cross-encoder scores: not denoised)")
+            + (
+                f", cross-encoder margin {CE_SCORE_MARGIN:g})"
+                if read.denoised
+                else "; the file has no cross-encoder scores: not denoised)"
+            )
             + (f"; {missing:,} without any train on in-batch negatives only" if missing else "")
         )
         return {
