@@ -436,6 +436,10 @@ def claim_rows(
                 runs=[latest[m].run_id for m in (count.a, count.b) if m in latest],
             )
         )
+        if count.status == NOT_YET_RUN:  # the runs of both methods on the datasets counted
+            todo = [m for m in dict.fromkeys((count.a, count.b)) if m not in latest]
+            rows[-1].command = " && ".join(run_command(m) for m in todo)
+            rows[-1].cost = "; ".join(f"{m}: {projected_cost(m, ())}" for m in todo)
     return rows
 
 
