@@ -8,10 +8,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.commands._output import json_target, records_folder, write_json
+from harness.commands._output import add_wide, json_target, records_folder, write_json
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir, local_runs_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
+from harness.core.text_table import wrap_text
 from harness.gate.cell_state import states_line
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, TINY_TOLERANCE
 from harness.gate.references import accept_reference, admit_local
@@ -102,6 +103,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print every row (by default: the verdict and counts, the failing rows, then your runs)",
     )
     p.add_argument("--json", metavar="PATH", help="write every row, the skipped records and the verdict as JSON")
+    add_wide(p)
     p.set_defaults(func=_check)
 
 
@@ -134,7 +136,9 @@ def _check(args: argparse.Namespace) -> int:
     )
     print(format_gate(result) if args.all else format_summary(result))
     if result.cells:
-        print(states_line(result.cells))  # the same states as the glance tab, the report and `grade`
+        print(
+            wrap_text(states_line(result.cells), indent="  ")
+        )  # the same states as the glance tab, the report and `grade`
     yours = _your_runs(args, tolerance, cross)
     if not args.all and (hidden := hidden_rows(result, yours)):
         print(f"\n{hidden} passing or ungraded row(s) not shown: `python -m harness check --all` lists every row")
