@@ -119,7 +119,7 @@ def _fit(cells: list[list[str]], kept: list[int], caps: Mapping[int, int], limit
         if not narrowable:
             break
         header_only = [i for i in narrowable if widths[i] > body[i]]
-        widest = max(header_only, key=lambda i: widths[i]) if header_only else max(narrowable, key=natural.get)
+        widest = max(header_only, key=lambda i: widths[i]) if header_only else max(narrowable, key=lambda i: natural[i])
         widths[widest] -= 1
     return widths
 
