@@ -447,7 +447,7 @@ def format_gate(result: GateResult, apart: bool = False) -> str:
         lines.append(format_rows(result.rows))
     else:
         lines.append(f"no run records in {result.records_dir}")
-    lines.append(wrap_text(count_line(result, apart), indent="  "))
+    lines.append(count_line(result, apart))
     return "\n".join(lines)
 
 
