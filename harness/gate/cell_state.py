@@ -29,7 +29,7 @@ from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.papers.released import load_checkpoints
 from harness.records.store import RunRecord
 from harness.spec.conditions import run_conditions
-from harness.spec.method import load_method
+from harness.spec.method import load_method, variants_of
 from harness.stages.graph import FINETUNE_STAGES, GRAPH
 
 # The verdicts a record can give a cell it shares the setting of.
@@ -58,6 +58,14 @@ class PaperSpec:
     method: str
     datasets: tuple[str, ...]
     stages: tuple[dict[str, Any], ...]  # the run's conditions per evaluated retriever (the final one last)
+
+
+@functools.cache
+def paper_specs(method: str) -> tuple[PaperSpec, ...]:
+    """The paper specs whose runs are graded against ``method``'s cells: its own, then those of its declared
+    variants (``variant_of``: e.g. cpdae_pairwise, CPDAE fine-tuned as its paper does)."""
+    found = (paper_spec(name) for name in (method, *variants_of(method)))
+    return tuple(spec for spec in found if spec is not None)
 
 
 @functools.cache
@@ -103,14 +111,15 @@ def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doub
         return PaperRun("", "the row is no method the harness runs (another system, or a table's text)")
     if not benchmark:
         return PaperRun("", "the column is no benchmark the harness scores (a size, a latency, a count, text)")
-    spec = paper_spec(method)
-    reason = f"no paper profile of {method} in specs/" if spec is None else ""
-    reasons = [stage_reason(cell, c) for c in spec.stages] if spec is not None else []
-    if spec is not None and not all(reasons):
-        wanted = datasets_of(benchmark)
-        extra = () if set(wanted) <= set(spec.datasets) else tuple(dict.fromkeys([*spec.datasets, *wanted]))
-        return PaperRun(run_command(method, "paper", extra), "", extra)
-    reason = reason or reasons[-1]
+    specs = paper_specs(method)
+    reason = "" if specs and specs[0].method == method else f"no paper profile of {method} in specs/"
+    for spec in specs:  # the method's own spec first, then its variants': the first that can grade it
+        reasons = [stage_reason(cell, c) for c in spec.stages]
+        if not all(reasons):
+            wanted = datasets_of(benchmark)
+            extra = () if set(wanted) <= set(spec.datasets) else tuple(dict.fromkeys([*spec.datasets, *wanted]))
+            return PaperRun(run_command(spec.method, "paper", extra), "", extra)
+        reason = reason or reasons[-1]  # why the method's own spec cannot
     if score and not doubt:  # a row a released checkpoint is: `reproduce` grades it (gate.grading)
         for ckpt in load_checkpoints().checkpoints.values():
             if key in ckpt.reproduces and benchmark in ckpt.benchmarks:

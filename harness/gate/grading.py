@@ -130,7 +130,8 @@ def paper_comparisons(record: RunRecord, cells: Sequence[Mapping[str, Any]] | No
         conditions = record.conditions()
         if stage.startswith("retriever"):
             conditions["finetune_stage"] = stage
-        mine = [c for c in cells if c.get("method") == record.method and c.get("benchmark") in metrics]
+        # the cells of the method the record is graded as (a variant's: its method's, harness.spec.conditions)
+        mine = [c for c in cells if c.get("method") == conditions["method"] and c.get("benchmark") in metrics]
         per_query = (record.get("per_query_by_stage") or {}).get(stage) or record.per_query
         for comp in compare(metrics, per_query, mine, conditions, exact=exact):
             comp.finetune_stage = stage if stage.startswith("retriever") else None

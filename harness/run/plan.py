@@ -33,7 +33,7 @@ from harness.spec.block_settings import (
     RetrievalSettings,
     TokenizerSettings,
 )
-from harness.spec.conditions import run_conditions
+from harness.spec.conditions import graded_method, run_conditions
 from harness.spec.method import MethodSpec
 from harness.spec.run_settings import ModelSettings
 from harness.spec.stage_settings import (
@@ -164,9 +164,10 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
     evaluated = [str(e["dataset"]) for e in stages if e["stage"] == "evaluate"]  # "<variant>/<benchmark>"
     variants = list(dict.fromkeys(name.split("/", 1)[0] for name in evaluated)) or ["final"]
     final = variants[-1]
+    graded = graded_method(spec.config, spec.name)  # a variant (variant_of) is graded as its method
     cells = [
         c
-        for c in (cells_for(method=spec.name) if spec.name in KNOWN_METHODS else [])
+        for c in (cells_for(method=graded) if graded in KNOWN_METHODS else [])
         if c.benchmark in datasets and c.score is not None
     ]
     lines = []

@@ -45,7 +45,7 @@ from harness.run.run_plan import ProfileChoice, RunPlan
 from harness.run.run_result import RunResult
 from harness.run.scores import RunScores, Scored, score_variants
 from harness.run.validation import require_valid
-from harness.spec.conditions import run_conditions
+from harness.spec.conditions import graded_method, run_conditions
 from harness.spec.method import MethodSpec, load_method, profiles_of
 from harness.spec.stage_settings import PretrainSettings, StageSettings
 from harness.stages.artifacts import config_hash
@@ -471,7 +471,8 @@ def compare_variants(
 ) -> list[Any]:
     """Each variant's scores against the papers' reported cells of the method (none for a control or a user's
     own spec, HARNESS_SPECS_DIR: no printed numbers to compare with)."""
-    reported = cells_for(method=spec.name) if spec.name in KNOWN_METHODS else []
+    graded = graded_method(spec.config, spec.name)  # a variant (variant_of) is graded as its method
+    reported = cells_for(method=graded) if graded in KNOWN_METHODS else []
     cells = [c for c in reported if c.benchmark in scores.metrics]
     exact = spec.get("family") in TRAINING_FREE_FAMILIES  # deterministic: a fixed tolerance, no seed spread
     comparisons = []

@@ -181,6 +181,7 @@ def structure_problems(raw: dict[str, Any], path: Path) -> list[str]:
             problems.append(f"{where(key)}: '{key}' must be {'/'.join(t.__name__ for t in types)} ({meaning})")
     if isinstance(raw.get("name"), str) and raw["name"] != path.stem:
         problems.append(f"{where('name')}: name '{raw['name']}' must equal the file name '{path.stem}'")
+    problems += _variant_problems(raw, path, where)
     if isinstance(raw.get("family"), str) and raw["family"] not in FAMILIES:
         problems.append(f"{where('family')}: family '{raw['family']}' is not one of {', '.join(FAMILIES)}")
     # the location is looked up (a YAML parse) only for a spec with a problem
@@ -298,6 +299,20 @@ def _profile_findings(block: dict[str, Any]) -> list[Finding]:
             kinds = "/".join(t.__name__ for t in SCHEMA[key][1])
             found.append(Finding((key,), False, f" must be {kinds} ({SCHEMA[key][2]}), not {type(value).__name__}"))
     return found + _blocks(block)
+
+
+def _variant_problems(raw: dict[str, Any], path: Path, where: Callable[[str], str]) -> list[str]:
+    """A variant is graded as a method it extends (``variant_of``): one of its ``extends`` chain."""
+    method = raw.get("variant_of")
+    if not isinstance(method, str):
+        return []
+    chain = [f.stem for f in _lineage(path)[1:]]
+    if method in chain:
+        return []
+    return [
+        f"{where('variant_of')}: variant_of '{method}' is not a spec this one extends "
+        f"({' -> '.join(chain) if chain else 'it extends none'}): a variant extends the method it is graded as"
+    ]
 
 
 def _lineage(spec_file: Path) -> list[Path]:

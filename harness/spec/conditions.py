@@ -100,10 +100,18 @@ def deviations(config: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def graded_method(config: Mapping[str, Any], name: str) -> str:
+    """The method whose papers' cells a run of spec ``name`` is graded against: its own, or for a declared
+    variant (``variant_of``: e.g. cpdae_pairwise, CPDAE with the paper's own fine-tuning) the method it is
+    a variant of; which of those cells it grades is then the condition rule's (its deviations, its stages)."""
+    return str(config.get("variant_of") or name)
+
+
 def run_conditions(config: Mapping[str, Any], method: str, profile: str) -> dict[str, Any]:
-    """Everything a run states for grading: derived conditions, profile, method, deviations."""
+    """Everything a run states for grading: derived conditions, profile, the method it is graded as
+    (:func:`graded_method`), deviations."""
     out = derived(config)
-    out.update(profile=profile, method=method)
+    out.update(profile=profile, method=graded_method(config, method))
     touched = deviations(config)
     if touched:
         out["deviations"] = touched

@@ -139,6 +139,12 @@ def pretraining_methods(profile: str | None = None, root: Path | None = None) ->
     ]
 
 
+def variants_of(method: str, root: Path | None = None) -> list[str]:
+    """The specs that declare themselves variants of ``method`` (``variant_of``), sorted: their runs are
+    graded against ``method``'s cells (harness.spec.conditions.graded_method)."""
+    return [name for name in list_methods(root) if _resolve_raw(name, root).get("variant_of") == method]
+
+
 def objective_specs(profile: str, root: Path | None = None) -> dict[str, str]:
     """Objective -> the first pre-training method (by name) whose ``profile`` pre-trains with it: one
     spec per objective (cotmae_qc shares cotmae's), for what exercises each objective once."""

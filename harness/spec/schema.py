@@ -36,6 +36,12 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
         "not written by hand: the conditions a run states are derived from its settings (harness/spec/conditions.py)",
     ),
     "extends": (False, (str,), "parent spec name"),
+    "variant_of": (
+        False,
+        (str,),
+        "a method of its extends chain whose papers' cells this spec's runs are graded against (a declared "
+        "variant of it, e.g. the paper's own fine-tuning; the condition rule decides which cells)",
+    ),
     "include": (False, (str, list), "shared fragments (baselines/fragments/<name>.yaml) this spec's own keys override"),
     "profiles": (False, (dict,), "per-profile overrides"),
     "data": (
@@ -74,10 +80,11 @@ SCHEMA: dict[str, tuple[bool, tuple[type, ...], str]] = {
 
 
 # Keys that say what a method is rather than how one profile runs it: not in a profile block or a fragment.
-METHOD_KEYS = ("name", "extends", "include", "profiles", "compare_with")
+METHOD_KEYS = ("name", "extends", "variant_of", "include", "profiles", "compare_with")
 
 
-NOT_INHERITED = ("compare_with",)  # a spec that extends another states its own comparisons
+# A spec that extends another states its own comparisons, and is a variant only where it says so.
+NOT_INHERITED = ("compare_with", "variant_of")
 
 
 # What a `profiles.<name>` block may override (it is deep-merged over the top level); nested keys: spec_keys.
@@ -97,6 +104,7 @@ DOCUMENTATION_KEYS = (
     "substitutions",
     "conditions",
     "compare_with",
+    "variant_of",
 )
 
 
