@@ -101,6 +101,7 @@ class PaperRun:
     reason: str  # why not ("" when the command can)
     datasets: tuple[str, ...] = ()  # the datasets the command names (none: the spec's own)
     via: str = ""  # why the command is no paper-profile run (a released checkpoint's `reproduce`)
+    spec: str = ""  # the spec the command runs: the cell's method, or a declared variant of it (variant_of)
 
 
 @functools.cache
@@ -118,7 +119,7 @@ def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doub
         if not all(reasons):
             wanted = datasets_of(benchmark)
             extra = () if set(wanted) <= set(spec.datasets) else tuple(dict.fromkeys([*spec.datasets, *wanted]))
-            return PaperRun(run_command(spec.method, "paper", extra), "", extra)
+            return PaperRun(run_command(spec.method, "paper", extra), "", extra, spec=spec.method)
         reason = reason or reasons[-1]  # why the method's own spec cannot
     if score and not doubt:  # a row a released checkpoint is: `reproduce` grades it (gate.grading)
         for ckpt in load_checkpoints().checkpoints.values():

@@ -305,7 +305,7 @@ def headline_rows(
             row.cost = (
                 "released weights: encoding and retrieval only, not projected"
                 if can.via
-                else projected_cost(row.method, can.datasets)
+                else projected_cost(can.spec or row.method, can.datasets)  # the spec the command runs
             )
         rows.append(row)
     return rows
@@ -353,7 +353,10 @@ def method_lines(rows: Sequence[HeadlineRow]) -> list[MethodLine]:
             extra = tuple(dict.fromkeys(d for r in untried for d in paper_command(r.method, r.benchmark)[1]))
             if extra:  # --dataset replaces the spec's datasets: keep them
                 extra = tuple(dict.fromkeys([*(_spec_datasets(line.method) or ()), *extra]))
-            line.command, line.cost = run_command(line.method, "paper", extra), projected_cost(line.method, extra)
+            # the spec those commands run: the method's own, else its declared variant's (cpdae_pairwise)
+            named = sorted({r.command.split(" --method ", 1)[1].split()[0] for r in untried})
+            spec = line.method if line.method in named else named[0]
+            line.command, line.cost = run_command(spec, "paper", extra), projected_cost(spec, extra)
     return list(lines.values())
 
 
