@@ -173,6 +173,16 @@ UNSTATED: dict[str, dict[str, Any]] = {
         "finetune.retriever1.negative_depth": 200,
         **_FINETUNE_UNSTATED,
     },
+    "cpdae_pairwise": {
+        "pretrain.max_length": 144,
+        "corpus.source": "wikipedia",
+        "finetune.loss": "pairwise",
+        "finetune.retriever1.epochs": 3,
+        "finetune.retriever1.negative_depth": 200,
+        "finetune.retriever2.negative_depth": 200,
+        "finetune.retriever2.epochs": 3,
+        **_FINETUNE_UNSTATED,
+    },
 }
 # Values a paper does state, with where: never listed as assumptions, and the spec runs them.
 STATED: dict[str, dict[str, tuple[Any, str]]] = {

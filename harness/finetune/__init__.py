@@ -2,6 +2,7 @@
 
 - :mod:`harness.finetune.groups`: training on (query, positive, negatives) groups, what all three share.
 - :mod:`harness.finetune.dense`: ``DenseTrainConfig``, ``train_dense`` (InfoNCE, DDP, resume).
+- :mod:`harness.finetune.pairwise`: CPDAE's pairwise loss (each positive against each of its own negatives).
 - :mod:`harness.finetune.negatives`: negative pools from BM25 or dense runs, Tevatron's sampling.
 - :mod:`harness.finetune.splade`: learned-sparse (SPLADE-max) fine-tuning, LexMAE's three stages.
 - :mod:`harness.finetune.head_fit`: a closed-form MLM head for SPLADE fine-tuning (``finetune.fit_head``).

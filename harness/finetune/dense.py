@@ -14,6 +14,10 @@ Loss (InfoNCE)
     the representations of all ranks are gathered, so each query is scored against
     ``world_size x Q x P`` passages; the local slice keeps its gradient and the loss is
     multiplied by ``world_size`` because DDP averages gradients over ranks.
+Loss (pairwise)
+    With ``loss="pairwise"`` (CPDAE's fine-tuning, :mod:`harness.finetune.pairwise`) each query's
+    positive is paired with each of its own negatives instead, and nothing is gathered across ranks:
+    a pair sees only its two passages.
 Batches
     ``effective_batch = world_size x queries_per_device x passages_per_query`` passages per
     optimizer step, the quantity Tevatron issue #23 shows must be preserved; it is returned
@@ -44,6 +48,7 @@ from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.numerics import upcast
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, normalise_examples
+from harness.finetune.pairwise import PAIRWISE, pairwise_loss
 from harness.retrieval.encoder import POOLINGS, describe_checkpoint, load_backbone, pool, write_encoder_config
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
 from harness.training.finished import fingerprint, finish, finished_stats
@@ -113,7 +118,8 @@ def gather_with_grad(local: Tensor) -> Tensor:
 
 
 class DenseTask(GroupTask):
-    """One InfoNCE step over this rank's groups (optionally against every rank's passages)."""
+    """One InfoNCE step over this rank's groups (optionally against every rank's passages), or one
+    pairwise step over each query's own group (``config.loss``)."""
 
     name = "finetune"
 
@@ -127,7 +133,9 @@ class DenseTask(GroupTask):
         info: Any,
     ):
         super().__init__(model, tokenizer, groups, passages, config, info, "train_dense")
-        self.across = config.negatives_across_devices and self.world > 1
+        self.pairwise = config.loss == PAIRWISE
+        # a pair's loss reads its own two passages only: no other rank's passages to gather
+        self.across = config.negatives_across_devices and self.world > 1 and not self.pairwise
 
     def step(self, step: int, ctx: StepContext) -> dict[str, Tensor]:
         q_enc, p_enc = self.encode(self.batch(step), ctx)
@@ -135,7 +143,10 @@ class DenseTask(GroupTask):
             q_reps, p_reps = ctx.engine(q_enc, p_enc)
         if self.across:
             q_reps, p_reps = gather_with_grad(q_reps), gather_with_grad(p_reps)
-        loss = info_nce_loss(q_reps, p_reps, self.config.passages_per_query, self.config.temperature)
+        if self.pairwise:
+            loss = pairwise_loss(q_reps, p_reps, self.config.passages_per_query)
+        else:
+            loss = info_nce_loss(q_reps, p_reps, self.config.passages_per_query, self.config.temperature)
         # DDP averages gradients over ranks; with gathered negatives each rank holds the full loss.
         ctx.backward(loss * self.world if self.across else loss)
         return {"loss": loss}
@@ -175,11 +186,16 @@ def train_dense(
                 param.requires_grad_(False)  # CLS/mean pooling never uses it; frozen so DDP has no unused weights
         task = DenseTask(BiEncoder(backbone, config.pooling), tokenizer, groups, passages, config, info)
         figures = task.figures()
-        candidates = (task.world if task.across else 1) * config.queries_per_device * config.passages_per_query
+        candidates = (
+            config.passages_per_query
+            if task.pairwise
+            else (task.world if task.across else 1) * config.queries_per_device * config.passages_per_query
+        )
+        scored = f"{config.negatives_per_query} pairs" if task.pairwise else f"{candidates} passages"
         notes.say(
             f"effective batch {figures['effective_batch']} passages = {task.world} device(s) x "
             f"{config.queries_per_device} queries x {config.passages_per_query} passages (1 positive + "
-            f"{config.negatives_per_query} negatives); each query is scored against {candidates} passages; "
+            f"{config.negatives_per_query} negatives); {config.loss} loss: each query is scored against {scored}; "
             f"{task.steps_per_epoch} steps/epoch x {config.epochs} epochs"
         )
         out = run(task, config, info, out_dir, notes, identity={"fingerprint": digest}, logger=logger)

@@ -21,6 +21,7 @@ import torch
 
 from harness.core.errors import HarnessError
 from harness.finetune.negatives import sample_group
+from harness.finetune.pairwise import INFONCE, LOSSES
 from harness.retrieval.encoder import DEFAULT_TITLE_SEPARATOR, passage_text
 from harness.training.config import LoopConfig, required, run_control
 from harness.training.distributed import DistInfo
@@ -64,10 +65,20 @@ class BiEncoderTrainConfig(GroupTrainConfig):
     precision: str = required()
     checkpoint_every: int = run_control()  # the stage's setting: a preempted fine-tuning loses at most this many steps
     negatives_across_devices: bool = True  # CoT-MAE's --negatives_x_device: gather passages of all ranks
+    loss: str = required()  # infonce | pairwise (harness.finetune.pairwise; the spec's finetune.loss)
 
     def check(self) -> None:
         super().check()
         self.need_positive_int("max_q_len", "max_p_len")
+        self.need(self.loss in LOSSES, "loss", f"must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+
+    def identity(self) -> dict[str, Any]:
+        # `loss` came after models were trained: InfoNCE, the one loss then, keeps their identity, so a
+        # finished InfoNCE model and its resume checkpoints stay valid; any other loss is part of it.
+        out = super().identity()
+        if out.get("loss") == INFONCE:
+            del out["loss"]
+        return out
 
 
 def normalise_examples(

@@ -72,6 +72,7 @@ from harness.core.errors import HarnessError
 from harness.core.numerics import upcast
 from harness.finetune.dense import gather_with_grad, info_nce_loss
 from harness.finetune.groups import BiEncoderTrainConfig, GroupTask, TeacherScores, normalise_examples
+from harness.finetune.pairwise import INFONCE
 from harness.retrieval.splade_model import REPRESENTATION, load_masked_lm, splade_max, write_lexical_settings
 from harness.training.config import required
 from harness.training.engine import Logger, Notes, StepContext, run, seed_everything, session
@@ -112,6 +113,7 @@ class SpladeTrainConfig(BiEncoderTrainConfig):
             "must be a positive integer or None",
         )
         self.need(self.contrastive_weight >= 0, "contrastive_weight", "must be >= 0")
+        self.need(self.loss == INFONCE, "loss", f"must be {INFONCE}: learned-sparse fine-tuning has no other loss")
 
 
 # --- representation and losses ------------------------------------------------------------------

@@ -173,7 +173,8 @@ def _comparison_problems(raw: dict[str, Any], path: Path, where: Callable[[str],
 
 
 def _variant_problems(raw: dict[str, Any], where: Callable[[str], str]) -> list[str]:
-    """A ``variant_of`` names the spec it extends and at least one condition key a cell may state."""
+    """A ``variant_of`` names the spec it extends and the condition keys a cell may state (none: the variant
+    removes a declared deviation of its parent, so it grades every cell of the parent its conditions meet)."""
     block = raw.get("variant_of")
     if not isinstance(block, dict):  # absent, or a wrong type reported with the schema
         return []
@@ -184,10 +185,10 @@ def _variant_problems(raw: dict[str, Any], where: Callable[[str], str]) -> list[
             f"extends ({raw.get('extends')!r}): a variant changes its parent's settings, nothing else"
         )
     conditions = block.get("conditions")
-    if not isinstance(conditions, list) or not conditions:
-        problems.append(f"{where('variant_of')}: variant_of.conditions must list the conditions the variant changes")
+    if conditions is not None and not isinstance(conditions, list):
+        problems.append(f"{where('variant_of')}: variant_of.conditions must be a list of condition keys")
     else:
-        for key in conditions:
+        for key in conditions or ():
             if key not in CONDITION_KEYS:
                 problems.append(f"{where('variant_of')}: variant_of.conditions: {key!r} is no condition a cell states")
     unknown = sorted(set(block) - {"method", "conditions"})

@@ -30,6 +30,7 @@ def setting(
     keys: Any = None,
     keyed: bool = True,
     stages: tuple[str, ...] = (),
+    later: bool = False,
 ) -> Any:
     """A typed setting: ``kind`` is its type (and its range where no trainer config checks that);
     ``example`` is shown with a problem when the default cannot serve as one; ``keys`` are the keys of
@@ -39,7 +40,8 @@ def setting(
     Cache keys (:meth:`Settings.key`): ``keyed=False`` declares that the setting never changes what a
     stage produces (a run control, or a setting that is not read); ``stages`` names the stages that
     read it when its block serves several stages that read different parts of it (empty: every stage
-    that reads the block)."""
+    that reads the block). ``later``: a setting added after stages were cached, keyed only where it
+    differs from its default, so the keys of every spec that leaves it unstated stay what they were."""
     metadata = {
         "meaning": meaning,
         "kind": kind,
@@ -48,6 +50,7 @@ def setting(
         "keys": keys,
         "keyed": keyed,
         "stages": stages,
+        "later": later,
     }
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata=metadata)
@@ -87,9 +90,13 @@ class Settings:
 
     def key(self, stage: str | None = None) -> dict[str, Any]:
         """What `stage`'s cache key holds of this block: each :meth:`keyed` setting's value, defaults
-        included (a changed default moves the key too)."""
+        included (a changed default moves the key too), but a ``later`` setting at its default."""
         names = set(self.keyed(stage))
-        return {spec_key(f): getattr(self, f.name) for f in self._fields() if spec_key(f) in names}
+        return {
+            spec_key(f): getattr(self, f.name)
+            for f in self._fields()
+            if spec_key(f) in names and not (f.metadata["later"] and getattr(self, f.name) == default_of(f))
+        }
 
     @classmethod
     def meanings(cls) -> dict[str, str]:

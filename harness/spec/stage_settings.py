@@ -37,6 +37,9 @@ PAIR_KINDS = ("span", "qc", "mixed", "single")
 TINY_RERANKER = "tiny-cross-encoder"
 CONFIGURED_RERANKER = "configured-checkpoint"
 BI_ENCODER_TEACHER = "bi-encoder"
+# A dense fine-tuning stage's loss (harness.finetune.dense: InfoNCE; harness.finetune.pairwise: CPDAE's).
+INFONCE, PAIRWISE = "infonce", "pairwise"
+LOSSES = (INFONCE, PAIRWISE)
 
 
 # Training precision (`auto`, fp32, fp16, bf16) is decided in harness.training.precision; a stage's
@@ -165,6 +168,13 @@ class StageSettings(Settings):
     )
     grad_clip: float | None = setting("gradient-norm clip, null for none", 1.0, NUMBER, nullable=True)
     precision: str = setting(PRECISION_MEANING, "fp32", TEXT)
+    loss: str = setting(
+        "fine-tuning loss: infonce (softmax over the group and the batch) or pairwise (CPDAE's: each "
+        "positive against each of its own negatives, harness/finetune/pairwise.py; dense only)",
+        INFONCE,
+        one_of(*LOSSES),
+        later=True,
+    )
     flops_lambda: float = setting("FLOPS regulariser weight on documents (learned-sparse)", 0.002, NUMBER)
     query_flops_ratio: float = setting(
         "query FLOPS weight as a multiple of flops_lambda (learned-sparse)", 0.75, NUMBER
@@ -222,6 +232,7 @@ class StageSettings(Settings):
             "max_p_len": self.max_p_len,
             "precision": self.precision,
             "checkpoint_every": self.checkpoint_every,
+            "loss": self.loss,
         }
 
     def splade_kwargs(self, world_size: int) -> dict[str, Any]:
