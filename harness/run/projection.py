@@ -64,6 +64,7 @@ from harness.pretrain.objectives import objective_class
 from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops
 from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
 from harness.spec.block_settings import CorpusSettings, QgenSettings
+from harness.spec.files import load_yaml, spec_path
 from harness.spec.method import load_method, pretraining_methods
 from harness.spec.run_settings import FinetuneSettings, HardwareSettings
 from harness.spec.stage_settings import PretrainSettings, RerankerSettings, StageSettings, pretrains
@@ -406,12 +407,13 @@ def _stated_pretraining(method: str) -> tuple[str, float, float] | None:
 
 @functools.cache
 def _family(method: str) -> str:
-    """The paper a method's stated hours come from: a declared variant's parent's, without QC's suffix."""
+    """The paper a method's stated hours come from: the first spec of its ``extends`` chain (a QC variant,
+    a declared variant and a BEIR fine-tuning variant restate their base method's hours)."""
     try:
-        graded = load_method(method, "paper").graded_method
-    except HarnessError:  # no paper profile: its own name
-        graded = method
-    return graded.removesuffix("_qc") if graded == method else _family(graded)
+        parent = load_yaml(spec_path(method)).get("extends")
+    except HarnessError:  # no spec file: its own name
+        return method
+    return _family(str(parent)) if parent else method
 
 
 @functools.lru_cache(maxsize=16)
