@@ -12,6 +12,7 @@ from harness.evaluation.compare import compare, format_comparison_table
 from harness.gate.grading import LOSS, GateRow
 from harness.gate.run import GateResult, format_gate
 from harness.records.parent_run import parent_metrics
+from harness.records.run_record import RunRecord
 from harness.run.runner import summary_line
 
 
@@ -58,6 +59,7 @@ def test_closing_table_prints_points_a_stage_and_no_delta_when_not_comparable() 
 
 def test_last_line_says_points_and_the_final_stage() -> None:
     record = {
+        "run_id": "x",
         "method": "cotmae_qc",
         "profile": "tiny",
         "finetune_stage": "retriever2",
@@ -69,7 +71,7 @@ def test_last_line_says_points_and_the_final_stage() -> None:
         ],
         "mlflow": {},
     }
-    line = summary_line(record, Path("runs/local/x.json"))
+    line = summary_line(RunRecord.from_json(record), Path("runs/local/x.json"))
     assert "retriever2: nfcorpus nDCG@10 1.0 points (NOT-COMPARABLE)" in line and "runs/local/x.json" in line
 
 

