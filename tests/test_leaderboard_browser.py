@@ -39,6 +39,7 @@ from browser import ARTIFACTS, CHROMIUM, EMOJI, chromium, free_port, over_decima
 from test_leaderboard_tables import LEXMAE_TABLE4_INDEX_GB
 
 from harness.core.paths import PROJECT_ROOT
+from harness.papers.citation import table_citation
 from harness.present import overview
 from harness.present.report_html import write_report
 from leaderboard_app.glance import HEADLINE_HEADERS
@@ -171,7 +172,7 @@ def _check_glance(text: str, tables: list) -> None:
     assert len(headline) == len(expected.headline)
     col = {h: i for i, h in enumerate(HEADLINE_HEADERS)}
     for shown, row in zip(headline, expected.headline):
-        assert shown[col["paper"]] == f"{row.paper} {row.table}" and shown[col["row"]].startswith(row.row)
+        assert shown[col["paper"]] == table_citation(row.paper, row.table) and shown[col["row"]].startswith(row.row)
         assert shown[col["benchmark"]] == f"{row.benchmark} {row.measure}"
         assert shown[col["state"]] == row.state and shown[col["reported"]] == f"{row.reported:.2f}"
         if row.state == overview.NOT_YET_RUN:

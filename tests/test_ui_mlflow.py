@@ -148,7 +148,7 @@ def log_like_a_run(
             "git": git_commit(),
             "hardware": {"declared": None, "detected": hardware()},
         }
-        log_parent_summary(tracker, record)
+        log_parent_summary(tracker, RunRecord.from_json(record))
         path = scratch / f"{run_id}.json"
         path.write_text(json.dumps(record))
         tracker.log_artifact(path, subdir="record")
