@@ -62,6 +62,28 @@ def test_a_dry_run_builds_one_plan_and_chooses_one_profile(profile, plans, choic
     assert f"{len(plan.stages)}. " in out
 
 
+def test_the_dry_run_prints_the_projection_its_plan_holds(plans, monkeypatch, capsys):
+    """Issue 60 item 1: the projection is part of the one plan: computed once (when the plan is described),
+    held by it, and what the dry-run prints, stage by stage."""
+    from harness.run import projection, run_plan
+
+    calls: list[int] = []
+    real = projection.stage_costs
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_plan, "stage_costs", counting)
+    monkeypatch.setattr(projection, "stage_costs", counting)
+    assert main(["run", "--method", "cotmae_qc", "--profile", "paper", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    [plan] = plans
+    assert len(calls) == 1 and plan.costs and "  projection (per stage" in out
+    assert all(f"    {c.stage}" in out for c in plan.costs)
+    assert plan.costs is plan.costs and len(calls) == 1  # held, not computed again
+
+
 def ranked(bench_name: str) -> dict[str, dict[str, float]]:
     """A fixed ranking: each judged query's relevant documents first, then a few others."""
     qrels = get_benchmark(bench_name).qrels()

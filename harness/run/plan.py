@@ -14,6 +14,7 @@ gradient caching when a contrastive loss needs the whole batch at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from harness.core.hardware import Hardware, detect, planned_world_size
@@ -27,6 +28,7 @@ from harness.pipelines.learned_sparse import DEFAULT_RERANKER_NAME
 from harness.pretrain.objectives import objective_class
 from harness.run import footprint, projection
 from harness.run.footprint import is_mining
+from harness.run.projection import Cost
 from harness.spec.block_settings import (
     CorpusSettings,
     QgenSettings,
@@ -64,10 +66,11 @@ def describe(
     hw: Hardware | None = None,
     preflight: list[str] | None = None,
     seed: int = DEFAULT_SEED,
+    costs: Sequence[Cost] | None = None,
 ) -> str:
     """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place; `preflight`:
     the lines a run refuses to start with (harness/run/preflight.py; the missing data alone when not given);
-    `seed`: the run's."""
+    `seed`: the run's; `costs`: the plan's projected stage costs (harness/run/projection.py)."""
     hw = hw or detect()
 
     lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {seed})"]
@@ -119,7 +122,7 @@ def describe(
     lines.extend(f"       ! {text}" for text in by_index.get(len(stages), []))
     lines.append(f"  benchmarks: {', '.join(datasets)}")
 
-    lines.extend(projection.describe(spec, stages, hw))
+    lines.extend(projection.describe(spec, stages, hw, costs))
     lines.extend(footprint.describe(spec, stages))
 
     missing = missing_inputs(spec, datasets) if preflight is None else preflight

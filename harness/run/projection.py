@@ -52,6 +52,7 @@ import functools
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -511,10 +512,11 @@ def columns(spec: Any, hw: Any) -> Columns:
     )
 
 
-def describe(spec: Any, entries: list[dict[str, Any]], hw: Any) -> list[str]:
+def describe(spec: Any, entries: list[dict[str, Any]], hw: Any, costs: Sequence[Cost] | None = None) -> list[str]:
     """The projection's lines for the plan: a header, one row per projected stage, the totals, then
-    which stages leave GPUs idle, the paper's stated hours and the assumptions."""
-    costs = stage_costs(spec, entries)
+    which stages leave GPUs idle, the paper's stated hours and the assumptions; ``costs``: the plan's
+    :func:`stage_costs` (computed once, when the plan is built), else computed here."""
+    costs = list(stage_costs(spec, entries) if costs is None else costs)
     if not costs:
         return []
     cols = columns(spec, hw)

@@ -9,12 +9,14 @@ exactly as the run computes it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from harness.pipelines.context import StageLog
 from harness.run.plan import describe
+from harness.run.projection import Cost, stage_costs
 
 if TYPE_CHECKING:
     from harness.core.hardware import Hardware
@@ -52,6 +54,12 @@ class RunPlan:
     needs_mib: Mapping[tuple[str, str | None], float]
     seed_study: bool = False  # this run is one seed of `run --seeds` (its record goes to runs/seeds/)
 
+    @functools.cached_property
+    def costs(self) -> tuple[Cost, ...]:
+        """The projection of each stage that runs (TFLOPs, harness/run/projection.py): computed once, when the
+        plan is first described (a real run that prints no plan never needs it)."""
+        return tuple(stage_costs(self.spec, list(self.stages)))
+
     @property
     def precision(self) -> str | None:
         """What the spec's ``precision: auto`` resolved to for this run (None: every training stage states its own)."""
@@ -80,4 +88,5 @@ class RunPlan:
             hw,
             preflight=list(self.problems),
             seed=self.seed,
+            costs=self.costs,
         )
