@@ -135,7 +135,7 @@ class RunRecord:
         return f"{self.method} [{self.profile}] {self.run_id}"
 
 
-# The JSON keys that are fields, in the order the writer writes them (build_record's, the seal last).
+# The JSON keys that are fields, in the one order a record built here is written (the seal last).
 BUILT_ORDER: tuple[str, ...] = (
     "schema_version",
     "run_id",

@@ -21,7 +21,7 @@ from harness.core import ranks
 from harness.core.seeds import DEFAULT_SEED
 from harness.papers.model_pins import provenance
 from harness.records.environment import git_commit, hardware, package_versions
-from harness.records.run_record import RunRecord
+from harness.records.run_record import IDENTITY_KEYS, RunRecord
 from harness.records.writer import write_run_record
 
 if TYPE_CHECKING:
@@ -54,42 +54,43 @@ def build_record(
     ``seed``: the seed it ran under."""
     final = scores.final
     substitutions = spec.get("substitutions") if spec is not None else None
-    # Built as the JSON it is written as, so the keys' order is the file's (identity after the spec).
-    data: dict[str, Any] = {
-        "run_id": run_id,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "method": method,
-        "profile": profile,
-        "spec_hash": spec.spec_hash if spec is not None else None,
-        "spec": spec.config if spec is not None else None,
-        **(identity or {}),
-        "command": " ".join(sys.argv),
-        "seed": seed,
-        "git": git_commit(),
-        "packages": package_versions(),
-        "hardware": {
+    identity = dict(identity or {})
+    # Built field by field: the written key order is RunRecord's one order (run_record.BUILT_ORDER).
+    return RunRecord(
+        run_id=run_id,
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        method=method,
+        profile=profile,
+        spec_hash=spec.spec_hash if spec is not None else None,
+        spec=spec.config if spec is not None else None,
+        **{key: identity.pop(key) for key in IDENTITY_KEYS if key in identity},
+        command=" ".join(sys.argv),
+        seed=seed,
+        git=git_commit(),
+        packages=package_versions(),
+        hardware={
             "declared": spec.get("hardware") if spec is not None else None,
             "detected": hardware(),
             "processes": ranks.launched_world_size(),
         },
-        **({"substitutions": list(substitutions)} if substitutions else {}),
-        "models": [provenance(name) for name in models_used],
-        "datasets": scores.datasets,
-        **({"finetune_stage": final} if final.startswith("retriever") else {}),
-        "metrics": scores.metrics,
-        "per_query": scores.per_query,
-        "metrics_by_stage": scores.by_stage,
-        "per_query_by_stage": scores.per_query_by_stage if len(scores.by_stage) > 1 else {},
-        "efficiency": efficiency_by_stage.get(final, {}),
-        "efficiency_by_stage": efficiency_by_stage,
-        "comparison": list(comparisons),
-        "chance": scores.chance,
-        "stages": stages,
-        "run_files": scores.run_files,
-        "seconds": round(time.time() - started, 1),
-        "mlflow": tracker.info(),
-    }
-    return RunRecord.from_json(data)
+        substitutions=list(substitutions) if substitutions else None,
+        models=[provenance(name) for name in models_used],
+        datasets=scores.datasets,
+        finetune_stage=final if final.startswith("retriever") else None,
+        metrics=scores.metrics,
+        per_query=scores.per_query,
+        metrics_by_stage=scores.by_stage,
+        per_query_by_stage=scores.per_query_by_stage if len(scores.by_stage) > 1 else {},
+        efficiency=dict(efficiency_by_stage.get(final, {})),
+        efficiency_by_stage={variant: dict(by_dataset) for variant, by_dataset in efficiency_by_stage.items()},
+        comparison=[dict(c) for c in comparisons],
+        chance=scores.chance,
+        stages=stages,
+        run_files=scores.run_files,
+        seconds=round(time.time() - started, 1),
+        mlflow=tracker.info(),
+        extras=identity,  # what one kind of run adds beyond the named identity keys: written after the spec
+    )
 
 
 def write_record(record: RunRecord, tracker: Tracker, seed_study: bool = False) -> Path:
