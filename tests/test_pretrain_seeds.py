@@ -15,7 +15,8 @@ from harness.commands import run as run_command
 from harness.core.errors import HarnessError
 from harness.core.seeds import DEFAULT_SEED
 from harness.data.setting import data_setting
-from harness.evaluation import noise, pretrain_part
+from harness.evaluation import margins, noise, pretrain_part
+from harness.evaluation import verdict as rule
 from harness.records.run_record import RunRecord
 from harness.records.writer import new_run_id, write_run_record
 from harness.run import seed_study
@@ -155,6 +156,9 @@ def on_file(monkeypatch) -> noise.PretrainSpread:
             write_run_record(_record(p, s, v), seed_study=True)
     spreads = pretrain_part.own_pretrain_spreads()
     monkeypatch.setattr(pretrain_part, "on_file", lambda: spreads)
+    # sigma_rep's same-recipe evidence: these records alone (per pre-training: the within SD, 2 x 2 df)
+    own = margins.own_paper_seeds()
+    monkeypatch.setattr(margins, "all_evidence", lambda: own)
     return spreads["msmarco-dev", "RR@10"]
 
 
@@ -191,6 +195,21 @@ def test_grade_counts_the_measured_sigma_pt_in_a_cells_se(tmp_path, on_file):
         assert r["se"] == pytest.approx(math.sqrt(2 * r["sigma_rep"] ** 2 + 2 * on_file.sigma_pt**2)), r
         assert "pre-training part measured: sigma_pt" in r["sigma_source"], r
         assert "not measured" not in r["sigma_source"], r
+        # the test's df hold sigma_pt's few (2 pre-training seeds): Satterthwaite on both parts, below either
+        # sigma_ft is the records' within-pre-training SD (4 df); the test's df hold sigma_pt's few too
+        assert r["sigma_rep"] == pytest.approx(on_file.sigma_ft), r
+        assert r["df"] == pytest.approx(rule.pretrain_df(2 * on_file.sigma_ft**2, 4, on_file.sigma_pt, on_file.df))
+        assert on_file.df <= r["df"] < 4, r
+
+
+def test_a_measured_pretrain_part_enters_the_df_and_a_clip_never_raises_them():
+    ft, pt = 0.3**2 * 2, 0.4
+    df = rule.pretrain_df(ft, 8, pt, 1.5)
+    assert df == pytest.approx((ft + 2 * pt**2) ** 2 / (ft**2 / 8 + (2 * pt**2) ** 2 / 1.5))
+    assert 1.5 < df < 8
+    # sigma_pt clipped to 0 on 1 df: se is the fine-tuning part alone, but its df at most the clipped part's
+    assert rule.pretrain_df(ft, 8, 0.0, 1.0) == 1.0
+    assert rule.satterthwaite([(ft, 8), (0.0, 1.0)]) == pytest.approx(8)
 
 
 def test_grade_counts_the_measured_sigma_pt_in_an_effect(tmp_path, on_file):
@@ -213,3 +232,4 @@ def test_grade_counts_the_measured_sigma_pt_in_an_effect(tmp_path, on_file):
         # against the printed effect: the paper's two runs add theirs, its two pre-trainings theirs
         assert r["se_diff"] == pytest.approx(math.sqrt(4 * sigma**2 + 4 * on_file.sigma_pt**2)), r
         assert "pre-training part measured" in r["sigma_source"], r
+        assert r["df"] == pytest.approx(rule.pretrain_df(4 * sigma**2, 4, on_file.sigma_pt, on_file.df, 4.0)), r

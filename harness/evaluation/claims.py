@@ -390,22 +390,25 @@ def grade(
         check.margin = practical_margin(c.benchmark, c.measure).points
         # a side that pre-trains: its measured pre-training part, else the stand-in (verdict.PRETRAIN_STANDIN)
         measured = measured_pt.get((c.benchmark, canonical_measure(c.measure)))
-        sides = ((p.a_conditions, c.a), (p.b_conditions, c.b))
+        sides_of = ((p.a_conditions, c.a), (p.b_conditions, c.b))
         pretrain = (
             _pretrain_ratio(p.a_conditions, c.a, spread.tested, measured),
             _pretrain_ratio(p.b_conditions, c.b, spread.tested, measured),
         )
         check.sigma, check.sigma_df = spread.tested, spread.df
-        pretrains = any(cond.get("pretrain_corpus") and not seed_free(m) for cond, m in sides)
+        pretrains = any(cond.get("pretrain_corpus") and not seed_free(m) for cond, m in sides_of)
         check.sigma_source = source_words(spread, pretrains, measured)
         v_effect, v_diff = _variances(c, p.a_runs, p.b_runs, pretrain)
         check.se = check.sigma * math.sqrt(v_effect)
+        df = spread.df
+        if measured is not None and pretrains:  # the measured sigma_pt's df enter the test's (verdict.pretrain_df)
+            sides = 2.0 * sum(1 for cond, m in sides_of if cond.get("pretrain_corpus") and not seed_free(m))
+            ft = check.sigma**2 * _variances(c, p.a_runs, p.b_runs)[1]
+            df = check.sigma_df = rule.pretrain_df(ft, spread.df, measured.sigma_pt, measured.df, sides)
         tests.append(
             (
                 check,
-                rule.EffectTest(
-                    check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff), check.margin, spread.df
-                ),
+                rule.EffectTest(check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff), check.margin, df),
                 c,
                 pretrain,
             )

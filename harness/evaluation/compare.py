@@ -344,7 +344,11 @@ def compare(
         printed_runs = int(conditions.get("runs_averaged") or 1)
         pretrain = pretrain_points(spread.tested, pretrains, measured)
         se = rule.se_of(spread.tested, runs, printed_runs, pretrain)
-        tests.append((comp, rule.Test(comp.delta, se, margin.points, spread.df), printed_runs, pretrain))
+        df = spread.df
+        if measured is not None:  # the se holds the measured sigma_pt too: its df enter the test's
+            ft = rule.se_of(spread.tested, runs, printed_runs) ** 2
+            df = comp.sigma_df = rule.pretrain_df(ft, spread.df, measured.sigma_pt, measured.df)
+        tests.append((comp, rule.Test(comp.delta, se, margin.points, df), printed_runs, pretrain))
     _grade_by_table(tests)
     for comp, shown in repeats:
         for name in _GRADED_FIELDS:
