@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.cli import main
@@ -233,3 +234,22 @@ def test_grade_counts_the_measured_sigma_pt_in_an_effect(tmp_path, on_file):
         assert r["se_diff"] == pytest.approx(math.sqrt(4 * sigma**2 + 4 * on_file.sigma_pt**2)), r
         assert "pre-training part measured" in r["sigma_source"], r
         assert r["df"] == pytest.approx(rule.pretrain_df(4 * sigma**2, 4, on_file.sigma_pt, on_file.df, 4.0)), r
+
+
+@pytest.mark.parametrize("sigma_pt", [0.0, 0.5, 1.0])
+def test_the_measured_part_keeps_both_error_rates_at_alpha(sigma_pt):
+    """Simulated 2 x 3 designs (sigma_ft 0.5) through the estimator the verdicts read (noise.pretrain_spread,
+    sigma_ft pooled within pre-trainings on 4 df, verdict.pretrain_df): one run against a printed run, each of
+    its own pre-training: false DIFFERENT (d = 0 rejected) and false REPRODUCED at truth = Delta <= alpha."""
+    rng = np.random.default_rng(7)
+    draws, sigma_ft, delta = 3000, 0.5, 1.0
+    true = math.sqrt(2 * sigma_ft**2 + 2 * sigma_pt**2)
+    different = reproduced = 0
+    for _ in range(draws):
+        shift = rng.normal(0.0, sigma_pt, 2)
+        got = noise.pretrain_spread({p: list(shift[p] + rng.normal(0.0, sigma_ft, 3)) for p in range(2)})
+        ft = 2 * got.sigma_ft**2
+        se, df = math.sqrt(ft + 2 * got.sigma_pt**2), rule.pretrain_df(ft, 4, got.sigma_pt, got.df)
+        different += rule.p_zero(rng.normal(0.0, true), se, df) < rule.ALPHA
+        reproduced += rule.p_equivalent(rng.normal(delta, true), se, delta, df) < rule.ALPHA
+    assert different / draws <= rule.ALPHA + 0.01 and reproduced / draws <= rule.ALPHA + 0.01
