@@ -89,7 +89,9 @@ def describe(
     stages = list(dict.fromkeys(e["stage"] for e in per_seed_entries(entries)))
     lines = [
         f"seed study: {spec.name} [{spec.profile}] under {len(seeds)} seeds ({', '.join(map(str, ordered(seeds)))}); "
-        f"per seed: {', '.join(stages)}; shared (seed {DEFAULT_SEED}'s, run once): the stages before fine-tuning",
+        f"per seed: {', '.join(stages)}; shared (seed {DEFAULT_SEED}'s, run once): the "
+        + ("other " if pretrain else "")
+        + "stages before fine-tuning",
     ]
     if pretrain:
         lines += _pretrain_lines(spec, entries, seeds, pretrain)
@@ -108,8 +110,9 @@ def describe(
                 f"  once, before the seeds (not cached yet): {projection.format_hours(once.hours)} wall, "
                 f"{once.hours * devices:.0f} GPU-hours"
             )
+    per = f" per pre-training seed, {len(pretrain) * (len(seeds) - 1)} in all" if pretrain else ""
     lines.append(
-        f"  records go to runs/seeds/ and enter sigma_rep as {len(seeds) - 1} degrees of freedom "
+        f"  records go to runs/seeds/ and enter sigma_rep as {len(seeds) - 1} degrees of freedom{per} "
         "(python -m harness noise --margins shows them)"
     )
     return lines
