@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,20 @@ def test_rows_carry_the_tests_behind_their_verdict(tmp_path):
         assert all(isinstance(row[k], (int, float)) for k in keys) and row["sigma_source"], row
         assert row["p_different"] <= row["p_different_holm"] <= 1.0, row
     json.dumps(rows)  # --json writes them as they are
+
+
+def test_five_seeds_at_sd_020_on_dl19_are_graded_on_their_own_spread(tmp_path):
+    """Issue 61 done-when 3: a grade of five seeds with SD 0.20 on DL19 prints their own spread (4 df) as the
+    evidence; the modelled query floor (above 1 point there) is named beside it, never in its place."""
+    values = [73.0, 73.2, 73.4, 72.9, 73.3]
+    rows = grade(write(tmp_path, run("cotmae_qc", {"dl19": {"nDCG@10": values}}, seeds=[42, 43, 44, 45, 46])))
+    dl19 = [
+        r
+        for r in rows
+        if (r["kind"], r["benchmark"], r["measure"]) == ("cell", "dl19", "nDCG@10") and r["status"] != "NOT-COMPARABLE"
+    ]
+    assert dl19
+    for r in dl19:
+        assert r["sigma_rep"] == pytest.approx(statistics.stdev(values)) and r["sigma_df"] == 4, r
+        assert "your seeds of cotmae_qc" in r["sigma_source"], r
+        assert "modelled floor" in r["sigma_why"] and "not used" in r["sigma_why"], r

@@ -4,18 +4,17 @@ synthetic records, 2 pre-training x 3 fine-tuning seeds and more."""
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from harness.core.errors import HarnessError
 from harness.evaluation import noise
+from harness.records.run_record import RunRecord
 
 
-def _record(pretrain_seed: int | None, value: float):
-    data = {"pretrain_seed": pretrain_seed} if pretrain_seed is not None else {}
-    return SimpleNamespace(metrics={"scifact": {"nDCG@10": value / 100}}, get=data.get)
+def _record(pretrain_seed: int | None, value: float) -> RunRecord:
+    return RunRecord("r", "cotmae_qc", "paper", {"scifact": {"nDCG@10": value / 100}}, pretrain_seed=pretrain_seed)
 
 
 def test_a_balanced_design_recovers_both_parts():

@@ -277,6 +277,14 @@ def _rates(benchmark: str, measure: str, source_scale: float, truth_scale: float
     gap = rng.normal(0.0, 2 * true_sigma, SIM_DRAWS)
     p_gap = 2.0 * (1.0 - stats.t.cdf(np.abs(gap) / (2 * sigma_hat), df))
     rates["false DIFFERENT, effect"] = ((p_gap < rule.ALPHA) & (np.abs(gap) > delta)).mean()
+    # five seeds per side, each side of one pre-training, against an effect printed from two runs of two
+    # other pre-trainings (sigma_pt = sigma_ft): claims._variances' se, the stand-in counting each side twice
+    v_diff = 2 / 5 + 2 + 2 * 2 * rule.PRETRAIN_STANDIN**2
+    shifted = rng.normal(0.0, true_sigma * math.sqrt(2 / 5 + 2 + 4), SIM_DRAWS)
+    p_shift = 2.0 * (1.0 - stats.t.cdf(np.abs(shifted) / (sigma_hat * math.sqrt(v_diff)), df))
+    rates["false DIFFERENT, effect, 5 + 5 runs, pre-training shift"] = (
+        (p_shift < rule.ALPHA) & (np.abs(shifted) > delta)
+    ).mean()
     tie = rng.normal(delta, math.sqrt(2) * true_sigma, SIM_DRAWS)  # a printed tie, the run's effect at Delta
     rates["false REPRODUCED, effect tie at Delta"] = _rule(tie, math.sqrt(2) * sigma_hat, delta, df)[0].mean()
     return rates

@@ -114,3 +114,20 @@ def test_a_bound_on_near_zero_df_is_unbounded():
     assert math.isinf(bound) and margins.bound_text(bound) == "unbounded"
     finite = margins.upper_bound(1.0, 2, 0.8)
     assert math.isfinite(finite) and margins.bound_text(finite) == f"{finite:.2f}"
+
+
+def test_check_json_rows_carry_the_tests_behind_their_verdict(tmp_path):
+    """Issue 61 item 6 for `check --json` (grade's: tests/test_grade.py): a seed-graded row carries se, df, the
+    equivalence p, the difference p and its Holm adjustment, sigma and its source in words."""
+    records = tmp_path / "records"
+    _records(records)
+    out = tmp_path / "check.json"
+    assert main(["check", "--records", str(records), "--json", str(out)]) in (0, 1)
+    rows = [r for r in json.loads(out.read_text())["rows"] if (r["benchmark"], r["measure"]) == (MARCO, MEASURE)]
+    graded = [r for r in rows if r.get("sigma") is not None]
+    assert graded, rows
+    for row in graded:
+        for key in ("se", "df", "p_equivalent", "p_different", "p_different_holm", "sigma"):
+            assert isinstance(row[key], (int, float)) and math.isfinite(row[key]), (key, row)
+        assert row["p_different"] <= row["p_different_holm"] <= 1.0, row
+        assert "MiniLM mini seeds (3, 640 queries)" in row["sigma_source"], row

@@ -87,6 +87,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     # One seed of a study: what `--seeds` passes its seeds' launched workers (they run `run` again).
     p.add_argument("--seed-study", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--pretrain-seed", type=_seed, default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--seeds",
         type=_seeds,
@@ -96,6 +97,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and are shared, fine-tuning and evaluation run under each seed, 42 first; every record goes to "
         "runs/seeds/, where sigma_rep reads it (docs/comparing-with-papers.md, 'A seed study'); with "
         "--dry-run: one seed's plan and the study's GPU-hours",
+    )
+    p.add_argument(
+        "--pretrain-seeds",
+        type=_seeds,
+        default=None,
+        metavar="LIST",
+        help="with --seeds: the pre-training seeds of the study (e.g. 42,43): the stages that draw from a "
+        "pre-training seed (query generation, pre-training, a random init) run once per pre-training seed and "
+        "are shared by its fine-tuning seeds, every pre-training seed x fine-tuning seed runs, 42 first; the "
+        "records carry pretrain_seed, which measures the pre-training part of the spread (sigma_pt)",
     )
     p.add_argument(
         "--precision",
@@ -216,24 +227,36 @@ def _study(args: argparse.Namespace) -> int:
     own workers), or with --dry-run one seed's plan and the study's GPU-hours."""
     if args.seed is not None:
         raise HarnessError("--seed and --seeds: give one (--seeds 42-46 runs seed 42 among them)")
+    pretrain = args.pretrain_seeds
     if not args.dry_run:
-        return seed_study.run(args.seeds, lambda seed: _run(_one_seed(args, seed)))
-    result = run_method(args.method, args.profile, name_list(args.dataset, "--dataset"), stage=args.stage, dry_run=True)
+        if pretrain is None:
+            return seed_study.run(args.seeds, lambda seed: _run(_one_seed(args, seed)))
+        return seed_study.run_design(pretrain, args.seeds, lambda p, seed: _run(_one_seed(args, seed, p)))
+    # a pre-training seed's plan: the study's refusal (a method drawing nothing from it) comes here too
+    first = None if pretrain is None else seed_study.ordered(pretrain)[0]
+    datasets = name_list(args.dataset, "--dataset")
+    seeds = {} if first is None else {"seed_study": True, "pretrain_seed": first}
+    result = run_method(args.method, args.profile, datasets, stage=args.stage, dry_run=True, **seeds)
     spec = load_method(result.method, result.profile)
-    print("\n".join(seed_study.describe(spec, result.stages, args.seeds)))
+    print("\n".join(seed_study.describe(spec, result.stages, args.seeds, pretrain)))
     return 0
 
 
-def _one_seed(args: argparse.Namespace, seed: int) -> argparse.Namespace:
-    """The study's command line as one seed's run: ``--seed N`` in place of ``--seeds``, marked as a
-    study's seed (its workers, if it launches any, are told so by their command line)."""
+def _one_seed(args: argparse.Namespace, seed: int, pretrain: int | None = None) -> argparse.Namespace:
+    """The study's command line as one seed's run: ``--seed N`` in place of ``--seeds`` (and ``--pretrain-seed
+    P`` in place of ``--pretrain-seeds``), marked as a study's seed (its workers, if it launches any, are told
+    so by their command line)."""
     argv = [*seed_study.without_seeds(args.argv), "--seed", str(seed), "--seed-study"]
-    return argparse.Namespace(**{**vars(args), "seeds": None, "seed": seed, "seed_study": True, "argv": argv})
+    argv += [] if pretrain is None else ["--pretrain-seed", str(pretrain)]
+    one = {"seeds": None, "pretrain_seeds": None, "seed": seed, "seed_study": True, "pretrain_seed": pretrain}
+    return argparse.Namespace(**{**vars(args), **one, "argv": argv})
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.seeds is not None:
         return _study(args)
+    if getattr(args, "pretrain_seeds", None) is not None:
+        raise HarnessError("--pretrain-seeds needs --seeds: a study of pre-training seeds x fine-tuning seeds")
     seed = DEFAULT_SEED if args.seed is None else args.seed
 
     # A run prints one line per stage; the libraries' own bars (transformers' "Writing model shards",
@@ -265,6 +288,7 @@ def _run(args: argparse.Namespace) -> int:
         allow_cpu=args.allow_cpu,
         seed=seed,
         seed_study=args.seed_study,
+        pretrain_seed=getattr(args, "pretrain_seed", None),
     )
     if not ranks.is_main():
         return 0  # rank 0 prints, records and writes --json

@@ -9,6 +9,7 @@
 * ``power``       -- what the rule can tell at those: P(verdict) and the seeds that reach a target.
 * ``noise``       -- the harness's own seed-to-seed spread (``noise.yaml``): sigma_rep's floor.
 * ``transfer_rule`` -- the declared rule of a spread transferred elsewhere (``transfer.yaml``).
+* ``pretrain_part`` -- the pre-training part sigma_pt measured from records of several pre-training seeds.
 * ``compare``     -- reproduced vs reported cells, like with like (NOT-COMPARABLE otherwise).
 * ``chance``      -- what a random ranking scores on a benchmark, and whether a run beats it.
 * ``dense_run``   -- one dense retrieval of a benchmark split: queries encoded, exact top-k, the run.

@@ -38,9 +38,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.core.statuses import NOT_YET_RUN
+from harness.evaluation import pretrain_part
 from harness.evaluation import verdict as rule
 from harness.evaluation.compare import TRAINING_FREE_FAMILIES, comparability, settle_note
 from harness.evaluation.margins import practical_margin, sigma_rep, source_words
+from harness.evaluation.pretrain_part import PretrainSpreads
 from harness.evaluation.tolerances import canonical_measure
 from harness.evaluation.verdict import NOT_COMPARABLE
 from harness.papers.registry import load_registry
@@ -304,10 +306,13 @@ def _variances(
     return va + vb + pa + pb, va + vb + ka + kb + 2 * (pa + pb)
 
 
-def _pretrain_ratio(run_conditions: Mapping[str, Any], method: str) -> float:
-    """A side's pre-training spread over sigma_rep: the stand-in where its run pre-trained (no seed on file
-    varies the pre-training), else 0."""
-    return rule.PRETRAIN_STANDIN if run_conditions.get("pretrain_corpus") and not seed_free(method) else 0.0
+def _pretrain_ratio(run_conditions: Mapping[str, Any], method: str, sigma: float, measured: Any = None) -> float:
+    """A side's pre-training spread over sigma_rep where its run pre-trained: ``measured``'s sigma_pt (a
+    ``noise.PretrainSpread``) over ``sigma``, else the stand-in (no seed on file varies the pre-training); 0
+    for a side that does not pre-train."""
+    if not run_conditions.get("pretrain_corpus") or seed_free(method):
+        return 0.0
+    return measured.sigma_pt / sigma if measured is not None and sigma > 0 else rule.PRETRAIN_STANDIN
 
 
 def seeds_to_settle(
@@ -335,9 +340,13 @@ def seeds_to_settle(
     return rule.fewest_runs(settles)
 
 
-def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[ClaimCheck]:
+def grade(
+    pairings: Sequence[Pairing], evidence: tuple[Any, ...] = (), pretrain_spreads: PretrainSpreads | None = None
+) -> list[ClaimCheck]:
     """Grade every pairing; the claims of one table (``Claim.source``) are one family (Holm).
-    ``evidence``: same-recipe seed evidence beside what is on file (a user's per-seed lists)."""
+    ``evidence``: same-recipe seed evidence beside what is on file (a user's per-seed lists);
+    ``pretrain_spreads``: sigma_pt measured per (benchmark, measure) (default: ``pretrain_part.on_file``)."""
+    measured_pt = pretrain_part.on_file() if pretrain_spreads is None else pretrain_spreads
     out, tests = [], []
     for p in pairings:
         c = p.claim
@@ -379,18 +388,27 @@ def grade(pairings: Sequence[Pairing], evidence: tuple[Any, ...] = ()) -> list[C
         check.delta_ri = rule.delta_ri(a_value, b_value, c.a_value, c.b_value)
         spread = sigma_rep(c.benchmark, c.measure, evidence) if evidence else sigma_rep(c.benchmark, c.measure)
         check.margin = practical_margin(c.benchmark, c.measure).points
-        # a side that pre-trains: a pre-training part no seed on file measured (verdict.PRETRAIN_STANDIN)
-        pretrain = (_pretrain_ratio(p.a_conditions, c.a), _pretrain_ratio(p.b_conditions, c.b))
+        # a side that pre-trains: its measured pre-training part, else the stand-in (verdict.PRETRAIN_STANDIN)
+        measured = measured_pt.get((c.benchmark, canonical_measure(c.measure)))
+        sides_of = ((p.a_conditions, c.a), (p.b_conditions, c.b))
+        pretrain = (
+            _pretrain_ratio(p.a_conditions, c.a, spread.tested, measured),
+            _pretrain_ratio(p.b_conditions, c.b, spread.tested, measured),
+        )
         check.sigma, check.sigma_df = spread.tested, spread.df
-        check.sigma_source = source_words(spread, any(bool(x) for x in pretrain))
+        pretrains = any(cond.get("pretrain_corpus") and not seed_free(m) for cond, m in sides_of)
+        check.sigma_source = source_words(spread, pretrains, measured)
         v_effect, v_diff = _variances(c, p.a_runs, p.b_runs, pretrain)
         check.se = check.sigma * math.sqrt(v_effect)
+        df = spread.df
+        if measured is not None and pretrains:  # the measured sigma_pt's df enter the test's (verdict.pretrain_df)
+            sides = 2.0 * sum(1 for cond, m in sides_of if cond.get("pretrain_corpus") and not seed_free(m))
+            ft = check.sigma**2 * _variances(c, p.a_runs, p.b_runs)[1]
+            df = check.sigma_df = rule.pretrain_df(ft, spread.df, measured.sigma_pt, measured.df, sides)
         tests.append(
             (
                 check,
-                rule.EffectTest(
-                    check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff), check.margin, spread.df
-                ),
+                rule.EffectTest(check.effect, check.se, c.delta, check.sigma * math.sqrt(v_diff), check.margin, df),
                 c,
                 pretrain,
             )

@@ -31,8 +31,10 @@ from typing import Any
 
 from harness.core.points import fmt, points_decimals, reported_text
 from harness.core.text_table import format_table
+from harness.evaluation import pretrain_part
 from harness.evaluation import verdict as rule
 from harness.evaluation.margins import practical_margin, sigma_rep, source_words
+from harness.evaluation.pretrain_part import PretrainSpreads
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.papers.citation import table_citation
@@ -244,28 +246,39 @@ def _paired(cell: Any, metrics: Mapping[str, Mapping[str, float]]) -> tuple[Comp
     return comp, measure
 
 
-def _grade_by_table(tests: Sequence[tuple[Comparison, rule.Test, int]], pretrains: bool) -> None:
+def _grade_by_table(tests: Sequence[tuple[Comparison, rule.Test, int, float]]) -> None:
     """Grade the seed-rule comparisons in place, Holm-corrected across the comparable cells of one table;
-    an INCONCLUSIVE one is told how many seeds would resolve it (``pretrains``: the run pre-trains, so a
-    stand-in pre-training spread enters those seed counts)."""
-    by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test, int]]] = {}
-    for comp, test, printed_runs in tests:
-        by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append((comp, test, printed_runs))
+    an INCONCLUSIVE one is told how many seeds would resolve it (each test's last item: its pre-training
+    spread in points, measured or the stand-in, which enters those seed counts)."""
+    by_table: dict[tuple[str, str, str], list[tuple[Comparison, rule.Test, int, float]]] = {}
+    for item in tests:
+        comp = item[0]
+        by_table.setdefault((comp.paper_file, comp.version, comp.table), []).append(item)
     for family in by_table.values():
-        for (comp, test, k), (status, p_eq, p_diff) in zip(family, rule.verdicts([t for _, t, _ in family])):
+        for (comp, test, k, pretrain), (status, p_eq, p_diff) in zip(
+            family, rule.verdicts([t for _, t, _, _ in family])
+        ):
             comp.status, comp.p_equivalent, comp.p_different = status, p_eq, p_diff
             comp.se, comp.p_zero = test.se, rule.p_zero(test.d, test.se, test.df)
             comp.ci_low, comp.ci_high = test.ci()
             comp.within = rule.within(comp.ci_low, comp.ci_high)
             if status == rule.INCONCLUSIVE and comp.sigma is not None:
-                ratio = rule.PRETRAIN_STANDIN if pretrains else 0.0
+                ratio = pretrain / comp.sigma if comp.sigma > 0 else 0.0
                 comp.seeds_needed = rule.seeds_to_resolve(
-                    test.d, comp.sigma, test.delta, k, len(family), df=test.df, pretrain=ratio * comp.sigma
+                    test.d, comp.sigma, test.delta, k, len(family), df=test.df, pretrain=pretrain
                 )
                 if comp.seeds_needed is None:
                     comp.no_runs_sigma = rule.sigma_no_runs_can(
                         test.d, test.delta, k, len(family), pretrain_ratio=ratio
                     )
+
+
+def pretrain_points(sigma: float, pretrains: bool, measured: Any = None) -> float:
+    """The pre-training spread (points) a pre-training run's se counts on each side: ``measured``'s sigma_pt
+    (a ``noise.PretrainSpread``), else the stand-in ``verdict.PRETRAIN_STANDIN`` x sigma; 0 without one."""
+    if not pretrains:
+        return 0.0
+    return float(measured.sigma_pt) if measured is not None else rule.PRETRAIN_STANDIN * sigma
 
 
 def compare(
@@ -278,11 +291,15 @@ def compare(
     tolerances: ToleranceTable | None = None,
     runs: int = 1,
     evidence: tuple[Any, ...] = (),
+    pretrain_spreads: PretrainSpreads | None = None,
 ) -> list[Comparison]:
     """Compare every reported cell with the run and grade it (see the module docstring).
 
     ``runs``: how many seeds the reproduced numbers average (1 for one run); ``evidence``: same-recipe
-    seed evidence beside what is on file (``margins.Evidence``: a user's per-seed lists)."""
+    seed evidence beside what is on file (``margins.Evidence``: a user's per-seed lists);
+    ``pretrain_spreads``: sigma_pt measured per (benchmark, measure) (default: what runs/seeds/ holds,
+    ``pretrain_part.on_file``); where a pre-training run's cell has none, the stand-in counts."""
+    measured_pt = pretrain_part.on_file() if pretrain_spreads is None else pretrain_spreads
     tolerances = tolerances or load_tolerances()
     metrics_c = {b: _canonical_table(t) for b, t in metrics.items()}
     # the run pre-trained: its pre-training seed, and the paper's, are noise in d that no seed on file measured
@@ -321,20 +338,18 @@ def compare(
         spread = sigma_rep(comp.benchmark, measure, evidence) if evidence else sigma_rep(comp.benchmark, measure)
         margin = practical_margin(comp.benchmark, measure)
         comp.rule, comp.sigma, comp.sigma_why, comp.runs = "seed", spread.tested, spread.why, runs
-        comp.sigma_df, comp.sigma_source = spread.df, source_words(spread, pretrains)
+        measured = measured_pt.get((comp.benchmark, canonical_measure(measure))) if pretrains else None
+        comp.sigma_df, comp.sigma_source = spread.df, source_words(spread, pretrains, measured)
         comp.tolerance, comp.tolerance_why = margin.points, margin.why
         printed_runs = int(conditions.get("runs_averaged") or 1)
-        pretrain = rule.PRETRAIN_STANDIN * spread.tested if pretrains else 0.0
-        tests.append(
-            (
-                comp,
-                rule.Test(
-                    comp.delta, rule.se_of(spread.tested, runs, printed_runs, pretrain), margin.points, spread.df
-                ),
-                printed_runs,
-            )
-        )
-    _grade_by_table(tests, pretrains)
+        pretrain = pretrain_points(spread.tested, pretrains, measured)
+        se = rule.se_of(spread.tested, runs, printed_runs, pretrain)
+        df = spread.df
+        if measured is not None:  # the se holds the measured sigma_pt too: its df enter the test's
+            ft = rule.se_of(spread.tested, runs, printed_runs) ** 2
+            df = comp.sigma_df = rule.pretrain_df(ft, spread.df, measured.sigma_pt, measured.df)
+        tests.append((comp, rule.Test(comp.delta, se, margin.points, df), printed_runs, pretrain))
+    _grade_by_table(tests)
     for comp, shown in repeats:
         for name in _GRADED_FIELDS:
             setattr(comp, name, getattr(shown, name))

@@ -49,6 +49,7 @@ from harness.core import benchmarks as declared
 from harness.core import yamlsafe
 from harness.core.errors import DataFormatError, UnknownNameError
 from harness.core.paths import runs_dir
+from harness.core.seeds import DEFAULT_SEED
 from harness.evaluation import noise, transfer_rule
 from harness.evaluation import verdict as rule
 from harness.evaluation.tolerances import canonical_measure
@@ -126,12 +127,20 @@ PRETRAIN_UNMEASURED = (
 )
 
 
-def source_words(spread: SigmaRep, pretrains: bool = False) -> str:
+def pretrain_words(measured: noise.PretrainSpread) -> str:
+    """A measured pre-training part in words, as :func:`source_words` prints it beside sigma_rep."""
+    return (
+        f"pre-training part measured: sigma_pt {measured.sigma_pt:.2f} from {measured.groups} pre-training seeds "
+        f"({measured.runs} runs, {noise.format_df(measured.df)} df), counted on each side"
+    )
+
+
+def source_words(spread: SigmaRep, pretrains: bool = False, measured: noise.PretrainSpread | None = None) -> str:
     """The one wording of a sigma's source that every verdict surface prints (run's table, check, grade,
     the report, the leaderboard, ``noise --margins``): the evidence sets and their df, or the mini seeds
     "MiniLM mini seeds (3, 640 queries) on scifact nDCG@10, transferred to msmarco-dev (df capped at 2):
     1.0 df" with the declared transfer rule (``transfer.yaml``); ``pretrains``: the graded run pre-trained,
-    so the pre-training part no seed on file measured is named too."""
+    so the pre-training part is named too: ``measured`` (``noise.pretrain_spread_of``), or not measured."""
     df = noise.format_df(spread.df)
     if spread.evidence:
         words = f"{'; '.join(sorted({e.group for e in spread.evidence}))} ({spread.scope}, {df} df)"
@@ -146,7 +155,9 @@ def source_words(spread: SigmaRep, pretrains: bool = False) -> str:
             words = f"{seeds}, measured on {p.target}: {df} df"
     else:
         words = f"no evidence ({df} df)"
-    return f"{words}; {PRETRAIN_UNMEASURED}" if pretrains else words
+    if not pretrains:
+        return words
+    return f"{words}; {pretrain_words(measured) if measured else PRETRAIN_UNMEASURED}"
 
 
 # ---------------------------------------------------------------------------- the margin
@@ -256,11 +267,15 @@ def own_paper_seeds(runs: Path | None = None) -> tuple[Evidence, ...]:
         for r in load_records(runs / d)[0]
         if r.profile == PAPER_PROFILE and not r.integrity_problems
     ]
-    groups: dict[tuple[str, str], dict[Any, Any]] = {}
+    # one set per pre-training: a `--pretrain-seeds` study's seeds of one pre-training spread by fine-tuning
+    # alone (pooled, the within-pre-training SD); their pre-training part is noise.pretrain_spread_of's
+    groups: dict[tuple[str, str, int], dict[Any, Any]] = {}
     for r in sorted(records, key=lambda r: r.run_id):  # the newest record of each seed
-        groups.setdefault((r.method, settings_hash(r.spec or {})), {})[r.seed] = r
+        pretraining = DEFAULT_SEED if r.pretrain_seed is None else r.pretrain_seed
+        groups.setdefault((r.method, settings_hash(r.spec or {}), pretraining), {})[r.seed] = r
     out = []
-    for (method, _), by_seed in sorted(groups.items()):
+    for (method, _, pretraining), by_seed in sorted(groups.items()):
+        of = "" if pretraining == DEFAULT_SEED else f" of pre-training seed {pretraining}"
         if len(by_seed) < 2:
             continue
         for bench in sorted(set.intersection(*(set(r.metrics) for r in by_seed.values()))):
@@ -272,9 +287,9 @@ def own_paper_seeds(runs: Path | None = None) -> tuple[Evidence, ...]:
                         canonical_measure(measure),
                         statistics.variance(values),
                         len(values) - 1,
-                        f"harness: {method} [paper] under seeds {sorted(by_seed)}: "
+                        f"harness: {method} [paper] under seeds {sorted(by_seed)}{of}: "
                         f"{', '.join(f'{v:.2f}' for v in values)}",
-                        f"harness: {method} [paper] seeds {sorted(by_seed)}",
+                        f"harness: {method} [paper] seeds {sorted(by_seed)}{of}",
                     )
                 )
     return tuple(out)

@@ -44,6 +44,7 @@ from harness.core import benchmarks as declared
 from harness.core import yamlsafe
 from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
+from harness.core.seeds import DEFAULT_SEED
 from harness.evaluation import transfer_rule
 from harness.records.store import load_records, load_references
 from harness.spec.hashing import settings_hash
@@ -373,7 +374,9 @@ def pretrain_spread_of(records: list[Any], benchmark: str, measure: str) -> Pret
     for r in records:
         value = (r.metrics.get(benchmark) or {}).get(measure)
         if value is not None:
-            values.setdefault(int(r.get("pretrain_seed") or 42), []).append(100.0 * float(value))
+            values.setdefault(DEFAULT_SEED if r.pretrain_seed is None else r.pretrain_seed, []).append(
+                100.0 * float(value)
+            )
     if len(values) < 2 or sum(len(v) for v in values.values()) - len(values) < 1:
         return None
     return pretrain_spread(values)

@@ -140,6 +140,22 @@ def se_of(sigma: float, runs: int = 1, printed_runs: int = 1, pretrain: float = 
     return math.sqrt(sigma**2 * (1.0 / max(1, runs) + 1.0 / max(1, printed_runs)) + 2.0 * pretrain**2)
 
 
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite df of a sum of variance parts, each (variance, its df): ``(sum v)^2 / sum v^2 / df``;
+    a part of 0 adds nothing, a known part (``KNOWN`` df) adds to the sum only."""
+    total = sum(v for v, _ in parts)
+    spread = sum(v**2 / df for v, df in parts if v > 0 and df < KNOWN)
+    return total**2 / spread if spread > 0 else KNOWN
+
+
+def pretrain_df(ft_variance: float, ft_df: float, pt_sigma: float, pt_df: float, sides: float = 2.0) -> float:
+    """The df of ``se**2 = ft_variance + sides * pt_sigma**2`` when the pre-training part is measured
+    (``noise.pretrain_spread``, on ``pt_df``): Satterthwaite on both parts; a part clipped to 0 keeps the df
+    at most its own (a clip never raises the df: the part may be large, only not measured so)."""
+    df = satterthwaite([(ft_variance, ft_df), (sides * pt_sigma**2, pt_df)])
+    return min(df, pt_df) if pt_sigma <= 0 else df
+
+
 @dataclass(frozen=True)
 class Test:
     """One comparable quantity: the observed difference, its seed standard error, the margin."""

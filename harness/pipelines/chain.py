@@ -178,7 +178,7 @@ def random_init_stage(ctx: RunContext) -> Path:
         config = bert_config_from_dict(
             {ARCH_KEYS[k]: v for k, v in model.items() if k in ARCH_KEYS}, vocab_size=len(tokenizer)
         )
-        torch.manual_seed(ctx.seed)
+        torch.manual_seed(ctx.pretraining_seed)
         BertModel(config, add_pooling_layer=False).save_pretrained(work / "encoder")
         tokenizer.save_pretrained(work / "encoder")
         return {}

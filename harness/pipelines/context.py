@@ -144,6 +144,13 @@ class RunContext:
     stop_after: str | None = None  # run --stage NAME: stop once the first stage of that name is done
     seed: int = DEFAULT_SEED  # run --seed N: every stage that draws anything at random draws from it
     seed_study: bool = False  # one seed of `run --seeds`: the stages before fine-tuning are seed 42's
+    pretrain_seed: int = DEFAULT_SEED  # a study's pre-training seed (`run --pretrain-seeds`): what they draw from
+
+    @property
+    def pretraining_seed(self) -> int:
+        """The seed the pre-training stages (``graph.PRETRAIN_SEEDED``) draw from: in a seed study its
+        pre-training seed (42 without ``--pretrain-seeds``), shared by its fine-tuning seeds; else the run's."""
+        return self.pretrain_seed if self.seed_study else self.seed
 
     def cached_stage(
         self,
@@ -167,7 +174,7 @@ class RunContext:
         """
         stage = declared_stage(name, inputs)
         resumable, tags = stage.resumable, tags or {}
-        cache = StageCache(name, config, inputs, code_version, self.seed, self.seed_study)
+        cache = StageCache(name, config, inputs, code_version, self.seed, self.seed_study, self.pretrain_seed)
         if self.plan_only:
             return self._stop_if_asked(name, self._plan_stage(cache, name, dataset, resumable, tags))
         label = f"{name}/{dataset}" if dataset else name

@@ -161,7 +161,7 @@ def qgen_stage(ctx: RunContext, passages_file: Path, tokenizer_dir: Path) -> Pat
             top_p=q.top_p,
             input_prefix=q.input_prefix,
             max_new_tokens=q.max_new_tokens,
-            seed=ctx.seed,
+            seed=ctx.pretraining_seed,
             rank=rank,
             world_size=world,
             out_path=work / "queries.jsonl",
@@ -242,9 +242,10 @@ def term_qgen_stage(ctx: RunContext, q: QgenSettings, passages_file: Path) -> Pa
             return {}
         model = fit_term_model(train_pairs(source), smoothing=config["smoothing"])
         passages = load_passages(passages_file)
-        write_term_queries(model, passages, config["num_queries"], ctx.seed, work / "queries.jsonl")
+        write_term_queries(model, passages, config["num_queries"], ctx.pretraining_seed, work / "queries.jsonl")
         samples = [
-            {"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], ctx.seed)} for p in passages[:3]
+            {"pid": p.pid, "queries": sample_queries(model, p, config["num_queries"], ctx.pretraining_seed)}
+            for p in passages[:3]
         ]
         for sample in samples:
             print(f"  sample queries: {sample_text(sample)}")
@@ -344,14 +345,14 @@ def pretrain_stage(ctx: RunContext, tokenizer_dir: Path, passages_file: Path, qu
         # its share); the same examples as corpus.pairs.make_examples (tests/test_epoch_examples.py).
         passages = PassageFile(passages_file)
         queries = load_queries(queries_file) if queries_file else None
-        objective, tokenizer = build_objective_for(ctx.spec, tokenizer_dir, ctx.seed)
+        objective, tokenizer = build_objective_for(ctx.spec, tokenizer_dir, ctx.pretraining_seed)
 
         def examples_fn(epoch: int, rank: int = 0, world_size: int = 1) -> EpochExamples:
-            return EpochExamples(context, passages, queries, epoch=epoch, seed=ctx.seed)
+            return EpochExamples(context, passages, queries, epoch=epoch, seed=ctx.pretraining_seed)
 
         train_cfg = TrainConfig(
             **settings.trainer_kwargs(settings.total_steps(len(passages))),
-            seed=ctx.seed,
+            seed=ctx.pretraining_seed,
             output_dir=work / "checkpoints",
         )
         result = train(

@@ -31,7 +31,9 @@ PerQuery = dict[str, dict[str, dict[str, float]]]  # dataset -> measure -> qid -
 # Identity keys one kind of run adds after the spec (a released checkpoint's); written only when set.
 IDENTITY_KEYS = ("checkpoint", "conditions", "depth")
 # Keys written only when set (a record built without them has none of them).
-WRITTEN_WHEN_SET = frozenset({"schema_version", "integrity", "substitutions", "finetune_stage", *IDENTITY_KEYS})
+WRITTEN_WHEN_SET = frozenset(
+    {"schema_version", "integrity", "substitutions", "finetune_stage", "pretrain_seed", *IDENTITY_KEYS}
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class RunRecord:
     depth: int | None = None  # a released checkpoint's ranking depth
     command: str = ""
     seed: int | None = None
+    pretrain_seed: int | None = None  # its pre-training seed in a `run --pretrain-seeds` study (absent otherwise)
     git: dict[str, Any] = field(default_factory=dict)
     packages: dict[str, Any] = field(default_factory=dict)
     hardware: dict[str, Any] = field(default_factory=dict)  # {"declared", "detected", "processes"}
@@ -147,6 +150,7 @@ BUILT_ORDER: tuple[str, ...] = (
     *IDENTITY_KEYS,
     "command",
     "seed",
+    "pretrain_seed",
     "git",
     "packages",
     "hardware",

@@ -21,14 +21,15 @@ if TYPE_CHECKING:
 RECORD_SCHEMA_VERSION = 1
 
 
-def new_run_id(method: str, profile: str, seed: int = DEFAULT_SEED) -> str:
-    """``<method>__<profile>__<UTC second>-<6 hex>`` (``seed<N>__`` before the time under another seed):
-    sorts by time, and two runs started in the same second (two terminals, a CI matrix) still get
-    different ids and records."""
+def new_run_id(method: str, profile: str, seed: int = DEFAULT_SEED, pretrain_seed: int | None = None) -> str:
+    """``<method>__<profile>__<UTC second>-<6 hex>`` (``seed<N>__`` before the time under another seed,
+    ``pt<P>__`` before that under a study's pre-training seed ``pretrain_seed``): sorts by time, and two
+    runs started in the same second (two terminals, a CI matrix) still get different ids and records."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
 
+    pretraining = "" if pretrain_seed is None else f"pt{pretrain_seed}__"
     other = "" if seed == DEFAULT_SEED else f"seed{seed}__"
-    return f"{method}__{profile}__{other}{stamp}-{secrets.token_hex(3)}"
+    return f"{method}__{profile}__{pretraining}{other}{stamp}-{secrets.token_hex(3)}"
 
 
 def record_path(directory: str | Path, run_id: Any) -> Path:

@@ -45,13 +45,15 @@ def build_record(
     identity: Mapping[str, Any] | None = None,
     models_used: Sequence[str] = (),
     seed: int = DEFAULT_SEED,
+    pretrain_seed: int | None = None,
 ) -> RunRecord:
     """The record of a finished run (unsealed: :func:`write_record` seals it as it writes it).
 
     ``comparisons``: the cells graded, as dicts; ``efficiency_by_stage``: variant -> dataset ->
     numbers; ``stages``: the run's stage log entries; ``started``: ``time.time()`` at its start;
     ``models_used``: the checkpoints it read, each named in ``models`` with its source, revision and sha256s;
-    ``seed``: the seed it ran under."""
+    ``seed``: the seed it ran under; ``pretrain_seed``: its pre-training seed in a `run --pretrain-seeds`
+    study (written only then: every other record's bytes stay as they were)."""
     final = scores.final
     substitutions = spec.get("substitutions") if spec is not None else None
     identity = dict(identity or {})
@@ -66,6 +68,7 @@ def build_record(
         **{key: identity.pop(key) for key in IDENTITY_KEYS if key in identity},
         command=" ".join(sys.argv),
         seed=seed,
+        pretrain_seed=pretrain_seed,
         git=git_commit(),
         packages=package_versions(),
         hardware={

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from harness.core.seeds import DEFAULT_SEED
 from harness.pipelines.context import StageLog
 from harness.run.plan import describe
 from harness.run.projection import Cost, stage_costs
@@ -53,6 +54,7 @@ class RunPlan:
     footprints: tuple[Footprint, ...]
     needs_mib: Mapping[tuple[str, str | None], float]
     seed_study: bool = False  # this run is one seed of `run --seeds` (its record goes to runs/seeds/)
+    pretrain_seed: int | None = None  # its pre-training seed under `run --pretrain-seeds` (None: seed 42's, unsaid)
 
     @functools.cached_property
     def costs(self) -> tuple[Cost, ...]:
@@ -73,6 +75,11 @@ class RunPlan:
     def stage_names(self) -> list[str]:
         """Each stage name the plan runs, once, in order (``evaluate`` last)."""
         return list(dict.fromkeys(entry["stage"] for entry in self.stages))
+
+    @property
+    def pretraining_seed(self) -> int:
+        """The pre-training seed the run's context carries (42 where the study names none)."""
+        return DEFAULT_SEED if self.pretrain_seed is None else self.pretrain_seed
 
     def stage_log(self) -> StageLog:
         """The log a run starts with: the N of its "[k/N] stage" lines and each data stage's projected disk."""

@@ -50,7 +50,7 @@ from harness.spec.conditions import run_conditions
 from harness.spec.method import MethodSpec, load_method, profiles_of
 from harness.spec.stage_settings import PretrainSettings, StageSettings
 from harness.stages.artifacts import config_hash
-from harness.stages.graph import FAMILIES, StopAfterStage
+from harness.stages.graph import FAMILIES, PRETRAIN_SEEDED, StopAfterStage
 from harness.training.precision import resolve_precision
 
 
@@ -226,12 +226,19 @@ def run_until(plan: RunPlan, track_required: bool = False) -> RunResult:
     """`run --stage NAME`: the stages up to and including the first one named NAME, logged to MLflow
     (no run record: there are no metrics to compare yet)."""
     spec, stage = plan.spec, str(plan.stop_after)
-    run_id = new_run_id(spec.name, spec.profile, plan.seed)
+    run_id = new_run_id(spec.name, spec.profile, plan.seed, plan.pretrain_seed)
     tracker = rank_tracker(spec, run_id, {**run_tags(spec), "stage": stage}, track_required, plan.seed)
     if ranks.is_main():
         warn_if_too_big(plan)
     ctx = RunContext(
-        spec, tracker, plan.stage_log(), plan.force, stop_after=stage, seed=plan.seed, seed_study=plan.seed_study
+        spec,
+        tracker,
+        plan.stage_log(),
+        plan.force,
+        stop_after=stage,
+        seed=plan.seed,
+        seed_study=plan.seed_study,
+        pretrain_seed=plan.pretraining_seed,
     )
     started = time.time()
     output = None
@@ -268,14 +275,24 @@ def plan_method(
     stage: str | None = None,
     seed: int = DEFAULT_SEED,
     seed_study: bool = False,
+    pretrain_seed: int = DEFAULT_SEED,
 ) -> RunContext:
     """What a run of `spec` on `datasets` would execute, built by nothing: the run's own pipeline in
     plan mode (``RunContext.plan_only``), then the evaluation entries :func:`run_method` adds. The
     context's ``stages.entries`` are in a run record's ``stages`` shape (plus ``plan``: cached, to
-    run or reused); ``plan_notes`` hold what the plan reports besides (e.g. a missing checkpoint)."""
+    run or reused); ``plan_notes`` hold what the plan reports besides (e.g. a missing checkpoint);
+    ``pretrain_seed``: a seed study's pre-training seed (its pre-training stages' keys and draws)."""
     tracker = Tracker(experiment=spec.name, run_name="dry-run", tags={}, enabled=False)
     ctx = RunContext(
-        spec, tracker, StageLog(), force, plan_only=True, stop_after=stage, seed=seed, seed_study=seed_study
+        spec,
+        tracker,
+        StageLog(),
+        force,
+        plan_only=True,
+        stop_after=stage,
+        seed=seed,
+        seed_study=seed_study,
+        pretrain_seed=pretrain_seed,
     )
     try:
         variants = pipeline_for(spec)(ctx, datasets)
@@ -295,11 +312,18 @@ def build_plan(
     stage: str | None = None,
     seed: int = DEFAULT_SEED,
     seed_study: bool = False,
+    pretrain_seed: int | None = None,
 ) -> RunPlan:
     """The run's plan, built once per `run` (a dry-run prints it, a run executes it): its stages from the
     pipeline in plan mode (:func:`plan_method`), the preflight's problems with them, and the projection of
     what each data stage holds in memory and writes to disk."""
-    ctx = plan_method(spec, datasets, force, stage, seed, seed_study)
+    pretraining = DEFAULT_SEED if pretrain_seed is None else pretrain_seed
+    ctx = plan_method(spec, datasets, force, stage, seed, seed_study, pretraining)
+    if pretrain_seed is not None and not any(e["stage"] in PRETRAIN_SEEDED for e in ctx.stages.entries):
+        raise HarnessError(
+            f"--pretrain-seeds: {spec.name} [{spec.profile}] runs no stage that draws from a pre-training seed "
+            f"({', '.join(PRETRAIN_SEEDED)}): every pre-training seed would repeat the same runs"
+        )
     footprints, needs = projected_footprints(spec, ctx.stages.entries)
     return RunPlan(
         spec=spec,
@@ -314,6 +338,7 @@ def build_plan(
         footprints=tuple(footprints),
         needs_mib=needs,
         seed_study=seed_study,
+        pretrain_seed=pretrain_seed,
     )
 
 
@@ -361,14 +386,18 @@ def run_method(
     allow_cpu: bool = False,
     seed: int = DEFAULT_SEED,
     seed_study: bool = False,
+    pretrain_seed: int | None = None,
 ) -> RunResult:
     """Run ``method`` end to end (or up to ``stage``, or only plan it); ``profile``: the one asked for, or the
     :class:`ProfileChoice` the command already made (the profile is chosen once); ``track_required``: a tracking
     failure fails the run (before its first stage when the server fails at the start) instead of a warning;
     ``precision``: what the spec's ``precision: auto`` resolves to (fp32 / bf16) instead of measuring;
     ``allow_cpu``: a CUDA-declared paper profile may run on the CPU (device_check.py refuses it otherwise);
-    ``seed``: the seed every stage draws from; ``seed_study``: this run is one seed of `run --seeds`."""
+    ``seed``: the seed every stage draws from; ``seed_study``: this run is one seed of `run --seeds`;
+    ``pretrain_seed``: that study's pre-training seed (`--pretrain-seeds`; None: seed 42's, unrecorded)."""
 
+    if pretrain_seed is not None and not seed_study:
+        raise HarnessError("a pre-training seed belongs to a seed study: run --seeds S --pretrain-seeds P")
     choice = profile if isinstance(profile, ProfileChoice) else choose_profile(method, profile)
     spec = load_method(method, choice.profile)
     # Every check a stage would make of the spec's values, before the first stage (and in a dry-run):
@@ -383,7 +412,8 @@ def run_method(
     spec = shared_by_ranks(spec)
 
     with data_setting(spec):  # the spec's `data:` block (e.g. the rehearsal's fixture mirror), for this run only
-        return _run_spec(spec, choice, datasets, force, stage, dry_run, track_required, allow_cpu, seed, seed_study)
+        seeds = (seed, seed_study, pretrain_seed)
+        return _run_spec(spec, choice, datasets, force, stage, dry_run, track_required, allow_cpu, seeds)
 
 
 def _run_spec(
@@ -395,19 +425,23 @@ def _run_spec(
     dry_run: bool,
     track_required: bool = False,
     allow_cpu: bool = False,
-    seed: int = DEFAULT_SEED,
-    seed_study: bool = False,
+    seeds: tuple[int, bool, int | None] = (DEFAULT_SEED, False, None),
 ) -> RunResult:
-    """The resolved spec's run: its plan built once, then printed (a dry-run), or checked and executed."""
+    """The resolved spec's run: its plan built once, then printed (a dry-run), or checked and executed;
+    ``seeds``: the run's seed, whether it is one seed of a study, and that study's pre-training seed."""
+    seed, seed_study, pretrain_seed = seeds
     datasets = datasets or list(spec.get("datasets", []))
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
-    print(f"{spec.name}: profile '{spec.profile}' ({choice.why}); datasets: {', '.join(datasets)}; seed {seed}")
+    pretraining = "" if pretrain_seed is None else f" (pre-training seed {pretrain_seed})"
+    print(
+        f"{spec.name}: profile '{spec.profile}' ({choice.why}); datasets: {', '.join(datasets)}; seed {seed}{pretraining}"
+    )
     for note in spec.get("substitutions") or []:
         print(f"  substitution: {note}")
     if not dry_run:
         # The card first (one line): a paper run must not start its CPU stages where its GPU stages cannot run.
         device_check.require(spec, allow_cpu)
-    plan = build_plan(spec, choice, datasets, force, stage, seed, seed_study)
+    plan = build_plan(spec, choice, datasets, force, stage, seed, seed_study, pretrain_seed)
     if stage is not None and stage not in plan.stage_names():
         raise HarnessError(
             f"--stage {stage}: {spec.name} [{spec.profile}] runs no stage '{stage}' "
@@ -428,11 +462,19 @@ def _run_spec(
 def execute(plan: RunPlan, benchmarks: dict[str, Any], track_required: bool = False) -> RunResult:
     """The plan's stages, then (rank 0) their scores, the comparison with the papers and the run record."""
     spec = plan.spec
-    run_id = new_run_id(spec.name, spec.profile, plan.seed)
+    run_id = new_run_id(spec.name, spec.profile, plan.seed, plan.pretrain_seed)
     tracker = rank_tracker(spec, run_id, run_tags(spec), track_required, plan.seed)
     if ranks.is_main():
         warn_if_too_big(plan)
-    ctx = RunContext(spec, tracker, plan.stage_log(), plan.force, seed=plan.seed, seed_study=plan.seed_study)
+    ctx = RunContext(
+        spec,
+        tracker,
+        plan.stage_log(),
+        plan.force,
+        seed=plan.seed,
+        seed_study=plan.seed_study,
+        pretrain_seed=plan.pretraining_seed,
+    )
     pipeline = pipeline_for(spec)
     started = time.time()
     with tracker.run():
@@ -459,6 +501,7 @@ def execute(plan: RunPlan, benchmarks: dict[str, Any], track_required: bool = Fa
             tracker=tracker,
             models_used=list(ctx.models_read),
             seed=plan.seed,
+            pretrain_seed=plan.pretrain_seed,
         )
         log_parent_summary(tracker, record)  # final metrics, verdict counts, git, hardware on the parent
         path = write_record(record, tracker, plan.seed_study)

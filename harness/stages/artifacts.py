@@ -73,7 +73,7 @@ from harness.core.fsutil import (  # noqa: F401 - re-exported, as said above
 )
 from harness.core.paths import cache_dir
 from harness.core.seeds import DEFAULT_SEED
-from harness.stages.graph import seed_shared
+from harness.stages.graph import PRETRAIN_SEEDED, seed_shared
 
 # Bump when the on-disk layout of any builder changes: old caches then rebuild.
 # 2: one finished marker (done.json) for trained models too, temp names for work folders.
@@ -299,6 +299,7 @@ class StageCache:
     code_version: str = "1"
     seed: int = DEFAULT_SEED  # the run's seed
     seed_study: bool = False  # the run is one seed of a `run --seeds` study
+    pretrain_seed: int = DEFAULT_SEED  # a study's pre-training seed (`--pretrain-seeds`; 42 without)
 
     @property
     def key(self) -> str:
@@ -307,6 +308,10 @@ class StageCache:
         # study shares across its seeds (corpus, pre-training: seed 42's)
         if self.seed != DEFAULT_SEED and not seed_shared(self.stage, self.seed_study):
             payload["seed"] = self.seed
+        # a study's other pre-training seed: another pre-training, and (through their inputs) another
+        # everything downstream of it; pre-training seed 42's keys are a plain study's
+        if self.seed_study and self.pretrain_seed != DEFAULT_SEED and self.stage in PRETRAIN_SEEDED:
+            payload["pretrain_seed"] = self.pretrain_seed
         return config_hash(payload)
 
     @property

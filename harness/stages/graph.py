@@ -321,6 +321,12 @@ def seed_shared(stage: str, study: bool) -> bool:
     return study and stage in STAGES and STAGES[stage].step in SEED_SHARED_STEPS
 
 
+# The stages before fine-tuning that draw from the run's seed (query sampling, pre-training's init, masks
+# and example order, the random init): a seed study's pre-training seed (`run --pretrain-seeds`) keys and
+# seeds these. The tokenizer, the passages and the query generator's T5 draw from their spec's own seeds.
+PRETRAIN_SEEDED = ("qgen", "pretrain", "random_init")
+
+
 # The stages `run --stage` can stop after (evaluation is what a whole run ends with).
 STOPPABLE = tuple(name for name in STAGES if name != "evaluate")
 
