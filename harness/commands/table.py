@@ -92,8 +92,7 @@ def list_lines(counts: Sequence[TableCount]) -> list[str]:
         out.append(f"{c.name}: {c.cells} cells, {c.reachable} a run can grade ({c.states_text()})")
         if c.unreachable:
             out.append("    " + wrap_text(f"no run can grade {c.cells - c.reachable}: {c.reasons_text()}", 112, "      "))
-        if c.reachable:
-            out.append(f"    {c.command}")
+        out.append(f"    {c.command}")
     return out
 
 

@@ -48,7 +48,7 @@ def reachable(state: CellState) -> bool:
 
 def few_words(reason: str) -> str:
     """A reason no run grades a cell, as the answer line words it, without its trailing aside."""
-    return re.sub(r" \([^()]*\)$", "", short_reason(reason))
+    return re.sub(r" \((?!declared deviation)[^()]*\)$", "", short_reason(reason))
 
 
 def table_command(paper: str, table: str, flag: str = "--dry-run") -> str:
