@@ -197,9 +197,11 @@ with tab_glance:
         st.markdown(glance.tables_html(data.tables), unsafe_allow_html=True)
         st.download_button(
             "Download the tables' counts (CSV)",
-            glance.tables_frame(data.tables).to_csv(index=False),
+            tables.to_csv(glance.tables_frame(data.tables)),
             file_name="glance_tables.csv",
+            mime="text/csv",
             key="csv_glance_tables",
+            on_click="ignore",
         )
     else:
         st.info("The tables' counts need the gate's cell states, which could not be computed here.")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from harness.gate.tables import TableCount
 from harness.present.glance_html import (
     CLAIM_HEADERS,
     CSS,
@@ -27,7 +28,6 @@ from harness.present.glance_html import (
     tables_html,
 )
 from harness.present.glance_html import learned_matrix as _learned_matrix
-from harness.gate.tables import TableCount
 from harness.present.overview import Glance, LearnedRow
 
 __all__ = [

@@ -14,8 +14,17 @@ from harness.commands._output import json_target, write_json
 from harness.core.errors import HarnessError
 from harness.core.text_table import wrap_text
 from harness.gate.run import run_gate
-from harness.gate.tables import REPRODUCE, TableCount, TableRun, graded_by_row, resolve_paper, resolve_table
-from harness.gate.tables import table_counts, table_runs, tables_of
+from harness.gate.tables import (
+    REPRODUCE,
+    TableCount,
+    TableRun,
+    graded_by_row,
+    resolve_paper,
+    resolve_table,
+    table_counts,
+    table_runs,
+    tables_of,
+)
 from harness.papers.registry import load_papers, load_reported_cells
 
 
@@ -52,9 +61,7 @@ def _table(args: argparse.Namespace) -> int:
             raise HarnessError("--list lists every table; give it without PAPER TABLE")
         return _list(args.json)
     if not args.paper or not args.table:
-        raise HarnessError(
-            "give PAPER TABLE (e.g. python -m harness table qc-v2 'Table 2'), or --list for every table"
-        )
+        raise HarnessError("give PAPER TABLE (e.g. python -m harness table qc-v2 'Table 2'), or --list for every table")
     cells, error = load_reported_cells()
     if error or cells is None:
         raise HarnessError(error or "the papers' cells cannot be loaded")
@@ -66,7 +73,9 @@ def _table(args: argparse.Namespace) -> int:
     runs = table_runs(mine)
     count = table_counts(mine, run_gate().cells)[0]
     if args.commands:
-        print("\n".join(r.command for r in runs) if runs else f"# {count.name}: no run the harness offers grades a cell")
+        print(
+            "\n".join(r.command for r in runs) if runs else f"# {count.name}: no run the harness offers grades a cell"
+        )
         return 0
     if args.dry_run:
         return _dry_run(count, runs, mine, args.json)
@@ -91,7 +100,9 @@ def list_lines(counts: Sequence[TableCount]) -> list[str]:
     for c in counts:
         out.append(f"{c.name}: {c.cells} cells, {c.reachable} a run can grade ({c.states_text()})")
         if c.unreachable:
-            out.append("    " + wrap_text(f"no run can grade {c.cells - c.reachable}: {c.reasons_text()}", 112, "      "))
+            out.append(
+                "    " + wrap_text(f"no run can grade {c.cells - c.reachable}: {c.reasons_text()}", 112, "      ")
+            )
         out.append(f"    {c.command}")
     return out
 
@@ -113,7 +124,12 @@ def _dry_run(count: TableCount, runs: Sequence[TableRun], cells: Sequence[Any], 
         print(f"  projected: {p.cost}")
         if p.shared:
             shared = ", ".join(f"{label} {key} (run {n})" for label, key, n in p.shared)
-            print("  " + wrap_text(f"shares with earlier runs of this table (same stage key, built once): {shared}", 114, "    "))
+            print(
+                "  "
+                + wrap_text(
+                    f"shares with earlier runs of this table (same stage key, built once): {shared}", 114, "    "
+                )
+            )
             print(f"  projected after them: {p.cost_here}")
         print(f"  grades {len(p.run.cells)} cell(s):")
         for line in graded_by_row(p.run, cells):

@@ -197,4 +197,3 @@ def graded_by_row(run: TableRun, cells: Sequence[Any]) -> list[str]:
             row = _get(c, "row_key") or _get(c, "row")  # the row with its group ("coCondenser / 1")
             rows.setdefault(str(row), []).append(str(_get(c, "column")))
     return [f"{row}: {', '.join(columns)}" for row, columns in rows.items()]
-

@@ -30,7 +30,9 @@ class PlannedRun:
     run: TableRun
     cost: str  # the run alone, every stage uncached
     cost_here: str  # after the runs before it in the table: their shared stages counted once
-    shared: tuple[tuple[str, str, int], ...]  # (stage label, its cache key, 1-based number of the earlier run planning it)
+    shared: tuple[
+        tuple[str, str, int], ...
+    ]  # (stage label, its cache key, 1-based number of the earlier run planning it)
     stages: tuple[dict[str, Any], ...] = ()  # the plan's entries, each with its cache key
 
 
