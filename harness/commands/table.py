@@ -22,6 +22,7 @@ from harness.gate.tables import (
     resolve_paper,
     resolve_table,
     table_counts,
+    states_of,
     table_runs,
     tables_of,
 )
@@ -50,6 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="each run's projected cost, the stages it shares with an earlier run, and the cells it grades",
     )
     p.add_argument("--commands", action="store_true", help="print the runs' commands only, one a line")
+    p.add_argument(
+        "--records", metavar="DIR", default=None, help="the records the cells' states come from (default: runs/records)"
+    )
     p.add_argument("--json", metavar="PATH", help="write the counts (--list) or the runs (a table) as JSON")
     p.set_defaults(func=_table)
 
@@ -59,7 +63,7 @@ def _table(args: argparse.Namespace) -> int:
     if args.list:
         if args.paper or args.table:
             raise HarnessError("--list lists every table; give it without PAPER TABLE")
-        return _list(args.json)
+        return _list(args.json, args.records)
     if not args.paper or not args.table:
         raise HarnessError("give PAPER TABLE (e.g. python -m harness table qc-v2 'Table 2'), or --list for every table")
     cells, error = load_reported_cells()
@@ -71,7 +75,7 @@ def _table(args: argparse.Namespace) -> int:
     table = resolve_table(paper, args.table, [t for p, t in by_table if p == paper])
     mine = by_table[(paper, table)]
     runs = table_runs(mine)
-    count = table_counts(mine, run_gate().cells)[0]
+    count = table_counts(mine, states_of(mine, run_gate(args.records).cells))[0]
     if args.commands:
         print(
             "\n".join(r.command for r in runs) if runs else f"# {count.name}: no run the harness offers grades a cell"
@@ -82,11 +86,11 @@ def _table(args: argparse.Namespace) -> int:
     return _execute(count, runs)
 
 
-def _list(json_path: str | None) -> int:
+def _list(json_path: str | None, records: str | None) -> int:
     cells, error = load_reported_cells()
     if error or cells is None:
         raise HarnessError(error or "the papers' cells cannot be loaded")
-    counts = table_counts(cells, run_gate().cells)
+    counts = table_counts(cells, states_of(cells, run_gate(records).cells))
     print("\n".join(list_lines(counts)))
     if json_path:
         write_json(json_path, {"tables": [asdict(c) for c in counts]})

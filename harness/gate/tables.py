@@ -19,7 +19,7 @@ from harness.core.errors import HarnessError, UnknownNameError
 from harness.core.statuses import NOT_YET_RUN
 from harness.evaluation.verdict import VERDICTS
 from harness.gate.answer import is_claim, short_reason
-from harness.gate.cell_state import GRADED, CellState, paper_run, paper_spec
+from harness.gate.cell_state import GRADED, CellState, cell_states, paper_run, paper_spec
 from harness.papers.citation import citation
 from harness.papers.schema import PaperInfo
 
@@ -104,6 +104,11 @@ def table_counts(cells: Sequence[Any], states: Mapping[str, CellState]) -> list[
     """Every table of every paper with its counts (cells without a state are left out)."""
     known = [c for c in cells if str(_get(c, "cell_id")) in states]
     return [_count(p, t, group, states) for (p, t), group in tables_of(known).items()]
+
+
+def states_of(cells: Sequence[Any], gated: Mapping[str, CellState]) -> Mapping[str, CellState]:
+    """A gate's cell states, or, when it graded no paper record (and so computed none), each over no records."""
+    return gated or cell_states(cells, [])
 
 
 def own_counts(cells: Sequence[Any], states: Mapping[str, CellState]) -> dict[str, int]:
