@@ -21,8 +21,8 @@ from harness.gate.tables import (
     graded_by_row,
     resolve_paper,
     resolve_table,
-    table_counts,
     states_of,
+    table_counts,
     table_runs,
     tables_of,
 )

@@ -202,3 +202,13 @@ def graded_by_row(run: TableRun, cells: Sequence[Any]) -> list[str]:
             row = _get(c, "row_key") or _get(c, "row")  # the row with its group ("coCondenser / 1")
             rows.setdefault(str(row), []).append(str(_get(c, "column")))
     return [f"{row}: {', '.join(columns)}" for row, columns in rows.items()]
+
+
+def markdown(counts: Sequence[TableCount]) -> str:
+    """The table-by-table list of docs/comparing-with-papers.md: paper, table, cells, reachable, command."""
+    lines = ["| paper | table | cells | a run can grade | command |", "|---|---|---:|---:|---|"]
+    for c in counts:
+        lines.append(f"| {citation(c.paper)} | {c.table} | {c.cells} | {c.reachable} | `{c.command}` |")
+    total, reach = sum(c.cells for c in counts), sum(c.reachable for c in counts)
+    lines.append(f"| all {len(counts)} tables | | {total} | {reach} | `python -m harness table --list` |")
+    return "\n".join(lines)
