@@ -27,6 +27,9 @@ from harness.gate.tables import (
     tables_of,
 )
 from harness.papers.registry import load_papers, load_reported_cells
+from harness.run.reproduce import reproduce_checkpoint
+from harness.run.runner import run_method
+from harness.run.table_plan import plan_runs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -119,8 +122,6 @@ def _header(count: TableCount, runs: Sequence[TableRun]) -> str:
 
 
 def _dry_run(count: TableCount, runs: Sequence[TableRun], cells: Sequence[Any], json_path: str | None) -> int:
-    from harness.run.table_plan import plan_runs  # planning imports torch
-
     print(_header(count, runs))
     planned = plan_runs(runs)
     for number, p in enumerate(planned, 1):
@@ -155,8 +156,6 @@ def _plan_json(planned: Any) -> dict[str, Any]:
 def _execute(count: TableCount, runs: Sequence[TableRun]) -> int:
     """Each run in order, as its own command runs it; the first refusal (a paper profile on a machine without
     its GPUs, a missing input) stops the table with that run's one-line message."""
-    from harness.run.runner import run_method  # imports torch
-
     print(_header(count, runs))
     if not runs:
         print(f"nothing to run: {count.reasons_text()}")
@@ -164,8 +163,6 @@ def _execute(count: TableCount, runs: Sequence[TableRun]) -> int:
     for number, run in enumerate(runs, 1):
         print(f"run {number} of {len(runs)}: {run.command}")
         if run.kind == REPRODUCE:
-            from harness.run.reproduce import reproduce_checkpoint
-
             reproduce_checkpoint(run.target, list(run.datasets))
         else:
             run_method(run.target, "paper", list(run.datasets) or None)
