@@ -196,7 +196,7 @@ with tab_glance:
     if data.tables:
         st.markdown(glance.tables_html(data.tables), unsafe_allow_html=True)
         st.download_button(
-            "Download the tables' counts (CSV)",
+            "Download the glance's printed-table counts (CSV)",
             tables.to_csv(glance.tables_frame(data.tables)),
             file_name="glance_tables.csv",
             mime="text/csv",
