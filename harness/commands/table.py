@@ -163,7 +163,9 @@ def _execute(count: TableCount, runs: Sequence[TableRun]) -> int:
     for number, run in enumerate(runs, 1):
         print(f"run {number} of {len(runs)}: {run.command}")
         if run.kind == REPRODUCE:
-            reproduce_checkpoint(run.target, list(run.datasets))
+            record = reproduce_checkpoint(run.target, list(run.datasets))
+            if record is not None:  # None: a torchrun rank other than 0
+                print(f"  record {record.path}")
         else:
             run_method(run.target, "paper", list(run.datasets) or None)
     print(f"{count.name}: {len(runs)} run(s) done; `python -m harness check` grades them")
