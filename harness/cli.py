@@ -30,6 +30,7 @@ COMMANDS = [
     "fetch",
     "ls",
     "reported",
+    "table",
     "validate",
     "check",
     "grade",

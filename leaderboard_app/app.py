@@ -191,6 +191,20 @@ with tab_glance:
     st.subheader("Each method against the papers")
     st.caption(glance.MATRIX_CAPTION)
     st.markdown(glance.matrix_html(overview.method_lines(at_glance.headline)), unsafe_allow_html=True)
+    st.subheader("Every printed table: what a run can grade, and its command")
+    st.caption(glance.TABLES_CAPTION)
+    if data.tables:
+        st.markdown(glance.tables_html(data.tables), unsafe_allow_html=True)
+        st.download_button(
+            "Download the glance's printed-table counts (CSV)",
+            tables.to_csv(glance.tables_frame(data.tables)),
+            file_name="glance_tables.csv",
+            mime="text/csv",
+            key="csv_glance_tables",
+            on_click="ignore",
+        )
+    else:
+        st.info("The tables' counts need the gate's cell states, which could not be computed here.")
     st.subheader("The papers' headline numbers")
     st.caption(
         "Each paper's Table 1 (MS MARCO dev MRR@10, TREC DL nDCG@10) and BEIR table (nDCG@10), in points "

@@ -18,6 +18,7 @@ from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.run import GateResult, run_gate, your_runs
+from harness.gate.tables import TableCount, table_counts
 from harness.papers.citation import citation
 from harness.papers.registry import load_reported_cells
 from harness.records.store import (
@@ -60,6 +61,9 @@ class LeaderboardData:
     # The answer the page opens with (harness.gate.answer), from the gate's cell states: the same text as
     # `check`, the README and the report. None without the gate or the papers' cells.
     answer: Answer | None = None
+    # Every printed table with how many of its cells a run can grade and its command (harness.gate.tables),
+    # from the same cell states: the counts `table --list` and the report give. Empty without the gate.
+    tables: list[TableCount] = field(default_factory=list)
 
     @property
     def n_records(self) -> int:
@@ -171,6 +175,7 @@ def load(
             data.gate = None
         if data.gate is not None and cells:
             data.answer = gate_answer(data.gate.cells, cells)
+            data.tables = table_counts(cells, data.gate.cells)
     if directory.resolve() == records_dir().resolve():  # runs/local/ sits beside the committed records only
         try:
             data.yours = your_runs(directory, cells=cells, reported=snapshot)

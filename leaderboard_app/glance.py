@@ -8,12 +8,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from harness.gate.tables import TableCount
 from harness.present.glance_html import (
     CLAIM_HEADERS,
     CSS,
     HEADLINE_HEADERS,
     LEARNED_CAPTION,
     MATRIX_CAPTION,
+    TABLES_CAPTION,
     answer_html,
     badge,
     claims_html,
@@ -23,6 +25,7 @@ from harness.present.glance_html import (
     legend_html,
     matrix_html,
     profiles,
+    tables_html,
 )
 from harness.present.glance_html import learned_matrix as _learned_matrix
 from harness.present.overview import Glance, LearnedRow
@@ -33,17 +36,20 @@ __all__ = [
     "HEADLINE_HEADERS",
     "LEARNED_CAPTION",
     "MATRIX_CAPTION",
+    "TABLES_CAPTION",
     "answer_html",
     "badge",
     "claims_html",
     "counts_html",
     "frames",
+    "tables_frame",
     "headline_html",
     "learned_html",
     "learned_matrix",
     "legend_html",
     "matrix_html",
     "profiles",
+    "tables_html",
 ]
 
 
@@ -60,3 +66,19 @@ def frames(glance: Glance) -> dict[str, pd.DataFrame]:
         "claims": pd.DataFrame([r.to_dict() for r in glance.claims]),
         "learned": pd.DataFrame([r.to_dict() for r in glance.learned]),
     }
+
+
+def tables_frame(counts: Sequence[TableCount]) -> pd.DataFrame:
+    """The printed tables' counts (LeaderboardData.tables) for the CSV download: one row per table."""
+    rows = [
+        {
+            "table": c.name,
+            "cells": c.cells,
+            "reachable": c.reachable,
+            "states": c.states_text(),
+            "why not": c.reasons_text(),
+            "command": c.command,
+        }
+        for c in counts
+    ]
+    return pd.DataFrame(rows, columns=["table", "cells", "reachable", "states", "why not", "command"])

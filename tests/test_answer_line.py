@@ -120,6 +120,15 @@ def test_the_report_and_the_leaderboard_open_with_the_same_answer(committed, tmp
     assert _says(committed, html.unescape(re.sub(r"<[^>]+>", " ", first)))
     board = lb_data.load(RECORDS)
     assert board.answer is not None and board.answer.text() == committed.text()
+    # the printed tables' counts (issue 62): the same data in both, each table with its command
+    from harness.gate.tables import table_counts
+
+    assert board.gate is not None and board.tables == table_counts(board.cells, board.gate.cells)
+    page = index.read_text(encoding="utf-8")
+    tables = page.split('<h2 id="tables">', 1)[1].split("<h2", 1)[0]
+    for count in board.tables:
+        row = f'<td>{html.escape(count.name)}</td><td class="num">{count.cells}</td><td class="num">{count.reachable}</td>'
+        assert row in tables and html.escape(count.command) in tables, count.name
 
 
 def test_the_glance_never_calls_not_comparable_methods_graded() -> None:

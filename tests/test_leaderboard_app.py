@@ -96,6 +96,9 @@ def test_page_shows_table1_with_reported_and_reproduced_rows(page):
     glance = "\n".join(m.value for m in at.tabs[0].markdown)
     # the fixture's BM25 paper run reproduces its cells; text badges with their colours, no symbols
     assert 'class="badge"' in glance and "REPRODUCED" in glance and "NOT-YET-RUN" in glance
+    # every printed table with its reachable count and command (issue 62; harness.gate.tables)
+    assert "Every printed table: what a run can grade, and its command" in [s.value for s in at.tabs[0].subheader]
+    assert "python -m harness table qc-v2 &quot;Table 2&quot; --dry-run" in glance
     t1 = _frame(at, MRR)
     reported = t1[(t1["paper"] == "qc-v2") & (t1["row"] == "BM25")].iloc[0]
     assert reported[MRR] == "18.7" and reported["DL20 nDCG@10"] == "47.7"
@@ -123,7 +126,7 @@ def test_every_table_can_be_downloaded(page):
     labels = [b.label for b in at.get("download_button")]
     assert "Download Table 1 (CSV)" in labels and "Download BEIR table (CSV)" in labels
     glance = [label for label in labels if label.startswith("Download the glance's")]
-    assert len(glance) == 3  # its tables are HTML (badges): one CSV per list
+    assert len(glance) == 4  # its tables are HTML (badges): one CSV per list, and the printed tables' counts
     assert len(labels) - len(glance) == len(at.dataframe)
 
 

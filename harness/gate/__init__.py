@@ -12,6 +12,8 @@
   would grade it or why none can (every surface reads it).
 * :mod:`harness.gate.answer`: the answer first: claims tested at paper scale, reproduced, different, and
   what no run can grade with its reason (check, the README, the report and the leaderboard print it).
+* :mod:`harness.gate.tables`: every printed table as its runs (deduplicated, each with the cells it grades)
+  and its counts: cells, how many a run can grade, why the rest cannot (`table`, the glance tab, the report).
 * :mod:`harness.gate.run`: every record through all of it, the verdict and its table.
 * :mod:`harness.gate.summary`: what `check` prints first: the verdict and counts in one line, the
   failing rows, and what ``--all`` would add.

@@ -98,6 +98,7 @@ class PaperRun:
     reason: str  # why not ("" when the command can)
     datasets: tuple[str, ...] = ()  # the datasets the command names (none: the spec's own)
     via: str = ""  # why the command is no paper-profile run (a released checkpoint's `reproduce`)
+    target: str = ""  # what the command runs: the method (or variant) spec, or the released checkpoint
 
 
 @functools.cache
@@ -117,14 +118,14 @@ def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doub
             wanted = datasets_of(benchmark)
             have = candidate.datasets
             extra = () if set(wanted) <= set(have) else tuple(dict.fromkeys([*have, *wanted]))
-            return PaperRun(run_command(candidate.method, "paper", extra), "", extra)
+            return PaperRun(run_command(candidate.method, "paper", extra), "", extra, target=candidate.method)
     reason = reason or reasons[-1]
     if score and not doubt:  # a row a released checkpoint is: `reproduce` grades it (gate.grading)
         for ckpt in load_checkpoints().checkpoints.values():
             if key in ckpt.reproduces and benchmark in ckpt.benchmarks:
                 command = f"python -m harness reproduce --checkpoint {ckpt.name} --benchmark {benchmark}"
                 why = f"{reason}; the released checkpoint {ckpt.name} is this row, so `reproduce` grades it"
-                return PaperRun(command, "", (), why)
+                return PaperRun(command, "", (), why, target=ckpt.name)
     return PaperRun("", reason)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.core.statuses import NOT_COMPARABLE, STATUSES
 from harness.gate.answer import DEFINITION, Answer
+from harness.gate.tables import TableCount
 from harness.papers.citation import table_citation
 from harness.present.overview import (
     CONTROL,
@@ -286,3 +287,29 @@ LEARNED_CAPTION = (
     "run's queries; 'vs control': the paired-bootstrap effect against nopretrain's newest run of "
     f"the profile on the same queries (`python -m harness effects`). {NOT_COMPARABLE_WITH_PAPERS}."
 )
+
+
+# ----------------------------------------------------------------------------- the tables (issue 62)
+
+TABLES_CAPTION = (
+    "Every table the papers print, with how many of its cells a run the harness offers can grade (NOT-YET-RUN "
+    "or graded), the states of all its cells, why the rest cannot be graded, and the one command that lists "
+    "the table's runs with their projected costs (drop --dry-run to run them in order)."
+)
+
+
+def tables_html(counts: Sequence[TableCount]) -> str:
+    """One row per printed table: its cells, how many a run can grade, the states, the reasons, the command."""
+    rows = [
+        (
+            esc(c.name),
+            str(c.cells),
+            str(c.reachable),
+            counts_html(dict(c.states)),
+            esc(c.reasons_text()) or "-",
+            f"<code>{esc(c.command)}</code>",
+        )
+        for c in counts
+    ]
+    headers = ["table", "cells", "a run can grade", "states", "no run can grade them because", "command"]
+    return table(headers, rows, numeric=(1, 2))

@@ -1,5 +1,6 @@
 """A self-contained static site of the results (``python -m harness report --html DIR``): the
-at-a-glance tables (harness/present/overview.py), the claims, the CI gate's rows exactly as ``check``
+at-a-glance tables (harness/present/overview.py), every printed table's reachable count and command
+(harness/gate/tables.py), the claims, the CI gate's rows exactly as ``check``
 grades them (``gate.run.run_gate``, never re-graded here), an inline SVG of the mini runs with their
 CIs, and per record its integrity hash and hardware; every row says how to reproduce it.
 
@@ -26,12 +27,14 @@ from harness.core.statuses import FAIL, PASS, REFERENCE, STATUSES, SUPERSEDED
 from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import GateRow
 from harness.gate.run import YOUR_RUNS, GateResult, row_numbers, run_gate, your_runs
+from harness.gate.tables import TableCount, table_counts
 from harness.papers.registry import load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.present.glance_html import (
     CSS,
     LEARNED_CAPTION,
     MATRIX_CAPTION,
+    TABLES_CAPTION,
     answer_html,
     badge,
     claims_html,
@@ -43,6 +46,7 @@ from harness.present.glance_html import (
     matrix_html,
     profiles,
     table,
+    tables_html,
 )
 from harness.present.overview import (
     CONTROL,
@@ -281,6 +285,7 @@ def render(
     yours: GateResult | None = None,
     your_records: Sequence[RunRecord] = (),
     answer: Answer | None = None,
+    tables: Sequence[TableCount] = (),
 ) -> str:
     """The whole index.html (``yours``: the user's own runs graded apart, :func:`harness.gate.run.your_runs`)."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -310,6 +315,9 @@ one <code>python -m harness check</code> gives the paper-profile records on that
 command and its projected cost on the spec's declared hardware.</p>
 <p>{counts_html(glance.counts(glance.headline))}</p>
 {headline_html(glance.headline)}
+<h2 id="tables">Every printed table: what a run can grade, and its command</h2>
+<p class="caption">{esc(TABLES_CAPTION)}</p>
+{tables_html(tables)}
 <h2 id="claims">The papers' printed effects (A minus B)</h2>
 <p>{counts_html(glance.counts(glance.claims))}</p>
 {claims_html(glance.claims)}
@@ -357,6 +365,7 @@ def write_report(
     # runs/local/ sits beside the committed records only: a report of another folder leaves it out
     yours = your_runs(folder, reported=reported) if folder.resolve() == default_records().resolve() else None
     mine = load_records(yours.records_dir)[0] if yours is not None else []
+    cells = load_reported_cells(reported)[0]
     page = render(
         glance,
         gate,
@@ -365,7 +374,8 @@ def write_report(
         reported=str(reported or "baselines/reported/"),
         yours=yours,
         your_records=mine,
-        answer=gate_answer(gate.cells, load_reported_cells(reported)[0]),
+        answer=gate_answer(gate.cells, cells),
+        tables=table_counts(cells or [], gate.cells),
     )
     with atomic_dir(out) as work:
         (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")

@@ -7,6 +7,7 @@ typed result (``run_result.py``); ``validation.py`` checks a resolved spec's val
 plan and cost, ``model_shape.py`` the encoder shape that cost scales with, ``generation_flops.py`` query
 generation's FLOPs (T5 encoder + decoder per token) and ``footprint.py`` each data stage's memory and disk;
 ``launch.py`` starts the worker processes of a multi-process run; ``scores.py`` and ``record.py`` score the run files and build the record;
-``reproduce.py`` scores and grades a released checkpoint; ``seed_study.py`` runs one spec under several
+``reproduce.py`` scores and grades a released checkpoint; ``table_plan.py`` plans the runs of a printed table
+(``table --dry-run``: each one's cost and the stage keys it shares with an earlier one); ``seed_study.py`` runs one spec under several
 fine-tuning seeds (``run --seeds``) whose records feed sigma_rep.
 """
