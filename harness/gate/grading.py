@@ -45,6 +45,7 @@ from harness.papers.released import (
     get_checkpoint,
     map_cells,
 )
+from harness.records import run_precision
 from harness.records.store import RunRecord
 from harness.spec.hashing import settings_hash
 
@@ -296,21 +297,9 @@ def reference_rows(
 HARDWARE_IDENTITY = ("cpu_model", "cpu_features", "torch_threads", "torch_cpu_capability", "cuda_devices")
 
 
-# The stages whose precision a record states (their outputs' `precision`, and `precision_source`).
-TRAINING_STAGES = ("pretrain", "retriever1", "retriever2", "retriever3")
-
-
 def stage_precisions(record: RunRecord) -> dict[str, str]:
-    """The precision each training stage used. A record made before stages stated it (2026-11-25) trained
-    in fp32: the CPU engine trained nothing else then, and every profile run on a CPU stated fp32."""
-    stated = {
-        str(e.get("stage")): str(e["output"]["precision"])
-        for e in record.stages
-        if isinstance(e.get("output"), dict) and e["output"].get("precision")
-    }
-    if stated:
-        return stated
-    return {str(e.get("stage")): "fp32" for e in record.stages if e.get("stage") in TRAINING_STAGES}
+    """The precision each training stage used (harness.records.run_precision)."""
+    return run_precision.stage_precisions(record.stages)
 
 
 def recorded_precision(record: RunRecord) -> str | None:
