@@ -32,6 +32,8 @@ from harness.evaluation.measures import (
     warn_unretrievable,
 )
 from harness.gate.cell_state import run_summary_states
+from harness.gate.closing_check import check_run, closing_line
+from harness.records.run_precision import NO_TRAINING, precision_label
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import RunContext, StageLog
@@ -494,6 +496,17 @@ def print_outcome(comparisons: list[Any], scores: RunScores, record: RunRecord, 
     for name, check in scores.chance.items():
         print(f"{scores.final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]]))
     print(summary_line(record, path))
+    print(reference_line(record))
+
+
+def reference_line(record: RunRecord) -> str:
+    """What the run's numbers were checked against: the committed reference of its precision (the grading
+    `check` gives it among "your runs"), or why none was; a manifest that cannot be read is said, never raised
+    (the record is written)."""
+    try:
+        return closing_line(check_run(record))
+    except HarnessError as exc:
+        return f"not checked against a committed reference: {exc}"
 
 
 def recorded_result(plan: RunPlan, record: RunRecord, path: Path) -> RunResult:
@@ -518,7 +531,7 @@ def recorded_result(plan: RunPlan, record: RunRecord, path: Path) -> RunResult:
 
 
 def summary_line(record: RunRecord, path: Path) -> str:
-    """The run's last line: its final retriever's primary measure per benchmark, in points (out of 100:
+    """The run's summary line: the precision it trained in, its final retriever's primary measure per benchmark, in points (out of 100:
     "nDCG@10 1.0 points" is a chance-level score, not a perfect one), with that cell's verdict."""
     final = record.finetune_stage
     statuses = run_summary_states(record.comparison, final)  # the table's verdicts, one per number
@@ -529,8 +542,10 @@ def summary_line(record: RunRecord, path: Path) -> str:
         parts.append(f"{ds} {primary} {fmt(100 * values[primary], 1)} points ({status})")
     where = tracking_line(record.mlflow)
     stage = f" {final}:" if final else ""
+    precision = precision_label(record.stages)
+    trained = f", {precision}" if precision != NO_TRAINING else ""  # the precision it was checked in
     return (
-        f"{record.method} [{record.profile}]{stage} "
+        f"{record.method} [{record.profile}{trained}]{stage} "
         + "; ".join(parts)
         + f" in {record.seconds}s -- record {path}; {where}"
     )
