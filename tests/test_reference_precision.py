@@ -17,7 +17,6 @@ import pytest
 
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
-
 from harness.core.statuses import NOT_COMPARABLE, PASS, REFERENCE, WRONG_REFERENCE
 from harness.gate.closing_check import check_run, closing_line
 from harness.gate.grading import POINTS
@@ -26,8 +25,8 @@ from harness.gate.run import run_gate
 from harness.records.integrity import seal
 from harness.records.parent_run import parent_tags
 from harness.records.run_precision import precision_label
-from harness.records.store import REFERENCES_FILE, load_record, load_references, read_references
 from harness.records.run_record import RunRecord
+from harness.records.store import REFERENCES_FILE, load_record, load_references, read_references
 from harness.run.runner import summary_line
 
 RECORDS = PROJECT_ROOT / "runs" / "records"
@@ -77,8 +76,8 @@ def _rows(folder: Path, run_id: str) -> list[Any]:
 def test_each_run_is_gated_against_the_reference_of_its_precision(folder: Path) -> None:
     _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
     bf16, fp32 = _rows(folder, BF16_RUN), _rows(folder, FP32_RUN)
-    assert bf16 and {r.status for r in bf16} == {PASS} and {r.against for r in bf16} == {f"reference {BF16_REF}"}
-    assert fp32 and {r.status for r in fp32} == {PASS} and {r.against for r in fp32} == {f"reference {FP32_REF}"}
+    assert bf16 and {r.status for r in bf16} == {PASS} and {r.against for r in bf16} == {f"reference {BF16_REF} (bf16)"}
+    assert fp32 and {r.status for r in fp32} == {PASS} and {r.against for r in fp32} == {f"reference {FP32_REF} (fp32)"}
     assert [r.status for r in _rows(folder, BF16_REF)] == [REFERENCE]
 
 
@@ -128,7 +127,7 @@ def test_the_closing_line_says_when_no_reference_of_its_precision_exists(folder:
     assert isinstance(run, RunRecord)
     line = closing_line(check_run(run, folder))
     assert line.startswith("not checked: no committed cotmae_qc [tiny] reference in bf16")
-    assert f"the committed fp32 one, " in line and f"{FP32_REF}.json" in line
+    assert "the committed fp32 one, " in line and f"{FP32_REF}.json" in line
 
 
 def test_a_run_of_another_seed_is_not_checked_against_seed_42(folder: Path) -> None:
@@ -144,3 +143,32 @@ def test_the_run_summary_and_mlflow_parent_label_the_precision(folder: Path) -> 
     assert f"cotmae_qc [tiny, bf16] {run.finetune_stage}: " in summary_line(run, Path("x.json"))
     assert parent_tags(run)["precision"] == "bf16" == precision_label(run.stages)
     assert precision_label([]) == "-" and "cotmae_qc [tiny] " in summary_line(run.replace(stages=[]), Path("x.json"))
+
+
+def test_the_leaderboard_and_the_report_label_each_run_with_its_precision(folder: Path) -> None:
+    """The runs table (data layer), a run's own row in the papers' table, the report's records table and
+    check's rows ("against ... (bf16)") all carry the precision."""
+    from leaderboard_app import tables
+
+    from harness.present.report_html import records_html
+
+    _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
+    runs = [load_record(folder / f"{r}.json") for r in (FP32_REF, BF16_RUN)]
+    assert all(isinstance(r, RunRecord) for r in runs)
+    fp32, bf16 = runs  # type: ignore[misc]
+    frame = tables.runs_frame([fp32, bf16], {FP32_REF, BF16_REF}).set_index("run_id")
+    assert frame.loc[BF16_RUN, "precision"] == "bf16" and frame.loc[FP32_REF, "precision"] == "fp32"
+    assert tables.profile_status(bf16) == "profile tiny, bf16" and tables.profile_status(bf16.replace(stages=[])) == (
+        "profile tiny"
+    )
+    html = records_html([fp32, bf16])
+    assert "<th>profile</th><th>precision</th>" in html
+    assert "<td>bf16</td>" in html and "<td>fp32</td>" in html
+    assert f"reference {BF16_REF} (bf16)" in {r.against for r in _rows(folder, BF16_RUN)}
+
+
+def test_the_leaderboard_counts_a_second_reference_as_a_reference(folder: Path) -> None:
+    from leaderboard_app.data import load
+
+    _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
+    assert {FP32_REF, BF16_REF} <= load(folder, with_gate=False).references

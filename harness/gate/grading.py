@@ -209,6 +209,13 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
 # ----------------------------------------------------------------------------- the reference
 
 
+def against_reference(ref: RunRecord) -> str:
+    """What a row graded against ``ref`` says it was graded against: the reference and the precision it
+    trained in ("reference cotmae_qc__mini__... (bf16)"; none for a run that trained nothing)."""
+    precision = run_precision.precision_label(ref.stages)
+    return f"reference {ref.run_id}" + (f" ({precision})" if precision != run_precision.NO_TRAINING else "")
+
+
 def _reference_status(delta: float, tolerance: float) -> str:
     """Two-sided: a re-run of the same code and seed that moves a number either way has changed
     (a papers' cell, by contrast, may be beaten: ABOVE)."""
@@ -228,7 +235,7 @@ def reference_rows(
         run_id=record.run_id,
         method=record.method,
         profile=record.profile,
-        against=f"reference {ref.run_id}",
+        against=against_reference(ref),
         stage=record.finetune_stage or "",
     )
 
@@ -376,7 +383,7 @@ def stage_outputs(record: RunRecord) -> dict[tuple[str, str], float]:
 def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERANCE) -> list[GateRow]:
     """The run's training losses against the reference's, relative (percent), where both built the stage."""
     base: dict[str, Any] = dict(
-        run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}"
+        run_id=record.run_id, method=record.method, profile=record.profile, against=against_reference(ref)
     )
     mine, theirs = stage_outputs(record), stage_outputs(ref)
     rows = []

@@ -24,6 +24,7 @@ from harness.core.paths import local_runs_dir
 from harness.core.statuses import CORRUPT, MISSING, WRONG_REFERENCE
 from harness.gate.admission import acceptance_problem
 from harness.gate.grading import GateRow
+from harness.records.run_precision import precision_label
 from harness.records.store import (
     REFERENCES_FILE,
     RunRecord,
@@ -33,7 +34,6 @@ from harness.records.store import (
     read_references,
     records_dir,
 )
-from harness.records.run_precision import precision_label
 from harness.records.writer import record_path
 from harness.training.precision import FLAG_CHOICES
 

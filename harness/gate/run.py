@@ -105,6 +105,7 @@ from harness.gate.grading import (
     TRAINING_FREE_FAMILIES,
     TRAINING_FREE_TOLERANCE,
     GateRow,
+    against_reference,
     effect_rows,
     loss_rows,
     movement_rows,
@@ -118,8 +119,8 @@ from harness.records.store import (
     REFERENCES_FILE,
     RunRecord,
     Skipped,
-    load_records,
     load_precision_references,
+    load_records,
     load_references,
     records_dir,
 )
@@ -354,7 +355,7 @@ def _grade_against_reference(
             result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)", note=accepted))
     elif standing == SUPERSEDED:
         note = "older than the reference; not gated"
-        result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}", note=note))
+        result.rows.append(GateRow(SUPERSEDED, **base, against=against_reference(ref), note=note))
     else:
         try:
             training_free = (rec.spec or {}).get("family") in TRAINING_FREE_FAMILIES

@@ -264,7 +264,7 @@ def read_references(directory: str | Path) -> dict[str, Any]:
         if not 2 <= len(parts) <= 3 or not all(parts) or (len(parts) == 3 and parts[2] not in FLAG_CHOICES):
             raise HarnessError(
                 f"{path}: entry '{key}' must be keyed \"<method>/<profile>\" or "
-                f"\"<method>/<profile>/<{'|'.join(FLAG_CHOICES)}>\"; {fix}"
+                f'"<method>/<profile>/<{"|".join(FLAG_CHOICES)}>"; {fix}'
             )
         if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str) or not entry["run_id"].strip():
             raise HarnessError(f'{path}: entry \'{key}\' must be {{"run_id": "<run id>", "sha256": ...}}; {fix}')

@@ -33,12 +33,12 @@ from harness.evaluation.measures import (
 )
 from harness.gate.cell_state import run_summary_states
 from harness.gate.closing_check import check_run, closing_line
-from harness.records.run_precision import NO_TRAINING, precision_label
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import RunContext, StageLog
 from harness.pipelines.families import family_pipeline
 from harness.records.parent_run import log_parent_summary, parent_params, parent_tracker
+from harness.records.run_precision import NO_TRAINING, precision_label
 from harness.records.run_record import RunRecord
 from harness.records.tracker import Tracker, tracking_line
 from harness.records.writer import new_run_id
