@@ -148,9 +148,8 @@ def test_the_run_summary_and_mlflow_parent_label_the_precision(folder: Path) -> 
 def test_the_leaderboard_and_the_report_label_each_run_with_its_precision(folder: Path) -> None:
     """The runs table (data layer), a run's own row in the papers' table, the report's records table and
     check's rows ("against ... (bf16)") all carry the precision."""
-    from leaderboard_app import tables
-
     from harness.present.report_html import records_html
+    from leaderboard_app import tables
 
     _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
     runs = [load_record(folder / f"{r}.json") for r in (FP32_REF, BF16_RUN)]
@@ -172,3 +171,13 @@ def test_the_leaderboard_counts_a_second_reference_as_a_reference(folder: Path) 
 
     _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
     assert {FP32_REF, BF16_REF} <= load(folder, with_gate=False).references
+
+
+def test_effects_and_learned_rows_compare_runs_of_one_precision(folder: Path) -> None:
+    """A newer bf16 run beside fp32 runs is not what an effect pairs with the fp32 control (latest_by_method)."""
+    from harness.evaluation.effects import latest_by_method
+
+    fp32, bf16, newer = (load_record(folder / f"{r}.json") for r in (FP32_REF, BF16_REF, FP32_RUN))
+    assert latest_by_method([fp32, bf16], "tiny")["cotmae_qc"] is fp32  # type: ignore[list-item]
+    assert latest_by_method([fp32, bf16, newer], "tiny")["cotmae_qc"] is newer  # type: ignore[list-item]
+    assert latest_by_method([bf16], "tiny")["cotmae_qc"] is bf16  # type: ignore[list-item]
