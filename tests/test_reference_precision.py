@@ -69,6 +69,12 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _record(folder: Path, run_id: str) -> RunRecord:
+    rec = load_record(folder / f"{run_id}.json")
+    assert isinstance(rec, RunRecord), rec
+    return rec
+
+
 def _rows(folder: Path, run_id: str) -> list[Any]:
     return [r for r in run_gate(folder, cross_machine=None).rows if r.run_id == run_id and r.method == "cotmae_qc"]
 
@@ -152,9 +158,7 @@ def test_the_leaderboard_and_the_report_label_each_run_with_its_precision(folder
     from leaderboard_app import tables
 
     _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
-    runs = [load_record(folder / f"{r}.json") for r in (FP32_REF, BF16_RUN)]
-    assert all(isinstance(r, RunRecord) for r in runs)
-    fp32, bf16 = runs  # type: ignore[misc]
+    fp32, bf16 = _record(folder, FP32_REF), _record(folder, BF16_RUN)
     frame = tables.runs_frame([fp32, bf16], {FP32_REF, BF16_REF}).set_index("run_id")
     assert frame.loc[BF16_RUN, "precision"] == "bf16" and frame.loc[FP32_REF, "precision"] == "fp32"
     assert tables.profile_status(bf16) == "profile tiny, bf16" and tables.profile_status(bf16.replace(stages=[])) == (
@@ -177,7 +181,7 @@ def test_effects_and_learned_rows_compare_runs_of_one_precision(folder: Path) ->
     """A newer bf16 run beside fp32 runs is not what an effect pairs with the fp32 control (latest_by_method)."""
     from harness.evaluation.effects import latest_by_method
 
-    fp32, bf16, newer = (load_record(folder / f"{r}.json") for r in (FP32_REF, BF16_REF, FP32_RUN))
-    assert latest_by_method([fp32, bf16], "tiny")["cotmae_qc"] is fp32  # type: ignore[list-item]
-    assert latest_by_method([fp32, bf16, newer], "tiny")["cotmae_qc"] is newer  # type: ignore[list-item]
-    assert latest_by_method([bf16], "tiny")["cotmae_qc"] is bf16  # type: ignore[list-item]
+    fp32, bf16, newer = (_record(folder, r) for r in (FP32_REF, BF16_REF, FP32_RUN))
+    assert latest_by_method([fp32, bf16], "tiny")["cotmae_qc"] is fp32
+    assert latest_by_method([fp32, bf16, newer], "tiny")["cotmae_qc"] is newer
+    assert latest_by_method([bf16], "tiny")["cotmae_qc"] is bf16
