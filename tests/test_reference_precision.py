@@ -24,7 +24,7 @@ from harness.gate.references import accept_reference
 from harness.gate.run import run_gate
 from harness.records.integrity import seal
 from harness.records.parent_run import parent_tags
-from harness.records.run_precision import precision_label
+from harness.records.run_precision import TRAINING_STAGES, precision_label
 from harness.records.run_record import RunRecord
 from harness.records.store import REFERENCES_FILE, load_record, load_references, read_references
 from harness.run.runner import summary_line
@@ -185,3 +185,32 @@ def test_effects_and_learned_rows_compare_runs_of_one_precision(folder: Path) ->
     assert latest_by_method([fp32, bf16], "tiny")["cotmae_qc"] is fp32
     assert latest_by_method([fp32, bf16, newer], "tiny")["cotmae_qc"] is newer
     assert latest_by_method([bf16], "tiny")["cotmae_qc"] is bf16
+
+
+def test_the_main_job_in_bf16_on_a_fresh_clone_says_what_it_was_checked_against(tmp_path: Path, monkeypatch) -> None:
+    """The committed records: a bf16 mini run of cotmae_qc (its fp32 reference re-labelled) is checked against
+    the committed bf16 mini reference where references.json names one, else its last line says none exists;
+    an fp32 one is checked against the fp32 reference. Each line fits 120 columns (wrapped)."""
+    from harness.core.text_table import wrap_text
+    from harness.run.runner import LINE_WIDTH, reference_line
+
+    monkeypatch.chdir(PROJECT_ROOT)  # paths printed relative to the checkout
+    refs = read_references(RECORDS)["references"]
+    fp32_id = refs["cotmae_qc/mini"]["run_id"]
+    data = json.loads((RECORDS / f"{fp32_id}.json").read_text())
+    for entry in data["stages"]:  # a record made before stages stated their precision trained in fp32
+        if entry.get("stage") in TRAINING_STAGES and isinstance(entry.get("output"), dict):
+            entry["output"].update(precision="bf16", precision_source="measured")
+    data.update(run_id="cotmae_qc__mini__20261202T000000-bf16dd", created="2026-12-02T00:00:00Z")
+    bf16 = RunRecord.from_json(seal(data), tmp_path / "x.json")
+    line = reference_line(bf16, RECORDS)
+    if "cotmae_qc/mini/bf16" in refs:
+        assert line.startswith("checked against the committed bf16 mini reference runs/records/"), line
+    else:
+        assert line.startswith("not checked: no committed cotmae_qc [mini] reference in bf16"), line
+        assert f"runs/records/{fp32_id}.json" in line
+    fp32 = _record(RECORDS, fp32_id).replace(run_id="cotmae_qc__mini__20261202T000001-fp32ee")
+    assert reference_line(fp32, RECORDS).startswith(
+        f"checked against the committed fp32 mini reference runs/records/{fp32_id}"
+    )
+    assert all(len(x) <= LINE_WIDTH for x in wrap_text(line, LINE_WIDTH, "  ").splitlines())

@@ -72,8 +72,8 @@ def admit_local(run_id: str, directory: str | Path | None = None, local: str | P
 
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
-    """Make ``run_id`` the reference of its (method, profile) in its precision (:func:`_accepted_key`): it must load and pass
-    :func:`~harness.gate.admission.acceptance_problem` (integrity, seal included, and the catalog's
+    """Make ``run_id`` the reference of its (method, profile) in its precision (:func:`_accepted_key`): it
+    must load and pass :func:`~harness.gate.admission.acceptance_problem` (integrity, seal included, and the catalog's
     data). Returns the manifest path and the new entry (commit both the record and the manifest).
 
     Raises HarnessError (one line naming the file) for an unreadable manifest or record, and for an
