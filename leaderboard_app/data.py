@@ -24,6 +24,7 @@ from harness.papers.registry import load_reported_cells
 from harness.records.store import (
     RunRecord,
     Skipped,
+    load_precision_references,
     load_records,
     load_references,
     records_dir,
@@ -163,7 +164,8 @@ def load(
             comparisons[rec.run_id] = rec.comparison
     data = LeaderboardData(directory, recs, skipped, cells or [], error, comparisons, apart=apart)
     if references is not None:
-        data.references = {entry["run_id"] for entry in references.values()}
+        seconds = load_precision_references(directory)  # a second reference in another precision (bf16)
+        data.references = {entry["run_id"] for entry in (*references.values(), *seconds.values())}
     else:
         data.cells_error = f"{data.cells_error}; {manifest_error}" if data.cells_error else manifest_error
     if with_gate:

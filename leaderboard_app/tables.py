@@ -24,6 +24,7 @@ from harness.gate.run import row_numbers
 from harness.papers.citation import table_citation
 from harness.papers.registry import paper_key
 from harness.records.mlflow_keys import flatten
+from harness.records.run_precision import NO_TRAINING, precision_label
 from harness.records.store import RunRecord
 from harness.spec.paper_profiles import paper_deviations as all_deviations
 from leaderboard_app.display import (
@@ -77,6 +78,13 @@ def run_label(rec: RunRecord) -> str:
     return f"reproduced {rec.run_id}"
 
 
+def profile_status(rec: RunRecord) -> str:
+    """A run's own row's status: its profile and the precision it trained in ("profile mini, bf16"; a run
+    that trained nothing, BM25, just its profile), so an fp32 reference and a bf16 run are told apart."""
+    precision = precision_label(rec.stages)
+    return f"profile {rec.profile}" + (f", {precision}" if precision != NO_TRAINING else "")
+
+
 def _keep(values: Sequence[str] | None, value: str) -> bool:
     """A filter: None or empty keeps everything."""
     return not values or value in values
@@ -121,8 +129,19 @@ def _column_for(benchmark: Any, measure: Any) -> str | None:
 
 # ----------------------------------------------------------------------------- where and when runs ran
 
-RUN_COLUMNS = ["run_id", "method", "profile", "date", "hardware", "git commit", "role", "scores"]
-APART_COLUMNS = ["run_id", "method", "profile", "date", "hardware", "git commit", "status", "why", "scores"]
+RUN_COLUMNS = ["run_id", "method", "profile", "precision", "date", "hardware", "git commit", "role", "scores"]
+APART_COLUMNS = [
+    "run_id",
+    "method",
+    "profile",
+    "precision",
+    "date",
+    "hardware",
+    "git commit",
+    "status",
+    "why",
+    "scores",
+]
 
 
 def hardware_summary(rec: RunRecord) -> str:
@@ -176,6 +195,7 @@ def runs_frame(
             "run_id": r.run_id,
             "method": r.method,
             "profile": r.profile,
+            "precision": precision_label(r.stages),
             "date": run_date(r),
             "hardware": hardware_summary(r),
             "git commit": _commit(r),
@@ -195,6 +215,7 @@ def apart_frame(apart: Sequence[Any]) -> pd.DataFrame:
             "run_id": a.record.run_id,
             "method": a.record.method,
             "profile": a.record.profile,
+            "precision": precision_label(a.record.stages),
             "date": run_date(a.record),
             "hardware": hardware_summary(a.record),
             "git commit": _commit(a.record),
@@ -401,7 +422,7 @@ def _own_rows(
                 "row": rec.run_id,
                 "method": rec.method,
                 "stage": stage,
-                "status": f"profile {rec.profile}",
+                "status": profile_status(rec),
             }
             has_any = False
             for bench, measure, label in MAIN_COLUMNS:
@@ -566,7 +587,7 @@ def beir_table(
         if values:
             several = len(rec.metrics_by_stage or {}) > 1
             name = run_label(rec) + (f" · {rec.finetune_stage}" if several and rec.finetune_stage else "")
-            columns[name], status[name] = values, f"profile {rec.profile}"
+            columns[name], status[name] = values, profile_status(rec)
     for values in columns.values():
         for name, aggregate in AGGREGATES.items():
             if all(d in values for d in aggregate.members):

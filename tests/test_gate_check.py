@@ -140,7 +140,11 @@ def test_changed_tiny_number_fails_against_its_reference(tmp_path):
     result = run_gate(folder)
     bad = [r for r in result.rows if r.status == "FAIL"]
     assert result.exit_code == 1 and len(bad) == 1
-    assert (bad[0].benchmark, bad[0].measure, bad[0].against) == ("scifact", "nDCG@10", "reference " + REF[:-5])
+    assert (bad[0].benchmark, bad[0].measure, bad[0].against) == (
+        "scifact",
+        "nDCG@10",
+        "reference " + REF[:-5] + " (fp32)",
+    )
     assert bad[0].delta == pytest.approx(-1.8)
 
 
@@ -265,7 +269,7 @@ def test_fresh_rerun_is_gated_against_the_committed_reference(tmp_path):
     shutil.copy(RUNS / TINY, fresh / TINY)  # a re-run 0.2 points above the reference
     passing = run_gate(fresh, strict=True, references_from=committed, tiny_tolerance=3.0)
     assert passing.exit_code == 0 and {r.status for r in passing.rows} == {"PASS"}
-    assert {r.against for r in passing.rows} == {"reference " + REF[:-5]}
+    assert {r.against for r in passing.rows} == {"reference " + REF[:-5] + " (fp32)"}
     _edit(fresh / TINY, lambda d: _shift(d, "nfcorpus", "nDCG@10", -0.05), reseal=True)
     failing = run_gate(fresh, strict=True, references_from=committed, tiny_tolerance=3.0)
     bad = [r for r in failing.rows if r.status == "FAIL"]

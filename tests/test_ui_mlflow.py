@@ -406,6 +406,7 @@ def test_parent_run_naming_and_keys():
         "profile": "paper",
         "seed": "42",
         "run_id": "r",
+        "precision": "-",  # trained nothing; a trained run's tag is its stages' precision (test_run_precision.py)
         "git.commit": "abc123",
         "mlflow.source.git.commit": "abc123",  # MLflow's own: its run page shows the source version
         "git.dirty": "false",

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "method's current one or its reference's (SPEC-CHANGED: not gated; docs/contributing-runs.md), "
             "then paper-profile records against the papers' "
             "reported cells (REPRODUCED / DIFFERENT-BELOW / DIFFERENT-ABOVE / INCONCLUSIVE / NOT-COMPARABLE, "
-            "harness/evaluation/verdict.py) and other profiles against the reference run named in "
+            "harness/evaluation/verdict.py) and other profiles against the reference run of their precision named in "
             f"runs/records/references.json, within {TINY_TOLERANCE} points per metric ({CROSS_MACHINE_TOLERANCE} when "
             "the reference ran on another machine; the row says so) (PASS / NEAR / FAIL). A "
             "reference named there but absent is MISSING, one whose record is of another method or profile "
@@ -74,7 +74,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--accept",
         metavar="RUN_ID",
-        help="make this run the reference of its method and profile (writes references.json; "
+        help="make this run the reference of its method and profile in its precision (a second reference, "
+        "<method>/<profile>/bf16, where the one there trained in another precision; writes references.json; "
         "refuses a record that is unsealed or fails its seal); commit both",
     )
     p.add_argument(

@@ -43,6 +43,7 @@ from harness.evaluation.compare import PAPER_PROFILE
 from harness.evaluation.conventions import primary_measure
 from harness.evaluation.count_claims import CountCheck, check_count, count_claims_for
 from harness.evaluation.tolerances import canonical_measure
+from harness.records.run_precision import precision_label
 from harness.records.store import RunRecord
 from harness.spec.method import comparisons
 
@@ -135,12 +136,33 @@ def _effect(
 
 
 def latest_by_method(records: Sequence[RunRecord], profile: str) -> dict[str, RunRecord]:
-    """The newest usable record of each method in ``profile``."""
+    """The newest usable record of each method in ``profile``, in the precision most of its methods have
+    records in (:func:`shared_precision`), else the method's newest: an effect, a learned row or a plot
+    compares runs of one precision (a bf16 reference beside fp32 ones must not make QC minus non-QC a
+    precision difference too)."""
+    mine = sorted((r for r in records if r.profile == profile and not r.integrity_problems), key=_age)
+    shared = shared_precision(mine)
     out: dict[str, RunRecord] = {}
-    for rec in sorted(records, key=lambda r: (r.created, r.run_id)):
-        if rec.profile == profile and not rec.integrity_problems:
+    for rec in mine:
+        if (
+            rec.method not in out
+            or precision_label(rec.stages) == shared
+            or precision_label(out[rec.method].stages) != shared
+        ):
             out[rec.method] = rec
     return out
+
+
+def _age(rec: RunRecord) -> tuple[str, str]:
+    return (rec.created, rec.run_id)
+
+
+def shared_precision(records: Sequence[RunRecord]) -> str:
+    """The precision the most methods among ``records`` have a record in (fp32 first on a tie)."""
+    methods: dict[str, set[str]] = {}
+    for rec in records:
+        methods.setdefault(precision_label(rec.stages), set()).add(rec.method)
+    return max(sorted(methods), key=lambda p: (len(methods[p]), p == "fp32"), default="")
 
 
 # ----------------------------------------------------------------------------- the seed spread

@@ -2,8 +2,10 @@
 
 * :mod:`harness.gate.admission`: what a record must satisfy to be graded or accepted (seal,
   the catalog's data, a known method, spec or checkpoint).
-* :mod:`harness.gate.references`: which record is a (method, profile)'s reference, and
+* :mod:`harness.gate.references`: which record is a (method, profile)'s reference (one per precision), and
   ``check --accept``.
+* :mod:`harness.gate.closing_check`: a finished run against the committed reference of its precision, the
+  line `run` ends with.
 * :mod:`harness.gate.grading`: the rows of one record against the papers' cells, against its
   reference, and the paired effects.
 * :mod:`harness.gate.labels`: the printed name of the system a cell belongs to (the gate, the

@@ -45,6 +45,7 @@ from harness.papers.released import (
     get_checkpoint,
     map_cells,
 )
+from harness.records import run_precision
 from harness.records.store import RunRecord
 from harness.spec.hashing import settings_hash
 
@@ -208,6 +209,13 @@ def paper_rows(record: RunRecord, cells: Sequence[Mapping[str, Any]] | None) -> 
 # ----------------------------------------------------------------------------- the reference
 
 
+def against_reference(ref: RunRecord) -> str:
+    """What a row graded against ``ref`` says it was graded against: the reference and the precision it
+    trained in ("reference cotmae_qc__mini__... (bf16)"; none for a run that trained nothing)."""
+    precision = run_precision.precision_label(ref.stages)
+    return f"reference {ref.run_id}" + (f" ({precision})" if precision != run_precision.NO_TRAINING else "")
+
+
 def _reference_status(delta: float, tolerance: float) -> str:
     """Two-sided: a re-run of the same code and seed that moves a number either way has changed
     (a papers' cell, by contrast, may be beaten: ABOVE)."""
@@ -227,7 +235,7 @@ def reference_rows(
         run_id=record.run_id,
         method=record.method,
         profile=record.profile,
-        against=f"reference {ref.run_id}",
+        against=against_reference(ref),
         stage=record.finetune_stage or "",
     )
 
@@ -296,21 +304,9 @@ def reference_rows(
 HARDWARE_IDENTITY = ("cpu_model", "cpu_features", "torch_threads", "torch_cpu_capability", "cuda_devices")
 
 
-# The stages whose precision a record states (their outputs' `precision`, and `precision_source`).
-TRAINING_STAGES = ("pretrain", "retriever1", "retriever2", "retriever3")
-
-
 def stage_precisions(record: RunRecord) -> dict[str, str]:
-    """The precision each training stage used. A record made before stages stated it (2026-11-25) trained
-    in fp32: the CPU engine trained nothing else then, and every profile run on a CPU stated fp32."""
-    stated = {
-        str(e.get("stage")): str(e["output"]["precision"])
-        for e in record.stages
-        if isinstance(e.get("output"), dict) and e["output"].get("precision")
-    }
-    if stated:
-        return stated
-    return {str(e.get("stage")): "fp32" for e in record.stages if e.get("stage") in TRAINING_STAGES}
+    """The precision each training stage used (harness.records.run_precision)."""
+    return run_precision.stage_precisions(record.stages)
 
 
 def recorded_precision(record: RunRecord) -> str | None:
@@ -387,7 +383,7 @@ def stage_outputs(record: RunRecord) -> dict[tuple[str, str], float]:
 def loss_rows(record: RunRecord, ref: RunRecord, tolerance: float = LOSS_TOLERANCE) -> list[GateRow]:
     """The run's training losses against the reference's, relative (percent), where both built the stage."""
     base: dict[str, Any] = dict(
-        run_id=record.run_id, method=record.method, profile=record.profile, against=f"reference {ref.run_id}"
+        run_id=record.run_id, method=record.method, profile=record.profile, against=against_reference(ref)
     )
     mine, theirs = stage_outputs(record), stage_outputs(ref)
     rows = []

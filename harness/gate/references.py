@@ -1,5 +1,7 @@
 """Which record is a (method, profile)'s reference: ``references.json`` in the records folder, changed
-only by ``check --accept RUN_ID`` (never because a record is the newest).
+only by ``check --accept RUN_ID`` (never because a record is the newest). A (method, profile) may have
+a second reference in another precision ("<method>/<profile>/bf16"): a run is gated against the
+reference of its own precision where there is one (:meth:`References.for_record`).
 
 A reference named there whose record is absent or unusable is MISSING; one whose record is of
 another method or profile is WRONG-REFERENCE (nothing is gated against it); one whose record
@@ -22,6 +24,7 @@ from harness.core.paths import local_runs_dir
 from harness.core.statuses import CORRUPT, MISSING, WRONG_REFERENCE
 from harness.gate.admission import acceptance_problem
 from harness.gate.grading import GateRow
+from harness.records.run_precision import precision_label
 from harness.records.store import (
     REFERENCES_FILE,
     RunRecord,
@@ -32,6 +35,7 @@ from harness.records.store import (
     records_dir,
 )
 from harness.records.writer import record_path
+from harness.training.precision import FLAG_CHOICES
 
 
 def admit_local(run_id: str, directory: str | Path | None = None, local: str | Path | None = None) -> Path | None:
@@ -68,8 +72,8 @@ def admit_local(run_id: str, directory: str | Path | None = None, local: str | P
 
 
 def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
-    """Make ``run_id`` the reference of its (method, profile): it must load and pass
-    :func:`~harness.gate.admission.acceptance_problem` (integrity, seal included, and the catalog's
+    """Make ``run_id`` the reference of its (method, profile) in its precision (:func:`_accepted_key`): it
+    must load and pass :func:`~harness.gate.admission.acceptance_problem` (integrity, seal included, and the catalog's
     data). Returns the manifest path and the new entry (commit both the record and the manifest).
 
     Raises HarnessError (one line naming the file) for an unreadable manifest or record, and for an
@@ -97,7 +101,7 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
         "sha256": (rec.integrity or {}).get("sha256"),
         "accepted": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    refs[f"{rec.method}/{rec.profile}"] = entry
+    refs[_accepted_key(refs, rec, records)] = entry
     data["about"] = (
         "The reference run of each (method, profile): `python -m harness check` gates other runs "
         "against it and fails when its record is missing. Changed only by `check --accept RUN_ID`."
@@ -107,72 +111,96 @@ def accept_reference(run_id: str, directory: str | Path | None = None) -> tuple[
     return path, entry
 
 
+def _accepted_key(refs: dict[str, Any], rec: RunRecord, records: list[RunRecord]) -> str:
+    """The manifest key ``rec`` is accepted under: its (method, profile)'s reference ("<method>/<profile>")
+    unless that one is usable and trained in another precision; then the reference of its own precision
+    ("<method>/<profile>/<precision>"), so a bf16 run and an fp32 run each keep one to be gated against."""
+    key = f"{rec.method}/{rec.profile}"
+    precision = precision_label(rec.stages)
+    current = refs.get(key)
+    ref = next((r for r in records if current and r.run_id == current["run_id"]), None)
+    if ref is None or ref.run_id == rec.run_id or precision_label(ref.stages) == precision:
+        return key
+    return f"{key}/{precision}" if precision in FLAG_CHOICES else key
+
+
 @dataclass
 class References:
-    """The manifest's entries and the reference records they name that can be gated against."""
+    """The manifest's entries and the reference records they name that can be gated against.
+
+    ``entries``: each (method, profile)'s reference ("<method>/<profile>"); ``by_precision``: a second
+    reference of a (method, profile) in another precision ("<method>/<profile>/<precision>")."""
 
     entries: dict[tuple[str, str], dict[str, Any]]
     records: dict[str, RunRecord]  # by run id; a record that differs from the accepted one is left out
-    wrong: set[tuple[str, str]] = field(default_factory=set)  # keys naming a record of another method or profile
+    wrong: set[tuple[str, ...]] = field(default_factory=set)  # keys naming a record of another method/profile/precision
     rows: list[GateRow] = field(default_factory=list)  # MISSING, WRONG-REFERENCE and CORRUPT
+    by_precision: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     def of(self, method: str, profile: str) -> RunRecord | None:
         """The reference record of (method, profile), if it can be gated against."""
         entry = self.entries.get((method, profile))
         return self.records.get(entry["run_id"]) if entry and (method, profile) not in self.wrong else None
 
+    def in_precision(self, method: str, profile: str, precision: str) -> RunRecord | None:
+        """The reference of (method, profile) trained in ``precision`` (its reference, or the second one of
+        that precision), if one can be gated against."""
+        key = (method, profile, precision)
+        entry = self.by_precision.get(key)
+        second = self.records.get(entry["run_id"]) if entry and key not in self.wrong else None
+        if second is not None:
+            return second
+        ref = self.of(method, profile)
+        return ref if ref is not None and precision_label(ref.stages) == precision else None
+
+    def for_record(self, rec: RunRecord) -> RunRecord | None:
+        """What ``rec`` is gated against: the reference of its (method, profile) in its own precision where
+        one exists, else its (method, profile)'s reference (compared only where precisions agree)."""
+        return self.in_precision(rec.method, rec.profile, precision_label(rec.stages)) or self.of(
+            rec.method, rec.profile
+        )
+
+    def accepted(self, ref: RunRecord) -> str:
+        """When ``ref`` (a reference record) was accepted, from its manifest entry."""
+        for entry in (*self.entries.values(), *self.by_precision.values()):
+            if entry["run_id"] == ref.run_id:
+                return str(entry.get("accepted", ""))
+        return ""
+
 
 def resolve_references(
-    entries: dict[tuple[str, str], dict[str, Any]], records: Iterable[RunRecord], present: set[str] | None = None
+    entries: dict[tuple[str, str], dict[str, Any]],
+    records: Iterable[RunRecord],
+    present: set[str] | None = None,
+    by_precision: dict[tuple[str, str, str], dict[str, Any]] | None = None,
 ) -> References:
-    """The manifest ``entries`` against the usable ``records`` of its folder. ``present`` (the names
-    of every file there) is given when the folder is the one gated: then an entry whose record is
-    not among ``records`` is MISSING (a scratch re-run's folder is not expected to hold them)."""
-    refs = References(entries, {r.run_id: r for r in records})
+    """The manifest ``entries`` (and ``by_precision``) against the usable ``records`` of its folder.
+    ``present`` (the names of every file there) is given when the folder is the one gated: then an entry
+    whose record is not among ``records`` is MISSING (a scratch re-run's folder is not expected to hold
+    them)."""
+    refs = References(entries, {r.run_id: r for r in records}, by_precision=dict(by_precision or {}))
+    keyed: list[tuple[tuple[str, ...], dict[str, Any]]] = [*entries.items(), *refs.by_precision.items()]
     if present is not None:
-        for (method, profile), entry in sorted(entries.items()):
+        for key, entry in sorted(keyed):
             if entry["run_id"] not in refs.records:
-                where = (
-                    "is here but not usable (its row above says why)" if entry["run_id"] in present else "is not here"
-                )
-                refs.rows.append(
-                    GateRow(
-                        MISSING,
-                        entry["run_id"],
-                        method,
-                        profile,
-                        note=(
-                            f"{REFERENCES_FILE} names {entry['run_id']} as the {method} [{profile}] reference, but its "
-                            f"record {where} (restore it from git, or accept another run)"
-                        ),
-                    )
-                )
-    for (method, profile), entry in entries.items():
+                refs.rows.append(_missing(key, entry, present))
+    for key, entry in keyed:
         ref = refs.records.get(entry["run_id"])
-        if ref is not None and (ref.method, ref.profile) != (method, profile):
-            # Gating cotmae runs against a cocondenser record would compare unlike with unlike.
-            refs.rows.append(
-                GateRow(
-                    WRONG_REFERENCE,
-                    ref.run_id,
-                    method,
-                    profile,
-                    note=(
-                        f"{REFERENCES_FILE}: '{method}/{profile}' names {ref.path.name}, a record of {ref.method} "
-                        f"[{ref.profile}]: accept a {method} [{profile}] run with `python -m harness check --accept RUN_ID`"
-                    ),
-                )
-            )
-            refs.wrong.add((method, profile))
+        if ref is None:
             continue
-        sealed = (ref.integrity or {}).get("sha256") if ref else None
-        if ref is not None and sealed != entry["sha256"]:
+        wrong = _wrong_reference(key, ref)
+        if wrong is not None:  # gating cotmae runs against a cocondenser record would compare unlike with unlike
+            refs.rows.append(wrong)
+            refs.wrong.add(key)
+            continue
+        sealed = (ref.integrity or {}).get("sha256")
+        if sealed != entry["sha256"]:
             refs.rows.append(
                 GateRow(
                     CORRUPT,
                     ref.run_id,
-                    method,
-                    profile,
+                    key[0],
+                    key[1],
                     note=(
                         f"{ref.path.name}: differs from the record accepted as the reference (sha256 "
                         f"{str(sealed)[:12]}... vs accepted {entry['sha256'][:12]}...): re-sealed after an edit?"
@@ -181,3 +209,41 @@ def resolve_references(
             )
             refs.records.pop(entry["run_id"])
     return refs
+
+
+def _label(key: tuple[str, ...]) -> str:
+    """'cotmae [mini]', or 'cotmae [mini] bf16' for a reference of one precision."""
+    return f"{key[0]} [{key[1]}]" + (f" {key[2]}" if len(key) > 2 else "")
+
+
+def _missing(key: tuple[str, ...], entry: dict[str, Any], present: set[str]) -> GateRow:
+    where = "is here but not usable (its row above says why)" if entry["run_id"] in present else "is not here"
+    return GateRow(
+        MISSING,
+        entry["run_id"],
+        key[0],
+        key[1],
+        note=(
+            f"{REFERENCES_FILE} names {entry['run_id']} as the {_label(key)} reference, but its "
+            f"record {where} (restore it from git, or accept another run)"
+        ),
+    )
+
+
+def _wrong_reference(key: tuple[str, ...], ref: RunRecord) -> GateRow | None:
+    """WRONG-REFERENCE where the record named under ``key`` is of another method or profile, or (a key
+    naming a precision) trained in another precision; else None."""
+    precision = precision_label(ref.stages)
+    if (ref.method, ref.profile) == key[:2] and (len(key) < 3 or precision == key[2]):
+        return None
+    found = f"{ref.method} [{ref.profile}]" + (f" {precision}" if len(key) > 2 else "")
+    return GateRow(
+        WRONG_REFERENCE,
+        ref.run_id,
+        key[0],
+        key[1],
+        note=(
+            f"{REFERENCES_FILE}: '{'/'.join(key)}' names {ref.path.name}, a record of {found}: accept a "
+            f"{_label(key)} run with `python -m harness check --accept RUN_ID`"
+        ),
+    )

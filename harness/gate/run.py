@@ -12,7 +12,9 @@
   the checkpoint registry says are that checkpoint (``harness.papers.released``), never a reference; a
   record of a checkpoint no longer registered is UNKNOWN-METHOD.
 * Every other profile (``tiny``, ``mini``) is compared with its **reference**: the run named for its
-  (method, profile) in ``references.json`` in the records folder. A reference is made only
+  (method, profile) in ``references.json`` in the records folder, or the second one of its precision
+  where the manifest names one ("<method>/<profile>/bf16": ``run --precision auto`` trains bf16 on one
+  CPU and fp32 on another, and runs of different precisions are not compared). A reference is made only
   explicitly (``check --accept RUN_ID``), never because a record is the newest. Each metric of
   the reference must be matched within ``TINY_TOLERANCE`` points in either direction
   (``CROSS_MACHINE_TOLERANCE`` when the records name different machines, and the row says so); a record
@@ -103,6 +105,7 @@ from harness.gate.grading import (
     TRAINING_FREE_FAMILIES,
     TRAINING_FREE_TOLERANCE,
     GateRow,
+    against_reference,
     effect_rows,
     loss_rows,
     movement_rows,
@@ -116,6 +119,7 @@ from harness.records.store import (
     REFERENCES_FILE,
     RunRecord,
     Skipped,
+    load_precision_references,
     load_records,
     load_references,
     records_dir,
@@ -213,7 +217,10 @@ def run_gate(
         cells = _load_cells(result, reported)
     present = ({r.path.stem for r in records} | {s.path.stem for s in skipped}) if ref_dir == directory else None
     refs = resolve_references(
-        load_references(ref_dir), usable if ref_dir == directory else load_records(ref_dir)[0], present
+        load_references(ref_dir),
+        usable if ref_dir == directory else load_records(ref_dir)[0],
+        present,
+        load_precision_references(ref_dir),
     )
     result.rows.extend(refs.rows)
     _drop_spec_changed(result, usable, refs)
@@ -280,7 +287,7 @@ def _drop_spec_changed(result: GateResult, usable: list[RunRecord], refs: Refere
     know, the method's current one or the one its reference ran (STALE-REFERENCE covers that case), with a
     SPEC-CHANGED row: it is set apart, never graded."""
     for rec in list(usable):
-        ref = refs.of(rec.method, rec.profile)
+        ref = refs.for_record(rec)
         standing = _standing(rec, ref)
         if (
             rec.profile == CHECKPOINT_PROFILE
@@ -333,8 +340,7 @@ def _grade_against_reference(
     """The rows of one record against its (method, profile) reference: NO-REFERENCE, REFERENCE (it is it),
     SUPERSEDED (older), or each metric and loss graded within the tolerance (ERROR when it cannot be)."""
     method, profile = rec.method, rec.profile
-    entry = refs.entries.get((method, profile))
-    ref = refs.of(method, profile)
+    ref = refs.for_record(rec)
     base: dict[str, Any] = dict(run_id=rec.run_id, method=method, profile=profile)
     standing = _standing(rec, ref)
     if ref is None:
@@ -345,11 +351,11 @@ def _grade_against_reference(
         result.rows.append(GateRow(NO_REFERENCE, **base, note=note))
     elif standing == REFERENCE:
         if rec.profile != "paper":  # a paper reference is gated against the papers above
-            accepted = f"accepted {(entry or {}).get('accepted', '')}".strip()
+            accepted = f"accepted {refs.accepted(ref)}".strip()
             result.rows.append(GateRow(REFERENCE, **base, against="(is the reference)", note=accepted))
     elif standing == SUPERSEDED:
         note = "older than the reference; not gated"
-        result.rows.append(GateRow(SUPERSEDED, **base, against=f"reference {ref.run_id}", note=note))
+        result.rows.append(GateRow(SUPERSEDED, **base, against=against_reference(ref), note=note))
     else:
         try:
             training_free = (rec.spec or {}).get("family") in TRAINING_FREE_FAMILIES

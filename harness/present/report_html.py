@@ -56,6 +56,7 @@ from harness.present.overview import (
     method_lines,
     run_command,
 )
+from harness.records.run_precision import precision_label
 from harness.records.store import RunRecord, load_records
 from harness.records.store import records_dir as default_records
 
@@ -182,11 +183,12 @@ def verdict_html(gate: GateResult, records: Sequence[RunRecord] = ()) -> str:
 
 
 def records_html(records: Sequence[RunRecord]) -> str:
-    """Each record's seal and the machine it ran on."""
+    """Each record's seal, the precision it trained in and the machine it ran on."""
     headers = [
         "run",
         "method",
         "profile",
+        "precision",
         "created",
         "integrity sha256",
         "cpu model",
@@ -204,6 +206,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
                 esc(rec.run_id),
                 esc(rec.method),
                 esc(rec.profile),
+                esc(precision_label(rec.stages)),
                 esc(rec.created),
                 f"<code>{esc((rec.integrity or {}).get('sha256') or 'unsealed')}</code>",
                 esc(detected.get("cpu_model") or "-"),

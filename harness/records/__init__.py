@@ -2,6 +2,7 @@
 
 ``run_record.py`` is the record's one typed class, both written and read (its JSON kept byte for byte);
 ``writer.py`` writes records (their run id and path) and ``store.py`` loads and validates them;
+``run_precision.py`` the precision a record's training stages used (its label on every surface);
 ``integrity.py`` seals them and recomputes their aggregates; ``environment.py`` captures where a run ran
 (git, packages, hardware). MLflow: ``tracker.py`` is a run's client (a parent run and a nested run per
 stage, best-effort), ``parent_run.py`` what its parent run is named and holds, ``mlflow_keys.py`` the keys

@@ -17,6 +17,7 @@ from typing import Any
 from harness.core.statuses import VERDICTS
 from harness.papers.schema import CONDITION_KEYS
 from harness.records.mlflow_keys import mlflow_key, param_value
+from harness.records.run_precision import precision_label
 from harness.records.run_record import RunRecord
 from harness.records.tracker import Tracker
 
@@ -117,7 +118,8 @@ def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, floa
 
 def parent_tags(record: RunRecord) -> dict[str, str]:
     """What a finished run's parent is tagged with, from its run record: ``verdict.<STATUS>`` (how many
-    of its comparison rows got each verdict, 0 included so every parent has every key), ``git.commit``
+    of its comparison rows got each verdict, 0 included so every parent has every key), ``precision`` (the
+    one its training stages used: ``spec.pretrain.precision`` is the spec's ``auto``), ``git.commit``
     / ``git.dirty``, and ``hardware.cpu_model`` / ``cpus`` / ``memory_gib`` / ``cuda_devices``."""
 
     statuses = [str(c.get("status")) for c in record.comparison or []]
@@ -131,6 +133,7 @@ def parent_tags(record: RunRecord) -> dict[str, str]:
         if value is not None:
             tags[key] = str(value)
     git = record.git or {}
+    tags["precision"] = precision_label(record.stages)  # what `auto` resolved to (the spec param keeps "auto")
     tags["git.commit"] = str(git.get("commit") or "unknown")
     if git.get("commit"):  # MLflow's own: its run page and compare view show it as the run's source version
         tags[GIT_TAG] = str(git["commit"])

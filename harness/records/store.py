@@ -30,6 +30,7 @@ from harness.core.fsutil import file_problem, is_plain_name, is_temp
 from harness.core.paths import runs_dir
 from harness.records.run_record import RunRecord
 from harness.records.writer import RECORD_SCHEMA_VERSION
+from harness.training.precision import FLAG_CHOICES
 
 # key -> (type, what it means); a record missing one of these cannot be shown or gated.
 REQUIRED_KEYS: dict[str, tuple[type, str]] = {
@@ -259,9 +260,12 @@ def read_references(directory: str | Path) -> dict[str, Any]:
             f'{{"run_id": ..., "sha256": ...}}}}}}); {fix}'
         )
     for key, entry in data["references"].items():
-        method, _, profile = key.partition("/")
-        if not method or not profile or "/" in profile:
-            raise HarnessError(f"{path}: entry '{key}' must be keyed \"<method>/<profile>\"; {fix}")
+        parts = key.split("/")
+        if not 2 <= len(parts) <= 3 or not all(parts) or (len(parts) == 3 and parts[2] not in FLAG_CHOICES):
+            raise HarnessError(
+                f"{path}: entry '{key}' must be keyed \"<method>/<profile>\" or "
+                f'"<method>/<profile>/<{"|".join(FLAG_CHOICES)}>"; {fix}'
+            )
         if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str) or not entry["run_id"].strip():
             raise HarnessError(f'{path}: entry \'{key}\' must be {{"run_id": "<run id>", "sha256": ...}}; {fix}')
         if not is_plain_name(entry["run_id"]):  # it names <records>/<run_id>.json: never a file outside
@@ -277,9 +281,23 @@ def read_references(directory: str | Path) -> dict[str, Any]:
 
 
 def load_references(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(method, profile) -> {"run_id", "sha256", "accepted"} from ``<records>/references.json``."""
+    """(method, profile) -> {"run_id", "sha256", "accepted"} from ``<records>/references.json``: each
+    (method, profile)'s reference, whatever its precision (:func:`load_precision_references`: the others)."""
     refs = {}
     for key, entry in read_references(directory)["references"].items():
         method, _, profile = key.partition("/")
-        refs[(method, profile)] = entry
+        if "/" not in profile:
+            refs[(method, profile)] = entry
+    return refs
+
+
+def load_precision_references(directory: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(method, profile, precision) -> entry, from the manifest's "<method>/<profile>/<precision>" keys: a
+    second reference of a (method, profile) in another precision than its reference's (``run
+    --precision auto`` picks bf16 on one CPU and fp32 on another; each run is gated against its own)."""
+    refs = {}
+    for key, entry in read_references(directory)["references"].items():
+        parts = key.split("/")
+        if len(parts) == 3:
+            refs[(parts[0], parts[1], parts[2])] = entry
     return refs

@@ -19,6 +19,7 @@ from harness.core.hardware import detect, total_memory_gib
 from harness.core.paths import require_writable_homes
 from harness.core.points import fmt
 from harness.core.seeds import DEFAULT_SEED
+from harness.core.text_table import wrap_text
 from harness.data import download
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
@@ -32,11 +33,13 @@ from harness.evaluation.measures import (
     warn_unretrievable,
 )
 from harness.gate.cell_state import run_summary_states
+from harness.gate.closing_check import check_run, closing_line
 from harness.papers.registry import cells_for
 from harness.papers.schema import KNOWN_METHODS
 from harness.pipelines.context import RunContext, StageLog
 from harness.pipelines.families import family_pipeline
 from harness.records.parent_run import log_parent_summary, parent_params, parent_tracker
+from harness.records.run_precision import NO_TRAINING, precision_label
 from harness.records.run_record import RunRecord
 from harness.records.tracker import Tracker, tracking_line
 from harness.records.writer import new_run_id
@@ -537,6 +540,21 @@ def print_outcome(comparisons: list[Any], scores: RunScores, record: RunRecord, 
     for name, check in scores.chance.items():
         print(f"{scores.final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]]))
     print(summary_line(record, path))
+    print(wrap_text(reference_line(record), LINE_WIDTH, indent="  "))
+
+
+LINE_WIDTH = 120  # the closing check's line wraps past this (a terminal's width; the run ids are long)
+
+
+def reference_line(record: RunRecord, references: Path | None = None) -> str:
+    """What the run's numbers were checked against: the committed reference of its precision in ``references``
+    (default runs/records; the grading
+    `check` gives it among "your runs"), or why none was; a manifest that cannot be read is said, never raised
+    (the record is written)."""
+    try:
+        return closing_line(check_run(record, references))
+    except HarnessError as exc:
+        return f"not checked against a committed reference: {exc}"
 
 
 def recorded_result(plan: RunPlan, record: RunRecord, path: Path) -> RunResult:
@@ -561,8 +579,9 @@ def recorded_result(plan: RunPlan, record: RunRecord, path: Path) -> RunResult:
 
 
 def summary_line(record: RunRecord, path: Path) -> str:
-    """The run's last line: its final retriever's primary measure per benchmark, in points (out of 100:
-    "nDCG@10 1.0 points" is a chance-level score, not a perfect one), with that cell's verdict."""
+    """The run's summary line: the precision it trained in, its final retriever's primary measure per
+    benchmark, in points (out of 100: "nDCG@10 1.0 points" is a chance-level score, not a perfect one),
+    with that cell's verdict."""
     final = record.finetune_stage
     statuses = run_summary_states(record.comparison, final)  # the table's verdicts, one per number
     parts = []
@@ -572,8 +591,10 @@ def summary_line(record: RunRecord, path: Path) -> str:
         parts.append(f"{ds} {primary} {fmt(100 * values[primary], 1)} points ({status})")
     where = tracking_line(record.mlflow)
     stage = f" {final}:" if final else ""
+    precision = precision_label(record.stages)
+    trained = f", {precision}" if precision != NO_TRAINING else ""  # the precision it was checked in
     return (
-        f"{record.method} [{record.profile}]{stage} "
+        f"{record.method} [{record.profile}{trained}]{stage} "
         + "; ".join(parts)
         + f" in {record.seconds}s -- record {path}; {where}"
     )
