@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.commands._output import json_target, records_folder, write_json
+from harness.commands._output import add_wide, json_target, records_folder, write_json
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir, local_runs_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
@@ -107,6 +107,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print every row (by default: the verdict and counts, the failing rows, then your runs)",
     )
     p.add_argument("--json", metavar="PATH", help="write every row, the skipped records and the verdict as JSON")
+    add_wide(p)
     p.set_defaults(func=_check)
 
 
@@ -146,7 +147,9 @@ def _check(args: argparse.Namespace) -> int:
     if rest:
         print(rest)
     if result.cells:
-        print(states_line(result.cells))  # the same states as the glance tab, the report and `grade`
+        print(
+            wrap_text(states_line(result.cells), indent="  ")
+        )  # the same states as the glance tab, the report, `grade`
     for line in sigma_sources(result):  # every verdict names its sigma's source (issue 61)
         print(wrap_text(line, SOURCE_WIDTH, "    "))
     yours = _your_runs(args, tolerance, cross)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands._output import write_json
+from harness.commands._output import add_wide, write_json
 from harness.core.points import reported_text
 from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
@@ -31,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", metavar="FILE", required=True, help="your numbers (JSON, see above)")
     p.add_argument("--json", metavar="OUT", help='write every graded row as JSON: {"rows": [...]}')
     p.add_argument("--all", action="store_true", help="also list NOT-COMPARABLE rows (hidden by default)")
+    add_wide(p)
     p.set_defaults(func=_grade)
 
 

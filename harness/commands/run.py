@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from harness.commands._output import json_target, name_list, write_json
+from harness.commands._output import add_wide, json_target, name_list, write_json
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect, planned_world_size
@@ -147,6 +147,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         f"(default {launch.RDZV_TIMEOUT} s); the wait says every minute on stderr what it "
         "waits for, and SIGTERM / Ctrl-C end it at once",
     )
+    add_wide(p)
     p.set_defaults(func=_run)
 
 
