@@ -46,6 +46,18 @@ def _sigma(row: dict) -> str:
     return f"{row['sigma_rep']:.2f}: {row.get('sigma_source') or '?'}"
 
 
+def _note(row: dict) -> str:
+    """The row's reason without the sigma_rep source its "sigma_rep from" column already shows (a row
+    printed it twice); --json keeps the reason whole."""
+    reason = row.get("reason") or ""
+    if _sigma(row) == "-":
+        return reason
+    said = f"sigma_rep {_sigma(row)}"
+    for form in (f" ({said})", f"; {said}", said):
+        reason = reason.replace(form, "")
+    return reason.strip("; ")
+
+
 def _grade(args: argparse.Namespace) -> int:
     rows = grade(args.metrics)
     shown = [r for r in rows if args.all or r["status"] != NOT_COMPARABLE]
@@ -61,7 +73,7 @@ def _grade(args: argparse.Namespace) -> int:
             _num(r["value"], r["kind"] == "effect"),
             _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True),
             _sigma(r),
-            r.get("reason") or "",
+            _note(r),
         ]
         for r in shown
     ]
@@ -82,6 +94,8 @@ def _grade(args: argparse.Namespace) -> int:
                     "note",
                 ],
                 table,
+                below=[10, 9],  # wider than the output: the note, then sigma's source, under the row
+                below_first=True,
             )
         )
     hidden = len(rows) - len(shown)

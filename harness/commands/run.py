@@ -9,6 +9,7 @@ from harness.commands._output import add_wide, json_target, name_list, write_jso
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect, planned_world_size
+from harness.core.text_table import reflow
 from harness.core.paths import cache_dir
 from harness.core.seeds import DEFAULT_SEED
 from harness.run import launch, process_check, seed_study
@@ -221,7 +222,7 @@ def _study(args: argparse.Namespace) -> int:
         return seed_study.run(args.seeds, lambda seed: _run(_one_seed(args, seed)))
     result = run_method(args.method, args.profile, name_list(args.dataset, "--dataset"), stage=args.stage, dry_run=True)
     spec = load_method(result.method, result.profile)
-    print("\n".join(seed_study.describe(spec, result.stages, args.seeds)))
+    print(reflow("\n".join(seed_study.describe(spec, result.stages, args.seeds))))
     return 0
 
 

@@ -56,13 +56,15 @@ def format_table(
     right: Collection[int] = (),
     below: Sequence[int] = (),
     width: int | None = CURRENT,
+    below_first: bool = False,
 ) -> str:
     """Left-aligned plain-text table (``right``: right-aligned columns); floats rendered as given by the caller.
 
     ``wrap`` maps a column index to its widest width: longer text in that column is wrapped onto
     continuation lines (never cut). Wider than ``width``, the text columns wrap further, then the
-    ``below`` columns, in that order, move under their row as "header: value" lines."""
-    head, blocks = table_blocks(headers, rows, wrap, right=right, below=below, width=width)
+    ``below`` columns, in that order, move under their row as "header: value" lines (``below_first``:
+    they move before any column is narrowed: a table whose notes would wrap into narrow towers)."""
+    head, blocks = table_blocks(headers, rows, wrap, right=right, below=below, width=width, below_first=below_first)
     return "\n".join([*head, *(line for block in blocks for line in block)])
 
 
@@ -74,6 +76,7 @@ def table_blocks(
     right: Collection[int] = (),
     below: Sequence[int] = (),
     width: int | None = CURRENT,
+    below_first: bool = False,
 ) -> tuple[list[str], list[list[str]]]:
     """:func:`format_table` in pieces: the header and rule lines, then each row's lines (one or more:
     wrapped text, moved columns), its columns aligned over the whole table, for a caller that puts
@@ -83,13 +86,15 @@ def table_blocks(
     caps = dict(wrap or {}) if limit is not None else {}  # --wide: one line per row
     moved: list[int] = []
     kept = list(range(len(headers)))
-    widths = _fit(cells, kept, caps, limit)
+    fit_to = None if below_first else limit  # below_first: the columns' own widths decide what moves
+    widths = _fit(cells, kept, caps, fit_to)
     for col in below:
         if limit is None or _line_width(widths) <= limit or col not in kept:
             break
         moved.append(col)
         kept.remove(col)
-        widths = _fit(cells, kept, caps, limit)
+        widths = _fit(cells, kept, caps, fit_to)
+    widths = _fit(cells, kept, caps, limit)
     blocks = [_block(r, kept, widths, right) for r in cells]
     for r, block in zip(cells[1:], blocks[1:]):
         for col in moved:
@@ -167,28 +172,37 @@ def wrap_text(text: str, width: int | None = CURRENT, indent: str = "") -> str:
 
 def reflow(text: str, width: int | None = CURRENT, hang: int = 4) -> str:
     """Every line of ``text`` over ``width`` wrapped at word boundaries, its continuation lines indented
-    ``hang`` past the line's own indent (a block of free lines: a plan, a run's closing lines)."""
+    ``hang`` past the line's own indent (a block of free lines: a plan, a run's closing lines). A line
+    of aligned columns (cells two or more spaces apart) breaks at a column gap first: the cells that fit
+    stay aligned on the first line, the rest (a note, a long id) goes on the lines under it."""
     limit = _resolve(width)
     if limit is None:
         return text
-    out = []
-    for line in text.splitlines():
-        if len(line) <= limit:
-            out.append(line)
-            continue
-        lead = line[: len(line) - len(line.lstrip())]
-        out.append(
-            "\n".join(
-                textwrap.wrap(
-                    line,
-                    limit,
-                    initial_indent="",
-                    subsequent_indent=lead + " " * hang,
-                    break_on_hyphens=False,
-                    break_long_words=False,
-                    drop_whitespace=True,
-                )
-            )
-            or line
-        )
+    return "\n".join(line if len(line) <= limit else _reflow_line(line, limit, hang) for line in text.splitlines())
+
+
+def _reflow_line(line: str, limit: int, hang: int) -> str:
+    lead = line[: len(line) - len(line.lstrip())]
+    indent = lead + " " * hang
+    first, rest = line, ""
+    gaps = [m.start() for m in re.finditer(r"(?<=\S) {2,}(?=\S)", line) if m.start() <= limit]
+    if gaps and gaps[-1] > len(indent):  # the columns up to the last gap that fits, the rest below
+        first, rest = line[: gaps[-1]], line[gaps[-1] :].strip()
+    out = _words(first, limit, "", indent)
+    if rest:
+        out += _words(indent + rest, limit, indent, indent)
     return "\n".join(out)
+
+
+def _words(text: str, limit: int, initial: str, indent: str) -> list[str]:
+    """``text`` wrapped at spaces (a word longer than a line is kept whole: never cut)."""
+    if len(text) <= limit:
+        return [text]
+    return textwrap.wrap(
+        text.strip() if initial else text,
+        limit,
+        initial_indent=initial,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    ) or [text]
