@@ -111,6 +111,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_check)
 
 
+def _headline(said: str) -> tuple[str, str]:
+    """The summary's verdict (its first line and the indented lines it wrapped onto), and the rest."""
+    lines = said.split("\n")
+    k = 1
+    while k < len(lines) and lines[k].startswith("  "):
+        k += 1
+    return "\n".join(lines[:k]), "\n".join(lines[k:])
+
+
 def _check(args: argparse.Namespace) -> int:
     if args.tiny_tolerance is not None and not (0 <= args.tiny_tolerance < float("inf")):  # nan fails too
         raise HarnessError(f"--tiny-tolerance must be a finite number >= 0, got {args.tiny_tolerance}")
@@ -139,7 +148,7 @@ def _check(args: argparse.Namespace) -> int:
         args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross
     )
     said = format_gate(result) if args.all else format_summary(result)
-    first, _, rest = said.partition("\n")
+    first, rest = _headline(said)
     if args.all:  # the table ends with the verdict: the answer follows it
         first, rest = said, ""
     print(first)
