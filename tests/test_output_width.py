@@ -107,7 +107,8 @@ def _printed(method: str) -> dict[str, dict[str, float]]:
 def own_numbers(tmp_path: Path) -> Path:
     """Two researchers' runs (their cells and the effect between them) as `grade` reads them."""
     runs = [
-        {"method": m, "profile": "paper", "stage": "retriever2", "metrics": _printed(m)} for m in ("cotmae_qc", "cotmae")
+        {"method": m, "profile": "paper", "stage": "retriever2", "metrics": _printed(m)}
+        for m in ("cotmae_qc", "cotmae")
     ]
     assert all(r["metrics"] for r in runs)
     path = tmp_path / "mine.json"

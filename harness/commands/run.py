@@ -9,9 +9,9 @@ from harness.commands._output import add_wide, json_target, name_list, write_jso
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect, planned_world_size
-from harness.core.text_table import reflow
 from harness.core.paths import cache_dir
 from harness.core.seeds import DEFAULT_SEED
+from harness.core.text_table import reflow
 from harness.run import launch, process_check, seed_study
 from harness.run.device_check import ALLOW_CPU_FLAG
 from harness.run.launch import Layout
