@@ -187,21 +187,20 @@ def _reflow_line(line: str, limit: int, hang: int) -> str:
     first, rest = line, ""
     gaps = [m.start() for m in re.finditer(r"(?<=\S) {2,}(?=\S)", line) if m.start() <= limit]
     if gaps and gaps[-1] > len(indent):  # the columns up to the last gap that fits, the rest below
-        first, rest = line[: gaps[-1]], line[gaps[-1] :].strip()
-    out = _words(first, limit, "", indent)
-    if rest:
-        out += _words(indent + rest, limit, indent, indent)
+        first, rest = line[: gaps[-1]], line[gaps[-1] + len(GAP) :]  # the rest keeps its columns' padding
+    out = _words(first, limit, indent)
+    if rest.strip():
+        out += _words(indent + rest.rstrip(), limit, indent)
     return "\n".join(out)
 
 
-def _words(text: str, limit: int, initial: str, indent: str) -> list[str]:
-    """``text`` wrapped at spaces (a word longer than a line is kept whole: never cut)."""
+def _words(text: str, limit: int, indent: str) -> list[str]:
+    """``text`` wrapped at spaces, its leading spaces kept (a word longer than a line is kept whole: never cut)."""
     if len(text) <= limit:
         return [text]
     return textwrap.wrap(
-        text.strip() if initial else text,
+        text,
         limit,
-        initial_indent=initial,
         subsequent_indent=indent,
         break_on_hyphens=False,
         break_long_words=False,
