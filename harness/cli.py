@@ -17,6 +17,7 @@ import sys
 from harness.core import env_controls, procs, threads
 from harness.core.errors import HarnessError, SpecProblems, disk_full
 from harness.core.paths import cache_dir, runs_dir
+from harness.core.text_table import TERMINAL_WIDTH, output_width
 
 # Order is the order shown in --help.
 # An OSError on a path the user controls (a cache on a full disk, a folder made read-only mid-run) is
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         with procs.terminate_raises():
             env_controls.check(os.environ)  # every HARNESS_* control, whether or not this command reads it
             threads.configure()  # before torch starts: its OpenMP pool is sized once
-            return int(args.func(args) or 0)
+            with output_width(None if getattr(args, "wide", False) else TERMINAL_WIDTH):  # `--wide`: unbounded
+                return int(args.func(args) or 0)
     except SpecProblems as exc:  # one line per problem, so each names its own file:line
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)

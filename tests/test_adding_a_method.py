@@ -136,7 +136,7 @@ def test_a_declared_stage_is_listed_and_planned(oracle_declared, monkeypatch, ca
     _, commands = doc_blocks("stage")
     for command in commands:
         if "ls stages" in command or "--dry-run" in command:
-            run_command(command, monkeypatch)
+            run_command(command + " --wide", monkeypatch)  # one line per row: the regexes read rows whole
     out = capsys.readouterr().out
     stage, _ = declarations()
     assert re.search(rf"^oracle_run +\[retrieve\] {re.escape(stage.does)}$", out, re.M)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import PROJECT_ROOT, cache_dir
+from harness.core.text_table import output_width
 from harness.pipelines.context import RunContext
 from harness.records.store import RunRecord, load_record, load_records, load_references
 from harness.run.run_result import RunResult
@@ -238,7 +239,8 @@ def test_paper_plan_reaches_evaluation_and_lists_only_what_to_fetch(method, caps
     from harness.data.download import MIRROR_ENV
 
     monkeypatch.delenv(MIRROR_ENV, raising=False)
-    result = dry_run(method, "paper")
+    with output_width(None):  # a line per missing input, as `--wide` prints it (by default they wrap at 120)
+        result = dry_run(method, "paper")
     out = capsys.readouterr().out
     spec = load_method(method, "paper")
     evaluated = {e["dataset"].split("/", 1)[1] for e in result.stages if e["stage"] == "evaluate"}

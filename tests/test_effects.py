@@ -96,7 +96,7 @@ def test_effects_command_prints_the_table(tmp_path, capsys):
         write_run_record(
             RunRecord.from_json({k: v for k, v in data.items() if k not in ("integrity", "schema_version")}), tmp_path
         )
-    assert main(["effects", "--records", str(tmp_path), "--json", str(tmp_path / "e.json")]) == 0
+    assert main(["effects", "--records", str(tmp_path), "--wide", "--json", str(tmp_path / "e.json")]) == 0
     out = capsys.readouterr().out
     assert "cotmae - nopretrain" in out and "1 with a 95% CI that excludes 0" in out
     assert main(["effects", "--records", str(tmp_path), "--profile", "tiny"]) == 0

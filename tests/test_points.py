@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.core.points import fmt, points_decimals, printed_as_fraction, reported_text
 from harness.core.statuses import FAIL, NOT_COMPARABLE, PASS
+from harness.core.text_table import output_width
 from harness.evaluation.compare import compare, format_comparison_table
 from harness.gate.grading import LOSS, GateRow
 from harness.gate.run import GateResult, format_gate
@@ -49,7 +50,8 @@ def test_closing_table_prints_points_a_stage_and_no_delta_when_not_comparable() 
         {"nfcorpus": {"nDCG@10": 0.0080}}, None, [_cell("0.340", 0.34)], {"profile": "tiny", "method": "cotmae_qc"}
     )
     comps[0].finetune_stage = "retriever2"
-    text = format_comparison_table(comps)
+    with output_width(None):  # one line per row (by default a table wider than the screen wraps)
+        text = format_comparison_table(comps)
     header, row = text.splitlines()[0], text.splitlines()[2]
     assert "stage" in header.split() and "delta" in header.split()
     assert NOT_COMPARABLE in row and "retriever2" in row
@@ -119,7 +121,8 @@ def test_check_rows_in_points_with_stage_and_losses_apart(tmp_path: Path) -> Non
         ),
         GateRow(PASS, "r", "cotmae_qc", "tiny", "scifact", "R@1000", expected=None, reproduced=None),
     ]
-    lines = format_gate(GateResult(tmp_path, rows, [])).splitlines()
+    with output_width(None):  # one line per row, as `check --wide` prints it
+        lines = format_gate(GateResult(tmp_path, rows, [])).splitlines()
     assert lines[0].split()[:5] == ["status", "run", "benchmark", "stage", "measure"]
     assert "34.0 (printed 0.340)" in lines[2] and "-33.2" not in lines[2] and "retriever2" in lines[2]
     assert "4.73" in lines[3] and "-0.03" in lines[3]

@@ -41,6 +41,6 @@ def test_a_plain_benchmark_run_is_scored_on_its_test_qrels(tmp_path):
 def test_lexmae_paper_dry_run_plans_cqadupstack(capsys):
     from harness.cli import main
 
-    assert main(["run", "--method", "lexmae", "--profile", "paper", "--dry-run"]) == 0
+    assert main(["run", "--method", "lexmae", "--profile", "paper", "--dry-run", "--wide"]) == 0  # a line whole
     plan = capsys.readouterr().out
     assert "benchmarks:" in plan and "cqadupstack" in plan.split("benchmarks:", 1)[1].splitlines()[0]

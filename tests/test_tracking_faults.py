@@ -262,8 +262,15 @@ def _store_runs(tmp_path: Path) -> dict[str, str]:
 
 
 def _run_line(out: str) -> str:
-    """The run's last line (its scores, record and tracking; --json's "wrote" line follows it)."""
-    return next(line for line in reversed(out.splitlines()) if " -- record " in line)
+    """The run's last line (its scores, record and tracking; --json's "wrote" line follows it), its
+    continuation lines joined (it wraps at 120 columns)."""
+    lines: list[str] = []
+    for line in out.splitlines():
+        if line.startswith("    ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return next(line for line in reversed(lines) if " -- record " in line)
 
 
 def test_a_store_locked_mid_run_is_one_line_and_the_runs_end_failed(locked_store, tmp_path, capsys):

@@ -10,6 +10,17 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_write_text, writable_file
+from harness.core.text_table import TERMINAL_WIDTH
+
+
+def add_wide(parser: argparse.ArgumentParser) -> None:
+    """``--wide``: the output unbounded, one line per table row (by default every line fits
+    ``TERMINAL_WIDTH`` columns: long text wrapped at word boundaries, some columns under their row)."""
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help=f"print one line per row, nothing wrapped (by default lines fit {TERMINAL_WIDTH} columns)",
+    )
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.commands._output import json_target, records_folder, write_json
+from harness.commands._output import add_wide, json_target, records_folder, write_json
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir, local_runs_dir
 from harness.core.statuses import FAILING, STRICT_ONLY
@@ -108,7 +108,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print every row (by default: the verdict and counts, the failing rows, then your runs)",
     )
     p.add_argument("--json", metavar="PATH", help="write every row, the skipped records and the verdict as JSON")
+    add_wide(p)
     p.set_defaults(func=_check)
+
+
+def _headline(said: str) -> tuple[str, str]:
+    """The summary's verdict (its first line and the indented lines it wrapped onto), and the rest."""
+    lines = said.split("\n")
+    k = 1
+    while k < len(lines) and lines[k].startswith("  "):
+        k += 1
+    return "\n".join(lines[:k]), "\n".join(lines[k:])
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -139,7 +149,7 @@ def _check(args: argparse.Namespace) -> int:
         args.records, strict=args.strict, reported=args.reported, tiny_tolerance=tolerance, cross_machine=cross
     )
     said = format_gate(result) if args.all else format_summary(result)
-    first, _, rest = said.partition("\n")
+    first, rest = _headline(said)
     if args.all:  # the table ends with the verdict: the answer follows it
         first, rest = said, ""
     print(first)
@@ -147,7 +157,9 @@ def _check(args: argparse.Namespace) -> int:
     if rest:
         print(rest)
     if result.cells:
-        print(states_line(result.cells))  # the same states as the glance tab, the report and `grade`
+        print(
+            wrap_text(states_line(result.cells), indent="  ")
+        )  # the same states as the glance tab, the report, `grade`
     for line in sigma_sources(result):  # every verdict names its sigma's source (issue 61)
         print(wrap_text(line, SOURCE_WIDTH, "    "))
     yours = _your_runs(args, tolerance, cross)

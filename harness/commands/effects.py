@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from harness.commands._output import records_folder, write_json
+from harness.commands._output import add_wide, records_folder, write_json
+from harness.core.text_table import wrap_text
 from harness.evaluation.effects import (
     Effect,
     count_checks,
@@ -48,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print every effect (by default: those whose CI excludes 0 or that a paper's claim grades)",
     )
     p.add_argument("--json", metavar="PATH", help="write the effects as JSON")
+    add_wide(p)
     p.set_defaults(func=_effects)
 
 
@@ -69,9 +71,9 @@ def _effects(args: argparse.Namespace) -> int:
     counts = count_checks(effects) if args.profile == "paper" else []
     print(f"{len(effects)} effect(s) in profile '{args.profile}'; {significant} with a 95% CI that excludes 0")
     if states:  # the rows of the claims they are set beside, as `check` and the glance tab give them
-        print(states_line(states, "the papers' cells of their claims"))
+        print(wrap_text(states_line(states, "the papers' cells of their claims"), indent="  "))
     for c in counts:
-        print(f"count claim {c.key} ({c.a} - {c.b}, {c.measure}): {c.status}; {c.reason}")
+        print(wrap_text(f"count claim {c.key} ({c.a} - {c.b}, {c.measure}): {c.status}; {c.reason}", indent="  "))
     shown = effects if args.all else [e for e in effects if e.significant or e.claim_status]
     if shown:
         print(format_effects(shown))

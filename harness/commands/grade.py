@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands._output import write_json
+from harness.commands._output import add_wide, write_json
 from harness.core.points import reported_text
 from harness.core.statuses import NOT_COMPARABLE
 from harness.core.text_table import format_table
@@ -31,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", metavar="FILE", required=True, help="your numbers (JSON, see above)")
     p.add_argument("--json", metavar="OUT", help='write every graded row as JSON: {"rows": [...]}')
     p.add_argument("--all", action="store_true", help="also list NOT-COMPARABLE rows (hidden by default)")
+    add_wide(p)
     p.set_defaults(func=_grade)
 
 
@@ -43,6 +44,18 @@ def _sigma(row: dict) -> str:
     if row.get("sigma_rep") is None or row["status"] == NOT_COMPARABLE:
         return "-"
     return f"{row['sigma_rep']:.2f}: {row.get('sigma_source') or '?'}"
+
+
+def _note(row: dict) -> str:
+    """The row's reason without the sigma_rep source its "sigma_rep from" column already shows (a row
+    printed it twice); --json keeps the reason whole."""
+    reason = row.get("reason") or ""
+    if _sigma(row) == "-":
+        return reason
+    said = f"sigma_rep {_sigma(row)}"
+    for form in (f" ({said})", f"; {said}", said):
+        reason = reason.replace(form, "")
+    return reason.strip("; ")
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -60,7 +73,7 @@ def _grade(args: argparse.Namespace) -> int:
             _num(r["value"], r["kind"] == "effect"),
             _num(r.get("ci_low"), True) + " .. " + _num(r.get("ci_high"), True),
             _sigma(r),
-            r.get("reason") or "",
+            _note(r),
         ]
         for r in shown
     ]
@@ -81,6 +94,8 @@ def _grade(args: argparse.Namespace) -> int:
                     "note",
                 ],
                 table,
+                below=[10, 9],  # wider than the output: the note, then sigma's source, under the row
+                below_first=True,
             )
         )
     hidden = len(rows) - len(shown)

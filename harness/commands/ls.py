@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from harness.commands._output import add_wide
 from harness.core.text_table import format_table
 from harness.data.catalog import get_benchmark, list_benchmarks
 from harness.pretrain.objectives import objectives
@@ -21,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "`ls stages` the declared stage graph (harness/stages/graph.py).",
     )
     p.add_argument("what", nargs="?", choices=["methods", "benchmarks", "objectives", "stages", "all"], default="all")
+    add_wide(p)
     p.set_defaults(func=_ls)
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from harness.commands._output import add_wide
 from harness.core.paths import PROJECT_ROOT
 from harness.core.text_table import format_table, wrap_text
 from harness.evaluation import noise
@@ -49,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="the runs folder holding records/ and seeds/ (default: runs/)",
     )
+    add_wide(p)
     p.set_defaults(func=_noise)
 
 
@@ -156,9 +158,9 @@ def margins_report(verbose: bool = False) -> str:
         "sigma_rep",
         "tested",
         "basis",
-        "P(REPR|same)",
-        "P(DIFF|same)",
-        "P(DIFF|2 Delta)",
+        "P(REPR | same)",
+        "P(DIFF | same)",
+        "P(DIFF | 2 Delta)",
         "seeds R / D",
         "sigma needed",
     ]

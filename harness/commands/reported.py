@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from harness.commands._output import add_wide
 from harness.core.paths import REPORTED_DIR
 from harness.core.points import reported_text
 from harness.core.text_table import format_table, wrap_text
@@ -38,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", metavar="PATH", help="also write the cells as a JSON list of objects")
     p.add_argument("--registry", metavar="DIR", default=None, help="registry folder (default: baselines/reported)")
+    add_wide(p)
     p.set_defaults(func=_reported)
 
 

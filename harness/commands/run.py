@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from harness.commands._output import json_target, name_list, write_json
+from harness.commands._output import add_wide, json_target, name_list, write_json
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.core.hardware import PLANNED_WORLD, default_processes, detect, planned_world_size
 from harness.core.paths import cache_dir
 from harness.core.seeds import DEFAULT_SEED
+from harness.core.text_table import reflow
 from harness.run import launch, process_check, seed_study
 from harness.run.device_check import ALLOW_CPU_FLAG
 from harness.run.launch import Layout
@@ -158,6 +159,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         f"(default {launch.RDZV_TIMEOUT} s); the wait says every minute on stderr what it "
         "waits for, and SIGTERM / Ctrl-C end it at once",
     )
+    add_wide(p)
     p.set_defaults(func=_run)
 
 
@@ -238,7 +240,7 @@ def _study(args: argparse.Namespace) -> int:
     seeds = {} if first is None else {"seed_study": True, "pretrain_seed": first}
     result = run_method(args.method, args.profile, datasets, stage=args.stage, dry_run=True, **seeds)
     spec = load_method(result.method, result.profile)
-    print("\n".join(seed_study.describe(spec, result.stages, args.seeds, pretrain)))
+    print(reflow("\n".join(seed_study.describe(spec, result.stages, args.seeds, pretrain))))
     return 0
 
 

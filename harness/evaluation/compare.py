@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from harness.core.points import fmt, points_decimals, reported_text
@@ -95,6 +95,13 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        """A record's ``comparison`` entry (:meth:`to_dict`) as the object; keys this version does not know
+        (an older or newer record's) are left out."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 # ---------------------------------------------------------------------------- conditions
@@ -436,6 +443,12 @@ def verdict_note(comp: Comparison | Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------- display
 
 
+def closing_table(comparisons: Sequence[Comparison]) -> str:
+    """The table a run prints after its record is written (``Comparison.from_dict`` rebuilds it from the
+    record's ``comparison`` entries)."""
+    return format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)"
+
+
 def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
     """Plain-text table plus a one-line status count. Every number in points, the reported one at the
     paper's printed precision with the printed value beside it where the paper printed a fraction
@@ -479,4 +492,6 @@ def format_comparison_table(comparisons: Sequence[Comparison]) -> str:
         )
     counts = {s: sum(c.status == s for c in comparisons) for s in STATUSES}
     summary = ", ".join(f"{s} {n}" for s, n in counts.items() if n) or "no cells"
-    return format_table(headers, rows) + f"\n{len(comparisons)} cells: {summary}"
+    # Wider than the output: the note, then the source, on their own lines under the row (--wide: one line)
+    table = format_table(headers, rows, below=[11, 5], below_first=True)
+    return table + f"\n{len(comparisons)} cells: {summary}"

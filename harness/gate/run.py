@@ -70,6 +70,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ from harness.core.statuses import (
     UNKNOWN_METHOD,
     UNREADABLE,
 )
-from harness.core.text_table import format_table, table_blocks, wrap_text
+from harness.core.text_table import current_width, format_table, table_blocks, wrap_text
 from harness.gate.admission import changed_run_files, data_mismatches, spec_change, unknown_checkpoint
 from harness.gate.cell_state import CellState, cell_states
 from harness.gate.grading import (
@@ -440,8 +441,6 @@ def row_numbers(r: GateRow) -> list[str]:
 
 
 NOTE_WIDTH = 70  # a row's note wraps onto continuation lines past this width
-MAX_WIDTH = 160  # a wider table is reflowed: each run's id once above its rows, notes below them
-AGAINST_WIDTH = 30  # the reflowed table's "against" column wraps past this width
 HEADERS = ["status", "run", "benchmark", "stage", "measure", "against", "expected", "reproduced", "delta", "tol"]
 HEADERS += ["CI(delta)", "note"]
 
@@ -459,28 +458,38 @@ def format_gate(result: GateResult, apart: bool = False) -> str:
 
 
 def format_rows(rows: Sequence[GateRow]) -> str:
-    """Gate rows as a plain-text table, long notes wrapped; wider than ``MAX_WIDTH``: by run."""
+    """Gate rows as one plain-text table, long notes wrapped; wider than the output (``current_width``):
+    by run. Under ``--wide``: the one table, a line per row."""
     table = [
         [r.status, r.run_id, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r), r.note] for r in rows
     ]
-    text = format_table(HEADERS, table, wrap={len(HEADERS) - 1: NOTE_WIDTH})
-    return text if max(map(len, text.splitlines())) <= MAX_WIDTH else _rows_by_run(rows)
+    limit = current_width()
+    text = format_table(HEADERS, table, wrap={len(HEADERS) - 1: NOTE_WIDTH} if limit else None, width=None)
+    return text if limit is None or max(map(len, text.splitlines())) <= limit else _rows_by_run(rows)
 
 
 def _rows_by_run(rows: Sequence[GateRow]) -> str:
     """The rows without the run and note columns, which made them too wide: a line naming the run
-    above its rows, each note on the lines under its row."""
+    (and what its rows are checked against, when they share it) above its rows, each note (and an
+    "against" the table has no room for) on the lines under its row."""
     headers = [h for h in HEADERS if h not in ("run", "note")]
-    table = [[r.status, r.benchmark, r.stage or "-", r.measure, r.against, *row_numbers(r)] for r in rows]
-    head, blocks = table_blocks(headers, table, wrap={headers.index("against"): AGAINST_WIDTH})
-    out, run = head, None
-    for r, block in zip(rows, blocks):
-        if r.run_id != run:
-            out.append(f"run {r.run_id}:")
-            run = r.run_id
-        out += block
-        if r.note:
-            out.append(wrap_text(f"    note: {r.note}", MAX_WIDTH, indent=" " * 10))
+    groups = [list(g) for _, g in groupby(rows, key=lambda r: r.run_id)]
+    shared = [len({r.against for r in g}) == 1 for g in groups]  # a run's rows against one thing: said once
+    table = [
+        [r.status, r.benchmark, r.stage or "-", r.measure, "" if one else r.against, *row_numbers(r)]
+        for g, one in zip(groups, shared)
+        for r in g
+    ]
+    head, blocks = table_blocks(headers, table, below=[headers.index("against")])
+    out, rest = head, iter(blocks)
+    for g, one in zip(groups, shared):
+        against = g[0].against if one else ""
+        against = f" {against}" if against.startswith("(") else f" (against {against})" if against else ""
+        out.append(wrap_text(f"run {g[0].run_id}{against}:", indent="    "))
+        for r in g:
+            out += next(rest)
+            if r.note:
+                out.append(wrap_text(f"    note: {r.note}", indent=" " * 10))
     return "\n".join(out)
 
 

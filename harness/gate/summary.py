@@ -5,6 +5,7 @@ reader needs the verdict and what to fix before any of them."""
 
 from __future__ import annotations
 
+from harness.core.text_table import wrap_text
 from harness.gate.run import GateResult, format_rows, verdict_text
 
 FAILING_SHOWN = 40  # failing rows printed before "... N more" (keeps the summary on one screen)
@@ -21,11 +22,11 @@ def headline(result: GateResult, apart: bool = False) -> str:
 
 def format_summary(result: GateResult, apart: bool = False, shown: int = FAILING_SHOWN) -> str:
     """The headline, then the failing rows (at most ``shown``), then how many rows ``--all`` adds."""
-    lines = [headline(result, apart)]
+    lines = [wrap_text(headline(result, apart), indent="  ")]
     if apart and (ids := list(dict.fromkeys(row.run_id for row in result.rows))):
         # your runs by name: the ids `check --add RUN_ID` takes
         more = f" and {len(ids) - RUNS_NAMED} more" if len(ids) > RUNS_NAMED else ""
-        lines.append(f"runs: {', '.join(ids[:RUNS_NAMED])}{more}")
+        lines.append(wrap_text(f"runs: {', '.join(ids[:RUNS_NAMED])}{more}", indent="  "))
     failing = result.failures()
     if failing:
         label = "rows that would fail it" if apart else "failing rows"

@@ -19,13 +19,13 @@ from harness.core.hardware import detect, total_memory_gib
 from harness.core.paths import require_writable_homes
 from harness.core.points import fmt
 from harness.core.seeds import DEFAULT_SEED
-from harness.core.text_table import wrap_text
+from harness.core.text_table import reflow, wrap_text
 from harness.data import download
 from harness.data.catalog import get_benchmark
 from harness.data.formats import read_trec_run
 from harness.data.setting import data_setting
 from harness.evaluation.chance import describe as describe_chance
-from harness.evaluation.compare import RAN_OTHERWISE, TRAINING_FREE_FAMILIES, compare, format_comparison_table
+from harness.evaluation.compare import RAN_OTHERWISE, TRAINING_FREE_FAMILIES, closing_table, compare
 from harness.evaluation.measures import (
     benchmark_qrels,
     evaluate_benchmark,
@@ -256,7 +256,10 @@ def run_until(plan: RunPlan, track_required: bool = False) -> RunResult:
     seconds = round(time.time() - started, 1)
     where = tracking_line(tracker.info(), with_uri=False)
     print(
-        f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; {where}"
+        reflow(
+            f"{spec.name} [{spec.profile}] stopped after stage {stage} as asked, in {seconds}s -- output {output}; "
+            f"{where}"
+        )
     )
     return RunResult(
         spec.name,
@@ -437,10 +440,12 @@ def _run_spec(
     benchmarks = {name: get_benchmark(name) for name in datasets}  # fail fast on unknown names
     pretraining = "" if pretrain_seed is None else f" (pre-training seed {pretrain_seed})"
     print(
-        f"{spec.name}: profile '{spec.profile}' ({choice.why}); datasets: {', '.join(datasets)}; seed {seed}{pretraining}"
+        reflow(
+            f"{spec.name}: profile '{spec.profile}' ({choice.why}); datasets: {', '.join(datasets)}; seed {seed}{pretraining}"
+        )
     )
     for note in spec.get("substitutions") or []:
-        print(f"  substitution: {note}")
+        print(reflow(f"  substitution: {note}"))
     if not dry_run:
         # The card first (one line): a paper run must not start its CPU stages where its GPU stages cannot run.
         device_check.require(spec, allow_cpu)
@@ -451,7 +456,7 @@ def _run_spec(
             f"(its stages: {', '.join(plan.stage_names())})"
         )
     if dry_run:
-        print(plan.describe())
+        print(reflow(plan.describe()))  # every line fits the output (--wide: as built)
         return RunResult(spec.name, spec.profile, spec.spec_hash, list(plan.stages), plan, dry_run=True)
     # Every input of the whole plan before its first stage: a later stage's missing file stops the run now.
     if plan.problems:
@@ -535,11 +540,11 @@ def compare_variants(
 def print_outcome(comparisons: list[Any], scores: RunScores, record: RunRecord, path: Path) -> None:
     """After the record is written: the comparison table, each benchmark's chance check, the summary line."""
     print()
-    print(format_comparison_table(comparisons) if comparisons else "(no reported cells to compare with)")
+    print(closing_table(comparisons))
     print()
     for name, check in scores.chance.items():
-        print(f"{scores.final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]]))
-    print(summary_line(record, path))
+        print(reflow(f"{scores.final}: " + describe_chance(name, check, scores.metrics[name][check["measure"]])))
+    print(reflow(summary_line(record, path)))
     print(wrap_text(reference_line(record), LINE_WIDTH, indent="  "))
 
 

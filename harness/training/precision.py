@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError
 from harness.core.paths import cache_dir
+from harness.core.text_table import reflow
 from harness.training.autoprecision import Choice, Shapes, choose
 
 if TYPE_CHECKING:
@@ -46,7 +47,11 @@ PRECISION_MEANING = (
 FLAG_CHOICES = ("fp32", "bf16")  # what `run --precision` may set `auto` to
 
 
-def resolve_precision(spec: Any, flag: str | None = None, say: Callable[[str], None] = print, save: bool = True) -> Any:
+def _say(line: str) -> None:
+    print(reflow(line))  # the run's output width (a measurement's line is longer than a screen)
+
+
+def resolve_precision(spec: Any, flag: str | None = None, say: Callable[[str], None] = _say, save: bool = True) -> Any:
     """``spec`` (a MethodSpec) with what its ``auto`` precision resolves to here (and how), said in one
     line; a spec without ``auto`` is returned as it is (the flag then changes nothing, and says so).
     ``save=False`` (a dry-run): a measurement is not cached."""
@@ -67,7 +72,7 @@ def resolve_precision(spec: Any, flag: str | None = None, say: Callable[[str], N
     )
 
 
-def measured_precision(shapes: Shapes, say: Callable[[str], None] = print, save: bool = True) -> str:
+def measured_precision(shapes: Shapes, say: Callable[[str], None] = _say, save: bool = True) -> str:
     """bf16 or fp32 at ``shapes`` on this CPU, said in one line: fp32 without measuring where torch computes
     no bf16 here, else what the (cached) measurement says (:func:`harness.training.autoprecision.choose`)."""
     choice = choose(shapes, cache_dir() / "precision", save=save) if cpu_bf16() else Choice("fp32", None, False, None)
