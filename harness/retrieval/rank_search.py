@@ -13,7 +13,7 @@ One process keeps faiss (:mod:`harness.retrieval.dense`); this module is for wor
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,12 +79,49 @@ def _gather(part: TopK) -> list[TopK] | None:
     return box
 
 
+MERGE_QUERIES = 16_384  # queries whose per-rank lists rank 0 holds at once (chunked_topk): its memory bound
+TOPK_ENTRY_BYTES = 12  # one per-rank top-k entry: a float32 score and an int64 row
+
+
+def merge_bytes(queries: int, k: int, world: int, chunk: int = MERGE_QUERIES) -> int:
+    """Bytes of per-rank top-k entries rank 0 holds at once while merging (a chunk of ``chunk`` queries
+    from each of ``world`` ranks, before pickling), besides the merged run's own ``queries`` x ``k``."""
+    return min(queries, chunk) * k * world * TOPK_ENTRY_BYTES
+
+
+def chunked_topk(
+    nq: int, k: int, part_lists: Callable[[int, int], list[TopK] | None], chunk: int = MERGE_QUERIES
+) -> TopK | None:
+    """The merged top-``k`` of ``nq`` queries, ``chunk`` at a time: ``part_lists(start, end)`` gives every
+    rank's lists for queries [start, end) (None off rank 0); each chunk is merged and let go before the
+    next, so rank 0 holds at most ``chunk`` queries' lists from every rank (:func:`merge_bytes`). Equal
+    to one :func:`merge_topk` over all queries: every query is merged on its own."""
+    if chunk < 1:
+        raise HarnessError(f"the merge chunk must be positive, got {chunk}")
+    scores = index = None
+    for start in range(0, max(nq, 1), chunk):
+        end = min(nq, start + chunk)
+        parts = part_lists(start, end)
+        if parts is None:
+            continue
+        best = merge_topk(parts, k)
+        if scores is None or index is None:
+            scores, index = np.empty((nq, k), np.float32), np.empty((nq, k), np.int64)
+        scores[start:end], index[start:end] = best.scores, best.index
+    return None if scores is None or index is None else TopK(scores, index)
+
+
 def search_ranks(
-    query_ids: Sequence[str], query_emb: np.ndarray, shard: RankShard, k: int, chunk: int = 4096
+    query_ids: Sequence[str],
+    query_emb: np.ndarray,
+    shard: RankShard,
+    k: int,
+    chunk: int = 4096,
+    merge_chunk: int = MERGE_QUERIES,
 ) -> tuple[Run, dict[str, Any]]:
     """Every query's exact top-``k`` over the whole corpus, each rank searching its shard; the run and its
     stats on rank 0 (``{}`` and this rank's stats elsewhere). ``search_devices``/``search_processes``
-    say where it ran."""
+    say where it ran. Queries are searched and merged ``merge_chunk`` at a time (:func:`chunked_topk`)."""
     import torch.distributed as dist
 
     from harness.training import distributed as D
@@ -92,13 +129,15 @@ def search_ranks(
     if len(query_ids) != len(query_emb):
         raise HarnessError(f"{len(query_ids)} query ids for {len(query_emb)} query embeddings")
     started = time.perf_counter()
-    part = shard_topk(query_emb, shard.vectors, shard.offset, k, chunk=chunk)
     devices: list[Any] | None = [None] * ranks.world_size() if ranks.is_main() else None
     dist.gather_object(shard.device, devices, dst=0, group=D.control_group())
-    parts = _gather(part)
-    if parts is None:
+
+    def part_lists(start: int, end: int) -> list[TopK] | None:
+        return _gather(shard_topk(query_emb[start:end], shard.vectors, shard.offset, k, chunk=chunk))
+
+    best = chunked_topk(len(query_ids), k, part_lists, merge_chunk)
+    if best is None:
         return {}, {}
-    best = merge_topk(parts, k)
     seconds = time.perf_counter() - started
     assert devices is not None
     kinds = sorted({d.split(":")[0] for d in devices})
@@ -113,6 +152,7 @@ def search_ranks(
         "index_bytes": shard.total * shard.dim * (2 if kinds == ["cuda"] else 4),
         "queries": len(query_ids),
         "k": k,
+        "merge_chunk": merge_chunk,
         "search_seconds": seconds,
         "qps": len(query_ids) / seconds if seconds > 0 else float("inf"),
     }

@@ -62,7 +62,7 @@ from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
 from harness.pretrain.objectives import objective_class
-from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops
+from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops, training_flops
 from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
 from harness.spec.block_settings import CorpusSettings, QgenSettings
 from harness.spec.files import load_yaml, spec_path
@@ -96,6 +96,7 @@ SPLADE_HEAD_FACTOR = 1.27
 # bench/README.md (H100, 2026-11-24): bench_encode.py encoded 991 passages/s end to end (tokenisation
 # included) where the forward alone ran at ~15,000: real encoding is tokenisation-bound at 1/15 of it.
 ENCODE_END_TO_END = 1 / 15
+MEASURED_TOKENS = 144  # the measured steps' passage length (module docstring)
 GRAD_CACHE_FACTOR = 4 / 3  # a forward + backward is ~3 forwards; gradient caching adds one forward
 MEASURED_GPUS = ("H100", "H200")  # the types whose utilisation is the measurement's own
 
@@ -354,6 +355,41 @@ def qgen_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     per_passage = generation_flops(shape, length, q.num_queries, q.max_new_tokens)
     note = f"{name}: {int(size):,} passages of {length} tokens, {q.num_queries} x {q.max_new_tokens} tokens generated (cap)"
     return Cost(_label(entry), int(size) * per_passage / 1e12, "encode", note=note)
+
+
+@registry.cost("qgen_model")
+def qgen_model_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """Training the tiny T5 here (harness/corpus/tiny_t5.py): ``qgen.steps`` steps of its batch, each
+    sequence a forward and backward at the tiny T5's shape (:func:`training_flops`), at the encoding's
+    utilisation (a small model: no measured step of its own, stated in the note)."""
+    import inspect
+
+    from harness.corpus.tiny_t5 import train_tiny_t5
+
+    q = QgenSettings.from_spec(spec)
+    defaults = inspect.signature(train_tiny_t5).parameters  # the batch and target length the stage trains at
+    batch, target = int(defaults["batch_size"].default), int(defaults["max_target_tokens"].default)
+    per_sequence = training_flops(TINY_T5, q.max_input_tokens, target)
+    note = (
+        f"tiny T5: {q.steps:,} steps x {batch} pairs of {q.max_input_tokens} + {target} tokens, forward and "
+        "backward (x3), at the encoding's utilisation (assumed: no measured step of this kind)"
+    )
+    return Cost(_label(entry), q.steps * batch * per_sequence / 1e12, "encode", note=note)
+
+
+@registry.cost("reranker")
+def reranker_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """Training the tiny cross-encoder teacher: every training query's groups for its epochs, each pair
+    of ``max_length`` tokens a forward and backward (x3) of the spec's encoder, from the measured
+    encoding forward scaled linearly by tokens (attention's quadratic term left out), at the
+    fine-tuning step's utilisation."""
+    train = RerankerSettings.from_spec(spec).train()
+    queries = FinetuneSettings.from_spec(spec).max_train_queries or MSMARCO_TRAIN_QUERIES
+    pairs = queries * train.epochs * train.passages_per_query
+    per_pair = 3 * _per_sequence("encode") * flop_ratio(spec, "encode") * train.max_length / MEASURED_TOKENS
+    per_device = train.queries_per_device * train.passages_per_query / 16  # the measured row: queries of 16
+    note = f"{queries:,} queries x {train.epochs} epochs x {train.passages_per_query} pairs of {train.max_length} tokens"
+    return Cost(_label(entry), pairs * per_pair, "finetune", per_device, note)
 
 
 @registry.cost("teacher_scores")

@@ -115,7 +115,7 @@ GRAPH: tuple[Stage, ...] = (
         "train the small query generator (T5) on training pairs",
         "corpus",
         ("tokenizer",),
-        cost=NOT_PROJECTED,
+        cost=PROJECTED,
     ),
     Stage(
         "qgen",
@@ -224,7 +224,7 @@ GRAPH: tuple[Stage, ...] = (
         ranks=EVERY_RANK,
         details=True,
         details_group="teacher",
-        cost=NOT_PROJECTED,
+        cost=PROJECTED,
     ),
     Stage(
         "teacher_scores",
