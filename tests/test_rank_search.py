@@ -1,8 +1,8 @@
 """harness/retrieval/rank_search.py: 2 gloo processes each search their rows of the vector cache and rank 0
-merges. With duplicate vectors (exact ties everywhere) the run equals brute force keeping the lowest rows
-at a tie on the k-th place; with ties only inside the lists it equals the one-process faiss search's run
-file (same ids and order, ties by doc id; scores within 1e-5). faiss's own pick among ties exactly at
-the k-th place follows no fixed rule (its heap or its scan order), so that case has no faiss reference."""
+merges. With duplicate vectors (exact ties everywhere, small integers: exact scores in every scorer) the run
+file equals brute force keeping the lowest doc ids at a tie on the k-th place, and the one-process faiss
+search's file byte for byte (both cut ties by doc id: harness.retrieval.exact_search.doc_id_order); with ties
+only inside the lists it equals the one-process search's run file (same ids and order; scores within 1e-5)."""
 
 from __future__ import annotations
 
@@ -59,15 +59,21 @@ def _worker(rank: int, world: int, folder: str, tied: bool) -> None:
 
 def _brute_force(qids: list[str], queries: np.ndarray, doc_ids: list[str], docs: np.ndarray) -> dict:
     scores = queries @ docs.T
-    top = np.lexsort((np.broadcast_to(np.arange(len(docs)), scores.shape), -scores), axis=1)[:, :K]
+    by_id = np.argsort(np.argsort(np.array(doc_ids)))  # each row's doc id rank
+    top = np.lexsort((np.broadcast_to(by_id, scores.shape), -scores), axis=1)[:, :K]
     return {q: {doc_ids[i]: float(scores[r, i]) for i in top[r]} for r, q in enumerate(qids)}
 
 
-def test_ties_at_the_kth_place_keep_the_lowest_rows(tmp_path):
+def test_ties_at_the_kth_place_keep_the_lowest_doc_ids_in_1_and_2_processes(tmp_path):
     run_forked(_worker, (2, str(tmp_path), True), nprocs=2)
     doc_ids, docs, qids, queries = _data(tmp_path, True)
-    write_trec_run(_brute_force(qids, queries, doc_ids, docs), tmp_path / "one.trec", tag="t")
-    assert (tmp_path / "two.trec").read_text() == (tmp_path / "one.trec").read_text()
+    write_trec_run(_brute_force(qids, queries, doc_ids, docs), tmp_path / "brute.trec", tag="t")
+    two = (tmp_path / "two.trec").read_text()
+    assert two == (tmp_path / "brute.trec").read_text()
+    for rows in (None, 8):  # one faiss call, and chunks of 8 rows (ties across chunks)
+        one, _ = retrieve_vectors(qids, queries, doc_ids, docs, k=K, rows=rows)
+        write_trec_run(one, tmp_path / "one.trec", tag="t")
+        assert (tmp_path / "one.trec").read_text() == two, rows
 
 
 def test_two_processes_give_the_one_process_run(tmp_path):

@@ -1,8 +1,8 @@
 """The dense search of a launched run, where the vectors are: every rank holds its contiguous rows of the
 corpus vectors (on its GPU in fp16 storage, or in CPU memory on a CPU run), scores all queries against
 them (:func:`harness.retrieval.exact_search.shard_topk`) and rank 0 merges the per-rank lists exactly
-(:func:`harness.retrieval.exact_search.merge_topk`, ties kept for the lowest corpus rows as the one-process
-search keeps them), so the run does not depend on the number of processes.
+(:func:`harness.retrieval.exact_search.merge_topk`, a tie at the k-th place kept for the lowest doc ids as the
+one-process search keeps it), so the run does not depend on the number of processes.
 
     shard = local_shard(doc_ids, vectors, cache_file, device)   # every rank; rank 0 names the cache file
     run, stats = search_ranks(query_ids, query_emb, shard, k)   # every rank; the run on rank 0, {} elsewhere
@@ -22,7 +22,7 @@ import numpy as np
 from harness.core import ranks
 from harness.core.errors import HarnessError
 from harness.retrieval.dense import Run, to_run
-from harness.retrieval.exact_search import TopK, merge_topk, shard_topk
+from harness.retrieval.exact_search import TopK, doc_id_order, merge_topk, shard_topk_ordered
 
 COPY_ROWS = 65_536  # rows copied from the memory map to the device at a time: no whole fp32 slice in memory
 
@@ -37,6 +37,7 @@ class RankShard:
     dim: int
     device: str  # where they lie, e.g. "cuda:1" or "cpu"
     doc_ids: Sequence[str]  # every doc id on rank 0 (it writes the run), [] on the others
+    order: np.ndarray | None = None  # per global row, its doc id's sort rank (ties by doc id); None: by row
 
 
 def rank_rows(total: int, rank: int, world: int) -> tuple[int, int]:
@@ -51,10 +52,11 @@ def local_shard(doc_ids: Sequence[str], vectors: np.ndarray, cache_file: str | N
 
     from harness.training import distributed as D
 
-    where = (str(cache_file), len(doc_ids), int(vectors.shape[1])) if ranks.is_main() else None
     if ranks.is_main() and cache_file is None:
         raise HarnessError("a multi-process dense search needs the corpus vector cache; run with the cache enabled")
-    path, total, dim = D.control_broadcast(where)
+    # every rank cuts its ties by doc id (doc_id_order), as the merge and the one-process search do
+    where = (str(cache_file), len(doc_ids), int(vectors.shape[1]), doc_id_order(doc_ids)) if ranks.is_main() else None
+    path, total, dim, order = D.control_broadcast(where)
     start, end = rank_rows(total, ranks.rank(), ranks.world_size())
     dev = torch.device(device or "cpu")
     dtype = torch.float16 if dev.type == "cuda" else torch.float32  # fp16 storage, fp32 accumulation
@@ -65,7 +67,7 @@ def local_shard(doc_ids: Sequence[str], vectors: np.ndarray, cache_file: str | N
     for s in range(start, end, COPY_ROWS):
         e = min(end, s + COPY_ROWS)
         out[s - start : e - start] = torch.from_numpy(np.array(rows[s:e], dtype=np.float32)).to(dev, dtype)
-    return RankShard(out, start, total, dim, str(dev), list(doc_ids) if ranks.is_main() else [])
+    return RankShard(out, start, total, dim, str(dev), list(doc_ids) if ranks.is_main() else [], order)
 
 
 def _gather(part: TopK) -> list[TopK] | None:
@@ -90,7 +92,11 @@ def merge_bytes(queries: int, k: int, world: int, chunk: int = MERGE_QUERIES) ->
 
 
 def chunked_topk(
-    nq: int, k: int, part_lists: Callable[[int, int], list[TopK] | None], chunk: int = MERGE_QUERIES
+    nq: int,
+    k: int,
+    part_lists: Callable[[int, int], list[TopK] | None],
+    chunk: int = MERGE_QUERIES,
+    order: np.ndarray | None = None,
 ) -> TopK | None:
     """The merged top-``k`` of ``nq`` queries, ``chunk`` at a time: ``part_lists(start, end)`` gives every
     rank's lists for queries [start, end) (None off rank 0); each chunk is merged and let go before the
@@ -104,7 +110,7 @@ def chunked_topk(
         parts = part_lists(start, end)
         if parts is None:
             continue
-        best = merge_topk(parts, k)
+        best = merge_topk(parts, k, order)
         if scores is None or index is None:
             scores, index = np.empty((nq, k), np.float32), np.empty((nq, k), np.int64)
         scores[start:end], index[start:end] = best.scores, best.index
@@ -133,9 +139,10 @@ def search_ranks(
     dist.gather_object(shard.device, devices, dst=0, group=D.control_group())
 
     def part_lists(start: int, end: int) -> list[TopK] | None:
-        return _gather(shard_topk(query_emb[start:end], shard.vectors, shard.offset, k, chunk=chunk))
+        part = shard_topk_ordered(query_emb[start:end], shard.vectors, shard.offset, k, chunk=chunk, order=shard.order)
+        return _gather(part)
 
-    best = chunked_topk(len(query_ids), k, part_lists, merge_chunk)
+    best = chunked_topk(len(query_ids), k, part_lists, merge_chunk, shard.order)
     if best is None:
         return {}, {}
     seconds = time.perf_counter() - started

@@ -480,7 +480,9 @@ def reranker_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     pairs = queries * train.epochs * train.passages_per_query
     per_pair = 3 * _per_sequence("encode") * flop_ratio(spec, "encode") * train.max_length / MEASURED_TOKENS
     per_device = train.queries_per_device * train.passages_per_query / 16  # the measured row: queries of 16
-    note = f"{queries:,} queries x {train.epochs} epochs x {train.passages_per_query} pairs of {train.max_length} tokens"
+    note = (
+        f"{queries:,} queries x {train.epochs} epochs x {train.passages_per_query} pairs of {train.max_length} tokens"
+    )
     return Cost(_label(entry), pairs * per_pair, "finetune", per_device, note)
 
 
