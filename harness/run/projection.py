@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import time
@@ -62,6 +63,7 @@ from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
 from harness.pretrain.objectives import objective_class
+from harness.retrieval.rank_search import MERGE_QUERIES, merge_bytes
 from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops, training_flops
 from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
 from harness.spec.block_settings import CorpusSettings, QgenSettings
@@ -351,8 +353,6 @@ def footprint_of_merge(entry: dict[str, Any]) -> bool:
 def merge_note(spec: Any, entry: dict[str, Any], queries: int) -> str:
     """Rank 0's merge memory for a mining search on the declared devices: the per-rank top-k lists of one
     query chunk (harness/retrieval/rank_search.py), against all of them at once."""
-    from harness.retrieval.rank_search import MERGE_QUERIES, merge_bytes
-
     k = StageSettings.from_spec(spec, "retriever2").negative_depth  # mining searches to retriever 2's depth
     devices = HardwareSettings.from_spec(spec).devices
     held = merge_bytes(queries, k, devices) / 2**30
@@ -454,8 +454,6 @@ def qgen_model_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost
     """Training the tiny T5 here (harness/corpus/tiny_t5.py): ``qgen.steps`` steps of its batch, each
     sequence a forward and backward at the tiny T5's shape (:func:`training_flops`), at the encoding's
     utilisation (a small model: no measured step of its own, stated in the note)."""
-    import inspect
-
     from harness.corpus.tiny_t5 import train_tiny_t5
 
     q = QgenSettings.from_spec(spec)
