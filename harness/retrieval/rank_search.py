@@ -21,7 +21,7 @@ import numpy as np
 
 from harness.core import ranks
 from harness.core.errors import HarnessError
-from harness.retrieval.dense import Run, to_run
+from harness.retrieval.dense import FAISS_BLOCK, Run, search_vectors, to_run
 from harness.retrieval.exact_search import TopK, doc_id_order, merge_topk, shard_topk_ordered
 
 COPY_ROWS = 65_536  # rows copied from the memory map to the device at a time: no whole fp32 slice in memory
@@ -40,9 +40,15 @@ class RankShard:
     order: np.ndarray | None = None  # per global row, its doc id's sort rank (ties by doc id); None: by row
 
 
-def rank_rows(total: int, rank: int, world: int) -> tuple[int, int]:
-    """Rank ``rank``'s contiguous slice [start, end) of ``total`` rows (sizes differ by at most one)."""
-    return total * rank // world, total * (rank + 1) // world
+def rank_rows(total: int, rank: int, world: int, align: int = FAISS_BLOCK) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous slice [start, end) of ``total`` rows, its edges on multiples of ``align``
+    (sizes differ by at most ``align``): a CPU rank's faiss search then makes the BLAS calls of the
+    one-process search over the same rows (:data:`harness.retrieval.dense.FAISS_BLOCK`), so the same scores."""
+
+    def edge(r: int) -> int:
+        return total if r >= world else min(total, (total * r // world + align // 2) // align * align)
+
+    return edge(rank), edge(rank + 1)
 
 
 def local_shard(doc_ids: Sequence[str], vectors: np.ndarray, cache_file: str | None, device: Any) -> RankShard:
@@ -117,6 +123,19 @@ def chunked_topk(
     return None if scores is None or index is None else TopK(scores, index)
 
 
+def rank_topk(queries: np.ndarray, shard: RankShard, k: int, chunk: int = 4096) -> TopK:
+    """This rank's top-``k`` of ``queries`` over its rows, global row numbers, ties by doc id: on a GPU by
+    :func:`harness.retrieval.exact_search.shard_topk_ordered` (fp16 storage), on the CPU by the one-process
+    search's own faiss scan (:func:`harness.retrieval.dense.search_vectors`), whose rows start on a
+    multiple of FAISS_BLOCK (:func:`rank_rows`): the scores of the one-process search, bit for bit."""
+    if shard.device != "cpu":
+        return shard_topk_ordered(queries, shard.vectors, shard.offset, k, chunk=chunk, order=shard.order)
+    rows = shard.vectors.numpy()
+    local = None if shard.order is None else shard.order[shard.offset : shard.offset + len(rows)]
+    scores, ids = search_vectors(rows, queries, k, order=local)
+    return TopK(scores, np.where(ids >= 0, ids + shard.offset, -1))
+
+
 def search_ranks(
     query_ids: Sequence[str],
     query_emb: np.ndarray,
@@ -139,8 +158,7 @@ def search_ranks(
     dist.gather_object(shard.device, devices, dst=0, group=D.control_group())
 
     def part_lists(start: int, end: int) -> list[TopK] | None:
-        part = shard_topk_ordered(query_emb[start:end], shard.vectors, shard.offset, k, chunk=chunk, order=shard.order)
-        return _gather(part)
+        return _gather(rank_topk(query_emb[start:end], shard, k, chunk))
 
     best = chunked_topk(len(query_ids), k, part_lists, merge_chunk, shard.order)
     if best is None:
@@ -149,7 +167,8 @@ def search_ranks(
     assert devices is not None
     kinds = sorted({d.split(":")[0] for d in devices})
     stats = {
-        "index": f"exact inner product (torch) over each rank's rows, merged on rank 0, on {len(devices)} processes",
+        "index": f"exact inner product over each rank's rows ({'faiss' if kinds == ['cpu'] else 'torch'}), merged on "
+        f"rank 0, on {len(devices)} processes",
         "index_device": ", ".join(kinds),
         "search_devices": devices,
         "search_processes": len(devices),
