@@ -41,8 +41,12 @@ Assumptions, stated with every projection:
   checkpoint (doc2query), every passage of the pre-training corpus at ``pretrain.max_length`` tokens
   and ``num_queries`` x ``max_new_tokens`` generated tokens (the cap: an upper bound), at the
   encoding's rate (inference, tokenisation-bound: :data:`ENCODE_END_TO_END`);
-Stages not projected (the tiny T5's training, the reranker's training) say so; so does Lucene's
-impact search (no FLOP count: rank 0's CPU, left out like BM25).
+* the tiny T5's training (``qgen_model``) and the tiny cross-encoder's (``reranker``): forward and backward
+  (x3) of their shapes at the encoding's / the fine-tuning step's utilisation (no measured step of their own);
+* Lucene searches (BM25 ``retrieve``, LexMAE's ``impact_search``): no FLOP count; rank 0's CPU seconds by
+  postings traversed ~ queries x passages at a stated rate (:func:`lucene_search_cost`), every GPU idle;
+* a mining search also states rank 0's merge memory (harness/retrieval/rank_search.py ``merge_bytes``).
+Every stage is priced; a stage whose queries or corpus size is not declared says "not counted".
 """
 
 from __future__ import annotations
