@@ -82,3 +82,23 @@ def test_bad_shapes_are_one_line_errors():
     with pytest.raises(HarnessError, match="no per-shard"):
         merge_topk([], 3)
     assert isinstance(merge_topk([TopK(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.int64))], 1), TopK)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 100])
+def test_merging_in_query_chunks_equals_one_merge(chunk):
+    """Rank 0's chunked merge (harness.retrieval.rank_search.chunked_topk) gives the unchunked merge's lists."""
+    from harness.retrieval.rank_search import chunked_topk, merge_bytes
+
+    q, d = _tied()
+    shards = [(0, d[:13]), (13, d[13:29]), (29, d[29:])]
+
+    def part_lists(start: int, end: int) -> list[TopK]:
+        return [shard_topk(q[start:end], torch.from_numpy(rows), offset, 11) for offset, rows in shards]
+
+    whole = merge_topk(part_lists(0, len(q)), 11)
+    got = chunked_topk(len(q), 11, part_lists, chunk)
+    assert got is not None
+    np.testing.assert_array_equal(got.index, whole.index)
+    np.testing.assert_array_equal(got.scores, whole.scores)
+    assert chunked_topk(len(q), 11, lambda s, e: None, chunk) is None  # off rank 0: nothing held
+    assert merge_bytes(len(q), 11, 3, chunk) == min(len(q), chunk) * 11 * 3 * 12

@@ -167,7 +167,8 @@ def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -
     _, idle = projection.unshared_stages(lexmae_entries)
     assert not {"impact_index", "impact_search", "teacher_scores"} & set(idle)  # all sharded over every rank
     text = "\n".join(projection.describe(lexmae, lexmae_entries, CPU))
-    assert not [line for line in text.splitlines() if "(rank 0 alone)" in line]
+    alone = [line for line in text.splitlines() if "(rank 0 alone)" in line]
+    assert alone and all("(Lucene)" in line for line in alone)  # only Lucene's searches, on rank 0's CPU
 
 
 def _plan(spec: MethodSpec) -> list[dict]:
@@ -222,3 +223,59 @@ def test_grad_cache_memory_is_one_chunks() -> None:
     pre = _costs(spec)["pretrain"]
     assert pre.batch == min(int(spec.get("pretrain.per_device_batch")), int(spec.get("pretrain.grad_cache_chunk")))
     assert "memory of chunks of" in pre.note
+
+
+SEARCH_STAGES = ("dense_retrieve", "impact_search", "retrieve")  # every stage that searches a corpus
+
+
+@pytest.mark.parametrize("method", pretraining_methods("paper") + ["bm25"])
+def test_every_search_stage_of_a_paper_plan_is_priced(method: str) -> None:
+    """Dense searches by their FLOPs, Lucene's (BM25, impact) by their CPU seconds: none left unpriced."""
+    spec = load_method(method, "paper")
+    costs = _costs(spec)
+    searches = [e for e in _plan(spec) if e["stage"] in SEARCH_STAGES and e.get("plan") == "to run"]
+    assert searches, method
+    for entry in searches:
+        suffix = " (search)" if entry["stage"] == "dense_retrieve" else " (Lucene)"
+        cost = costs[projection._label(entry) + suffix]
+        assert cost.tflop is not None or cost.cpu_seconds is not None, (method, cost)
+
+
+def test_a_lucene_search_is_priced_by_its_stated_rate_on_rank_0() -> None:
+    spec = load_method("lexmae", "paper")
+    costs = _costs(spec)
+    impact = costs["impact_search/msmarco-dev/dev/retriever1 (Lucene)"]
+    assert impact.cpu_seconds == pytest.approx(6980 / 45.83)  # LexMAE's stated QPS at MS MARCO's size
+    assert not impact.parallel and impact.tflop is None and "45.83 QPS" in impact.note
+    mined = costs["impact_search/msmarco-passage-train/train/mine-retriever1 (Lucene)"]
+    assert mined.cpu_seconds == pytest.approx(502_939 / 45.83)
+    # every device the run holds waits while rank 0 searches
+    wall, gpu_h, idle_h = projection.stage_time(impact, 8, 1.0)
+    assert wall == impact.cpu_seconds and gpu_h == idle_h == pytest.approx(wall * 8 / 3600)
+    per, _ = projection.bm25_seconds_per_query_passage()
+    bm25 = costs["retrieve/msmarco-passage-train (Lucene)"]
+    assert per > 0 and bm25.cpu_seconds == pytest.approx(502_939 * 8_841_823 * per)
+
+
+def test_mining_states_rank_0s_merge_memory() -> None:
+    from harness.retrieval.rank_search import MERGE_QUERIES
+
+    spec = load_method("cotmae_qc", "paper")  # 16 x V100, mining to retriever 2's depth of 200
+    cost = _costs(spec)["dense_retrieve/msmarco-passage-train/train/mine (search)"]
+    held = MERGE_QUERIES * 200 * 16 * 12 / 2**30
+    assert f"{held:.2f} GiB of 16 ranks' top-200 lists" in cost.note
+    assert f"all 502,939 at once: {502_939 * 200 * 16 * 12 / 2**30:.1f} GiB" in cost.note
+
+
+def test_no_stage_of_any_dry_run_is_not_projected() -> None:
+    """Every method x profile's projection prices every stage it lists (the tiny T5 and cross-encoder too)."""
+    from harness.spec.files import list_methods
+    from harness.spec.method import profiles_of
+
+    assert projection.NOT_PROJECTED not in {s.cost for s in projection.STAGES.values()}
+    for method, profile in [(m, p) for m in list_methods() for p in profiles_of(m)]:
+        spec = load_method(method, profile)
+        unpriced = [c for c in _costs(spec).values() if c.tflop is None and c.cpu_seconds is None]
+        assert not unpriced, (method, profile, unpriced)
+        text = "\n".join(projection.describe(spec, _plan(spec), CPU))
+        assert "not projected (no measured step" not in text, (method, profile)

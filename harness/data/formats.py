@@ -368,6 +368,13 @@ def _atomic_write_lines(path: Path, lines: Iterator[str]) -> Path:
     return path
 
 
+def by_score_then_id(ranking: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The one order of every run the harness writes or cuts (dense, impact, BM25): descending score, ties
+    by doc id (as trec_eval and ir-measures read them). The dense searches keep the same rule when they
+    cut at the k-th place (:func:`harness.retrieval.exact_search.doc_id_order`)."""
+    return sorted(ranking, key=lambda kv: (-kv[1], kv[0]))
+
+
 def _trec_lines(rankings: Iterable[tuple[str, Mapping[str, float]]], tag: str, depth: int | None) -> Iterator[str]:
     """The lines of :func:`write_trec_run`; query ids must come in ascending order (checked)."""
     if not tag or any(c.isspace() for c in tag):
@@ -377,7 +384,7 @@ def _trec_lines(rankings: Iterable[tuple[str, Mapping[str, float]]], tag: str, d
         if last is not None and qid <= last:
             raise ValueError(f"run queries must come in ascending order without repeats: {qid!r} after {last!r}")
         last = qid
-        ranked = sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0]))
+        ranked = by_score_then_id(ranking.items())
         if depth is not None:
             ranked = ranked[:depth]
         for rank, (docid, score) in enumerate(ranked, start=1):

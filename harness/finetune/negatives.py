@@ -31,6 +31,7 @@ from typing import Any
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_path
 from harness.core.seeds import DEFAULT_SEED
+from harness.data.formats import by_score_then_id
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -41,7 +42,7 @@ COMBINE_MODES = ("groups", "union")
 
 def ranked(ranking: Mapping[str, float]) -> list[str]:
     """Doc ids by descending score, ties by doc id (the order trec_eval and ir-measures use)."""
-    return [d for d, _ in sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return [d for d, _ in by_score_then_id(ranking.items())]
 
 
 def positives(qrels: Qrels, qid: str, min_rel: int = 1) -> list[str]:

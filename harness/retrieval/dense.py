@@ -11,8 +11,9 @@
   memory-mapped (the corpus-vector cache), read in row chunks: no copy of the whole matrix is made,
   each chunk's top-k is merged into the running top-k. A corpus of at most :func:`chunk_rows` rows is
   one faiss call, exactly today's single flat index; a bigger one gives the same scores and the same
-  ranking, except that of several documents tied exactly at the k-th place the lowest rows are kept
-  (faiss's own choice among such ties, for k >= 100, depends on its scan order).
+  ranking. Every search here cuts a tie at the k-th place by doc id (not by faiss's own pick, which for
+  k >= 100 depends on its scan order), as the multi-process search and every run file do: faiss returns
+  :data:`TIE_SLACK` extra candidates and the cut is :func:`harness.retrieval.exact_search.merge_topk`'s.
 - :func:`save_index` / :func:`load_index`: faiss file + doc-id list, for the stage cache.
 
 On a CUDA run with a GPU build of faiss, an index moves to the GPUs and the stored vectors are searched
@@ -37,6 +38,7 @@ import numpy as np
 
 from harness.core.errors import HarnessError
 from harness.core.fsutil import atomic_path, atomic_write_text
+from harness.retrieval.exact_search import TopK, doc_id_order, merge_topk
 from harness.retrieval.faiss_gpu import faiss_gpus, placement, to_gpus
 
 Run = dict[str, dict[str, float]]
@@ -95,24 +97,20 @@ def search(index: Any, query_emb: np.ndarray, k: int, batch: int = 1024) -> tupl
 
 
 def search_shards(
-    shards: Sequence[Shard], query_emb: np.ndarray, k: int, batch: int = 1024
+    shards: Sequence[Shard], query_emb: np.ndarray, k: int, batch: int = 1024, order: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k over several indexes: (scores, *global* row ids into the concatenated doc ids)."""
+    """Exact top-k over several indexes: (scores, *global* row ids into the concatenated doc ids), a tie at
+    the k-th place cut by ``order`` (:func:`harness.retrieval.exact_search.doc_id_order`; None: by row)
+    among the :data:`TIE_SLACK` extra candidates each index returns."""
     if not shards:
         raise HarnessError("no index to search")
-    all_scores, all_ids, offset = [], [], 0
+    parts, offset = [], 0
     for shard in shards:
-        s, i = search(shard.index, query_emb, k, batch)
-        all_scores.append(s)
-        all_ids.append(np.where(i >= 0, i + offset, -1))
+        s, i = search(shard.index, query_emb, k + TIE_SLACK, batch)
+        parts.append(TopK(s, np.where(i >= 0, i + offset, -1)))
         offset += shard.index.ntotal
-    if len(shards) == 1:
-        return all_scores[0], all_ids[0]
-    scores, ids = np.concatenate(all_scores, axis=1), np.concatenate(all_ids, axis=1)
-    scores = np.where(ids >= 0, scores, -np.inf)
-    # Stable sort on descending score: ties keep shard order, i.e. the order of one big index.
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(scores, top, axis=1), np.take_along_axis(ids, top, axis=1)
+    best = merge_topk(parts, k, order)
+    return best.scores, best.index
 
 
 # faiss computes inner products in BLAS blocks of this many database rows (distance_compute_blas_database_bs):
@@ -120,6 +118,9 @@ def search_shards(
 FAISS_BLOCK = 1024
 CHUNK_BYTES = 2 * 2**30  # vectors searched per chunk (float32): MS MARCO at dim 768 is 13 chunks
 PAD_SCORE = np.float32(-np.finfo(np.float32).max)  # what faiss returns beside id -1 for inner product
+# Candidates past the k-th that faiss returns so that a tie at the k-th place is cut by doc id, not by faiss's
+# own pick: exact while at most TIE_SLACK + 1 documents share the k-th score (duplicate passages do, rarely more).
+TIE_SLACK = 16
 
 
 def chunk_rows(dim: int, budget: int = CHUNK_BYTES) -> int:
@@ -163,13 +164,11 @@ def _drop_pages(doc_emb: np.ndarray, start: int, end: int) -> None:
 Results = tuple[np.ndarray, np.ndarray]  # (scores, row ids) per query
 
 
-def _merge(best: Results, new: Results, k: int) -> Results:
-    """The top-k of two result sets per row: descending score, an exact tie kept for the lower row id
-    (``best`` holds lower ids than ``new``: chunks come in row order)."""
-    scores, ids = np.concatenate([best[0], new[0]], axis=1), np.concatenate([best[1], new[1]], axis=1)
-    keys = np.where(ids >= 0, scores, -np.inf)
-    top = np.lexsort((ids, -keys), axis=1)[:, :k]
-    return np.take_along_axis(scores, top, axis=1), np.take_along_axis(ids, top, axis=1)
+def _merge(best: Results, new: Results, k: int, order: np.ndarray | None = None) -> Results:
+    """The top-k of two result sets per row: descending score, an exact tie kept for the lower ``order``
+    key (:func:`harness.retrieval.exact_search.doc_id_order`; None: the lower row id)."""
+    top = merge_topk([TopK(*best), TopK(*new)], k, order)
+    return top.scores, top.index
 
 
 def gpu_resources(device: Any, k: int) -> Any:
@@ -189,11 +188,14 @@ def search_vectors(
     batch: int = 1024,
     rows: int | None = None,
     gpu: Any = None,
+    order: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (scores, row ids) per query over ``doc_emb`` (an array or a ``np.load(mmap_mode="r")`` memory
     map), best first, read ``rows`` at a time (default :func:`chunk_rows`): memory holds one chunk's pages
     and the running top-k, never a copy of the matrix. Rows past the corpus have id -1. ``gpu``
-    (:func:`gpu_resources`) searches each chunk on the GPU."""
+    (:func:`gpu_resources`) searches each chunk on the GPU. Ties at the k-th place are cut by ``order``
+    (:func:`harness.retrieval.exact_search.doc_id_order`; None: the lowest rows) among :data:`TIE_SLACK` extra
+    candidates per chunk."""
     q = _as_matrix(query_emb, "query embeddings")
     if doc_emb.ndim != 2 or doc_emb.shape[1] != q.shape[1]:
         raise HarnessError(f"passage embeddings of shape {doc_emb.shape} do not match query dimension {q.shape[1]}")
@@ -208,19 +210,13 @@ def search_vectors(
         if not len(block):
             break
         for qs in range(0, len(q), batch):
-            s, i = _knn(q[qs : qs + batch], block, k, gpu)
+            s, i = _knn(q[qs : qs + batch], block, k + TIE_SLACK, gpu)
             i = np.where(i >= 0, i + start, -1)
-            if start == 0:
-                scores[qs : qs + batch], ids[qs : qs + batch] = s, i
-            else:
-                scores[qs : qs + batch], ids[qs : qs + batch] = _merge(
-                    (scores[qs : qs + batch], ids[qs : qs + batch]), (s, i), k
-                )
+            scores[qs : qs + batch], ids[qs : qs + batch] = _merge(
+                (scores[qs : qs + batch], ids[qs : qs + batch]), (s, i), k, order
+            )
         del block
         _drop_pages(doc_emb, start, min(n, start + rows))
-    if n > rows:  # ties in faiss's order: descending score, then descending row id
-        order = np.lexsort((-ids, -np.where(ids >= 0, scores, -np.inf)), axis=1)
-        scores, ids = np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
     return scores, ids
 
 
@@ -242,7 +238,7 @@ def retrieve_vectors(
     gpu = gpu_resources(device, k)
     where = placement(1 if gpu is not None else 0, device, k)
     started = time.perf_counter()
-    scores, ids = search_vectors(doc_emb, query_emb, k, batch, rows, gpu)
+    scores, ids = search_vectors(doc_emb, query_emb, k, batch, rows, gpu, doc_id_order(doc_ids))
     seconds = time.perf_counter() - started
     stats = {
         "index": "faiss exact inner product (flat) over the stored vectors"
@@ -286,7 +282,7 @@ def retrieve(
             raise HarnessError(f"an index holds {shard.index.ntotal} vectors but {len(shard.doc_ids)} doc ids")
     doc_ids = [d for shard in shard_list for d in shard.doc_ids]
     started = time.perf_counter()
-    scores, ids = search_shards(shard_list, query_emb, k, batch)
+    scores, ids = search_shards(shard_list, query_emb, k, batch, doc_id_order(doc_ids))
     seconds = time.perf_counter() - started
     run = to_run(query_ids, doc_ids, scores, ids)
     where = ", ".join(sorted({s.device for s in shard_list}))

@@ -31,6 +31,14 @@ class TopK:
     index: np.ndarray  # (Q, k) int64, global row of the corpus (-1 padding)
 
 
+def doc_id_order(doc_ids: Sequence[str]) -> np.ndarray:
+    """Per corpus row, the rank of its doc id in sorted order: the sort key that cuts a tie at the k-th place
+    for the lowest doc ids, the rule of every run file (:func:`harness.data.formats.by_score_then_id`)."""
+    order = np.empty(len(doc_ids), dtype=np.int64)
+    order[sorted(range(len(doc_ids)), key=doc_ids.__getitem__)] = np.arange(len(doc_ids), dtype=np.int64)
+    return order
+
+
 def _select(scores: Any, rows: Any, keys: Any, k: int) -> tuple[Any, Any, Any]:
     """The first ``k`` columns per row in (descending score, ascending key) order (torch tensors):
     two stable sorts, the key first."""

@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 
 from harness.core import procs
 from harness.core.errors import HarnessError
+from harness.data.formats import by_score_then_id
 from harness.retrieval.java import child_env, ensure_java_home, release_heap
 from harness.training.precision import encode_autocast, for_inference
 
@@ -501,6 +502,6 @@ def brute_force_search(
         for term, qw in query.items():
             for doc_id, dw in postings.get(term, ()):
                 scores[doc_id] = scores.get(doc_id, 0) + int(qw) * dw
-        top = sorted(((d, s) for d, s in scores.items() if s > 0), key=lambda x: (-x[1], x[0]))[:k]
+        top = by_score_then_id((d, s) for d, s in scores.items() if s > 0)[:k]
         run[str(qid)] = {d: float(s) for d, s in top}
     return run

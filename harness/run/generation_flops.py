@@ -81,3 +81,10 @@ def generation_flops(shape: T5Shape, input_tokens: int, returns: int, new_tokens
 
 # The tiny profile's in-harness T5 (harness/corpus/tiny_t5.py defaults, d_kv = d_model / heads) over a BERT-sized vocabulary (it reuses the run's tokenizer).
 TINY_T5 = T5Shape(d_model=128, d_ff=256, d_kv=32, heads=4, encoder_layers=2, decoder_layers=2, vocab=30522)
+
+
+def training_flops(shape: T5Shape, input_tokens: int, target_tokens: int) -> float:
+    """FLOPs of one training sequence (teacher forcing over ``target_tokens``): a forward of the encoder
+    and of the decoder's ``target_tokens`` positions (the same dense products as generating them one by
+    one), times 3 for the backward pass (twice the forward's products)."""
+    return 3 * generation_flops(shape, input_tokens, 1, target_tokens)

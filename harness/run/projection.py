@@ -41,14 +41,19 @@ Assumptions, stated with every projection:
   checkpoint (doc2query), every passage of the pre-training corpus at ``pretrain.max_length`` tokens
   and ``num_queries`` x ``max_new_tokens`` generated tokens (the cap: an upper bound), at the
   encoding's rate (inference, tokenisation-bound: :data:`ENCODE_END_TO_END`);
-Stages not projected (the tiny T5's training, the reranker's training) say so; so does Lucene's
-impact search (no FLOP count: rank 0's CPU, left out like BM25).
+* the tiny T5's training (``qgen_model``) and the tiny cross-encoder's (``reranker``): forward and backward
+  (x3) of their shapes at the encoding's / the fine-tuning step's utilisation (no measured step of their own);
+* Lucene searches (BM25 ``retrieve``, LexMAE's ``impact_search``): no FLOP count; rank 0's CPU seconds by
+  postings traversed ~ queries x passages at a stated rate (:func:`lucene_search_cost`), every GPU idle;
+* a mining search also states rank 0's merge memory (harness/retrieval/rank_search.py ``merge_bytes``).
+Every stage is priced; a stage whose queries or corpus size is not declared says "not counted".
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import time
@@ -62,7 +67,8 @@ from harness.core.hardware import planned_world_size
 from harness.core.paths import PROJECT_ROOT
 from harness.data.sampled import base_name
 from harness.pretrain.objectives import objective_class
-from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops
+from harness.retrieval.rank_search import MERGE_QUERIES, merge_bytes
+from harness.run.generation_flops import T5_BASE, TINY_T5, generation_flops, training_flops
 from harness.run.model_shape import BERT_BASE, flop_ratio, shape_of
 from harness.spec.block_settings import CorpusSettings, QgenSettings
 from harness.spec.files import load_yaml, spec_path
@@ -81,6 +87,7 @@ GPU_PEAK = {"V100": 125.0, "A100": 312.0, "H100": 989.0, "H200": 989.0}
 GPU_FP32_PEAK = {"V100": 15.7, "A100": 156.0, "H100": 494.5, "H200": 494.5}
 HALF, FP32 = "half", "fp32"  # Cost.precision: fp16/bf16 (the measured rows), or fp32
 SEARCH_KIND = "search"  # Cost.kind of an exact search, priced at the encoding forward's utilisation
+LUCENE_KIND = "lucene"  # Cost.kind of a Lucene search: CPU seconds on rank 0 (Cost.cpu_seconds), no FLOPs
 VECTOR_BYTES = 2  # the search keeps its corpus vectors in half precision on the GPU (fp32 accumulation)
 CPU_UTILISATION = 0.5
 MSMARCO_PASSAGES = declared.corpus_passages("msmarco-passage")
@@ -96,6 +103,7 @@ SPLADE_HEAD_FACTOR = 1.27
 # bench/README.md (H100, 2026-11-24): bench_encode.py encoded 991 passages/s end to end (tokenisation
 # included) where the forward alone ran at ~15,000: real encoding is tokenisation-bound at 1/15 of it.
 ENCODE_END_TO_END = 1 / 15
+MEASURED_TOKENS = 144  # the measured steps' passage length (module docstring)
 GRAD_CACHE_FACTOR = 4 / 3  # a forward + backward is ~3 forwards; gradient caching adds one forward
 MEASURED_GPUS = ("H100", "H200")  # the types whose utilisation is the measurement's own
 
@@ -110,6 +118,7 @@ class Cost:
     parallel: bool = True  # every rank runs or shares it (Stage.ranks); else rank 0 alone, the others idle
     precision: str = HALF  # what it computes in: HALF (fp16/bf16, as measured) or FP32
     resident_gib: float = 0.0  # memory spread over the devices (a search's corpus vectors), GiB in all
+    cpu_seconds: float | None = None  # a Lucene search: wall seconds on rank 0's CPU (no FLOP count; no GPU)
 
 
 @functools.lru_cache(maxsize=1)
@@ -171,7 +180,7 @@ def stage_costs(spec: Any, entries: list[dict[str, Any]]) -> list[Cost]:
             found = registry.COSTS.function(stage.name)(spec, entry, counted)
             for cost in found if isinstance(found, list) else [found]:
                 if cost is not None:
-                    costs.append(dataclasses.replace(cost, parallel=parallel))
+                    costs.append(dataclasses.replace(cost, parallel=parallel and cost.cpu_seconds is None))
     return costs
 
 
@@ -179,6 +188,8 @@ def stage_time(cost: Cost, devices: int, rate: float) -> tuple[float, float, flo
     """(wall seconds, GPU-hours, idle GPU-hours) of a projected stage on ``devices`` devices of ``rate``
     FLOP/s each (TFLOP/s, its utilisation applied): an every-rank or sharded stage is divided over the
     devices; a rank-0 stage runs on one while the run holds all of them."""
+    if cost.cpu_seconds is not None:  # rank 0's CPU: every device the run holds waits
+        return cost.cpu_seconds, cost.cpu_seconds * devices / 3600, cost.cpu_seconds * devices / 3600
     used = devices if cost.parallel else 1
     seconds = (cost.tflop or 0.0) / (used * rate)
     return seconds, seconds * devices / 3600, seconds * (devices - used) / 3600
@@ -283,7 +294,7 @@ def finetune_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
 def dense_retrieve_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> list[Cost | None]:
     """A dense search stage: its corpus encoding (once per shared vectors, :func:`encode_cost`) and the
     search itself (:func:`search_cost`), two rows."""
-    return [encode_cost(spec, entry, counted), search_cost(spec, entry)]
+    return [encode_cost(spec, entry, counted), search_cost(spec, entry, counted)]
 
 
 def search_queries(spec: Any, dataset: str) -> int | None:
@@ -295,20 +306,106 @@ def search_queries(spec: Any, dataset: str) -> int | None:
     return decl.queries if decl else None
 
 
-def search_cost(spec: Any, entry: dict[str, Any]) -> Cost:
-    """An exact inner-product search: 2 x queries x corpus x dim FLOPs over the shards of every device."""
+def search_size(spec: Any, entry: dict[str, Any], counted: set[str]) -> tuple[int, int, str] | None:
+    """(queries, passages, what the note says) a search stage scores; a cqadupstack forum's search is
+    priced once per retriever as the whole archive's queries over its whole corpus (its forums' shares are
+    not published: an upper bound), the other forums' as counted there; None where not declared."""
     dataset = entry.get("dataset") or ""
-    queries, size, dim = search_queries(spec, dataset), corpus_size(dataset), shape_of(spec).hidden
+    name = base_name(dataset.split("/")[0])
+    queries, size = search_queries(spec, dataset), corpus_size(dataset)
+    if entry["stage"] == "retrieve" and name.endswith("-train"):  # BM25 of the training queries (negatives)
+        queries = FinetuneSettings.from_spec(spec).max_train_queries or MSMARCO_TRAIN_QUERIES
+    parent = declared.forum_parent(name)
+    if parent and size is None:
+        tag = f"search/{entry['stage']}/{parent}/{dataset.rsplit('/', 1)[-1]}"
+        if tag in counted:
+            return 0, 0, f"counted with the first {parent} forum"
+        counted.add(tag)
+        whole = declared.get(parent)
+        queries, size = whole.queries, whole.passages
+        note = f"{parent}'s 12 forums together (an upper bound): "
+    else:
+        note = ""
+    return (queries, size, note) if queries and size else None
+
+
+def search_cost(spec: Any, entry: dict[str, Any], counted: set[str] | None = None) -> Cost:
+    """An exact inner-product search: 2 x queries x corpus x dim FLOPs over the shards of every device."""
+    dim = shape_of(spec).hidden
     label = f"{_label(entry)} (search)"
-    if not (queries and size):
+    sized = search_size(spec, entry, set() if counted is None else counted)
+    if sized is None:
         return Cost(label, None, SEARCH_KIND, note="queries or corpus size not declared: not counted")
+    queries, size, where = sized
+    note = f"{where}2 x {queries:,} queries x {size:,} passages x {dim}" if size else where
+    if size and footprint_of_merge(entry):
+        note += "; " + merge_note(spec, entry, queries)
     return Cost(
         label,
         search_flops(queries, size, dim) / 1e12,
         SEARCH_KIND,
-        note=f"2 x {queries:,} queries x {size:,} passages x {dim}",
+        note=note,
         resident_gib=size * dim * VECTOR_BYTES / 2**30,
     )
+
+
+def footprint_of_merge(entry: dict[str, Any]) -> bool:
+    """A mining search (the training queries): the one whose merged lists on rank 0 are large."""
+    return "/mine" in str(entry.get("dataset") or "")
+
+
+def merge_note(spec: Any, entry: dict[str, Any], queries: int) -> str:
+    """Rank 0's merge memory for a mining search on the declared devices: the per-rank top-k lists of one
+    query chunk (harness/retrieval/rank_search.py), against all of them at once."""
+    k = StageSettings.from_spec(spec, "retriever2").negative_depth  # mining searches to retriever 2's depth
+    devices = HardwareSettings.from_spec(spec).devices
+    held = merge_bytes(queries, k, devices) / 2**30
+    whole = merge_bytes(queries, k, devices, chunk=queries) / 2**30
+    return (
+        f"rank 0 merges {MERGE_QUERIES:,} queries at a time: {held:.2f} GiB of {devices} ranks' top-{k} lists "
+        f"(all {queries:,} at once: {whole:.1f} GiB)"
+    )
+
+
+# Lucene searches (BM25, LexMAE's impact search) run on rank 0's CPU: no FLOP count. Their cost model:
+# the postings traversed, which grow as queries x passages (every posting list grows with the corpus at a
+# fixed term distribution), at a rate per query-passage taken from a stated measurement.
+LEXMAE_QPS = 45.83  # LexMAE (ICLR 2023) abstract: MS MARCO passage retrieval at 45.83 QPS "on a CPU machine"
+BM25_RATE_SOURCE = PROJECT_ROOT / "bench" / "results" / "bench_scale_cpu_2026-11-26.json"
+
+
+@functools.lru_cache(maxsize=1)
+def bm25_seconds_per_query_passage() -> tuple[float, str]:
+    """Wall seconds of one BM25 query per corpus passage: the slope of bench/bench_scale.py's ``retrieve``
+    rows (a fixed query set over two corpus sizes; the intercept, the JVM start and index opening, left
+    out), and its source."""
+    rows = [r for r in json.loads(BM25_RATE_SOURCE.read_text())["rows"] if r["stage"] == "retrieve"]
+    small, large = sorted(rows, key=lambda r: r["passages"])[:: len(rows) - 1]
+    per = (large["seconds"] - small["seconds"]) / (large["items"] * (large["passages"] - small["passages"]))
+    return per, (
+        f"BM25 rate from {BM25_RATE_SOURCE.relative_to(PROJECT_ROOT)} ({large['items']:,} queries at "
+        f"{small['passages']:,} and {large['passages']:,} passages, 2 cores under load)"
+    )
+
+
+@registry.cost("retrieve", "impact_search")
+def lucene_search_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """A Lucene search on rank 0's CPU, by the postings model above: LexMAE's stated QPS at MS MARCO's size
+    (an impact search; the paper's CPU machine, its cores not stated: assumed the node rank 0 has), the
+    bench's measured BM25 slope (a BM25 search)."""
+    label = f"{_label(entry)} (Lucene)"
+    sized = search_size(spec, entry, counted)
+    if sized is None:
+        return Cost(label, None, LUCENE_KIND, note="queries or corpus size not declared: not counted", parallel=False)
+    queries, size, where = sized
+    if entry["stage"] == "impact_search":
+        seconds = queries * size / (LEXMAE_QPS * MSMARCO_PASSAGES)
+        rate = f"at LexMAE's stated {LEXMAE_QPS} QPS over {MSMARCO_PASSAGES:,} passages (its CPU machine, assumed rank 0's)"
+    else:
+        per, source = bm25_seconds_per_query_passage()
+        seconds, rate = queries * size * per, f"at {per:.3g} s per query-passage ({source})"
+    note = f"{where}postings ~ {queries:,} queries x {size:,} passages {rate}: {seconds / 3600:.2g} CPU-node-hours"
+    return Cost(label, None, LUCENE_KIND, note=note if size else where, parallel=False, cpu_seconds=seconds)
 
 
 def search_flops(queries: int, passages: int, dim: int) -> float:
@@ -356,6 +453,41 @@ def qgen_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     return Cost(_label(entry), int(size) * per_passage / 1e12, "encode", note=note)
 
 
+@registry.cost("qgen_model")
+def qgen_model_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """Training the tiny T5 here (harness/corpus/tiny_t5.py): ``qgen.steps`` steps of its batch, each
+    sequence a forward and backward at the tiny T5's shape (:func:`training_flops`), at the encoding's
+    utilisation (a small model: no measured step of its own, stated in the note)."""
+    from harness.corpus.tiny_t5 import train_tiny_t5
+
+    q = QgenSettings.from_spec(spec)
+    defaults = inspect.signature(train_tiny_t5).parameters  # the batch and target length the stage trains at
+    batch, target = int(defaults["batch_size"].default), int(defaults["max_target_tokens"].default)
+    per_sequence = training_flops(TINY_T5, q.max_input_tokens, target)
+    note = (
+        f"tiny T5: {q.steps:,} steps x {batch} pairs of {q.max_input_tokens} + {target} tokens, forward and "
+        "backward (x3), at the encoding's utilisation (assumed: no measured step of this kind)"
+    )
+    return Cost(_label(entry), q.steps * batch * per_sequence / 1e12, "encode", note=note)
+
+
+@registry.cost("reranker")
+def reranker_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
+    """Training the tiny cross-encoder teacher: every training query's groups for its epochs, each pair
+    of ``max_length`` tokens a forward and backward (x3) of the spec's encoder, from the measured
+    encoding forward scaled linearly by tokens (attention's quadratic term left out), at the
+    fine-tuning step's utilisation."""
+    train = RerankerSettings.from_spec(spec).train()
+    queries = FinetuneSettings.from_spec(spec).max_train_queries or MSMARCO_TRAIN_QUERIES
+    pairs = queries * train.epochs * train.passages_per_query
+    per_pair = 3 * _per_sequence("encode") * flop_ratio(spec, "encode") * train.max_length / MEASURED_TOKENS
+    per_device = train.queries_per_device * train.passages_per_query / 16  # the measured row: queries of 16
+    note = (
+        f"{queries:,} queries x {train.epochs} epochs x {train.passages_per_query} pairs of {train.max_length} tokens"
+    )
+    return Cost(_label(entry), pairs * per_pair, "finetune", per_device, note)
+
+
 @registry.cost("teacher_scores")
 def teacher_scores_cost(spec: Any, entry: dict[str, Any], counted: set[str]) -> Cost:
     """The cross-encoder's forward over the mined candidates of the training queries."""
@@ -383,6 +515,8 @@ def _utilisation(kind: str) -> float:
 def _rate(cost: Cost, gpu: str | None, scale: float) -> float:
     """TFLOP/s one device of type ``gpu`` reaches on ``cost``: its measured fraction of the peak of the
     cost's precision, calibrated (``scale``); encoding at its end-to-end share."""
+    if cost.kind == LUCENE_KIND:  # rank 0's CPU: timed by Cost.cpu_seconds, no GPU rate
+        return 1.0
     peak = (GPU_FP32_PEAK if cost.precision == FP32 else GPU_PEAK).get(gpu or "", 0.0)
     return peak * scale * _utilisation(cost.kind) * (ENCODE_END_TO_END if cost.kind == "encode" else 1.0)
 
@@ -479,11 +613,13 @@ class Columns:
     def declared_time(self, cost: Cost) -> tuple[float | None, float, float]:
         """(wall seconds, GPU-hours, idle GPU-hours) on the declared hardware; (None, 0, 0) without a known GPU."""
         if not self.peak:
-            return None, 0.0, 0.0
+            return cost.cpu_seconds, 0.0, 0.0
         return stage_time(cost, self.devices, _rate(cost, _gpu_type(self.gpu), self.scale))
 
     def here_time(self, cost: Cost) -> float:
-        """Wall seconds on the hardware present."""
+        """Wall seconds on the hardware present (a Lucene search: at its stated rate)."""
+        if cost.cpu_seconds is not None:
+            return cost.cpu_seconds
         if self.here_peak:
             return stage_time(cost, self.here_devices, _rate(cost, _gpu_type(self.here_name), self.here_scale))[0]
         return (cost.tflop or 0.0) / self.cpu
@@ -525,7 +661,7 @@ def describe(spec: Any, entries: list[dict[str, Any]], hw: Any, costs: Sequence[
     measured_shape = is_bert_base(shape_of(spec))  # the memory measurement is not scaled to another shape
     total_decl = total_here = total_gpu = total_idle = 0.0
     for c in costs:
-        if c.tflop is None:
+        if c.tflop is None and c.cpu_seconds is None:
             lines.append(
                 f"    {c.stage:<{width}} {'-':>9}  {'-':>16}  {'-':>8}  {'-':>10}  {'-':>30}  {'-':>15}  {c.note}"
             )
@@ -565,6 +701,8 @@ def _peak_memory(cost: Cost, cols: Columns, measured_shape: bool) -> float | Non
     (None at a shape other than the measured one)."""
     if cost.kind == SEARCH_KIND:  # the shard of vectors each device keeps
         return cost.resident_gib / (cols.devices if cols.peak else 1)
+    if cost.kind == LUCENE_KIND:  # rank 0's CPU: no device memory
+        return None
     row = measured()[cost.kind]
     return row["peak_gib"] * cost.batch / row["batch"] if cost.batch and measured_shape else None
 
@@ -574,7 +712,8 @@ def _row(c: Cost, cols: Columns, width: int, times: tuple[float | None, float, f
     t_decl, gpu_h, idle_h, t_here = times
     peak = cols.peak
     return (
-        f"    {c.stage:<{width}} {(c.tflop or 0.0) / 1000:>9.3g}  {(_hours(t_decl) if t_decl else '-'):>16}  "
+        f"    {c.stage:<{width}} {(f'{c.tflop / 1000:.3g}' if c.tflop is not None else '-'):>9}  "
+        f"{(_hours(t_decl) if t_decl else '-'):>16}  "
         f"{(_gpu_hours(gpu_h) if peak else '-'):>8}  {(_gpu_hours(idle_h) if peak else '-'):>10}  "
         f"{_hours(t_here):>30}  {(f'{mem:.1f}' if mem is not None else '-'):>15}"
         + (f"  {c.note}" if c.note else "")
@@ -654,14 +793,14 @@ def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
     devices = stated.devices
     gpu = stated.gpu if stated.device_type == "cuda" else None
     peak = _gpu_peak(gpu)
-    projected = [c for c in costs if c.tflop is not None]
+    projected = [c for c in costs if c.tflop is not None or c.cpu_seconds is not None]
     scale = calibration(_gpu_type(gpu), spec.name)[0] if peak else 1.0
     hours = sum(stage_time(c, devices, _rate(c, _gpu_type(gpu), scale))[0] for c in projected) / 3600 if peak else None
     return Total(
-        sum(c.tflop for c in projected) / 1000,
+        sum(c.tflop or 0.0 for c in projected) / 1000,
         hours,
         f"{devices} x {gpu}" if gpu else "declared hardware unknown",
-        tuple(c.stage for c in costs if c.tflop is None),
+        tuple(c.stage for c in costs if c.tflop is None and c.cpu_seconds is None),
     )
 
 

@@ -115,7 +115,7 @@ GRAPH: tuple[Stage, ...] = (
         "train the small query generator (T5) on training pairs",
         "corpus",
         ("tokenizer",),
-        cost=NOT_PROJECTED,
+        cost=PROJECTED,
     ),
     Stage(
         "qgen",
@@ -156,6 +156,7 @@ GRAPH: tuple[Stage, ...] = (
         details=True,
         details_group="bm25",
         gpu=False,
+        cost=PROJECTED,
     ),
     Stage(
         "bm25_negatives",
@@ -203,6 +204,7 @@ GRAPH: tuple[Stage, ...] = (
         ranks=SHARDED,  # query encoding as impact_index's; rank 0 searches with Lucene's threads
         details=True,
         details_group="impact",
+        cost=PROJECTED,
     ),
     Stage(
         "retriever2",
@@ -224,7 +226,7 @@ GRAPH: tuple[Stage, ...] = (
         ranks=EVERY_RANK,
         details=True,
         details_group="teacher",
-        cost=NOT_PROJECTED,
+        cost=PROJECTED,
     ),
     Stage(
         "teacher_scores",
