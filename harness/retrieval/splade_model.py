@@ -51,6 +51,27 @@ def splade_max(logits: Tensor, attention_mask: Tensor) -> Tensor:
     return torch.log1p(torch.relu(upcast(pooled)))
 
 
+def encode_splade_max(model: Any, enc: dict[str, Tensor]) -> Tensor:
+    """Eq. (8) of a tokenised batch without gradients: ``splade_max(model(**enc).logits, mask)``, the
+    same values, with the MLM head run on the non-padding positions only.
+
+    The head (transform + the [H, |V|] decoder) took a fifth of an encoding batch, and in a batch sorted
+    by length most of its rows can be padding (a rehearsal batch: 144 positions, 60 used on average).
+    Each head output row depends on its own input row only, so the rows kept are the ones the masked max
+    reads; ``tests/test_retrieval_impact.py`` pins that the two paths give equal tensors. A model without
+    BERT's ``bert``/``cls`` parts, or left padding, takes the literal path.
+    """
+    mask = enc["attention_mask"]
+    if torch.is_grad_enabled() or not (hasattr(model, "bert") and hasattr(model, "cls")) or not _right_padded(mask):
+        return splade_max(model(**enc).logits, mask)
+    hidden = model.bert(**enc, return_dict=True).last_hidden_state  # [B, L, H]
+    lengths = mask.sum(dim=1).tolist()
+    rows = model.cls(hidden[mask.bool()])  # [sum of lengths, V], document by document
+    empty = rows.new_full((rows.shape[1],), float("-inf"))
+    pooled = torch.stack([part.amax(dim=0) if n else empty for part, n in zip(rows.split(lengths), lengths)])
+    return torch.log1p(torch.relu(upcast(pooled)))
+
+
 def _right_padded(attention_mask: Tensor) -> bool:
     """Every row is ones then zeros (a tokenizer that pads on the right): its positions are a prefix."""
     mask = attention_mask.bool()
