@@ -9,7 +9,8 @@ Representation, Eq. (8) of LexMAE (SPLADE-max, Formal et al. 2021a)
     running over the non-padding positions ([CLS] and [SEP] included, as SPLADE does). The
     saturation ``log(1 + ReLU(.))`` is monotone, so :func:`splade_max` takes the masked max of
     the raw logits first and applies it to the [B, |V|] result: the same values and gradients
-    as the literal formula with one [B, L, |V|] tensor instead of three.
+    as the literal formula with one [B, L, |V|] tensor instead of three. Encoding
+    (:func:`encode_splade_max`) runs the head on the non-padding positions only: the same values.
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ def encode_splade_max(model: Any, enc: dict[str, Tensor]) -> Tensor:
     """Eq. (8) of a tokenised batch without gradients: ``splade_max(model(**enc).logits, mask)``, the
     same values, with the MLM head run on the non-padding positions only.
 
-    The head (transform + the [H, |V|] decoder) took a fifth of an encoding batch, and in a batch sorted
-    by length most of its rows can be padding (a rehearsal batch: 144 positions, 60 used on average).
-    Each head output row depends on its own input row only, so the rows kept are the ones the masked max
+    The head (transform + the [H, |V|] decoder) takes a fifth of an encoding batch of bert-base, and in
+    the rehearsal's length-sorted batches 26-30% of its rows are padding (measured: head and pooling
+    25-31% less CPU time per batch, about 5% of the batch). Each head output row depends on its own input row only, so the rows kept are the ones the masked max
     reads; ``tests/test_retrieval_impact.py`` pins that the two paths give equal tensors. A model without
     BERT's ``bert``/``cls`` parts, or left padding, takes the literal path.
     """
