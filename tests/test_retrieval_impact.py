@@ -23,7 +23,7 @@ from harness.retrieval.impact import (
     sparsify_topk,
     write_vector_collection,
 )
-from harness.retrieval.splade_model import splade_max, write_lexical_settings
+from harness.retrieval.splade_model import encode_splade_max, splade_max, write_lexical_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_finetune_splade import VOCAB, make_tiny_mlm
@@ -87,6 +87,22 @@ def test_encode_sparse_matches_the_model_and_topk_keeps_the_largest(model_dir):
     enc = load_sparse_encoder(model_dir)
     assert enc.max_length("query", None) == 8 and enc.max_length("passage", None) == 16
     assert encode_sparse(enc, TEXTS[:2], kind="query", show_progress=False)[0]
+
+
+def test_the_head_on_used_positions_only_gives_the_full_logits_max_exactly(model_dir):
+    """Encoding runs the MLM head on the non-padding rows only: bit for bit the literal path's
+    ``splade_max(model(**enc).logits, mask)`` on a padded batch (an empty text included)."""
+    enc = load_sparse_encoder(model_dir)
+    batch = enc.tokenizer(TEXTS, padding=True, truncation=True, max_length=16, return_tensors="pt")
+    assert (batch["attention_mask"] == 0).any()  # padding present: the rows left out are real
+    with torch.inference_mode():
+        literal = splade_max(enc.model(**batch).logits, batch["attention_mask"])
+        assert torch.equal(encode_splade_max(enc.model, batch), literal)
+    with torch.no_grad():  # left padding takes the literal path
+        flipped = {k: v.flip(1) for k, v in batch.items()}
+        assert torch.equal(
+            encode_splade_max(enc.model, flipped), splade_max(enc.model(**flipped).logits, flipped["attention_mask"])
+        )
 
 
 def test_encoding_refuses_a_folder_without_a_trained_head(tmp_path):

@@ -3,7 +3,8 @@
 Pipeline
     1. :func:`encode_sparse`: SPLADE-max weights ``{token: float}`` per text from a fine-tuned
        masked LM (:mod:`harness.retrieval.splade_model`), in batches sorted by length under
-       ``torch.inference_mode``; ``topk`` keeps each text's k largest weights (the paper's
+       ``torch.inference_mode``, the MLM head run on the non-padding positions only
+       (:func:`~harness.retrieval.splade_model.encode_splade_max`, the same values); ``topk`` keeps each text's k largest weights (the paper's
        "top-K sparsifying" of documents, Fig. 3; ties at the k-th weight broken by ``torch.topk``).
     2. :func:`quantise`: ``floor(100 x w)`` per term, zeros dropped (§4.3: "virtual frequencies").
     3. :func:`build_impact_index`: a pyserini ``JsonVectorCollection`` (one
@@ -130,7 +131,7 @@ class SparseEncoder:
         """Weights per text, in the caller's order (see :func:`encode_sparse`)."""
         import torch
 
-        from harness.retrieval.splade_model import splade_max
+        from harness.retrieval.splade_model import encode_splade_max
 
         if batch_size < 1:
             raise HarnessError(f"batch_size must be positive, got {batch_size}")
@@ -159,8 +160,7 @@ class SparseEncoder:
                     )
                     enc = {k: v.to(self.device) for k, v in enc.items()}
                     with encode_autocast(self.settings.get("precision", "fp32"), self.device):
-                        logits = self.model(**enc).logits
-                    reps = splade_max(logits, enc["attention_mask"])
+                        reps = encode_splade_max(self.model, enc)
                     if topk is not None and topk < reps.shape[1]:
                         values, cols = reps.topk(topk, dim=1)
                         reps = torch.zeros_like(reps).scatter_(1, cols, values)
