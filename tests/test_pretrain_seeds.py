@@ -118,7 +118,7 @@ def test_a_method_that_draws_nothing_from_a_pretrain_seed_is_refused():
 def test_the_study_dry_run_says_what_runs_per_pretrain_seed(capsys):
     argv = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--seeds", "42-44", "--pretrain-seeds", "42,43"]
     assert main([*argv, "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the text, however the 120-column reflow wrapped it
     assert "pre-training seeds 42, 43: qgen, pretrain run once per pre-training seed" in out and "(6 runs" in out
     assert seed_study.without_seeds(argv) == ["run", "--method", "cotmae_qc", "--profile", "tiny"]
 
