@@ -436,7 +436,16 @@ def claim_rows(
                 runs=[latest[m].run_id for m in (count.a, count.b) if m in latest],
             )
         )
+        if count.status == NOT_YET_RUN:
+            _count_command(rows[-1], latest)
     return rows
+
+
+def _count_command(row: ClaimRow, latest: Mapping[str, RunRecord]) -> None:
+    """A count claim not yet run: the paper runs of its methods that have none, and their cost."""
+    todo = [m for m in dict.fromkeys((row.a, row.b)) if m not in latest]
+    row.command = " && ".join(run_command(m) for m in todo)
+    row.cost = "; ".join(f"{m}: {projected_cost(m, ())}" for m in todo)
 
 
 def _missing(claim: Any, latest: Mapping[str, RunRecord]) -> str:
