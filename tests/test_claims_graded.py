@@ -29,6 +29,9 @@ from harness.records.writer import write_run_record
 from harness.spec.method import load_method
 
 QC = [("cocondenser_qc", "cocondenser"), ("cotmae_qc", "cotmae")]
+# QC v2 Table 2's cells (sbert hard-negative fine-tuning) are graded by the declared BEIR variants' runs
+BEIR = {"cocondenser_qc": "cocondenser_qc_beir", "cocondenser": "cocondenser_beir", "cotmae_qc": "cotmae_qc_beir"}
+BEIR["cotmae"] = "cotmae_beir"
 GRADED = tuple(v for v in VERDICTS if v != NOT_COMPARABLE)
 QIDS = [f"q{i}" for i in range(1000)]
 
@@ -178,13 +181,16 @@ def test_cross_method_stage_and_pretraining_pairs_come_from_the_tables():
 
 
 def test_count_claims_are_counts_of_per_dataset_directions(monkeypatch):
-    count = next(c for c in count_claims_for(QC) if c.a == "cocondenser_qc")
+    # QC v2 Table 2's columns are the methods the paper prints; their BEIR variants' runs grade them
+    count = next(c for c in count_claims_for(QC) if c.a == "cocondenser_qc" and c.source.endswith("v2 Table 2"))
     assert count.stated == 9 and len(count.parts) == 14 and count.measure == "nDCG@10"
-    # no run: the spec's fine-tuning data is not the paper's BEIR protocol, for every dataset
+    assert {(p.a_graded_by, p.b_graded_by) for p in count.parts} == {("cocondenser_qc_beir", "cocondenser_beir")}
+    # no run yet: the variants' paper specs run the BEIR protocol, so the claim waits for their runs
     never = check_count(count, {})
-    assert never.status == NOT_COMPARABLE and never.reason.startswith("every dataset: cocondenser_qc's paper spec")
+    assert never.status == NOT_YET_RUN and len(never.missing) == 14
+    assert never.graded_by == ("cocondenser_qc_beir", "cocondenser_beir")
 
-    monkeypatch.setattr(counts_mod, "spec_reason", lambda claim: "")  # as if a spec ran the BEIR protocol
+    monkeypatch.setattr(counts_mod, "spec_reason", lambda claim: "")  # the rule below, whatever the specs say
 
     def checks(effects: list[float | None]) -> dict[str, dict]:
         return {
@@ -256,20 +262,19 @@ def test_a_reversed_recall_effect_at_retriever1_fails_the_gate(tmp_path, sharp_e
 def test_the_60_qc_effects_each_have_a_state_or_a_precise_reason(monkeypatch):
     monkeypatch.setattr(overview, "projected_cost", lambda *a, **k: "cost")
     claims = claims_for(QC)
-    assert len(claims) == 60
-    # no paper record: the 30 BEIR ones no run of the specs can grade, the rest wait for a run
-    none = overview.claim_rows([], claims, QC)
-    diffs = [r for r in none if r.kind == "difference"]
-    assert sorted(r.state for r in diffs) == [NOT_COMPARABLE] * 30 + [NOT_YET_RUN] * 30
+    beir = [c for c in claims if c.source.endswith("v2 Table 2")]
+    assert len(claims) == 60 and len(beir) == 30  # the 30 BEIR ones are graded by the variants' runs
+    assert all((c.a_graded_by, c.b_graded_by) == (BEIR[c.a], BEIR[c.b]) for c in beir)
+    assert not any(c.a_spec or c.b_spec for c in claims if c not in beir)
+    # no paper record: every one waits for a run (the BEIR ones for the variants' runs)
+    diffs = [r for r in overview.claim_rows([], claims, QC) if r.kind == "difference"]
+    assert sorted(r.state for r in diffs) == [NOT_YET_RUN] * 60
     for r in diffs:
-        assert r.reason.startswith(
-            (
-                "no paper-profile run of ",
-                "cocondenser_qc's paper spec: cell reports finetune_data",
-                "cotmae_qc's paper spec: cell reports finetune_data",
-            )
-        ), r.reason
-    # records with every MS MARCO / DL measure at both stages: none NOT-YET-RUN, the 30 graded
+        variants = r.source.endswith("v2 Table 2")
+        named = f"no paper-profile run of {BEIR[r.a] if variants else r.a}, {BEIR[r.b] if variants else r.b}"
+        assert r.reason == named, r.reason
+        assert ("_beir" in r.command) == variants, r.command
+    # records with every MS MARCO / DL measure at both stages and the variants' with every BEIR set: all 60 graded
     full = []
     for method in ("cocondenser", "cocondenser_qc", "cotmae", "cotmae_qc"):
         by_stage = {
@@ -285,7 +290,19 @@ def test_the_60_qc_effects_each_have_a_state_or_a_precise_reason(monkeypatch):
         }
         full.append(_rec(_paper_record(method, by_stage)))
     rows = [r for r in overview.claim_rows(full, claims, QC) if r.kind == "difference"]
-    assert sum(r.state in GRADED for r in rows) == 30 and sum(r.state == NOT_COMPARABLE for r in rows) == 30
+    assert sum(r.state in GRADED for r in rows) == 30 and sum(r.state == NOT_YET_RUN for r in rows) == 30
+    variants = [
+        _rec(
+            _paper_record(
+                BEIR[m], {"retriever1": {c.benchmark: {"nDCG@10": _scores(0.4, f"{m}{c.benchmark}")} for c in beir}}
+            )
+        )
+        for m in BEIR
+    ]
+    rows = [r for r in overview.claim_rows([*full, *variants], claims, QC) if r.kind == "difference"]
+    assert sum(r.state in GRADED for r in rows) == 60 and len(rows) == 60
+    for r in (r for r in rows if r.source.endswith("v2 Table 2")):
+        assert r.runs == [f"{BEIR[r.a]}__paper__2026-11-27T00", f"{BEIR[r.b]}__paper__2026-11-27T00"], r
     # a record without a measure: the reason names the run, the measure and the stage
     gap = full[3].to_json()
     gap["per_query_by_stage"] = {
@@ -296,7 +313,7 @@ def test_the_60_qc_effects_each_have_a_state_or_a_precise_reason(monkeypatch):
         s: {b: {m: v for m, v in ms.items() if not (s == "retriever1" and m == "R@1000")} for b, ms in d.items()}
         for s, d in gap["metrics_by_stage"].items()
     }
-    rows = overview.claim_rows([*full[:3], _rec(gap)], claims, QC)
+    rows = overview.claim_rows([*full[:3], _rec(gap), *variants], claims, QC)
     missing = [r for r in rows if r.state == NOT_YET_RUN]
     assert len(missing) == 1 and missing[0].measure == "R@1000"
     assert missing[0].reason == f"the paper run {gap['run_id']} scored msmarco-dev but not R@1000 at retriever1"

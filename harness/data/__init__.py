@@ -9,6 +9,7 @@
 * ``structure``    -- structural checks of the downloads whose publishers give no checksum.
 * ``setting``      -- a spec's ``data:`` block applied for one run: the upstream files' source, which passages.
 * ``negatives``    -- the published BM25 negatives of the MS MARCO training queries.
+* ``hard_negatives`` -- sentence-transformers' MS MARCO hard negatives, selected as Thakur et al.'s BEIR recipe.
 * ``requirements`` -- what data a planned run reads, and which of it this machine does not have yet.
 * ``checksums``    -- a run record's data checksums against the catalog's (``check``'s DATA-MISMATCH rows).
 """

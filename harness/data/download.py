@@ -177,6 +177,16 @@ SOURCES["rocketqa/marco"] = Source(
     note="RocketQA's MS MARCO release; marco/para.title.txt (pid, title) gives the titles Tevatron's "
     "coCondenser / CoT-MAE fine-tuning joins to the passages (texttron/tevatron#106)",
 )
+# QC v2's BEIR fine-tuning (§3.2, footnote 2), BEIR's train_msmarco_v3.py: published without a checksum
+# or a size, so unpinned like the files above (the first download's sha256 is recorded and named in records).
+SOURCES["sbert/msmarco-hard-negatives"] = Source(
+    "sbert/msmarco-hard-negatives",
+    "https://sbert.net/datasets",
+    "msmarco-hard-negatives.jsonl.gz",
+    structure="sbert-hard-negatives",
+    note="sentence-transformers' MS MARCO hard negatives (qid, pos, neg: 50 passages from each of bm25 and 12 "
+    "dense systems, with cross-encoder scores); the training set of Thakur et al.'s BEIR bi-encoders",
+)
 SOURCES["tevatron/msmarco-passage"] = Source(
     "tevatron/msmarco-passage",
     "https://huggingface.co/datasets/Tevatron/msmarco-passage/resolve/main",

@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.data import download
 from harness.data.catalog import PRETRAIN_CORPORA, benchmark_split, get_benchmark
+from harness.data.hard_negatives import HARD_NEGATIVE_SOURCES
 from harness.data.negatives import NEGATIVE_SOURCES
 
 
@@ -32,8 +33,11 @@ def required_sources(spec: Any, datasets: list[str]) -> list[str]:
             keys += get_benchmark(name).sources()
     if spec.finetune_block().train_queries:
         keys += get_benchmark(train_split(spec)[0]).sources()
+        published = spec.finetune_block().hard_negatives
         negatives = spec.data_block().bm25_negatives
-        if negatives in NEGATIVE_SOURCES:
+        if published:  # retriever 1 trains on the file's negatives instead of BM25's
+            keys.append(HARD_NEGATIVE_SOURCES[published])
+        elif negatives in NEGATIVE_SOURCES:
             keys.append(NEGATIVE_SOURCES[negatives])
     for name in datasets:
         keys += get_benchmark(name).sources()

@@ -109,4 +109,6 @@ CHECKS: dict[str, Callable[[Path], None]] = {
     "wikipedia-dpr": tsv_gz(columns=3, lines=21_015_324, header="id\ttext\ttitle"),
     "rocketqa-marco": tar_with("marco/para.title.txt"),
     "tevatron-train": jsonl_gz(("query_id", "query", "positive_passages", "negative_passages")),
+    # BEIR's train_msmarco_v3.py counts 502,939 lines (its progress bar): not a count the publisher states
+    "sbert-hard-negatives": jsonl_gz(("qid", "pos", "neg")),
 }

@@ -31,6 +31,7 @@ Count claims ("better on 9 of 14 datasets") are in ``harness.evaluation.count_cl
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -48,7 +49,7 @@ from harness.evaluation.verdict import NOT_COMPARABLE
 from harness.papers.registry import load_registry
 from harness.spec.conditions import run_conditions
 from harness.spec.files import list_methods
-from harness.spec.method import comparisons, load_method
+from harness.spec.method import comparisons, load_method, variants_of
 from harness.stages.graph import FINETUNE_STAGES
 
 _VARIANT_ONLY = frozenset({"query_number", "mixed", "reproduction_by_authors", "runs_averaged"})
@@ -81,6 +82,18 @@ class Claim:
     b_printed_runs: int = 1
     a_cell: str = ""  # the registry cells of the two rows (their ``cell_id``)
     b_cell: str = ""
+    # the spec whose paper runs grade each row ("": the method's own; else a declared variant of it,
+    # e.g. cotmae_qc_beir for QC v2 Table 2's sbert hard-negative cells: :func:`grading_spec`)
+    a_spec: str = ""
+    b_spec: str = ""
+
+    @property
+    def a_graded_by(self) -> str:
+        return self.a_spec or self.a
+
+    @property
+    def b_graded_by(self) -> str:
+        return self.b_spec or self.b
 
     @property
     def delta(self) -> float:
@@ -96,10 +109,12 @@ class Claim:
 
     @property
     def key(self) -> str:
-        """One claim's identity (two columns of one benchmark and measure differ in conditions)."""
+        """One claim's identity (two columns of one benchmark and measure differ in conditions, or only in
+        their methods: QC v2 Table 2's rows are datasets, its columns the four models)."""
         return " | ".join(
             (
                 self.source,
+                f"{self.a} - {self.b}",
                 self.a_row,
                 self.b_row,
                 self.benchmark,
@@ -190,6 +205,8 @@ def claim_from(ca: Any, cb: Any) -> Claim:
         int(cb.conditions.get("runs_averaged") or 1),
         str(ca.cell_id),
         str(cb.cell_id),
+        grading_spec(ca.method, ca.conditions),
+        grading_spec(cb.method, cb.conditions),
     )
 
 
@@ -499,21 +516,49 @@ def check_claims(
 def spec_conditions(method: str, stage: str | None) -> dict[str, Any] | None:
     """What a paper-profile run of ``method``'s committed spec would state at ``stage`` (None: no
     paper spec)."""
+    stated = _spec_conditions(method)
+    return None if stated is None else {**stated, **({"finetune_stage": stage} if stage else {})}
+
+
+@functools.cache
+def _spec_conditions(method: str) -> dict[str, Any] | None:
+    """(cached: every claim of the registry asks, per row; callers get a copy)"""
     try:
         spec = load_method(method, "paper")
     except Exception:  # noqa: BLE001 - a method without a paper profile cannot be run for the papers
         return None
-    return {**run_conditions(spec.config, method, "paper"), **({"finetune_stage": stage} if stage else {})}
+    return run_conditions(spec.config, method, "paper")
+
+
+@functools.cache
+def _declared_variants(method: str) -> tuple[str, ...]:
+    return tuple(variants_of(method))
+
+
+def grading_spec(method: str | None, cell_conditions: Mapping[str, Any] | None) -> str:
+    """The spec whose paper runs can grade a row of ``method`` stating ``cell_conditions``: the method's own
+    when its paper spec can, else the first declared variant that can (``variant_of``: its runs state the
+    parent's method, spec.conditions), else "" (the method's own, whose reason says why none can). As
+    gate.cell_state finds a cell's command, so a claim pairs the two runs that grade its two cells."""
+    if not method:
+        return ""
+    conditions = dict(cell_conditions or {})
+    stage = conditions.get("finetune_stage")
+    for spec in (method, *_declared_variants(method)):
+        stated = spec_conditions(spec, stage)
+        if stated is not None and not comparability(method, conditions, stated)[0]:
+            return "" if spec == method else spec
+    return ""
 
 
 def spec_reason(claim: Claim) -> str:
     """Why no paper run of the committed specs can ever grade ``claim`` ("" when one can): a
     condition of either row that the spec does not share, a declared deviation, an extraction doubt."""
-    for method, cell, stage in (
-        (claim.a, claim.a_conditions, claim.a_stage),
-        (claim.b, claim.b_conditions, claim.b_stage),
+    for method, spec, cell, stage in (
+        (claim.a, claim.a_graded_by, claim.a_conditions, claim.a_stage),
+        (claim.b, claim.b_graded_by, claim.b_conditions, claim.b_stage),
     ):
-        conditions = spec_conditions(method, stage)
+        conditions = spec_conditions(spec, stage)
         if conditions is None:
             return f"no paper profile of {method} in the specs: it cannot be run for the papers"
         reason = comparability(method, dict(cell), conditions)[0]

@@ -64,6 +64,9 @@ class CountCheck:
     at_least: int | None = None  # L: datasets where A > B is shown
     at_most: int | None = None  # M - R: datasets where A > B is still possible
     missing: list[str] = field(default_factory=list)  # datasets not yet run
+    graded_by: tuple[
+        str, ...
+    ] = ()  # the specs whose paper runs grade A and B (a declared variant's: Claim.a_graded_by)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,6 +140,7 @@ def check_count(claim: CountClaim, checks: Mapping[str, Mapping[str, Any]]) -> C
         claim.stated,
         len(claim.parts),
         NOT_YET_RUN,
+        graded_by=tuple(dict.fromkeys(s for p in claim.parts[:1] for s in (p.a_graded_by, p.b_graded_by))),
     )
     graded, unfit = [], {}
     for part in claim.parts:

@@ -330,9 +330,12 @@ def method_effects(
     latest = latest_by_method(records, profile)
     index: dict[tuple, list[Claim]] = {}
     for c in claims_for(pairs):
+        # the runs that grade the two rows: each method's own, or the declared variant whose setting the row states
         index.setdefault(
-            (c.a, c.b, _stage_key(c.a_stage, c.b_stage), c.benchmark, canonical_measure(c.measure)), []
+            (c.a_graded_by, c.b_graded_by, _stage_key(c.a_stage, c.b_stage), c.benchmark, canonical_measure(c.measure)),
+            [],
         ).append(c)
+    pairs = list(dict.fromkeys([*pairs, *(key[:2] for key in index)]))  # a variant pair's effects too
     out, pairings, owners = [], [], []
     for a, b in pairs:
         for e in pair_effects(records, profile, a, b):

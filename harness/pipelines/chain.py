@@ -25,6 +25,7 @@ from harness.data.requirements import train_split
 from harness.pipelines.bm25 import bm25_negatives_run
 from harness.pipelines.context import input_key
 from harness.pipelines.forums import retrieve_parts
+from harness.pipelines.hard_negatives import hard_negatives_run
 from harness.pipelines.pretrain import ARCH_KEYS, run_pretrain, tokenizer_stage
 from harness.spec.run_settings import FinetuneSettings
 from harness.spec.stage_settings import StageSettings, finetune_settings, pretrains
@@ -68,7 +69,12 @@ def run_chain(ctx: RunContext, datasets: list[str], family: Family, before: Call
     encoder0 = encoder_stage(ctx)
     init0 = family.start(encoder0)
     name, split = train_split(ctx.spec)
-    bm25_train = bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
+    published = FinetuneSettings.from_spec(ctx.spec).hard_negatives
+    bm25_train = (
+        hard_negatives_run(ctx, published, name, split)
+        if published
+        else bm25_negatives_run(ctx, name, split, StageSettings.from_spec(ctx.spec, "retriever1").negative_depth)
+    )
     models = {"retriever1": family.train("retriever1", init0, [bm25_train], {"bm25": input_key(bm25_train)})}
 
     def init_for(stage: str) -> Path:

@@ -390,6 +390,7 @@ def claim_rows(
         )
         hit = checks.get(claim.key)
         why = "" if hit else spec_reason(claim)
+        specs = dict.fromkeys((claim.a_graded_by, claim.b_graded_by))  # the runs that grade it (a variant's)
         if hit is not None:
             effect, check = hit
             row.state, row.effect, row.reason = check["status"], check.get("effect"), check.get("reason") or ""
@@ -407,14 +408,12 @@ def claim_rows(
                     else "no number of runs up to 20 per side settles it at this effect"
                 )
             row.runs = list(dict.fromkeys([effect.a_run, effect.b_run]))
-            row.command = " && ".join(run_command(m) for m in dict.fromkeys((claim.a, claim.b)))
+            row.command = " && ".join(run_command(m) for m in specs)
         elif why:
             row.state, row.reason = NOT_COMPARABLE, why
         else:
             row.reason = _missing(claim, latest)
-            todo = [m for m in dict.fromkeys((claim.a, claim.b)) if m not in latest] or list(
-                dict.fromkeys((claim.a, claim.b))
-            )
+            todo = [m for m in specs if m not in latest] or list(specs)
             row.command = " && ".join(paper_command(m, claim.benchmark)[0] for m in todo)
             row.cost = "; ".join(f"{m}: {projected_cost(m, paper_command(m, claim.benchmark)[1])}" for m in todo)
         rows.append(row)
@@ -433,19 +432,28 @@ def claim_rows(
                 kind="count",
                 effect=None if count.at_least is None else float(count.at_least),
                 reason=f"{count.text!r}: {count.reason}",
-                runs=[latest[m].run_id for m in (count.a, count.b) if m in latest],
+                runs=[latest[m].run_id for m in count.graded_by if m in latest],
             )
         )
+        if count.status == NOT_YET_RUN:
+            _count_command(rows[-1], count.graded_by, latest)
     return rows
+
+
+def _count_command(row: ClaimRow, specs: Sequence[str], latest: Mapping[str, RunRecord]) -> None:
+    """A count claim not yet run: the paper runs of the specs grading it that have none, and their cost."""
+    todo = [m for m in dict.fromkeys(specs) if m not in latest]
+    row.command = " && ".join(run_command(m) for m in todo)
+    row.cost = "; ".join(f"{m}: {projected_cost(m, ())}" for m in todo)
 
 
 def _missing(claim: Any, latest: Mapping[str, RunRecord]) -> str:
     """What the paper records lack for ``claim``: a run of a method, a stage, a benchmark or a measure."""
-    absent = [m for m in dict.fromkeys((claim.a, claim.b)) if m not in latest]
+    absent = [m for m in dict.fromkeys((claim.a_graded_by, claim.b_graded_by)) if m not in latest]
     if absent:
         return f"no paper-profile run of {', '.join(absent)}"
     found = []
-    for method, stage in ((claim.a, claim.a_stage), (claim.b, claim.b_stage)):
+    for method, stage in ((claim.a_graded_by, claim.a_stage), (claim.b_graded_by, claim.b_stage)):
         rec = latest[method]
         by_stage, final = scores_by_stage(rec)
         want = stage or final

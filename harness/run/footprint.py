@@ -61,6 +61,7 @@ PARTS = {
     "index": ("index",),
     "retrieve": ("retrieve",),
     "bm25_negatives": ("negatives",),
+    "hard_negatives": ("negatives",),
     "pretrain": ("pretrain_data",),
     "teacher_scores": ("teacher_pairs",),
     "impact_index": ("impact_index",),
@@ -217,7 +218,7 @@ def stage_passages(spec: Any, entry: dict[str, Any]) -> int | None:
         total = sum(s for s in sizes if s)
         cap = corpus.max_passages
         return min(total, int(cap)) if cap else total
-    if stage in ("bm25_negatives", "teacher_scores"):
+    if stage in ("bm25_negatives", "hard_negatives", "teacher_scores"):
         return MSMARCO_PASSAGES
     if dataset.split("/")[0].endswith(sampled.SUFFIX):  # a rehearsal's sample: its judged + distractors at most
         return sampled.QUERIES * sampled.JUDGED_PER_QUERY + sampled.DISTRACTORS

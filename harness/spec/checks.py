@@ -34,6 +34,18 @@ def check_bm25_negatives(resolved: dict[str, Any], path: Path) -> None:
         raise HarnessError(f"{path}: data.bm25_negatives {source!r} is not one of {', '.join(BM25_NEGATIVE_SOURCES)}")
 
 
+def check_hard_negatives(resolved: dict[str, Any], path: Path) -> None:
+    """A published hard-negative file holds MS MARCO's training queries and passage ids: it trains on them only."""
+    finetune = resolved.get("finetune") or {}
+    choice, train = finetune.get("hard_negatives"), str(finetune.get("train_queries") or "")
+    if choice and not train.startswith("msmarco"):  # a misspelt MS MARCO name is the train_queries check's
+        raise HarnessError(
+            f"{path}: finetune.hard_negatives {choice!r} lists MS MARCO passage ids of MS MARCO's training "
+            f"queries, but finetune.train_queries is {train or 'unset'!r}; train on msmarco-passage-train "
+            "or set finetune.hard_negatives: null"
+        )
+
+
 def known_key_path(path: str) -> bool:
     """Whether ``path`` (``pretrain.warmup_ratio``, ``corpus``) names a key or block a spec may state;
     anything under an open block (``pretrain.objective_params.*``, checked against the objective) is."""

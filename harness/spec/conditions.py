@@ -112,8 +112,8 @@ def derived(config: Mapping[str, Any]) -> dict[str, Any]:
         if init:
             out["init"] = str(init)
         train = finetune.get("train_queries")
-        if train:
-            out["finetune_data"] = str(train)
+        if train:  # a published hard-negative file is what the retriever trained on (QC v2's BEIR table)
+            out["finetune_data"] = str(finetune.get("hard_negatives") or train)
         if finetune.get("max_train_queries"):
             out["finetune_queries"] = int(finetune["max_train_queries"])
         r3 = finetune.get("retriever3") or {}
@@ -128,7 +128,7 @@ def derived(config: Mapping[str, Any]) -> dict[str, Any]:
         out["mixed"] = context == "mixed"
     if _reads_msmarco_passages(config):  # titled or not: a known source of mismatch (texttron/tevatron#106)
         out["msmarco_passages"] = data.get("msmarco_passages", "plain")
-    if str(finetune.get("train_queries") or "").startswith("msmarco-passage"):
+    if str(finetune.get("train_queries") or "").startswith("msmarco-passage") and not finetune.get("hard_negatives"):
         out["bm25_negatives"] = data.get("bm25_negatives", "own")  # which negatives retriever 1 trained on
     return out
 

@@ -23,7 +23,7 @@ from harness.core.errors import (
 from harness.core.fsutil import is_plain_name
 from harness.spec import rehearsal
 from harness.spec.block_settings import CorpusSettings
-from harness.spec.checks import check_bm25_negatives, structure_problems
+from harness.spec.checks import check_bm25_negatives, check_hard_negatives, structure_problems
 from harness.spec.conditions import graded_method
 from harness.spec.files import (
     deep_merge,
@@ -207,6 +207,7 @@ def load_method(name: str, profile: str = "paper", root: Path | None = None) -> 
         resolved = deep_merge(top, profiles[profile] or {})
     resolved["profile"] = profile
     check_bm25_negatives(resolved, path)
+    check_hard_negatives(resolved, path)
     return MethodSpec(name=name, profile=profile, path=path, config=resolved)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.spec.kinds import FLAG, NON_NEGATIVE, POSITIVE_WHOLE, TEXT, one_of
+from harness.spec.schema import HARD_NEGATIVE_FILES
 from harness.spec.settings import BlockSettings, default_of, setting
 from harness.spec.stage_settings import StageSettings
 
@@ -96,5 +97,13 @@ class FinetuneSettings(BlockSettings):
         "a seeded subsample of that many judged training queries (null: all)", None, POSITIVE_WHOLE
     )
     evaluate_start: bool = setting("also score the encoder fine-tuning starts from (zero-shot)", False, FLAG)
+    # one of harness.spec.schema.HARD_NEGATIVE_FILES (harness.spec.checks.check_hard_negatives)
+    hard_negatives: str | None = setting(
+        "retriever 1 trains on the negatives of a published hard-negative file instead of BM25's: "
+        "msmarco-sbert-hard-negatives (sentence-transformers' msmarco-hard-negatives.jsonl.gz, selected "
+        "as Thakur et al.'s BEIR recipe; QC v2's BEIR table); null: BM25 negatives (data.bm25_negatives)",
+        None,
+        one_of(*HARD_NEGATIVE_FILES),
+    )
     max_q_len: int = _stage_setting("max_q_len")
     max_p_len: int = _stage_setting("max_p_len")

@@ -115,3 +115,5 @@ RETIRED = {
     "retriever3's for learned-sparse's second mining), so state that instead"
 }
 BM25_NEGATIVE_SOURCES = ("own", "msmarco-triples", "tevatron")  # data.bm25_negatives (harness.pipelines.bm25)
+# finetune.hard_negatives: the published hard-negative files retriever 1 may train on (harness.data.hard_negatives)
+HARD_NEGATIVE_FILES = ("msmarco-sbert-hard-negatives",)
