@@ -36,7 +36,11 @@ def _smallest_reference() -> tuple[str, dict[str, Any]]:
     """The smallest committed reference of a profile gated against its reference (not the papers):
     the record a contributor re-runs, and its manifest entry (found, not named, so a new reference
     accepted later keeps the test valid)."""
-    entries = {key: e for key, e in read_references(COMMITTED)["references"].items() if not key.endswith("/paper")}
+    entries = {
+        key: e
+        for key, e in read_references(COMMITTED)["references"].items()
+        if not key.endswith("/paper") and e["run_id"].rsplit("__", 1)[-1] < STAMP
+    }  # older than the contributor's run (a newer reference would make it SUPERSEDED)
     key = min(entries, key=lambda k: (COMMITTED / f"{entries[k]['run_id']}.json").stat().st_size)
     return key, entries[key]
 

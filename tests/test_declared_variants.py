@@ -36,7 +36,7 @@ def test_each_table_s_cells_are_not_yet_run_against_the_variant(paper, table, ro
 
 def test_a_variant_grades_only_the_cells_stating_what_it_changes():
     spec = paper_spec("cotmae_qc_q1")
-    assert spec is not None and variants_of("cotmae_qc") == ["cotmae_qc_q1"]
+    assert spec is not None and "cotmae_qc_q1" in variants_of("cotmae_qc")
     final = spec.stages[-1]
     assert final["method"] == "cotmae_qc" and final["query_number"] == 1
     # QC v1 Table 1's row states query_number 5: the parent's setting, not the variant's
