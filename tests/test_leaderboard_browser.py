@@ -130,8 +130,8 @@ CUT = """((root) => {
 })(%s)"""
 
 
-# Each row of the glance's HTML tables as the texts of its cells (in order: one line per method, the
-# headline cells, the claims, then one learned table per profile, mini first).
+# Each row of the glance's HTML tables as the texts of its cells (in order: one line per method, one per
+# printed table, the headline cells, the claims, then one learned table per profile, mini first).
 GLANCE_ROWS = (
     "Array.from(document.querySelectorAll('table.glance-table')).map(t => "
     "Array.from(t.querySelectorAll('tbody tr')).map(r => "
@@ -168,7 +168,10 @@ def _check_glance(text: str, tables: list) -> None:
             states = [w for s, n in line.states[column].items() for w in (s, str(n))]
             assert shown[i].split() == (states or ["-"]), (shown[0], column, shown[i])
         assert not line.command or line.command in shown[-1]
-    headline = tables[1]
+    printed = tables[1]  # every printed table: its counts and its `harness table` command
+    assert len(printed) == 22 and any(r[0] == "Wu et al. 2023 (QC v2), Table 2" for r in printed), printed[:3]
+    assert all(r[-1].startswith("python -m harness table ") for r in printed)
+    headline = tables[2]
     assert len(headline) == len(expected.headline)
     col = {h: i for i, h in enumerate(HEADLINE_HEADERS)}
     for shown, row in zip(headline, expected.headline):
@@ -177,11 +180,11 @@ def _check_glance(text: str, tables: list) -> None:
         assert shown[col["state"]] == row.state and shown[col["reported"]] == f"{row.reported:.2f}"
         if row.state == overview.NOT_YET_RUN:
             assert row.command in shown[col["reproduce with"]] and "projected:" in shown[col["reproduce with"]]
-    assert len(tables[2]) == len(expected.claims)
+    assert len(tables[3]) == len(expected.claims)
     # the mini table: one row per method, the control first
     mini = [r for r in expected.learned if r.profile == "mini"]
     methods = list(dict.fromkeys(r.method for r in sorted(mini, key=lambda r: r.method != overview.CONTROL)))
-    assert [r[0] for r in tables[3]] == methods and methods[0] == overview.CONTROL
+    assert [r[0] for r in tables[4]] == methods and methods[0] == overview.CONTROL
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
 
 
