@@ -215,18 +215,9 @@ def projected_cost(method: str, datasets: tuple[str, ...] = ()) -> str:
         names = list(datasets) or list(spec.get("datasets") or [])
         # every stage as if nothing were cached: the cost of the run on a fresh machine
         entries = [dict(e, plan="to run") for e in plan_method(spec, names).stages.entries]
-        total = projection.declared_total(spec, entries)
+        return projection.declared_cost_line(spec, entries)
     except Exception as exc:  # noqa: BLE001 - a cost that cannot be projected is said, not guessed
         return f"not projected ({type(exc).__name__}: {exc})"
-    if not total.pflop:
-        return (
-            "no training: indexing and retrieval only, not projected"
-            if spec.get("family") == "lexical"
-            else "not projected (no measured step of its stages)"
-        )
-    hours = projection.format_hours(total.hours) if total.hours is not None else "time not projected"
-    unprojected = f"; not projected: {', '.join(total.unprojected)}" if total.unprojected else ""
-    return f"{hours} on {total.hardware} ({total.pflop:,.0f} PFLOP){unprojected}"
 
 
 # ----------------------------------------------------------------------------- 1a: headline cells

@@ -804,6 +804,21 @@ def declared_total(spec: Any, entries: list[dict[str, Any]]) -> Total:
     )
 
 
+def declared_cost_line(spec: Any, entries: list[dict[str, Any]]) -> str:
+    """A plan's projected cost on its declared hardware as one line (the glance's, the report's and
+    `harness table`'s wording): hours, hardware, PFLOP and any stage with no measured step."""
+    total = declared_total(spec, entries)
+    if not total.pflop:
+        return (
+            "no training: indexing and retrieval only, not projected"
+            if spec.get("family") == "lexical"
+            else "not projected (no measured step of its stages)"
+        )
+    hours = format_hours(total.hours) if total.hours is not None else "time not projected"
+    unprojected = f"; not projected: {', '.join(total.unprojected)}" if total.unprojected else ""
+    return f"{hours} on {total.hardware} ({total.pflop:,.0f} PFLOP){unprojected}"
+
+
 def format_hours(hours: float) -> str:
     """Hours as ``describe`` prints them (s, min, h or d)."""
     return _hours(hours * 3600)

@@ -44,20 +44,6 @@ def stage_label(entry: dict[str, Any]) -> str:
     return f"{entry['stage']}/{entry['dataset']}" if entry.get("dataset") else str(entry["stage"])
 
 
-def cost_text(spec: Any, entries: list[dict[str, Any]]) -> str:
-    """A plan's projected cost on its declared hardware, as one line (the stages marked ``to run``)."""
-    total = projection.declared_total(spec, entries)
-    if not total.pflop:
-        return (
-            "no training: indexing and retrieval only, not projected"
-            if spec.get("family") == "lexical"
-            else "not projected (no measured step of its stages)"
-        )
-    hours = projection.format_hours(total.hours) if total.hours is not None else "time not projected"
-    unprojected = f"; not projected: {', '.join(total.unprojected)}" if total.unprojected else ""
-    return f"{hours} on {total.hardware} ({total.pflop:,.0f} PFLOP){unprojected}"
-
-
 def plan_runs(runs: Sequence[TableRun], planner: Planner = _pipeline_plan) -> list[PlannedRun]:
     """Each run's plan in the table's order; a stage key an earlier run plans is shared (built once)."""
     seen: dict[tuple[str, str], int] = {}
@@ -77,7 +63,15 @@ def plan_runs(runs: Sequence[TableRun], planner: Planner = _pipeline_plan) -> li
         keyed = [(e, (str(e["stage"]), str(e["key"]))) for e in entries if e.get("key")]
         shared = tuple((stage_label(e), k[1], seen[k]) for e, k in keyed if k in seen)
         here = [dict(e, plan="cached") if e.get("key") and (e["stage"], e["key"]) in seen else e for e in entries]
-        out.append(PlannedRun(run, cost_text(spec, entries), cost_text(spec, here), shared, tuple(entries)))
+        out.append(
+            PlannedRun(
+                run,
+                projection.declared_cost_line(spec, entries),
+                projection.declared_cost_line(spec, here),
+                shared,
+                tuple(entries),
+            )
+        )
         for _, k in keyed:
             seen.setdefault(k, number)
     return out
