@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from generated_block import found_block, write_block
 
 from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN, REPRODUCED
 from harness.gate.answer import answer, committed_answer, is_claim, short_reason
@@ -81,9 +82,9 @@ def committed():
 
 def test_the_readme_opens_with_the_generated_answer(committed) -> None:
     text = README.read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, f"{README}: no answer block (run this file with --write)"
+    found = found_block(README, BEGIN, END)
+    assert found is not None, f"{README}: no answer block (run this file with --write)"
     assert text.index(BEGIN) < text.index("## The main job"), "the answer is not at the README's top"
-    found = text[text.index(BEGIN) : text.index(END) + len(END)]
     assert found == f"{BEGIN}\n{committed.markdown()}\n{END}", (
         f"{README}: the answer block is stale; run `.venv/bin/python tests/test_answer_line.py --write`"
     )
@@ -154,14 +155,10 @@ def test_cited_rows_get_one_state_per_reason(committed) -> None:
 def main() -> None:
     if "--write" not in sys.argv:
         sys.exit("usage: tests/test_answer_line.py --write")
-    text = README.read_text(encoding="utf-8")
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + _block() + text[text.index(END) + len(END) :]
-    else:  # first time: after the opening paragraph
-        head, _, tail = text.partition("\n\n")
+    if not write_block(README, BEGIN, END, _block()):  # first time: after the opening paragraph
+        head, _, tail = README.read_text(encoding="utf-8").partition("\n\n")
         intro, _, rest = tail.partition("\n\n")
-        text = f"{head}\n\n{intro}\n\n{_block()}\n\n{rest}"
-    README.write_text(text, encoding="utf-8")
+        README.write_text(f"{head}\n\n{intro}\n\n{_block()}\n\n{rest}", encoding="utf-8")
     print(f"wrote the answer block of {README}")
 
 

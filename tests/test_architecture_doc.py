@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generated_block import found_block, write_block
 from test_import_graph import LAYERS, ROOT
 
 DOC = ROOT / "docs" / "architecture.md"
@@ -145,9 +146,8 @@ def block() -> str:
 
 
 def test_the_architecture_doc_lists_every_package_in_layer_order() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, f"{DOC}: no generated tree (run this file with --write)"
-    current = text[text.index(BEGIN) : text.index(END) + len(END)]
+    current = found_block(DOC, BEGIN, END)
+    assert current is not None, f"{DOC}: no generated tree (run this file with --write)"
     assert current == block(), (
         f"{DOC}: the source tree is stale; run `.venv/bin/python {Path(__file__).relative_to(ROOT)} --write`"
     )
@@ -193,10 +193,6 @@ if __name__ == "__main__":
     if stale:
         raise SystemExit("stale package docstrings:\n" + "\n".join(stale))
     if sys.argv[1:] == ["--write"]:
-        text = DOC.read_text(encoding="utf-8")
-        if BEGIN in text:
-            text = text[: text.index(BEGIN)] + block() + text[text.index(END) + len(END) :]
-        else:
+        if not write_block(DOC, BEGIN, END, block()):
             raise SystemExit(f"{DOC}: put the lines {BEGIN!r} and {END!r} where the tree goes")
-        DOC.write_text(text, encoding="utf-8")
     print(tree())

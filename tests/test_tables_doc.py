@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from generated_block import found_block, write_block
+
 from harness.gate.run import run_gate
 from harness.gate.tables import markdown, states_of, table_counts
 from harness.papers.registry import load_reported_cells
@@ -27,9 +29,8 @@ def _block() -> str:
 
 
 def test_the_table_by_table_list_is_the_generated_one() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, f"{DOC}: no table-by-table block (run this file with --write)"
-    found = text[text.index(BEGIN) : text.index(END) + len(END)]
+    found = found_block(DOC, BEGIN, END)
+    assert found is not None, f"{DOC}: no table-by-table block (run this file with --write)"
     assert found == _block(), (
         f"{DOC}: the table-by-table list is stale; run `PYTHONPATH=. {Path(__file__).name} --write`"
     )
@@ -44,10 +45,6 @@ def test_the_list_names_every_table_once() -> None:
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + _block() + text[text.index(END) + len(END) :]
-    else:
+    if not write_block(DOC, BEGIN, END, _block()):
         raise SystemExit(f"{DOC}: put the markers {BEGIN} ... {END} where the list goes")
-    DOC.write_text(text, encoding="utf-8")
     print(f"wrote the table-by-table list into {DOC}")
