@@ -22,7 +22,7 @@ from harness.gate.grading import (
     loss_rows,
     reference_rows,
 )
-from harness.gate.references import resolve_references
+from harness.gate.references import References, resolve_references
 from harness.records.run_precision import precision_label
 from harness.records.store import (
     RunRecord,
@@ -50,14 +50,13 @@ class ClosingCheck:
     why: str = ""  # when not checked and no reference is the reason (a seed other than the references')
 
 
-def committed_references(rec: RunRecord, directory: Path) -> list[RunRecord]:
+def committed_references(rec: RunRecord, directory: Path) -> References:
     """The usable references of ``rec``'s (method, profile) named by ``directory``'s manifest (loaded one by
     one: the closing check reads no other record)."""
     entries = {k: e for k, e in load_references(directory).items() if k == (rec.method, rec.profile)}
     second = {k: e for k, e in load_precision_references(directory).items() if k[:2] == (rec.method, rec.profile)}
     loaded = [load_record(record_path(directory, e["run_id"])) for e in (*entries.values(), *second.values())]
-    refs = resolve_references(entries, [r for r in loaded if isinstance(r, RunRecord)], None, second)
-    return [r for r in refs.records.values()]
+    return resolve_references(entries, [r for r in loaded if isinstance(r, RunRecord)], None, second)
 
 
 def check_run(rec: RunRecord, directory: str | Path | None = None) -> ClosingCheck:
@@ -66,8 +65,8 @@ def check_run(rec: RunRecord, directory: str | Path | None = None) -> ClosingChe
     folder = Path(directory) if directory is not None else records_dir()
     precision = precision_label(rec.stages)
     refs = committed_references(rec, folder)
-    same = next((r for r in refs if precision_label(r.stages) == precision), None)
-    other = next((r for r in refs if r is not same), None)
+    same = refs.in_precision(rec.method, rec.profile, precision)
+    other = next((r for r in refs.records.values() if r is not same), None)
     if (rec.seed if rec.seed is not None else DEFAULT_SEED) != DEFAULT_SEED:
         why = f"seed {rec.seed}: the references are seed {DEFAULT_SEED}'s"
         return ClosingCheck(rec, precision, same, other, why=why)
