@@ -15,6 +15,11 @@ from harness.spec.method import MethodSpec, load_method, pretraining_methods
 CPU = Hardware("cpu", 1, (), 2)
 
 
+def _describe(spec: MethodSpec, entries: list[dict]) -> list[str]:
+    """The projection's lines on CPU, with the costs computed as the plan computes them (once)."""
+    return projection.describe(spec, entries, CPU, projection.stage_costs(spec, entries))
+
+
 def _costs(spec: MethodSpec) -> dict[str, projection.Cost]:
     entries = plan_method(spec, list(spec.get("datasets"))).stages.entries
     return {c.stage: c for c in projection.stage_costs(spec, entries)}
@@ -43,7 +48,7 @@ def test_every_paper_plan_projects_its_training_stages(capsys) -> None:
         # an objective measured by bench/paper_shape_smoke.py is projected; a new one is not, never guessed
         measured = spec.get("pretrain.objective") in projection.measured()
         assert bool(costs["pretrain"].tflop) == measured, method
-        lines = projection.describe(spec, plan_method(spec, list(spec.get("datasets"))).stages.entries, CPU)
+        lines = _describe(spec, plan_method(spec, list(spec.get("datasets"))).stages.entries)
         text = "\n".join(lines)
         assert "torch.utils.flop_counter" in text and "assumptions:" in text
         if spec.get("hardware.hours"):
@@ -92,7 +97,7 @@ def test_a_gpu_type_is_calibrated_from_another_papers_stated_hours() -> None:
     assert "by construction" in projection.calibration("A100", "lexmae")[1]
     assert projection.calibration("H100", "cotmae") == (1.0, "measured on one H100")
     spec = load_method("lexmae", "paper")
-    text = "\n".join(projection.describe(spec, plan_method(spec, ["dl19"]).stages.entries, CPU))
+    text = "\n".join(_describe(spec, plan_method(spec, ["dl19"]).stages.entries))
     assert "the paper states 14 h of pre-training on 8 x A100 (spec hardware; projected here: 14.0 h)" in text
 
 
@@ -156,7 +161,7 @@ def test_a_rank_0_stage_is_never_divided_by_the_device_count() -> None:
 def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -> None:
     spec = load_method("cotmae_qc", "paper")
     entries = plan_method(spec, list(spec.get("datasets"))).stages.entries
-    text = "\n".join(projection.describe(spec, entries, CPU))
+    text = "\n".join(_describe(spec, entries))
     assert "GPU-h" in text and "idle GPU-h" in text
     assert "stages that use no GPU (rank 0; Lucene/BM25, files, scoring): passages, bm25_negatives, evaluate" in text
     rows = [line for line in text.splitlines() if line.startswith("    ") and "(rank 0 alone)" in line]
@@ -166,7 +171,7 @@ def test_the_dry_run_names_gpu_hours_idle_hours_and_the_stages_without_a_gpu() -
     lexmae_entries = plan_method(lexmae, list(lexmae.get("datasets"))).stages.entries
     _, idle = projection.unshared_stages(lexmae_entries)
     assert not {"impact_index", "impact_search", "teacher_scores"} & set(idle)  # all sharded over every rank
-    text = "\n".join(projection.describe(lexmae, lexmae_entries, CPU))
+    text = "\n".join(_describe(lexmae, lexmae_entries))
     alone = [line for line in text.splitlines() if "(rank 0 alone)" in line]
     assert alone and all("(Lucene)" in line for line in alone)  # only Lucene's searches, on rank 0's CPU
 
@@ -192,7 +197,7 @@ def test_every_dense_search_is_priced_at_2_q_n_d_over_every_device(method: str) 
         )
         assert cost.tflop == pytest.approx(2 * queries * 8_841_823 * 768 / 1e12)
         assert cost.parallel  # every rank searches its own shard
-    lines = "\n".join(projection.describe(spec, entries, CPU))
+    lines = "\n".join(_describe(spec, entries))
     assert "(search)" in lines and "2 x 6,980 queries x 8,841,823 passages x 768" in lines
 
 
@@ -277,5 +282,5 @@ def test_no_stage_of_any_dry_run_is_not_projected() -> None:
         spec = load_method(method, profile)
         unpriced = [c for c in _costs(spec).values() if c.tflop is None and c.cpu_seconds is None]
         assert not unpriced, (method, profile, unpriced)
-        text = "\n".join(projection.describe(spec, _plan(spec), CPU))
+        text = "\n".join(_describe(spec, _plan(spec)))
         assert "not projected (no measured step" not in text, (method, profile)

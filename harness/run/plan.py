@@ -66,11 +66,11 @@ def describe(
     hw: Hardware | None = None,
     preflight: list[str] | None = None,
     seed: int = DEFAULT_SEED,
-    costs: Sequence[Cost] | None = None,
+    costs: Sequence[Cost] = (),
 ) -> str:
     """The plan: header, hardware, numbered `stages` (a dry-run's entries) with `notes` in place; `preflight`:
     the lines a run refuses to start with (harness/run/preflight.py; the missing data alone when not given);
-    `seed`: the run's; `costs`: the plan's projected stage costs (harness/run/projection.py)."""
+    `seed`: the run's; `costs`: the plan's projected stage costs (harness/run/projection.py; none given, no projection)."""
     hw = hw or detect()
 
     lines = [f"plan for {spec.name} [{spec.profile}] (spec hash {spec.spec_hash}, seed {seed})"]

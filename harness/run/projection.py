@@ -648,11 +648,11 @@ def columns(spec: Any, hw: Any) -> Columns:
     )
 
 
-def describe(spec: Any, entries: list[dict[str, Any]], hw: Any, costs: Sequence[Cost] | None = None) -> list[str]:
+def describe(spec: Any, entries: list[dict[str, Any]], hw: Any, costs: Sequence[Cost]) -> list[str]:
     """The projection's lines for the plan: a header, one row per projected stage, the totals, then
     which stages leave GPUs idle, the paper's stated hours and the assumptions; ``costs``: the plan's
-    :func:`stage_costs` (computed once, when the plan is built), else computed here."""
-    costs = list(stage_costs(spec, entries) if costs is None else costs)
+    :func:`stage_costs` (computed once, when the plan is built: harness/run/run_plan.py)."""
+    costs = list(costs)
     if not costs:
         return []
     cols = columns(spec, hw)
