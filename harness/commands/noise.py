@@ -72,12 +72,19 @@ def _noise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _code_words(commit: str | None) -> str:
+    """Which code ran the seeds: one commit (the spread is seed noise alone) or several (code drift in it)."""
+    if not commit:
+        return "commits not recorded"
+    return f"all at commit {commit[:7]}" if "several" not in commit else "at several commits (code drift included)"
+
+
 def spread_report(block: dict[str, Any], verbose: bool = False) -> str:
     """The measured spread as a table in points (2 decimals), one row per benchmark and measure."""
     seeds = [str(r["seed"]) for r in block["runs"]]
     lines = [
         f"Seed-to-seed spread of {block['method']} [{block['profile']}] over {len(seeds)} seeds "
-        f"({', '.join(seeds)}), settings {block['settings_hash']}; points"
+        f"({', '.join(seeds)}), settings {block['settings_hash']}, {_code_words(block.get('commit'))}; points"
     ]
     rows = [
         [

@@ -139,13 +139,14 @@ def measure(records: list[Any]) -> dict[str, Any]:
                 "queries": len(queries),
             }
 
-    hashes = {settings_hash(r.spec or {}) for r in records}
+    hashes, codes = {settings_hash(r.spec or {}) for r in records}, {_code_of(r) for r in records}
     if len(hashes) != 1:
         raise HarnessError(f"the seed records ran different settings ({', '.join(sorted(hashes))}): one spec only")
     return {
         "method": records[0].method,
         "profile": records[0].profile,
         "settings_hash": hashes.pop(),
+        "commit": codes.pop() if len(codes) == 1 else "several (code drift included)",
         "runs": [{"run_id": r.run_id, "seed": r.seed} for r in records],
         "benchmarks": benchmarks,
     }
@@ -288,7 +289,21 @@ def query_floor(benchmark: str, measure: str, data: dict[str, Any] | None = None
     return Sigma(tau / math.sqrt(n), f"per-query seed SD {tau:.1f} ({source}, {kind} measures) over {n} queries")
 
 
+def _code_of(record: Any) -> str:
+    """The code a record ran: its commit, or a key of its own when the tree was dirty (never grouped)."""
+    git = record.git or {}
+    commit = str(git.get("commit") or "")
+    return f"{commit}+dirty:{record.run_id}" if git.get("dirty") or not commit else commit
+
+
+def _age(record: Any) -> tuple[str, str]:
+    return (str(record.created or ""), record.run_id)
+
+
 def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
+    """The control's records the spread is measured from: the seeds of the one commit that ran the most of
+    them (a spread across commits holds code drift as well as seed noise), when some commit ran at least two;
+    otherwise the seed-42 reference and the newest record of every other seed. The latest per seed either way."""
     refs = load_references(records_dir)
     ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")
     ref = next((r for r in load_records(records_dir)[0] if r.run_id == ref_id), None)
@@ -302,6 +317,13 @@ def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
         for r in load_records(seeds_dir)[0]
         if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems
     ]
+    by_code: dict[str, dict[int, Any]] = {}
+    for r in sorted([ref, *others], key=_age):
+        by_code.setdefault(_code_of(r), {})[r.seed] = r
+    # most seeds first; on a tie the commit of the newest record
+    best = max(by_code.values(), key=lambda seeds: (len(seeds), max(_age(r) for r in seeds.values())))
+    if len(best) >= 2:
+        return [best[s] for s in sorted(best)]
     latest: dict[Any, Any] = {}
     for r in sorted(others, key=lambda r: r.run_id):
         latest[r.seed] = r
