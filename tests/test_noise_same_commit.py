@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.evaluation import noise
 from harness.core.paths import PROJECT_ROOT
+from harness.evaluation import noise
 
 RUNS = PROJECT_ROOT / "runs"
 
@@ -53,3 +53,28 @@ def test_a_dirty_tree_is_its_own_code() -> None:
     unknown = SimpleNamespace(git={}, run_id="z")
     assert noise._code_of(clean) == "a" * 40
     assert len({noise._code_of(r) for r in (clean, dirty, unknown)}) == 3
+
+
+def test_noise_prints_the_pre_training_part_of_the_committed_mini_study(capsys) -> None:
+    """The 2 pre-training x 3 fine-tuning seeds of cotmae mini (one commit): `noise` prints sigma_pt per
+    benchmark, computed here again by hand (one-way random effects: (MSB - MSW) / n0, clipped at 0)."""
+    from harness.cli import main
+    from harness.evaluation import pretrain_part
+
+    records, spreads = pretrain_part.same_commit_study(RUNS)
+    assert {r.pretrain_seed for r in records} == {42, 43} and {r.seed for r in records} == {42, 43, 44}
+    assert len(records) == 6 and len({r.git["commit"] for r in records}) == 1
+    values: dict[int, list[float]] = {}
+    for r in records:
+        values.setdefault(r.pretrain_seed, []).append(100 * r.metrics["scifact"]["nDCG@10"])
+    groups = [sorted(v) for v in values.values()]
+    grand = sum(map(sum, groups)) / 6
+    msb = sum(3 * (sum(g) / 3 - grand) ** 2 for g in groups)  # k - 1 = 1
+    msw = sum((x - sum(g) / 3) ** 2 for g in groups for x in g) / 4  # n - k = 4
+    expected = max(0.0, (msb - msw) / 3) ** 0.5  # n0 = 3, balanced
+    assert abs(spreads[("scifact", "nDCG@10")].sigma_pt - expected) < 1e-9
+    assert abs(spreads[("scifact", "nDCG@10")].sigma_ft - msw**0.5) < 1e-9
+    assert main(["noise"]) == 0
+    out = capsys.readouterr().out
+    assert "Pre-training part of cotmae [mini] from 6 runs" in out and f"{expected:.2f}" in out
+    assert "enters no verdict" in out

@@ -9,7 +9,7 @@ from typing import Any
 from harness.commands._output import add_wide
 from harness.core.paths import PROJECT_ROOT
 from harness.core.text_table import format_table, wrap_text
-from harness.evaluation import noise
+from harness.evaluation import noise, pretrain_part
 from harness.evaluation.margins import SigmaRep, bound_text, practical_margin, recipe_drift, sigma_rep, source_words
 from harness.evaluation.power import PRINTED, power_table
 
@@ -60,6 +60,9 @@ def _noise(args: argparse.Namespace) -> int:
         return 0
     block = noise.measured_block(args.runs)
     print(spread_report(block, args.all))
+    study = pretrain_report(*pretrain_part.same_commit_study(args.runs), verbose=args.all)
+    if study:
+        print(study)
     text = noise.render(block)
     target = noise.NOISE_FILE
     if args.write:
@@ -107,6 +110,30 @@ def spread_report(block: dict[str, Any], verbose: bool = False) -> str:
     )
     if verbose:
         lines += [f"  seed {r['seed']}: {r['run_id']}" for r in block["runs"]]
+    return "\n".join(wrap_text(line, WIDTH, "  ") if "  " not in line else line for line in lines)
+
+
+def pretrain_report(records: list[Any], spreads: pretrain_part.PretrainSpreads, verbose: bool = False) -> str:
+    """The pre-training part measured by a small-profile seed study of one commit (`run --seeds S
+    --pretrain-seeds P`): sigma_pt, its df and the fine-tuning SD per benchmark and measure; empty without one."""
+    if not records:
+        return ""
+    first, commit = records[0], str((records[0].git or {}).get("commit", ""))[:7]
+    pretrain = sorted({r.pretrain_seed for r in records})
+    lines = [
+        f"Pre-training part of {first.method} [{first.profile}] from {len(records)} runs: pre-training seeds "
+        f"{', '.join(map(str, pretrain))} x fine-tuning seeds {', '.join(map(str, sorted({r.seed for r in records})))}, "
+        f"all at commit {commit}; points"
+    ]
+    rows = [[b, m, f"{s.sigma_pt:.2f}", f"{s.df:.1f}", f"{s.sigma_ft:.2f}"] for (b, m), s in sorted(spreads.items())]
+    lines.append(format_table(["benchmark", "measure", "sigma_pt", "df", "fine-tuning SD"], rows))
+    lines.append(
+        "sigma_pt: the SD between pre-trainings beyond the fine-tuning SD (one-way random effects, clipped at 0); "
+        "it enters no verdict: the verdicts count a pre-training part measured at the paper profile, else the "
+        "stand-in sigma_pt = sigma_ft"
+    )
+    if verbose:
+        lines += [f"  pre-training {r.pretrain_seed}, seed {r.seed}: {r.run_id}" for r in records]
     return "\n".join(wrap_text(line, WIDTH, "  ") if "  " not in line else line for line in lines)
 
 

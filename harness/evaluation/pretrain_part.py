@@ -58,3 +58,22 @@ def own_pretrain_spreads(runs: Path | None = None) -> dict[tuple[str, str], Pret
 def on_file() -> dict[tuple[str, str], PretrainSpread]:
     """:func:`own_pretrain_spreads` of runs/ (HARNESS_RUNS_DIR), read once: what the verdicts count by default."""
     return own_pretrain_spreads()
+
+
+def same_commit_study(runs: Path | None = None) -> tuple[list[Any], dict[tuple[str, str], PretrainSpread]]:
+    """The largest small-profile seed study of one spec, settings and clean commit under two or more
+    pre-training seeds (runs/seeds/), and its sigma_pt per (benchmark, measure): what `noise` prints beside
+    the control's spread. It enters no verdict (the verdicts read paper-profile studies: :func:`on_file`)."""
+    runs = runs or runs_dir()
+    groups: dict[tuple[str, str, str, str], list[Any]] = {}
+    for r in load_records(runs / "seeds")[0]:
+        commit = (r.git or {}).get("commit")
+        if r.pretrain_seed is None or r.profile == PAPER_PROFILE or r.integrity_problems:
+            continue
+        if commit and not (r.git or {}).get("dirty"):
+            groups.setdefault((r.method, r.profile, settings_hash(r.spec or {}), str(commit)), []).append(r)
+    studies = [g for g in groups.values() if len({r.pretrain_seed for r in g}) >= 2]
+    if not studies:
+        return [], {}
+    study = max(studies, key=len)
+    return sorted(study, key=lambda r: (r.pretrain_seed, r.seed)), spreads_of(study)
