@@ -317,7 +317,7 @@ def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
         for r in load_records(seeds_dir)[0]
         if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems
     ]
-    by_code: dict[str, dict[int, Any]] = {}
+    by_code: dict[str, dict[Any, Any]] = {}
     for r in sorted([ref, *others], key=_age):
         by_code.setdefault(_code_of(r), {})[r.seed] = r
     # most seeds first; on a tie the commit of the newest record
