@@ -20,6 +20,8 @@ TABLES = [
     ("lexmae", "Table 3", "LexMAE", "lexmae_beir", 14),
     ("lexmae", "Table 7", "coCondenser", "cocondenser_lexmae_ft", 4),  # stage 3 needs the unreleased teacher
 ]
+# CPDAE Table 3's MARCO Dev Passage columns: one variant of cpdae_pairwise per training-query count
+CPDAE_LOW = [("0.1k", "cpdae_q100"), ("1k", "cpdae_q1000"), ("10k", "cpdae_q10000")]
 
 
 def _cells(paper: str, table: str, row: str) -> list:
@@ -84,3 +86,31 @@ def test_the_checkpoint_variant_pre_trains_nothing_and_shares_lexmae_s_bm25_stag
     lexmae = _keys("lexmae")  # LexMAE's pipeline: its own BM25 run of the MS MARCO training queries
     bm25 = {k for k in variant if k.startswith(("index/", "retrieve/"))}
     assert bm25 and all(lexmae.get(k) == variant[k] for k in bm25)
+
+
+@pytest.mark.parametrize(("column", "variant"), CPDAE_LOW)
+def test_each_cpdae_low_resource_column_is_graded_by_its_query_count_variant(column, variant):
+    cells = [c for c in load_registry() if c.cell_id.startswith("cpdae/Table 3/") and c.benchmark]
+    waiting = {k: s for k, s in cell_states(cells, []).items() if s.state == "NOT-YET-RUN"}
+    mine = [s for s in waiting.values() if f"--method {variant} " in s.command]
+    assert len(waiting) == 3 and len(mine) == 1, {k: s.reason for k, s in cell_states(cells, []).items()}
+    assert dict(cells[0].conditions or {}).get("finetune_queries") is not None
+
+
+def test_the_cpdae_low_resource_variants_share_cpdae_s_pre_training():
+    parent = _keys("cpdae")
+    for _, variant in CPDAE_LOW:
+        keys = _keys(variant)
+        pretrain = [k for k in keys if k.startswith(("passages/", "pretrain/"))]
+        assert pretrain and all(parent.get(k) == keys[k] for k in pretrain)
+        assert any(parent.get(k) != keys[k] for k in keys if k.startswith("retriever"))
+
+
+def test_a_variant_of_a_variant_names_the_method_its_parent_is_a_variant_of(tmp_path):
+    from harness.spec.checks import structure_problems
+
+    (tmp_path / "p.yaml").write_text("name: p\nextends: m\nvariant_of: {method: m}\n")
+    ok = {"name": "v", "extends": "p", "variant_of": {"method": "m"}}
+    bad = {"name": "v", "extends": "p", "variant_of": {"method": "other"}}
+    assert not [p for p in structure_problems(ok, tmp_path / "v.yaml") if "variant_of.method" in p]
+    assert [p for p in structure_problems(bad, tmp_path / "v.yaml") if "variant_of.method" in p]

@@ -190,7 +190,9 @@ def graded_cells(spec: MethodSpec, datasets: list[str], stages: list[dict[str, A
         if spec.profile != "paper":
             why = "the profile is not 'paper'"
         else:  # each reason no paper-profile run can grade these cells, as the glance and report give it
-            reasons = dict.fromkeys(paper_run(c).reason for c in cells if paper_run(c).reason)
+            # a cell a declared variant grades has no paper_run reason: this run's own mismatch says why
+            own = run_conditions(spec.config, spec.name, spec.profile)
+            reasons = dict.fromkeys(r for c in cells if (r := paper_run(c).reason or stage_reason(c, own)))
             why = (
                 f"no paper-profile run can grade {spec.name}'s cells here: {'; '.join(reasons)}"
                 if reasons
