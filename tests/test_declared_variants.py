@@ -84,3 +84,18 @@ def test_the_checkpoint_variant_pre_trains_nothing_and_shares_lexmae_s_bm25_stag
     lexmae = _keys("lexmae")  # LexMAE's pipeline: its own BM25 run of the MS MARCO training queries
     bm25 = {k for k in variant if k.startswith(("index/", "retrieve/"))}
     assert bm25 and all(lexmae.get(k) == variant[k] for k in bm25)
+
+
+def test_the_pairwise_variant_reuses_cpdae_s_pre_training():
+    # only the fine-tuning changes: the pre-trained encoder is cpdae's cached one (same key), not a second run
+    parent, variant = _keys("cpdae"), _keys("cpdae_pairwise")
+    pre = {k for k in variant if k.startswith(("passages/", "pretrain/"))}
+    assert any(k.startswith("pretrain/") for k in pre) and all(parent.get(k) == variant[k] for k in pre)
+    assert any(parent.get(k) != variant[k] for k in variant if k.startswith("retriever"))
+
+
+def test_the_beir_corpus_variant_pre_trains_its_own_encoder():
+    # lexmae_beir changes the pre-training corpus, so sharing lexmae's pre-training key would be a wrong cache hit
+    parent, variant = _keys("lexmae"), _keys("lexmae_beir")
+    pre = [k for k in variant if k.startswith("pretrain/")]
+    assert pre and all(parent.get(k) != variant[k] for k in pre)
