@@ -114,3 +114,18 @@ def test_a_variant_of_a_variant_names_the_method_its_parent_is_a_variant_of(tmp_
     bad = {"name": "v", "extends": "p", "variant_of": {"method": "other"}}
     assert not [p for p in structure_problems(ok, tmp_path / "v.yaml") if "variant_of.method" in p]
     assert [p for p in structure_problems(bad, tmp_path / "v.yaml") if "variant_of.method" in p]
+
+
+def test_the_pairwise_variant_reuses_cpdae_s_pre_training():
+    # only the fine-tuning changes: the pre-trained encoder is cpdae's cached one (same key), not a second run
+    parent, variant = _keys("cpdae"), _keys("cpdae_pairwise")
+    pre = {k for k in variant if k.startswith(("passages/", "pretrain/"))}
+    assert any(k.startswith("pretrain/") for k in pre) and all(parent.get(k) == variant[k] for k in pre)
+    assert any(parent.get(k) != variant[k] for k in variant if k.startswith("retriever"))
+
+
+def test_the_beir_corpus_variant_pre_trains_its_own_encoder():
+    # lexmae_beir changes the pre-training corpus, so sharing lexmae's pre-training key would be a wrong cache hit
+    parent, variant = _keys("lexmae"), _keys("lexmae_beir")
+    pre = [k for k in variant if k.startswith("pretrain/")]
+    assert pre and all(parent.get(k) != variant[k] for k in pre)
