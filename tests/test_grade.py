@@ -116,14 +116,14 @@ def test_mrr_off_by_a_few_points_is_different_and_by_a_fraction_is_not(tmp_path,
 
 def test_a_lone_run_without_seed_evidence_says_what_would_settle_it(tmp_path):
     """Issue 52: a single run and no same-recipe evidence at paper scale: sigma_rep is the mini transfer
-    sqrt(sd^2 + tau^2 (1/N - 1/300)) on Satterthwaite's df, at most the mini seeds' 2 (issue 61: about 1 on
+    sqrt(sd^2 + tau^2 (1/N - 1/300)) on Satterthwaite's df, at most the mini seeds' 4 (issue 61: about 3 on
     MS MARCO, where the mean's SD carries it); 3 points off is not DIFFERENT on that evidence, and the cell
     says so and what would settle it."""
     metrics = printed_row("cotmae_qc")
     metrics["msmarco-dev"]["RR@10"] -= 3.0
     mrr = _mrr(v2_table1(grade(write(tmp_path, run("cotmae_qc", metrics)))))
-    assert mrr["sigma_df"] <= 2 and "transferred" in mrr["sigma_source"], mrr
-    assert "MiniLM mini seeds (3, 640 queries)" in mrr["sigma_source"], mrr
+    assert mrr["sigma_df"] <= 4 and "transferred" in mrr["sigma_source"], mrr
+    assert "MiniLM mini seeds (5, 640 queries)" in mrr["sigma_source"], mrr
     assert mrr["status"] == "INCONCLUSIVE" and "consistent within +-" in mrr["reason"], mrr
     assert "seeds" in mrr["reason"] or "no number of runs can" in mrr["reason"], mrr
 

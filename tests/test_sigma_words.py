@@ -46,7 +46,7 @@ def test_every_surface_prints_one_wording_of_the_sigmas_source(tmp_path, capsys)
     # the wording, from the evidence object: the mini seeds transferred under the declared rule, and the
     # pre-training part no seed measured (cotmae_qc pre-trains)
     words = margins.source_words(margins.sigma_rep(MARCO, MEASURE), pretrains=True)
-    assert "MiniLM mini seeds (3, 640 queries)" in words and f"transferred to {MARCO}" in words
+    assert "MiniLM mini seeds (5, 640 queries)" in words and f"transferred to {MARCO}" in words
     assert "df capped at" in words and "pre-training part not measured" in words
 
     def mine(row) -> bool:  # the cell: MS MARCO dev RR@10, seed-graded (not a NOT-COMPARABLE row)
@@ -94,7 +94,7 @@ def test_a_measured_spread_and_paper_scale_evidence_are_worded_too():
     own = noise.parts("scifact", "nDCG@10")  # the mini seeds on their own benchmark, at mini scale
     assert not own.transferred and own.df == pytest.approx(len(noise.load()["runs"]) - 1)
     marco = noise.parts(MARCO, MEASURE)
-    assert marco.transferred and "transfer rule: df capped at" in marco.describe()
+    assert marco.transferred and "df capped at" in marco.describe() and "transfer rule: x2" in marco.describe()
 
 
 def test_the_transfer_rule_is_declared_once_and_matches_the_control_it_transfers():
@@ -130,4 +130,4 @@ def test_check_json_rows_carry_the_tests_behind_their_verdict(tmp_path):
         for key in ("se", "df", "p_equivalent", "p_different", "p_different_holm", "sigma"):
             assert isinstance(row[key], (int, float)) and math.isfinite(row[key]), (key, row)
         assert row["p_different"] <= row["p_different_holm"] <= 1.0, row
-        assert "MiniLM mini seeds (3, 640 queries)" in row["sigma_source"], row
+        assert "MiniLM mini seeds (5, 640 queries)" in row["sigma_source"], row

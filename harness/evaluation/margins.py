@@ -138,8 +138,8 @@ def pretrain_words(measured: noise.PretrainSpread) -> str:
 def source_words(spread: SigmaRep, pretrains: bool = False, measured: noise.PretrainSpread | None = None) -> str:
     """The one wording of a sigma's source that every verdict surface prints (run's table, check, grade,
     the report, the leaderboard, ``noise --margins``): the evidence sets and their df, or the mini seeds
-    "MiniLM mini seeds (3, 640 queries) on scifact nDCG@10, transferred to msmarco-dev (df capped at 2):
-    1.0 df" with the declared transfer rule (``transfer.yaml``); ``pretrains``: the graded run pre-trained,
+    "MiniLM mini seeds (5, 640 queries) on scifact nDCG@10, transferred to msmarco-dev (x2, df capped at 4):
+    2.9 df" with the declared transfer rule (``transfer.yaml``); ``pretrains``: the graded run pre-trained,
     so the pre-training part is named too: ``measured`` (``noise.pretrain_spread_of``), or not measured."""
     df = noise.format_df(spread.df)
     if spread.evidence:

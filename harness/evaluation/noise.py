@@ -215,8 +215,9 @@ class Parts:
     def describe(self) -> str:
         clip = "; shared clipped to 0: the seeds cannot see it" if self.clipped else ""
         rule = f"; transfer rule: {transfer_rule.load().words(self.seeds)}" if self.transferred else ""
+        factor = transfer_rule.load().inflation if self.transferred else 1.0
         return (
-            f"sqrt(sd {self.sd:.2f}^2 [{self.seeds - 1} df] + tau {self.tau:.1f}^2 [{self.tau_df:.0f} df] "
+            f"{f'{factor:g} x ' if factor != 1.0 else ''}sqrt(sd {self.sd:.2f}^2 [{self.seeds - 1} df] + tau {self.tau:.1f}^2 [{self.tau_df:.0f} df] "
             f"x (1/{self.queries} - 1/{self.measured_queries})) = {self.sigma:.2f} on {format_df(self.df)} df "
             f"(Satterthwaite{rule}; shared {self.shared:.2f}{clip})"
         )
