@@ -4,12 +4,13 @@ after the gate verdict and the README's generated block. Screenshot: test-artifa
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
 import pytest
-from browser import chromium, screenshot
+from browser import chromium, free_port, screenshot, stop
 from test_answer_line import README, RECORDS, ROOT
 
 from harness.gate.answer import committed_answer
@@ -68,5 +69,56 @@ def test_the_reports_first_screen_shows_the_answer_check_and_the_readme_give(tmp
     assert _words(first) == _words(_check_answer_line())
     readme = README.read_text(encoding="utf-8")
     assert _words(committed.line()) in _words(readme), "the README's answer block differs"
+    for item in committed.items():
+        assert _words(item) in _words(shown["text"]), item
+
+
+# The leaderboard's answer box: the first element whose text opens with the answer (Streamlit may rename ids).
+_BOARD_ANSWER = """(() => {
+  const box = document.getElementById('answer') || Array.from(document.querySelectorAll('div'))
+    .filter(d => d.innerText && d.innerText.startsWith('Answer:')).pop();
+  if (!box) return null;
+  const r = box.getBoundingClientRect();
+  return {text: box.innerText, top: r.top, bottom: r.bottom};
+})()"""
+
+
+def test_the_leaderboards_first_screen_shows_the_same_answer(tmp_path) -> None:
+    committed = committed_answer(RECORDS)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "harness", "leaderboard", "--port", str(port), "--records", str(RECORDS)],
+        cwd=ROOT,
+        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 180
+    shown = None
+    try:
+        with chromium(tmp_path, deadline, window="1440,900") as tools:
+            tools.call("Emulation.setDeviceMetricsOverride", width=1440, height=900, deviceScaleFactor=1, mobile=False)
+            while time.monotonic() < deadline and not shown:
+                assert server.poll() is None, "the leaderboard exited"
+                try:
+                    tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
+                except RuntimeError:  # not listening yet
+                    time.sleep(1)
+                    continue
+                for _ in range(40):
+                    shown = tools.call("Runtime.evaluate", returnByValue=True, expression=_BOARD_ANSWER)["result"]
+                    shown = shown.get("value")
+                    if shown:
+                        break
+                    time.sleep(0.5)
+            time.sleep(1)  # the page settles (its sidebar and tabs draw after the answer)
+            shown = tools.call("Runtime.evaluate", returnByValue=True, expression=_BOARD_ANSWER)["result"]["value"]
+            screenshot(tools, "leaderboard-answer-1440x900.png", full_page=False)
+    finally:
+        stop(server)
+    assert shown is not None, "the leaderboard shows no answer"
+    assert 0 <= shown["top"] and shown["bottom"] <= 900, f"the answer is not above the fold: {shown}"
+    assert _words(shown["text"].splitlines()[0]) == _words(committed.line()) == _words(_check_answer_line())
     for item in committed.items():
         assert _words(item) in _words(shown["text"]), item
