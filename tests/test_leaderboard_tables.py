@@ -143,6 +143,9 @@ def test_method_page_frames(lb):
     assert hw.loc["device", "declared"] == "cpu" and hw.loc["CPUs", "actual"] == "2"
     assert hw.loc["GPUs", "declared"] == "0" and hw.loc["GPUs", "actual"] == "0"
     assert re.fullmatch(r"\d+:\d\d:\d\d", hw.loc["wall time (h:mm:ss)", "actual"])
+    # a run under a minute still reads h:mm:ss in that column (issue 63: it showed "40.90 s")
+    short = tables.hardware_frame(rec.replace(seconds=40.9)).set_index("")
+    assert short.loc["wall time (h:mm:ss)", "actual"] == "0:00:41"
     assert not st["details"].str.contains(r"[{}'\"]").any() and "time" in st and "seconds" not in st
     ci = tables.metric_ci_frame(rec)
     sci = _row(ci, benchmark="scifact", measure="nDCG@10")
