@@ -82,6 +82,17 @@ def test_noise_margins_calls_a_transferred_sigma_transferred(capsys):
     assert "measured (mini)" in rows["scifact"]
 
 
+def test_noise_basis_uses_only_the_legends_words():
+    """Paper-scale evidence reads 'measured (paper scale)', not a fourth word 'evidence' (issue 63)."""
+    from types import SimpleNamespace
+
+    from harness.commands.noise import _basis
+
+    with_evidence = SimpleNamespace(evidence=("a study",), parts=None)
+    assert _basis(with_evidence, "scifact") == "measured (paper scale)"  # type: ignore[arg-type]
+    assert _basis(SimpleNamespace(evidence=(), parts=None), "scifact") == "transferred"  # type: ignore[arg-type]
+
+
 def test_p_values_are_never_printed_as_zero():
     assert p_text(0.0) == "< 0.001" and p_text(0.0004) == "< 0.001"
     assert p_text(0.001) == "0.001" and p_text(0.04567) == "0.046" and p_text(None) == "-"
