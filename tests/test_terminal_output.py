@@ -85,12 +85,15 @@ def test_noise_margins_calls_a_transferred_sigma_transferred(capsys):
 def test_noise_basis_uses_only_the_legends_words():
     """Paper-scale evidence reads 'measured (paper scale)', not a fourth word 'evidence' (issue 63)."""
     from types import SimpleNamespace
+    from typing import Any, cast
 
     from harness.commands.noise import _basis
 
-    with_evidence = SimpleNamespace(evidence=("a study",), parts=None)
-    assert _basis(with_evidence, "scifact") == "measured (paper scale)"  # type: ignore[arg-type]
-    assert _basis(SimpleNamespace(evidence=(), parts=None), "scifact") == "transferred"  # type: ignore[arg-type]
+    def spread(evidence: tuple[str, ...]) -> Any:
+        return cast(Any, SimpleNamespace(evidence=evidence, parts=None))  # _basis reads only these two fields
+
+    assert _basis(spread(("a study",)), "scifact") == "measured (paper scale)"
+    assert _basis(spread(()), "scifact") == "transferred"
 
 
 def test_p_values_are_never_printed_as_zero():
