@@ -46,7 +46,8 @@ from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.core.seeds import DEFAULT_SEED
 from harness.evaluation import transfer_rule
-from harness.records.store import load_records, load_references
+from harness.records.run_precision import precision_label
+from harness.records.store import load_precision_references, load_records, load_references
 from harness.spec.hashing import settings_hash
 
 NOISE_FILE = Path(__file__).with_name("noise.yaml")
@@ -289,22 +290,29 @@ def query_floor(benchmark: str, measure: str, data: dict[str, Any] | None = None
 
 
 def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
-    refs = load_references(records_dir)
-    ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")
+    """The control's reference and its other seeds, all of one precision (a spread over fp32 and bf16
+    runs would mix the precision's effect into the seeds'): where the seed runs share a precision, the
+    reference of that precision (``<method>/<profile>/<precision>``, as the gate picks it), else the
+    (method, profile)'s reference; seed runs of another precision than the reference's are left out."""
+    others = [
+        r
+        for r in load_records(seeds_dir)[0]
+        if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems
+    ]
+    precisions = {precision_label(r.stages) for r in others}
+    only = next(iter(precisions)) if len(precisions) == 1 else ""  # seed runs of one precision
+    second = load_precision_references(records_dir).get((CONTROL, PROFILE, only))
+    ref_id = (second or load_references(records_dir).get((CONTROL, PROFILE)) or {}).get("run_id")
     ref = next((r for r in load_records(records_dir)[0] if r.run_id == ref_id), None)
     if ref is None:
         raise HarnessError(
             f"no reference record of {CONTROL} [{PROFILE}] in {records_dir}: "
             f"run --method {CONTROL} --profile {PROFILE}, then check --accept RUN_ID"
         )
-    others = [
-        r
-        for r in load_records(seeds_dir)[0]
-        if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems
-    ]
     latest: dict[Any, Any] = {}
     for r in sorted(others, key=lambda r: r.run_id):
-        latest[r.seed] = r
+        if precision_label(r.stages) == precision_label(ref.stages):
+            latest[r.seed] = r
     return [ref, *(latest[s] for s in sorted(latest) if s != ref.seed)]
 
 
