@@ -115,6 +115,22 @@ def test_fetch_list_says_embedded_and_gives_sizes(capsys):
     assert "size" in out.splitlines()[0]
 
 
+def test_fetch_list_sizes_the_ms_marco_downloads_and_gives_a_total(capsys):
+    """Issue 63 item 3: the MS MARCO passage files' published sizes are listed (here or not), and one line
+    totals what is still to download, counting the downloads no size is registered for."""
+    from harness.data import download
+
+    out = _out(capsys, ["fetch", "--list"])
+    for key in ("msmarco-passage/collection", "msmarco-passage/queries", "msmarco-passage/qrels-train"):
+        assert download.SOURCES[key].size
+        row = next(line for line in out.splitlines() if line.startswith(key + " "))
+        assert re.search(r"\d(\.\d)? (kB|MB|GB)", row), row
+    total = next(line for line in out.splitlines() if line.startswith("to download: "))
+    assert re.match(r"to download: \d+(\.\d)? (B|kB|MB|GB|TB) in the published sizes", total), total
+    unsized = sum(1 for s in download.SOURCES.values() if s.size is None)
+    assert "of no registered size" in total or unsized == 0
+
+
 def test_check_all_has_no_line_over_160_characters_and_names_every_run_whole(capsys):
     """`check --all` on the committed records was 282 characters wide: too wide a table is reflowed
     (each run's id once above its rows, notes under them), never cut."""
