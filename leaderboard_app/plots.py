@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -346,13 +347,27 @@ def delta_view(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def delta_chart(frame: pd.DataFrame) -> alt.Chart:
+def delta_domain(frame: pd.DataFrame) -> list[float]:
+    """The delta axis in points, fixed and symmetric: at least +-1 point, wide enough for the widest
+    margin and delta with a quarter to spare (rounded up to half a point), so +0.04 never fills the plot as if it were large."""
+    widest = [1.0]
+    for column in ("delta", "tolerance"):
+        if column in frame:
+            widest += [abs(float(v)) for v in frame[column].dropna()]
+    half = math.ceil(max(widest) * 1.25 * 2) / 2  # a quarter beyond the widest, so a margin is not the frame
+    return [-half, half]
+
+
+def delta_chart(frame: pd.DataFrame) -> alt.LayerChart:
+    """Each comparison's delta as a bar on a fixed scale in points, with the margin (+-tolerance) drawn
+    as dashed ticks on its row."""
     statuses = list(STATUS_COLOURS)
-    return (
+    x_scale = alt.Scale(domain=delta_domain(frame))
+    bars = (
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS),
+            x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS, scale=x_scale),
             y=alt.Y("benchmark:N", title=None, axis=FULL_LABELS),
             yOffset="against:N",
             color=alt.Color("status:N", scale=alt.Scale(domain=statuses, range=[STATUS_COLOURS[s] for s in statuses])),
@@ -368,8 +383,20 @@ def delta_chart(frame: pd.DataFrame) -> alt.Chart:
                 "status",
             ],
         )
-        .properties(height=max(160, 28 * len(frame)))
     )
+    margins = frame.assign(low=-frame["tolerance"], high=frame["tolerance"]) if "tolerance" in frame else frame
+    margin = (
+        alt.Chart(margins)
+        .transform_fold(["low", "high"], as_=["side", "edge"])
+        .mark_tick(color="#555", thickness=2, strokeDash=[3, 2])
+        .encode(
+            x=alt.X("edge:Q", scale=x_scale),
+            y=alt.Y("benchmark:N", title=None, axis=FULL_LABELS),
+            yOffset="against:N",
+            tooltip=["benchmark", "against", "tolerance"],
+        )
+    )
+    return alt.layer(bars, margin).properties(height=max(160, 28 * len(frame)))
 
 
 def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:

@@ -227,10 +227,18 @@ def test_delta_frame_keeps_comparable_rows(lb):
     d = plots.delta_frame(tables.comparison_frame(lb.records, lb.comparisons))
     assert set(d["status"]) == {"REPRODUCED"} and len(d) == 5
     spec = plots.delta_chart(d).to_dict()
-    assert spec["mark"]["type"] == "bar"
+    bars, margin = spec["layer"]
+    assert bars["mark"]["type"] == "bar" and margin["mark"]["type"] == "tick"  # the margin drawn on each row
     # labels in full, ticks no finer than the labels print (else "-0.03 -0.03 ... 0.01")
-    assert spec["encoding"]["y"]["axis"]["labelLimit"] == 0
-    assert spec["encoding"]["x"]["axis"]["tickMinStep"] == 0.01
+    assert bars["encoding"]["y"]["axis"]["labelLimit"] == 0
+    assert bars["encoding"]["x"]["axis"]["tickMinStep"] == 0.01
+    # issue 63 item 6: a fixed scale in points, never auto-scaled to +-0.05 around BM25's +0.04 / -0.03
+    assert (
+        bars["encoding"]["x"]["scale"]["domain"] == plots.delta_domain(d) == margin["encoding"]["x"]["scale"]["domain"]
+    )
+    small = pd.DataFrame({"delta": [0.04, -0.03], "tolerance": [0.1, 0.1]})
+    assert plots.delta_domain(small) == [-1.5, 1.5]
+    assert plots.delta_domain(pd.DataFrame({"delta": [-2.3], "tolerance": [1.0]})) == [-3.0, 3.0]
 
 
 def test_effects_chart_stacks_its_panels_with_labels_in_full(lb):
