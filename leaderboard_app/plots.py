@@ -454,7 +454,13 @@ def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.D
 
 def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     """Each effect's paired delta (points) with its 95% CI, one row per effect, one panel per dataset."""
-    base = alt.Chart().encode(y=alt.Y("effect:N", title=None, axis=FULL_LABELS))
+    # each profile its colour, named in the legend, and its own line within an effect's row: mini, tiny
+    # and rehearsal effects of one name overlaid unlabelled read as one
+    base = alt.Chart().encode(
+        y=alt.Y("effect:N", title=None, axis=FULL_LABELS),
+        yOffset="profile:N",
+        color=alt.Color("profile:N", title="profile", legend=alt.Legend(orient="top")),
+    )
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("ci_low:Q", title="A - B (points), 95% CI", axis=POINTS_AXIS), x2="ci_high:Q"
     )
@@ -477,7 +483,7 @@ def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
         ],
     )
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(x=alt.datum(0))
-    height = max(120, 24 * frame["effect"].nunique())
+    height = max(120, 24 * frame["effect"].nunique() * max(1, frame["profile"].nunique()))
     # One panel per dataset stacked, each under its name: side by side, five panels ran past the page
     # and the last was cut.
     return (

@@ -246,6 +246,10 @@ def test_effects_chart_stacks_its_panels_with_labels_in_full(lb):
     spec = plots.effects_chart(frame).to_dict()
     assert "row" in spec["facet"] and "column" not in spec["facet"]  # side by side, the last panel was cut
     assert all(layer["encoding"]["y"]["axis"]["labelLimit"] == 0 for layer in spec["spec"]["layer"][:2])
+    # issue 63 item 6: profiles never mixed without a legend: each one's colour is named, on its own line
+    for layer in spec["spec"]["layer"][:2]:
+        assert layer["encoding"]["color"]["field"] == "profile" and layer["encoding"]["color"]["title"] == "profile"
+        assert layer["encoding"]["yOffset"]["field"] == "profile"
 
 
 def test_every_retriever_point_names_its_legend_entry(lb):
