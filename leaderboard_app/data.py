@@ -17,6 +17,7 @@ from harness.core.paths import REPORTED_DIR, local_runs_dir
 from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
+from harness.gate.references import folder_references
 from harness.gate.run import GateResult, run_gate, your_runs
 from harness.gate.tables import TableCount, table_counts
 from harness.papers.citation import citation
@@ -132,7 +133,8 @@ def load(
     comparisons = {}
     references, manifest_error = _references(directory)
     apart: list[Apart] = []
-    by_id = {r.run_id: r for r in recs}
+    # each record against the reference the gate grades it against (the one of its own precision)
+    reference_of = folder_references(directory, recs).for_record if references is not None else None
     for rec in list(recs):
         if rec.integrity_problems:  # an edited record is listed with why, never shown as a result
             recs.remove(rec)
@@ -149,7 +151,7 @@ def load(
                 )
             )
             continue
-        why = set_apart(rec, references, by_id)
+        why = set_apart(rec, reference_of)
         if why is not None:
             recs.remove(rec)
             apart.append(Apart(rec, *why))

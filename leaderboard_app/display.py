@@ -119,6 +119,15 @@ def duration(seconds: Any) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
+def clock(seconds: Any) -> str:
+    """Seconds always as h:mm:ss ("0:00:41"), "-" when missing: for a column labelled h:mm:ss, where
+    :func:`duration`'s "40.90 s" for a short run would contradict the label."""
+    if missing(seconds) or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return MISSING
+    whole = int(round(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
 def detail_value(key: str, value: Any) -> str:
     """A stage's output value as text: seconds as a duration, a fraction at 3 decimals, others at 2 (a
     tiny number in scientific form), paths as :func:`path_text`, lists as their items or their count."""

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -186,6 +187,16 @@ def log_scale(values: pd.Series) -> alt.Scale:
     return alt.Scale(type="log", domain=[min(lo, middle / 10**0.5), max(hi, middle * 10**0.5)])
 
 
+EFFICIENCY_AXES = ("qps", "index_gb")
+
+
+def default_axis(frame: pd.DataFrame) -> str:
+    """The efficiency axis the plot opens on: the one with the most points in ``frame`` (the shown
+    benchmark's rows), qps on a tie; a default of one point (qps) beside many index sizes misled."""
+    counts = {x: int(frame[x].notna().sum()) if x in frame else 0 for x in EFFICIENCY_AXES}
+    return max(EFFICIENCY_AXES, key=lambda x: (counts[x], x == "qps"))
+
+
 def efficiency_chart(frame: pd.DataFrame, x: str = "qps") -> alt.Chart:
     title = {"qps": "queries per second (log)", "index_gb": "index size, GB (log)"}[x]
     data = frame.dropna(subset=[x])
@@ -336,13 +347,27 @@ def delta_view(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def delta_chart(frame: pd.DataFrame) -> alt.Chart:
+def delta_domain(frame: pd.DataFrame) -> list[float]:
+    """The delta axis in points, fixed and symmetric: at least +-1 point, wide enough for the widest
+    margin and delta with a quarter to spare (rounded up to half a point), so +0.04 never fills the plot as if it were large."""
+    widest = [1.0]
+    for column in ("delta", "tolerance"):
+        if column in frame:
+            widest += [abs(float(v)) for v in frame[column].dropna()]
+    half = math.ceil(max(widest) * 1.25 * 2) / 2  # a quarter beyond the widest, so a margin is not the frame
+    return [-half, half]
+
+
+def delta_chart(frame: pd.DataFrame) -> alt.LayerChart:
+    """Each comparison's delta as a bar on a fixed scale in points, with the margin (+-tolerance) drawn
+    as dashed ticks on its row."""
     statuses = list(STATUS_COLOURS)
-    return (
+    x_scale = alt.Scale(domain=delta_domain(frame))
+    bars = (
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS),
+            x=alt.X("delta:Q", title="reproduced - reported (points)", axis=POINTS_AXIS, scale=x_scale),
             y=alt.Y("benchmark:N", title=None, axis=FULL_LABELS),
             yOffset="against:N",
             color=alt.Color("status:N", scale=alt.Scale(domain=statuses, range=[STATUS_COLOURS[s] for s in statuses])),
@@ -358,8 +383,20 @@ def delta_chart(frame: pd.DataFrame) -> alt.Chart:
                 "status",
             ],
         )
-        .properties(height=max(160, 28 * len(frame)))
     )
+    margins = frame.assign(low=-frame["tolerance"], high=frame["tolerance"]) if "tolerance" in frame else frame
+    margin = (
+        alt.Chart(margins)
+        .transform_fold(["low", "high"], as_=["side", "edge"])
+        .mark_tick(color="#555", thickness=2, strokeDash=[3, 2])
+        .encode(
+            x=alt.X("edge:Q", scale=x_scale),
+            y=alt.Y("benchmark:N", title=None, axis=FULL_LABELS),
+            yOffset="against:N",
+            tooltip=["benchmark", "against", "tolerance"],
+        )
+    )
+    return alt.layer(bars, margin).properties(height=max(160, 28 * len(frame)))
 
 
 def per_query_chart(frame: pd.DataFrame, measure: str) -> alt.Chart:
@@ -417,7 +454,13 @@ def effects_frame(records: Sequence[RunRecord], profiles: Sequence[str]) -> pd.D
 
 def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
     """Each effect's paired delta (points) with its 95% CI, one row per effect, one panel per dataset."""
-    base = alt.Chart().encode(y=alt.Y("effect:N", title=None, axis=FULL_LABELS))
+    # each profile its colour, named in the legend, and its own line within an effect's row: mini, tiny
+    # and rehearsal effects of one name overlaid unlabelled read as one
+    base = alt.Chart().encode(
+        y=alt.Y("effect:N", title=None, axis=FULL_LABELS),
+        yOffset="profile:N",
+        color=alt.Color("profile:N", title="profile", legend=alt.Legend(orient="top")),
+    )
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("ci_low:Q", title="A - B (points), 95% CI", axis=POINTS_AXIS), x2="ci_high:Q"
     )
@@ -440,7 +483,7 @@ def effects_chart(frame: pd.DataFrame) -> alt.FacetChart:
         ],
     )
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(x=alt.datum(0))
-    height = max(120, 24 * frame["effect"].nunique())
+    height = max(120, 24 * frame["effect"].nunique() * max(1, frame["profile"].nunique()))
     # One panel per dataset stacked, each under its name: side by side, five panels ran past the page
     # and the last was cut.
     return (

@@ -31,6 +31,7 @@ from leaderboard_app.display import (
     MISSING,
     P_DIGITS,
     cell_decimals,
+    clock,
     column_decimals,
     details_text,
     duration,
@@ -659,8 +660,8 @@ def hardware_frame(record: RunRecord) -> pd.DataFrame:
         ("memory (GiB)", declared.get("memory_gib"), detected.get("memory_gib")),
         (
             "wall time (h:mm:ss)",
-            duration(hours * 3600) if isinstance(hours, (int, float)) else None,
-            duration(record.seconds),
+            clock(hours * 3600) if isinstance(hours, (int, float)) else None,
+            clock(record.seconds),
         ),
         ("platform", None, detected.get("platform")),
     ]

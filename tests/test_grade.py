@@ -255,3 +255,17 @@ def test_five_seeds_at_sd_020_on_dl19_are_graded_on_their_own_spread(tmp_path):
         assert r["sigma_rep"] == pytest.approx(statistics.stdev(values)) and r["sigma_df"] == 4, r
         assert "your seeds of cotmae_qc" in r["sigma_source"], r
         assert "modelled floor" in r["sigma_why"] and "not used" in r["sigma_why"], r
+
+
+def test_an_effect_row_names_its_two_systems_not_one_dataset_twice():
+    """Issue 63 item 3: QC v2 Table 2 lists datasets down, so both sides of a BEIR effect share the row
+    "nfcorpus"; grade's row names the two printed columns (the systems) with the dataset beside them."""
+    from harness.evaluation.claims import claim_pairs, claims_for
+    from harness.gate.own_numbers import effect_rows
+
+    shared = [c for c in claims_for(list(claim_pairs())) if c.a_row == c.b_row]
+    assert any(c.a_row == "nfcorpus" for c in shared)  # the defect's table is still there
+    for c in shared:
+        a, b = effect_rows(c.a_row, c.b_row, c.a_cell, c.b_cell).split(f" ({c.a_row})")[0].split(" - ", 1)
+        assert a != b and c.a_row not in (a, b), (c.source, a, b)
+    assert effect_rows("coCondenser", "BM25", "", "") == "coCondenser - BM25"  # rows that differ stay as printed

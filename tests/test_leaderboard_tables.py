@@ -143,6 +143,9 @@ def test_method_page_frames(lb):
     assert hw.loc["device", "declared"] == "cpu" and hw.loc["CPUs", "actual"] == "2"
     assert hw.loc["GPUs", "declared"] == "0" and hw.loc["GPUs", "actual"] == "0"
     assert re.fullmatch(r"\d+:\d\d:\d\d", hw.loc["wall time (h:mm:ss)", "actual"])
+    # a run under a minute still reads h:mm:ss in that column (issue 63: it showed "40.90 s")
+    short = tables.hardware_frame(rec.replace(seconds=40.9)).set_index("")
+    assert short.loc["wall time (h:mm:ss)", "actual"] == "0:00:41"
     assert not st["details"].str.contains(r"[{}'\"]").any() and "time" in st and "seconds" not in st
     ci = tables.metric_ci_frame(rec)
     sci = _row(ci, benchmark="scifact", measure="nDCG@10")
@@ -165,6 +168,20 @@ def test_efficiency_points_pair_size_and_speed_with_mrr(lb):
     assert _row(eff, label="cotmae__tiny__20261120T100000")["measure"] == "nDCG@10"
     spec = plots.efficiency_chart(eff, "index_gb").to_dict()
     assert spec["encoding"]["x"]["scale"]["type"] == "log"
+
+
+def test_the_efficiency_plot_opens_on_the_axis_with_the_most_points():
+    """Issue 63 item 6: on the committed records and the registry, MS MARCO dev has one qps point and many
+    index sizes; the plot opened on qps (one point). It opens on the axis with the most points, qps on a tie."""
+    from harness.core import benchmarks as declared
+
+    committed = lb_data.load(with_gate=False)
+    eff = plots.efficiency_frame(committed.cells, committed.records)
+    shown = eff[eff["benchmark"] == declared.headline()[0]]
+    assert shown["index_gb"].notna().sum() > shown["qps"].notna().sum()  # the defect's data
+    assert plots.default_axis(shown) == "index_gb"
+    tie = pd.DataFrame({"qps": [1.0, None], "index_gb": [None, 2.0]})
+    assert plots.default_axis(tie) == "qps" and plots.default_axis(tie.iloc[:0]) == "qps"
 
 
 def test_text_only_qps_pairs_with_the_methods_mrr():
@@ -210,10 +227,18 @@ def test_delta_frame_keeps_comparable_rows(lb):
     d = plots.delta_frame(tables.comparison_frame(lb.records, lb.comparisons))
     assert set(d["status"]) == {"REPRODUCED"} and len(d) == 5
     spec = plots.delta_chart(d).to_dict()
-    assert spec["mark"]["type"] == "bar"
+    bars, margin = spec["layer"]
+    assert bars["mark"]["type"] == "bar" and margin["mark"]["type"] == "tick"  # the margin drawn on each row
     # labels in full, ticks no finer than the labels print (else "-0.03 -0.03 ... 0.01")
-    assert spec["encoding"]["y"]["axis"]["labelLimit"] == 0
-    assert spec["encoding"]["x"]["axis"]["tickMinStep"] == 0.01
+    assert bars["encoding"]["y"]["axis"]["labelLimit"] == 0
+    assert bars["encoding"]["x"]["axis"]["tickMinStep"] == 0.01
+    # issue 63 item 6: a fixed scale in points, never auto-scaled to +-0.05 around BM25's +0.04 / -0.03
+    assert (
+        bars["encoding"]["x"]["scale"]["domain"] == plots.delta_domain(d) == margin["encoding"]["x"]["scale"]["domain"]
+    )
+    small = pd.DataFrame({"delta": [0.04, -0.03], "tolerance": [0.1, 0.1]})
+    assert plots.delta_domain(small) == [-1.5, 1.5]
+    assert plots.delta_domain(pd.DataFrame({"delta": [-2.3], "tolerance": [1.0]})) == [-3.0, 3.0]
 
 
 def test_effects_chart_stacks_its_panels_with_labels_in_full(lb):
@@ -221,6 +246,10 @@ def test_effects_chart_stacks_its_panels_with_labels_in_full(lb):
     spec = plots.effects_chart(frame).to_dict()
     assert "row" in spec["facet"] and "column" not in spec["facet"]  # side by side, the last panel was cut
     assert all(layer["encoding"]["y"]["axis"]["labelLimit"] == 0 for layer in spec["spec"]["layer"][:2])
+    # issue 63 item 6: profiles never mixed without a legend: each one's colour is named, on its own line
+    for layer in spec["spec"]["layer"][:2]:
+        assert layer["encoding"]["color"]["field"] == "profile" and layer["encoding"]["color"]["title"] == "profile"
+        assert layer["encoding"]["yOffset"]["field"] == "profile"
 
 
 def test_every_retriever_point_names_its_legend_entry(lb):

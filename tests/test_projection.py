@@ -99,6 +99,13 @@ def test_a_gpu_type_is_calibrated_from_another_papers_stated_hours() -> None:
     spec = load_method("lexmae", "paper")
     text = "\n".join(_describe(spec, plan_method(spec, ["dl19"]).stages.entries))
     assert "the paper states 14 h of pre-training on 8 x A100 (spec hardware; projected here: 14.0 h)" in text
+    assert "the projection matches the stated hours within 10%" in text
+
+
+def test_a_stated_vs_projected_gap_gets_a_word() -> None:
+    """Issue 63: "paper states 60 h ... projected here: 5.2 d" said nothing of the gap."""
+    line = projection._gap_line(5.2 * 24, 60.0)
+    assert "projected 2.1x the stated hours" in line and "assumed" in line and len(line) <= 120
 
 
 def test_teacher_scoring_counts_the_pairs_the_code_scores_and_grad_cache_its_forward() -> None:

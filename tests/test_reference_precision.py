@@ -214,3 +214,80 @@ def test_the_main_job_in_bf16_on_a_fresh_clone_says_what_it_was_checked_against(
         f"checked against the committed fp32 mini reference runs/records/{fp32_id}"
     )
     assert all(len(x) <= LINE_WIDTH for x in wrap_text(line, LINE_WIDTH, "  ").splitlines())
+
+
+def _respec(folder: Path, run_id: str, steps: int) -> None:
+    """Give the copy ``run_id`` other pretrain steps than the current spec's (a spec change), re-sealed."""
+    data = json.loads((folder / f"{run_id}.json").read_text())
+    data["spec"]["pretrain"]["steps"] = steps
+    data.pop("integrity", None)
+    (folder / f"{run_id}.json").write_text(json.dumps(seal(data)))
+
+
+def test_the_glance_sets_a_run_apart_by_the_reference_of_its_precision(folder: Path) -> None:
+    """Issue 63 item 4: a bf16 run of the spec its bf16 reference ran is not SPEC-CHANGED, though the
+    (method, profile)'s fp32 reference ran the current spec (set_apart reads what the gate grades against)."""
+    from harness.core.statuses import SPEC_CHANGED
+    from harness.gate.admission import set_apart
+    from harness.gate.references import committed_references
+    from harness.present import overview
+    from leaderboard_app.data import load
+
+    for run_id in (BF16_REF, BF16_RUN):
+        _respec(folder, run_id, 401)
+    _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
+    refs = committed_references("cotmae_qc", "tiny", folder)
+    run = _record(folder, BF16_RUN)
+    assert set_apart(run, refs.for_record) is None
+    assert set_apart(run, lambda r: refs.of(r.method, r.profile))[0] == SPEC_CHANGED  # the old rule's answer
+    (folder / f"{FP32_RUN}.json").unlink()  # the glance's learned rows: the newest run of the shared precision
+    (folder / f"{FP32_REF}.json").unlink()  # (fp32 on a tie), so only bf16 runs are left to be shown
+    assert {r.run_id for r in overview.from_folder(folder).learned} == {BF16_RUN}
+    assert not load(folder, with_gate=False).apart  # the leaderboard sets apart by the same rule
+
+
+def test_a_rerun_measures_its_precision_where_both_have_a_reference(folder: Path) -> None:
+    """Issue 63 item 4: ``check --rerun`` asks for the reference's precision only where a run of the other
+    one would have no reference of its own; with both, ``auto`` picks and the gate uses the matching one."""
+    from harness.gate import rerun
+
+    item = rerun.Rerun("cotmae_qc", "tiny")
+    _manifest(folder, cotmae_qc__tiny=FP32_REF)
+    assert rerun.rerun_command(item, folder)[-2:] == ["--precision", "fp32"]
+    _manifest(folder, cotmae_qc__tiny=FP32_REF, cotmae_qc__tiny__bf16=BF16_REF)
+    assert "--precision" not in rerun.rerun_command(item, folder)
+
+
+def _relabel(source: Path, target: Path, precision: str) -> str:
+    """A sealed copy of record ``source`` under ``target`` whose training stages say ``precision``."""
+    data = json.loads(source.read_text())
+    for entry in data["stages"]:
+        if entry.get("stage") in TRAINING_STAGES:  # an older record's stages state no output
+            entry["output"] = dict(entry.get("output") or {}, precision=precision, precision_source="flag")
+    data.pop("integrity", None)
+    (target / source.name).write_text(json.dumps(seal(data)))
+    return str(data["run_id"])
+
+
+def test_noise_measures_the_seeds_against_the_reference_of_their_precision(tmp_path: Path) -> None:
+    """Issue 63 item 4: bf16 seed runs of the control are spread around its bf16 reference, not the fp32
+    one (a spread over both would mix the precision's effect into the seeds'); fp32 seeds are left out."""
+    from harness.evaluation import noise
+
+    records, seeds = tmp_path / "records", tmp_path / "seeds"
+    records.mkdir(), seeds.mkdir()
+    control = load_references(RECORDS)[(noise.CONTROL, noise.PROFILE)]["run_id"]
+    shutil.copy(RECORDS / f"{control}.json", records)
+    bf16_ref = _relabel(RECORDS / f"{control}.json", seeds, "bf16")  # the reference's numbers, in bf16
+    (seeds / f"{bf16_ref}.json").rename(records / f"{bf16_ref}-b.json")
+    data = json.loads((records / f"{bf16_ref}-b.json").read_text())
+    data["run_id"] += "-b"
+    data.pop("integrity", None)
+    (records / f"{bf16_ref}-b.json").write_text(json.dumps(seal(data)))
+    key = f"{noise.CONTROL}__{noise.PROFILE}__bf16"
+    _manifest(records, **{f"{noise.CONTROL}__{noise.PROFILE}": control, key: data["run_id"]})
+    for path in sorted((PROJECT_ROOT / "runs" / "seeds").glob(f"{noise.CONTROL}__{noise.PROFILE}__*.json")):
+        _relabel(path, seeds, "bf16")
+    used = noise._records_for_spread(records, seeds)
+    assert used[0].run_id == data["run_id"] and len(used) > 1
+    assert {precision_label(r.stages) for r in used} == {"bf16"}

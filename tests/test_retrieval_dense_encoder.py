@@ -223,3 +223,10 @@ def test_bf16_on_a_cpu_is_autocast_where_native_else_fp32(tiny, monkeypatch, cap
     assert vectors.dtype == np.float32
     cosine = (vectors * reference).sum(1) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1))
     assert cosine.min() > 0.99 and not np.array_equal(vectors, reference)  # bf16 matmuls ran
+
+
+def test_progress_bar_names_queries_in_the_plural(tiny, capsys):
+    # issue 63: the main job's log read "encode querys"
+    load_encoder(tiny, device="cpu").encode(TEXTS, batch_size=3, kind="query", show_progress=True)
+    err = capsys.readouterr().err
+    assert "encode queries" in err and "querys" not in err

@@ -82,6 +82,20 @@ def test_noise_margins_calls_a_transferred_sigma_transferred(capsys):
     assert "measured (mini)" in rows["scifact"]
 
 
+def test_noise_basis_uses_only_the_legends_words():
+    """Paper-scale evidence reads 'measured (paper scale)', not a fourth word 'evidence' (issue 63)."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from harness.commands.noise import _basis
+
+    def spread(evidence: tuple[str, ...]) -> Any:
+        return cast(Any, SimpleNamespace(evidence=evidence, parts=None))  # _basis reads only these two fields
+
+    assert _basis(spread(("a study",)), "scifact") == "measured (paper scale)"
+    assert _basis(spread(()), "scifact") == "transferred"
+
+
 def test_p_values_are_never_printed_as_zero():
     assert p_text(0.0) == "< 0.001" and p_text(0.0004) == "< 0.001"
     assert p_text(0.001) == "0.001" and p_text(0.04567) == "0.046" and p_text(None) == "-"
@@ -99,6 +113,22 @@ def test_fetch_list_says_embedded_and_gives_sizes(capsys):
     row = next(line for line in out.splitlines() if line.startswith("beir/nfcorpus "))
     assert "embedded" in row and "missing" not in row and re.search(r"\d(\.\d)? (kB|MB)", row)
     assert "size" in out.splitlines()[0]
+
+
+def test_fetch_list_sizes_the_ms_marco_downloads_and_gives_a_total(capsys):
+    """Issue 63 item 3: the MS MARCO passage files' published sizes are listed (here or not), and one line
+    totals what is still to download, counting the downloads no size is registered for."""
+    from harness.data import download
+
+    out = _out(capsys, ["fetch", "--list"])
+    for key in ("msmarco-passage/collection", "msmarco-passage/queries", "msmarco-passage/qrels-train"):
+        assert download.SOURCES[key].size
+        row = next(line for line in out.splitlines() if line.startswith(key + " "))
+        assert re.search(r"\d(\.\d)? (kB|MB|GB)", row), row
+    total = next(line for line in out.splitlines() if line.startswith("to download: "))
+    assert re.match(r"to download: \d+(\.\d)? (B|kB|MB|GB|TB) in the published sizes", total), total
+    unsized = sum(1 for s in download.SOURCES.values() if s.size is None)
+    assert "of no registered size" in total or unsized == 0
 
 
 def test_check_all_has_no_line_over_160_characters_and_names_every_run_whole(capsys):

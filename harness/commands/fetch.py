@@ -91,8 +91,9 @@ def _embedded(key: str) -> tuple[list[str], int]:
 
 
 def download_list() -> str:
-    """Every registered download: whether it is here (or embedded, so never needed), its size, its check."""
-    rows = []
+    """Every registered download: whether it is here (or embedded, so never needed), its size, its check;
+    then the total still to download (published sizes) and how many have no published size."""
+    rows, needed, unknown = [], 0, 0
     for key, src in download.SOURCES.items():
         parts, stored = _embedded(key)
         whole = {"corpus", "queries", "qrels"} <= set(parts)
@@ -108,15 +109,19 @@ def download_list() -> str:
             status, size = "here", _size(local.stat().st_size) if local.is_file() else "-"
         elif whole:
             status, size = "embedded (no download needed)", _size(stored)
-        elif parts:
-            status, size = f"missing ({', '.join(parts)} embedded)", "-"
         else:
-            status, size = "missing", "-"
+            status = f"missing ({', '.join(parts)} embedded)" if parts else "missing"
+            size = _size(src.size)  # as its publisher states it; "-": none registered
+            needed += src.size or 0
+            unknown += src.size is None
         rows.append([key, src.filename, status, size, check])
+    total = f"to download: {_size(needed)} in the published sizes" + (
+        f", plus {unknown} download(s) of no registered size" if unknown else ""
+    )
     return (
         format_table(["name", "file", "status", "size", "verified by"], rows)
-        + "\nsize: the file here, or the embedded files as stored (gzip); a download not made yet has no size here "
-        "(its publisher's page gives it)"
+        + "\nsize: the file here, the embedded files as stored (gzip), or a missing file's published size "
+        "('-': none registered here)\n" + total
     )
 
 

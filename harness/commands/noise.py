@@ -141,7 +141,7 @@ def _basis(spread: SigmaRep, benchmark: str) -> str:
     """Whether a sigma_rep rests on paper-scale evidence, the harness's mini seeds measured on that very
     benchmark, or those seeds transferred to it from another benchmark, model and scale."""
     if spread.evidence:
-        return "evidence"
+        return "measured (paper scale)"  # one of the legend's three words: measured / modelled / transferred
     if spread.parts and spread.parts.measured.split()[0] == noise.base_benchmark(benchmark):
         return "measured (mini)"
     return "transferred"
@@ -200,8 +200,8 @@ def margins_report(verbose: bool = False) -> str:
     ]
     intro = (
         "What every verdict reads, in points: Delta (the practical margin) and sigma_rep (80% upper bound of the "
-        "spread between reproductions; 'tested': the estimate the rule's t-test reads; basis: paper-scale "
-        "evidence, the harness's mini seeds measured on that benchmark, or transferred from them), and the rule's "
+        "spread between reproductions; 'tested': the estimate the rule's t-test reads; basis: measured "
+        "(paper scale: same-recipe evidence; mini: the harness's mini seeds on that benchmark), or transferred from them), and the rule's "
         "power for one run against one printed run ('seeds R / D': runs needed for P(REPRODUCED | same) and P(DIFFERENT | 2 Delta) >= 0.8)"
     )
     lines = [wrap_text(intro, WIDTH, "  "), "", format_table(headers, rows), "", *_source_lines()]

@@ -59,6 +59,7 @@ class Source:
     # Without a published checksum: the harness.data.structure check the file must pass before it
     # is marked verified (intact archive, the publisher's columns and line count).
     structure: str | None = None
+    size: int | None = None  # bytes, as its publisher states them (None: no size published)
 
     def url(self) -> str:
         """Upstream URL, or the same file name under ``HARNESS_DATA_MIRROR`` when set."""
@@ -122,7 +123,11 @@ SOURCES.update(
 # md5 from the MS MARCO passage-ranking download table (also pinned by ir_datasets and by the
 # docTTTTTquery / duoBERT data tables); 1,035,010,048 bytes, holds collection.tsv (8,841,823 lines).
 SOURCES["msmarco-passage/collection"] = Source(
-    "msmarco-passage/collection", MSMARCO_BASE_URL, "collection.tar.gz", md5="87dd01826da3e2ad45447ba5af577628"
+    "msmarco-passage/collection",
+    MSMARCO_BASE_URL,
+    "collection.tar.gz",
+    md5="87dd01826da3e2ad45447ba5af577628",
+    size=1_035_010_048,
 )
 # Pre-training corpora of the paper profiles. Their publishers give no checksum that could be
 # checked here, so they are unpinned: the first download's sha256 is recorded beside the file and
@@ -152,6 +157,7 @@ SOURCES["msmarco-passage/queries"] = Source(
     "queries.tar.gz",
     md5="c177b2795d5f2dcc524cf00fcd973be1",
     note="MS MARCO passage queries (queries.train.tsv: 808,731; dev; eval); 18,882,551 bytes",
+    size=18_882_551,
 )
 SOURCES["msmarco-passage/qrels-train"] = Source(
     "msmarco-passage/qrels-train",
@@ -159,6 +165,7 @@ SOURCES["msmarco-passage/qrels-train"] = Source(
     "qrels.train.tsv",
     md5="733fb9fe12d93e497f7289409316eccf",
     note="MS MARCO passage training judgements (532,761 over 502,939 queries); 10,589,532 bytes",
+    size=10_589_532,
 )
 SOURCES["msmarco-passage/triples"] = Source(
     "msmarco-passage/triples",

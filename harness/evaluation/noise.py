@@ -46,7 +46,8 @@ from harness.core.errors import HarnessError
 from harness.core.paths import runs_dir
 from harness.core.seeds import DEFAULT_SEED
 from harness.evaluation import transfer_rule
-from harness.records.store import load_records, load_references
+from harness.records.run_precision import precision_label
+from harness.records.store import load_precision_references, load_records, load_references
 from harness.spec.hashing import settings_hash
 
 NOISE_FILE = Path(__file__).with_name("noise.yaml")
@@ -302,22 +303,29 @@ def _age(record: Any) -> tuple[str, str]:
 
 
 def _records_for_spread(records_dir: Path, seeds_dir: Path) -> list[Any]:
-    """The control's records the spread is measured from: the seeds of the one commit that ran the most of
-    them (a spread across commits holds code drift as well as seed noise), when some commit ran at least two;
-    otherwise the seed-42 reference and the newest record of every other seed. The latest per seed either way."""
-    refs = load_references(records_dir)
-    ref_id = (refs.get((CONTROL, PROFILE)) or {}).get("run_id")
+    """The control's records the spread is measured from, all of one precision (a spread over fp32 and bf16
+    runs would mix the precision's effect into the seeds'): where the seed runs share a precision, the
+    reference of that precision (``<method>/<profile>/<precision>``, as the gate picks it), else the
+    (method, profile)'s reference; seed runs of another precision than the reference's are left out. Of
+    those, the seeds of the one commit that ran the most of them (a spread across commits holds code drift
+    as well as seed noise), when some commit ran at least two; otherwise the reference and the newest record
+    of every other seed. The latest per seed either way."""
+    others = [
+        r
+        for r in load_records(seeds_dir)[0]
+        if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems
+    ]
+    precisions = {precision_label(r.stages) for r in others}
+    only = next(iter(precisions)) if len(precisions) == 1 else ""  # seed runs of one precision
+    second = load_precision_references(records_dir).get((CONTROL, PROFILE, only))
+    ref_id = (second or load_references(records_dir).get((CONTROL, PROFILE)) or {}).get("run_id")
     ref = next((r for r in load_records(records_dir)[0] if r.run_id == ref_id), None)
     if ref is None:
         raise HarnessError(
             f"no reference record of {CONTROL} [{PROFILE}] in {records_dir}: "
             f"run --method {CONTROL} --profile {PROFILE}, then check --accept RUN_ID"
         )
-    others = [
-        r
-        for r in load_records(seeds_dir)[0]
-        if (r.method, r.profile) == (CONTROL, PROFILE) and not r.integrity_problems
-    ]
+    others = [r for r in others if precision_label(r.stages) == precision_label(ref.stages)]
     by_code: dict[str, dict[Any, Any]] = {}
     for r in sorted([ref, *others], key=_age):
         by_code.setdefault(_code_of(r), {})[r.seed] = r

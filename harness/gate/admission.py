@@ -12,6 +12,7 @@ or ``check --accept`` makes it a reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from harness.core.errors import HarnessError
@@ -68,25 +69,24 @@ def spec_change(rec: RunRecord, ref: RunRecord | None = None) -> str:
     return f"spec settings {mine} are not the current {rec.method} [{rec.profile}] spec's ({current}){theirs}"
 
 
-def set_apart(
-    rec: RunRecord, references: dict[tuple[str, str], dict[str, Any]] | None, by_id: dict[str, RunRecord]
-) -> tuple[str, str] | None:
+def set_apart(rec: RunRecord, reference_of: Callable[[RunRecord], RunRecord | None] | None) -> tuple[str, str] | None:
     """(status, why) when ``rec`` must be shown apart: a method without a spec here, or spec settings
     that are neither the method's current ones nor its reference's (:func:`spec_change`, the
     gate's rule). Unlike the gate, which grades only the newest runs, every record is held to it: a run
     of an older spec is never a row beside the papers'. One older than its reference is SUPERSEDED
     whatever its spec, the word `check` gives it (its why says the spec changed too), so the
-    leaderboard, the report and `check` name each record alike. Without a readable manifest only the
-    method is checked (the reference's spec cannot be known)."""
+    leaderboard, the report and `check` name each record alike. ``reference_of``: what the gate grades a
+    record against (``References.for_record``: the reference of its own precision where there is one);
+    None without a readable manifest: then only the method is checked (the reference's spec cannot be
+    known)."""
 
     if rec.profile == CHECKPOINT_PROFILE:  # a released checkpoint has no spec; its registry names it
         return None
     if rec.method not in list_methods():
         return UNKNOWN_METHOD, f"no method spec named '{rec.method}' in this harness"
-    if references is None:
+    if reference_of is None:
         return None
-    entry = references.get((rec.method, rec.profile))
-    ref = by_id.get(entry["run_id"]) if entry else None
+    ref = reference_of(rec)
     why = spec_change(rec, ref)
     if why and ref is not None and (rec.created, rec.run_id) < (ref.created, ref.run_id):
         return SUPERSEDED, f"older than the reference {ref.run_id}, and {why}"

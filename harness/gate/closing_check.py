@@ -22,16 +22,12 @@ from harness.gate.grading import (
     loss_rows,
     reference_rows,
 )
-from harness.gate.references import References, resolve_references
+from harness.gate.references import committed_references
 from harness.records.run_precision import precision_label
 from harness.records.store import (
     RunRecord,
-    load_precision_references,
-    load_record,
-    load_references,
     records_dir,
 )
-from harness.records.writer import record_path
 
 NOT_CHECKED = "not checked"
 
@@ -50,21 +46,12 @@ class ClosingCheck:
     why: str = ""  # when not checked and no reference is the reason (a seed other than the references')
 
 
-def committed_references(rec: RunRecord, directory: Path) -> References:
-    """The usable references of ``rec``'s (method, profile) named by ``directory``'s manifest (loaded one by
-    one: the closing check reads no other record)."""
-    entries = {k: e for k, e in load_references(directory).items() if k == (rec.method, rec.profile)}
-    second = {k: e for k, e in load_precision_references(directory).items() if k[:2] == (rec.method, rec.profile)}
-    loaded = [load_record(record_path(directory, e["run_id"])) for e in (*entries.values(), *second.values())]
-    return resolve_references(entries, [r for r in loaded if isinstance(r, RunRecord)], None, second)
-
-
 def check_run(rec: RunRecord, directory: str | Path | None = None) -> ClosingCheck:
     """``rec`` graded against the committed reference of its precision in ``directory`` (default runs/records),
     at the cross-machine tolerance where the reference ran elsewhere (as ``check`` grades "your runs")."""
     folder = Path(directory) if directory is not None else records_dir()
     precision = precision_label(rec.stages)
-    refs = committed_references(rec, folder)
+    refs = committed_references(rec.method, rec.profile, folder)
     same = refs.in_precision(rec.method, rec.profile, precision)
     other = next((r for r in refs.records.values() if r is not same), None)
     if (rec.seed if rec.seed is not None else DEFAULT_SEED) != DEFAULT_SEED:

@@ -440,7 +440,7 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
                 "paper": paper_file,
                 "version": version,
                 "table": table,
-                "row": f"{claim.a_row} - {claim.b_row}",
+                "row": effect_rows(claim.a_row, claim.b_row, claim.a_cell, claim.b_cell),
                 "benchmark": claim.benchmark,
                 "measure": claim.measure,
                 "reported": claim.delta,
@@ -473,6 +473,21 @@ def grade_effects(runs: list[OwnRun], evidence: tuple[Evidence, ...] | None = No
             }
         )
     return out
+
+
+@functools.cache
+def _cell_columns() -> dict[str, str]:
+    return {str(c.cell_id): c.column for c in cells_for()}
+
+
+def effect_rows(a_row: str, b_row: str, a_cell: str, b_cell: str) -> str:
+    """The two printed systems of an effect: its rows, or its columns where both sides share a row (a
+    BEIR table lists datasets down, so "nfcorpus - nfcorpus" named the dataset twice, not the systems)."""
+    if a_row != b_row:
+        return f"{a_row} - {b_row}"
+    columns = _cell_columns()
+    a_col, b_col = columns.get(a_cell, ""), columns.get(b_cell, "")
+    return f"{a_col} - {b_col} ({a_row})" if a_col and b_col and a_col != b_col else f"{a_row} - {b_row}"
 
 
 def _source_label(source: str) -> str:

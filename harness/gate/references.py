@@ -29,8 +29,10 @@ from harness.records.store import (
     REFERENCES_FILE,
     RunRecord,
     Skipped,
+    load_precision_references,
     load_record,
     load_records,
+    load_references,
     read_references,
     records_dir,
 )
@@ -209,6 +211,22 @@ def resolve_references(
             )
             refs.records.pop(entry["run_id"])
     return refs
+
+
+def folder_references(directory: Path, records: Iterable[RunRecord]) -> References:
+    """The manifest of ``directory`` resolved against ``records`` (its loaded records), both precisions'
+    keys: what the glance and the leaderboard set a record apart by (``References.for_record``), as the
+    gate grades it. Raises HarnessError for an unreadable manifest."""
+    return resolve_references(load_references(directory), records, None, load_precision_references(directory))
+
+
+def committed_references(method: str, profile: str, directory: Path) -> References:
+    """The usable references of (method, profile) named by ``directory``'s manifest, its reference and any
+    of another precision (loaded one by one: the closing check and a re-run read no other record)."""
+    entries = {k: e for k, e in load_references(directory).items() if k == (method, profile)}
+    second = {k: e for k, e in load_precision_references(directory).items() if k[:2] == (method, profile)}
+    loaded = [load_record(record_path(directory, e["run_id"])) for e in (*entries.values(), *second.values())]
+    return resolve_references(entries, [r for r in loaded if isinstance(r, RunRecord)], None, second)
 
 
 def _label(key: tuple[str, ...]) -> str:

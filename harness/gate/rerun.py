@@ -7,6 +7,8 @@ cells, the others against the committed reference of their (method, profile) wit
 ``RERUN_TOLERANCE`` points. A re-run asks for its reference's recorded precision (``run --precision``)
 instead of measuring which is faster here (``precision: auto``): a machine where bf16 measures faster
 would otherwise train in another precision than the fp32 references, which the gate does not compare.
+Where the (method, profile) has committed references in both precisions ``auto`` can choose, the re-run
+measures (``auto``) and is gated against the one of the precision it picked.
 
 Why the tiny tolerance is wider than float noise (measured, not guessed): the same code and
 seed re-run on another machine of the same kind trains through different float rounding
@@ -31,9 +33,10 @@ from harness.core import procs
 from harness.core.errors import HarnessError
 from harness.core.paths import PROJECT_ROOT
 from harness.gate.grading import CROSS_MACHINE_TOLERANCE, recorded_precision
+from harness.gate.references import committed_references
 from harness.gate.run import GateResult, run_gate
-from harness.records.store import RunRecord, load_record, load_references
 from harness.spec.method import profiles_of
+from harness.training.precision import FLAG_CHOICES
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,17 @@ def parse_reruns(text: str | None) -> tuple[Rerun, ...]:
 
 
 def reference_precision(item: Rerun, committed: Path | None) -> str | None:
-    """The precision the committed reference of ``item`` trained in; None where there is none to ask for
-    (no reference, or one that trained nothing)."""
+    """The precision a re-run of ``item`` asks for: None (``auto`` measures) where the committed references
+    cover every precision ``auto`` can choose, so whichever it picks is gated against a reference of its
+    own precision; else the precision of its (method, profile)'s reference. None too where there is no
+    reference, or one that trained nothing."""
     if committed is None:
         return None
-    entry = load_references(committed).get((item.method, item.profile))
-    if entry is None:
+    refs = committed_references(item.method, item.profile, committed)
+    if all(refs.in_precision(item.method, item.profile, p) is not None for p in FLAG_CHOICES):
         return None
-    ref = load_record(committed / f"{entry['run_id']}.json")
-    return recorded_precision(ref) if isinstance(ref, RunRecord) else None
+    ref = refs.of(item.method, item.profile)
+    return recorded_precision(ref) if ref is not None else None
 
 
 def rerun_command(item: Rerun, committed: Path | None) -> list[str]:

@@ -46,8 +46,9 @@ from harness.gate.admission import data_mismatches, set_apart
 from harness.gate.cell_state import cell_states, paper_run
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
 from harness.gate.labels import source_label, system_axes
+from harness.gate.references import folder_references
 from harness.papers.registry import load_reported_cells, paper_key
-from harness.records.store import RunRecord, load_records, load_references, records_dir
+from harness.records.store import RunRecord, load_records, records_dir
 from harness.run import projection
 from harness.run.runner import plan_method
 from harness.spec.method import load_method
@@ -530,17 +531,15 @@ def from_folder(records: str | Path | None = None, reported: str | Path | None =
     registry), graded as ``check`` grades them. Raises HarnessError when the cells cannot be loaded."""
 
     recs, _ = load_records(records)
-    try:
-        references = load_references(Path(records) if records is not None else records_dir())
+    folder = Path(records) if records is not None else records_dir()
+    try:  # each record against the reference the gate grades it against (the one of its own precision)
+        reference_of = folder_references(folder, recs).for_record
     except HarnessError:  # an unreadable manifest: only unknown methods are set apart (as on the leaderboard)
-        references = None
-    by_id = {r.run_id: r for r in recs}
+        reference_of = None
     # what the leaderboard shows as results: never an edited record (CORRUPT), one run on other data than
     # the catalog's (DATA-MISMATCH), or one of an unknown or changed spec (set apart)
     usable = [
-        r
-        for r in recs
-        if not r.integrity_problems and not data_mismatches(r) and set_apart(r, references, by_id) is None
+        r for r in recs if not r.integrity_problems and not data_mismatches(r) and set_apart(r, reference_of) is None
     ]
     cells, error = load_reported_cells(reported)
     if error or cells is None:

@@ -53,6 +53,8 @@ from harness.training.precision import encode_autocast, for_inference
 
 POOLINGS = ("cls", "mean")
 KINDS = ("query", "passage")
+# The progress bar names what it counts in the plural ("encode queries", never "encode querys").
+PLURALS = {"query": "queries", "passage": "passages"}
 CONFIG_FILE = "harness_encoder.json"
 DEFAULT_QUERY_MAX_LENGTH = 32
 DEFAULT_PASSAGE_MAX_LENGTH = 144
@@ -399,7 +401,11 @@ class Encoder:
             local = [t.lower() for t in local]
         out = np.zeros((len(local), self.dim), dtype=np.float32)
         bar = tqdm(
-            total=len(local), desc=f"encode {kind}s", unit=kind[0], disable=not show_progress, dynamic_ncols=True
+            total=len(local),
+            desc=f"encode {PLURALS[kind]}",
+            unit=kind[0],
+            disable=not show_progress,
+            dynamic_ncols=True,
         )
         was_training = self.model.training
         self.model.eval()

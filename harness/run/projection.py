@@ -721,6 +721,18 @@ def _row(c: Cost, cols: Columns, width: int, times: tuple[float | None, float, f
     )
 
 
+def _gap_line(projected_h: float, stated_h: float) -> str:
+    """A word on the stated-vs-projected gap: the projection's rate is an assumption (below), the paper's
+    hours are its own report, so a gap says how far that assumption is off, not that the paper erred."""
+    ratio = projected_h / stated_h
+    if 0.9 <= ratio <= 1.1:
+        return "      the projection matches the stated hours within 10%"
+    return (
+        f"      the gap: projected {ratio:.1f}x the stated hours; the GPU rate here is assumed (below), "
+        "the paper's hours its own report"
+    )
+
+
 def _footer(spec: Any, entries: list[dict[str, Any]], costs: list[Cost], cols: Columns) -> list[str]:
     """The stages that leave GPUs idle, the paper's stated pre-training hours beside their projection,
     and the assumptions."""
@@ -738,6 +750,7 @@ def _footer(spec: Any, entries: list[dict[str, Any]], costs: list[Cost], cols: C
             f"    the paper states {hours} h of pre-training on {cols.devices} x {cols.gpu} (spec hardware; "
             f"projected here: {_hours(projected)})"
         )
+        lines.append(_gap_line(projected / 3600.0, float(hours)))
     lines.append(
         "    assumptions: each step kind reaches the fraction of the GPU's bf16/fp16 peak it reached on one "
         "H100 (11-39%), an fp32 stage the same fraction of the fp32 peak (TF32 where the card has it)"
