@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.statuses import NOT_COMPARABLE, NOT_YET_RUN
+from harness.core.statuses import NOT_YET_RUN
 from harness.data.setting import data_setting
 from harness.gate import cell_state
 from harness.papers.registry import load_reported_cells
