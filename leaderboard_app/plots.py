@@ -187,16 +187,6 @@ def log_scale(values: pd.Series) -> alt.Scale:
     return alt.Scale(type="log", domain=[min(lo, middle / 10**0.5), max(hi, middle * 10**0.5)])
 
 
-EFFICIENCY_AXES = ("qps", "index_gb")
-
-
-def default_axis(frame: pd.DataFrame) -> str:
-    """The efficiency axis the plot opens on: the one with the most points in ``frame`` (the shown
-    benchmark's rows), qps on a tie; a default of one point (qps) beside many index sizes misled."""
-    counts = {x: int(frame[x].notna().sum()) if x in frame else 0 for x in EFFICIENCY_AXES}
-    return max(EFFICIENCY_AXES, key=lambda x: (counts[x], x == "qps"))
-
-
 def efficiency_chart(frame: pd.DataFrame, x: str = "qps") -> alt.Chart:
     title = {"qps": "queries per second (log)", "index_gb": "index size, GB (log)"}[x]
     data = frame.dropna(subset=[x])

@@ -170,20 +170,6 @@ def test_efficiency_points_pair_size_and_speed_with_mrr(lb):
     assert spec["encoding"]["x"]["scale"]["type"] == "log"
 
 
-def test_the_efficiency_plot_opens_on_the_axis_with_the_most_points():
-    """Issue 63 item 6: on the committed records and the registry, MS MARCO dev has one qps point and many
-    index sizes; the plot opened on qps (one point). It opens on the axis with the most points, qps on a tie."""
-    from harness.core import benchmarks as declared
-
-    committed = lb_data.load(with_gate=False)
-    eff = plots.efficiency_frame(committed.cells, committed.records)
-    shown = eff[eff["benchmark"] == declared.headline()[0]]
-    assert shown["index_gb"].notna().sum() > shown["qps"].notna().sum()  # the defect's data
-    assert plots.default_axis(shown) == "index_gb"
-    tie = pd.DataFrame({"qps": [1.0, None], "index_gb": [None, 2.0]})
-    assert plots.default_axis(tie) == "qps" and plots.default_axis(tie.iloc[:0]) == "qps"
-
-
 def test_text_only_qps_pairs_with_the_methods_mrr():
     cells = [
         {
