@@ -74,7 +74,7 @@ def test_noise_prints_the_pre_training_part_of_the_committed_mini_study(capsys) 
     expected = max(0.0, (msb - msw) / 3) ** 0.5  # n0 = 3, balanced
     assert abs(spreads[("scifact", "nDCG@10")].sigma_pt - expected) < 1e-9
     assert abs(spreads[("scifact", "nDCG@10")].sigma_ft - msw**0.5) < 1e-9
-    assert main(["noise"]) == 0
+    assert main(["noise", "--runs", str(RUNS)]) == 0
     out = capsys.readouterr().out
     assert "Pre-training part of cotmae [mini] from 6 runs" in out and f"{expected:.2f}" in out
     assert "enters no verdict" in out
