@@ -3,7 +3,7 @@
 # the system packages already present), then an optional command:
 #   bash setup.sh              set up only
 #   bash setup.sh run [ARGS]   set up, then `python -m harness run ARGS` (the main job)
-#   bash setup.sh test [ARGS]  set up, then the test suite (what .ci/run calls)
+#   bash setup.sh test [ARGS]  set up, then the test suite (what .ci/run calls; ARGS: pytest's, run as given)
 #   bash setup.sh lint         set up, then ruff (lint and format check) and mypy (what .ci/run calls first)
 #   bash setup.sh harness ARGS set up, then any `python -m harness` command
 # Which Python set: a CUDA set with --cuda as the first argument or where `nvidia-smi` lists a GPU, chosen by
@@ -77,7 +77,15 @@ cmd=${1:-}
 case "$cmd" in
   "") echo "setup: done. Try: .venv/bin/python -m harness --help" ;;
   run) exec .venv/bin/python -m harness run "$@" ;;
-  test) exec .venv/bin/python -m pytest "$@" ;;
+  test)
+    [ $# -gt 0 ] && exec .venv/bin/python -m pytest "$@"
+    # The whole suite: the fast tests spread over one pytest worker per core, each on one torch thread (torch
+    # defaults to a thread per core, so two workers would run twice as many threads as there are cores), then
+    # the slow end-to-end runs one at a time: they spawn ranks of their own and time signals into running stages.
+    fast=0
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -m "not slow" -n auto || fast=$?
+    .venv/bin/python -m pytest -m slow
+    exit "$fast" ;;
   lint) .venv/bin/ruff check --quiet . && .venv/bin/ruff format --check --quiet . && exec .venv/bin/mypy ;;
   harness) exec .venv/bin/python -m harness "$@" ;;
   *) echo "setup: unknown command '$cmd' (use run, test, lint or harness)" >&2; exit 2 ;;

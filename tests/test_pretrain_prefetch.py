@@ -91,10 +91,11 @@ def test_a_step_that_raises_stops_the_prefetch_thread(how, tok, tmp_path, monkey
 
 
 def test_prefetcher_close_cancels_waiting_calls_and_bounds_the_join():
-    release = threading.Event()
+    started, release = threading.Event(), threading.Event()
     prefetcher = Prefetcher()
-    running = prefetcher.submit(lambda: release.wait(30) and "done")
+    running = prefetcher.submit(lambda: started.set() or (release.wait(30) and "done"))
     waiting = prefetcher.submit(lambda: "never")
+    assert started.wait(30)  # on a loaded machine the worker may not have picked the call up yet
     failing = Prefetcher()
     with pytest.raises(ZeroDivisionError):
         failing.submit(lambda: 1 / 0).result(5)  # a collate's error reaches the step
