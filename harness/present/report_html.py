@@ -7,8 +7,8 @@ CIs, and per record its integrity hash and hardware; every row says how to repro
 The page opens with the answer (issue 63, harness/gate/answer.py), then the gate's verdict and its failing rows (issue 41: a FAIL row used to sit in a
 scroll box among dozens of SUPERSEDED/REFERENCE rows); the gate table lists failing rows first and
 folds the rows that grade nothing into a collapsed ``<details>``; a table's long texts (run ids, notes,
-its last column: the command that reproduces the row) wrap, so the table fits the page at its full
-width; in a narrower window it scrolls sideways, and no column is ever hidden under another (issue 53: a
+its last column: the command that reproduces the row) wrap between words (after a comma, underscore or
+slash of an id or a dataset list, never inside "scifact"), so the table fits the page at its full width; in a narrower window it scrolls sideways, and no column is ever hidden under another (issue 53: a
 pinned command column covered the delta and CI columns).
 
 One ``index.html`` and one ``style.css``: no server, no network, no script, no external font, so
@@ -47,6 +47,7 @@ from harness.present.glance_html import (
     profiles,
     table,
     tables_html,
+    wrappable,
 )
 from harness.present.overview import (
     CONTROL,
@@ -68,13 +69,15 @@ svg text {font-family: sans-serif; font-size: 11px}
 .verdict {font-size: 1.15rem; font-weight: 600; padding: 0.6rem 0.9rem; border-radius: 4px; color: #fff}
 .verdict code {font-size: 0.9rem}
 .wide {overflow-x: auto}
-.glance-table td {overflow-wrap: anywhere}
+.glance-table td {overflow-wrap: break-word}
 .glance-table th:last-child, .glance-table td:last-child {min-width: 10rem; max-width: 24rem}
-.glance-table td:last-child code {white-space: normal; overflow-wrap: anywhere}
+.glance-table td:last-child code {white-space: normal; overflow-wrap: break-word}
 details.folded > summary {cursor: pointer; margin: 0.5rem 0; color: #444}
 """
 # Every table of the report ends with its command column ("reproduce with"; the matrix's run for the
 # untried cells), which the last-child rules wrap: in the flow of the table, never over another column.
+# They wrap between words (break-word, not "anywhere" or break-all, which cut "scifact" into "sci fact"):
+# a column is at least as wide as its longest word, and a table wider than the page scrolls sideways.
 FOLDED = (SUPERSEDED, REFERENCE)  # gate rows that grade nothing now: kept in the page, collapsed
 
 
@@ -126,14 +129,14 @@ def _gate_table(rows: Sequence[GateRow], by_id: dict[str, RunRecord], scroll: bo
         cells.append(
             [
                 badge(r.status),
-                esc(r.run_id),
+                wrappable(r.run_id),
                 esc(r.benchmark),
                 esc(r.stage or "-"),
                 esc(r.measure),
                 esc(r.against),
                 *(esc(x) for x in row_numbers(r)),
                 esc(r.note),
-                f"<code>{esc(command)}</code>" if command else "",
+                f"<code>{wrappable(command)}</code>" if command else "",
             ]
         )
     return table(GATE_HEADERS, cells, numeric=(6, 7, 8, 9, 10), scroll=scroll)
@@ -203,7 +206,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
         command = record_command(rec)
         rows.append(
             [
-                esc(rec.run_id),
+                wrappable(rec.run_id),
                 esc(rec.method),
                 esc(rec.profile),
                 esc(precision_label(rec.stages)),
@@ -212,7 +215,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
                 esc(detected.get("cpu_model") or "-"),
                 esc(detected.get("cpus") or "-"),
                 esc(", ".join(map(str, cuda)) or "none"),
-                f"<code>{esc(command)}</code>",
+                f"<code>{wrappable(command)}</code>",
             ]
         )
     return table(headers, rows)
