@@ -1,6 +1,7 @@
 """Issue 63, item 4 (the report's part): in Chromium at 1440 x 900, no word of a report table's cell is
 cut over two lines (the matrix's command column broke "scifact" into "sci fact" and "--dataset" into
-"--data set"; ids wrapped as "coc ond ens er_ qc"). Screenshot: test-artifacts/report-wrap-1440x900.png."""
+"--data set"; ids wrapped as "coc ond ens er_ qc"), and the gate tables open with the status and the
+expected, reproduced and delta numbers, within the screen's width. Screenshot: test-artifacts/report-wrap-1440x900.png."""
 
 from __future__ import annotations
 
@@ -30,7 +31,14 @@ _CUT_WORDS = """(() => {
       }
     }
   }
-  return {cut: cut, cells: document.querySelectorAll('table td').length};
+  // the gate tables' state and numbers: their header cells end inside the 1440 px screen, unscrolled
+  const shown = [];
+  for (const t of document.querySelectorAll('table')) {
+    const heads = Array.from(t.querySelectorAll('th')).slice(0, 4);
+    if (!heads.length || heads[0].innerText.trim() !== 'status') continue;
+    shown.push(heads.map(h => [h.innerText.trim(), Math.round(h.getBoundingClientRect().right)]));
+  }
+  return {cut: cut, cells: document.querySelectorAll('table td').length, gate: shown, width: window.innerWidth};
 })()"""
 
 
@@ -46,4 +54,8 @@ def test_no_word_of_a_report_table_wraps_inside_itself(tmp_path) -> None:
             time.sleep(0.3)
         screenshot(tools, "report-wrap-1440x900.png", full_page=True)
     assert shown and shown["cells"], "the report laid out no table cell"
+    assert shown["gate"], "the report has no gate table"
+    for heads in shown["gate"]:  # status, expected, reproduced, delta: on the first screen's width
+        assert [h for h, _ in heads] == ["status", "expected", "reproduced", "delta"], heads
+        assert all(right <= shown["width"] for _, right in heads), heads
     assert not shown["cut"], f"words cut over two lines: {sorted(set(shown['cut']))[:20]}"
