@@ -131,7 +131,7 @@ GATE_HEADERS = [
 def gate_what(row: GateRow) -> str:
     """A gate row's benchmark and measure, and its stage where it names one: one column (four were
     wider than a 1440 px screen beside the numbers)."""
-    return f"{row.benchmark} {row.measure}" + (f" ({row.stage})" if row.stage else "")
+    return " ".join(x for x in (row.benchmark, row.measure) if x) + (f" ({row.stage})" if row.stage else "")
 
 
 def _gate_table(rows: Sequence[GateRow], by_id: dict[str, RunRecord], scroll: bool = True) -> str:
