@@ -181,6 +181,32 @@ def test_the_report_holds_checks_rows_and_nothing_from_outside(site) -> None:
         assert sealed in _page(folder, "records.html")
 
 
+def test_the_summary_links_every_page_and_every_cell_is_on_its_papers_page(site) -> None:
+    """Issue 63, item 4: a summary and a page per paper; every page reachable from the summary, each
+    linking back; every headline cell and printed effect on exactly one paper page, state first."""
+    from harness.present.overview import from_folder
+
+    folder, _ = site
+    files = sorted(p.name for p in folder.glob("*.html"))
+    summary = _page(folder)
+    assert set(files) - {"index.html"} <= set(_parsed(summary).links), files
+    assert "listed below" not in summary  # the matrix's cells are on the papers' pages now
+    assert 'id="tables"' in summary and 'id="gate"' not in summary  # the counts here, the gate's rows on its page
+    cells = effects = 0
+    for name in (f for f in files if f != "index.html"):
+        parsed = _parsed(_page(folder, name))
+        assert "index.html" in parsed.links, name
+        for headers, rows in zip(parsed.headers, parsed.tables):
+            n = len([r for r in rows if r])
+            if headers[:4] == ["state", "printed", "reproduced", "delta"]:
+                cells += n
+            elif headers[:3] == ["state", "printed", "reproduced"]:
+                effects += n
+    glance = from_folder(RECORDS)
+    assert (cells, effects) == (len(glance.headline), len(glance.claims))
+    assert len([f for f in files if f.startswith("paper-")]) == len({r.paper for r in glance.headline})
+
+
 def test_a_passed_gate_opens_the_page_and_folds_what_grades_nothing(site) -> None:
     folder, checked = site
     page = _page(folder)

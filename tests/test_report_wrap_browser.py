@@ -3,7 +3,8 @@ reached by following links from the summary (index.html):
 
 * every page of the folder is reachable from the summary, and every page but the summary links back to it;
 * no word of a table's cell is cut over two lines (the matrix's command column broke "scifact" into
-  "sci fact" and "--dataset" into "--data set"; ids wrapped as "coc ond ens er_ qc");
+  "sci fact" and "--dataset" into "--data set"; ids wrapped as "coc ond ens er_ qc"), nor a command's
+  option at its hyphens ("--" then "checkpoint");
 * every table opens with its state and numbers (status / state, expected / printed, reproduced, delta)
   inside the screen's width, and no table is wider than its box or the screen (the gate table was);
 * column names are words, never a field's name (ci_low, p_equivalent, seeds_needed);
@@ -28,14 +29,15 @@ pytestmark = pytest.mark.slow
 
 # Every word (a run of letters and digits) of a table cell that the browser lays out over two lines: a
 # break after a comma, hyphen or underscore of a long id or list is a word boundary, one inside "scifact" is not.
-_LAID_OUT = """(() => {
+_LAID_OUT = r"""(() => {
   if (document.readyState != 'complete') return null;
   const cut = [];
   for (const cell of document.querySelectorAll('table td')) {
     if (cell.offsetParent === null) continue;  // a folded table is not laid out
     const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     for (let node = walk.nextNode(); node; node = walk.nextNode()) {
-      for (const m of node.data.matchAll(/[A-Za-z0-9]+/g)) {
+      // a word, or a command's option with its dashes ("--checkpoint": "--" alone on a line is cut)
+      for (const m of node.data.matchAll(/(?<!\S)--?[A-Za-z][A-Za-z0-9-]*|[A-Za-z0-9]+/g)) {
         const range = document.createRange();
         range.setStart(node, m.index);
         range.setEnd(node, m.index + m[0].length);

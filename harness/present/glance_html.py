@@ -10,6 +10,7 @@ find), and a reported number's printed form is its tooltip. Every text is escape
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,12 +53,18 @@ def esc(value: Any) -> str:
 _BREAK_AFTER = (",", "_", "/", "=")
 
 
+# A command's option ("--checkpoint", "-m"): kept on one line (a browser breaks after a hyphen: "--" then
+# "checkpoint" on the next line).
+_OPTION = re.compile(r"(?<![^\s>])(--?[A-Za-z][A-Za-z0-9-]*)")
+
+
 def wrappable(value: Any) -> str:
-    """``esc(value)`` with a line-break opportunity (``<wbr>``) after each of :data:`_BREAK_AFTER`."""
+    """``esc(value)`` with a line-break opportunity (``<wbr>``) after each of :data:`_BREAK_AFTER`, and
+    a command's options never broken at their hyphens."""
     text = esc(value)
     for mark in _BREAK_AFTER:
         text = text.replace(mark, mark + "<wbr>")
-    return text
+    return _OPTION.sub(r'<span style="white-space:nowrap">\1</span>', text)
 
 
 def _text_colour(background: str) -> str:

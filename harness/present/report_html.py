@@ -1,18 +1,24 @@
-"""A self-contained static site of the results (``python -m harness report --html DIR``): the
-at-a-glance tables (harness/present/overview.py), every printed table's reachable count and command
-(harness/gate/tables.py), the claims, the CI gate's rows exactly as ``check``
-grades them (``gate.run.run_gate``, never re-graded here), an inline SVG of the mini runs with their
-CIs, and per record its integrity hash and hardware; every row says how to reproduce it.
+"""A self-contained static site of the results (``python -m harness report --html DIR``), split into
+pages (issue 63: it was one 18,000 px page whose gate rows took most of it), each reachable from the
+summary and linking back to it:
 
-The page opens with the answer (issue 63, harness/gate/answer.py), then the gate's verdict and its failing rows (issue 41: a FAIL row used to sit in a
-scroll box among dozens of SUPERSEDED/REFERENCE rows); the gate table lists failing rows first and
-folds the rows that grade nothing into a collapsed ``<details>``; a table's long texts (run ids, notes,
-its last column: the command that reproduces the row) wrap between words (after a comma, underscore or
-slash of an id or a dataset list, never inside "scifact"), so the table fits the page at its full width; in a narrower window it scrolls sideways, and no column is ever hidden under another (issue 53: a
-pinned command column covered the delta and CI columns).
+* ``index.html``, the summary: the answer (harness/gate/answer.py), the gate's verdict and its failing
+  rows (issue 41), the list of pages, the legend, each method against the papers and every printed
+  table's reachable count and command (harness/gate/tables.py, issue 62);
+* one page per paper, its headline cells and printed effects (harness/present/report_pages.py);
+* ``gate.html``: the CI gate's rows exactly as ``check`` grades them (``gate.run.run_gate``, never
+  re-graded here), failing rows first, the rows that grade nothing folded in a collapsed ``<details>``,
+  then the user's own runs;
+* ``learned.html`` (the small runs, an inline SVG of the mini runs) and ``records.html`` (each record's
+  integrity hash, precision and hardware).
 
-One ``index.html`` and one ``style.css``: no server, no network, no script, no external font, so
-the folder opens from a file:// URL on a machine without internet. Every text is escaped.
+Every table opens with the state and the numbers, then what the row is about in as few columns as read
+well; long texts (run ids, notes, the command that reproduces the row) wrap between words, so each table
+fits a 1440 px screen; in a narrower window it scrolls sideways, and no column is ever hidden under
+another (issue 53: a pinned command column covered the delta and CI columns).
+
+Pages and one ``style.css``: no server, no network, no script, no external font, so the folder opens
+from a file:// URL on a machine without internet. Every text is escaped.
 """
 
 from __future__ import annotations
@@ -343,7 +349,8 @@ each paper's cells, the gate's rows, the learned runs and the records are on pag
 <h2>What each state means</h2>
 {legend_html()}
 <h2 id="methods">Each method against the papers</h2>
-<p class="caption">{esc(MATRIX_CAPTION)} Every cell is on its paper's page.</p>
+<p class="caption">{esc(MATRIX_CAPTION.removesuffix(" Every cell is listed below."))} Every cell is on
+its paper's page.</p>
 {matrix_html(method_lines(glance.headline))}
 <h2 id="tables">Every printed table: what a run can grade, and its command</h2>
 <p class="caption">{esc(TABLES_CAPTION)}</p>
