@@ -277,6 +277,17 @@ def test_a_folder_that_is_not_a_report_is_refused(tmp_path) -> None:
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
+def test_an_earlier_report_is_replaced_but_a_page_of_ones_own_in_it_is_kept(site) -> None:
+    folder, _ = site
+    earlier = folder.parent / "again"
+    shutil.copytree(folder, earlier)
+    write_report(earlier, RECORDS)  # every page of an earlier report is ours: replaced
+    (earlier / "mine.html").write_text("<p>my notes</p>")
+    with pytest.raises(HarnessError, match="not an earlier report"):
+        write_report(earlier, RECORDS)
+    assert (earlier / "mine.html").read_text() == "<p>my notes</p>"
+
+
 # In the browser, on the summary: its first element (the answer) and the gate's verdict below it.
 _FIRST = """(() => {
   if (document.readyState != 'complete') return null;

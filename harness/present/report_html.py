@@ -433,19 +433,22 @@ def write_report(
     return out / INDEX, summary_line(glance, gate, gate.n_records, len(mine))
 
 
+def _ours(path: Path) -> bool:
+    """A file an earlier report wrote: its style sheet, or a page that carries :data:`GENERATOR`."""
+    if not path.is_file():
+        return False
+    if path.name == STYLE:
+        return True
+    return path.suffix == ".html" and GENERATOR in path.read_text(encoding="utf-8", errors="replace")
+
+
 def _refuse_foreign(out: Path) -> None:
-    """The report replaces its folder whole: refuse one that holds anything but an earlier report (an
-    empty folder, made for it, holds nothing to lose)."""
+    """The report replaces its folder whole: refuse one that holds anything but an earlier report's
+    pages and style sheet (an empty folder, made for it, holds nothing to lose)."""
 
     if not out.exists() or out.is_dir() and next(out.iterdir(), None) is None:
         return
-    index = out / INDEX
-    ours = (
-        out.is_dir()
-        and all(p.name == STYLE or p.suffix == ".html" and p.is_file() for p in out.iterdir())
-        and index.is_file()
-        and GENERATOR in index.read_text(encoding="utf-8", errors="replace")
-    )
+    ours = out.is_dir() and (out / INDEX).is_file() and all(_ours(p) for p in out.iterdir())
     if not ours:
         raise HarnessError(
             f"{out}: exists and is not an earlier report (the report replaces its folder whole); "
