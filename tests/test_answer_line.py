@@ -130,7 +130,8 @@ def test_the_report_and_the_leaderboard_open_with_the_same_answer(committed, tmp
     tables = page.split('<h2 id="tables">', 1)[1].split("<h2", 1)[0]
     for count in board.tables:
         row = f'<td>{html.escape(count.name)}</td><td class="num">{count.cells}</td><td class="num">{count.reachable}</td>'
-        assert row in tables and html.escape(count.command) in tables, count.name
+        plain = re.sub(r"</?(?:span|wbr)\b[^>]*>", "", tables)  # a command's options sit in nowrap spans
+        assert row in tables and html.escape(count.command) in plain, count.name
 
 
 def test_the_glance_never_calls_not_comparable_methods_graded() -> None:

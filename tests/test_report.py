@@ -68,8 +68,17 @@ def _parsed(html: str) -> _Rows:
 
 
 def _section(page: str, start: str, end: str) -> str:
-    """The page from the element with id ``start`` to the one with id ``end``."""
+    """The page from the element with id ``start`` to the one with id ``end`` (or the page's end)."""
     return page.split(f'id="{start}"', 1)[1].split(f'id="{end}"', 1)[0]
+
+
+def _page(folder: Path, name: str = "index.html") -> str:
+    return (folder / name).read_text(encoding="utf-8")
+
+
+def _gate(folder: Path) -> str:
+    """The gate's rows: its own page (gate.html), before the user's own runs."""
+    return _section(_page(folder, "gate.html"), "gate", "yours")
 
 
 def _body(page: str) -> str:
@@ -139,41 +148,75 @@ def _arranged(rows: list[dict]) -> list[tuple[str, ...]]:
     def group(r: dict) -> int:
         return 0 if r["status"] in FAILING else 2 if r["status"] in ("SUPERSEDED", "REFERENCE") else 1
 
-    return [
-        (r["status"], r["run_id"], r["benchmark"], r["stage"] or "-", r["measure"]) for r in sorted(rows, key=group)
-    ]
+    def what(r: dict) -> str:
+        named = " ".join(x for x in (r["benchmark"], r["measure"]) if x)
+        return named + (f" ({r['stage']})" if r["stage"] else "")
+
+    return [(r["status"], r["run_id"], what(r)) for r in sorted(rows, key=group)]
 
 
 def _shown(html: str) -> list[tuple[str, ...]]:
-    return [tuple(r[:5]) for t in _parsed(html).tables for r in t if r]
+    """A gate table's status, run, and benchmark and measure (the five numbers sit between them)."""
+    return [(r[0], r[6], r[7]) for t in _parsed(html).tables for r in t if r]
 
 
 def test_the_report_holds_checks_rows_and_nothing_from_outside(site) -> None:
     folder, checked = site
-    assert sorted(p.name for p in folder.iterdir()) == ["index.html", "style.css"]
-    page = (folder / "index.html").read_text(encoding="utf-8")
-    parsed = _parsed(page)
-    assert parsed.links == ["style.css"] and "script" not in parsed.tags and "@import" not in page
+    names = sorted(p.name for p in folder.iterdir())
+    assert {"index.html", "gate.html", "learned.html", "records.html", "style.css"} <= set(names)
+    assert all(n == "style.css" or n.endswith(".html") for n in names), names
+    for name in (n for n in names if n.endswith(".html")):
+        page = _page(folder, name)
+        parsed = _parsed(page)
+        # links only to the folder's own files: its pages and its style sheet
+        assert set(parsed.links) <= set(names) and "style.css" in parsed.links, (name, parsed.links)
+        assert "script" not in parsed.tags and "@import" not in page and not EMOJI.findall(page), name
     assert "url(" not in (folder / "style.css").read_text()
-    assert _shown(_section(page, "gate", "records")) == _arranged(checked["rows"])
-    assert "<svg" in page and "<circle" in page  # the mini runs' plot, inline
+    assert _shown(_gate(folder)) == _arranged(checked["rows"])
+    learned = _page(folder, "learned.html")
+    assert "<svg" in learned and "<circle" in learned  # the mini runs' plot, inline
     # each record's seal and hardware
     for path in sorted(RECORDS.glob("*__mini__*.json"))[:3]:
         sealed = json.loads(path.read_text())["integrity"]["sha256"]
-        assert sealed in page
-    assert not EMOJI.findall(page)
+        assert sealed in _page(folder, "records.html")
+
+
+def test_the_summary_links_every_page_and_every_cell_is_on_its_papers_page(site) -> None:
+    """Issue 63, item 4: a summary and a page per paper; every page reachable from the summary, each
+    linking back; every headline cell and printed effect on exactly one paper page, state first."""
+    from harness.present.overview import from_folder
+
+    folder, _ = site
+    files = sorted(p.name for p in folder.glob("*.html"))
+    summary = _page(folder)
+    assert set(files) - {"index.html"} <= set(_parsed(summary).links), files
+    assert "listed below" not in summary  # the matrix's cells are on the papers' pages now
+    assert 'id="tables"' in summary and 'id="gate"' not in summary  # the counts here, the gate's rows on its page
+    cells = effects = 0
+    for name in (f for f in files if f != "index.html"):
+        parsed = _parsed(_page(folder, name))
+        assert "index.html" in parsed.links, name
+        for headers, rows in zip(parsed.headers, parsed.tables):
+            n = len([r for r in rows if r])
+            if headers[:4] == ["state", "printed", "reproduced", "delta"]:
+                cells += n
+            elif headers[:3] == ["state", "printed", "reproduced"]:
+                effects += n
+    glance = from_folder(RECORDS)
+    assert (cells, effects) == (len(glance.headline), len(glance.claims))
+    assert len([f for f in files if f.startswith("paper-")]) == len({r.paper for r in glance.headline})
 
 
 def test_a_passed_gate_opens_the_page_and_folds_what_grades_nothing(site) -> None:
     folder, checked = site
-    page = (folder / "index.html").read_text(encoding="utf-8")
+    page = _page(folder)
     assert checked["passed"]
     first = _after_answer(page)
     assert first.startswith('<p id="verdict"')
     assert re.match(rf'<p id="verdict"[^>]*>Gate PASSED: 0 failing row\(s\) of {len(checked["rows"])}\b', first)
     folded = [r for r in checked["rows"] if r["status"] in ("SUPERSEDED", "REFERENCE")]
     assert folded, "the committed records have no SUPERSEDED or REFERENCE row to fold"
-    gate = _section(page, "gate", "records")
+    gate = _gate(folder)
     details = re.findall(r"<details( open)?[^>]*><summary>(\d+) row\(s\) folded", gate)
     assert details == [("", str(len(folded)))]  # one element, collapsed, that says how many it holds
     inside = gate.split("<details", 1)[1].split("</details>", 1)[0]
@@ -195,7 +238,7 @@ def test_a_failed_gate_says_so_first_and_lists_its_failing_rows_first(failed_sit
     top = first.split("</p>", 1)[1].split("<h1>", 1)[0]
     assert _shown(top) == _arranged(failing)
     # and first in the gate table, before every passing row
-    shown = _shown(_section(page, "gate", "records"))
+    shown = _shown(_gate(folder))
     assert shown == _arranged(checked["rows"])
     statuses = [r[0] for r in shown]
     assert set(statuses[: len(failing)]) <= set(FAILING) and PASS in statuses[len(failing) :]
@@ -205,8 +248,8 @@ def test_a_failed_gate_says_so_first_and_lists_its_failing_rows_first(failed_sit
 def test_every_gate_table_ends_with_the_command_that_reproduces_its_rows(failed_site) -> None:
     folder, checked = failed_site
     page = (folder / "index.html").read_text(encoding="utf-8")
-    parsed = _parsed(_section(page, "verdict", "records"))
-    gate_tables = [(h, t) for h, t in zip(parsed.headers, parsed.tables) if h[:2] == ["status", "run"]]
+    parsed = _parsed(_section(page, "verdict", "pages") + _gate(folder))
+    gate_tables = [(h, t) for h, t in zip(parsed.headers, parsed.tables) if h[:2] == ["status", "expected"]]
     assert len(gate_tables) == 3  # the failing rows, the gate, the folded rows
     for headers, rows in gate_tables:
         assert headers[-1] == "reproduce with"
@@ -234,20 +277,49 @@ def test_a_folder_that_is_not_a_report_is_refused(tmp_path) -> None:
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
-# In the browser: the verdict, the gate table's rows (the folded ones apart), whether the folded
+def test_an_earlier_report_is_replaced_but_a_page_of_ones_own_in_it_is_kept(site) -> None:
+    folder, _ = site
+    earlier = folder.parent / "again"
+    shutil.copytree(folder, earlier)
+    write_report(earlier, RECORDS)  # every page of an earlier report is ours: replaced
+    (earlier / "mine.html").write_text("<p>my notes</p>")
+    with pytest.raises(HarnessError, match="not an earlier report"):
+        write_report(earlier, RECORDS)
+    assert (earlier / "mine.html").read_text() == "<p>my notes</p>"
+
+
+# In the browser, on the summary: its first element (the answer) and the gate's verdict below it.
+_FIRST = """(() => {
+  if (document.readyState != 'complete') return null;
+  const first = document.body.firstElementChild;  // the answer, then the gate's verdict
+  const verdict = document.getElementById('verdict');
+  return {first: first.id, answer: first.innerText, verdict: verdict.innerText,
+          top: verdict.getBoundingClientRect().top, height: window.innerHeight};
+})()"""
+
+
+def _open(tools, page: Path, expression: str, deadline: float, ready=lambda v: v) -> dict | None:
+    """Navigate to a page of the report and evaluate ``expression`` until ``ready`` holds of its value."""
+    tools.call("Page.navigate", url=page.resolve().as_uri())
+    value = None
+    while time.monotonic() < deadline and not (value and ready(value)):
+        time.sleep(0.3)
+        value = tools.call("Runtime.evaluate", returnByValue=True, expression=expression)["result"].get("value")
+    return value
+
+
+# On the gate's page (gate.html): the gate table's rows (the folded ones apart), whether the folded
 # element is open, and where the gate table's command column sits against its scroll box and the window.
 _LAYOUT = """(() => {
   if (document.readyState != 'complete') return null;
   const box = document.querySelector('#gate + p + div');
   const rows = Array.from(box.querySelectorAll('tbody tr'))
-    .map(r => Array.from(r.querySelectorAll('td')).slice(0, 5).map(c => c.innerText.trim()));
+    .map(r => Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim()))
+    .map(c => [c[0], c[6], c[7]]);  // status, run, benchmark and measure (as _shown)
   const folded = document.querySelector('#gate ~ details.folded');
   const command = box.querySelector('thead th:last-child');
   const at = command.getBoundingClientRect();  // the box as it opens: scrolled fully left
-  const first = document.body.firstElementChild;  // the answer, then the gate's verdict
-  const verdict = document.getElementById('verdict');
-  return {first: first.id, answer: first.innerText, verdict: verdict.innerText,
-          top: verdict.getBoundingClientRect().top, height: window.innerHeight, rows: rows,
+  return {rows: rows,
           folded_open: folded ? folded.open : null, command: command.innerText, at: {left: at.left, right: at.right},
           box: {left: box.getBoundingClientRect().left, right: box.getBoundingClientRect().right,
                 overflows: box.scrollWidth > box.clientWidth},
@@ -272,13 +344,10 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
     # no network at all: every host name fails to resolve, so a reference outside the folder would show;
     # a window as wide as the page (1400 px): the gate table must fit it, its long texts wrapped
     with chromium(tmp_path, deadline, window="1440,1400", flags=["--host-resolver-rules=MAP * ~NOTFOUND"]) as tools:
-        tools.call("Page.navigate", url=(folder / "index.html").resolve().as_uri())
-        layout = None
-        while time.monotonic() < deadline:
-            layout = tools.call("Runtime.evaluate", returnByValue=True, expression=_LAYOUT)["result"].get("value")
-            if layout and layout["rows"]:
-                break
-            time.sleep(0.3)
+        first = _open(tools, folder / "index.html", _FIRST, deadline)
+        screenshot(tools, "report.png", full_page=False)  # the summary as it opens: the answer, the verdict
+        summary = tools.call("Runtime.evaluate", returnByValue=True, expression="document.body.innerText")["result"]
+        layout = _open(tools, folder / "gate.html", _LAYOUT, deadline, lambda v: v["rows"])
         styled = tools.call(
             "Runtime.evaluate",
             returnByValue=True,
@@ -286,22 +355,19 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
         )["result"]["value"]
         text = tools.text()
         shown = tools.call("Runtime.evaluate", returnByValue=True, expression="document.body.innerText")["result"]
-        screenshot(tools, "report.png", full_page=False)  # the page as it opens: the verdict on top
-        tools.call("Page.navigate", url=(failed_site[0] / "index.html").resolve().as_uri())
-        failed = None
-        while time.monotonic() < deadline and not (failed and failed["rows"]):
-            time.sleep(0.3)
-            failed = tools.call("Runtime.evaluate", returnByValue=True, expression=_LAYOUT)["result"].get("value")
+        failed_first = _open(tools, failed_site[0] / "index.html", _FIRST, deadline)
         screenshot(tools, "report-failed.png", full_page=False)  # the verdict, then the failing rows
         shown_failed = tools.call("Runtime.evaluate", returnByValue=True, expression="document.body.innerText")
+        failed = _open(tools, failed_site[0] / "gate.html", _LAYOUT, deadline, lambda v: v["rows"])
     # issue 53, item 8 (tests/browser.py's rules): no None, raw dict, unrounded number, foreign path, cut label
     # (the failed site's records are a copy in a tmp folder: the page names that folder, as it names yours)
-    for page in (shown["value"], shown_failed["result"]["value"].replace(failed_site[1]["records_dir"], "records")):
+    where = failed_site[1]["records_dir"]
+    for page in (summary["value"], shown["value"], shown_failed["result"]["value"].replace(where, "records")):
         assert unreadable(page) == [], unreadable(page)[:5]
     assert layout and layout["rows"], "the gate table did not render"
-    assert layout["first"] == "answer" and layout["answer"].startswith("Answer: ")
-    assert layout["verdict"].startswith("Gate PASSED: 0 failing row(s)")
-    assert 0 <= layout["top"] < layout["height"]  # the verdict below the answer, on the first screen
+    assert first and first["first"] == "answer" and first["answer"].startswith("Answer: ")
+    assert first["verdict"].startswith("Gate PASSED: 0 failing row(s)")
+    assert 0 <= first["top"] < first["height"]  # the verdict below the answer, on the first screen
     unfolded = [r for r in checked["rows"] if r["status"] not in ("SUPERSEDED", "REFERENCE")]
     assert [tuple(r) for r in layout["rows"]] == _arranged(unfolded)
     assert layout["folded_open"] is False
@@ -312,10 +378,12 @@ def test_the_report_renders_from_a_file_url_with_checks_verdicts(site, failed_si
     assert layout["command"] == "reproduce with"
     assert layout["box"]["left"] <= layout["at"]["left"] < layout["at"]["right"] <= layout["box"]["right"] + 1
     assert layout["box"]["right"] <= layout["width"]
-    assert failed and failed["first"] == "answer" and failed["verdict"].startswith("Gate FAILED: ")
+    assert failed_first and failed_first["first"] == "answer" and failed_first["verdict"].startswith("Gate FAILED: ")
+    assert failed and failed["rows"]
     assert failed["clipped"] == [] and failed["covered"] == [], failed
     assert styled == "4px"  # style.css loaded from the folder
-    assert "The papers' headline numbers" in text and re.search(r"NOT-YET-RUN|REPRODUCED", text)
+    assert "CI gate" in text and re.search(r"NOT-YET-RUN|REPRODUCED", text)
+    assert "The pages of this report" in summary["value"]
     assert not EMOJI.findall(text), sorted(set(EMOJI.findall(text)))
 
 

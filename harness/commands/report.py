@@ -28,7 +28,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
         epilog="example: python -m harness report --html out/report && xdg-open out/report/index.html",
     )
-    p.add_argument("--html", metavar="DIR", required=True, help="folder to write index.html and style.css into")
+    p.add_argument(
+        "--html",
+        metavar="DIR",
+        required=True,
+        help="folder to write the pages (index.html, the summary, first) and style.css into",
+    )
     p.add_argument("--records", metavar="DIR", default=None, help="records folder (default: runs/records)")
     p.add_argument(
         "--reported",

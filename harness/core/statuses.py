@@ -149,7 +149,7 @@ NOT_YET_RUN = _declare(
     "NOT-YET-RUN",
     NEUTRAL_KIND,
     "no run of the method in a profile the papers can be "
-    "compared with (paper, checkpoint): the glance page gives the command and its projected cost",
+    "compared with (paper, checkpoint): its row gives the command and its projected cost",
     colour="#6a1b9a",
 )
 EFFECT = _declare("EFFECT", NEUTRAL_KIND, "a paired effect (A minus B) that no paper printed: measured, not graded")

@@ -10,6 +10,7 @@ find), and a reported number's printed form is its tooltip. Every text is escape
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -46,6 +47,24 @@ def esc(value: Any) -> str:
     # line ends an HTML block, so a record string holding one could turn its tail into a link or an image.
     text = html.escape("" if value is None else str(value), quote=True)
     return text.replace("\r", "&#13;").replace("\n", "&#10;")
+
+
+# Where a long id or a comma-joined list may wrap: after these, never inside a word ("scifact").
+_BREAK_AFTER = (",", "_", "/", "=")
+
+
+# A command's option ("--checkpoint", "-m"): kept on one line (a browser breaks after a hyphen: "--" then
+# "checkpoint" on the next line).
+_OPTION = re.compile(r"(?<![^\s>])(--?[A-Za-z][A-Za-z0-9-]*)")
+
+
+def wrappable(value: Any) -> str:
+    """``esc(value)`` with a line-break opportunity (``<wbr>``) after each of :data:`_BREAK_AFTER`, and
+    a command's options never broken at their hyphens."""
+    text = esc(value)
+    for mark in _BREAK_AFTER:
+        text = text.replace(mark, mark + "<wbr>")
+    return _OPTION.sub(r'<span style="white-space:nowrap">\1</span>', text)
 
 
 def _text_colour(background: str) -> str:
@@ -112,7 +131,7 @@ def answer_html(answer: Answer) -> str:
 
 
 def _what_to_do(command: str, cost: str) -> str:
-    out = f"<code>{esc(command)}</code>" if command else ""
+    out = f"<code>{wrappable(command)}</code>" if command else ""
     return out + (f"<br>projected: {esc(cost)}" if cost else "")
 
 
@@ -148,11 +167,11 @@ def matrix_html(lines: Sequence[MethodLine]) -> str:
             or "-"
         )
 
-    def run(line: MethodLine) -> str:  # a long --dataset list wraps here rather than widening the table
+    def run(line: MethodLine) -> str:  # a long --dataset list wraps between its words, never inside one
         if not line.command:
             return esc(no_run_left(line))
         return (
-            f'<code style="white-space:normal;word-break:break-all">{esc(line.command)}</code>'
+            f'<code style="white-space:normal;overflow-wrap:break-word">{wrappable(line.command)}</code>'
             f"<br>projected: {esc(line.cost)}"
         )
 
@@ -271,7 +290,8 @@ def learned_matrix(rows: Sequence[LearnedRow], profile: str) -> tuple[list[str],
 def learned_html(rows: Sequence[LearnedRow], profile: str) -> str:
     columns, lines = learned_matrix(rows, profile)
     cells = [
-        [*(esc(line.get(c, "")) for c in columns[:-1]), f"<code>{esc(line['reproduce with'])}</code>"] for line in lines
+        [*(esc(line.get(c, "")) for c in columns[:-1]), f"<code>{wrappable(line['reproduce with'])}</code>"]
+        for line in lines
     ]
     return table(columns, cells, numeric=tuple(range(1, len(columns) - 2)))
 
@@ -307,7 +327,7 @@ def tables_html(counts: Sequence[TableCount]) -> str:
             str(c.reachable),
             counts_html(dict(c.states)),
             esc(c.reasons_text()) or "-",
-            f"<code>{esc(c.command)}</code>",
+            f"<code>{wrappable(c.command)}</code>",
         )
         for c in counts
     ]

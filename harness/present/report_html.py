@@ -1,24 +1,31 @@
-"""A self-contained static site of the results (``python -m harness report --html DIR``): the
-at-a-glance tables (harness/present/overview.py), every printed table's reachable count and command
-(harness/gate/tables.py), the claims, the CI gate's rows exactly as ``check``
-grades them (``gate.run.run_gate``, never re-graded here), an inline SVG of the mini runs with their
-CIs, and per record its integrity hash and hardware; every row says how to reproduce it.
+"""A self-contained static site of the results (``python -m harness report --html DIR``), split into
+pages (issue 63: it was one 18,000 px page whose gate rows took most of it), each reachable from the
+summary and linking back to it:
 
-The page opens with the answer (issue 63, harness/gate/answer.py), then the gate's verdict and its failing rows (issue 41: a FAIL row used to sit in a
-scroll box among dozens of SUPERSEDED/REFERENCE rows); the gate table lists failing rows first and
-folds the rows that grade nothing into a collapsed ``<details>``; a table's long texts (run ids, notes,
-its last column: the command that reproduces the row) wrap, so the table fits the page at its full
-width; in a narrower window it scrolls sideways, and no column is ever hidden under another (issue 53: a
-pinned command column covered the delta and CI columns).
+* ``index.html``, the summary: the answer (harness/gate/answer.py), the gate's verdict and its failing
+  rows (issue 41), the list of pages, the legend, each method against the papers and every printed
+  table's reachable count and command (harness/gate/tables.py, issue 62);
+* one page per paper, its headline cells and printed effects (harness/present/report_pages.py);
+* ``gate.html``: the CI gate's rows exactly as ``check`` grades them (``gate.run.run_gate``, never
+  re-graded here), failing rows first, the rows that grade nothing folded in a collapsed ``<details>``,
+  then the user's own runs;
+* ``learned.html`` (the small runs, an inline SVG of the mini runs) and ``records.html`` (each record's
+  integrity hash, precision and hardware).
 
-One ``index.html`` and one ``style.css``: no server, no network, no script, no external font, so
-the folder opens from a file:// URL on a machine without internet. Every text is escaped.
+Every table opens with the state and the numbers, then what the row is about in as few columns as read
+well; long texts (run ids, notes, the command that reproduces the row) wrap between words, so each table
+fits a 1440 px screen; in a narrower window it scrolls sideways, and no column is ever hidden under
+another (issue 53: a pinned command column covered the delta and CI columns).
+
+Pages and one ``style.css``: no server, no network, no script, no external font, so the folder opens
+from a file:// URL on a machine without internet. Every text is escaped.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import HarnessError
@@ -28,25 +35,22 @@ from harness.gate.answer import Answer, gate_answer
 from harness.gate.grading import GateRow
 from harness.gate.run import YOUR_RUNS, GateResult, row_numbers, run_gate, your_runs
 from harness.gate.tables import TableCount, table_counts
-from harness.papers.registry import load_reported_cells
+from harness.papers.registry import load_papers, load_reported_cells
 from harness.papers.released import CHECKPOINT_PROFILE
 from harness.present.glance_html import (
     CSS,
-    LEARNED_CAPTION,
     MATRIX_CAPTION,
     TABLES_CAPTION,
     answer_html,
     badge,
-    claims_html,
     counts_html,
     esc,
-    headline_html,
-    learned_html,
     legend_html,
     matrix_html,
     profiles,
     table,
     tables_html,
+    wrappable,
 )
 from harness.present.overview import (
     CONTROL,
@@ -56,25 +60,38 @@ from harness.present.overview import (
     method_lines,
     run_command,
 )
+from harness.present.report_pages import (
+    GATE_PAGE,
+    GENERATOR,
+    INDEX,
+    LEARNED_PAGE,
+    RECORDS_PAGE,
+    STYLE,
+    PaperPage,
+    learned_body,
+    page,
+    paper_body,
+    paper_pages,
+)
 from harness.records.run_precision import precision_label
 from harness.records.store import RunRecord, load_records
 from harness.records.store import records_dir as default_records
 
-INDEX, STYLE = "index.html", "style.css"
-GENERATOR = '<meta name="generator" content="python -m harness report --html">'  # marks a folder as ours
 PAGE_CSS = """body {font-family: sans-serif; margin: 1.5rem auto; max-width: 1400px; padding: 0 1rem; color: #222}
 h1 {font-size: 1.6rem} h2 {font-size: 1.25rem; margin-top: 2rem} .caption {color: #555; font-size: 0.85rem}
 svg text {font-family: sans-serif; font-size: 11px}
 .verdict {font-size: 1.15rem; font-weight: 600; padding: 0.6rem 0.9rem; border-radius: 4px; color: #fff}
 .verdict code {font-size: 0.9rem}
 .wide {overflow-x: auto}
-.glance-table td {overflow-wrap: anywhere}
+.glance-table td {overflow-wrap: break-word}
 .glance-table th:last-child, .glance-table td:last-child {min-width: 10rem; max-width: 24rem}
-.glance-table td:last-child code {white-space: normal; overflow-wrap: anywhere}
+.glance-table td:last-child code {white-space: normal; overflow-wrap: break-word}
 details.folded > summary {cursor: pointer; margin: 0.5rem 0; color: #444}
 """
 # Every table of the report ends with its command column ("reproduce with"; the matrix's run for the
 # untried cells), which the last-child rules wrap: in the flow of the table, never over another column.
+# They wrap between words (break-word, not "anywhere" or break-all, which cut "scifact" into "sci fact"):
+# a column is at least as wide as its longest word, and a table wider than the page scrolls sideways.
 FOLDED = (SUPERSEDED, REFERENCE)  # gate rows that grade nothing now: kept in the page, collapsed
 
 
@@ -101,42 +118,45 @@ def gate_command(row: GateRow, records: dict[str, RunRecord] | None = None) -> s
     return run_command(row.method, row.profile)
 
 
+# The state and the numbers first (issue 63: they were cut off past the ids on a laptop screen), then
+# what the row is about; the numbers' order is row_numbers'.
 GATE_HEADERS = [
     "status",
-    "run",
-    "benchmark",
-    "stage",
-    "measure",
-    "against",
     "expected",
     "reproduced",
     "delta",
-    "tol",
-    "CI (delta)",
-    "note",
+    "tolerance",
+    "90% CI (delta)",
+    "run",
+    "benchmark and measure",
+    "against; note",
     "reproduce with",
 ]
+
+
+def gate_what(row: GateRow) -> str:
+    """A gate row's benchmark and measure, and its stage where it names one: one column (four were
+    wider than a 1440 px screen beside the numbers)."""
+    return " ".join(x for x in (row.benchmark, row.measure) if x) + (f" ({row.stage})" if row.stage else "")
 
 
 def _gate_table(rows: Sequence[GateRow], by_id: dict[str, RunRecord], scroll: bool = True) -> str:
     cells = []
     for r in rows:
         command = gate_command(r, by_id)
+        about = "; ".join(x for x in (r.against, r.note) if x)
         # the numbers exactly as `check` prints them: points, the paper's precision, no delta where not comparable
         cells.append(
             [
                 badge(r.status),
-                esc(r.run_id),
-                esc(r.benchmark),
-                esc(r.stage or "-"),
-                esc(r.measure),
-                esc(r.against),
                 *(esc(x) for x in row_numbers(r)),
-                esc(r.note),
-                f"<code>{esc(command)}</code>" if command else "",
+                wrappable(r.run_id),
+                wrappable(gate_what(r)),
+                wrappable(about),
+                f"<code>{wrappable(command)}</code>" if command else "",
             ]
         )
-    return table(GATE_HEADERS, cells, numeric=(6, 7, 8, 9, 10), scroll=scroll)
+    return table(GATE_HEADERS, cells, numeric=(1, 2, 3, 4, 5), scroll=scroll)
 
 
 def _counted(rows: Sequence[GateRow]) -> str:
@@ -203,7 +223,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
         command = record_command(rec)
         rows.append(
             [
-                esc(rec.run_id),
+                wrappable(rec.run_id),
                 esc(rec.method),
                 esc(rec.profile),
                 esc(precision_label(rec.stages)),
@@ -212,7 +232,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
                 esc(detected.get("cpu_model") or "-"),
                 esc(detected.get("cpus") or "-"),
                 esc(", ".join(map(str, cuda)) or "none"),
-                f"<code>{esc(command)}</code>",
+                f"<code>{wrappable(command)}</code>",
             ]
         )
     return table(headers, rows)
@@ -278,65 +298,90 @@ def yours_html(yours: GateResult | None, records: Sequence[RunRecord]) -> str:
     )
 
 
-def render(
-    glance: Glance,
-    gate: GateResult,
-    records: Sequence[RunRecord],
-    *,
-    records_dir: str,
-    reported: str,
-    yours: GateResult | None = None,
-    your_records: Sequence[RunRecord] = (),
-    answer: Answer | None = None,
-    tables: Sequence[TableCount] = (),
-) -> str:
-    """The whole index.html (``yours``: the user's own runs graded apart, :func:`harness.gate.run.your_runs`)."""
+@dataclass
+class Report:
+    """What the pages are written from (``yours``: the user's own runs graded apart,
+    :func:`harness.gate.run.your_runs`)."""
+
+    glance: Glance
+    gate: GateResult
+    records: Sequence[RunRecord]
+    records_dir: str
+    reported: str
+    yours: GateResult | None = None
+    your_records: Sequence[RunRecord] = ()
+    answer: Answer | None = None
+    tables: Sequence[TableCount] = ()
+    papers: Sequence[PaperPage] = ()
+
+
+def pages_html(report: Report) -> str:
+    """The summary's list of every other page, each with what it holds."""
+    items = [
+        f'<li><a href="{esc(p.file)}">{esc(p.title)}</a>: {len(p.headline)} headline cell(s), '
+        f"{len(p.claims)} printed effect(s) ({counts_html(report.glance.counts([*p.headline, *p.claims]))})</li>"
+        for p in report.papers
+    ]
+    items += [
+        f'<li><a href="{GATE_PAGE}">CI gate</a>: its {len(report.gate.rows)} row(s), {esc(report.gate.verdict)}'
+        + (f", and {esc(YOUR_RUNS)}" if report.yours is not None else "")
+        + "</li>",
+        f'<li><a href="{LEARNED_PAGE}">Learned runs at small scale</a>: {len(report.glance.learned)} row(s), '
+        "not comparable with the papers</li>",
+        f'<li><a href="{RECORDS_PAGE}">Run records</a>: integrity and hardware of {len(report.records)}</li>',
+    ]
+    return f'<h2 id="pages">The pages of this report</h2>\n<ul id="page-list">{"".join(items)}</ul>'
+
+
+def summary_body(report: Report) -> str:
+    """The summary page (index.html): the answer, the gate's verdict, the pages, the legend, each method
+    against the papers and every printed table's count and command."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    counts = ", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"
-    learned = "".join(f"<h3>Profile {esc(p)}</h3>{learned_html(glance.learned, p)}" for p in profiles(glance.learned))
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-{GENERATOR}
-<title>Retrieval pre-training: reproduction report</title>
-<link rel="stylesheet" href="{STYLE}">
-</head><body>
-{answer_html(answer) if answer is not None else ""}
-{verdict_html(gate, records)}
+    glance = report.glance
+    return f"""{answer_html(report.answer) if report.answer is not None else ""}
+{verdict_html(report.gate, report.records)}
 <h1>Retrieval pre-training: reproduction report</h1>
-<p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {gate.n_records} run
-record(s) in <code>{esc(records_dir)}</code> and the papers' cells of <code>{esc(reported)}</code>. Numbers in
-points (100 x fraction); hover a reported number for it as the paper printed it.</p>
+<p class="caption">Written {esc(now)} by <code>python -m harness report --html</code> from {report.gate.n_records} run
+record(s) in <code>{esc(report.records_dir)}</code> and the papers' cells of <code>{esc(report.reported)}</code>. Numbers
+in points (100 x fraction); hover a reported number for it as the paper printed it. This page is the summary:
+each paper's cells, the gate's rows, the learned runs and the records are on pages of their own.</p>
+{pages_html(report)}
 <h2>What each state means</h2>
 {legend_html()}
 <h2 id="methods">Each method against the papers</h2>
-<p class="caption">{esc(MATRIX_CAPTION)}</p>
+<p class="caption">{esc(MATRIX_CAPTION.removesuffix(" Every cell is listed below."))} Every cell is on
+its paper's page.</p>
 {matrix_html(method_lines(glance.headline))}
-<h2 id="headline">The papers' headline numbers</h2>
-<p class="caption">Each paper's Table 1 and BEIR table on the benchmark's primary measure; the state is the
-one <code>python -m harness check</code> gives the paper-profile records on that cell; rows never run give the
-command and its projected cost on the spec's declared hardware.</p>
-<p>{counts_html(glance.counts(glance.headline))}</p>
-{headline_html(glance.headline)}
 <h2 id="tables">Every printed table: what a run can grade, and its command</h2>
 <p class="caption">{esc(TABLES_CAPTION)}</p>
-{tables_html(tables)}
-<h2 id="claims">The papers' printed effects (A minus B)</h2>
-<p>{counts_html(glance.counts(glance.claims))}</p>
-{claims_html(glance.claims)}
-<h2 id="learned">Learned runs at small scale: not comparable with the papers</h2>
-<p class="caption">{esc(LEARNED_CAPTION)}</p>
-{learned_svg(glance.learned)}
-{learned}
-<h2 id="gate">CI gate (<code>python -m harness check</code>): {esc(gate.verdict)}</h2>
+{tables_html(report.tables)}"""
+
+
+def gate_body(report: Report) -> str:
+    """The gate's page: every row, failing first, the ones that grade nothing folded; then the user's runs."""
+    gate = report.gate
+    counts = ", ".join(f"{k} {v}" for k, v in gate.counts().items()) or "nothing gated"
+    return f"""<h1 id="gate">CI gate (<code>python -m harness check</code>): {esc(gate.verdict)}</h1>
 <p class="caption">{esc(counts)}; the same rows and statuses as <code>check --json</code>, failing rows
-first, rows that grade nothing folded.</p>
-{gate_html(gate, records)}
-{yours_html(yours, your_records)}
-<h2 id="records">Run records: integrity and hardware</h2>
-{records_html(records)}
-</body></html>
-"""
+first, rows that grade nothing folded. The gate is about the records' integrity and references, not the
+answer on the summary.</p>
+{gate_html(gate, report.records)}
+{yours_html(report.yours, report.your_records)}"""
+
+
+def render(report: Report) -> dict[str, str]:
+    """Every page of the site by file name: the summary (index.html) first."""
+    site = {INDEX: page("Retrieval pre-training: reproduction report", summary_body(report), back=False)}
+    for paper in report.papers:
+        site[paper.file] = page(f"{paper.title}: reproduction report", paper_body(paper, report.glance))
+    site[GATE_PAGE] = page("CI gate: reproduction report", gate_body(report))
+    learned = learned_body(
+        report.glance.learned, learned_svg(report.glance.learned), profiles(report.glance.learned), CONTROL
+    )
+    site[LEARNED_PAGE] = page("Learned runs: reproduction report", learned)
+    records = f'<h1 id="records">Run records: integrity and hardware</h1>\n{records_html(report.records)}'
+    site[RECORDS_PAGE] = page("Run records: reproduction report", records)
+    return site
 
 
 def summary_line(glance: Glance, gate: GateResult, records: int, yours: int = 0) -> str:
@@ -369,7 +414,7 @@ def write_report(
     yours = your_runs(folder, reported=reported) if folder.resolve() == default_records().resolve() else None
     mine = load_records(yours.records_dir)[0] if yours is not None else []
     cells = load_reported_cells(reported)[0]
-    page = render(
+    report = Report(
         glance,
         gate,
         records,
@@ -379,26 +424,31 @@ def write_report(
         your_records=mine,
         answer=gate_answer(gate.cells, cells),
         tables=table_counts(cells or [], gate.cells),
+        papers=paper_pages(glance, {p.paper_file: p.paper for p in load_papers()}),
     )
     with atomic_dir(out) as work:
         (work / STYLE).write_text(CSS.replace("<style>", "").replace("</style>", "") + PAGE_CSS, encoding="utf-8")
-        (work / INDEX).write_text(page, encoding="utf-8")
+        for name, text in render(report).items():
+            (work / name).write_text(text, encoding="utf-8")
     return out / INDEX, summary_line(glance, gate, gate.n_records, len(mine))
 
 
+def _ours(path: Path) -> bool:
+    """A file an earlier report wrote: its style sheet, or a page that carries :data:`GENERATOR`."""
+    if not path.is_file():
+        return False
+    if path.name == STYLE:
+        return True
+    return path.suffix == ".html" and GENERATOR in path.read_text(encoding="utf-8", errors="replace")
+
+
 def _refuse_foreign(out: Path) -> None:
-    """The report replaces its folder whole: refuse one that holds anything but an earlier report (an
-    empty folder, made for it, holds nothing to lose)."""
+    """The report replaces its folder whole: refuse one that holds anything but an earlier report's
+    pages and style sheet (an empty folder, made for it, holds nothing to lose)."""
 
     if not out.exists() or out.is_dir() and next(out.iterdir(), None) is None:
         return
-    index = out / INDEX
-    ours = (
-        out.is_dir()
-        and {p.name for p in out.iterdir()} <= {INDEX, STYLE}
-        and index.is_file()
-        and GENERATOR in index.read_text(encoding="utf-8", errors="replace")
-    )
+    ours = out.is_dir() and (out / INDEX).is_file() and all(_ours(p) for p in out.iterdir())
     if not ours:
         raise HarnessError(
             f"{out}: exists and is not an earlier report (the report replaces its folder whole); "
