@@ -320,7 +320,9 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     from the checkpoint and finishes one run, trained as the one-process reference was. Query generation
     and every encoding stage ran sharded on both ranks, and the queries are the one-process run's; every search
     ran on both ranks and one process writes the same run files (tests/test_launch_search.py)."""
-    args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--nproc-per-node", "2"]
+    # NFCorpus only: SciFact's two searches would add half a minute twice (here and one process again) to what
+    # NFCorpus's mining and two evaluation searches already show
+    args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--dataset", "nfcorpus", "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
     while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
@@ -425,32 +427,27 @@ def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_
     assert _encoder(cut) == _encoder(pretrained)
 
 
-@pytest.mark.slow
-def test_two_nodes_on_localhost_finish_one_run_with_one_record(tmp_path, pretrained):
-    """Two `run` invocations, one per node, meet at the endpoint and finish one run. They start from
-    a pre-trained encoder (the module's, copied in) so the nodes fine-tune and evaluate together."""
-    env = _env(tmp_path)
-    _from_pretrained(pretrained, tmp_path)
-    endpoint = f"127.0.0.1:{free_port()}"
-    common = [
-        "run",
-        "--method",
-        "cotmae",
-        "--profile",
-        "tiny",
-        "--dataset",
-        "nfcorpus",
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-endpoint",
-        endpoint,
-    ]
+TWO_RANKS = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus"]
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory, pretrained: Path) -> Path:
+    """Two `run` invocations, one per node, meet at the endpoint and finish one run from the module's
+    encoder (copied in), so the nodes fine-tune and evaluate together. Ranks 0 and 1 are the ranks of a
+    one-node 2-process run, so it is also the uninterrupted run the encoding-cut test compares with."""
+    whole = tmp_path_factory.mktemp("two-nodes")
+    env = _env(whole)
+    _from_pretrained(pretrained, whole)
+    common = [*TWO_RANKS, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
     nodes = [_harness([*common, "--node-rank", str(r)], env) for r in (0, 1)]
     outs = [_finish(p) for p in nodes]
     assert "this node runs ranks 0-0" in outs[0] and "this node runs ranks 1-1" in outs[1]
-    [record] = _records(tmp_path)
+    return whole
+
+
+@pytest.mark.slow
+def test_two_nodes_on_localhost_finish_one_run_with_one_record(two_nodes):
+    [record] = _records(two_nodes)
     assert record["hardware"]["processes"] == 2 and "nfcorpus" in record["metrics"]
     trained = {e["stage"]: e for e in record["stages"] if e["stage"].startswith("retriever")}
     assert trained and all(not e["cached"] for e in trained.values())
@@ -486,20 +483,18 @@ def _mlflow_statuses(uri: str) -> list[str]:
 
 @pytest.mark.slow
 def test_sigusr1_to_the_launcher_during_encoding_ends_both_workers_and_run_again_gives_the_same_metrics(
-    tmp_path, pretrained
+    tmp_path, two_nodes
 ):
     """SIGUSR1 outside training (harness/core/procs.py terminate_raises): a 2-process run cut while it encodes
     ends on both ranks with the one "interrupted" line (exit 143, the launcher's one line), leaves no MLflow
-    run RUNNING, and `run` again gives the metrics of the uninterrupted run. Kept short: the cut run starts
-    from the uninterrupted run's cache with the encodings removed, so it begins at the first encoding stage."""
-    args = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus", "--nproc-per-node", "2"]
-    whole = tmp_path / "whole"
-    _from_pretrained(pretrained, whole)  # the uninterrupted run pre-trains nothing: the module's encoder
-    _finish(_harness(args, _env(whole)))
-    [reference] = _records(whole)
+    run RUNNING, and `run` again gives the metrics of the uninterrupted run (the module's two-node run: the
+    same two ranks, from the module's encoder). Kept short: the cut run starts from that run's cache with the
+    encodings removed, so it begins at the first encoding stage."""
+    args = [*TWO_RANKS, "--nproc-per-node", "2"]
+    [reference] = _records(two_nodes)
     assert [e["cached"] for e in reference["stages"] if e["stage"] == "pretrain"] == [True]
     cut = tmp_path / "cut"
-    shutil.copytree(whole / "cache", cut / "cache")
+    shutil.copytree(two_nodes / "cache", cut / "cache")
     for encoded in ("dense_retrieve", "embeddings"):  # every encoding (mining's and the evaluation's) again
         shutil.rmtree(cut / "cache" / encoded)
     env = {**_env(cut), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
