@@ -52,7 +52,7 @@ class Rerun:
 
 # What CI re-runs: BM25 against the papers; a QC dense method and LexMAE at tiny scale, and a dense
 # method through its paper plan at the papers' shapes (rehearsal), against their committed references.
-# LexMAE's rehearsal (7 min on the Intel, 14 on the AMD EPYC) is left to `check --rerun lexmae:rehearsal`:
+# LexMAE's rehearsal (7 min on the Intel, 13.5 on the AMD EPYC) is left to `check --rerun lexmae:rehearsal`:
 # its stages are LexMAE tiny's at bert-base shape, and every objective steps at that shape in
 # tests/test_paper_shape_smoke.py. Every other committed record is integrity-checked only.
 RERUNS = (

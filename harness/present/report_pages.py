@@ -168,7 +168,7 @@ def claims_table(rows: Sequence[ClaimRow]) -> str:
     return table(CLAIM_HEADERS, out, numeric=(2, 3, 4), scroll=False)
 
 
-def paper_body(paper: PaperPage, counts: Glance) -> str:
+def paper_body(paper: PaperPage, glance: Glance) -> str:
     """A paper's page: its headline cells, then its printed effects, each with the states' counts."""
     parts = [f'<h1 id="paper">{esc(paper.title)}</h1>']
     tables = sorted({r.table for r in paper.headline})
@@ -180,13 +180,13 @@ def paper_body(paper: PaperPage, counts: Glance) -> str:
     if paper.headline:
         parts += [
             '<h2 id="headline">Headline numbers</h2>',
-            f"<p>{counts_html(counts.counts(paper.headline))}</p>",
+            f"<p>{counts_html(glance.counts(paper.headline))}</p>",
             headline_table(paper.headline),
         ]
     if paper.claims:
         parts += [
             '<h2 id="claims">Printed effects (A minus B)</h2>',
-            f"<p>{counts_html(counts.counts(paper.claims))}</p>",
+            f"<p>{counts_html(glance.counts(paper.claims))}</p>",
             claims_table(paper.claims),
         ]
     return "\n".join(parts)
@@ -195,23 +195,23 @@ def paper_body(paper: PaperPage, counts: Glance) -> str:
 LEARNED_HEADERS = ["method", "benchmark", "points [95% CI]", "vs control [95% CI]", "run", "reproduce with"]
 
 
+def _versus_control(row: LearnedRow, control: str) -> str:
+    """The run's effect against the control with its CI; "control" on the control's own row."""
+    if row.effect is not None:
+        return f"{pts(row.effect, True)} {interval(row.effect_low, row.effect_high, True)}"
+    return "control" if row.method == control else "-"
+
+
 def learned_table(rows: Sequence[LearnedRow], profile: str, control: str) -> str:
     """One line per method and benchmark of a profile (a matrix of every benchmark was 2,000 px wide)."""
     out = []
     for r in (r for r in rows if r.profile == profile):
-        versus = (
-            "control"
-            if r.effect is None and r.method == control
-            else f"{pts(r.effect, True)} {interval(r.effect_low, r.effect_high, True)}"
-            if r.effect is not None
-            else "-"
-        )
         out.append(
             [
                 esc(r.method),
                 esc(f"{r.benchmark} {r.measure}"),
                 f"{pts(r.value)} {interval(r.ci_low, r.ci_high)}",
-                versus,
+                _versus_control(r, control),
                 wrappable(r.run_id),
                 f"<code>{wrappable(r.command)}</code>",
             ]
