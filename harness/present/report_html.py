@@ -224,7 +224,7 @@ def records_html(records: Sequence[RunRecord]) -> str:
         rows.append(
             [
                 wrappable(rec.run_id),
-                esc(rec.method),
+                wrappable(rec.method),  # cocondenser_lexmae_ft: wraps after its underscores as run ids do
                 esc(rec.profile),
                 esc(precision_label(rec.stages)),
                 esc(rec.created),
