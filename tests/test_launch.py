@@ -320,9 +320,7 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     from the checkpoint and finishes one run, trained as the one-process reference was. Query generation
     and every encoding stage ran sharded on both ranks, and the queries are the one-process run's; every search
     ran on both ranks and one process writes the same run files (tests/test_launch_search.py)."""
-    # NFCorpus only: SciFact's two searches would add half a minute twice (here and one process again) to what
-    # NFCorpus's mining and two evaluation searches already show
-    args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--dataset", "nfcorpus", "--nproc-per-node", "2"]
+    args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
     while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
