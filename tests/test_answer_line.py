@@ -69,6 +69,10 @@ def test_the_answer_counts_claims_by_their_states_and_groups_what_no_run_can_gra
 def test_short_reasons_name_the_setting_in_a_few_words() -> None:
     said = "no paper-profile run can grade it: cell reports reranker_teacher=zhou2022b-ranker, run has x (weights unidentified: no"
     assert short_reason(said) == "paper: reranker_teacher=zhou2022b-ranker, weights unidentified"
+    named = (
+        "no paper-profile run can grade it: cell reports reranker_teacher=zhou2022b-ranker; the run's reranker_teacher "
+    )
+    assert short_reason(named + "bears that name only (weights unidentified: no ...)") == short_reason(said)
     cited = "no paper-profile run can grade it: the paper copies this number from Qu et al., 2020: not its own run"
     assert short_reason(cited) == "cited from another paper"
     other = "no paper-profile run can grade it: cell reports query_number=1, run has query_number=5"

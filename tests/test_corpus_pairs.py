@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from harness.core.errors import HarnessError, UnknownNameError
-from harness.corpus.pairs import example_kinds, halves, make_examples
+from harness.corpus.pairs import example_kinds, halves, make_examples, step_uses_qc
 from harness.corpus.passages import Passage
 
 
@@ -91,6 +91,28 @@ def test_mixed_ratio_about_half():
     flags = example_kinds("mixed", len(many), epoch=3)
     assert abs(flags.mean() - frac_qc) < 1e-9
     assert (example_kinds("mixed", len(many), epoch=4) != flags).any()
+
+
+def test_mixed_context_is_one_kind_per_training_step():
+    """QC v2 §5.2: a training step pairs all its passages with queries or all with passages, p = 0.5 each,
+    drawn from (seed, epoch, step): the same on every rank and after a resume."""
+    from harness.corpus.epoch_examples import EpochExamples
+
+    many = _passages(200)
+    queries = {p.pid: [f"query {p.pid}"] for p in many}
+    examples = EpochExamples("mixed", many, queries, epoch=1, seed=42)
+    kinds = []
+    for step in range(200):
+        view = examples.at_step(step)
+        contexts = {c.startswith("query ") for _, c in (view[j] for j in range(0, len(view), 7))}
+        assert len(contexts) == 1, step  # one kind for the whole step
+        assert contexts == {step_uses_qc(42, 1, step)}
+        kinds.append(contexts.pop())
+    assert 0.35 < sum(kinds) / len(kinds) < 0.65 and len(set(kinds)) == 2
+    assert [step_uses_qc(42, 1, s) for s in range(50)] != [step_uses_qc(42, 2, s) for s in range(50)]
+    assert examples.at_step(3)[0] == EpochExamples("mixed", many, queries, epoch=1, seed=42).at_step(3)[0]
+    qc = EpochExamples("qc", many, queries, epoch=1)
+    assert qc.at_step(5) is qc  # the other kinds are the same at every step
 
 
 def test_single():

@@ -19,6 +19,8 @@ TABLES = [
     ("qc-v1", "Table 2", "CoT-MAE / 1", "cotmae_qc_q1", 5),
     ("lexmae", "Table 3", "LexMAE", "lexmae_beir", 14),
     ("lexmae", "Table 7", "coCondenser", "cocondenser_lexmae_ft", 4),  # stage 3 needs the unreleased teacher
+    ("qc-v2", "Table 4", "coCondenser / mixed ✓", "cocondenser_qc_mixed", 2),  # retriever 2's column is doubtful
+    ("qc-v2", "Table 4", "CoT-MAE / mixed ✓", "cotmae_qc_mixed", 2),
 ]
 # CPDAE Table 3's MARCO Dev Passage columns: one variant of cpdae_pairwise per training-query count
 CPDAE_LOW = [("0.1k", "cpdae_q100"), ("1k", "cpdae_q1000"), ("10k", "cpdae_q10000")]
@@ -86,6 +88,24 @@ def test_the_checkpoint_variant_pre_trains_nothing_and_shares_lexmae_s_bm25_stag
     lexmae = _keys("lexmae")  # LexMAE's pipeline: its own BM25 run of the MS MARCO training queries
     bm25 = {k for k in variant if k.startswith(("index/", "retrieve/"))}
     assert bm25 and all(lexmae.get(k) == variant[k] for k in bm25)
+
+
+def test_the_mixed_context_variants_share_their_parent_s_queries_not_its_pre_training():
+    for parent_name in ("cotmae_qc", "cocondenser_qc"):
+        parent, variant = _keys(parent_name), _keys(f"{parent_name}_mixed")
+        assert any(k.startswith("qgen/") for k in variant)
+        assert all(parent.get(k) == variant[k] for k in variant if k.startswith(("passages/", "qgen/")))
+        assert all(parent.get(k) != variant[k] for k in variant if k.startswith("pretrain/"))
+        final = paper_spec(f"{parent_name}_mixed").stages[-1]
+        assert (final["method"], final["mixed"], final["query_number"]) == (parent_name, True, 5)
+
+
+def test_the_stage_3_cells_of_the_checkpoint_row_name_the_unpublished_teacher():
+    # LexMAE Table 7's coCondenser row, reranker-distilled: no run can state Zhou et al.'s ranker (unpublished)
+    states = cell_states(_cells("lexmae", "Table 7", "coCondenser"), [])
+    never = [s for s in states.values() if s.state == "NOT-COMPARABLE"]
+    assert len(never) == 2 and all("reranker_teacher=zhou2022b-ranker" in s.reason for s in never)
+    assert all("weights unidentified" in s.reason and "model_pins.yaml" in s.reason for s in never)
 
 
 @pytest.mark.parametrize(("column", "variant"), CPDAE_LOW)

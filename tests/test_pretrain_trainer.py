@@ -204,3 +204,24 @@ def test_objective_without_accumulation_needs_grad_cache(tok, tmp_path):
 def test_invalid_config(tmp_path, overrides, fragment):
     with pytest.raises(HarnessError, match=fragment):
         cfg(tmp_path, **overrides)
+
+
+def test_a_step_s_share_is_read_through_the_examples_at_step():
+    """Examples chosen per step (QC v2's mixed context) offer at_step: the trainer reads each step's share
+    through it, with the step's index in the epoch."""
+    from types import SimpleNamespace
+
+    from harness.pretrain.trainer import _EpochData
+
+    class Stepped(list):
+        def at_step(self, step: int) -> list[str]:
+            return [f"{x}@{step}" for x in self]
+
+    config = SimpleNamespace(global_batch=4, seed=1)
+    data = _EpochData(lambda epoch, rank, world: Stepped(range(8)), config, SimpleNamespace(rank=1, world_size=2))
+    data.load(0)
+    share = data.rank_share(1, 2)
+    assert len(share) == 2 and all(s.endswith("@1") for s in share)
+    plain = _EpochData(lambda epoch, rank, world: list(range(8)), config, SimpleNamespace(rank=1, world_size=2))
+    plain.load(0)
+    assert all(isinstance(x, int) for x in plain.rank_share(1, 2))

@@ -6,11 +6,13 @@ every process. :class:`EpochExamples` holds what decides each pair (the epoch's 
 order, one number per passage, and the document grouping as arrays) and reads the passages from a
 :class:`harness.corpus.passage_file.PassageFile` when pair ``j`` is asked for. The trainer shuffles
 and shards by index (harness.pretrain.trainer._EpochData), so each DDP rank builds only its share.
-Generated queries (``qc``, ``mixed``) are still a dict in memory.
+Generated queries (``qc``, ``mixed``) are still a dict in memory. For ``mixed`` the trainer reads a step's
+examples through :meth:`EpochExamples.at_step`: one kind for the whole step, as QC v2 §5.2 mixes.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +28,7 @@ from harness.corpus.pairs import (
     MIX_PROB_QC,
     _rng,
     halves,
+    step_uses_qc,
 )
 
 Pair = tuple[str, str]
@@ -63,6 +66,8 @@ class EpochExamples(Sequence[Pair]):
             raise HarnessError(f"pair kind '{kind}' needs generated queries (queries_by_pid)")
         n = len(passages)
         self.kind, self.passages, self.queries = kind, passages, queries_by_pid
+        self.seed, self.epoch = seed, epoch
+        self.step_qc: bool | None = None  # set on the view at_step returns: one kind for every pair of a step
         # The same draws, in the same order, as make_examples.
         self.use_qc = np.zeros(n, dtype=bool)
         if kind == "qc":
@@ -94,6 +99,17 @@ class EpochExamples(Sequence[Pair]):
                 "left them empty"
             )
 
+    def at_step(self, step: int) -> EpochExamples:
+        """These examples as training step ``step`` of the epoch reads them. For "mixed", every pair of the
+        step has the kind :func:`harness.corpus.pairs.step_uses_qc` draws for it (QC v2 §5.2: passage-query or
+        passage-passage per training step, probability 0.5 each); the other kinds are the same at every step.
+        A shallow view: the draws, order and passages are shared, nothing is copied per step."""
+        if self.kind != "mixed":
+            return self
+        view = copy.copy(self)
+        view.step_qc = step_uses_qc(self.seed, self.epoch, step)
+        return view
+
     def __len__(self) -> int:
         return len(self.mine)
 
@@ -104,7 +120,8 @@ class EpochExamples(Sequence[Pair]):
         p = self.passages[i]
         if self.kind == "single":
             return p.text, p.text
-        if self.use_qc[i]:
+        use_qc = self.use_qc[i] if self.step_qc is None else self.step_qc
+        if use_qc:
             qs = [q for q in self.queries.get(p.pid, ()) if q and q.strip()]
             return p.text, qs[int(self.u_query[i] * len(qs))]
         d = int(self.doc_of[i])

@@ -10,7 +10,12 @@ Kinds (QC paper §2.1, §3.1, §5.2 / Table 4):
 * ``"qc"``    -- passage-query (query-as-context): the context is one of the passage's C
   generated candidate queries, drawn uniformly each epoch (y_i = sample({q_ij})).
   Empty candidates are ignored; a passage without any candidate is an error.
-* ``"mixed"`` -- per example, "qc" or "span" with probability 0.5 each.
+* ``"mixed"`` -- "qc" or "span" with probability 0.5 each. QC v2 §5.2 makes the choice per training
+  step ("In a training step, we randomly choose to use either the passage-query or passage-passage
+  pair as input with the same probability"): the trainer reads each step's examples through
+  :meth:`harness.corpus.epoch_examples.EpochExamples.at_step`, one draw of :func:`step_uses_qc` for the
+  whole global batch. Read without a step (:func:`make_examples`, plain indexing) the draw is per
+  passage, the same probability.
 * ``"single"`` -- (text, text): for objectives without a context (MLM, CPDAE, LexMAE);
   they use or ignore the copy.
 
@@ -33,11 +38,18 @@ from harness.spec.stage_settings import PAIR_KINDS
 
 KINDS = PAIR_KINDS  # declared with the setting that names them (pretrain.context), so validation knows them
 MIX_PROB_QC = 0.5
-_STREAM_MIX, _STREAM_SPAN, _STREAM_QUERY, _STREAM_ORDER = 1, 2, 3, 4
+_STREAM_MIX, _STREAM_SPAN, _STREAM_QUERY, _STREAM_ORDER, _STREAM_STEP = 1, 2, 3, 4, 5
 
 
 def _rng(seed: int, epoch: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(epoch), stream])
+
+
+def step_uses_qc(seed: int, epoch: int, step: int) -> bool:
+    """For "mixed": whether training step ``step`` of ``epoch`` pairs every passage with a query (else with
+    another passage of its document). A function of (seed, epoch, step) alone, so every rank of the step
+    draws the same and the choice does not depend on world size or on a resume."""
+    return bool(np.random.default_rng([int(seed), int(epoch), _STREAM_STEP, int(step)]).random() < MIX_PROB_QC)
 
 
 def halves(text: str) -> tuple[str, str]:

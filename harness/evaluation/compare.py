@@ -38,7 +38,7 @@ from harness.evaluation.pretrain_part import PretrainSpreads
 from harness.evaluation.tolerances import ToleranceTable, canonical_measure, load_tolerances
 from harness.evaluation.verdict import NOT_COMPARABLE, VERDICTS
 from harness.papers.citation import table_citation
-from harness.spec.conditions import VARIANT, VARIANT_SPEC
+from harness.spec.conditions import UNIDENTIFIED, VARIANT, VARIANT_SPEC
 
 STATUSES = VERDICTS
 PAPER_PROFILE = "paper"
@@ -201,6 +201,8 @@ def comparability(
                 notes.append(f"{key}: {want}")
                 continue
             return f"cell reports {key}={want}, run does not state {key}", ""
+        if str(got) == f"{want} ({UNIDENTIFIED})":  # the same name, but nothing says it is the same weights
+            return f"cell reports {key}={want}; the run's {key} bears that name only ({UNIDENTIFIED})", ""
         if normalise_condition(want) != normalise_condition(got):
             return f"cell reports {key}={want}, run has {key}={got}", ""
     return "", "; ".join(notes)

@@ -26,6 +26,7 @@ from harness.data.catalog import AGGREGATES
 from harness.evaluation.compare import comparability, verdict_note
 from harness.evaluation.verdict import VERDICTS, worst
 from harness.gate.grading import PAPER_GRADED, paper_comparisons
+from harness.papers import model_pins
 from harness.papers.released import load_checkpoints
 from harness.records.store import RunRecord
 from harness.spec.conditions import run_conditions
@@ -113,13 +114,14 @@ def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doub
     reason = f"no paper profile of {method} in specs/" if spec is None else ""
     reasons = [stage_reason(cell, c) for c in spec.stages] if spec is not None else []
     # the method's own paper spec first, then each declared variant of it (spec.conditions' variant rule)
-    for candidate in [s for s in (spec, *map(paper_spec, _variants(method))) if s is not None]:
+    candidates = [s for s in (spec, *map(paper_spec, _variants(method))) if s is not None]
+    for candidate in candidates:
         if not all(stage_reason(cell, c) for c in candidate.stages):
             wanted = datasets_of(benchmark)
             have = candidate.datasets
             extra = () if set(wanted) <= set(have) else tuple(dict.fromkeys([*have, *wanted]))
             return PaperRun(run_command(candidate.method, "paper", extra), "", extra, target=candidate.method)
-    reason = reason or reasons[-1]
+    reason = reason or _unpublished_teacher(cell, candidates) or reasons[-1]
     if score and not doubt:  # a row a released checkpoint is: `reproduce` grades it (gate.grading)
         for ckpt in load_checkpoints().checkpoints.values():
             if key in ckpt.reproduces and benchmark in ckpt.benchmarks:
@@ -127,6 +129,22 @@ def _paper_run(method: str, benchmark: str, conditions: tuple, score: bool, doub
                 why = f"{reason}; the released checkpoint {ckpt.name} is this row, so `reproduce` grades it"
                 return PaperRun(command, "", (), why, target=ckpt.name)
     return PaperRun("", reason)
+
+
+def _unpublished_teacher(cell: Mapping[str, Any], candidates: Sequence[PaperSpec]) -> str:
+    """The reason a cell distilled from a reranker whose weights have no published copy cannot be graded, when
+    no spec of its method distils one at all (else that spec's own reason says it, as LexMAE's does): the
+    external dependency, not the first condition some spec happens to differ in."""
+    teacher = str(dict(cell.get("conditions") or {}).get("reranker_teacher") or "")
+    pin = model_pins.registry().get(teacher)
+    if not teacher or pin is None or pin.repo is not None:
+        return ""
+    if any("reranker_teacher" in stage for c in candidates for stage in c.stages):
+        return ""
+    return (
+        f"cell reports reranker_teacher={teacher}; weights unidentified: no published copy of the teacher "
+        f"(harness/papers/model_pins.yaml), and no spec of {cell.get('method')} distils a reranker"
+    )
 
 
 def paper_run(cell: Any) -> PaperRun:

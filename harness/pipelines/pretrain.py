@@ -334,6 +334,8 @@ def pretrain_stage(ctx: RunContext, tokenizer_dir: Path, passages_file: Path, qu
     settings = PretrainSettings.from_spec(ctx.spec)
     context = settings.context
     config = {"pretrain": settings.key(), "model": ctx.spec.get("model")}
+    if context == "mixed":  # one kind per training step since QC v2 §5.2 was followed (earlier: per example)
+        config["mixing"] = "per training step"
     inputs = {
         "passages": input_key(passages_file),
         "tokenizer": input_key(tokenizer_dir),

@@ -44,7 +44,9 @@ Collate in the background
 Data contract
     ``examples_fn(epoch, rank, world_size)`` returns the *whole* epoch, identical on every
     rank (a Sequence is used as is, any other iterable is materialised); the trainer does
-    the per-rank sharding and checks that all ranks got the same number of examples.
+    the per-rank sharding and checks that all ranks got the same number of examples. Examples
+    whose pairs depend on the training step (QC v2's mixed context: one kind per step) offer
+    ``at_step(step_in_epoch)``, and each step's share is read through it.
 """
 
 from __future__ import annotations
@@ -308,7 +310,9 @@ class _EpochData:
 
     def rank_share(self, batch_in_epoch: int, per_rank: int) -> list[Example]:
         start = batch_in_epoch * self.config.global_batch + self.info.rank * per_rank
-        return [self.examples[i] for i in self.order[start : start + per_rank]]
+        at_step = getattr(self.examples, "at_step", None)  # examples chosen per step (the data contract above)
+        examples = at_step(batch_in_epoch) if at_step is not None else self.examples
+        return [examples[i] for i in self.order[start : start + per_rank]]
 
 
 # --- the task --------------------------------------------------------------------------
