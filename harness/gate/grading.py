@@ -62,8 +62,9 @@ TRAINING_FREE_TOLERANCE = 0.01
 # A record trained on another machine than its reference's (another CPU model, instruction sets,
 # thread count or GPU: HARDWARE_IDENTITY) rounds floats differently, and a chance-level tiny
 # retriever's ranking amplifies that: the measured spread between machines (harness/gate/rerun.py's
-# docstring: up to 2.50 points on SciFact R@100), rounded up. `check --rerun` gates at this too.
-CROSS_MACHINE_TOLERANCE = 3.0  # points
+# docstring: up to 4.72 points on SciFact R@100, an AVX2-only CPU against an AVX-512 one), rounded up.
+# `check --rerun` gates at this too.
+CROSS_MACHINE_TOLERANCE = 5.0  # points
 LOSS_CHECKPOINTS = (("pretrain", "loss_first10"), ("pretrain", "loss_last10"), ("qgen_model", "final_loss"))
 LOSS_TOLERANCE = 2.0  # percent of the reference's loss
 PAPER_GRADED = ("paper", CHECKPOINT_PROFILE)  # profiles compared with the papers' cells
