@@ -79,13 +79,16 @@ case "$cmd" in
   run) exec .venv/bin/python -m harness run "$@" ;;
   test)
     [ $# -gt 0 ] && exec .venv/bin/python -m pytest "$@"
-    # The whole suite: the fast tests spread over one pytest worker per core, each on one torch thread (torch
-    # defaults to a thread per core, so two workers would run twice as many threads as there are cores), then
-    # the slow end-to-end runs one at a time: they spawn ranks of their own and time signals into running stages.
-    fast=0
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -m "not slow" -n auto || fast=$?
-    .venv/bin/python -m pytest -m slow
-    exit "$fast" ;;
+    # The whole suite in three passes, each run whatever the one before gave: the fast tests, then the slow
+    # end-to-end runs that need no machine of their own, each pass over one pytest worker per core on one torch
+    # thread each (torch defaults to a thread per core, so two workers would run twice as many threads as there
+    # are cores); then, one at a time at the default threads, the slow tests marked `alone`: they spawn ranks of
+    # their own, time signals into running stages, or gate a run against a committed reference.
+    failed=0
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -m "not slow" -n auto || failed=$?
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -m "slow and not alone" -n auto || failed=$?
+    .venv/bin/python -m pytest -m "slow and alone" || failed=$?
+    exit "$failed" ;;
   lint) .venv/bin/ruff check --quiet . && .venv/bin/ruff format --check --quiet . && exec .venv/bin/mypy ;;
   harness) exec .venv/bin/python -m harness "$@" ;;
   *) echo "setup: unknown command '$cmd' (use run, test, lint or harness)" >&2; exit 2 ;;

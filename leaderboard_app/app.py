@@ -376,13 +376,6 @@ with tab_plots:
     _grid_notes()
     eff = plots.efficiency_frame(tables.filter_cells(data.cells, papers), grid)
     c1, c2 = st.columns(2)
-    axis = c1.radio(
-        "x axis",
-        ["qps", "index_gb"],
-        horizontal=True,
-        key="p_x",
-        format_func={"qps": "queries per second", "index_gb": "index size (GB)"}.get,
-    )
     benches = sorted(eff["benchmark"].dropna().unique())
     HEADLINE = declared.headline()[0]  # the benchmark the papers' efficiency numbers pair with: shown first
     bench = (
@@ -391,6 +384,14 @@ with tab_plots:
         else None
     )
     shown = eff[eff["benchmark"] == bench]
+    axis = c1.radio(
+        "x axis",
+        list(plots.EFFICIENCY_AXES),
+        index=plots.EFFICIENCY_AXES.index(plots.default_axis(shown)),  # the axis with the most points
+        horizontal=True,
+        key="p_x",
+        format_func={"qps": "queries per second", "index_gb": "index size (GB)"}.get,
+    )
     if shown[axis].notna().any():
         st.altair_chart(plots.efficiency_chart(shown, axis), width="stretch")
     else:

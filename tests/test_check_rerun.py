@@ -35,3 +35,25 @@ def test_rerun_of_bm25_is_gated_against_the_papers(tmp_path, capsys, monkeypatch
     # the papers' cells by the exact rule (BM25 has no seed), the accepted record at 0.01 points
     assert rows and {"REPRODUCED"} <= {r["status"] for r in rows} <= {"REPRODUCED", "PASS"}
     assert "re-run times: bm25 [paper]" in printed and (tmp_path / "s" / "cache").is_dir()
+
+
+# CI's re-runs of the trained methods (RERUNS), run here beside the other slow tests rather than one after
+# another once the suite is done: each from an empty cache, gated against its committed reference as
+# `check --rerun` gates it (.ci/run re-runs only BM25; test_ci_run pins that every re-run happens once).
+IN_THE_SUITE = ("lexmae:tiny", "cotmae:rehearsal")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rerun", IN_THE_SUITE)
+def test_a_trained_method_re_run_from_scratch_passes_the_gate(rerun, tmp_path, capsys):
+    out = tmp_path / "gate.json"
+    code = main(["check", "--rerun", rerun, "--scratch", str(tmp_path / "s"), "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    method, profile = rerun.split(":")
+    graded = [r for r in rows if (r["method"], r["profile"]) == (method, profile) and r.get("delta") is not None]
+    assert graded and all(r["status"] == "PASS" for r in graded), [
+        (r["benchmark"], r["measure"], r["delta"]) for r in graded
+    ]
+    assert any("(loss)" in str(r["benchmark"]) for r in graded)  # its training losses, too

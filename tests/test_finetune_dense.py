@@ -286,6 +286,7 @@ D.cleanup()
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks
 def test_ddp_with_negatives_across_devices_equals_one_big_batch(tmp_path, one_thread):
     """2 gloo ranks x 2 queries with gathered negatives == 1 process x 4 queries (dropout off).
 

@@ -321,6 +321,7 @@ def ddp_case(queries_per_device: int) -> tuple[list, dict, dict, SpladeTrainConf
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks
 def test_ddp_distillation_with_gathered_negatives_equals_one_big_batch(tmp_path, one_thread):
     """2 gloo ranks x 2 queries == 1 process x 4 queries: the InfoNCE scaling and the per-rank KL are right.
 

@@ -25,7 +25,8 @@ from harness.core.paths import PROJECT_ROOT
 from harness.gate.rerun import gate_fresh
 from harness.gate.run import YOUR_RUNS
 
-pytestmark = pytest.mark.slow
+# alone: gated against the committed reference, at the machine's default torch threads
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 README_TINY = ["run", "--method", "cotmae_qc", "--profile", "tiny"]  # `bash setup.sh run ...` after set-up
 

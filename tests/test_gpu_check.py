@@ -32,6 +32,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its rehearsal and its checks run ranks of their own
 def test_cpu_smoke_runs_every_check_and_writes_its_results_and_logs_under_out(tmp_path):
     done = _run("--cpu-smoke", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr

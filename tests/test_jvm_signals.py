@@ -88,6 +88,7 @@ def _terminal_dispositions() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # a signal timed into fine-tuning
 @pytest.mark.parametrize(
     "signum",
     [signal.SIGTERM] * 5 + [signal.SIGINT, signal.SIGHUP],

@@ -315,6 +315,7 @@ def _one_process_writes_the_first_queries(cache: Path, out: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # several ranks; signals timed into running stages
 def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_path):
     """A worker killed mid-pre-training ends every rank with a line naming it; `run` again resumes
     from the checkpoint and finishes one run, trained as the one-process reference was. Query generation
@@ -392,6 +393,7 @@ def _from_pretrained(pretrained: Path, tmp: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # several ranks; signals timed into running stages
 def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_to_the_same_encoder(
     tmp_path, pretrained
 ):
@@ -444,6 +446,7 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory, pretrained: Path) -> Pat
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # several ranks; signals timed into running stages
 def test_two_nodes_on_localhost_finish_one_run_with_one_record(two_nodes):
     [record] = _records(two_nodes)
     assert record["hardware"]["processes"] == 2 and "nfcorpus" in record["metrics"]
@@ -480,6 +483,7 @@ def _mlflow_statuses(uri: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # several ranks; signals timed into running stages
 def test_sigusr1_to_the_launcher_during_encoding_ends_both_workers_and_run_again_gives_the_same_metrics(
     tmp_path, two_nodes
 ):

@@ -62,7 +62,7 @@ TABS = {
 PAPER_GRIDS = ("MS MARCO & TREC DL", "BEIR")
 SMALL_RUN = re.compile(r"__(tiny|mini|rehearsal)__")
 HMS = re.compile(r"\d+:\d\d:\d\d|\d+\.\d\d s|-")
-SECONDS = 90
+SECONDS = 180  # a bound, not a speed target: on an AVX2-only EPYC beside another test the page took over 20 s to draw
 
 # The shown tab's panel (hidden panels have no layout).
 PANEL = "Array.from(document.querySelectorAll('[role=tabpanel]')).find(p => p.offsetParent !== null)"
@@ -266,11 +266,7 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
                     return False
                 # the script's last section (the last tab's) is in the page once the run has drawn all
                 # of it: the glance's folded learned runs, read below, come before it
-                return _wait(
-                    min(deadline, time.monotonic() + 20),
-                    lambda: "Skipped run records" in tools.text(),
-                    "the page",
-                )
+                return _wait(deadline, lambda: "Skipped run records" in tools.text(), "the page")
 
             _wait(deadline, loaded, "the leaderboard to serve")
             for label, (wanted, n_grids) in TABS.items():
@@ -430,11 +426,7 @@ def test_record_strings_with_markdown_html_and_links_show_as_text_and_fetch_noth
                     return False
                 # the script's last section (the last tab's) is in the page once the run has drawn all
                 # of it: the glance's folded learned runs, read below, come before it
-                return _wait(
-                    min(deadline, time.monotonic() + 20),
-                    lambda: "Skipped run records" in tools.text(),
-                    "the page",
-                )
+                return _wait(deadline, lambda: "Skipped run records" in tools.text(), "the page")
 
             _wait(deadline, loaded, "the leaderboard to serve")
 

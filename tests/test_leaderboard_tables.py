@@ -170,6 +170,20 @@ def test_efficiency_points_pair_size_and_speed_with_mrr(lb):
     assert spec["encoding"]["x"]["scale"]["type"] == "log"
 
 
+def test_the_efficiency_plot_opens_on_the_axis_with_the_most_points():
+    """Issue 63 item 6: on the committed records and the registry, MS MARCO dev has one qps point and many
+    index sizes; the plot opened on qps (one point). It opens on the axis with the most points, qps on a tie."""
+    from harness.core import benchmarks as declared
+
+    committed = lb_data.load(with_gate=False)
+    eff = plots.efficiency_frame(committed.cells, committed.records)
+    shown = eff[eff["benchmark"] == declared.headline()[0]]
+    assert shown["index_gb"].notna().sum() > shown["qps"].notna().sum()  # the defect's data
+    assert plots.default_axis(shown) == "index_gb"
+    tie = pd.DataFrame({"qps": [1.0, None], "index_gb": [None, 2.0]})
+    assert plots.default_axis(tie) == "qps" and plots.default_axis(tie.iloc[:0]) == "qps"
+
+
 def test_text_only_qps_pairs_with_the_methods_mrr():
     cells = [
         {
@@ -383,3 +397,28 @@ def test_a_single_query_rate_gets_a_decade_wide_log_axis():
     lo, hi = x["scale"]["domain"]
     assert x["scale"]["type"] == "log" and lo < 45.83 < hi and hi / lo == pytest.approx(10)
     assert x["axis"]["format"] == ",~g"
+
+
+def test_log_axes_tick_at_1_2_5_inside_their_domain():
+    """Index sizes of 0.4-3.7 GB: Vega's own ticks over one decade repeated a label at ',~g'; the axis gets
+    1-2-5 values, distinct and inside the domain (the browser test reads the drawn labels)."""
+    sizes = pd.Series([0.4, 1.4, 3.7])
+    ticks = plots.log_ticks(sizes)
+    lo, hi = plots.log_domain(sizes)
+    assert ticks == [0.5, 1.0, 2.0] and all(lo <= t <= hi for t in ticks)
+    assert plots.log_ticks(pd.Series([45.83])) == [20.0, 50.0, 100.0]
+    assert plots.log_ticks(pd.Series([1.0, 5000.0])) == [
+        1.0,
+        2.0,
+        5.0,
+        10.0,
+        20.0,
+        50.0,
+        100.0,
+        200.0,
+        500.0,
+        1000.0,
+        2000.0,
+        5000.0,
+    ]
+    assert plots.log_ticks(pd.Series([], dtype=float)) == []

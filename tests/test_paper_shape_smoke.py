@@ -36,6 +36,7 @@ def test_every_paper_objective_steps_at_bert_base_shape_on_cpu(smoke):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks
 def test_one_ddp_step_through_the_harness_wrapper_on_cpu(smoke):
     assert math.isfinite(smoke.ddp_step("cpu", batch=2))
 

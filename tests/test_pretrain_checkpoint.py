@@ -176,6 +176,7 @@ def _worker(out: str, tok_dir: str, hang_at: int, marker: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # a SIGKILL timed into training
 def test_sigkilled_subprocess_resumes_bit_identical(reference, tmp_path):
     out, marker = tmp_path / "run", tmp_path / "at-step"
     cmd = [sys.executable, __file__, str(out), str(reference[0]), "5", str(marker)]

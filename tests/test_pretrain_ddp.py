@@ -99,6 +99,7 @@ def _load(root: Path, name: str, rank: int):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks
 def test_two_ranks_match_one_process_with_the_same_global_batch(ddp_run, tmp_path):
     root, elapsed = ddp_run
     assert elapsed < 90, f"torchrun run took {elapsed:.0f} s"
@@ -125,6 +126,7 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(ddp_run, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks
 def test_ddp_resume_is_bit_identical(ddp_run):
     root, _ = ddp_run
     full, full_meta = _load(root, "acc", 0)
@@ -139,6 +141,7 @@ def test_ddp_resume_is_bit_identical(ddp_run):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks
 def test_grad_cache_path_keeps_ranks_in_sync(ddp_run):
     root, _ = ddp_run
     p0, meta = _load(root, "gc", 0)

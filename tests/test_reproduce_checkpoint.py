@@ -366,6 +366,7 @@ def test_leaderboard_shows_a_checkpoint_record_as_its_own_source(tmp_path, monke
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks
 def test_reproduce_under_torchrun_encodes_in_shards_and_scores_like_one_process(tmp_path):
     """`torchrun --nproc_per_node 2 -m harness reproduce`: both ranks encode their slice of the 5,000
     MS MARCO passages into the embedding cache's chunk folder, rank 0 merges, searches, scores and

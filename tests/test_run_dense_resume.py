@@ -17,7 +17,8 @@ import pytest
 
 from harness.core.paths import BASELINES_DIR, PROJECT_ROOT
 
-pytestmark = pytest.mark.slow
+# alone: a kill timed into a running stage
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 # Everything small: one layer of width 32, 300 passages of SciFact, a tiny T5 trained for 10
 # steps, 200 pre-training steps with a checkpoint every 10 (so a kill lands mid-stage), and

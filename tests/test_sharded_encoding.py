@@ -391,6 +391,7 @@ def mirrored_corpus(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two ranks, killed mid-stage
 def test_killed_and_resumed_two_process_run_equals_an_uninterrupted_one(tmp_path, mirrored_corpus):
     from harness.data.formats import iter_beir_corpus
     from harness.retrieval.encoder import load_zero_shot_encoder
