@@ -139,6 +139,21 @@ GLANCE_ROWS = (
 )
 
 
+def _check_table_counts(text: str) -> None:
+    """Every printed table of the five papers, with its cells and how many a run can grade, as read on the page
+    (a row's cells run together once its whitespace is one space): the counts harness.gate.tables gives."""
+    from harness.gate.run import run_gate
+    from harness.gate.tables import table_counts
+    from harness.papers.registry import load_reported_cells
+
+    flat = re.sub(r"\s+", " ", text)
+    cells = load_reported_cells()[0] or []
+    counts = table_counts(cells, run_gate(RECORDS, cells=cells).cells)
+    assert len(counts) == 22
+    missing = [c.name for c in counts if f"{c.name} {c.cells} {c.reachable} " not in flat]
+    assert missing == [], missing
+
+
 def _check_glance(text: str, tables: list) -> None:
     """Issue 28: the first tab answers "which claims hold, which differ, which were never tried and
     at what cost" over the committed records and the papers' registry, in words, no emoji (``text``:
@@ -317,6 +332,8 @@ def test_every_tab_reads_as_a_product_over_the_committed_records(tmp_path):
         repeated = [axis for axis in found["axes"] if any(a == b for a, b in zip(axis, axis[1:]))]
         assert repeated == [], (label, repeated)
     _check_glance(glance_text, glance)
+    for where in (glance_text, texts["report"]):  # issue 62 done-when 2: one count per table on both surfaces
+        _check_table_counts(where)
     method = {g["header"][0] if g["header"][0] else "hardware": g for g in grids["Method"]}
     assert all(HMS.fullmatch(row[method["stage"]["header"].index("time")]) for row in method["stage"]["rows"])
     hardware = {row[0]: row[1:] for row in method["hardware"]["rows"]}
