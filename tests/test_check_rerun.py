@@ -41,7 +41,7 @@ def test_rerun_of_bm25_is_gated_against_the_papers(tmp_path, capsys, monkeypatch
 # CI's re-runs of the trained methods (RERUNS), run here beside the other slow tests rather than one after
 # another once the suite is done: each from an empty cache, gated against its committed reference as
 # `check --rerun` gates it (.ci/run re-runs only BM25; test_ci_run pins that every re-run happens once).
-IN_THE_SUITE = ("lexmae:tiny", "cotmae:rehearsal")
+IN_THE_SUITE = ("lexmae:tiny",)
 
 
 @pytest.mark.slow
