@@ -183,7 +183,7 @@ def test_plain_folder_end_to_end_matches_brute_force(tiny_dir, toy, tmp_path, ru
     logged = MlflowClient(tracking_uri=s["mlflow"]["tracking_uri"]).get_run(s["mlflow"]["run_id"])
     assert logged.data.tags["dataset"] == "toy-beir" and logged.data.tags["model"] == str(tiny_dir)
     # MLflow gets points at 2 decimals (harness.records.parent_run.in_points); the summary keeps the fraction
-    assert logged.data.metrics["toy-beir/nDCG_at_10"] == round(100 * s["metrics"]["toy-beir"]["nDCG@10"], 2)
+    assert logged.data.metrics["toy-beir/nDCG at 10"] == round(100 * s["metrics"]["toy-beir"]["nDCG@10"], 2)
     assert logged.data.params["encoder.pooling"] == "cls" and "qps" in logged.data.metrics
 
     # The same numbers as an exhaustive dot-product ranking cut to depth 3 after the BEIR self-hit drop.

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from browser import BESIDE_CHARTS, CHROMIUM, chromium, free_port, screenshot, stop, unreadable
 
+from harness.core import benchmarks
 from harness.core.paths import PROJECT_ROOT
 from harness.records.mlflow_import import LOADED_FROM_TAG, committed_records, load_committed, run_name
 from harness.records.parent_run import RUN_CONDITIONS, parent_metrics, parent_tracker
@@ -67,7 +68,7 @@ def test_loading_records_gives_one_parent_each_in_points_and_twice_adds_nothing(
         assert set(run.data.metrics) == set(parent_metrics(rec.metrics))
         bench = sorted(rec.metrics)[0]
         measure = sorted(rec.metrics[bench])[0]
-        key = f"{bench}/{measure.replace('@', '_at_')}"
+        key = f"{benchmarks.printed_name(bench)}/{benchmarks.printed_measure(bench, measure).replace('@', ' at ')}"
         assert run.data.metrics[key] == round(100 * rec.metrics[bench][measure], 2)  # points, 2 decimals
         assert all(0 <= v <= 100 for v in run.data.metrics.values())
         assert run.data.params["spec_hash"] == rec.spec_hash and run.data.params["profile"] == rec.profile
@@ -195,7 +196,7 @@ def test_ui_on_a_fresh_clone_serves_every_committed_record_and_compares_two_meth
             f"{base}/#/compare-runs?runs={json.dumps(ids)}&experiments="
             f"{json.dumps([experiments['bm25'], experiments['cotmae_qc']])}"
         )
-        wanted = ["bm25/paper/42", "cotmae_qc/mini/42", "nfcorpus/nDCG_at_10", "spec_hash"]
+        wanted = ["bm25/paper/42", "cotmae_qc/mini/42", "NFCorpus/nDCG at 10", "spec_hash"]
         until = time.monotonic() + 180
         with chromium(tmp_path, until, window="1400,1600") as tools:
             tools.call("Page.navigate", url=url)

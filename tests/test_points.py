@@ -133,8 +133,8 @@ def test_check_rows_in_points_with_stage_and_losses_apart(tmp_path: Path) -> Non
 def test_mlflow_metrics_are_points() -> None:
     # at 2 decimals, the finest a paper prints (MLflow shows a metric as stored: 100 * 0.319 = 31.900000000000002)
     assert parent_metrics({"nfcorpus": {"nDCG@10": 0.009834886865859713, "R@100": 0.319}}) == {
-        "nfcorpus/nDCG_at_10": 0.98,
-        "nfcorpus/R_at_100": 31.9,
+        "NFCorpus/nDCG at 10": 0.98,
+        "NFCorpus/R at 100": 31.9,
     }
 
 

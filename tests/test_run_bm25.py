@@ -55,7 +55,7 @@ def test_bm25_reproduces_papers(use_shared_cache, tmp_path, capsys):
     assert parent.data.params["spec.retrieval.k1"] == "0.9"
     # Only the final stage's metrics, as <benchmark>/<measure>: the keys every method's parent shares.
     # in points at 2 decimals (harness.records.parent_run.in_points); the record keeps the whole fraction
-    assert parent.data.metrics["scifact/nDCG_at_10"] == round(100 * summary["metrics"]["scifact"]["nDCG@10"], 2)
+    assert parent.data.metrics["SciFact/nDCG at 10"] == round(100 * summary["metrics"]["scifact"]["nDCG@10"], 2)
     assert all(key.count("/") == 1 for key in parent.data.metrics), sorted(parent.data.metrics)
     nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert {r.data.tags["stage"] for r in nested} >= {"index/scifact", "retrieve/scifact", "evaluate/bm25/nfcorpus"}

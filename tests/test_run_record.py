@@ -191,7 +191,7 @@ def test_reproduce_logs_a_comparable_parent_run(tmp_path, monkeypatch):
     parent = client.get_run(out.mlflow["run_id"])
     assert parent.info.run_name == f"toy-retriever/checkpoint/{SEED}/{out.run_id.rsplit('__', 1)[-1]}"
     assert parent.data.metrics == pytest.approx(parent_metrics(out.metrics))
-    assert {"scifact/nDCG_at_10", "nfcorpus/nDCG_at_10"} <= set(parent.data.metrics)
+    assert {"SciFact/nDCG at 10", "NFCorpus/nDCG at 10"} <= set(parent.data.metrics)
     assert all(key.count("/") == 1 for key in parent.data.metrics)  # no variant prefix: stage metrics are nested
     tags = parent.data.tags
     assert (tags["run_id"], tags["checkpoint"], tags["profile"], tags["seed"]) == (

@@ -214,12 +214,12 @@ def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged
     assert names["cotmae"] == f"cotmae_qc/mini/{SEED}/" + logged["cotmae"][1].rsplit("__", 1)[-1]
 
     # The compare view's rows: the same <benchmark>/<measure> keys on every parent, final stage only.
-    keys = {"scifact/nDCG_at_10", "scifact/R_at_100", "nfcorpus/nDCG_at_10", "nfcorpus/R_at_100"}
+    keys = {"SciFact/nDCG at 10", "SciFact/R at 100", "NFCorpus/nDCG at 10", "NFCorpus/R at 100"}
     assert all(set(_metrics(r)) == keys for r in parents.values()), {k: sorted(_metrics(r)) for k, r in parents.items()}
-    assert _metrics(parents["cotmae"])["scifact/nDCG_at_10"] == pytest.approx(
+    assert _metrics(parents["cotmae"])["SciFact/nDCG at 10"] == pytest.approx(
         45.0
     )  # points; retriever2, not retriever1
-    delta = _metrics(parents["bm25_b"])["scifact/nDCG_at_10"] - _metrics(parents["bm25_a"])["scifact/nDCG_at_10"]
+    delta = _metrics(parents["bm25_b"])["SciFact/nDCG at 10"] - _metrics(parents["bm25_a"])["SciFact/nDCG at 10"]
     assert delta == pytest.approx(-0.35)  # points
 
     # Stage metrics stay on the nested runs.
@@ -230,7 +230,7 @@ def test_mlflow_server_compares_parent_runs_of_two_methods(mlflow_server, logged
         "evaluate/retriever2/nfcorpus",
         "evaluate/retriever2/scifact",
     ]
-    assert all(set(_metrics(r)) == {"nDCG_at_10", "R_at_100"} for r in nested)
+    assert all(set(_metrics(r)) == {"nDCG at 10", "R at 100"} for r in nested)
 
     # Tags: identity, papers, verdict counts (every verdict, zeros included), git, hardware.
     for key, run in parents.items():
@@ -289,7 +289,7 @@ def test_mlflow_compare_view_renders_two_methods_in_chromium(mlflow_server, logg
     base = mlflow_server.base
     experiments = _experiment_ids(base, ["bm25", "cotmae_qc"])
     url = compare_url(base, [logged["bm25_a"][0], logged["cotmae"][0]], experiments)
-    wanted = [f"bm25/paper/{SEED}/", f"cotmae_qc/mini/{SEED}/", "nfcorpus/nDCG_at_10", "spec.retrieval.k1"]
+    wanted = [f"bm25/paper/{SEED}/", f"cotmae_qc/mini/{SEED}/", "NFCorpus/nDCG at 10", "spec.retrieval.k1"]
     deadline = time.monotonic() + 120  # the UI's bundle is large and the machine may be busy
     with chromium(tmp_path, deadline, window="1400,1600") as tools:
         _rendered(tools, url, wanted, deadline)
@@ -341,7 +341,7 @@ def test_mlflow_runs_table_shows_the_run_names_and_metric_columns(mlflow_server,
     base = mlflow_server.base
     (experiment,) = _experiment_ids(base, ["bm25"])
     names = [f"bm25/paper/{SEED}/" + logged[k][1].rsplit("__", 1)[-1] for k in ("bm25_a", "bm25_b")]
-    columns = ["scifact/nDCG_at_10", "scifact/R_at_100", "nfcorpus/nDCG_at_10", "nfcorpus/R_at_100"]
+    columns = ["SciFact/nDCG at 10", "SciFact/R at 100", "NFCorpus/nDCG at 10", "NFCorpus/R at 100"]
     deadline = time.monotonic() + 120
     with chromium(tmp_path, deadline, window="2200,1000") as tools:
         _rendered(tools, runs_table_link(base, experiment), [*names, *columns, "66.47", "66.12"], deadline)
@@ -373,15 +373,34 @@ def test_parent_run_naming_and_keys():
         "papers": "lexmae",
     }
     assert [mlflow_key(m) for m in ("nDCG@10", "R@1000", "AP(rel=2)", "MRR@10")] == [
-        "nDCG_at_10",
-        "R_at_1000",
+        "nDCG at 10",
+        "R at 1000",
         "AP_rel_2_",
-        "MRR_at_10",
+        "MRR at 10",
     ]
-    assert parent_metrics({"nfcorpus": {"nDCG@10": 0.32}, "msmarco-dev": {"RR@10": 0.38}}) == {
-        "nfcorpus/nDCG_at_10": 32.0,
-        "msmarco-dev/RR_at_10": 38.0,
-    }  # points, as every table prints them
+    # The benchmark and the measure as the papers print them (MLflow refuses '@'), in points.
+    assert parent_metrics(
+        {
+            "nfcorpus": {"nDCG@10": 0.32},
+            "msmarco-dev": {"RR@10": 0.38, "R@1000": 0.98},
+            "dl19": {"RR(rel=2)@10": 0.9},
+            "webis-touche2020": {"nDCG@10": 0.3},
+            "cqadupstack-android": {"nDCG@10": 0.4},
+            "msmarco-dev@sample": {"RR@10": 0.2},
+            "beir-avg14": {"nDCG@10": 0.5},
+            "toy-beir": {"nDCG@10": 0.1},
+        }
+    ) == {
+        "NFCorpus/nDCG at 10": 32.0,
+        "MS MARCO dev/MRR at 10": 38.0,
+        "MS MARCO dev/R at 1k": 98.0,
+        "TREC DL19/MRR at 10 rel 2": 90.0,
+        "Touché-2020/nDCG at 10": 30.0,
+        "CQADupStack android/nDCG at 10": 40.0,
+        "MS MARCO dev sample/MRR at 10": 20.0,
+        "BEIR average 14/nDCG at 10": 50.0,
+        "toy-beir/nDCG at 10": 10.0,  # undeclared: its own name
+    }
     tags = parent_tags(
         RunRecord.from_json(
             {
@@ -422,15 +441,15 @@ def test_runs_view_shows_each_metric_key_once_and_keeps_what_was_there():
     parent metric key a column, added to, never repeated, written again only when it grows."""
     from harness.records.runs_view import RUN_NAME_COLUMN, RUNS_VIEW, runs_table_link, runs_view_value
 
-    first = runs_view_value(None, ["scifact/nDCG_at_10", "nfcorpus/nDCG_at_10"])
+    first = runs_view_value(None, ["SciFact/nDCG at 10", "NFCorpus/nDCG at 10"])
     assert first is not None
     view = json.loads(first)
-    assert view["selectedColumns"] == ["metrics.`nfcorpus/nDCG_at_10`", "metrics.`scifact/nDCG_at_10`"]
+    assert view["selectedColumns"] == ["metrics.`NFCorpus/nDCG at 10`", "metrics.`SciFact/nDCG at 10`"]
     assert view["columnOrder"] == [RUN_NAME_COLUMN, *view["selectedColumns"]]  # MLflow sizes only these
     assert set(view["columnWidths"]) == set(view["columnOrder"])
-    assert runs_view_value(first, ["scifact/nDCG_at_10"]) is None  # nothing new: the tag is left alone
-    grown = json.loads(runs_view_value(first, ["msmarco-dev/RR_at_10"]) or "{}")
-    assert grown["selectedColumns"] == [*view["selectedColumns"], "metrics.`msmarco-dev/RR_at_10`"]
+    assert runs_view_value(first, ["SciFact/nDCG at 10"]) is None  # nothing new: the tag is left alone
+    grown = json.loads(runs_view_value(first, ["MS MARCO dev/MRR at 10"]) or "{}")
+    assert grown["selectedColumns"] == [*view["selectedColumns"], "metrics.`MS MARCO dev/MRR at 10`"]
     assert json.loads(runs_view_value("not json", ["a/b"]) or "{}")["selectedColumns"] == ["metrics.`a/b`"]
     assert runs_table_link("http://127.0.0.1:5000/", "3") == (
         f"http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey={RUNS_VIEW}"

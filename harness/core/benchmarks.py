@@ -28,6 +28,7 @@ SAMPLE_MARK = "@"  # <name>@sample: a rehearsal sample of a benchmark (harness.d
 READERS = ("trec", "beir", "forums", "msmarco-train", "smoke", "local")
 _KEYS = {
     "name",
+    "title",
     "kind",
     "reader",
     "description",
@@ -63,6 +64,7 @@ class Family:
     measures: tuple[str, ...]
     primary: str
     drop_self_hits: bool = False
+    spelled: dict[str, str] = field(default_factory=dict)  # a measure as the papers print it (RR@10: MRR@10)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Declaration:
     name: str
     kind: str
     reader: str
+    title: str = ""  # as the papers print it (MS MARCO dev, TREC-COVID); empty: the name
     description: str = ""
     eval_split: str = "test"
     splits: tuple[str, ...] = ()
@@ -141,6 +144,7 @@ def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[st
         name=name,
         kind=str(entry["kind"]),
         reader=reader,
+        title=str(entry.get("title") or ""),
         description=str(entry.get("description") or ""),
         eval_split=eval_split,
         splits=tuple(entry.get("splits") or [eval_split]),
@@ -172,7 +176,9 @@ def _declaration(entry: Any, where: Path, folder: Path | None, families: dict[st
 def _package() -> dict[str, Any]:
     data = yamlsafe.load(DECLARATIONS_FILE.read_text(encoding="utf-8"))
     families = {
-        name: Family(name, tuple(f["measures"]), str(f["primary"]), bool(f.get("drop_self_hits")))
+        name: Family(
+            name, tuple(f["measures"]), str(f["primary"]), bool(f.get("drop_self_hits")), dict(f.get("spelled") or {})
+        )
         for name, f in data["families"].items()
     }
     return {
@@ -185,7 +191,7 @@ def _package() -> dict[str, Any]:
 
 
 _USER_SHAPES: dict[str, type] = {
-    **dict.fromkeys(("reader", "description", "eval_split", "corpus", "note", "terms", "margin_family"), str),
+    **dict.fromkeys(("reader", "title", "description", "eval_split", "corpus", "note", "terms", "margin_family"), str),
     **dict.fromkeys(("splits", "forums", "papers", "printed"), list),
     **dict.fromkeys(("split_aliases", "embedded", "extra", "columns", "download"), dict),
 }
@@ -455,6 +461,33 @@ def base_name(name: str) -> str:
     """The declared benchmark a name stands for: a rehearsal sample is its full benchmark, a forum its parent."""
     base = name.split(SAMPLE_MARK, 1)[0]
     return forum_parent(base) or base
+
+
+def printed_name(name: str) -> str:
+    """``name`` as the papers print it: its declared title (``msmarco-dev`` -> ``MS MARCO dev``), a forum
+    its benchmark's title and the forum (``CQADupStack android``), a rehearsal sample its benchmark's
+    (``MS MARCO dev sample``), a printed average its label (``BEIR average 14``); any other name (a
+    fixture) as it is."""
+    base, mark, rest = name.partition(SAMPLE_MARK)
+    if mark:
+        return f"{printed_name(base)} {rest}"
+    decl = find(name)
+    if decl is not None:
+        return decl.title or decl.name
+    parent = forum_parent(name)
+    if parent is not None:
+        return f"{printed_name(parent)} {name[len(parent) + 1 :]}"
+    labels = {str(a["name"]): str(a["label"]) for a in _package()["aggregates"]}
+    return f"BEIR average {labels[name]}" if name in labels else name
+
+
+def printed_measure(name: str, measure: str) -> str:
+    """``measure`` on benchmark ``name`` as its papers print it (MS MARCO's ``RR@10`` is ``MRR@10``,
+    ``R@1000`` is ``R@1k``); undeclared names and measures as they are."""
+    decl = find(base_name(name))
+    fams = _package()["families"]
+    fam = fams.get(decl.kind) if decl is not None else None
+    return fam.spelled.get(measure, measure) if fam is not None else measure
 
 
 def margin_family(name: str) -> str:

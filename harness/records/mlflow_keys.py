@@ -1,4 +1,4 @@
-"""Keys and values as MLflow accepts them: safe keys (``nDCG@10`` -> ``nDCG_at_10``), values cut to
+"""Keys and values as MLflow accepts them: safe keys (``nDCG@10`` -> ``nDCG at 10``), values cut to
 MLflow's length limits, nested params flattened to dotted keys."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ TRUNCATED = " ...[truncated; the run record holds the whole value]"
 
 
 def mlflow_key(name: str) -> str:
-    """A metric / param / tag key MLflow accepts: ``@`` reads ``_at_`` (``nDCG@10`` -> ``nDCG_at_10``,
-    ``R@1000`` -> ``R_at_1000``) and any other character MLflow refuses becomes ``_``
+    """A metric / param / tag key MLflow accepts: ``@`` (which it refuses) reads `` at `` (``nDCG@10``
+    -> ``nDCG at 10``, ``R@1k`` -> ``R at 1k``) and any other character it refuses becomes ``_``
     (``AP(rel=2)`` -> ``AP_rel_2_``)."""
-    return _UNSAFE_KEY_CHARS.sub("_", str(name).replace("@", "_at_"))[:KEY_LIMIT]
+    return _UNSAFE_KEY_CHARS.sub("_", str(name).replace("@", " at "))[:KEY_LIMIT]
 
 
 def clip(value: Any, limit: int) -> str:

@@ -5,8 +5,8 @@ A parent run is named ``<method>/<profile>/<seed>/<stamp>`` (:func:`parent_track
 ``run_id`` tag) and, once the run is scored, holds the FINAL stage's metrics as ``<benchmark>/<measure>``
 (:func:`log_parent_summary`) beside the flattened spec (params) and the verdict / git / hardware tags,
 so every method's parent has the same metric keys (and ``condition.*`` params) and MLflow's compare view lines them up. Stage
-metrics stay on the nested runs. Metric keys follow :func:`harness.records.mlflow_keys.mlflow_key`
-(``nDCG@10`` -> ``nDCG_at_10``).
+metrics stay on the nested runs. Metric keys are the benchmark and measure as the papers print them,
+made safe by :func:`harness.records.mlflow_keys.mlflow_key` (``NFCorpus/nDCG at 10``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.core import benchmarks
 from harness.core.statuses import VERDICTS
 from harness.papers.schema import CONDITION_KEYS
 from harness.records.mlflow_keys import mlflow_key, param_value
@@ -106,13 +107,25 @@ def in_points(aggregate: Mapping[str, float]) -> dict[str, float]:
     return {measure: round(100.0 * float(value), POINTS_DECIMALS) for measure, value in aggregate.items()}
 
 
+def measure_key(benchmark: str, measure: str) -> str:
+    """A measure's MLflow key as the papers print it on ``benchmark`` (MS MARCO's ``RR@10`` -> ``MRR at
+    10``, its ``R@1000`` -> ``R at 1k``; ``nDCG@10`` -> ``nDCG at 10``): MLflow refuses ``@``."""
+    return mlflow_key(benchmarks.printed_measure(benchmark, measure))
+
+
+def stage_metrics(benchmark: str, aggregate: Mapping[str, float]) -> dict[str, float]:
+    """An evaluation stage's measures on ``benchmark`` under :func:`measure_key`, in points."""
+    return {measure_key(benchmark, m): value for m, value in in_points(aggregate).items()}
+
+
 def parent_metrics(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """A record's (final stage's) ``{benchmark: {measure: fraction}}`` as ``<benchmark>/<measure>`` keys in
-    points, e.g. ``nfcorpus/nDCG_at_10``: the same keys for every method, so runs line up when compared."""
+    points, both as the papers print them (``MS MARCO dev/MRR at 10``, ``NFCorpus/nDCG at 10``): the same
+    keys for every method, so runs line up when compared."""
     return {
-        f"{mlflow_key(bench)}/{mlflow_key(measure)}": value
+        f"{mlflow_key(benchmarks.printed_name(bench))}/{key}": value
         for bench, values in metrics.items()
-        for measure, value in in_points(values).items()
+        for key, value in stage_metrics(bench, values).items()
     }
 
 

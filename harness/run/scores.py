@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.seeds import DEFAULT_SEED
 from harness.evaluation.chance import chance_check
-from harness.records.parent_run import in_points
+from harness.records.parent_run import stage_metrics
 
 if TYPE_CHECKING:
     from harness.pipelines.context import StageLog
@@ -85,7 +85,7 @@ def score_variants(
             t0 = time.time()
             with tracker.stage(f"evaluate/{variant}/{name}", {"benchmark": name, "finetune_stage": variant}):
                 scored = score(variant, name)
-                tracker.log_metrics(in_points(scored.result.aggregate))  # MLflow shows points
+                tracker.log_metrics(stage_metrics(name, scored.result.aggregate))  # in points, as printed
                 tracker.log_artifact(scored.run_path, subdir=f"runs/{variant}/{name}")
             stages.add("evaluate", f"{variant}/{name}", scored.cached, time.time() - t0)
             # Its metrics stay on the stage run: the parent gets only the final variant's, under keys
