@@ -151,3 +151,22 @@ def test_runs_state_which_msmarco_passages_and_negatives_they_read() -> None:
         if stated.get("finetune_data") == "msmarco-sbert-hard-negatives":  # a *_beir variant mines no BM25 negatives
             continue
         assert stated["bm25_negatives"] in ("own", "msmarco-triples", "tevatron"), path.name
+
+
+def test_every_rehearsable_method_has_a_committed_accepted_rehearsal_record() -> None:
+    """Each spec with a rehearsal (every trained method and variant) has its rehearsal run committed
+    and accepted as the reference `check` gates (issue 62: a record for each new variant)."""
+    import json
+
+    from harness.core.paths import PROJECT_ROOT
+    from harness.spec.method import list_methods
+
+    records = PROJECT_ROOT / "runs" / "records"
+    references = json.loads((records / "references.json").read_text())["references"]
+    rehearsable = [m for m in list_methods() if "rehearsal" in profiles_of(m)]
+    assert len(rehearsable) >= 20, rehearsable
+    missing = [m for m in rehearsable if f"{m}/rehearsal" not in references]
+    assert not missing, f"no accepted rehearsal reference for {missing}: run it and `check --accept` the record"
+    for method in rehearsable:
+        path = records / f"{references[f'{method}/rehearsal']['run_id']}.json"
+        assert path.is_file(), f"{method}: the accepted rehearsal record {path.name} is not committed"
