@@ -151,6 +151,29 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
+# cotmae tiny with a quarter of its pre-training steps: the tests of the pre-trained encoder's runs (SIGUSR1 during
+# pre-training and during encoding, two nodes) compare runs of their own, never a committed reference, and the
+# 400 steps were most of each (94 of a 2-process run's 195 s at one thread per rank on the AVX2-only AMD EPYC)
+LAUNCH_SPEC = """
+name: launch
+extends: cotmae
+profiles:
+  tiny:
+    pretrain: {steps: 100}
+"""
+
+
+def _launch_env(tmp: Path) -> dict[str, str]:
+    """``_env`` with the specs folder holding ``launch`` (LAUNCH_SPEC), the cotmae spec it extends and the
+    control cotmae compares with."""
+    specs = tmp / "specs"
+    specs.mkdir(parents=True, exist_ok=True)
+    for base in ("cotmae", "nopretrain"):
+        shutil.copy(ROOT / "baselines" / f"{base}.yaml", specs)
+    (specs / "launch.yaml").write_text(LAUNCH_SPEC)
+    return {**_env(tmp), "HARNESS_SPECS_DIR": str(specs)}
+
+
 def _harness(args: list[str], env: dict[str, str], timeout: int = 1200) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "harness", *args],
@@ -321,7 +344,10 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     from the checkpoint and finishes one run, trained as the one-process reference was. Query generation
     and every encoding stage ran sharded on both ranks, and the queries are the one-process run's; every search
     ran on both ranks and one process writes the same run files (tests/test_launch_search.py)."""
-    args = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--nproc-per-node", "2"]
+    # NFCorpus only: the losses compared with the one-process reference are fine-tuning's on nfcorpus-train, and
+    # SciFact's evaluation would add encoding and searching, not another path
+    one = ["run", "--method", "cotmae_qc", "--profile", "tiny", "--dataset", "nfcorpus"]
+    args = [*one, "--nproc-per-node", "2"]
     first = _harness(args, _env(tmp_path))
     deadline = time.time() + 1200
     while not list((tmp_path / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
@@ -366,7 +392,7 @@ def test_two_processes_on_one_node_train_one_run_with_the_same_global_batch(tmp_
     assert logs and any("[pretrain] rank 1: training with the other ranks" in p.read_text() for p in logs)
     from tests.test_launch_search import assert_one_process_search_writes_the_same_run_files
 
-    assert_one_process_search_writes_the_same_run_files(tmp_path, record)  # searches where the vectors are
+    assert_one_process_search_writes_the_same_run_files(tmp_path, record, one)  # searches where the vectors are
 
 
 def _encoder(tmp: Path) -> bytes:
@@ -375,16 +401,16 @@ def _encoder(tmp: Path) -> bytes:
     return weights.read_bytes()
 
 
-PRETRAIN_TWO = ["run", "--method", "cotmae", "--profile", "tiny", "--nproc-per-node", "2", "--stage", "pretrain"]
+PRETRAIN_TWO = ["run", "--method", "launch", "--profile", "tiny", "--nproc-per-node", "2", "--stage", "pretrain"]
 
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """cotmae tiny pre-trained once, uninterrupted, by 2 processes (`--stage pretrain`): the encoder the
+    """LAUNCH_SPEC (cotmae tiny, 100 steps) pre-trained once, uninterrupted, by 2 processes (`--stage pretrain`): the encoder the
     SIGUSR1 test compares with, and the cache the encoding-cut and two-node tests start from (pre-training's
     key is the same whatever the process count, so they find it built and train only what follows)."""
     whole = tmp_path_factory.mktemp("pretrained")
-    _finish(_harness(PRETRAIN_TWO, _env(whole)))
+    _finish(_harness(PRETRAIN_TWO, _launch_env(whole)))
     return whole
 
 
@@ -404,7 +430,7 @@ def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_
     what follows it reads only the exported encoder, so equal encoders are equal final metrics.)"""
     args = PRETRAIN_TWO
     cut = tmp_path / "cut"
-    first = _harness(args, _env(cut))
+    first = _harness(args, _launch_env(cut))
     deadline = time.time() + 1200
     while not list((cut / "cache" / "pretrain").glob(".*.partial.tmp/**/step-[0-9]*")) and time.time() < deadline:
         assert first.poll() is None, first.communicate()[0][-3000:]
@@ -422,12 +448,12 @@ def test_sigusr1_to_the_launcher_checkpoints_every_worker_and_run_again_resumes_
     assert {p.name for p in saved.glob("rng-rank*.pt")} == {"rng-rank0.pt", "rng-rank1.pt"}  # both ranks saved
     step = int(saved.name.split("-")[1])
 
-    out = _finish(_harness(args, _env(cut)))
+    out = _finish(_harness(args, _launch_env(cut)))
     assert "[pretrain] resuming from" in out and f"(step {step} of" in out
     assert _encoder(cut) == _encoder(pretrained)
 
 
-TWO_RANKS = ["run", "--method", "cotmae", "--profile", "tiny", "--dataset", "nfcorpus"]
+TWO_RANKS = ["run", "--method", "launch", "--profile", "tiny", "--dataset", "nfcorpus"]
 
 
 @pytest.fixture(scope="module")
@@ -436,7 +462,7 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory, pretrained: Path) -> Pat
     encoder (copied in), so the nodes fine-tune and evaluate together. Ranks 0 and 1 are the ranks of a
     one-node 2-process run, so it is also the uninterrupted run the encoding-cut test compares with."""
     whole = tmp_path_factory.mktemp("two-nodes")
-    env = _env(whole)
+    env = _launch_env(whole)
     _from_pretrained(pretrained, whole)
     common = [*TWO_RANKS, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
     nodes = [_harness([*common, "--node-rank", str(r)], env) for r in (0, 1)]
@@ -499,7 +525,7 @@ def test_sigusr1_to_the_launcher_during_encoding_ends_both_workers_and_run_again
     shutil.copytree(two_nodes / "cache", cut / "cache")
     for encoded in ("dense_retrieve", "embeddings"):  # every encoding (mining's and the evaluation's) again
         shutil.rmtree(cut / "cache" / encoded)
-    env = {**_env(cut), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env = {**_launch_env(cut), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     first = _harness(args, env)
     assert first.stdout is not None
     lines = []

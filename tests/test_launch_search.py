@@ -55,8 +55,9 @@ def assert_same_run_lines(two: list[list[str]], one: list[list[str]], name: str 
             assert sorted(ids_two) == sorted(ids_one), (name, one[start])
 
 
-def assert_one_process_search_writes_the_same_run_files(run_dir: Path, record: dict) -> None:
-    """``record``: a finished 2-process cotmae_qc tiny run in ``run_dir`` (its cache and runs). Every search
+def assert_one_process_search_writes_the_same_run_files(run_dir: Path, record: dict, args: list[str]) -> None:
+    """``record``: a finished 2-process cotmae_qc tiny run in ``run_dir`` (its cache and runs) of ``args`` (the
+    `run` arguments, without the launch flags). Every search
     ran on both processes; one process searching the same models and vectors again (the dense_retrieve
     stages removed from the cache) writes the same run files. Called by tests/test_launch.py's 2-process
     run, so the 2-process tiny run is trained once in the suite."""
@@ -67,7 +68,7 @@ def assert_one_process_search_writes_the_same_run_files(run_dir: Path, record: d
     two = _run_files(cache)
     assert len(two) == len(searches)
     shutil.rmtree(cache / "dense_retrieve")
-    _finish(_harness(["run", "--method", "cotmae_qc", "--profile", "tiny"], _env(run_dir)))
+    _finish(_harness(args, _env(run_dir)))
     one = _run_files(cache)
     assert one.keys() == two.keys()
     for name in one:

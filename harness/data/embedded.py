@@ -18,7 +18,7 @@ from harness.core.paths import EMBEDDED_DATA_DIR
 
 MANIFEST_NAME = "MANIFEST.json"
 
-# (resolved path, size, mtime_ns) of files whose sha256 matched in this process.
+# (path, size, mtime_ns) of files whose sha256 matched in this process.
 _verified: set[tuple[str, int, int]] = set()
 _manifests: dict[str, dict[str, dict[str, Any]]] = {}
 
@@ -30,7 +30,7 @@ def _root(root: Path | None) -> Path:
 def manifest(root: Path | None = None) -> dict[str, dict[str, Any]]:
     """Manifest entries keyed by stored relative path (e.g. ``beir/scifact/corpus.jsonl.gz``)."""
     base = _root(root)
-    key = str(base.resolve())
+    key = str(base)  # not resolved: a plan reads the manifest hundreds of times, and resolving each is most of it
     if key not in _manifests:
         mpath = base / MANIFEST_NAME
         try:
@@ -74,7 +74,7 @@ def path(rel: str, root: Path | None = None) -> Path:
             f"embedded data file {full} is missing; restore it with "
             f"git checkout -- harness/data/embedded/{rel} (or reinstall the harness)"
         ) from None
-    key = (str(full.resolve()), st.st_size, st.st_mtime_ns)
+    key = (str(full), st.st_size, st.st_mtime_ns)  # another spelling of the path is only checked once more
     if key not in _verified:
         expected = entries[rel]["sha256"]
         actual = sha256_file(full)
