@@ -46,11 +46,11 @@ def test_ci_runs_the_readme_test_command_and_says_where_its_screenshots_are(tmp_
 
 def test_every_rerun_runs_once_in_ci():
     """CI re-runs each of RERUNS from scratch exactly once, inside the suite: BM25 as `check --rerun` in
-    tests/test_check_rerun.py, cotmae_qc tiny in tests/test_fresh_copy_tiny_run.py (the README's run on a fresh
+    tests/test_run_bm25.py, cotmae_qc tiny in tests/test_fresh_copy_tiny_run.py (the README's run on a fresh
     copy, gated by gate_fresh); .ci/run re-runs nothing of its own."""
     from harness.gate.rerun import RERUNS, parse_reruns
-    from tests.test_check_rerun import IN_THE_SUITE
     from tests.test_fresh_copy_tiny_run import README_TINY
+    from tests.test_run_bm25 import IN_THE_SUITE
 
     assert "--rerun" not in (PROJECT_ROOT / ".ci" / "run").read_text()
     in_suite = parse_reruns(",".join(IN_THE_SUITE))
