@@ -29,8 +29,13 @@ def shared_cache(scratch):
 
 
 @pytest.fixture
-def use_shared_cache(shared_cache, monkeypatch):
+def use_shared_cache(shared_cache, monkeypatch, capsys):
+    """The module's cache with SciFact's stages built: the re-run's, where it ran in this pytest worker before
+    (a worker runs a module's tests in file order), else built here by one run (xdist gave it another worker)."""
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(shared_cache))
+    if not shared_cache.is_dir():
+        assert main(["run", "--method", "bm25", "--dataset", "scifact"]) == 0
+        capsys.readouterr()
     return shared_cache
 
 
@@ -45,6 +50,7 @@ def test_ci_rerun_of_bm25_reproduces_the_papers_and_its_accepted_record(scratch,
     and its MLflow parent run hold what `run` printed."""
     out = tmp_path / "gate.json"
     committed = PROJECT_ROOT / "runs" / "records"  # the tests' own runs folder (conftest) holds no references
+    assert not (scratch / "cache").exists()  # from an empty cache: the first test of the module in its worker
     argv = ["check", "--rerun", ",".join(IN_THE_SUITE), "--records", str(committed), "--scratch", str(scratch)]
     code = main([*argv, "--json", str(out)])
     printed = capsys.readouterr().out
