@@ -61,7 +61,7 @@ def test_ci_rerun_of_bm25_reproduces_the_papers_and_its_accepted_record(scratch,
     ]
     assert {r["benchmark"] for r in fresh} == set(RERUNS[0].datasets) == {"scifact", "nfcorpus"}
     assert {"REPRODUCED", "PASS"} == {r["status"] for r in fresh}  # the papers' cells and the accepted record
-    assert "re-run times: bm25 [paper]" in printed
+    assert "re-run times: bm25 [paper]" in printed and (scratch / "cache").is_dir()
 
     # the re-run's own record and log: what `run --method bm25` wrote
     [path] = (scratch / "runs" / "local").glob("bm25__paper__*.json")
